@@ -1,0 +1,70 @@
+import { z } from 'zod';
+
+/**
+ * Every error that crosses a process boundary has a kind from this list and a message that says
+ * what happened and what to do. Messages never contain secrets.
+ */
+export const ErrorKind = z.enum([
+  'INVALID_INPUT',
+  'NOT_FOUND',
+  'CONFLICT',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'DOCKER_NOT_INSTALLED',
+  'DOCKER_NOT_RUNNING',
+  'DOCKER_PERMISSION_DENIED',
+  'IMAGE_BUILD_FAILED',
+  'IMAGE_INCOMPATIBLE',
+  'DISK_FULL',
+  'SANDBOX_FAILED',
+  'CHANNEL_CLOSED',
+  'COMMAND_TIMEOUT',
+  'KEYCHAIN_UNAVAILABLE',
+  'KEY_MISSING',
+  'PROVIDER_UNKNOWN',
+  'UPSTREAM_ERROR',
+  'BUDGET_EXCEEDED',
+  'VM_UNAVAILABLE',
+  'CANCELLED',
+  'INTERNAL',
+]);
+export type ErrorKind = z.infer<typeof ErrorKind>;
+
+export const ErrorInfo = z.object({ kind: ErrorKind, message: z.string() });
+export type ErrorInfo = z.infer<typeof ErrorInfo>;
+
+/** The result envelope of every contract call. */
+export type Envelope<T> = { ok: true; value: T } | { ok: false; error: ErrorInfo };
+
+export function envelopeSchema<T extends z.ZodType>(value: T) {
+  return z.discriminatedUnion('ok', [
+    z.object({ ok: z.literal(true), value }),
+    z.object({ ok: z.literal(false), error: ErrorInfo }),
+  ]);
+}
+
+/** A typed error; `kind` travels across processes, `message` is shown to the user. */
+export class AirlockError extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'AirlockError';
+  }
+
+  toInfo(): ErrorInfo {
+    return { kind: this.kind, message: this.message };
+  }
+}
+
+/** Turns anything thrown into an ErrorInfo without leaking stack traces or unknown fields. */
+export function toErrorInfo(err: unknown): ErrorInfo {
+  if (err instanceof AirlockError) return err.toInfo();
+  if (err instanceof z.ZodError) {
+    return { kind: 'INVALID_INPUT', message: err.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ') };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { kind: 'INTERNAL', message };
+}

@@ -1,0 +1,28 @@
+/** Streams and environment a CLI command works with (injected so tests can capture them). */
+export interface CliIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+}
+
+/** Exit codes scripts can rely on. */
+export const ExitCode = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  /** A prerequisite (engine, keychain, image) is missing. */
+  unavailable: 3,
+  /** The run ended cancelled, failed or interrupted. */
+  runNotDone: 4,
+  /** An apply left conflicting files untouched. */
+  conflict: 5,
+} as const;
+
+/** One top-level CLI command (`airlock <name> …`). */
+export interface CliCommand {
+  name: string;
+  summary: string;
+  usage: string;
+  run(args: string[], io: CliIo): Promise<number>;
+}

@@ -1,0 +1,43 @@
+import { toErrorInfo } from '../../contracts/errors';
+import { ExitCode, type CliCommand, type CliIo } from './command';
+
+/** Commands load lazily so `airlock doctor` does not pay for the proxy or the UI host. */
+const commands: Record<string, () => Promise<CliCommand>> = {
+  doctor: async () => (await import('./commands/doctor')).doctorCommand,
+  sandbox: async () => (await import('./commands/sandbox')).sandboxCommand,
+};
+
+function usage(): string {
+  const names = Object.keys(commands).join(', ');
+  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\n`;
+}
+
+/** Runs the CLI and returns its exit code. */
+export async function main(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h') {
+    io.stdout.write(usage());
+    return name ? ExitCode.ok : ExitCode.usage;
+  }
+  const load = commands[name];
+  if (!load) {
+    io.stderr.write(`airlock: unknown command '${name}'\n${usage()}`);
+    return ExitCode.usage;
+  }
+  const command = await load();
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
+    return ExitCode.ok;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (err) {
+    const info = toErrorInfo(err);
+    io.stderr.write(`airlock ${name}: ${info.message} [${info.kind}]\n`);
+    return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;
+  }
+}
+
+function defaultIo(): CliIo {
+  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
+}

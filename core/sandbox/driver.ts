@@ -1,0 +1,84 @@
+import type { Event } from '../common/disposable';
+
+/** Which isolation a sandbox uses. */
+export type IsolationKind = 'docker' | 'qemu' | 'lima' | 'wsl';
+
+/** Network policy of a sandbox. `none` leaves only loopback; the model proxy arrives through the channel. */
+export type NetworkMode = 'none' | 'open';
+
+export interface SandboxLimits {
+  /** Memory limit in bytes (default 4 GiB). */
+  memoryBytes: number;
+  /** CPU limit in CPUs (default 2). */
+  cpus: number;
+  /** Max processes (default 512). */
+  pids: number;
+}
+
+export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 4 * 1024 ** 3, cpus: 2, pids: 512 };
+
+export interface SandboxSpec {
+  /** The run this sandbox belongs to; every resource is labelled `airlock.run=<runId>`. */
+  runId: string;
+  /** Image reference (the built Airlock image unless the user chose another). */
+  image: string;
+  limits: SandboxLimits;
+  network: NetworkMode;
+}
+
+/** A sandbox as the engine knows it, found by label. */
+export interface SandboxInfo {
+  id: string;
+  runId: string;
+  kind: IsolationKind;
+  state: string;
+  createdAt: string;
+}
+
+/** A byte stream to the in-sandbox helper (DESIGN.md §4). */
+export interface ChannelStream {
+  readable: NodeJS.ReadableStream;
+  writable: NodeJS.WritableStream;
+  /** Ends the stream and releases whatever carries it (an exec, a serial port, a child process). */
+  close(): void;
+}
+
+/** What was checked after a wipe: nothing labelled with the run may remain. */
+export interface WipeProof {
+  runId: string;
+  removed: string[];
+  /** Resources still found with the run's label after removal; empty means verified gone. */
+  leftovers: string[];
+  durationMs: number;
+  verifiedAt: string;
+}
+
+export interface ImageProgress {
+  phase: 'check' | 'context' | 'build' | 'done';
+  message: string;
+  /** 0..1 where known. */
+  fraction?: number;
+}
+
+export type SandboxEvent =
+  | { type: 'created'; runId: string; id: string }
+  | { type: 'started'; runId: string; id: string }
+  | { type: 'destroyed'; runId: string; proof: WipeProof }
+  | { type: 'reaped'; runId: string; id: string };
+
+/**
+ * One isolation backend. Drivers only create, connect and destroy; process, file and TCP work goes
+ * through the channel, so every driver gets them for free.
+ */
+export interface SandboxDriver {
+  readonly kind: IsolationKind;
+  readonly onDidEvent: Event<SandboxEvent>;
+  /** Creates and starts a sandbox for the spec. */
+  create(spec: SandboxSpec): Promise<SandboxInfo>;
+  /** Opens the channel to the helper inside a started sandbox. */
+  openChannel(sandboxId: string): Promise<ChannelStream>;
+  /** Removes everything labelled with the run and verifies nothing remains. */
+  destroy(runId: string): Promise<WipeProof>;
+  /** All sandboxes this driver owns (label `airlock.run`). */
+  list(): Promise<SandboxInfo[]>;
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every test (unit + integration). Keychain tests need a Secret Service: when none is running,
+# this starts a private D-Bus session with gnome-keyring, unlocked with a throwaway password.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${AIRLOCK_IN_TEST_SESSION:-}" ] && [ -z "${DBUS_SESSION_BUS_ADDRESS:-}" ] \
+   && command -v dbus-run-session >/dev/null && command -v gnome-keyring-daemon >/dev/null; then
+  exec env AIRLOCK_IN_TEST_SESSION=1 dbus-run-session -- bash "$0" "$@"
+fi
+if [ -n "${AIRLOCK_IN_TEST_SESSION:-}" ]; then
+  printf '%s' "airlock-test-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+fi
+exec npx vitest run "$@"

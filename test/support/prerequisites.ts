@@ -1,0 +1,55 @@
+import { spawn } from 'node:child_process';
+import { access } from 'node:fs/promises';
+
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu';
+
+export interface PrerequisiteStatus {
+  ok: boolean;
+  reason: string;
+}
+
+function probe(cmd: string, args: string[], timeoutMs = 15_000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: 'ignore' });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', () => { clearTimeout(timer); resolve(false); });
+    child.on('exit', (code) => { clearTimeout(timer); resolve(code === 0); });
+  });
+}
+
+async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
+  switch (name) {
+    case 'docker':
+      return (await probe('docker', ['info']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'no Docker engine answers (start dockerd, or run .ci/run to install one)' };
+    case 'keychain':
+      return process.env.DBUS_SESSION_BUS_ADDRESS
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'no D-Bus session with a Secret Service (run the tests with `npm test`, which starts gnome-keyring)' };
+    case 'chromium':
+      try {
+        await access(process.env.AIRLOCK_CHROMIUM ?? '/usr/bin/chromium');
+        return { ok: true, reason: '' };
+      } catch {
+        return { ok: false, reason: 'Chromium not found at /usr/bin/chromium (apt-get install chromium)' };
+      }
+    case 'qemu':
+      return (await probe('qemu-system-x86_64', ['--version']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'qemu-system-x86_64 not installed (apt-get install qemu-system-x86 qemu-utils)' };
+  }
+}
+
+/**
+ * Checks that a real component a test needs is present. Under CI (`CI=true`) a missing one throws,
+ * so the suite fails instead of skipping; elsewhere the caller skips with the returned reason.
+ */
+export async function requirePrerequisite(name: Prerequisite): Promise<PrerequisiteStatus> {
+  const status = await check(name);
+  if (!status.ok && process.env.CI) {
+    throw new Error(`CI needs ${name}: ${status.reason}`);
+  }
+  if (!status.ok) console.warn(`skipping ${name} tests: ${status.reason}`);
+  return status;
+}
