@@ -1,0 +1,84 @@
+/**
+ * What an audit record can say. Every record is `{ seq, ts, type, data, prev, hash }`; `data`
+ * depends on `type`. Records never hold a key, a run token or a model prompt.
+ */
+export interface AuditRecordData {
+  /** The run was created (what was asked, of whom, where). */
+  run_created: {
+    runId: string;
+    projectDir: string;
+    agent: string;
+    provider: string;
+    model: string;
+    isolation: string;
+    network: string;
+    approval: string;
+    /** SHA-256 of the task text (the task itself is in the run record). */
+    taskSha256: string;
+  };
+  /** A lifecycle transition (queued → preparing → …). */
+  lifecycle: { from: string | null; to: string; reason?: string };
+  /** One shell command the agent ran, with a digest of its output. */
+  command: {
+    id: string;
+    command: string;
+    argv?: string[];
+    cwd: string;
+    exitCode: number | null;
+    durationMs: number;
+    timedOut: boolean;
+    outputBytes: number;
+    /** SHA-256 (hex) of the command's full output as the host received it. */
+    outputSha256: string;
+  };
+  /** Files changed in the workspace. */
+  file_change: { changes: { path: string; kind: 'added' | 'modified' | 'deleted' | 'renamed'; oldPath?: string }[] };
+  /** One model call through the proxy. No key, no prompt. */
+  model_call: {
+    provider: string;
+    model: string;
+    status: number;
+    latencyMs: number;
+    inputTokens: number;
+    outputTokens: number;
+    costUsd?: number;
+    stream?: boolean;
+    error?: string;
+  };
+  /** A command approval (mode `ask`), or the standing policy. */
+  approval: { id: string; command: string; approved: boolean; by: 'user' | 'auto' | 'timeout' };
+  /** Credential-looking files left out of the sandbox copy. */
+  excluded_files: { files: { path: string; reason: string }[] };
+  /** The network policy in force, or an egress event under a wider policy. */
+  network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
+  /** The sandbox was removed; `leftovers` empty means verified gone. */
+  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string };
+  /** The result was applied to the project. */
+  apply: { target: string; branch?: string; applied: string[]; conflicts: string[] };
+  /** An error the run hit (kind + message, no secrets). */
+  error: { kind: string; message: string };
+  /** `AuditLog.open` found a torn last line (a crash mid-write) and cut it off. */
+  log_repaired: { droppedBytes: number; droppedSha256: string };
+  /** Free-form note for anything else worth recording. */
+  note: { message: string; [key: string]: unknown };
+  /** The log was closed for good; anything after it, or a log without it once the run ended, is suspect. */
+  sealed: { count: number };
+}
+
+export type AuditRecordType = keyof AuditRecordData;
+
+/** One line of an audit log. */
+export interface AuditRecord<T extends AuditRecordType = AuditRecordType> {
+  /** 0-based position in the log; equals the line index. */
+  seq: number;
+  /** ISO 8601 time of the append. */
+  ts: string;
+  type: T;
+  data: AuditRecordData[T];
+  /** `hash` of the previous record; 64 zeros for the first. */
+  prev: string;
+  /** SHA-256 (hex) of the canonical JSON of `{ seq, ts, type, data, prev }`. */
+  hash: string;
+}
+
+export const GENESIS_HASH = '0'.repeat(64);
