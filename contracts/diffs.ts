@@ -1,0 +1,94 @@
+import { z } from 'zod';
+import { RunId } from './ids';
+
+/**
+ * A run's changes: the changed-file list (pushed as invalidations, refetched), per-file diffs,
+ * apply-back to the project and patch export.
+ */
+
+export const FileChangeStatus = z.enum(['added', 'modified', 'deleted', 'renamed', 'type-changed']);
+export type FileChangeStatus = z.infer<typeof FileChangeStatus>;
+
+export const ChangedFile = z.object({
+  path: z.string(),
+  /** Previous path of a rename. */
+  oldPath: z.string().optional(),
+  status: FileChangeStatus,
+  binary: z.boolean(),
+  additions: z.number().int().nonnegative(),
+  deletions: z.number().int().nonnegative(),
+  /** Mode change such as `100644 → 100755`. */
+  modeChange: z.string().optional(),
+  /**
+   * Why this change can alter what runs on the user's machine later (CI workflow, git hook,
+   * lifecycle script, IDE task, agent/MCP config, shell rc, Makefile…). Risky files are shown first
+   * and are not pre-selected for apply.
+   */
+  risky: z.string().optional(),
+});
+export type ChangedFile = z.infer<typeof ChangedFile>;
+
+export const FileDiff = z.object({
+  path: z.string(),
+  oldPath: z.string().optional(),
+  status: FileChangeStatus,
+  binary: z.boolean(),
+  /** True when the diff was not produced because the file is too large to show. */
+  tooLarge: z.boolean(),
+  /** Unified diff (git format, with hunk headers); empty for binaries and too-large files. */
+  diff: z.string(),
+  /** Sizes in bytes before and after, when known. */
+  oldSize: z.number().int().nonnegative().optional(),
+  newSize: z.number().int().nonnegative().optional(),
+});
+export type FileDiff = z.infer<typeof FileDiff>;
+
+export const ApplyMode = z.enum(['working-tree', 'branch']);
+export type ApplyMode = z.infer<typeof ApplyMode>;
+
+export const ApplyInput = z
+  .strictObject({
+    runId: RunId,
+    /** Paths to apply; all changed files when omitted. */
+    files: z.array(z.string().min(1)).optional(),
+    mode: ApplyMode.default('working-tree'),
+    /** New branch name for mode `branch`. */
+    branch: z.string().trim().min(1).max(200).optional(),
+    /** Apply into another directory than the run's project (CLI `--to`). */
+    targetDir: z.string().min(1).optional(),
+  })
+  .superRefine((v, ctx) => {
+    if (v.mode === 'branch' && !v.branch) ctx.addIssue({ code: 'custom', path: ['branch'], message: 'name the new branch' });
+  });
+export type ApplyInput = z.input<typeof ApplyInput>;
+
+export const Conflict = z.object({ path: z.string(), reason: z.string() });
+export type Conflict = z.infer<typeof Conflict>;
+
+export const ApplyResult = z.object({
+  applied: z.array(z.string()),
+  /** Files left untouched because the project changed under them; nothing was overwritten. */
+  conflicts: z.array(Conflict),
+  branch: z.string().optional(),
+  commit: z.string().optional(),
+});
+export type ApplyResult = z.infer<typeof ApplyResult>;
+
+export const diffsContracts = {
+  'diffs:list': { input: z.strictObject({ runId: RunId }), output: z.object({ files: z.array(ChangedFile) }) },
+  'diffs:file': {
+    input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
+    output: FileDiff,
+  },
+  'diffs:apply': { input: ApplyInput, output: ApplyResult },
+  /** Writes a patch file on the host and returns where; `text` is included when small enough to download. */
+  'diffs:exportPatch': {
+    input: z.strictObject({ runId: RunId, files: z.array(z.string().min(1)).optional(), destPath: z.string().min(1).optional() }),
+    output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), text: z.string().optional() }),
+  },
+} as const;
+
+export const diffsEvents = {
+  /** The changed files of a run changed: refetch `diffs:list` (and an open `diffs:file`). */
+  'diffs:onDidChange': z.object({ runId: RunId }),
+} as const;

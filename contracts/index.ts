@@ -1,0 +1,69 @@
+import type { z } from 'zod';
+import { auditContracts } from './audit';
+import { diffsContracts, diffsEvents } from './diffs';
+import { keysContracts, keysEvents } from './keys';
+import { runsContracts, runsEvents } from './runs';
+import { sandboxesContracts, sandboxesEvents } from './sandboxes';
+import { settingsContracts, settingsEvents } from './settings';
+import { terminalsContracts, terminalsEvents } from './terminals';
+
+export * from './audit';
+export * from './diffs';
+export * from './errors';
+export * from './ids';
+export * from './keys';
+export * from './runs';
+export * from './sandboxes';
+export * from './settings';
+export * from './terminals';
+
+/** One request/response channel: one input object in, one value out (wrapped in an Envelope). */
+export interface Contract {
+  input: z.ZodType;
+  output: z.ZodType;
+}
+
+/**
+ * Every request/response channel (`domain:verb`). Main's IPC router, the preload allowlist, the
+ * WebSocket host and the renderer client are all derived from this one table.
+ */
+export const contracts = {
+  ...sandboxesContracts,
+  ...keysContracts,
+  ...runsContracts,
+  ...diffsContracts,
+  ...terminalsContracts,
+  ...settingsContracts,
+  ...auditContracts,
+} as const satisfies Record<string, Contract>;
+
+/** Every push event (`domain:onDidX`) and its payload schema. */
+export const events = {
+  ...sandboxesEvents,
+  ...keysEvents,
+  ...runsEvents,
+  ...diffsEvents,
+  ...terminalsEvents,
+  ...settingsEvents,
+} as const satisfies Record<string, z.ZodType>;
+
+export type Channel = keyof typeof contracts;
+export type EventName = keyof typeof events;
+
+/** What a caller passes (defaults not yet applied). */
+export type ChannelInput<C extends Channel> = z.input<(typeof contracts)[C]['input']>;
+/** What a handler receives after validation (defaults applied). */
+export type ChannelArgs<C extends Channel> = z.output<(typeof contracts)[C]['input']>;
+export type ChannelOutput<C extends Channel> = z.output<(typeof contracts)[C]['output']>;
+export type EventPayload<E extends EventName> = z.output<(typeof events)[E]>;
+
+export const channelNames = Object.keys(contracts) as Channel[];
+export const eventNames = Object.keys(events) as EventName[];
+
+export function isChannel(name: unknown): name is Channel {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(contracts, name);
+}
+
+export function isEventName(name: unknown): name is EventName {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(events, name);
+}

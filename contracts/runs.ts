@@ -1,0 +1,205 @@
+import { z } from 'zod';
+import { ErrorInfo } from './errors';
+import { ProviderId, RunId } from './ids';
+
+/**
+ * Runs: one task on one project with one agent and one provider/model, in its own sandbox
+ * (DESIGN.md §1). Status changes are pushed (`runs:onDidChangeStatus`), agent activity is pushed as
+ * numbered run events (`runs:onDidEvent`) and can be replayed from disk (`runs:events`).
+ */
+
+export const AgentKind = z.enum(['builtin', 'claude-code', 'codex', 'custom']);
+export type AgentKind = z.infer<typeof AgentKind>;
+
+/** `ask` pauses before each shell command until the user approves or denies it. */
+export const ApprovalMode = z.enum(['auto', 'ask']);
+export type ApprovalMode = z.infer<typeof ApprovalMode>;
+
+export const Isolation = z.enum(['container', 'vm']);
+export type Isolation = z.infer<typeof Isolation>;
+
+/** `none`: loopback + the model proxy only. Wider policies are explicit choices, audited. */
+export const NetworkPolicy = z.enum(['none', 'allowlist', 'open']);
+export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
+
+/** The lifecycle of DESIGN.md §1. */
+export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
+export type RunStatus = z.infer<typeof RunStatus>;
+
+/** States a run never leaves. */
+export const FINAL_RUN_STATUSES: readonly RunStatus[] = ['done', 'failed', 'cancelled', 'interrupted'];
+export function isFinalStatus(status: RunStatus): boolean {
+  return FINAL_RUN_STATUSES.includes(status);
+}
+
+export const RunLimits = z.strictObject({
+  /** Wall-clock limit of the whole run. */
+  timeoutSec: z.number().int().min(10).max(7 * 24 * 3600).default(1800),
+  budgetTokens: z.number().int().positive().optional(),
+  budgetUsd: z.number().positive().optional(),
+});
+export type RunLimits = z.infer<typeof RunLimits>;
+
+export const StartRunInput = z
+  .strictObject({
+    /** Absolute path of the project on the host; it is copied in, never written during the run. */
+    projectDir: z.string().min(1, 'choose a project folder'),
+    task: z.string().trim().min(1, 'describe the task').max(100_000),
+    agent: AgentKind.default('builtin'),
+    /** Command line for the `custom` agent (aider, opencode…). */
+    customCommand: z.string().trim().min(1).max(4000).optional(),
+    provider: ProviderId,
+    model: z.string().trim().min(1, 'choose a model').max(200),
+    approval: ApprovalMode.default('auto'),
+    isolation: Isolation.default('container'),
+    network: NetworkPolicy.default('none'),
+    /** Domains reachable through the logging egress proxy when `network` is `allowlist`. */
+    allowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
+    limits: RunLimits.default({ timeoutSec: 1800 }),
+  })
+  .superRefine((v, ctx) => {
+    if (v.agent === 'custom' && !v.customCommand) {
+      ctx.addIssue({ code: 'custom', path: ['customCommand'], message: 'the custom agent needs a command line' });
+    }
+    if (v.network === 'allowlist' && !v.allowlist?.length) {
+      ctx.addIssue({ code: 'custom', path: ['allowlist'], message: 'list at least one domain for the allow-list policy' });
+    }
+  });
+export type StartRunInput = z.input<typeof StartRunInput>;
+export type StartRunArgs = z.output<typeof StartRunInput>;
+
+export const Usage = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  /** Where the price table knows the model. */
+  costUsd: z.number().nonnegative().optional(),
+  requests: z.number().int().nonnegative(),
+});
+export type Usage = z.infer<typeof Usage>;
+
+/** A command waiting for the user's approval (approval mode `ask`). */
+export const PendingApproval = z.object({
+  requestId: z.string(),
+  command: z.string(),
+  cwd: z.string().optional(),
+  requestedAt: z.string(),
+});
+export type PendingApproval = z.infer<typeof PendingApproval>;
+
+/** What lists and status pushes show about a run. */
+export const RunSummary = z.object({
+  id: RunId,
+  task: z.string(),
+  projectDir: z.string(),
+  agent: AgentKind,
+  provider: ProviderId,
+  model: z.string(),
+  status: RunStatus,
+  /** What the run is doing right now, in words ("copying project", "agent working"…). */
+  phase: z.string().optional(),
+  createdAt: z.string(),
+  startedAt: z.string().nullable(),
+  endedAt: z.string().nullable(),
+  usage: Usage,
+  /** Number of changed files so far. */
+  changedFiles: z.number().int().nonnegative(),
+  error: ErrorInfo.optional(),
+  isolation: Isolation,
+  network: NetworkPolicy,
+  approval: ApprovalMode,
+  pendingApproval: PendingApproval.optional(),
+});
+export type RunSummary = z.infer<typeof RunSummary>;
+
+/** A file left out of the copy into the sandbox, and why. */
+export const ExcludedFile = z.object({ path: z.string(), reason: z.string() });
+export type ExcludedFile = z.infer<typeof ExcludedFile>;
+
+/** Everything known about one run. */
+export const RunRecord = RunSummary.extend({
+  customCommand: z.string().optional(),
+  allowlist: z.array(z.string()).optional(),
+  limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
+  excludedFiles: z.array(ExcludedFile),
+  /** The agent's closing summary. */
+  summary: z.string().optional(),
+  /** Path of the final patch on the host, once collected. */
+  patchPath: z.string().optional(),
+  /** The wipe and its verification (DESIGN.md §2.5). */
+  wipe: z.object({ verified: z.boolean(), leftovers: z.array(z.string()), at: z.string() }).optional(),
+});
+export type RunRecord = z.infer<typeof RunRecord>;
+
+export const ExcludedPreview = z.object({
+  projectDir: z.string(),
+  excluded: z.array(ExcludedFile),
+  includedFiles: z.number().int().nonnegative(),
+  includedBytes: z.number().int().nonnegative(),
+  isGitRepo: z.boolean(),
+});
+export type ExcludedPreview = z.infer<typeof ExcludedPreview>;
+
+/**
+ * The body of one run event: a status transition, or one of the agent's events (engineer E's
+ * union in agent-events.ts: assistant_text, tool_call, tool_result, command_*, file_changed, usage,
+ * approval_*, agent_error, finished). Kept open here so the renderer shows unknown types as raw.
+ */
+export const RunStatusEvent = z.object({
+  type: z.literal('status'),
+  status: RunStatus,
+  phase: z.string().optional(),
+  error: ErrorInfo.optional(),
+});
+export const AgentEventBody = z.looseObject({ type: z.string() });
+export const RunEventBody = z.union([RunStatusEvent, AgentEventBody]);
+export type RunEventBody = z.infer<typeof RunEventBody>;
+
+/** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */
+export const RunEvent = z.object({
+  runId: RunId,
+  seq: z.number().int().nonnegative(),
+  at: z.string(),
+  event: RunEventBody,
+});
+export type RunEvent = z.infer<typeof RunEvent>;
+
+const RunRef = z.strictObject({ runId: RunId });
+
+export const runsContracts = {
+  /** Starts a run; resolves once it is queued (status pushes follow). */
+  'runs:start': { input: StartRunInput, output: RunSummary },
+  /** Which files of a project would be left out of the copy, and why. */
+  'runs:previewExcluded': { input: z.strictObject({ projectDir: z.string().min(1, 'choose a project folder') }), output: ExcludedPreview },
+  /** Runs, newest first. */
+  'runs:list': {
+    input: z.strictObject({ limit: z.number().int().positive().max(10_000).optional(), status: z.array(RunStatus).optional() }).default({}),
+    output: z.array(RunSummary),
+  },
+  'runs:get': { input: RunRef, output: RunRecord },
+  /** Stops the agent, keeps the diff so far, wipes the sandbox. */
+  'runs:cancel': { input: RunRef, output: RunSummary },
+  /** Deletes a finished run's folder (record, logs, patch). */
+  'runs:delete': { input: RunRef, output: z.object({ deleted: z.boolean() }) },
+  /** Answers an approval request of a run in `ask` mode. */
+  'runs:approve': {
+    input: z.strictObject({ runId: RunId, requestId: z.string().min(1), approved: z.boolean(), reason: z.string().max(2000).optional() }),
+    output: z.object({ accepted: z.boolean() }),
+  },
+  /** Replays a run's stored events from `afterSeq` (exclusive), in pages. */
+  'runs:events': {
+    input: z.strictObject({ runId: RunId, afterSeq: z.number().int().min(-1).default(-1), limit: z.number().int().positive().max(5000).default(1000) }),
+    output: z.object({ events: z.array(RunEvent), nextSeq: z.number().int(), done: z.boolean() }),
+  },
+  /** Opens an interactive shell in a live run's sandbox; its I/O goes through the terminals contracts. */
+  'runs:openShell': {
+    input: z.strictObject({ runId: RunId, cols: z.number().int().min(2).max(1000).default(80), rows: z.number().int().min(2).max(1000).default(24) }),
+    output: z.object({ terminalId: z.string() }),
+  },
+} as const;
+
+export const runsEvents = {
+  /** A run changed status, phase, usage, changed-file count or pending approval. */
+  'runs:onDidChangeStatus': RunSummary,
+  /** A new event of a live run. */
+  'runs:onDidEvent': RunEvent,
+} as const;

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { RunId } from './ids';
+
+/**
+ * Terminal output of a run (the agent's commands) and of interactive shells. Output is pushed as
+ * numbered chunks; transports bound what they buffer per client and, past the bound, replace
+ * dropped chunks with a `gap` (DESIGN.md §5) — the full log stays on disk (`terminals:replay`).
+ */
+
+/** A run's own terminal id is `run:<runId>`; shells get `shell:<runId>:<n>`. */
+export const TerminalId = z.string().regex(/^(run|shell):[a-z0-9:-]+$/, 'not a terminal id');
+export type TerminalId = z.infer<typeof TerminalId>;
+
+export function runTerminalId(runId: string): string {
+  return `run:${runId}`;
+}
+
+export const TerminalData = z.object({
+  kind: z.literal('data'),
+  terminalId: TerminalId,
+  runId: RunId,
+  /** Increases by one per chunk of this terminal. */
+  seq: z.number().int().nonnegative(),
+  /** UTF-8 text (decoded as a stream on the host, so characters are never split). */
+  data: z.string(),
+});
+export const TerminalGap = z.object({
+  kind: z.literal('gap'),
+  terminalId: TerminalId,
+  runId: RunId,
+  /** First and last chunk seq dropped from the live view. */
+  fromSeq: z.number().int().nonnegative(),
+  toSeq: z.number().int().nonnegative(),
+  droppedBytes: z.number().int().nonnegative(),
+});
+export const TerminalExit = z.object({
+  kind: z.literal('exit'),
+  terminalId: TerminalId,
+  runId: RunId,
+  seq: z.number().int().nonnegative(),
+  exitCode: z.number().int().nullable(),
+});
+export const TerminalChunk = z.discriminatedUnion('kind', [TerminalData, TerminalGap, TerminalExit]);
+export type TerminalChunk = z.infer<typeof TerminalChunk>;
+
+export const terminalsContracts = {
+  /** Reads a terminal's full log from disk, in pages (history replay, filling a gap). */
+  'terminals:replay': {
+    input: z.strictObject({
+      terminalId: TerminalId,
+      offset: z.number().int().nonnegative().default(0),
+      maxBytes: z.number().int().positive().max(8 * 1024 * 1024).default(1024 * 1024),
+    }),
+    output: z.object({ data: z.string(), nextOffset: z.number().int().nonnegative(), done: z.boolean(), totalBytes: z.number().int().nonnegative() }),
+  },
+  /** Types into an interactive shell. */
+  'terminals:write': { input: z.strictObject({ terminalId: TerminalId, data: z.string().max(64 * 1024) }), output: z.object({ written: z.boolean() }) },
+  'terminals:resize': {
+    input: z.strictObject({ terminalId: TerminalId, cols: z.number().int().min(2).max(1000), rows: z.number().int().min(2).max(1000) }),
+    output: z.object({ resized: z.boolean() }),
+  },
+  /** Ends an interactive shell. */
+  'terminals:close': { input: z.strictObject({ terminalId: TerminalId }), output: z.object({ closed: z.boolean() }) },
+} as const;
+
+export const terminalsEvents = {
+  'terminals:onDidData': TerminalChunk,
+} as const;
