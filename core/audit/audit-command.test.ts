@@ -1,0 +1,82 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { auditCommand } from '../cli/commands/audit';
+import type { CliIo } from '../cli/command';
+import { newRunId } from '../runs/run-record';
+import { RunStore } from '../runs/run-store';
+import { AuditLog } from './audit-log';
+
+let home: string;
+beforeEach(async () => {
+  home = await mkdtemp(path.join(os.tmpdir(), 'airlock-auditcli-'));
+});
+afterEach(async () => {
+  await rm(home, { recursive: true, force: true });
+});
+
+async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (d) => (out += d));
+  stderr.on('data', (d) => (err += d));
+  const io: CliIo = { stdout, stderr, stdin: new PassThrough(), env: { AIRLOCK_HOME: home } };
+  const code = await auditCommand.run(args, io);
+  return { code, out, err };
+}
+
+async function makeRun(): Promise<{ id: string; store: RunStore }> {
+  const store = new RunStore({ home });
+  const id = newRunId();
+  const now = new Date().toISOString();
+  await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+  const log = await AuditLog.open(store.paths(id).audit);
+  await log.append('lifecycle', { from: null, to: 'queued' });
+  await log.append('lifecycle', { from: 'queued', to: 'done' });
+  await store.update(id, { audit: { count: log.count, head: log.head } });
+  await log.close();
+  return { id, store };
+}
+
+describe('airlock audit verify', () => {
+  it('prints intact and exits 0', async () => {
+    const { id } = await makeRun();
+    const r = await runCli(['verify', id]);
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.out).toContain('intact (2 records)');
+    expect(r.out).toContain('no seal record');
+  });
+
+  it('prints the first broken record and exits 1', async () => {
+    const { id, store } = await makeRun();
+    const file = store.paths(id).audit;
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    lines[0] = lines[0]!.replace('queued', 'running');
+    await writeFile(file, lines.join('\n'));
+    const r = await runCli(['verify', id]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('BROKEN at record 0: hash mismatch');
+    const j = await runCli(['verify', id, '--json']);
+    expect(JSON.parse(j.out)).toMatchObject({ ok: false, index: 0 });
+  });
+
+  it('catches a log cut at a record boundary through the run record anchor', async () => {
+    const { id, store } = await makeRun();
+    const file = store.paths(id).audit;
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    await writeFile(file, `${lines[0]}\n`);
+    const r = await runCli(['verify', id]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('truncated');
+  });
+
+  it('usage errors and unknown runs', async () => {
+    expect((await runCli(['check'])).code).toBe(2);
+    await expect(runCli(['verify', 'nope'])).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+    await expect(runCli(['verify', newRunId()])).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+  });
+});

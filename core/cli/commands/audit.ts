@@ -1,0 +1,55 @@
+import { AirlockError } from '../../../contracts/errors';
+import { verifyAuditLog, type AuditExpectation } from '../../audit/audit-log';
+import { airlockHome } from '../../common/paths';
+import { TERMINAL_RUN_STATUSES, type RunRecord } from '../../runs/run-record';
+import { RunStore } from '../../runs/run-store';
+import { ExitCode, type CliCommand } from '../command';
+
+/**
+ * `airlock audit verify <runId> [--json]`: checks a run's hash-chained audit log and prints
+ * "intact (n records)" or the first broken record. Exit 0 intact, 1 broken, 2 bad usage.
+ */
+export const auditCommand: CliCommand = {
+  name: 'audit',
+  summary: "Verify a run's tamper-evident audit log.",
+  usage: 'airlock audit verify <runId> [--json]',
+  async run(args, io) {
+    const json = args.includes('--json');
+    const [sub, runId, ...rest] = args.filter((a) => a !== '--json');
+    if (sub !== 'verify' || !runId || rest.length > 0) {
+      io.stderr.write(`usage: ${auditCommand.usage}\n`);
+      return ExitCode.usage;
+    }
+    const store = new RunStore({ home: airlockHome(io.env) });
+    const paths = store.paths(runId); // INVALID_INPUT for a malformed id
+    let record: RunRecord | undefined;
+    try {
+      record = await store.get(runId);
+    } catch (err) {
+      // The log is checked even when run.json is gone or damaged; it stands on its own.
+      if (!(err instanceof AirlockError)) throw err;
+    }
+    const expect: AuditExpectation = {};
+    if (record?.audit && record.audit.count > 0) {
+      // The run record's anchor catches a log cut at a record boundary.
+      expect.minCount = record.audit.count;
+      expect.head = record.audit.head;
+      expect.headIndex = record.audit.count - 1;
+    }
+    const result = await verifyAuditLog(paths.audit, expect);
+    if (!record && !result.ok && result.reason.includes('does not exist')) {
+      throw new AirlockError('NOT_FOUND', `No run ${runId} (no ${paths.audit}). 'airlock runs' lists the runs.`);
+    }
+    const unsealedEnded = result.ok && !result.sealed && record !== undefined && TERMINAL_RUN_STATUSES.has(record.status);
+    if (json) {
+      io.stdout.write(`${JSON.stringify({ runId, file: paths.audit, ...result, ...(unsealedEnded ? { warning: 'not sealed' } : {}) })}\n`);
+    } else if (result.ok) {
+      io.stdout.write(`audit log of ${runId}: intact (${result.count} record${result.count === 1 ? '' : 's'}${result.sealed ? ', sealed' : ''})\n`);
+      if (unsealedEnded) io.stdout.write(`note: the run has ended but its log has no seal record; records after the last one shown may have been cut\n`);
+    } else {
+      io.stdout.write(`audit log of ${runId}: BROKEN at record ${result.index}: ${result.reason}\n`);
+      io.stdout.write(`file: ${paths.audit}\n`);
+    }
+    return result.ok ? ExitCode.ok : ExitCode.failure;
+  },
+};

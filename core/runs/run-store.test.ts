@@ -1,0 +1,160 @@
+import { appendFile, mkdir, mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { newRunId, type RunRecordInput } from './run-record';
+import { RunStore } from './run-store';
+
+let home: string;
+let store: RunStore;
+
+beforeEach(async () => {
+  home = await mkdtemp(path.join(os.tmpdir(), 'airlock-runs-'));
+  store = new RunStore({ home });
+});
+afterEach(async () => {
+  await store.close();
+  await rm(home, { recursive: true, force: true });
+});
+
+function input(id: string, createdAt: string, extra: Partial<RunRecordInput> = {}): RunRecordInput {
+  return {
+    id,
+    task: 'fix the bug',
+    projectDir: '/tmp/project',
+    agent: 'builtin',
+    provider: 'anthropic',
+    model: 'claude-test',
+    status: 'queued',
+    createdAt,
+    updatedAt: createdAt,
+    isolation: { kind: 'docker', network: 'none' },
+    ...extra,
+  };
+}
+
+describe('RunStore', () => {
+  it('creates, reads, updates and fills defaults', async () => {
+    const id = newRunId();
+    const created = await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    expect(created.usage).toEqual({ inputTokens: 0, outputTokens: 0, modelCalls: 0 });
+    expect(created.changedFiles).toEqual([]);
+    const updated = await store.update(id, { status: 'running', startedAt: '2026-01-01T00:00:01.000Z' });
+    expect(updated.status).toBe('running');
+    expect(updated.updatedAt).not.toBe('2026-01-01T00:00:00.000Z');
+    const viaFn = await store.update(id, (r) => ({ ...r, usage: { ...r.usage, inputTokens: r.usage.inputTokens + 5 } }));
+    expect(viaFn.usage.inputTokens).toBe(5);
+    expect(await store.get(id)).toEqual(viaFn);
+    expect(JSON.parse(await readFile(store.paths(id).record, 'utf8')).status).toBe('running');
+  });
+
+  it('keeps unknown fields of newer records', async () => {
+    const id = newRunId();
+    await store.create({ ...input(id, '2026-01-01T00:00:00.000Z'), futureField: { x: 1 } } as RunRecordInput);
+    expect((await store.get(id)) as Record<string, unknown>).toMatchObject({ futureField: { x: 1 } });
+  });
+
+  it('serialises concurrent updates to one run', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    await Promise.all(Array.from({ length: 20 }, () => store.update(id, (r) => ({ ...r, usage: { ...r.usage, modelCalls: r.usage.modelCalls + 1 } }))));
+    expect((await store.get(id)).usage.modelCalls).toBe(20);
+  });
+
+  it('rejects a duplicate id, a bad record, a bad id, and reports a missing run', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    await expect(store.create(input(id, '2026-01-01T00:00:00.000Z'))).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(store.create({ ...input(newRunId(), 'x'), status: 'bogus' as never })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+    expect(() => store.paths('../../etc')).toThrow(/not a run id/);
+    await expect(store.get(newRunId())).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+  });
+
+  it('lists newest first and flags unreadable folders instead of throwing', async () => {
+    const a = 'r-aaaaaaaa-00000001';
+    const b = 'r-aaaaaaab-00000002';
+    const c = 'r-aaaaaaac-00000003';
+    await store.create(input(a, '2026-01-01T00:00:00.000Z'));
+    await store.create(input(b, '2026-01-02T00:00:00.000Z'));
+    await store.create(input(c, '2026-01-03T00:00:00.000Z'));
+    // c: damaged record and damaged backup; a stray folder; an empty run folder.
+    await writeFile(store.paths(c).record, '{"id": "r-aaa');
+    await mkdir(path.join(store.root, 'not-a-run'));
+    await mkdir(path.join(store.root, 'r-aaaaaaad-00000004'));
+    const { runs, unreadable } = await store.list();
+    expect(runs.map((r) => r.id)).toEqual([b, a]);
+    expect(unreadable.map((u) => u.runId).sort()).toEqual(['not-a-run', 'r-aaaaaaad-00000004', c].sort());
+    expect(unreadable.find((u) => u.runId === c)?.reason).toMatch(/damaged/);
+    await expect(store.get(c)).rejects.toMatchObject({ kind: 'INTERNAL' });
+  });
+
+  it('falls back to the previous record when run.json is torn', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    await store.update(id, { status: 'running' });
+    await store.update(id, { status: 'collecting' });
+    await truncate(store.paths(id).record, 30);
+    const rec = await store.get(id);
+    expect(rec.status).toBe('running');
+    // The next update works from what could be read and leaves a whole record.
+    await store.update(id, { status: 'done' });
+    expect((await store.get(id)).status).toBe('done');
+  });
+
+  it('deletes a run', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    store.appendEvents(id, [{ type: 'x' }]);
+    await store.delete(id);
+    await expect(store.get(id)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await expect(store.delete(id)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    expect((await store.list()).runs).toEqual([]);
+  });
+});
+
+describe('RunStore events', () => {
+  it('appends buffered events and replays them in order', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    for (let i = 0; i < 100; i++) store.appendEvents(id, [{ type: 'command_output', id: 'c1', stream: 'stdout', data: `line ${i}\n` }]);
+    store.appendEvents(id, [{ type: 'finished', summary: 'ok' }, { type: 'usage', inputTokens: 1, outputTokens: 2 }]);
+    const seen: unknown[] = [];
+    for await (const e of store.readEvents(id)) seen.push(e);
+    expect(seen).toHaveLength(102);
+    expect(seen[0]).toEqual({ type: 'command_output', id: 'c1', stream: 'stdout', data: 'line 0\n' });
+    expect(seen[101]).toEqual({ type: 'usage', inputTokens: 1, outputTokens: 2 });
+  });
+
+  it('flushes on the size threshold without an explicit flush', async () => {
+    const small = new RunStore({ home, eventFlushBytes: 10, eventFlushMs: 60_000 });
+    const id = newRunId();
+    await small.create(input(id, '2026-01-01T00:00:00.000Z'));
+    small.appendEvents(id, [{ data: 'x'.repeat(20) }]);
+    await small.flushEvents(id);
+    expect(await readFile(small.paths(id).events, 'utf8')).toContain('x'.repeat(20));
+  });
+
+  it('reads an absent event log as empty', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    const seen: unknown[] = [];
+    for await (const e of store.readEvents(id)) seen.push(e);
+    expect(seen).toEqual([]);
+  });
+
+  it('survives a torn event line: skips it on read and keeps later appends whole', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    store.appendEvents(id, [{ n: 1 }, { n: 2 }]);
+    await store.flushEvents(id);
+    // A crash mid-write: half a line at the end.
+    await appendFile(store.paths(id).events, '{"n":3,"da');
+    const fresh = new RunStore({ home });
+    fresh.appendEvents(id, [{ n: 4 }]);
+    const skipped: number[] = [];
+    const seen: unknown[] = [];
+    for await (const e of fresh.readEvents(id, { onSkipped: (n) => skipped.push(n) })) seen.push(e);
+    expect(seen).toEqual([{ n: 1 }, { n: 2 }, { n: 4 }]);
+    expect(skipped).toEqual([3]);
+  });
+});

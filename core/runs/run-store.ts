@@ -1,0 +1,366 @@
+import { appendFile, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { AirlockError } from '../../contracts/errors';
+import { RunId } from '../../contracts/ids';
+import { airlockHome } from '../common/paths';
+import type { Disposable } from '../common/disposable';
+import { RunRecord, type RunRecordInput } from './run-record';
+
+/** Where one run's files live. */
+export interface RunPaths {
+  dir: string;
+  /** The run record (atomic writes). */
+  record: string;
+  /** The previous version of the record, kept as a fallback while a new one is swapped in. */
+  recordBackup: string;
+  /** Hash-chained audit log (`core/audit`). */
+  audit: string;
+  /** Every event of the run as JSON lines, terminal output included, for replay. */
+  events: string;
+  /** The final patch. */
+  patch: string;
+  /** A folder for whatever the apply step needs (baseline snapshot, result tree…). */
+  artifacts: string;
+}
+
+/** A run folder whose record could not be read. */
+export interface UnreadableRun {
+  runId: string;
+  dir: string;
+  reason: string;
+}
+
+export interface RunListing {
+  /** Newest first. */
+  runs: RunRecord[];
+  /** Folders that are not (or no longer) readable runs; shown, never thrown. */
+  unreadable: UnreadableRun[];
+}
+
+/** A partial update, or a function from the current record to the next. */
+export type RunUpdate = Partial<RunRecord> | ((current: RunRecord) => RunRecord);
+
+export interface RunStoreOptions {
+  /** Airlock's data directory (default `airlockHome()`); runs go under `<home>/runs`. */
+  home?: string;
+  /** Events are written when this many bytes are buffered … */
+  eventFlushBytes?: number;
+  /** … or this long after the first buffered one. */
+  eventFlushMs?: number;
+}
+
+interface EventBuffer {
+  lines: string[];
+  bytes: number;
+  timer?: NodeJS.Timeout;
+  /** The events file may end in a torn line (crash) — checked before the first append. */
+  checkedTail: boolean;
+  writing: Promise<void>;
+}
+
+/**
+ * Run history on disk: one folder per run under `<home>/runs/<runId>/`.
+ *
+ * Crash safety: `run.json` is replaced atomically (temp file, fsync, rename; the previous version
+ * stays as `run.json.bak` and is used if `run.json` is unreadable); `events.jsonl` is appended in
+ * whole lines and a torn last line is skipped on read and fenced off before the next append.
+ * Writes to one run are serialised.
+ */
+export class RunStore implements Disposable {
+  readonly root: string;
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly buffers = new Map<string, EventBuffer>();
+  private readonly flushBytes: number;
+  private readonly flushMs: number;
+
+  constructor(options: RunStoreOptions = {}) {
+    this.root = path.join(options.home ?? airlockHome(), 'runs');
+    this.flushBytes = options.eventFlushBytes ?? 64 * 1024;
+    this.flushMs = options.eventFlushMs ?? 50;
+  }
+
+  /** Paths of one run's files (the run id is validated: no path tricks). */
+  paths(runId: string): RunPaths {
+    const id = checkRunId(runId);
+    const dir = path.join(this.root, id);
+    return {
+      dir,
+      record: path.join(dir, 'run.json'),
+      recordBackup: path.join(dir, 'run.json.bak'),
+      audit: path.join(dir, 'audit.jsonl'),
+      events: path.join(dir, 'events.jsonl'),
+      patch: path.join(dir, 'result.patch'),
+      artifacts: path.join(dir, 'artifacts'),
+    };
+  }
+
+  /** Creates the run's folder and record. CONFLICT if the id exists. */
+  async create(input: RunRecordInput): Promise<RunRecord> {
+    const record = parseRecord(input);
+    const p = this.paths(record.id);
+    await mkdir(this.root, { recursive: true });
+    try {
+      await mkdir(p.dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new AirlockError('CONFLICT', `Run ${record.id} already exists.`);
+      throw err;
+    }
+    await this.withLock(record.id, () => this.writeRecord(p, record));
+    return record;
+  }
+
+  /** Reads a run record (falls back to the backup copy if the main one is damaged). NOT_FOUND if absent. */
+  async get(runId: string): Promise<RunRecord> {
+    const result = await this.read(this.paths(runId));
+    if ('record' in result) return result.record;
+    throw new AirlockError(result.missing ? 'NOT_FOUND' : 'INTERNAL', result.missing ? `No run ${runId}. 'airlock runs' lists the runs.` : `Run ${runId} is unreadable: ${result.reason}.`);
+  }
+
+  /** Applies a partial update (or a function) to a record and writes it atomically; `updatedAt` is set. */
+  async update(runId: string, patch: RunUpdate): Promise<RunRecord> {
+    const p = this.paths(runId);
+    return this.withLock(runId, async () => {
+      const current = await this.get(runId);
+      const merged = typeof patch === 'function' ? patch(current) : { ...current, ...patch };
+      const next = parseRecord({ ...merged, id: current.id, updatedAt: new Date().toISOString() });
+      await this.writeRecord(p, next);
+      return next;
+    });
+  }
+
+  /** All runs, newest first; folders that cannot be read are listed in `unreadable` instead of throwing. */
+  async list(): Promise<RunListing> {
+    let names: string[];
+    try {
+      names = await readdir(this.root);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
+      throw err;
+    }
+    const runs: RunRecord[] = [];
+    const unreadable: UnreadableRun[] = [];
+    await Promise.all(
+      names.map(async (name) => {
+        const dir = path.join(this.root, name);
+        if (!RunId.safeParse(name).success) {
+          const st = await stat(dir).catch(() => undefined);
+          if (st?.isDirectory()) unreadable.push({ runId: name, dir, reason: 'not a run folder (unexpected name)' });
+          return;
+        }
+        const result = await this.read(this.paths(name));
+        if ('record' in result) runs.push(result.record);
+        else unreadable.push({ runId: name, dir, reason: result.reason });
+      }),
+    );
+    runs.sort((a, b) => (a.createdAt === b.createdAt ? cmp(b.id, a.id) : cmp(b.createdAt, a.createdAt)));
+    unreadable.sort((a, b) => cmp(b.runId, a.runId));
+    return { runs, unreadable };
+  }
+
+  /** Removes a run's folder and everything in it. NOT_FOUND if absent. */
+  async delete(runId: string): Promise<void> {
+    const p = this.paths(runId);
+    await this.withLock(runId, async () => {
+      const buffer = this.buffers.get(runId);
+      if (buffer?.timer) clearTimeout(buffer.timer);
+      this.buffers.delete(runId);
+      await buffer?.writing.catch(() => undefined);
+      const st = await stat(p.dir).catch(() => undefined);
+      if (!st) throw new AirlockError('NOT_FOUND', `No run ${runId}. 'airlock runs' lists the runs.`);
+      await rm(p.dir, { recursive: true, force: true });
+    });
+    this.locks.delete(runId);
+  }
+
+  /**
+   * Queues events for the run's `events.jsonl` (each one JSON line). Buffered: written after
+   * `eventFlushMs` or `eventFlushBytes`, or by `flushEvents`. Values must be JSON-serialisable.
+   */
+  appendEvents(runId: string, events: readonly unknown[]): void {
+    checkRunId(runId);
+    if (events.length === 0) return;
+    let buffer = this.buffers.get(runId);
+    if (!buffer) {
+      buffer = { lines: [], bytes: 0, checkedTail: false, writing: Promise.resolve() };
+      this.buffers.set(runId, buffer);
+    }
+    for (const event of events) {
+      const line = `${JSON.stringify(event)}\n`;
+      buffer.lines.push(line);
+      buffer.bytes += line.length;
+    }
+    if (buffer.bytes >= this.flushBytes) {
+      void this.flushEvents(runId).catch(() => undefined);
+    } else if (!buffer.timer) {
+      buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(() => undefined), this.flushMs);
+      buffer.timer.unref?.();
+    }
+  }
+
+  /** Writes the run's buffered events now; resolves when they are on disk (page cache). */
+  async flushEvents(runId: string): Promise<void> {
+    const buffer = this.buffers.get(runId);
+    if (!buffer) return;
+    if (buffer.timer) {
+      clearTimeout(buffer.timer);
+      buffer.timer = undefined;
+    }
+    const lines = buffer.lines.splice(0);
+    buffer.bytes = 0;
+    const file = this.paths(runId).events;
+    const write = buffer.writing.then(async () => {
+      if (lines.length === 0) return;
+      let data = lines.join('');
+      if (!buffer.checkedTail) {
+        // A crash may have left a torn last line: start on a fresh line so ours stay whole.
+        if (await endsWithoutNewline(file)) data = `\n${data}`;
+        buffer.checkedTail = true;
+      }
+      await appendFile(file, data);
+    });
+    buffer.writing = write.catch(() => undefined);
+    await write;
+  }
+
+  /** Flushes the events of every run. */
+  async flushAll(): Promise<void> {
+    await Promise.all([...this.buffers.keys()].map((id) => this.flushEvents(id)));
+  }
+
+  /**
+   * Reads a run's events in order (pending buffered events are flushed first). Lines that do not
+   * parse — a torn line left by a crash — are skipped; `onSkipped` hears about them.
+   */
+  async *readEvents<T = unknown>(runId: string, options: { onSkipped?: (lineNumber: number) => void } = {}): AsyncGenerator<T> {
+    await this.flushEvents(runId);
+    const file = this.paths(runId).events;
+    let handle;
+    try {
+      handle = await open(file, 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    const input = handle.createReadStream({ encoding: 'utf8' });
+    const rl = createInterface({ input, crlfDelay: Infinity });
+    try {
+      let n = 0;
+      for await (const line of rl) {
+        n += 1;
+        if (line === '') continue;
+        try {
+          yield JSON.parse(line) as T;
+        } catch {
+          options.onSkipped?.(n);
+        }
+      }
+    } finally {
+      rl.close();
+      input.destroy();
+      await handle.close().catch(() => undefined);
+    }
+  }
+
+  /** Stops timers and flushes pending events. */
+  async close(): Promise<void> {
+    await this.flushAll();
+  }
+
+  /** Disposable: flushes pending events in the background. */
+  dispose(): void {
+    void this.flushAll().catch(() => undefined);
+  }
+
+  private async read(p: RunPaths): Promise<{ record: RunRecord } | { missing: boolean; reason: string }> {
+    const main = await readJson(p.record);
+    if (main.ok) {
+      const parsed = RunRecord.safeParse(main.value);
+      if (parsed.success) return { record: parsed.data };
+    }
+    const backup = await readJson(p.recordBackup);
+    if (backup.ok) {
+      const parsed = RunRecord.safeParse(backup.value);
+      if (parsed.success) return { record: parsed.data };
+    }
+    if (!main.ok && main.missing && !backup.ok && backup.missing) {
+      const dirExists = await stat(p.dir).then(() => true, () => false);
+      return { missing: !dirExists, reason: dirExists ? 'the folder has no run.json' : 'no such run' };
+    }
+    return { missing: false, reason: main.ok ? 'run.json does not match the run record schema' : 'run.json is damaged (not valid JSON) and no usable backup' };
+  }
+
+  private async writeRecord(p: RunPaths, record: RunRecord): Promise<void> {
+    const tmp = `${p.record}.tmp-${process.pid}-${Math.random().toString(16).slice(2)}`;
+    const handle = await open(tmp, 'w');
+    try {
+      await handle.writeFile(`${JSON.stringify(record, null, 2)}\n`);
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+    // Keep the previous version until the new one is in place: a reader always finds one of them.
+    await rename(p.record, p.recordBackup).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    await rename(tmp, p.record);
+  }
+
+  private withLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(runId) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    this.locks.set(runId, next.catch(() => undefined));
+    return next;
+  }
+}
+
+function checkRunId(runId: string): string {
+  const parsed = RunId.safeParse(runId);
+  if (!parsed.success) throw new AirlockError('INVALID_INPUT', `'${runId}' is not a run id (expected r-<time>-<8 hex>, as 'airlock runs' shows).`);
+  return parsed.data;
+}
+
+function parseRecord(input: unknown): RunRecord {
+  const parsed = RunRecord.safeParse(input);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ');
+    throw new AirlockError('INVALID_INPUT', `Invalid run record: ${detail}`);
+  }
+  return parsed.data;
+}
+
+async function readJson(file: string): Promise<{ ok: true; value: unknown } | { ok: false; missing: boolean }> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    return { ok: false, missing: (err as NodeJS.ErrnoException).code === 'ENOENT' };
+  }
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, missing: false };
+  }
+}
+
+async function endsWithoutNewline(file: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(file, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const { size } = await handle.stat();
+    if (size === 0) return false;
+    const buf = Buffer.alloc(1);
+    await handle.read(buf, 0, 1, size - 1);
+    return buf[0] !== 0x0a;
+  } finally {
+    await handle.close();
+  }
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
