@@ -7,6 +7,7 @@ import { sandboxesContracts, sandboxesEvents } from './sandboxes';
 import { settingsContracts, settingsEvents } from './settings';
 import { terminalsContracts, terminalsEvents } from './terminals';
 
+export * from './agent-events';
 export * from './audit';
 export * from './diffs';
 export * from './errors';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AgentEvent } from './agent-events';
 import { ErrorInfo } from './errors';
 import { ProviderId, RunId } from './ids';
 
@@ -139,19 +140,16 @@ export const ExcludedPreview = z.object({
 });
 export type ExcludedPreview = z.infer<typeof ExcludedPreview>;
 
-/**
- * The body of one run event: a status transition, or one of the agent's events (engineer E's
- * union in agent-events.ts: assistant_text, tool_call, tool_result, command_*, file_changed, usage,
- * approval_*, agent_error, finished). Kept open here so the renderer shows unknown types as raw.
- */
+/** A status transition of a run, as it appears in the run's event log. */
 export const RunStatusEvent = z.object({
   type: z.literal('status'),
   status: RunStatus,
   phase: z.string().optional(),
   error: ErrorInfo.optional(),
 });
-export const AgentEventBody = z.looseObject({ type: z.string() });
-export const RunEventBody = z.union([RunStatusEvent, AgentEventBody]);
+
+/** The body of one run event: a status transition or one of the agent's events (agent-events.ts). */
+export const RunEventBody = z.union([RunStatusEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */

@@ -1,0 +1,323 @@
+import { AirlockError } from '../../../contracts/errors';
+import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
+import { isFinalStatus, runTerminalId } from '../../../contracts';
+import { Emitter } from '../../common/disposable';
+import type { AirlockServices } from '../services';
+
+/**
+ * An in-memory AirlockServices for tests of the transports and the UI (not of the core): runs are
+ * scripted (a few commands, a changed file, an approval in `ask` mode). The real implementation
+ * is `core/app.ts`.
+ */
+export interface FakeServices extends AirlockServices {
+  /** Emits terminal output for a run as if its command printed it. */
+  emitOutput(runId: string, data: string): void;
+  /** Finishes a live run (`done`). */
+  finish(runId: string): void;
+  readonly calls: Array<{ channel: string; args: unknown }>;
+}
+
+const now = () => new Date().toISOString();
+
+export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeServices {
+  const calls: FakeServices['calls'] = [];
+  const keys = new Map<string, KeyInfo>();
+  const providers = new Map<string, ProviderInfo>([
+    ['anthropic', { id: 'anthropic', label: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', requiresKey: true, builtin: true, models: ['claude-sonnet-4-5'], hasKey: false }],
+    ['openai', { id: 'openai', label: 'OpenAI', kind: 'openai', baseUrl: 'https://api.openai.com/v1', requiresKey: true, builtin: true, models: ['gpt-5'], hasKey: false }],
+  ]);
+  const runs = new Map<string, { record: RunRecord; events: RunEvent[]; files: ChangedFile[]; log: string; termSeq: number }>();
+  let settings: Settings = {
+    theme: 'system', notifications: true, transcripts: false, defaultAgent: 'builtin', defaultApproval: 'auto',
+    defaultIsolation: 'container', defaultNetwork: 'none', defaultTimeoutSec: 1800, defaultAllowlist: [],
+  };
+  const status = new Emitter<RunSummary>();
+  const runEvent = new Emitter<RunEvent>();
+  const termData = new Emitter<TerminalChunk>();
+  const diffChange = new Emitter<{ runId: string }>();
+  const keyChange = new Emitter<{ provider: string }>();
+  const buildProgress = new Emitter<{ buildId: string; phase: 'check' | 'context' | 'build' | 'done' | 'failed'; message: string; fraction?: number }>();
+  const settingsChange = new Emitter<Settings>();
+  let counter = 0;
+
+  const log = <T>(channel: string, args: T) => { calls.push({ channel, args }); };
+  const get = (runId: string) => {
+    const r = runs.get(runId);
+    if (!r) throw new AirlockError('NOT_FOUND', `no run ${runId}; list runs with 'airlock runs'`);
+    return r;
+  };
+  const summary = (r: RunRecord): RunSummary => {
+    const { customCommand: _c, allowlist: _a, limits: _l, excludedFiles: _e, summary: _s, patchPath: _p, wipe: _w, ...rest } = r;
+    return rest;
+  };
+  const push = (runId: string, event: RunEvent['event']) => {
+    const r = get(runId);
+    const e: RunEvent = { runId, seq: r.events.length, at: now(), event };
+    r.events.push(e);
+    runEvent.fire(e);
+  };
+  const setStatus = (runId: string, next: RunRecord['status'], phase?: string) => {
+    const r = get(runId);
+    r.record.status = next;
+    r.record.phase = phase;
+    if (next === 'running' && !r.record.startedAt) r.record.startedAt = now();
+    if (isFinalStatus(next)) r.record.endedAt = now();
+    push(runId, { type: 'status', status: next, phase });
+    status.fire(summary(r.record));
+  };
+  const emitOutput = (runId: string, data: string) => {
+    const r = get(runId);
+    r.log += data;
+    termData.fire({ kind: 'data', terminalId: runTerminalId(runId), runId, seq: r.termSeq++, data });
+  };
+  const agent = (runId: string, e: AgentEvent) => push(runId, e);
+  const finish = (runId: string) => {
+    const r = get(runId);
+    if (isFinalStatus(r.record.status)) return;
+    agent(runId, { type: 'finished', summary: 'Added a greeting to README.md.', reason: 'finish' });
+    r.record.summary = 'Added a greeting to README.md.';
+    setStatus(runId, 'collecting', 'collecting changes');
+    setStatus(runId, 'wiping', 'wiping sandbox');
+    r.record.wipe = { verified: true, leftovers: [], at: now() };
+    setStatus(runId, 'done');
+  };
+
+  const script = async (runId: string) => {
+    const r = get(runId);
+    const tick = () => new Promise((res) => setTimeout(res, 20));
+    setStatus(runId, 'preparing', 'copying project');
+    await tick();
+    setStatus(runId, 'running', 'agent working');
+    agent(runId, { type: 'assistant_text', delta: 'I will look at the project first.' });
+    agent(runId, { type: 'command_started', id: 'c1', command: 'ls -la', cwd: '/workspace' });
+    emitOutput(runId, '$ ls -la\r\ntotal 8\r\n-rw-r--r-- 1 agent agent 12 README.md\r\n');
+    agent(runId, { type: 'command_exited', id: 'c1', exitCode: 0, durationMs: 5, timedOut: false });
+    r.files = [
+      { path: 'README.md', status: 'modified', binary: false, additions: 1, deletions: 0 },
+      { path: '.github/workflows/ci.yml', status: 'added', binary: false, additions: 3, deletions: 0, risky: 'CI workflow: runs on every push' },
+    ];
+    r.record.changedFiles = r.files.length;
+    agent(runId, { type: 'file_changed', paths: r.files.map((f) => f.path) });
+    diffChange.fire({ runId });
+    agent(runId, { type: 'usage', inputTokens: 1200, outputTokens: 300, costUsd: 0.0081 });
+    r.record.usage = { inputTokens: 1200, outputTokens: 300, costUsd: 0.0081, requests: 1 };
+    status.fire(summary(r.record));
+    if (r.record.approval === 'ask') {
+      r.record.pendingApproval = { requestId: 'a1', command: 'npm test', requestedAt: now() };
+      agent(runId, { type: 'approval_request', id: 'a1', command: 'npm test' });
+      status.fire(summary(r.record));
+      return; // runs:approve continues
+    }
+    if (opts.autoFinish !== false) finish(runId);
+  };
+
+  const services: FakeServices = {
+    calls,
+    emitOutput,
+    finish,
+    async activeRunIds() {
+      return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).map((r) => r.record.id);
+    },
+    async dispose() {
+      for (const e of [status, runEvent, termData, diffChange, keyChange, buildProgress, settingsChange]) e.dispose();
+    },
+    sandboxes: {
+      async doctor() {
+        return {
+          ready: true,
+          checkedAt: now(),
+          checks: [
+            { id: 'docker.engine', label: 'Docker engine', status: 'ok', detail: 'Docker 20.10 answers' },
+            { id: 'image', label: 'Sandbox image', status: 'warn', detail: 'not built yet', fix: 'Build the image (about a minute).', fixAction: 'build-image' },
+          ],
+        };
+      },
+      async buildImage(args) {
+        log('sandboxes:buildImage', args);
+        const buildId = `b${++counter}`;
+        for (const [i, phase] of (['check', 'context', 'build', 'done'] as const).entries()) {
+          buildProgress.fire({ buildId, phase, message: phase, fraction: (i + 1) / 4 });
+          await new Promise((res) => setTimeout(res, 5));
+        }
+        return { buildId, image: 'airlock-sandbox:test', durationMs: 20 };
+      },
+      onDidBuildProgress: buildProgress.event,
+    },
+    keys: {
+      async list() {
+        return [...providers.values()].map((p) => keys.get(p.id) ?? { provider: p.id, hasKey: false, last4: null, baseUrl: p.baseUrl, addedAt: null });
+      },
+      async set(args) {
+        log('keys:set', { provider: args.provider });
+        const info: KeyInfo = { provider: args.provider, hasKey: true, last4: args.key.slice(-4), baseUrl: args.baseUrl ?? providers.get(args.provider)?.baseUrl ?? null, addedAt: now(), storage: args.storage };
+        keys.set(args.provider, info);
+        const p = providers.get(args.provider);
+        if (p) p.hasKey = true;
+        keyChange.fire({ provider: args.provider });
+        return info;
+      },
+      async remove({ provider }) {
+        const removed = keys.delete(provider);
+        const p = providers.get(provider);
+        if (p) p.hasKey = false;
+        keyChange.fire({ provider });
+        return { removed };
+      },
+      async test({ provider }) {
+        if (!keys.has(provider)) throw new AirlockError('KEY_MISSING', `no key for ${provider}; add one first`);
+        return { provider, status: 'ok', message: 'the provider accepted the key', latencyMs: 3 };
+      },
+      async status() {
+        return { available: true };
+      },
+      onDidChange: keyChange.event,
+    },
+    providers: {
+      async list() {
+        return [...providers.values()];
+      },
+      async add(args) {
+        const p: ProviderInfo = { id: args.id, label: args.label ?? args.id, kind: args.kind, baseUrl: args.baseUrl, requiresKey: args.requiresKey, builtin: false, models: args.models, hasKey: Boolean(args.key) };
+        providers.set(args.id, p);
+        if (args.key) keys.set(args.id, { provider: args.id, hasKey: true, last4: args.key.slice(-4), baseUrl: args.baseUrl, addedAt: now() });
+        keyChange.fire({ provider: args.id });
+        return p;
+      },
+      async remove({ id }) {
+        return { removed: providers.delete(id) };
+      },
+    },
+    runs: {
+      async start(args) {
+        log('runs:start', args);
+        if (!providers.has(args.provider)) throw new AirlockError('PROVIDER_UNKNOWN', `unknown provider '${args.provider}'; add it under Keys & providers`);
+        const id = `r-${(Date.now() + ++counter).toString(36)}-${counter.toString(16).padStart(8, '0')}`;
+        const record: RunRecord = {
+          id, task: args.task, projectDir: args.projectDir, agent: args.agent, provider: args.provider, model: args.model,
+          status: 'queued', createdAt: now(), startedAt: null, endedAt: null,
+          usage: { inputTokens: 0, outputTokens: 0, requests: 0 }, changedFiles: 0,
+          isolation: args.isolation, network: args.network, approval: args.approval, limits: args.limits,
+          excludedFiles: [{ path: '.env', reason: 'environment file (may hold secrets)' }],
+        };
+        runs.set(id, { record, events: [], files: [], log: '', termSeq: 0 });
+        void script(id);
+        return summary(record);
+      },
+      async previewExcluded({ projectDir }) {
+        return { projectDir, excluded: [{ path: '.env', reason: 'environment file (may hold secrets)' }], includedFiles: 3, includedBytes: 120, isGitRepo: true };
+      },
+      async list(args) {
+        const all = [...runs.values()].map((r) => summary(r.record)).reverse();
+        const filtered = args.status ? all.filter((s) => args.status?.includes(s.status)) : all;
+        return filtered.slice(0, args.limit ?? filtered.length);
+      },
+      async get({ runId }) {
+        return get(runId).record;
+      },
+      async cancel({ runId }) {
+        const r = get(runId);
+        if (!isFinalStatus(r.record.status)) {
+          setStatus(runId, 'wiping', 'wiping sandbox');
+          setStatus(runId, 'cancelled');
+        }
+        return summary(r.record);
+      },
+      async delete({ runId }) {
+        const r = get(runId);
+        if (!isFinalStatus(r.record.status)) throw new AirlockError('CONFLICT', 'the run is still going; stop it first');
+        return { deleted: runs.delete(runId) };
+      },
+      async approve({ runId, requestId, approved }) {
+        const r = get(runId);
+        if (r.record.pendingApproval?.requestId !== requestId) return { accepted: false };
+        r.record.pendingApproval = undefined;
+        agent(runId, { type: 'approval_response', id: requestId, approved });
+        if (approved) {
+          agent(runId, { type: 'command_started', id: 'c2', command: 'npm test', cwd: '/workspace' });
+          emitOutput(runId, '$ npm test\r\nall tests passed\r\n');
+          agent(runId, { type: 'command_exited', id: 'c2', exitCode: 0, durationMs: 9, timedOut: false });
+        }
+        status.fire(summary(r.record));
+        if (opts.autoFinish !== false) setTimeout(() => finish(runId), 10);
+        return { accepted: true };
+      },
+      async events({ runId, afterSeq, limit }) {
+        const r = get(runId);
+        const events = r.events.filter((e) => e.seq > afterSeq).slice(0, limit);
+        const last = events.at(-1);
+        return { events, nextSeq: last ? last.seq : afterSeq, done: !last || last.seq === r.events.length - 1 };
+      },
+      async openShell({ runId }) {
+        const r = get(runId);
+        if (isFinalStatus(r.record.status)) throw new AirlockError('CONFLICT', 'the run has ended; its sandbox is gone');
+        return { terminalId: `shell:${runId}:1` };
+      },
+      onDidChangeStatus: status.event,
+      onDidEvent: runEvent.event,
+    },
+    diffs: {
+      async list({ runId }) {
+        return { files: get(runId).files };
+      },
+      async file({ runId, path }) {
+        const f = get(runId).files.find((x) => x.path === path);
+        if (!f) throw new AirlockError('NOT_FOUND', `${path} did not change in this run`);
+        const diff = path === 'README.md'
+          ? `diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n # demo\n+Hello from the agent\n`
+          : `diff --git a/${path} b/${path}\nnew file mode 100644\n--- /dev/null\n+++ b/${path}\n@@ -0,0 +1,3 @@\n+on: push\n+jobs:\n+  x: {}\n`;
+        return { path, status: f.status, binary: f.binary, tooLarge: false, diff };
+      },
+      async apply(args) {
+        log('diffs:apply', args);
+        const files = args.files ?? get(args.runId).files.map((f) => f.path);
+        return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };
+      },
+      async exportPatch({ runId }) {
+        return { path: `/tmp/${runId}.patch`, bytes: 10, text: 'diff --git' };
+      },
+      onDidChange: diffChange.event,
+    },
+    terminals: {
+      async replay({ terminalId, offset, maxBytes }) {
+        const runId = terminalId.split(':')[1] ?? '';
+        const logText = get(runId).log;
+        const data = logText.slice(offset, offset + maxBytes);
+        return { data, nextOffset: offset + data.length, done: offset + data.length >= logText.length, totalBytes: logText.length };
+      },
+      async write() {
+        return { written: true };
+      },
+      async resize() {
+        return { resized: true };
+      },
+      async close() {
+        return { closed: true };
+      },
+      onDidData: termData.event,
+    },
+    settings: {
+      async get() {
+        return settings;
+      },
+      async update(patch) {
+        settings = { ...settings, ...patch };
+        settingsChange.fire(settings);
+        return settings;
+      },
+      async appInfo() {
+        return { version: '0.1.0-test', platform: process.platform, dataDir: '/tmp/airlock-fake' };
+      },
+      onDidChange: settingsChange.event,
+    },
+    audit: {
+      async verify({ runId }) {
+        return { runId, intact: true, records: get(runId).events.length };
+      },
+      async read({ runId }) {
+        const records = get(runId).events.map((e, index) => ({ index, at: e.at, type: e.event.type, data: { ...e.event }, hash: index.toString(16).padStart(64, '0') }));
+        return { records, total: records.length };
+      },
+    },
+  };
+  return services;
+}
