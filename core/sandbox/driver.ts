@@ -41,6 +41,8 @@ export interface ChannelStream {
   writable: NodeJS.WritableStream;
   /** Ends the stream and releases whatever carries it (an exec, a serial port, a child process). */
   close(): void;
+  /** The last lines the helper wrote to stderr (diagnostics only; never part of the channel). */
+  stderrTail?(): string;
 }
 
 /** What was checked after a wipe: nothing labelled with the run may remain. */
@@ -58,6 +60,11 @@ export interface ImageProgress {
   message: string;
   /** 0..1 where known. */
   fraction?: number;
+  /** During `build`: the Dockerfile step being run (1-based) and the number of steps. */
+  step?: number;
+  totalSteps?: number;
+  /** Which image is being prepared. */
+  variant?: 'base' | 'agents' | 'custom';
 }
 
 export type SandboxEvent =

@@ -1,0 +1,89 @@
+import type Docker from 'dockerode';
+import { AirlockError } from '../../../contracts/errors';
+import type { SandboxSpec } from '../driver';
+import { LABEL_VOLUME, runLabels } from '../labels';
+
+/** The unprivileged user every sandbox process runs as (the image's `airlock`). */
+export const SANDBOX_USER = '1000:1000';
+export const WORKSPACE_DIR = '/workspace';
+/** Airlock's own state inside the sandbox (baseline git dir, logs), kept apart from the project copy. */
+export const STATE_DIR = '/airlock';
+export const HELPER_PATH = '/opt/airlock/helper.js';
+
+/** Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. */
+const TMPFS: Record<string, string> = {
+  '/tmp': 'rw,nosuid,nodev,size=1g,mode=1777',
+  '/home/airlock': 'rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0755',
+};
+
+export function containerName(runId: string): string {
+  return `airlock-${runId}`;
+}
+
+export function volumeNames(runId: string): { workspace: string; state: string } {
+  return { workspace: `airlock-${runId}-workspace`, state: `airlock-${runId}-state` };
+}
+
+function validateLimits(spec: SandboxSpec): void {
+  const { memoryBytes, cpus, pids } = spec.limits;
+  if (!(memoryBytes >= 64 * 1024 ** 2)) throw new AirlockError('INVALID_INPUT', `memory limit ${memoryBytes} bytes is too small; use at least 64 MiB`);
+  if (!(cpus > 0)) throw new AirlockError('INVALID_INPUT', `cpu limit ${cpus} must be a positive number of CPUs`);
+  if (!(Number.isInteger(pids) && pids >= 32)) throw new AirlockError('INVALID_INPUT', `pids limit ${pids} must be an integer of at least 32`);
+}
+
+/**
+ * The hardened container of DESIGN.md §2.3: non-root, no capabilities, no-new-privileges, default
+ * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
+ * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
+ */
+export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCreateOptions {
+  validateLimits(spec);
+  const volumes = volumeNames(spec.runId);
+  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which });
+  return {
+    name: containerName(spec.runId),
+    Image: spec.image,
+    // An idle process keeps the container alive; real work arrives through the channel's exec.
+    Cmd: ['sleep', 'infinity'],
+    Entrypoint: [],
+    User: SANDBOX_USER,
+    WorkingDir: WORKSPACE_DIR,
+    Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+    Labels: runLabels(spec.runId, 'sandbox'),
+    NetworkDisabled: false,
+    Tty: false,
+    OpenStdin: false,
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    HostConfig: {
+      Init: true,
+      Privileged: false,
+      CapDrop: ['ALL'],
+      CapAdd: [],
+      SecurityOpt: ['no-new-privileges'],
+      ReadonlyRootfs: true,
+      Tmpfs: { ...TMPFS },
+      Mounts: [
+        { Type: 'volume', Source: volumes.workspace, Target: WORKSPACE_DIR, VolumeOptions: { NoCopy: false, Labels: volumeLabels('workspace'), DriverConfig: { Name: 'local', Options: {} } } },
+        { Type: 'volume', Source: volumes.state, Target: STATE_DIR, VolumeOptions: { NoCopy: false, Labels: volumeLabels('state'), DriverConfig: { Name: 'local', Options: {} } } },
+      ],
+      Binds: [],
+      Memory: spec.limits.memoryBytes,
+      // Same as Memory: no swap on top of the limit, so a memory bomb meets the OOM killer.
+      MemorySwap: spec.limits.memoryBytes,
+      NanoCpus: Math.round(spec.limits.cpus * 1e9),
+      PidsLimit: spec.limits.pids,
+      NetworkMode: spec.network === 'open' ? 'bridge' : 'none',
+      IpcMode: 'private',
+      PidMode: '',
+      UTSMode: '',
+      UsernsMode: '',
+      // Core dumps of a crashing agent could hold prompt text; keep none.
+      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+      AutoRemove: false,
+      RestartPolicy: { Name: 'no' },
+      LogConfig: { Type: 'none', Config: {} },
+    },
+  };
+}

@@ -1,0 +1,246 @@
+import type Docker from 'dockerode';
+import type { Duplex } from 'node:stream';
+import { AirlockError } from '../../../contracts/errors';
+import { Emitter, type Event } from '../../common/disposable';
+import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
+import { LABEL_KIND, LABEL_RUN, assertSafeRunId } from '../labels';
+import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, hardenedContainerConfig } from './container-config';
+import { connectEngine, engineConnectError, type Engine } from './engine';
+import { ExecDemuxer, TextTail } from './exec-demux';
+
+export interface DockerDriverOptions {
+  /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
+  engine?: Engine;
+  env?: NodeJS.ProcessEnv;
+  /** Receives the helper's stderr (debug output); it never enters the channel. */
+  debugSink?: (sandboxId: string, text: string) => void;
+}
+
+function statusCode(err: unknown): number | undefined {
+  if (err && typeof err === 'object' && 'statusCode' in err && typeof (err as { statusCode: unknown }).statusCode === 'number') {
+    return (err as { statusCode: number }).statusCode;
+  }
+  return undefined;
+}
+
+function messageOf(err: unknown): string {
+  if (err && typeof err === 'object' && 'json' in err) {
+    const json = (err as { json: unknown }).json;
+    if (json && typeof json === 'object' && 'message' in json) return String((json as { message: unknown }).message);
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * SandboxDriver over any Docker-API engine (Docker Engine/Desktop, Colima, OrbStack, Podman).
+ * Containers are hardened (see container-config.ts); the channel is a long-lived exec of the helper.
+ */
+export class DockerDriver implements SandboxDriver {
+  readonly kind: IsolationKind = 'docker';
+  private readonly emitter = new Emitter<SandboxEvent>();
+  readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
+  private enginePromise: Promise<Engine> | undefined;
+
+  constructor(private readonly opts: DockerDriverOptions = {}) {
+    if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
+  }
+
+  /** The engine client (resolved once). */
+  engine(): Promise<Engine> {
+    this.enginePromise ??= connectEngine(this.opts.env);
+    return this.enginePromise;
+  }
+
+  private async docker(): Promise<Docker> {
+    return (await this.engine()).docker;
+  }
+
+  /** Rethrows engine-reachability failures as typed errors; others as SANDBOX_FAILED with `what`. */
+  private async fail(err: unknown, what: string): Promise<never> {
+    const engine = await this.engine();
+    const typed = await engineConnectError(err, engine.endpoint, this.opts.env);
+    if (typed) throw typed;
+    const msg = messageOf(err);
+    if (/no space left on device/i.test(msg)) {
+      throw new AirlockError('DISK_FULL', `${what}: the engine's disk is full (${msg}). Free space (docker system prune, remove old images) and retry.`, { cause: err });
+    }
+    throw new AirlockError('SANDBOX_FAILED', `${what}: ${msg}`, { cause: err });
+  }
+
+  async create(spec: SandboxSpec): Promise<SandboxInfo> {
+    assertSafeRunId(spec.runId);
+    const config = hardenedContainerConfig(spec);
+    const docker = await this.docker();
+    let container: Docker.Container;
+    try {
+      container = await docker.createContainer(config);
+    } catch (err) {
+      if (statusCode(err) === 404) {
+        throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
+      }
+      return this.fail(err, `Could not create the sandbox for run ${spec.runId}`);
+    }
+    this.emitter.fire({ type: 'created', runId: spec.runId, id: container.id });
+    try {
+      await container.start();
+    } catch (err) {
+      // Leave nothing behind when start fails (a half-made sandbox still has volumes).
+      await this.destroy(spec.runId).catch(() => undefined);
+      return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
+    }
+    this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
+    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString() };
+  }
+
+  async openChannel(sandboxId: string): Promise<ChannelStream> {
+    return this.openExecStream(sandboxId, ['node', HELPER_PATH]);
+  }
+
+  /**
+   * Starts a long-lived exec of `cmd` with stdin/stdout hijacked; stderr goes to the debug sink and a
+   * bounded tail. `openChannel` uses it for the helper; tests and benches may use it for baselines.
+   */
+  async openExecStream(sandboxId: string, cmd: string[]): Promise<ChannelStream> {
+    const docker = await this.docker();
+    let socket: Duplex;
+    try {
+      const exec = await docker.getContainer(sandboxId).exec({
+        Cmd: cmd,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE_DIR,
+      });
+      socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+    } catch (err) {
+      if (statusCode(err) === 404 || statusCode(err) === 409) {
+        throw new AirlockError('SANDBOX_FAILED', `Sandbox ${sandboxId.slice(0, 12)} is gone or not running (${messageOf(err)}); create a new one.`, { cause: err });
+      }
+      return this.fail(err, `Could not open the channel into sandbox ${sandboxId.slice(0, 12)}`);
+    }
+    const tail = new TextTail();
+    const sink = this.opts.debugSink;
+    const demux = new ExecDemuxer(socket, (chunk) => {
+      const text = chunk.toString('utf8');
+      tail.append(text);
+      sink?.(sandboxId, text);
+    });
+    let closed = false;
+    return {
+      readable: demux.stdout,
+      writable: socket,
+      close: () => {
+        if (closed) return;
+        closed = true;
+        // End stdin first so the helper sees EOF and exits; then drop the connection.
+        socket.end();
+        socket.destroy();
+        demux.stdout.destroy();
+      },
+      stderrTail: () => tail.toString(),
+    };
+  }
+
+  async destroy(runId: string): Promise<WipeProof> {
+    const t0 = performance.now();
+    const docker = await this.docker();
+    const filters = { label: [`${LABEL_RUN}=${runId}`] };
+    const removed: string[] = [];
+    try {
+      const containers = await docker.listContainers({ all: true, filters });
+      await Promise.all(
+        containers.map(async (c) => {
+          await docker
+            .getContainer(c.Id)
+            .remove({ force: true, v: true })
+            .catch((err: unknown) => {
+              if (statusCode(err) !== 404) throw err;
+            });
+          removed.push(`container:${c.Id.slice(0, 12)}`);
+        }),
+      );
+      // Volumes and networks can only go once no container uses them.
+      const [volumes, networks] = await Promise.all([docker.listVolumes({ filters }), docker.listNetworks({ filters })]);
+      await Promise.all([
+        ...(volumes.Volumes ?? []).map(async (v) => {
+          await docker
+            .getVolume(v.Name)
+            .remove({ force: true })
+            .catch((err: unknown) => {
+              if (statusCode(err) !== 404) throw err;
+            });
+          removed.push(`volume:${v.Name}`);
+        }),
+        ...networks.map(async (n) => {
+          await docker
+            .getNetwork(n.Id)
+            .remove()
+            .catch((err: unknown) => {
+              if (statusCode(err) !== 404) throw err;
+            });
+          removed.push(`network:${n.Name}`);
+        }),
+      ]);
+      const leftovers = await this.leftovers(docker, runId);
+      const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
+      this.emitter.fire({ type: 'destroyed', runId, proof });
+      return proof;
+    } catch (err) {
+      return this.fail(err, `Could not wipe the sandbox of run ${runId}`);
+    }
+  }
+
+  /** Everything still labelled with the run: containers, volumes, networks. */
+  async leftovers(docker: Docker, runId: string): Promise<string[]> {
+    const filters = { label: [`${LABEL_RUN}=${runId}`] };
+    const [containers, volumes, networks] = await Promise.all([
+      docker.listContainers({ all: true, filters }),
+      docker.listVolumes({ filters }),
+      docker.listNetworks({ filters }),
+    ]);
+    return [
+      ...containers.map((c) => `container:${c.Id.slice(0, 12)}`),
+      ...(volumes.Volumes ?? []).map((v) => `volume:${v.Name}`),
+      ...networks.map((n) => `network:${n.Name}`),
+    ];
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const docker = await this.docker();
+    try {
+      const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_KIND}=sandbox`, LABEL_RUN] } });
+      return containers.map((c) => ({
+        id: c.Id,
+        runId: c.Labels[LABEL_RUN] ?? '',
+        kind: 'docker' as const,
+        state: c.State,
+        createdAt: new Date(c.Created * 1000).toISOString(),
+      }));
+    } catch (err) {
+      return this.fail(err, 'Could not list sandboxes');
+    }
+  }
+
+  /**
+   * Run ids that own volumes or networks but no container (a crash between steps); the reaper
+   * removes those too.
+   */
+  async runIdsWithResources(): Promise<string[]> {
+    const docker = await this.docker();
+    try {
+      const [volumes, networks] = await Promise.all([docker.listVolumes({ filters: { label: [LABEL_RUN] } }), docker.listNetworks({ filters: { label: [LABEL_RUN] } })]);
+      const ids = new Set<string>();
+      for (const v of volumes.Volumes ?? []) if (v.Labels?.[LABEL_RUN]) ids.add(v.Labels[LABEL_RUN]);
+      for (const n of networks) if (n.Labels?.[LABEL_RUN]) ids.add(n.Labels[LABEL_RUN]);
+      return [...ids];
+    } catch (err) {
+      return this.fail(err, 'Could not list sandbox volumes');
+    }
+  }
+
+  dispose(): void {
+    this.emitter.dispose();
+  }
+}

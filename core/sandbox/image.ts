@@ -1,0 +1,252 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import { pack } from 'tar-stream';
+import { AirlockError } from '../../contracts/errors';
+import { BuildProgressParser } from './build-progress';
+import { connectEngine, engineConnectError, type Engine } from './docker/engine';
+import type { ImageProgress } from './driver';
+import { LABEL_KIND } from './labels';
+import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
+
+export const IMAGE_REPOSITORY = 'airlock-sandbox';
+
+/** Where the Dockerfiles live; a packaged app passes its own resources directory. */
+export function defaultResourcesDir(): string {
+  return fileURLToPath(new URL('../../resources/sandbox/', import.meta.url));
+}
+
+export interface EnsureImageOptions {
+  variant?: 'base' | 'agents';
+  onProgress?: (p: ImageProgress) => void;
+  /** A user-chosen image: not built, but checked for node/git/tar (IMAGE_INCOMPATIBLE otherwise). */
+  image?: string;
+  engine?: Engine;
+  /** The files for /opt/airlock; default: the helper bundle plus the built-in agent bundle. */
+  payload?: PayloadProvider;
+  resourcesDir?: string;
+  /** Build even when the tag exists (tests of the build path). */
+  force?: boolean;
+}
+
+export interface EnsureImageResult {
+  ref: string;
+  built: boolean;
+}
+
+/** Content hash of the build inputs: a changed Dockerfile or payload file gives a new tag. */
+export function contextHash(dockerfile: Buffer, payload: SandboxPayload, extra = ''): string {
+  const h = createHash('sha256');
+  h.update('airlock-sandbox-v1\0');
+  h.update(extra);
+  h.update('\0');
+  h.update(dockerfile);
+  for (const name of Object.keys(payload.files).sort()) {
+    const content = payload.files[name] as Buffer;
+    h.update(`\0${normalizePayloadPath(name)}\0${content.length}\0`);
+    h.update(content);
+  }
+  return h.digest('hex').slice(0, 20);
+}
+
+/** A tar build context: the Dockerfile at its root and the payload under `payload/`. */
+export async function buildContextTar(dockerfile: Buffer, payload?: SandboxPayload): Promise<Buffer> {
+  const p = pack();
+  const chunks: Buffer[] = [];
+  p.on('data', (c: unknown) => chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve, reject) => {
+    p.on('end', resolve);
+    p.on('error', reject);
+  });
+  // Fixed mtimes and modes keep the classic builder's COPY cache stable across identical payloads.
+  const mtime = new Date(0);
+  p.entry({ name: 'Dockerfile', mode: 0o644, mtime }, dockerfile);
+  if (payload) {
+    p.entry({ name: 'payload/', type: 'directory', mode: 0o755, mtime });
+    for (const name of Object.keys(payload.files).sort()) {
+      const rel = normalizePayloadPath(name);
+      const mode = rel.endsWith('.sh') ? 0o755 : 0o644;
+      p.entry({ name: `payload/${rel}`, mode, mtime, uid: 0, gid: 0 }, payload.files[name] as Buffer);
+    }
+  }
+  p.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+async function imageExists(docker: Docker, ref: string): Promise<boolean> {
+  try {
+    await docker.getImage(ref).inspect();
+    return true;
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode === 404) return false;
+    throw err;
+  }
+}
+
+const inFlight = new Map<string, Promise<EnsureImageResult>>();
+
+/**
+ * Makes sure the sandbox image exists, building it on first use (tag = content hash), and returns
+ * its reference. Progress arrives as structured events. For a user-chosen `image`, checks that it
+ * has node, git and tar instead.
+ */
+export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise<EnsureImageResult> {
+  const engine = opts.engine ?? (await connectEngine());
+  const emit = opts.onProgress ?? (() => undefined);
+  try {
+    if (opts.image) {
+      emit({ phase: 'check', message: `checking ${opts.image}`, variant: 'custom' });
+      await checkImageCompatible(engine.docker, opts.image);
+      emit({ phase: 'done', message: `${opts.image} is usable`, fraction: 1, variant: 'custom' });
+      return { ref: opts.image, built: false };
+    }
+    const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
+    emit({ phase: 'context', message: 'preparing the sandbox payload', variant: 'base' });
+    const payload = await (opts.payload ?? defaultPayload)();
+    const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
+    const baseRef = `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload)}`;
+    const base = await buildOnce(engine, baseRef, opts, () => buildContextTar(dockerfile, payload), {}, 'base', emit);
+    if ((opts.variant ?? 'base') === 'base') return base;
+
+    const agentsDockerfile = await readFile(path.join(resourcesDir, 'agents.Dockerfile'));
+    const agentsRef = `${IMAGE_REPOSITORY}:agents-${contextHash(agentsDockerfile, { files: {}, hash: '' }, baseRef)}`;
+    const agents = await buildOnce(engine, agentsRef, opts, () => buildContextTar(agentsDockerfile), { BASE: baseRef }, 'agents', emit);
+    return { ref: agents.ref, built: agents.built || base.built };
+  } catch (err) {
+    throw (await engineConnectError(err, engine.endpoint)) ?? err;
+  }
+}
+
+async function buildOnce(
+  engine: Engine,
+  ref: string,
+  opts: EnsureImageOptions,
+  context: () => Promise<Buffer>,
+  buildargs: Record<string, string>,
+  variant: 'base' | 'agents',
+  emit: (p: ImageProgress) => void,
+): Promise<EnsureImageResult> {
+  emit({ phase: 'check', message: `looking for ${ref}`, variant });
+  if (!opts.force && (await imageExists(engine.docker, ref))) {
+    emit({ phase: 'done', message: `${ref} is ready`, fraction: 1, variant });
+    return { ref, built: false };
+  }
+  // Concurrent callers share one build of the same tag.
+  let p = inFlight.get(ref);
+  if (!p) {
+    p = buildImage(engine.docker, ref, context, buildargs, variant, emit).finally(() => inFlight.delete(ref));
+    inFlight.set(ref, p);
+  }
+  return p;
+}
+
+async function buildImage(
+  docker: Docker,
+  ref: string,
+  context: () => Promise<Buffer>,
+  buildargs: Record<string, string>,
+  variant: 'base' | 'agents',
+  emit: (p: ImageProgress) => void,
+): Promise<EnsureImageResult> {
+  const tar = await context();
+  emit({ phase: 'build', message: `building ${ref} (first use; this takes a few minutes)`, fraction: 0, variant });
+  const parser = new BuildProgressParser(emit, variant);
+  const stream = await docker.buildImage(tar as unknown as NodeJS.ReadableStream, {
+    t: ref,
+    rm: true,
+    forcerm: true,
+    buildargs,
+    labels: { [LABEL_KIND]: 'image', 'airlock.variant': variant },
+  });
+  await new Promise<void>((resolve, reject) => {
+    stream.setEncoding?.('utf8');
+    stream.on('data', (c: Buffer | string) => parser.feed(typeof c === 'string' ? c : c.toString('utf8')));
+    stream.on('end', () => {
+      parser.end();
+      resolve();
+    });
+    stream.on('error', reject);
+  });
+  if (parser.error) {
+    const where = parser.step ? `step ${parser.step}/${parser.totalSteps} (${parser.stepTitle.slice(0, 120)})` : 'the build';
+    const tail = parser.outputTail();
+    const full = `${parser.error}\n${tail}`;
+    if (/no space left on device/i.test(full)) {
+      throw new AirlockError('DISK_FULL', `Building the sandbox image failed at ${where}: the engine's disk is full. Free space (\`docker system prune\`, remove unused images) and run \`airlock doctor\` again.\n${tail}`);
+    }
+    throw new AirlockError(
+      'IMAGE_BUILD_FAILED',
+      `Building the sandbox image failed at ${where}: ${parser.error}\n--- last output of that step ---\n${tail}\n---\nCheck the network access to the Debian mirror and the npm registry, then run \`airlock doctor\` again.`,
+    );
+  }
+  if (!(await imageExists(docker, ref))) {
+    throw new AirlockError('IMAGE_BUILD_FAILED', `The engine finished building ${ref} but the image is not there. Run \`airlock doctor\` again.`);
+  }
+  emit({ phase: 'done', message: `built ${ref}`, fraction: 1, variant });
+  return { ref, built: true };
+}
+
+const REQUIRED_TOOLS = ['node', 'git', 'tar'] as const;
+const compatible = new Set<string>();
+
+/**
+ * Checks a user-chosen image for what the helper and the workspace need (node, git, tar) by running
+ * a throwaway container without network. IMAGE_INCOMPATIBLE names what is missing.
+ */
+export async function checkImageCompatible(docker: Docker, ref: string): Promise<void> {
+  let imageId: string;
+  try {
+    imageId = (await docker.getImage(ref).inspect()).Id;
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode === 404) {
+      throw new AirlockError('NOT_FOUND', `Image '${ref}' is not available to the engine. Pull or build it first (docker pull ${ref}), or leave the image setting empty to use Airlock's image.`, { cause: err });
+    }
+    throw err;
+  }
+  if (compatible.has(imageId)) return;
+  const script = REQUIRED_TOOLS.map((t) => `command -v ${t} >/dev/null 2>&1 || echo "missing:${t}"`).join('; ');
+  let container: Docker.Container | undefined;
+  try {
+    container = await docker.createContainer({
+      Image: ref,
+      Entrypoint: ['/bin/sh', '-c'],
+      Cmd: [script],
+      User: '0:0',
+      Labels: { [LABEL_KIND]: 'image-check' },
+      HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], ReadonlyRootfs: true, AutoRemove: false },
+    });
+    const out = await container.attach({ stream: true, stdout: true, stderr: true });
+    const chunks: Buffer[] = [];
+    out.on('data', (c: Buffer) => chunks.push(c));
+    const ended = new Promise<void>((resolve) => {
+      out.on('end', resolve);
+      out.on('close', resolve);
+    });
+    try {
+      await container.start();
+    } catch (err) {
+      const msg = (err as Error).message;
+      if (/no such file|executable file not found|not found/i.test(msg)) {
+        throw new AirlockError('IMAGE_INCOMPATIBLE', `Image '${ref}' has no /bin/sh, so it cannot run the Airlock helper (needs: ${REQUIRED_TOOLS.join(', ')}). Use an image based on a regular Linux distribution with node, git and tar installed.`, { cause: err });
+      }
+      throw err;
+    }
+    await container.wait();
+    await ended;
+    // The attach stream is multiplexed; missing:<tool> markers are plain ASCII in the payload.
+    const text = Buffer.concat(chunks).toString('latin1');
+    const missing = REQUIRED_TOOLS.filter((t) => text.includes(`missing:${t}`));
+    if (missing.length > 0) {
+      throw new AirlockError(
+        'IMAGE_INCOMPATIBLE',
+        `Image '${ref}' is missing ${missing.join(', ')}, which Airlock needs inside the sandbox (node runs the helper; git and tar track and copy the workspace). Install ${missing.join(', ')} in the image, or leave the image setting empty to use Airlock's image.`,
+      );
+    }
+    compatible.add(imageId);
+  } finally {
+    await container?.remove({ force: true }).catch(() => undefined);
+  }
+}

@@ -1,0 +1,18 @@
+/** Labels on every engine resource Airlock creates; wipe, list and the reaper find things by them. */
+export const LABEL_RUN = 'airlock.run';
+export const LABEL_KIND = 'airlock.kind';
+/** Which per-run volume this is (`workspace` or `state`). */
+export const LABEL_VOLUME = 'airlock.volume';
+
+export type ResourceKind = 'sandbox' | 'volume' | 'network' | 'image';
+
+export function runLabels(runId: string, kind: ResourceKind): Record<string, string> {
+  return { [LABEL_RUN]: runId, [LABEL_KIND]: kind };
+}
+
+/** A run id is used in container and volume names: keep it to characters every engine accepts. */
+export function assertSafeRunId(runId: string): void {
+  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$/.test(runId)) {
+    throw new Error(`run id '${runId}' must be letters, digits, '.', '_' or '-'`);
+  }
+}
