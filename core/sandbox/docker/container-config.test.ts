@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../driver';
+import { hardenedContainerConfig, volumeNames } from './container-config';
+
+const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
+
+describe('hardenedContainerConfig', () => {
+  it('is hardened by default', () => {
+    const c = hardenedContainerConfig(spec);
+    const h = c.HostConfig!;
+    expect(c.User).toBe('1000:1000');
+    expect(h.CapDrop).toEqual(['ALL']);
+    expect(h.CapAdd ?? []).toEqual([]);
+    expect(h.SecurityOpt).toEqual(['no-new-privileges']);
+    expect(h.ReadonlyRootfs).toBe(true);
+    expect(h.Privileged).toBe(false);
+    expect(h.Init).toBe(true);
+    expect(h.NetworkMode).toBe('none');
+    expect(h.Binds ?? []).toEqual([]);
+    expect(h.Mounts?.every((m) => m.Type === 'volume')).toBe(true);
+    expect(h.Memory).toBe(DEFAULT_LIMITS.memoryBytes);
+    expect(h.NanoCpus).toBe(DEFAULT_LIMITS.cpus * 1e9);
+    expect(h.PidsLimit).toBe(DEFAULT_LIMITS.pids);
+    expect(c.Labels).toMatchObject({ 'airlock.run': spec.runId, 'airlock.kind': 'sandbox' });
+  });
+
+  it('labels both per-run volumes with the run', () => {
+    const mounts = hardenedContainerConfig(spec).HostConfig!.Mounts!;
+    const names = volumeNames(spec.runId);
+    expect(mounts.map((m) => [m.Source, m.Target])).toEqual([
+      [names.workspace, '/workspace'],
+      [names.state, '/airlock'],
+    ]);
+    for (const m of mounts) expect(m.VolumeOptions?.Labels?.['airlock.run']).toBe(spec.runId);
+  });
+
+  it('opens the network only when asked', () => {
+    expect(hardenedContainerConfig({ ...spec, network: 'open' }).HostConfig!.NetworkMode).toBe('bridge');
+  });
+
+  it('rejects nonsense limits with INVALID_INPUT', () => {
+    expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, pids: 0 } })).toThrow(/pids limit/);
+    expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, memoryBytes: 1000 } })).toThrow(/memory limit/);
+  });
+});
