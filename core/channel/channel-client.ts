@@ -1,0 +1,553 @@
+/**
+ * The host side of the channel into a sandbox (DESIGN.md §4): processes, files, watches and TCP
+ * forwarding over one framed, multiplexed byte stream to the in-sandbox helper.
+ *
+ * Every pending call rejects with AirlockError('CHANNEL_CLOSED') when the channel closes or breaks;
+ * nothing waits forever on a dead sandbox.
+ */
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { AirlockError, ErrorKind } from '../../contracts/errors';
+import { Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import type { ChannelStream } from '../sandbox/driver';
+import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
+import { Mux } from './mux';
+import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError } from './protocol';
+
+export interface SpawnOptions {
+  argv: string[];
+  cwd?: string;
+  /** Added to a clean base (PATH, HOME, LANG, TERM); the helper's own environment is never passed on. */
+  env?: Record<string, string>;
+  /** Run in a pseudo-terminal (needs node-pty in the image); stderr then arrives on stdout. */
+  pty?: { cols: number; rows: number };
+  /** Kill the whole command tree after this long; the exit then says `timedOut: true`. */
+  timeoutMs?: number;
+  /** Forward at most this many bytes of stdout+stderr, then a truncation marker; the rest is drained. */
+  maxOutputBytes?: number;
+}
+
+export interface ExitInfo {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  truncated: boolean;
+  durationMs: number;
+  /** Bytes the command wrote to stdout+stderr, including any dropped after the cap. */
+  outputBytes: number;
+}
+
+export interface RunResult extends ExitInfo {
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+/**
+ * A process in the sandbox. Subscribe to output synchronously after `spawn()`: output that arrives
+ * while nobody listens is not kept. `exited` rejects with a typed AirlockError if the process could
+ * not start (NOT_FOUND for a missing command or cwd) or the channel closed.
+ */
+export interface ChannelProcess {
+  readonly id: number;
+  readonly onStdout: Event<Buffer>;
+  readonly onStderr: Event<Buffer>;
+  readonly exited: Promise<ExitInfo>;
+  write(data: Buffer | string): void;
+  /** Closes stdin (for a PTY: sends EOF, Ctrl-D). */
+  end(): void;
+  /** Signals the whole process tree; the default SIGTERM escalates to SIGKILL after a grace period. */
+  kill(signal?: NodeJS.Signals): void;
+  resize(cols: number, rows: number): void;
+}
+
+export interface FileEntry {
+  name: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  size: number;
+  mode: number;
+}
+
+export interface HelperHello {
+  version: string;
+  node: string;
+  uid: number;
+  pid: number;
+  pty: boolean;
+}
+
+export interface WatchOptions {
+  /** Quiet time before a batch is delivered (default 100 ms). */
+  debounceMs?: number;
+  /** gitignore-like patterns, e.g. `.git/`, `node_modules/`, `*.log`. */
+  ignore?: string[];
+  /** Force a backend (tests); default picks inotifywait, then recursive fs.watch, then polling. */
+  backend?: WatchBackend;
+}
+
+const DEFAULT_HELLO_TIMEOUT_MS = 15_000;
+const DEFAULT_READ_MAX_BYTES = 256 * 1024 * 1024;
+
+function toAirlockError(error: WireError): AirlockError {
+  const kind = ErrorKind.safeParse(error.kind);
+  return new AirlockError(kind.success ? kind.data : 'INTERNAL', error.message);
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: AirlockError): void;
+}
+
+class ProcessHandle implements ChannelProcess {
+  readonly stdout = new Emitter<Buffer>();
+  readonly stderr = new Emitter<Buffer>();
+  readonly onStdout = this.stdout.event;
+  readonly onStderr = this.stderr.event;
+  readonly exited: Promise<ExitInfo>;
+  private settle!: { resolve(info: ExitInfo): void; reject(err: AirlockError): void };
+  done = false;
+
+  constructor(
+    private readonly client: ChannelClient,
+    private readonly mux: Mux,
+    readonly id: number,
+  ) {
+    this.exited = new Promise<ExitInfo>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    // Callers that only stream output may never await `exited`; a failure must not crash the host.
+    this.exited.catch(() => undefined);
+  }
+
+  /** @internal Output from the helper. */
+  output(type: FrameType, payload: Buffer): void {
+    (type === FrameType.stderr ? this.stderr : this.stdout).fire(payload);
+    this.mux.consumed(this.id, payload.length);
+  }
+
+  /** @internal */
+  finish(result: { info: ExitInfo } | { error: AirlockError }): void {
+    if (this.done) return;
+    this.done = true;
+    if ('info' in result) this.settle.resolve(result.info);
+    else this.settle.reject(result.error);
+    this.mux.forget(this.id);
+    this.stdout.dispose();
+    this.stderr.dispose();
+  }
+
+  /** @internal Writes stdin; false means pause the source until `whenWritable`. */
+  send(data: Buffer): boolean {
+    if (this.done) return true;
+    return this.mux.sender(this.id).write(data, FrameType.data);
+  }
+
+  /** @internal */
+  whenWritable(cb: () => void): void {
+    if (this.done) cb();
+    else this.mux.sender(this.id).onReady(cb);
+  }
+
+  write(data: Buffer | string): void {
+    this.send(typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+  }
+
+  end(): void {
+    if (!this.done) this.mux.sender(this.id).end();
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGTERM'): void {
+    if (this.done) return;
+    this.client.request({ op: 'kill', stream: this.id, signal }).catch(() => undefined);
+  }
+
+  resize(cols: number, rows: number): void {
+    if (this.done) return;
+    this.client.request({ op: 'resize', stream: this.id, cols, rows }).catch(() => undefined);
+  }
+}
+
+/** Collects a file's bytes arriving on a stream (readFile). */
+class CollectSink implements StreamSink {
+  readonly chunks: Buffer[] = [];
+  constructor(
+    private readonly mux: Mux,
+    private readonly streamId: number,
+  ) {}
+  remoteData(payload: Buffer): void {
+    this.chunks.push(payload);
+    this.mux.consumed(this.streamId, payload.length);
+  }
+  remoteEnd(): void {}
+  remoteReset(): void {}
+}
+
+export class ChannelClient implements Disposable {
+  private readonly mux: Mux;
+  private readonly closeEmitter = new Emitter<{ reason: string }>();
+  private readonly pending = new Map<number, Pending>();
+  private readonly processes = new Map<number, ProcessHandle>();
+  private readonly sinks = new Map<number, StreamSink>();
+  private readonly watchers = new Map<number, (paths: string[]) => void>();
+  private readonly services = new Map<number, () => Socket>();
+  private nextRequest = 1;
+  private nextStream = 1;
+  private nextHandle = 1;
+  private closedReason: string | undefined;
+  private helloWaiter: { resolve(h: HelperHello): void; reject(err: AirlockError): void } | undefined;
+  private early = Buffer.alloc(0);
+  private _hello: HelperHello | undefined;
+
+  /** Fires once when the channel closes, whatever the reason. */
+  readonly onDidClose: Event<{ reason: string }> = this.closeEmitter.event;
+
+  /**
+   * Starts talking to a helper over `stream` and waits for its hello. Fails with SANDBOX_FAILED if
+   * the helper does not answer (the message carries what it printed instead, e.g. `node: not found`).
+   */
+  static async connect(stream: ChannelStream, opts: { helloTimeoutMs?: number } = {}): Promise<ChannelClient> {
+    const client = new ChannelClient(stream);
+    const timeoutMs = opts.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const hello = await new Promise<HelperHello>((resolve, reject) => {
+        client.helloWaiter = { resolve, reject };
+        timer = setTimeout(
+          () =>
+            reject(
+              new AirlockError(
+                'SANDBOX_FAILED',
+                `the sandbox helper did not answer within ${timeoutMs} ms${client.earlyText()}; check that the image has node and /opt/airlock/helper.js`,
+              ),
+            ),
+          timeoutMs,
+        );
+      });
+      if (hello.version !== PROTOCOL_VERSION) {
+        throw new AirlockError(
+          'IMAGE_INCOMPATIBLE',
+          `the sandbox helper speaks protocol ${hello.version}, this Airlock speaks ${PROTOCOL_VERSION}; rebuild the sandbox image`,
+        );
+      }
+      client._hello = hello;
+      return client;
+    } catch (err) {
+      client.dispose();
+      throw err;
+    } finally {
+      if (timer) clearTimeout(timer);
+      client.helloWaiter = undefined;
+      stream.readable.removeListener('data', client.onEarlyData);
+    }
+  }
+
+  private constructor(private readonly stream: ChannelStream) {
+    // Keep the first bytes until hello: if the helper never starts, they say why.
+    stream.readable.on('data', this.onEarlyData);
+    this.mux = new Mux(stream.readable, stream.writable, {
+      control: (message) => this.onControl(message),
+      data: (streamId, type, payload) => this.onData(streamId, type, payload),
+      end: (streamId) => this.sinks.get(streamId)?.remoteEnd(),
+      reset: (streamId, reason) => {
+        const sink = this.sinks.get(streamId);
+        this.sinks.delete(streamId);
+        sink?.remoteReset(reason);
+      },
+      closed: (reason) => this.onClosed(reason),
+    });
+  }
+
+  /** What the helper reported at start. */
+  get hello(): HelperHello {
+    if (!this._hello) throw new AirlockError('CHANNEL_CLOSED', 'the channel has not said hello yet (use ChannelClient.connect)');
+    return this._hello;
+  }
+
+  get isClosed(): boolean {
+    return this.closedReason !== undefined;
+  }
+
+  spawn(opts: SpawnOptions): ChannelProcess {
+    const id = this.allocateStream();
+    const proc = new ProcessHandle(this, this.mux, id);
+    if (this.closedReason !== undefined) {
+      proc.finish({ error: this.closedError() });
+      return proc;
+    }
+    this.processes.set(id, proc);
+    const spawn = {
+      argv: opts.argv,
+      cwd: opts.cwd,
+      env: opts.env,
+      pty: opts.pty,
+      timeoutMs: opts.timeoutMs,
+      maxOutputBytes: opts.maxOutputBytes,
+    };
+    this.request({ op: 'spawn', stream: id, spawn }).catch((err: AirlockError) => {
+      this.processes.delete(id);
+      proc.finish({ error: err });
+    });
+    return proc;
+  }
+
+  async run(opts: SpawnOptions & { stdin?: Buffer | string | NodeJS.ReadableStream }): Promise<RunResult> {
+    const proc = this.spawn(opts) as ProcessHandle;
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    proc.onStdout((b) => stdout.push(b));
+    proc.onStderr((b) => stderr.push(b));
+    const input = opts.stdin;
+    let stopInput: () => void = () => undefined;
+    if (input === undefined) {
+      proc.end();
+    } else if (typeof input === 'string' || Buffer.isBuffer(input)) {
+      proc.write(input);
+      proc.end();
+    } else {
+      stopInput = pipeInput(input, proc);
+    }
+    try {
+      const info = await proc.exited;
+      return { ...info, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+    } finally {
+      stopInput();
+    }
+  }
+
+  async readFile(path: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
+    const id = this.allocateStream();
+    const sink = new CollectSink(this.mux, id);
+    this.sinks.set(id, sink);
+    try {
+      await this.request({ op: 'readFile', stream: id, path, maxBytes: opts.maxBytes ?? DEFAULT_READ_MAX_BYTES });
+      return Buffer.concat(sink.chunks);
+    } finally {
+      this.sinks.delete(id);
+      this.mux.forget(id);
+    }
+  }
+
+  async writeFile(path: string, data: Buffer | string, opts: { mode?: number } = {}): Promise<void> {
+    const id = this.allocateStream();
+    const done = this.request({ op: 'writeFile', stream: id, path, mode: opts.mode });
+    const sender = this.mux.sender(id);
+    sender.write(typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+    sender.end();
+    try {
+      await done;
+    } finally {
+      this.mux.forget(id);
+    }
+  }
+
+  async list(dir: string): Promise<FileEntry[]> {
+    return (await this.request({ op: 'list', path: dir })) as FileEntry[];
+  }
+
+  async watch(dir: string, listener: (paths: string[]) => void, opts: WatchOptions = {}): Promise<Disposable> {
+    const watchId = this.nextHandle++;
+    this.watchers.set(watchId, listener);
+    try {
+      await this.request({
+        op: 'watch',
+        watchId,
+        path: dir,
+        debounceMs: opts.debounceMs ?? 100,
+        ignore: opts.ignore ?? [],
+        backend: opts.backend ?? 'auto',
+      });
+    } catch (err) {
+      this.watchers.delete(watchId);
+      throw err;
+    }
+    return toDisposable(() => {
+      this.watchers.delete(watchId);
+      if (!this.isClosed) this.request({ op: 'unwatch', watchId }).catch(() => undefined);
+    });
+  }
+
+  async exposeHostService(sandboxPort: number, connect: () => Socket): Promise<{ port: number } & Disposable> {
+    const listenerId = this.nextHandle++;
+    this.services.set(listenerId, connect);
+    let port: number;
+    try {
+      ({ port } = (await this.request({ op: 'listen', listenerId, port: sandboxPort })) as { port: number });
+    } catch (err) {
+      this.services.delete(listenerId);
+      throw err;
+    }
+    const disposable = toDisposable(() => {
+      this.services.delete(listenerId);
+      if (!this.isClosed) this.request({ op: 'unlisten', listenerId }).catch(() => undefined);
+    });
+    return { port, dispose: () => disposable.dispose() };
+  }
+
+  async connectToSandboxPort(port: number): Promise<Duplex> {
+    const id = this.allocateStream();
+    const duplex = new ChannelDuplex(this.mux, id, () => this.sinks.delete(id));
+    this.sinks.set(id, duplex);
+    try {
+      await this.request({ op: 'connect', stream: id, port });
+    } catch (err) {
+      this.sinks.delete(id);
+      duplex.remoteReset(String((err as Error).message));
+      duplex.on('error', () => undefined);
+      throw err;
+    }
+    return duplex;
+  }
+
+  dispose(): void {
+    if (this.isClosed) return;
+    this.mux.close('the channel was disposed');
+  }
+
+  /** @internal Sends a request and waits for its response. */
+  request(req: Request): Promise<unknown> {
+    if (this.closedReason !== undefined) return Promise.reject(this.closedError());
+    const id = this.nextRequest++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.mux.sendControl({ t: 'req', id, ...req } as ControlMessage);
+    });
+  }
+
+  private allocateStream(): number {
+    const id = this.nextStream;
+    this.nextStream = this.nextStream >= 0x7fffffff ? 1 : this.nextStream + 2;
+    return id;
+  }
+
+  private closedError(): AirlockError {
+    return new AirlockError(
+      'CHANNEL_CLOSED',
+      `the sandbox channel is closed (${this.closedReason}); the sandbox may have stopped — start a new one`,
+    );
+  }
+
+  private earlyText(): string {
+    const text = this.early.toString('utf8').replace(/[^\x20-\x7e\n\t]/g, '').trim();
+    return text ? ` (it printed: ${JSON.stringify(text.slice(0, 300))})` : '';
+  }
+
+  private readonly onEarlyData = (chunk: Buffer | string): void => {
+    if (this.early.length < 1024) this.early = Buffer.concat([this.early, Buffer.from(chunk)]).subarray(0, 1024);
+  };
+
+  private onControl(message: ControlMessage): void {
+    switch (message.t) {
+      case 'hello':
+        this.helloWaiter?.resolve(message);
+        return;
+      case 'res': {
+        const pending = this.pending.get(message.id);
+        if (!pending) return;
+        this.pending.delete(message.id);
+        if (message.ok) pending.resolve(message.value);
+        else pending.reject(toAirlockError(message.error));
+        return;
+      }
+      case 'exit': {
+        const proc = this.processes.get(message.stream);
+        this.processes.delete(message.stream);
+        proc?.finish({ info: message.info });
+        return;
+      }
+      case 'watch':
+        this.watchers.get(message.watchId)?.(message.paths);
+        return;
+      case 'watchError':
+        return; // The helper logs it; the watch keeps its listener in case events resume.
+      case 'accept':
+        this.onAccept(message.listenerId, message.stream);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private onData(streamId: number, type: FrameType, payload: Buffer): void {
+    const proc = this.processes.get(streamId);
+    if (proc && (type === FrameType.stdout || type === FrameType.stderr)) {
+      proc.output(type, payload);
+      return;
+    }
+    const sink = this.sinks.get(streamId);
+    if (sink) sink.remoteData(payload);
+    else this.mux.consumed(streamId, payload.length);
+  }
+
+  private onAccept(listenerId: number, streamId: number): void {
+    const duplex = new ChannelDuplex(this.mux, streamId, () => this.sinks.delete(streamId));
+    this.sinks.set(streamId, duplex);
+    const connect = this.services.get(listenerId);
+    if (!connect) {
+      duplex.destroy(new Error('the host service is no longer exposed'));
+      return;
+    }
+    let socket: Socket;
+    try {
+      socket = connect();
+    } catch (err) {
+      duplex.destroy(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    joinSocket(duplex, socket);
+  }
+
+  private onClosed(reason: string): void {
+    this.closedReason = reason;
+    this.helloWaiter?.reject(
+      new AirlockError('SANDBOX_FAILED', `the sandbox helper did not start: ${reason}${this.earlyText()}`),
+    );
+    const error = this.closedError();
+    for (const pending of this.pending.values()) pending.reject(error);
+    this.pending.clear();
+    for (const proc of this.processes.values()) proc.finish({ error });
+    this.processes.clear();
+    for (const sink of [...this.sinks.values()]) sink.remoteReset(`channel closed: ${reason}`);
+    this.sinks.clear();
+    this.watchers.clear();
+    this.services.clear();
+    try {
+      this.stream.close();
+    } catch {
+      // Already closed.
+    }
+    this.closeEmitter.fire({ reason });
+    this.closeEmitter.dispose();
+  }
+}
+
+/** Pipes a readable into a process's stdin with backpressure; returns a function that stops it. */
+function pipeInput(input: NodeJS.ReadableStream, proc: ProcessHandle): () => void {
+  let stopped = false;
+  const onData = (chunk: Buffer | string) => {
+    if (stopped) return;
+    if (!proc.send(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) {
+      input.pause();
+      proc.whenWritable(() => {
+        if (!stopped) input.resume();
+      });
+    }
+  };
+  const onEnd = () => {
+    if (!stopped) proc.end();
+  };
+  const onError = (err: Error) => {
+    if (stopped) return;
+    // A failing source must not leave the command waiting for more input forever.
+    process.emitWarning(`airlock: stdin source failed: ${err.message}`);
+    proc.end();
+  };
+  input.on('data', onData);
+  input.on('end', onEnd);
+  input.on('error', onError);
+  input.resume();
+  return () => {
+    stopped = true;
+    input.removeListener('data', onData);
+    input.removeListener('end', onEnd);
+    input.removeListener('error', onError);
+  };
+}

@@ -1,0 +1,291 @@
+/**
+ * The multiplexer both ends of the channel share: decodes frames from a readable, writes frames to
+ * a writable, and does per-stream flow control so one slow consumer (a stalled TCP client, a child
+ * that does not read its stdin) cannot make the other side buffer without bound.
+ *
+ * Flow control is credit-based: a sender may have STREAM_WINDOW_BYTES unacknowledged on a stream;
+ * the receiver acknowledges bytes once it has handed them on (written to a socket/child, or given
+ * to a listener). When credit is exhausted or the underlying writable reports backpressure, the
+ * sender's `write` returns false and the data source is paused until `onReady` fires.
+ *
+ * Runs on Node 18 inside the sandbox: no dependencies.
+ */
+import {
+  FrameDecoder,
+  FrameType,
+  ProtocolError,
+  STREAM_WINDOW_BYTES,
+  chunk,
+  decodeControl,
+  encodeAck,
+  encodeControl,
+  encodeFrame,
+  type ControlMessage,
+} from './protocol';
+
+export interface MuxHandlers {
+  control(message: ControlMessage): void;
+  /** Raw bytes on a stream; call `mux.consumed(streamId, n)` once they are handed on. */
+  data(streamId: number, type: FrameType, payload: Buffer): void;
+  end(streamId: number): void;
+  reset(streamId: number, reason: string): void;
+  /** The channel is gone (peer closed, I/O error, protocol error). Called once. */
+  closed(reason: string, error?: Error): void;
+}
+
+export interface MuxOptions {
+  window?: number;
+}
+
+type Queued = { kind: 'data'; type: FrameType; buf: Buffer } | { kind: 'end' };
+
+/** The outbound half of one stream, with its credit. */
+export class StreamSender {
+  private credit: number;
+  private queue: Queued[] = [];
+  private readyCallbacks: Array<() => void> = [];
+  private flushCallbacks: Array<() => void> = [];
+  private ended = false;
+  closed = false;
+
+  constructor(
+    private readonly mux: Mux,
+    readonly streamId: number,
+    window: number,
+  ) {
+    this.credit = window;
+  }
+
+  /** True when a source may keep writing: credit left and the channel is not congested. */
+  get ready(): boolean {
+    return !this.closed && this.queue.length === 0 && this.credit > 0 && !this.mux.congested;
+  }
+
+  /**
+   * Sends (or queues) bytes. Returns false when the source should pause until `onReady`.
+   * Bytes are never dropped while the stream is open.
+   */
+  write(buf: Buffer, type: FrameType = FrameType.data): boolean {
+    if (this.closed || this.ended || buf.length === 0) return this.ready;
+    for (const part of chunk(buf)) this.queue.push({ kind: 'data', type, buf: part });
+    this.flush();
+    return this.ready;
+  }
+
+  /** Half-closes: an END frame follows all queued data. */
+  end(): void {
+    if (this.closed || this.ended) return;
+    this.ended = true;
+    this.queue.push({ kind: 'end' });
+    this.flush();
+  }
+
+  /** Calls `cb` once when the source may write again. */
+  onReady(cb: () => void): void {
+    if (this.ready) {
+      cb();
+      return;
+    }
+    this.readyCallbacks.push(cb);
+  }
+
+  /** Calls `cb` once everything queued so far has been written to the channel. */
+  onFlushed(cb: () => void): void {
+    if (this.queue.length === 0 || this.closed) {
+      cb();
+      return;
+    }
+    this.flushCallbacks.push(cb);
+  }
+
+  /** @internal */
+  addCredit(bytes: number): void {
+    this.credit += bytes;
+    this.flush();
+  }
+
+  /** @internal Sends as much of the queue as credit allows, then wakes waiters. */
+  flush(): void {
+    while (!this.closed && this.queue.length > 0) {
+      const item = this.queue[0]!;
+      if (item.kind === 'end') {
+        this.queue.shift();
+        this.mux.sendRaw(encodeFrame(FrameType.end, this.streamId));
+        continue;
+      }
+      if (this.credit <= 0) break;
+      this.queue.shift();
+      this.credit -= item.buf.length;
+      this.mux.sendRaw(encodeFrame(item.type, this.streamId, item.buf));
+    }
+    if (this.queue.length === 0 || this.closed) {
+      const flushed = this.flushCallbacks.splice(0);
+      for (const cb of flushed) cb();
+    }
+    if (this.ready) {
+      const ready = this.readyCallbacks.splice(0);
+      for (const cb of ready) cb();
+    }
+  }
+
+  /** Drops queued data (after a reset or when the channel closes). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = [];
+    this.readyCallbacks = [];
+    const flushed = this.flushCallbacks.splice(0);
+    for (const cb of flushed) cb();
+  }
+}
+
+export class Mux {
+  private readonly decoder = new FrameDecoder();
+  private readonly senders = new Map<number, StreamSender>();
+  private readonly unacked = new Map<number, number>();
+  private readonly window: number;
+  private closedReason: string | undefined;
+  congested = false;
+
+  constructor(
+    private readonly readable: NodeJS.ReadableStream,
+    private readonly writable: NodeJS.WritableStream,
+    private readonly handlers: MuxHandlers,
+    opts: MuxOptions = {},
+  ) {
+    this.window = opts.window ?? STREAM_WINDOW_BYTES;
+    readable.on('data', this.onData);
+    readable.on('end', this.onEnd);
+    readable.on('close', this.onEnd);
+    readable.on('error', this.onError);
+    writable.on('error', this.onError);
+    writable.on('drain', this.onDrain);
+  }
+
+  get isClosed(): boolean {
+    return this.closedReason !== undefined;
+  }
+
+  get closeReason(): string | undefined {
+    return this.closedReason;
+  }
+
+  sendControl(message: ControlMessage): void {
+    this.sendRaw(encodeControl(message));
+  }
+
+  /** The outbound half of a stream; created on first use. */
+  sender(streamId: number): StreamSender {
+    let sender = this.senders.get(streamId);
+    if (!sender) {
+      sender = new StreamSender(this, streamId, this.window);
+      if (this.isClosed) sender.close();
+      this.senders.set(streamId, sender);
+    }
+    return sender;
+  }
+
+  /** Tells the peer that `bytes` received on the stream were handed on, returning credit. */
+  consumed(streamId: number, bytes: number): void {
+    if (this.isClosed || bytes <= 0) return;
+    const total = (this.unacked.get(streamId) ?? 0) + bytes;
+    // Batch acknowledgements: a quarter window keeps the pipe full with few ack frames.
+    if (total >= this.window / 4) {
+      this.unacked.set(streamId, 0);
+      this.sendRaw(encodeAck(streamId, total));
+    } else {
+      this.unacked.set(streamId, total);
+    }
+  }
+
+  /** Aborts a stream in both directions; the peer gets the reason. */
+  reset(streamId: number, reason: string): void {
+    this.forget(streamId);
+    this.sendRaw(encodeFrame(FrameType.reset, streamId, Buffer.from(reason, 'utf8')));
+  }
+
+  /** Drops local state of a stream that is finished in both directions. */
+  forget(streamId: number): void {
+    this.senders.get(streamId)?.close();
+    this.senders.delete(streamId);
+    this.unacked.delete(streamId);
+  }
+
+  /** @internal */
+  sendRaw(frame: Buffer): void {
+    if (this.isClosed) return;
+    const ok = this.writable.write(frame);
+    if (!ok) this.congested = true;
+  }
+
+  /** Closes the channel locally (does not end the underlying streams; the owner does that). */
+  close(reason: string, error?: Error): void {
+    if (this.isClosed) return;
+    this.closedReason = reason;
+    this.readable.removeListener('data', this.onData);
+    for (const sender of this.senders.values()) sender.close();
+    this.senders.clear();
+    this.handlers.closed(reason, error);
+  }
+
+  private readonly onData = (chunk: Buffer | string): void => {
+    if (this.isClosed) return;
+    let frames;
+    try {
+      frames = this.decoder.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    } catch (err) {
+      this.close(err instanceof Error ? err.message : String(err), err instanceof Error ? err : undefined);
+      return;
+    }
+    for (const frame of frames) {
+      if (this.isClosed) return;
+      try {
+        this.dispatch(frame.type, frame.streamId, frame.payload);
+      } catch (err) {
+        if (err instanceof ProtocolError) {
+          this.close(err.message, err);
+          return;
+        }
+        throw err;
+      }
+    }
+  };
+
+  private dispatch(type: FrameType, streamId: number, payload: Buffer): void {
+    switch (type) {
+      case FrameType.control:
+        this.handlers.control(decodeControl(payload));
+        return;
+      case FrameType.ack:
+        this.senders.get(streamId)?.addCredit(payload.readUInt32BE(0));
+        return;
+      case FrameType.end:
+        this.handlers.end(streamId);
+        return;
+      case FrameType.reset:
+        this.senders.get(streamId)?.close();
+        this.senders.delete(streamId);
+        this.unacked.delete(streamId);
+        this.handlers.reset(streamId, payload.toString('utf8'));
+        return;
+      default:
+        this.handlers.data(streamId, type, payload);
+    }
+  }
+
+  private readonly onEnd = (): void => {
+    this.close('the other side closed the channel');
+  };
+
+  private readonly onError = (err: Error): void => {
+    this.close(`channel I/O error: ${err.message}`, err);
+  };
+
+  private readonly onDrain = (): void => {
+    this.congested = false;
+    for (const sender of [...this.senders.values()]) {
+      if (this.congested) break;
+      sender.flush();
+    }
+  };
+}

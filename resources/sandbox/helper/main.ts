@@ -1,0 +1,193 @@
+/**
+ * The Airlock helper: runs inside the sandbox as the non-root user (`node /opt/airlock/helper.js`)
+ * and serves the host over stdin/stdout (the channel, DESIGN.md §4). stderr is for its own
+ * diagnostics. It is on the sandbox-ready path: say hello first, load nothing heavy until asked.
+ */
+import { Socket } from 'node:net';
+import { createWriteStream } from 'node:fs';
+import { Mux } from '../../../core/channel/mux';
+import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request } from '../../../core/channel/protocol';
+import type { StreamSink } from '../../../core/channel/channel-duplex';
+import { HelperError } from './errors';
+import { ProcessTable } from './processes';
+import { resolveNodePty } from './pty';
+import { TcpForwarding, type StreamRegistry } from './tcp';
+import { listDir, readFileTo, writeFileFrom } from './files';
+import { watchTree, type WatchHandle } from './watcher';
+
+// stdout is the channel: nothing else may ever write to it.
+console.log = console.error;
+console.info = console.error;
+
+function log(message: string): void {
+  process.stderr.write(`[airlock-helper] ${message}\n`);
+}
+
+/** An asynchronous writer for fd 1 (process.stdout may block on pipes). */
+function openOutput(): NodeJS.WritableStream {
+  try {
+    return new Socket({ fd: 1, readable: false, writable: true });
+  } catch {
+    return createWriteStream('', { fd: 1 }); // A file or character device (a VM's serial port).
+  }
+}
+
+const output = openOutput();
+const input = process.stdin;
+
+const sinks = new Map<number, StreamSink>();
+let nextStream = 2;
+const streams: StreamRegistry = {
+  register: (id, sink) => void sinks.set(id, sink),
+  unregister: (id) => void sinks.delete(id),
+  allocate: () => {
+    const id = nextStream;
+    nextStream = nextStream >= 0x7ffffffe ? 2 : nextStream + 2;
+    return id;
+  },
+};
+
+const watches = new Map<number, WatchHandle>();
+let shuttingDown = false;
+
+const mux: Mux = new Mux(input, output, {
+  control: (message) => onControl(message),
+  data: (streamId, type, payload) => {
+    if (type !== FrameType.data) return;
+    const proc = processes.get(streamId);
+    if (proc) {
+      proc.write(payload);
+      return;
+    }
+    const sink = sinks.get(streamId);
+    if (sink) sink.remoteData(payload);
+    else mux.consumed(streamId, payload.length);
+  },
+  end: (streamId) => {
+    const proc = processes.get(streamId);
+    if (proc) proc.endStdin();
+    else sinks.get(streamId)?.remoteEnd();
+  },
+  reset: (streamId, reason) => {
+    const sink = sinks.get(streamId);
+    sinks.delete(streamId);
+    sink?.remoteReset(reason);
+  },
+  closed: (reason) => shutdown(reason),
+});
+
+const processes = new ProcessTable(mux);
+const tcp = new TcpForwarding(mux, streams);
+
+function shutdown(reason: string): void {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  // The host is gone: nothing the helper started may outlive the channel.
+  if (reason !== 'the other side closed the channel') log(`channel closed: ${reason}`);
+  processes.destroyAll();
+  tcp.dispose();
+  for (const w of watches.values()) w.dispose();
+  watches.clear();
+  for (const sink of sinks.values()) sink.remoteReset('channel closed');
+  const malformed = /malformed/.test(reason);
+  // Give SIGKILLs a moment to be sent before exiting.
+  setTimeout(() => process.exit(malformed ? 2 : 0), 50).unref();
+  output.end();
+}
+
+function respond(id: number, result: Promise<unknown>): void {
+  result.then(
+    (value) => mux.sendControl({ t: 'res', id, ok: true, value }),
+    (err: unknown) => {
+      const error =
+        err instanceof HelperError
+          ? { kind: err.kind, message: err.message }
+          : { kind: 'INTERNAL', message: err instanceof Error ? err.message : String(err) };
+      mux.sendControl({ t: 'res', id, ok: false, error });
+    },
+  );
+}
+
+function onControl(message: ControlMessage): void {
+  if (message.t !== 'req') {
+    log(`ignoring unexpected control message ${JSON.stringify(message.t)}`);
+    return;
+  }
+  const { id } = message;
+  if (typeof id !== 'number') {
+    log('ignoring a request without an id');
+    return;
+  }
+  respond(id, handle(message));
+}
+
+async function handle(req: Request): Promise<unknown> {
+  switch (req.op) {
+    case 'ping':
+      return {};
+    case 'spawn':
+      return processes.spawn(req.stream, req.spawn ?? { argv: [] });
+    case 'kill':
+      processes.get(req.stream)?.kill((req.signal || 'SIGTERM') as NodeJS.Signals);
+      return {};
+    case 'resize':
+      processes.require(req.stream).resize(req.cols, req.rows);
+      return {};
+    case 'readFile':
+      return readFileTo(mux, req.stream, req.path, req.maxBytes);
+    case 'writeFile': {
+      const { sink, done } = writeFileFrom(mux, req.stream, req.path, req.mode);
+      sinks.set(req.stream, sink);
+      try {
+        await done;
+      } finally {
+        sinks.delete(req.stream);
+        mux.forget(req.stream);
+      }
+      return {};
+    }
+    case 'list':
+      return listDir(req.path);
+    case 'watch': {
+      if (watches.has(req.watchId)) throw new HelperError('CONFLICT', `watch ${req.watchId} already exists`);
+      const handle = await watchTree(req.path, {
+        debounceMs: typeof req.debounceMs === 'number' && req.debounceMs >= 0 ? req.debounceMs : 100,
+        ignore: Array.isArray(req.ignore) ? req.ignore : [],
+        backend: req.backend ?? 'auto',
+        onPaths: (paths) => mux.sendControl({ t: 'watch', watchId: req.watchId, paths }),
+        onError: (msg) => mux.sendControl({ t: 'watchError', watchId: req.watchId, message: msg }),
+      });
+      if (shuttingDown) handle.dispose();
+      else watches.set(req.watchId, handle);
+      return { backend: handle.backend };
+    }
+    case 'unwatch':
+      watches.get(req.watchId)?.dispose();
+      watches.delete(req.watchId);
+      return {};
+    case 'listen':
+      return tcp.listen(req.listenerId, req.port);
+    case 'unlisten':
+      tcp.unlisten(req.listenerId);
+      return {};
+    case 'connect':
+      await tcp.connect(req.stream, req.port);
+      return {};
+    default:
+      throw new HelperError('INVALID_INPUT', `unknown operation ${JSON.stringify((req as { op?: unknown }).op)} (helper and host versions differ?)`);
+  }
+}
+
+process.on('uncaughtException', (err) => {
+  log(`uncaught: ${err.stack ?? err.message}`);
+});
+process.on('SIGPIPE', () => undefined);
+
+mux.sendControl({
+  t: 'hello',
+  version: PROTOCOL_VERSION,
+  node: process.version,
+  uid: typeof process.getuid === 'function' ? process.getuid() : -1,
+  pid: process.pid,
+  pty: resolveNodePty() !== null,
+});

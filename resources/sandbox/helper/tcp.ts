@@ -1,0 +1,88 @@
+/**
+ * TCP forwarding inside the sandbox: listeners on 127.0.0.1 whose connections become channel
+ * streams (a host service appears in the sandbox), and connections to sandbox ports opened by the host.
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { Mux } from '../../../core/channel/mux';
+import { ChannelDuplex, joinSocket, type StreamSink } from '../../../core/channel/channel-duplex';
+import { HelperError } from './errors';
+
+export interface StreamRegistry {
+  register(streamId: number, sink: StreamSink): void;
+  unregister(streamId: number): void;
+  /** A new helper-side (even) stream id. */
+  allocate(): number;
+}
+
+function bridge(mux: Mux, streams: StreamRegistry, streamId: number, socket: Socket): ChannelDuplex {
+  const duplex = new ChannelDuplex(mux, streamId, () => streams.unregister(streamId));
+  streams.register(streamId, duplex);
+  joinSocket(duplex, socket);
+  return duplex;
+}
+
+function checkPort(port: unknown, allowZero: boolean): number {
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
+    throw new HelperError('INVALID_INPUT', `port must be an integer ${allowZero ? '0' : '1'}..65535 (got ${String(port)})`);
+  }
+  return port;
+}
+
+export class TcpForwarding {
+  private readonly servers = new Map<number, Server>();
+
+  constructor(
+    private readonly mux: Mux,
+    private readonly streams: StreamRegistry,
+  ) {}
+
+  async listen(listenerId: number, port: number): Promise<{ port: number }> {
+    checkPort(port, true);
+    if (this.servers.has(listenerId)) throw new HelperError('CONFLICT', `listener ${listenerId} already exists`);
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
+      const streamId = this.streams.allocate();
+      this.mux.sendControl({ t: 'accept', listenerId, stream: streamId });
+      bridge(this.mux, this.streams, streamId, socket);
+      socket.resume();
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        reject(
+          err.code === 'EADDRINUSE'
+            ? new HelperError('CONFLICT', `127.0.0.1:${port} is already in use inside the sandbox; choose another port or 0`)
+            : new HelperError('INTERNAL', `listen on 127.0.0.1:${port}: ${err.message}`),
+        );
+      });
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+    this.servers.set(listenerId, server);
+    const address = server.address();
+    return { port: typeof address === 'object' && address ? address.port : port };
+  }
+
+  unlisten(listenerId: number): void {
+    this.servers.get(listenerId)?.close();
+    this.servers.delete(listenerId);
+  }
+
+  async connect(streamId: number, port: number): Promise<void> {
+    checkPort(port, false);
+    const socket = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', (err: NodeJS.ErrnoException) => {
+        reject(
+          err.code === 'ECONNREFUSED'
+            ? new HelperError('NOT_FOUND', `nothing listens on 127.0.0.1:${port} inside the sandbox (connection refused)`)
+            : new HelperError('INTERNAL', `connect to 127.0.0.1:${port} in the sandbox: ${err.message}`),
+        );
+      });
+    });
+    bridge(this.mux, this.streams, streamId, socket);
+  }
+
+  dispose(): void {
+    for (const server of this.servers.values()) server.close();
+    this.servers.clear();
+  }
+}
