@@ -1,0 +1,92 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { AirlockError } from '../../contracts/errors';
+import { airlockHome } from '../common/paths';
+import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
+
+/** `<airlockHome()>/projects/<hash>`: per-project data; the hash is of the project's absolute path. */
+export function projectDataDir(projectPath: string, home: string = airlockHome()): string {
+  const hash = createHash('sha256').update(path.resolve(projectPath)).digest('hex').slice(0, 16);
+  return path.join(home, 'projects', hash);
+}
+
+const NetworkFile = z
+  .object({
+    version: z.literal(1),
+    /** The project path, for humans reading the file; the directory hash is what identifies it. */
+    project: z.string().optional(),
+    allow: z.array(AllowEntrySchema),
+  })
+  .strict();
+
+/**
+ * Hosts the user allowed "for the project" (`<project dir>/network.json`). Every allowlist run of
+ * the project starts with them. Writes are atomic (temp file + rename) and serialized.
+ */
+export class ProjectNetworkStore {
+  readonly file: string;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly projectPath: string,
+    home: string = airlockHome(),
+  ) {
+    this.file = path.join(projectDataDir(projectPath, home), 'network.json');
+  }
+
+  /** The project's allowed entries; none when the file does not exist yet. */
+  async load(): Promise<AllowEntry[]> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    let data: z.infer<typeof NetworkFile>;
+    try {
+      data = NetworkFile.parse(JSON.parse(text));
+    } catch (err) {
+      throw new AirlockError(
+        'INVALID_INPUT',
+        `${this.file} is not a valid Airlock network file; fix or delete it to reset the project's allowed hosts`,
+        { cause: err },
+      );
+    }
+    // Re-validate each host pattern: the file is user-editable.
+    return new Allowlist(data.allow).entries();
+  }
+
+  /** Adds an entry (merging ports) and returns the stored list. */
+  add(entry: AllowEntry | string): Promise<AllowEntry[]> {
+    return this.update((list) => {
+      list.add(entry);
+    });
+  }
+
+  /** Removes every entry with this exact host pattern. */
+  remove(hostPattern: string): Promise<AllowEntry[]> {
+    return this.update((list) => {
+      const kept = list.entries().filter((e) => e.host !== hostPattern.trim().toLowerCase());
+      return new Allowlist(kept);
+    });
+  }
+
+  private update(change: (list: Allowlist) => Allowlist | void): Promise<AllowEntry[]> {
+    const next = this.queue.then(async () => {
+      const current = new Allowlist(await this.load());
+      const updated = change(current) ?? current;
+      const entries = updated.entries();
+      await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+      const tmp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
+      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries };
+      await writeFile(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
+      await rename(tmp, this.file);
+      return entries;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
