@@ -1,0 +1,160 @@
+import { AirlockError } from '../../contracts/errors';
+import type { KeychainStatus, KeyInfo, KeyStorage, KeyTestResult } from '../../contracts/keys';
+import { Emitter, type Event } from '../common/disposable';
+import { testConnection } from './connection-test';
+import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
+import type { ProviderCatalog } from './provider-catalog';
+import { Secret } from './secret';
+
+/** A key ready for use, and where it came from. */
+export interface ResolvedKey {
+  secret: Secret;
+  storage: KeyStorage;
+}
+
+/**
+ * Provider keys: persisted in the OS keychain (service `airlock`, one entry per provider), or held in
+ * memory for this session only (an explicit choice, e.g. when no keychain exists), or taken from a
+ * named host environment variable (headless CLI, `--key-env VAR`). Never a plaintext file.
+ * Keys leave this class only as `Secret`; what is shown is `KeyInfo` (hasKey, last4, …).
+ */
+export class KeyVault {
+  private readonly backend: KeyBackend;
+  private readonly session = new Map<string, { secret: Secret; addedAt: string }>();
+  private readonly fromEnv = new Map<string, { secret: Secret; addedAt: string }>();
+  private readonly didChange = new Emitter<{ provider: string }>();
+  /** Fires when a key is set or removed (for `keys:onDidChange`). */
+  readonly onDidChange: Event<{ provider: string }> = this.didChange.event;
+
+  constructor(
+    private readonly catalog: ProviderCatalog,
+    opts: { backend?: KeyBackend; service?: string } = {},
+  ) {
+    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+  }
+
+  /** Whether keys can be stored persistently; the message says how to fix it when not. */
+  async status(): Promise<KeychainStatus> {
+    try {
+      await this.backend.probe();
+      return { available: true };
+    } catch (err) {
+      return { available: false, message: err instanceof Error ? err.message : String(err) };
+    }
+  }
+
+  /** Stores a provider's key (keychain by default, or `session` for memory only). */
+  async set(provider: string, key: string | Secret, opts: { storage?: 'keychain' | 'session'; baseUrl?: string } = {}): Promise<KeyInfo> {
+    await this.catalog.get(provider);
+    const secret = key instanceof Secret ? key : new Secret(key);
+    const value = secret.reveal().trim();
+    if (value.length < 8 || /[\s\u0000-\u001f]/.test(value)) {
+      throw new AirlockError('INVALID_INPUT', 'that does not look like an API key (too short, or it contains spaces/control characters); paste the whole key');
+    }
+    if (opts.baseUrl) await this.catalog.setBaseUrl(provider, opts.baseUrl);
+    const addedAt = new Date().toISOString();
+    const storage = opts.storage ?? 'keychain';
+    if (storage === 'keychain') {
+      await this.backend.set(provider, value);
+      this.session.delete(provider);
+    } else {
+      this.session.set(provider, { secret: new Secret(value), addedAt });
+    }
+    await this.catalog.setKeyRecord(provider, { addedAt, storage });
+    this.didChange.fire({ provider });
+    return this.info(provider);
+  }
+
+  /**
+   * Takes a provider's key from a host environment variable for this process (headless use).
+   * It is then used exactly like a keychain key and, like one, never reaches a sandbox.
+   */
+  useEnvKey(provider: string, variable: string, env: NodeJS.ProcessEnv = process.env): void {
+    const value = env[variable]?.trim();
+    if (!value) {
+      throw new AirlockError('KEY_MISSING', `environment variable ${variable} is empty or not set; export it with the ${provider} key, or store the key with \`airlock keys set ${provider}\``);
+    }
+    this.fromEnv.set(provider, { secret: new Secret(value), addedAt: new Date().toISOString() });
+    this.didChange.fire({ provider });
+  }
+
+  /** The key to use for a provider: env (explicit) > this session > keychain. */
+  async resolve(provider: string): Promise<ResolvedKey | undefined> {
+    const env = this.fromEnv.get(provider);
+    if (env) return { secret: env.secret, storage: 'env' };
+    const mem = this.session.get(provider);
+    if (mem) return { secret: mem.secret, storage: 'session' };
+    const stored = await this.backend.get(provider);
+    return stored ? { secret: new Secret(stored), storage: 'keychain' } : undefined;
+  }
+
+  /** The key, or KEY_MISSING saying how to add one. */
+  async require(provider: string): Promise<Secret> {
+    const found = await this.resolve(provider);
+    if (!found) {
+      throw new AirlockError('KEY_MISSING', `no key stored for '${provider}'; add one with \`airlock keys set ${provider}\` (reads the key from stdin) or in Settings → Keys`);
+    }
+    return found.secret;
+  }
+
+  async remove(provider: string): Promise<boolean> {
+    const hadSession = this.session.delete(provider);
+    const hadEnv = this.fromEnv.delete(provider);
+    let hadKeychain = false;
+    try {
+      hadKeychain = await this.backend.delete(provider);
+    } catch (err) {
+      if (!hadSession && !hadEnv) throw err;
+    }
+    await this.catalog.setKeyRecord(provider, undefined);
+    this.didChange.fire({ provider });
+    return hadSession || hadEnv || hadKeychain;
+  }
+
+  /** What may be shown about one provider's key. */
+  async info(provider: string): Promise<KeyInfo> {
+    const config = await this.catalog.get(provider);
+    const key = await this.resolveForDisplay(provider);
+    const record = await this.catalog.keyRecord(provider);
+    const memAddedAt = this.fromEnv.get(provider)?.addedAt ?? this.session.get(provider)?.addedAt;
+    return {
+      provider,
+      hasKey: key !== undefined,
+      last4: key ? key.secret.last4() || null : null,
+      baseUrl: config.baseUrl,
+      addedAt: key ? (key.storage === 'keychain' ? (record?.addedAt ?? null) : (memAddedAt ?? null)) : null,
+      ...(key ? { storage: key.storage } : {}),
+    };
+  }
+
+  /** Every known provider's key status. Without a keychain, persisted keys show as absent. */
+  async list(): Promise<KeyInfo[]> {
+    const providers = await this.catalog.list();
+    return Promise.all(providers.map((p) => this.info(p.id)));
+  }
+
+  private async resolveForDisplay(provider: string): Promise<ResolvedKey | undefined> {
+    try {
+      return await this.resolve(provider);
+    } catch (err) {
+      if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') return undefined;
+      throw err;
+    }
+  }
+
+  /** "Test connection": ok / bad-key / unreachable / rate-limited, through the proxy's upstream client. */
+  async test(provider: string): Promise<KeyTestResult> {
+    const config = await this.catalog.get(provider);
+    const key = await this.resolve(provider);
+    if (!key && config.requiresKey) {
+      return { provider, status: 'bad-key', message: `no key stored for '${provider}'; add one with \`airlock keys set ${provider}\`` };
+    }
+    return testConnection(config, key?.secret);
+  }
+
+  dispose(): void {
+    this.session.clear();
+    this.fromEnv.clear();
+    this.didChange.dispose();
+  }
+}

@@ -1,0 +1,495 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { AirlockError } from '../../contracts/errors';
+import type { Usage } from '../../contracts/runs';
+import { Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import type { KeyVault } from '../keys/key-vault';
+import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
+import type { Secret } from '../keys/secret';
+import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
+import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
+import { clientHeaders, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
+import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
+
+export type { RunBudget } from './run-tokens';
+
+/** One model call through the proxy, for the audit log and the UI. Never carries a key. */
+export interface ModelCallEvent {
+  runId: string;
+  provider: string;
+  model: string;
+  /** The route, e.g. `/v1/messages`. */
+  path: string;
+  inputTokens: number;
+  outputTokens: number;
+  costUsd?: number;
+  latencyMs: number;
+  /** HTTP status returned to the client (the proxy's own 4xx included). */
+  status: number;
+  stream: boolean;
+  /** The client went away before the answer was complete (the upstream request was aborted). */
+  aborted?: boolean;
+  /** The request body, only when transcripts are on. */
+  request?: unknown;
+}
+
+/** A provider ready to be called: where, in which format, with which key. */
+export interface ResolvedUpstream {
+  config: ProviderConfig;
+  key?: Secret;
+}
+
+/** Looks up a provider's configuration and key (keychain, session or env), once per run. */
+export type UpstreamResolver = (providerId: string) => Promise<ResolvedUpstream>;
+
+export interface ModelProxyOptions {
+  resolveUpstream: UpstreamResolver;
+  prices?: PriceTable;
+  /** Largest request body accepted (default 32 MiB; agents send whole conversations). */
+  maxBodyBytes?: number;
+  /** Include request bodies in `onDidCall` events (user's explicit choice). */
+  transcripts?: boolean;
+}
+
+export interface IssueTokenOptions {
+  runId: string;
+  /** Provider ids this run may call; the first of each wire format serves that format's routes. */
+  providers: string[];
+  /** When set, only these model ids are allowed. */
+  models?: string[];
+  budget?: RunBudget;
+}
+
+interface RunState {
+  grant: TokenGrant;
+  usage: { inputTokens: number; outputTokens: number; costUsd: number; costKnown: boolean; requests: number };
+  upstreams?: Promise<Map<string, ResolvedUpstream | AirlockError>>;
+  active: Set<UpstreamHandle>;
+}
+
+/** Builds a resolver over the catalog and the vault. A provider that needs no key gets none. */
+export function vaultResolver(catalog: ProviderCatalog, vault: KeyVault): UpstreamResolver {
+  return async (providerId) => {
+    const config = await catalog.get(providerId);
+    const key = config.requiresKey ? await vault.require(providerId) : (await vault.resolve(providerId))?.secret;
+    return key ? { config, key } : { config };
+  };
+}
+
+/** What a sandbox gets so unchanged SDKs and CLIs talk to the proxy with the run token. */
+export function proxyEnvFor(port: number, token: string, host = '127.0.0.1'): Record<string, string> {
+  const base = `http://${host}:${port}`;
+  return {
+    ANTHROPIC_BASE_URL: base,
+    ANTHROPIC_API_KEY: token,
+    OPENAI_BASE_URL: `${base}/v1`,
+    OPENAI_API_KEY: token,
+  };
+}
+
+const DEFAULT_MAX_BODY = 32 * 1024 * 1024;
+const MAX_ERROR_BODY = 1024 * 1024;
+const MAX_USAGE_BODY = 8 * 1024 * 1024;
+
+/**
+ * The loopback model proxy (DESIGN.md §2): swaps a per-run token for the real provider key toward the
+ * one configured upstream, passes SSE through chunk by chunk, meters usage and enforces budgets.
+ */
+export class ModelProxy implements Disposable {
+  private readonly server: http.Server;
+  private readonly tokens = new RunTokenRegistry();
+  private readonly runs = new Map<string, RunState>();
+  private readonly sockets = new Set<Socket>();
+  private readonly didCall = new Emitter<ModelCallEvent>();
+  private readonly prices: PriceTable;
+  private readonly maxBody: number;
+  private port = 0;
+
+  /** Fires once per call, when its answer is complete (or the client went away). */
+  readonly onDidCall: Event<ModelCallEvent> = this.didCall.event;
+
+  constructor(private readonly opts: ModelProxyOptions) {
+    this.prices = opts.prices ?? DEFAULT_PRICES;
+    this.maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
+    this.server = http.createServer({ keepAliveTimeout: 30_000, requestTimeout: 120_000, headersTimeout: 30_000 }, (req, res) => {
+      this.handle(req, res).catch((err: unknown) => this.internalError(res, err));
+    });
+    this.server.on('connection', (s: Socket) => {
+      s.setNoDelay(true);
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+    // Codex CLI tries a Responses WebSocket first; a plain 426 makes it fall back to HTTP streaming.
+    this.server.on('upgrade', (_req: IncomingMessage, socket: Socket) => {
+      const body = errorBody('openai', 400, 'WebSocket transport is not supported by the Airlock proxy; use HTTP streaming.');
+      socket.end(`HTTP/1.1 426 Upgrade Required\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    });
+  }
+
+  /** Listens on 127.0.0.1 at a random port. */
+  async start(): Promise<{ port: number }> {
+    if (this.port) return { port: this.port };
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(0, '127.0.0.1', () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    this.port = (this.server.address() as AddressInfo).port;
+    return { port: this.port };
+  }
+
+  /** Mints a run token. Disposing it revokes that token; `revokeRun` revokes all of a run's tokens. */
+  issueToken(opts: IssueTokenOptions): { token: string } & Disposable {
+    if (!opts.runId) throw new AirlockError('INVALID_INPUT', 'a run token needs a run id');
+    if (opts.providers.length === 0) throw new AirlockError('INVALID_INPUT', 'a run token needs at least one provider');
+    const grant: TokenGrant = { runId: opts.runId, providers: [...opts.providers], models: opts.models ? [...opts.models] : undefined, budget: opts.budget };
+    const existing = this.runs.get(opts.runId);
+    if (existing) {
+      existing.grant = grant;
+      existing.upstreams = undefined;
+    } else {
+      this.runs.set(opts.runId, { grant, usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
+    }
+    const issued = this.tokens.issue(grant);
+    return { token: issued.token, ...toDisposable(() => issued.revoke()) };
+  }
+
+  /** Ends a run: its tokens stop working, its calls in flight are aborted, its cached keys dropped. */
+  revokeRun(runId: string): void {
+    this.tokens.revokeRun(runId);
+    const run = this.runs.get(runId);
+    if (!run) return;
+    for (const h of run.active) h.abort();
+    run.active.clear();
+    run.upstreams = undefined;
+  }
+
+  /** Usage so far (kept after the run is revoked). */
+  usage(runId: string): Usage {
+    const u = this.runs.get(runId)?.usage;
+    if (!u) return { inputTokens: 0, outputTokens: 0, requests: 0 };
+    return { inputTokens: u.inputTokens, outputTokens: u.outputTokens, requests: u.requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
+  }
+
+  async stop(): Promise<void> {
+    this.tokens.clear();
+    for (const runId of this.runs.keys()) this.revokeRun(runId);
+    if (!this.server.listening) return;
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const s of this.sockets) s.destroy();
+    });
+    this.port = 0;
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.didCall.dispose();
+  }
+
+  private send(res: ServerResponse, format: WireFormat, status: number, message: string, close = false): void {
+    if (res.headersSent || res.destroyed) return;
+    const body = errorBody(format, status, message);
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      ...(close ? { connection: 'close' } : {}),
+    });
+    res.end(body);
+  }
+
+  private internalError(res: ServerResponse, err: unknown): void {
+    // Should not happen; answer as an upstream failure without details that could carry anything sensitive.
+    void err;
+    if (!res.headersSent) this.send(res, 'openai', 502, 'Airlock proxy failed to handle the request');
+    else res.destroy();
+  }
+
+  private upstreamsFor(run: RunState): Promise<Map<string, ResolvedUpstream | AirlockError>> {
+    if (!run.upstreams) {
+      const grant = run.grant;
+      const pending = Promise.all(
+        grant.providers.map(async (id) => {
+          try {
+            return [id, await this.opts.resolveUpstream(id)] as const;
+          } catch (err) {
+            const e = err instanceof AirlockError ? err : new AirlockError('PROVIDER_UNKNOWN', `provider '${id}' could not be resolved`);
+            return [id, e] as const;
+          }
+        }),
+      ).then((entries) => new Map<string, ResolvedUpstream | AirlockError>(entries));
+      run.upstreams = pending;
+      // A failed lookup (locked keychain, say) is retried on the next call rather than cached.
+      void pending.then((m) => {
+        if ([...m.values()].some((v) => v instanceof AirlockError) && run.upstreams === pending) run.upstreams = undefined;
+      });
+    }
+    return run.upstreams;
+  }
+
+  private readBody(req: IncomingMessage): Promise<Buffer | 'too-large'> {
+    return new Promise((resolve, reject) => {
+      const declared = Number(req.headers['content-length']);
+      if (Number.isFinite(declared) && declared > this.maxBody) {
+        resolve('too-large');
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let over = false;
+      req.on('data', (c: Buffer) => {
+        if (over) return;
+        size += c.length;
+        if (size > this.maxBody) {
+          over = true;
+          chunks.length = 0;
+          resolve('too-large');
+          return;
+        }
+        chunks.push(c);
+      });
+      req.on('end', () => {
+        if (!over) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
+      });
+      req.on('error', reject);
+    });
+  }
+
+  /** After refusing a request, drain a bounded amount of its body so the client can read the answer. */
+  private discard(req: IncomingMessage): void {
+    let drained = 0;
+    req.on('data', (c: Buffer) => {
+      drained += c.length;
+      if (drained > 4 * 1024 * 1024) req.destroy();
+    });
+    req.on('error', () => undefined);
+    req.resume();
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    req.on('error', () => undefined);
+    const rawUrl = req.url ?? '/';
+    const q = rawUrl.indexOf('?');
+    const path = q < 0 ? rawUrl : rawUrl.slice(0, q);
+    const method = req.method ?? 'GET';
+    if (path === '/' && (method === 'HEAD' || method === 'GET')) {
+      // Claude Code probes its base URL with HEAD / before the first call: answer at once.
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': method === 'HEAD' ? 0 : 2 });
+      res.end(method === 'HEAD' ? undefined : 'ok');
+      return;
+    }
+
+    const guessFormat: WireFormat = path.startsWith('/v1/messages') || req.headers['anthropic-version'] !== undefined ? 'anthropic' : 'openai';
+    const grant = this.tokens.check(presentedToken(req.headers));
+    const run = grant ? this.runs.get(grant.runId) : undefined;
+    if (!grant || !run) {
+      this.discard(req);
+      this.send(res, guessFormat, 401, 'invalid or revoked Airlock run token (set the API key variable to the run token Airlock gave this sandbox)');
+      return;
+    }
+    const upstreams = await this.upstreamsFor(run);
+    const byFormat = (format: WireFormat): [string, ResolvedUpstream | AirlockError] | undefined => {
+      for (const id of grant.providers) {
+        const u = upstreams.get(id);
+        if (!u) continue;
+        if (u instanceof AirlockError) {
+          if ((format === 'anthropic') === (id === 'anthropic')) return [id, u];
+          continue;
+        }
+        if (formatOfKind(u.config.kind) === format) return [id, u];
+      }
+      return undefined;
+    };
+    const fallback: WireFormat = byFormat('openai') ? 'openai' : 'anthropic';
+    const route = matchRoute(method, path, req.headers, fallback);
+    if (!route.ok) {
+      this.discard(req);
+      this.send(res, route.format, route.status, route.message);
+      return;
+    }
+    const format = route.format;
+    const picked = byFormat(format);
+    if (!picked) {
+      this.discard(req);
+      this.send(res, format, 403, `this run has no ${format === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} provider; start the run with one`);
+      return;
+    }
+    const [providerId, resolved] = picked;
+    if (resolved instanceof AirlockError) {
+      this.discard(req);
+      this.send(res, format, 403, `Airlock cannot call '${providerId}': ${resolved.message}`);
+      return;
+    }
+
+    let body: Buffer | undefined;
+    let parsed: Record<string, unknown> | undefined;
+    if (method === 'POST') {
+      const read = await this.readBody(req);
+      if (read === 'too-large') {
+        this.discard(req);
+        this.send(res, format, 413, `request body exceeds Airlock's limit of ${this.maxBody} bytes`, true);
+        return;
+      }
+      try {
+        const value: unknown = JSON.parse(read.toString('utf8'));
+        if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object');
+        parsed = value as Record<string, unknown>;
+      } catch {
+        this.send(res, format, 400, 'request body must be a JSON object');
+        return;
+      }
+      body = read;
+    } else {
+      this.discard(req);
+    }
+
+    const model = typeof parsed?.model === 'string' ? parsed.model : '';
+    const stream = parsed?.stream === true;
+    if (grant.models && model && !grant.models.includes(model)) {
+      this.send(res, format, 403, `model '${model.slice(0, 100)}' is not allowed for this run (allowed: ${grant.models.join(', ')})`);
+      return;
+    }
+    const over = this.budgetExceeded(run);
+    if (over) {
+      this.send(res, format, 429, over);
+      return;
+    }
+    if (resolved.config.requiresKey && !resolved.key) {
+      this.send(res, format, 403, `no key stored for '${providerId}'; add one with \`airlock keys set ${providerId}\``);
+      return;
+    }
+    if (parsed && stream && route.path === '/v1/chat/completions' && parsed.stream_options === undefined) {
+      // Without this, streamed Chat Completions carry no usage and token budgets could not hold.
+      parsed.stream_options = { include_usage: true };
+      body = Buffer.from(JSON.stringify(parsed));
+    }
+
+    run.usage.requests += 1;
+    const key = resolved.key;
+    const finish = (status: number, usage: CallUsage, aborted: boolean) => {
+      const cost = costOf(this.prices, model, usage.inputTokens, usage.outputTokens);
+      run.usage.inputTokens += usage.inputTokens;
+      run.usage.outputTokens += usage.outputTokens;
+      if (cost !== undefined) {
+        run.usage.costUsd += cost;
+        run.usage.costKnown = true;
+      }
+      if (!this.didCall.hasListeners) return;
+      this.didCall.fire({
+        runId: grant.runId,
+        provider: providerId,
+        model,
+        path: route.path,
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        ...(cost !== undefined ? { costUsd: cost } : {}),
+        latencyMs: performance.now() - started,
+        status,
+        stream,
+        ...(aborted ? { aborted } : {}),
+        ...(this.opts.transcripts && parsed ? { request: parsed } : {}),
+      });
+    };
+
+    let done = false;
+    const handle = sendUpstream({
+      provider: resolved.config,
+      key,
+      method,
+      pathAndQuery: q < 0 ? route.path : route.path + rawUrl.slice(q),
+      headers: req.headers,
+      body,
+      onError: (err) => {
+        if (done) return;
+        done = true;
+        run.active.delete(handle);
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        this.send(res, format, 502, redactKey(`could not reach ${providerId} upstream (${code})`, key));
+        finish(502, { inputTokens: 0, outputTokens: 0 }, false);
+      },
+      onResponse: (up) => {
+        const status = up.statusCode ?? 502;
+        if (status >= 400) {
+          this.relayError(up, res, key, () => {
+            done = true;
+            run.active.delete(handle);
+            finish(status, { inputTokens: 0, outputTokens: 0 }, false);
+          });
+          return;
+        }
+        const isSse = String(up.headers['content-type'] ?? '').includes('text/event-stream');
+        const scanner = isSse ? new SseUsageScanner() : undefined;
+        const jsonChunks: Buffer[] = [];
+        let jsonSize = 0;
+        res.writeHead(status, clientHeaders(up.headers));
+        if (isSse) res.flushHeaders();
+        up.on('data', (chunk: Buffer) => {
+          if (scanner) scanner.push(chunk);
+          else if (jsonSize < MAX_USAGE_BODY) {
+            jsonChunks.push(chunk);
+            jsonSize += chunk.length;
+          }
+          // Backpressure: a slow client slows the upstream read instead of growing memory.
+          if (!res.write(chunk)) {
+            up.pause();
+            res.once('drain', () => up.resume());
+          }
+        });
+        up.on('end', () => {
+          if (done) return;
+          done = true;
+          run.active.delete(handle);
+          res.end();
+          finish(status, scanner ? scanner.usage : usageFromJson(Buffer.concat(jsonChunks).toString('utf8')), false);
+        });
+        up.on('error', () => res.destroy());
+        up.on('aborted', () => res.destroy());
+      },
+    });
+    run.active.add(handle);
+    res.on('close', () => {
+      if (done) return;
+      // The client went away mid-answer: stop paying for tokens nobody reads.
+      done = true;
+      run.active.delete(handle);
+      handle.abort();
+      finish(res.statusCode || 499, { inputTokens: 0, outputTokens: 0 }, true);
+    });
+  }
+
+  /** Passes an upstream error on, buffered (bounded) so any echo of the key can be removed. */
+  private relayError(up: IncomingMessage, res: ServerResponse, key: Secret | undefined, onDone: () => void): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    up.on('data', (c: Buffer) => {
+      if (size < MAX_ERROR_BODY) chunks.push(c);
+      size += c.length;
+    });
+    up.on('end', () => {
+      const text = redactKey(Buffer.concat(chunks).toString('utf8').slice(0, MAX_ERROR_BODY), key);
+      const headers = clientHeaders(up.headers);
+      headers['content-length'] = Buffer.byteLength(text);
+      if (!res.headersSent && !res.destroyed) {
+        res.writeHead(up.statusCode ?? 502, headers);
+        res.end(text);
+      }
+      onDone();
+    });
+    up.on('error', () => res.destroy());
+  }
+
+  private budgetExceeded(run: RunState): string | undefined {
+    const b = run.grant.budget;
+    if (!b) return undefined;
+    const u = run.usage;
+    if (b.maxRequests !== undefined && u.requests >= b.maxRequests) return `Airlock budget exceeded: this run reached its limit of ${b.maxRequests} requests (maxRequests)`;
+    if (b.maxTokens !== undefined && u.inputTokens + u.outputTokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${u.inputTokens + u.outputTokens} of its ${b.maxTokens} tokens (maxTokens)`;
+    if (b.maxCostUsd !== undefined && u.costUsd >= b.maxCostUsd) return `Airlock budget exceeded: this run spent $${u.costUsd.toFixed(4)} of its $${b.maxCostUsd} (maxCostUsd)`;
+    return undefined;
+  }
+}

@@ -1,0 +1,117 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import https from 'node:https';
+import type { ProviderConfig } from '../keys/provider-catalog';
+import type { Secret } from '../keys/secret';
+
+/** Keep-alive pools: a fresh TCP (and TLS) handshake per call would cost more than the whole proxy budget. */
+const httpAgent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
+const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) plus every header a client could carry a credential in. */
+const DROP_REQUEST = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer',
+  'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding', 'expect',
+  'authorization', 'x-api-key', 'api-key', 'cookie', 'x-goog-api-key', 'openai-organization', 'openai-project',
+  'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via',
+]);
+
+const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te', 'set-cookie', 'content-length']);
+
+/** The upstream URL for an incoming `/v1/...` path (query string kept). */
+export function upstreamUrl(provider: ProviderConfig, pathAndQuery: string): URL {
+  // OpenAI-style base URLs already end in their version segment (…/v1, …/api/v1): drop ours.
+  const rest = provider.kind === 'anthropic' ? pathAndQuery : pathAndQuery.replace(/^\/v1(?=[/?]|$)/, '');
+  return new URL(provider.baseUrl.replace(/\/+$/, '') + rest);
+}
+
+/** Copies the client's headers minus hop-by-hop and credential headers; sets the real key. */
+export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttpHeaders, key: Secret | undefined, bodyLength: number | undefined): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined || DROP_REQUEST.has(name)) continue;
+    out[name] = value;
+  }
+  // No compression: the proxy must see SSE events as they come and pass them on unchanged.
+  out['accept-encoding'] = 'identity';
+  if (bodyLength !== undefined) out['content-length'] = bodyLength;
+  if (key) {
+    if (provider.kind === 'anthropic') out['x-api-key'] = key.reveal();
+    else out.authorization = `Bearer ${key.reveal()}`;
+  }
+  return out;
+}
+
+/** Response headers safe to hand back to the client. */
+export function clientHeaders(upstream: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(upstream)) {
+    if (value === undefined || DROP_RESPONSE.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+export interface UpstreamCall {
+  provider: ProviderConfig;
+  key: Secret | undefined;
+  method: string;
+  pathAndQuery: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer | undefined;
+  /** Called with the upstream response (headers received, body still streaming). */
+  onResponse(res: IncomingMessage): void;
+  /** Connection-level failure: refused, reset, DNS, TLS. Never includes the key. */
+  onError(err: Error): void;
+}
+
+/** The request in flight; `abort()` when the client goes away. */
+export interface UpstreamHandle {
+  abort(): void;
+}
+
+/**
+ * Sends one request to a provider. Shared by the proxy and "test connection", so a key that tests
+ * ok works for runs. A reset on a reused keep-alive socket before any answer is retried once on a
+ * fresh socket (the upstream closed an idle connection as we reused it).
+ */
+export function sendUpstream(call: UpstreamCall): UpstreamHandle {
+  const url = upstreamUrl(call.provider, call.pathAndQuery);
+  const headers = upstreamHeaders(call.provider, call.headers, call.key, call.body?.length ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0));
+  const secure = url.protocol === 'https:';
+  let aborted = false;
+  let current: http.ClientRequest | undefined;
+
+  const attempt = (retry: boolean) => {
+    const req = (secure ? https : http).request(url, { method: call.method, headers, agent: secure ? httpsAgent : httpAgent });
+    current = req;
+    req.on('response', (res) => call.onResponse(res));
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (aborted) return;
+      if (retry && req.reusedSocket && err.code === 'ECONNRESET') {
+        attempt(false);
+        return;
+      }
+      call.onError(err);
+    });
+    req.end(call.body);
+  };
+  attempt(true);
+  return {
+    abort() {
+      aborted = true;
+      current?.destroy();
+    },
+  };
+}
+
+/** Replaces any echo of the key (whole, or its distinctive head/tail) in an upstream error body. */
+export function redactKey(text: string, key: Secret | undefined): string {
+  if (!key) return text;
+  const k = key.reveal();
+  if (k.length < 8) return text;
+  let out = text.split(k).join('[REDACTED]');
+  if (k.length >= 24) {
+    out = out.split(k.slice(0, 16)).join('[REDACTED]').split(k.slice(-12)).join('[REDACTED]');
+  }
+  return out;
+}
