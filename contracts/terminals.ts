@@ -19,7 +19,7 @@ export const TerminalData = z.object({
   kind: z.literal('data'),
   terminalId: TerminalId,
   runId: RunId,
-  /** Increases by one per chunk of this terminal. */
+  /** Increases with every chunk of this terminal; a transport that merges chunks carries the last seq. */
   seq: z.number().int().nonnegative(),
   /** UTF-8 text (decoded as a stream on the host, so characters are never split). */
   data: z.string(),

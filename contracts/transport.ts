@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { ErrorInfo } from './errors';
+
+/**
+ * The frames of the WebSocket transport (core/host ⇄ renderer), JSON text frames. IPC in Electron
+ * carries the same calls natively; only the browser transport needs these.
+ */
+
+export const ClientFrame = z.discriminatedUnion('t', [
+  /** A contract call; answered by a `result` with the same id. */
+  z.object({ t: z.literal('invoke'), id: z.number().int().nonnegative(), channel: z.string().max(100), input: z.unknown() }),
+  /** Start receiving one push event. */
+  z.object({ t: z.literal('sub'), event: z.string().max(100) }),
+  z.object({ t: z.literal('unsub'), event: z.string().max(100) }),
+]);
+export type ClientFrame = z.infer<typeof ClientFrame>;
+
+export const EnvelopeFrame = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), value: z.unknown() }),
+  z.object({ ok: z.literal(false), error: ErrorInfo }),
+]);
+
+export const ServerFrame = z.discriminatedUnion('t', [
+  z.object({ t: z.literal('result'), id: z.number().int(), envelope: EnvelopeFrame }),
+  z.object({ t: z.literal('event'), event: z.string(), payload: z.unknown() }),
+]);
+export type ServerFrame = z.infer<typeof ServerFrame>;
+
+/** Query parameter and cookie prefix carrying the host's session token. */
+export const HOST_TOKEN_PARAM = 'token';
+/** WebSocket path on the host. */
+export const HOST_WS_PATH = '/api';

@@ -1,0 +1,102 @@
+import { spawn } from 'node:child_process';
+import { AirlockError } from '../../../contracts/errors';
+import type { AirlockServices } from '../../api/services';
+import { createApiRouter } from '../../api/router';
+import { startHostServer, type HostServer } from '../../host/host-server';
+import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+
+export interface ServeOptions {
+  port: number;
+  open: boolean;
+  rendererDir?: string;
+}
+
+export function parseServeArgs(args: string[]): ServeOptions {
+  const opts: ServeOptions = { port: 0, open: true };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--no-open') opts.open = false;
+    else if (a === '--port' || a === '--renderer-dir') {
+      const v = args[++i];
+      if (v === undefined) throw new AirlockError('INVALID_INPUT', `${a} needs a value`);
+      if (a === '--port') {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 65535) throw new AirlockError('INVALID_INPUT', `--port must be 0..65535 (0 picks a free port), got '${v}'`);
+        opts.port = n;
+      } else opts.rendererDir = v;
+    } else throw new AirlockError('INVALID_INPUT', `unknown option '${a}'; see 'airlock serve --help'`);
+  }
+  return opts;
+}
+
+export interface ServeDeps {
+  createServices(env: NodeJS.ProcessEnv): Promise<AirlockServices>;
+  /** Resolves when the server should stop (SIGINT/SIGTERM by default). */
+  untilStopped(): Promise<void>;
+  /** Called once listening (tests read the URL here). */
+  onListening?(host: HostServer): void;
+  openBrowser?(url: string): void;
+}
+
+/** Loads the real core lazily; `core/app.ts` (the lead's composition of the core) provides it. */
+async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServices> {
+  const spec = '../../app';
+  const mod = (await import(/* @vite-ignore */ spec)) as { createAirlockServices(o: { env: NodeJS.ProcessEnv }): Promise<AirlockServices> | AirlockServices };
+  return mod.createAirlockServices({ env });
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      resolve();
+    };
+    process.on('SIGINT', done);
+    process.on('SIGTERM', done);
+  });
+}
+
+function openInBrowser(url: string): void {
+  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open';
+  try {
+    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
+    child.on('error', () => {}); // no opener installed: the printed URL is enough
+    child.unref();
+  } catch {
+    // same: printing the URL is the fallback
+  }
+}
+
+export function createServeCommand(deps: ServeDeps): CliCommand {
+  return {
+    name: 'serve',
+    summary: 'Serve the Airlock UI in your browser on 127.0.0.1 (the app without Electron).',
+    usage: 'airlock serve [--port N] [--no-open] [--renderer-dir DIR]',
+    async run(args: string[], io: CliIo): Promise<number> {
+      const opts = parseServeArgs(args);
+      const rendererDir = opts.rendererDir ?? (await defaultRendererDir(io.env));
+      if (!(await hasBuiltRenderer(rendererDir))) {
+        io.stderr.write(`airlock serve: no built UI in ${rendererDir}; run 'npm run build' (or 'npm start', which builds it) first\n`);
+        return ExitCode.unavailable;
+      }
+      const services = await deps.createServices(io.env);
+      let host: HostServer | undefined;
+      try {
+        host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port });
+        io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
+        deps.onListening?.(host);
+        if (opts.open) (deps.openBrowser ?? openInBrowser)(host.url);
+        await deps.untilStopped();
+        return ExitCode.ok;
+      } finally {
+        await host?.close();
+        await services.dispose();
+      }
+    },
+  };
+}
+
+/** `airlock serve` with the real core. */
+export const serveCommand: CliCommand = createServeCommand({ createServices: createCoreServices, untilStopped: untilSignal });

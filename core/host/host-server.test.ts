@@ -1,0 +1,130 @@
+import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { createApiRouter } from '../api/router';
+import { createFakeServices, type FakeServices } from '../api/testing/fake-services';
+import { startHostServer, type HostServer } from './host-server';
+
+interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
+
+function get(port: number, path: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Opens a WebSocket; resolves 'open' or the HTTP status of a refused upgrade. */
+function connect(url: string, headers: Record<string, string>): Promise<{ outcome: 'open'; ws: WebSocket } | { outcome: number }> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url, { headers });
+    ws.once('open', () => resolve({ outcome: 'open', ws }));
+    ws.once('unexpected-response', (_req, res) => resolve({ outcome: res.statusCode ?? 0 }));
+    ws.once('error', () => resolve({ outcome: -1 }));
+  });
+}
+
+describe('host server (real HTTP and WebSocket on loopback)', () => {
+  let dir: string;
+  let host: HostServer;
+  let services: FakeServices;
+  let origin: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'airlock-host-'));
+    await mkdir(join(dir, 'assets'));
+    await writeFile(join(dir, 'index.html'), '<!doctype html><title>Airlock</title>');
+    await writeFile(join(dir, 'assets', 'app.js'), 'console.log(1)');
+    await writeFile(join(tmpdir(), 'airlock-host-outside.txt'), 'outside');
+    services = createFakeServices({ autoFinish: false });
+    host = await startHostServer({ router: createApiRouter(services), rendererDir: dir });
+    origin = `http://127.0.0.1:${host.port}`;
+  });
+  afterAll(async () => {
+    await host.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('binds 127.0.0.1 and prints a URL with a 256-bit token', () => {
+    expect(host.url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${host.port}/\\?token=[A-Za-z0-9_-]{43}$`));
+  });
+
+  it('refuses a page request without the token or with a wrong one', async () => {
+    expect((await get(host.port, '/')).status).toBe(403);
+    expect((await get(host.port, '/assets/app.js')).status).toBe(403);
+    expect((await get(host.port, '/?token=wrong')).status).toBe(403);
+    expect((await get(host.port, `/?token=${host.token}x`)).status).toBe(403);
+  });
+
+  it('trades the token for an HttpOnly cookie, then serves the UI with a strict CSP', async () => {
+    const first = await get(host.port, `/?token=${host.token}`);
+    expect(first.status).toBe(303);
+    expect(first.headers.location).toBe('/');
+    const cookie = String(first.headers['set-cookie']).split(';')[0] as string;
+    expect(String(first.headers['set-cookie'])).toContain('HttpOnly');
+    const page = await get(host.port, '/', { cookie });
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('<title>Airlock</title>');
+    const csp = String(page.headers['content-security-policy']);
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).not.toContain("'unsafe-eval'");
+    expect((await get(host.port, '/assets/app.js', { cookie })).status).toBe(200);
+    expect((await get(host.port, '/../airlock-host-outside.txt', { cookie })).status).toBe(404);
+    expect((await get(host.port, '/%2e%2e/airlock-host-outside.txt', { cookie })).status).toBe(404);
+  });
+
+  it('refuses a foreign Origin and a foreign Host even with the token', async () => {
+    expect((await get(host.port, `/?token=${host.token}`, { origin: 'http://evil.example' })).status).toBe(403);
+    expect((await get(host.port, `/?token=${host.token}`, { host: `attacker.invalid:${host.port}` })).status).toBe(403);
+  });
+
+  it('refuses WebSocket upgrades without the token, with a wrong one, or from another Origin', async () => {
+    const ws = `ws://127.0.0.1:${host.port}/api`;
+    expect((await connect(ws, { origin })).outcome).toBe(403);
+    expect((await connect(`${ws}?token=nope`, { origin })).outcome).toBe(403);
+    expect((await connect(`${ws}?token=${host.token}`, { origin: 'http://evil.example' })).outcome).toBe(403);
+    expect((await connect(`${ws}?token=${host.token}`, { origin: `http://127.0.0.1:${host.port + 1}` })).outcome).toBe(403);
+    expect((await connect(`${ws}?token=${host.token}`, {})).outcome).toBe(403);
+  });
+
+  it('serves contract calls and push events over an accepted WebSocket', async () => {
+    const c = await connect(`ws://127.0.0.1:${host.port}/api?token=${host.token}`, { origin });
+    expect(c.outcome).toBe('open');
+    if (c.outcome !== 'open') return;
+    const frames: Array<{ t: string; id?: number; envelope?: { ok: boolean; value?: unknown; error?: { kind: string } }; event?: string }> = [];
+    c.ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
+    const waitFor = async (pred: () => boolean) => { while (!pred()) await new Promise((r) => setTimeout(r, 5)); };
+
+    c.ws.send(JSON.stringify({ t: 'sub', event: 'runs:onDidChangeStatus' }));
+    c.ws.send(JSON.stringify({ t: 'invoke', id: 1, channel: 'keys:set', input: { provider: 'openai', key: 'sk-test-1234567890' } }));
+    c.ws.send(JSON.stringify({ t: 'invoke', id: 2, channel: 'runs:start', input: { task: 'x' } }));
+    c.ws.send(JSON.stringify({ t: 'invoke', id: 3, channel: 'runs:start', input: { projectDir: '/p', task: 't', provider: 'openai', model: 'm' } }));
+    await waitFor(() => frames.some((f) => f.id === 3) && frames.some((f) => f.t === 'event'));
+    const byId = (id: number) => frames.find((f) => f.id === id)?.envelope;
+    expect(byId(1)).toMatchObject({ ok: true, value: { provider: 'openai', hasKey: true, last4: '7890' } });
+    expect(JSON.stringify(byId(1))).not.toContain('sk-test');
+    expect(byId(2)).toMatchObject({ ok: false, error: { kind: 'INVALID_INPUT' } });
+    expect(byId(3)).toMatchObject({ ok: true });
+    expect(frames.find((f) => f.t === 'event')?.event).toBe('runs:onDidChangeStatus');
+    c.ws.close();
+  });
+
+  it('closes a connection that sends a malformed frame', async () => {
+    const c = await connect(`ws://127.0.0.1:${host.port}/api?token=${host.token}`, { origin });
+    if (c.outcome !== 'open') throw new Error('not open');
+    const code = await new Promise<number>((resolve) => {
+      c.ws.once('close', (code) => resolve(code));
+      c.ws.send('{not json');
+    });
+    expect(code).toBe(1008);
+  });
+});

@@ -1,0 +1,162 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
+import type { ApiRouter } from '../api/router';
+import { serveStatic } from './static-files';
+import { WsSession } from './ws-session';
+
+export interface HostServerOptions {
+  router: ApiRouter;
+  /** The built renderer (vite output with index.html). */
+  rendererDir: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** A fixed token for tests; random 256-bit otherwise. */
+  token?: string;
+}
+
+export interface HostServer {
+  /** `http://127.0.0.1:<port>/?token=<token>` — open this. */
+  readonly url: string;
+  readonly port: number;
+  readonly token: string;
+  /** Closes every WebSocket and the server. */
+  close(): Promise<void>;
+}
+
+/** Refusal reasons, exported for tests. */
+export type Refusal = 'bad-host' | 'bad-origin' | 'bad-token';
+
+const BIND = '127.0.0.1';
+
+/**
+ * Content-Security-Policy of the served UI: scripts only from this origin, no plugins, no framing,
+ * connections only back to this host. Inline styles are allowed because xterm.js injects them.
+ */
+export function contentSecurityPolicy(port: number): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    `connect-src 'self' ws://${BIND}:${port} ws://localhost:${port}`,
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+    "object-src 'none'",
+  ].join('; ');
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+function cookieToken(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === name) return v.join('=');
+  }
+  return undefined;
+}
+
+/**
+ * Serves the renderer and the API router over WebSocket on 127.0.0.1 (DESIGN.md §2.6). Every
+ * request needs the token (query parameter once, then a same-site cookie) and a loopback `Host`
+ * (against DNS rebinding); a present `Origin` must be this host, and WebSocket upgrades must carry one.
+ */
+export async function startHostServer(opts: HostServerOptions): Promise<HostServer> {
+  const token = opts.token ?? randomBytes(32).toString('base64url');
+  const tokenDigest = digest(token);
+  const sessions = new Set<WsSession>();
+  let port = 0;
+  const cookieName = () => `airlock_token_${port}`;
+  const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
+  const allowedOrigins = () => allowedHosts().map((h) => `http://${h}`);
+  const tokenOk = (candidate: string | undefined | null) => Boolean(candidate) && timingSafeEqual(digest(candidate as string), tokenDigest);
+
+  const securityHeaders = (): Record<string, string> => ({
+    'content-security-policy': contentSecurityPolicy(port),
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'cross-origin-opener-policy': 'same-origin',
+    'cross-origin-resource-policy': 'same-origin',
+    'permissions-policy': 'camera=(), microphone=(), geolocation=()',
+  });
+
+  /** Checks host, origin and token; returns why a request is refused, or undefined. */
+  const check = (req: IncomingMessage, url: URL, requireOrigin: boolean): Refusal | undefined => {
+    if (!allowedHosts().includes(req.headers.host ?? '')) return 'bad-host';
+    const origin = req.headers.origin;
+    if (origin !== undefined || requireOrigin) {
+      if (!origin || !allowedOrigins().includes(origin)) return 'bad-origin';
+    }
+    if (!tokenOk(url.searchParams.get(HOST_TOKEN_PARAM)) && !tokenOk(cookieToken(req, cookieName()))) return 'bad-token';
+    return undefined;
+  };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', `http://${BIND}:${port}`);
+    const refusal = check(req, url, false);
+    if (refusal) {
+      res.writeHead(403, { ...securityHeaders(), 'content-type': 'text/plain; charset=utf-8' })
+        .end(refusal === 'bad-token' ? 'Open the URL printed by `airlock serve` (it carries the session token).\n' : 'Forbidden\n');
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { ...securityHeaders(), allow: 'GET, HEAD' }).end();
+      return;
+    }
+    if (url.searchParams.has(HOST_TOKEN_PARAM)) {
+      // Trade the token in the URL for an HttpOnly cookie, so it leaves the address bar and history.
+      res.writeHead(303, {
+        ...securityHeaders(),
+        'set-cookie': `${cookieName()}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+        location: url.pathname,
+        'cache-control': 'no-store',
+      }).end();
+      return;
+    }
+    void serveStatic(opts.rendererDir, url.pathname, res, securityHeaders());
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', `http://${BIND}:${port}`);
+    const refusal = url.pathname === HOST_WS_PATH ? check(req, url, true) : 'bad-host';
+    if (refusal) {
+      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+      const session = new WsSession(ws, opts.router);
+      sessions.add(session);
+      ws.on('close', () => {
+        session.dispose();
+        sessions.delete(session);
+      });
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, BIND, () => resolve());
+  });
+  port = (server.address() as AddressInfo).port;
+
+  return {
+    url: `http://${BIND}:${port}/?${HOST_TOKEN_PARAM}=${token}`,
+    port,
+    token,
+    async close() {
+      for (const s of sessions) s.close();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

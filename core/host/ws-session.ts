@@ -1,0 +1,75 @@
+import type { WebSocket } from 'ws';
+import { ClientFrame, type ServerFrame } from '../../contracts/transport';
+import type { TerminalChunk } from '../../contracts';
+import type { ApiRouter } from '../api/router';
+import { DisposableStore, type Disposable } from '../common/disposable';
+import { TerminalBatcher } from './terminal-batcher';
+
+/** Past this many bytes queued to the socket, terminal output is dropped from the live view. */
+const HIGH_WATER = 4 * 1024 * 1024;
+
+/** One browser connection: contract calls, event subscriptions, bounded terminal output. */
+export class WsSession implements Disposable {
+  private readonly subs = new Map<string, Disposable>();
+  private readonly store = new DisposableStore();
+  private readonly terminal: TerminalBatcher;
+
+  constructor(private readonly ws: WebSocket, private readonly router: ApiRouter) {
+    this.terminal = this.store.add(new TerminalBatcher({
+      send: (chunk) => this.send({ t: 'event', event: 'terminals:onDidData', payload: chunk }),
+      isCongested: () => this.ws.bufferedAmount > HIGH_WATER,
+    }));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return this.ws.close(1003, 'text frames only');
+      void this.onMessage(data.toString());
+    });
+  }
+
+  private send(frame: ServerFrame): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(frame));
+  }
+
+  private async onMessage(text: string): Promise<void> {
+    let frame: ClientFrame;
+    try {
+      frame = ClientFrame.parse(JSON.parse(text));
+    } catch {
+      this.ws.close(1008, 'malformed frame');
+      return;
+    }
+    switch (frame.t) {
+      case 'invoke': {
+        const envelope = await this.router.invoke(frame.channel, frame.input);
+        this.send({ t: 'result', id: frame.id, envelope });
+        return;
+      }
+      case 'sub': {
+        if (this.subs.has(frame.event)) return;
+        try {
+          const listener = frame.event === 'terminals:onDidData'
+            ? (payload: unknown) => this.terminal.push(payload as TerminalChunk)
+            : (payload: unknown) => this.send({ t: 'event', event: frame.event, payload });
+          this.subs.set(frame.event, this.router.subscribe(frame.event, listener));
+        } catch {
+          this.ws.close(1008, 'unknown event');
+        }
+        return;
+      }
+      case 'unsub':
+        this.subs.get(frame.event)?.dispose();
+        this.subs.delete(frame.event);
+        return;
+    }
+  }
+
+  close(): void {
+    this.ws.close(1001, 'server closing');
+    this.dispose();
+  }
+
+  dispose(): void {
+    for (const s of this.subs.values()) s.dispose();
+    this.subs.clear();
+    this.store.dispose();
+  }
+}
