@@ -1,0 +1,263 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, afterEach, describe, expect, it } from 'vitest';
+import { AgentEvent } from '../../../contracts/agent-events';
+import { buildAgentBundle } from '../../../core/agents/agent-bundle';
+import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../../../test/fixtures/fake-upstream';
+
+/**
+ * The built-in agent, bundled exactly as it ships, run on the host as a child process with a temp
+ * folder standing in for /workspace, against the scripted fake upstream in both wire formats.
+ */
+
+const TOKEN = `airlock-run-token-${'c0ffee'.repeat(8)}`;
+let bundleDir: string;
+let workspace: string;
+let upstream: FakeUpstream;
+
+beforeAll(async () => {
+  const { files } = await buildAgentBundle();
+  bundleDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-agent-bundle-'));
+  for (const [name, content] of Object.entries(files)) await writeFile(path.join(bundleDir, name), content);
+});
+afterAll(async () => {
+  await rm(bundleDir, { recursive: true, force: true });
+});
+beforeEach(async () => {
+  workspace = await mkdtemp(path.join(os.tmpdir(), 'airlock-agent-ws-'));
+});
+afterEach(async () => {
+  await upstream?.close();
+  await rm(workspace, { recursive: true, force: true });
+});
+
+interface AgentRun {
+  code: number | null;
+  events: AgentEvent[];
+  stdout: string;
+  stderr: string;
+}
+
+type Format = 'anthropic' | 'openai';
+
+async function runAgent(format: Format, opts: { env?: Record<string, string>; answer?: (req: { id: string; command: string }) => boolean } = {}): Promise<AgentRun> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: workspace,
+    AIRLOCK_TASK: 'Change the greeting in hello.txt to say airlock.',
+    AIRLOCK_PROVIDER_FORMAT: format,
+    AIRLOCK_MODEL: 'fake-model',
+    AIRLOCK_WORKSPACE: workspace,
+    AIRLOCK_RETRIES: '0',
+    ...(format === 'anthropic' ? { ANTHROPIC_BASE_URL: upstream.url, ANTHROPIC_API_KEY: TOKEN } : { OPENAI_BASE_URL: `${upstream.url}/v1`, OPENAI_API_KEY: TOKEN }),
+    ...opts.env,
+  };
+  const child = spawn(process.execPath, [path.join(bundleDir, 'agent.js')], { cwd: workspace, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let pending = '';
+  const events: AgentEvent[] = [];
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d;
+    pending += d;
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      // Every line must be a valid event of the contract.
+      const event = AgentEvent.parse(JSON.parse(line));
+      events.push(event);
+      if (event.type === 'approval_request' && opts.answer) {
+        child.stdin.write(`${JSON.stringify({ type: 'approval_response', id: event.id, approved: opts.answer(event) })}\n`);
+      }
+    }
+  });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+  return { code, events, stdout, stderr };
+}
+
+function ofType<T extends AgentEvent['type']>(run: AgentRun, type: T): Extract<AgentEvent, { type: T }>[] {
+  return run.events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+}
+
+/** The tool results the agent sent back to the model in request `n`. */
+function toolResultsSent(format: Format, n: number): string[] {
+  const body = upstream.requests.filter((r) => r.method === 'POST')[n]!.body as { messages: Record<string, unknown>[] };
+  if (format === 'anthropic') {
+    const last = body.messages[body.messages.length - 1]!;
+    return (last.content as { type: string; content: string }[]).filter((c) => c.type === 'tool_result').map((c) => c.content);
+  }
+  const trailing: string[] = [];
+  for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === 'tool'; i--) trailing.unshift(body.messages[i]!.content as string);
+  return trailing;
+}
+
+async function start(script: ScriptedTurn[], expectedKey = TOKEN): Promise<void> {
+  upstream = await startFakeUpstream({ script, expectedKey });
+}
+
+describe.each<Format>(['anthropic', 'openai'])('built-in agent, %s format', (format) => {
+  it('reads a file, runs a command, edits a file and finishes', async () => {
+    await writeFile(path.join(workspace, 'hello.txt'), 'hello world\nsecond line\n');
+    await start([
+      { text: 'Let me look.', toolCalls: [{ name: 'read_file', input: { path: 'hello.txt' } }], usage: { input: 100, output: 10 } },
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo "k=${ANTHROPIC_API_KEY}${OPENAI_API_KEY}end"; ls; echo oops >&2; exit 3' } }], usage: { input: 120, output: 12 } },
+      { toolCalls: [{ name: 'edit_file', input: { path: 'hello.txt', old_text: 'hello world', new_text: 'hello airlock' } }] },
+      { text: 'All done.', toolCalls: [{ name: 'finish', input: { summary: 'Changed the greeting.' } }] },
+    ]);
+    const run = await runAgent(format);
+    expect(run.code).toBe(0);
+    expect(await readFile(path.join(workspace, 'hello.txt'), 'utf8')).toBe('hello airlock\nsecond line\n');
+
+    expect(ofType(run, 'assistant_text').map((e) => e.delta).join('')).toBe('Let me look.All done.');
+    expect(ofType(run, 'tool_call').map((e) => e.name)).toEqual(['read_file', 'run_command', 'edit_file', 'finish']);
+    const results = ofType(run, 'tool_result');
+    expect(results[0]).toMatchObject({ ok: true, output: '1\thello world\n2\tsecond line' });
+    expect(results[1]!.ok).toBe(false);
+    expect(results[1]!.output).toMatch(/^exit code 3\n/);
+    expect(results[2]).toMatchObject({ ok: true });
+
+    const started = ofType(run, 'command_started');
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({ cwd: workspace, argv: ['bash', '-lc', expect.stringContaining('echo')] });
+    const output = ofType(run, 'command_output');
+    // The run token stays with the agent: commands do not see it.
+    expect(output.filter((e) => e.stream === 'stdout').map((e) => e.data).join('')).toBe('k=end\nhello.txt\n');
+    expect(output.filter((e) => e.stream === 'stderr').map((e) => e.data).join('')).toBe('oops\n');
+    expect(ofType(run, 'command_exited')[0]).toMatchObject({ id: started[0]!.id, exitCode: 3, timedOut: false, outputBytes: 21 });
+    expect(ofType(run, 'file_changed')).toEqual([{ type: 'file_changed', paths: ['hello.txt'] }]);
+    expect(ofType(run, 'usage').slice(0, 2)).toEqual([
+      { type: 'usage', inputTokens: 100, outputTokens: 10 },
+      { type: 'usage', inputTokens: 120, outputTokens: 12 },
+    ]);
+    expect(ofType(run, 'finished')).toEqual([{ type: 'finished', summary: 'Changed the greeting.', reason: 'finish' }]);
+    expect(run.events[run.events.length - 1]!.type).toBe('finished');
+
+    // The model saw the tool results, and every call carried the run token the provider's way.
+    const posts = upstream.requests.filter((r) => r.method === 'POST');
+    expect(posts).toHaveLength(4);
+    expect(toolResultsSent(format, 1)[0]).toContain('1\thello world');
+    expect(toolResultsSent(format, 2).join('')).toContain('exit code 3');
+    for (const r of posts) {
+      if (format === 'anthropic') {
+        expect(r.path).toBe('/v1/messages');
+        expect(r.headers['x-api-key']).toBe(TOKEN);
+      } else {
+        expect(r.path).toBe('/v1/chat/completions');
+        expect(r.headers.authorization).toBe(`Bearer ${TOKEN}`);
+      }
+      expect((r.body as { stream: boolean }).stream).toBe(true);
+    }
+    expect(run.stdout).not.toContain(TOKEN);
+    expect(run.stderr).not.toContain(TOKEN);
+  });
+
+  it('reports edit_file no-match and multi-match to the model, then ends with the model', async () => {
+    await writeFile(path.join(workspace, 'a.txt'), 'x = 1\nx = 1\n');
+    await start([
+      { toolCalls: [{ name: 'edit_file', input: { path: 'a.txt', old_text: 'y = 2', new_text: 'y = 3' } }] },
+      { toolCalls: [{ name: 'edit_file', input: { path: 'a.txt', old_text: 'x = 1', new_text: 'x = 2' } }] },
+      { text: 'I could not make a unique edit.' },
+    ]);
+    const run = await runAgent(format);
+    expect(run.code).toBe(0);
+    const results = ofType(run, 'tool_result');
+    expect(results[0]).toMatchObject({ ok: false, output: expect.stringContaining('old_text was not found in a.txt') });
+    expect(results[1]).toMatchObject({ ok: false, output: expect.stringContaining('old_text matches 2 times in a.txt') });
+    expect(toolResultsSent(format, 1)[0]).toContain('not found');
+    expect(toolResultsSent(format, 2)[0]).toContain('matches 2 times');
+    expect(await readFile(path.join(workspace, 'a.txt'), 'utf8')).toBe('x = 1\nx = 1\n');
+    expect(ofType(run, 'file_changed')).toEqual([]);
+    expect(ofType(run, 'finished')).toEqual([{ type: 'finished', summary: 'I could not make a unique edit.', reason: 'end_turn' }]);
+  });
+
+  it('stops at the step limit', async () => {
+    await start([
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo 1' } }] },
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo 2' } }] },
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo 3' } }] },
+    ]);
+    const run = await runAgent(format, { env: { AIRLOCK_MAX_STEPS: '2' } });
+    expect(run.code).toBe(2);
+    expect(ofType(run, 'command_started')).toHaveLength(2);
+    expect(upstream.requests.filter((r) => r.method === 'POST')).toHaveLength(2);
+    expect(ofType(run, 'finished')[0]).toMatchObject({ reason: 'max_steps' });
+  });
+
+  it('asks before each command: a denied one does not run, an approved one does', async () => {
+    await start([
+      { toolCalls: [{ name: 'run_command', input: { command: 'touch denied.txt' } }] },
+      { toolCalls: [{ name: 'run_command', input: { command: 'touch approved.txt' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'ok' } }] },
+    ]);
+    const asked: string[] = [];
+    const run = await runAgent(format, {
+      env: { AIRLOCK_APPROVAL: 'ask' },
+      answer: (req) => {
+        asked.push(req.command);
+        return req.command.includes('approved');
+      },
+    });
+    expect(run.code).toBe(0);
+    expect(asked).toEqual(['touch denied.txt', 'touch approved.txt']);
+    await expect(stat(path.join(workspace, 'denied.txt'))).rejects.toThrow();
+    expect((await stat(path.join(workspace, 'approved.txt'))).isFile()).toBe(true);
+    expect(ofType(run, 'approval_response').map((e) => e.approved)).toEqual([false, true]);
+    expect(ofType(run, 'tool_result')[0]).toMatchObject({ ok: false, output: expect.stringContaining('denied') });
+    expect(ofType(run, 'command_started').map((e) => e.command)).toEqual(['touch approved.txt']);
+  });
+
+  it('turns an upstream 401 into a clear agent_error without the token', async () => {
+    await start([{ text: 'never served' }], 'some-other-key');
+    const run = await runAgent(format);
+    expect(run.code).toBe(1);
+    const errors = ofType(run, 'agent_error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ status: 401, message: expect.stringContaining('HTTP 401, authentication failed') });
+    expect(run.stdout).not.toContain(TOKEN);
+  });
+
+  it('turns a 429 into agent_error when retries are exhausted, and retries it otherwise', async () => {
+    await start([{ status: 429 }]);
+    const failed = await runAgent(format);
+    expect(failed.code).toBe(1);
+    expect(ofType(failed, 'agent_error')[0]).toMatchObject({ status: 429, message: expect.stringContaining('rate limited') });
+    upstream.setScript([{ status: 503 }, { toolCalls: [{ name: 'finish', input: { summary: 'after retry' } }] }]);
+    const retried = await runAgent(format, { env: { AIRLOCK_RETRIES: '1' } });
+    expect(retried.code).toBe(0);
+    expect(ofType(retried, 'finished')[0]).toMatchObject({ summary: 'after retry' });
+  });
+});
+
+describe('built-in agent tools', () => {
+  it('kills a command at its timeout, lists and searches files, refuses paths outside the workspace', async () => {
+    await writeFile(path.join(workspace, 'notes.md'), 'alpha\nneedle here\nomega\n');
+    await start([
+      { toolCalls: [{ name: 'run_command', input: { command: 'sleep 30 & sleep 30; echo never' } }] },
+      { toolCalls: [{ name: 'list_files', input: {} }, { name: 'search', input: { pattern: 'need+le' } }, { name: 'read_file', input: { path: '../../etc/passwd' } }] },
+      { toolCalls: [{ name: 'read_file', input: { path: 'notes.md', start_line: 2, end_line: 2 } }, { name: 'write_file', input: { path: 'sub/new.txt', content: 'new' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] },
+    ]);
+    const run = await runAgent('anthropic', { env: { AIRLOCK_COMMAND_TIMEOUT_SEC: '1' } });
+    expect(run.code).toBe(0);
+    expect(ofType(run, 'command_exited')[0]).toMatchObject({ exitCode: null, timedOut: true });
+    const results = ofType(run, 'tool_result');
+    expect(results[0]).toMatchObject({ ok: false, output: expect.stringContaining('timed out after 1s') });
+    expect(results[1]).toMatchObject({ ok: true, output: 'notes.md' });
+    expect(results[2]).toMatchObject({ ok: true, output: expect.stringMatching(/notes\.md:2:needle here/) });
+    expect(results[3]).toMatchObject({ ok: false, output: expect.stringContaining('outside the workspace') });
+    expect(results[4]).toMatchObject({ ok: true, output: '2\tneedle here' });
+    expect(await readFile(path.join(workspace, 'sub/new.txt'), 'utf8')).toBe('new');
+    expect(ofType(run, 'file_changed')).toEqual([{ type: 'file_changed', paths: ['sub/new.txt'] }]);
+  });
+
+  it('reports missing configuration as agent_error', async () => {
+    upstream = await startFakeUpstream();
+    const run = await runAgent('anthropic', { env: { AIRLOCK_MODEL: '' } });
+    expect(run.code).toBe(1);
+    expect(ofType(run, 'agent_error')[0]!.message).toContain('AIRLOCK_MODEL');
+  });
+});

@@ -1,0 +1,118 @@
+import { readSse } from './sse';
+import { parseArguments, postStreaming, UpstreamError, type ModelClient, type ModelToolCall, type ToolResultMessage, type ToolSpec, type TurnResult } from './model';
+
+type Block = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
+type Message = { role: 'user' | 'assistant'; content: string | unknown[] };
+
+export interface AnthropicOptions {
+  baseUrl: string;
+  apiKey: string;
+  model: string;
+  maxTokens: number;
+  system: string;
+  tools: ToolSpec[];
+  retries: number;
+}
+
+/** Anthropic Messages API with tool use, streaming (SSE). */
+export class AnthropicClient implements ModelClient {
+  private readonly messages: Message[] = [];
+
+  constructor(private readonly opts: AnthropicOptions, task: string) {
+    this.messages.push({ role: 'user', content: task });
+  }
+
+  async turn(onTextDelta: (delta: string) => void): Promise<TurnResult> {
+    const base = this.opts.baseUrl.endsWith('/v1') ? this.opts.baseUrl : `${this.opts.baseUrl}/v1`;
+    const res = await postStreaming(
+      `${base}/messages`,
+      { 'x-api-key': this.opts.apiKey, 'anthropic-version': '2023-06-01' },
+      {
+        model: this.opts.model,
+        max_tokens: this.opts.maxTokens,
+        system: this.opts.system,
+        messages: this.messages,
+        tools: this.opts.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.schema })),
+        stream: true,
+      },
+      this.opts.retries,
+    );
+    const blocks: (Block & { json?: string })[] = [];
+    let inputTokens = 0;
+    let outputTokens = 0;
+    let stopReason = '';
+    let stopped = false;
+    for await (const msg of readSse(res.body!)) {
+      let ev: Record<string, any>;
+      try {
+        ev = JSON.parse(msg.data) as Record<string, any>;
+      } catch {
+        continue;
+      }
+      switch (ev.type) {
+        case 'message_start': {
+          const u = ev.message?.usage ?? {};
+          inputTokens = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          outputTokens = u.output_tokens ?? 0;
+          break;
+        }
+        case 'content_block_start': {
+          const b = ev.content_block ?? {};
+          if (b.type === 'text') blocks[ev.index] = { type: 'text', text: b.text ?? '' };
+          else if (b.type === 'tool_use') blocks[ev.index] = { type: 'tool_use', id: b.id, name: b.name, input: {}, json: '' };
+          break;
+        }
+        case 'content_block_delta': {
+          const b = blocks[ev.index];
+          const d = ev.delta ?? {};
+          if (b?.type === 'text' && d.type === 'text_delta') {
+            b.text += d.text;
+            onTextDelta(d.text);
+          } else if (b?.type === 'tool_use' && d.type === 'input_json_delta') {
+            b.json = (b.json ?? '') + (d.partial_json ?? '');
+          }
+          break;
+        }
+        case 'message_delta':
+          if (ev.delta?.stop_reason) stopReason = ev.delta.stop_reason;
+          if (ev.usage?.output_tokens !== undefined) outputTokens = ev.usage.output_tokens;
+          break;
+        case 'message_stop':
+          stopped = true;
+          break;
+        case 'error':
+          throw new UpstreamError(`Model stream error: ${ev.error?.type ?? 'error'}: ${ev.error?.message ?? 'unknown'}`);
+      }
+    }
+    if (!stopped) throw new UpstreamError('Model stream ended before message_stop (connection cut?)');
+    const calls: ModelToolCall[] = [];
+    const content: Block[] = [];
+    for (const b of blocks) {
+      if (!b) continue;
+      if (b.type === 'text') {
+        if (b.text) content.push({ type: 'text', text: b.text });
+      } else {
+        const parsed = parseArguments(b.json ?? '');
+        // The history must carry an object even when the model sent broken JSON.
+        const input = parsed.error ? {} : parsed.input;
+        content.push({ type: 'tool_use', id: b.id, name: b.name, input });
+        calls.push({ id: b.id, name: b.name, input: parsed.input, ...(parsed.error ? { inputError: parsed.error } : {}) });
+      }
+    }
+    this.messages.push({ role: 'assistant', content: content.length > 0 ? content : [{ type: 'text', text: '(no content)' }] });
+    const text = content.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text').map((b) => b.text).join('');
+    return { text, calls, usage: { inputTokens, outputTokens }, stopReason };
+  }
+
+  addToolResults(results: ToolResultMessage[]): void {
+    this.messages.push({
+      role: 'user',
+      content: results.map((r) => ({ type: 'tool_result', tool_use_id: r.id, content: r.output || '(no output)', is_error: r.isError })),
+    });
+  }
+
+  /** Adds a plain user message (used to nudge the model). */
+  addUser(text: string): void {
+    this.messages.push({ role: 'user', content: text });
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * Airlock's built-in coding agent. Runs inside the sandbox as `node /opt/airlock/agent/agent.js`
+ * (bundled for Node 18, no dependencies). Talks to the model only through the proxy given in
+ * ANTHROPIC_BASE_URL / OPENAI_BASE_URL, with the run token as its key, and writes its events as
+ * JSON lines on stdout (contracts/agent-events.ts). In approval mode `ask` it reads
+ * `{"type":"approval_response","id":…,"approved":…}` lines from stdin.
+ *
+ * Exit codes: 0 finished (finish tool or the model stopped), 2 step limit reached, 1 error.
+ */
+import { AnthropicClient } from './anthropic-client';
+import { ApprovalReader } from './approvals';
+import { ConfigError, readConfig, type AgentConfig } from './config';
+import { emit, redact, setRedaction } from './events';
+import { UpstreamError, type ModelClient, type ToolResultMessage } from './model';
+import { OpenAiClient } from './openai-client';
+import { killAllCommands } from './shell';
+import { runTool, TOOLS } from './tools';
+
+function systemPrompt(config: AgentConfig): string {
+  return [
+    'You are a coding agent working on a copy of a software project inside an isolated, disposable sandbox.',
+    `The project is in ${config.workspace} (your working directory). Use the tools to inspect and change it.`,
+    'Work step by step: look before you edit, make focused changes, run the relevant build or tests when there are any.',
+    'Use edit_file for small changes (old_text must match exactly once) and write_file for new files.',
+    'The sandbox has no internet access. Files you change are reviewed by the user before they reach the real project.',
+    'When the task is done, call finish with a short summary of what you changed.',
+  ].join('\n');
+}
+
+function makeClient(config: AgentConfig): ModelClient & { addUser(text: string): void } {
+  const system = systemPrompt(config);
+  if (config.format === 'anthropic') {
+    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries }, config.task);
+  }
+  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries }, config.task);
+}
+
+async function run(config: AgentConfig, approvals: ApprovalReader | undefined): Promise<number> {
+  const client = makeClient(config);
+  const approve = async (id: string, command: string): Promise<boolean> => {
+    if (!approvals) return true;
+    emit({ type: 'approval_request', id, command });
+    const approved = await approvals.wait(id);
+    emit({ type: 'approval_response', id, approved });
+    return approved;
+  };
+  let nudged = false;
+  for (let step = 1; step <= config.maxSteps; step++) {
+    const turn = await client.turn((delta) => emit({ type: 'assistant_text', delta }));
+    emit({ type: 'usage', inputTokens: turn.usage.inputTokens, outputTokens: turn.usage.outputTokens });
+    if (turn.calls.length === 0) {
+      if (turn.stopReason === 'max_tokens' || turn.stopReason === 'length') {
+        if (!nudged) {
+          nudged = true;
+          client.addUser('Your answer was cut off (output limit). Continue, using the tools, in smaller steps.');
+          continue;
+        }
+      }
+      emit({ type: 'finished', summary: turn.text.trim(), reason: 'end_turn' });
+      return 0;
+    }
+    const results: ToolResultMessage[] = [];
+    let finished: string | undefined;
+    for (const call of turn.calls) {
+      emit({ type: 'tool_call', id: call.id, name: call.name, input: call.input });
+      const outcome = call.inputError
+        ? { ok: false, output: `error: ${call.inputError}; send the arguments as a JSON object` }
+        : await runTool(call.id, call.name, call.input, { config, approve });
+      const output = redact(outcome.output);
+      emit({ type: 'tool_result', id: call.id, ok: outcome.ok, output, ...('truncated' in outcome && outcome.truncated ? { truncated: true } : {}) });
+      results.push({ id: call.id, output, isError: !outcome.ok });
+      if ('finished' in outcome && outcome.finished !== undefined) finished = outcome.finished;
+    }
+    client.addToolResults(results);
+    if (finished !== undefined) {
+      emit({ type: 'finished', summary: finished, reason: 'finish' });
+      return 0;
+    }
+  }
+  emit({ type: 'finished', summary: `Stopped: reached the step limit (${config.maxSteps} model calls) before the task was finished.`, reason: 'max_steps' });
+  return 2;
+}
+
+async function main(): Promise<number> {
+  let config: AgentConfig;
+  try {
+    config = readConfig();
+  } catch (err) {
+    emit({ type: 'agent_error', message: err instanceof ConfigError ? `Agent configuration: ${err.message}` : `Agent configuration: ${(err as Error).message}` });
+    return 1;
+  }
+  setRedaction(config.apiKey);
+  const approvals = config.approval === 'ask' ? new ApprovalReader() : undefined;
+  approvals?.start();
+  try {
+    return await run(config, approvals);
+  } catch (err) {
+    if (err instanceof UpstreamError) {
+      emit({ type: 'agent_error', message: err.message, ...(err.status !== undefined ? { status: err.status } : {}) });
+    } else {
+      emit({ type: 'agent_error', message: redact(`Agent crashed: ${(err as Error).stack ?? String(err)}`) });
+    }
+    emit({ type: 'finished', summary: '', reason: 'error' });
+    return 1;
+  } finally {
+    approvals?.close();
+  }
+}
+
+process.on('SIGTERM', () => {
+  killAllCommands();
+  process.exit(143);
+});
+process.on('SIGINT', () => {
+  killAllCommands();
+  process.exit(130);
+});
+
+void main().then((code) => {
+  // Exit once stdout has drained (a pipe to the host may lag behind).
+  process.stdout.write('', () => process.exit(code));
+});

@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { StringDecoder } from 'node:string_decoder';
+import { emit } from './events';
+
+export interface CommandResult {
+  exitCode: number | null;
+  timedOut: boolean;
+  durationMs: number;
+  /** Combined output for the model, capped (head and tail kept). */
+  output: string;
+  truncated: boolean;
+  outputBytes: number;
+}
+
+const running = new Set<ChildProcess>();
+
+/** Kills every running command's process group (on SIGTERM, say). */
+export function killAllCommands(): void {
+  for (const child of running) killTree(child);
+}
+
+function killTree(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
+}
+
+/** Environment for the agent's commands: the provider settings and the run token stay with the agent. */
+export function commandEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (/^(AIRLOCK_|ANTHROPIC_|OPENAI_)/.test(k) || /API_KEY|TOKEN|SECRET/i.test(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * Runs `bash -lc <command>` in its own process group, streaming output as command_output events.
+ * On timeout the whole group is killed.
+ */
+export function runShell(opts: { id: string; command: string; cwd: string; timeoutSec: number; capChars: number; env: NodeJS.ProcessEnv }): Promise<CommandResult> {
+  const started = Date.now();
+  emit({ type: 'command_started', id: opts.id, command: opts.command, argv: ['bash', '-lc', opts.command], cwd: opts.cwd });
+  return new Promise((resolve) => {
+    const child = spawn('bash', ['-lc', opts.command], { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    let bytes = 0;
+    let head = '';
+    let tail = '';
+    let truncated = false;
+    const half = Math.floor(opts.capChars / 2);
+    const keep = (text: string) => {
+      if (!truncated && head.length + text.length <= opts.capChars) {
+        head += text;
+        return;
+      }
+      if (!truncated) {
+        truncated = true;
+        const all = head + text;
+        head = all.slice(0, half);
+        tail = all.slice(half).slice(-half);
+        return;
+      }
+      tail = (tail + text).slice(-half);
+    };
+    const pipe = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr') => {
+      const decoder = new StringDecoder('utf8');
+      stream?.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        const text = decoder.write(chunk);
+        if (text) {
+          keep(text);
+          emit({ type: 'command_output', id: opts.id, stream: name, data: text });
+        }
+      });
+      stream?.on('end', () => {
+        const rest = decoder.end();
+        if (rest) {
+          keep(rest);
+          emit({ type: 'command_output', id: opts.id, stream: name, data: rest });
+        }
+      });
+    };
+    pipe(child.stdout, 'stdout');
+    pipe(child.stderr, 'stderr');
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killTree(child);
+    }, opts.timeoutSec * 1000);
+    const finish = (exitCode: number | null, spawnError?: string) => {
+      clearTimeout(timer);
+      running.delete(child);
+      const durationMs = Date.now() - started;
+      if (spawnError) keep(`failed to start: ${spawnError}`);
+      emit({ type: 'command_exited', id: opts.id, exitCode, durationMs, timedOut, outputBytes: bytes });
+      const output = truncated ? `${head}\n… [${bytes} bytes of output; middle cut] …\n${tail}` : head;
+      resolve({ exitCode, timedOut, durationMs, output, truncated, outputBytes: bytes });
+    };
+    child.on('error', (err) => finish(null, err.message));
+    // 'close' waits for the pipes; a background process holding them open is cut by the timeout.
+    child.on('close', (code) => finish(code));
+  });
+}
