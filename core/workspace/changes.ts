@@ -1,0 +1,308 @@
+import { AirlockError } from '../../contracts/errors';
+import type { Disposable } from '../common/disposable';
+import { ZERO_OID, blobOid, type GitMode } from './git-objects';
+import type { ManifestFile } from './snapshot';
+import {
+  BASELINE_REF,
+  LARGE_OUTPUT_BYTES,
+  SANDBOX_LAYOUT,
+  gitArgv,
+  gitEnv,
+  runChecked,
+  trackingIndex,
+  type WorkspaceLayout,
+  type WorkspaceShell,
+} from './workspace-shell';
+
+export type ChangeStatus = 'added' | 'modified' | 'deleted' | 'renamed';
+
+/** One changed path of the workspace against the baseline. */
+export interface FileChange {
+  path: string;
+  /** The baseline path of a renamed file. */
+  oldPath?: string;
+  status: ChangeStatus;
+  binary: boolean;
+  additions: number;
+  deletions: number;
+  /** Size now (0 when deleted). */
+  size: number;
+  /** Size in the baseline (0 when added). */
+  oldSize: number;
+  /** Git modes (`100644`, `100755`, `120000`); absent on the side where the file does not exist. */
+  oldMode?: string;
+  newMode?: string;
+  /** Executable bit flipped, or a file became a symlink or back. */
+  modeChanged: boolean;
+  /** Above the inline-diff cap: show a summary instead of the diff. */
+  tooLarge: boolean;
+  oldOid: string;
+  newOid: string;
+}
+
+export interface ChangesOptions {
+  layout?: WorkspaceLayout;
+  /** Files above this many bytes (either side) are flagged `tooLarge` (default 1 MiB). */
+  diffCapBytes?: number;
+}
+
+export interface FileDiff {
+  path: string;
+  diff: string;
+  binary: boolean;
+  /** The diff was cut at `maxBytes`. */
+  truncated: boolean;
+}
+
+/**
+ * Everything apply needs for a three-way merge on the host: the baseline version of each file the
+ * result changes, deletes or renames away (the sandbox is gone by then). JSON-serialisable.
+ */
+export interface ApplyBaseline {
+  /** Baseline commit inside the sandbox (for the record). */
+  commit: string;
+  /** The project's HEAD when the run started (git projects); branch mode builds on it. */
+  headCommit?: string;
+  files: BaselineBlob[];
+}
+
+export interface BaselineBlob {
+  path: string;
+  oid: string;
+  mode: GitMode;
+  /** Base64 content. */
+  content: string;
+}
+
+export interface RunResult {
+  patch: Buffer;
+  changes: FileChange[];
+  baseline: ApplyBaseline;
+}
+
+const DEFAULT_DIFF_CAP = 1024 * 1024;
+const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color'];
+
+/** Git commands on one workspace must not interleave: they share the tracking index. */
+const queues = new WeakMap<WorkspaceShell, Promise<unknown>>();
+function serialized<T>(shell: WorkspaceShell, task: () => Promise<T>): Promise<T> {
+  const prev = queues.get(shell) ?? Promise.resolve();
+  const next = prev.then(task, task);
+  queues.set(shell, next.catch(() => undefined));
+  return next;
+}
+
+/** Runs `git add -A` on the tracking index, then `git <args>`, in one round trip. */
+async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {
+  const git = gitArgv(layout, []);
+  const quoted = (xs: string[]) => xs.map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
+  const body = [
+    'set -e',
+    `${quoted(git)} add -A ${pathspec.length ? `-- ${quoted(pathspec)}` : ''}`,
+    `exec ${quoted(git)} ${quoted(args)}`,
+  ].join('\n');
+  return runChecked(
+    shell,
+    { argv: ['sh', '-c', body], env: gitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) }), maxOutputBytes: LARGE_OUTPUT_BYTES, timeoutMs: 10 * 60_000 },
+    what,
+  );
+}
+
+/** Parses `git diff --raw --numstat -z` output. */
+export function parseRawNumstat(out: Buffer): Array<Omit<FileChange, 'size' | 'oldSize' | 'tooLarge'>> {
+  const tokens = out.toString('utf8').split('\0');
+  const raws: Array<Omit<FileChange, 'size' | 'oldSize' | 'tooLarge'>> = [];
+  const stats = new Map<string, { additions: number; deletions: number; binary: boolean }>();
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i] as string;
+    if (!t) continue;
+    if (t.startsWith(':')) {
+      const [oldMode, newMode, oldOid, newOid, statusField] = t.slice(1).split(' ') as [string, string, string, string, string];
+      const letter = statusField[0];
+      let path: string;
+      let oldPath: string | undefined;
+      if (letter === 'R' || letter === 'C') {
+        oldPath = tokens[++i] as string;
+        path = tokens[++i] as string;
+      } else {
+        path = tokens[++i] as string;
+      }
+      const status: ChangeStatus = letter === 'A' ? 'added' : letter === 'D' ? 'deleted' : letter === 'R' ? 'renamed' : letter === 'C' ? 'added' : 'modified';
+      raws.push({
+        path,
+        ...(letter === 'R' ? { oldPath } : {}),
+        status,
+        binary: false,
+        additions: 0,
+        deletions: 0,
+        ...(status !== 'added' ? { oldMode } : {}),
+        ...(status !== 'deleted' ? { newMode } : {}),
+        modeChanged: status !== 'added' && status !== 'deleted' && oldMode !== newMode,
+        oldOid: status === 'added' ? ZERO_OID : oldOid,
+        newOid: status === 'deleted' ? ZERO_OID : newOid,
+      });
+    } else {
+      const [a, d, p] = t.split('\t') as [string, string, string];
+      let key = p;
+      if (p === '') {
+        i += 1; // old path
+        key = tokens[++i] as string;
+      }
+      const binary = a === '-';
+      stats.set(key, { additions: binary ? 0 : Number(a), deletions: binary ? 0 : Number(d), binary });
+    }
+  }
+  for (const r of raws) {
+    const s = stats.get(r.path);
+    if (s) Object.assign(r, s);
+  }
+  return raws;
+}
+
+/**
+ * Lists what changed in the workspace since the baseline: status (renames detected), binary flag,
+ * line counts, sizes, mode changes, too-large flags. Uses the tracking index, never the baseline.
+ */
+export function listChanges(shell: WorkspaceShell, opts: ChangesOptions = {}): Promise<FileChange[]> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  const cap = opts.diffCapBytes ?? DEFAULT_DIFF_CAP;
+  return serialized(shell, async () => {
+    const res = await refreshedGit(shell, layout, ['diff', '--cached', '-M', '--raw', '--no-abbrev', '--numstat', '-z', ...NO_DRIVERS, BASELINE_REF], 'listing changes');
+    const parsed = parseRawNumstat(res.stdout);
+    const oids = new Set<string>();
+    for (const c of parsed) {
+      if (c.oldOid !== ZERO_OID) oids.add(c.oldOid);
+      if (c.newOid !== ZERO_OID) oids.add(c.newOid);
+    }
+    const sizes = new Map<string, number>();
+    if (oids.size) {
+      const check = await runChecked(
+        shell,
+        {
+          argv: gitArgv(layout, ['cat-file', '--batch-check=%(objectname) %(objectsize)']),
+          env: gitEnv(layout),
+          stdin: [...oids].join('\n') + '\n',
+          maxOutputBytes: LARGE_OUTPUT_BYTES,
+        },
+        'reading file sizes',
+      );
+      for (const line of check.stdout.toString('utf8').split('\n')) {
+        const [oid, size] = line.split(' ');
+        if (oid && size && /^\d+$/.test(size)) sizes.set(oid, Number(size));
+      }
+    }
+    return parsed.map((c) => {
+      const size = c.newOid === ZERO_OID ? 0 : (sizes.get(c.newOid) ?? 0);
+      const oldSize = c.oldOid === ZERO_OID ? 0 : (sizes.get(c.oldOid) ?? 0);
+      return { ...c, size, oldSize, tooLarge: size > cap || oldSize > cap };
+    });
+  });
+}
+
+/** The unified diff of one file against the baseline (pass `oldPath` for a rename). */
+export function fileDiff(shell: WorkspaceShell, path: string, opts: ChangesOptions & { oldPath?: string; maxBytes?: number } = {}): Promise<FileDiff> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  const maxBytes = opts.maxBytes ?? DEFAULT_DIFF_CAP;
+  const paths = opts.oldPath && opts.oldPath !== path ? [opts.oldPath, path] : [path];
+  const pathspec = paths.map((p) => `:(literal)${p}`);
+  return serialized(shell, async () => {
+    const res = await refreshedGit(shell, layout, ['diff', '--cached', '-M', ...NO_DRIVERS, BASELINE_REF, '--', ...pathspec], `diffing ${path}`, pathspec);
+    const truncated = res.stdout.length > maxBytes;
+    const text = (truncated ? res.stdout.subarray(0, maxBytes) : res.stdout).toString('utf8');
+    const binary = /^Binary files .* differ$/m.test(text) && !/^@@ /m.test(text);
+    return { path, diff: text, binary, truncated };
+  });
+}
+
+/**
+ * The whole result as one patch (`--binary --full-index`, renames detected) that `git apply`
+ * accepts on the original project.
+ */
+export function finalPatch(shell: WorkspaceShell, opts: ChangesOptions = {}): Promise<Buffer> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  return serialized(shell, async () => {
+    const res = await refreshedGit(shell, layout, ['diff', '--cached', '-M', '--binary', '--full-index', ...NO_DRIVERS, BASELINE_REF], 'building the patch');
+    if (res.truncated) {
+      throw new AirlockError('SANDBOX_FAILED', 'The patch exceeds the channel output cap; exclude large generated files (e.g. via .gitignore) and retry.');
+    }
+    return res.stdout;
+  });
+}
+
+/** Reads blobs by oid from the baseline git dir (`git cat-file --batch`). */
+async function readBlobs(shell: WorkspaceShell, layout: WorkspaceLayout, oids: string[]): Promise<Map<string, Buffer>> {
+  const out = new Map<string, Buffer>();
+  if (!oids.length) return out;
+  const res = await runChecked(
+    shell,
+    { argv: gitArgv(layout, ['cat-file', '--batch']), env: gitEnv(layout), stdin: oids.join('\n') + '\n', maxOutputBytes: LARGE_OUTPUT_BYTES },
+    'reading baseline files',
+  );
+  const buf = res.stdout;
+  let pos = 0;
+  while (pos < buf.length) {
+    const nl = buf.indexOf(0x0a, pos);
+    if (nl < 0) break;
+    const [oid, type, size] = buf.subarray(pos, nl).toString('utf8').split(' ');
+    if (type === 'missing' || !oid || !size) throw new AirlockError('SANDBOX_FAILED', `Baseline object ${oid} is missing; the sandbox state was damaged. Export the patch instead.`);
+    const len = Number(size);
+    out.set(oid, buf.subarray(nl + 1, nl + 1 + len));
+    pos = nl + 1 + len + 1;
+  }
+  return out;
+}
+
+/**
+ * Collects the result of a run before the sandbox is wiped: the changes, the final patch and the
+ * baseline versions of every changed file (for three-way apply). When the host manifest from
+ * `hydrate` is given, each baseline blob is checked against what the host read, so a baseline
+ * altered inside the sandbox is caught.
+ */
+export async function collectResult(
+  shell: WorkspaceShell,
+  opts: ChangesOptions & { baselineCommit: string; headCommit?: string; manifest?: ManifestFile[] },
+): Promise<RunResult> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  const changes = await listChanges(shell, opts);
+  const patch = await finalPatch(shell, opts);
+  const wanted = changes.filter((c) => c.oldOid !== ZERO_OID);
+  const blobs = await serialized(shell, () => readBlobs(shell, layout, [...new Set(wanted.map((c) => c.oldOid))]));
+  const byPath = new Map((opts.manifest ?? []).map((f) => [f.path, f]));
+  const files: BaselineBlob[] = wanted.map((c) => {
+    const basePath = c.oldPath ?? c.path;
+    const content = blobs.get(c.oldOid) as Buffer;
+    const known = byPath.get(basePath);
+    if (opts.manifest && (!known || known.oid !== c.oldOid || blobOid(content) !== c.oldOid)) {
+      throw new AirlockError('SANDBOX_FAILED', `The baseline of ${basePath} inside the sandbox does not match the project as copied in; the result cannot be trusted for apply. Export the patch and review it by hand.`);
+    }
+    return { path: basePath, oid: c.oldOid, mode: (c.oldMode ?? '100644') as GitMode, content: content.toString('base64') };
+  });
+  return { patch, changes, baseline: { commit: opts.baselineCommit, ...(opts.headCommit ? { headCommit: opts.headCommit } : {}), files } };
+}
+
+/** Paths never reported by the watcher. */
+export const WATCH_IGNORE = ['.git/', 'node_modules/'];
+
+/**
+ * Debounced change events while commands run: `onChange` receives workspace-relative paths that
+ * changed; consumers refetch `listChanges` / `fileDiff` (event ⇒ invalidate ⇒ refetch).
+ */
+export async function watchChanges(
+  shell: WorkspaceShell,
+  onChange: (paths: string[]) => void,
+  opts: { layout?: WorkspaceLayout; debounceMs?: number } = {},
+): Promise<Disposable> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  if (!shell.watch) throw new AirlockError('INTERNAL', 'This workspace shell cannot watch files; live change events need the sandbox channel.');
+  const root = layout.workDir.replace(/\/$/, '');
+  return shell.watch(
+    layout.workDir,
+    (paths) => {
+      const rel = paths
+        .map((p) => (p.startsWith(`${root}/`) ? p.slice(root.length + 1) : p.replace(/^\.\//, '')))
+        .filter((p) => p && !WATCH_IGNORE.some((ig) => p === ig.slice(0, -1) || p.startsWith(ig) || p.includes(`/${ig}`)));
+      if (rel.length) onChange([...new Set(rel)]);
+    },
+    { debounceMs: opts.debounceMs ?? 150, ignore: WATCH_IGNORE },
+  );
+}

@@ -1,0 +1,343 @@
+import { spawn } from 'node:child_process';
+import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import ignore, { type Ignore } from 'ignore';
+import { pack as tarPack, type Header as TarHeaders } from 'tar-stream';
+import { AirlockError } from '../../contracts/errors';
+import { exclusionByContent, exclusionByName, type ExclusionKind } from './exclusions';
+import { blobOid, gitModeOf, quoteC, type GitMode } from './git-objects';
+import { BASELINE_IDENT, BASELINE_REF } from './workspace-shell';
+
+export interface SnapshotOptions {
+  /** gitignore-style patterns copied even when a default rule, `.gitignore` or `exclude` would drop them. */
+  include?: string[];
+  /** Extra gitignore-style patterns to leave out. */
+  exclude?: string[];
+  /** Files above this size are left out and listed (default 50 MiB). */
+  maxFileBytes?: number;
+  /** Honour `.gitignore` files and `.git/info/exclude` (default true). */
+  respectGitignore?: boolean;
+}
+
+export interface SnapshotEntry {
+  /** Project-relative, `/`-separated. */
+  path: string;
+  type: 'file' | 'dir' | 'symlink';
+  /** Permission bits (`stat.mode & 0o7777`). */
+  mode: number;
+  size: number;
+  mtimeMs: number;
+  linkTarget?: string;
+}
+
+export interface ExcludedEntry {
+  path: string;
+  kind: ExclusionKind;
+  reason: string;
+}
+
+/** One file of the baseline as the host read it: what apply and hydrate verify against. */
+export interface ManifestFile {
+  path: string;
+  oid: string;
+  size: number;
+  mode: GitMode;
+}
+
+export interface SnapshotProgress {
+  files: number;
+  bytes: number;
+  totalFiles: number;
+  totalBytes: number;
+}
+
+export interface SnapshotStreams {
+  /** The project as one tar stream (modes, symlinks, empty directories). */
+  tar: Readable;
+  /** The same files as a `git fast-import` stream that commits the baseline. */
+  fastImport: Readable;
+  /** Resolves when both streams have been produced: per-file oid, size and mode. */
+  manifest: Promise<ManifestFile[]>;
+}
+
+/** A read-only scan of a project, ready to be streamed into a sandbox. */
+export interface ProjectSnapshot {
+  projectDir: string;
+  /** The project folder is the top level of a git work tree. */
+  isGit: boolean;
+  /** `HEAD` of the project when scanned (git projects with a commit). */
+  headCommit?: string;
+  entries: SnapshotEntry[];
+  /**
+   * What stays on the host and why. Name-based exclusions are known after the scan; content-based
+   * ones (tokens in `.npmrc`, private key blocks) are added while a stream is produced.
+   */
+  excluded: ExcludedEntry[];
+  fileCount: number;
+  totalBytes: number;
+  /** Produces the streams; the project is read, never written. */
+  open(onProgress?: (p: SnapshotProgress) => void): SnapshotStreams;
+}
+
+const DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024;
+
+interface IgnoreLevel {
+  prefix: string;
+  ig: Ignore;
+}
+
+/**
+ * Scans a project for copying into a sandbox. Honours nested `.gitignore` files, skips `.git`,
+ * leaves out credential-looking files and files above the size cap (all listed in `excluded`),
+ * keeps symlinks as symlinks (never follows one, so nothing outside the project is read).
+ */
+export async function snapshotProject(projectDir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+  const root = path.resolve(projectDir);
+  let rootStat;
+  try {
+    rootStat = await lstat(root);
+  } catch {
+    throw new AirlockError('NOT_FOUND', `Project folder ${root} does not exist; pass the path of an existing folder.`);
+  }
+  if (!rootStat.isDirectory()) {
+    throw new AirlockError('INVALID_INPUT', `${root} is not a folder; pass the project's folder, not a file or a symlink.`);
+  }
+  const maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+  const respectGitignore = opts.respectGitignore ?? true;
+  const forced = ignore().add(opts.include ?? []);
+  const extra = ignore().add(opts.exclude ?? []);
+  const includePrefixes = (opts.include ?? []).map((p) => p.replace(/^\//, ''));
+  const entries: SnapshotEntry[] = [];
+  const excluded: ExcludedEntry[] = [];
+
+  const rootLevel = ignore();
+  if (respectGitignore) rootLevel.add(await readText(path.join(root, '.git', 'info', 'exclude')));
+
+  const isForced = (rel: string, isDir: boolean) => forced.ignores(isDir ? `${rel}/` : rel) || (isDir && forced.ignores(rel));
+  const mayForceBelow = (rel: string) => includePrefixes.some((p) => p.startsWith(`${rel}/`));
+
+  const gitignored = (levels: IgnoreLevel[], rel: string, isDir: boolean): boolean => {
+    let state = false;
+    for (const level of levels) {
+      const sub = level.prefix ? rel.slice(level.prefix.length + 1) : rel;
+      const r = level.ig.test(isDir ? `${sub}/` : sub);
+      if (r.ignored) state = true;
+      else if (r.unignored) state = false;
+    }
+    return state;
+  };
+
+  const walk = async (dirRel: string, levels: IgnoreLevel[], onlyForced: boolean): Promise<void> => {
+    const abs = dirRel ? path.join(root, dirRel) : root;
+    const dirents = await readdir(abs, { withFileTypes: true });
+    dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    let here = levels;
+    if (respectGitignore && dirents.some((d) => d.name === '.gitignore' && d.isFile())) {
+      here = [...levels, { prefix: dirRel, ig: ignore().add(await readText(path.join(abs, '.gitignore'))) }];
+    }
+    for (const d of dirents) {
+      const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
+      const isDir = d.isDirectory();
+      if (d.name === '.git') {
+        excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (the sandbox keeps its own baseline)' });
+        continue;
+      }
+      const force = isForced(rel, isDir);
+      let reason: { kind: ExclusionKind; reason: string } | undefined;
+      if (!force) {
+        if (onlyForced) reason = { kind: 'option', reason: 'inside an excluded folder' };
+        else if (extra.ignores(isDir ? `${rel}/` : rel)) reason = { kind: 'option', reason: 'excluded by option' };
+        else if (gitignored(here, rel, isDir)) reason = { kind: 'gitignore', reason: 'ignored by .gitignore' };
+        else reason = exclusionByName(rel, isDir);
+      }
+      if (reason) {
+        if (isDir && mayForceBelow(rel)) {
+          await walk(rel, here, true);
+        } else if (!onlyForced) {
+          excluded.push({ path: isDir ? `${rel}/` : rel, ...reason });
+        }
+        continue;
+      }
+      const full = path.join(root, rel);
+      const st = await lstat(full).catch(() => undefined);
+      if (!st) {
+        excluded.push({ path: rel, kind: 'special', reason: 'could not be read (vanished or unreadable name)' });
+        continue;
+      }
+      const mode = st.mode & 0o7777;
+      if (st.isDirectory()) {
+        entries.push({ path: rel, type: 'dir', mode, size: 0, mtimeMs: st.mtimeMs });
+        await walk(rel, here, false);
+      } else if (st.isSymbolicLink()) {
+        const linkTarget = await readlink(full);
+        entries.push({ path: rel, type: 'symlink', mode, size: Buffer.byteLength(linkTarget), mtimeMs: st.mtimeMs, linkTarget });
+      } else if (st.isFile()) {
+        if (st.size > maxFileBytes) {
+          excluded.push({ path: rel, kind: 'too-large', reason: `too large: ${formatBytes(st.size)} exceeds the ${formatBytes(maxFileBytes)} cap (raise maxFileBytes to copy it)` });
+          continue;
+        }
+        entries.push({ path: rel, type: 'file', mode, size: st.size, mtimeMs: st.mtimeMs });
+      } else {
+        excluded.push({ path: rel, kind: 'special', reason: 'socket, FIFO or device file' });
+      }
+    }
+  };
+  await walk('', respectGitignore ? [{ prefix: '', ig: rootLevel }] : [], false);
+
+  const git = await gitTopLevel(root);
+  const isGit = git !== undefined && git === (await realpath(root));
+  const headCommit = isGit ? await gitHead(root) : undefined;
+  const files = entries.filter((e) => e.type !== 'dir');
+  const snapshot: ProjectSnapshot = {
+    projectDir: root,
+    isGit,
+    headCommit,
+    entries,
+    excluded,
+    fileCount: files.length,
+    totalBytes: files.reduce((n, e) => n + e.size, 0),
+    open: (onProgress) => openStreams(snapshot, (rel) => isForced(rel, false), onProgress),
+  };
+  return snapshot;
+}
+
+function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boolean, onProgress?: (p: SnapshotProgress) => void): SnapshotStreams {
+  const tar = tarPack();
+  const fastImport = new PassThrough({ highWaterMark: 1024 * 1024 });
+  const manifest: ManifestFile[] = [];
+  const marks: Array<{ mark: number; file: ManifestFile }> = [];
+  const progress = { files: 0, bytes: 0, totalFiles: snapshot.fileCount, totalBytes: snapshot.totalBytes };
+
+  const writeFi = async (chunk: Buffer | string): Promise<void> => {
+    if (!fastImport.write(chunk)) await waitDrain(fastImport);
+  };
+  const addEntry = (header: Partial<TarHeaders> & { name: string }, body?: Buffer) =>
+    new Promise<void>((resolve, reject) => {
+      const cb = (err?: Error | null) => (err ? reject(err) : resolve());
+      if (body) tar.entry(header, body, cb);
+      else tar.entry(header, cb);
+    });
+  const addBlob = async (file: ManifestFile, content: Buffer) => {
+    const mark = marks.length + 1;
+    marks.push({ mark, file });
+    manifest.push(file);
+    await writeFi(`blob\nmark :${mark}\ndata ${content.length}\n`);
+    await writeFi(content);
+    await writeFi('\n');
+  };
+
+  const produce = async () => {
+    await writeFi('feature done\n');
+    for (const e of snapshot.entries) {
+      const full = path.join(snapshot.projectDir, e.path);
+      const mtime = new Date(e.mtimeMs);
+      if (e.type === 'dir') {
+        // Owner needs write/search access to extract into it; the rest of the mode is kept.
+        await addEntry({ name: e.path, type: 'directory', mode: e.mode | 0o700, mtime });
+        continue;
+      }
+      if (e.type === 'symlink') {
+        const target = e.linkTarget ?? '';
+        await addEntry({ name: e.path, type: 'symlink', linkname: target, mode: 0o777, mtime });
+        const content = Buffer.from(target);
+        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000' }, content);
+      } else {
+        let content: Buffer;
+        try {
+          content = await readFile(full);
+        } catch {
+          snapshot.excluded.push({ path: e.path, kind: 'special', reason: 'could not be read (vanished or permission denied)' });
+          continue;
+        }
+        const secret = isForced(e.path) ? undefined : exclusionByContent(e.path, content);
+        if (secret) {
+          snapshot.excluded.push({ path: e.path, ...secret });
+          continue;
+        }
+        await addEntry({ name: e.path, type: 'file', size: content.length, mode: e.mode | 0o600, mtime }, content);
+        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: gitModeOf(e.mode, false) }, content);
+        progress.bytes += content.length;
+      }
+      progress.files += 1;
+      if (onProgress && progress.files % 200 === 0) onProgress({ ...progress });
+    }
+    tar.finalize();
+    const lines = [
+      `commit ${BASELINE_REF}`,
+      `author ${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`,
+      `committer ${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`,
+      'data 17',
+      'airlock baseline',
+      ...marks.map(({ mark, file }) => `M ${file.mode} :${mark} ${quoteC(file.path)}`),
+      '',
+      'done',
+      '',
+    ];
+    await writeFi(lines.join('\n'));
+    fastImport.end();
+    onProgress?.({ ...progress });
+    return manifest;
+  };
+  const manifestPromise = produce().catch((err: unknown) => {
+    const error = err instanceof Error ? err : new Error(String(err));
+    tar.destroy(error);
+    fastImport.destroy(error);
+    throw error;
+  });
+  // Consumers that only await one stream must not see an unhandled rejection from the other path.
+  manifestPromise.catch(() => undefined);
+  return { tar: Readable.from(tar as unknown as AsyncIterable<Buffer>), fastImport, manifest: manifestPromise };
+}
+
+function waitDrain(stream: PassThrough): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onDrain = () => {
+      stream.off('error', onError);
+      stream.off('close', onDrain);
+      resolve();
+    };
+    const onError = (err: Error) => {
+      stream.off('drain', onDrain);
+      reject(err);
+    };
+    stream.once('drain', onDrain);
+    stream.once('close', onDrain);
+    stream.once('error', onError);
+  });
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function gitOut(cwd: string, args: string[]): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const child = spawn('git', args, { cwd, env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.on('error', () => resolve(undefined));
+    child.on('close', (code) => resolve(code === 0 ? out.trim() : undefined));
+  });
+}
+
+/** The top level of the git work tree containing `dir` (read-only git call), if any. */
+export async function gitTopLevel(dir: string): Promise<string | undefined> {
+  const top = await gitOut(dir, ['rev-parse', '--show-toplevel']);
+  return top ? realpath(top).catch(() => top) : undefined;
+}
+
+async function gitHead(dir: string): Promise<string | undefined> {
+  return gitOut(dir, ['rev-parse', '--verify', '-q', 'HEAD']);
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}

@@ -1,0 +1,130 @@
+import { AirlockError } from '../../contracts/errors';
+import type { Disposable } from '../common/disposable';
+
+/** Options of one process run (the shape of `ChannelClient.run`). */
+export interface ShellRunOptions {
+  argv: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  maxOutputBytes?: number;
+  stdin?: Buffer | string | NodeJS.ReadableStream;
+}
+
+/** Outcome of one process run (the shape of `ChannelClient.run`'s result). */
+export interface ShellRunResult {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  truncated: boolean;
+  durationMs: number;
+  outputBytes: number;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+export interface ShellWatchOptions {
+  debounceMs?: number;
+  ignore?: string[];
+}
+
+/**
+ * The port the workspace code talks through: `Pick<ChannelClient, 'run' | 'watch'>`-compatible, so
+ * the same code runs against a sandbox channel and against `LocalShell` (a host temp dir) in tests.
+ */
+export interface WorkspaceShell {
+  run(opts: ShellRunOptions): Promise<ShellRunResult>;
+  watch?(dir: string, listener: (paths: string[]) => void, opts?: ShellWatchOptions): Promise<Disposable>;
+}
+
+/** Where the project copy and Airlock's own state live on the shell's side. */
+export interface WorkspaceLayout {
+  /** The project copy, the agent's cwd. */
+  workDir: string;
+  /** Airlock's state, out of the agent's way: the baseline git dir and the tracking index. */
+  stateDir: string;
+  /** Extra environment for every workspace command (PATH where the shell does not provide one). */
+  env?: Record<string, string>;
+}
+
+/** The layout inside an Airlock sandbox (two volumes, see the Docker driver). */
+export const SANDBOX_LAYOUT: WorkspaceLayout = {
+  workDir: '/workspace',
+  stateDir: '/airlock',
+  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
+};
+
+export function baselineGitDir(layout: WorkspaceLayout): string {
+  return `${layout.stateDir}/baseline.git`;
+}
+
+/** The index `listChanges` refreshes; the baseline commit itself is never touched. */
+export function trackingIndex(layout: WorkspaceLayout): string {
+  return `${layout.stateDir}/changes.index`;
+}
+
+export const BASELINE_REF = 'refs/heads/baseline';
+
+/** Fixed identity and date so that the same project always gives the same baseline commit id. */
+export const BASELINE_IDENT = { name: 'Airlock', email: 'baseline@airlock.invalid', epoch: 946684800 };
+
+/**
+ * Environment for Airlock's git calls: no user or system config (an agent may write `~/.gitconfig`
+ * with `core.fsmonitor`, `diff.external`, pagers…), no prompts, no locale surprises.
+ */
+export function gitEnv(layout: WorkspaceLayout, extra?: Record<string, string>): Record<string, string> {
+  return {
+    ...layout.env,
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_OPTIONAL_LOCKS: '0',
+    LC_ALL: 'C',
+    ...extra,
+  };
+}
+
+/** `git` with the baseline git dir, the project copy as work tree and byte-exact, hook-free settings. */
+export function gitArgv(layout: WorkspaceLayout, args: string[]): string[] {
+  return [
+    'git',
+    `--git-dir=${baselineGitDir(layout)}`,
+    `--work-tree=${layout.workDir}`,
+    '-c', 'safe.directory=*',
+    '-c', 'core.autocrlf=false',
+    '-c', 'core.safecrlf=false',
+    '-c', 'core.symlinks=true',
+    '-c', 'core.filemode=true',
+    '-c', 'core.quotepath=false',
+    '-c', 'core.hooksPath=/dev/null',
+    '-c', 'core.fsmonitor=false',
+    '-c', 'core.untrackedCache=false',
+    '-c', 'core.looseCompression=1',
+    '-c', 'core.bigFileThreshold=16m',
+    '-c', 'diff.noprefix=false',
+    '-c', 'diff.mnemonicPrefix=false',
+    '-c', 'diff.renames=true',
+    '-c', 'diff.renameLimit=2000',
+    '-c', 'color.ui=false',
+    ...args,
+  ];
+}
+
+/** Runs a command and throws a typed error when it fails; returns its stdout. */
+export async function runChecked(shell: WorkspaceShell, opts: ShellRunOptions, what: string, okCodes: number[] = [0]): Promise<ShellRunResult> {
+  const result = await shell.run(opts);
+  if (result.timedOut) {
+    throw new AirlockError('COMMAND_TIMEOUT', `${what} timed out after ${result.durationMs} ms; the sandbox may be overloaded — retry, or raise the timeout.`);
+  }
+  if (result.exitCode === null || !okCodes.includes(result.exitCode)) {
+    const detail = result.stderr.toString('utf8').trim().split('\n').slice(-5).join(' | ');
+    throw new AirlockError(
+      'SANDBOX_FAILED',
+      `${what} failed (exit ${result.exitCode ?? result.signal}): ${detail || 'no error output'}. Check that the sandbox image has git and tar, and that the workspace volume is writable.`,
+    );
+  }
+  return result;
+}
+
+/** Generous output cap for patches and listings; the channel marks truncation, which we refuse. */
+export const LARGE_OUTPUT_BYTES = 1024 * 1024 * 1024;
