@@ -100,11 +100,22 @@ export class ChannelDuplex extends Duplex implements StreamSink {
  * Joins a socket (or any duplex) and a channel stream both ways: half-close travels as END, an
  * error on either side resets the other.
  */
-export function joinSocket(duplex: ChannelDuplex, socket: NodeJS.ReadWriteStream & { destroy(err?: Error): void }): void {
+export function joinSocket(
+  duplex: ChannelDuplex,
+  socket: NodeJS.ReadWriteStream & { destroy(err?: Error): void; resetAndDestroy?(): void },
+): void {
   socket.pipe(duplex);
   duplex.pipe(socket);
   socket.on('error', (err: Error) => duplex.destroy(err));
-  duplex.on('error', () => socket.destroy());
+  duplex.on('error', () => {
+    // Carry the failure on as a TCP reset, so the peer sees ECONNRESET rather than a clean EOF.
+    try {
+      if (socket.resetAndDestroy) socket.resetAndDestroy();
+      else socket.destroy();
+    } catch {
+      socket.destroy();
+    }
+  });
   // A normal close needs nothing: both halves end through the pipes and the duplex cleans up.
   socket.on('close', (hadError?: boolean) => {
     if (hadError && !duplex.destroyed) duplex.destroy(new Error('connection failed'));

@@ -37,8 +37,11 @@ export async function startLocalHelper(opts: { env?: NodeJS.ProcessEnv; node?: s
     readable: child.stdout!,
     writable: child.stdin!,
     close: () => {
+      // EOF makes the helper stop its commands and exit; a stuck one is killed after a grace.
       child.stdin!.end();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      setTimeout(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      }, 3000).unref();
     },
   };
   return {

@@ -22,6 +22,8 @@ export function fromSystemError(err: unknown, what: string): HelperError {
       return new HelperError('FORBIDDEN', `${what}: permission denied (the sandbox user may not access it)`);
     case 'EROFS':
       return new HelperError('FORBIDDEN', `${what}: read-only file system (write under the workspace or /tmp)`);
+    case 'EEXIST':
+      return new HelperError('INVALID_INPUT', `${what}: a path component exists and is not a directory`);
     case 'ENOTDIR':
       return new HelperError('INVALID_INPUT', `${what}: a path component is not a directory`);
     case 'EISDIR':

@@ -84,15 +84,17 @@ function shutdown(reason: string): void {
   shuttingDown = true;
   // The host is gone: nothing the helper started may outlive the channel.
   if (reason !== 'the other side closed the channel') log(`channel closed: ${reason}`);
-  processes.destroyAll();
+  const killed = processes.destroyAll();
   tcp.dispose();
   for (const w of watches.values()) w.dispose();
   watches.clear();
   for (const sink of sinks.values()) sink.remoteReset('channel closed');
   const malformed = /malformed/.test(reason);
-  // Give SIGKILLs a moment to be sent before exiting.
-  setTimeout(() => process.exit(malformed ? 2 : 0), 50).unref();
   output.end();
+  // Exit once every command tree got its SIGKILL (finding escaped descendants reads /proc).
+  const exit = () => process.exit(malformed ? 2 : 0);
+  killed.then(exit, exit);
+  setTimeout(exit, 2000).unref();
 }
 
 function respond(id: number, result: Promise<unknown>): void {

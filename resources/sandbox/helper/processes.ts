@@ -293,11 +293,11 @@ class RunningProcess {
   }
 
   /** Channel gone: nobody is left to receive output; kill everything now. */
-  destroy(): void {
+  destroy(): Promise<void> {
     if (this.timeoutTimer) clearTimeout(this.timeoutTimer);
     if (this.escalateTimer) clearTimeout(this.escalateTimer);
     if (this.lingerTimer) clearTimeout(this.lingerTimer);
-    if (this.pid) void signalTree(this.pid, 'SIGKILL', this.known);
+    return this.pid ? signalTree(this.pid, 'SIGKILL', this.known) : Promise.resolve();
   }
 }
 
@@ -332,8 +332,10 @@ export class ProcessTable {
     return proc;
   }
 
-  destroyAll(): void {
-    for (const proc of this.byStream.values()) proc.destroy();
+  /** Kills every tree; resolves once the signals are sent. */
+  destroyAll(): Promise<void> {
+    const all = [...this.byStream.values()].map((proc) => proc.destroy());
     this.byStream.clear();
+    return Promise.all(all).then(() => undefined);
   }
 }
