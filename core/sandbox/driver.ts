@@ -24,6 +24,8 @@ export interface SandboxSpec {
   image: string;
   limits: SandboxLimits;
   network: NetworkMode;
+  /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
+  labels?: Record<string, string>;
 }
 
 /** A sandbox as the engine knows it, found by label. */
@@ -33,6 +35,8 @@ export interface SandboxInfo {
   kind: IsolationKind;
   state: string;
   createdAt: string;
+  /** `<hostname>:<pid>` of the process that created it, where the driver records one (reaper safety). */
+  owner?: string;
 }
 
 /** A byte stream to the in-sandbox helper (DESIGN.md §4). */
@@ -88,4 +92,9 @@ export interface SandboxDriver {
   destroy(runId: string): Promise<WipeProof>;
   /** All sandboxes this driver owns (label `airlock.run`). */
   list(): Promise<SandboxInfo[]>;
+  /**
+   * Run ids that still own other resources (volumes, networks, disks) — e.g. after a crash between
+   * creating a volume and its container. Optional; the reaper also wipes these.
+   */
+  listRunIds?(): Promise<string[]>;
 }

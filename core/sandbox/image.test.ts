@@ -27,7 +27,7 @@ describe('image build context', () => {
       ex.on('error', reject);
       ex.end(tar);
     });
-    expect(names).toEqual(['Dockerfile', 'payload/', 'payload/agent/agent.js', 'payload/helper.js']);
+    expect(names).toEqual(['Dockerfile', 'payload/', 'payload/agent/agent.js', 'payload/helper.js', 'certs/']);
   });
 
   it('refuses payload paths that escape /opt/airlock', async () => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -36,8 +36,8 @@ export interface EnsureImageResult {
   built: boolean;
 }
 
-/** Content hash of the build inputs: a changed Dockerfile or payload file gives a new tag. */
-export function contextHash(dockerfile: Buffer, payload: SandboxPayload, extra = ''): string {
+/** Content hash of the build inputs: a changed Dockerfile, payload file or host CA gives a new tag. */
+export function contextHash(dockerfile: Buffer, payload: SandboxPayload, extra = '', certs: Record<string, Buffer> = {}): string {
   const h = createHash('sha256');
   h.update('airlock-sandbox-v1\0');
   h.update(extra);
@@ -48,11 +48,46 @@ export function contextHash(dockerfile: Buffer, payload: SandboxPayload, extra =
     h.update(`\0${normalizePayloadPath(name)}\0${content.length}\0`);
     h.update(content);
   }
+  for (const name of Object.keys(certs).sort()) {
+    h.update(`\0cert:${name}\0`);
+    h.update(certs[name] as Buffer);
+  }
   return h.digest('hex').slice(0, 20);
 }
 
-/** A tar build context: the Dockerfile at its root and the payload under `payload/`. */
-export async function buildContextTar(dockerfile: Buffer, payload?: SandboxPayload): Promise<Buffer> {
+/**
+ * CA certificates the host added beyond the public set (Debian/Ubuntu's
+ * /usr/local/share/ca-certificates, and NODE_EXTRA_CA_CERTS when it is not the system bundle), so
+ * a TLS-intercepting proxy that the host trusts works for npm inside the build and the sandbox.
+ */
+export async function hostExtraCaCerts(env: NodeJS.ProcessEnv = process.env): Promise<Record<string, Buffer>> {
+  const out: Record<string, Buffer> = {};
+  if (process.platform !== 'linux') return out;
+  const dir = '/usr/local/share/ca-certificates';
+  try {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (entry.isFile() && entry.name.endsWith('.crt')) out[entry.name] = await readFile(path.join(dir, entry.name));
+    }
+  } catch {
+    // No local CAs.
+  }
+  const extra = env.NODE_EXTRA_CA_CERTS;
+  if (extra && !extra.startsWith('/etc/ssl/') && !extra.startsWith('/etc/pki/')) {
+    try {
+      const content = await readFile(extra);
+      if (content.length < 1024 * 1024 && content.includes('BEGIN CERTIFICATE')) out['node-extra-ca-certs.crt'] = content;
+    } catch {
+      // Unreadable: ignore, as Node itself would warn.
+    }
+  }
+  return out;
+}
+
+/**
+ * A tar build context: the Dockerfile at its root, the payload under `payload/` and host CA
+ * certificates under `certs/` (both directories present whenever a payload is given).
+ */
+export async function buildContextTar(dockerfile: Buffer, payload?: SandboxPayload, certs: Record<string, Buffer> = {}): Promise<Buffer> {
   const p = pack();
   const chunks: Buffer[] = [];
   p.on('data', (c: unknown) => chunks.push(c as Buffer));
@@ -69,6 +104,10 @@ export async function buildContextTar(dockerfile: Buffer, payload?: SandboxPaylo
       const rel = normalizePayloadPath(name);
       const mode = rel.endsWith('.sh') ? 0o755 : 0o644;
       p.entry({ name: `payload/${rel}`, mode, mtime, uid: 0, gid: 0 }, payload.files[name] as Buffer);
+    }
+    p.entry({ name: 'certs/', type: 'directory', mode: 0o755, mtime });
+    for (const name of Object.keys(certs).sort()) {
+      p.entry({ name: `certs/${path.posix.basename(name)}`, mode: 0o644, mtime, uid: 0, gid: 0 }, certs[name] as Buffer);
     }
   }
   p.finalize();
@@ -107,8 +146,9 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
     emit({ phase: 'context', message: 'preparing the sandbox payload', variant: 'base' });
     const payload = await (opts.payload ?? defaultPayload)();
     const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
-    const baseRef = `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload)}`;
-    const base = await buildOnce(engine, baseRef, opts, () => buildContextTar(dockerfile, payload), {}, 'base', emit);
+    const certs = await hostExtraCaCerts();
+    const baseRef = `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload, '', certs)}`;
+    const base = await buildOnce(engine, baseRef, opts, () => buildContextTar(dockerfile, payload, certs), {}, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
 
     const agentsDockerfile = await readFile(path.join(resourcesDir, 'agents.Dockerfile'));

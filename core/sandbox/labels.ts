@@ -3,6 +3,10 @@ export const LABEL_RUN = 'airlock.run';
 export const LABEL_KIND = 'airlock.kind';
 /** Which per-run volume this is (`workspace` or `state`). */
 export const LABEL_VOLUME = 'airlock.volume';
+/** `<hostname>:<pid>` of the creating process, so a reaper in another process leaves live ones alone. */
+export const LABEL_OWNER = 'airlock.owner';
+/** Set on sandboxes started ahead of demand by a warm pool. */
+export const LABEL_POOL = 'airlock.pool';
 
 export type ResourceKind = 'sandbox' | 'volume' | 'network' | 'image';
 

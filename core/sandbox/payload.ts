@@ -12,12 +12,13 @@ interface BundleModule {
   [name: string]: unknown;
 }
 
-async function loadBundle(specifier: string, exportName: string): Promise<SandboxPayload> {
+async function loadBundle(specifier: string, exportName: string, optional = false): Promise<SandboxPayload | undefined> {
   let mod: BundleModule;
   try {
     // Resolved at run time so the sandbox module does not depend on the bundlers at type level.
     mod = (await import(/* @vite-ignore */ specifier)) as BundleModule;
   } catch (err) {
+    if (optional && (err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') return undefined;
     throw new AirlockError('INTERNAL', `The sandbox payload module ${specifier} could not be loaded: ${(err as Error).message}`, { cause: err });
   }
   const build = mod[exportName];
@@ -29,9 +30,10 @@ async function loadBundle(specifier: string, exportName: string): Promise<Sandbo
 export async function defaultPayload(): Promise<SandboxPayload> {
   const [helper, agent] = await Promise.all([
     loadBundle('../channel/helper-bundle', 'buildHelperBundle'),
-    loadBundle('../agents/agent-bundle', 'buildAgentBundle'),
+    // The built-in agent is optional until its bundle exists; the image is usable without it.
+    loadBundle('../agents/agent-bundle', 'buildAgentBundle', true),
   ]);
-  return mergePayloads({ '': helper, agent });
+  return mergePayloads(agent ? { '': helper as SandboxPayload, agent } : { '': helper as SandboxPayload });
 }
 
 /** Merges payloads under sub-directories of /opt/airlock (`''` for the root). */

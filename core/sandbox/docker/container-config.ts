@@ -1,7 +1,8 @@
 import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
-import { LABEL_VOLUME, runLabels } from '../labels';
+import os from 'node:os';
+import { LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -36,6 +37,11 @@ function validateLimits(spec: SandboxSpec): void {
  * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
+/** This process as a sandbox owner: `<hostname>:<pid>`. */
+export function ownerId(): string {
+  return `${os.hostname()}:${process.pid}`;
+}
+
 export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCreateOptions {
   validateLimits(spec);
   const volumes = volumeNames(spec.runId);
@@ -49,7 +55,7 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
     Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
-    Labels: runLabels(spec.runId, 'sandbox'),
+    Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: ownerId(), ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
     OpenStdin: false,

@@ -3,8 +3,8 @@ import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
-import { LABEL_KIND, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, hardenedContainerConfig } from './container-config';
+import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
+import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, hardenedContainerConfig, ownerId } from './container-config';
 import { connectEngine, engineConnectError, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
@@ -89,7 +89,7 @@ export class DockerDriver implements SandboxDriver {
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
-    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString() };
+    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString(), owner: ownerId() };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {
@@ -217,6 +217,7 @@ export class DockerDriver implements SandboxDriver {
         kind: 'docker' as const,
         state: c.State,
         createdAt: new Date(c.Created * 1000).toISOString(),
+        owner: c.Labels[LABEL_OWNER],
       }));
     } catch (err) {
       return this.fail(err, 'Could not list sandboxes');
@@ -227,7 +228,7 @@ export class DockerDriver implements SandboxDriver {
    * Run ids that own volumes or networks but no container (a crash between steps); the reaper
    * removes those too.
    */
-  async runIdsWithResources(): Promise<string[]> {
+  async listRunIds(): Promise<string[]> {
     const docker = await this.docker();
     try {
       const [volumes, networks] = await Promise.all([docker.listVolumes({ filters: { label: [LABEL_RUN] } }), docker.listNetworks({ filters: { label: [LABEL_RUN] } })]);
