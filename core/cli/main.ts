@@ -5,6 +5,13 @@ import { ExitCode, type CliCommand, type CliIo } from './command';
 const commands: Record<string, () => Promise<CliCommand>> = {
   doctor: async () => (await import('./commands/doctor')).doctorCommand,
   sandbox: async () => (await import('./commands/sandbox')).sandboxCommand,
+  run: async () => (await import('./commands/run')).runCommand,
+  runs: async () => (await import('./commands/history')).runsCommand,
+  show: async () => (await import('./commands/history')).showCommand,
+  apply: async () => (await import('./commands/history')).applyCommand,
+  patch: async () => (await import('./commands/history')).patchCommand,
+  audit: async () => (await import('./commands/audit')).auditCommand,
+  serve: async () => (await import('./commands/serve')).serveCommand,
 };
 
 function usage(): string {

@@ -75,6 +75,7 @@ export const RunRecord = z.looseObject({
     .object({
       timeoutSec: z.number().positive().optional(),
       budgetTokens: z.number().int().positive().optional(),
+      budgetUsd: z.number().positive().optional(),
       maxSteps: z.number().int().positive().optional(),
     })
     .default({}),

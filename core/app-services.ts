@@ -1,0 +1,351 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { ChangedFile, DoctorCheck, FileDiff, RunEvent, TerminalChunk } from '../contracts';
+import { AirlockError } from '../contracts/errors';
+import type { ProviderInfo } from '../contracts/keys';
+import type { AuditRecordView } from '../contracts/audit';
+import type { AirlockServices } from './api/services';
+import { verifyAuditLog } from './audit';
+import type { ChannelProcess } from './channel/channel-client';
+import { Emitter, type Event } from './common/disposable';
+import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
+import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
+import { RunTerminal } from './runs/run-terminal';
+import { checkEngine } from './sandbox/sandbox';
+import { fileDiff, listChanges, type FileChange } from './workspace/changes';
+import { snapshotProject } from './workspace/snapshot';
+import { applyRunResult, classifyRisky, patchByFile, patchForFiles } from './runs/run-apply';
+
+function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
+  return (listener) => event((a) => listener(fn(a)));
+}
+
+function toChangedFileView(c: FileChange, risky: Map<string, string>): ChangedFile {
+  return {
+    path: c.path,
+    ...(c.oldPath ? { oldPath: c.oldPath } : {}),
+    status: c.status,
+    binary: c.binary,
+    additions: c.additions,
+    deletions: c.deletions,
+    ...(c.modeChanged ? { modeChange: `${c.oldMode ?? '—'} → ${c.newMode ?? '—'}` } : {}),
+    ...(risky.has(c.path) ? { risky: risky.get(c.path) } : {}),
+  };
+}
+
+interface Shell {
+  runId: string;
+  process: ChannelProcess;
+  terminal: RunTerminal;
+}
+
+/**
+ * The contracts implemented by the real core (DESIGN.md §5). Both transports — Electron IPC and
+ * the loopback WebSocket host — reach the core only through these services and the router.
+ */
+export async function createAirlockServices(opts: AirlockCoreOptions = {}): Promise<AirlockServices> {
+  const core = await createAirlockCore(opts);
+  return servicesFor(core);
+}
+
+export function servicesFor(core: AirlockCore): AirlockServices {
+  const { store, runs, vault, catalog } = core;
+  const terminalData = new Emitter<TerminalChunk>();
+  const shells = new Map<string, Shell>();
+  let shellCounter = 0;
+  let buildCounter = 0;
+  const forwardRunTerminals = runs.onDidTerminalData((c) => terminalData.fire(c));
+
+  async function record(runId: string): Promise<StoredRun> {
+    return (await store.get(runId)) as StoredRun;
+  }
+
+  /** Changed files: live from the sandbox while it exists, else as collected at the end. */
+  async function changes(runId: string): Promise<FileChange[]> {
+    const sandbox = runs.sandboxOf(runId);
+    if (sandbox) {
+      try {
+        return await listChanges(sandbox.channel);
+      } catch {
+        // The sandbox went away between the check and the call: fall back to what was collected.
+      }
+    }
+    try {
+      return JSON.parse(await readFile(path.join(store.paths(runId).artifacts, 'changes.json'), 'utf8')) as FileChange[];
+    } catch {
+      await record(runId); // NOT_FOUND for an unknown run
+      return [];
+    }
+  }
+
+  async function storedPatch(runId: string): Promise<Buffer> {
+    try {
+      return await readFile(store.paths(runId).patch);
+    } catch {
+      const run = await record(runId);
+      throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
+    }
+  }
+
+  async function providerInfo(p: Awaited<ReturnType<typeof catalog.list>>[number]): Promise<ProviderInfo> {
+    const key = await vault.info(p.id);
+    return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
+  }
+
+  async function doctorChecks(): Promise<DoctorCheck[]> {
+    const checks: DoctorCheck[] = [];
+    const engine = await checkEngine();
+    checks.push(
+      engine.ok
+        ? { id: 'docker.engine', label: 'Container engine', status: 'ok', detail: `Docker API ${engine.version ?? ''} at ${engine.endpoint ?? 'default socket'}` }
+        : { id: 'docker.engine', label: 'Container engine', status: 'fail', detail: engine.error?.message ?? 'no engine answers', fix: 'Install and start Docker Engine, Docker Desktop, Colima, OrbStack or Podman; set DOCKER_HOST for a non-default socket.' },
+    );
+    const keychain = await vault.status();
+    checks.push(
+      keychain.available
+        ? { id: 'keychain', label: 'OS keychain', status: 'ok', detail: 'keys are stored in the OS keychain' }
+        : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
+    );
+    if (engine.ok) {
+      const { imageStatus } = await import('./sandbox/image-status');
+      const image = await imageStatus('base');
+      checks.push(
+        image.present
+          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: image.ref }
+          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: `${image.ref} is not built yet`, fix: 'Build it now (a few minutes, once).', fixAction: 'build-image' },
+      );
+    } else {
+      checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
+    }
+    return checks;
+  }
+
+  const services: AirlockServices = {
+    sandboxes: {
+      async doctor() {
+        const checks = await doctorChecks();
+        return { ready: !checks.some((c) => c.status === 'fail'), checks, checkedAt: new Date().toISOString() };
+      },
+      async buildImage({ variant }) {
+        const buildId = `b${++buildCounter}-${randomBytes(3).toString('hex')}`;
+        const started = performance.now();
+        const image = await core.image(variant);
+        return { buildId, image, durationMs: Math.round(performance.now() - started) };
+      },
+      onDidBuildProgress: mapEvent(core.onDidBuildProgress, (p) => ({ buildId: p.variant, phase: p.phase, message: p.message, ...(p.fraction !== undefined ? { fraction: p.fraction } : {}) })),
+    },
+    keys: {
+      list: () => vault.list(),
+      async set({ provider, key, baseUrl, storage }) {
+        await catalog.get(provider); // PROVIDER_UNKNOWN before anything is stored
+        return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
+      },
+      async remove({ provider }) {
+        return { removed: await vault.remove(provider) };
+      },
+      test: ({ provider }) => vault.test(provider),
+      status: () => vault.status(),
+      onDidChange: vault.onDidChange,
+    },
+    providers: {
+      async list() {
+        return Promise.all((await catalog.list()).map(providerInfo));
+      },
+      async add({ id, label, kind, baseUrl, requiresKey, key, models }) {
+        const config = await catalog.add({ id, baseUrl, kind, requiresKey, models, ...(label ? { label } : {}) });
+        if (key) await vault.set(id, key, {});
+        return providerInfo(config);
+      },
+      async remove({ id }) {
+        await vault.remove(id).catch(() => false);
+        return { removed: await catalog.remove(id) };
+      },
+    },
+    runs: {
+      async start(input) {
+        return toRunSummary(await runs.start(input));
+      },
+      async previewExcluded({ projectDir }) {
+        const snap = await snapshotProject(projectDir);
+        return {
+          projectDir: snap.projectDir,
+          excluded: snap.excluded.map((e) => ({ path: e.path, reason: e.reason })),
+          includedFiles: snap.fileCount,
+          includedBytes: snap.totalBytes,
+          isGitRepo: snap.isGit,
+        };
+      },
+      async list({ limit, status }) {
+        const { runs: all } = await store.list();
+        return (all as StoredRun[])
+          .filter((r) => !status || status.includes(r.status))
+          .slice(0, limit ?? all.length)
+          .map(toRunSummary);
+      },
+      async get({ runId }) {
+        return toRunRecordView(await record(runId));
+      },
+      async cancel({ runId }) {
+        return toRunSummary(await runs.cancel(runId));
+      },
+      async delete({ runId }) {
+        if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
+        await record(runId);
+        await store.delete(runId);
+        return { deleted: true };
+      },
+      async approve({ runId, requestId, approved }) {
+        return { accepted: await runs.approve(runId, requestId, approved) };
+      },
+      async events({ runId, afterSeq, limit }) {
+        await record(runId);
+        const events: RunEvent[] = [];
+        let more = false;
+        for await (const e of store.readEvents<RunEvent>(runId)) {
+          if (e.seq <= afterSeq) continue;
+          if (events.length >= limit) {
+            more = true;
+            break;
+          }
+          events.push(e);
+        }
+        const done = !more && !runs.activeRunIds().includes(runId);
+        return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
+      },
+      async openShell({ runId, cols, rows }) {
+        const sandbox = runs.sandboxOf(runId);
+        if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
+        const terminalId = `shell:${runId}:${++shellCounter}`;
+        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalData.fire(c));
+        const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
+        proc.onStdout((d) => terminal.write(d));
+        proc.onStderr((d) => terminal.write(d));
+        void proc.exited.then((e) => {
+          terminal.exit(e.exitCode);
+          shells.delete(terminalId);
+        });
+        shells.set(terminalId, { runId, process: proc, terminal });
+        return { terminalId };
+      },
+      onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
+      onDidEvent: runs.onDidEvent,
+    },
+    diffs: {
+      async list({ runId }) {
+        const files = await changes(runId);
+        const live = runs.sandboxOf(runId) !== undefined;
+        const patch = live ? undefined : await storedPatch(runId).catch(() => undefined);
+        const risky = new Map(classifyRisky(files, patch).map((r) => [r.path, r.reason] as const));
+        const views = files.map((f) => toChangedFileView(f, risky));
+        // Risky files first: they are what the user must look at before applying.
+        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)] };
+      },
+      async file({ runId, path: file, context }): Promise<FileDiff> {
+        const list = await changes(runId);
+        const change = list.find((c) => c.path === file);
+        if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
+        const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
+        if (change.binary || change.tooLarge) return { ...base, diff: '' };
+        const sandbox = runs.sandboxOf(runId);
+        if (sandbox) {
+          const d = await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) });
+          return { ...base, diff: d.diff };
+        }
+        void context;
+        return { ...base, diff: patchByFile(await storedPatch(runId)).get(file) ?? '' };
+      },
+      async apply({ runId, files, mode, branch, targetDir }) {
+        if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
+        const run = await record(runId);
+        const result = await applyRunResult({ store, run, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
+        return result;
+      },
+      async exportPatch({ runId, files, destPath }) {
+        const patch = patchForFiles(await storedPatch(runId), files);
+        const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
+        await mkdir(path.dirname(dest), { recursive: true });
+        await writeFile(dest, patch);
+        return { path: dest, bytes: patch.length, ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+      },
+      onDidChange: runs.onDidChangeFiles,
+    },
+    terminals: {
+      async replay({ terminalId, offset, maxBytes }) {
+        const [kind, runId, n] = terminalId.split(':') as [string, string, string?];
+        const file = kind === 'run' ? path.join(store.paths(runId).dir, 'terminal.log') : path.join(store.paths(runId).dir, `shell-${n}.log`);
+        const { data, total } = await readSlice(file, offset, maxBytes);
+        // Never end a page inside a UTF-8 sequence: back off to the last character boundary.
+        let end = data.length;
+        if (offset + end < total) while (end > 0 && ((data[end] ?? 0) & 0xc0) === 0x80) end--;
+        return { data: data.subarray(0, end).toString('utf8'), nextOffset: offset + end, done: offset + end >= total, totalBytes: total };
+      },
+      async write({ terminalId, data }) {
+        const shell = shells.get(terminalId);
+        if (!shell) return { written: false };
+        shell.process.write(data);
+        return { written: true };
+      },
+      async resize({ terminalId, cols, rows }) {
+        const shell = shells.get(terminalId);
+        if (!shell) return { resized: false };
+        shell.process.resize(cols, rows);
+        return { resized: true };
+      },
+      async close({ terminalId }) {
+        const shell = shells.get(terminalId);
+        if (!shell) return { closed: false };
+        shell.process.kill('SIGHUP');
+        return { closed: true };
+      },
+      onDidData: terminalData.event,
+    },
+    settings: {
+      get: () => core.settings.get(),
+      update: (patch) => core.settings.update(patch),
+      async appInfo() {
+        return { version: process.env.npm_package_version ?? '0.1.0', platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+      },
+      onDidChange: core.settings.onDidChange,
+    },
+    audit: {
+      async verify({ runId }) {
+        const run = await record(runId);
+        const anchor = run.audit && run.audit.count > 0 ? { minCount: run.audit.count, head: run.audit.head, headIndex: run.audit.count - 1 } : {};
+        const result = await verifyAuditLog(store.paths(runId).audit, anchor);
+        return result.ok
+          ? { runId, intact: true, records: result.count }
+          : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason } };
+      },
+      async read({ runId, offset, limit }) {
+        await record(runId);
+        let text = '';
+        try {
+          text = await readFile(store.paths(runId).audit, 'utf8');
+        } catch {
+          // no log yet
+        }
+        const lines = text.split('\n').filter(Boolean);
+        const records: AuditRecordView[] = [];
+        for (const line of lines.slice(offset, offset + limit)) {
+          try {
+            const r = JSON.parse(line) as { seq: number; ts: string; type: string; data: Record<string, unknown>; hash: string };
+            records.push({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash });
+          } catch {
+            // A torn line is reported by verify; reading skips it.
+          }
+        }
+        return { records, total: lines.length };
+      },
+    },
+    async activeRunIds() {
+      return runs.activeRunIds();
+    },
+    async dispose() {
+      forwardRunTerminals.dispose();
+      for (const shell of shells.values()) shell.process.kill('SIGKILL');
+      await core.dispose();
+    },
+  };
+  return services;
+}

@@ -1,0 +1,192 @@
+import { mkdir, readFile, writeFile, rename, open } from 'node:fs/promises';
+import path from 'node:path';
+import os from 'node:os';
+import { AirlockError } from '../contracts/errors';
+import type { Settings } from '../contracts/settings';
+import { getAgentAdapter } from './agents';
+import { Emitter, type Event } from './common/disposable';
+import { airlockHome } from './common/paths';
+import { KeyVault } from './keys/key-vault';
+import { ProviderCatalog } from './keys/provider-catalog';
+import { ModelProxy, vaultResolver } from './proxy/model-proxy';
+import { RunService } from './runs/run-service';
+import { RunStore } from './runs/run-store';
+import type { ImageProgress } from './sandbox/driver';
+import { DockerDriver } from './sandbox/docker/docker-driver';
+import { ensureSandboxImage } from './sandbox/image';
+import { SandboxManager } from './sandbox/sandbox';
+
+export interface AirlockCoreOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Airlock's data directory (default `airlockHome(env)`). */
+  home?: string;
+  /** Reap sandboxes of crashed runs and mark those runs interrupted at start (default true). */
+  recover?: boolean;
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  theme: 'system',
+  notifications: true,
+  transcripts: false,
+  defaultAgent: 'builtin',
+  defaultApproval: 'auto',
+  defaultIsolation: 'container',
+  defaultNetwork: 'none',
+  defaultTimeoutSec: 1800,
+  defaultAllowlist: [],
+};
+
+/** Settings in `<home>/settings.json` (no secrets); written atomically. */
+export class SettingsStore {
+  private readonly file: string;
+  private readonly changed = new Emitter<Settings>();
+  readonly onDidChange: Event<Settings> = this.changed.event;
+
+  constructor(home: string) {
+    this.file = path.join(home, 'settings.json');
+  }
+
+  async get(): Promise<Settings> {
+    try {
+      return { ...DEFAULT_SETTINGS, ...(JSON.parse(await readFile(this.file, 'utf8')) as Partial<Settings>) };
+    } catch {
+      return { ...DEFAULT_SETTINGS };
+    }
+  }
+
+  async update(patch: Partial<Settings>): Promise<Settings> {
+    const next = { ...(await this.get()), ...patch };
+    await mkdir(path.dirname(this.file), { recursive: true });
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    await writeFile(tmp, JSON.stringify(next, null, 2));
+    await rename(tmp, this.file);
+    this.changed.fire(next);
+    return next;
+  }
+}
+
+/**
+ * The engine, wired: key vault + provider catalog, the model proxy, the sandbox managers, the run
+ * store and the run service. Electron-free; `main/`, `airlock serve` and the CLI all build on it.
+ */
+export class AirlockCore {
+  private readonly managers = new Map<string, Promise<SandboxManager>>();
+  private readonly buildProgress = new Emitter<ImageProgress & { variant: string }>();
+  /** Image build progress of any build this core starts. */
+  readonly onDidBuildProgress: Event<ImageProgress & { variant: string }> = this.buildProgress.event;
+  private readonly images = new Map<string, Promise<string>>();
+  runs!: RunService;
+  proxyPort = 0;
+
+  constructor(
+    readonly env: NodeJS.ProcessEnv,
+    readonly home: string,
+    readonly store: RunStore,
+    readonly catalog: ProviderCatalog,
+    readonly vault: KeyVault,
+    readonly proxy: ModelProxy,
+    readonly settings: SettingsStore,
+  ) {}
+
+  /** The sandbox manager of an isolation level; VMs need QEMU (Linux), Lima (macOS) or WSL2. */
+  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager> {
+    let manager = this.managers.get(isolation);
+    if (!manager) {
+      manager = this.createManager(isolation);
+      this.managers.set(isolation, manager);
+      manager.catch(() => this.managers.delete(isolation));
+    }
+    return manager;
+  }
+
+  private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
+    if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
+    throw new AirlockError('VM_UNAVAILABLE', 'VM isolation is not available in this build yet; choose container isolation.');
+  }
+
+  /** The sandbox image for a variant, built once per process when missing (progress is pushed). */
+  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void): Promise<string> {
+    let ref = this.images.get(variant);
+    if (!ref) {
+      ref = ensureSandboxImage({
+        variant,
+        onProgress: (p) => {
+          this.buildProgress.fire({ ...p, variant });
+          onProgress?.(p);
+        },
+      }).then((r) => r.ref);
+      this.images.set(variant, ref);
+      ref.catch(() => this.images.delete(variant));
+    }
+    return ref;
+  }
+
+  async providerFormat(provider: string): Promise<'anthropic' | 'openai'> {
+    const config = await this.catalog.get(provider);
+    return config.kind === 'anthropic' ? 'anthropic' : 'openai';
+  }
+
+  async dispose(): Promise<void> {
+    await this.runs.shutdown();
+    this.runs.dispose();
+    await this.proxy.stop();
+    for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    await this.store.close();
+  }
+}
+
+/** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */
+export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<AirlockCore> {
+  const env = opts.env ?? process.env;
+  const home = opts.home ?? airlockHome(env);
+  await mkdir(home, { recursive: true, mode: 0o700 });
+  const catalog = new ProviderCatalog({ home });
+  const vault = new KeyVault(catalog);
+  const settings = new SettingsStore(home);
+  const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: (await settings.get()).transcripts });
+  const store = new RunStore({ home });
+  const core = new AirlockCore(env, home, store, catalog, vault, proxy, settings);
+  core.proxyPort = (await proxy.start()).port;
+  core.runs = new RunService({
+    store,
+    sandboxes: (isolation) => core.sandboxes(isolation),
+    image: (variant, onProgress) => core.image(variant, onProgress),
+    proxy,
+    proxyPort: core.proxyPort,
+    providerFormat: (p) => core.providerFormat(p),
+    agent: getAgentAdapter,
+  });
+  if (opts.recover !== false) {
+    // Recovery needs the engine; without one there is nothing to reap, and runs are still marked.
+    const managers = [await core.sandboxes('container')];
+    await core.runs.recover(managers).catch(async (err: unknown) => {
+      if (err instanceof AirlockError && err.kind.startsWith('DOCKER_')) return core.runs.recover([]);
+      throw err;
+    });
+  }
+  return core;
+}
+
+/** Reads `length` bytes of a file from `offset` (for terminal log replay). */
+export async function readSlice(file: string, offset: number, length: number): Promise<{ data: Buffer; total: number }> {
+  let handle;
+  try {
+    handle = await open(file, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { data: Buffer.alloc(0), total: 0 };
+    throw err;
+  }
+  try {
+    const { size } = await handle.stat();
+    const n = Math.max(0, Math.min(length, size - offset));
+    const buf = Buffer.alloc(n);
+    if (n) await handle.read(buf, 0, n, offset);
+    return { data: buf, total: size };
+  } finally {
+    await handle.close();
+  }
+}
+
+export const HOST_INFO = { platform: `${os.platform()}-${os.arch()}` };
+
+export { createAirlockServices } from './app-services';

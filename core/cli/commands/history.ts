@@ -1,0 +1,117 @@
+import { parseArgs } from 'node:util';
+import { AirlockError } from '../../../contracts/errors';
+import { createAirlockCore } from '../../app';
+import { servicesFor } from '../../app-services';
+import type { AirlockServices } from '../../api/services';
+import { printChangedFiles, summaryRow, usageLine } from '../run-format';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+
+/** Runs `fn` with the real services (no crash recovery: history commands only read and apply). */
+async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>): Promise<T> {
+  const services = servicesFor(await createAirlockCore({ env: io.env, recover: false }));
+  try {
+    return await fn(services);
+  } finally {
+    await services.dispose();
+  }
+}
+
+function oneRunId(positionals: string[], usage: string): string {
+  const [runId, ...rest] = positionals;
+  if (!runId || rest.length) throw new AirlockError('INVALID_INPUT', `usage: ${usage}`);
+  return runId;
+}
+
+export const runsCommand: CliCommand = {
+  name: 'runs',
+  summary: 'List past and current runs, newest first.',
+  usage: 'airlock runs [--json] [--limit N]',
+  async run(args, io) {
+    const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, limit: { type: 'string' } } });
+    return withServices(io, async (s) => {
+      const runs = await s.runs.list({ ...(values.limit ? { limit: Number(values.limit) } : {}) });
+      if (values.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
+      else if (!runs.length) io.stdout.write("no runs yet — start one with 'airlock run <projectDir> --task \"…\"'\n");
+      else for (const r of runs) io.stdout.write(`${summaryRow(r)}\n`);
+      return ExitCode.ok;
+    });
+  },
+};
+
+export const showCommand: CliCommand = {
+  name: 'show',
+  summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
+  usage: 'airlock show <runId> [--json] [--diff]',
+  async run(args, io) {
+    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, diff: { type: 'boolean' } } });
+    const runId = oneRunId(positionals, showCommand.usage);
+    return withServices(io, async (s) => {
+      const run = await s.runs.get({ runId });
+      const { files } = await s.diffs.list({ runId });
+      if (values.json) {
+        io.stdout.write(`${JSON.stringify({ ...run, files })}\n`);
+        return ExitCode.ok;
+      }
+      const out = io.stdout;
+      out.write(`run ${run.id}  ${run.status}${run.error ? ` (${run.error.kind}: ${run.error.message})` : ''}\n`);
+      out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
+      out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
+      if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
+      if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
+      printChangedFiles(out, files);
+      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
+      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
+      return ExitCode.ok;
+    });
+  },
+};
+
+export const applyCommand: CliCommand = {
+  name: 'apply',
+  summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
+  usage: 'airlock apply <runId> [--to DIR] [--branch NAME] [--files a,b,…] [--json]',
+  async run(args, io) {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' } },
+    });
+    const runId = oneRunId(positionals, applyCommand.usage);
+    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    return withServices(io, async (s) => {
+      const result = await s.diffs.apply({
+        runId,
+        mode: values.branch ? 'branch' : 'working-tree',
+        ...(values.branch ? { branch: values.branch } : {}),
+        ...(files?.length ? { files } : {}),
+        ...(values.to ? { targetDir: values.to } : {}),
+      });
+      if (values.json) io.stdout.write(`${JSON.stringify(result)}\n`);
+      else {
+        for (const p of result.applied) io.stdout.write(`applied  ${p}\n`);
+        for (const c of result.conflicts) io.stdout.write(`REFUSED  ${c.path}: ${c.reason}\n`);
+        if (result.branch) io.stdout.write(`branch ${result.branch} at ${result.commit ?? '?'}\n`);
+        if (result.conflicts.length) io.stdout.write(`${result.conflicts.length} file(s) left untouched because the project changed under them; nothing was overwritten.\n`);
+      }
+      return result.conflicts.length ? ExitCode.conflict : ExitCode.ok;
+    });
+  },
+};
+
+export const patchCommand: CliCommand = {
+  name: 'patch',
+  summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
+  usage: 'airlock patch <runId> [--out FILE] [--files a,b,…]',
+  async run(args, io) {
+    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { out: { type: 'string' }, files: { type: 'string', multiple: true } } });
+    const runId = oneRunId(positionals, patchCommand.usage);
+    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    return withServices(io, async (s) => {
+      const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
+      if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
+      else if (result.text !== undefined) io.stdout.write(result.text);
+      else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);
+      return ExitCode.ok;
+    });
+  },
+};

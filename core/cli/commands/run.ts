@@ -1,0 +1,241 @@
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import type { RunEvent, RunSummary } from '../../../contracts';
+import { AirlockError } from '../../../contracts/errors';
+import { StartRunInput } from '../../../contracts/runs';
+import { createAirlockCore } from '../../app';
+import { servicesFor } from '../../app-services';
+import { isFinal, printChangedFiles, usageLine } from '../run-format';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+
+const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
+       [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
+       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN]… [--key-env VAR] [--json]`;
+
+/**
+ * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
+ * files changed, tokens) or, with `--json`, one JSON event per line and a final summary line.
+ */
+export const runCommand: CliCommand = {
+  name: 'run',
+  summary: 'Run an agent on a copy of a project in a fresh, disposable sandbox.',
+  usage: USAGE,
+  async run(args, io) {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        task: { type: 'string' },
+        agent: { type: 'string' },
+        'custom-command': { type: 'string' },
+        provider: { type: 'string' },
+        model: { type: 'string' },
+        'approve-commands': { type: 'boolean' },
+        timeout: { type: 'string' },
+        'budget-tokens': { type: 'string' },
+        'budget-usd': { type: 'string' },
+        isolation: { type: 'string' },
+        network: { type: 'string' },
+        allow: { type: 'string', multiple: true },
+        'key-env': { type: 'string' },
+        json: { type: 'boolean' },
+      },
+    });
+    const [projectDir, ...extra] = positionals;
+    if (!projectDir || extra.length) throw new AirlockError('INVALID_INPUT', `give one project folder\nusage: ${USAGE}`);
+
+    const core = await createAirlockCore({ env: io.env });
+    const services = servicesFor(core);
+    try {
+      const settings = await core.settings.get();
+      const provider = values.provider ?? settings.defaultProvider ?? 'anthropic';
+      const config = await core.catalog.get(provider);
+      if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
+      const model = values.model ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
+      if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
+      const input = StartRunInput.parse({
+        projectDir,
+        task: values.task ?? '',
+        agent: values.agent ?? settings.defaultAgent,
+        ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
+        provider,
+        model,
+        approval: values['approve-commands'] ? 'ask' : 'auto',
+        isolation: values.isolation ?? settings.defaultIsolation,
+        network: values.network ?? settings.defaultNetwork,
+        ...(values.allow?.length ? { allowlist: values.allow } : {}),
+        limits: {
+          timeoutSec: values.timeout ? Number(values.timeout) : settings.defaultTimeoutSec,
+          ...(values['budget-tokens'] ? { budgetTokens: Number(values['budget-tokens']) } : {}),
+          ...(values['budget-usd'] ? { budgetUsd: Number(values['budget-usd']) } : {}),
+        },
+      });
+      const json = values.json === true;
+      const view = json ? jsonView(io) : liveView(io);
+      const subs = [
+        services.runs.onDidEvent((e) => view.event(e)),
+        services.runs.onDidChangeStatus((s) => view.status(s)),
+      ];
+      const started = await services.runs.start(input);
+      const runId = started.id;
+      view.started(started);
+
+      // Ctrl-C cancels the run (the sandbox is still wiped); a second one leaves at once.
+      let interrupts = 0;
+      const onSigint = () => {
+        if (++interrupts > 1) process.exit(ExitCode.runNotDone);
+        io.stderr.write('\ncancelling — wiping the sandbox (Ctrl-C again to leave now)\n');
+        void services.runs.cancel({ runId });
+      };
+      process.on('SIGINT', onSigint);
+      const approvals = input.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
+      const final = await core.runs.wait(runId);
+      process.off('SIGINT', onSigint);
+      approvals?.close();
+      for (const s of subs) s.dispose();
+
+      const summary = (await services.runs.get({ runId }));
+      const files = (await services.diffs.list({ runId })).files;
+      view.finished(summary, files);
+      return final.status === 'done' ? ExitCode.ok : ExitCode.runNotDone;
+    } finally {
+      await services.dispose();
+    }
+  },
+};
+
+interface RunView {
+  started(s: RunSummary): void;
+  status(s: RunSummary): void;
+  event(e: RunEvent): void;
+  finished(run: Awaited<ReturnType<ReturnType<typeof servicesFor>['runs']['get']>>, files: Awaited<ReturnType<ReturnType<typeof servicesFor>['diffs']['list']>>['files']): void;
+}
+
+function jsonView(io: CliIo): RunView {
+  const line = (o: unknown) => io.stdout.write(`${JSON.stringify(o)}\n`);
+  return {
+    started: (s) => line({ type: 'run_started', runId: s.id }),
+    status: () => undefined, // status transitions are in the event stream already
+    event: (e) => line(e),
+    finished: (run, files) =>
+      line({
+        type: 'summary',
+        runId: run.id,
+        status: run.status,
+        changedFiles: files.map((f) => ({ path: f.path, status: f.status, ...(f.risky ? { risky: f.risky } : {}) })),
+        patchPath: run.patchPath ?? null,
+        usage: run.usage,
+        ...(run.error ? { error: run.error } : {}),
+        wipe: run.wipe ?? null,
+      }),
+  };
+}
+
+function liveView(io: CliIo): RunView {
+  const out = io.stdout;
+  let lastPhase = '';
+  let textOpen = false;
+  const endText = () => {
+    if (textOpen) out.write('\n');
+    textOpen = false;
+  };
+  return {
+    started: (s) => out.write(`run ${s.id}: ${s.agent} with ${s.provider}/${s.model} on ${s.projectDir}\n`),
+    status: (s) => {
+      const phase = `${s.status}${s.phase ? ` — ${s.phase}` : ''}`;
+      if (phase !== lastPhase && !isFinal(s.status)) {
+        endText();
+        out.write(`· ${phase}\n`);
+        lastPhase = phase;
+      }
+    },
+    event: ({ event }) => {
+      switch (event.type) {
+        case 'assistant_text':
+          out.write(event.delta);
+          textOpen = !event.delta.endsWith('\n');
+          break;
+        case 'command_started':
+          endText();
+          out.write(`$ ${event.command}\n`);
+          break;
+        case 'command_output':
+          out.write(event.data);
+          break;
+        case 'command_exited':
+          if (event.exitCode !== 0) out.write(`[exit ${event.exitCode ?? 'killed'}${event.timedOut ? ', timed out' : ''}]\n`);
+          break;
+        case 'file_changed':
+          endText();
+          out.write(`~ changed: ${event.paths.slice(0, 5).join(', ')}${event.paths.length > 5 ? ` (+${event.paths.length - 5})` : ''}\n`);
+          break;
+        case 'approval_request':
+          endText();
+          out.write(`? the agent wants to run: ${event.command}\n  approve? [y/N] `);
+          break;
+        case 'agent_error':
+          endText();
+          out.write(`! ${event.message}\n`);
+          break;
+        case 'finished':
+          endText();
+          out.write(`\n${event.summary}\n`);
+          break;
+        default:
+          break;
+      }
+    },
+    finished: (run, files) => {
+      endText();
+      out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${run.error.message}` : ''}\n`);
+      printChangedFiles(out, files);
+      out.write(`${usageLine(run.usage)}\n`);
+      if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}\n`);
+      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}\n`);
+    },
+  };
+}
+
+/**
+ * Answers approval requests from stdin: each line (`y`/`n` on a TTY prompt, or
+ * `{"approved":true}` with --json) answers the oldest open request. No answer means no run.
+ */
+function answerApprovals(io: CliIo, runId: string, services: ReturnType<typeof servicesFor>, json: boolean): { close(): void } {
+  const rl = createInterface({ input: io.stdin, terminal: false });
+  const waiting: string[] = [];
+  const answers: string[] = [];
+  const settle = () => {
+    while (waiting.length && answers.length) {
+      const requestId = waiting.shift() as string;
+      const approved = parseAnswer(answers.shift() as string, json);
+      void services.runs.approve({ runId, requestId, approved }).catch(() => undefined);
+    }
+  };
+  const sub = services.runs.onDidEvent((e) => {
+    if (e.runId === runId && e.event.type === 'approval_request') {
+      waiting.push(e.event.id);
+      settle();
+    }
+  });
+  rl.on('line', (line) => {
+    answers.push(line);
+    settle();
+  });
+  return {
+    close() {
+      sub.dispose();
+      rl.close();
+    },
+  };
+}
+
+function parseAnswer(line: string, json: boolean): boolean {
+  if (json && line.trim().startsWith('{')) {
+    try {
+      return (JSON.parse(line) as { approved?: unknown }).approved === true;
+    } catch {
+      return false;
+    }
+  }
+  return /^\s*y(es)?\s*$/i.test(line);
+}

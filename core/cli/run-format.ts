@@ -1,0 +1,31 @@
+import type { ChangedFile, RunSummary, Usage } from '../../contracts';
+import { isFinalStatus } from '../../contracts/runs';
+
+export const isFinal = isFinalStatus;
+
+export function usageLine(u: Usage): string {
+  const cost = u.costUsd !== undefined ? `, $${u.costUsd.toFixed(4)}` : '';
+  return `usage: ${u.requests} model call${u.requests === 1 ? '' : 's'}, ${u.inputTokens} in / ${u.outputTokens} out tokens${cost}`;
+}
+
+const MARK: Record<ChangedFile['status'], string> = { added: 'A', modified: 'M', deleted: 'D', renamed: 'R', 'type-changed': 'T' };
+
+/** Changed files, risky ones first with their reason (they are not applied unless named). */
+export function printChangedFiles(out: NodeJS.WritableStream, files: ChangedFile[]): void {
+  if (!files.length) {
+    out.write('no files changed\n');
+    return;
+  }
+  out.write(`${files.length} file${files.length === 1 ? '' : 's'} changed:\n`);
+  for (const f of files) {
+    const stat = f.binary ? 'binary' : `+${f.additions} -${f.deletions}`;
+    const from = f.oldPath ? `${f.oldPath} → ` : '';
+    out.write(`  ${MARK[f.status]} ${from}${f.path}  (${stat}${f.modeChange ? `, mode ${f.modeChange}` : ''})${f.risky ? `\n      ⚠ ${f.risky}` : ''}\n`);
+  }
+}
+
+export function summaryRow(r: RunSummary): string {
+  const cost = r.usage.costUsd !== undefined ? `$${r.usage.costUsd.toFixed(3)}` : `${r.usage.inputTokens + r.usage.outputTokens} tok`;
+  const task = r.task.replace(/\s+/g, ' ').slice(0, 50);
+  return `${r.id}  ${r.status.padEnd(11)} ${r.agent.padEnd(11)} ${cost.padEnd(10)} ${String(r.changedFiles).padStart(3)} files  ${task}`;
+}

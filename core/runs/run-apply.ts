@@ -1,0 +1,70 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { ApplyResult } from '../../contracts/diffs';
+import { AirlockError } from '../../contracts/errors';
+import type { WorkspaceShell } from '../workspace/workspace-shell';
+import type { ApplyBaseline, FileChange } from '../workspace/changes';
+import { applyResult } from '../workspace/apply';
+import { classifyRiskyPaths } from '../workspace/risky-paths';
+import { selectSections, splitPatch } from '../workspace/patch-sections';
+import type { RunStore } from './run-store';
+import type { StoredRun } from './run-view';
+
+/** Per-file diff text of a stored patch, by path (either side of a rename). */
+export function patchByFile(patch: Buffer): Map<string, string> {
+  const byFile = new Map<string, string>();
+  for (const s of splitPatch(patch)) {
+    const text = s.text.toString('utf8');
+    if (s.newPath) byFile.set(s.newPath, text);
+    if (s.oldPath && !byFile.has(s.oldPath)) byFile.set(s.oldPath, text);
+  }
+  return byFile;
+}
+
+/** The part of a patch that touches `files` (all of it without a selection). */
+export function patchForFiles(patch: Buffer, files?: string[]): Buffer {
+  if (!files) return patch;
+  return Buffer.concat(selectSections(splitPatch(patch), files).map((s) => s.text));
+}
+
+/** Review flags for changed files; the patch lets the classifier look inside package.json and kin. */
+export function classifyRisky(changes: FileChange[], patch?: Buffer): Array<{ path: string; reason: string }> {
+  return classifyRiskyPaths(changes.map((c) => c.path), patch);
+}
+
+/**
+ * Applies a finished run's result to its project (or `targetDir`): working tree or a new branch,
+ * three-way where the project moved on, refusing (never overwriting) files that conflict.
+ */
+export async function applyRunResult(opts: {
+  store: RunStore;
+  run: StoredRun;
+  files?: string[];
+  mode: 'working-tree' | 'branch';
+  branch?: string;
+  targetDir?: string;
+}): Promise<ApplyResult> {
+  const paths = opts.store.paths(opts.run.id);
+  let patch: Buffer;
+  let baseline: ApplyBaseline;
+  try {
+    patch = await readFile(paths.patch);
+    baseline = JSON.parse(await readFile(path.join(paths.artifacts, 'baseline.json'), 'utf8')) as ApplyBaseline;
+  } catch {
+    throw new AirlockError('NOT_FOUND', `Run ${opts.run.id} has no collected result to apply (status ${opts.run.status}).`);
+  }
+  const result = await applyResult({
+    projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir,
+    patch,
+    baseline,
+    mode: opts.mode,
+    ...(opts.files ? { files: opts.files } : {}),
+    ...(opts.branch ? { branch: opts.branch } : {}),
+  });
+  await opts.store.update(opts.run.id, {
+    applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
+  });
+  return result;
+}
+
+export type { WorkspaceShell };

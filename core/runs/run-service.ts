@@ -1,0 +1,566 @@
+import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
+import os from 'node:os';
+import { writeFile, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { AgentEvent } from '../../contracts/agent-events';
+import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
+import type { TerminalChunk } from '../../contracts/terminals';
+import { runTerminalId } from '../../contracts/terminals';
+import type { AgentAdapter, AgentCommandContext } from '../agents';
+import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
+import type { ChannelProcess } from '../channel/channel-client';
+import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import type { ModelCallEvent, ModelProxy } from '../proxy/model-proxy';
+import { proxyEnvFor } from '../proxy/model-proxy';
+import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
+import { DEFAULT_LIMITS } from '../sandbox/driver';
+import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
+import { collectResult, watchChanges, type FileChange } from '../workspace/changes';
+import { hydrate } from '../workspace/hydrate';
+import { snapshotProject } from '../workspace/snapshot';
+import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
+import type { RunStore } from './run-store';
+import { RunTerminal } from './run-terminal';
+import type { StoredRun } from './run-view';
+
+/** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
+export interface RunServiceDeps {
+  store: RunStore;
+  /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
+  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager>;
+  /** The image for an agent's variant, built on first use. */
+  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void): Promise<string>;
+  proxy: ModelProxy;
+  /** The model proxy's loopback port on the host. */
+  proxyPort: number;
+  /** Which wire format a provider speaks. */
+  providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
+  agent(kind: StartRunArgs['agent']): AgentAdapter;
+  /**
+   * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
+   * channel); returns the environment the agent needs and what to record.
+   */
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string }): Promise<{ env: Record<string, string>; dispose(): void }>;
+  limits?: SandboxLimits;
+  /** Called after an approval request is raised (desktop notification). */
+  notify?(message: { runId: string; title: string; body: string }): void;
+}
+
+interface LiveRun {
+  id: string;
+  input: StartRunArgs;
+  sandbox?: Sandbox;
+  agentProcess?: ChannelProcess;
+  cancelRequested: boolean;
+  timedOut: boolean;
+  seq: number;
+  audit: AuditLog;
+  terminal: RunTerminal;
+  disposables: DisposableStore;
+  /** Output digest per command id, for the audit record. */
+  commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
+  pendingApprovals: Map<string, string>;
+  agentErrors: Array<{ message: string; status?: number }>;
+  summary?: string;
+  done: Promise<StoredRun>;
+  /** Serialises record updates of this run. */
+  status: RunStatus;
+}
+
+const OWNER = `${os.hostname()}:${process.pid}`;
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether the process that drove a run is gone (so the run was interrupted). */
+function ownerIsGone(owner: string | undefined): boolean {
+  if (!owner) return true;
+  const [host, pidText] = owner.split(':');
+  const pid = Number(pidText);
+  if (host !== os.hostname()) return false; // another machine's run (shared home): leave it alone
+  return pid === process.pid ? false : !isProcessAlive(pid);
+}
+
+function toChangedFile(c: FileChange): ChangedFile {
+  return { path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}), binary: c.binary, additions: c.additions, deletions: c.deletions };
+}
+
+const MAX_TERMINAL_ECHO = 2000;
+
+/**
+ * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
+ * sandbox with its own run token (DESIGN.md §1). Every transition is an event and an audit record;
+ * the sandbox is always wiped and verified gone, also on failure and cancel.
+ */
+export class RunService implements Disposable {
+  private readonly live = new Map<string, LiveRun>();
+  private readonly statusEmitter = new Emitter<StoredRun>();
+  private readonly eventEmitter = new Emitter<RunEvent>();
+  private readonly terminalEmitter = new Emitter<TerminalChunk>();
+  private readonly filesEmitter = new Emitter<{ runId: string }>();
+  private readonly subscriptions = new DisposableStore();
+
+  /** A run changed status, phase, usage, changed-file count or pending approval. */
+  readonly onDidChangeStatus: Event<StoredRun> = this.statusEmitter.event;
+  /** A new numbered event of a live run (also written to its event log). */
+  readonly onDidEvent: Event<RunEvent> = this.eventEmitter.event;
+  /** Terminal output of a live run. */
+  readonly onDidTerminalData: Event<TerminalChunk> = this.terminalEmitter.event;
+  /** The changed files of a live run changed: refetch. */
+  readonly onDidChangeFiles: Event<{ runId: string }> = this.filesEmitter.event;
+
+  constructor(private readonly deps: RunServiceDeps) {
+    this.subscriptions.add(deps.proxy.onDidCall((e) => this.onModelCall(e)));
+  }
+
+  /** Runs still in progress in this process. */
+  activeRunIds(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** A live run's sandbox (for an interactive shell, diffs while running). */
+  sandboxOf(runId: string): Sandbox | undefined {
+    return this.live.get(runId)?.sandbox;
+  }
+
+  /**
+   * Crash recovery: runs left unfinished by a process that is gone are marked `interrupted` and their
+   * sandboxes reaped. Runs owned by another live process are left alone.
+   */
+  async recover(managers: SandboxManager[]): Promise<string[]> {
+    const { runs } = await this.deps.store.list();
+    const interrupted: string[] = [];
+    for (const run of runs as StoredRun[]) {
+      if (TERMINAL_RUN_STATUSES.has(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
+      const audit = await AuditLog.open(this.deps.store.paths(run.id).audit);
+      await audit.append('lifecycle', { from: run.status, to: 'interrupted', reason: 'the process driving the run stopped' });
+      await audit.seal();
+      const updated = (await this.deps.store.update(run.id, {
+        status: 'interrupted',
+        phase: undefined,
+        pendingApproval: undefined,
+        endedAt: new Date().toISOString(),
+        error: { kind: 'CANCELLED', message: 'Airlock stopped while this run was in progress; its sandbox was reaped. The diff saved so far (if any) is kept.' },
+        audit: { count: audit.count, head: audit.head },
+      } as Partial<StoredRun>)) as StoredRun;
+      interrupted.push(run.id);
+      this.statusEmitter.fire(updated);
+    }
+    const liveOwners = new Set((runs as StoredRun[]).filter((r) => !TERMINAL_RUN_STATUSES.has(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
+    for (const manager of managers) {
+      await manager.reapOrphans((runId) => this.live.has(runId) || liveOwners.has(runId));
+    }
+    return interrupted;
+  }
+
+  /** Queues a run and starts it in the background; resolves with the queued record. */
+  async start(input: StartRunArgs): Promise<StoredRun> {
+    const agent = this.deps.agent(input.agent);
+    if (input.approval === 'ask' && !agent.supportsApproval) {
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
+    }
+    const format = await this.deps.providerFormat(input.provider);
+    if (!agent.providerFormats.includes(format)) {
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
+    }
+    const id = newRunId();
+    const now = new Date().toISOString();
+    const record = (await this.deps.store.create({
+      id,
+      task: input.task,
+      projectDir: path.resolve(input.projectDir),
+      agent: input.agent,
+      ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+      provider: input.provider,
+      model: input.model,
+      status: 'queued',
+      approval: input.approval,
+      createdAt: now,
+      updatedAt: now,
+      isolation: { kind: input.isolation === 'vm' ? 'qemu' : 'docker', network: input.network },
+      limits: {
+        timeoutSec: input.limits.timeoutSec,
+        ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),
+        ...(input.limits.budgetUsd ? { budgetUsd: input.limits.budgetUsd } : {}),
+      },
+      owner: OWNER,
+      ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+    } as StoredRun)) as StoredRun;
+    const paths = this.deps.store.paths(id);
+    const audit = await AuditLog.open(paths.audit);
+    await audit.append('run_created', {
+      runId: id,
+      projectDir: record.projectDir,
+      agent: input.agent,
+      provider: input.provider,
+      model: input.model,
+      isolation: input.isolation,
+      network: input.network,
+      approval: input.approval,
+      taskSha256: createHash('sha256').update(input.task).digest('hex'),
+    });
+    await audit.append('lifecycle', { from: null, to: 'queued' });
+    const live: LiveRun = {
+      id,
+      input,
+      cancelRequested: false,
+      timedOut: false,
+      seq: 0,
+      audit,
+      terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
+      disposables: new DisposableStore(),
+      commands: new Map(),
+      pendingApprovals: new Map(),
+      agentErrors: [],
+      status: 'queued',
+      done: Promise.resolve(record),
+    };
+    this.live.set(id, live);
+    live.done = this.execute(live, agent).finally(() => this.live.delete(id));
+    this.statusEmitter.fire(record);
+    return record;
+  }
+
+  /** Resolves with the final record once the run has ended (at once for a finished run). */
+  async wait(runId: string): Promise<StoredRun> {
+    const live = this.live.get(runId);
+    return live ? live.done : ((await this.deps.store.get(runId)) as StoredRun);
+  }
+
+  /** Stops the agent; the diff so far is kept for review and the sandbox is wiped. */
+  async cancel(runId: string): Promise<StoredRun> {
+    const live = this.live.get(runId);
+    if (!live) {
+      const run = (await this.deps.store.get(runId)) as StoredRun;
+      return run; // already finished: nothing to cancel
+    }
+    if (!live.cancelRequested) {
+      live.cancelRequested = true;
+      await this.note(live, 'cancel requested by the user');
+      live.agentProcess?.kill('SIGTERM');
+    }
+    return (await this.deps.store.get(runId)) as StoredRun;
+  }
+
+  /** Answers an approval request of a run in `ask` mode. */
+  async approve(runId: string, requestId: string, approved: boolean): Promise<boolean> {
+    const live = this.live.get(runId);
+    const command = live?.pendingApprovals.get(requestId);
+    if (!live || command === undefined || !live.agentProcess) return false;
+    live.pendingApprovals.delete(requestId);
+    const response: AgentEvent = { type: 'approval_response', id: requestId, approved };
+    live.agentProcess.write(`${JSON.stringify(response)}\n`);
+    await live.audit.append('approval', { id: requestId, command, approved, by: 'user' });
+    this.emitEvent(live, response);
+    await this.update(live, { pendingApproval: undefined } as Partial<StoredRun>);
+    return true;
+  }
+
+  /** Stops every live run (cancel + wipe) and waits for them. */
+  async shutdown(): Promise<void> {
+    const runs = [...this.live.values()];
+    await Promise.all(runs.map((r) => this.cancel(r.id).catch(() => undefined)));
+    await Promise.all(runs.map((r) => r.done.catch(() => undefined)));
+  }
+
+  dispose(): void {
+    this.subscriptions.dispose();
+    void this.shutdown();
+  }
+
+  // --- the run itself -------------------------------------------------------------------------
+
+  private async execute(live: LiveRun, agent: AgentAdapter): Promise<StoredRun> {
+    const { input, id } = live;
+    const wallClock = setTimeout(() => {
+      live.timedOut = true;
+      void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
+      live.agentProcess?.kill('SIGTERM');
+    }, input.limits.timeoutSec * 1000);
+    live.disposables.add(toDisposable(() => clearTimeout(wallClock)));
+    let failure: ErrorInfo | undefined;
+    try {
+      await this.transition(live, 'preparing', 'reading project');
+      const snapshot = await snapshotProject(input.projectDir);
+      if (snapshot.excluded.length) {
+        await live.audit.append('excluded_files', { files: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })) });
+      }
+      await this.update(live, { excluded: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' } as Partial<StoredRun>);
+      this.throwIfStopped(live);
+
+      const image = await this.deps.image(agent.imageVariant, (p) => {
+        if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) } as Partial<StoredRun>);
+      });
+      await this.update(live, { phase: 'starting sandbox' } as Partial<StoredRun>);
+      const manager = await this.deps.sandboxes(input.isolation);
+      const sandbox = await manager.create({
+        runId: id,
+        image,
+        limits: this.deps.limits ?? DEFAULT_LIMITS,
+        network: input.network === 'open' ? 'open' : 'none',
+      });
+      live.sandbox = sandbox;
+      await this.update(live, (r) => ({ ...r, isolation: { ...r.isolation, image, sandboxId: sandbox.info.id } }));
+      await live.audit.append('network', { policy: input.network, ...(input.allowlist ? { allow: input.allowlist } : {}) });
+      this.throwIfStopped(live);
+
+      await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
+      const hydrated = await hydrate(sandbox.channel, snapshot);
+      this.throwIfStopped(live);
+
+      // The model proxy appears inside the sandbox on loopback, through the channel (DESIGN.md §4).
+      const grant = this.deps.proxy.issueToken({
+        runId: id,
+        providers: [input.provider],
+        budget: {
+          ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
+          ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
+        },
+      });
+      live.disposables.add(grant);
+      const exposed = await sandbox.channel.exposeHostService(0, () => connect(this.deps.proxyPort, '127.0.0.1'));
+      live.disposables.add(exposed);
+      let networkEnv: Record<string, string> = {};
+      if (input.network !== 'none' && this.deps.network) {
+        const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: input.projectDir });
+        live.disposables.add(net);
+        networkEnv = net.env;
+      }
+
+      live.disposables.add(
+        await watchChanges(sandbox.channel, (paths) => {
+          this.emitEvent(live, { type: 'file_changed', paths });
+          this.filesEmitter.fire({ runId: id });
+        }),
+      );
+
+      await this.transition(live, 'running', 'agent working');
+      const format = await this.deps.providerFormat(input.provider);
+      const ctx: AgentCommandContext = {
+        task: input.task,
+        model: input.model,
+        providerFormat: format,
+        proxyBaseUrl: `http://127.0.0.1:${exposed.port}`,
+        token: grant.token,
+        approval: input.approval,
+        ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+      };
+      const command = agent.command(ctx);
+      const env = { ...proxyEnvFor(exposed.port, grant.token), ...networkEnv, ...command.env };
+      await this.runAgent(live, agent, command.argv, env, command.cwd);
+
+      await this.transition(live, 'collecting', 'collecting the result');
+      const result = await collectResult(sandbox.channel, {
+        baselineCommit: hydrated.baselineCommit,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+        manifest: hydrated.manifest,
+      });
+      const paths = this.deps.store.paths(id);
+      await mkdir(paths.artifacts, { recursive: true });
+      await writeFile(paths.patch, result.patch);
+      await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
+      await writeFile(path.join(paths.artifacts, 'changes.json'), JSON.stringify(result.changes));
+      if (result.changes.length) {
+        await live.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
+      }
+      await this.update(live, {
+        changedFiles: result.changes.map(toChangedFile),
+        patchPath: paths.patch,
+        baseline: { commit: result.baseline.commit, ...(result.baseline.headCommit ? { headCommit: result.baseline.headCommit } : {}) },
+      } as Partial<StoredRun>);
+    } catch (err) {
+      failure = toErrorInfo(err);
+      if (!(err instanceof AirlockError)) failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
+      await live.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
+    } finally {
+      live.disposables.dispose();
+    }
+    return this.finish(live, failure);
+  }
+
+  /** Starts the agent in the sandbox and pumps its output into events until it exits. */
+  private async runAgent(live: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
+    const sandbox = live.sandbox as Sandbox;
+    const parser = agent.createParser();
+    const proc = sandbox.channel.spawn({ argv, cwd, env });
+    live.agentProcess = proc;
+    if (live.cancelRequested || live.timedOut) proc.kill('SIGTERM');
+    const raw = agent.id !== 'builtin';
+    const pump = new DisposableStore();
+    pump.add(
+      proc.onStdout((chunk) => {
+        if (raw) live.terminal.write(chunk);
+        for (const event of parser.push(chunk)) this.onAgentEvent(live, event);
+      }),
+    );
+    pump.add(proc.onStderr((chunk) => live.terminal.write(chunk)));
+    const exit = await proc.exited;
+    for (const event of parser.end()) this.onAgentEvent(live, event);
+    pump.dispose();
+    live.agentProcess = undefined;
+    if (live.cancelRequested) return;
+    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped. The changes so far are kept for review.`);
+    const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
+    if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budget.message} The changes so far are kept for review.`);
+    if (exit.exitCode !== 0) {
+      const last = live.agentErrors.at(-1)?.message;
+      throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}. The changes so far are kept for review.`);
+    }
+  }
+
+  private onAgentEvent(live: LiveRun, event: AgentEvent): void {
+    switch (event.type) {
+      case 'command_started': {
+        live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
+        live.terminal.write(`\r\n\x1b[1m$ ${event.command.slice(0, MAX_TERMINAL_ECHO)}\x1b[0m\r\n`);
+        break;
+      }
+      case 'command_output': {
+        const c = live.commands.get(event.id);
+        c?.hash.update(event.data);
+        if (c) c.bytes += Buffer.byteLength(event.data);
+        live.terminal.write(event.data.replace(/(?<!\r)\n/g, '\r\n'));
+        break;
+      }
+      case 'command_exited': {
+        const c = live.commands.get(event.id);
+        live.commands.delete(event.id);
+        this.auditLater(live, 'command', {
+          id: event.id,
+          command: c?.command ?? '',
+          cwd: c?.cwd ?? '/workspace',
+          exitCode: event.exitCode,
+          durationMs: event.durationMs,
+          timedOut: event.timedOut,
+          outputBytes: event.outputBytes ?? c?.bytes ?? 0,
+          outputSha256: (c?.hash ?? createHash('sha256')).digest('hex'),
+        });
+        if (event.timedOut) live.terminal.write(`\r\n[airlock: command timed out]\r\n`);
+        break;
+      }
+      case 'approval_request': {
+        live.pendingApprovals.set(event.id, event.command);
+        this.updateLater(live, { pendingApproval: { requestId: event.id, command: event.command, requestedAt: new Date().toISOString() } } as Partial<StoredRun>);
+        this.deps.notify?.({ runId: live.id, title: 'Airlock: approval needed', body: event.command.slice(0, 200) });
+        break;
+      }
+      case 'agent_error':
+        live.agentErrors.push({ message: event.message, ...(event.status !== undefined ? { status: event.status } : {}) });
+        live.terminal.write(`\r\n\x1b[31m[agent error] ${event.message}\x1b[0m\r\n`);
+        break;
+      case 'finished':
+        live.summary = event.summary;
+        break;
+      default:
+        break;
+    }
+    this.emitEvent(live, event);
+  }
+
+  private onModelCall(e: ModelCallEvent): void {
+    const live = this.live.get(e.runId);
+    if (!live) return;
+    this.auditLater(live, 'model_call', {
+      provider: e.provider,
+      model: e.model,
+      status: e.status,
+      latencyMs: Math.round(e.latencyMs),
+      inputTokens: e.inputTokens,
+      outputTokens: e.outputTokens,
+      ...(e.costUsd !== undefined ? { costUsd: e.costUsd } : {}),
+      stream: e.stream,
+    });
+    const usage = this.deps.proxy.usage(e.runId);
+    this.updateLater(live, { usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(usage.costUsd !== undefined ? { costUsd: usage.costUsd } : {}), modelCalls: usage.requests } });
+  }
+
+  /** Final state, wipe (always) and its verification. */
+  private async finish(live: LiveRun, failure: ErrorInfo | undefined): Promise<StoredRun> {
+    await this.transition(live, 'wiping', 'wiping the sandbox');
+    let wipe: StoredRun['wipe'];
+    if (live.sandbox) {
+      try {
+        const proof = await live.sandbox.destroy();
+        wipe = { removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, verifiedAt: proof.verifiedAt };
+        await live.audit.append('wipe', { ...wipe, verified: proof.leftovers.length === 0 });
+        if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
+      } catch (err) {
+        const info = toErrorInfo(err);
+        failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
+        await live.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` });
+      }
+    }
+    this.deps.proxy.revokeRun(live.id);
+    live.terminal.exit(null);
+    await live.terminal.flush();
+    await this.deps.store.flushEvents(live.id);
+    const status: RunStatus = live.cancelRequested ? 'cancelled' : failure ? 'failed' : 'done';
+    await live.audit.append('lifecycle', { from: live.status, to: status, ...(failure ? { reason: failure.message } : {}) });
+    await live.audit.seal();
+    live.status = status;
+    const record = (await this.deps.store.update(live.id, {
+      status,
+      phase: undefined,
+      pendingApproval: undefined,
+      endedAt: new Date().toISOString(),
+      ...(failure && !live.cancelRequested ? { error: failure } : {}),
+      ...(live.summary ? { summary: live.summary } : {}),
+      ...(wipe ? { wipe } : {}),
+      audit: { count: live.audit.count, head: live.audit.head },
+    } as Partial<StoredRun>)) as StoredRun;
+    this.emitEvent(live, { type: 'status', status, ...(failure ? { error: failure } : {}) });
+    await this.deps.store.flushEvents(live.id);
+    this.statusEmitter.fire(record);
+    return record;
+  }
+
+  private throwIfStopped(live: LiveRun): void {
+    if (live.cancelRequested) throw new AirlockError('CANCELLED', 'The run was cancelled.');
+    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s).`);
+  }
+
+  private async transition(live: LiveRun, to: RunStatus, phase?: string): Promise<void> {
+    const from = live.status;
+    live.status = to;
+    await live.audit.append('lifecycle', { from, to });
+    await this.update(live, {
+      status: to,
+      ...(phase ? { phase } : {}),
+      ...(to === 'running' ? { startedAt: new Date().toISOString() } : {}),
+    } as Partial<StoredRun>);
+    this.emitEvent(live, { type: 'status', status: to, ...(phase ? { phase } : {}) });
+  }
+
+  private async update(live: LiveRun, patch: Partial<StoredRun> | ((r: StoredRun) => StoredRun)): Promise<void> {
+    const record = (await this.deps.store.update(live.id, patch as Partial<StoredRun>)) as StoredRun;
+    this.statusEmitter.fire(record);
+  }
+
+  /** Appends without waiting (event handlers); a record after the seal is dropped, never thrown. */
+  private auditLater<T extends AuditRecordType>(live: LiveRun, type: T, data: AuditRecordData[T]): void {
+    live.audit.append(type, data).catch(() => undefined);
+  }
+
+  /** Updates without waiting (event handlers); a failed write is retried by the next update. */
+  private updateLater(live: LiveRun, patch: Partial<StoredRun>): void {
+    this.update(live, patch).catch(() => undefined);
+  }
+
+  private async note(live: LiveRun, message: string): Promise<void> {
+    await live.audit.append('note', { message }).catch(() => undefined);
+  }
+
+  private emitEvent(live: LiveRun, event: RunEventBody): void {
+    const runEvent: RunEvent = { runId: live.id, seq: live.seq++, at: new Date().toISOString(), event };
+    this.deps.store.appendEvents(live.id, [runEvent]);
+    this.eventEmitter.fire(runEvent);
+  }
+}
