@@ -1,0 +1,231 @@
+import type { Socket } from 'node:net';
+import { z } from 'zod';
+import { AirlockError } from '../../contracts/errors';
+import { DisposableStore, Emitter, type Disposable, type Event } from '../common/disposable';
+import type { NetworkMode } from '../sandbox/driver';
+import { formatAllowEntry, toAllowEntry, type AllowEntry } from './allowlist';
+import { EgressProxy, type EgressEvent, type EgressProxyOptions } from './egress-proxy';
+import { derivePresets, PRESET_NAMES, type Preset, type PresetContext } from './presets';
+import { ProjectNetworkStore } from './project-network-store';
+
+/**
+ * A run's network policy (DESIGN.md §2.2):
+ * - `none` (default): loopback only; the model proxy arrives through the channel.
+ * - `allowlist`: egress only through the run's logging egress proxy, to allowed host names.
+ * - `open`: full egress; needs a sandbox created with network `open`, shown with a warning.
+ */
+export const NetworkPolicySchema = z.discriminatedUnion('mode', [
+  z.object({ mode: z.literal('none') }).strict(),
+  z
+    .object({
+      mode: z.literal('allowlist'),
+      /** Presets derived from the host's tool configuration. */
+      presets: z.array(z.enum(PRESET_NAMES)).default([]),
+      /** Custom entries: `host`, `*.example.com`, `host:8443`, or a URL. */
+      allow: z.array(z.string().min(1).max(300)).max(500).default([]),
+    })
+    .strict(),
+  z.object({ mode: z.literal('open') }).strict(),
+]);
+export type NetworkPolicy = z.input<typeof NetworkPolicySchema>;
+
+/** What the channel must offer (ChannelClient satisfies it). */
+export interface PolicyChannel {
+  exposeHostService(sandboxPort: number, connect: () => Socket): Promise<{ port: number } & Disposable>;
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
+}
+
+/** What the policy needs from a sandbox (core/sandbox's Sandbox satisfies it). */
+export interface PolicySandbox {
+  readonly runId: string;
+  readonly channel: PolicyChannel;
+}
+
+export interface ApplyNetworkPolicyOptions {
+  /** The network the sandbox was created with (`SandboxSpec.network`). */
+  sandboxNetwork: NetworkMode;
+  /** The project: its remembered hosts join the allowlist, and "allow for the project" persists there. */
+  projectPath?: string;
+  /** Airlock's data directory (default airlockHome()). */
+  home?: string;
+  /** Where presets read the host's tool configuration (defaults: this process's env, home, cwd). */
+  presetContext?: PresetContext;
+  /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
+  sandboxProxyPort?: number;
+  /** Extra proxy settings (timeouts; tests inject a resolver). */
+  proxyOptions?: Omit<EgressProxyOptions, 'runId' | 'allow' | 'projectStore'>;
+}
+
+/** How the run record shows the policy (and the UI warns for `open`). */
+export interface NetworkRecord {
+  policy: 'none' | 'allowlist' | 'open';
+  /** Allowed entries at the start of the run (`host`, `host:port,port`, `*.domain`). */
+  allow: string[];
+  /** Presets and where their hosts came from. */
+  presets?: Array<{ name: string; allow: string[]; sources: string[]; notes: string[] }>;
+  /** Entries remembered for the project that this run started with. */
+  projectAllow?: string[];
+  /** Non-loopback interfaces seen inside the sandbox when the policy was applied. */
+  interfaces: string[];
+  /** Whether the sandbox has a default route (true only for `open`). */
+  defaultRoute: boolean;
+  /** Shown by the UI beside the run. */
+  warning?: string;
+}
+
+/** The applied policy: environment for processes in the sandbox, the record, and what to tear down. */
+export interface AppliedNetworkPolicy extends Disposable {
+  /** Set on every process started in the sandbox. */
+  env: Record<string, string>;
+  record: NetworkRecord;
+  /** The egress proxy (allowlist only): `allowOnce`, `allowForRun`, `allowForProject`, `entries()`. */
+  proxy?: EgressProxy;
+  /** Every connection attempt through the egress proxy (never fires for `none`/`open`). */
+  onDidConnect: Event<EgressEvent>;
+  /** Stops the proxy and removes the in-sandbox listener. */
+  close(): Promise<void>;
+}
+
+/** Interfaces and routes inside the sandbox, read from procfs through the channel. */
+export async function inspectSandboxNetwork(channel: PolicyChannel): Promise<{ interfaces: string[]; defaultRoute: boolean }> {
+  let dev: string;
+  try {
+    dev = (await channel.readFile('/proc/net/dev', { maxBytes: 1024 * 1024 })).toString('utf8');
+  } catch (err) {
+    throw new AirlockError('SANDBOX_FAILED', `could not read the sandbox's network interfaces: ${(err as Error).message}`, { cause: err });
+  }
+  const interfaces = dev
+    .split('\n')
+    .slice(2)
+    .map((l) => l.split(':')[0]?.trim() ?? '')
+    .filter((n) => n.length > 0 && n !== 'lo');
+  let route = '';
+  try {
+    route = (await channel.readFile('/proc/net/route', { maxBytes: 1024 * 1024 })).toString('utf8');
+  } catch {
+    // No IPv4 routing table (an IPv6-only or very minimal kernel): no default route.
+  }
+  const defaultRoute = route
+    .split('\n')
+    .slice(1)
+    .some((l) => l.trim().split(/\s+/)[1] === '00000000');
+  return { interfaces, defaultRoute };
+}
+
+const OPEN_WARNING =
+  'Open network: processes in this sandbox can reach any address, including your LAN; the model proxy still holds the key.';
+
+/**
+ * Sets up what the sandbox needs for `policy`:
+ * - `none` → nothing (checks the sandbox really has no interface but loopback);
+ * - `allowlist` → starts the run's egress proxy, exposes it inside the sandbox through the channel,
+ *   and returns the proxy variables (`HTTP_PROXY`… and npm's) for every process;
+ * - `open` → nothing to start; refuses a sandbox that was not created with network `open`, and
+ *   records the policy as open with a warning.
+ */
+export async function applyNetworkPolicy(
+  sandbox: PolicySandbox,
+  policy: NetworkPolicy,
+  opts: ApplyNetworkPolicyOptions,
+): Promise<AppliedNetworkPolicy> {
+  const parsed = NetworkPolicySchema.parse(policy);
+  const emitter = new Emitter<EgressEvent>();
+  const store = new DisposableStore();
+  store.add(emitter);
+
+  if (parsed.mode === 'open') {
+    if (opts.sandboxNetwork !== 'open') {
+      throw new AirlockError(
+        'CONFLICT',
+        'the "open" network policy needs a sandbox created with network "open"; start the run again with the open policy',
+      );
+    }
+    const seen = await inspectSandboxNetwork(sandbox.channel);
+    return finish({ env: {}, record: { policy: 'open', allow: [], ...seen, warning: OPEN_WARNING } });
+  }
+
+  // none and allowlist both rely on the sandbox having no route out: a process that ignores the
+  // proxy variables must get nowhere.
+  if (opts.sandboxNetwork !== 'none') {
+    throw new AirlockError(
+      'CONFLICT',
+      `the "${parsed.mode}" network policy needs a sandbox created with network "none" (it has "${opts.sandboxNetwork}")`,
+    );
+  }
+  const seen = await inspectSandboxNetwork(sandbox.channel);
+  if (seen.interfaces.length > 0 || seen.defaultRoute) {
+    throw new AirlockError(
+      'SANDBOX_FAILED',
+      `the sandbox should have only loopback but has ${seen.interfaces.join(', ') || 'a default route'}; it was not isolated — recreate it`,
+    );
+  }
+  if (parsed.mode === 'none') {
+    return finish({ env: {}, record: { policy: 'none', allow: [], ...seen } });
+  }
+
+  const presets: Preset[] = await derivePresets(parsed.presets, opts.presetContext);
+  const custom: AllowEntry[] = parsed.allow.map((e) => toAllowEntry(e));
+  const projectStore = opts.projectPath ? new ProjectNetworkStore(opts.projectPath, opts.home) : undefined;
+  const projectAllow = projectStore ? await projectStore.load() : [];
+  const proxy = await EgressProxy.start({
+    ...opts.proxyOptions,
+    runId: sandbox.runId,
+    allow: [...presets.flatMap((p) => p.entries), ...custom],
+    ...(projectStore ? { projectStore } : {}),
+  });
+  store.add({ dispose: () => void proxy.close() });
+  store.add(proxy.onDidConnect((e) => emitter.fire(e)));
+  let exposed: { port: number } & Disposable;
+  try {
+    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect());
+  } catch (err) {
+    await proxy.close();
+    throw err;
+  }
+  store.add(exposed);
+  const url = `http://127.0.0.1:${exposed.port}`;
+  const noProxy = '127.0.0.1,localhost';
+  const env: Record<string, string> = {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+    // npm reads its own settings first; keep it on the proxy even when a project .npmrc says otherwise.
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    npm_config_noproxy: noProxy,
+  };
+  return finish(
+    {
+      env,
+      record: {
+        policy: 'allowlist',
+        allow: proxy.entries().map(formatAllowEntry),
+        presets: presets.map((p) => ({ name: p.name, allow: p.entries.map(formatAllowEntry), sources: p.sources, notes: p.notes })),
+        ...(projectStore ? { projectAllow: projectAllow.map(formatAllowEntry) } : {}),
+        ...seen,
+      },
+    },
+    proxy,
+  );
+
+  function finish(base: { env: Record<string, string>; record: NetworkRecord }, egress?: EgressProxy): AppliedNetworkPolicy {
+    let closing: Promise<void> | undefined;
+    const close = (): Promise<void> => {
+      closing ??= (async () => {
+        if (egress) await egress.close();
+        store.dispose();
+      })();
+      return closing;
+    };
+    return {
+      ...base,
+      ...(egress ? { proxy: egress } : {}),
+      onDidConnect: emitter.event,
+      close,
+      dispose: () => void close(),
+    };
+  }
+}
