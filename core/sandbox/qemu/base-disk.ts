@@ -1,0 +1,206 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { AirlockError } from '../../../contracts/errors';
+import { runTool, runToolOk } from './run-tool';
+import type { VmPaths } from './vm-paths';
+
+/** Bump when the layout of a base disk changes, so old ones are not reused. */
+const BASE_FORMAT = 'airlock-vm-base/1';
+/** The helper command, as the Docker driver starts it (DESIGN.md §4). */
+export const VM_HELPER_COMMAND = ['node', '/opt/airlock/helper.js'];
+
+/** What the guest init needs to know about the image (written to /opt/airlock-vm/config.sh). */
+export interface GuestUser {
+  uid: number;
+  gid: number;
+  home: string;
+  workdir: string;
+}
+
+export interface BaseDisk {
+  /** Raw ext4 image of the sandbox image's filesystem; read-only, shared by every run of this image version. */
+  path: string;
+  imageId: string;
+  user: GuestUser;
+  sizeBytes: number;
+}
+
+interface ImageConfig {
+  id: string;
+  user: string;
+  env: string[];
+  workdir: string;
+}
+
+async function inspectImage(image: string): Promise<ImageConfig> {
+  const r = await runTool('docker', ['image', 'inspect', image], { timeoutMs: 30_000 });
+  if (r.code !== 0) {
+    if (/no such image/i.test(r.stderr)) {
+      throw new AirlockError('NOT_FOUND', `Image '${image}' is not in the Docker engine. Run \`airlock doctor\` to build the Airlock image (the VM's disk is made from it).`);
+    }
+    throw new AirlockError('VM_UNAVAILABLE', `The VM disk is made from the Docker image '${image}', but Docker could not inspect it: ${r.stderr.trim()}. Start the Docker engine and retry.`);
+  }
+  const parsed = JSON.parse(r.stdout.toString('utf8')) as Array<{ Id: string; Config?: { User?: string; Env?: string[]; WorkingDir?: string } }>;
+  const first = parsed[0];
+  if (!first) throw new AirlockError('NOT_FOUND', `Image '${image}' not found.`);
+  return { id: first.Id, user: first.Config?.User ?? '', env: first.Config?.Env ?? [], workdir: first.Config?.WorkingDir || '/workspace' };
+}
+
+function shellQuote(v: string): string {
+  return `'${v.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Resolves the image's `USER` (name, uid or uid:gid) against its /etc/passwd; root is refused. */
+export function resolveGuestUser(userSpec: string, passwd: string, env: string[], workdir: string): GuestUser {
+  const entries = passwd
+    .split('\n')
+    .map((l) => l.split(':'))
+    .filter((f) => f.length >= 7)
+    .map((f) => ({ name: f[0] as string, uid: Number(f[2]), gid: Number(f[3]), home: f[5] as string }));
+  const [u, g] = (userSpec || '1000').split(':') as [string, string | undefined];
+  const byName = entries.find((e) => e.name === u);
+  const uid = /^\d+$/.test(u) ? Number(u) : byName?.uid;
+  if (uid === undefined) throw new AirlockError('IMAGE_INCOMPATIBLE', `The image's user '${u}' is not in its /etc/passwd.`);
+  if (uid === 0) throw new AirlockError('IMAGE_INCOMPATIBLE', 'The image runs as root; Airlock VMs run the helper as a non-root user. Set USER in the image to a non-root user.');
+  const entry = entries.find((e) => e.uid === uid);
+  const gid = g && /^\d+$/.test(g) ? Number(g) : (entry?.gid ?? uid);
+  const envHome = env.find((e) => e.startsWith('HOME='))?.slice(5);
+  return { uid, gid, home: envHome || entry?.home || '/tmp', workdir };
+}
+
+function envScript(env: string[], user: GuestUser): string {
+  const lines = ['# Environment of the sandbox image (docker image inspect .Config.Env), for the helper.'];
+  const seen = new Set<string>();
+  for (const e of env) {
+    const i = e.indexOf('=');
+    if (i <= 0) continue;
+    const k = e.slice(0, i);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
+    seen.add(k);
+    lines.push(`export ${k}=${shellQuote(e.slice(i + 1))}`);
+  }
+  if (!seen.has('PATH')) lines.push("export PATH='/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'");
+  if (!seen.has('HOME')) lines.push(`export HOME=${shellQuote(user.home)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function configScript(user: GuestUser): string {
+  return [
+    '# Written by core/sandbox/qemu/base-disk.ts; read by /opt/airlock-vm/init.',
+    `AIRLOCK_UID=${user.uid}`,
+    `AIRLOCK_GID=${user.gid}`,
+    `AIRLOCK_HOME_DIR=${shellQuote(user.home)}`,
+    `AIRLOCK_WORKDIR=${shellQuote(user.workdir)}`,
+    `AIRLOCK_HELPER=${shellQuote(VM_HELPER_COMMAND.join(' '))}`,
+    '',
+  ].join('\n');
+}
+
+async function sha256File(file: string): Promise<string> {
+  return createHash('sha256').update(await readFile(file)).digest('hex');
+}
+
+async function exists(p: string): Promise<boolean> {
+  return stat(p).then(
+    () => true,
+    () => false,
+  );
+}
+
+const building = new Map<string, Promise<BaseDisk>>();
+
+/**
+ * The read-only base disk of `image` (one per image version), made on first use:
+ * `docker export` of a container of the image → a directory → `mke2fs -t ext4 -d` (no loop mount,
+ * no root needed for the mount; ownership needs root or `fakeroot`). The guest init, a static
+ * busybox and the image's user/env are added under /opt/airlock-vm.
+ */
+export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?: (message: string) => void): Promise<BaseDisk> {
+  const config = await inspectImage(image);
+  const initPath = path.join(paths.resourcesDir, 'guest-init.sh');
+  const [initHash, busyboxHash] = await Promise.all([
+    sha256File(initPath).catch(() => {
+      throw new AirlockError('VM_UNAVAILABLE', `The guest init script is missing at ${initPath}; reinstall Airlock.`);
+    }),
+    sha256File(paths.busybox).catch(() => {
+      throw new AirlockError('VM_UNAVAILABLE', `VM assets are missing (${paths.busybox}); run scripts/prepare-vm-assets.sh.`);
+    }),
+  ]);
+  const key = createHash('sha256').update(`${BASE_FORMAT}\n${config.id}\n${initHash}\n${busyboxHash}`).digest('hex').slice(0, 20);
+  const diskPath = path.join(paths.baseDir, `${key}.img`);
+  const metaPath = path.join(paths.baseDir, `${key}.json`);
+  if ((await exists(diskPath)) && (await exists(metaPath))) {
+    const meta = JSON.parse(await readFile(metaPath, 'utf8')) as { user: GuestUser; sizeBytes: number };
+    return { path: diskPath, imageId: config.id, user: meta.user, sizeBytes: meta.sizeBytes };
+  }
+  let pending = building.get(key);
+  if (!pending) {
+    pending = buildBaseDisk(image, config, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
+    building.set(key, pending);
+  }
+  return pending;
+}
+
+async function buildBaseDisk(
+  image: string,
+  config: ImageConfig,
+  paths: VmPaths,
+  initPath: string,
+  diskPath: string,
+  metaPath: string,
+  onProgress?: (message: string) => void,
+): Promise<BaseDisk> {
+  await mkdir(paths.baseDir, { recursive: true });
+  const tmpTag = `${process.pid}-${randomBytes(4).toString('hex')}`;
+  const root = path.join(paths.baseDir, `.build-${tmpTag}`);
+  const tmpImg = path.join(paths.baseDir, `.build-${tmpTag}.img`);
+  await mkdir(root, { recursive: true });
+  let containerId = '';
+  try {
+    onProgress?.(`exporting the filesystem of ${image}`);
+    containerId = (await runToolOk('docker', ['create', '--network', 'none', image, 'true'], 'Could not create a container to export the image', { timeoutMs: 60_000 })).stdout.toString().trim();
+    // Unpack and make the file system in one shell, so under fakeroot (non-root) ownership survives.
+    const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+    const script = 'set -e; docker export "$1" | tar -x -C "$2" --numeric-owner';
+    const unpack = isRoot ? ['sh', ['-c', script, 'sh', containerId, root]] : ['fakeroot', ['-s', `${root}.fakeroot`, '--', 'sh', '-c', script, 'sh', containerId, root]];
+    await runToolOk(unpack[0] as string, unpack[1] as string[], 'Could not export the sandbox image for the VM', { timeoutMs: 10 * 60_000 });
+
+    const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
+    const user = resolveGuestUser(config.user, passwd, config.env, config.workdir);
+    const vmDir = path.join(root, 'opt', 'airlock-vm');
+    await mkdir(vmDir, { recursive: true });
+    await copyFile(paths.busybox, path.join(vmDir, 'busybox'));
+    await chmod(path.join(vmDir, 'busybox'), 0o755);
+    await copyFile(initPath, path.join(vmDir, 'init'));
+    await chmod(path.join(vmDir, 'init'), 0o755);
+    await writeFile(path.join(vmDir, 'config.sh'), configScript(user), { mode: 0o644 });
+    await writeFile(path.join(vmDir, 'env.sh'), envScript(config.env, user), { mode: 0o644 });
+    // Mount points the guest init needs on the read-only root.
+    for (const d of ['workspace', 'airlock', 'tmp', 'run', 'proc', 'sys', 'dev']) await mkdir(path.join(root, d), { recursive: true });
+    await mkdir(path.join(root, user.home.replace(/^\/+/, '')), { recursive: true });
+
+    const [du, inodes] = await Promise.all([
+      runToolOk('du', ['-sk', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
+      runToolOk('du', ['-s', '--inodes', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
+    ]);
+    const usedK = Number.parseInt(du.stdout.toString(), 10);
+    const files = Number.parseInt(inodes.stdout.toString(), 10);
+    // Room for ext4 metadata; the root is mounted read-only, so no free space is needed beyond that.
+    const sizeK = Math.ceil(usedK * 1.15) + 64 * 1024;
+    const inodeCount = Math.ceil(files * 1.25) + 4096;
+    onProgress?.(`writing the VM base disk (${Math.round(sizeK / 1024)} MiB)`);
+    const mkfs = ['mke2fs', '-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'airlock-root', '-N', String(inodeCount), '-d', root, tmpImg, `${sizeK}k`];
+    const mk = isRoot ? mkfs : ['fakeroot', '-i', `${root}.fakeroot`, '--', ...mkfs];
+    await runToolOk(mk[0] as string, mk.slice(1), 'Could not write the VM base disk', { timeoutMs: 10 * 60_000 });
+    await chmod(tmpImg, 0o444);
+    const sizeBytes = sizeK * 1024;
+    await writeFile(metaPath, JSON.stringify({ image, imageId: config.id, user, sizeBytes, createdAt: new Date().toISOString() }, null, 2));
+    await rename(tmpImg, diskPath);
+    onProgress?.('VM base disk ready');
+    return { path: diskPath, imageId: config.id, user, sizeBytes };
+  } finally {
+    if (containerId) await runTool('docker', ['rm', '-f', containerId], { timeoutMs: 30_000 }).catch(() => undefined);
+    await Promise.all([rm(root, { recursive: true, force: true }), rm(tmpImg, { force: true }), rm(`${root}.fakeroot`, { force: true })]);
+  }
+}

@@ -1,0 +1,417 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { access, mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { AirlockError } from '../../../contracts/errors';
+import { Emitter, type Event } from '../../common/disposable';
+import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
+import { detectAccel, type AccelProbe, type VmAccel } from './accel';
+import { ensureBaseDisk } from './base-disk';
+import { buildQemuArgs } from './qemu-args';
+import { runTool, runToolOk } from './run-tool';
+import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from './vm-process';
+import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
+
+export interface QemuDriverOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Overrides of the asset / run directories (tests). */
+  paths?: Partial<VmPaths>;
+  /** Default `qemu-system-x86_64`. */
+  qemuBinary?: string;
+  /** Size of the per-run scratch disk holding /workspace, /airlock, /tmp and $HOME. Default 8 GiB (sparse). */
+  diskBytes?: number;
+  /** Wall clock limit of a VM; QEMU is killed after it (and the guest powers off by itself). Default 4 h; 0 = none. */
+  wallClockMs?: number;
+  /** How long create() waits for the helper's first bytes. Default 60 s with KVM/HVF, 240 s under emulation. */
+  bootTimeoutMs?: number;
+  /** Force an accelerator (tests); default: detected. */
+  accel?: VmAccel;
+  /** Progress of the one-time base disk build. */
+  onProgress?: (message: string) => void;
+}
+
+/** A QEMU sandbox also says how it runs the guest. */
+export interface QemuSandboxInfo extends SandboxInfo {
+  kind: 'qemu';
+  /** `kvm`/`hvf`: hardware virtualization; `tcg`: software emulation (much slower). */
+  accel: VmAccel;
+  accelReason: string;
+}
+
+interface RunRecord {
+  runId: string;
+  image: string;
+  createdAt: string;
+  accel: VmAccel;
+}
+
+interface LiveVm {
+  runId: string;
+  files: RunFiles;
+  child: ChildProcess;
+  exited: Promise<void>;
+  /** The channel connection made during boot, handed to the first openChannel(). */
+  firstSocket?: net.Socket;
+  wallClock?: NodeJS.Timeout;
+  stderrTail: string;
+  info: QemuSandboxInfo;
+}
+
+const ID_PREFIX = 'qemu-';
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function exists(p: string): Promise<boolean> {
+  return access(p).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function tail(file: string, bytes = 2000): Promise<string> {
+  const fh = await open(file, 'r').catch(() => undefined);
+  if (!fh) return '';
+  try {
+    const { size } = await fh.stat();
+    const start = Math.max(0, size - bytes);
+    const buf = Buffer.alloc(size - start);
+    await fh.read(buf, 0, buf.length, start);
+    return buf.toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; DESIGN.md §4, issue 6).
+ *
+ * Per run, in `<runsDir>/<runId>/`: a qcow2 overlay over the image's read-only base disk (root, mounted
+ * read-only in the guest), a scratch disk for everything writable, the channel socket, pidfile and
+ * logs. The guest has no NIC; the channel (virtio-serial) carries everything, TCP forwards included.
+ * `destroy` kills QEMU, deletes the directory and verifies that no process and no file remain.
+ */
+export class QemuDriver implements SandboxDriver {
+  readonly kind: IsolationKind = 'qemu';
+  private readonly emitter = new Emitter<SandboxEvent>();
+  readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
+  readonly paths: VmPaths;
+  private readonly qemu: string;
+  private readonly live = new Map<string, LiveVm>();
+  private accelProbe: Promise<AccelProbe> | undefined;
+  private seccompProbe: Promise<boolean> | undefined;
+
+  constructor(private readonly opts: QemuDriverOptions = {}) {
+    this.paths = vmPaths(opts.env, opts.paths);
+    this.qemu = opts.qemuBinary ?? 'qemu-system-x86_64';
+  }
+
+  /** KVM/HVF or TCG, and why (cached). */
+  accel(): Promise<AccelProbe> {
+    if (this.opts.accel) return Promise.resolve({ accel: this.opts.accel, reason: this.opts.accel === 'tcg' ? 'software emulation chosen explicitly' : '' });
+    this.accelProbe ??= detectAccel();
+    return this.accelProbe;
+  }
+
+  private seccomp(): Promise<boolean> {
+    this.seccompProbe ??= runTool(this.qemu, ['-help'], { timeoutMs: 15_000 }).then(
+      (r) => r.stdout.toString().includes('-sandbox'),
+      () => false,
+    );
+    return this.seccompProbe;
+  }
+
+  /** Throws VM_UNAVAILABLE naming what to install when QEMU or the assets are missing. */
+  async checkAvailable(): Promise<void> {
+    const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000 }).catch(() => undefined);
+    if (!r || r.code !== 0) {
+      throw new AirlockError('VM_UNAVAILABLE', `QEMU (${this.qemu}) is not installed: run scripts/prepare-vm-assets.sh, or apt-get install qemu-system-x86 qemu-utils.`);
+    }
+    for (const f of [this.paths.kernel, this.paths.initramfs, this.paths.busybox]) {
+      if (!(await exists(f))) {
+        throw new AirlockError('VM_UNAVAILABLE', `The VM kernel/initramfs are not prepared (${f} is missing): run scripts/prepare-vm-assets.sh.`);
+      }
+    }
+  }
+
+  async create(spec: SandboxSpec): Promise<QemuSandboxInfo> {
+    if (!isSafeRunId(spec.runId)) {
+      throw new AirlockError('INVALID_INPUT', `run id '${spec.runId}' must be letters, digits, '.', '_' or '-' (at most 64).`);
+    }
+    if (spec.network !== 'none') {
+      throw new AirlockError('INVALID_INPUT', `The QEMU sandbox supports only the 'none' network policy (its guest has no network card); got '${spec.network}'.`);
+    }
+    const files = runFiles(this.paths.runsDir, spec.runId);
+    if (Buffer.byteLength(files.channelSocket) > MAX_SOCKET_PATH) {
+      throw new AirlockError('INVALID_INPUT', `The VM run directory path is too long for a Unix socket (${files.channelSocket}); set AIRLOCK_VM_RUNS to a shorter directory.`);
+    }
+    if (this.live.has(spec.runId) || (await exists(files.dir))) {
+      throw new AirlockError('CONFLICT', `A VM for run ${spec.runId} already exists; destroy it first.`);
+    }
+    await this.checkAvailable();
+    const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), ensureBaseDisk(spec.image, this.paths, this.opts.onProgress)]);
+
+    await mkdir(files.dir, { recursive: true, mode: 0o700 });
+    const createdAt = new Date().toISOString();
+    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel };
+    const id = `${ID_PREFIX}${spec.runId}`;
+    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason };
+    let vm: LiveVm | undefined;
+    try {
+      await writeFile(files.record, JSON.stringify(record, null, 2), { mode: 0o600 });
+      const diskBytes = this.opts.diskBytes ?? 8 * 1024 ** 3;
+      await Promise.all([
+        runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', base.path, '-F', 'raw', files.overlay], 'Could not create the VM overlay disk', { timeoutMs: 30_000 }),
+        (async () => {
+          const fh = await open(files.scratch, 'wx', 0o600);
+          await fh.truncate(diskBytes);
+          await fh.close();
+          // Lazy init: formatting a sparse file of any size takes ~0.1 s and writes a few MB.
+          await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', files.scratch], 'Could not format the VM scratch disk', { timeoutMs: 60_000 });
+        })(),
+      ]);
+      const wallClockMs = this.opts.wallClockMs ?? 4 * 3600_000;
+      const args = buildQemuArgs({
+        runId: spec.runId,
+        accel: probe.accel,
+        cpus: spec.limits.cpus,
+        memoryMiB: Math.floor(spec.limits.memoryBytes / (1024 * 1024)),
+        kernel: this.paths.kernel,
+        initramfs: this.paths.initramfs,
+        files,
+        // The host kills the VM at the limit; the guest's own deadline is the backstop if the host died.
+        deadlineSeconds: wallClockMs > 0 ? Math.ceil(wallClockMs / 1000) + 60 : 0,
+        seccomp,
+      });
+      const child = spawn(this.qemu, args, { stdio: ['ignore', 'ignore', 'pipe'], cwd: files.dir });
+      const exited = new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.once('error', () => resolve());
+      });
+      vm = { runId: spec.runId, files, child, exited, stderrTail: '', info };
+      const liveVm = vm;
+      child.stderr?.on('data', (c: Buffer) => {
+        liveVm.stderrTail = (liveVm.stderrTail + c.toString('utf8')).slice(-4000);
+      });
+      child.once('error', (e) => {
+        liveVm.stderrTail += `\n${e.message}`;
+      });
+      this.live.set(spec.runId, vm);
+      this.emitter.fire({ type: 'created', runId: spec.runId, id });
+      if (wallClockMs > 0) {
+        vm.wallClock = setTimeout(() => child.kill('SIGKILL'), wallClockMs);
+        vm.wallClock.unref();
+      }
+      const timeoutMs = this.opts.bootTimeoutMs ?? (probe.accel === 'tcg' ? 240_000 : 60_000);
+      vm.firstSocket = await this.waitForHelper(vm, timeoutMs);
+    } catch (err) {
+      const detail = vm ? await this.bootDiagnostics(vm) : '';
+      await this.destroy(spec.runId).catch(() => undefined);
+      if (err instanceof AirlockError && err.kind !== 'SANDBOX_FAILED') throw err;
+      const msg = err instanceof Error ? err.message : String(err);
+      throw new AirlockError('SANDBOX_FAILED', `The VM for run ${spec.runId} did not start: ${msg}${detail ? `\n${detail}` : ''}`, { cause: err });
+    }
+    info.state = 'running';
+    this.emitter.fire({ type: 'started', runId: spec.runId, id });
+    return { ...info };
+  }
+
+  /** Connects to the channel socket and waits for the helper's first bytes (its hello). */
+  private async waitForHelper(vm: LiveVm, timeoutMs: number): Promise<net.Socket> {
+    const deadline = Date.now() + timeoutMs;
+    let gone = false;
+    void vm.exited.then(() => {
+      gone = true;
+    });
+    // QEMU creates the socket while it initialises; keep trying until then.
+    let socket: net.Socket | undefined;
+    while (!socket) {
+      if (gone) throw new Error(`QEMU exited early (code ${vm.child.exitCode ?? vm.child.signalCode}): ${vm.stderrTail.trim() || 'no error output'}`);
+      if (Date.now() > deadline) throw new Error(`QEMU did not open its channel socket within ${timeoutMs} ms`);
+      socket = await new Promise<net.Socket | undefined>((resolve) => {
+        const s = net.connect(vm.files.channelSocket);
+        s.once('connect', () => resolve(s));
+        s.once('error', () => {
+          s.destroy();
+          resolve(undefined);
+        });
+      });
+      if (!socket) await delay(25);
+    }
+    const s = socket;
+    // Wait for buffered bytes without consuming them ('readable', not 'data'), so the socket is
+    // handed over untouched: once the listener is gone, the next 'data' listener starts the flow.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => finish(new Error(`the helper did not answer within ${timeoutMs} ms (boot too slow? raise bootTimeoutMs)`)), Math.max(0, deadline - Date.now()));
+      const onReadable = () => {
+        if (s.readableLength > 0) finish();
+      };
+      const onClose = () => finish(new Error('the channel closed before the helper answered'));
+      const onExit = () => finish(new Error(`the VM powered off during boot (QEMU exit ${vm.child.exitCode ?? vm.child.signalCode})`));
+      function finish(err?: Error) {
+        clearTimeout(timer);
+        s.off('readable', onReadable);
+        s.off('close', onClose);
+        vm.child.off('exit', onExit);
+        if (err) reject(err);
+        else resolve();
+      }
+      s.on('readable', onReadable);
+      s.once('close', onClose);
+      vm.child.once('exit', onExit);
+    }).catch((err: unknown) => {
+      s.destroy();
+      throw err;
+    });
+    // Let the stream leave paused mode (Node resets it on the next tick after the listener is removed).
+    await new Promise((r) => setImmediate(r));
+    return s;
+  }
+
+  private async bootDiagnostics(vm: LiveVm): Promise<string> {
+    const [consoleTail, helperTail] = await Promise.all([tail(vm.files.console), tail(vm.files.helperLog)]);
+    const parts: string[] = [];
+    if (consoleTail.trim()) parts.push(`guest console (last lines):\n${consoleTail.trim()}`);
+    if (helperTail.trim()) parts.push(`helper stderr (last lines):\n${helperTail.trim()}`);
+    if (vm.stderrTail.trim()) parts.push(`qemu: ${vm.stderrTail.trim()}`);
+    return parts.join('\n');
+  }
+
+  async openChannel(sandboxId: string): Promise<ChannelStream> {
+    const runId = sandboxId.startsWith(ID_PREFIX) ? sandboxId.slice(ID_PREFIX.length) : sandboxId;
+    if (!isSafeRunId(runId)) throw new AirlockError('INVALID_INPUT', `'${sandboxId}' is not a QEMU sandbox id.`);
+    const vm = this.live.get(runId);
+    let socket = vm?.firstSocket;
+    if (vm) vm.firstSocket = undefined;
+    if (!socket) {
+      // A later connection (after the first channel closed, or from another process): the guest
+      // starts a fresh helper for it within a second.
+      const files = runFiles(this.paths.runsDir, runId);
+      const pid = vm?.child.pid ?? (await readPidfile(files.pidfile));
+      if (!pid || !isAlive(pid)) {
+        throw new AirlockError('SANDBOX_FAILED', `The VM of run ${runId} is not running; create a new sandbox.`);
+      }
+      socket = await new Promise<net.Socket>((resolve, reject) => {
+        const s = net.connect(files.channelSocket);
+        s.once('connect', () => resolve(s));
+        s.once('error', (e) => reject(new AirlockError('CHANNEL_CLOSED', `Could not connect to the VM of run ${runId}: ${e.message}`, { cause: e })));
+      });
+    }
+    const s = socket;
+    s.setNoDelay(true);
+    let closed = false;
+    return {
+      readable: s,
+      writable: s,
+      close: () => {
+        if (closed) return;
+        closed = true;
+        s.end();
+        s.destroy();
+      },
+    };
+  }
+
+  /** The last bytes of the helper's stderr and the guest console (diagnostics; never part of the channel). */
+  async logs(runId: string): Promise<{ console: string; helper: string }> {
+    const files = runFiles(this.paths.runsDir, runId);
+    const [c, h] = await Promise.all([tail(files.console, 8000), tail(files.helperLog, 8000)]);
+    return { console: c, helper: h };
+  }
+
+  async destroy(runId: string): Promise<WipeProof> {
+    const t0 = performance.now();
+    if (!isSafeRunId(runId)) throw new AirlockError('INVALID_INPUT', `'${runId}' is not a run id.`);
+    const files = runFiles(this.paths.runsDir, runId);
+    const removed: string[] = [];
+    const vm = this.live.get(runId);
+    if (vm) {
+      if (vm.wallClock) clearTimeout(vm.wallClock);
+      vm.firstSocket?.destroy();
+      if (vm.child.exitCode === null && vm.child.signalCode === null && vm.child.pid) {
+        vm.child.kill('SIGKILL');
+        removed.push(`process:${vm.child.pid}`);
+      }
+      await vm.exited;
+    }
+    // Not started by this process (a crash, another host process): find QEMU by its pidfile.
+    const pid = await readPidfile(files.pidfile);
+    if (pid && pid !== vm?.child.pid && (await isRunQemu(pid, files.dir))) {
+      try {
+        process.kill(pid, 'SIGKILL');
+        removed.push(`process:${pid}`);
+      } catch {
+        // Already gone.
+      }
+      await waitGone(pid, 10_000);
+    }
+    if (await exists(files.dir)) {
+      const names = await readdir(files.dir).catch(() => [] as string[]);
+      await rm(files.dir, { recursive: true, force: true, maxRetries: 3 });
+      removed.push(...names.map((n) => `file:${runId}/${n}`), `dir:${files.dir}`);
+    }
+    this.live.delete(runId);
+    const leftovers = await this.leftovers(runId);
+    const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
+    this.emitter.fire({ type: 'destroyed', runId, proof });
+    return proof;
+  }
+
+  /** What of the run still exists: its directory, or any process naming it. Empty = verified gone. */
+  async leftovers(runId: string): Promise<string[]> {
+    const files = runFiles(this.paths.runsDir, runId);
+    const out: string[] = [];
+    if (await exists(files.dir)) out.push(`dir:${files.dir}`);
+    for (const pid of await processesMentioning(`${files.dir}/`)) out.push(`process:${pid}`);
+    return out;
+  }
+
+  async list(): Promise<QemuSandboxInfo[]> {
+    const names = await readdir(this.paths.runsDir).catch(() => [] as string[]);
+    const out: QemuSandboxInfo[] = [];
+    for (const runId of names) {
+      if (!isSafeRunId(runId)) continue;
+      const files = runFiles(this.paths.runsDir, runId);
+      const st = await stat(files.dir).catch(() => undefined);
+      if (!st?.isDirectory()) continue;
+      const record = await readFile(files.record, 'utf8')
+        .then((t) => JSON.parse(t) as RunRecord)
+        .catch(() => undefined);
+      const pid = await readPidfile(files.pidfile);
+      const running = pid !== undefined && (await isRunQemu(pid, files.dir));
+      const live = this.live.get(runId);
+      out.push({
+        id: `${ID_PREFIX}${runId}`,
+        runId,
+        kind: 'qemu',
+        state: live?.info.state === 'starting' ? 'starting' : running ? 'running' : 'exited',
+        createdAt: record?.createdAt ?? st.mtime.toISOString(),
+        accel: record?.accel ?? 'tcg',
+        accelReason: live?.info.accelReason ?? '',
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Crash reaping (like the Docker reaper): destroys every VM of this driver that this process did
+   * not start and that `isLive` does not claim, e.g. left by a crashed app. Returns the wipe proofs.
+   */
+  async reap(isLive: (runId: string) => boolean = () => false): Promise<WipeProof[]> {
+    const proofs: WipeProof[] = [];
+    for (const sb of await this.list()) {
+      if (this.live.has(sb.runId) || isLive(sb.runId)) continue;
+      const proof = await this.destroy(sb.runId);
+      this.emitter.fire({ type: 'reaped', runId: sb.runId, id: sb.id });
+      proofs.push(proof);
+    }
+    return proofs;
+  }
+
+  /** Kills every VM this process started (app quit); files are left for destroy()/reap(). */
+  dispose(): void {
+    for (const vm of this.live.values()) {
+      if (vm.wallClock) clearTimeout(vm.wallClock);
+      vm.firstSocket?.destroy();
+      vm.child.kill('SIGKILL');
+    }
+    this.emitter.dispose();
+  }
+}

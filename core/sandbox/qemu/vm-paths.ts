@@ -1,0 +1,70 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { airlockHome } from '../../common/paths';
+
+/** Where the QEMU driver keeps its files. */
+export interface VmPaths {
+  /** Kernel, initramfs, busybox and base disks: `$AIRLOCK_VM_ASSETS`, else `<airlockHome()>/vm`. */
+  assetsDir: string;
+  kernel: string;
+  initramfs: string;
+  busybox: string;
+  manifest: string;
+  /** One read-only base disk per image version. */
+  baseDir: string;
+  /** One directory per run (overlay, scratch disk, sockets, pidfile, logs): `$AIRLOCK_VM_RUNS`, else `<assetsDir>/runs`. */
+  runsDir: string;
+  /** resources/vm (guest init script), resolved from this module unless given. */
+  resourcesDir: string;
+}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+export function vmPaths(env: NodeJS.ProcessEnv = process.env, overrides: Partial<VmPaths> = {}): VmPaths {
+  const assetsDir = overrides.assetsDir ?? (env.AIRLOCK_VM_ASSETS ? path.resolve(env.AIRLOCK_VM_ASSETS) : path.join(airlockHome(env), 'vm'));
+  return {
+    assetsDir,
+    kernel: path.join(assetsDir, 'vmlinuz'),
+    initramfs: path.join(assetsDir, 'initramfs.img'),
+    busybox: path.join(assetsDir, 'busybox'),
+    manifest: path.join(assetsDir, 'manifest.json'),
+    baseDir: path.join(assetsDir, 'base'),
+    runsDir: env.AIRLOCK_VM_RUNS ? path.resolve(env.AIRLOCK_VM_RUNS) : path.join(assetsDir, 'runs'),
+    resourcesDir: path.resolve(here, '..', '..', '..', 'resources', 'vm'),
+    ...overrides,
+  };
+}
+
+/** Files of one run; all of them live in `dir`, so deleting `dir` deletes the run. */
+export interface RunFiles {
+  dir: string;
+  overlay: string;
+  scratch: string;
+  channelSocket: string;
+  pidfile: string;
+  console: string;
+  helperLog: string;
+  record: string;
+}
+
+/** Unix socket paths are limited to 104 bytes on macOS, 108 on Linux. */
+export const MAX_SOCKET_PATH = 103;
+
+export function runFiles(runsDir: string, runId: string): RunFiles {
+  const dir = path.join(runsDir, runId);
+  return {
+    dir,
+    overlay: path.join(dir, 'root.qcow2'),
+    scratch: path.join(dir, 'scratch.img'),
+    channelSocket: path.join(dir, 'ch.sock'),
+    pidfile: path.join(dir, 'qemu.pid'),
+    console: path.join(dir, 'console.log'),
+    helperLog: path.join(dir, 'helper.log'),
+    record: path.join(dir, 'run.json'),
+  };
+}
+
+/** Run ids become directory names: keep them to safe characters (contracts/ids.ts RunId fits). */
+export function isSafeRunId(runId: string): boolean {
+  return /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$/.test(runId) && !runId.includes('..');
+}
