@@ -5,9 +5,7 @@ import { build } from 'esbuild';
 /** The built-in agent's source entry (runs inside the sandbox). */
 export const AGENT_ENTRY = fileURLToPath(new URL('../../resources/sandbox/agent/main.ts', import.meta.url));
 
-/** Where the bundle goes in the image; run it as `node /opt/airlock/agent/agent.js`. */
-export const AGENT_DIR_IN_IMAGE = '/opt/airlock/agent';
-export const AGENT_SCRIPT_IN_IMAGE = `${AGENT_DIR_IN_IMAGE}/agent.js`;
+export { AGENT_DIR_IN_IMAGE, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 
 let cached: Promise<{ files: Record<string, Buffer>; hash: string }> | undefined;
 

@@ -1,0 +1,196 @@
+import { describe, expect, it } from 'vitest';
+import { AgentEvent } from '../../contracts/agent-events';
+import type { AgentOutputParser } from './agent-adapter';
+import { createClaudeCodeParser } from './claude-code-adapter';
+import { createCodexParser } from './codex-adapter';
+import { AGENT_IDS, getAgentAdapter } from './index';
+
+const ctx = {
+  task: '-fix the bug',
+  model: 'm-1',
+  providerFormat: 'anthropic' as const,
+  proxyBaseUrl: 'http://127.0.0.1:41000/',
+  token: 'tok-secret-123456',
+  approval: 'auto' as const,
+  maxSteps: 7,
+};
+
+/** Feeds lines split at awkward places (mid-line, mid UTF-8 character) and collects events. */
+function feed(parser: AgentOutputParser, lines: string[]): AgentEvent[] {
+  const bytes = Buffer.from(lines.join('\n') + '\n', 'utf8');
+  const out: AgentEvent[] = [];
+  for (let i = 0; i < bytes.length; i += 7) out.push(...parser.push(bytes.subarray(i, i + 7)));
+  out.push(...parser.end());
+  for (const e of out) AgentEvent.parse(e);
+  return out;
+}
+
+// Shapes as printed by `claude -p --output-format stream-json --verbose` (Claude Code 2.x).
+const claudeLines = [
+  '{"type":"system","subtype":"init","cwd":"/workspace","session_id":"4f1c","tools":["Bash","Edit","Read","Write"],"mcp_servers":[],"model":"claude-sonnet-4-5","permissionMode":"bypassPermissions","apiKeySource":"ANTHROPIC_API_KEY"}',
+  '{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"I will look at the files — ✓."}],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":5}},"parent_tool_use_id":null,"session_id":"4f1c"}',
+  '{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"tool_use","id":"toolu_01","name":"Bash","input":{"command":"ls -la","description":"List files"}}],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":20}},"parent_tool_use_id":null,"session_id":"4f1c"}',
+  '{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01","type":"tool_result","content":"hello.txt\\nREADME.md","is_error":false}]},"parent_tool_use_id":null,"session_id":"4f1c","tool_use_result":{"stdout":"hello.txt\\nREADME.md","stderr":"","interrupted":false,"isImage":false}}',
+  'not json: a stray line from a wrapper',
+  '{"type":"assistant","message":{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_02","name":"Edit","input":{"file_path":"/workspace/hello.txt","old_string":"world","new_string":"airlock"}}]},"parent_tool_use_id":null,"session_id":"4f1c"}',
+  '{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_02","type":"tool_result","content":[{"type":"text","text":"The file /workspace/hello.txt has been updated."}]}]},"parent_tool_use_id":null,"session_id":"4f1c"}',
+  '{"type":"assistant","message":{"id":"msg_3","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_03","name":"Bash","input":{"command":"false"}}]},"session_id":"4f1c"}',
+  '{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_03","type":"tool_result","content":"Error: exit code 1","is_error":true}]},"session_id":"4f1c"}',
+  '{"type":"result","subtype":"success","is_error":false,"duration_ms":5120,"duration_api_ms":4800,"num_turns":4,"result":"Changed the greeting.","session_id":"4f1c","total_cost_usd":0.0123,"usage":{"input_tokens":100,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":40}}',
+];
+
+describe('claude-code parser', () => {
+  it('maps text, tool calls, Bash commands, edits, usage and the result', () => {
+    const events = feed(createClaudeCodeParser(), claudeLines);
+    expect(events.map((e) => e.type)).toEqual([
+      'assistant_text',
+      'tool_call', 'command_started', 'tool_result', 'command_output', 'command_exited',
+      'tool_call', 'tool_result', 'file_changed',
+      'tool_call', 'command_started', 'tool_result', 'command_output', 'command_exited',
+      'usage', 'finished',
+    ]);
+    expect(events[0]).toEqual({ type: 'assistant_text', delta: 'I will look at the files — ✓.' });
+    expect(events[1]).toEqual({ type: 'tool_call', id: 'toolu_01', name: 'Bash', input: { command: 'ls -la', description: 'List files' } });
+    expect(events[2]).toEqual({ type: 'command_started', id: 'toolu_01', command: 'ls -la', cwd: '/workspace' });
+    expect(events[4]).toEqual({ type: 'command_output', id: 'toolu_01', stream: 'stdout', data: 'hello.txt\nREADME.md' });
+    expect(events[5]).toMatchObject({ type: 'command_exited', id: 'toolu_01', exitCode: 0, timedOut: false });
+    expect(events[7]).toEqual({ type: 'tool_result', id: 'toolu_02', ok: true, output: 'The file /workspace/hello.txt has been updated.' });
+    expect(events[8]).toEqual({ type: 'file_changed', paths: ['hello.txt'] });
+    expect(events[11]).toMatchObject({ type: 'tool_result', id: 'toolu_03', ok: false });
+    expect(events[13]).toMatchObject({ type: 'command_exited', id: 'toolu_03', exitCode: 1 });
+    expect(events[14]).toEqual({ type: 'usage', inputTokens: 150, outputTokens: 40, costUsd: 0.0123 });
+    expect(events[15]).toEqual({ type: 'finished', summary: 'Changed the greeting.', reason: 'end_turn' });
+  });
+
+  it('uses partial-message deltas instead of whole text blocks when present', () => {
+    const events = feed(createClaudeCodeParser(), [
+      '{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"session_id":"s"}',
+      '{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}},"session_id":"s"}',
+      '{"type":"assistant","message":{"content":[{"type":"text","text":"Hello"}]},"session_id":"s"}',
+    ]);
+    expect(events).toEqual([
+      { type: 'assistant_text', delta: 'Hel' },
+      { type: 'assistant_text', delta: 'lo' },
+    ]);
+  });
+
+  it('reports an error result and the turn limit', () => {
+    const events = feed(createClaudeCodeParser(), [
+      '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":7,"session_id":"s","usage":{"input_tokens":1,"output_tokens":2}}',
+    ]);
+    expect(events[1]).toMatchObject({ type: 'agent_error', message: expect.stringContaining('error_max_turns') });
+    expect(events[2]).toMatchObject({ type: 'finished', reason: 'max_steps' });
+    const auth = feed(createClaudeCodeParser(), [
+      '{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Please run /login","session_id":"s"}',
+    ]);
+    expect(auth[0]).toMatchObject({ type: 'agent_error', message: expect.stringContaining('Invalid API key') });
+  });
+});
+
+// Shapes as printed by `codex exec --json` (Codex CLI 0.4x and later).
+const codexLines = [
+  '{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}',
+  '{"type":"turn.started"}',
+  '{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"**Looking at the files**"}}',
+  '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}',
+  '{"type":"item.updated","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"hello.txt\\n","exit_code":null,"status":"in_progress"}}',
+  '{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"hello.txt\\nREADME.md\\n","exit_code":0,"status":"completed"}}',
+  '{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"/workspace/hello.txt","kind":"update"},{"path":"src/new.ts","kind":"add"}],"status":"completed"}}',
+  '{"type":"item.completed","item":{"id":"item_3","type":"command_execution","command":"bash -lc \'exit 2\'","aggregated_output":"","exit_code":2,"status":"failed"}}',
+  '{"type":"item.completed","item":{"id":"item_4","type":"agent_message","text":"Updated the greeting."}}',
+  '{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":200,"output_tokens":345}}',
+];
+
+describe('codex parser', () => {
+  it('maps commands (incremental output), file changes, messages, usage and the end of the turn', () => {
+    const events = feed(createCodexParser(), codexLines);
+    expect(events.map((e) => e.type)).toEqual([
+      'tool_call', 'command_started', 'command_output', 'command_output', 'command_exited', 'tool_result',
+      'file_changed',
+      'tool_call', 'command_started', 'command_exited', 'tool_result',
+      'assistant_text', 'usage', 'finished',
+    ]);
+    expect(events[1]).toEqual({ type: 'command_started', id: 'item_1', command: 'bash -lc ls', cwd: '/workspace' });
+    expect(events[2]).toEqual({ type: 'command_output', id: 'item_1', stream: 'stdout', data: 'hello.txt\n' });
+    expect(events[3]).toEqual({ type: 'command_output', id: 'item_1', stream: 'stdout', data: 'README.md\n' });
+    expect(events[4]).toMatchObject({ type: 'command_exited', id: 'item_1', exitCode: 0, timedOut: false });
+    expect(events[5]).toEqual({ type: 'tool_result', id: 'item_1', ok: true, output: 'hello.txt\nREADME.md\n' });
+    expect(events[6]).toEqual({ type: 'file_changed', paths: ['hello.txt', 'src/new.ts'] });
+    expect(events[9]).toMatchObject({ type: 'command_exited', id: 'item_3', exitCode: 2 });
+    expect(events[10]).toMatchObject({ type: 'tool_result', id: 'item_3', ok: false });
+    expect(events[12]).toEqual({ type: 'usage', inputTokens: 1200, outputTokens: 345 });
+    expect(events[13]).toEqual({ type: 'finished', summary: 'Updated the greeting.', reason: 'end_turn' });
+  });
+
+  it('maps errors and a failed turn', () => {
+    const events = feed(createCodexParser(), [
+      '{"type":"error","message":"unexpected status 401 Unauthorized"}',
+      '{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}',
+    ]);
+    expect(events).toEqual([
+      { type: 'agent_error', message: 'Codex: unexpected status 401 Unauthorized' },
+      { type: 'agent_error', message: 'Codex turn failed: unexpected status 401 Unauthorized' },
+      { type: 'finished', summary: '', reason: 'error' },
+    ]);
+  });
+});
+
+describe('builtin parser', () => {
+  it('passes valid events through and drops anything else', () => {
+    const events = feed(getAgentAdapter('builtin').createParser(), [
+      '{"type":"assistant_text","delta":"hi"}',
+      '{"type":"bogus"}',
+      '{"type":"usage","inputTokens":1,"outputTokens":2}',
+    ]);
+    expect(events).toEqual([{ type: 'assistant_text', delta: 'hi' }, { type: 'usage', inputTokens: 1, outputTokens: 2 }]);
+  });
+
+  it('parses a last line without a newline at end()', () => {
+    const p = getAgentAdapter('builtin').createParser();
+    expect(p.push(Buffer.from('{"type":"finished","summary":"x"}'))).toEqual([]);
+    expect(p.end()).toEqual([{ type: 'finished', summary: 'x' }]);
+  });
+});
+
+describe('adapter commands', () => {
+  it('builtin: node on the bundle with the provider settings and the token as key', () => {
+    const cmd = getAgentAdapter('builtin').command(ctx);
+    expect(cmd.argv).toEqual(['node', '/opt/airlock/agent/agent.js']);
+    expect(cmd.env).toMatchObject({
+      AIRLOCK_TASK: '-fix the bug', AIRLOCK_MODEL: 'm-1', AIRLOCK_PROVIDER_FORMAT: 'anthropic', AIRLOCK_MAX_STEPS: '7', AIRLOCK_APPROVAL: 'auto',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:41000', OPENAI_BASE_URL: 'http://127.0.0.1:41000/v1', ANTHROPIC_API_KEY: ctx.token, OPENAI_API_KEY: ctx.token,
+    });
+    // The token travels in env only, never in argv.
+    expect(cmd.argv.join(' ')).not.toContain(ctx.token);
+  });
+
+  it('claude-code: print mode, stream-json, the task after --', () => {
+    const cmd = getAgentAdapter('claude-code').command(ctx);
+    const i = cmd.argv.indexOf('claude');
+    expect(cmd.argv.slice(i)).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', 'm-1', '--max-turns', '7', '--', '-fix the bug']);
+    expect(cmd.env).toMatchObject({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:41000', ANTHROPIC_API_KEY: ctx.token });
+    expect(cmd.argv.join(' ')).not.toContain(ctx.token);
+  });
+
+  it('codex: exec --json with the airlock provider pointed at the proxy', () => {
+    const cmd = getAgentAdapter('codex').command({ ...ctx, providerFormat: 'openai' });
+    expect(cmd.argv).toContain('model_providers.airlock.base_url="http://127.0.0.1:41000/v1"');
+    expect(cmd.argv).toContain('model_providers.airlock.wire_api="responses"');
+    expect(cmd.argv).toContain('model_providers.airlock.env_key="OPENAI_API_KEY"');
+    expect(cmd.argv.slice(-2)).toEqual(['--', '-fix the bug']);
+    expect(cmd.env).toMatchObject({ OPENAI_API_KEY: ctx.token, CODEX_HOME: expect.any(String) });
+    expect(cmd.argv.join(' ')).not.toContain(ctx.token);
+  });
+
+  it('custom: needs a command line and maps nothing', () => {
+    expect(() => getAgentAdapter('custom').command(ctx)).toThrow(/needs a command line/);
+    const cmd = getAgentAdapter('custom').command({ ...ctx, customCommand: 'aider --yes' });
+    expect(cmd.argv).toEqual(['bash', '-lc', 'aider --yes']);
+    expect(getAgentAdapter('custom').createParser().push(Buffer.from('{"type":"assistant_text","delta":"x"}\n'))).toEqual([]);
+  });
+
+  it('knows its agents', () => {
+    expect(AGENT_IDS).toEqual(['builtin', 'claude-code', 'codex', 'custom']);
+    expect(() => getAgentAdapter('gpt-engineer')).toThrow(/Unknown agent/);
+  });
+});

@@ -1,0 +1,131 @@
+import type { AgentEvent } from '../../contracts/agent-events';
+import type { AgentId } from '../runs/run-record';
+
+/** What an adapter needs to build the agent's command line inside the sandbox. */
+export interface AgentCommandContext {
+  task: string;
+  model: string;
+  /** Wire format the proxy speaks to the agent: Anthropic Messages or OpenAI (Chat Completions / Responses). */
+  providerFormat: 'anthropic' | 'openai';
+  /** The proxy as seen from inside the sandbox, WITHOUT `/v1`, e.g. `http://127.0.0.1:41000`. */
+  proxyBaseUrl: string;
+  /** The run token: given to the agent as its API key. Never log it. */
+  token: string;
+  approval: 'auto' | 'ask';
+  maxSteps?: number;
+  /** The command line of the `custom` agent (run with `bash -lc`). */
+  customCommand?: string;
+  /** The project copy inside the sandbox (default `/workspace`). */
+  workspace?: string;
+}
+
+/** The process to start inside the sandbox (cwd: the workspace). `env` holds the token: never log it. */
+export interface AgentCommand {
+  argv: string[];
+  env: Record<string, string>;
+  /** Optional working directory (default: the workspace). */
+  cwd?: string;
+}
+
+/**
+ * Turns an agent's raw output (stdout bytes, any chunking) into Airlock events. Lines that are not
+ * the agent's structured format are ignored here — the caller keeps the raw terminal output anyway.
+ */
+export interface AgentOutputParser {
+  push(chunk: Buffer): AgentEvent[];
+  /** Flushes a last line without a newline, and anything pending. */
+  end(): AgentEvent[];
+}
+
+/** One way of running an agent in the sandbox. */
+export interface AgentAdapter {
+  id: AgentId;
+  /** `agents` = the image variant with the third-party CLIs installed. */
+  imageVariant: 'base' | 'agents';
+  /** Whether approval mode `ask` works (the agent pauses and reads approval_response lines on stdin). */
+  supportsApproval: boolean;
+  /** Provider formats the agent can speak. */
+  providerFormats: readonly ('anthropic' | 'openai')[];
+  command(ctx: AgentCommandContext): AgentCommand;
+  createParser(): AgentOutputParser;
+}
+
+export const DEFAULT_WORKSPACE = '/workspace';
+
+/** Characters of a tool's output kept in a `tool_result` event. */
+export const TOOL_RESULT_CAP = 30_000;
+
+export function capOutput(text: string, cap = TOOL_RESULT_CAP): { output: string; truncated?: true } {
+  return text.length <= cap ? { output: text } : { output: `${text.slice(0, cap)}\n… [cut: ${text.length - cap} more characters]`, truncated: true };
+}
+
+/** A path as the agent reported it, relative to the workspace when it is inside it. */
+export function workspaceRelative(p: string, workspace = DEFAULT_WORKSPACE): string {
+  const root = workspace.endsWith('/') ? workspace : `${workspace}/`;
+  return p.startsWith(root) ? p.slice(root.length) : p;
+}
+
+/**
+ * A parser for JSON-lines output: splits on '\n' across chunks (UTF-8 safe), parses each line and
+ * hands objects to `map`. Non-JSON lines are skipped.
+ */
+export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => []): AgentOutputParser {
+  let pending: Buffer = Buffer.alloc(0);
+  const handle = (line: Buffer): AgentEvent[] => {
+    const text = line.toString('utf8').trim();
+    if (!text.startsWith('{')) return [];
+    let obj: unknown;
+    try {
+      obj = JSON.parse(text);
+    } catch {
+      return [];
+    }
+    if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
+    try {
+      return map(obj as Record<string, unknown>);
+    } catch {
+      // An unexpected shape from a newer CLI version must not break the run.
+      return [];
+    }
+  };
+  return {
+    push(chunk) {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      const out: AgentEvent[] = [];
+      let nl: number;
+      while ((nl = pending.indexOf(0x0a)) >= 0) {
+        out.push(...handle(pending.subarray(0, nl)));
+        pending = pending.subarray(nl + 1);
+      }
+      return out;
+    },
+    end() {
+      const out = pending.length > 0 ? handle(pending) : [];
+      pending = Buffer.alloc(0);
+      return [...out, ...onEnd()];
+    },
+  };
+}
+
+/** Provider settings every agent sees (DESIGN.md §4): both SDK conventions, the run token as key. */
+export function providerEnv(ctx: AgentCommandContext): Record<string, string> {
+  const base = ctx.proxyBaseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return {
+    ANTHROPIC_BASE_URL: base,
+    ANTHROPIC_API_KEY: ctx.token,
+    OPENAI_BASE_URL: `${base}/v1`,
+    OPENAI_API_KEY: ctx.token,
+  };
+}
+
+export function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function num(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+export function obj(v: unknown): Record<string, unknown> | undefined {
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}

@@ -1,0 +1,131 @@
+import type { AgentEvent } from '../../contracts/agent-events';
+import { AGENT_SCRATCH_DIR } from './agent-image-paths';
+import { capOutput, DEFAULT_WORKSPACE, jsonLinesParser, num, obj, providerEnv, str, workspaceRelative, type AgentAdapter } from './agent-adapter';
+
+/** TOML string literal for a `-c key=value` override. */
+function toml(value: string): string {
+  return JSON.stringify(value);
+}
+
+/**
+ * Codex CLI (`@openai/codex`), unchanged, in `codex exec --json` mode. Its built-in OpenAI provider
+ * ignores OPENAI_BASE_URL, so a custom provider `airlock` points it at the proxy (DESIGN.md §7);
+ * Codex's own sandbox is bypassed because Airlock's sandbox is the boundary (Landlock/seccomp
+ * inside a hardened container would only break its commands). No approval mode in exec.
+ */
+export const codexAdapter: AgentAdapter = {
+  id: 'codex',
+  imageVariant: 'agents',
+  supportsApproval: false,
+  providerFormats: ['openai'],
+  command(ctx) {
+    const { OPENAI_BASE_URL, OPENAI_API_KEY } = providerEnv(ctx);
+    const workspace = ctx.workspace ?? DEFAULT_WORKSPACE;
+    const argv = [
+      'codex', 'exec', '--json', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox',
+      '--cd', workspace,
+      '--model', ctx.model,
+      '-c', 'model_provider="airlock"',
+      '-c', `model_providers.airlock.name=${toml('Airlock proxy')}`,
+      '-c', `model_providers.airlock.base_url=${toml(OPENAI_BASE_URL!)}`,
+      '-c', 'model_providers.airlock.env_key="OPENAI_API_KEY"',
+      '-c', 'model_providers.airlock.wire_api="responses"',
+      '--', ctx.task,
+    ];
+    return {
+      // CODEX_HOME must exist; the root filesystem is read-only, so it lives in scratch space.
+      argv: ['sh', '-c', 'mkdir -p "$CODEX_HOME" && exec "$@"', 'sh', ...argv],
+      env: { OPENAI_BASE_URL: OPENAI_BASE_URL!, OPENAI_API_KEY: OPENAI_API_KEY!, CODEX_HOME: `${AGENT_SCRATCH_DIR}/codex` },
+      cwd: workspace,
+    };
+  },
+  createParser() {
+    return createCodexParser();
+  },
+};
+
+/** Maps `codex exec --json` lines (thread.* / turn.* / item.* / error) to events. */
+export function createCodexParser(workspace = DEFAULT_WORKSPACE) {
+  const commands = new Map<string, { startedAt: number; emitted: number }>();
+  let lastMessage = '';
+  const startCommand = (id: string, item: Record<string, unknown>, out: AgentEvent[]) => {
+    if (commands.has(id)) return commands.get(id)!;
+    const command = str(item.command) ?? '';
+    const state = { startedAt: Date.now(), emitted: 0 };
+    commands.set(id, state);
+    out.push({ type: 'tool_call', id, name: 'shell', input: { command } });
+    out.push({ type: 'command_started', id, command, cwd: workspace });
+    return state;
+  };
+  return jsonLinesParser(
+    (o) => {
+      const out: AgentEvent[] = [];
+      const type = str(o.type);
+      if (type === 'item.started' || type === 'item.updated' || type === 'item.completed') {
+        const item = obj(o.item);
+        if (!item) return out;
+        const id = str(item.id) ?? '';
+        const done = type === 'item.completed';
+        switch (item.type) {
+          case 'command_execution': {
+            const state = startCommand(id, item, out);
+            // aggregated_output grows; emit only what is new.
+            const output = str(item.aggregated_output) ?? '';
+            if (output.length > state.emitted) {
+              out.push({ type: 'command_output', id, stream: 'stdout', data: output.slice(state.emitted) });
+              state.emitted = output.length;
+            }
+            if (done) {
+              const exitCode = num(item.exit_code) ?? null;
+              out.push({ type: 'command_exited', id, exitCode, durationMs: Date.now() - state.startedAt, timedOut: false });
+              out.push({ type: 'tool_result', id, ok: exitCode === 0 && item.status !== 'declined', ...capOutput(output) });
+              commands.delete(id);
+            }
+            break;
+          }
+          case 'agent_message':
+            if (done && str(item.text)) {
+              lastMessage = str(item.text)!;
+              out.push({ type: 'assistant_text', delta: `${lastMessage}\n` });
+            }
+            break;
+          case 'file_change': {
+            const changes = Array.isArray(item.changes) ? item.changes : [];
+            const paths = changes.map((c) => str(obj(c)?.path)).filter((p): p is string => !!p).map((p) => workspaceRelative(p, workspace));
+            if (done && item.status !== 'failed' && paths.length > 0) out.push({ type: 'file_changed', paths });
+            break;
+          }
+          case 'mcp_tool_call':
+          case 'web_search': {
+            const name = item.type === 'web_search' ? 'web_search' : `${str(item.server) ?? 'mcp'}.${str(item.tool) ?? 'tool'}`;
+            if (type === 'item.started' || (done && !commands.has(id))) {
+              out.push({ type: 'tool_call', id, name, input: item.type === 'web_search' ? { query: item.query } : item.arguments ?? null });
+            }
+            if (done) {
+              const error = str(obj(item.error)?.message);
+              out.push({ type: 'tool_result', id, ok: !error && item.status !== 'failed', ...capOutput(error ?? JSON.stringify(item.result ?? null)) });
+            }
+            break;
+          }
+        }
+        return out;
+      }
+      switch (type) {
+        case 'turn.completed': {
+          const usage = obj(o.usage);
+          if (usage) out.push({ type: 'usage', inputTokens: num(usage.input_tokens) ?? 0, outputTokens: num(usage.output_tokens) ?? 0 });
+          out.push({ type: 'finished', summary: lastMessage, reason: 'end_turn' });
+          break;
+        }
+        case 'turn.failed':
+          out.push({ type: 'agent_error', message: `Codex turn failed: ${str(obj(o.error)?.message) ?? 'unknown error'}` });
+          out.push({ type: 'finished', summary: lastMessage, reason: 'error' });
+          break;
+        case 'error':
+          out.push({ type: 'agent_error', message: `Codex: ${str(o.message) ?? 'unknown error'}` });
+          break;
+      }
+      return out;
+    },
+  );
+}
