@@ -1,4 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
+import { buildAgentBundle } from '../agents/agent-bundle';
+import { buildHelperBundle } from '../channel/helper-bundle';
 
 /** Files copied into the image under /opt/airlock (paths relative to it), and their content hash. */
 export interface SandboxPayload {
@@ -8,32 +10,10 @@ export interface SandboxPayload {
 
 export type PayloadProvider = () => Promise<SandboxPayload>;
 
-interface BundleModule {
-  [name: string]: unknown;
-}
-
-async function loadBundle(specifier: string, exportName: string, optional = false): Promise<SandboxPayload | undefined> {
-  let mod: BundleModule;
-  try {
-    // Resolved at run time so the sandbox module does not depend on the bundlers at type level.
-    mod = (await import(/* @vite-ignore */ specifier)) as BundleModule;
-  } catch (err) {
-    if (optional && (err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') return undefined;
-    throw new AirlockError('INTERNAL', `The sandbox payload module ${specifier} could not be loaded: ${(err as Error).message}`, { cause: err });
-  }
-  const build = mod[exportName];
-  if (typeof build !== 'function') throw new AirlockError('INTERNAL', `${specifier} does not export ${exportName}()`);
-  return (await (build as () => Promise<SandboxPayload>)()) as SandboxPayload;
-}
-
 /** The helper (at /opt/airlock) plus the built-in agent (at /opt/airlock/agent). */
 export async function defaultPayload(): Promise<SandboxPayload> {
-  const [helper, agent] = await Promise.all([
-    loadBundle('../channel/helper-bundle', 'buildHelperBundle'),
-    // The built-in agent is optional until its bundle exists; the image is usable without it.
-    loadBundle('../agents/agent-bundle', 'buildAgentBundle', true),
-  ]);
-  return mergePayloads(agent ? { '': helper as SandboxPayload, agent } : { '': helper as SandboxPayload });
+  const [helper, agent] = await Promise.all([buildHelperBundle(), buildAgentBundle()]);
+  return mergePayloads({ '': helper, agent });
 }
 
 /** Merges payloads under sub-directories of /opt/airlock (`''` for the root). */

@@ -1,0 +1,242 @@
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import { ChannelClient } from '../channel/channel-client';
+import type { Disposable } from '../common/disposable';
+import { connectEngine, pingEngine, type Engine } from './docker/engine';
+import type { ChannelStream, SandboxDriver, SandboxInfo, SandboxSpec, WipeProof } from './driver';
+import { LABEL_POOL } from './labels';
+
+/**
+ * A started sandbox with its channel connected and the helper's hello checked. Destroying it wipes
+ * everything labelled with its run and returns the proof.
+ */
+export class Sandbox implements Disposable {
+  private destroying: Promise<WipeProof> | undefined;
+
+  constructor(
+    /** What the engine knows; `info.runId` is the label its resources carry (see `runId`). */
+    readonly info: SandboxInfo,
+    readonly channel: ChannelClient,
+    /** @internal The byte stream under the channel (closed on destroy). */
+    readonly stream: ChannelStream,
+    private readonly driver: SandboxDriver,
+    private readonly onDestroyed: (s: Sandbox) => void,
+    /** The run this sandbox serves. Differs from `info.runId` when it came from the warm pool. */
+    readonly runId: string = info.runId,
+  ) {}
+
+  /** The helper's stderr tail, for diagnostics when something went wrong. */
+  helperDiagnostics(): string {
+    return this.stream.stderrTail?.() ?? '';
+  }
+
+  /** Closes the channel, removes the sandbox and its volumes, and verifies nothing is left. Idempotent. */
+  destroy(): Promise<WipeProof> {
+    this.destroying ??= (async () => {
+      this.channel.dispose();
+      this.stream.close();
+      try {
+        return await this.driver.destroy(this.info.runId);
+      } finally {
+        this.onDestroyed(this);
+      }
+    })();
+    return this.destroying;
+  }
+
+  /** Fire-and-forget destroy (for DisposableStore); await `destroy()` to get the proof. */
+  dispose(): void {
+    this.destroy().catch(() => undefined);
+  }
+}
+
+export interface SandboxManagerOptions {
+  /** How long the helper may take to say hello (default 15 s; first start after a build is slowest). */
+  helloTimeoutMs?: number;
+}
+
+function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
+  return JSON.stringify([spec.image, spec.network, spec.limits.memoryBytes, spec.limits.cpus, spec.limits.pids]);
+}
+
+/** A label id for pooled sandboxes: shaped like a run id so every engine accepts it in names. */
+function poolRunId(): string {
+  return `w-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Creates sandboxes (create → start → channel → hello), keeps an optional warm pool of pre-started
+ * ones, and reaps sandboxes left behind by runs that are no longer live.
+ */
+export class SandboxManager implements Disposable {
+  private readonly live = new Set<Sandbox>();
+  private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
+  private readonly refills = new Set<Promise<void>>();
+  private disposed = false;
+
+  constructor(
+    readonly driver: SandboxDriver,
+    private readonly opts: SandboxManagerOptions = {},
+  ) {}
+
+  /**
+   * A ready sandbox for `spec`: from the warm pool when one matches (then `sandbox.runId` is
+   * `spec.runId` and `info.runId` the pool label), else freshly created. Anything half-made is
+   * wiped before the error is thrown.
+   */
+  async create(spec: SandboxSpec): Promise<Sandbox> {
+    if (this.disposed) throw new AirlockError('CANCELLED', 'the sandbox manager is shut down');
+    const entry = this.pool.get(poolKey(spec));
+    const warm = entry?.ready.shift();
+    if (entry && warm) {
+      this.refill(entry);
+      if (!warm.channel.isClosed) {
+        const claimed = new Sandbox(warm.info, warm.channel, warm.stream, this.driver, (s) => this.live.delete(s), spec.runId);
+        this.live.add(claimed);
+        return claimed;
+      }
+      warm.dispose();
+    }
+    const sandbox = await this.start(spec);
+    this.live.add(sandbox);
+    return sandbox;
+  }
+
+  private async start(spec: SandboxSpec, runId = spec.runId): Promise<Sandbox> {
+    const info = await this.driver.create(spec);
+    let stream: ChannelStream | undefined;
+    try {
+      stream = await this.driver.openChannel(info.id);
+      const channel = await ChannelClient.connect(stream, { helloTimeoutMs: this.opts.helloTimeoutMs });
+      if (channel.hello.uid === 0) {
+        channel.dispose();
+        throw new AirlockError('SANDBOX_FAILED', 'the sandbox helper runs as root; Airlock refuses to use it. Use an image whose user 1000 exists, or Airlock\'s own image.');
+      }
+      return new Sandbox(info, channel, stream, this.driver, (s) => this.live.delete(s), runId);
+    } catch (err) {
+      const diagnostics = stream?.stderrTail?.().trim();
+      stream?.close();
+      await this.driver.destroy(spec.runId).catch(() => undefined);
+      if (err instanceof AirlockError && diagnostics) {
+        throw new AirlockError(err.kind, `${err.message}\nhelper stderr: ${diagnostics.slice(-1000)}`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Keeps `size` pre-started sandboxes for specs like this one, so `create` answers at once. Costs
+   * one idle container plus a Node process each. `size: 0` drains the pool.
+   */
+  async warm(spec: Omit<SandboxSpec, 'runId'>, size = 1): Promise<void> {
+    const key = poolKey(spec);
+    let entry = this.pool.get(key);
+    if (!entry) {
+      entry = { spec, size, ready: [], filling: 0 };
+      this.pool.set(key, entry);
+    }
+    entry.size = size;
+    for (const extra of entry.ready.splice(size)) await extra.destroy().catch(() => undefined);
+    this.refill(entry);
+    await this.whenPoolReady();
+  }
+
+  /** Resolves when no refill is in progress. */
+  async whenPoolReady(): Promise<void> {
+    while (this.refills.size > 0) await Promise.allSettled([...this.refills]);
+  }
+
+  private refill(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
+    while (!this.disposed && entry.ready.length + entry.filling < entry.size) {
+      entry.filling++;
+      const runId = poolRunId();
+      const p = this.start({ ...entry.spec, runId, labels: { ...(entry.spec.labels ?? {}), [LABEL_POOL]: 'true' } })
+        .then(
+          (s) => {
+            if (this.disposed || entry.ready.length >= entry.size) s.dispose();
+            else entry.ready.push(s);
+          },
+          () => undefined, // A failed refill leaves the pool short; create() then starts fresh.
+        )
+        .finally(() => {
+          entry.filling--;
+          this.refills.delete(p);
+        });
+      this.refills.add(p);
+    }
+  }
+
+  /** Run ids (labels) of sandboxes this manager holds: live and pooled. */
+  private ownLabels(): Set<string> {
+    const ids = new Set<string>();
+    for (const s of this.live) ids.add(s.info.runId);
+    for (const e of this.pool.values()) for (const s of e.ready) ids.add(s.info.runId);
+    return ids;
+  }
+
+  /**
+   * Crash recovery: removes every sandbox (and orphaned volume/network) whose run is not live.
+   * Sandboxes held by this manager, and those created by another process on this host that is
+   * still running, are left alone. Returns the run ids that were wiped.
+   */
+  async reapOrphans(isLive: (runId: string) => boolean): Promise<string[]> {
+    const own = this.ownLabels();
+    const host = os.hostname();
+    const keep = (runId: string) => own.has(runId) || isLive(runId);
+    const candidates = new Map<string, SandboxInfo | undefined>();
+    for (const info of await this.driver.list()) {
+      if (keep(info.runId)) continue;
+      const [ownerHost, ownerPid] = (info.owner ?? '').split(':');
+      const pid = Number(ownerPid);
+      if (ownerHost === host && pid && pid !== process.pid && isProcessAlive(pid)) continue;
+      candidates.set(info.runId, info);
+    }
+    // Resources without a container: reap unless a live container of the same run was kept above.
+    const keptRuns = new Set((await this.driver.list()).map((i) => i.runId).filter((id) => !candidates.has(id)));
+    for (const runId of (await this.driver.listRunIds?.()) ?? []) {
+      if (!keep(runId) && !keptRuns.has(runId)) candidates.set(runId, candidates.get(runId));
+    }
+    const reaped: string[] = [];
+    for (const runId of candidates.keys()) {
+      const proof = await this.driver.destroy(runId);
+      if (proof.leftovers.length === 0) reaped.push(runId);
+    }
+    return reaped;
+  }
+
+  /** Destroys the pool and every sandbox still held. */
+  async shutdown(): Promise<WipeProof[]> {
+    this.disposed = true;
+    await this.whenPoolReady();
+    const all = [...this.live];
+    for (const e of this.pool.values()) all.push(...e.ready.splice(0));
+    this.pool.clear();
+    return Promise.all(all.map((s) => s.destroy()));
+  }
+
+  dispose(): void {
+    this.shutdown().catch(() => undefined);
+  }
+}
+
+/** Whether a Docker-API engine answers; never throws. */
+export async function checkEngine(engine?: Engine): Promise<{ ok: boolean; version?: string; endpoint?: string; error?: ErrorInfo }> {
+  let e: Engine | undefined = engine;
+  try {
+    e ??= await connectEngine();
+    const v = await pingEngine(e);
+    return { ok: true, version: v.version, endpoint: e.endpoint.display };
+  } catch (err) {
+    return { ok: false, endpoint: e?.endpoint.display, error: toErrorInfo(err) };
+  }
+}
