@@ -1,0 +1,89 @@
+/* Test support for the workspace: temp projects, a local "sandbox", tree fingerprints. */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { hydrate, type HydrateResult } from '../hydrate';
+import { LocalShell, localLayout } from '../local-shell';
+import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../snapshot';
+import type { WorkspaceLayout } from '../workspace-shell';
+
+export type TreeSpec = Record<string, string | Buffer | { content: string | Buffer; mode?: number } | { symlink: string }>;
+
+const temps: string[] = [];
+
+export function tempDir(prefix = 'airlock-ws-'): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+}
+
+export function cleanupTemps(): void {
+  for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+export function writeTree(root: string, spec: TreeSpec): void {
+  for (const [rel, v] of Object.entries(spec)) {
+    const full = path.join(root, rel);
+    mkdirSync(path.dirname(full), { recursive: true });
+    if (typeof v === 'object' && !Buffer.isBuffer(v) && 'symlink' in v) {
+      symlinkSync(v.symlink, full);
+    } else if (typeof v === 'string' || Buffer.isBuffer(v)) {
+      writeFileSync(full, v);
+    } else {
+      writeFileSync(full, v.content);
+      if (v.mode !== undefined) chmodSync(full, v.mode);
+    }
+  }
+}
+
+export function git(cwd: string, args: string[], input?: string | Buffer): string {
+  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.invalid', '-c', 'init.defaultBranch=main', ...args], {
+    cwd,
+    input,
+    env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' },
+  }).toString('utf8');
+}
+
+export function gitRepo(spec: TreeSpec): string {
+  const dir = tempDir('airlock-proj-');
+  writeTree(dir, spec);
+  git(dir, ['init', '-q']);
+  git(dir, ['add', '-A']);
+  git(dir, ['commit', '-qm', 'initial']);
+  return dir;
+}
+
+/** Every entry under `root` (`.git` included) with type, mode and content hash: equal ⇔ untouched. */
+export function fingerprint(root: string): string {
+  const h = createHash('sha256');
+  const walk = (rel: string) => {
+    const full = path.join(root, rel);
+    const st = lstatSync(full);
+    h.update(`${rel}\0${st.mode}\0`);
+    if (st.isSymbolicLink()) h.update(readlinkSync(full));
+    else if (st.isFile()) h.update(readFileSync(full));
+    else if (st.isDirectory()) for (const n of readdirSync(full).sort()) walk(rel ? `${rel}/${n}` : n);
+  };
+  walk('');
+  return h.digest('hex');
+}
+
+export interface LocalSandbox {
+  shell: LocalShell;
+  layout: WorkspaceLayout;
+  snapshot: ProjectSnapshot;
+  hydrated: HydrateResult;
+  /** Path inside the local "sandbox" copy. */
+  at(rel: string): string;
+}
+
+/** Snapshots the project and hydrates it into a temp dir through the LocalShell. */
+export async function localSandbox(projectDir: string, opts?: SnapshotOptions): Promise<LocalSandbox> {
+  const shell = new LocalShell();
+  const layout = await localLayout(tempDir('airlock-sbx-'));
+  const snapshot = await snapshotProject(projectDir, opts);
+  const hydrated = await hydrate(shell, snapshot, { layout });
+  return { shell, layout, snapshot, hydrated, at: (rel) => path.join(layout.workDir, rel) };
+}
