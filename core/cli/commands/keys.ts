@@ -1,0 +1,148 @@
+import { parseArgs } from 'node:util';
+import { AirlockError } from '../../../contracts/errors';
+import { airlockHome } from '../../common/paths';
+import { KeyVault } from '../../keys/key-vault';
+import { ProviderCatalog } from '../../keys/provider-catalog';
+import { Secret } from '../../keys/secret';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+
+const MAX_KEY_BYTES = 8192;
+
+/**
+ * Reads a key from stdin. On a terminal: hidden input (raw mode, no echo), ended by Enter. Piped:
+ * the first line. Never from argv — that would land in shell history and `ps`.
+ */
+export async function readSecretFromStdin(io: CliIo, prompt: string): Promise<Secret> {
+  const stdin = io.stdin as CliIo['stdin'] & { setRawMode?: (raw: boolean) => void };
+  if (stdin.isTTY && typeof stdin.setRawMode === 'function') {
+    io.stderr.write(prompt);
+    const setRaw = stdin.setRawMode.bind(stdin);
+    setRaw(true);
+    try {
+      const value = await new Promise<string>((resolve, reject) => {
+        let buf = '';
+        const onData = (chunk: Buffer | string) => {
+          for (const ch of chunk.toString()) {
+            if (ch === '\r' || ch === '\n') {
+              stdin.off('data', onData);
+              resolve(buf);
+              return;
+            }
+            if (ch === '\u0003') {
+              stdin.off('data', onData);
+              reject(new AirlockError('CANCELLED', 'cancelled; no key stored'));
+              return;
+            }
+            if (ch === '\u007f' || ch === '\b') buf = buf.slice(0, -1);
+            else if (buf.length < MAX_KEY_BYTES) buf += ch;
+          }
+        };
+        stdin.on('data', onData);
+        stdin.resume();
+      });
+      return new Secret(value.trim());
+    } finally {
+      setRaw(false);
+      stdin.pause();
+      io.stderr.write('\n');
+    }
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stdin) {
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
+    size += b.length;
+    if (size > MAX_KEY_BYTES) throw new AirlockError('INVALID_INPUT', 'stdin holds more than a key; pipe just the key (e.g. `printenv MY_KEY | airlock keys set openai`)');
+    chunks.push(b);
+  }
+  const first = Buffer.concat(chunks).toString('utf8').split(/\r?\n/).find((l) => l.trim() !== '') ?? '';
+  if (!first.trim()) throw new AirlockError('INVALID_INPUT', 'no key on stdin; pipe it in (`printenv MY_KEY | airlock keys set <provider>`) or run in a terminal to paste it');
+  return new Secret(first.trim());
+}
+
+function vaultFor(io: CliIo): { vault: KeyVault; catalog: ProviderCatalog } {
+  const catalog = new ProviderCatalog({ home: airlockHome(io.env) });
+  return { vault: new KeyVault(catalog), catalog };
+}
+
+/** parseArgs errors quote the offending argument, which could be a pasted key: replace them. */
+function parseCli<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch {
+    throw new AirlockError('INVALID_INPUT', `unknown or malformed option; usage: ${usage}`);
+  }
+}
+
+const usage = `airlock keys set <provider> [--base-url URL] [--session]   (the key is read from stdin)
+       airlock keys list [--json]
+       airlock keys rm <provider>
+       airlock keys test <provider> [--json]`;
+
+/** `airlock keys …`: store, list, remove and test provider keys in the OS keychain. */
+export const keysCommand: CliCommand = {
+  name: 'keys',
+  summary: 'Manage provider API keys in the OS keychain (never shown, never in a file).',
+  usage,
+  async run(args, io) {
+    const { values, positionals } = parseCli(() => parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' } },
+    }));
+    const [sub, provider, ...extra] = positionals;
+    const { vault } = vaultFor(io);
+    try {
+      switch (sub) {
+        case 'set': {
+          if (!provider) break;
+          if (extra.length > 0) {
+            throw new AirlockError('INVALID_INPUT', 'the key is read from stdin, never from the command line (it would end up in shell history and `ps`); run `airlock keys set ' + provider + '` and paste it');
+          }
+          const secret = await readSecretFromStdin(io, `Paste the ${provider} API key (input hidden), then Enter: `);
+          const info = await vault.set(provider, secret, { storage: values.session ? 'session' : 'keychain', ...(values['base-url'] ? { baseUrl: values['base-url'] } : {}) });
+          io.stdout.write(`stored the ${provider} key (…${info.last4 ?? ''}) in ${info.storage === 'session' ? 'memory for this session only' : 'the OS keychain'}; base URL ${info.baseUrl}\n`);
+          return ExitCode.ok;
+        }
+        case 'list': {
+          if (provider) break;
+          const [list, status] = await Promise.all([vault.list(), vault.status()]);
+          if (values.json) {
+            io.stdout.write(`${JSON.stringify({ keychain: status, keys: list })}\n`);
+            return ExitCode.ok;
+          }
+          if (!status.available) io.stderr.write(`warning: ${status.message}\n`);
+          const rows = list.map((k) => [k.provider, k.hasKey ? `…${k.last4 ?? '????'}` : '—', k.storage ?? '', k.baseUrl ?? '', k.addedAt ?? '']);
+          const head = ['PROVIDER', 'KEY', 'STORED IN', 'BASE URL', 'ADDED'];
+          const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+          for (const r of [head, ...rows]) io.stdout.write(`${r.map((c, i) => (c ?? '').padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+          return ExitCode.ok;
+        }
+        case 'rm': {
+          if (!provider || extra.length) break;
+          const removed = await vault.remove(provider);
+          io.stdout.write(removed ? `removed the ${provider} key\n` : `no ${provider} key was stored\n`);
+          return ExitCode.ok;
+        }
+        case 'test': {
+          if (!provider || extra.length) break;
+          const result = await vault.test(provider);
+          if (values.json) io.stdout.write(`${JSON.stringify(result)}\n`);
+          else io.stdout.write(`${provider}: ${result.status} — ${result.message}${result.latencyMs !== undefined ? ` (${result.latencyMs} ms)` : ''}\n`);
+          return result.status === 'ok' ? ExitCode.ok : ExitCode.failure;
+        }
+      }
+      io.stderr.write(`usage: ${usage}\n`);
+      return ExitCode.usage;
+    } catch (err) {
+      if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') {
+        io.stderr.write(`airlock keys: ${err.message} [${err.kind}]\n`);
+        return ExitCode.unavailable;
+      }
+      throw err;
+    } finally {
+      vault.dispose();
+    }
+  },
+};

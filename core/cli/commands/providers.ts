@@ -1,0 +1,100 @@
+import { parseArgs } from 'node:util';
+import { AirlockError } from '../../../contracts/errors';
+import { airlockHome } from '../../common/paths';
+import { KeyVault } from '../../keys/key-vault';
+import { ProviderCatalog } from '../../keys/provider-catalog';
+import { ExitCode, type CliCommand } from '../command';
+
+/** parseArgs errors quote the offending argument, which could be a pasted key: replace them. */
+function parseCli<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch {
+    throw new AirlockError('INVALID_INPUT', `unknown or malformed option; usage: ${usage}`);
+  }
+}
+
+const usage = `airlock providers add <id> --base-url URL [--no-key] [--label TEXT] [--model ID]… [--kind openai-compatible|anthropic]
+       airlock providers list [--json]
+       airlock providers rm <id>`;
+
+/** `airlock providers …`: OpenAI-compatible servers (Ollama, LM Studio, llama.cpp, vLLM, OpenRouter). */
+export const providersCommand: CliCommand = {
+  name: 'providers',
+  summary: 'Add, list and remove model providers (OpenAI-compatible servers with a custom base URL).',
+  usage,
+  async run(args, io) {
+    const { values, positionals } = parseCli(() => parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        'base-url': { type: 'string' },
+        'no-key': { type: 'boolean' },
+        label: { type: 'string' },
+        model: { type: 'string', multiple: true },
+        kind: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+    }));
+    const [sub, id, ...extra] = positionals;
+    const catalog = new ProviderCatalog({ home: airlockHome(io.env) });
+    switch (sub) {
+      case 'add': {
+        if (!id || extra.length) break;
+        if (!values['base-url']) throw new AirlockError('INVALID_INPUT', `give the server's base URL, e.g. \`airlock providers add ${id} --base-url http://127.0.0.1:11434/v1\``);
+        const kind = values.kind ?? 'openai-compatible';
+        if (kind !== 'openai-compatible' && kind !== 'anthropic') throw new AirlockError('INVALID_INPUT', '--kind is openai-compatible (default) or anthropic');
+        const p = await catalog.add({
+          id,
+          baseUrl: values['base-url'],
+          kind,
+          requiresKey: !values['no-key'],
+          ...(values.label ? { label: values.label } : {}),
+          ...(values.model ? { models: values.model } : {}),
+        });
+        io.stdout.write(`added ${p.id} (${p.kind}) at ${p.baseUrl}${p.requiresKey ? `; store its key with \`airlock keys set ${p.id}\`` : ' (no key needed)'}\n`);
+        return ExitCode.ok;
+      }
+      case 'list': {
+        if (id) break;
+        const vault = new KeyVault(catalog);
+        try {
+          const keys = new Map((await vault.list()).map((k) => [k.provider, k]));
+          const list = (await catalog.list()).map((p) => ({ ...p, hasKey: keys.get(p.id)?.hasKey ?? false }));
+          if (values.json) {
+            io.stdout.write(`${JSON.stringify(list)}\n`);
+            return ExitCode.ok;
+          }
+          const rows = list.map((p) => [p.id, p.kind, p.baseUrl, p.requiresKey ? (p.hasKey ? 'key stored' : 'no key') : 'no key needed', p.builtin ? 'built-in' : '']);
+          const head = ['ID', 'KIND', 'BASE URL', 'KEY', ''];
+          const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+          for (const r of [head, ...rows]) io.stdout.write(`${r.map((c, i) => (c ?? '').padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+          return ExitCode.ok;
+        } finally {
+          vault.dispose();
+        }
+      }
+      case 'rm': {
+        if (!id || extra.length) break;
+        const p = await catalog.get(id);
+        if (p.builtin) {
+          await catalog.remove(id);
+          io.stdout.write(`${id} is built in and stays; its base URL is reset to the default\n`);
+          return ExitCode.ok;
+        }
+        const vault = new KeyVault(catalog);
+        try {
+          await vault.remove(id).catch(() => false);
+        } finally {
+          vault.dispose();
+        }
+        await catalog.remove(id);
+        io.stdout.write(`removed ${id} and its key\n`);
+        return ExitCode.ok;
+      }
+    }
+    io.stderr.write(`usage: ${usage}\n`);
+    return ExitCode.usage;
+  },
+};
