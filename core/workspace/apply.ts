@@ -114,7 +114,8 @@ async function reconstruct(scratch: string, sections: PatchSection[], baseline: 
   }
   const patch = Buffer.concat(sections.map((s) => s.text));
   if (patch.length) {
-    const res = await git(scratch, [`--git-dir=${gitDir}`, `--work-tree=${work}`, 'apply', '--whitespace=nowarn', '-'], patch);
+    // git apply resolves paths against the cwd: it must run inside the work tree.
+    const res = await git(work, [`--git-dir=${gitDir}`, `--work-tree=${work}`, 'apply', '--whitespace=nowarn', '-'], patch);
     if (res.code !== 0) {
       throw new AirlockError('INVALID_INPUT', `The patch does not apply to the run's own baseline (${res.stderr.trim()}); it was changed or belongs to another run.`);
     }

@@ -39,7 +39,7 @@ export function writeTree(root: string, spec: TreeSpec): void {
 }
 
 export function git(cwd: string, args: string[], input?: string | Buffer): string {
-  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.invalid', '-c', 'init.defaultBranch=main', ...args], {
+  return execFileSync('git', ['-c', 'core.safecrlf=false', '-c', 'user.name=Test', '-c', 'user.email=test@example.invalid', '-c', 'init.defaultBranch=main', ...args], {
     cwd,
     input,
     env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' },
@@ -61,7 +61,8 @@ export function fingerprint(root: string): string {
   const walk = (rel: string) => {
     const full = path.join(root, rel);
     const st = lstatSync(full);
-    h.update(`${rel}\0${st.mode}\0`);
+    // The root's own mode depends on how the folder was made (mkdtemp, a volume): not compared.
+    h.update(`${rel}\0${rel ? st.mode : 0}\0`);
     if (st.isSymbolicLink()) h.update(readlinkSync(full));
     else if (st.isFile()) h.update(readFileSync(full));
     else if (st.isDirectory()) for (const n of readdirSync(full).sort()) walk(rel ? `${rel}/${n}` : n);
