@@ -388,6 +388,28 @@ describe('a broken channel', () => {
     }
   });
 
+  it('closing the channel closes forwarded connections: with an error for those who listen, quietly otherwise', async () => {
+    const helper = await startLocalHelper();
+    try {
+      const client = await ChannelClient.connect(helper.stream);
+      const script = `const s = require('net').createServer(() => {}).listen(0, '127.0.0.1', () => console.log(s.address().port));`;
+      const proc = client.spawn({ argv: [NODE, '-e', script] });
+      let out = '';
+      proc.onStdout((b) => (out += b.toString()));
+      await eventually(() => /\d+\n/.test(out), 'server port');
+      const quiet = await client.connectToSandboxPort(Number(out.trim()));
+      const loud = await client.connectToSandboxPort(Number(out.trim()));
+      const errors: Error[] = [];
+      loud.on('error', (e) => errors.push(e));
+      const closed = Promise.all([new Promise((r) => quiet.once('close', r)), new Promise((r) => loud.once('close', r))]);
+      client.dispose();
+      await closed;
+      expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/channel closed/)]);
+    } finally {
+      await helper.dispose();
+    }
+  });
+
   it('the helper stops on a malformed frame and says why', async () => {
     const helper = await startLocalHelper();
     try {

@@ -505,7 +505,11 @@ export class ChannelClient implements Disposable {
     this.pending.clear();
     for (const proc of this.processes.values()) proc.finish({ error });
     this.processes.clear();
-    for (const sink of [...this.sinks.values()]) sink.remoteReset(`channel closed: ${reason}`);
+    for (const sink of [...this.sinks.values()]) {
+      // A forwarded connection nobody handles errors on must not crash the host: close it quietly.
+      if (sink instanceof ChannelDuplex && sink.listenerCount('error') === 0) sink.destroy();
+      else sink.remoteReset(`channel closed: ${reason}`);
+    }
     this.sinks.clear();
     this.watchers.clear();
     this.services.clear();

@@ -91,12 +91,15 @@ class RunningProcess {
     const { spec } = this;
     validate(spec);
     const cwd = spec.cwd ?? home();
-    try {
-      const st = await stat(cwd);
-      if (!st.isDirectory()) throw new HelperError('INVALID_INPUT', `spawn: working directory ${cwd} is not a directory`);
-    } catch (err) {
-      throw fromSystemError(err, `spawn: working directory ${cwd}`);
-    }
+    // cwd is checked only when a spawn fails (ENOENT is ambiguous then): no extra hop on the hot path.
+    const cwdProblem = async (): Promise<HelperError | undefined> => {
+      try {
+        const st = await stat(cwd);
+        return st.isDirectory() ? undefined : new HelperError('INVALID_INPUT', `spawn: working directory ${cwd} is not a directory`);
+      } catch (err) {
+        return fromSystemError(err, `spawn: working directory ${cwd}`);
+      }
+    };
     const env = commandEnv(spec.env);
     const [file, ...args] = spec.argv as [string, ...string[]];
     if (spec.pty) {
@@ -111,7 +114,7 @@ class RunningProcess {
           encoding: null,
         });
       } catch (err) {
-        throw fromSystemError(err, `spawn ${file}`);
+        throw (await cwdProblem()) ?? fromSystemError(err, `spawn ${file}`);
       }
       this.pid = this.pty.pid;
       const pty = this.pty;
@@ -129,9 +132,12 @@ class RunningProcess {
         child.once('spawn', resolve);
         child.once('error', (err) => {
           const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'ENOENT') reject(new HelperError('NOT_FOUND', `command not found: ${file} (not on PATH ${env.PATH})`));
-          else if (code === 'EACCES') reject(new HelperError('FORBIDDEN', `cannot execute ${file}: permission denied`));
-          else reject(fromSystemError(err, `spawn ${file}`));
+          void cwdProblem().then((problem) => {
+            if (problem) reject(problem);
+            else if (code === 'ENOENT') reject(new HelperError('NOT_FOUND', `command not found: ${file} (not on PATH ${env.PATH})`));
+            else if (code === 'EACCES') reject(new HelperError('FORBIDDEN', `cannot execute ${file}: permission denied`));
+            else reject(fromSystemError(err, `spawn ${file}`));
+          });
         });
       });
       this.pid = child.pid!;

@@ -1,0 +1,222 @@
+/**
+ * The channel inside a real hardened container (`--network none`): the helper as the image ships it
+ * (Node 18, non-root, node-pty, inotify-tools), reached through the Docker driver's exec stream.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer, connect as netConnect, type AddressInfo, type Server } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AirlockError } from '../../contracts/errors';
+import { ChannelClient } from '../../core/channel/channel-client';
+import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
+import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
+import { ensureSandboxImage } from '../../core/sandbox/image';
+import { requirePrerequisite } from '../support/prerequisites';
+
+const docker = await requirePrerequisite('docker');
+
+async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`not reached within ${ms} ms: ${what}`);
+}
+
+function p50(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
+  const driver = new DockerDriver();
+  const runId = `chan-test-${randomBytes(4).toString('hex')}`;
+  let sandboxId: string;
+  let client: ChannelClient;
+
+  beforeAll(async () => {
+    const { ref } = await ensureSandboxImage();
+    const info = await driver.create({ runId, image: ref, limits: DEFAULT_LIMITS, network: 'none' });
+    sandboxId = info.id;
+    const t0 = performance.now();
+    client = await ChannelClient.connect(await driver.openChannel(sandboxId));
+    console.log(`[channel] open + hello inside the container: ${(performance.now() - t0).toFixed(1)} ms`);
+  });
+
+  afterAll(async () => {
+    client?.dispose();
+    const proof = await driver.destroy(runId);
+    expect(proof.leftovers).toEqual([]);
+  });
+
+  it('runs the helper as the non-root user on the image’s Node, with PTY support', () => {
+    expect(client.hello.uid).toBe(1000);
+    expect(client.hello.node).toMatch(/^v18\./);
+    expect(client.hello.pty).toBe(true);
+  });
+
+  it('runs commands with exit codes, separate streams and a clean environment', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
+    expect(r).toMatchObject({ exitCode: 3, signal: null, timedOut: false });
+    expect(r.stdout.toString()).toBe('out\n');
+    expect(r.stderr.toString()).toBe('err\n');
+    const env = (await client.run({ argv: ['env'], env: { RUN_TOKEN_VAR: 'x' } })).stdout.toString();
+    // Docker gives the exec (the helper) HOSTNAME; commands get only the clean base plus the caller's.
+    expect(env).not.toMatch(/^HOSTNAME=/m);
+    expect(env).toMatch(/^RUN_TOKEN_VAR=x$/m);
+    expect(env).toMatch(/^HOME=\/home\/airlock$/m);
+    const id = await client.run({ argv: ['id', '-u'] });
+    expect(id.stdout.toString().trim()).toBe('1000');
+  });
+
+  it('measures a command round trip (printed; the benchmark compares it with docker exec)', async () => {
+    for (let i = 0; i < 3; i++) await client.run({ argv: ['true'] });
+    const times: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const t0 = performance.now();
+      const r = await client.run({ argv: ['true'] });
+      times.push(performance.now() - t0);
+      expect(r.exitCode).toBe(0);
+    }
+    console.log(`[channel] run(['true']) round trip p50 ${p50(times).toFixed(2)} ms, min ${Math.min(...times).toFixed(2)} ms`);
+  });
+
+  it('makes commands the OOM killer’s first choice', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'sleep 0.3; cat /proc/self/oom_score_adj'] });
+    expect(r.stdout.toString().trim()).toBe('1000');
+  });
+
+  it('times out the whole tree and the sandbox lives on', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'sleep 300 & echo $!; sleep 300'], timeoutMs: 500 });
+    expect(r.timedOut).toBe(true);
+    const grandchild = r.stdout.toString().trim();
+    await eventually(async () => (await client.run({ argv: ['kill', '-0', grandchild] })).exitCode !== 0, 'grandchild gone');
+    expect((await client.run({ argv: ['echo', 'alive'] })).stdout.toString()).toBe('alive\n');
+  });
+
+  it('kills a tree that ignores SIGTERM', async () => {
+    const proc = client.spawn({ argv: ['sh', '-c', 'trap "" TERM; sleep 300 & echo $!; wait'] });
+    let out = '';
+    proc.onStdout((b) => (out += b.toString()));
+    await eventually(() => out.includes('\n'), 'pid printed');
+    proc.kill();
+    await proc.exited;
+    await eventually(async () => (await client.run({ argv: ['kill', '-0', out.trim()] })).exitCode !== 0, 'tree gone');
+  });
+
+  it('caps output and marks the truncation', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'yes | head -c 5000000'], maxOutputBytes: 4096 });
+    expect(r.truncated).toBe(true);
+    expect(r.outputBytes).toBe(5_000_000);
+    expect(r.stdout.toString()).toMatch(/\[airlock: output truncated after 4096 bytes/);
+  });
+
+  it('pipes a large stdin stream into tar -x', async () => {
+    const data = randomBytes(8 * 1024 * 1024);
+    await client.writeFile('/tmp/src/blob.bin', data);
+    const pack = client.spawn({ argv: ['tar', '-C', '/tmp/src', '-c', '.'] });
+    const chunks: Buffer[] = [];
+    pack.onStdout((b) => chunks.push(b));
+    expect((await pack.exited).exitCode).toBe(0);
+    const unpack = await client.run({ argv: ['sh', '-c', 'mkdir -p /tmp/dst && tar -C /tmp/dst -x && sha256sum /tmp/dst/blob.bin'], stdin: Buffer.concat(chunks) });
+    expect(unpack.exitCode).toBe(0);
+    const expected = (await client.run({ argv: ['sha256sum', '/tmp/src/blob.bin'] })).stdout.toString().split(' ')[0];
+    expect(unpack.stdout.toString().split(' ')[0]).toBe(expected);
+  });
+
+  it('runs a PTY and resizes it', async () => {
+    const proc = client.spawn({ argv: ['sh'], pty: { cols: 80, rows: 24 } });
+    let out = '';
+    proc.onStdout((b) => (out += b.toString()));
+    proc.write('stty size; tty\n');
+    await eventually(() => /24 80/.test(out) && /\/dev\/pts\//.test(out), 'initial size');
+    proc.resize(132, 40);
+    await new Promise((r) => setTimeout(r, 200));
+    proc.write('stty size; exit 5\n');
+    const info = await proc.exited;
+    expect(out).toMatch(/40 132/);
+    expect(info.exitCode).toBe(5);
+  });
+
+  it('reads, writes and lists files; the read-only root refuses writes', async () => {
+    await client.writeFile('/workspace/chan/hello.sh', '#!/bin/sh\necho hi\n', { mode: 0o755 });
+    expect((await client.run({ argv: ['/workspace/chan/hello.sh'] })).stdout.toString()).toBe('hi\n');
+    expect(await client.list('/workspace/chan')).toEqual([{ name: 'hello.sh', type: 'file', size: 18, mode: 0o755 }]);
+    expect((await client.readFile('/workspace/chan/hello.sh')).toString()).toContain('echo hi');
+    const err = await client.writeFile('/etc/airlock-test', 'x').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AirlockError);
+    expect((err as AirlockError).kind).toBe('FORBIDDEN');
+  });
+
+  it('watches the workspace with inotify, ignoring .git/ and node_modules/', async () => {
+    await client.run({ argv: ['mkdir', '-p', '/workspace/w/.git', '/workspace/w/node_modules'] });
+    const seen = new Set<string>();
+    const watch = await client.watch('/workspace/w', (paths) => paths.forEach((p) => seen.add(p)), {
+      debounceMs: 50,
+      ignore: ['.git/', 'node_modules/'],
+      backend: 'inotify',
+    });
+    try {
+      await client.run({
+        argv: ['sh', '-c', 'mkdir -p src/deep && echo a > src/deep/a.ts && echo b > b.txt && echo x > node_modules/x.js && echo r > .git/HEAD'],
+        cwd: '/workspace/w',
+      });
+      await eventually(() => seen.has('src/deep/a.ts') && seen.has('b.txt'), 'changes reported');
+      await new Promise((r) => setTimeout(r, 200));
+      for (const p of seen) expect(p).not.toMatch(/node_modules|\.git/);
+    } finally {
+      watch.dispose();
+    }
+  });
+
+  describe('TCP forwarding with --network none', () => {
+    let server: Server;
+    let hostPort: number;
+
+    beforeAll(async () => {
+      server = createServer((socket) => {
+        socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 13\r\nConnection: close\r\n\r\nfrom the host'));
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      hostPort = (server.address() as AddressInfo).port;
+    });
+
+    afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+    it('a host service appears on 127.0.0.1 inside, and nothing else is reachable', async () => {
+      const exposed = await client.exposeHostService(0, () => netConnect({ host: '127.0.0.1', port: hostPort }));
+      try {
+        const ok = await client.run({ argv: ['curl', '-sS', '--max-time', '10', `http://127.0.0.1:${exposed.port}/`] });
+        expect(ok.stdout.toString()).toBe('from the host');
+        // The host's own port is not the sandbox's: refused on the sandbox loopback.
+        const refused = await client.run({ argv: ['curl', '-sS', '--max-time', '5', `http://127.0.0.1:${hostPort === exposed.port ? hostPort + 1 : hostPort}/`] });
+        expect(refused.exitCode).not.toBe(0);
+        // No DNS, no route: a name under .invalid fails, and only loopback exists.
+        const dns = await client.run({ argv: ['curl', '-sS', '--max-time', '5', 'http://airlock-test.invalid/'] });
+        expect(dns.exitCode).not.toBe(0);
+        const links = await client.run({ argv: ['ls', '/sys/class/net'] });
+        expect(links.stdout.toString().trim()).toBe('lo');
+      } finally {
+        exposed.dispose();
+      }
+    });
+
+    it('the host connects to a port inside the sandbox', async () => {
+      const script = `require('http').createServer((q, s) => s.end('preview ok')).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+      const proc = client.spawn({ argv: ['node', '-e', script] });
+      let out = '';
+      proc.onStdout((b) => (out += b.toString()));
+      await eventually(() => /\d+\n/.test(out), 'server port');
+      const duplex = await client.connectToSandboxPort(Number(out.trim()));
+      let reply = '';
+      duplex.on('data', (d: Buffer) => (reply += d.toString()));
+      const ended = new Promise((r) => duplex.on('end', r));
+      duplex.write('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await ended;
+      expect(reply).toMatch(/^HTTP\/1.1 200/);
+      expect(reply).toMatch(/preview ok$/);
+      proc.kill();
+      await proc.exited;
+    });
+  });
+});
