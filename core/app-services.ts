@@ -12,10 +12,21 @@ import { Emitter, type Event } from './common/disposable';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
 import { RunTerminal } from './runs/run-terminal';
+import { connectEngine } from './sandbox/docker/engine';
+import { IMAGE_REPOSITORY } from './sandbox/image';
 import { checkEngine } from './sandbox/sandbox';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
 import { applyRunResult, classifyRisky, patchByFile, patchForFiles } from './runs/run-apply';
+
+/** Airlock base images present in the engine, newest first. */
+async function listSandboxImages(): Promise<string[]> {
+  const { docker } = await connectEngine();
+  const images = await docker.listImages({ filters: JSON.stringify({ label: ['airlock.variant=base'] }) });
+  return images
+    .sort((a, b) => b.Created - a.Created)
+    .flatMap((i) => (i.RepoTags ?? []).filter((t) => t.startsWith(`${IMAGE_REPOSITORY}:`)));
+}
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -108,12 +119,11 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
     );
     if (engine.ok) {
-      const { imageStatus } = await import('./sandbox/image-status');
-      const image = await imageStatus('base');
+      const images = await listSandboxImages();
       checks.push(
-        image.present
-          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: image.ref }
-          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: `${image.ref} is not built yet`, fix: 'Build it now (a few minutes, once).', fixAction: 'build-image' },
+        images.length
+          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: `${images[0]} (rebuilt automatically when Airlock's sandbox files change)` }
+          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: 'not built yet', fix: 'Build it now (a few minutes, once), or let the first run build it.', fixAction: 'build-image' },
       );
     } else {
       checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });

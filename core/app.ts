@@ -141,7 +141,8 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
   const home = opts.home ?? airlockHome(env);
   await mkdir(home, { recursive: true, mode: 0o700 });
   const catalog = new ProviderCatalog({ home });
-  const vault = new KeyVault(catalog);
+  // A separate keychain service lets tests and side-by-side installs keep their own entries.
+  const vault = new KeyVault(catalog, { service: env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock' });
   const settings = new SettingsStore(home);
   const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: (await settings.get()).transcripts });
   const store = new RunStore({ home });

@@ -2,7 +2,6 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ApplyResult } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
-import type { WorkspaceShell } from '../workspace/workspace-shell';
 import type { ApplyBaseline, FileChange } from '../workspace/changes';
 import { applyResult } from '../workspace/apply';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
@@ -29,7 +28,20 @@ export function patchForFiles(patch: Buffer, files?: string[]): Buffer {
 
 /** Review flags for changed files; the patch lets the classifier look inside package.json and kin. */
 export function classifyRisky(changes: FileChange[], patch?: Buffer): Array<{ path: string; reason: string }> {
-  return classifyRiskyPaths(changes.map((c) => c.path), patch);
+  const diffs = patch ? patchByFile(patch) : new Map<string, string>();
+  const flags = classifyRiskyPaths(
+    changes.map((c) => ({
+      path: c.path,
+      ...(c.oldPath ? { oldPath: c.oldPath } : {}),
+      ...(diffs.has(c.path) ? { diff: diffs.get(c.path) } : {}),
+      ...(c.oldMode ? { oldMode: c.oldMode } : {}),
+      ...(c.newMode ? { newMode: c.newMode } : {}),
+    })),
+  );
+  // One line per file: several reasons are joined.
+  const byPath = new Map<string, string[]>();
+  for (const f of flags) byPath.set(f.path, [...(byPath.get(f.path) ?? []), f.reason]);
+  return [...byPath].map(([path, reasons]) => ({ path, reason: reasons.join('; ') }));
 }
 
 /**
@@ -66,5 +78,3 @@ export async function applyRunResult(opts: {
   });
   return result;
 }
-
-export type { WorkspaceShell };

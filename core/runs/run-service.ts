@@ -355,7 +355,11 @@ export class RunService implements Disposable {
       };
       const command = agent.command(ctx);
       const env = { ...proxyEnvFor(exposed.port, grant.token), ...networkEnv, ...command.env };
-      await this.runAgent(live, agent, command.argv, env, command.cwd);
+      // An agent that fails (budget, timeout, crash) still leaves its diff so far for review.
+      const agentFailure = await this.runAgent(live, agent, command.argv, env, command.cwd).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
 
       await this.transition(live, 'collecting', 'collecting the result');
       const result = await collectResult(sandbox.channel, {
@@ -376,6 +380,7 @@ export class RunService implements Disposable {
         patchPath: paths.patch,
         baseline: { commit: result.baseline.commit, ...(result.baseline.headCommit ? { headCommit: result.baseline.headCommit } : {}) },
       } as Partial<StoredRun>);
+      if (agentFailure) throw agentFailure;
     } catch (err) {
       failure = toErrorInfo(err);
       if (!(err instanceof AirlockError)) failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
