@@ -6,7 +6,11 @@ import net from 'node:net';
  * the LAN or a cloud metadata service.
  */
 
-/** Ranges no sandbox may reach through the proxy: loopback, private, link-local, metadata, reserved. */
+/**
+ * Ranges no sandbox may reach through the proxy: loopback, private, link-local, metadata, reserved.
+ * Documentation and benchmarking ranges are NOT here: they are not the host or the LAN, and egress
+ * gateways and fake-IP DNS resolvers hand them out for public names.
+ */
 const BLOCKED_V4: Array<[string, number, string]> = [
   ['0.0.0.0', 8, 'an unspecified ("this network") address'],
   ['10.0.0.0', 8, 'a private address'],
@@ -15,12 +19,8 @@ const BLOCKED_V4: Array<[string, number, string]> = [
   ['169.254.0.0', 16, 'a link-local / cloud metadata address'],
   ['172.16.0.0', 12, 'a private address'],
   ['192.0.0.0', 24, 'a reserved (IETF) address'],
-  ['192.0.2.0', 24, 'a documentation address'],
   ['192.88.99.0', 24, 'a 6to4 relay address'],
   ['192.168.0.0', 16, 'a private address'],
-  ['198.18.0.0', 15, 'a benchmarking address'],
-  ['198.51.100.0', 24, 'a documentation address'],
-  ['203.0.113.0', 24, 'a documentation address'],
   ['224.0.0.0', 4, 'a multicast address'],
   ['240.0.0.0', 4, 'a reserved address'],
 ];
@@ -35,7 +35,6 @@ const BLOCKED_V6: Array<[string, number, string]> = [
   ['64:ff9b:1::', 48, 'a NAT64 address'],
   ['100::', 64, 'a discard-only address'],
   ['2001::', 32, 'a Teredo address'],
-  ['2001:db8::', 32, 'a documentation address'],
   ['2002::', 16, 'a 6to4 address'],
   ['fc00::', 7, 'a unique-local (private) address'],
   ['fe80::', 10, 'a link-local address'],

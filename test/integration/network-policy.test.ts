@@ -1,0 +1,224 @@
+/**
+ * Network policies and preview ports against real hardened Docker sandboxes.
+ *
+ * Traffic rules for this file: the only outside destination is the npm registry this machine's npm
+ * is configured with, reached through the allowlist proxy in the npm test. Everything else is
+ * proven from inside (interfaces, routes, a name under `.invalid`, a refused loopback port) or
+ * stays on 127.0.0.1.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
+import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
+import { ensureSandboxImage } from '../../core/sandbox/image';
+import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
+import type { EgressEvent } from '../../core/network/egress-proxy';
+import { applyNetworkPolicy, type AppliedNetworkPolicy } from '../../core/network/network-policy';
+import { derivePreset } from '../../core/network/presets';
+import { PreviewPorts } from '../../core/network/preview-ports';
+import { requirePrerequisite } from '../support/prerequisites';
+
+const docker = await requirePrerequisite('docker');
+
+function runId(tag: string): string {
+  return `net-${tag}-${randomBytes(4).toString('hex')}`;
+}
+
+async function eventually<T>(fn: () => Promise<T | undefined>, what: string, ms = 20_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`not reached within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function httpGet(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent: false }, (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
+
+function connectOutcome(port: number): Promise<'refused' | 'connected' | 'other'> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('connect', () => {
+      s.destroy();
+      resolve('connected');
+    });
+    s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED' ? 'refused' : 'other'));
+  });
+}
+
+/** Local addresses the host listens on for this TCP port, from /proc/net/tcp and tcp6 (hex `ADDR:PORT`). */
+async function hostListenAddresses(port: number): Promise<string[]> {
+  const out: string[] = [];
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      // st 0A = LISTEN
+      if (cols[1]?.endsWith(`:${hexPort}`) && cols[3] === '0A') out.push(cols[1].split(':')[0] as string);
+    }
+  }
+  return out;
+}
+
+describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
+  const manager = new SandboxManager(new DockerDriver());
+  let image: string;
+  let isolated: Sandbox;
+  let policy: AppliedNetworkPolicy | undefined;
+  const events: EgressEvent[] = [];
+
+  beforeAll(async () => {
+    ({ ref: image } = await ensureSandboxImage());
+    isolated = await manager.create({ runId: runId('allow'), image, limits: DEFAULT_LIMITS, network: 'none' });
+    policy = await applyNetworkPolicy(isolated, { mode: 'allowlist', presets: ['npm'] }, { sandboxNetwork: 'none' });
+    policy.onDidConnect((e) => events.push(e));
+  });
+
+  afterAll(async () => {
+    await policy?.close();
+    const proofs = await manager.shutdown();
+    for (const p of proofs) expect(p.leftovers).toEqual([]);
+  });
+
+  it('allowlist: npm install of a small package succeeds through the npm preset, and is logged', async () => {
+    const npmPreset = await derivePreset('npm');
+    expect(npmPreset.entries.length).toBeGreaterThan(0);
+    expect(policy!.record).toMatchObject({ policy: 'allowlist', interfaces: [], defaultRoute: false });
+    expect(policy!.record.presets?.[0]?.name).toBe('npm');
+    expect(policy!.record.allow).toEqual(npmPreset.entries.map((e) => `${e.host}:${e.ports?.join(',')}`));
+
+    const r = await isolated.channel.run({
+      argv: ['npm', 'install', 'is-number', '--prefix', '/tmp/np', '--cache', '/tmp/npm-cache', '--no-audit', '--no-fund', '--no-update-notifier'],
+      env: policy!.env,
+      timeoutMs: 150_000,
+    });
+    expect(r.stderr.toString() + r.stdout.toString()).not.toMatch(/ERR!/);
+    expect(r.exitCode).toBe(0);
+    const pkg = JSON.parse((await isolated.channel.readFile('/tmp/np/node_modules/is-number/package.json')).toString()) as { name: string };
+    expect(pkg.name).toBe('is-number');
+
+    const registryHost = npmPreset.entries[0]?.host;
+    await eventually(async () => (events.some((e) => e.host === registryHost && e.allowed && e.bytesDown > 0) ? true : undefined), 'an allowed registry event');
+    const e = events.find((x) => x.host === registryHost && x.allowed) as EgressEvent;
+    expect(e).toMatchObject({ runId: isolated.runId, method: 'CONNECT', port: npmPreset.entries[0]?.ports?.[0] ?? 443 });
+  }, 180_000);
+
+  it('allowlist: curl to a name not on the list gets the proxy 403 text and an event', async () => {
+    const before = events.length;
+    const plain = await isolated.channel.run({ argv: ['curl', '-sS', 'http://pkg.not-on-list.test/'], env: policy!.env });
+    expect(plain.stdout.toString()).toContain("airlock: pkg.not-on-list.test:80 is not on this run's allowlist — allow it from the run view or with");
+    const tls = await isolated.channel.run({ argv: ['curl', '-sS', 'https://pkg.not-on-list.test/'], env: policy!.env });
+    expect(tls.exitCode).not.toBe(0);
+    expect(tls.stderr.toString()).toMatch(/403/);
+    await eventually(async () => (events.length >= before + 2 ? true : undefined), 'two denial events');
+    const denied = events.slice(before);
+    expect(denied.map((d) => [d.host, d.port, d.method, d.allowed, d.reason])).toEqual([
+      ['pkg.not-on-list.test', 80, 'GET', false, 'not on the allowlist'],
+      ['pkg.not-on-list.test', 443, 'CONNECT', false, 'not on the allowlist'],
+    ]);
+  });
+
+  it('a raw socket that ignores the proxy variables reaches nothing', async () => {
+    const dev = (await isolated.channel.readFile('/proc/net/dev')).toString();
+    const ifaces = dev.split('\n').slice(2).map((l) => l.split(':')[0]?.trim()).filter(Boolean);
+    expect(ifaces).toEqual(['lo']);
+    const routes = (await isolated.channel.readFile('/proc/net/route')).toString().trim().split('\n');
+    expect(routes).toHaveLength(1); // header only
+    const script = `
+      const net = require('net');
+      const tryConnect = (host, port) => new Promise((resolve) => {
+        const s = net.connect({ host, port });
+        s.setTimeout(5000, () => { s.destroy(); resolve('timeout'); });
+        s.on('connect', () => { s.destroy(); resolve('connected'); });
+        s.on('error', (e) => resolve(e.code));
+      });
+      (async () => {
+        console.log(JSON.stringify({
+          invalidName: await tryConnect('registry.example.invalid', 443),
+          loopbackClosedPort: await tryConnect('127.0.0.1', 9),
+        }));
+      })();`;
+    // No proxy variables in this environment: the process tries to go straight out.
+    const r = await isolated.channel.run({ argv: ['node', '-e', script] });
+    const out = JSON.parse(r.stdout.toString()) as { invalidName: string; loopbackClosedPort: string };
+    expect(out.invalidName).not.toBe('connected');
+    expect(['ENOTFOUND', 'EAI_AGAIN']).toContain(out.invalidName);
+    expect(out.loopbackClosedPort).toBe('ECONNREFUSED');
+    const curl = await isolated.channel.run({ argv: ['curl', '-sS', '--max-time', '5', 'http://registry.example.invalid/'] });
+    expect(curl.exitCode).not.toBe(0);
+  });
+
+  it('preview: a server in the sandbox answers on a 127.0.0.1-only host port, gone after the run', async () => {
+    const server = isolated.channel.spawn({ argv: ['python3', '-m', 'http.server', '8000', '--bind', '127.0.0.1', '--directory', '/tmp'] });
+    const ports = new PreviewPorts(isolated.channel);
+    try {
+      const published = await ports.publish(8000);
+      expect(published.url).toBe(`http://127.0.0.1:${published.hostPort}/`);
+      const page = await eventually(async () => {
+        const res = await httpGet(published.url);
+        return res.status === 200 ? res : undefined;
+      }, 'the in-sandbox http.server to answer');
+      expect(page.body).toContain('Directory listing for /');
+      expect(page.body).toContain('np/');
+      // Bound to 127.0.0.1 only: one listening socket, on 0100007F (127.0.0.1), none on any/other addresses.
+      expect(await hostListenAddresses(published.hostPort)).toEqual(['0100007F']);
+      await ports.closeAll();
+      expect(await connectOutcome(published.hostPort)).toBe('refused');
+      expect(await hostListenAddresses(published.hostPort)).toEqual([]);
+    } finally {
+      server.kill('SIGKILL');
+      ports.dispose();
+    }
+  });
+
+  it('preview ports close when the sandbox is wiped', async () => {
+    const sandbox = await manager.create({ runId: runId('wipe'), image, limits: DEFAULT_LIMITS, network: 'none' });
+    const server = sandbox.channel.spawn({ argv: ['python3', '-m', 'http.server', '8001', '--bind', '127.0.0.1', '--directory', '/tmp'] });
+    const ports = new PreviewPorts(sandbox.channel);
+    const published = await ports.publish(8001);
+    await eventually(async () => ((await httpGet(published.url)).status === 200 ? true : undefined), 'the preview to answer');
+    server.kill();
+    const proof = await sandbox.destroy();
+    expect(proof.leftovers).toEqual([]);
+    // The run ends: its ports are closed with it.
+    await ports.closeAll();
+    expect(await connectOutcome(published.hostPort)).toBe('refused');
+  });
+
+  it('open: works and is recorded as open (checked from inside: interfaces and a default route)', async () => {
+    const open = await manager.create({ runId: runId('open'), image, limits: DEFAULT_LIMITS, network: 'open' });
+    try {
+      await expect(applyNetworkPolicy(open, { mode: 'allowlist' }, { sandboxNetwork: 'open' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+      const applied = await applyNetworkPolicy(open, { mode: 'open' }, { sandboxNetwork: 'open' });
+      expect(applied.record.policy).toBe('open');
+      expect(applied.record.warning).toMatch(/Open network/);
+      expect(applied.record.interfaces.length).toBeGreaterThan(0);
+      expect(applied.record.defaultRoute).toBe(true);
+      expect(applied.env).toEqual({});
+      await applied.close();
+    } finally {
+      expect((await open.destroy()).leftovers).toEqual([]);
+    }
+  });
+
+  it('none on an open sandbox is refused, on an isolated one it sets nothing up', async () => {
+    const none = await applyNetworkPolicy(isolated, { mode: 'none' }, { sandboxNetwork: 'none' });
+    expect(none.record).toEqual({ policy: 'none', allow: [], interfaces: [], defaultRoute: false });
+    expect(none.env).toEqual({});
+  });
+});
