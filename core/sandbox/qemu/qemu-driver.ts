@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
@@ -35,6 +36,8 @@ export interface QemuSandboxInfo extends SandboxInfo {
   /** `kvm`/`hvf`: hardware virtualization; `tcg`: software emulation (much slower). */
   accel: VmAccel;
   accelReason: string;
+  /** `<hostname>:<pid>` of the process that started the VM (reaper safety). */
+  owner?: string;
 }
 
 interface RunRecord {
@@ -42,6 +45,7 @@ interface RunRecord {
   image: string;
   createdAt: string;
   accel: VmAccel;
+  owner: string;
 }
 
 interface LiveVm {
@@ -150,9 +154,10 @@ export class QemuDriver implements SandboxDriver {
 
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
-    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel };
+    const owner = `${os.hostname()}:${process.pid}`;
+    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, owner };
     const id = `${ID_PREFIX}${spec.runId}`;
-    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason };
+    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason, owner };
     let vm: LiveVm | undefined;
     try {
       await writeFile(files.record, JSON.stringify(record, null, 2), { mode: 0o600 });
@@ -385,6 +390,7 @@ export class QemuDriver implements SandboxDriver {
         createdAt: record?.createdAt ?? st.mtime.toISOString(),
         accel: record?.accel ?? 'tcg',
         accelReason: live?.info.accelReason ?? '',
+        ...(record?.owner ? { owner: record.owner } : {}),
       });
     }
     return out;

@@ -1,0 +1,173 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { AirlockError } from '../../../contracts/errors';
+import { Emitter, type Event } from '../../common/disposable';
+import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
+import { spawnChannelStream } from '../qemu/child-channel';
+import { runTool, runToolOk, type ToolResult } from '../qemu/run-tool';
+import {
+  DEFAULT_LIMA_TEMPLATE,
+  LIMA_INSTANCE,
+  LIMA_LABEL_RUN,
+  limactlCopyArgs,
+  limactlCreateArgs,
+  limactlListArgs,
+  limactlShellArgs,
+  limactlStartArgs,
+  limaTemplate,
+  nerdctlExecHelperArgs,
+  nerdctlPsArgs,
+  nerdctlRemoveArgs,
+  nerdctlRunArgs,
+  parseLimaList,
+  parseNerdctlPs,
+  type LimaTemplateOptions,
+} from './lima-cli';
+
+/** Runs `limactl` with the given arguments (tests substitute a recorder). */
+export type LimactlRunner = (args: string[], opts?: { timeoutMs?: number; input?: Buffer }) => Promise<ToolResult>;
+
+export interface LimaDriverOptions {
+  instance?: string;
+  /** Path of `limactl`; default from PATH. */
+  limactl?: string;
+  template?: Partial<LimaTemplateOptions>;
+  /** Replaces process execution (tests). */
+  runner?: LimactlRunner;
+  /** Replaces the channel process (tests). */
+  openStream?: (args: string[]) => ChannelStream;
+}
+
+/**
+ * SandboxDriver for macOS over Lima: one long-lived `airlock` VM with rootless containerd, one
+ * hardened container per run inside it (see lima-cli.ts for the reasoning). The channel is
+ * `limactl shell airlock nerdctl exec -i <container> node /opt/airlock/helper.js`.
+ * NOT run on a real Mac in this repository's CI: see resources/vm/README.md.
+ */
+export class LimaDriver implements SandboxDriver {
+  readonly kind: IsolationKind = 'lima';
+  private readonly emitter = new Emitter<SandboxEvent>();
+  readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
+  private readonly instance: string;
+  private readonly run: LimactlRunner;
+  private vmReady: Promise<void> | undefined;
+
+  constructor(private readonly opts: LimaDriverOptions = {}) {
+    this.instance = opts.instance ?? LIMA_INSTANCE;
+    const bin = opts.limactl ?? 'limactl';
+    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, input: o?.input }));
+  }
+
+  private async ok(args: string[], what: string, timeoutMs = 120_000): Promise<ToolResult> {
+    const r = await this.run(args, { timeoutMs });
+    if (r.code !== 0) throw new AirlockError('SANDBOX_FAILED', `${what}: limactl ${args.slice(0, 2).join(' ')} failed: ${r.stderr.trim().slice(-800) || `exit ${r.code}`}`);
+    return r;
+  }
+
+  private nerdctl(argv: string[], what: string, timeoutMs = 120_000): Promise<ToolResult> {
+    return this.ok(limactlShellArgs(argv, this.instance), what, timeoutMs);
+  }
+
+  /** Creates (first time; downloads the Debian cloud image) and starts the `airlock` VM. */
+  ensureVm(): Promise<void> {
+    this.vmReady ??= (async () => {
+      const listed = await this.run(limactlListArgs(), { timeoutMs: 30_000 });
+      if (listed.code !== 0) {
+        throw new AirlockError('VM_UNAVAILABLE', `limactl does not work (${listed.stderr.trim() || `exit ${listed.code}`}). Install Lima: brew install lima.`);
+      }
+      const vm = parseLimaList(listed.stdout.toString('utf8')).find((i) => i.name === this.instance);
+      if (!vm) {
+        const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-lima-'));
+        try {
+          const file = path.join(dir, `${this.instance}.yaml`);
+          await writeFile(file, limaTemplate({ ...DEFAULT_LIMA_TEMPLATE, ...this.opts.template }));
+          await this.ok(limactlCreateArgs(file, this.instance), 'Could not create the Airlock Lima VM', 30 * 60_000);
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      }
+      if (vm?.status !== 'Running') await this.ok(limactlStartArgs(this.instance), 'Could not start the Airlock Lima VM', 30 * 60_000);
+    })();
+    this.vmReady.catch(() => {
+      this.vmReady = undefined;
+    });
+    return this.vmReady;
+  }
+
+  /**
+   * Builds `ref` inside the VM from a Docker build context tar (Dockerfile at its root), so a Mac
+   * needs no Docker: the same Dockerfile as the Docker driver, built by nerdctl/BuildKit.
+   */
+  async buildImage(ref: string, contextTar: Buffer): Promise<void> {
+    await this.ensureVm();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-lima-ctx-'));
+    const guestTar = `/tmp/airlock-ctx-${randomBytes(6).toString('hex')}.tar`;
+    try {
+      const hostTar = path.join(dir, 'context.tar');
+      await writeFile(hostTar, contextTar);
+      await this.ok(limactlCopyArgs(hostTar, guestTar, this.instance), 'Could not copy the image build context into the Lima VM', 10 * 60_000);
+      await this.nerdctl(['sh', '-c', 'set -e; d=$(mktemp -d); tar -xf "$1" -C "$d"; rm -f "$1"; nerdctl build -t "$2" "$d"; rm -rf "$d"', 'sh', guestTar, ref], 'Building the sandbox image in the Lima VM failed', 60 * 60_000);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  async create(spec: SandboxSpec): Promise<SandboxInfo> {
+    if (spec.network !== 'none') throw new AirlockError('INVALID_INPUT', `The Lima sandbox supports only the 'none' network policy for now; got '${spec.network}'.`);
+    await this.ensureVm();
+    let id: string;
+    try {
+      id = (await this.nerdctl(nerdctlRunArgs(spec), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
+    } catch (err) {
+      await this.destroy(spec.runId).catch(() => undefined);
+      throw err;
+    }
+    this.emitter.fire({ type: 'created', runId: spec.runId, id });
+    this.emitter.fire({ type: 'started', runId: spec.runId, id });
+    return { id, runId: spec.runId, kind: 'lima', state: 'running', createdAt: new Date().toISOString() };
+  }
+
+  async openChannel(sandboxId: string): Promise<ChannelStream> {
+    if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(sandboxId)) throw new AirlockError('INVALID_INPUT', `'${sandboxId}' is not a container id.`);
+    const args = limactlShellArgs(nerdctlExecHelperArgs(sandboxId), this.instance);
+    return this.opts.openStream ? this.opts.openStream(args) : spawnChannelStream(this.opts.limactl ?? 'limactl', args);
+  }
+
+  private async containers(runId?: string) {
+    const r = await this.nerdctl(nerdctlPsArgs(runId), 'Could not list the sandbox containers in the Lima VM', 60_000);
+    return parseNerdctlPs(r.stdout.toString('utf8'));
+  }
+
+  async destroy(runId: string): Promise<WipeProof> {
+    const t0 = performance.now();
+    const found = await this.containers(runId);
+    const removed: string[] = [];
+    if (found.length > 0) {
+      await this.nerdctl(nerdctlRemoveArgs(found.map((c) => c.id)), `Could not remove the sandbox of run ${runId}`, 60_000);
+      removed.push(...found.map((c) => `container:${c.id.slice(0, 12)}`));
+    }
+    const leftovers = (await this.containers(runId)).map((c) => `container:${c.id.slice(0, 12)}`);
+    const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
+    this.emitter.fire({ type: 'destroyed', runId, proof });
+    return proof;
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const vms = await this.run(limactlListArgs(), { timeoutMs: 30_000 });
+    const vm = vms.code === 0 ? parseLimaList(vms.stdout.toString('utf8')).find((i) => i.name === this.instance) : undefined;
+    if (vm?.status !== 'Running') return [];
+    return (await this.containers()).map((c) => ({
+      id: c.id,
+      runId: c.labels[LIMA_LABEL_RUN] ?? '',
+      kind: 'lima' as const,
+      state: c.status,
+      createdAt: c.createdAt,
+    }));
+  }
+
+  dispose(): void {
+    this.emitter.dispose();
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * `wsl.exe` command lines and output parsers for the WSL2 driver (Windows). Pure functions, checked
+ * by unit tests against WSL's documented CLI (see resources/vm/README.md for what was and was not
+ * run on a real Windows machine).
+ *
+ * Each run is its own WSL2 distribution imported from the sandbox image's root filesystem
+ * (`wsl --import`), removed with `wsl --unregister` (which deletes its virtual disk). All WSL2
+ * distributions share one utility VM and its network, so the helper is started in a fresh network
+ * namespace (`unshare --net`: only `lo`) and then drops to the image's non-root user.
+ */
+
+export const WSL_DISTRO_PREFIX = 'airlock-';
+export const WSL_HELPER = ['node', '/opt/airlock/helper.js'];
+
+export function distroName(runId: string): string {
+  return `${WSL_DISTRO_PREFIX}${runId}`;
+}
+
+/** `wsl.exe --import <name> <installDir> <rootfs.tar> --version 2` */
+export function wslImportArgs(name: string, installDir: string, rootfsTar: string): string[] {
+  return ['--import', name, installDir, rootfsTar, '--version', '2'];
+}
+
+/** `wsl.exe --terminate <name>` */
+export function wslTerminateArgs(name: string): string[] {
+  return ['--terminate', name];
+}
+
+/** `wsl.exe --unregister <name>`: stops the distribution and deletes its ext4.vhdx. */
+export function wslUnregisterArgs(name: string): string[] {
+  return ['--unregister', name];
+}
+
+/** `wsl.exe --list --verbose` */
+export function wslListArgs(): string[] {
+  return ['--list', '--verbose'];
+}
+
+export interface WslHelperOptions {
+  uid: number;
+  gid: number;
+  home: string;
+  pids: number;
+}
+
+/**
+ * The script run as root in the distribution to start the helper: new network namespace with
+ * only `lo` up, then the non-root user with no capabilities and no_new_privs, a process limit, a
+ * clean environment. `/opt/airlock-vm/busybox` (added by prepareWslRootfs) brings `lo` up when the
+ * image has no `ip`.
+ */
+export function wslHelperScript(o: WslHelperOptions): string {
+  const inner = [
+    '(/opt/airlock-vm/busybox ip link set lo up || ip link set lo up) >/dev/null 2>&1 || { echo "airlock: cannot bring up lo" >&2; exit 1; }',
+    'cd /workspace 2>/dev/null || cd /',
+    `exec prlimit --nproc=${o.pids}:${o.pids} -- setpriv --reuid=${o.uid} --regid=${o.gid} --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all ` +
+      `env -i HOME=${o.home} PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 ${WSL_HELPER.join(' ')}`,
+  ].join('; ');
+  return `exec unshare --net --fork -- /bin/sh -c '${inner.replaceAll("'", `'\\''`)}'`;
+}
+
+/** `wsl.exe -d <name> -u root --cd / -- /bin/sh -c <script>`: its stdin/stdout are the channel. */
+export function wslHelperArgs(name: string, o: WslHelperOptions): string[] {
+  return ['--distribution', name, '--user', 'root', '--cd', '/', '--exec', '/bin/sh', '-c', wslHelperScript(o)];
+}
+
+/** `wsl.exe -d <name> -u root --exec <argv>` (setup commands). */
+export function wslExecArgs(name: string, argv: readonly string[]): string[] {
+  return ['--distribution', name, '--user', 'root', '--cd', '/', '--exec', ...argv];
+}
+
+/**
+ * wsl.exe writes its own messages in UTF-16LE (unless `WSL_UTF8=1`); commands run inside a
+ * distribution write UTF-8. Decodes either, dropping a BOM and CRs.
+ */
+export function decodeWslOutput(buf: Buffer): string {
+  let text: string;
+  const looksUtf16 = buf.length >= 2 && ((buf[0] === 0xff && buf[1] === 0xfe) || (buf.length >= 4 && buf[1] === 0 && buf[3] === 0));
+  if (looksUtf16) text = buf.toString('utf16le');
+  else text = buf.toString('utf8');
+  return text.replace(/^\uFEFF/, '').replaceAll('\r', '').replaceAll('\0', '');
+}
+
+export interface WslDistro {
+  name: string;
+  state: string;
+  version: number;
+  isDefault: boolean;
+}
+
+/**
+ * `wsl --list --verbose`:
+ * ```
+ *   NAME                   STATE           VERSION
+ * * Ubuntu                 Running         2
+ *   airlock-r-1            Stopped         2
+ * ```
+ */
+export function parseWslList(output: Buffer | string): WslDistro[] {
+  const text = typeof output === 'string' ? output : decodeWslOutput(output);
+  const out: WslDistro[] = [];
+  for (const raw of text.split('\n')) {
+    const line = raw.replace(/\s+$/, '');
+    if (!line.trim() || /^\s*\*?\s*NAME\s+STATE\s+VERSION/i.test(line)) continue;
+    const m = /^\s*(\*)?\s*(\S+)\s+(\S+)\s+(\d+)\s*$/.exec(line);
+    if (!m) continue;
+    out.push({ name: m[2] as string, state: m[3] as string, version: Number(m[4]), isDefault: m[1] === '*' });
+  }
+  return out;
+}
+
+/** wsl.exe's "no such distribution" (code WSL_E_DISTRO_NOT_FOUND): unregistering it again is fine. */
+export function isDistroNotFound(output: string): boolean {
+  return /WSL_E_DISTRO_NOT_FOUND|There is no distribution with the supplied name/i.test(output);
+}
+
+/** No distribution at all makes `wsl --list` exit non-zero with WSL_E_DEFAULT_DISTRO_NOT_FOUND. */
+export function isNoDistributions(output: string): boolean {
+  return /WSL_E_DEFAULT_DISTRO_NOT_FOUND|has no installed distributions/i.test(output);
+}
