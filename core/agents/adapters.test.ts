@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { AgentEvent } from '../../contracts/agent-events';
 import type { AgentOutputParser } from './agent-adapter';
@@ -192,5 +193,27 @@ describe('adapter commands', () => {
   it('knows its agents', () => {
     expect(AGENT_IDS).toEqual(['builtin', 'claude-code', 'codex', 'custom']);
     expect(() => getAgentAdapter('gpt-engineer')).toThrow(/Unknown agent/);
+  });
+});
+
+describe('recorded output of the real CLIs (agents image, fake upstream)', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8').split('\n').filter(Boolean);
+
+  it('Claude Code 2.1 stream-json: a Bash call, its output and the result', () => {
+    const events = feed(createClaudeCodeParser(), fixture('claude-code-stream.jsonl'));
+    expect(events.map((e) => e.type)).toEqual(['tool_call', 'command_started', 'tool_result', 'command_output', 'command_exited', 'assistant_text', 'usage', 'finished']);
+    expect(events[1]).toMatchObject({ type: 'command_started', command: 'echo hello-from-claude > out.txt && cat out.txt' });
+    expect(events[3]).toMatchObject({ type: 'command_output', data: 'hello-from-claude' });
+    expect(events[6]).toMatchObject({ type: 'usage', inputTokens: 43640, outputTokens: 12 });
+    expect(events[7]).toEqual({ type: 'finished', summary: 'All done here.', reason: 'end_turn' });
+  });
+
+  it('Codex CLI 0.171 exec --json: a command, a message and the turn', () => {
+    const events = feed(createCodexParser(), fixture('codex-exec.jsonl'));
+    expect(events.map((e) => e.type)).toEqual(['tool_call', 'command_started', 'command_output', 'command_exited', 'tool_result', 'assistant_text', 'usage', 'finished']);
+    expect(events[2]).toMatchObject({ type: 'command_output', data: 'hello-from-codex\n' });
+    expect(events[3]).toMatchObject({ type: 'command_exited', exitCode: 0 });
+    expect(events[6]).toEqual({ type: 'usage', inputTokens: 20224, outputTokens: 12 });
+    expect(events[7]).toEqual({ type: 'finished', summary: 'All done here.', reason: 'end_turn' });
   });
 });

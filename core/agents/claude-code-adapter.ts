@@ -24,7 +24,8 @@ export const claudeCodeAdapter: AgentAdapter = {
     const { ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY } = providerEnv(ctx);
     return {
       // The root filesystem is read-only: give the CLI a writable config folder first.
-      argv: ['sh', '-c', 'mkdir -p "$CLAUDE_CONFIG_DIR" && exec "$@"', 'sh', ...argv],
+      // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
+      argv: ['sh', '-c', 'mkdir -p "$CLAUDE_CONFIG_DIR" && exec "$@" </dev/null', 'sh', ...argv],
       env: {
         ANTHROPIC_BASE_URL: ANTHROPIC_BASE_URL!,
         ANTHROPIC_API_KEY: ANTHROPIC_API_KEY!,

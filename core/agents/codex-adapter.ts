@@ -34,7 +34,8 @@ export const codexAdapter: AgentAdapter = {
     ];
     return {
       // CODEX_HOME must exist; the root filesystem is read-only, so it lives in scratch space.
-      argv: ['sh', '-c', 'mkdir -p "$CODEX_HOME" && exec "$@"', 'sh', ...argv],
+      // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
+      argv: ['sh', '-c', 'mkdir -p "$CODEX_HOME" && exec "$@" </dev/null', 'sh', ...argv],
       env: { OPENAI_BASE_URL: OPENAI_BASE_URL!, OPENAI_API_KEY: OPENAI_API_KEY!, CODEX_HOME: `${AGENT_SCRATCH_DIR}/codex` },
       cwd: workspace,
     };

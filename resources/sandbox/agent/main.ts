@@ -40,9 +40,8 @@ async function run(config: AgentConfig, approvals: ApprovalReader | undefined): 
   const approve = async (id: string, command: string): Promise<boolean> => {
     if (!approvals) return true;
     emit({ type: 'approval_request', id, command });
-    const approved = await approvals.wait(id);
-    emit({ type: 'approval_response', id, approved });
-    return approved;
+    // The host records and emits the approval_response itself; echoing it would duplicate it.
+    return approvals.wait(id);
   };
   let nudged = false;
   for (let step = 1; step <= config.maxSteps; step++) {
