@@ -93,6 +93,36 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     });
   }
 
+  it('asks before each command in approval mode: an approved one runs, a denied one does not', async () => {
+    const projectDir = await f.project();
+    const answers = [true, false];
+    const sub = f.core.runs.onDidEvent((e) => {
+      if (e.event.type === 'approval_request') {
+        const approved = answers.shift() ?? false;
+        void f.services.runs.approve({ runId: e.runId, requestId: e.event.id, approved });
+      }
+    });
+    const started = await f.start({
+      projectDir,
+      approval: 'ask',
+      script: [
+        { toolCalls: [{ name: 'run_command', input: { command: 'echo approved-ran > approved.txt' } }] },
+        { toolCalls: [{ name: 'run_command', input: { command: 'echo denied-ran > denied.txt' } }] },
+        { toolCalls: [{ name: 'finish', input: { summary: 'asked twice' } }] },
+      ],
+    });
+    const run = await f.core.runs.wait(started.id);
+    sub.dispose();
+    expect(run.status).toBe('done');
+    expect(run.changedFiles.map((c) => c.path)).toEqual(['approved.txt']);
+    const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
+    const approvals = records.filter((r) => r.type === 'approval').map((r) => [r.data.command, r.data.approved]);
+    expect(approvals).toEqual([
+      ['echo approved-ran > approved.txt', true],
+      ['echo denied-ran > denied.txt', false],
+    ]);
+  });
+
   it('keeps the diff so far when cancelled mid-command, and still wipes', async () => {
     const projectDir = await f.project();
     const started = await f.start({
