@@ -56,7 +56,7 @@ export function gitRepo(spec: TreeSpec): string {
 }
 
 /** Every entry under `root` (`.git` included) with type, mode and content hash: equal ⇔ untouched. */
-export function fingerprint(root: string): string {
+export function fingerprint(root: string, opts: { skipGit?: boolean } = {}): string {
   const h = createHash('sha256');
   const walk = (rel: string) => {
     const full = path.join(root, rel);
@@ -65,7 +65,7 @@ export function fingerprint(root: string): string {
     h.update(`${rel}\0${rel ? st.mode : 0}\0`);
     if (st.isSymbolicLink()) h.update(readlinkSync(full));
     else if (st.isFile()) h.update(readFileSync(full));
-    else if (st.isDirectory()) for (const n of readdirSync(full).sort()) walk(rel ? `${rel}/${n}` : n);
+    else if (st.isDirectory()) for (const n of readdirSync(full).sort()) if (!(opts.skipGit && !rel && n === '.git')) walk(rel ? `${rel}/${n}` : n);
   };
   walk('');
   return h.digest('hex');

@@ -1,0 +1,227 @@
+import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { applyResult, exportPatch } from './apply';
+import { collectResult, type RunResult } from './changes';
+import { splitPatch } from './patch-sections';
+import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalSandbox } from './testing/fixtures';
+
+afterAll(cleanupTemps);
+
+const BIN = Buffer.from([0, 1, 2, 3, 4, 5, 0, 255]);
+
+const PROJECT = {
+  'src/app.ts': 'line 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7\nline 8\nline 9\n',
+  'src/conflict.ts': 'export const value = 1;\n',
+  'src/rename-me.ts': 'export function moved() {\n  return 42;\n}\n// padding for rename detection\n',
+  'docs/delete-me.md': 'obsolete\n',
+  'bin/tool.sh': '#!/bin/sh\necho tool\n',
+  'img/pic.bin': BIN,
+  'current': { symlink: 'src/app.ts' },
+};
+
+/** The run: edits, a conflict candidate, rename, delete, chmod, binary edit, symlink retarget, additions. */
+function agentEdits(sb: LocalSandbox) {
+  writeFileSync(sb.at('src/app.ts'), PROJECT['src/app.ts'].replace('line 8\n', 'line 8 (agent)\n'));
+  writeFileSync(sb.at('src/conflict.ts'), 'export const value = 2; // agent\n');
+  renameSync(sb.at('src/rename-me.ts'), sb.at('src/renamed.ts'));
+  unlinkSync(sb.at('docs/delete-me.md'));
+  chmodSync(sb.at('bin/tool.sh'), 0o755);
+  writeFileSync(sb.at('img/pic.bin'), Buffer.concat([BIN, Buffer.from([7, 0, 7])]));
+  unlinkSync(sb.at('current'));
+  symlinkSync('src/renamed.ts', sb.at('current'));
+  writeFileSync(sb.at('src/added.ts'), 'export const added = true;\n');
+  writeFileSync(sb.at('img/new.bin'), Buffer.from([0, 9, 8, 0]));
+}
+
+async function runOn(project: string): Promise<RunResult> {
+  const sb = await localSandbox(project);
+  agentEdits(sb);
+  return collectResult(sb.shell, {
+    layout: sb.layout,
+    baselineCommit: sb.hydrated.baselineCommit,
+    ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}),
+    manifest: sb.hydrated.manifest,
+  });
+}
+
+function read(dir: string, rel: string) {
+  return readFileSync(path.join(dir, rel));
+}
+
+function expectAgentResult(dir: string, opts: { except?: string[] } = {}) {
+  const skip = new Set(opts.except ?? []);
+  if (!skip.has('src/app.ts')) expect(read(dir, 'src/app.ts').toString()).toContain('line 8 (agent)');
+  if (!skip.has('src/conflict.ts')) expect(read(dir, 'src/conflict.ts').toString()).toBe('export const value = 2; // agent\n');
+  expect(existsSync(path.join(dir, 'src/rename-me.ts'))).toBe(false);
+  expect(read(dir, 'src/renamed.ts').toString()).toContain('return 42;');
+  expect(existsSync(path.join(dir, 'docs/delete-me.md'))).toBe(false);
+  expect(lstatSync(path.join(dir, 'bin/tool.sh')).mode & 0o111).not.toBe(0);
+  expect(read(dir, 'img/pic.bin').equals(Buffer.concat([BIN, Buffer.from([7, 0, 7])]))).toBe(true);
+  expect(readlinkSync(path.join(dir, 'current'))).toBe('src/renamed.ts');
+  expect(read(dir, 'src/added.ts').toString()).toBe('export const added = true;\n');
+  expect(read(dir, 'img/new.bin').equals(Buffer.from([0, 9, 8, 0]))).toBe(true);
+}
+
+describe('applyResult (working tree)', () => {
+  it('applies deletions, additions, renames, binary, mode and symlink changes to an unchanged project', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    expect(out.conflicts).toEqual([]);
+    expect(out.applied.sort()).toEqual(['current', 'docs/delete-me.md', 'img/new.bin', 'img/pic.bin', 'bin/tool.sh', 'src/added.ts', 'src/app.ts', 'src/conflict.ts', 'src/renamed.ts'].sort());
+    expectAgentResult(dir);
+    // The emptied folder goes, like with git apply.
+    expect(existsSync(path.join(dir, 'docs'))).toBe(false);
+  });
+
+  it('refuses a file the user edited in an overlapping way, applies the rest, merges non-overlapping edits, loses nothing', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    // Meanwhile the user edits: same line as the agent (conflict), a far line (merges), and makes a binary edit.
+    writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
+    writeFileSync(path.join(dir, 'src/app.ts'), PROJECT['src/app.ts'].replace('line 1\n', 'line 1 (user)\n'));
+    writeFileSync(path.join(dir, 'img/pic.bin'), Buffer.from([1, 0, 1]));
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    expect(out.conflicts.map((c) => c.path).sort()).toEqual(['img/pic.bin', 'src/conflict.ts']);
+    for (const c of out.conflicts) expect(c.reason).toMatch(/since the run started/);
+    expect(read(dir, 'src/conflict.ts').toString()).toBe('export const value = 3; // user\n');
+    expect(read(dir, 'img/pic.bin').equals(Buffer.from([1, 0, 1]))).toBe(true);
+    const merged = read(dir, 'src/app.ts').toString();
+    expect(merged).toContain('line 1 (user)');
+    expect(merged).toContain('line 8 (agent)');
+    expect(out.applied).toContain('src/app.ts');
+    expect(out.applied).not.toContain('src/conflict.ts');
+    expect(read(dir, 'src/renamed.ts').toString()).toContain('return 42;');
+  });
+
+  it('refuses to delete a file the user changed, and to create over a file the user created', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    writeFileSync(path.join(dir, 'docs/delete-me.md'), 'still needed!\n');
+    writeFileSync(path.join(dir, 'src/added.ts'), 'user version\n');
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    expect(out.conflicts.map((c) => c.path).sort()).toEqual(['docs/delete-me.md', 'src/added.ts']);
+    expect(read(dir, 'docs/delete-me.md').toString()).toBe('still needed!\n');
+    expect(read(dir, 'src/added.ts').toString()).toBe('user version\n');
+  });
+
+  it('applies only the selected files', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    const out = await applyResult({ projectDir: dir, patch: result.patch, files: ['src/renamed.ts', 'img/new.bin'], mode: 'working-tree', baseline: result.baseline });
+    expect(out.applied.sort()).toEqual(['img/new.bin', 'src/renamed.ts']);
+    expect(existsSync(path.join(dir, 'src/renamed.ts'))).toBe(true);
+    expect(existsSync(path.join(dir, 'src/rename-me.ts'))).toBe(false);
+    expect(read(dir, 'src/app.ts').toString()).toBe(PROJECT['src/app.ts']);
+    await expect(applyResult({ projectDir: dir, patch: result.patch, files: ['nope.txt'], mode: 'working-tree', baseline: result.baseline })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+  });
+
+  it('works on a non-git project, and refuses branch mode there with a clear error', async () => {
+    const dir = tempDir();
+    writeTree(dir, PROJECT);
+    const result = await runOn(dir);
+    const before = fingerprint(dir);
+    await expect(applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', baseline: result.baseline })).rejects.toMatchObject({
+      kind: 'INVALID_INPUT',
+      message: expect.stringMatching(/not the top folder of a git repository.*working tree/),
+    });
+    expect(fingerprint(dir)).toBe(before);
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    expect(out.conflicts).toEqual([]);
+    expectAgentResult(dir);
+  });
+
+  it('never writes through a symlinked folder', async () => {
+    const outside = tempDir('airlock-outside-');
+    const dir = tempDir();
+    writeTree(dir, { 'a.txt': 'a\n' });
+    const sb = await localSandbox(dir);
+    mkdirSync(sb.at('data'));
+    writeFileSync(sb.at('data/out.txt'), 'agent\n');
+    const result = await collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit });
+    symlinkSync(outside, path.join(dir, 'data'));
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    expect(out.conflicts).toEqual([{ path: 'data/out.txt', reason: expect.stringMatching(/symlink/) }]);
+    expect(existsSync(path.join(outside, 'out.txt'))).toBe(false);
+  });
+
+  it('rejects patches naming paths outside the project', () => {
+    const evil = Buffer.from('diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n');
+    expect(() => splitPatch(evil)).toThrow(/unsafe path/);
+    const gitPath = Buffer.from('diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+x\n');
+    expect(() => splitPatch(gitPath)).toThrow(/unsafe path/);
+  });
+});
+
+describe('applyResult (branch)', () => {
+  it('creates a branch with one commit and leaves the current branch, index and working tree untouched', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    // The user keeps working meanwhile: an uncommitted edit and a staged file.
+    writeFileSync(path.join(dir, 'src/app.ts'), 'user is typing\n');
+    writeFileSync(path.join(dir, 'staged.txt'), 'staged\n');
+    git(dir, ['add', 'staged.txt']);
+    const headBefore = git(dir, ['rev-parse', 'HEAD']).trim();
+    const branchBefore = git(dir, ['symbolic-ref', 'HEAD']).trim();
+    const statusBefore = git(dir, ['status', '--porcelain=v1']);
+    const filesBefore = fingerprint(dir, { skipGit: true });
+    const treeBefore = git(dir, ['ls-files', '-s']);
+
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/test-run', baseline: result.baseline });
+    expect(out.conflicts).toEqual([]);
+    expect(out.branch).toBe('airlock/test-run');
+    expect(git(dir, ['rev-parse', 'airlock/test-run']).trim()).toBe(out.commit);
+    expect(git(dir, ['rev-parse', `${out.commit}^`]).trim()).toBe(headBefore);
+
+    expect(git(dir, ['rev-parse', 'HEAD']).trim()).toBe(headBefore);
+    expect(git(dir, ['symbolic-ref', 'HEAD']).trim()).toBe(branchBefore);
+    expect(git(dir, ['status', '--porcelain=v1'])).toBe(statusBefore);
+    expect(git(dir, ['ls-files', '-s'])).toBe(treeBefore);
+    // Only .git/ changed (objects and the new ref); every project file is byte-identical.
+    expect(fingerprint(dir, { skipGit: true })).toBe(filesBefore);
+
+    // The branch holds the result: check it out elsewhere and compare.
+    const wt = path.join(tempDir(), 'wt');
+    git(dir, ['worktree', 'add', '-q', wt, 'airlock/test-run']);
+    expectAgentResult(wt);
+    const stat = git(dir, ['diff', '--name-status', '-M', headBefore, 'airlock/test-run']);
+    expect(stat).toMatch(/R\d+\tsrc\/rename-me\.ts\tsrc\/renamed\.ts/);
+    expect(stat).toMatch(/D\tdocs\/delete-me\.md/);
+    expect(git(dir, ['ls-tree', 'airlock/test-run', 'bin/tool.sh'])).toMatch(/^100755 /);
+    expect(git(dir, ['ls-tree', 'airlock/test-run', 'current'])).toMatch(/^120000 /);
+  });
+
+  it('branches from the commit the run started from and refuses conflicting files there too', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    // After the run started, the user commits an overlapping edit on their branch.
+    writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
+    git(dir, ['commit', '-qam', 'user edit']);
+    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/from-start', baseline: result.baseline });
+    // The branch starts at the run's start commit, where the file is still the baseline: no conflict.
+    expect(git(dir, ['rev-parse', `${out.commit}^`]).trim()).toBe(result.baseline.headCommit);
+    expect(out.conflicts).toEqual([]);
+    await expect(applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/from-start', baseline: result.baseline })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    // Without a recorded start commit, it builds on HEAD and the overlapping file is refused.
+    const { headCommit: _omit, ...noStart } = result.baseline;
+    const out2 = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/on-head', baseline: noStart });
+    expect(out2.conflicts.map((c) => c.path)).toEqual(['src/conflict.ts']);
+    expect(git(dir, ['show', 'airlock/on-head:src/conflict.ts'])).toBe('export const value = 3; // user\n');
+  });
+});
+
+describe('exportPatch', () => {
+  it('writes the whole or a filtered patch and never overwrites an existing file', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    const out = path.join(tempDir(), 'result.patch');
+    const all = await exportPatch({ patch: result.patch, file: out });
+    expect(all.bytes).toBe(result.patch.length);
+    await expect(exportPatch({ patch: result.patch, file: out })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    const part = await exportPatch({ patch: result.patch, file: `${out}.part`, files: ['src/added.ts', 'img/pic.bin'] });
+    expect(part.paths.sort()).toEqual(['img/pic.bin', 'src/added.ts']);
+    git(dir, ['apply', '--check', `${out}.part`]);
+    git(dir, ['apply', '--check', out]);
+  });
+});
