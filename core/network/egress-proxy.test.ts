@@ -416,6 +416,27 @@ describe('EgressProxy: load', () => {
     await waitFor(() => events.some((e) => e.reason === 'request head not received in time'));
   });
 
+  it('answers a silent client 408 and closes it', async () => {
+    const proxy = await proxyWith([], { handshakeTimeoutMs: 300 });
+    const reply = await new Promise<string>((resolve) => {
+      const s = net.connect(proxy.port, '127.0.0.1');
+      let out = '';
+      s.on('data', (d) => (out += d.toString()));
+      s.on('close', () => resolve(out));
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('closes an idle tunnel and records why', async () => {
+    const proxy = await proxyWith([`echo.test:${echoPort}`], { idleTimeoutMs: 300 });
+    const events = collect(proxy);
+    const s = await openTunnel(proxy.port, `echo.test:${echoPort}`);
+    expect(await roundTrip(s, 'once')).toBe('once');
+    await new Promise<void>((r) => s.on('close', () => r()));
+    await waitFor(() => events.length === 1);
+    expect(events[0]).toMatchObject({ allowed: true, reason: 'idle timeout', bytesUp: 4, bytesDown: 4 });
+  });
+
   it('a client that stops reading does not stall other tunnels', async () => {
     const proxy = await proxyWith([`echo.test:${echoPort}`]);
     const stalled = await openTunnel(proxy.port, `echo.test:${echoPort}`);
