@@ -39,11 +39,10 @@ export interface ServeDeps {
   openBrowser?(url: string): void;
 }
 
-/** Loads the real core lazily; `core/app.ts` (the lead's composition of the core) provides it. */
+/** The real core (`core/app-services.ts`), loaded only when serving. */
 async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServices> {
-  const spec = '../../app';
-  const mod = (await import(/* @vite-ignore */ spec)) as { createAirlockServices(o: { env: NodeJS.ProcessEnv }): Promise<AirlockServices> | AirlockServices };
-  return mod.createAirlockServices({ env });
+  const { createAirlockServices } = await import('../../app-services');
+  return createAirlockServices({ env });
 }
 
 function untilSignal(): Promise<void> {

@@ -1,0 +1,82 @@
+import { ipcMain, type IpcMainEvent, type IpcMainInvokeEvent, type WebContents } from 'electron';
+import type { TerminalChunk } from '../contracts';
+import type { ApiRouter } from '../core/api/router';
+import { DisposableStore, toDisposable, type Disposable } from '../core/common/disposable';
+import { TerminalBatcher } from '../core/host/terminal-batcher';
+import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_UNSUBSCRIBE } from '../preload/bridge-protocol';
+
+export interface IpcRouterOptions {
+  /** True when the calling frame is our window's main frame showing our UI. */
+  isTrustedSender(event: IpcMainEvent | IpcMainInvokeEvent): boolean;
+}
+
+interface Client {
+  subs: Map<string, Disposable>;
+  terminal: TerminalBatcher;
+  store: DisposableStore;
+}
+
+/**
+ * Serves every contract over IPC: sender check, zod validation and envelopes (in the router),
+ * push events only for what each window subscribed to, terminal output batched per frame.
+ */
+export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Disposable {
+  const clients = new Map<number, Client>();
+
+  const clientFor = (wc: WebContents): Client => {
+    let c = clients.get(wc.id);
+    if (c) return c;
+    const store = new DisposableStore();
+    const send = (event: string, payload: unknown) => {
+      if (!wc.isDestroyed()) wc.send(IPC_EVENT, event, payload);
+    };
+    // IPC has no backpressure signal: the renderer's bounded terminal sink drops and marks gaps.
+    const terminal = store.add(new TerminalBatcher({ send: (chunk) => send('terminals:onDidData', chunk), isCongested: () => false }));
+    c = { subs: new Map(), terminal, store };
+    clients.set(wc.id, c);
+    wc.once('destroyed', () => {
+      for (const s of c?.subs.values() ?? []) s.dispose();
+      c?.store.dispose();
+      clients.delete(wc.id);
+    });
+    return c;
+  };
+
+  ipcMain.handle(IPC_INVOKE, async (event, channel: unknown, input: unknown) => {
+    if (!opts.isTrustedSender(event)) return { ok: false, error: { kind: 'FORBIDDEN', message: 'this page may not call Airlock' } };
+    return router.invoke(String(channel), input);
+  });
+  const onSubscribe = (event: IpcMainEvent, name: unknown) => {
+    if (!opts.isTrustedSender(event) || typeof name !== 'string') return;
+    const client = clientFor(event.sender);
+    if (client.subs.has(name)) return;
+    try {
+      const wc = event.sender;
+      const listener = name === 'terminals:onDidData'
+        ? (payload: unknown) => client.terminal.push(payload as TerminalChunk)
+        : (payload: unknown) => { if (!wc.isDestroyed()) wc.send(IPC_EVENT, name, payload); };
+      client.subs.set(name, router.subscribe(name, listener));
+    } catch {
+      // unknown event: ignored (the preload allowlists names already)
+    }
+  };
+  const onUnsubscribe = (event: IpcMainEvent, name: unknown) => {
+    if (typeof name !== 'string') return;
+    const client = clients.get(event.sender.id);
+    client?.subs.get(name)?.dispose();
+    client?.subs.delete(name);
+  };
+  ipcMain.on(IPC_SUBSCRIBE, onSubscribe);
+  ipcMain.on(IPC_UNSUBSCRIBE, onUnsubscribe);
+
+  return toDisposable(() => {
+    ipcMain.removeHandler(IPC_INVOKE);
+    ipcMain.off(IPC_SUBSCRIBE, onSubscribe);
+    ipcMain.off(IPC_UNSUBSCRIBE, onUnsubscribe);
+    for (const c of clients.values()) {
+      for (const s of c.subs.values()) s.dispose();
+      c.store.dispose();
+    }
+    clients.clear();
+  });
+}

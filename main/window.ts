@@ -1,0 +1,71 @@
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { BrowserWindow, shell } from 'electron';
+import { contentSecurityPolicy } from './csp';
+
+export interface WindowPaths {
+  preload: string;
+  rendererIndex: string;
+  devServerUrl?: string;
+}
+
+export function windowPaths(dir: string): WindowPaths {
+  return {
+    preload: join(dir, '../preload/index.cjs'),
+    rendererIndex: join(dir, '../renderer/index.html'),
+    devServerUrl: process.env.ELECTRON_RENDERER_URL,
+  };
+}
+
+export function rendererFileUrl(paths: WindowPaths): string {
+  return pathToFileURL(paths.rendererIndex).href;
+}
+
+/** The locked-down webPreferences of every Airlock window (DESIGN.md §2.6). */
+export const LOCKED_DOWN_PREFERENCES = {
+  contextIsolation: true,
+  sandbox: true,
+  nodeIntegration: false,
+  nodeIntegrationInWorker: false,
+  nodeIntegrationInSubFrames: false,
+  webviewTag: false,
+  webSecurity: true,
+  allowRunningInsecureContent: false,
+  experimentalFeatures: false,
+  navigateOnDragDrop: false,
+  spellcheck: false,
+} as const;
+
+/** Creates the main window: locked down, no navigation, no new windows, CSP on every response. */
+export function createMainWindow(paths: WindowPaths): BrowserWindow {
+  const win = new BrowserWindow({
+    width: 1280,
+    height: 840,
+    minWidth: 900,
+    minHeight: 600,
+    show: false,
+    title: 'Airlock',
+    backgroundColor: '#0f1216',
+    webPreferences: { ...LOCKED_DOWN_PREFERENCES, preload: paths.preload },
+  });
+  const wc = win.webContents;
+  wc.session.webRequest.onHeadersReceived((details, callback) => {
+    callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(Boolean(paths.devServerUrl))] } });
+  });
+  // The UI never navigates: links to the web open in the user's browser, everything else is refused.
+  wc.on('will-navigate', (e, url) => {
+    e.preventDefault();
+    if (/^https:\/\//.test(url)) void shell.openExternal(url);
+  });
+  wc.on('will-redirect', (e) => e.preventDefault());
+  wc.setWindowOpenHandler(({ url }) => {
+    if (/^https:\/\//.test(url)) void shell.openExternal(url);
+    return { action: 'deny' };
+  });
+  wc.on('will-attach-webview', (e) => e.preventDefault());
+  wc.session.setPermissionRequestHandler((_wc, permission, callback) => callback(permission === 'notifications'));
+  win.once('ready-to-show', () => win.show());
+  if (paths.devServerUrl) void win.loadURL(paths.devServerUrl);
+  else void win.loadFile(paths.rendererIndex);
+  return win;
+}

@@ -1,0 +1,89 @@
+import { useEffect, useMemo, useState, type ReactElement } from 'react';
+import type { FileDiff } from '../../../contracts';
+import { formatBytes } from '../lib/format';
+import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
+import { diffKey, useDiffStore } from '../stores/diff-store';
+
+/** Past this many lines a diff is cut until the user asks for all of it. */
+export const MAX_RENDERED_LINES = 3000;
+
+function Cell({ line, side }: { line?: DiffLine; side: 'old' | 'new' }) {
+  const no = side === 'old' ? line?.oldNo : line?.newNo;
+  const cls = line?.kind === 'add' ? 'add' : line?.kind === 'del' ? 'del' : '';
+  return (
+    <>
+      <td className={`ln ${cls}`}>{no ?? ''}</td>
+      <td className={cls}>{line ? line.text : ''}</td>
+    </>
+  );
+}
+
+export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'split' }) {
+  const [showAll, setShowAll] = useState(false);
+  const hunks = useMemo(() => parseUnifiedDiff(diff.diff), [diff.diff]);
+  if (diff.binary) {
+    return <div className="empty">Binary file {diff.status}{diff.oldSize !== undefined || diff.newSize !== undefined ? ` (${formatBytes(diff.oldSize ?? 0)} → ${formatBytes(diff.newSize ?? 0)})` : ''}. No text diff to show.</div>;
+  }
+  if (diff.tooLarge) {
+    return <div className="empty">This file is too large to show here{diff.newSize ? ` (${formatBytes(diff.newSize)})` : ''}. It is included in the patch; export it to inspect.</div>;
+  }
+  if (hunks.length === 0) return <div className="empty">No content changes{diff.status === 'renamed' ? ' (renamed)' : ''}.</div>;
+  const total = countLines(hunks);
+  let budget = showAll ? Number.POSITIVE_INFINITY : MAX_RENDERED_LINES;
+  const rows: ReactElement[] = [];
+  for (const [hi, h] of hunks.entries()) {
+    if (budget <= 0) break;
+    rows.push(<tr className="hunk" key={`h${hi}`}><td colSpan={mode === 'split' ? 4 : 3}>{h.header}</td></tr>);
+    if (mode === 'unified') {
+      for (const [li, l] of h.lines.slice(0, budget).entries()) {
+        const cls = l.kind === 'add' ? 'add' : l.kind === 'del' ? 'del' : '';
+        rows.push(
+          <tr key={`${hi}-${li}`}>
+            <td className={`ln ${cls}`}>{l.oldNo ?? ''}</td>
+            <td className={`ln ${cls}`}>{l.newNo ?? ''}</td>
+            <td className={cls}>{l.kind === 'add' ? '+' : l.kind === 'del' ? '-' : ' '}{l.text}</td>
+          </tr>,
+        );
+      }
+    } else {
+      for (const [ri, r] of toSplitRows(h).slice(0, budget).entries()) {
+        rows.push(<tr key={`${hi}-${ri}`}><Cell line={r.left} side="old" /><Cell line={r.right} side="new" /></tr>);
+      }
+    }
+    budget -= h.lines.length;
+  }
+  return (
+    <>
+      <table><tbody>{rows}</tbody></table>
+      {total > MAX_RENDERED_LINES && !showAll && (
+        <div className="empty">Showing {MAX_RENDERED_LINES} of {total} lines. <button className="btn small" onClick={() => setShowAll(true)}>Show all</button></div>
+      )}
+    </>
+  );
+}
+
+/** Loads and shows one file's diff, unified or side by side. */
+export function DiffViewer({ runId, path }: { runId: string; path?: string }) {
+  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path)] : undefined));
+  const [mode, setMode] = useState<'unified' | 'split'>('unified');
+  useEffect(() => {
+    if (path) void useDiffStore.getState().loadFile(runId, path);
+  }, [runId, path]);
+  if (!path) return <div className="empty">Select a file to see its diff.</div>;
+  return (
+    <div className="stack" style={{ minHeight: 0, flex: 1 }}>
+      <div className="row spread">
+        <span className="mono">{path}</span>
+        <div className="row" role="radiogroup" aria-label="Diff layout">
+          <button className="btn small" aria-pressed={mode === 'unified'} onClick={() => setMode('unified')}>Unified</button>
+          <button className="btn small" aria-pressed={mode === 'split'} onClick={() => setMode('split')}>Split</button>
+        </div>
+      </div>
+      <div className="diff" aria-label={`Diff of ${path}`}>
+        {!entry && <div className="empty">Loading…</div>}
+        {entry && 'error' in entry && <div className="empty del-n">{entry.error}</div>}
+        {entry && !('error' in entry) && <DiffBody diff={entry} mode={mode} />}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,50 @@
+import { useEffect } from 'react';
+import { isFinalStatus } from '../../../contracts';
+import { errorMessage } from '../api';
+import { formatTime, formatUsd } from '../lib/format';
+import { useAppStore } from '../stores/app-store';
+import { useRunsStore } from '../stores/runs-store';
+import { StatusBadge } from './common';
+
+/** Past and current runs; open one to replay it. */
+export function HistoryScreen() {
+  const { runs, order, loaded, load } = useRunsStore();
+  const navigate = useAppStore((s) => s.navigate);
+  useEffect(() => {
+    void load().catch((err) => useAppStore.getState().notify('error', errorMessage(err)));
+  }, [load]);
+  const list = order.map((id) => runs[id]).filter((r) => r !== undefined);
+  return (
+    <>
+      <h1>History</h1>
+      <section className="panel">
+        {loaded && list.length === 0 && <div className="empty">No runs yet.</div>}
+        {list.length > 0 && (
+          <table aria-label="Runs">
+            <thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Model</th><th>Cost</th><th>Files</th><th>Started</th><th /></tr></thead>
+            <tbody>
+              {list.map((r) => (
+                <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id}
+                  onClick={() => navigate({ name: 'run', runId: r.id })}
+                  onKeyDown={(e) => { if (e.key === 'Enter') navigate({ name: 'run', runId: r.id }); }}>
+                  <td><StatusBadge status={r.status} /></td>
+                  <td>{r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
+                  <td>{r.agent}</td>
+                  <td className="mono">{r.provider}/{r.model}</td>
+                  <td className="mono">{formatUsd(r.usage.costUsd)}</td>
+                  <td>{r.changedFiles}</td>
+                  <td>{formatTime(r.createdAt)}</td>
+                  <td>
+                    {isFinalStatus(r.status) && (
+                      <button className="btn small danger" onClick={(e) => { e.stopPropagation(); void useRunsStore.getState().remove(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Delete</button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,153 @@
+import { useEffect, useState } from 'react';
+import { isFinalStatus, runTerminalId, type AuditVerifyResult } from '../../../contracts';
+import { api, errorMessage } from '../api';
+import { formatElapsed, formatTokens, formatUsd } from '../lib/format';
+import { useAppStore } from '../stores/app-store';
+import { useDiffStore } from '../stores/diff-store';
+import { useRunsStore } from '../stores/runs-store';
+import { ErrorBanner, StatusBadge, useNow } from './common';
+import { DiffViewer } from './diff-viewer';
+import { FileTreeView } from './file-tree-view';
+import { TerminalView } from './terminal-view';
+import { TranscriptView } from './transcript-view';
+
+function ApprovalPrompt({ runId }: { runId: string }) {
+  const pending = useRunsStore((s) => s.runs[runId]?.pendingApproval);
+  const [busy, setBusy] = useState(false);
+  if (!pending) return null;
+  const answer = async (approved: boolean) => {
+    setBusy(true);
+    try {
+      await useRunsStore.getState().approve(runId, pending.requestId, approved);
+    } catch (err) {
+      useAppStore.getState().notify('error', errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="approval" role="alertdialog" aria-label="Approve command">
+      <span>The agent wants to run</span>
+      <code>{pending.command}</code>
+      {pending.cwd && <span className="muted">in {pending.cwd}</span>}
+      <span style={{ flex: 1 }} />
+      <button className="btn primary" onClick={() => void answer(true)} disabled={busy} autoFocus>Approve</button>
+      <button className="btn danger" onClick={() => void answer(false)} disabled={busy}>Deny</button>
+    </div>
+  );
+}
+
+function AuditCheck({ runId }: { runId: string }) {
+  const [result, setResult] = useState<AuditVerifyResult>();
+  const [error, setError] = useState<string>();
+  const verify = async () => {
+    try {
+      setResult(await api().call('audit:verify', { runId }));
+      setError(undefined);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+  };
+  return (
+    <span className="row">
+      <button className="btn" onClick={() => void verify()}>Verify audit log</button>
+      {result && (
+        <span className={result.intact ? 'add-n' : 'del-n'} role="status">
+          {result.intact ? `intact (${result.records} records)` : `broken at record ${result.firstBroken?.index}: ${result.firstBroken?.reason}`}
+        </span>
+      )}
+      {error && <span className="del-n">{error}</span>}
+    </span>
+  );
+}
+
+/** One run, live or from history: phase, transcript, terminal, changed files and diffs, approvals. */
+export function RunView({ runId }: { runId: string }) {
+  const run = useRunsStore((s) => s.runs[runId]);
+  const live = useRunsStore((s) => s.live[runId]);
+  const files = useDiffStore((s) => s.files[runId]);
+  const navigate = useAppStore((s) => s.navigate);
+  const [selected, setSelected] = useState<string>();
+  const [tab, setTab] = useState<'terminal' | 'shell'>('terminal');
+  const [shellId, setShellId] = useState<string>();
+  const [error, setError] = useState<string>();
+  const final = run ? isFinalStatus(run.status) : false;
+  const now = useNow(Boolean(run && !final));
+
+  useEffect(() => {
+    setSelected(undefined);
+    setShellId(undefined);
+    setTab('terminal');
+    useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
+    useDiffStore.getState().load(runId).catch(() => {});
+  }, [runId]);
+  useEffect(() => {
+    // Keep the file list fresh when the count moves (covers missed invalidations after a reconnect).
+    if (run) void useDiffStore.getState().load(runId).catch(() => {});
+  }, [runId, run?.changedFiles, run?.status]);
+
+  if (!run) return <><ErrorBanner message={error} /><div className="empty">Loading run…</div></>;
+  const started = run.startedAt ?? run.createdAt;
+  const elapsed = (run.endedAt ? Date.parse(run.endedAt) : now) - Date.parse(started);
+
+  const openShell = async () => {
+    try {
+      const { terminalId } = await api().call('runs:openShell', { runId });
+      setShellId(terminalId);
+      setTab('shell');
+    } catch (err) {
+      useAppStore.getState().notify('error', errorMessage(err));
+    }
+  };
+
+  return (
+    <>
+      <div className="run-header">
+        <h1 style={{ flex: '1 1 320px' }} title={run.task}>{run.task.length > 90 ? `${run.task.slice(0, 90)}…` : run.task}</h1>
+        <StatusBadge status={run.status} />
+        {run.phase && !final && <span className="muted">{run.phase}</span>}
+        <span className="mono" aria-label="Elapsed">{formatElapsed(elapsed)}</span>
+        <div className="meter" aria-label="Usage">
+          <span>in <b>{formatTokens(run.usage.inputTokens)}</b></span>
+          <span>out <b>{formatTokens(run.usage.outputTokens)}</b></span>
+          <span>cost <b>{formatUsd(run.usage.costUsd)}</b></span>
+          <span>calls <b>{run.usage.requests}</b></span>
+        </div>
+        {!final && <button className="btn danger" onClick={() => void useRunsStore.getState().cancel(runId)}>Stop</button>}
+        {final && run.changedFiles > 0 && <button className="btn primary" onClick={() => navigate({ name: 'review', runId })}>Review &amp; apply</button>}
+      </div>
+      <div className="row muted" style={{ fontSize: 13 }}>
+        <span className="mono">{run.id}</span>·<span>{run.agent}</span>·<span>{run.provider} / {run.model}</span>·<span>{run.isolation}</span>·
+        <span className={run.network === 'none' ? '' : 'risk-reason'}>network: {run.network}</span>·<span className="mono">{run.projectDir}</span>
+        {final && <AuditCheck runId={runId} />}
+      </div>
+      {run.error && <ErrorBanner message={`${run.error.kind}: ${run.error.message}`} />}
+      <ApprovalPrompt runId={runId} />
+      <div className="run-grid">
+        <section className="panel" aria-label="Agent">
+          <h2>Transcript</h2>
+          <TranscriptView events={live?.events ?? []} />
+        </section>
+        <section className="panel" aria-label="Terminal">
+          <div className="tabs" role="tablist">
+            <button className="tab" role="tab" aria-selected={tab === 'terminal'} onClick={() => setTab('terminal')}>Terminal</button>
+            {shellId ? (
+              <button className="tab" role="tab" aria-selected={tab === 'shell'} onClick={() => setTab('shell')}>Shell</button>
+            ) : (
+              !final && <button className="tab" role="tab" aria-selected={false} onClick={() => void openShell()}>Open shell</button>
+            )}
+          </div>
+          {tab === 'terminal' && <TerminalView key={runTerminalId(runId)} terminalId={runTerminalId(runId)} label="Run terminal" />}
+          {tab === 'shell' && shellId && <TerminalView key={shellId} terminalId={shellId} interactive label="Sandbox shell" />}
+        </section>
+        <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
+          <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>
+          <div className="files-diff">
+            <FileTreeView files={files ?? []} selected={selected} onSelect={setSelected} />
+            <DiffViewer runId={runId} path={selected} />
+          </div>
+        </section>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,85 @@
+import { useEffect, useRef } from 'react';
+import { FitAddon } from '@xterm/addon-fit';
+import { Terminal } from '@xterm/xterm';
+import '@xterm/xterm/css/xterm.css';
+import { api } from '../api';
+import { TerminalSink } from '../terminal/terminal-sink';
+import { terminalHub } from '../terminal/terminal-hub';
+
+function xtermTheme() {
+  return { background: '#0d1117', foreground: '#e6edf3', cursor: '#e6edf3', selectionBackground: '#264f78' };
+}
+
+/**
+ * An xterm fed directly by the terminal hub (never through React state): the on-disk log is
+ * replayed first, then live chunks follow through a batched, bounded sink.
+ */
+export function TerminalView({ terminalId, interactive = false, label }: { terminalId: string; interactive?: boolean; label: string }) {
+  const host = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    const el = host.current;
+    if (!el) return;
+    const term = new Terminal({
+      convertEol: false,
+      scrollback: 5000,
+      fontSize: 12.5,
+      fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace',
+      disableStdin: !interactive,
+      cursorBlink: interactive,
+      theme: xtermTheme(),
+    });
+    const fit = new FitAddon();
+    term.loadAddon(fit);
+    term.open(el);
+    try { fit.fit(); } catch { /* not laid out yet */ }
+    const sink = new TerminalSink(term);
+    // For tests and the benchmark: the page can read how much reached the terminal.
+    el.dataset.terminalId = terminalId;
+    const stats = () => { el.dataset.rendered = String(sink.stats.renderedChars); el.dataset.gaps = String(sink.stats.gaps); };
+    sink.onRendered = stats;
+
+    // Live chunks that arrive while the log replays are held, then written after it.
+    let replaying = true;
+    const held: Array<() => void> = [];
+    const detach = terminalHub()?.attach(terminalId, {
+      write: (d) => (replaying ? held.push(() => sink.write(d)) : sink.write(d)),
+      gap: (n) => (replaying ? held.push(() => sink.gap(n)) : sink.gap(n)),
+      exit: (code) => sink.write(`\r\n\x1b[2m[exited${code === null ? '' : ` with ${code}`}]\x1b[0m\r\n`),
+    });
+    let cancelled = false;
+    void (async () => {
+      let offset = 0;
+      try {
+        for (;;) {
+          const page = await api().call('terminals:replay', { terminalId, offset });
+          if (cancelled) return;
+          sink.write(page.data);
+          offset = page.nextOffset;
+          if (page.done || !page.data) break;
+        }
+      } catch {
+        // No log yet (run just queued): live output follows.
+      }
+      replaying = false;
+      // Chunks that arrived during the replay are already in the log we just read.
+      held.length = 0;
+    })();
+
+    const input = interactive ? term.onData((data) => void api().call('terminals:write', { terminalId, data }).catch(() => {})) : undefined;
+    const resize = interactive ? term.onResize(({ cols, rows }) => void api().call('terminals:resize', { terminalId, cols, rows }).catch(() => {})) : undefined;
+    const observer = new ResizeObserver(() => { try { fit.fit(); } catch { /* hidden */ } });
+    observer.observe(el);
+    return () => {
+      cancelled = true;
+      observer.disconnect();
+      input?.dispose();
+      resize?.dispose();
+      detach?.();
+      sink.dispose();
+      term.dispose();
+    };
+  }, [terminalId, interactive]);
+
+  return <div className="terminal-host" ref={host} role="log" aria-label={label} />;
+}

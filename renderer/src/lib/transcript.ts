@@ -1,0 +1,90 @@
+import type { RunEvent } from '../../../contracts';
+
+export type TranscriptItem =
+  | { kind: 'text'; key: string; text: string }
+  | { kind: 'tool'; key: string; name: string; input: string; output?: string; ok?: boolean }
+  | { kind: 'command'; key: string; command: string; cwd: string; exitCode?: number | null; durationMs?: number; timedOut?: boolean }
+  | { kind: 'approval'; key: string; requestId: string; command: string; approved?: boolean }
+  | { kind: 'status'; key: string; status: string; phase?: string; error?: string }
+  | { kind: 'error'; key: string; message: string }
+  | { kind: 'finished'; key: string; summary: string };
+
+function stringify(v: unknown): string {
+  if (typeof v === 'string') return v;
+  try {
+    return JSON.stringify(v, null, 2) ?? '';
+  } catch {
+    return String(v);
+  }
+}
+
+/**
+ * Folds a run's events into what the transcript shows: text deltas joined into messages, tool
+ * calls paired with their results, commands with their exit, approvals with their answers.
+ * Command output is not here: it goes to the terminal.
+ */
+export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
+  const items: TranscriptItem[] = [];
+  const tools = new Map<string, Extract<TranscriptItem, { kind: 'tool' }>>();
+  const commands = new Map<string, Extract<TranscriptItem, { kind: 'command' }>>();
+  const approvals = new Map<string, Extract<TranscriptItem, { kind: 'approval' }>>();
+  for (const { seq, event: e } of events) {
+    const key = String(seq);
+    switch (e.type) {
+      case 'assistant_text': {
+        const last = items.at(-1);
+        if (last?.kind === 'text') last.text += e.delta;
+        else items.push({ kind: 'text', key, text: e.delta });
+        break;
+      }
+      case 'tool_call': {
+        const item = { kind: 'tool' as const, key, name: e.name, input: stringify(e.input) };
+        tools.set(e.id, item);
+        items.push(item);
+        break;
+      }
+      case 'tool_result': {
+        const t = tools.get(e.id);
+        if (t) {
+          t.output = e.output + (e.truncated ? '\n… (truncated)' : '');
+          t.ok = e.ok;
+        }
+        break;
+      }
+      case 'command_started': {
+        const item = { kind: 'command' as const, key, command: e.command, cwd: e.cwd };
+        commands.set(e.id, item);
+        items.push(item);
+        break;
+      }
+      case 'command_exited': {
+        const c = commands.get(e.id);
+        if (c) Object.assign(c, { exitCode: e.exitCode, durationMs: e.durationMs, timedOut: e.timedOut });
+        break;
+      }
+      case 'approval_request': {
+        const item = { kind: 'approval' as const, key, requestId: e.id, command: e.command };
+        approvals.set(e.id, item);
+        items.push(item);
+        break;
+      }
+      case 'approval_response': {
+        const a = approvals.get(e.id);
+        if (a) a.approved = e.approved;
+        break;
+      }
+      case 'status':
+        items.push({ kind: 'status', key, status: e.status, phase: e.phase, error: e.error?.message });
+        break;
+      case 'agent_error':
+        items.push({ kind: 'error', key, message: e.message });
+        break;
+      case 'finished':
+        items.push({ kind: 'finished', key, summary: e.summary });
+        break;
+      default:
+        break; // command_output → terminal; file_changed → files panel; usage → meter
+    }
+  }
+  return items;
+}

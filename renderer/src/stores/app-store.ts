@@ -1,0 +1,42 @@
+import { create } from 'zustand';
+
+export type Route =
+  | { name: 'doctor' }
+  | { name: 'keys' }
+  | { name: 'new' }
+  | { name: 'run'; runId: string }
+  | { name: 'review'; runId: string }
+  | { name: 'history' };
+
+export interface Notice {
+  id: number;
+  tone: 'info' | 'error' | 'success';
+  text: string;
+}
+
+interface AppState {
+  route: Route;
+  connected: boolean;
+  notices: Notice[];
+  navigate(route: Route): void;
+  setConnected(connected: boolean): void;
+  notify(tone: Notice['tone'], text: string): void;
+  dismiss(id: number): void;
+}
+
+let noticeId = 0;
+
+/** Navigation, connection state and transient notices. */
+export const useAppStore = create<AppState>()((set) => ({
+  route: { name: 'new' },
+  connected: true,
+  notices: [],
+  navigate: (route) => set({ route }),
+  setConnected: (connected) => set({ connected }),
+  notify: (tone, text) => {
+    const id = ++noticeId;
+    set((s) => ({ notices: [...s.notices.slice(-4), { id, tone, text }] }));
+    setTimeout(() => set((s) => ({ notices: s.notices.filter((n) => n.id !== id) })), tone === 'error' ? 10_000 : 5_000);
+  },
+  dismiss: (id) => set((s) => ({ notices: s.notices.filter((n) => n.id !== id) })),
+}));

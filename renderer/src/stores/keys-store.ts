@@ -1,0 +1,61 @@
+import { create } from 'zustand';
+import type { ChannelInput, KeychainStatus, KeyInfo, KeyTestResult, ProviderInfo } from '../../../contracts';
+import { api, errorMessage } from '../api';
+
+interface KeysState {
+  keys: KeyInfo[];
+  providers: ProviderInfo[];
+  keychain?: KeychainStatus;
+  tests: Record<string, KeyTestResult | { status: 'testing' } | undefined>;
+  error?: string;
+  load(): Promise<void>;
+  /** Saves a key; the caller clears its input field right away (the key is not kept here). */
+  setKey(input: ChannelInput<'keys:set'>): Promise<KeyInfo>;
+  removeKey(provider: string): Promise<void>;
+  testKey(provider: string): Promise<void>;
+  addProvider(input: ChannelInput<'providers:add'>): Promise<ProviderInfo>;
+  removeProvider(id: string): Promise<void>;
+}
+
+/** Key status (never keys) and providers. */
+export const useKeysStore = create<KeysState>()((set, get) => ({
+  keys: [],
+  providers: [],
+  tests: {},
+  async load() {
+    try {
+      const [keys, providers, keychain] = await Promise.all([api().call('keys:list', {}), api().call('providers:list', {}), api().call('keys:status', {})]);
+      set({ keys, providers, keychain, error: undefined });
+    } catch (err) {
+      set({ error: errorMessage(err) });
+    }
+  },
+  async setKey(input) {
+    const info = await api().call('keys:set', input);
+    await get().load();
+    return info;
+  },
+  async removeKey(provider) {
+    await api().call('keys:remove', { provider });
+    set((s) => ({ tests: { ...s.tests, [provider]: undefined } }));
+    await get().load();
+  },
+  async testKey(provider) {
+    set((s) => ({ tests: { ...s.tests, [provider]: { status: 'testing' } } }));
+    try {
+      const result = await api().call('keys:test', { provider });
+      set((s) => ({ tests: { ...s.tests, [provider]: result } }));
+    } catch (err) {
+      set((s) => ({ tests: { ...s.tests, [provider]: { provider, status: 'error', message: errorMessage(err) } } }));
+    }
+  },
+  async addProvider(input) {
+    const p = await api().call('providers:add', input);
+    await get().load();
+    return p;
+  },
+  async removeProvider(id) {
+    await api().call('providers:remove', { id });
+    await get().load();
+  },
+}));

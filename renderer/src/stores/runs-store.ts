@@ -1,0 +1,98 @@
+import { create } from 'zustand';
+import type { RunEvent, RunRecord, RunSummary, StartRunInput } from '../../../contracts';
+import { api } from '../api';
+
+/** Events kept in memory per run for the transcript; command output lives in the terminal instead. */
+export const MAX_EVENTS_PER_RUN = 5000;
+
+export interface RunLive {
+  events: RunEvent[];
+  lastSeq: number;
+  record?: RunRecord;
+  replaying: boolean;
+}
+
+interface RunsState {
+  runs: Record<string, RunSummary>;
+  /** Run ids, newest first. */
+  order: string[];
+  live: Record<string, RunLive>;
+  loaded: boolean;
+  load(): Promise<void>;
+  start(input: StartRunInput): Promise<RunSummary>;
+  /** Loads a run's record and replays its stored events (history, or a reload mid-run). */
+  open(runId: string): Promise<void>;
+  cancel(runId: string): Promise<void>;
+  approve(runId: string, requestId: string, approved: boolean): Promise<void>;
+  remove(runId: string): Promise<void>;
+  applyStatus(summary: RunSummary): void;
+  applyEvent(event: RunEvent): void;
+}
+
+const keep = (e: RunEvent) => e.event.type !== 'command_output';
+
+function appendEvents(live: RunLive | undefined, events: RunEvent[]): RunLive {
+  const base = live ?? { events: [], lastSeq: -1, replaying: false };
+  const fresh = events.filter((e) => e.seq > base.lastSeq);
+  if (!fresh.length) return base;
+  const merged = base.events.concat(fresh.filter(keep));
+  return { ...base, events: merged.length > MAX_EVENTS_PER_RUN ? merged.slice(-MAX_EVENTS_PER_RUN) : merged, lastSeq: (fresh.at(-1) as RunEvent).seq };
+}
+
+/** Runs: summaries for lists, live state (events, record) for the runs being looked at. */
+export const useRunsStore = create<RunsState>()((set, get) => ({
+  runs: {},
+  order: [],
+  live: {},
+  loaded: false,
+  async load() {
+    const list = await api().call('runs:list', {});
+    set((s) => ({ runs: { ...s.runs, ...Object.fromEntries(list.map((r) => [r.id, r])) }, order: list.map((r) => r.id), loaded: true }));
+  },
+  async start(input) {
+    const summary = await api().call('runs:start', input);
+    get().applyStatus(summary);
+    set((s) => ({ live: { ...s.live, [summary.id]: s.live[summary.id] ?? { events: [], lastSeq: -1, replaying: false } } }));
+    return summary;
+  },
+  async open(runId) {
+    set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] ?? { events: [], lastSeq: -1 }), replaying: true } } }));
+    const record = await api().call('runs:get', { runId });
+    get().applyStatus(record);
+    let after = -1;
+    for (;;) {
+      const page = await api().call('runs:events', { runId, afterSeq: after, limit: 1000 });
+      set((s) => ({ live: { ...s.live, [runId]: appendEvents(s.live[runId], page.events) } }));
+      if (page.done || page.events.length === 0) break;
+      after = page.nextSeq;
+    }
+    set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] as RunLive), record, replaying: false } } }));
+  },
+  async cancel(runId) {
+    get().applyStatus(await api().call('runs:cancel', { runId }));
+  },
+  async approve(runId, requestId, approved) {
+    await api().call('runs:approve', { runId, requestId, approved });
+    const run = get().runs[runId];
+    if (run?.pendingApproval?.requestId === requestId) get().applyStatus({ ...run, pendingApproval: undefined });
+  },
+  async remove(runId) {
+    await api().call('runs:delete', { runId });
+    set((s) => {
+      const { [runId]: _r, ...runs } = s.runs;
+      const { [runId]: _l, ...live } = s.live;
+      return { runs, live, order: s.order.filter((id) => id !== runId) };
+    });
+  },
+  applyStatus(summary) {
+    set((s) => ({
+      runs: { ...s.runs, [summary.id]: { ...s.runs[summary.id], ...summary } },
+      order: s.order.includes(summary.id) ? s.order : [summary.id, ...s.order],
+    }));
+  },
+  applyEvent(event) {
+    const live = get().live[event.runId];
+    if (!live) return; // nobody is looking at this run; it replays from disk when opened
+    set((s) => ({ live: { ...s.live, [event.runId]: appendEvents(s.live[event.runId], [event]) } }));
+  },
+}));

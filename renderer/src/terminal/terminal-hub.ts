@@ -1,0 +1,53 @@
+import type { TerminalChunk } from '../../../contracts';
+import type { Api } from '../api';
+
+export interface TerminalReceiver {
+  write(data: string): void;
+  gap(droppedBytes: number): void;
+  exit?(code: number | null): void;
+}
+
+/**
+ * Routes `terminals:onDidData` chunks to whichever terminal view is attached to that terminal id;
+ * output for terminals nobody is looking at is not kept (the on-disk log replays it on open).
+ */
+export class TerminalHub {
+  private readonly receivers = new Map<string, TerminalReceiver>();
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(api: Pick<Api, 'on'>) {
+    this.unsubscribe = api.on('terminals:onDidData', (chunk) => this.route(chunk));
+  }
+
+  private route(chunk: TerminalChunk): void {
+    const r = this.receivers.get(chunk.terminalId);
+    if (!r) return;
+    if (chunk.kind === 'data') r.write(chunk.data);
+    else if (chunk.kind === 'gap') r.gap(chunk.droppedBytes);
+    else r.exit?.(chunk.exitCode);
+  }
+
+  attach(terminalId: string, receiver: TerminalReceiver): () => void {
+    this.receivers.set(terminalId, receiver);
+    return () => {
+      if (this.receivers.get(terminalId) === receiver) this.receivers.delete(terminalId);
+    };
+  }
+
+  dispose(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.receivers.clear();
+  }
+}
+
+let hub: TerminalHub | undefined;
+
+/** The app's hub, created at boot. */
+export function setTerminalHub(h: TerminalHub | undefined): void {
+  hub = h;
+}
+
+export function terminalHub(): TerminalHub | undefined {
+  return hub;
+}

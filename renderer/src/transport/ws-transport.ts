@@ -1,0 +1,107 @@
+import type { Envelope } from '../../../contracts/errors';
+import type { ClientFrame, ServerFrame } from '../../../contracts/transport';
+import { HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../../contracts/transport';
+import type { Transport } from './transport';
+
+export interface WsTransportOptions {
+  /** ws://host:port/api[?token=…]; defaults to this page's host (the cookie carries the token). */
+  url?: string;
+  /** Factory for tests. */
+  createSocket?: (url: string) => WebSocket;
+}
+
+function defaultUrl(): string {
+  const token = new URLSearchParams(location.search).get(HOST_TOKEN_PARAM);
+  return `ws://${location.host}${HOST_WS_PATH}${token ? `?${HOST_TOKEN_PARAM}=${encodeURIComponent(token)}` : ''}`;
+}
+
+/**
+ * Browser: one WebSocket to `airlock serve`. Reconnects with backoff and re-subscribes; calls made
+ * while disconnected wait for the connection, calls lost with a dropped socket fail with CHANNEL_CLOSED.
+ */
+export function createWsTransport(opts: WsTransportOptions = {}): Transport {
+  const url = opts.url ?? defaultUrl();
+  const create = opts.createSocket ?? ((u: string) => new WebSocket(u));
+  const listeners = new Map<string, Set<(payload: unknown) => void>>();
+  const pending = new Map<number, (e: Envelope<unknown>) => void>();
+  const connListeners = new Set<(c: boolean) => void>();
+  let queue: string[] = [];
+  let nextId = 1;
+  let socket: WebSocket | undefined;
+  let open = false;
+  let retry = 0;
+
+  const send = (frame: ClientFrame) => {
+    const text = JSON.stringify(frame);
+    if (open && socket) socket.send(text);
+    else queue.push(text);
+  };
+  const setOpen = (v: boolean) => {
+    open = v;
+    for (const l of connListeners) l(v);
+  };
+
+  const connect = () => {
+    const ws = create(url);
+    socket = ws;
+    ws.onopen = () => {
+      retry = 0;
+      setOpen(true);
+      for (const event of listeners.keys()) ws.send(JSON.stringify({ t: 'sub', event } satisfies ClientFrame));
+      const q = queue;
+      queue = [];
+      for (const text of q) ws.send(text);
+    };
+    ws.onmessage = (msg: MessageEvent) => {
+      const frame = JSON.parse(String(msg.data)) as ServerFrame;
+      if (frame.t === 'result') {
+        pending.get(frame.id)?.(frame.envelope as Envelope<unknown>);
+        pending.delete(frame.id);
+      } else {
+        const set = listeners.get(frame.event);
+        if (set) for (const l of set) l(frame.payload);
+      }
+    };
+    ws.onclose = () => {
+      if (socket !== ws) return;
+      setOpen(false);
+      for (const resolve of pending.values()) resolve({ ok: false, error: { kind: 'CHANNEL_CLOSED', message: 'lost the connection to Airlock; retrying' } });
+      pending.clear();
+      retry = Math.min(retry + 1, 6);
+      setTimeout(connect, 200 * 2 ** retry);
+    };
+  };
+  connect();
+
+  return {
+    kind: 'websocket',
+    invoke(channel, input) {
+      const id = nextId++;
+      return new Promise((resolve) => {
+        pending.set(id, resolve);
+        send({ t: 'invoke', id, channel, input });
+      });
+    },
+    on(event, listener) {
+      let set = listeners.get(event);
+      if (!set) {
+        set = new Set();
+        listeners.set(event, set);
+        send({ t: 'sub', event });
+      }
+      set.add(listener);
+      return () => {
+        const s = listeners.get(event);
+        s?.delete(listener);
+        if (s && s.size === 0) {
+          listeners.delete(event);
+          send({ t: 'unsub', event });
+        }
+      };
+    },
+    onConnectionChange(listener) {
+      connListeners.add(listener);
+      return () => connListeners.delete(listener);
+    },
+  };
+}
