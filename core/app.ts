@@ -14,7 +14,9 @@ import { RunStore } from './runs/run-store';
 import type { ImageProgress } from './sandbox/driver';
 import { DockerDriver } from './sandbox/docker/docker-driver';
 import { ensureSandboxImage } from './sandbox/image';
-import { SandboxManager } from './sandbox/sandbox';
+import { SandboxManager, type Sandbox } from './sandbox/sandbox';
+import { applyNetworkPolicy } from './network/network-policy';
+import { PRESET_NAMES } from './network/presets';
 
 export interface AirlockCoreOptions {
   env?: NodeJS.ProcessEnv;
@@ -101,7 +103,13 @@ export class AirlockCore {
 
   private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
     if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
-    throw new AirlockError('VM_UNAVAILABLE', 'VM isolation is not available in this build yet; choose container isolation.');
+    if (process.platform !== 'linux' && process.platform !== 'darwin') {
+      throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on this OS uses WSL2, which this build does not drive yet; choose container isolation (see resources/vm/README.md).');
+    }
+    const { QemuDriver } = await import('./sandbox/qemu/qemu-driver');
+    const driver = new QemuDriver({ env: this.env });
+    await driver.checkAvailable();
+    return new SandboxManager(driver, { helloTimeoutMs: 180_000 });
   }
 
   /** The sandbox image for a variant, built once per process when missing (progress is pushed). */
@@ -156,6 +164,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
     agent: getAgentAdapter,
+    network: (sandbox, run) => applyRunNetwork(sandbox, run, home),
   });
   if (opts.recover !== false) {
     // Recovery needs the engine; without one there is nothing to reap, and runs are still marked.
@@ -166,6 +175,26 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     });
   }
   return core;
+}
+
+/**
+ * A run's wider network policy. Allow-list entries named `preset:npm` (pip, cargo, go, apt) take the
+ * registries from the host's own configuration of that tool.
+ */
+async function applyRunNetwork(
+  sandbox: Sandbox,
+  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
+  home: string,
+) {
+  const presets = run.allowlist.filter((a) => a.startsWith('preset:')).map((a) => a.slice('preset:'.length));
+  const unknown = presets.filter((p) => !(PRESET_NAMES as readonly string[]).includes(p));
+  if (unknown.length) throw new AirlockError('INVALID_INPUT', `Unknown network preset ${unknown.join(', ')}; presets are ${PRESET_NAMES.map((p) => `preset:${p}`).join(', ')}.`);
+  const policy =
+    run.policy === 'open'
+      ? ({ mode: 'open' } as const)
+      : { mode: 'allowlist' as const, presets: presets as Array<(typeof PRESET_NAMES)[number]>, allow: run.allowlist.filter((a) => !a.startsWith('preset:')) };
+  const applied = await applyNetworkPolicy(sandbox, policy, { sandboxNetwork: run.policy === 'open' ? 'open' : 'none', projectPath: run.projectDir, home });
+  return { env: applied.env, record: applied.record, onDidConnect: applied.onDidConnect, dispose: () => applied.dispose() };
 }
 
 /** Reads `length` bytes of a file from `offset` (for terminal log replay). */

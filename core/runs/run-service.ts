@@ -42,10 +42,25 @@ export interface RunServiceDeps {
    * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
    * channel); returns the environment the agent needs and what to record.
    */
-  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string }): Promise<{ env: Record<string, string>; dispose(): void }>;
+  network?(
+    sandbox: Sandbox,
+    run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
+  ): Promise<{ env: Record<string, string>; record: { policy: string; allow: string[]; warning?: string }; onDidConnect: Event<EgressAttempt>; dispose(): void }>;
   limits?: SandboxLimits;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
+}
+
+/** One connection attempt through a run's egress proxy (allow-list policy). */
+export interface EgressAttempt {
+  host: string;
+  port: number;
+  method: string;
+  allowed: boolean;
+  reason?: string;
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
 }
 
 interface LiveRun {
@@ -309,7 +324,7 @@ export class RunService implements Disposable {
       });
       live.sandbox = sandbox;
       await this.update(live, (r) => ({ ...r, isolation: { ...r.isolation, image, sandboxId: sandbox.info.id } }));
-      await live.audit.append('network', { policy: input.network, ...(input.allowlist ? { allow: input.allowlist } : {}) });
+      if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
       this.throwIfStopped(live);
 
       await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
@@ -329,10 +344,19 @@ export class RunService implements Disposable {
       const exposed = await sandbox.channel.exposeHostService(0, () => connect(this.deps.proxyPort, '127.0.0.1'));
       live.disposables.add(exposed);
       let networkEnv: Record<string, string> = {};
-      if (input.network !== 'none' && this.deps.network) {
-        const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: input.projectDir });
+      if (input.network !== 'none') {
+        if (!this.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
+        const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) });
         live.disposables.add(net);
         networkEnv = net.env;
+        await live.audit.append('network', { policy: input.network, allow: net.record.allow });
+        if (net.record.warning) live.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
+        live.disposables.add(
+          net.onDidConnect((e) => {
+            this.auditLater(live, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
+            if (!e.allowed) live.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
+          }),
+        );
       }
 
       live.disposables.add(

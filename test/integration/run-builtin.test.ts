@@ -251,3 +251,38 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(JSON.stringify(await f.services.keys.list({}))).not.toContain(CANARY_KEY);
   });
 });
+
+describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Docker, egress proxy)', () => {
+  let f: RunFixture;
+  beforeAll(async () => {
+    f = await createRunFixture();
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  it('reaches the npm registry through the npm preset, is refused elsewhere, and audits both', async () => {
+    const projectDir = await f.project();
+    const started = await f.start({
+      projectDir,
+      network: 'allowlist',
+      allowlist: ['preset:npm'],
+      script: [
+        { toolCalls: [{ name: 'run_command', input: { command: 'npm view is-number version' } }] },
+        { toolCalls: [{ name: 'run_command', input: { command: 'curl -sS -o /dev/null -w "%{http_code}" http://blocked.invalid/ ; echo' } }] },
+        { toolCalls: [{ name: 'finish', input: { summary: 'checked the network' } }] },
+      ],
+    });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status).toBe('done');
+    expect(run.isolation.network).toBe('allowlist');
+    const events = await eventsOf(f, run.id);
+    const outputs = events.flatMap((e) => (e.event.type === 'command_output' ? [e.event.data] : [])).join('');
+    expect(outputs).toMatch(/\b\d+\.\d+\.\d+\b/); // npm printed a version
+    const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
+    const attempts = records.filter((r) => r.type === 'network' && r.data.host);
+    expect(attempts.some((r) => r.data.allowed === true)).toBe(true);
+    expect(attempts.some((r) => r.data.host === 'blocked.invalid' && r.data.allowed === false)).toBe(true);
+    expect(await leftoversOf(run.id)).toEqual([]);
+  });
+});
