@@ -440,6 +440,30 @@ describe('a broken channel', () => {
     await pending;
   });
 
+  // Code in the sandbox shares the helper's user, so the host treats helper output as untrusted.
+  const hostile: Array<[string, (reqId: number) => object]> = [
+    ['a response without an error', (id) => ({ t: 'res', id, ok: false })],
+    ['a listing of the wrong shape', (id) => ({ t: 'res', id, ok: true, value: [{ name: 1 }] })],
+    ['an accept on a host stream id', () => ({ t: 'accept', listenerId: 1, stream: 1 })],
+    ['a watch batch that is not paths', () => ({ t: 'watch', watchId: 1, paths: 'x' })],
+  ];
+  for (const [what, message] of hostile) {
+    it(`the client closes, without throwing, on ${what}`, async () => {
+      const fromHelper = new PassThrough();
+      const toHelper = new PassThrough();
+      const stream = { readable: fromHelper, writable: toHelper, close: () => fromHelper.end() };
+      fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false }));
+      const client = await ChannelClient.connect(stream);
+      const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
+      const watching = client.watch('/', () => undefined).catch(() => undefined); // watch 1, request 1 (never answered)
+      const pending = expectKind(client.list('/'), 'CHANNEL_CLOSED', /malformed/);
+      fromHelper.write(encodeControl(message(2) as never));
+      expect((await closed).reason).toMatch(/malformed/);
+      await pending;
+      await watching;
+    });
+  }
+
   it('connect() reports what a helper that never starts printed', async () => {
     const child = spawn('sh', ['-c', 'echo "sh: 1: node: not found"; exit 127'], { stdio: ['pipe', 'pipe', 'inherit'] });
     const stream = { readable: child.stdout!, writable: child.stdin!, close: () => child.kill() };

@@ -12,6 +12,7 @@ import { Emitter, toDisposable, type Disposable, type Event } from '../common/di
 import type { ChannelStream } from '../sandbox/driver';
 import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
 import { Mux } from './mux';
+import { checkEntries, checkError, checkExit, checkHello, checkPaths, checkPort } from './wire-checks';
 import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError } from './protocol';
 
 export interface SpawnOptions {
@@ -340,7 +341,8 @@ export class ChannelClient implements Disposable {
   }
 
   async list(dir: string): Promise<FileEntry[]> {
-    return (await this.request({ op: 'list', path: dir })) as FileEntry[];
+    const value = await this.request({ op: 'list', path: dir });
+    return this.checked(() => checkEntries(value));
   }
 
   async watch(dir: string, listener: (paths: string[]) => void, opts: WatchOptions = {}): Promise<Disposable> {
@@ -370,7 +372,8 @@ export class ChannelClient implements Disposable {
     this.services.set(listenerId, connect);
     let port: number;
     try {
-      ({ port } = (await this.request({ op: 'listen', listenerId, port: sandboxPort })) as { port: number });
+      const value = await this.request({ op: 'listen', listenerId, port: sandboxPort });
+      port = this.checked(() => checkPort(value));
     } catch (err) {
       this.services.delete(listenerId);
       throw err;
@@ -412,6 +415,16 @@ export class ChannelClient implements Disposable {
     });
   }
 
+  /** Runs a check on a helper result; a malformed one closes the channel (the helper is not to be trusted). */
+  private checked<T>(check: () => T): T {
+    try {
+      return check();
+    } catch (err) {
+      this.mux.close((err as Error).message);
+      throw this.closedError();
+    }
+  }
+
   private allocateStream(): number {
     const id = this.nextStream;
     this.nextStream = this.nextStream >= 0x7fffffff ? 1 : this.nextStream + 2;
@@ -435,32 +448,45 @@ export class ChannelClient implements Disposable {
   };
 
   private onControl(message: ControlMessage): void {
+    const m = message as unknown as Record<string, unknown>;
     switch (message.t) {
       case 'hello':
-        this.helloWaiter?.resolve(message);
+        this.helloWaiter?.resolve(checkHello(m));
         return;
       case 'res': {
-        const pending = this.pending.get(message.id);
+        if (!Number.isSafeInteger(m.id)) throw new Error('malformed response from the sandbox helper');
+        const pending = this.pending.get(m.id as number);
         if (!pending) return;
-        this.pending.delete(message.id);
-        if (message.ok) pending.resolve(message.value);
-        else pending.reject(toAirlockError(message.error));
+        const error = m.ok === true ? undefined : toAirlockError(checkError(m.error)); // may throw: stays pending, then closed
+        this.pending.delete(m.id as number);
+        if (error) pending.reject(error);
+        else pending.resolve(m.value);
         return;
       }
       case 'exit': {
-        const proc = this.processes.get(message.stream);
-        this.processes.delete(message.stream);
-        proc?.finish({ info: message.info });
+        const proc = this.processes.get(m.stream as number);
+        if (!proc) return;
+        const info = checkExit(m.info);
+        this.processes.delete(proc.id);
+        proc.finish({ info });
         return;
       }
-      case 'watch':
-        this.watchers.get(message.watchId)?.(message.paths);
+      case 'watch': {
+        const listener = this.watchers.get(m.watchId as number);
+        if (listener) listener(checkPaths(m.paths));
         return;
+      }
       case 'watchError':
         return; // The helper logs it; the watch keeps its listener in case events resume.
-      case 'accept':
-        this.onAccept(message.listenerId, message.stream);
+      case 'accept': {
+        const stream = m.stream as number;
+        // Helper-opened streams are even; anything else (or a stream in use) is not a real accept.
+        if (!Number.isSafeInteger(stream) || stream <= 0 || stream % 2 !== 0 || this.sinks.has(stream)) {
+          throw new Error('malformed accept from the sandbox helper');
+        }
+        this.onAccept(m.listenerId as number, stream);
         return;
+      }
       default:
         return;
     }

@@ -13,6 +13,7 @@
 import {
   FrameDecoder,
   FrameType,
+  MAX_FRAME_BYTES,
   ProtocolError,
   STREAM_WINDOW_BYTES,
   chunk,
@@ -170,8 +171,13 @@ export class Mux {
     return this.closedReason;
   }
 
+  /** Sends a control message; throws ProtocolError (sending nothing) if it exceeds MAX_FRAME_BYTES. */
   sendControl(message: ControlMessage): void {
-    this.sendRaw(encodeControl(message));
+    const frame = encodeControl(message);
+    if (frame.length - 4 > MAX_FRAME_BYTES) {
+      throw new ProtocolError(`control message of ${frame.length} bytes exceeds the ${MAX_FRAME_BYTES}-byte frame limit`);
+    }
+    this.sendRaw(frame);
   }
 
   /** The outbound half of a stream; created on first use. */
@@ -242,11 +248,11 @@ export class Mux {
       try {
         this.dispatch(frame.type, frame.streamId, frame.payload);
       } catch (err) {
-        if (err instanceof ProtocolError) {
-          this.close(err.message, err);
-          return;
-        }
-        throw err;
+        // The peer may be hostile (code in the sandbox shares the helper's user): a message that
+        // breaks a handler ends the channel instead of throwing into the host's event loop.
+        const message = err instanceof Error ? err.message : String(err);
+        this.close(err instanceof ProtocolError ? message : `malformed message: ${message}`, err instanceof Error ? err : undefined);
+        return;
       }
     }
   };

@@ -48,6 +48,7 @@ const streams: StreamRegistry = {
 };
 
 const watches = new Map<number, WatchHandle>();
+const WATCH_BATCH_PATHS = 5000;
 let shuttingDown = false;
 
 const mux: Mux = new Mux(input, output, {
@@ -99,7 +100,14 @@ function shutdown(reason: string): void {
 
 function respond(id: number, result: Promise<unknown>): void {
   result.then(
-    (value) => mux.sendControl({ t: 'res', id, ok: true, value }),
+    (value) => {
+      try {
+        mux.sendControl({ t: 'res', id, ok: true, value });
+      } catch {
+        const message = 'the result is too large for one channel message (e.g. a directory with too many entries); narrow the request';
+        mux.sendControl({ t: 'res', id, ok: false, error: { kind: 'INVALID_INPUT', message } });
+      }
+    },
     (err: unknown) => {
       const error =
         err instanceof HelperError
@@ -156,7 +164,12 @@ async function handle(req: Request): Promise<unknown> {
         debounceMs: typeof req.debounceMs === 'number' && req.debounceMs >= 0 ? req.debounceMs : 100,
         ignore: Array.isArray(req.ignore) ? req.ignore : [],
         backend: req.backend ?? 'auto',
-        onPaths: (paths) => mux.sendControl({ t: 'watch', watchId: req.watchId, paths }),
+        onPaths: (paths) => {
+          // Keep each batch well inside the frame limit.
+          for (let i = 0; i < paths.length; i += WATCH_BATCH_PATHS) {
+            mux.sendControl({ t: 'watch', watchId: req.watchId, paths: paths.slice(i, i + WATCH_BATCH_PATHS) });
+          }
+        },
         onError: (msg) => mux.sendControl({ t: 'watchError', watchId: req.watchId, message: msg }),
       });
       if (shuttingDown) handle.dispose();
