@@ -1,4 +1,4 @@
-import { useEffect } from 'react';
+import { useEffect, useMemo } from 'react';
 import { isFinalStatus } from '../../../contracts';
 import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -32,7 +32,9 @@ function Screen({ route }: { route: Route }) {
 export function App() {
   const { route, navigate, connected, notices, dismiss } = useAppStore();
   const theme = useSettingsStore((s) => s.settings?.theme);
-  const activeRuns = useRunsStore((s) => s.order.map((id) => s.runs[id]).filter((r) => r && !isFinalStatus(r.status)));
+  const runs = useRunsStore((s) => s.runs);
+  const order = useRunsStore((s) => s.order);
+  const activeRuns = useMemo(() => order.map((id) => runs[id]).filter((r) => r && !isFinalStatus(r.status)), [runs, order]);
 
   useEffect(() => {
     if (theme && theme !== 'system') document.documentElement.dataset.theme = theme;
@@ -64,8 +66,8 @@ export function App() {
         {activeRuns.length > 0 && <div className="nav-section">Running</div>}
         {activeRuns.map((r) => r && (
           <button key={r.id} className="nav-item" aria-current={route.name === 'run' && route.runId === r.id ? 'page' : undefined} onClick={() => navigate({ name: 'run', runId: r.id })} title={r.task}>
-            <span style={{ overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{r.pendingApproval ? '⏸ ' : ''}{r.task}</span>
-            <span className="kbd">{r.status}</span>
+            <span style={{ overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{r.task}</span>
+            <span className="kbd">{r.pendingApproval ? 'approve?' : r.status}</span>
           </button>
         ))}
         <div style={{ flex: 1 }} />
