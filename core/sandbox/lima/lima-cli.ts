@@ -161,6 +161,8 @@ export interface LimaInstance {
   memory?: number;
   disk?: number;
   dir?: string;
+  /** Host directories the instance mounts (from its effective config); Airlock's must have none. */
+  mounts: number;
 }
 
 /** `limactl list --json`: one JSON object per line (older releases: one JSON array). */
@@ -179,6 +181,7 @@ export function parseLimaList(stdout: string): LimaInstance[] {
       memory: typeof o.memory === 'number' ? o.memory : undefined,
       disk: typeof o.disk === 'number' ? o.disk : undefined,
       dir: typeof o.dir === 'string' ? o.dir : undefined,
+      mounts: Array.isArray((o.config as { mounts?: unknown } | undefined)?.mounts) ? ((o.config as { mounts: unknown[] }).mounts.length) : 0,
     }));
 }
 

@@ -89,6 +89,15 @@ export class LimaDriver implements SandboxDriver {
         }
       }
       if (vm?.status !== 'Running') await this.ok(limactlStartArgs(this.instance), 'Could not start the Airlock Lima VM', 30 * 60_000);
+      const after = await this.run(limactlListArgs(), { timeoutMs: 30_000 });
+      const started = parseLimaList(after.stdout.toString('utf8')).find((i) => i.name === this.instance);
+      if (!started || started.status !== 'Running') {
+        throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' did not start (status ${started?.status ?? 'missing'}); see \`limactl start ${this.instance}\`.`);
+      }
+      // A global $LIMA_HOME/_config/override.yaml or default.yaml can add mounts to every instance.
+      if (started.mounts > 0) {
+        throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' mounts ${started.mounts} host director${started.mounts === 1 ? 'y' : 'ies'} (from its config or $LIMA_HOME/_config/default.yaml / override.yaml); Airlock's VM must mount nothing. Remove those mounts and run \`limactl delete ${this.instance}\`.`);
+      }
     })();
     this.vmReady.catch(() => {
       this.vmReady = undefined;

@@ -1,0 +1,85 @@
+/**
+ * RECORDED-BEHAVIOUR TESTS (no Lima here): outputs below follow Lima's documented formats
+ * (`limactl list --json` = pkg/store Instance as JSON lines; nerdctl ps `{{json .}}` = docker-compatible
+ * keys). They were NOT captured on a real Mac; see resources/vm/README.md.
+ */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../driver';
+import {
+  limactlCreateArgs,
+  limactlShellArgs,
+  limaTemplate,
+  nerdctlExecHelperArgs,
+  nerdctlPsArgs,
+  nerdctlRunArgs,
+  parseLimaList,
+  parseNerdctlPs,
+} from './lima-cli';
+
+// Shape of `limactl list --json` (Lima 1.x): one object per line.
+const RECORDED_LIMA_LIST = [
+  '{"name":"airlock","hostname":"lima-airlock","status":"Running","dir":"/Users/dev/.lima/airlock","vmType":"vz","arch":"aarch64","cpuType":"","cpus":4,"memory":4294967296,"disk":42949672960,"network":[{"vzNAT":false,"interface":"","metric":100}],"sshLocalPort":52137,"sshConfigFile":"/Users/dev/.lima/airlock/ssh.config","hostAgentPID":4242,"driverPID":4242,"config":{"vmType":"vz","mounts":[],"containerd":{"system":false,"user":true}},"sshAddress":"127.0.0.1","protected":false,"limaVersion":"1.0.3","HostOS":"darwin","HostArch":"aarch64","LimaHome":"/Users/dev/.lima","IdentityFile":"/Users/dev/.lima/_config/user"}',
+  '{"name":"default","hostname":"lima-default","status":"Stopped","dir":"/Users/dev/.lima/default","vmType":"qemu","arch":"aarch64","cpuType":"","cpus":4,"memory":4294967296,"disk":107374182400,"config":{"mounts":[{"location":"~","writable":false},{"location":"/tmp/lima","writable":true}]},"protected":false,"limaVersion":"1.0.3"}',
+].join('\n');
+
+// Shape of `nerdctl ps --all --no-trunc --format '{{json .}}'`.
+const RECORDED_NERDCTL_PS = [
+  '{"Command":"\\"sleep infinity\\"","CreatedAt":"2026-11-29 22:10:01 +0000 UTC","ID":"3f1a9c0d5e6b7a8f9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b","Image":"airlock-sandbox:9963fe55662cb967c679","Platform":"linux/arm64","Names":"airlock-r-abc-12345678","Ports":"","Status":"Up","Runtime":"io.containerd.runc.v2","Size":"","Labels":"airlock.kind=sandbox,airlock.run=r-abc-12345678"}',
+].join('\n');
+
+describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
+  it('parses limactl list --json lines, including the mounts of the effective config', () => {
+    const list = parseLimaList(RECORDED_LIMA_LIST);
+    expect(list).toEqual([
+      { name: 'airlock', status: 'Running', vmType: 'vz', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 42949672960, dir: '/Users/dev/.lima/airlock', mounts: 0 },
+      { name: 'default', status: 'Stopped', vmType: 'qemu', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 107374182400, dir: '/Users/dev/.lima/default', mounts: 2 },
+    ]);
+    // Older limactl printed a JSON array; no instance prints nothing.
+    expect(parseLimaList('[{"name":"x","status":"Stopped"}]').map((i) => i.name)).toEqual(['x']);
+    expect(parseLimaList('\n')).toEqual([]);
+  });
+
+  it('parses nerdctl ps JSON lines with labels as docker-style k=v strings or objects', () => {
+    const [c] = parseNerdctlPs(RECORDED_NERDCTL_PS);
+    expect(c?.labels).toEqual({ 'airlock.kind': 'sandbox', 'airlock.run': 'r-abc-12345678' });
+    expect(c?.name).toBe('airlock-r-abc-12345678');
+    expect(parseNerdctlPs('{"ID":"a","Labels":{"airlock.run":"r1"}}')[0]?.labels).toEqual({ 'airlock.run': 'r1' });
+    expect(parseNerdctlPs('time="..." level=warning msg="x"\n')).toEqual([]);
+  });
+
+  it('the template shares nothing of the Mac: no mounts, every port ignored, no agent, no proxy env', () => {
+    const y = limaTemplate();
+    expect(y).toMatch(/^mounts: \[\]$/m);
+    expect(y).toMatch(/guestIP: "0\.0\.0\.0"\n\s+guestPortRange: \[1, 65535\]\n\s+proto: any\n\s+ignore: true/);
+    expect(y).toMatch(/guestIP: "127\.0\.0\.1"\n\s+guestPortRange: \[1, 65535\]\n\s+proto: any\n\s+ignore: true/);
+    expect(y).toMatch(/forwardAgent: false/);
+    expect(y).toMatch(/loadDotSSHPubKeys: false/);
+    expect(y).toMatch(/propagateProxyEnv: false/);
+    expect(y).toMatch(/containerd:\n\s+system: false\n\s+user: true/);
+  });
+
+  it('builds limactl and nerdctl command lines', () => {
+    expect(limactlCreateArgs('/tmp/a.yaml')).toEqual(['create', '--name=airlock', '--tty=false', '/tmp/a.yaml']);
+    expect(limactlShellArgs(['nerdctl', 'ps'])).toEqual(['shell', '--workdir', '/', 'airlock', 'nerdctl', 'ps']);
+    expect(nerdctlExecHelperArgs('c1')).toEqual(['nerdctl', 'exec', '--interactive', '--user', '1000:1000', '--workdir', '/workspace', 'c1', 'node', '/opt/airlock/helper.js']);
+    expect(nerdctlPsArgs('r-1')).toContain('label=airlock.run=r-1');
+    expect(nerdctlPsArgs()).toContain('label=airlock.run');
+  });
+
+  it('runs each sandbox container hardened like the Docker driver', () => {
+    const args = nerdctlRunArgs({ runId: 'r-1', image: 'airlock-sandbox:x', limits: { ...DEFAULT_LIMITS, memoryBytes: 2 * 1024 ** 3, cpus: 1.5, pids: 300 } });
+    const pairs = (flag: string) => args.flatMap((a, i) => (a === flag ? [args[i + 1]] : []));
+    expect(pairs('--network')).toEqual(['none']);
+    expect(args).toContain('--read-only');
+    expect(pairs('--cap-drop')).toEqual(['ALL']);
+    expect(pairs('--security-opt')).toEqual(['no-new-privileges']);
+    expect(pairs('--pids-limit')).toEqual(['300']);
+    expect(pairs('--memory')).toEqual(['2048m']);
+    expect(pairs('--cpus')).toEqual(['1.5']);
+    expect(pairs('--user')).toEqual(['1000:1000']);
+    expect(pairs('--label')).toEqual(['airlock.run=r-1', 'airlock.kind=sandbox']);
+    expect(pairs('--tmpfs').map((t) => t?.split(':')[0])).toEqual(['/workspace', '/airlock', '/tmp', '/home/airlock']);
+    expect(args).not.toContain('--privileged');
+    expect(args.join(' ')).not.toMatch(/-v |--volume|--mount|-p |--publish/);
+  });
+});

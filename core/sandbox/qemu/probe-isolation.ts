@@ -1,0 +1,89 @@
+import { access } from 'node:fs/promises';
+import type { IsolationKind } from '../driver';
+import { detectAccel, type VmAccel } from './accel';
+import { runTool } from './run-tool';
+import { vmPaths } from './vm-paths';
+
+/** One isolation level and whether this machine can use it. */
+export interface IsolationProbe {
+  kind: IsolationKind;
+  available: boolean;
+  /** Why not (or, when available, a caveat such as software emulation); empty when nothing to say. */
+  reason: string;
+  /** QEMU only: how the guest would run. */
+  accel?: VmAccel;
+}
+
+export interface ProbeIsolationOptions {
+  env?: NodeJS.ProcessEnv;
+  platform?: NodeJS.Platform;
+  arch?: string;
+  /** Docker check (default: none, `docker` is omitted); `airlock doctor` passes the engine check. */
+  docker?: () => Promise<{ ok: boolean; reason: string }>;
+}
+
+async function answers(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
+  const r = await runTool(cmd, args, { timeoutMs: 15_000, env }).catch(() => undefined);
+  return { ok: r?.code === 0, out: r ? `${r.stdout.toString('utf8')}${r.stderr}`.trim() : '' };
+}
+
+async function exists(p: string): Promise<boolean> {
+  return access(p).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function probeQemu(o: ProbeIsolationOptions): Promise<IsolationProbe> {
+  const platform = o.platform ?? process.platform;
+  const arch = o.arch ?? process.arch;
+  if (platform !== 'linux' || arch !== 'x64') {
+    return { kind: 'qemu', available: false, reason: `the QEMU driver runs on Linux x86-64 (this is ${platform}/${arch}); use ${platform === 'darwin' ? 'Lima' : platform === 'win32' ? 'WSL2' : 'Docker'} instead` };
+  }
+  const [qemu, img] = await Promise.all([answers('qemu-system-x86_64', ['--version'], o.env), answers('qemu-img', ['--version'], o.env)]);
+  if (!qemu.ok || !img.ok) {
+    return { kind: 'qemu', available: false, reason: 'QEMU is not installed: run scripts/prepare-vm-assets.sh (or apt-get install qemu-system-x86 qemu-utils busybox-static)' };
+  }
+  const paths = vmPaths(o.env);
+  for (const f of [paths.kernel, paths.initramfs, paths.busybox]) {
+    if (!(await exists(f))) return { kind: 'qemu', available: false, reason: `the VM kernel/initramfs are not prepared (${f} missing): run scripts/prepare-vm-assets.sh` };
+  }
+  const accel = await detectAccel(platform);
+  return { kind: 'qemu', available: true, reason: accel.reason, accel: accel.accel };
+}
+
+async function probeLima(o: ProbeIsolationOptions): Promise<IsolationProbe> {
+  const platform = o.platform ?? process.platform;
+  if (platform !== 'darwin') return { kind: 'lima', available: false, reason: 'the Lima driver is for macOS' };
+  const v = await answers('limactl', ['--version'], o.env);
+  if (!v.ok) return { kind: 'lima', available: false, reason: 'Lima is not installed: brew install lima' };
+  return { kind: 'lima', available: true, reason: `${v.out.split('\n')[0] ?? 'limactl'} (not verified on a real Mac by Airlock's CI; see resources/vm/README.md)` };
+}
+
+async function probeWsl(o: ProbeIsolationOptions): Promise<IsolationProbe> {
+  const platform = o.platform ?? process.platform;
+  if (platform !== 'win32') return { kind: 'wsl', available: false, reason: 'the WSL2 driver is for Windows' };
+  const v = await answers('wsl.exe', ['--status'], { ...(o.env ?? process.env), WSL_UTF8: '1' });
+  if (!v.ok) return { kind: 'wsl', available: false, reason: 'WSL2 is not installed or not enabled: run `wsl --install` as administrator' };
+  return { kind: 'wsl', available: true, reason: "not verified on a real Windows machine by Airlock's CI; see resources/vm/README.md" };
+}
+
+/**
+ * Which isolation levels this machine supports, and why not (for `airlock doctor`): QEMU micro-VMs
+ * (with the accelerator they would use), Lima on macOS, WSL2 on Windows; Docker when a check is given.
+ * Never throws; each probe is bounded in time.
+ */
+export async function probeIsolation(opts: ProbeIsolationOptions = {}): Promise<IsolationProbe[]> {
+  const probes: Array<Promise<IsolationProbe>> = [];
+  if (opts.docker) {
+    const check = opts.docker;
+    probes.push(
+      check().then(
+        (d) => ({ kind: 'docker' as const, available: d.ok, reason: d.reason }),
+        (err: unknown) => ({ kind: 'docker' as const, available: false, reason: err instanceof Error ? err.message : String(err) }),
+      ),
+    );
+  }
+  probes.push(probeQemu(opts), probeLima(opts), probeWsl(opts));
+  return Promise.all(probes);
+}

@@ -1,0 +1,56 @@
+import { PassThrough, Readable } from 'node:stream';
+import { extract, pack } from 'tar-stream';
+import { describe, expect, it } from 'vitest';
+import { prepareWslRootfs, WSL_CONF } from './wsl-rootfs';
+
+async function tarOf(entries: Array<{ name: string; body?: string; mode?: number; uid?: number; type?: 'file' | 'directory' | 'symlink'; linkname?: string }>): Promise<Buffer> {
+  const p = pack();
+  for (const e of entries) p.entry({ name: e.name, mode: e.mode ?? 0o644, uid: e.uid ?? 0, gid: e.uid ?? 0, type: e.type ?? 'file', linkname: e.linkname }, e.body ?? '');
+  p.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of p) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+async function entriesOf(tar: Buffer): Promise<Map<string, { body: string; mode?: number; uid?: number; type?: string; linkname?: string | null }>> {
+  const out = new Map<string, { body: string; mode?: number; uid?: number; type?: string; linkname?: string | null }>();
+  const ex = extract();
+  ex.on('entry', (h, stream, next) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => {
+      out.set(h.name, { body: Buffer.concat(chunks).toString('utf8'), mode: h.mode, uid: h.uid, type: h.type, linkname: h.linkname });
+      next();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    ex.on('finish', resolve);
+    ex.on('error', reject);
+    Readable.from([tar]).pipe(ex);
+  });
+  return out;
+}
+
+describe('prepareWslRootfs (runs here: a real tar through tar-stream)', () => {
+  it('copies every entry unchanged and installs wsl.conf with automount and interop off', async () => {
+    const input = await tarOf([
+      { name: 'etc/', type: 'directory', mode: 0o755 },
+      { name: 'etc/wsl.conf', body: '[automount]\nenabled = true\n' },
+      { name: 'home/airlock/.profile', body: 'x', uid: 1000, mode: 0o600 },
+      { name: 'usr/bin/sh', type: 'symlink', linkname: 'dash' },
+    ]);
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on('data', (c: Buffer) => chunks.push(c));
+    await prepareWslRootfs(Readable.from([input]), out, { busybox: Buffer.from('BUSYBOX') });
+    const entries = await entriesOf(Buffer.concat(chunks));
+    expect(entries.get('home/airlock/.profile')).toMatchObject({ body: 'x', uid: 1000, mode: 0o600 });
+    expect(entries.get('usr/bin/sh')).toMatchObject({ type: 'symlink', linkname: 'dash' });
+    expect(entries.get('etc/wsl.conf')?.body).toBe(WSL_CONF);
+    expect(entries.get('opt/airlock-vm/busybox')).toMatchObject({ body: 'BUSYBOX', mode: 0o755 });
+    // The image's own wsl.conf (automount on) is replaced, not kept beside ours.
+    expect([...entries.keys()].filter((n) => n === 'etc/wsl.conf')).toHaveLength(1);
+    expect(WSL_CONF).toMatch(/\[automount\]\nenabled = false\nmountFsTab = false/);
+    expect(WSL_CONF).toMatch(/\[interop\]\nenabled = false\nappendWindowsPath = false/);
+  });
+});
