@@ -1,0 +1,144 @@
+/**
+ * Lifecycle and errors against a real engine: the reaper, a wrong DOCKER_HOST, a user image
+ * without node, a failing image build, the warm pool.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AirlockError } from '../../contracts/errors';
+import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
+import { connectEngine } from '../../core/sandbox/docker/engine';
+import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
+import { ensureSandboxImage } from '../../core/sandbox/image';
+import { SandboxManager, checkEngine } from '../../core/sandbox/sandbox';
+import { requirePrerequisite } from '../support/prerequisites';
+import { sandboxImage, testRunId } from './sandbox-support';
+
+const docker = await requirePrerequisite('docker');
+
+async function kindOf(p: Promise<unknown>): Promise<AirlockError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(AirlockError);
+    return err as AirlockError;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
+  const driver = new DockerDriver();
+  let engine: Docker;
+  let image: string;
+
+  beforeAll(async () => {
+    image = await sandboxImage();
+    engine = (await driver.engine()).docker;
+  });
+
+  it('the reaper removes sandboxes and volumes of runs that are not live, and keeps live ones', async () => {
+    const orphan = testRunId();
+    const live = testRunId();
+    const volumeOnly = testRunId();
+    await driver.create({ runId: orphan, image, limits: DEFAULT_LIMITS, network: 'none' });
+    const manager = new SandboxManager(driver);
+    const kept = await manager.create({ runId: live, image, limits: DEFAULT_LIMITS, network: 'none' });
+    // A crash between creating a volume and its container leaves a labelled volume alone.
+    await engine.createVolume({ Name: `airlock-${volumeOnly}-workspace`, Labels: { 'airlock.run': volumeOnly, 'airlock.kind': 'volume' } });
+    try {
+      // A fresh manager (the next start after a crash) that only knows `live` is live.
+      const reaper = new SandboxManager(driver);
+      const reaped = await reaper.reapOrphans((runId) => runId === live);
+      expect(reaped).toEqual(expect.arrayContaining([orphan, volumeOnly]));
+      expect(reaped).not.toContain(live);
+      for (const runId of [orphan, volumeOnly]) {
+        const filters = { label: [`airlock.run=${runId}`] };
+        expect(await engine.listContainers({ all: true, filters })).toEqual([]);
+        expect((await engine.listVolumes({ filters })).Volumes ?? []).toEqual([]);
+      }
+      expect((await kept.channel.run({ argv: ['echo', 'still here'] })).stdout.toString().trim()).toBe('still here');
+    } finally {
+      await manager.shutdown();
+      await driver.destroy(orphan);
+      await driver.destroy(volumeOnly);
+    }
+  });
+
+  it('a DOCKER_HOST that points nowhere gives DOCKER_NOT_RUNNING with what to do', async () => {
+    const env = { ...process.env, DOCKER_HOST: `unix://${path.join(tmpdir(), 'airlock-no-engine.sock')}` };
+    const bad = new DockerDriver({ env });
+    const err = await kindOf(bad.list());
+    expect(err.kind).toBe('DOCKER_NOT_RUNNING');
+    expect(err.message).toMatch(/DOCKER_HOST/);
+    const tcp = new DockerDriver({ env: { ...process.env, DOCKER_HOST: 'tcp://127.0.0.1:1' } });
+    expect((await kindOf(tcp.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }))).kind).toBe('DOCKER_NOT_RUNNING');
+    const status = await checkEngine(await connectEngine(env));
+    expect(status.ok).toBe(false);
+    expect(status.error?.kind).toBe('DOCKER_NOT_RUNNING');
+    const good = await checkEngine();
+    expect(good.ok).toBe(true);
+    expect(good.version).toMatch(/^\d+\./);
+  });
+
+  it('a user image without node is rejected with IMAGE_INCOMPATIBLE naming what is missing', async () => {
+    // The seeded Debian base has tar but neither node nor git.
+    const err = await kindOf(ensureSandboxImage({ image: 'debian:bookworm-slim' }));
+    expect(err.kind).toBe('IMAGE_INCOMPATIBLE');
+    expect(err.message).toMatch(/is missing node, git, which/);
+    expect(await engine.listContainers({ all: true, filters: { label: ['airlock.kind=image-check'] } })).toEqual([]);
+    // Airlock's own image passes the same check.
+    await expect(ensureSandboxImage({ image })).resolves.toEqual({ ref: image, built: false });
+    expect((await kindOf(ensureSandboxImage({ image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
+  });
+
+  describe('image build failure', () => {
+    let dir: string;
+    beforeAll(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), 'airlock-bad-image-'));
+      await writeFile(path.join(dir, 'Dockerfile'), 'FROM debian:bookworm-slim\nRUN echo first-line && echo boom-output-tail && exit 3\n');
+    });
+    afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+    it('gives IMAGE_BUILD_FAILED with the failing step and the tail of its output', async () => {
+      const steps: string[] = [];
+      const err = await kindOf(
+        ensureSandboxImage({
+          resourcesDir: dir,
+          payload: async () => ({ files: { 'helper.js': Buffer.from(`// ${Date.now()}`) }, hash: 'test' }),
+          onProgress: (p) => {
+            if (p.step) steps.push(`${p.step}/${p.totalSteps}`);
+          },
+        }),
+      );
+      expect(err.kind).toBe('IMAGE_BUILD_FAILED');
+      // The engine appends a LABEL step for the image labels, so the RUN is step 2 of 3.
+      expect(err.message).toMatch(/step 2\/\d \(RUN echo first-line/);
+      expect(err.message).toMatch(/boom-output-tail/);
+      expect(err.message).toMatch(/non-zero code: 3/);
+      expect(steps.some((s) => s.startsWith('2/'))).toBe(true);
+    });
+  });
+
+  it('a warm pool hands out a pre-started sandbox that works and wipes like any other', async () => {
+    const manager = new SandboxManager(driver);
+    try {
+      await manager.warm({ image, limits: DEFAULT_LIMITS, network: 'none' }, 1);
+      const pooled = (await driver.list()).filter((s) => s.runId.startsWith('w-'));
+      expect(pooled.length).toBeGreaterThanOrEqual(1);
+      const runId = testRunId();
+      const sandbox = await manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
+      expect(sandbox.runId).toBe(runId);
+      expect(pooled.map((p) => p.id)).toContain(sandbox.info.id);
+      expect((await sandbox.channel.run({ argv: ['id', '-u'] })).stdout.toString().trim()).toBe('1000');
+      const proof = await sandbox.destroy();
+      expect(proof.leftovers).toEqual([]);
+      await manager.whenPoolReady();
+    } finally {
+      const proofs = await manager.shutdown();
+      for (const p of proofs) expect(p.leftovers).toEqual([]);
+    }
+    expect((await driver.list()).filter((s) => s.runId.startsWith('w-'))).toEqual([]);
+  });
+});
