@@ -222,6 +222,22 @@ describe('EgressProxy: allowed traffic', () => {
   });
 });
 
+describe('EgressProxy: project entries added from another process', () => {
+  it('take effect in the running run', async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-net-'));
+    try {
+      const proxy = await proxyWith([], { projectStore: new ProjectNetworkStore('/other/project', home) });
+      const req = `GET http://web.test:${webPort}/ HTTP/1.1\r\nHost: web.test:${webPort}\r\nConnection: close\r\n\r\n`;
+      expect(await rawExchange(proxy.port, req)).toMatch(/^HTTP\/1\.1 403/);
+      // What `airlock network allow web.test:<port> --project /other/project` does.
+      await new ProjectNetworkStore('/other/project', home).add(`web.test:${webPort}`);
+      expect(await rawExchange(proxy.port, req)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('EgressProxy: refusals', () => {
   async function refusedConnect(proxy: EgressProxy, target: string, host = target): Promise<string> {
     return rawExchange(proxy.port, `CONNECT ${target} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);

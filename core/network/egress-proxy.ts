@@ -170,6 +170,7 @@ export class EgressProxy implements Disposable {
   private closing: Promise<void> | undefined;
   private listenPort = 0;
   private whenNoSockets: (() => void) | undefined;
+  private projectReload: Promise<void> | undefined;
 
   /** Every connection attempt, allowed or denied, when it is over. */
   readonly onDidConnect: Event<EgressEvent> = this.emitter.event;
@@ -377,7 +378,7 @@ export class EgressProxy implements Disposable {
     );
     if (onceIndex >= 0) {
       this.onceGrants.splice(onceIndex, 1);
-    } else if (!this.allowlist.match(host, port, kind)) {
+    } else if (!this.allowlist.match(host, port, kind) && !(await this.matchesReloadedProject(host, port, kind))) {
       const reason = this.allowlist.hasHost(host)
         ? `port ${port} is not allowed for ${host}${kind === 'connect' ? ' (CONNECT)' : ' (plain HTTP)'}`
         : 'not on the allowlist';
@@ -407,6 +408,26 @@ export class EgressProxy implements Disposable {
       }
     }
     return { host, address: addresses[0] as string };
+  }
+
+  /**
+   * Before refusing, re-reads the project's remembered hosts: `airlock network allow … --project`
+   * (or `--run`) from another process then takes effect in this running run at once.
+   */
+  private async matchesReloadedProject(host: string, port: number, kind: EgressKind): Promise<boolean> {
+    const store = this.options.projectStore;
+    if (!store) return false;
+    this.projectReload ??= store
+      .load()
+      .then((entries) => {
+        for (const e of entries) this.allowlist.add(e);
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this.projectReload = undefined;
+      });
+    await this.projectReload;
+    return this.allowlist.match(host, port, kind) !== undefined;
   }
 
   private refuseSocket(
