@@ -20,6 +20,7 @@ import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { collectResult, watchChanges, type FileChange } from '../workspace/changes';
 import { hydrate } from '../workspace/hydrate';
 import { snapshotProject } from '../workspace/snapshot';
+import { PreviewPorts } from '../network/preview-ports';
 import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
 import type { RunStore } from './run-store';
 import { RunTerminal } from './run-terminal';
@@ -67,6 +68,7 @@ interface LiveRun {
   id: string;
   input: StartRunArgs;
   sandbox?: Sandbox;
+  previews?: PreviewPorts;
   agentProcess?: ChannelProcess;
   cancelRequested: boolean;
   timedOut: boolean;
@@ -279,6 +281,18 @@ export class RunService implements Disposable {
     return true;
   }
 
+  /**
+   * Publishes a port of a live run's sandbox on a random 127.0.0.1 port of the host (never another
+   * interface); it closes when the run ends.
+   */
+  async publishPort(runId: string, sandboxPort: number): Promise<{ sandboxPort: number; hostPort: number; url: string }> {
+    const previews = this.live.get(runId)?.previews;
+    if (!previews) throw new AirlockError('CONFLICT', 'The run has no live sandbox (not started yet, or already ended); ports are published while it runs.');
+    const p = await previews.publish(sandboxPort);
+    await this.note(this.live.get(runId) as LiveRun, `published sandbox port ${sandboxPort} on 127.0.0.1:${p.hostPort}`);
+    return { sandboxPort, hostPort: p.hostPort, url: p.url };
+  }
+
   /** Stops every live run (cancel + wipe) and waits for them. */
   async shutdown(): Promise<void> {
     const runs = [...this.live.values()];
@@ -323,6 +337,13 @@ export class RunService implements Disposable {
         network: input.network === 'open' ? 'open' : 'none',
       });
       live.sandbox = sandbox;
+      // Published preview ports close with the run.
+      live.previews = live.disposables.add(new PreviewPorts(sandbox.channel));
+      live.disposables.add(
+        live.previews.onDidChange((e) => {
+          if (e.type === 'published') live.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
+        }),
+      );
       await this.update(live, (r) => ({ ...r, isolation: { ...r.isolation, image, sandboxId: sandbox.info.id } }));
       if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
       this.throwIfStopped(live);

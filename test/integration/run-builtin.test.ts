@@ -285,4 +285,31 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(attempts.some((r) => r.data.host === 'blocked.invalid' && r.data.allowed === false)).toBe(true);
     expect(await leftoversOf(run.id)).toEqual([]);
   });
+
+  it('publishes a preview port on 127.0.0.1 while the run lives, and closes it at the end', async () => {
+    const projectDir = await f.project({ 'index.html': '<h1>preview-works</h1>\n' });
+    const started = await f.start({
+      projectDir,
+      script: [
+        { toolCalls: [{ name: 'run_command', input: { command: 'setsid -f python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.2; done; echo server-up' } }] },
+        { toolCalls: [{ name: 'run_command', input: { command: 'sleep 300' } }] },
+      ],
+    });
+    await new Promise<void>((resolve) => {
+      const sub = f.core.runs.onDidEvent((e) => {
+        if (e.runId === started.id && e.event.type === 'command_output' && e.event.data.includes('server-up')) {
+          sub.dispose();
+          resolve();
+        }
+      });
+    });
+    const published = await f.core.runs.publishPort(started.id, 8000);
+    expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const body = await (await fetch(`${published.url}index.html`)).text();
+    expect(body).toContain('preview-works');
+    await f.services.runs.cancel({ runId: started.id });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status).toBe('cancelled');
+    await expect(fetch(published.url)).rejects.toThrow();
+  });
 });

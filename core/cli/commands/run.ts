@@ -10,7 +10,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN]… [--key-env VAR] [--json]`;
+       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR] [--json]`;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -38,6 +38,7 @@ export const runCommand: CliCommand = {
         network: { type: 'string' },
         allow: { type: 'string', multiple: true },
         'key-env': { type: 'string' },
+        publish: { type: 'string', multiple: true },
         json: { type: 'boolean' },
       },
     });
@@ -79,6 +80,21 @@ export const runCommand: CliCommand = {
       const started = await services.runs.start(input);
       const runId = started.id;
       view.started(started);
+      const publish = (values.publish ?? []).map(Number);
+      if (publish.length) {
+        // Ports are published once the sandbox exists; the server inside may start later.
+        const sub = services.runs.onDidChangeStatus((s) => {
+          if (s.id !== runId || s.status !== 'running') return;
+          sub.dispose();
+          for (const port of publish) {
+            core.runs.publishPort(runId, port).then(
+              (p) => (json ? io.stdout.write(`${JSON.stringify({ type: 'port_published', ...p })}\n`) : io.stdout.write(`preview: sandbox port ${port} → ${p.url}\n`)),
+              (err: unknown) => io.stderr.write(`could not publish port ${port}: ${(err as Error).message}\n`),
+            );
+          }
+        });
+        subs.push(sub);
+      }
 
       // Ctrl-C cancels the run (the sandbox is still wiped); a second one leaves at once.
       let interrupts = 0;
