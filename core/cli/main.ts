@@ -12,6 +12,9 @@ const commands: Record<string, () => Promise<CliCommand>> = {
   patch: async () => (await import('./commands/history')).patchCommand,
   audit: async () => (await import('./commands/audit')).auditCommand,
   serve: async () => (await import('./commands/serve')).serveCommand,
+  keys: async () => (await import('./commands/keys')).keysCommand,
+  providers: async () => (await import('./commands/providers')).providersCommand,
+  network: async () => (await import('../network/network-command')).networkCommand,
 };
 
 function usage(): string {
