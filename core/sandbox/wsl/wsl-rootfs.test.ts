@@ -17,7 +17,7 @@ async function entriesOf(tar: Buffer): Promise<Map<string, { body: string; mode?
   const ex = extract();
   ex.on('entry', (h, stream, next) => {
     const chunks: Buffer[] = [];
-    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('data', (c: unknown) => chunks.push(c as Buffer));
     stream.on('end', () => {
       out.set(h.name, { body: Buffer.concat(chunks).toString('utf8'), mode: h.mode, uid: h.uid, type: h.type, linkname: h.linkname });
       next();
