@@ -19,7 +19,7 @@ export const MAX_CHUNK_BYTES = 64 * 1024;
 /** A control frame (JSON) may be larger than a data chunk (directory listings, watch batches). */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
 /** Bytes a sender may have in flight on one stream before the receiver acknowledges them. */
-export const STREAM_WINDOW_BYTES = 1024 * 1024;
+export const STREAM_WINDOW_BYTES = 4 * 1024 * 1024;
 
 export const FrameType = {
   /** JSON control message (stream id 0). */
@@ -81,38 +81,83 @@ const EMPTY = Buffer.alloc(0);
  * that cannot be valid (bad length or unknown type); after that the decoder must not be fed again.
  */
 export class FrameDecoder {
-  private pending: Buffer = EMPTY;
+  /** Pieces of an incomplete frame (kept as views: copied once, when the frame completes). */
+  private parts: Buffer[] = [];
+  private partsLength = 0;
 
   /** Bytes received so far that do not yet form a whole frame (for diagnostics). */
   get buffered(): Buffer {
-    return this.pending;
+    return Buffer.concat(this.parts);
   }
 
   push(chunk: Buffer): Frame[] {
-    let buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
     const frames: Frame[] = [];
-    while (buf.length >= 4) {
-      const length = buf.readUInt32BE(0);
-      if (length < 5 || length > MAX_FRAME_BYTES) {
-        throw new ProtocolError(`malformed frame: length ${length} is outside 5..${MAX_FRAME_BYTES}`);
+    let buf = chunk;
+    if (this.partsLength > 0) {
+      // Complete the pending frame first; at most one copy of it.
+      let head = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
+      if (head.length < HEADER_BYTES) {
+        const take = Math.min(HEADER_BYTES - head.length, buf.length);
+        head = Buffer.concat([head, buf.subarray(0, take)]);
+        buf = buf.subarray(take);
+        if (head.length < HEADER_BYTES) {
+          this.check(head);
+          this.parts = [head];
+          this.partsLength = head.length;
+          return frames;
+        }
       }
-      if (buf.length >= 5) {
-        const type = buf.readUInt8(4);
-        if (!KNOWN_TYPES.has(type)) throw new ProtocolError(`malformed frame: unknown type ${type}`);
+      const total = 4 + this.check(head);
+      const missing = total - head.length;
+      if (buf.length < missing) {
+        this.parts = [head, buf];
+        this.partsLength = head.length + buf.length;
+        return frames;
       }
-      if (buf.length < 4 + length) break;
-      const type = buf.readUInt8(4) as FrameType;
-      const streamId = buf.readUInt32BE(5);
-      if (type === FrameType.control && streamId !== 0) {
-        throw new ProtocolError(`malformed frame: control frame on stream ${streamId}`);
-      }
-      if (type === FrameType.ack && length !== 9) throw new ProtocolError('malformed frame: ack without a u32 count');
-      frames.push({ type, streamId, payload: buf.subarray(HEADER_BYTES, 4 + length) });
-      buf = buf.subarray(4 + length);
+      const whole = Buffer.concat([head, buf.subarray(0, missing)], total);
+      buf = buf.subarray(missing);
+      this.parts = [];
+      this.partsLength = 0;
+      frames.push(this.frame(whole));
     }
-    // Copy the remainder so a small tail does not pin a large chunk in memory.
-    this.pending = buf.length === 0 ? EMPTY : Buffer.from(buf);
+    while (buf.length > 0) {
+      if (buf.length < HEADER_BYTES) {
+        this.check(buf);
+        break;
+      }
+      const total = 4 + this.check(buf);
+      if (buf.length < total) break;
+      frames.push(this.frame(buf.subarray(0, total)));
+      buf = buf.subarray(total);
+    }
+    if (buf.length > 0) {
+      this.parts = [buf];
+      this.partsLength = buf.length;
+    }
     return frames;
+  }
+
+  /** Validates as much of the header as is present; returns the length field when known. */
+  private check(buf: Buffer): number {
+    if (buf.length < 4) return 0;
+    const length = buf.readUInt32BE(0);
+    if (length < 5 || length > MAX_FRAME_BYTES) {
+      throw new ProtocolError(`malformed frame: length ${length} is outside 5..${MAX_FRAME_BYTES}`);
+    }
+    if (buf.length >= 5 && !KNOWN_TYPES.has(buf.readUInt8(4))) {
+      throw new ProtocolError(`malformed frame: unknown type ${buf.readUInt8(4)}`);
+    }
+    return length;
+  }
+
+  private frame(whole: Buffer): Frame {
+    const type = whole.readUInt8(4) as FrameType;
+    const streamId = whole.readUInt32BE(5);
+    if (type === FrameType.control && streamId !== 0) {
+      throw new ProtocolError(`malformed frame: control frame on stream ${streamId}`);
+    }
+    if (type === FrameType.ack && whole.length !== 13) throw new ProtocolError('malformed frame: ack without a u32 count');
+    return { type, streamId, payload: whole.subarray(HEADER_BYTES) };
   }
 }
 
