@@ -28,6 +28,8 @@ const resolver: Resolver = async (host) => {
     'mixed.test': ['127.0.0.1', '192.168.1.10'],
     'mapped.test': ['::ffff:10.0.0.1'],
     'ula.test': ['fd00:ec2::254'],
+    'multi.test': ['127.0.0.2', '127.0.0.1'],
+    'dead.test': ['127.0.0.3'],
   };
   const found = table[host];
   if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
@@ -157,6 +159,29 @@ describe('EgressProxy: allowed traffic', () => {
     expect(e.bytesDown).toBe('ping-through-tunnel'.length);
     expect(e.reason).toBeUndefined();
     expect(e.durationMs).toBeGreaterThan(0);
+  });
+
+  it('tries the checked addresses in order and never looks the name up twice', async () => {
+    let lookups = 0;
+    const proxy = await proxyWith([`multi.test:${echoPort}`, `dead.test:${echoPort}`], {
+      resolve: async (h) => {
+        lookups += 1;
+        return resolver(h);
+      },
+    });
+    const events = collect(proxy);
+    // Nothing listens on 127.0.0.2:<port>: the proxy falls through to 127.0.0.1.
+    const s = await openTunnel(proxy.port, `multi.test:${echoPort}`);
+    expect(await roundTrip(s, 'x')).toBe('x');
+    s.end();
+    await waitFor(() => events.length === 1);
+    expect(events[0]?.address).toBe('127.0.0.1');
+    expect(lookups).toBe(1);
+    const dead = await rawExchange(proxy.port, `CONNECT dead.test:${echoPort} HTTP/1.1\r\nHost: dead.test:${echoPort}\r\n\r\n`);
+    expect(dead).toMatch(/^HTTP\/1\.1 502/);
+    expect(dead).toContain('ECONNREFUSED');
+    await waitFor(() => events.length === 2);
+    expect(events[1]).toMatchObject({ allowed: true, reason: 'connect failed (127.0.0.3: ECONNREFUSED)' });
   });
 
   it('matches wildcards on subdomains only', async () => {

@@ -358,7 +358,7 @@ export class EgressProxy implements Disposable {
    * The policy decision: checks the name, the allowlist, then resolves once and checks every
    * address. Returns the single address to connect to.
    */
-  private async decide(kind: EgressKind, rawHost: string, port: number): Promise<{ host: string; address: string }> {
+  private async decide(kind: EgressKind, rawHost: string, port: number): Promise<{ host: string; addresses: string[] }> {
     if (isIpLiteral(rawHost)) {
       throw new Refusal(
         403,
@@ -407,7 +407,41 @@ export class EgressProxy implements Disposable {
         );
       }
     }
-    return { host, address: addresses[0] as string };
+    return { host, addresses };
+  }
+
+  /**
+   * Connects to the first reachable address of those checked (resolver order), all within the
+   * connect timeout. Never looks the name up again.
+   */
+  private async dial(host: string, addresses: string[], port: number): Promise<{ socket: net.Socket; address: string }> {
+    const deadline = performance.now() + this.connectTimeoutMs;
+    const errors: string[] = [];
+    for (const address of addresses) {
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) break;
+      const socket = net.connect({ host: address, port });
+      this.track(socket);
+      // Errors after connecting are handled by the tunnel/forwarder; this keeps a late one from crashing.
+      socket.on('error', () => undefined);
+      const outcome = await new Promise<string | undefined>((resolve) => {
+        const timer = setTimeout(() => resolve('timed out'), remaining);
+        socket.once('connect', () => {
+          clearTimeout(timer);
+          resolve(undefined);
+        });
+        socket.once('error', (err: NodeJS.ErrnoException) => {
+          clearTimeout(timer);
+          resolve(err.code ?? err.message);
+        });
+      });
+      if (outcome === undefined) return { socket, address };
+      socket.destroy();
+      errors.push(`${address}: ${outcome}`);
+    }
+    const timedOut = errors.length === 0 || errors[errors.length - 1]?.endsWith('timed out');
+    const why = timedOut && errors.length === 0 ? 'connect timed out' : `connect failed (${errors.join(', ')})`;
+    throw new Refusal(timedOut ? 504 : 502, why, `airlock: could not connect to ${host}:${port} (${why})`, true, addresses[0]);
   }
 
   /**
@@ -479,10 +513,12 @@ export class EgressProxy implements Disposable {
       this.refuseSocket(client, new Refusal(403, smuggled, `airlock: CONNECT refused — ${smuggled}`), ctx);
       return;
     }
-    this.decide('connect', target.host, target.port).then(
-      ({ host, address }) => this.openTunnel(client, head, { ...ctx, host }, address),
-      (err: unknown) => this.refuseSocket(client, this.asRefusal(err), ctx),
-    );
+    this.decide('connect', target.host, target.port)
+      .then(async ({ host, addresses }) => ({ host, ...(await this.dial(host, addresses, target.port)) }))
+      .then(
+        ({ host, socket, address }) => this.openTunnel(client, head, { ...ctx, host }, socket, address),
+        (err: unknown) => this.refuseSocket(client, this.asRefusal(err), ctx),
+      );
   }
 
   private asRefusal(err: unknown): Refusal {
@@ -510,78 +546,45 @@ export class EgressProxy implements Disposable {
     client: net.Socket,
     head: Buffer,
     ctx: { host: string; port: number; method: string; started: number },
+    upstream: net.Socket,
     address: string,
   ): void {
     if (client.destroyed) {
+      upstream.destroy();
       this.fire({ ...ctx, allowed: true, reason: 'client went away', address, bytesUp: 0, bytesDown: 0 });
       return;
     }
-    const upstream = net.connect({ host: address, port: ctx.port });
-    this.track(upstream);
     let bytesUp = head.length;
     let bytesDown = 0;
-    let connected = false;
     let failure: string | undefined;
     let closedSides = 0;
-    const connectTimer = setTimeout(() => {
-      failure = 'connect timed out';
-      upstream.destroy();
-    }, this.connectTimeoutMs);
-
     const onClosed = () => {
       closedSides += 1;
       if (closedSides < 2) return;
-      this.fire({
-        ...ctx,
-        allowed: true,
-        ...(failure ? { reason: failure } : {}),
-        address,
-        bytesUp,
-        bytesDown,
-      });
+      this.fire({ ...ctx, allowed: true, ...(failure ? { reason: failure } : {}), address, bytesUp, bytesDown });
     };
-
-    upstream.once('connect', () => {
-      clearTimeout(connectTimer);
-      if (client.destroyed) {
-        upstream.destroy();
-        return;
-      }
-      connected = true;
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length > 0) upstream.write(head);
-      client.on('data', (chunk: Buffer) => {
-        bytesUp += chunk.length;
-      });
-      upstream.on('data', (chunk: Buffer) => {
-        bytesDown += chunk.length;
-      });
-      client.pipe(upstream);
-      upstream.pipe(client);
-      const idle = () => {
-        failure ??= 'idle timeout';
-        client.destroy();
-        upstream.destroy();
-      };
-      client.setTimeout(this.idleTimeoutMs, idle);
-      upstream.setTimeout(this.idleTimeoutMs, idle);
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) upstream.write(head);
+    client.on('data', (chunk: Buffer) => {
+      bytesUp += chunk.length;
     });
+    upstream.on('data', (chunk: Buffer) => {
+      bytesDown += chunk.length;
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const idle = () => {
+      failure ??= 'idle timeout';
+      client.destroy();
+      upstream.destroy();
+    };
+    client.setTimeout(this.idleTimeoutMs, idle);
+    upstream.setTimeout(this.idleTimeoutMs, idle);
     upstream.on('error', (err: NodeJS.ErrnoException) => {
-      failure ??= `connect failed (${err.code ?? err.message})`;
+      failure ??= `upstream error (${err.code ?? err.message})`;
     });
     upstream.once('close', () => {
-      clearTimeout(connectTimer);
-      if (!connected && !client.destroyed) {
-        const why = failure ?? 'connection closed';
-        const body = `airlock: could not connect to ${ctx.host}:${ctx.port} (${why})\n`;
-        const status = why === 'connect timed out' ? 504 : 502;
-        client.end(
-          `HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        );
-      } else {
-        client.end();
-      }
+      client.end();
       onClosed();
     });
     client.once('close', () => {
@@ -639,19 +642,27 @@ export class EgressProxy implements Disposable {
       refuse(new Refusal(403, smuggled, `airlock: request refused — ${smuggled}`), hostLabel, target.port);
       return;
     }
-    this.decide('http', target.host, target.port).then(
-      ({ host, address }) => this.forward(req, res, { host, port: target.port, method, started }, address, path),
-      (err: unknown) => refuse(this.asRefusal(err), hostLabel, target.port),
-    );
+    this.decide('http', target.host, target.port)
+      .then(async ({ host, addresses }) => ({ host, ...(await this.dial(host, addresses, target.port)) }))
+      .then(
+        ({ host, socket, address }) => this.forward(req, res, { host, port: target.port, method, started }, socket, address, path),
+        (err: unknown) => refuse(this.asRefusal(err), hostLabel, target.port),
+      );
   }
 
   private forward(
     req: http.IncomingMessage,
     res: http.ServerResponse,
     ctx: { host: string; port: number; method: string; started: number },
+    socket: net.Socket,
     address: string,
     path: string,
   ): void {
+    if (res.destroyed) {
+      socket.destroy();
+      this.fire({ ...ctx, allowed: true, reason: 'client went away', address, bytesUp: 0, bytesDown: 0 });
+      return;
+    }
     const connectionListed = new Set(
       rawHeaderValues(req.rawHeaders, 'connection')
         .flatMap((v) => v.split(','))
@@ -677,6 +688,7 @@ export class EgressProxy implements Disposable {
       this.fire({ ...ctx, allowed: true, ...(failure ? { reason: failure } : {}), address, bytesUp, bytesDown });
     };
 
+    // The already-connected socket to the checked address; no agent, so it is never reused.
     const upstreamReq = http.request({
       host: address,
       port: ctx.port,
@@ -684,19 +696,11 @@ export class EgressProxy implements Disposable {
       path,
       headers,
       setHost: false,
-      agent: false,
+      createConnection: () => socket,
     });
-    const connectTimer = setTimeout(() => {
-      failure ??= 'connect timed out';
+    socket.setTimeout(this.idleTimeoutMs, () => {
+      failure ??= 'idle timeout';
       upstreamReq.destroy();
-    }, this.connectTimeoutMs);
-    upstreamReq.once('socket', (s: net.Socket) => {
-      this.track(s);
-      s.once('connect', () => clearTimeout(connectTimer));
-      s.setTimeout(this.idleTimeoutMs, () => {
-        failure ??= 'idle timeout';
-        upstreamReq.destroy();
-      });
     });
     req.on('data', (chunk: Buffer) => {
       bytesUp += chunk.length;
@@ -728,10 +732,9 @@ export class EgressProxy implements Disposable {
       });
     });
     upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(connectTimer);
       failure ??= `upstream failed (${err.code ?? err.message})`;
       if (!res.headersSent) {
-        const status = failure === 'connect timed out' ? 504 : 502;
+        const status = 502;
         const body = `airlock: could not reach ${ctx.host}:${ctx.port} (${failure})\n`;
         res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
         res.end(body);
@@ -741,7 +744,6 @@ export class EgressProxy implements Disposable {
       }
     });
     res.once('close', () => {
-      clearTimeout(connectTimer);
       if (!res.writableFinished) upstreamReq.destroy();
       if (!res.headersSent) {
         // The client went away before any response: nothing else will finish the record.
