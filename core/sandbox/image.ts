@@ -29,6 +29,8 @@ export interface EnsureImageOptions {
   resourcesDir?: string;
   /** Build even when the tag exists (tests of the build path). */
   force?: boolean;
+  /** false: report a missing image as NOT_FOUND instead of building it (`airlock doctor --no-build`). */
+  allowBuild?: boolean;
 }
 
 export interface EnsureImageResult {
@@ -173,6 +175,9 @@ async function buildOnce(
   if (!opts.force && (await imageExists(engine.docker, ref))) {
     emit({ phase: 'done', message: `${ref} is ready`, fraction: 1, variant });
     return { ref, built: false };
+  }
+  if (opts.allowBuild === false) {
+    throw new AirlockError('NOT_FOUND', `The sandbox image ${ref} is not built yet. Run \`airlock doctor\` to build it (a few minutes, once).`);
   }
   // Concurrent callers share one build of the same tag.
   let p = inFlight.get(ref);
