@@ -168,7 +168,7 @@ describe('adapter commands', () => {
   it('claude-code: print mode, stream-json, the task after --', () => {
     const cmd = getAgentAdapter('claude-code').command(ctx);
     const i = cmd.argv.indexOf('claude');
-    expect(cmd.argv.slice(i)).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', 'm-1', '--max-turns', '7', '--', '-fix the bug']);
+    expect(cmd.argv.slice(i)).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--dangerously-skip-permissions', '--model', 'm-1', '--max-turns', '7', '--', '-fix the bug']);
     expect(cmd.env).toMatchObject({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:41000', ANTHROPIC_API_KEY: ctx.token });
     expect(cmd.argv.join(' ')).not.toContain(ctx.token);
   });
@@ -206,6 +206,15 @@ describe('recorded output of the real CLIs (agents image, fake upstream)', () =>
     expect(events[3]).toMatchObject({ type: 'command_output', data: 'hello-from-claude' });
     expect(events[6]).toMatchObject({ type: 'usage', inputTokens: 43640, outputTokens: 12 });
     expect(events[7]).toEqual({ type: 'finished', summary: 'All done here.', reason: 'end_turn' });
+  });
+
+  it('Claude Code 2.1 with --include-partial-messages: text as deltas, no repeat of the whole block', () => {
+    const events = feed(createClaudeCodeParser(), fixture('claude-code-stream-partial.jsonl'));
+    expect(events.map((e) => e.type)).toEqual([
+      'tool_call', 'command_started', 'tool_result', 'command_output', 'command_exited',
+      'assistant_text', 'assistant_text', 'assistant_text', 'usage', 'finished',
+    ]);
+    expect(events.filter((e) => e.type === 'assistant_text').map((e) => (e as { delta: string }).delta).join('')).toBe('All done here.');
   });
 
   it('Codex CLI 0.171 exec --json: a command, a message and the turn', () => {

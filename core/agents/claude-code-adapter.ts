@@ -7,7 +7,7 @@ const FILE_TOOLS: Record<string, string> = { Write: 'file_path', Edit: 'file_pat
 
 /**
  * Claude Code (`@anthropic-ai/claude-code`), unchanged, in its non-interactive streaming mode:
- * `claude -p --output-format stream-json --verbose --dangerously-skip-permissions`. It honours
+ * `claude -p --output-format stream-json --verbose --include-partial-messages --dangerously-skip-permissions`. It honours
  * ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, so it reaches the model only through the proxy.
  * Approval mode `ask` is not available (print mode has no interactive prompt); the sandbox is the boundary.
  */
@@ -17,7 +17,8 @@ export const claudeCodeAdapter: AgentAdapter = {
   supportsApproval: false,
   providerFormats: ['anthropic'],
   command(ctx) {
-    const argv = ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', ctx.model];
+    // --include-partial-messages streams text as deltas (a live view), not whole blocks at the end.
+    const argv = ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--dangerously-skip-permissions', '--model', ctx.model];
     if (ctx.maxSteps !== undefined) argv.push('--max-turns', String(ctx.maxSteps));
     // `--` keeps a task that starts with '-' from being read as an option.
     argv.push('--', ctx.task);
@@ -56,7 +57,8 @@ export function createClaudeCodeParser(workspace = DEFAULT_WORKSPACE) {
       case 'stream_event': {
         const ev = obj(o.event);
         const delta = obj(ev?.delta);
-        if (ev?.type === 'content_block_delta' && delta?.type === 'text_delta' && str(delta.text)) {
+        // Text of sub-agents (parent_tool_use_id set) is theirs, not the conversation's.
+        if (ev?.type === 'content_block_delta' && delta?.type === 'text_delta' && str(delta.text) && !o.parent_tool_use_id) {
           partialText = true;
           out.push({ type: 'assistant_text', delta: str(delta.text)! });
         }
