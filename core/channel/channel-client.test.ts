@@ -288,6 +288,17 @@ describe('ChannelClient with a local helper', () => {
       }
     });
 
+    it('answers on ::1 too where the sandbox has IPv6 loopback (localhost may resolve there first)', async () => {
+      const exposed = await client.exposeHostService(0, () => netConnect({ host: '127.0.0.1', port: hostPort, allowHalfOpen: true }));
+      try {
+        const script = `require('net').connect({ host: '::1', port: ${exposed.port} }).on('data', (d) => { process.stdout.write(d); process.exit(0); }).on('error', (e) => { process.stdout.write(e.code); });`;
+        const r = await client.run({ argv: [NODE, '-e', script], timeoutMs: 15_000 });
+        expect(r.stdout.toString()).toBe('hello from host\n');
+      } finally {
+        exposed.dispose();
+      }
+    });
+
     it('propagates a failing host connection to the sandbox side', async () => {
       const dead = createServer();
       await new Promise<void>((r) => dead.listen(0, '127.0.0.1', r));

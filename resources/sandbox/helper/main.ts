@@ -5,6 +5,7 @@
  */
 import { Socket } from 'node:net';
 import { createWriteStream } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { Mux } from '../../../core/channel/mux';
 import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request } from '../../../core/channel/protocol';
 import type { StreamSink } from '../../../core/channel/channel-duplex';
@@ -137,9 +138,14 @@ async function handle(req: Request): Promise<unknown> {
       return {};
     case 'spawn':
       return processes.spawn(req.stream, req.spawn ?? { argv: [] });
-    case 'kill':
-      processes.get(req.stream)?.kill((req.signal || 'SIGTERM') as NodeJS.Signals);
+    case 'kill': {
+      const signal = req.signal || 'SIGTERM';
+      if (!Object.prototype.hasOwnProperty.call(osConstants.signals, signal)) {
+        throw new HelperError('INVALID_INPUT', `kill: unknown signal ${JSON.stringify(signal)} (use a name like SIGTERM or SIGINT)`);
+      }
+      processes.get(req.stream)?.kill(signal as NodeJS.Signals);
       return {};
+    }
     case 'resize':
       processes.require(req.stream).resize(req.cols, req.rows);
       return {};

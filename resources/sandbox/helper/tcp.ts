@@ -29,7 +29,7 @@ function checkPort(port: unknown, allowZero: boolean): number {
 }
 
 export class TcpForwarding {
-  private readonly servers = new Map<number, Server>();
+  private readonly servers = new Map<number, Server[]>();
 
   constructor(
     private readonly mux: Mux,
@@ -39,12 +39,13 @@ export class TcpForwarding {
   async listen(listenerId: number, port: number): Promise<{ port: number }> {
     checkPort(port, true);
     if (this.servers.has(listenerId)) throw new HelperError('CONFLICT', `listener ${listenerId} already exists`);
-    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
+    const onConnection = (socket: Socket) => {
       const streamId = this.streams.allocate();
       this.mux.sendControl({ t: 'accept', listenerId, stream: streamId });
       bridge(this.mux, this.streams, streamId, socket);
       socket.resume();
-    });
+    };
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         reject(
@@ -55,13 +56,25 @@ export class TcpForwarding {
       });
       server.listen(port, '127.0.0.1', () => resolve());
     });
-    this.servers.set(listenerId, server);
     const address = server.address();
-    return { port: typeof address === 'object' && address ? address.port : port };
+    const actual = typeof address === 'object' && address ? address.port : port;
+    const servers = [server];
+    // `localhost` may resolve to ::1 first (Node 18 keeps the resolver's order): answer there too
+    // when the sandbox has IPv6 loopback. Best effort; 127.0.0.1 is the documented address.
+    const v6 = createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
+    await new Promise<void>((resolve) => {
+      v6.once('error', () => resolve());
+      v6.listen({ port: actual, host: '::1', ipv6Only: true }, () => {
+        servers.push(v6);
+        resolve();
+      });
+    });
+    this.servers.set(listenerId, servers);
+    return { port: actual };
   }
 
   unlisten(listenerId: number): void {
-    this.servers.get(listenerId)?.close();
+    for (const server of this.servers.get(listenerId) ?? []) server.close();
     this.servers.delete(listenerId);
   }
 
@@ -82,7 +95,7 @@ export class TcpForwarding {
   }
 
   dispose(): void {
-    for (const server of this.servers.values()) server.close();
+    for (const servers of this.servers.values()) for (const server of servers) server.close();
     this.servers.clear();
   }
 }
