@@ -77,6 +77,7 @@ function openTunnel(port: number, target: string): Promise<net.Socket> {
     };
     s.on('data', onData);
     s.on('error', reject);
+    s.on('close', () => reject(new Error(`closed before the tunnel opened: ${head}`)));
     s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
   });
 }
@@ -405,6 +406,25 @@ describe('EgressProxy: refusals', () => {
     await waitFor(() => events.length === 1);
     expect(events[0]?.allowed).toBe(false);
     expect(events[0]?.reason).toMatch(reason);
+  });
+
+  it('refuses a request with both Content-Length and Transfer-Encoding (body smuggling)', async () => {
+    const proxy = await proxyWith([`web.test:${webPort}`]);
+    const reply = await rawExchange(
+      proxy.port,
+      `POST http://web.test:${webPort}/ HTTP/1.1\r\nHost: web.test:${webPort}\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET http://private.test/ HTTP/1.1\r\n\r\n`,
+    );
+    expect(reply).toMatch(/^HTTP\/1\.1 400/);
+    expect(webSeen).toHaveLength(0);
+  });
+
+  it('caps concurrent client connections', async () => {
+    const proxy = await proxyWith([`echo.test:${echoPort}`], { maxConnections: 2 });
+    const a = await openTunnel(proxy.port, `echo.test:${echoPort}`);
+    const b = await openTunnel(proxy.port, `echo.test:${echoPort}`);
+    await expect(openTunnel(proxy.port, `echo.test:${echoPort}`)).rejects.toBeDefined();
+    a.destroy();
+    b.destroy();
   });
 
   it('answers 431 to oversize headers', async () => {

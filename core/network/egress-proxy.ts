@@ -70,6 +70,8 @@ export interface EgressProxyOptions {
   idleTimeoutMs?: number;
   /** Largest request head accepted (default 16 KiB); larger gets 431. */
   maxHeaderBytes?: number;
+  /** Most client connections open at once (default 512); more are closed on accept. */
+  maxConnections?: number;
   /** How the denial text tells the user to allow a host from the CLI. */
   allowCommand?: (host: string, port: number) => string;
   [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]?: true;
@@ -208,6 +210,8 @@ export class EgressProxy implements Disposable {
       keepAliveTimeout: 5_000,
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(this.handshakeTimeoutMs / 4))),
     });
+    // A runaway sandbox must not exhaust the host's file descriptors.
+    this.server.maxConnections = options.maxConnections ?? 512;
     this.server.on('connection', (socket: net.Socket) => {
       this.track(socket);
       socket.on('error', () => socket.destroy());
