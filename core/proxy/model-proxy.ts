@@ -445,7 +445,7 @@ export class ModelProxy implements Disposable {
           done = true;
           run.active.delete(handle);
           res.end();
-          finish(status, scanner ? scanner.usage : usageFromJson(Buffer.concat(jsonChunks).toString('utf8')), false);
+          finish(status, scanner ? scanner.usage : usageFromJson((jsonChunks.length === 1 ? (jsonChunks[0] as Buffer) : Buffer.concat(jsonChunks)).toString('utf8')), false);
         });
         up.on('error', () => res.destroy());
         up.on('aborted', () => res.destroy());

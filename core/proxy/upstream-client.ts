@@ -15,7 +15,7 @@ const DROP_REQUEST = new Set([
   'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via',
 ]);
 
-const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te', 'set-cookie', 'content-length']);
+const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te', 'set-cookie']);
 
 /** The upstream URL for an incoming `/v1/...` path (query string kept). */
 export function upstreamUrl(provider: ProviderConfig, pathAndQuery: string): URL {
@@ -41,7 +41,7 @@ export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttp
   return out;
 }
 
-/** Response headers safe to hand back to the client. */
+/** Response headers safe to hand back to the client (content-length kept: bodies pass unchanged). */
 export function clientHeaders(upstream: IncomingHttpHeaders): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(upstream)) {
@@ -74,15 +74,47 @@ export interface UpstreamHandle {
  * ok works for runs. A reset on a reused keep-alive socket before any answer is retried once on a
  * fresh socket (the upstream closed an idle connection as we reused it).
  */
+interface Target {
+  secure: boolean;
+  hostname: string;
+  port: number;
+  basePath: string;
+}
+
+/** Parsed base URLs, so the hot path does not parse a URL per call. */
+const targets = new Map<string, Target>();
+
+function targetOf(provider: ProviderConfig): Target {
+  let t = targets.get(provider.baseUrl);
+  if (!t) {
+    const u = new URL(provider.baseUrl);
+    const secure = u.protocol === 'https:';
+    t = { secure, hostname: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) || (secure ? 443 : 80), basePath: u.pathname.replace(/\/+$/, '') };
+    if (targets.size > 1000) targets.clear();
+    targets.set(provider.baseUrl, t);
+  }
+  return t;
+}
+
 export function sendUpstream(call: UpstreamCall): UpstreamHandle {
-  const url = upstreamUrl(call.provider, call.pathAndQuery);
+  const target = targetOf(call.provider);
+  const rest = call.provider.kind === 'anthropic' ? call.pathAndQuery : call.pathAndQuery.replace(/^\/v1(?=[/?]|$)/, '');
   const headers = upstreamHeaders(call.provider, call.headers, call.key, call.body?.length ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0));
-  const secure = url.protocol === 'https:';
+  headers.host = target.port === (target.secure ? 443 : 80) ? target.hostname : `${target.hostname}:${target.port}`;
+  const secure = target.secure;
   let aborted = false;
   let current: http.ClientRequest | undefined;
 
   const attempt = (retry: boolean) => {
-    const req = (secure ? https : http).request(url, { method: call.method, headers, agent: secure ? httpsAgent : httpAgent });
+    const req = (secure ? https : http).request({
+      hostname: target.hostname,
+      port: target.port,
+      path: target.basePath + rest,
+      method: call.method,
+      headers,
+      agent: secure ? httpsAgent : httpAgent,
+      ...(secure ? { servername: target.hostname } : {}),
+    });
     current = req;
     req.on('response', (res) => call.onResponse(res));
     req.on('error', (err: NodeJS.ErrnoException) => {
