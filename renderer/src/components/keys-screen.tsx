@@ -12,6 +12,8 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
   const notify = useAppStore((s) => s.notify);
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState('');
+  const currentUrl = info?.baseUrl ?? provider.baseUrl;
+  const [baseUrl, setBaseUrl] = useState(currentUrl);
   const [busy, setBusy] = useState(false);
 
   const save = async (e: FormEvent) => {
@@ -20,7 +22,8 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
     const key = draft;
     setDraft(''); // the key leaves the UI now: it is never shown or kept again
     try {
-      await setKey({ provider: provider.id, key, storage: sessionOnly ? 'session' : 'keychain' });
+      const url = baseUrl.trim();
+      await setKey({ provider: provider.id, key, storage: sessionOnly ? 'session' : 'keychain', baseUrl: url && url !== currentUrl ? url : undefined });
       setEditing(false);
       notify('success', `Saved the ${provider.label} key`);
     } catch (err) {
@@ -47,7 +50,15 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       </td>
       <td>
         {editing ? (
-          <form className="row" onSubmit={save}>
+          <form className="stack" onSubmit={save}>
+            <input
+              type="url"
+              aria-label={`${provider.label} base URL`}
+              title="Upstream base URL (change it for a gateway or a local server)"
+              value={baseUrl}
+              onChange={(e) => setBaseUrl(e.target.value)}
+            />
+            <div className="row">
             <input
               type="password"
               autoComplete="off"
@@ -60,10 +71,11 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
             />
             <button className="btn primary" disabled={busy || draft.trim().length === 0}>Save</button>
             <button type="button" className="btn" onClick={() => { setDraft(''); setEditing(false); }}>Cancel</button>
+            </div>
           </form>
         ) : (
           <div className="row">
-            <button className="btn" onClick={() => setEditing(true)}>{info?.hasKey ? 'Replace key' : 'Add key'}</button>
+            <button className="btn" onClick={() => { setBaseUrl(currentUrl); setEditing(true); }}>{info?.hasKey ? 'Replace key' : 'Add key'}</button>
             <button className="btn" onClick={() => void testKey(provider.id)} disabled={provider.requiresKey && !info?.hasKey}>Test</button>
             {info?.hasKey && <button className="btn danger" onClick={() => void removeKey(provider.id)}>Remove key</button>}
             {!provider.builtin && <button className="btn danger" onClick={() => void removeProvider(provider.id)}>Remove provider</button>}

@@ -1,0 +1,197 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile, access } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAirlockServices } from '../../core/app-services';
+import type { AirlockServices } from '../../core/api/services';
+import { createServeCommand } from '../../core/cli/commands/serve';
+import type { HostServer } from '../../core/host/host-server';
+import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
+import { requirePrerequisite } from '../support/prerequisites';
+import { launchChromium } from './support/browser';
+import { ensureBuiltRenderer } from './support/built-renderer';
+
+const exec = promisify(execFile);
+const docker = await requirePrerequisite('docker');
+const chromium = await requirePrerequisite('chromium');
+const keychain = await requirePrerequisite('keychain');
+
+/** A distinctive key: it must appear nowhere in the UI. */
+const KEY = `sk-ant-e2e-${'5c1d'.repeat(6)}-UIKY`;
+const SHOTS = join(import.meta.dirname, '..', '..', 'test-results', 'screenshots');
+
+async function shot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+async function terminalText(page: Page): Promise<string> {
+  return (await page.locator('.xterm-rows').first().textContent()) ?? '';
+}
+
+describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, with the real core (Chromium, Docker, fake upstream)', () => {
+  let home: string;
+  let project: string;
+  let upstream: FakeUpstream;
+  let services: AirlockServices | undefined;
+  let host: HostServer;
+  let stop: () => void;
+  let served: Promise<number>;
+  let closeBrowser: () => Promise<void>;
+  let page: Page;
+  const pageErrors: string[] = [];
+  const serviceName = `airlock-e2e-${process.pid}`;
+
+  beforeAll(async () => {
+    await mkdir(SHOTS, { recursive: true });
+    const rendererDir = await ensureBuiltRenderer();
+    home = await mkdtemp(join(tmpdir(), 'airlock-e2e-home-'));
+    project = await mkdtemp(join(tmpdir(), 'airlock-e2e-project-'));
+    await mkdir(join(project, 'src'));
+    await writeFile(join(project, 'README.md'), '# demo\n');
+    await writeFile(join(project, 'src', 'app.js'), 'export function answer() {\n  return 1;\n}\n');
+    await writeFile(join(project, '.env'), 'SECRET_TOKEN=do-not-copy\n');
+    await exec('git', ['init', '-q', '-b', 'main'], { cwd: project });
+    await exec('git', ['add', 'README.md', 'src'], { cwd: project });
+    await exec('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', 'commit', '-qm', 'init'], { cwd: project });
+
+    upstream = await startFakeUpstream({ expectedKey: KEY });
+    upstream.setScript([
+      { text: 'Let me change the answer.', toolCalls: [{ name: 'edit_file', input: { path: 'src/app.js', old_text: 'return 1;', new_text: 'return 42;' } }], usage: { input: 200, output: 40 } },
+      { toolCalls: [{ name: 'write_file', input: { path: '.github/workflows/ci.yml', content: 'on: push\njobs: {}\n' } }], usage: { input: 210, output: 30 } },
+      { toolCalls: [{ name: 'run_command', input: { command: 'for i in 1 2 3; do echo line-$i; done; echo hello-from-sandbox' } }], usage: { input: 220, output: 30 } },
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo second-command' } }], usage: { input: 230, output: 30 } },
+      { toolCalls: [{ name: 'finish', input: { summary: 'The answer is now 42.' } }], usage: { input: 240, output: 20 } },
+    ]);
+
+    let resolveStop!: () => void;
+    const stopped = new Promise<void>((r) => (resolveStop = r));
+    stop = resolveStop;
+    let onListening!: (h: HostServer) => void;
+    const listening = new Promise<HostServer>((r) => (onListening = r));
+    const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };
+    const command = createServeCommand({
+      createServices: async (e) => (services = await createAirlockServices({ env: e })),
+      untilStopped: () => stopped,
+      onListening,
+    });
+    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
+    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
+    host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+
+    const b = await launchChromium();
+    closeBrowser = b.close;
+    page = await b.browser.newPage();
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    await page.goto(host.url);
+  });
+
+  afterAll(async () => {
+    await closeBrowser?.();
+    if (services && keychain.ok) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
+    stop?.();
+    await served?.catch(() => undefined);
+    await upstream?.close();
+    await rm(home, { recursive: true, force: true });
+    await rm(project, { recursive: true, force: true });
+  });
+
+  it('shows the setup check', async () => {
+    await page.getByRole('button', { name: /Setup check/ }).click();
+    await expect.poll(() => page.locator('[data-check="docker.engine"]').textContent(), { timeout: 20_000 }).toContain('Container engine');
+    await shot(page, '01-setup-check');
+  });
+
+  it('adds a key (pointed at the fake upstream) and never shows it again', async () => {
+    await page.getByRole('button', { name: /Keys & providers/ }).click();
+    const row = page.locator('tr[data-provider="anthropic"]');
+    await row.getByRole('button', { name: /Add key|Replace key/ }).click();
+    await row.getByLabel('Anthropic base URL').fill(upstream.url);
+    await row.getByLabel('Anthropic API key').fill(KEY);
+    const sessionOnly = page.getByLabel(/this session only/);
+    if (await sessionOnly.isVisible()) await sessionOnly.check();
+    await row.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('••••UIKY');
+    await row.getByRole('button', { name: 'Test' }).click();
+    await expect.poll(() => row.locator('[role=status]').textContent(), { timeout: 20_000 }).toMatch(/^ok/);
+    expect(await page.content()).not.toContain(KEY);
+    await shot(page, '02-keys');
+  });
+
+  let runId = '';
+
+  it('starts a run: excluded files previewed, terminal output and changed files live, a command approved', async () => {
+    await page.getByRole('button', { name: /New run/ }).click();
+    await page.getByLabel('Project folder').fill(project);
+    await page.getByLabel('Task').fill('Make the answer 42');
+    await page.locator('#r-provider').selectOption('anthropic');
+    await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
+    await page.getByLabel('Ask before each command').check();
+    await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
+    await shot(page, '03-new-run');
+    await page.getByRole('button', { name: 'Start run' }).click();
+
+    // The first command waits for approval; by then the edits show in the changed-files tree.
+    const approval = page.getByRole('alertdialog', { name: 'Approve command' });
+    await approval.waitFor({ timeout: 240_000 });
+    expect(await approval.textContent()).toContain('hello-from-sandbox');
+    runId = (await page.locator('.run-header + .row .mono').first().textContent()) ?? '';
+    expect(runId).toMatch(/^r-/);
+    await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 30_000 }).toContain('app.js');
+    await page.locator('.tree-file[data-path="src/app.js"]').click();
+    await expect.poll(() => page.getByLabel('Diff of src/app.js').textContent(), { timeout: 20_000 }).toContain('return 42;');
+    await shot(page, '04-run-approval');
+    await approval.getByRole('button', { name: 'Approve' }).click();
+
+    // The second command waits too: the run is still going, and the first one's output is on screen.
+    await expect.poll(() => approval.textContent(), { timeout: 60_000 }).toContain('second-command');
+    await expect.poll(() => terminalText(page), { timeout: 30_000 }).toContain('hello-from-sandbox');
+    expect(await page.locator('.run-header .badge').textContent()).toBe('running');
+    await page.getByRole('button', { name: 'Split' }).click();
+    await shot(page, '05-run-live-terminal');
+    await approval.getByRole('button', { name: 'Deny' }).click();
+
+    await expect.poll(() => page.locator('.run-header .badge').textContent(), { timeout: 120_000 }).toBe('done');
+    await expect.poll(() => page.getByRole('log', { name: 'Transcript' }).textContent(), { timeout: 20_000 }).toContain('The answer is now 42.');
+    await shot(page, '06-run-done');
+  });
+
+  it('reviews and applies to the project: the risky CI workflow is flagged and left out', async () => {
+    await page.getByRole('button', { name: 'Review & apply' }).click();
+    const risky = page.locator('.file-row[data-path=".github/workflows/ci.yml"]');
+    await risky.waitFor();
+    expect(await risky.textContent()).toMatch(/CI|workflow/i);
+    expect(await risky.getByRole('checkbox').isChecked()).toBe(false);
+    expect(await page.locator('.file-row[data-path="src/app.js"]').getByRole('checkbox').isChecked()).toBe(true);
+    // Risky files come first.
+    expect(await page.locator('.file-row').first().getAttribute('data-path')).toBe('.github/workflows/ci.yml');
+    await shot(page, '07-review');
+    await page.getByRole('button', { name: /^Apply 1 file/ }).click();
+    await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('Applied 1 file');
+    expect(await readFile(join(project, 'src', 'app.js'), 'utf8')).toContain('return 42;');
+    await expect(access(join(project, '.github', 'workflows', 'ci.yml'))).rejects.toThrow();
+    await shot(page, '08-applied');
+  });
+
+  it('lists the run in history and replays it: transcript, terminal, diff, audit verified', async () => {
+    await page.getByRole('button', { name: /History/ }).click();
+    const row = page.locator(`tr[data-run="${runId}"]`);
+    await row.waitFor();
+    expect(await row.textContent()).toContain('done');
+    await shot(page, '09-history');
+    // A fresh page load: everything comes back from the store on disk.
+    await page.reload();
+    await page.getByRole('button', { name: /History/ }).click();
+    await page.locator(`tr[data-run="${runId}"]`).click();
+    await expect.poll(() => terminalText(page), { timeout: 20_000 }).toContain('hello-from-sandbox');
+    await expect.poll(() => page.getByRole('log', { name: 'Transcript' }).textContent(), { timeout: 20_000 }).toContain('Let me change the answer.');
+    await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 20_000 }).toContain('ci.yml');
+    await page.getByRole('button', { name: 'Verify audit log' }).click();
+    await expect.poll(() => page.locator('.run-header + .row [role=status]').textContent(), { timeout: 20_000 }).toMatch(/^intact/);
+    await shot(page, '10-replay');
+    expect(await page.content()).not.toContain(KEY);
+    expect(pageErrors).toEqual([]);
+  });
+});
