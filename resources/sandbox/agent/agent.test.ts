@@ -254,6 +254,34 @@ describe('built-in agent tools', () => {
     expect(ofType(run, 'file_changed')).toEqual([{ type: 'file_changed', paths: ['sub/new.txt'] }]);
   });
 
+  it('elides the oldest tool outputs when the history outgrows its limit', async () => {
+    const big = { name: 'run_command', input: { command: "head -c 1500 /dev/zero | tr '\\0' x" } };
+    await start([...Array.from({ length: 6 }, () => ({ toolCalls: [big] })), { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] }]);
+    const run = await runAgent('anthropic', { env: { AIRLOCK_CONTEXT_CHARS: '4000' } });
+    expect(run.code).toBe(0);
+    const last = upstream.requests.filter((r) => r.method === 'POST')[6]!.body as { messages: { role: string; content: unknown }[] };
+    const results = last.messages.flatMap((m) => (Array.isArray(m.content) ? (m.content as { type: string; content: string }[]).filter((c) => c.type === 'tool_result') : []));
+    expect(results).toHaveLength(6);
+    expect(results[0]!.content).toMatch(/^\[elided to save context: \d+ characters/);
+    expect(results[5]!.content).toContain('x'.repeat(1500));
+    // The first requests went out whole.
+    const second = upstream.requests.filter((r) => r.method === 'POST')[1]!.body as { messages: { content: unknown }[] };
+    expect(JSON.stringify(second.messages)).toContain('x'.repeat(1500));
+  });
+
+  it('drops stream_options for an OpenAI-compatible server that rejects it', async () => {
+    await start([
+      { status: 400, errorBody: { error: { message: "Unrecognized request argument supplied: stream_options", type: 'invalid_request_error' } } },
+      { toolCalls: [{ name: 'finish', input: { summary: 'local server ok' } }] },
+    ]);
+    const run = await runAgent('openai');
+    expect(run.code).toBe(0);
+    const posts = upstream.requests.filter((r) => r.method === 'POST');
+    expect((posts[0]!.body as Record<string, unknown>).stream_options).toEqual({ include_usage: true });
+    expect((posts[1]!.body as Record<string, unknown>).stream_options).toBeUndefined();
+    expect(ofType(run, 'finished')[0]).toMatchObject({ summary: 'local server ok' });
+  });
+
   it('reports missing configuration as agent_error', async () => {
     upstream = await startFakeUpstream();
     const run = await runAgent('anthropic', { env: { AIRLOCK_MODEL: '' } });

@@ -1,7 +1,12 @@
 import { readSse } from './sse';
-import { parseArguments, postStreaming, UpstreamError, type ModelClient, type ModelToolCall, type ToolResultMessage, type ToolSpec, type TurnResult } from './model';
+import { compactHistory, parseArguments, postStreaming, UpstreamError, type CompactableResult, type ModelClient, type ModelToolCall, type ToolResultMessage, type ToolSpec, type TurnResult } from './model';
 
-type Block = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
+type Block =
+  | { type: 'text'; text: string }
+  | { type: 'tool_use'; id: string; name: string; input: unknown }
+  // Extended thinking must go back to the API unchanged (with its signature) in the same turn.
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string };
 type Message = { role: 'user' | 'assistant'; content: string | unknown[] };
 
 export interface AnthropicOptions {
@@ -12,17 +17,21 @@ export interface AnthropicOptions {
   system: string;
   tools: ToolSpec[];
   retries: number;
+  /** Keep the history under this many characters (older tool outputs are elided). */
+  contextChars: number;
 }
 
 /** Anthropic Messages API with tool use, streaming (SSE). */
 export class AnthropicClient implements ModelClient {
   private readonly messages: Message[] = [];
+  private readonly results: CompactableResult[] = [];
 
   constructor(private readonly opts: AnthropicOptions, task: string) {
     this.messages.push({ role: 'user', content: task });
   }
 
   async turn(onTextDelta: (delta: string) => void): Promise<TurnResult> {
+    compactHistory(() => JSON.stringify(this.messages).length, this.results, this.opts.contextChars);
     const base = this.opts.baseUrl.endsWith('/v1') ? this.opts.baseUrl : `${this.opts.baseUrl}/v1`;
     const res = await postStreaming(
       `${base}/messages`,
@@ -60,6 +69,8 @@ export class AnthropicClient implements ModelClient {
           const b = ev.content_block ?? {};
           if (b.type === 'text') blocks[ev.index] = { type: 'text', text: b.text ?? '' };
           else if (b.type === 'tool_use') blocks[ev.index] = { type: 'tool_use', id: b.id, name: b.name, input: {}, json: '' };
+          else if (b.type === 'thinking') blocks[ev.index] = { type: 'thinking', thinking: b.thinking ?? '', signature: b.signature ?? '' };
+          else if (b.type === 'redacted_thinking') blocks[ev.index] = { type: 'redacted_thinking', data: b.data ?? '' };
           break;
         }
         case 'content_block_delta': {
@@ -70,6 +81,10 @@ export class AnthropicClient implements ModelClient {
             onTextDelta(d.text);
           } else if (b?.type === 'tool_use' && d.type === 'input_json_delta') {
             b.json = (b.json ?? '') + (d.partial_json ?? '');
+          } else if (b?.type === 'thinking' && d.type === 'thinking_delta') {
+            b.thinking += d.thinking ?? '';
+          } else if (b?.type === 'thinking' && d.type === 'signature_delta') {
+            b.signature += d.signature ?? '';
           }
           break;
         }
@@ -91,6 +106,8 @@ export class AnthropicClient implements ModelClient {
       if (!b) continue;
       if (b.type === 'text') {
         if (b.text) content.push({ type: 'text', text: b.text });
+      } else if (b.type === 'thinking' || b.type === 'redacted_thinking') {
+        content.push(b);
       } else {
         const parsed = parseArguments(b.json ?? '');
         // The history must carry an object even when the model sent broken JSON.
@@ -105,10 +122,9 @@ export class AnthropicClient implements ModelClient {
   }
 
   addToolResults(results: ToolResultMessage[]): void {
-    this.messages.push({
-      role: 'user',
-      content: results.map((r) => ({ type: 'tool_result', tool_use_id: r.id, content: r.output || '(no output)', is_error: r.isError })),
-    });
+    const blocks = results.map((r) => ({ type: 'tool_result', tool_use_id: r.id, content: r.output || '(no output)', is_error: r.isError }));
+    for (const b of blocks) this.results.push({ get: () => b.content, set: (t) => (b.content = t) });
+    this.messages.push({ role: 'user', content: blocks });
   }
 
   /** Adds a plain user message (used to nudge the model). */

@@ -18,6 +18,8 @@ export interface AgentConfig {
   maxTokens: number;
   /** Retries of a 429/5xx answer before giving up. */
   retries: number;
+  /** History size (characters) above which older tool outputs are elided. */
+  contextChars: number;
 }
 
 export class ConfigError extends Error {}
@@ -56,5 +58,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     outputCapChars: int(env, 'AIRLOCK_OUTPUT_CAP', 30_000, 1000),
     maxTokens: int(env, 'AIRLOCK_MAX_TOKENS', 8192, 1),
     retries: int(env, 'AIRLOCK_RETRIES', 2, 0),
+    contextChars: int(env, 'AIRLOCK_CONTEXT_CHARS', 400_000, 1000),
   };
 }

@@ -30,9 +30,9 @@ function systemPrompt(config: AgentConfig): string {
 function makeClient(config: AgentConfig): ModelClient & { addUser(text: string): void } {
   const system = systemPrompt(config);
   if (config.format === 'anthropic') {
-    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries }, config.task);
+    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task);
   }
-  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries }, config.task);
+  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task);
 }
 
 async function run(config: AgentConfig, approvals: ApprovalReader | undefined): Promise<number> {

@@ -108,3 +108,23 @@ export function parseArguments(raw: string): { input: unknown; error?: string } 
     return { input: raw, error: `the tool arguments were not valid JSON (${(err as Error).message})` };
   }
 }
+
+/** A tool result as stored in a provider's history, whose text can be replaced. */
+export interface CompactableResult {
+  get(): string;
+  set(text: string): void;
+}
+
+/**
+ * Keeps a conversation under `limitChars` (a rough stand-in for the context window) by replacing
+ * the oldest tool outputs with a short note; the newest `keepLast` results are never touched.
+ */
+export function compactHistory(totalChars: () => number, results: CompactableResult[], limitChars: number, keepLast = 4): void {
+  if (totalChars() <= limitChars) return;
+  for (const r of results.slice(0, Math.max(0, results.length - keepLast))) {
+    const text = r.get();
+    if (text.length <= 200 || text.startsWith('[elided')) continue;
+    r.set(`[elided to save context: ${text.length} characters of tool output; run the tool again if you need it]`);
+    if (totalChars() <= limitChars) return;
+  }
+}

@@ -1,5 +1,5 @@
 import { readSse } from './sse';
-import { parseArguments, postStreaming, UpstreamError, type ModelClient, type ModelToolCall, type ToolResultMessage, type ToolSpec, type TurnResult } from './model';
+import { compactHistory, parseArguments, postStreaming, UpstreamError, type CompactableResult, type ModelClient, type ModelToolCall, type ToolResultMessage, type ToolSpec, type TurnResult } from './model';
 
 export interface OpenAiOptions {
   baseUrl: string;
@@ -8,6 +8,8 @@ export interface OpenAiOptions {
   system: string;
   tools: ToolSpec[];
   retries: number;
+  /** Keep the history under this many characters (older tool outputs are elided). */
+  contextChars: number;
 }
 
 type ChatMessage = Record<string, unknown>;
@@ -15,6 +17,9 @@ type ChatMessage = Record<string, unknown>;
 /** OpenAI Chat Completions with tools, streaming; works with OpenAI-compatible servers (Ollama, llama.cpp, vLLM…). */
 export class OpenAiClient implements ModelClient {
   private readonly messages: ChatMessage[] = [];
+  private readonly results: CompactableResult[] = [];
+  /** Some OpenAI-compatible servers reject stream_options; then it is left out from there on. */
+  private streamOptions = true;
 
   constructor(private readonly opts: OpenAiOptions, task: string) {
     this.messages.push({ role: 'system', content: opts.system }, { role: 'user', content: task });
@@ -24,18 +29,22 @@ export class OpenAiClient implements ModelClient {
     const headers: Record<string, string> = {};
     // Local servers may need no key at all.
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
-    const res = await postStreaming(
-      `${this.opts.baseUrl}/chat/completions`,
-      headers,
-      {
-        model: this.opts.model,
-        messages: this.messages,
-        tools: this.opts.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.schema } })),
-        stream: true,
-        stream_options: { include_usage: true },
-      },
-      this.opts.retries,
-    );
+    compactHistory(() => JSON.stringify(this.messages).length, this.results, this.opts.contextChars);
+    const body = () => ({
+      model: this.opts.model,
+      messages: this.messages,
+      tools: this.opts.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.schema } })),
+      stream: true,
+      ...(this.streamOptions ? { stream_options: { include_usage: true } } : {}),
+    });
+    let res: Response;
+    try {
+      res = await postStreaming(`${this.opts.baseUrl}/chat/completions`, headers, body(), this.opts.retries);
+    } catch (err) {
+      if (!(err instanceof UpstreamError) || err.status !== 400 || !this.streamOptions || !/stream_options/i.test(err.message)) throw err;
+      this.streamOptions = false;
+      res = await postStreaming(`${this.opts.baseUrl}/chat/completions`, headers, body(), this.opts.retries);
+    }
     let text = '';
     const calls: { id: string; name: string; args: string }[] = [];
     let inputTokens = 0;
@@ -95,7 +104,11 @@ export class OpenAiClient implements ModelClient {
   }
 
   addToolResults(results: ToolResultMessage[]): void {
-    for (const r of results) this.messages.push({ role: 'tool', tool_call_id: r.id, content: r.output || '(no output)' });
+    for (const r of results) {
+      const message: ChatMessage = { role: 'tool', tool_call_id: r.id, content: r.output || '(no output)' };
+      this.results.push({ get: () => message.content as string, set: (t) => (message.content = t) });
+      this.messages.push(message);
+    }
   }
 
   addUser(text: string): void {
