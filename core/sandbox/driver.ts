@@ -57,6 +57,8 @@ export interface WipeProof {
   leftovers: string[];
   durationMs: number;
   verifiedAt: string;
+  /** The label that was checked, when it differs from `runId` (a sandbox taken from the warm pool). */
+  labelRunId?: string;
 }
 
 export interface ImageProgress {

@@ -37,7 +37,8 @@ export class Sandbox implements Disposable {
       this.channel.dispose();
       this.stream.close();
       try {
-        return await this.driver.destroy(this.info.runId);
+        const proof = await this.driver.destroy(this.info.runId);
+        return this.runId === this.info.runId ? proof : { ...proof, runId: this.runId, labelRunId: this.info.runId };
       } finally {
         this.onDestroyed(this);
       }

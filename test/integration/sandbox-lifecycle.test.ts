@@ -134,6 +134,8 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
       expect((await sandbox.channel.run({ argv: ['id', '-u'] })).stdout.toString().trim()).toBe('1000');
       const proof = await sandbox.destroy();
       expect(proof.leftovers).toEqual([]);
+      expect(proof.runId).toBe(runId);
+      expect(proof.labelRunId).toBe(sandbox.info.runId);
       await manager.whenPoolReady();
     } finally {
       const proofs = await manager.shutdown();
