@@ -48,7 +48,7 @@ export interface ApplyNetworkPolicyOptions {
   projectPath?: string;
   /** Airlock's data directory (default airlockHome()). */
   home?: string;
-  /** Where presets read the host's tool configuration (defaults: this process's env, home, cwd). */
+  /** Where presets read the host's tool configuration (defaults: this process's env and home, cwd = the project). */
   presetContext?: PresetContext;
   /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
   sandboxProxyPort?: number;
@@ -163,7 +163,9 @@ export async function applyNetworkPolicy(
     return finish({ env: {}, record: { policy: 'none', allow: [], ...seen } });
   }
 
-  const presets: Preset[] = await derivePresets(parsed.presets, opts.presetContext);
+  // Presets read the project's own tool config too (a project .npmrc naming its registry).
+  const presetContext: PresetContext = { ...(opts.projectPath ? { cwd: opts.projectPath } : {}), ...opts.presetContext };
+  const presets: Preset[] = await derivePresets(parsed.presets, presetContext);
   const custom: AllowEntry[] = parsed.allow.map((e) => toAllowEntry(e));
   const projectStore = opts.projectPath ? new ProjectNetworkStore(opts.projectPath, opts.home) : undefined;
   const projectAllow = projectStore ? await projectStore.load() : [];
