@@ -427,8 +427,14 @@ export class ModelProxy implements Disposable {
         const jsonChunks: Buffer[] = [];
         let jsonSize = 0;
         res.writeHead(status, clientHeaders(up.headers));
-        if (isSse) res.flushHeaders();
+        // Headers normally leave with the first event (one write, one wake-up for the client); if the
+        // upstream is slow to send that event, they go out alone shortly after.
+        let flushTimer: NodeJS.Timeout | undefined = isSse ? setTimeout(() => res.flushHeaders(), 10) : undefined;
         up.on('data', (chunk: Buffer) => {
+          if (flushTimer) {
+            clearTimeout(flushTimer);
+            flushTimer = undefined;
+          }
           if (scanner) scanner.push(chunk);
           else if (jsonSize < MAX_USAGE_BODY) {
             jsonChunks.push(chunk);
@@ -441,6 +447,7 @@ export class ModelProxy implements Disposable {
           }
         });
         up.on('end', () => {
+          if (flushTimer) clearTimeout(flushTimer);
           if (done) return;
           done = true;
           run.active.delete(handle);
