@@ -134,6 +134,21 @@ describe('RunStore events', () => {
     expect(await readFile(small.paths(id).events, 'utf8')).toContain('x'.repeat(20));
   });
 
+  it('keeps order while writes are in flight, and closes its files', async () => {
+    const small = new RunStore({ home, eventFlushBytes: 10, eventFlushMs: 1 });
+    const id = newRunId();
+    await small.create(input(id, '2026-01-01T00:00:00.000Z'));
+    for (let i = 0; i < 500; i++) {
+      small.appendEvents(id, [{ n: i }]);
+      if (i % 37 === 0) await new Promise((r) => setImmediate(r));
+    }
+    await small.close();
+    const seen: number[] = [];
+    for await (const e of small.readEvents<{ n: number }>(id)) seen.push(e.n);
+    expect(seen).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    await small.close();
+  });
+
   it('reads an absent event log as empty', async () => {
     const id = newRunId();
     await store.create(input(id, '2026-01-01T00:00:00.000Z'));

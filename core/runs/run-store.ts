@@ -1,4 +1,4 @@
-import { appendFile, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { AirlockError } from '../../contracts/errors';
@@ -56,7 +56,11 @@ interface EventBuffer {
   timer?: NodeJS.Timeout;
   /** The events file may end in a torn line (crash) — checked before the first append. */
   checkedTail: boolean;
-  writing: Promise<void>;
+  /** The write loop in progress, if any. */
+  draining?: Promise<void>;
+  /** The open events file, closed after a quiet second. */
+  handle?: FileHandle;
+  idle?: NodeJS.Timeout;
 }
 
 /**
@@ -163,9 +167,9 @@ export class RunStore implements Disposable {
     const p = this.paths(runId);
     await this.withLock(runId, async () => {
       const buffer = this.buffers.get(runId);
-      if (buffer?.timer) clearTimeout(buffer.timer);
       this.buffers.delete(runId);
-      await buffer?.writing.catch(() => undefined);
+      buffer?.lines.splice(0);
+      await this.closeEvents(buffer, async () => undefined);
       const st = await stat(p.dir).catch(() => undefined);
       if (!st) throw new AirlockError('NOT_FOUND', `No run ${runId}. 'airlock runs' lists the runs.`);
       await rm(p.dir, { recursive: true, force: true });
@@ -182,7 +186,7 @@ export class RunStore implements Disposable {
     if (events.length === 0) return;
     let buffer = this.buffers.get(runId);
     if (!buffer) {
-      buffer = { lines: [], bytes: 0, checkedTail: false, writing: Promise.resolve() };
+      buffer = { lines: [], bytes: 0, checkedTail: false };
       this.buffers.set(runId, buffer);
     }
     for (const event of events) {
@@ -191,7 +195,8 @@ export class RunStore implements Disposable {
       buffer.bytes += line.length;
     }
     if (buffer.bytes >= this.flushBytes) {
-      void this.flushEvents(runId).catch(() => undefined);
+      // One drain at a time: a producer faster than the disk gets fewer, larger writes.
+      if (!buffer.draining) void this.drain(runId, buffer).catch(() => undefined);
     } else if (!buffer.timer) {
       buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(() => undefined), this.flushMs);
       buffer.timer.unref?.();
@@ -206,21 +211,61 @@ export class RunStore implements Disposable {
       clearTimeout(buffer.timer);
       buffer.timer = undefined;
     }
-    const lines = buffer.lines.splice(0);
-    buffer.bytes = 0;
+    await this.drain(runId, buffer);
+  }
+
+  /** Writes until the buffer is empty (events appended meanwhile included). */
+  private drain(runId: string, buffer: EventBuffer): Promise<void> {
+    if (buffer.draining) return buffer.draining;
+    if (buffer.idle) {
+      clearTimeout(buffer.idle);
+      buffer.idle = undefined;
+    }
     const file = this.paths(runId).events;
-    const write = buffer.writing.then(async () => {
-      if (lines.length === 0) return;
-      let data = lines.join('');
-      if (!buffer.checkedTail) {
-        // A crash may have left a torn last line: start on a fresh line so ours stay whole.
-        if (await endsWithoutNewline(file)) data = `\n${data}`;
-        buffer.checkedTail = true;
+    buffer.draining = (async () => {
+      try {
+        while (buffer.lines.length > 0) {
+          let data = buffer.lines.join('');
+          buffer.lines = [];
+          buffer.bytes = 0;
+          if (!buffer.checkedTail) {
+            // A crash may have left a torn last line: start on a fresh line so ours stay whole.
+            if (await endsWithoutNewline(file)) data = `\n${data}`;
+            buffer.checkedTail = true;
+          }
+          buffer.handle ??= await open(file, 'a');
+          await buffer.handle.write(data);
+        }
+      } finally {
+        buffer.draining = undefined;
+        // Keep the file open while output flows; close it once the run goes quiet.
+        if (buffer.handle && !buffer.idle) {
+          buffer.idle = setTimeout(() => {
+            buffer.idle = undefined;
+            if (buffer.draining) return;
+            const h = buffer.handle;
+            buffer.handle = undefined;
+            void h?.close().catch(() => undefined);
+          }, 1000);
+          buffer.idle.unref?.();
+        }
       }
-      await appendFile(file, data);
-    });
-    buffer.writing = write.catch(() => undefined);
-    await write;
+    })();
+    return buffer.draining;
+  }
+
+  /** Stops a run's timers and closes its event file (after writing what is buffered). */
+  private async closeEvents(buffer: EventBuffer | undefined, write: () => Promise<void>): Promise<void> {
+    if (!buffer) return;
+    if (buffer.timer) clearTimeout(buffer.timer);
+    buffer.timer = undefined;
+    await write().catch(() => undefined);
+    await buffer.draining?.catch(() => undefined);
+    if (buffer.idle) clearTimeout(buffer.idle);
+    buffer.idle = undefined;
+    const h = buffer.handle;
+    buffer.handle = undefined;
+    await h?.close().catch(() => undefined);
   }
 
   /** Flushes the events of every run. */
@@ -262,9 +307,9 @@ export class RunStore implements Disposable {
     }
   }
 
-  /** Stops timers and flushes pending events. */
+  /** Flushes pending events and closes the event files. */
   async close(): Promise<void> {
-    await this.flushAll();
+    await Promise.all([...this.buffers.entries()].map(([id, b]) => this.closeEvents(b, () => this.flushEvents(id))));
   }
 
   /** Disposable: flushes pending events in the background. */
