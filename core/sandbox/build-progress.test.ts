@@ -28,3 +28,23 @@ describe('BuildProgressParser', () => {
     ]);
   });
 });
+
+describe('build failures', () => {
+  it('recognises a full disk as DISK_FULL and anything else as IMAGE_BUILD_FAILED', async () => {
+    const { buildFailure } = await import('./image');
+    const parse = (lines: object[]) => {
+      const p = new BuildProgressParser(() => undefined, 'base');
+      p.feed(lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+      return p;
+    };
+    const full = buildFailure(
+      parse([{ stream: 'Step 3/9 : RUN apt-get install -y git\n' }, { stream: 'E: Write error - write (28: No space left on device)\n' }, { error: 'x', errorDetail: { message: 'returned a non-zero code: 100' } }]),
+    );
+    expect(full.kind).toBe('DISK_FULL');
+    expect(full.message).toMatch(/docker system prune/);
+    const other = buildFailure(parse([{ stream: 'Step 8/9 : RUN npm install node-pty@1\n' }, { stream: 'npm ERR! code E404\n' }, { error: 'x', errorDetail: { message: 'returned a non-zero code: 1' } }]));
+    expect(other.kind).toBe('IMAGE_BUILD_FAILED');
+    expect(other.message).toMatch(/step 8\/9 \(RUN npm install node-pty@1\)/);
+    expect(other.message).toMatch(/npm ERR! code E404/);
+  });
+});

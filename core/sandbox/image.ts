@@ -215,23 +215,29 @@ async function buildImage(
     });
     stream.on('error', reject);
   });
-  if (parser.error) {
-    const where = parser.step ? `step ${parser.step}/${parser.totalSteps} (${parser.stepTitle.slice(0, 120)})` : 'the build';
-    const tail = parser.outputTail();
-    const full = `${parser.error}\n${tail}`;
-    if (/no space left on device/i.test(full)) {
-      throw new AirlockError('DISK_FULL', `Building the sandbox image failed at ${where}: the engine's disk is full. Free space (\`docker system prune\`, remove unused images) and run \`airlock doctor\` again.\n${tail}`);
-    }
-    throw new AirlockError(
-      'IMAGE_BUILD_FAILED',
-      `Building the sandbox image failed at ${where}: ${parser.error}\n--- last output of that step ---\n${tail}\n---\nCheck the network access to the Debian mirror and the npm registry, then run \`airlock doctor\` again.`,
-    );
-  }
+  if (parser.error) throw buildFailure(parser);
   if (!(await imageExists(docker, ref))) {
     throw new AirlockError('IMAGE_BUILD_FAILED', `The engine finished building ${ref} but the image is not there. Run \`airlock doctor\` again.`);
   }
   emit({ phase: 'done', message: `built ${ref}`, fraction: 1, variant });
   return { ref, built: true };
+}
+
+/** The typed error for a failed build: DISK_FULL when the disk ran out, else IMAGE_BUILD_FAILED with the step's output tail. */
+export function buildFailure(parser: Pick<BuildProgressParser, 'error' | 'step' | 'totalSteps' | 'stepTitle' | 'outputTail'>): AirlockError {
+  const where = parser.step ? `step ${parser.step}/${parser.totalSteps} (${parser.stepTitle.slice(0, 120)})` : 'the build';
+  const tail = parser.outputTail();
+  const full = `${parser.error ?? ''}\n${tail}`;
+  if (/no space left on device|disk quota exceeded/i.test(full)) {
+    return new AirlockError(
+      'DISK_FULL',
+      `Building the sandbox image failed at ${where}: the engine's disk is full. Free space (\`docker system prune\`, remove unused images) and run \`airlock doctor\` again.\n${tail}`,
+    );
+  }
+  return new AirlockError(
+    'IMAGE_BUILD_FAILED',
+    `Building the sandbox image failed at ${where}: ${parser.error}\n--- last output of that step ---\n${tail}\n---\nCheck the network access to the Debian mirror and the npm registry, then run \`airlock doctor\` again.`,
+  );
 }
 
 const REQUIRED_TOOLS = ['node', 'git', 'tar'] as const;
