@@ -81,6 +81,8 @@ export interface ProjectSnapshot {
 }
 
 const DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024;
+const READ_AHEAD_FILES = 32;
+const READ_AHEAD_BYTES = 64 * 1024 * 1024;
 
 interface IgnoreLevel {
   prefix: string;
@@ -227,10 +229,38 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
     await writeFi('\n');
   };
 
+  // Reads run ahead of the writers (bounded by count and bytes): per-file read latency, not
+  // throughput, is what makes a many-small-files project slow to stream.
+  const entries = snapshot.entries;
+  const reads = new Map<number, Promise<Buffer | undefined>>();
+  let nextRead = 0;
+  let aheadBytes = 0;
+  const fillReads = (from: number) => {
+    if (nextRead < from) nextRead = from;
+    while (nextRead < entries.length && reads.size < READ_AHEAD_FILES && aheadBytes < READ_AHEAD_BYTES) {
+      const idx = nextRead++;
+      const e = entries[idx] as SnapshotEntry;
+      if (e.type !== 'file') continue;
+      aheadBytes += e.size;
+      reads.set(idx, readFile(path.join(snapshot.projectDir, e.path)).catch(() => undefined));
+    }
+  };
+  const takeRead = async (idx: number): Promise<Buffer | undefined> => {
+    fillReads(idx);
+    const pending = reads.get(idx);
+    const content = pending ? await pending : await readFile(path.join(snapshot.projectDir, (entries[idx] as SnapshotEntry).path)).catch(() => undefined);
+    if (pending) {
+      reads.delete(idx);
+      aheadBytes -= (entries[idx] as SnapshotEntry).size;
+    }
+    fillReads(idx + 1);
+    return content;
+  };
+
   const produce = async () => {
     await writeFi('feature done\n');
-    for (const e of snapshot.entries) {
-      const full = path.join(snapshot.projectDir, e.path);
+    for (let idx = 0; idx < entries.length; idx++) {
+      const e = entries[idx] as SnapshotEntry;
       const mtime = new Date(e.mtimeMs);
       if (e.type === 'dir') {
         // Owner needs write/search access to extract into it; the rest of the mode is kept.
@@ -243,10 +273,8 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
         const content = Buffer.from(target);
         await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000' }, content);
       } else {
-        let content: Buffer;
-        try {
-          content = await readFile(full);
-        } catch {
+        const content = await takeRead(idx);
+        if (!content) {
           snapshot.excluded.push({ path: e.path, kind: 'special', reason: 'could not be read (vanished or permission denied)' });
           continue;
         }

@@ -1,0 +1,168 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DEFAULT_LIMITS } from '../core/sandbox/driver';
+import { DockerDriver } from '../core/sandbox/docker/docker-driver';
+import { ensureSandboxImage } from '../core/sandbox/image';
+import { SandboxManager, type Sandbox } from '../core/sandbox/sandbox';
+import { finalPatch, listChanges } from '../core/workspace/changes';
+import { hydrate } from '../core/workspace/hydrate';
+import { snapshotProject } from '../core/workspace/snapshot';
+import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
+
+const FILES = 10_000;
+const FILE_BYTES = 10_000; // 10k × 10 kB = 100 MB
+const CHANGED = 100;
+const WORDS = 'const let function return import export from await async if else for while class interface type extends new this value result error data index count item list map set get push length string number boolean'.split(' ');
+
+/** Deterministic source-like text (compresses like code, not like zeros or random bytes). */
+function sourceText(seed: number, bytes: number): string {
+  let x = seed * 2654435761 + 1;
+  const rnd = () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+  let out = '';
+  while (out.length < bytes) {
+    const n = 3 + Math.floor(rnd() * 9);
+    const words: string[] = [];
+    for (let i = 0; i < n; i++) words.push(WORDS[Math.floor(rnd() * WORDS.length)] as string);
+    out += `  ${words.join(' ')}; // ${Math.floor(rnd() * 1e9).toString(36)}\n`;
+  }
+  return out.slice(0, bytes);
+}
+
+let repo: Promise<string> | undefined;
+/** 10k files / 100 MB in 100 folders, generated once per bench process. */
+function generatedRepo(): Promise<string> {
+  repo ??= (async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-repo-'));
+    for (let d = 0; d < 100; d++) await mkdir(path.join(dir, `pkg${d}`, 'src'), { recursive: true });
+    const batch: Promise<void>[] = [];
+    for (let i = 0; i < FILES; i++) {
+      batch.push(writeFile(path.join(dir, `pkg${i % 100}`, 'src', `file${i}.ts`), sourceText(i, FILE_BYTES)));
+      if (batch.length >= 64) await Promise.all(batch.splice(0));
+    }
+    await Promise.all(batch);
+    return dir;
+  })();
+  return repo;
+}
+
+function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore'): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const c = spawn('sh', ['-c', cmd], { stdio: ['ignore', stdio, 'pipe'] });
+    let err = '';
+    c.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    c.on('error', reject);
+    c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd}: exit ${code}: ${err.trim()}`))));
+  });
+}
+
+let env: Promise<{ manager: SandboxManager; image: string }> | undefined;
+function sandboxes() {
+  env ??= (async () => ({ manager: new SandboxManager(new DockerDriver()), image: (await ensureSandboxImage()).ref }))();
+  return env;
+}
+
+async function freshSandbox(): Promise<Sandbox> {
+  const { manager, image } = await sandboxes();
+  const runId = `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  return manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
+}
+
+const ROUNDS = 3;
+
+const hydrateBench: Benchmark = {
+  name: 'workspace.hydrate',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedRepo();
+    const ours: number[] = [];
+    const base: number[] = [];
+    // Alternate the two, each into its own fresh sandbox of the same shape; the median of each wins.
+    for (let round = 0; round < ROUNDS; round++) {
+      const a = await freshSandbox();
+      try {
+        const t0 = performance.now();
+        const snapshot = await snapshotProject(dir);
+        await hydrate(a.channel, snapshot);
+        ours.push(performance.now() - t0);
+      } finally {
+        await a.destroy();
+      }
+      const b = await freshSandbox();
+      try {
+        const t0 = performance.now();
+        await sh(`tar -c -C ${dir} . | docker exec -i ${b.info.id} tar -x -C /workspace -f -`);
+        base.push(performance.now() - t0);
+      } finally {
+        await b.destroy();
+      }
+    }
+    return [
+      withRatio({
+        name: 'workspace.hydrate',
+        value: percentile(ours, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        budget: '≤ 1.2×',
+        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB, snapshot + tar + baseline commit vs tar c | docker exec -i tar x (median of ${ROUNDS})`,
+      }),
+    ];
+  },
+};
+
+const diffBench: Benchmark = {
+  name: 'workspace.diff',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedRepo();
+    const sb = await freshSandbox();
+    try {
+      await hydrate(sb.channel, await snapshotProject(dir));
+      // The baseline's own index, copied: `git diff` against it is plain git in the container.
+      const touch = Array.from({ length: CHANGED }, (_, i) => `pkg${i % 100}/src/file${i * 97}.ts`);
+      const script = [
+        'set -e',
+        'cp /airlock/changes.index /airlock/plain.index',
+        'cd /workspace',
+        ...touch.map((f) => `printf '  changed line;\\n' >> ${f}`),
+      ].join('\n');
+      await sb.channel.run({ argv: ['sh', '-c', script] });
+      const ours: number[] = [];
+      const base: number[] = [];
+      const plainDiff = `docker exec -e GIT_INDEX_FILE=/airlock/plain.index -e GIT_CONFIG_GLOBAL=/dev/null ${sb.info.id} git --git-dir=/airlock/baseline.git --work-tree=/workspace -c safe.directory=* diff --no-color`;
+      for (let i = 0; i < 2; i++) {
+        await listChanges(sb.channel);
+        await sh(plainDiff);
+      }
+      for (let round = 0; round < 5; round++) {
+        let t0 = performance.now();
+        const changes = await listChanges(sb.channel);
+        await finalPatch(sb.channel);
+        ours.push(performance.now() - t0);
+        if (changes.length !== CHANGED) throw new Error(`expected ${CHANGED} changes, got ${changes.length}`);
+        t0 = performance.now();
+        await sh(plainDiff, 'pipe');
+        base.push(performance.now() - t0);
+      }
+      return [
+        withRatio({
+          name: 'workspace.diff',
+          value: percentile(ours, 50),
+          unit: 'ms',
+          baseline: percentile(base, 50),
+          budget: '≤ 1.2×',
+          note: `${CHANGED} changed files of ${FILES}: listChanges + finalPatch vs docker exec git diff (median of 5)`,
+        }),
+      ];
+    } finally {
+      await sb.destroy();
+      const d = await repo;
+      if (d) await rm(d, { recursive: true, force: true });
+      (await sandboxes()).manager.dispose();
+    }
+  },
+};
+
+export const benchmarks: Benchmark[] = [hydrateBench, diffBench];
