@@ -455,7 +455,10 @@ export class ModelProxy implements Disposable {
           finish(status, scanner ? scanner.usage : usageFromJson((jsonChunks.length === 1 ? (jsonChunks[0] as Buffer) : Buffer.concat(jsonChunks)).toString('utf8')), false);
         });
         up.on('error', () => res.destroy());
-        up.on('aborted', () => res.destroy());
+        // The upstream died mid-answer: cut the client off too, so it does not take a torso for a body.
+        up.on('close', () => {
+          if (!up.complete) res.destroy();
+        });
       },
     });
     run.active.add(handle);
