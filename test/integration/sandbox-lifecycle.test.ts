@@ -2,7 +2,9 @@
  * Lifecycle and errors against a real engine: the reaper, a wrong DOCKER_HOST, a user image
  * without node, a failing image build, the warm pool.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { access, chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -80,6 +82,39 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     const good = await checkEngine();
     expect(good.ok).toBe(true);
     expect(good.version).toMatch(/^\d+\./);
+  });
+
+  it('a user without access to the socket gets DOCKER_PERMISSION_DENIED with what to do', async (ctx) => {
+    // Root bypasses the socket's permissions, so the probe runs as `nobody` (needs root + setpriv).
+    const canDrop = process.getuid?.() === 0 && (await access('/usr/bin/setpriv').then(() => true, () => false));
+    if (!canDrop) ctx.skip();
+    const dir = await mkdtemp(path.join(tmpdir(), 'airlock-perm-'));
+    const driverPath = fileURLToPath(new URL('../../core/sandbox/docker/docker-driver.ts', import.meta.url));
+    const tsx = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url));
+    const probe = path.join(dir, 'probe.mts');
+    await writeFile(
+      probe,
+      `import { DockerDriver } from ${JSON.stringify(driverPath)};\n` +
+        `try { await new DockerDriver().list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
+        `catch (e) { console.log(JSON.stringify({ kind: e.kind, message: e.message })); }\n`,
+    );
+    await chmod(dir, 0o755);
+    await chmod(probe, 0o644);
+    try {
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          '/usr/bin/setpriv',
+          ['--reuid=65534', '--regid=65534', '--clear-groups', tsx, probe],
+          { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, DOCKER_HOST: 'unix:///var/run/docker.sock' } },
+          (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
+        ),
+      );
+      const result = JSON.parse(out.trim().split('\n').pop() as string) as { kind: string; message: string };
+      expect(result.kind).toBe('DOCKER_PERMISSION_DENIED');
+      expect(result.message).toMatch(/docker' group/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('a user image without node is rejected with IMAGE_INCOMPATIBLE naming what is missing', async () => {
