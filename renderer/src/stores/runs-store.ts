@@ -31,12 +31,20 @@ interface RunsState {
 
 const keep = (e: RunEvent) => e.event.type !== 'command_output';
 
+/** Merges events by seq: live pushes and a replay from disk may arrive in either order. */
 function appendEvents(live: RunLive | undefined, events: RunEvent[]): RunLive {
   const base = live ?? { events: [], lastSeq: -1, replaying: false };
-  const fresh = events.filter((e) => e.seq > base.lastSeq);
-  if (!fresh.length) return base;
-  const merged = base.events.concat(fresh.filter(keep));
-  return { ...base, events: merged.length > MAX_EVENTS_PER_RUN ? merged.slice(-MAX_EVENTS_PER_RUN) : merged, lastSeq: (fresh.at(-1) as RunEvent).seq };
+  if (!events.length) return base;
+  const lastSeq = Math.max(base.lastSeq, ...events.map((e) => e.seq));
+  let merged: RunEvent[];
+  if (events.every((e) => e.seq > base.lastSeq)) {
+    merged = base.events.concat(events.filter(keep)); // the common case: appended in order
+  } else {
+    const bySeq = new Map(base.events.map((e) => [e.seq, e]));
+    for (const e of events) if (keep(e)) bySeq.set(e.seq, e);
+    merged = [...bySeq.values()].sort((a, b) => a.seq - b.seq);
+  }
+  return { ...base, events: merged.length > MAX_EVENTS_PER_RUN ? merged.slice(-MAX_EVENTS_PER_RUN) : merged, lastSeq };
 }
 
 /** Runs: summaries for lists, live state (events, record) for the runs being looked at. */

@@ -21,11 +21,12 @@ export function gapMarker(droppedBytes: number): string {
  * is written instead, so a flood never freezes the UI or grows memory.
  */
 export class TerminalSink {
-  private queue: string[] = [];
+  /** Text, and gap markers at the point where output was dropped (their size grows until flushed). */
+  private queue: Array<string | { dropped: number }> = [];
+  private openGap: { dropped: number } | undefined;
   private queuedChars = 0;
   /** Written to xterm, not yet parsed (xterm's write callback tells us). */
   private inflightChars = 0;
-  private droppedBytes = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly maxBacklog: number;
   private readonly intervalMs: number;
@@ -44,18 +45,28 @@ export class TerminalSink {
     if (this.disposed || data.length === 0) return;
     this.stats.receivedChars += data.length;
     if (this.queuedChars + this.inflightChars + data.length > this.maxBacklog) {
-      this.droppedBytes += data.length;
+      this.markGap(data.length);
       this.stats.droppedChars += data.length;
     } else {
       this.queue.push(data);
       this.queuedChars += data.length;
+      this.openGap = undefined;
     }
     this.schedule();
   }
 
+  private markGap(bytes: number): void {
+    if (this.openGap) this.openGap.dropped += bytes;
+    else {
+      this.openGap = { dropped: bytes };
+      this.queue.push(this.openGap);
+      this.stats.gaps++;
+    }
+  }
+
   /** The host dropped output before it reached us (a `gap` chunk). */
   gap(droppedBytes: number): void {
-    this.droppedBytes += Math.max(1, droppedBytes);
+    this.markGap(Math.max(1, droppedBytes));
     this.schedule();
   }
 
@@ -66,17 +77,11 @@ export class TerminalSink {
   flush(): void {
     this.timer = undefined;
     if (this.disposed) return;
-    let text = '';
-    if (this.droppedBytes > 0) {
-      text += gapMarker(this.droppedBytes);
-      this.droppedBytes = 0;
-      this.stats.gaps++;
-    }
-    if (this.queue.length) {
-      text += this.queue.join('');
-      this.queue = [];
-      this.queuedChars = 0;
-    }
+    if (!this.queue.length) return;
+    const text = this.queue.map((part) => (typeof part === 'string' ? part : gapMarker(part.dropped))).join('');
+    this.queue = [];
+    this.queuedChars = 0;
+    this.openGap = undefined;
     if (!text) return;
     const len = text.length;
     this.inflightChars += len;

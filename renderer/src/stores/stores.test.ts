@@ -1,0 +1,84 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createApiRouter } from '../../../core/api/router';
+import { createFakeServices, type FakeServices } from '../../../core/api/testing/fake-services';
+import { createApi, setApi } from '../api';
+import { createMemoryTransport } from '../test-support';
+import { connectStores } from './connect-stores';
+import { useDiffStore } from './diff-store';
+import { useKeysStore } from './keys-store';
+import { MAX_EVENTS_PER_RUN, useRunsStore } from './runs-store';
+
+const until = async (pred: () => boolean) => {
+  for (let i = 0; i < 200 && !pred(); i++) await new Promise((r) => setTimeout(r, 5));
+  if (!pred()) throw new Error('condition not met');
+};
+
+describe('stores over the contracts (fake services, real router)', () => {
+  let services: FakeServices;
+  let disconnect: () => void;
+  beforeEach(() => {
+    services = createFakeServices({ autoFinish: false });
+    const api = createApi(createMemoryTransport(createApiRouter(services)));
+    setApi(api);
+    disconnect = connectStores(api);
+    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
+    useDiffStore.setState({ files: {}, diffs: {} });
+  });
+  afterEach(() => disconnect());
+
+  it('keys: saving a key keeps only its last 4 characters in the store', async () => {
+    await useKeysStore.getState().load();
+    await useKeysStore.getState().setKey({ provider: 'anthropic', key: 'sk-ant-secret-9876' });
+    const state = useKeysStore.getState();
+    expect(state.keys.find((k) => k.provider === 'anthropic')).toMatchObject({ hasKey: true, last4: '9876' });
+    expect(JSON.stringify(state)).not.toContain('sk-ant-secret');
+  });
+
+  it('runs: a started run follows its pushed status and events; command output is not kept', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm', approval: 'ask' });
+    await until(() => Boolean(useRunsStore.getState().runs[run.id]?.pendingApproval));
+    const live = useRunsStore.getState().live[run.id];
+    expect(live?.events.some((e) => e.event.type === 'approval_request')).toBe(true);
+    await useRunsStore.getState().approve(run.id, 'a1', true);
+    expect(useRunsStore.getState().runs[run.id]?.pendingApproval).toBeUndefined();
+    services.finish(run.id);
+    await until(() => useRunsStore.getState().runs[run.id]?.status === 'done');
+    expect(useRunsStore.getState().live[run.id]?.events.some((e) => e.event.type === 'command_output')).toBe(false);
+    expect(useRunsStore.getState().order[0]).toBe(run.id);
+  });
+
+  it('runs: a replay merges with live events by seq: nothing lost, nothing doubled', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm' });
+    services.finish(run.id);
+    await until(() => useRunsStore.getState().runs[run.id]?.status === 'done');
+    // Events pushed before the view existed were missed live (seq 0 here); the replay fills them in.
+    const live = useRunsStore.getState().live[run.id]?.events.map((e) => e.seq) ?? [];
+    expect(live[0]).toBeGreaterThan(0);
+    await useRunsStore.getState().open(run.id);
+    const merged = useRunsStore.getState().live[run.id]?.events.map((e) => e.seq) ?? [];
+    expect(merged).toEqual(merged.map((_, i) => i));
+    expect(merged.length).toBe(live.length + live[0]!);
+    // A fresh load (page reload) gives the same list.
+    useRunsStore.setState({ runs: {}, order: [], live: {} });
+    await useRunsStore.getState().open(run.id);
+    expect(useRunsStore.getState().live[run.id]?.events.map((e) => e.seq)).toEqual(merged);
+    expect(useRunsStore.getState().live[run.id]?.record?.excludedFiles).toEqual([{ path: '.env', reason: 'environment file (may hold secrets)' }]);
+  });
+
+  it('runs: memory per run is bounded', () => {
+    useRunsStore.setState({ live: { 'r-1-00000000': { events: [], lastSeq: -1, replaying: false } } });
+    for (let seq = 0; seq < MAX_EVENTS_PER_RUN + 50; seq++) {
+      useRunsStore.getState().applyEvent({ runId: 'r-1-00000000', seq, at: '', event: { type: 'assistant_text', delta: 'x' } });
+    }
+    const live = useRunsStore.getState().live['r-1-00000000'];
+    expect(live?.events).toHaveLength(MAX_EVENTS_PER_RUN);
+    expect(live?.events[0]?.seq).toBe(50);
+  });
+
+  it('diffs: a change event invalidates and refetches the loaded list', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm', approval: 'ask' });
+    useDiffStore.setState({ files: { [run.id]: [] } });
+    await until(() => (useDiffStore.getState().files[run.id]?.length ?? 0) === 2);
+    expect(useDiffStore.getState().files[run.id]?.map((f) => f.path)).toContain('README.md');
+  });
+});
