@@ -9,7 +9,8 @@ import { DEFAULT_WORKSPACE, providerEnv, type AgentAdapter } from './agent-adapt
  */
 export const customAdapter: AgentAdapter = {
   id: 'custom',
-  imageVariant: 'agents',
+  // The base image (shell, git, node, python, curl, ripgrep): no 2.7 GB agents build for a script.
+  imageVariant: 'base',
   supportsApproval: false,
   providerFormats: ['anthropic', 'openai'],
   command(ctx) {

@@ -1,0 +1,52 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../contracts/runs';
+import { requirePrerequisite } from '../support/prerequisites';
+import { CANARY_KEY, createRunFixture, filesContaining, leftoversOf, type RunFixture } from '../support/run-fixture';
+
+/**
+ * The custom-command agent: any command line runs in the sandbox with the provider settings of
+ * DESIGN.md §4, reaches the model only through the proxy with the run token, and its output is the
+ * raw terminal stream; its file changes are the run's diff.
+ */
+
+const docker = await requirePrerequisite('docker');
+
+describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upstream)', () => {
+  let f: RunFixture;
+  beforeAll(async () => {
+    f = await createRunFixture();
+    await f.core.image('base');
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  it('runs the command line with the proxy settings; its changes are the diff', async () => {
+    const projectDir = await f.project();
+    const body = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
+    const command = [
+      'echo "$AIRLOCK_TASK" > task-copy.txt',
+      `curl -s -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '${body}' "$ANTHROPIC_BASE_URL/v1/messages" > reply.json`,
+      'echo custom-agent-marker',
+    ].join(' && ');
+    const started = await f.start({ projectDir, agent: 'custom', customCommand: command, task: 'say hi', script: [{ text: 'hello from the model' }] });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status, JSON.stringify(run.error)).toBe('done');
+    expect(run.changedFiles.map((c) => c.path).sort()).toEqual(['reply.json', 'task-copy.txt']);
+    const patch = await readFile(f.core.store.paths(run.id).patch, 'utf8');
+    expect(patch).toContain('+say hi');
+    expect(patch).toContain('hello from the model');
+    // The model call went through the proxy with the real key toward the upstream.
+    expect(run.usage.modelCalls).toBe(1);
+    expect(f.upstream.requests.at(-1)?.headers['x-api-key']).toBe(CANARY_KEY);
+    const terminal = await readFile(path.join(f.core.store.paths(run.id).dir, 'terminal.log'), 'utf8');
+    expect(terminal).toContain('custom-agent-marker');
+    const events: RunEvent['event'][] = [];
+    for await (const e of f.core.store.readEvents<RunEvent>(run.id)) events.push(e.event);
+    expect(events.filter((e) => e.type === 'assistant_text')).toEqual([]);
+    expect(await leftoversOf(run.id)).toEqual([]);
+    expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
+  });
+});
