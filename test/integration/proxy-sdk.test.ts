@@ -2,7 +2,12 @@ import Anthropic from '@anthropic-ai/sdk';
 import http from 'node:http';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ModelProxy, type ModelCallEvent } from '../../core/proxy/model-proxy';
+import { ModelProxy, vaultResolver, type ModelCallEvent } from '../../core/proxy/model-proxy';
+import { KeyVault } from '../../core/keys/key-vault';
+import { ProviderCatalog } from '../../core/keys/provider-catalog';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { ProviderConfig } from '../../core/keys/provider-catalog';
 import { Secret } from '../../core/keys/secret';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
@@ -240,5 +245,36 @@ describe('model proxy with the official SDKs', () => {
     const rec = up.requests[before]!;
     await expect.poll(() => rec.aborted, { timeout: 10_000 }).toBe(true);
     await expect.poll(() => events.some((e) => e.runId === 'r-s-2' && e.aborted === true), { timeout: 5_000 }).toBe(true);
+  });
+  it('a keyless OpenAI-compatible provider (Ollama-style) gets no credential at all; transcripts only when on', async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-proxy-'));
+    const local = await startFakeUpstream();
+    try {
+      const catalog = new ProviderCatalog({ home });
+      await catalog.add({ id: 'ollama', baseUrl: `${local.url}/v1`, requiresKey: false });
+      // A vault whose keychain is never touched: keyless providers need no key lookup to succeed.
+      const vault = new KeyVault(catalog, { backend: { probe: async () => undefined, get: async () => undefined, set: async () => undefined, delete: async () => false } });
+      const p = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: true });
+      const seen: ModelCallEvent[] = [];
+      p.onDidCall((e) => seen.push(e));
+      const { port } = await p.start();
+      const { token } = p.issueToken({ runId: 'r-local', providers: ['ollama'] });
+      local.setScript([{ text: 'local answer' }]);
+      const c = new OpenAI({ apiKey: token, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
+      const r = await c.chat.completions.create({ model: 'llama3', messages: [{ role: 'user', content: 'secret prompt text' }] });
+      expect(r.choices[0]?.message.content).toBe('local answer');
+      const h = local.requests.at(-1)!.headers;
+      expect(h.authorization).toBeUndefined();
+      expect(h['x-api-key']).toBeUndefined();
+      expect(JSON.stringify(h)).not.toContain(token);
+      expect(seen[0]).toMatchObject({ provider: 'ollama', model: 'llama3', status: 200 });
+      expect(JSON.stringify(seen[0]?.request)).toContain('secret prompt text');
+      await p.stop();
+      // And with transcripts off (the default, as in the other tests here), no prompt in events.
+      expect(JSON.stringify(events)).not.toContain('"messages"');
+    } finally {
+      await local.close();
+      await rm(home, { recursive: true, force: true });
+    }
   });
 });
