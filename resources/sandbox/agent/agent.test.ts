@@ -235,10 +235,11 @@ describe.each<Format>(['anthropic', 'openai'])('built-in agent, %s format', (for
 describe('built-in agent tools', () => {
   it('kills a command at its timeout, lists and searches files, refuses paths outside the workspace', async () => {
     await writeFile(path.join(workspace, 'notes.md'), 'alpha\nneedle here\nomega\n');
+    await writeFile(path.join(workspace, 'blob.bin'), Buffer.from([1, 0, 2, 0, 3]));
     await start([
       { toolCalls: [{ name: 'run_command', input: { command: 'sleep 30 & sleep 30; echo never' } }] },
       { toolCalls: [{ name: 'list_files', input: {} }, { name: 'search', input: { pattern: 'need+le' } }, { name: 'read_file', input: { path: '../../etc/passwd' } }] },
-      { toolCalls: [{ name: 'read_file', input: { path: 'notes.md', start_line: 2, end_line: 2 } }, { name: 'write_file', input: { path: 'sub/new.txt', content: 'new' } }] },
+      { toolCalls: [{ name: 'read_file', input: { path: 'notes.md', start_line: 2, end_line: 2 } }, { name: 'write_file', input: { path: 'sub/new.txt', content: 'new' } }, { name: 'read_file', input: { path: 'blob.bin' } }] },
       { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] },
     ]);
     const run = await runAgent('anthropic', { env: { AIRLOCK_COMMAND_TIMEOUT_SEC: '1' } });
@@ -246,10 +247,11 @@ describe('built-in agent tools', () => {
     expect(ofType(run, 'command_exited')[0]).toMatchObject({ exitCode: null, timedOut: true });
     const results = ofType(run, 'tool_result');
     expect(results[0]).toMatchObject({ ok: false, output: expect.stringContaining('timed out after 1s') });
-    expect(results[1]).toMatchObject({ ok: true, output: 'notes.md' });
+    expect(results[1]).toMatchObject({ ok: true, output: 'blob.bin\nnotes.md' });
     expect(results[2]).toMatchObject({ ok: true, output: expect.stringMatching(/notes\.md:2:needle here/) });
     expect(results[3]).toMatchObject({ ok: false, output: expect.stringContaining('outside the workspace') });
     expect(results[4]).toMatchObject({ ok: true, output: '2\tneedle here' });
+    expect(results[6]).toMatchObject({ ok: false, output: expect.stringContaining('blob.bin is a binary file (5 bytes)') });
     expect(await readFile(path.join(workspace, 'sub/new.txt'), 'utf8')).toBe('new');
     expect(ofType(run, 'file_changed')).toEqual([{ type: 'file_changed', paths: ['sub/new.txt'] }]);
   });

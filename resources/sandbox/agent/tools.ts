@@ -146,7 +146,9 @@ export async function runTool(id: string, name: string, rawInput: unknown, ctx: 
       }
       case 'read_file': {
         const full = resolveInWorkspace(ws, str(input, 'path'));
-        const text = await readFile(full, 'utf8');
+        const raw = await readFile(full);
+        if (raw.subarray(0, 8192).includes(0)) return { ok: false, output: `error: ${rel(ws, full)} is a binary file (${raw.length} bytes); inspect it with run_command (xxd, file, …)` };
+        const text = raw.toString('utf8');
         const lines = text.split('\n');
         if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
         const start = Math.max(1, num(input, 'start_line') ?? 1);
@@ -242,7 +244,8 @@ async function search(pattern: string, target: string, glob: string | undefined,
   rgArgs.push('--', pattern, relTarget);
   const rg = await execOut('rg', rgArgs, ws);
   if (!rg.missing) {
-    if (rg.code === 0 || rg.code === 1) return rg.stdout.trimEnd();
+    // Exit 2 with matches means some files could not be read: the matches still count.
+    if (rg.code === 0 || rg.code === 1 || (rg.code === 2 && rg.stdout)) return rg.stdout.trimEnd();
     throw new ToolError(rg.stderr.trim() || `ripgrep failed (exit ${rg.code})`);
   }
   // No ripgrep (a custom image): grep does the same job, slower.
