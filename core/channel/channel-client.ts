@@ -473,7 +473,14 @@ export class ChannelClient implements Disposable {
       }
       case 'watch': {
         const listener = this.watchers.get(m.watchId as number);
-        if (listener) listener(checkPaths(m.paths));
+        if (!listener) return;
+        const paths = checkPaths(m.paths);
+        try {
+          listener(paths);
+        } catch (err) {
+          // A throwing listener is the caller's bug; it must not tear down the channel.
+          process.emitWarning(`airlock: a watch listener threw: ${(err as Error).message}`);
+        }
         return;
       }
       case 'watchError':

@@ -21,6 +21,7 @@ import {
   encodeAck,
   encodeControl,
   encodeFrame,
+  encodeHeader,
   type ControlMessage,
 } from './protocol';
 
@@ -117,7 +118,7 @@ export class StreamSender {
       if (this.credit <= 0) break;
       this.queue.shift();
       this.credit -= item.buf.length;
-      this.mux.sendRaw(encodeFrame(item.type, this.streamId, item.buf));
+      this.mux.sendFrame(item.type, this.streamId, item.buf);
     }
     if (this.queue.length === 0 || this.closed) {
       const flushed = this.flushCallbacks.splice(0);
@@ -215,6 +216,21 @@ export class Mux {
     this.senders.get(streamId)?.close();
     this.senders.delete(streamId);
     this.unacked.delete(streamId);
+  }
+
+  /** @internal Sends a frame; large payloads go out as header + payload in one writev, uncopied. */
+  sendFrame(type: FrameType, streamId: number, payload: Buffer): void {
+    if (this.isClosed) return;
+    const w = this.writable as NodeJS.WritableStream & { cork?(): void; uncork?(): void };
+    if (payload.length < 4096 || !w.cork || !w.uncork) {
+      this.sendRaw(encodeFrame(type, streamId, payload));
+      return;
+    }
+    w.cork();
+    w.write(encodeHeader(type, streamId, payload.length));
+    const ok = w.write(payload);
+    w.uncork();
+    if (!ok) this.congested = true;
   }
 
   /** @internal */

@@ -6,37 +6,56 @@ import {
   FrameType,
   MAX_CHUNK_BYTES,
   ProtocolError,
+  type Frame,
   encodeControl,
   encodeFrame,
   decodeControl,
 } from './protocol';
 
 describe('frame codec', () => {
+  /** Joins consecutive pieces of the same data frame stream, as a consumer sees them. */
+  function collapse(frames: Frame[]): Array<[number, number, string]> {
+    const out: Array<[number, number, string]> = [];
+    for (const f of frames) {
+      const last = out[out.length - 1];
+      if (last && f.type !== FrameType.control && f.type !== FrameType.end && last[0] === f.type && last[1] === f.streamId) {
+        last[2] += f.payload.toString();
+      } else {
+        out.push([f.type, f.streamId, f.payload.toString()]);
+      }
+    }
+    return out;
+  }
+
   it('decodes frames cut at every possible point', () => {
     const frames = Buffer.concat([
       encodeControl({ t: 'req', id: 1, op: 'ping' }),
       encodeFrame(FrameType.stdout, 3, Buffer.from('hello')),
       encodeFrame(FrameType.end, 3),
+      encodeControl({ t: 'req', id: 2, op: 'ping' }),
     ]);
     for (let cut = 0; cut <= frames.length; cut++) {
       const decoder = new FrameDecoder();
       const out = [...decoder.push(frames.subarray(0, cut)), ...decoder.push(frames.subarray(cut))];
-      expect(out.map((f) => [f.type, f.streamId, f.payload.toString()])).toEqual([
+      expect(collapse(out)).toEqual([
         [FrameType.control, 0, JSON.stringify({ t: 'req', id: 1, op: 'ping' })],
         [FrameType.stdout, 3, 'hello'],
         [FrameType.end, 3, ''],
+        [FrameType.control, 0, JSON.stringify({ t: 'req', id: 2, op: 'ping' })],
       ]);
     }
   });
 
-  it('decodes one byte at a time', () => {
-    const frame = encodeFrame(FrameType.data, 0xfffffffe, Buffer.alloc(1000, 7));
+  it('decodes one byte at a time; data arrives as uncopied pieces, control frames whole', () => {
+    const frame = Buffer.concat([encodeFrame(FrameType.data, 0xfffffffe, Buffer.alloc(1000, 7)), encodeControl({ t: 'req', id: 9, op: 'ping' })]);
     const decoder = new FrameDecoder();
-    const out = [];
+    const out: Frame[] = [];
     for (const byte of frame) out.push(...decoder.push(Buffer.from([byte])));
-    expect(out).toHaveLength(1);
-    expect(out[0]!.streamId).toBe(0xfffffffe);
-    expect(out[0]!.payload.equals(Buffer.alloc(1000, 7))).toBe(true);
+    const data = out.filter((f) => f.type === FrameType.data);
+    expect(new Set(data.map((f) => f.streamId))).toEqual(new Set([0xfffffffe]));
+    expect(Buffer.concat(data.map((f) => f.payload)).equals(Buffer.alloc(1000, 7))).toBe(true);
+    const control = out.filter((f) => f.type === FrameType.control);
+    expect(control.map((f) => f.payload.toString())).toEqual([JSON.stringify({ t: 'req', id: 9, op: 'ping' })]);
   });
 
   it('rejects a length that cannot be valid', () => {

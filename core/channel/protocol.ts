@@ -76,88 +76,83 @@ export function encodeAck(streamId: number, bytes: number): Buffer {
 
 const EMPTY = Buffer.alloc(0);
 
+/** Frame types whose payload is a plain byte stream and may be delivered in pieces. */
+const STREAMED_TYPES = new Set<number>([FrameType.stdout, FrameType.stderr, FrameType.data]);
+
+export function encodeHeader(type: FrameType, streamId: number, payloadLength: number): Buffer {
+  const header = Buffer.allocUnsafe(HEADER_BYTES);
+  header.writeUInt32BE(5 + payloadLength, 0);
+  header.writeUInt8(type, 4);
+  header.writeUInt32BE(streamId >>> 0, 5);
+  return header;
+}
+
 /**
- * Turns a byte stream cut at arbitrary points back into frames. Throws ProtocolError on a frame
- * that cannot be valid (bad length or unknown type); after that the decoder must not be fed again.
+ * Turns a byte stream cut at arbitrary points back into frames. Data frames (stdout, stderr, data)
+ * come out as one or more pieces that are views into the input chunks — no copying on the hot
+ * path; every other frame comes out whole. Throws ProtocolError on a frame that cannot be valid
+ * (bad length or unknown type); after that the decoder must not be fed again.
  */
 export class FrameDecoder {
-  /** Pieces of an incomplete frame (kept as views: copied once, when the frame completes). */
-  private parts: Buffer[] = [];
-  private partsLength = 0;
-
-  /** Bytes received so far that do not yet form a whole frame (for diagnostics). */
-  get buffered(): Buffer {
-    return Buffer.concat(this.parts);
-  }
+  private readonly header = Buffer.alloc(HEADER_BYTES);
+  private headerFill = 0;
+  private current: { type: FrameType; streamId: number; remaining: number; parts: Buffer[] | null } | undefined;
 
   push(chunk: Buffer): Frame[] {
     const frames: Frame[] = [];
-    let buf = chunk;
-    if (this.partsLength > 0) {
-      // Complete the pending frame first; at most one copy of it.
-      let head = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
-      if (head.length < HEADER_BYTES) {
-        const take = Math.min(HEADER_BYTES - head.length, buf.length);
-        head = Buffer.concat([head, buf.subarray(0, take)]);
-        buf = buf.subarray(take);
-        if (head.length < HEADER_BYTES) {
-          this.check(head);
-          this.parts = [head];
-          this.partsLength = head.length;
-          return frames;
+    let off = 0;
+    while (off < chunk.length) {
+      const cur = this.current;
+      if (!cur) {
+        const take = Math.min(HEADER_BYTES - this.headerFill, chunk.length - off);
+        chunk.copy(this.header, this.headerFill, off, off + take);
+        this.headerFill += take;
+        off += take;
+        this.check();
+        if (this.headerFill < HEADER_BYTES) break;
+        this.headerFill = 0;
+        const remaining = this.header.readUInt32BE(0) - 5;
+        const type = this.header.readUInt8(4) as FrameType;
+        const streamId = this.header.readUInt32BE(5);
+        if (type === FrameType.control && streamId !== 0) {
+          throw new ProtocolError(`malformed frame: control frame on stream ${streamId}`);
+        }
+        if (type === FrameType.ack && remaining !== 4) throw new ProtocolError('malformed frame: ack without a u32 count');
+        if (remaining === 0) {
+          frames.push({ type, streamId, payload: EMPTY });
+          continue;
+        }
+        this.current = { type, streamId, remaining, parts: STREAMED_TYPES.has(type) ? null : [] };
+        continue;
+      }
+      const take = Math.min(cur.remaining, chunk.length - off);
+      const piece = chunk.subarray(off, off + take);
+      off += take;
+      cur.remaining -= take;
+      if (cur.parts === null) {
+        frames.push({ type: cur.type, streamId: cur.streamId, payload: piece });
+      } else {
+        cur.parts.push(piece);
+        if (cur.remaining === 0) {
+          const payload = cur.parts.length === 1 ? cur.parts[0]! : Buffer.concat(cur.parts);
+          frames.push({ type: cur.type, streamId: cur.streamId, payload });
         }
       }
-      const total = 4 + this.check(head);
-      const missing = total - head.length;
-      if (buf.length < missing) {
-        this.parts = [head, buf];
-        this.partsLength = head.length + buf.length;
-        return frames;
-      }
-      const whole = Buffer.concat([head, buf.subarray(0, missing)], total);
-      buf = buf.subarray(missing);
-      this.parts = [];
-      this.partsLength = 0;
-      frames.push(this.frame(whole));
-    }
-    while (buf.length > 0) {
-      if (buf.length < HEADER_BYTES) {
-        this.check(buf);
-        break;
-      }
-      const total = 4 + this.check(buf);
-      if (buf.length < total) break;
-      frames.push(this.frame(buf.subarray(0, total)));
-      buf = buf.subarray(total);
-    }
-    if (buf.length > 0) {
-      this.parts = [buf];
-      this.partsLength = buf.length;
+      if (cur.remaining === 0) this.current = undefined;
     }
     return frames;
   }
 
-  /** Validates as much of the header as is present; returns the length field when known. */
-  private check(buf: Buffer): number {
-    if (buf.length < 4) return 0;
-    const length = buf.readUInt32BE(0);
+  /** Validates as much of the pending header as has arrived. */
+  private check(): void {
+    if (this.headerFill < 4) return;
+    const length = this.header.readUInt32BE(0);
     if (length < 5 || length > MAX_FRAME_BYTES) {
       throw new ProtocolError(`malformed frame: length ${length} is outside 5..${MAX_FRAME_BYTES}`);
     }
-    if (buf.length >= 5 && !KNOWN_TYPES.has(buf.readUInt8(4))) {
-      throw new ProtocolError(`malformed frame: unknown type ${buf.readUInt8(4)}`);
+    if (this.headerFill >= 5 && !KNOWN_TYPES.has(this.header.readUInt8(4))) {
+      throw new ProtocolError(`malformed frame: unknown type ${this.header.readUInt8(4)}`);
     }
-    return length;
-  }
-
-  private frame(whole: Buffer): Frame {
-    const type = whole.readUInt8(4) as FrameType;
-    const streamId = whole.readUInt32BE(5);
-    if (type === FrameType.control && streamId !== 0) {
-      throw new ProtocolError(`malformed frame: control frame on stream ${streamId}`);
-    }
-    if (type === FrameType.ack && whole.length !== 13) throw new ProtocolError('malformed frame: ack without a u32 count');
-    return { type, streamId, payload: whole.subarray(HEADER_BYTES) };
   }
 }
 
