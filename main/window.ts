@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BrowserWindow, shell } from 'electron';
 import { contentSecurityPolicy } from './csp';
+import { LOCKED_DOWN_PREFERENCES } from './web-preferences';
 
 export interface WindowPaths {
   preload: string;
@@ -21,20 +22,6 @@ export function rendererFileUrl(paths: WindowPaths): string {
   return pathToFileURL(paths.rendererIndex).href;
 }
 
-/** The locked-down webPreferences of every Airlock window (DESIGN.md §2.6). */
-export const LOCKED_DOWN_PREFERENCES = {
-  contextIsolation: true,
-  sandbox: true,
-  nodeIntegration: false,
-  nodeIntegrationInWorker: false,
-  nodeIntegrationInSubFrames: false,
-  webviewTag: false,
-  webSecurity: true,
-  allowRunningInsecureContent: false,
-  experimentalFeatures: false,
-  navigateOnDragDrop: false,
-  spellcheck: false,
-} as const;
 
 /** Creates the main window: locked down, no navigation, no new windows, CSP on every response. */
 export function createMainWindow(paths: WindowPaths): BrowserWindow {
