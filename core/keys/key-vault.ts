@@ -60,7 +60,8 @@ export class KeyVault {
     } else {
       this.session.set(provider, { secret: new Secret(value), addedAt });
     }
-    await this.catalog.setKeyRecord(provider, { addedAt, storage });
+    // Only persisted keys get a record; a session key leaves no trace on disk.
+    if (storage === 'keychain') await this.catalog.setKeyRecord(provider, { addedAt, storage });
     this.didChange.fire({ provider });
     return this.info(provider);
   }
