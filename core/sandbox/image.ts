@@ -301,3 +301,27 @@ export async function checkImageCompatible(docker: Docker, ref: string): Promise
     await container?.remove({ force: true }).catch(() => undefined);
   }
 }
+
+/**
+ * Removes Airlock sandbox image tags other than `keep` (older builds left by upgrades or helper
+ * changes). Images a container still uses are left alone. Returns the removed tags.
+ */
+export async function pruneSandboxImages(opts: { keep: string[]; engine?: Engine; repository?: string }): Promise<string[]> {
+  const engine = opts.engine ?? (await connectEngine());
+  const keep = new Set(opts.keep);
+  const repository = opts.repository ?? IMAGE_REPOSITORY;
+  const images = await engine.docker.listImages({ filters: { reference: [repository] } });
+  const removed: string[] = [];
+  for (const img of images) {
+    for (const tag of img.RepoTags ?? []) {
+      if (keep.has(tag) || !tag.startsWith(`${repository}:`)) continue;
+      try {
+        await engine.docker.getImage(tag).remove();
+        removed.push(tag);
+      } catch {
+        // In use by a container (409) or already gone: keep going.
+      }
+    }
+  }
+  return removed;
+}

@@ -13,7 +13,7 @@ import { AirlockError } from '../../contracts/errors';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { connectEngine } from '../../core/sandbox/docker/engine';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
-import { ensureSandboxImage } from '../../core/sandbox/image';
+import { ensureSandboxImage, pruneSandboxImages } from '../../core/sandbox/image';
 import { SandboxManager, checkEngine } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
@@ -154,6 +154,23 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
       expect(err.message).toMatch(/non-zero code: 3/);
       expect(steps.some((s) => s.startsWith('2/'))).toBe(true);
     });
+  });
+
+  it('pruning removes older tags and keeps the current one', async () => {
+    // A private repository name, so other images on a shared engine are never touched.
+    const repo = `airlock-prune-test-${Date.now().toString(36)}`;
+    const base = engine.getImage('debian:bookworm-slim');
+    for (const tag of ['old', 'current']) await base.tag({ repo, tag });
+    try {
+      const removed = await pruneSandboxImages({ repository: repo, keep: [`${repo}:current`] });
+      expect(removed).toContain(`${repo}:old`);
+      expect(removed).not.toContain(`${repo}:current`);
+      const left = (await engine.listImages({ filters: { reference: [repo] } })).flatMap((i) => i.RepoTags ?? []);
+      expect(left).toContain(`${repo}:current`);
+      expect(left).not.toContain(`${repo}:old`);
+    } finally {
+      for (const tag of ['old', 'current']) await engine.getImage(`${repo}:${tag}`).remove().catch(() => undefined);
+    }
   });
 
   it('a warm pool hands out a pre-started sandbox that works and wipes like any other', async () => {

@@ -3,7 +3,7 @@ import { AirlockError, toErrorInfo, type ErrorKind } from '../../../contracts/er
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
 import { connectEngine, pingEngine, type Engine } from '../../sandbox/docker/engine';
 import { DEFAULT_LIMITS, type ImageProgress } from '../../sandbox/driver';
-import { ensureSandboxImage } from '../../sandbox/image';
+import { ensureSandboxImage, pruneSandboxImages } from '../../sandbox/image';
 import { SandboxManager } from '../../sandbox/sandbox';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
@@ -41,6 +41,8 @@ export interface DoctorOptions {
   build: boolean;
   agents: boolean;
   image?: string;
+  /** Remove older airlock-sandbox tags once the current image is ready. */
+  prune?: boolean;
 }
 
 const FIXES: Partial<Record<ErrorKind, string>> = {
@@ -91,7 +93,14 @@ export const imageCheck: DoctorCheck = {
       ctx.progressDone();
       ctx.state.set('image', r.ref);
       const how = ctx.options.image ? 'has node, git and tar' : r.built ? `built in ${Math.round((Date.now() - started) / 1000)} s` : 'present';
-      return { status: 'ok', detail: `${r.ref} (${how})` };
+      let pruned = '';
+      if (ctx.options.prune && !ctx.options.image) {
+        const keep = [r.ref];
+        if (ctx.options.agents) keep.push((await ensureSandboxImage({ engine, variant: 'base', allowBuild: false })).ref);
+        const removed = await pruneSandboxImages({ engine, keep });
+        pruned = `; removed ${removed.length} older tag(s)`;
+      }
+      return { status: 'ok', detail: `${r.ref} (${how})${pruned}` };
     } catch (err) {
       ctx.progressDone();
       return failed(err);
@@ -137,7 +146,7 @@ export function defaultDoctorChecks(): DoctorCheck[] {
   return [engineCheck, imageCheck, helperCheck];
 }
 
-const USAGE = 'airlock doctor [--json] [--no-build] [--agents] [--image REF]';
+const USAGE = 'airlock doctor [--json] [--no-build] [--agents] [--image REF] [--prune]';
 
 function parseArgs(args: string[]): DoctorOptions {
   const out: DoctorOptions = { json: false, build: true, agents: false };
@@ -146,6 +155,7 @@ function parseArgs(args: string[]): DoctorOptions {
     if (a === '--json') out.json = true;
     else if (a === '--no-build') out.build = false;
     else if (a === '--agents') out.agents = true;
+    else if (a === '--prune') out.prune = true;
     else if (a === '--image') {
       const v = args[++i];
       if (!v) throw new AirlockError('INVALID_INPUT', `--image needs an image reference.\nusage: ${USAGE}`);
