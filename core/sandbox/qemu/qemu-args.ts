@@ -69,6 +69,8 @@ export function buildQemuArgs(l: QemuLaunch): string[] {
     '-chardev', `file,id=helperlog,path=${q(f.helperLog)}`,
     '-device', 'virtserialport,bus=vser.0,nr=2,chardev=helperlog,name=airlock.log',
     '-serial', `file:${q(f.console)}`,
+    // The monitor, host-side only (a Unix socket in the run directory): memory dumps for leak scans.
+    '-qmp', `unix:${q(f.qmpSocket)},server=on,wait=off`,
     '-pidfile', f.pidfile,
   ];
   if (l.seccomp) {

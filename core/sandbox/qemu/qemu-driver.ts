@@ -8,6 +8,7 @@ import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, Sandbox
 import { detectAccel, type AccelProbe, type VmAccel } from './accel';
 import { ensureBaseDisk } from './base-disk';
 import { buildQemuArgs } from './qemu-args';
+import { qmpCommand } from './qmp';
 import { runTool, runToolOk } from './run-tool';
 import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from './vm-process';
 import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
@@ -319,6 +320,21 @@ export class QemuDriver implements SandboxDriver {
     const files = runFiles(this.paths.runsDir, runId);
     const [c, h] = await Promise.all([tail(files.console, 8000), tail(files.helperLog, 8000)]);
     return { console: c, helper: h };
+  }
+
+  /** The per-run files (disks, sockets, logs) of a run, e.g. for a leak scan before the wipe. */
+  runFiles(runId: string): RunFiles {
+    if (!isSafeRunId(runId)) throw new AirlockError('INVALID_INPUT', `'${runId}' is not a run id.`);
+    return runFiles(this.paths.runsDir, runId);
+  }
+
+  /**
+   * Writes the guest's whole RAM to `outFile` (ELF core, QMP `dump-guest-memory`), for the key canary
+   * test: what the VM holds in memory can be searched like its disks. The VM keeps running.
+   */
+  async dumpGuestMemory(runId: string, outFile: string): Promise<void> {
+    const files = this.runFiles(runId);
+    await qmpCommand(files.qmpSocket, 'dump-guest-memory', { paging: false, protocol: `file:${outFile}` }, 10 * 60_000);
   }
 
   async destroy(runId: string): Promise<WipeProof> {

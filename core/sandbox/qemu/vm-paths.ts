@@ -41,6 +41,8 @@ export interface RunFiles {
   overlay: string;
   scratch: string;
   channelSocket: string;
+  /** QEMU's monitor (QMP), for memory dumps in leak tests. */
+  qmpSocket: string;
   pidfile: string;
   console: string;
   helperLog: string;
@@ -57,6 +59,7 @@ export function runFiles(runsDir: string, runId: string): RunFiles {
     overlay: path.join(dir, 'root.qcow2'),
     scratch: path.join(dir, 'scratch.img'),
     channelSocket: path.join(dir, 'ch.sock'),
+    qmpSocket: path.join(dir, 'qmp.sock'),
     pidfile: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
     helperLog: path.join(dir, 'helper.log'),
