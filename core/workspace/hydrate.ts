@@ -1,6 +1,8 @@
 import { AirlockError } from '../../contracts/errors';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
+import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
+  BASELINE_IDENT,
   BASELINE_REF,
   SANDBOX_LAYOUT,
   baselineGitDir,
@@ -8,7 +10,6 @@ import {
   gitEnv,
   runChecked,
   trackingIndex,
-  type ShellRunResult,
   type WorkspaceLayout,
   type WorkspaceShell,
 } from './workspace-shell';
@@ -42,10 +43,10 @@ const INFO_ATTRIBUTES = '* -text -filter -ident -working-tree-encoding !diff !me
 const INFO_EXCLUDE = 'node_modules/\n__pycache__/\n';
 
 /**
- * Copies a snapshot into the workspace as one tar stream and, from the same read of each file,
- * commits the baseline with `git fast-import` into `<stateDir>/baseline.git` (a pack, not 10k
- * loose objects). Then it seeds the tracking index and refreshes it against the extracted files,
- * which also proves the copy matches what the host read.
+ * Copies a snapshot into the workspace as one tar stream; inside, the same bytes also feed
+ * `git fast-import`, which commits the baseline into `<stateDir>/baseline.git` (one pack, not 10k
+ * loose objects). Then it seeds the tracking index, refreshes it against the extracted files and
+ * compares the baseline tree with the host's manifest: the copy provably matches what was read.
  */
 export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, opts: HydrateOptions = {}): Promise<HydrateResult> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
@@ -67,43 +68,53 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     'preparing the workspace',
   );
 
+  // One stream crosses the channel: `tee` hands the same bytes to `tar -x` (the copy) and to a
+  // small converter feeding `git fast-import` (the baseline, written as one pack).
+  const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
+  const pipeline = [
+    'fifo="$1/hydrate.fifo"; js=$2; ref=$3; ident=$4; shift 4',
+    'rm -f "$fifo" && mkfifo "$fifo"',
+    'node -e "$js" "$ref" "$ident" < "$fifo" | "$@" &',
+    'fi=$!',
+    'tee "$fifo" | tar -x -p --no-same-owner -C "$WORK" -f -',
+    'tarst=$?',
+    'wait $fi; fist=$?',
+    'rm -f "$fifo"',
+    '[ $tarst -eq 0 ] || { echo "tar -x failed ($tarst)" >&2; exit 10; }',
+    '[ $fist -eq 0 ] || { echo "git fast-import failed ($fist)" >&2; exit 11; }',
+  ].join('\n');
   const streams = snapshot.open(opts.onProgress);
-  const abort = () => {
-    streams.tar.destroy();
-    streams.fastImport.destroy();
-  };
-  const watchFailure = (p: Promise<ShellRunResult>) =>
-    p.then(
+  const run = shell
+    .run({
+      argv: [
+        'sh', '-c', pipeline, 'sh', layout.stateDir,
+        TAR_TO_FAST_IMPORT_JS, BASELINE_REF, ident,
+        ...gitArgv(layout, ['-c', 'pack.compression=1', 'fast-import', '--quiet', '--done']),
+      ],
+      stdin: streams.tar,
+      env: { ...env, WORK: layout.workDir },
+      timeoutMs,
+    })
+    .then(
       (r) => {
-        if (r.exitCode !== 0) abort();
+        if (r.exitCode !== 0) streams.tar.destroy();
         return r;
       },
       (err: unknown) => {
-        abort();
+        streams.tar.destroy();
         throw err;
       },
     );
-  const extract = watchFailure(
-    shell.run({ argv: ['tar', '-x', '-p', '--no-same-owner', '-C', layout.workDir, '-f', '-'], stdin: streams.tar, env, timeoutMs }),
-  );
-  const commit = watchFailure(
-    shell.run({
-      argv: gitArgv(layout, ['-c', 'pack.compression=1', 'fast-import', '--quiet', '--done', '--date-format=raw']),
-      stdin: streams.fastImport,
-      env,
-      timeoutMs,
-    }),
-  );
-  const [tarRun, fiRun, manifest] = await Promise.allSettled([extract, commit, streams.manifest]);
-  for (const [what, r] of [['copying the project in (tar)', tarRun], ['recording the baseline (git fast-import)', fiRun]] as const) {
-    if (r.status === 'rejected') throw r.reason;
-    if (r.value.exitCode !== 0 || r.value.timedOut) {
-      const detail = r.value.stderr.toString('utf8').trim().split('\n').slice(-3).join(' | ');
-      throw new AirlockError(
-        r.value.timedOut ? 'COMMAND_TIMEOUT' : 'SANDBOX_FAILED',
-        `${what} failed (exit ${r.value.exitCode ?? r.value.signal}): ${detail || 'no error output'}. Check free disk space for the sandbox volumes and that the image has tar and git.`,
-      );
-    }
+  const [copyRun, manifest] = await Promise.allSettled([run, streams.manifest]);
+  if (copyRun.status === 'rejected') throw copyRun.reason;
+  if (copyRun.value.exitCode !== 0 || copyRun.value.timedOut) {
+    const r = copyRun.value;
+    const detail = r.stderr.toString('utf8').trim().split('\n').slice(-3).join(' | ');
+    const noNode = /node: (not found|No such file)/.test(detail);
+    throw new AirlockError(
+      r.timedOut ? 'COMMAND_TIMEOUT' : noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
+      `Copying the project in failed (exit ${r.exitCode ?? r.signal}): ${detail || 'no error output'}. ${noNode ? 'The image needs node; use the Airlock image.' : 'Check free disk space for the sandbox volumes and that the image has tar, git and node.'}`,
+    );
   }
   if (manifest.status === 'rejected') {
     throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(manifest.reason as Error).message}`);
@@ -117,6 +128,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     `"$@" read-tree ${BASELINE_REF}`,
     'if ! out=$("$@" update-index --refresh 2>&1); then echo "$out" >&2; exit 3; fi',
     `"$@" rev-parse ${BASELINE_REF}`,
+    `"$@" ls-tree -r -z --full-tree ${BASELINE_REF}`,
   ].join('\n');
   const done = await shell.run({
     argv: ['sh', '-c', finish, 'sh', ...gitArgv(layout, [])],
@@ -131,12 +143,34 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     throw new AirlockError('SANDBOX_FAILED', `Recording the baseline failed: ${done.stderr.toString('utf8').trim()}`);
   }
   const files = manifest.value;
+  const out = done.stdout.toString('utf8');
+  const nl = out.indexOf('\n');
+  const baselineCommit = out.slice(0, nl).trim();
+  verifyTree(out.slice(nl + 1), files);
   return {
     files: files.length,
     bytes: files.reduce((n, f) => n + f.size, 0),
     durationMs: performance.now() - started,
-    baselineCommit: done.stdout.toString('utf8').trim(),
+    baselineCommit,
     excluded: snapshot.excluded,
     manifest: files,
   };
+}
+
+/** The baseline must hold exactly what the host read: same paths, modes and blob ids. */
+function verifyTree(lsTree: string, manifest: ManifestFile[]): void {
+  const expected = new Map(manifest.map((f) => [f.path, `${f.mode} ${f.oid}`]));
+  let seen = 0;
+  const problems: string[] = [];
+  for (const rec of lsTree.split('\0')) {
+    const m = /^(\d+) \w+ ([0-9a-f]+)\t(.*)$/s.exec(rec);
+    if (!m) continue;
+    seen++;
+    const want = expected.get(m[3] as string);
+    if (want !== `${m[1]} ${m[2]}`) problems.push(m[3] as string);
+  }
+  if (seen !== manifest.length) problems.push(`${manifest.length} files sent, ${seen} recorded`);
+  if (problems.length) {
+    throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox does not match the project as read (${problems.slice(0, 5).join('; ')}). Retry the run; if it persists, report it.`);
+  }
 }

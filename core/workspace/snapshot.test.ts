@@ -117,6 +117,18 @@ describe('snapshotProject', () => {
     expect(readFileSync(sb.at('small.txt'), 'utf8')).toBe('ok');
   });
 
+  it('copies long, unicode and odd names exactly (PAX headers through the in-sandbox converter)', async () => {
+    const long = `${'deep/'.repeat(30)}${'n'.repeat(120)}.txt`;
+    const dir = tempDir();
+    writeTree(dir, { [long]: 'long\n', 'ünïcødé – 名前.md': 'u\n', 'tab\tand\nnewline.txt': 't\n', 'link-long': { symlink: long } });
+    const sb = await localSandbox(dir);
+    expect(readFileSync(sb.at(long), 'utf8')).toBe('long\n');
+    expect(readFileSync(sb.at('ünïcødé – 名前.md'), 'utf8')).toBe('u\n');
+    expect(readFileSync(sb.at('tab\tand\nnewline.txt'), 'utf8')).toBe('t\n');
+    expect(readlinkSync(sb.at('link-long'))).toBe(long);
+    expect(sb.hydrated.files).toBe(4);
+  });
+
   it('never writes the project', async () => {
     const dir = gitRepo({ 'a.txt': 'a\n', 'b/c.txt': 'c\n', '.env': 'X=1', 'l': { symlink: 'a.txt' } });
     const before = fingerprint(dir);

@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process';
 import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import ignore, { type Ignore } from 'ignore';
 import { pack as tarPack, type Header as TarHeaders } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { exclusionByContent, exclusionByName, type ExclusionKind } from './exclusions';
-import { blobOid, gitModeOf, quoteC, type GitMode } from './git-objects';
-import { BASELINE_IDENT, BASELINE_REF } from './workspace-shell';
+import { blobOid, gitModeOf, type GitMode } from './git-objects';
 
 export interface SnapshotOptions {
   /** gitignore-style patterns copied even when a default rule, `.gitignore` or `exclude` would drop them. */
@@ -55,9 +54,7 @@ export interface SnapshotProgress {
 export interface SnapshotStreams {
   /** The project as one tar stream (modes, symlinks, empty directories). */
   tar: Readable;
-  /** The same files as a `git fast-import` stream that commits the baseline. */
-  fastImport: Readable;
-  /** Resolves when both streams have been produced: per-file oid, size and mode. */
+  /** Resolves when the stream has been produced: per-file oid, size and mode as read on the host. */
   manifest: Promise<ManifestFile[]>;
 }
 
@@ -206,27 +203,17 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
 
 function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boolean, onProgress?: (p: SnapshotProgress) => void): SnapshotStreams {
   const tar = tarPack();
-  const fastImport = new PassThrough({ highWaterMark: 1024 * 1024 });
   const manifest: ManifestFile[] = [];
-  const marks: Array<{ mark: number; file: ManifestFile }> = [];
   const progress = { files: 0, bytes: 0, totalFiles: snapshot.fileCount, totalBytes: snapshot.totalBytes };
 
-  const writeFi = async (chunk: Buffer | string): Promise<void> => {
-    if (!fastImport.write(chunk)) await waitDrain(fastImport);
-  };
   const addEntry = (header: Partial<TarHeaders> & { name: string }, body?: Buffer) =>
     new Promise<void>((resolve, reject) => {
       const cb = (err?: Error | null) => (err ? reject(err) : resolve());
       if (body) tar.entry(header, body, cb);
       else tar.entry(header, cb);
     });
-  const addBlob = async (file: ManifestFile, content: Buffer) => {
-    const mark = marks.length + 1;
-    marks.push({ mark, file });
+  const addBlob = (file: ManifestFile) => {
     manifest.push(file);
-    await writeFi(`blob\nmark :${mark}\ndata ${content.length}\n`);
-    await writeFi(content);
-    await writeFi('\n');
   };
 
   // Reads run ahead of the writers (bounded by count and bytes): per-file read latency, not
@@ -258,7 +245,6 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
   };
 
   const produce = async () => {
-    await writeFi('feature done\n');
     for (let idx = 0; idx < entries.length; idx++) {
       const e = entries[idx] as SnapshotEntry;
       const mtime = new Date(e.mtimeMs);
@@ -271,7 +257,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
         const target = e.linkTarget ?? '';
         await addEntry({ name: e.path, type: 'symlink', linkname: target, mode: 0o777, mtime });
         const content = Buffer.from(target);
-        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000' }, content);
+        addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000' });
       } else {
         const content = await takeRead(idx);
         if (!content) {
@@ -284,55 +270,24 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
           continue;
         }
         await addEntry({ name: e.path, type: 'file', size: content.length, mode: e.mode | 0o600, mtime }, content);
-        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: gitModeOf(e.mode, false) }, content);
+        addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: gitModeOf(e.mode, false) });
         progress.bytes += content.length;
       }
       progress.files += 1;
       if (onProgress && progress.files % 200 === 0) onProgress({ ...progress });
     }
     tar.finalize();
-    const lines = [
-      `commit ${BASELINE_REF}`,
-      `author ${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`,
-      `committer ${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`,
-      'data 17',
-      'airlock baseline',
-      ...marks.map(({ mark, file }) => `M ${file.mode} :${mark} ${quoteC(file.path)}`),
-      '',
-      'done',
-      '',
-    ];
-    await writeFi(lines.join('\n'));
-    fastImport.end();
     onProgress?.({ ...progress });
     return manifest;
   };
   const manifestPromise = produce().catch((err: unknown) => {
     const error = err instanceof Error ? err : new Error(String(err));
     tar.destroy(error);
-    fastImport.destroy(error);
     throw error;
   });
   // Consumers that only await one stream must not see an unhandled rejection from the other path.
   manifestPromise.catch(() => undefined);
-  return { tar: Readable.from(tar as unknown as AsyncIterable<Buffer>), fastImport, manifest: manifestPromise };
-}
-
-function waitDrain(stream: PassThrough): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onDrain = () => {
-      stream.off('error', onError);
-      stream.off('close', onDrain);
-      resolve();
-    };
-    const onError = (err: Error) => {
-      stream.off('drain', onDrain);
-      reject(err);
-    };
-    stream.once('drain', onDrain);
-    stream.once('close', onDrain);
-    stream.once('error', onError);
-  });
+  return { tar: Readable.from(tar as unknown as AsyncIterable<Buffer>), manifest: manifestPromise };
 }
 
 async function readText(file: string): Promise<string> {
