@@ -4,7 +4,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, hardenedContainerConfig, ownerId } from './container-config';
+import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
 import { connectEngine, engineConnectError, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
@@ -148,41 +148,40 @@ export class DockerDriver implements SandboxDriver {
     const docker = await this.docker();
     const filters = { label: [`${LABEL_RUN}=${runId}`] };
     const removed: string[] = [];
+    const ignoreGone = (err: unknown) => {
+      if (statusCode(err) !== 404) throw err;
+      return false;
+    };
     try {
-      const containers = await docker.listContainers({ all: true, filters });
+      // Round 1, in parallel: remove the container by its known name while listing everything
+      // labelled with the run (three sequential rounds instead of five: wipe is on the budget).
+      const name = containerName(runId);
+      const [named, containers, volumes, networks] = await Promise.all([
+        docker
+          .getContainer(name)
+          .remove({ force: true, v: true })
+          .then(() => true, ignoreGone),
+        docker.listContainers({ all: true, filters }),
+        docker.listVolumes({ filters }),
+        docker.listNetworks({ filters }),
+      ]);
+      if (named) removed.push(`container:${name}`);
+      // Round 2: any other labelled container, then (once no container uses them) volumes and networks.
+      const others = containers.filter((c) => !c.Names.includes(`/${name}`));
       await Promise.all(
-        containers.map(async (c) => {
-          await docker
-            .getContainer(c.Id)
-            .remove({ force: true, v: true })
-            .catch((err: unknown) => {
-              if (statusCode(err) !== 404) throw err;
-            });
-          removed.push(`container:${c.Id.slice(0, 12)}`);
+        others.map(async (c) => {
+          if (await docker.getContainer(c.Id).remove({ force: true, v: true }).then(() => true, ignoreGone)) removed.push(`container:${c.Id.slice(0, 12)}`);
         }),
       );
-      // Volumes and networks can only go once no container uses them.
-      const [volumes, networks] = await Promise.all([docker.listVolumes({ filters }), docker.listNetworks({ filters })]);
       await Promise.all([
         ...(volumes.Volumes ?? []).map(async (v) => {
-          await docker
-            .getVolume(v.Name)
-            .remove({ force: true })
-            .catch((err: unknown) => {
-              if (statusCode(err) !== 404) throw err;
-            });
-          removed.push(`volume:${v.Name}`);
+          if (await docker.getVolume(v.Name).remove({ force: true }).then(() => true, ignoreGone)) removed.push(`volume:${v.Name}`);
         }),
         ...networks.map(async (n) => {
-          await docker
-            .getNetwork(n.Id)
-            .remove()
-            .catch((err: unknown) => {
-              if (statusCode(err) !== 404) throw err;
-            });
-          removed.push(`network:${n.Name}`);
+          if (await docker.getNetwork(n.Id).remove().then(() => true, ignoreGone)) removed.push(`network:${n.Name}`);
         }),
       ]);
+      // Round 3: verify by label.
       const leftovers = await this.leftovers(docker, runId);
       const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
       this.emitter.fire({ type: 'destroyed', runId, proof });
