@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelClient } from '../../core/channel/channel-client';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { QemuDriver, type QemuSandboxInfo } from '../../core/sandbox/qemu/qemu-driver';
+import { ensureBaseDisk } from '../../core/sandbox/qemu/base-disk';
+import { fileContains } from '../../core/sandbox/qemu/leak-scan';
 import { isAlive, readPidfile } from '../../core/sandbox/qemu/vm-process';
 import { runFiles } from '../../core/sandbox/qemu/vm-paths';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
@@ -33,14 +35,17 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
   let sandbox: Sandbox;
   let channel: ChannelClient;
   let info: QemuSandboxInfo;
+  let imageRef: string;
   const runId = `r-vmtest-${randomBytes(4).toString('hex')}`;
 
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-test-'));
-    driver = new QemuDriver({ paths: { runsDir }, onProgress: (m) => console.log(`[vm] ${m}`) });
+    // A small scratch disk: the leak scan below reads it whole (sparse zeros included).
+    driver = new QemuDriver({ paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
     // Under CI a missing kernel/initramfs fails here (scripts/prepare-vm-assets.sh prepares them).
     await driver.checkAvailable();
     const { ref } = await ensureSandboxImage();
+    imageRef = ref;
     manager = new SandboxManager(driver);
     const t0 = performance.now();
     sandbox = await manager.create({ runId, image: ref, limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
@@ -70,6 +75,9 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     const pid = await readPidfile(runFiles(runsDir, runId).pidfile);
     expect(pid && isAlive(pid)).toBe(true);
     expect((await driver.list()).map((s) => s.runId)).toContain(runId);
+    // The guest arms its own wall clock (default 4 h + 60 s), a backstop should the host process die.
+    const ps = await channel.run({ argv: ['sh', '-c', 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "'] });
+    expect(ps.stdout.toString()).toContain('sleep 14460');
   });
 
   it('says hello over virtio-serial as the image’s non-root user', async () => {
@@ -145,6 +153,30 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
       await new Promise((r) => server.close(r));
     }
   });
+
+  it('lets a leak scan search the guest memory and disks (what the key canary test needs)', async () => {
+    // A marker only the guest holds: in a file on /workspace and in a live process's memory.
+    const marker = `airlock-vm-marker-${randomBytes(12).toString('hex')}`;
+    await channel.writeFile('/workspace/marker.txt', `${marker}\n`);
+    const holder = channel.spawn({ argv: ['sh', '-c', `M=${marker}; sync; echo held; read x`] });
+    const held = new Promise<void>((resolve) => holder.onStdout(() => resolve()));
+    await held;
+    const dump = path.join(runsDir, `${runId}-memory.elf`);
+    try {
+      await driver.dumpGuestMemory(runId, dump);
+      expect(await fileContains(dump, marker)).toBe(true);
+      // The search can fail: a string the guest never saw is not found.
+      expect(await fileContains(dump, `airlock-vm-absent-${randomBytes(12).toString('hex')}`)).toBe(false);
+    } finally {
+      await rm(dump, { force: true });
+      holder.kill();
+    }
+    const files = driver.runFiles(runId);
+    expect(await fileContains(files.scratch, marker)).toBe(true);
+    // The shared, read-only base disk never sees what a run writes.
+    const base = await ensureBaseDisk(imageRef, driver.paths);
+    expect(await fileContains(base.path, marker)).toBe(false);
+  }, 600_000);
 
   it('wipes: a fresh driver (as after a crash) reaps the VM from its pidfile and nothing remains', async () => {
     const files = runFiles(runsDir, runId);
