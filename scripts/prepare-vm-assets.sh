@@ -58,7 +58,13 @@ if [ -z "$pkg" ]; then
 fi
 [ -n "$pkg" ] || { log "apt knows no linux-image-cloud-amd64 (is this Debian? run apt-get update)"; exit 1; }
 log "kernel package: $pkg"
-(cd "$work" && chmod 777 . && apt-get download "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; exit 1; }
+download() { (cd "$work" && chmod 777 . && apt-get download "$pkg" >/dev/null 2>&1); }
+if ! download; then
+  # Stale package lists name a kernel the mirror no longer has: refresh once and ask again.
+  [ "$(id -u)" = 0 ] && apt-get update -qq
+  pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  download || { log "apt-get download $pkg failed (run apt-get update)"; exit 1; }
+fi
 dpkg -x "$work"/linux-image-*.deb "$work/k"
 kver=${pkg#linux-image-}
 moddir="$work/k/lib/modules/$kver"
