@@ -277,4 +277,21 @@ describe('model proxy with the official SDKs', () => {
       await rm(home, { recursive: true, force: true });
     }
   });
+  it('an upstream that dies mid-stream cuts the client off (no truncated answer passed off as complete)', async () => {
+    const { token } = run('r-s-3');
+    up.setScript([{ text: 'this answer will never finish', dropAfterEvents: 3, eventDelayMs: 30 }]);
+    const res = await fetch(`${base}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': token, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'claude-test', max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(res.status).toBe(200);
+    // A clean end here would look like a finished (if short) answer; the body must fail instead.
+    await expect(res.text()).rejects.toThrow();
+    const client = new Anthropic({ apiKey: token, baseURL: base, maxRetries: 0 });
+    // The proxy is still fine afterwards.
+    up.setScript([{ text: 'fine again' }]);
+    const ok = await client.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
+    expect(ok.content[0]).toMatchObject({ text: 'fine again' });
+  });
 });
