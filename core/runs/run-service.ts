@@ -428,7 +428,11 @@ export class RunService implements Disposable {
       if (agentFailure) throw agentFailure;
     } catch (err) {
       failure = toErrorInfo(err);
-      if (!(err instanceof AirlockError)) failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
+      if (!(err instanceof AirlockError)) {
+        failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
+        // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
+        if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${id}: ${(err as Error).stack ?? String(err)}\n`);
+      }
       await live.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
     } finally {
       live.disposables.dispose();

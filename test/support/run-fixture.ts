@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { StartRunInput } from '../../contracts/runs';
 import { StartRunInput as StartRunSchema } from '../../contracts/runs';
 import { createAirlockCore, type AirlockCore } from '../../core/app';
+import { airlockHome } from '../../core/common/paths';
 import { servicesFor } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
 import type { StoredRun } from '../../core/runs/run-view';
@@ -34,7 +35,13 @@ export interface RunFixture {
 export async function createRunFixture(opts: { storage?: 'keychain' | 'session' } = {}): Promise<RunFixture> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-home-'));
   const upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
-  const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-${process.pid}` };
+  const env = {
+    ...process.env,
+    AIRLOCK_HOME: home,
+    AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-${process.pid}`,
+    // VM kernel, initramfs and base disks are prepared once per machine, not per test home.
+    AIRLOCK_VM_ASSETS: process.env.AIRLOCK_VM_ASSETS ?? path.join(airlockHome(process.env), 'vm'),
+  };
   const core = await createAirlockCore({ env });
   await core.catalog.setBaseUrl('anthropic', upstream.url);
   await core.catalog.setBaseUrl('openai', `${upstream.url}/v1`);

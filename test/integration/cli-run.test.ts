@@ -1,0 +1,120 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProviderCatalog } from '../../core/keys/provider-catalog';
+import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
+import { requirePrerequisite } from '../support/prerequisites';
+import { CANARY_KEY, exec, treeDigest } from '../support/run-fixture';
+
+const docker = await requirePrerequisite('docker');
+const cli = fileURLToPath(new URL('../../bin/airlock.js', import.meta.url));
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, audit (real Docker)', () => {
+  let home: string;
+  let projectDir: string;
+  let upstream: FakeUpstream;
+  let env: NodeJS.ProcessEnv;
+
+  function airlock(...args: string[]): Promise<CliResult> {
+    return new Promise((resolve) => {
+      execFile(process.execPath, [cli, ...args], { env, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      });
+    });
+  }
+
+  beforeAll(async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'airlock-cli-home-'));
+    projectDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-cli-project-'));
+    await exec('bash', ['-c', 'printf "one\\n" > a.txt && git init -q -b main && git add -A && git -c user.email=t@t.invalid -c user.name=t commit -qm init'], { cwd: projectDir });
+    upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
+    await new ProviderCatalog({ home }).setBaseUrl('anthropic', upstream.url);
+    env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_TEST_KEY: CANARY_KEY };
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await rm(home, { recursive: true, force: true });
+    await rm(projectDir, { recursive: true, force: true });
+  });
+
+  it('runs a task with --json: one event per line, a summary line, exit 0, and the follow-up commands work', async () => {
+    upstream.setScript([
+      { toolCalls: [{ name: 'write_file', input: { path: 'a.txt', content: 'two\n' } }] },
+      { toolCalls: [{ name: 'write_file', input: { path: 'b.txt', content: 'new\n' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'edited a, added b' } }] },
+    ]);
+    const before = await treeDigest(projectDir);
+    const run = await airlock('run', projectDir, '--task', 'edit', '--provider', 'anthropic', '--key-env', 'AIRLOCK_TEST_KEY', '--json');
+    expect(run.stderr).not.toContain(CANARY_KEY);
+    expect(run.stdout).not.toContain(CANARY_KEY);
+    expect(run.code).toBe(0);
+    const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const summary = lines.at(-1) as { type: string; runId: string; status: string; changedFiles: Array<{ path: string }>; patchPath: string; usage: { requests: number } };
+    expect(summary.type).toBe('summary');
+    expect(summary.status).toBe('done');
+    expect(summary.changedFiles.map((f) => f.path).sort()).toEqual(['a.txt', 'b.txt']);
+    expect(summary.usage.requests).toBe(3);
+    expect(lines.some((l) => (l.event as { type?: string } | undefined)?.type === 'finished')).toBe(true);
+    expect(await treeDigest(projectDir)).toBe(before);
+    const runId = summary.runId;
+
+    const runs = await airlock('runs', '--json');
+    expect((JSON.parse(runs.stdout) as Array<{ id: string }>).map((r) => r.id)).toContain(runId);
+
+    const show = await airlock('show', runId);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toContain('b.txt');
+    expect(show.stdout).toContain('verified gone');
+
+    const patch = await airlock('patch', runId);
+    expect(patch.stdout).toContain('+two');
+    const patchFile = path.join(home, 'cli.patch');
+    expect((await airlock('patch', runId, '--out', patchFile)).code).toBe(0);
+    await exec('git', ['apply', '--check', patchFile], { cwd: projectDir });
+
+    // A new branch with a commit; the user's branch and working tree stay as they were.
+    const apply = await airlock('apply', runId, '--branch', 'airlock/cli-test');
+    expect(apply.code).toBe(0);
+    expect((await exec('git', ['rev-parse', '--abbrev-ref', 'HEAD'], { cwd: projectDir })).stdout.trim()).toBe('main');
+    expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('one\n');
+    expect((await exec('git', ['show', 'airlock/cli-test:a.txt'], { cwd: projectDir })).stdout).toBe('two\n');
+    expect((await exec('git', ['show', 'airlock/cli-test:b.txt'], { cwd: projectDir })).stdout).toBe('new\n');
+
+    const audit = await airlock('audit', 'verify', runId);
+    expect(audit.code).toBe(0);
+    expect(audit.stdout).toContain('intact');
+  });
+
+  it('exits 4 with a failed summary when the provider rejects the key, and says why', async () => {
+    upstream.setScript([{ text: 'unused' }]);
+    const wrong = { ...env, AIRLOCK_WRONG_KEY: 'sk-ant-wrong-key-0000000000' };
+    const result = await new Promise<CliResult>((resolve) => {
+      execFile(process.execPath, [cli, 'run', projectDir, '--task', 'edit', '--provider', 'anthropic', '--key-env', 'AIRLOCK_WRONG_KEY', '--json'], { env: wrong }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(result.code).toBe(4);
+    const summary = JSON.parse(result.stdout.trim().split('\n').at(-1) as string) as { status: string; error?: { message: string } };
+    expect(summary.status).toBe('failed');
+    expect(summary.error?.message).toMatch(/401|key/i);
+    expect(result.stdout).not.toContain('sk-ant-wrong-key-0000000000');
+  });
+
+  it('rejects bad input with exit 2 and a clear message', async () => {
+    const noTask = await airlock('run', projectDir, '--provider', 'anthropic');
+    expect(noTask.code).toBe(2);
+    expect(noTask.stderr).toContain('describe the task');
+    const badId = await airlock('show', 'not-a-run');
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).toContain('not a run id');
+  });
+});
