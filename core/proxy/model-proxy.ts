@@ -51,6 +51,11 @@ export interface ModelProxyOptions {
   maxBodyBytes?: number;
   /** Include request bodies in `onDidCall` events (user's explicit choice). */
   transcripts?: boolean;
+  /**
+   * How long a client may take to send a whole request (default 120 s) — slow-loris protection.
+   * It bounds receiving the request only: answers stream for as long as bytes flow.
+   */
+  requestTimeoutMs?: number;
 }
 
 export interface IssueTokenOptions {
@@ -113,7 +118,13 @@ export class ModelProxy implements Disposable {
   constructor(private readonly opts: ModelProxyOptions) {
     this.prices = opts.prices ?? DEFAULT_PRICES;
     this.maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
-    this.server = http.createServer({ keepAliveTimeout: 30_000, requestTimeout: 120_000, headersTimeout: 30_000 }, (req, res) => {
+    const requestTimeout = opts.requestTimeoutMs ?? 120_000;
+    this.server = http.createServer({
+      keepAliveTimeout: 30_000,
+      requestTimeout,
+      headersTimeout: Math.min(30_000, requestTimeout),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(requestTimeout / 4))),
+    }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => this.internalError(res, err));
     });
     this.server.on('connection', (s: Socket) => {

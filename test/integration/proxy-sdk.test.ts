@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import http from 'node:http';
+import { connect } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ModelProxy, vaultResolver, type ModelCallEvent } from '../../core/proxy/model-proxy';
@@ -293,5 +294,28 @@ describe('model proxy with the official SDKs', () => {
     up.setScript([{ text: 'fine again' }]);
     const ok = await client.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
     expect(ok.content[0]).toMatchObject({ text: 'fine again' });
+  });
+  it('a stream that outlasts the request timeout keeps flowing (timeouts bound receiving requests, not answers)', async () => {
+    const p = new ModelProxy({
+      resolveUpstream: async () => ({ config: providers(up).anthropic as ProviderConfig, key: new Secret(REAL_KEY) }),
+      requestTimeoutMs: 400,
+    });
+    const { port } = await p.start();
+    const { token } = p.issueToken({ runId: 'r-long', providers: ['anthropic'] });
+    // ~12 events 150 ms apart: about 1.8 s, several times the request timeout.
+    up.setScript([{ text: 'a long and patient streamed answer', eventDelayMs: 150 }]);
+    const client = new Anthropic({ apiKey: token, baseURL: `http://127.0.0.1:${port}`, maxRetries: 0 });
+    const final = await client.messages.stream({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).finalMessage();
+    expect(final.content[0]).toMatchObject({ text: 'a long and patient streamed answer' });
+    // While a client that never finishes its request is cut off.
+    const slow = await new Promise<string>((resolve) => {
+      const s = connect(port, '127.0.0.1', () => s.write(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${token}\r\ncontent-length: 100\r\n\r\n{`));
+      let got = '';
+      s.on('data', (c) => (got += c.toString()));
+      s.on('close', () => resolve(got));
+      s.on('error', () => undefined);
+    });
+    expect(slow).toMatch(/^HTTP\/1\.1 408/);
+    await p.stop();
   });
 });
