@@ -8,6 +8,10 @@ if [ -z "${AIRLOCK_IN_TEST_SESSION:-}" ] && [ -z "${DBUS_SESSION_BUS_ADDRESS:-}"
   exec env AIRLOCK_IN_TEST_SESSION=1 dbus-run-session -- bash "$0" "$@"
 fi
 if [ -n "${AIRLOCK_IN_TEST_SESSION:-}" ]; then
-  printf '%s' "airlock-test-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+  # A keyring of its own in a temp dir: an existing one made with another password would refuse
+  # the unlock. Only the daemon sees this XDG_DATA_HOME; the tests keep the user's.
+  keyrings=$(mktemp -d)
+  trap 'rm -rf "$keyrings"' EXIT
+  printf '%s' "airlock-test-keyring" | XDG_DATA_HOME="$keyrings" gnome-keyring-daemon --unlock --components=secrets >/dev/null
 fi
-exec npx vitest run "$@"
+npx vitest run "$@"
