@@ -143,6 +143,11 @@ export function nerdctlExecHelperArgs(containerId: string, user = '1000:1000'): 
   return ['nerdctl', 'exec', '--interactive', '--user', user, '--workdir', '/workspace', containerId, ...LIMA_HELPER];
 }
 
+/** `nerdctl image inspect REF` exits 0 when the image is in the VM's containerd. */
+export function nerdctlImageInspectArgs(ref: string): string[] {
+  return ['nerdctl', 'image', 'inspect', ref];
+}
+
 export function nerdctlRemoveArgs(ids: readonly string[]): string[] {
   return ['nerdctl', 'rm', '--force', '--volumes', ...ids];
 }

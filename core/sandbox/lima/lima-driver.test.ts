@@ -22,6 +22,8 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
   const instances = new Map<string, string>();
   const containers: FakeContainer[] = [];
   let templateSeen = '';
+  const images = new Set<string>();
+  const copied: Buffer[] = [];
   const res = (stdout: string, code = 0, stderr = ''): ToolResult => ({ code, signal: null, stdout: Buffer.from(stdout), stderr });
   const runner = async (args: string[]): Promise<ToolResult> => {
     calls.push(args);
@@ -36,13 +38,24 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
       instances.set((rest[0] as string).slice('--name='.length), 'Stopped');
       return res('');
     }
+    if (cmd === 'copy') {
+      copied.push(await readFile(rest[0] as string));
+      return res('');
+    }
     if (cmd === 'start') {
       instances.set(rest[1] as string, 'Running');
       return res('');
     }
     if (cmd === 'shell') {
       const argv = rest.slice(3);
+      if (argv[0] === 'sh' && argv[2]?.includes('nerdctl build')) {
+        images.add(argv[5] as string);
+        return res('');
+      }
       if (argv[0] !== 'nerdctl') return res('', 127, 'not found');
+      if (argv[1] === 'image' && argv[2] === 'inspect') {
+        return images.has(argv[3] as string) ? res('[{}]') : res('', 1, `no such image: ${argv[3]}`);
+      }
       if (argv[1] === 'run') {
         const labels: Record<string, string> = {};
         argv.forEach((a, i) => {
@@ -68,7 +81,7 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
     }
     return res('', 1, `unexpected: ${args.join(' ')}`);
   };
-  return { runner, calls, instances, containers, template: () => templateSeen };
+  return { runner, calls, instances, containers, images, copied, template: () => templateSeen };
 }
 
 const spec = { runId: 'r-lima-1', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
@@ -120,6 +133,19 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     const driver = new LimaDriver({ runner: fake.runner });
     await expect(driver.create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/mounts 1 host directory/) });
     expect(fake.containers).toEqual([]);
+  });
+
+  it('builds the sandbox image inside the VM from the build context when it is missing, once', async () => {
+    const fake = fakeLimactl();
+    const driver = new LimaDriver({ runner: fake.runner });
+    const context = async () => Buffer.from('context-tar-bytes');
+    expect(await driver.ensureImage('airlock-sandbox:abc', context)).toBe(true);
+    expect(await driver.ensureImage('airlock-sandbox:abc', context)).toBe(false);
+    expect(fake.copied.map((b) => b.toString())).toEqual(['context-tar-bytes']);
+    const copy = fake.calls.find((c) => c[0] === 'copy');
+    expect(copy?.[2]).toMatch(/^airlock:\/tmp\/airlock-ctx-[0-9a-f]{12}\.tar$/);
+    const build = fake.calls.find((c) => c[0] === 'shell' && c[4] === 'sh');
+    expect(build?.slice(-2)).toEqual([copy?.[2]?.slice('airlock:'.length), 'airlock-sandbox:abc']);
   });
 
   it('says how to install Lima when limactl is missing, and refuses network policies it cannot honour', async () => {

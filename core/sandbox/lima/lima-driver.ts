@@ -18,6 +18,7 @@ import {
   limactlStartArgs,
   limaTemplate,
   nerdctlExecHelperArgs,
+  nerdctlImageInspectArgs,
   nerdctlPsArgs,
   nerdctlRemoveArgs,
   nerdctlRunArgs,
@@ -121,6 +122,18 @@ export class LimaDriver implements SandboxDriver {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * Makes sure `ref` exists in the VM, building it from `context()` (a Docker build context tar,
+   * e.g. core/sandbox/image.ts `buildContextTar`) when missing. Returns whether it built.
+   */
+  async ensureImage(ref: string, context: () => Promise<Buffer>): Promise<boolean> {
+    await this.ensureVm();
+    const r = await this.run(limactlShellArgs(nerdctlImageInspectArgs(ref), this.instance), { timeoutMs: 60_000 });
+    if (r.code === 0) return false;
+    await this.buildImage(ref, await context());
+    return true;
   }
 
   async create(spec: SandboxSpec): Promise<SandboxInfo> {

@@ -34,7 +34,9 @@ interface ImageConfig {
 }
 
 async function inspectImage(image: string): Promise<ImageConfig> {
-  const r = await runTool('docker', ['image', 'inspect', image], { timeoutMs: 30_000 });
+  const r = await runTool('docker', ['image', 'inspect', image], { timeoutMs: 30_000 }).catch((err: unknown) => {
+    throw new AirlockError('VM_UNAVAILABLE', `The VM's disk is made once from the Docker image '${image}', but the docker CLI is not available (${err instanceof Error ? err.message : String(err)}). Install Docker, run \`airlock doctor\` once, then VMs run without it.`, { cause: err });
+  });
   if (r.code !== 0) {
     if (/no such image/i.test(r.stderr)) {
       throw new AirlockError('NOT_FOUND', `Image '${image}' is not in the Docker engine. Run \`airlock doctor\` to build the Airlock image (the VM's disk is made from it).`);

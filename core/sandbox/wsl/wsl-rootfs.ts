@@ -1,5 +1,9 @@
+import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
+import { AirlockError } from '../../../contracts/errors';
+import { runTool, runToolOk } from '../qemu/run-tool';
 
 /**
  * /etc/wsl.conf of every Airlock distribution: no Windows drives (automount off, no fstab), no
@@ -67,4 +71,27 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
     out.finalize();
   });
   await Promise.all([pipeline(input, ex), pipeline(out, output)]);
+}
+
+/**
+ * Writes the WSL root filesystem of a Docker image to `outTar`: `docker create` + `docker export`
+ * streamed through prepareWslRootfs(). Runs where Docker runs (a build machine, or Windows with
+ * Docker); the result is what WslDriver's `rootfsTar` option names.
+ */
+export async function exportWslRootfs(image: string, outTar: string, opts: WslRootfsOptions = {}): Promise<void> {
+  const created = await runToolOk('docker', ['create', '--network', 'none', image, 'true'], `Could not create a container of ${image}`, { timeoutMs: 60_000 });
+  const id = created.stdout.toString('utf8').trim();
+  try {
+    const child = spawn('docker', ['export', id], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => {
+      err = (err + c.toString('utf8')).slice(-2000);
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    await prepareWslRootfs(child.stdout, createWriteStream(outTar), opts);
+    const code = await exited;
+    if (code !== 0) throw new AirlockError('SANDBOX_FAILED', `docker export of ${image} failed (exit ${code}): ${err.trim()}`);
+  } finally {
+    await runTool('docker', ['rm', '-f', id], { timeoutMs: 30_000 }).catch(() => undefined);
+  }
 }
