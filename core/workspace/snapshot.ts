@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import ignore, { type Ignore } from 'ignore';
-import { pack as tarPack, type Header as TarHeaders } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { exclusionByContent, exclusionByName, type ExclusionKind } from './exclusions';
 import { blobOid, gitModeOf, type GitMode } from './git-objects';
+import { TarWriter, type TarEntry } from './tar-writer';
 
 export interface SnapshotOptions {
   /** gitignore-style patterns copied even when a default rule, `.gitignore` or `exclude` would drop them. */
@@ -202,16 +202,11 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
 }
 
 function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boolean, onProgress?: (p: SnapshotProgress) => void): SnapshotStreams {
-  const tar = tarPack();
+  const tar = new TarWriter();
   const manifest: ManifestFile[] = [];
   const progress = { files: 0, bytes: 0, totalFiles: snapshot.fileCount, totalBytes: snapshot.totalBytes };
 
-  const addEntry = (header: Partial<TarHeaders> & { name: string }, body?: Buffer) =>
-    new Promise<void>((resolve, reject) => {
-      const cb = (err?: Error | null) => (err ? reject(err) : resolve());
-      if (body) tar.entry(header, body, cb);
-      else tar.entry(header, cb);
-    });
+  const addEntry = (entry: TarEntry, body?: Buffer) => tar.add(entry, body);
   const addBlob = (file: ManifestFile) => {
     manifest.push(file);
   };
@@ -276,7 +271,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
       progress.files += 1;
       if (onProgress && progress.files % 200 === 0) onProgress({ ...progress });
     }
-    tar.finalize();
+    await tar.finish();
     onProgress?.({ ...progress });
     return manifest;
   };
@@ -287,7 +282,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
   });
   // Consumers that only await one stream must not see an unhandled rejection from the other path.
   manifestPromise.catch(() => undefined);
-  return { tar: Readable.from(tar as unknown as AsyncIterable<Buffer>), manifest: manifestPromise };
+  return { tar: tar.stream, manifest: manifestPromise };
 }
 
 async function readText(file: string): Promise<string> {
