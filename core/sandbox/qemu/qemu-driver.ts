@@ -141,7 +141,9 @@ export class QemuDriver implements SandboxDriver {
       throw new AirlockError('INVALID_INPUT', `run id '${spec.runId}' must be letters, digits, '.', '_' or '-' (at most 64).`);
     }
     if (spec.network !== 'none') {
-      throw new AirlockError('INVALID_INPUT', `The QEMU sandbox supports only the 'none' network policy (its guest has no network card); got '${spec.network}'.`);
+      // QEMU's user-mode network would hand the guest the host's own loopback services (10.0.2.2 →
+      // 127.0.0.1), which a container's 'open' network does not: refuse rather than widen quietly.
+      throw new AirlockError('INVALID_INPUT', `VM isolation has no '${spec.network}' network: its guest has no network card, and QEMU's user-mode network would expose the host's loopback services. Use the 'none' or 'allowlist' policy with a VM, or container isolation for 'open'.`);
     }
     const files = runFiles(this.paths.runsDir, spec.runId);
     if (Buffer.byteLength(files.channelSocket) > MAX_SOCKET_PATH) {
