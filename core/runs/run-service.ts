@@ -81,6 +81,7 @@ interface LiveRun {
   pendingApprovals: Map<string, string>;
   agentErrors: Array<{ message: string; status?: number }>;
   summary?: string;
+  finishReason?: string;
   done: Promise<StoredRun>;
   /** Serialises record updates of this run. */
   status: RunStatus;
@@ -157,17 +158,21 @@ export class RunService implements Disposable {
     const interrupted: string[] = [];
     for (const run of runs as StoredRun[]) {
       if (TERMINAL_RUN_STATUSES.has(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
-      const audit = await AuditLog.open(this.deps.store.paths(run.id).audit);
-      await audit.append('lifecycle', { from: run.status, to: 'interrupted', reason: 'the process driving the run stopped' });
-      await audit.seal();
+      const audit = await AuditLog.open(this.deps.store.paths(run.id).audit).catch(() => undefined);
+      // A log sealed just before the crash (or one too damaged to open) is left as it is: evidence.
+      if (audit && !audit.sealed) {
+        await audit.append('lifecycle', { from: run.status, to: 'interrupted', reason: 'the process driving the run stopped' });
+        await audit.seal();
+      }
       const updated = (await this.deps.store.update(run.id, {
         status: 'interrupted',
         phase: undefined,
         pendingApproval: undefined,
         endedAt: new Date().toISOString(),
         error: { kind: 'CANCELLED', message: 'Airlock stopped while this run was in progress; its sandbox was reaped. The diff saved so far (if any) is kept.' },
-        audit: { count: audit.count, head: audit.head },
+        ...(audit ? { audit: { count: audit.count, head: audit.head } } : {}),
       } as Partial<StoredRun>)) as StoredRun;
+      await audit?.close();
       interrupted.push(run.id);
       this.statusEmitter.fire(updated);
     }
@@ -464,7 +469,10 @@ export class RunService implements Disposable {
     if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped. The changes so far are kept for review.`);
     const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
     if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budget.message} The changes so far are kept for review.`);
-    if (exit.exitCode !== 0) {
+    // The built-in agent exits 2 when it reached its step limit: a normal stop, its diff is the result.
+    const stepLimit = exit.exitCode === 2 && live.finishReason === 'max_steps';
+    if (stepLimit) live.terminal.write('\r\n[airlock] the agent stopped at its step limit\r\n');
+    if (exit.exitCode !== 0 && !stepLimit) {
       const last = live.agentErrors.at(-1)?.message;
       throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}. The changes so far are kept for review.`);
     }
@@ -512,6 +520,7 @@ export class RunService implements Disposable {
         break;
       case 'finished':
         live.summary = event.summary;
+        live.finishReason = event.reason;
         break;
       default:
         break;
