@@ -198,6 +198,9 @@ export const runsContracts = {
 export const runsEvents = {
   /** A run changed status, phase, usage, changed-file count or pending approval. */
   'runs:onDidChangeStatus': RunSummary,
-  /** A new event of a live run. */
+  /**
+   * A new event of a live run. Command output reaches viewers through `terminals:onDidData`
+   * (batched and bounded); transports do not forward `command_output` events here.
+   */
   'runs:onDidEvent': RunEvent,
 } as const;

@@ -3,6 +3,7 @@ import type { TerminalChunk } from '../contracts';
 import type { ApiRouter } from '../core/api/router';
 import { DisposableStore, toDisposable, type Disposable } from '../core/common/disposable';
 import { TerminalBatcher } from '../core/host/terminal-batcher';
+import { isCommandOutput } from '../core/host/ws-session';
 import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_UNSUBSCRIBE } from '../preload/bridge-protocol';
 
 export interface IpcRouterOptions {
@@ -54,7 +55,7 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
       const wc = event.sender;
       const listener = name === 'terminals:onDidData'
         ? (payload: unknown) => client.terminal.push(payload as TerminalChunk)
-        : (payload: unknown) => { if (!wc.isDestroyed()) wc.send(IPC_EVENT, name, payload); };
+        : (payload: unknown) => { if (!wc.isDestroyed() && !isCommandOutput(payload)) wc.send(IPC_EVENT, name, payload); };
       client.subs.set(name, router.subscribe(name, listener));
     } catch {
       // unknown event: ignored (the preload allowlists names already)

@@ -1,12 +1,17 @@
 import type { WebSocket } from 'ws';
 import { ClientFrame, type ServerFrame } from '../../contracts/transport';
-import type { TerminalChunk } from '../../contracts';
+import type { RunEvent, TerminalChunk } from '../../contracts';
 import type { ApiRouter } from '../api/router';
 import { DisposableStore, type Disposable } from '../common/disposable';
 import { TerminalBatcher } from './terminal-batcher';
 
 /** Past this many bytes queued to the socket, terminal output is dropped from the live view. */
 const HIGH_WATER = 4 * 1024 * 1024;
+
+/** Command output travels as terminal chunks (bounded); the same bytes as run events would not be. */
+export function isCommandOutput(payload: unknown): boolean {
+  return (payload as RunEvent | undefined)?.event?.type === 'command_output';
+}
 
 /** One browser connection: contract calls, event subscriptions, bounded terminal output. */
 export class WsSession implements Disposable {
@@ -48,7 +53,9 @@ export class WsSession implements Disposable {
         try {
           const listener = frame.event === 'terminals:onDidData'
             ? (payload: unknown) => this.terminal.push(payload as TerminalChunk)
-            : (payload: unknown) => this.send({ t: 'event', event: frame.event, payload });
+            : frame.event === 'runs:onDidEvent'
+              ? (payload: unknown) => { if (!isCommandOutput(payload)) this.send({ t: 'event', event: frame.event, payload }); }
+              : (payload: unknown) => this.send({ t: 'event', event: frame.event, payload });
           this.subs.set(frame.event, this.router.subscribe(frame.event, listener));
         } catch {
           this.ws.close(1008, 'unknown event');

@@ -101,6 +101,7 @@ export const useRunsStore = create<RunsState>()((set, get) => ({
   applyEvent(event) {
     const live = get().live[event.runId];
     if (!live) return; // nobody is looking at this run; it replays from disk when opened
+    if (!keep(event)) return; // command output belongs to the terminal, not to React state
     set((s) => ({ live: { ...s.live, [event.runId]: appendEvents(s.live[event.runId], [event]) } }));
   },
 }));
