@@ -55,8 +55,10 @@ interface Shell {
  * The contracts implemented by the real core (DESIGN.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions = {}): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
+  // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
+  if (opts.warm !== false) void core.warm();
   return servicesFor(core);
 }
 

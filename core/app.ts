@@ -11,7 +11,7 @@ import { ProviderCatalog } from './keys/provider-catalog';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
-import type { ImageProgress } from './sandbox/driver';
+import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
 import { DockerDriver } from './sandbox/docker/docker-driver';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
@@ -127,6 +127,21 @@ export class AirlockCore {
       ref.catch(() => this.images.delete(variant));
     }
     return ref;
+  }
+
+  /**
+   * Keeps one started sandbox ready for the next run with default settings (the long-lived app does
+   * this; `sandbox.ready.warm` in the bench). Only when the image is already built: warming never
+   * starts a multi-minute build behind the user's back. Failures are ignored — runs start cold.
+   */
+  async warm(): Promise<void> {
+    try {
+      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false });
+      const manager = await this.sandboxes('container');
+      await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
+    } catch {
+      // No engine or no image yet: nothing to warm.
+    }
   }
 
   async providerFormat(provider: string): Promise<'anthropic' | 'openai'> {

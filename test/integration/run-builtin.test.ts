@@ -2,6 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
+import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, createRunFixture, exec, filesContaining, leftoversOf, treeDigest, type RunFixture } from '../support/run-fixture';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
@@ -121,6 +122,24 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
       ['echo approved-ran > approved.txt', true],
       ['echo denied-ran > denied.txt', false],
     ]);
+  });
+
+  it('takes a pre-started sandbox from the warm pool, and still wipes it verified', async () => {
+    await f.core.warm();
+    const pooled = (await exec('docker', ['ps', '-q', '--filter', 'label=airlock.pool'])).stdout.trim().split('\n').filter(Boolean);
+    expect(pooled.length).toBeGreaterThan(0);
+    const projectDir = await f.project();
+    const started = await f.start({ projectDir, script: [{ toolCalls: [{ name: 'write_file', input: { path: 'warm.txt', content: 'from the pool\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'ok' } }] }] });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status).toBe('done');
+    expect(pooled.some((id) => run.isolation.sandboxId?.startsWith(id))).toBe(true);
+    expect(run.changedFiles.map((c) => c.path)).toEqual(['warm.txt']);
+    expect(run.wipe?.leftovers).toEqual([]);
+    const { stdout } = await exec('docker', ['ps', '-aq', '--filter', `id=${run.isolation.sandboxId}`]);
+    expect(stdout.trim()).toBe('');
+    // Drain the refilled pool so later tests start cold.
+    await (await f.core.sandboxes('container')).warm({ image: run.isolation.image as string, limits: DEFAULT_LIMITS, network: 'none' }, 0);
+    expect((await exec('docker', ['ps', '-q', '--filter', 'label=airlock.pool'])).stdout.trim()).toBe('');
   });
 
   it('keeps the diff so far when cancelled mid-command, and still wipes', async () => {
