@@ -1,6 +1,7 @@
 /**
- * VM sandboxes (issue 6): `vm.ready` = QemuDriver create → helper hello → first command output, and
- * `vm.wipe` = destroy with verification; the hardened Docker sandbox through the same
+ * VM sandboxes (issue 6): `vm.ready` = QemuDriver create → helper hello → first command output,
+ * `vm.ready.warm` = the same from a pre-booted VM (SandboxManager.warm), and `vm.wipe` = destroy with
+ * verification; the hardened Docker sandbox through the same
  * SandboxManager path is the baseline beside each. Boots are few (2) and always wiped: under
  * software emulation (no KVM) each takes tens of seconds.
  */
@@ -49,6 +50,25 @@ async function measure(driver: SandboxDriver, spec: Omit<SandboxSpec, 'runId'>, 
   return out;
 }
 
+/** One create from a warm pool of one pre-booted VM (the pool's refill is drained afterwards). */
+async function measureWarm(driver: SandboxDriver, spec: Omit<SandboxSpec, 'runId'>): Promise<number> {
+  const manager = new SandboxManager(driver, { helloTimeoutMs: 600_000 });
+  try {
+    await manager.warm(spec, 1);
+    const t0 = performance.now();
+    const sandbox = await manager.create({ ...spec, runId: `r-bench-warm-${randomBytes(4).toString('hex')}` });
+    const r = await sandbox.channel.run({ argv: ['echo', 'ready'] });
+    const ms = performance.now() - t0;
+    if (r.stdout.toString() !== 'ready\n') throw new Error('unexpected first output from the warm VM');
+    const proof = await sandbox.destroy();
+    if (proof.leftovers.length > 0) throw new Error(`wipe left ${proof.leftovers.join(', ')}`);
+    return ms;
+  } finally {
+    await manager.warm(spec, 0).catch(() => undefined);
+    await manager.shutdown().catch(() => undefined);
+  }
+}
+
 export const benchmarks: Benchmark[] = [
   {
     name: 'vm',
@@ -65,6 +85,7 @@ export const benchmarks: Benchmark[] = [
         const limits = { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 };
         const vm = await measure(qemu, { image: ref, limits, network: 'none' }, VM_SAMPLES);
         const docker = await measure(new DockerDriver(), { image: ref, limits, network: 'none' }, DOCKER_SAMPLES);
+        const warm = await measureWarm(qemu, { image: ref, limits, network: 'none' });
         const mode = accel.accel === 'tcg' ? 'TCG software emulation (no KVM)' : accel.accel.toUpperCase();
         const load = os.loadavg()[0]?.toFixed(1);
         return [
@@ -74,6 +95,14 @@ export const benchmarks: Benchmark[] = [
             unit: 'ms',
             baseline: percentile(docker.ready, 50),
             note: `QEMU ${mode}; create → hello → first command output, p50 of ${VM_SAMPLES}; baseline: hardened Docker sandbox, same path; load avg ${load}`,
+          }),
+          withRatio({
+            name: 'vm.ready.warm',
+            value: warm,
+            unit: 'ms',
+            baseline: percentile(vm.ready, 50),
+            budget: '≤ 0.2× (as sandbox.ready.warm)',
+            note: 'a pre-booted VM from SandboxManager.warm(spec, 1) → first command output; baseline: vm.ready',
           }),
           withRatio({
             name: 'vm.wipe',
