@@ -103,8 +103,12 @@ export class AirlockCore {
 
   private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
     if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
-    if (process.platform !== 'linux' && process.platform !== 'darwin') {
-      throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on this OS uses WSL2, which this build does not drive yet; choose container isolation (see resources/vm/README.md).');
+    if (process.platform === 'win32') {
+      throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on Windows (WSL2) is not wired into runs yet — the driver exists but is unverified on real Windows; choose container isolation (see resources/vm/README.md).');
+    }
+    if (process.platform === 'darwin') {
+      const { LimaDriver } = await import('./sandbox/lima/lima-driver');
+      return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: 180_000 });
     }
     const { QemuDriver } = await import('./sandbox/qemu/qemu-driver');
     const driver = new QemuDriver({ env: this.env });
