@@ -151,6 +151,18 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     expect(await page.locator('.run-header .badge').textContent()).toBe('running');
     await page.getByRole('button', { name: 'Split' }).click();
     await shot(page, '05-run-live-terminal');
+
+    // An interactive shell into the live sandbox.
+    await page.getByRole('tab', { name: 'Open shell' }).click();
+    await page.locator('.terminal-host[data-terminal-id^="shell:"]').waitFor({ timeout: 30_000 });
+    await page.locator('.terminal-host[data-terminal-id^="shell:"]').click();
+    await page.keyboard.type('echo shell-$((40+2)) && id -u\r');
+    await expect.poll(() => terminalText(page), { timeout: 30_000 }).toContain('shell-42');
+    await shot(page, '05b-run-shell');
+    // Leave the shell before the run ends (the sandbox is wiped with the run).
+    await page.keyboard.type('exit\r');
+    await expect.poll(() => terminalText(page), { timeout: 30_000 }).toContain('[exited');
+    await page.getByRole('tab', { name: 'Terminal' }).click();
     await approval.getByRole('button', { name: 'Deny' }).click();
 
     await expect.poll(() => page.locator('.run-header .badge').textContent(), { timeout: 120_000 }).toBe('done');
