@@ -3,6 +3,9 @@ import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, w
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectResult, fileDiff, finalPatch, listChanges, watchChanges } from './changes';
+import { hydrate } from './hydrate';
+import { LocalShell, localLayout } from './local-shell';
+import { snapshotProject } from './snapshot';
 import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree } from './testing/fixtures';
 
 afterAll(cleanupTemps);
@@ -55,6 +58,21 @@ describe('change tracking', () => {
     expect(by['weird name "q".txt']).toMatchObject({ status: 'modified', additions: 1 });
     // node_modules appearing during a run is not part of the result.
     expect(changes.some((c) => c.path.startsWith('node_modules'))).toBe(false);
+  });
+
+  it('lets the agent start before the baseline is recorded; edits made meanwhile still show as changes', async () => {
+    const dir = tempDir();
+    writeTree(dir, { 'a.txt': 'original\n', 'b.txt': 'keep\n' });
+    const shell = new LocalShell();
+    const layout = await localLayout(tempDir('airlock-sbx-'));
+    const hydrated = await hydrate(shell, await snapshotProject(dir), { layout, waitForBaseline: false });
+    // Immediately, before the baseline may be done: edit, delete and add.
+    writeFileSync(path.join(layout.workDir, 'a.txt'), 'edited at once\n');
+    unlinkSync(path.join(layout.workDir, 'b.txt'));
+    writeFileSync(path.join(layout.workDir, 'c.txt'), 'new\n');
+    const changes = await listChanges(shell, { layout });
+    await hydrated.baselineReady;
+    expect(changes.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added c.txt', 'deleted b.txt', 'modified a.txt']);
   });
 
   it('gives a per-file unified diff, marks binary files and caps huge ones', async () => {

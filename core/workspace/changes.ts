@@ -9,6 +9,7 @@ import {
   gitArgv,
   gitEnv,
   runChecked,
+  serialized,
   trackingIndex,
   type WorkspaceLayout,
   type WorkspaceShell,
@@ -82,15 +83,6 @@ export interface RunResult {
 
 const DEFAULT_DIFF_CAP = 1024 * 1024;
 const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color'];
-
-/** Git commands on one workspace must not interleave: they share the tracking index. */
-const queues = new WeakMap<WorkspaceShell, Promise<unknown>>();
-function serialized<T>(shell: WorkspaceShell, task: () => Promise<T>): Promise<T> {
-  const prev = queues.get(shell) ?? Promise.resolve();
-  const next = prev.then(task, task);
-  queues.set(shell, next.catch(() => undefined));
-  return next;
-}
 
 /** Runs `git add -A` on the tracking index, then `git <args>`, in one round trip. */
 async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {

@@ -54,3 +54,37 @@ export function unquoteC(text: string): string {
   }
   return Buffer.from(bytes).toString('utf8');
 }
+
+/**
+ * The commit id git gives the baseline of these files (nested trees, fixed identity and message),
+ * computed on the host from what it read: the sandbox's baseline must have exactly this id.
+ */
+export function baselineCommitOid(files: Array<{ path: string; oid: string; mode: string }>, ident: string, message: string): string {
+  interface Dir { files: Map<string, { mode: string; oid: string }>; dirs: Map<string, Dir> }
+  const root: Dir = { files: new Map(), dirs: new Map() };
+  for (const f of files) {
+    const parts = f.path.split('/');
+    let dir = root;
+    for (const p of parts.slice(0, -1)) {
+      let next = dir.dirs.get(p);
+      if (!next) dir.dirs.set(p, (next = { files: new Map(), dirs: new Map() }));
+      dir = next;
+    }
+    dir.files.set(parts[parts.length - 1] as string, { mode: f.mode, oid: f.oid });
+  }
+  const hashObject = (type: string, body: Buffer) => createHash('sha1').update(`${type} ${body.length}\0`).update(body).digest('hex');
+  const treeOid = (dir: Dir): string => {
+    const entries: Array<{ sortKey: Buffer; bytes: Buffer }> = [];
+    for (const [name, f] of dir.files) {
+      entries.push({ sortKey: Buffer.from(name), bytes: Buffer.concat([Buffer.from(`${f.mode} ${name}\0`), Buffer.from(f.oid, 'hex')]) });
+    }
+    for (const [name, d] of dir.dirs) {
+      // Git sorts a tree entry for a directory as if its name ended in '/'.
+      entries.push({ sortKey: Buffer.from(`${name}/`), bytes: Buffer.concat([Buffer.from(`40000 ${name}\0`), Buffer.from(treeOid(d), 'hex')]) });
+    }
+    entries.sort((a, b) => Buffer.compare(a.sortKey, b.sortKey));
+    return hashObject('tree', Buffer.concat(entries.map((e) => e.bytes)));
+  };
+  const body = `tree ${treeOid(root)}\nauthor ${ident}\ncommitter ${ident}\n\n${message}\n`;
+  return hashObject('commit', Buffer.from(body));
+}

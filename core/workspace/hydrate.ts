@@ -1,4 +1,5 @@
 import { AirlockError } from '../../contracts/errors';
+import { baselineCommitOid } from './git-objects';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
@@ -9,6 +10,7 @@ import {
   gitArgv,
   gitEnv,
   runChecked,
+  serializedBarrier,
   trackingIndex,
   type WorkspaceLayout,
   type WorkspaceShell,
@@ -20,14 +22,22 @@ export interface HydrateOptions {
   onProgress?: (p: SnapshotProgress) => void;
   /** Per-command limit inside the sandbox (default 30 min: large projects on slow disks). */
   timeoutMs?: number;
+  /**
+   * Resolve only once the baseline commit is recorded and verified (default true). With false,
+   * hydrate resolves as soon as the copy is in place (the agent can start); `baselineReady`
+   * settles later and every change query on this shell waits for it.
+   */
+  waitForBaseline?: boolean;
 }
 
 export interface HydrateResult {
   files: number;
   bytes: number;
   durationMs: number;
-  /** The baseline commit inside the sandbox (`refs/heads/baseline` of the state git dir). */
+  /** The baseline commit inside the sandbox (`refs/heads/baseline` of the state git dir), computed on the host. */
   baselineCommit: string;
+  /** Settles when the baseline is recorded and verified against `baselineCommit`. */
+  baselineReady: Promise<void>;
   /** The final list of what stayed on the host (name- and content-based). */
   excluded: ExcludedEntry[];
   /** Per-file oid/size/mode as read on the host; apply checks baseline blobs against it. */
@@ -68,33 +78,34 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     'preparing the workspace',
   );
 
-  // One stream crosses the channel: `tee` hands the same bytes to `tar -x` (the copy) and to a
-  // small converter feeding `git fast-import` (the baseline, written as one pack).
+  // One stream crosses the channel. `tee` hands the same bytes to `tar -x` (the copy) and, through
+  // a FIFO, to a second process: a small converter feeding `git fast-import` (the baseline, one
+  // pack), which then seeds the tracking index. The copy is what the agent waits for; the baseline
+  // finishes in the background and every change query queues behind it. It is built from the
+  // stream, not from the work tree, so the agent's first edits cannot leak into it.
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
-  const pipeline = [
-    'fifo="$1/hydrate.fifo"; js=$2; ref=$3; ident=$4; shift 4',
-    'rm -f "$fifo" && mkfifo "$fifo"',
-    'node -e "$js" "$ref" "$ident" < "$fifo" | "$@" &',
-    'fi=$!',
-    'tee "$fifo" | tar -x -p --no-same-owner -C "$WORK" -f -',
-    'tarst=$?',
-    'wait $fi; fist=$?',
+  const fifo = `${layout.stateDir}/hydrate.fifo`;
+  await runChecked(shell, { argv: ['sh', '-c', 'rm -f "$1" && mkfifo "$1"', 'sh', fifo], env, timeoutMs }, 'preparing the copy');
+  const baselineScript = [
+    'fifo=$1; js=$2; ident=$3; shift 3',
+    `node -e "$js" ${BASELINE_REF} "$ident" < "$fifo" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
     'rm -f "$fifo"',
-    '[ $tarst -eq 0 ] || { echo "tar -x failed ($tarst)" >&2; exit 10; }',
-    '[ $fist -eq 0 ] || { echo "git fast-import failed ($fist)" >&2; exit 11; }',
+    'set -e',
+    `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
+    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
+    // Fills the stat cache; files the agent already changed simply stay stale (-q).
+    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
+    `"$@" rev-parse ${BASELINE_REF}`,
   ].join('\n');
+  const baselineRun = shell.run({
+    argv: ['sh', '-c', baselineScript, 'sh', fifo, TAR_TO_FAST_IMPORT_JS, ident, ...gitArgv(layout, [])],
+    env: { ...env, INDEX: trackingIndex(layout) },
+    timeoutMs,
+  });
+  baselineRun.catch(() => undefined);
   const streams = snapshot.open(opts.onProgress);
-  const run = shell
-    .run({
-      argv: [
-        'sh', '-c', pipeline, 'sh', layout.stateDir,
-        TAR_TO_FAST_IMPORT_JS, BASELINE_REF, ident,
-        ...gitArgv(layout, ['-c', 'pack.compression=1', 'fast-import', '--quiet', '--done']),
-      ],
-      stdin: streams.tar,
-      env: { ...env, WORK: layout.workDir },
-      timeoutMs,
-    })
+  const copy = shell
+    .run({ argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f -', 'sh', fifo, layout.workDir], stdin: streams.tar, env, timeoutMs })
     .then(
       (r) => {
         if (r.exitCode !== 0) streams.tar.destroy();
@@ -105,72 +116,48 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
         throw err;
       },
     );
-  const [copyRun, manifest] = await Promise.allSettled([run, streams.manifest]);
-  if (copyRun.status === 'rejected') throw copyRun.reason;
-  if (copyRun.value.exitCode !== 0 || copyRun.value.timedOut) {
+  const [copyRun, manifest] = await Promise.allSettled([copy, streams.manifest]);
+  const failed = copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || manifest.status === 'rejected';
+  if (failed) {
+    // Unblock and reap the baseline side, then report the most telling error.
+    await shell.run({ argv: ['sh', '-c', 'exec 3<>"$1"; rm -f "$1"', 'sh', fifo], env }).catch(() => undefined);
+    const base = await baselineRun.catch(() => undefined);
+    if (copyRun.status === 'rejected') throw copyRun.reason;
     const r = copyRun.value;
-    const detail = r.stderr.toString('utf8').trim().split('\n').slice(-3).join(' | ');
-    const noNode = /node: (not found|No such file)/.test(detail);
-    throw new AirlockError(
-      r.timedOut ? 'COMMAND_TIMEOUT' : noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
-      `Copying the project in failed (exit ${r.exitCode ?? r.signal}): ${detail || 'no error output'}. ${noNode ? 'The image needs node; use the Airlock image.' : 'Check free disk space for the sandbox volumes and that the image has tar, git and node.'}`,
-    );
+    if (r.exitCode !== 0 || r.timedOut) {
+      const detail = `${r.stderr.toString('utf8')}\n${base?.stderr.toString('utf8') ?? ''}`.trim().split('\n').slice(-3).join(' | ');
+      throw new AirlockError(
+        r.timedOut ? 'COMMAND_TIMEOUT' : 'SANDBOX_FAILED',
+        `Copying the project in failed (exit ${r.exitCode ?? r.signal}): ${detail || 'no error output'}. Check free disk space for the sandbox volumes and that the image has tar, git and node.`,
+      );
+    }
+    throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${((manifest as PromiseRejectedResult).reason as Error).message}`);
   }
-  if (manifest.status === 'rejected') {
-    throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(manifest.reason as Error).message}`);
-  }
-
-  // Seed the tracking index from the baseline and fill its stat cache; files that differ from
-  // what the host read are reported by --refresh and fail the copy.
-  const finish = [
-    'set -e',
-    `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
-    `"$@" read-tree ${BASELINE_REF}`,
-    'if ! out=$("$@" update-index --refresh 2>&1); then echo "$out" >&2; exit 3; fi',
-    `"$@" rev-parse ${BASELINE_REF}`,
-    `"$@" ls-tree -r -z --full-tree ${BASELINE_REF}`,
-  ].join('\n');
-  const done = await shell.run({
-    argv: ['sh', '-c', finish, 'sh', ...gitArgv(layout, [])],
-    env: gitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) }),
-    timeoutMs,
+  const files = (manifest as PromiseFulfilledResult<ManifestFile[]>).value;
+  const expected = baselineCommitOid(files, ident, 'airlock baseline');
+  const baselineReady = serializedBarrier(shell, async () => {
+    const r = await baselineRun;
+    const got = r.stdout.toString('utf8').trim();
+    if (r.exitCode !== 0 || r.timedOut) {
+      const noNode = /node: (not found|No such file)/.test(r.stderr.toString('utf8'));
+      throw new AirlockError(
+        noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
+        `Recording the baseline failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.${noNode ? ' The image needs node; use the Airlock image.' : ''}`,
+      );
+    }
+    if (got !== expected) {
+      throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${got}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);
+    }
   });
-  if (done.exitCode === 3) {
-    const diverged = done.stderr.toString('utf8').trim().split('\n').slice(0, 10).join('; ');
-    throw new AirlockError('SANDBOX_FAILED', `The copy in the sandbox does not match the project as read (${diverged}). A file may have changed during the copy; retry the run.`);
-  }
-  if (done.exitCode !== 0) {
-    throw new AirlockError('SANDBOX_FAILED', `Recording the baseline failed: ${done.stderr.toString('utf8').trim()}`);
-  }
-  const files = manifest.value;
-  const out = done.stdout.toString('utf8');
-  const nl = out.indexOf('\n');
-  const baselineCommit = out.slice(0, nl).trim();
-  verifyTree(out.slice(nl + 1), files);
+  baselineReady.catch(() => undefined);
+  if (opts.waitForBaseline ?? true) await baselineReady;
   return {
     files: files.length,
     bytes: files.reduce((n, f) => n + f.size, 0),
     durationMs: performance.now() - started,
-    baselineCommit,
+    baselineCommit: expected,
+    baselineReady,
     excluded: snapshot.excluded,
     manifest: files,
   };
-}
-
-/** The baseline must hold exactly what the host read: same paths, modes and blob ids. */
-function verifyTree(lsTree: string, manifest: ManifestFile[]): void {
-  const expected = new Map(manifest.map((f) => [f.path, `${f.mode} ${f.oid}`]));
-  let seen = 0;
-  const problems: string[] = [];
-  for (const rec of lsTree.split('\0')) {
-    const m = /^(\d+) \w+ ([0-9a-f]+)\t(.*)$/s.exec(rec);
-    if (!m) continue;
-    seen++;
-    const want = expected.get(m[3] as string);
-    if (want !== `${m[1]} ${m[2]}`) problems.push(m[3] as string);
-  }
-  if (seen !== manifest.length) problems.push(`${manifest.length} files sent, ${seen} recorded`);
-  if (problems.length) {
-    throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox does not match the project as read (${problems.slice(0, 5).join('; ')}). Retry the run; if it persists, report it.`);
-  }
 }

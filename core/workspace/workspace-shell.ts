@@ -128,3 +128,30 @@ export async function runChecked(shell: WorkspaceShell, opts: ShellRunOptions, w
 
 /** Generous output cap for patches and listings; the channel marks truncation, which we refuse. */
 export const LARGE_OUTPUT_BYTES = 1024 * 1024 * 1024;
+
+/**
+ * Git work on one workspace runs one task at a time (the tracking index is shared), and after the
+ * baseline: hydrate queues the baseline's completion first, so every change query waits for it.
+ */
+const queues = new WeakMap<WorkspaceShell, Promise<unknown>>();
+const broken = new WeakMap<WorkspaceShell, unknown>();
+export function serialized<T>(shell: WorkspaceShell, task: () => Promise<T>): Promise<T> {
+  const prev = queues.get(shell) ?? Promise.resolve();
+  const run = (): Promise<T> => (broken.has(shell) ? Promise.reject(broken.get(shell)) : task());
+  const next = prev.then(run, run);
+  queues.set(shell, next.catch(() => undefined));
+  return next;
+}
+
+/** Like `serialized`, but a failure of this task also fails every task queued after it. */
+export function serializedBarrier(shell: WorkspaceShell, task: () => Promise<void>): Promise<void> {
+  broken.delete(shell);
+  return serialized(shell, async () => {
+    try {
+      await task();
+    } catch (err) {
+      broken.set(shell, err);
+      throw err;
+    }
+  });
+}
