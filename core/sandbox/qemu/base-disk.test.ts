@@ -1,6 +1,10 @@
+import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AirlockError } from '../../../contracts/errors';
-import { resolveGuestUser } from './base-disk';
+import { pruneBaseDisks, resolveGuestUser } from './base-disk';
+import { vmPaths } from './vm-paths';
 
 const passwd = ['root:x:0:0:root:/root:/bin/bash', 'airlock:x:1000:1000::/home/airlock:/bin/bash', 'other:x:1001:1002::/srv/other:/bin/sh'].join('\n');
 
@@ -17,5 +21,27 @@ describe('resolveGuestUser', () => {
     expect(() => resolveGuestUser('root', passwd, [], '/w')).toThrow(AirlockError);
     expect(() => resolveGuestUser('0:0', passwd, [], '/w')).toThrow(/non-root/);
     expect(() => resolveGuestUser('nobody-here', passwd, [], '/w')).toThrow(/not in its \/etc\/passwd/);
+  });
+});
+
+describe('pruneBaseDisks', () => {
+  it('keeps the newest base disks and their metadata, and nothing else of theirs', async () => {
+    const assetsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-base-prune-'));
+    try {
+      const paths = vmPaths({}, { assetsDir, baseDir: path.join(assetsDir, 'base') });
+      await mkdir(paths.baseDir);
+      const keys = ['a'.repeat(20), 'b'.repeat(20), 'c'.repeat(20)];
+      for (const [i, k] of keys.entries()) {
+        await writeFile(path.join(paths.baseDir, `${k}.img`), 'disk');
+        await writeFile(path.join(paths.baseDir, `${k}.json`), '{}');
+        const t = new Date(Date.UTC(2026, 0, 1 + i));
+        await utimes(path.join(paths.baseDir, `${k}.img`), t, t);
+      }
+      await writeFile(path.join(paths.baseDir, 'unrelated.txt'), 'x');
+      expect(await pruneBaseDisks(paths, 2)).toEqual([`${'a'.repeat(20)}.img`]);
+      expect((await readdir(paths.baseDir)).sort()).toEqual([`${'b'.repeat(20)}.img`, `${'b'.repeat(20)}.json`, `${'c'.repeat(20)}.img`, `${'c'.repeat(20)}.json`, 'unrelated.txt']);
+    } finally {
+      await rm(assetsDir, { recursive: true, force: true });
+    }
   });
 });

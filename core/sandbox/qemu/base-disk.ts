@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { runTool, runToolOk } from './run-tool';
@@ -112,6 +112,23 @@ async function exists(p: string): Promise<boolean> {
 
 const building = new Map<string, Promise<BaseDisk>>();
 
+/** How many base disks (image versions) stay cached after a new one is made. */
+export const BASE_DISKS_KEPT = 3;
+
+/** Deletes all but the `keep` most recently made base disks; returns the names removed. */
+export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<string[]> {
+  const names = (await readdir(paths.baseDir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}\.img$/.test(n));
+  const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(paths.baseDir, n))).mtimeMs })));
+  dated.sort((a, b) => b.t - a.t);
+  const removed: string[] = [];
+  for (const { n } of dated.slice(Math.max(0, keep))) {
+    await rm(path.join(paths.baseDir, n), { force: true });
+    await rm(path.join(paths.baseDir, n.replace(/\.img$/, '.json')), { force: true });
+    removed.push(n);
+  }
+  return removed;
+}
+
 /**
  * The read-only base disk of `image` (one per image version), made on first use:
  * `docker export` of a container of the image → a directory → `mke2fs -t ext4 -d` (no loop mount,
@@ -199,6 +216,8 @@ async function buildBaseDisk(
     const sizeBytes = sizeK * 1024;
     await writeFile(metaPath, JSON.stringify({ image, imageId: config.id, user, sizeBytes, createdAt: new Date().toISOString() }, null, 2));
     await rename(tmpImg, diskPath);
+    // Older image versions' disks are ~1 GB each: keep a few (running VMs hold theirs open anyway).
+    await pruneBaseDisks(paths, BASE_DISKS_KEPT).catch(() => undefined);
     onProgress?.('VM base disk ready');
     return { path: diskPath, imageId: config.id, user, sizeBytes };
   } finally {
