@@ -45,7 +45,10 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
 
   ipcMain.handle(IPC_INVOKE, async (event, channel: unknown, input: unknown) => {
     if (!opts.isTrustedSender(event)) return { ok: false, error: { kind: 'FORBIDDEN', message: 'this page may not call Airlock' } };
-    return router.invoke(String(channel), input);
+    const envelope = await router.invoke(String(channel), input);
+    // Same ordering rule as the WebSocket host: batched output goes out before a replay's result.
+    if (channel === 'terminals:replay') clients.get(event.sender.id)?.terminal.flush();
+    return envelope;
   });
   const onSubscribe = (event: IpcMainEvent, name: unknown) => {
     if (!opts.isTrustedSender(event) || typeof name !== 'string') return;

@@ -128,3 +128,33 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     expect(code).toBe(1008);
   });
 });
+
+describe('terminal replay ordering', () => {
+  it('sends batched output before the result of a replay, so the view never shows it twice', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'airlock-host-'));
+    await writeFile(join(dir, 'index.html'), '<!doctype html>');
+    const services = createFakeServices({ autoFinish: false });
+    const host = await startHostServer({ router: createApiRouter(services), rendererDir: dir });
+    try {
+      const origin = `http://127.0.0.1:${host.port}`;
+      const c = await connect(`ws://127.0.0.1:${host.port}/api?token=${host.token}`, { origin });
+      if (c.outcome !== 'open') throw new Error('not open');
+      const frames: Array<{ t: string; id?: number; event?: string; payload?: { data?: string } }> = [];
+      c.ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
+      const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
+      c.ws.send(JSON.stringify({ t: 'sub', event: 'terminals:onDidData' }));
+      await new Promise((r) => setTimeout(r, 150)); // the scripted run's own output has gone out
+      services.emitOutput(run.id, 'late output\r\n'); // batched for a frame
+      c.ws.send(JSON.stringify({ t: 'invoke', id: 7, channel: 'terminals:replay', input: { terminalId: `run:${run.id}` } }));
+      while (!frames.some((f) => f.id === 7)) await new Promise((r) => setTimeout(r, 5));
+      const resultAt = frames.findIndex((f) => f.id === 7);
+      const dataAt = frames.findIndex((f) => f.event === 'terminals:onDidData' && (f.payload?.data ?? '').includes('late output'));
+      expect(dataAt).toBeGreaterThanOrEqual(0);
+      expect(dataAt).toBeLessThan(resultAt);
+      c.ws.close();
+    } finally {
+      await host.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

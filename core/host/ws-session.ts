@@ -45,6 +45,9 @@ export class WsSession implements Disposable {
     switch (frame.t) {
       case 'invoke': {
         const envelope = await this.router.invoke(frame.channel, frame.input);
+        // Output already in a replayed log must not arrive after the replay (it would show twice):
+        // send what is batched first; the view drops live chunks received while it replays.
+        if (frame.channel === 'terminals:replay') this.terminal.flush();
         this.send({ t: 'result', id: frame.id, envelope });
         return;
       }
