@@ -130,6 +130,15 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     } else {
       checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
     }
+    const { probeIsolation } = await import('./sandbox/qemu/probe-isolation');
+    for (const p of await probeIsolation({ env: core.env })) {
+      checks.push({
+        id: `isolation.${p.kind}`,
+        label: `VM isolation (${p.kind})`,
+        status: p.available ? 'ok' : 'skipped',
+        detail: `${p.available ? 'available' : 'not available'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`,
+      });
+    }
     return checks;
   }
 

@@ -141,9 +141,38 @@ export const helperCheck: DoctorCheck = {
   },
 };
 
+/** The OS keychain answers (a missing one is a warning: keys can be kept for the session only). */
+export const keychainCheck: DoctorCheck = {
+  name: 'keychain',
+  async run(ctx) {
+    const { KeyVault } = await import('../../keys/key-vault');
+    const { ProviderCatalog } = await import('../../keys/provider-catalog');
+    const { airlockHome } = await import('../../common/paths');
+    const status = await new KeyVault(new ProviderCatalog({ home: airlockHome(ctx.io.env) })).status();
+    return status.available
+      ? { status: 'ok', detail: 'provider keys are stored in the OS keychain' }
+      : { status: 'warn', detail: status.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet), or keep keys for this session only.' };
+  },
+};
+
+/** Which isolation levels work here (containers, QEMU micro-VMs, Lima, WSL2), and why not. */
+export const isolationCheck: DoctorCheck = {
+  name: 'isolation levels',
+  async run(ctx) {
+    const { probeIsolation } = await import('../../sandbox/qemu/probe-isolation');
+    const engineOk = ctx.state.has('engine');
+    const probes = await probeIsolation({ env: ctx.io.env, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
+    const vm = probes.filter((p) => p.kind !== 'docker');
+    const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
+    return vm.some((p) => p.available)
+      ? { status: 'ok', detail: line }
+      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.' };
+  },
+};
+
 /** The checks `airlock doctor` runs by default, in order. */
 export function defaultDoctorChecks(): DoctorCheck[] {
-  return [engineCheck, imageCheck, helperCheck];
+  return [engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
 }
 
 const USAGE = 'airlock doctor [--json] [--no-build] [--agents] [--image REF] [--prune]';
