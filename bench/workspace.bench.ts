@@ -78,6 +78,7 @@ const hydrateBench: Benchmark = {
   async run(): Promise<BenchResult[]> {
     const dir = await generatedRepo();
     const ours: number[] = [];
+    const full: number[] = [];
     const base: number[] = [];
     // Alternate the two, each into its own fresh sandbox of the same shape; the median of each wins.
     for (let round = 0; round < ROUNDS; round++) {
@@ -85,8 +86,10 @@ const hydrateBench: Benchmark = {
       try {
         const t0 = performance.now();
         const snapshot = await snapshotProject(dir);
-        await hydrate(a.channel, snapshot);
+        const h = await hydrate(a.channel, snapshot, { waitForBaseline: false });
         ours.push(performance.now() - t0);
+        await h.baselineReady;
+        full.push(performance.now() - t0);
       } finally {
         await a.destroy();
       }
@@ -106,7 +109,14 @@ const hydrateBench: Benchmark = {
         unit: 'ms',
         baseline: percentile(base, 50),
         budget: '≤ 1.2×',
-        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB, snapshot + tar + baseline commit vs tar c | docker exec -i tar x (median of ${ROUNDS})`,
+        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB: scan + copy in through the channel until the agent can start, vs tar c | docker exec -i tar x (median of ${ROUNDS})`,
+      }),
+      withRatio({
+        name: 'workspace.hydrate.baseline',
+        value: percentile(full, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        note: 'same, until the baseline commit is recorded and verified (runs in the background after the copy)',
       }),
     ];
   },

@@ -78,34 +78,21 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     'preparing the workspace',
   );
 
-  // One stream crosses the channel. `tee` hands the same bytes to `tar -x` (the copy) and, through
-  // a FIFO, to a second process: a small converter feeding `git fast-import` (the baseline, one
+  // One stream crosses the channel. `tee` hands the bytes to `tar -x` (the copy) and to a spool
+  // file in the state volume; from it, a small converter feeds `git fast-import` (the baseline, one
   // pack), which then seeds the tracking index. The copy is what the agent waits for; the baseline
   // finishes in the background and every change query queues behind it. It is built from the
   // stream, not from the work tree, so the agent's first edits cannot leak into it.
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
-  const fifo = `${layout.stateDir}/hydrate.fifo`;
-  await runChecked(shell, { argv: ['sh', '-c', 'rm -f "$1" && mkfifo "$1"', 'sh', fifo], env, timeoutMs }, 'preparing the copy');
-  const baselineScript = [
-    'fifo=$1; js=$2; ident=$3; shift 3',
-    `node -e "$js" ${BASELINE_REF} "$ident" < "$fifo" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
-    'rm -f "$fifo"',
-    'set -e',
-    `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
-    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
-    // Fills the stat cache; files the agent already changed simply stay stale (-q).
-    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
-    `"$@" rev-parse ${BASELINE_REF}`,
-  ].join('\n');
-  const baselineRun = shell.run({
-    argv: ['sh', '-c', baselineScript, 'sh', fifo, TAR_TO_FAST_IMPORT_JS, ident, ...gitArgv(layout, [])],
-    env: { ...env, INDEX: trackingIndex(layout) },
-    timeoutMs,
-  });
-  baselineRun.catch(() => undefined);
+  const spool = `${layout.stateDir}/hydrate.tar`;
   const streams = snapshot.open(opts.onProgress);
   const copy = shell
-    .run({ argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f -', 'sh', fifo, layout.workDir], stdin: streams.tar, env, timeoutMs })
+    .run({
+      argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f - && test -s "$1"', 'sh', spool, layout.workDir],
+      stdin: streams.tar,
+      env,
+      timeoutMs,
+    })
     .then(
       (r) => {
         if (r.exitCode !== 0) streams.tar.destroy();
@@ -117,23 +104,36 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
       },
     );
   const [copyRun, manifest] = await Promise.allSettled([copy, streams.manifest]);
-  const failed = copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || manifest.status === 'rejected';
-  if (failed) {
-    // Unblock and reap the baseline side, then report the most telling error.
-    await shell.run({ argv: ['sh', '-c', 'exec 3<>"$1"; rm -f "$1"', 'sh', fifo], env }).catch(() => undefined);
-    const base = await baselineRun.catch(() => undefined);
-    if (copyRun.status === 'rejected') throw copyRun.reason;
+  if (copyRun.status === 'rejected') throw copyRun.reason;
+  if (copyRun.value.exitCode !== 0 || copyRun.value.timedOut) {
     const r = copyRun.value;
-    if (r.exitCode !== 0 || r.timedOut) {
-      const detail = `${r.stderr.toString('utf8')}\n${base?.stderr.toString('utf8') ?? ''}`.trim().split('\n').slice(-3).join(' | ');
-      throw new AirlockError(
-        r.timedOut ? 'COMMAND_TIMEOUT' : 'SANDBOX_FAILED',
-        `Copying the project in failed (exit ${r.exitCode ?? r.signal}): ${detail || 'no error output'}. Check free disk space for the sandbox volumes and that the image has tar, git and node.`,
-      );
-    }
-    throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${((manifest as PromiseRejectedResult).reason as Error).message}`);
+    const detail = r.stderr.toString('utf8').trim().split('\n').slice(-3).join(' | ');
+    throw new AirlockError(
+      r.timedOut ? 'COMMAND_TIMEOUT' : 'SANDBOX_FAILED',
+      `Copying the project in failed (exit ${r.exitCode ?? r.signal}): ${detail || 'no error output'}. Check free disk space for the sandbox volumes and that the image has tar.`,
+    );
   }
-  const files = (manifest as PromiseFulfilledResult<ManifestFile[]>).value;
+  if (manifest.status === 'rejected') {
+    throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(manifest.reason as Error).message}`);
+  }
+  const baselineScript = [
+    'spool=$1; js=$2; ident=$3; shift 3',
+    `node -e "$js" ${BASELINE_REF} "$ident" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
+    'rm -f "$spool"',
+    'set -e',
+    `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
+    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
+    // Fills the stat cache; files the agent already changed simply stay stale (-q).
+    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
+    `"$@" rev-parse ${BASELINE_REF}`,
+  ].join('\n');
+  const baselineRun = shell.run({
+    argv: ['sh', '-c', baselineScript, 'sh', spool, TAR_TO_FAST_IMPORT_JS, ident, ...gitArgv(layout, [])],
+    env: { ...env, INDEX: trackingIndex(layout) },
+    timeoutMs,
+  });
+  baselineRun.catch(() => undefined);
+  const files = manifest.value;
   const expected = baselineCommitOid(files, ident, 'airlock baseline');
   const baselineReady = serializedBarrier(shell, async () => {
     const r = await baselineRun;
