@@ -242,10 +242,10 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
         proc.onStdout((d) => terminal.write(d));
         proc.onStderr((d) => terminal.write(d));
-        void proc.exited.then((e) => {
-          terminal.exit(e.exitCode);
-          shells.delete(terminalId);
-        });
+        // The shell ends by itself, or with the sandbox (the channel closes): either way it exits.
+        void proc.exited
+          .then((e) => terminal.exit(e.exitCode), () => terminal.exit(null))
+          .finally(() => shells.delete(terminalId));
         shells.set(terminalId, { runId, process: proc, terminal });
         return { terminalId };
       },

@@ -173,3 +173,27 @@ describe('RunStore events', () => {
     expect(skipped).toEqual([3]);
   });
 });
+
+describe('RunStore events after an empty flush', () => {
+  it('keeps writing events appended after a flush with nothing buffered (a read mid-run)', async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-store-flush-'));
+    const store = new RunStore({ home });
+    try {
+      const id = newRunId();
+      const now = new Date().toISOString();
+      await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'running', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+      store.appendEvents(id, [{ seq: 0 }]);
+      await store.flushEvents(id);
+      for await (const _ of store.readEvents(id)) void _; // a reader flushes an empty buffer
+      await store.flushEvents(id);
+      store.appendEvents(id, [{ seq: 1 }, { seq: 2 }]);
+      await store.flushEvents(id);
+      const seqs: number[] = [];
+      for await (const e of store.readEvents<{ seq: number }>(id)) seqs.push(e.seq);
+      expect(seqs).toEqual([0, 1, 2]);
+    } finally {
+      await store.close();
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+});

@@ -217,6 +217,9 @@ export class RunStore implements Disposable {
   /** Writes until the buffer is empty (events appended meanwhile included). */
   private drain(runId: string, buffer: EventBuffer): Promise<void> {
     if (buffer.draining) return buffer.draining;
+    // Nothing to write: the async body below would finish synchronously and its `finally` would
+    // run before `draining` is assigned, leaving a settled promise that blocks every later drain.
+    if (buffer.lines.length === 0) return Promise.resolve();
     if (buffer.idle) {
       clearTimeout(buffer.idle);
       buffer.idle = undefined;
