@@ -213,7 +213,20 @@ async function applyRunNetwork(
       ? ({ mode: 'open' } as const)
       : { mode: 'allowlist' as const, presets: presets as Array<(typeof PRESET_NAMES)[number]>, allow: run.allowlist.filter((a) => !a.startsWith('preset:')) };
   const applied = await applyNetworkPolicy(sandbox, policy, { sandboxNetwork: run.policy === 'open' ? 'open' : 'none', projectPath: run.projectDir, home });
-  return { env: applied.env, record: applied.record, onDidConnect: applied.onDidConnect, dispose: () => applied.dispose() };
+  return {
+    env: applied.env,
+    record: applied.record,
+    onDidConnect: applied.onDidConnect,
+    async allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project') {
+      const proxy = applied.proxy;
+      if (!proxy) throw new AirlockError('CONFLICT', `This run's network policy is ${run.policy}; hosts are allowed only under the allow-list policy.`);
+      const entry = port ? `${host}:${port}` : host;
+      if (scope === 'once') proxy.allowOnce(host, port);
+      else if (scope === 'run') proxy.allowForRun(entry);
+      else await proxy.allowForProject(entry);
+    },
+    dispose: () => applied.dispose(),
+  };
 }
 
 /** Reads `length` bytes of a file from `offset` (for terminal log replay). */

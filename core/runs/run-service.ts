@@ -46,10 +46,19 @@ export interface RunServiceDeps {
   network?(
     sandbox: Sandbox,
     run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
-  ): Promise<{ env: Record<string, string>; record: { policy: string; allow: string[]; warning?: string }; onDidConnect: Event<EgressAttempt>; dispose(): void }>;
+  ): Promise<RunNetwork>;
   limits?: SandboxLimits;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
+}
+
+/** A wider network policy in force for one run. */
+export interface RunNetwork extends Disposable {
+  env: Record<string, string>;
+  record: { policy: string; allow: string[]; warning?: string };
+  onDidConnect: Event<EgressAttempt>;
+  /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
+  allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
 }
 
 /** One connection attempt through a run's egress proxy (allow-list policy). */
@@ -69,6 +78,7 @@ interface LiveRun {
   input: StartRunArgs;
   sandbox?: Sandbox;
   previews?: PreviewPorts;
+  network?: RunNetwork;
   agentProcess?: ChannelProcess;
   cancelRequested: boolean;
   timedOut: boolean;
@@ -298,6 +308,15 @@ export class RunService implements Disposable {
     return { sandboxPort, hostPort: p.hostPort, url: p.url };
   }
 
+  /** Allows a host the run's egress proxy denied (allow-list policy), while the run goes on. */
+  async allowNetwork(runId: string, host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void> {
+    const live = this.live.get(runId);
+    if (!live?.network) throw new AirlockError('CONFLICT', 'The run is not live under the allow-list network policy; nothing to allow.');
+    await live.network.allow(host, port, scope);
+    await live.audit.append('network', { policy: live.input.network, host, ...(port ? { port } : {}), allowed: true });
+    await this.note(live, `network: ${host}${port ? `:${port}` : ''} allowed (${scope}) by the user`);
+  }
+
   /** Stops every live run (cancel + wipe) and waits for them. */
   async shutdown(): Promise<void> {
     const runs = [...this.live.values()];
@@ -374,6 +393,7 @@ export class RunService implements Disposable {
         if (!this.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
         const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) });
         live.disposables.add(net);
+        live.network = net;
         networkEnv = net.env;
         await live.audit.append('network', { policy: input.network, allow: net.record.allow });
         if (net.record.warning) live.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);

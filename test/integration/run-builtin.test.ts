@@ -305,6 +305,35 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(await leftoversOf(run.id)).toEqual([]);
   });
 
+  it('lets the user allow a denied host while the run goes on', async () => {
+    const registry = new URL((await exec('npm', ['config', 'get', 'registry'])).stdout.trim());
+    const projectDir = await f.project();
+    const started = await f.start({
+      projectDir,
+      network: 'allowlist',
+      allowlist: ['preset:apt'], // not npm: the registry is denied at first
+      script: [
+        { toolCalls: [{ name: 'run_command', input: { command: 'for i in $(seq 60); do npm view is-number version 2>/dev/null && echo npm-ok && break; sleep 2; done' } }] },
+        { toolCalls: [{ name: 'finish', input: { summary: 'installed after the user allowed it' } }] },
+      ],
+    });
+    let allowed = false;
+    const sub = f.core.runs.onDidTerminalData((c) => {
+      if (!allowed && c.runId === started.id && c.kind === 'data' && c.data.includes('blocked') && c.data.includes(registry.hostname)) {
+        allowed = true;
+        void f.core.runs.allowNetwork(started.id, registry.hostname, undefined, 'run');
+      }
+    });
+    const run = await f.core.runs.wait(started.id);
+    sub.dispose();
+    expect(allowed).toBe(true);
+    expect(run.status).toBe('done');
+    const events = await eventsOf(f, run.id);
+    expect(events.some((e) => e.event.type === 'command_output' && e.event.data.includes('npm-ok'))).toBe(true);
+    const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
+    expect(records.some((r) => r.type === 'note' && String(r.data.message).includes('allowed (run) by the user'))).toBe(true);
+  });
+
   it('publishes a preview port on 127.0.0.1 while the run lives, and closes it at the end', async () => {
     const projectDir = await f.project({ 'index.html': '<h1>preview-works</h1>\n' });
     const started = await f.start({
