@@ -161,6 +161,19 @@ export const RunEvent = z.object({
 });
 export type RunEvent = z.infer<typeof RunEvent>;
 
+/** A sandbox port published on the host's loopback interface. */
+export const PreviewPort = z.object({
+  sandboxPort: z.number().int(),
+  hostPort: z.number().int(),
+  /** `http://127.0.0.1:<hostPort>/` */
+  url: z.string(),
+});
+export type PreviewPort = z.infer<typeof PreviewPort>;
+
+/** How long a user's "allow" of a denied host lasts. */
+export const NetworkAllowScope = z.enum(['once', 'run', 'project']);
+export type NetworkAllowScope = z.infer<typeof NetworkAllowScope>;
+
 const RunRef = z.strictObject({ runId: RunId });
 
 export const runsContracts = {
@@ -192,6 +205,27 @@ export const runsContracts = {
   'runs:openShell': {
     input: z.strictObject({ runId: RunId, cols: z.number().int().min(2).max(1000).default(80), rows: z.number().int().min(2).max(1000).default(24) }),
     output: z.object({ terminalId: z.string() }),
+  },
+  /**
+   * Publishes a port a process in a live run's sandbox listens on, on a random `127.0.0.1` port of
+   * the host (never another interface). Published ports close when the run ends.
+   */
+  'runs:publishPort': {
+    input: z.strictObject({ runId: RunId, port: z.number().int().min(1, 'a port is 1–65535').max(65535, 'a port is 1–65535') }),
+    output: PreviewPort,
+  },
+  /**
+   * Lets a host the egress proxy denied through, while the run goes on (allow-list policy only):
+   * `once` for the next connection, `run` for the rest of this run, `project` for later runs too.
+   */
+  'runs:allowNetwork': {
+    input: z.strictObject({
+      runId: RunId,
+      host: z.string().trim().min(1, 'enter a host name').max(253),
+      port: z.number().int().min(1).max(65535).optional(),
+      scope: NetworkAllowScope.default('run'),
+    }),
+    output: z.object({ allowed: z.boolean() }),
   },
 } as const;
 

@@ -249,6 +249,13 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         shells.set(terminalId, { runId, process: proc, terminal });
         return { terminalId };
       },
+      publishPort({ runId, port }) {
+        return runs.publishPort(runId, port);
+      },
+      async allowNetwork({ runId, host, port, scope }) {
+        await runs.allowNetwork(runId, host, port, scope);
+        return { allowed: true };
+      },
       onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
       onDidEvent: runs.onDidEvent,
     },

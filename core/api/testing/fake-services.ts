@@ -252,6 +252,21 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         if (isFinalStatus(r.record.status)) throw new AirlockError('CONFLICT', 'the run has ended; its sandbox is gone');
         return { terminalId: `shell:${runId}:1` };
       },
+      async publishPort(args) {
+        log('runs:publishPort', args);
+        const r = get(args.runId);
+        if (isFinalStatus(r.record.status)) throw new AirlockError('CONFLICT', 'the run has ended; its published ports are closed');
+        const hostPort = 40000 + args.port; // deterministic, so tests can assert the link
+        return { sandboxPort: args.port, hostPort, url: `http://127.0.0.1:${hostPort}/` };
+      },
+      async allowNetwork(args) {
+        log('runs:allowNetwork', args);
+        const r = get(args.runId);
+        if (isFinalStatus(r.record.status) || r.record.network !== 'allowlist') {
+          throw new AirlockError('CONFLICT', 'the run is not live under the allow-list network policy; nothing to allow');
+        }
+        return { allowed: true };
+      },
       onDidChangeStatus: status.event,
       onDidEvent: runEvent.event,
     },
