@@ -25,6 +25,7 @@ import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record'
 import type { RunStore } from './run-store';
 import { RunTerminal } from './run-terminal';
 import type { StoredRun } from './run-view';
+import { isProcessAlive } from '../common/process-alive';
 
 /** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
 export interface RunServiceDeps {
@@ -93,20 +94,11 @@ interface LiveRun {
   summary?: string;
   finishReason?: string;
   done: Promise<StoredRun>;
-  /** Serialises record updates of this run. */
+  /** The lifecycle state last written (the audit's `from`). */
   status: RunStatus;
 }
 
 const OWNER = `${os.hostname()}:${process.pid}`;
-
-function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Whether the process that drove a run is gone (so the run was interrupted). */
 function ownerIsGone(owner: string | undefined): boolean {

@@ -6,6 +6,7 @@ import type { Disposable } from '../common/disposable';
 import { connectEngine, pingEngine, type Engine } from './docker/engine';
 import type { ChannelStream, SandboxDriver, SandboxInfo, SandboxSpec, WipeProof } from './driver';
 import { LABEL_POOL } from './labels';
+import { isProcessAlive } from '../common/process-alive';
 
 /**
  * A started sandbox with its channel connected and the helper's hello checked. Destroying it wipes
@@ -64,15 +65,6 @@ function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
 /** A label id for pooled sandboxes: shaped like a run id so every engine accepts it in names. */
 function poolRunId(): string {
   return `w-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-}
-
-function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import { open, readdir, readFile } from 'node:fs/promises';
 import { runTool } from './run-tool';
+import { isProcessAlive } from '../../common/process-alive';
 
 /** Reads a QEMU pidfile; undefined when absent or garbled. */
 export async function readPidfile(file: string): Promise<number | undefined> {
@@ -8,15 +9,8 @@ export async function readPidfile(file: string): Promise<number | undefined> {
   return Number.isInteger(pid) && pid > 1 ? pid : undefined;
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+/** Whether a process exists. */
+export const isAlive = isProcessAlive;
 
 /** The command line of a process, or undefined when it is gone. */
 export async function commandLineOf(pid: number): Promise<string | undefined> {
