@@ -16,6 +16,7 @@ export interface TarEntry {
 
 const BLOCK = 512;
 const ZEROS = Buffer.alloc(BLOCK * 2);
+const CHUNK_BYTES = 256 * 1024;
 
 function octal(value: number, width: number): string {
   return `${value.toString(8).padStart(width - 1, '0')}\0`;
@@ -75,9 +76,23 @@ export class TarWriter {
     });
   }
 
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+
+  /** Coalesces headers, padding and small files into large chunks: fewer frames on the channel. */
   private async push(buf: Buffer): Promise<void> {
+    this.pending.push(buf);
+    this.pendingBytes += buf.length;
+    if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (!this.pendingBytes) return;
+    const chunk = this.pending.length === 1 ? (this.pending[0] as Buffer) : Buffer.concat(this.pending, this.pendingBytes);
+    this.pending = [];
+    this.pendingBytes = 0;
     if (this.closed) throw new Error('tar stream closed by its consumer');
-    if (!this.stream.push(buf)) {
+    if (!this.stream.push(chunk)) {
       await new Promise<void>((resolve) => (this.wake = resolve));
       if (this.closed) throw new Error('tar stream closed by its consumer');
     }
@@ -112,6 +127,7 @@ export class TarWriter {
   /** Writes the end-of-archive blocks and ends the stream. */
   async finish(): Promise<void> {
     await this.push(ZEROS);
+    await this.flush();
     this.stream.push(null);
   }
 
