@@ -8,6 +8,7 @@ import { useRunsStore } from '../stores/runs-store';
 import { ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
+import { RunNetworkPanel } from './run-network-panel';
 import { TerminalView } from './terminal-view';
 import { TranscriptView } from './transcript-view';
 
@@ -123,6 +124,7 @@ export function RunView({ runId }: { runId: string }) {
       </div>
       {run.error && <ErrorBanner message={`${run.error.kind}: ${run.error.message}`} />}
       <ApprovalPrompt runId={runId} />
+      {!final && <RunNetworkPanel runId={runId} network={run.network} />}
       <div className="run-grid">
         <section className="panel" aria-label="Agent">
           <h2>Transcript</h2>

@@ -1,9 +1,10 @@
-import { isFinalStatus, type RunSummary } from '../../../contracts';
+import { isFinalStatus, runTerminalId, type RunSummary } from '../../../contracts';
 import type { Api } from '../api';
 import { useAppStore } from './app-store';
 import { useDiffStore } from './diff-store';
 import { useDoctorStore } from './doctor-store';
 import { useKeysStore } from './keys-store';
+import { useNetworkStore } from './network-store';
 import { useRunsStore } from './runs-store';
 import { useSettingsStore } from './settings-store';
 
@@ -36,6 +37,13 @@ export function connectStores(api: Api): () => void {
       const prev = useRunsStore.getState().runs[summary.id];
       useRunsStore.getState().applyStatus(summary);
       notifyTransitions(prev, summary);
+      if (isFinalStatus(summary.status)) useNetworkStore.getState().closeRun(summary.id);
+    }),
+    api.on('terminals:onDidData', (chunk) => {
+      // Only allow-list runs have an egress proxy whose denials the user may want to allow.
+      if (chunk.kind !== 'data' || chunk.terminalId !== runTerminalId(chunk.runId)) return;
+      if (useRunsStore.getState().runs[chunk.runId]?.network !== 'allowlist') return;
+      useNetworkStore.getState().noteTerminalData(chunk.runId, chunk.data);
     }),
     api.on('runs:onDidEvent', (event) => useRunsStore.getState().applyEvent(event)),
     api.on('diffs:onDidChange', ({ runId }) => {
