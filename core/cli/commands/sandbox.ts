@@ -107,7 +107,8 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
   try {
     sandbox = await manager.create({ runId, image: image.ref, limits: DEFAULT_LIMITS, network: 'none' });
     say(`sandbox ${sandbox.info.id.slice(0, 12)} ready (image ${image.ref}, no network)`);
-    const hydrated = await hydrate(sandbox.channel, snapshot);
+    // The agent command may start once the copy is in place; change queries wait for the baseline.
+    const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
     say(`copied in ${hydrated.files} files (${formatBytes(hydrated.bytes)}) in ${Math.round(hydrated.durationMs)} ms`);
     const notable = hydrated.excluded.filter((e) => e.kind !== 'gitignore' && e.kind !== 'git');
     const ignoredCount = hydrated.excluded.length - notable.length;
