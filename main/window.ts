@@ -39,14 +39,16 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
   wc.session.webRequest.onHeadersReceived((details, callback) => {
     callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(Boolean(paths.devServerUrl))] } });
   });
-  // The UI never navigates: links to the web open in the user's browser, everything else is refused.
+  // The UI never navigates: links to the web, and published preview ports (loopback only), open in
+  // the user's browser; everything else is refused.
+  const external = (url: string) => /^https:\/\//.test(url) || /^http:\/\/127\.0\.0\.1:\d{1,5}\//.test(url);
   wc.on('will-navigate', (e, url) => {
     e.preventDefault();
-    if (/^https:\/\//.test(url)) void shell.openExternal(url);
+    if (external(url)) void shell.openExternal(url);
   });
   wc.on('will-redirect', (e) => e.preventDefault());
   wc.setWindowOpenHandler(({ url }) => {
-    if (/^https:\/\//.test(url)) void shell.openExternal(url);
+    if (external(url)) void shell.openExternal(url);
     return { action: 'deny' };
   });
   wc.on('will-attach-webview', (e) => e.preventDefault());

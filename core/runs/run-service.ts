@@ -365,7 +365,8 @@ export class RunService implements Disposable {
       this.throwIfStopped(live);
 
       await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
-      const hydrated = await hydrate(sandbox.channel, snapshot);
+      // The agent starts once the copy is in place; change queries wait for the baseline commit.
+      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
       this.throwIfStopped(live);
 
       // The model proxy appears inside the sandbox on loopback, through the channel (DESIGN.md §4).
