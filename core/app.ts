@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile, rename, open } from 'node:fs/promises';
+import { access, mkdir, readFile, writeFile, rename, open } from 'node:fs/promises';
 import path from 'node:path';
 import os from 'node:os';
 import { AirlockError } from '../contracts/errors';
@@ -104,7 +104,18 @@ export class AirlockCore {
   private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
     if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
     if (process.platform === 'win32') {
-      throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on Windows (WSL2) is not wired into runs yet — the driver exists but is unverified on real Windows; choose container isolation (see resources/vm/README.md).');
+      // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
+      // per image version through Docker Desktop). Unverified on real Windows: resources/vm/README.md.
+      const ref = await this.image('base');
+      const rootfsTar = path.join(this.home, 'wsl', `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
+      if (!(await exists(rootfsTar))) {
+        const { exportWslRootfs } = await import('./sandbox/wsl/wsl-rootfs');
+        await mkdir(path.dirname(rootfsTar), { recursive: true });
+        await exportWslRootfs(ref, `${rootfsTar}.partial`);
+        await rename(`${rootfsTar}.partial`, rootfsTar);
+      }
+      const { WslDriver } = await import('./sandbox/wsl/wsl-driver');
+      return new SandboxManager(new WslDriver({ rootfsTar }), { helloTimeoutMs: 180_000 });
     }
     if (process.platform === 'darwin') {
       const { LimaDriver } = await import('./sandbox/lima/lima-driver');
@@ -116,8 +127,12 @@ export class AirlockCore {
     return new SandboxManager(driver, { helloTimeoutMs: 180_000 });
   }
 
-  /** The sandbox image for a variant, built once per process when missing (progress is pushed). */
-  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void): Promise<string> {
+  /**
+   * The sandbox image for a variant, built once per process when missing (progress is pushed). For
+   * VM isolation on macOS it is built inside the Lima VM (no Docker engine needed on the Mac).
+   */
+  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void, isolation: 'container' | 'vm' = 'container'): Promise<string> {
+    if (isolation === 'vm' && process.platform === 'darwin') return this.limaImage(variant);
     let ref = this.images.get(variant);
     if (!ref) {
       ref = ensureSandboxImage({
@@ -146,6 +161,16 @@ export class AirlockCore {
     } catch {
       // No engine or no image yet: nothing to warm.
     }
+  }
+
+  private async limaImage(variant: 'base' | 'agents'): Promise<string> {
+    if (variant !== 'base') throw new AirlockError('VM_UNAVAILABLE', 'Claude Code and Codex need the agents image, which the Lima VM does not build yet; use the built-in agent, or container isolation.');
+    const { describeSandboxImage } = await import('./sandbox/image');
+    const { ref, context } = await describeSandboxImage();
+    const { LimaDriver } = await import('./sandbox/lima/lima-driver');
+    const driver = (await this.sandboxes('vm')).driver;
+    if (driver instanceof LimaDriver) await driver.ensureImage(ref, context);
+    return ref;
   }
 
   async providerFormat(provider: string): Promise<'anthropic' | 'openai'> {
@@ -178,7 +203,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
   core.runs = new RunService({
     store,
     sandboxes: (isolation) => core.sandboxes(isolation),
-    image: (variant, onProgress) => core.image(variant, onProgress),
+    image: (variant, onProgress, isolation) => core.image(variant, onProgress, isolation),
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
@@ -227,6 +252,13 @@ async function applyRunNetwork(
     },
     dispose: () => applied.dispose(),
   };
+}
+
+function exists(p: string): Promise<boolean> {
+  return access(p).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Reads `length` bytes of a file from `offset` (for terminal log replay). */

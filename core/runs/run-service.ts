@@ -32,8 +32,8 @@ export interface RunServiceDeps {
   store: RunStore;
   /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
   sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager>;
-  /** The image for an agent's variant, built on first use. */
-  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void): Promise<string>;
+  /** The image for an agent's variant on an isolation level, built on first use. */
+  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: 'container' | 'vm'): Promise<string>;
   proxy: ModelProxy;
   /** The model proxy's loopback port on the host. */
   proxyPort: number;
@@ -341,9 +341,13 @@ export class RunService implements Disposable {
       await this.update(live, { excluded: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' } as Partial<StoredRun>);
       this.throwIfStopped(live);
 
-      const image = await this.deps.image(agent.imageVariant, (p) => {
-        if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) } as Partial<StoredRun>);
-      });
+      const image = await this.deps.image(
+        agent.imageVariant,
+        (p) => {
+          if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) } as Partial<StoredRun>);
+        },
+        input.isolation,
+      );
       await this.update(live, { phase: 'starting sandbox' } as Partial<StoredRun>);
       const manager = await this.deps.sandboxes(input.isolation);
       const sandbox = await manager.create({

@@ -146,11 +146,8 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
     }
     const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
     emit({ phase: 'context', message: 'preparing the sandbox payload', variant: 'base' });
-    const payload = await (opts.payload ?? defaultPayload)();
-    const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
-    const certs = await hostExtraCaCerts();
-    const baseRef = `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload, '', certs)}`;
-    const base = await buildOnce(engine, baseRef, opts, () => buildContextTar(dockerfile, payload, certs), {}, 'base', emit);
+    const { ref: baseRef, context } = await describeSandboxImage(opts);
+    const base = await buildOnce(engine, baseRef, opts, context, {}, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
 
     const agentsDockerfile = await readFile(path.join(resourcesDir, 'agents.Dockerfile'));
@@ -160,6 +157,21 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
   } catch (err) {
     throw (await engineConnectError(err, engine.endpoint)) ?? err;
   }
+}
+
+/**
+ * The base image's content-hash tag and its build context, without an engine: for builders other
+ * than a local Docker engine (the Lima VM's nerdctl).
+ */
+export async function describeSandboxImage(opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir'> = {}): Promise<{ ref: string; context: () => Promise<Buffer> }> {
+  const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
+  const payload = await (opts.payload ?? defaultPayload)();
+  const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
+  const certs = await hostExtraCaCerts();
+  return {
+    ref: `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload, '', certs)}`,
+    context: () => buildContextTar(dockerfile, payload, certs),
+  };
 }
 
 async function buildOnce(
