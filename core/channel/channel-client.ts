@@ -13,7 +13,7 @@ import type { ChannelStream } from '../sandbox/driver';
 import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
 import { Mux } from './mux';
 import { checkEntries, checkError, checkExit, checkHello, checkPaths, checkPort } from './wire-checks';
-import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError } from './protocol';
+import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError, type WireExit } from './protocol';
 
 export interface SpawnOptions {
   argv: string[];
@@ -28,15 +28,8 @@ export interface SpawnOptions {
   maxOutputBytes?: number;
 }
 
-export interface ExitInfo {
-  exitCode: number | null;
-  signal: string | null;
-  timedOut: boolean;
-  truncated: boolean;
-  durationMs: number;
-  /** Bytes the command wrote to stdout+stderr, including any dropped after the cap. */
-  outputBytes: number;
-}
+/** How a command ended (the helper's exit message, checked on arrival). */
+export type ExitInfo = WireExit;
 
 export interface RunResult extends ExitInfo {
   stdout: Buffer;

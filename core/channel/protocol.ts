@@ -189,6 +189,7 @@ export interface WireExit {
   timedOut: boolean;
   truncated: boolean;
   durationMs: number;
+  /** Bytes the command wrote to stdout+stderr, including any dropped after the cap. */
   outputBytes: number;
 }
 

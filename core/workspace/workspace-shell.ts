@@ -1,27 +1,10 @@
 import { AirlockError } from '../../contracts/errors';
+import type { RunResult, SpawnOptions } from '../channel/channel-client';
 import type { Disposable } from '../common/disposable';
 
-/** Options of one process run (the shape of `ChannelClient.run`). */
-export interface ShellRunOptions {
-  argv: string[];
-  cwd?: string;
-  env?: Record<string, string>;
-  timeoutMs?: number;
-  maxOutputBytes?: number;
-  stdin?: Buffer | string | NodeJS.ReadableStream;
-}
-
-/** Outcome of one process run (the shape of `ChannelClient.run`'s result). */
-export interface ShellRunResult {
-  exitCode: number | null;
-  signal: string | null;
-  timedOut: boolean;
-  truncated: boolean;
-  durationMs: number;
-  outputBytes: number;
-  stdout: Buffer;
-  stderr: Buffer;
-}
+/** Options and outcome of one process run: exactly `ChannelClient.run`'s (no PTY in workspace work). */
+export type ShellRunOptions = Omit<SpawnOptions, 'pty'> & { stdin?: Buffer | string | NodeJS.ReadableStream };
+export type ShellRunResult = RunResult;
 
 export interface ShellWatchOptions {
   debounceMs?: number;
