@@ -99,6 +99,8 @@ interface LiveRun {
 }
 
 const OWNER = `${os.hostname()}:${process.pid}`;
+/** The VM driver each OS uses for `--isolation vm` (see core/app.ts). */
+const VM_KIND = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
 
 /** Whether the process that drove a run is gone (so the run was interrupted). */
 function ownerIsGone(owner: string | undefined): boolean {
@@ -209,7 +211,7 @@ export class RunService implements Disposable {
       approval: input.approval,
       createdAt: now,
       updatedAt: now,
-      isolation: { kind: input.isolation === 'vm' ? 'qemu' : 'docker', network: input.network },
+      isolation: { kind: input.isolation === 'vm' ? VM_KIND : 'docker', network: input.network },
       limits: {
         timeoutSec: input.limits.timeoutSec,
         ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),
