@@ -295,10 +295,10 @@ export class RunService implements Disposable {
    * interface); it closes when the run ends.
    */
   async publishPort(runId: string, sandboxPort: number): Promise<{ sandboxPort: number; hostPort: number; url: string }> {
-    const previews = this.live.get(runId)?.previews;
-    if (!previews) throw new AirlockError('CONFLICT', 'The run has no live sandbox (not started yet, or already ended); ports are published while it runs.');
-    const p = await previews.publish(sandboxPort);
-    await this.note(this.live.get(runId) as LiveRun, `published sandbox port ${sandboxPort} on 127.0.0.1:${p.hostPort}`);
+    const live = this.live.get(runId);
+    if (!live?.previews) throw new AirlockError('CONFLICT', 'The run has no live sandbox (not started yet, or already ended); ports are published while it runs.');
+    const p = await live.previews.publish(sandboxPort);
+    await this.note(live, `published sandbox port ${sandboxPort} on 127.0.0.1:${p.hostPort}`);
     return { sandboxPort, hostPort: p.hostPort, url: p.url };
   }
 
