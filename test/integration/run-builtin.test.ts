@@ -1,4 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
@@ -126,7 +127,9 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
 
   it('takes a pre-started sandbox from the warm pool, and still wipes it verified', async () => {
     await f.core.warm();
-    const pooled = (await exec('docker', ['ps', '-q', '--filter', 'label=airlock.pool'])).stdout.trim().split('\n').filter(Boolean);
+    // Only this process's pool: other Airlock processes on the machine may keep theirs.
+    const ours = ['--filter', 'label=airlock.pool', '--filter', `label=airlock.owner=${os.hostname()}:${process.pid}`];
+    const pooled = (await exec('docker', ['ps', '-q', ...ours])).stdout.trim().split('\n').filter(Boolean);
     expect(pooled.length).toBeGreaterThan(0);
     const projectDir = await f.project();
     const started = await f.start({ projectDir, script: [{ toolCalls: [{ name: 'write_file', input: { path: 'warm.txt', content: 'from the pool\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'ok' } }] }] });
@@ -139,7 +142,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(stdout.trim()).toBe('');
     // Drain the refilled pool so later tests start cold.
     await (await f.core.sandboxes('container')).warm({ image: run.isolation.image as string, limits: DEFAULT_LIMITS, network: 'none' }, 0);
-    expect((await exec('docker', ['ps', '-q', '--filter', 'label=airlock.pool'])).stdout.trim()).toBe('');
+    expect((await exec('docker', ['ps', '-q', ...ours])).stdout.trim()).toBe('');
   });
 
   it('keeps the diff so far when cancelled mid-command, and still wipes', async () => {
