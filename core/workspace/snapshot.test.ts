@@ -25,7 +25,7 @@ describe('snapshotProject', () => {
       'deploy/id_rsa.pub': 'ssh-rsa AAAA public',
       'certs/server.pem': 'pem',
       'certs/tls.key': 'key',
-      '.npmrc': '//registry.npmjs.org/:_authToken=npm_abcdef\n',
+      '.npmrc': '//registry.example.test/:_authToken=npm_abcdef\n',
       'sub/.npmrc': 'save-exact=true\n',
       '.pypirc': '[pypi]\nusername = __token__\npassword = pypi-AgEIcHlwaS5vcmc\n',
       '.aws/credentials': '[default]\naws_access_key_id=AKIA\n',

@@ -147,7 +147,7 @@ export function NewRunScreen() {
             <option value="allowlist">Allow-listed domains</option>
             <option value="open">Open internet</option>
           </select>
-          {network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="registry.npmjs.org pypi.org" value={allowlist} onChange={(e) => setAllowlist(e.target.value)} />}
+          {network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={allowlist} onChange={(e) => setAllowlist(e.target.value)} />}
           {network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
         </div>
         <label htmlFor="r-timeout">Limits</label>
