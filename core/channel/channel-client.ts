@@ -13,20 +13,10 @@ import type { ChannelStream } from '../sandbox/driver';
 import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
 import { Mux } from './mux';
 import { checkEntries, checkError, checkExit, checkHello, checkPaths, checkPort } from './wire-checks';
-import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError, type WireExit } from './protocol';
+import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError, type WireExit, type WireSpawn } from './protocol';
 
-export interface SpawnOptions {
-  argv: string[];
-  cwd?: string;
-  /** Added to a clean base (PATH, HOME, LANG, TERM); the helper's own environment is never passed on. */
-  env?: Record<string, string>;
-  /** Run in a pseudo-terminal (needs node-pty in the image); stderr then arrives on stdout. */
-  pty?: { cols: number; rows: number };
-  /** Kill the whole command tree after this long; the exit then says `timedOut: true`. */
-  timeoutMs?: number;
-  /** Forward at most this many bytes of stdout+stderr, then a truncation marker; the rest is drained. */
-  maxOutputBytes?: number;
-}
+/** What to start in the sandbox (the wire request, less the helper-side kill grace). */
+export type SpawnOptions = Omit<WireSpawn, 'killGraceMs'>;
 
 /** How a command ended (the helper's exit message, checked on arrival). */
 export type ExitInfo = WireExit;

@@ -175,9 +175,13 @@ export interface WireError {
 export interface WireSpawn {
   argv: string[];
   cwd?: string;
+  /** Added to a clean base (PATH, HOME, LANG, TERM); the helper's own environment is never passed on. */
   env?: Record<string, string>;
+  /** Run in a pseudo-terminal (needs node-pty in the image); stderr then arrives on stdout. */
   pty?: { cols: number; rows: number };
+  /** Kill the whole command tree after this long; the exit then says `timedOut: true`. */
   timeoutMs?: number;
+  /** Forward at most this many bytes of stdout+stderr, then a truncation marker; the rest is drained. */
   maxOutputBytes?: number;
   /** Grace between SIGTERM and SIGKILL when a tree is killed (default 2000 ms). */
   killGraceMs?: number;
