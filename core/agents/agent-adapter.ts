@@ -1,4 +1,5 @@
-import type { AgentEvent } from '../../contracts/agent-events';
+import { StringDecoder } from 'node:string_decoder';
+import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
 import type { AgentId } from '../runs/run-record';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
@@ -65,12 +66,20 @@ export function workspaceRelative(p: string, workspace = DEFAULT_WORKSPACE): str
   return p.startsWith(root) ? p.slice(root.length) : p;
 }
 
+/** A line longer than this without a newline is not an event: it is dropped, not buffered forever. */
+const MAX_LINE_BYTES = 8 * 1024 * 1024;
+
 /**
  * A parser for JSON-lines output: splits on '\n' across chunks (UTF-8 safe), parses each line and
- * hands objects to `map`. Non-JSON lines are skipped.
+ * hands objects to `map`. Non-JSON lines are skipped. With `rawOutput`, it also reads the built-in
+ * agent's raw command-output records (contracts/agent-events.ts) and turns them into
+ * `command_output` events, decoding each command's streams on their own.
  */
-export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => []): AgentOutputParser {
+export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => [], opts: { rawOutput?: boolean } = {}): AgentOutputParser {
   let pending: Buffer = Buffer.alloc(0);
+  let skipping = false;
+  let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number } | undefined;
+  const decoders = new Map<string, StringDecoder>();
   const handle = (line: Buffer): AgentEvent[] => {
     const text = line.toString('utf8').trim();
     if (!text.startsWith('{')) return [];
@@ -82,26 +91,76 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
     }
     if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
     try {
-      return map(obj as Record<string, unknown>);
+      const events = map(obj as Record<string, unknown>);
+      // A command's last partial character comes out before its exit.
+      return opts.rawOutput ? events.flatMap((e) => (e.type === 'command_exited' ? [...flushCommand(e.id), e] : [e])) : events;
     } catch {
       // An unexpected shape from a newer CLI version must not break the run.
       return [];
     }
   };
+  const decoder = (id: string, stream: string): StringDecoder => {
+    const key = `${stream}:${id}`;
+    let d = decoders.get(key);
+    if (!d) decoders.set(key, (d = new StringDecoder('utf8')));
+    return d;
+  };
+  const flushCommand = (id: string): AgentEvent[] => {
+    const out: AgentEvent[] = [];
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const key = `${stream}:${id}`;
+      const rest = decoders.get(key)?.end();
+      decoders.delete(key);
+      if (rest) out.push({ type: 'command_output', id, stream, data: rest });
+    }
+    return out;
+  };
+  /** A header line of a raw record, or undefined when the line is not one. */
+  const rawHeader = (line: Buffer): typeof raw => {
+    if (!opts.rawOutput || line[0] !== 0x1e) return undefined;
+    const m = RAW_OUTPUT_HEADER.exec(line.toString('latin1'));
+    const bytes = Number(m?.[3]);
+    return m && bytes <= MAX_RAW_OUTPUT_BYTES ? { id: m[1]!, stream: m[2] as 'stdout' | 'stderr', remaining: bytes } : undefined;
+  };
   return {
     push(chunk) {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
       const out: AgentEvent[] = [];
-      let nl: number;
-      while ((nl = pending.indexOf(0x0a)) >= 0) {
-        out.push(...handle(pending.subarray(0, nl)));
-        pending = pending.subarray(nl + 1);
+      let off = 0;
+      while (off < buf.length) {
+        if (raw) {
+          const take = Math.min(raw.remaining, buf.length - off);
+          const text = decoder(raw.id, raw.stream).write(buf.subarray(off, off + take));
+          if (text) out.push({ type: 'command_output', id: raw.id, stream: raw.stream, data: text });
+          off += take;
+          raw.remaining -= take;
+          if (raw.remaining === 0) raw = undefined;
+          continue;
+        }
+        const nl = buf.indexOf(0x0a, off);
+        if (nl < 0) break;
+        const line = buf.subarray(off, nl);
+        off = nl + 1;
+        if (skipping) {
+          skipping = false;
+          continue;
+        }
+        raw = rawHeader(line);
+        if (!raw) out.push(...handle(line));
+        else if (raw.remaining === 0) raw = undefined;
+      }
+      pending = buf.subarray(off);
+      if (pending.length > MAX_LINE_BYTES) {
+        pending = Buffer.alloc(0);
+        skipping = true;
       }
       return out;
     },
     end() {
-      const out = pending.length > 0 ? handle(pending) : [];
+      const out = pending.length > 0 && !raw && !skipping ? handle(pending) : [];
       pending = Buffer.alloc(0);
+      raw = undefined;
+      for (const key of [...decoders.keys()]) out.push(...flushCommand(key.slice(key.indexOf(':') + 1)));
       return [...out, ...onEnd()];
     },
   };

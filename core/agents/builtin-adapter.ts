@@ -21,9 +21,13 @@ export const builtinAdapter: AgentAdapter = {
     return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {
-    return jsonLinesParser((o) => {
-      const parsed = AgentEvent.safeParse(o);
-      return parsed.success ? [parsed.data] : [];
-    });
+    return jsonLinesParser(
+      (o) => {
+        const parsed = AgentEvent.safeParse(o);
+        return parsed.success ? [parsed.data] : [];
+      },
+      undefined,
+      { rawOutput: true },
+    );
   },
 };

@@ -508,7 +508,7 @@ export class RunService implements Disposable {
         const c = live.commands.get(event.id);
         c?.hash.update(event.data);
         if (c) c.bytes += Buffer.byteLength(event.data);
-        live.terminal.write(event.data.replace(/(?<!\r)\n/g, '\r\n'));
+        live.terminal.write(toTerminalNewlines(event.data));
         break;
       }
       case 'command_exited': {
@@ -642,7 +642,13 @@ export class RunService implements Disposable {
 
   private emitEvent(live: LiveRun, event: RunEventBody): void {
     const runEvent: RunEvent = { runId: live.id, seq: live.seq++, at: new Date().toISOString(), event };
-    this.deps.store.appendEvents(live.id, [runEvent]);
+    // Command output is kept once, in the terminal log; the event log would hold it a second time.
+    if (event.type !== 'command_output') this.deps.store.appendEvents(live.id, [runEvent]);
     this.eventEmitter.fire(runEvent);
   }
+}
+
+/** Pipe output uses bare `\n`; the terminal needs `\r\n`. (The common case, no `\r`, skips the regex.) */
+export function toTerminalNewlines(text: string): string {
+  return text.includes('\r') ? text.replace(/(?<!\r)\n/g, '\r\n') : text.replaceAll('\n', '\r\n');
 }

@@ -25,11 +25,10 @@ export class RunTerminal implements Disposable {
   }
 
   write(data: Buffer | string): void {
-    if (this.closed) return;
-    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
-    if (bytes.length === 0) return;
-    this.file.write(bytes);
-    const text = this.decoder.write(bytes);
+    if (this.closed || data.length === 0) return;
+    this.file.write(data);
+    // Text needs no decoding; a partial character left by earlier bytes is flushed before it.
+    const text = typeof data === 'string' ? this.decoder.end() + data : this.decoder.write(data);
     if (text) this.push({ kind: 'data', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, data: text });
   }
 

@@ -42,8 +42,7 @@ describe.skipIf(!docker.ok)('third-party agent CLIs in the sandbox (real Docker,
     // The CLI's own command ran in the sandbox; its events were mapped.
     const started_ = events.filter((e) => e.type === 'command_started');
     expect(started_.length, diagnostics()).toBeGreaterThanOrEqual(1);
-    const output = events.flatMap((e) => (e.type === 'command_output' ? [e.data] : [])).join('');
-    expect(output).toContain(opts.marker);
+    expect(await f.terminalLog(run.id)).toContain(opts.marker);
     expect(events.find((e) => e.type === 'finished')).toMatchObject({ summary: 'All done here.' });
 
     // The result is the diff.

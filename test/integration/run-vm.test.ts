@@ -104,9 +104,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(run.status).toBe('done');
     expect(run.isolation.kind).toBe('qemu');
 
-    const events: RunEvent[] = [];
-    for await (const e of f.core.store.readEvents<RunEvent>(run.id)) events.push(e);
-    const output = events.flatMap((e) => (e.event.type === 'command_output' ? [e.event.data] : [])).join('');
+    const output = await f.terminalLog(run.id);
     expect(output).toContain('ifaces: lo');
     expect(output).toContain('routes: 0');
 

@@ -25,6 +25,8 @@ export interface RunFixture {
   /** Creates a small git project in a temp dir. */
   project(files?: Record<string, string>): Promise<string>;
   start(input: Partial<StartRunInput> & { projectDir: string; script: ScriptedTurn[] }): Promise<StoredRun>;
+  /** The run's terminal log: its commands' output (kept there, not in the event log). */
+  terminalLog(runId: string): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -70,6 +72,9 @@ export async function createRunFixture(opts: { storage?: 'keychain' | 'session' 
       upstream.setScript(script);
       const args = StartRunSchema.parse({ task: 'do the thing', provider: 'anthropic', model: 'claude-sonnet-4-5', ...input });
       return core.runs.start(args);
+    },
+    terminalLog(runId) {
+      return readFile(path.join(core.store.paths(runId).dir, 'terminal.log'), 'utf8');
     },
     async close() {
       await services.dispose();

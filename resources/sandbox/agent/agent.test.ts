@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, afterEach, describe, expect, it } from 'vitest';
 import { AgentEvent } from '../../../contracts/agent-events';
 import { buildAgentBundle } from '../../../core/agents/agent-bundle';
+import { builtinAdapter } from '../../../core/agents/builtin-adapter';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../../../test/fixtures/fake-upstream';
 
 /**
@@ -57,25 +58,24 @@ async function runAgent(format: Format, opts: { env?: Record<string, string>; an
   const child = spawn(process.execPath, [path.join(bundleDir, 'agent.js')], { cwd: workspace, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  let pending = '';
+  // The host's own parser: JSON lines, and command output as raw records.
+  const parser = builtinAdapter.createParser();
   const events: AgentEvent[] = [];
-  child.stdout.setEncoding('utf8').on('data', (d: string) => {
-    stdout += d;
-    pending += d;
-    let nl: number;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, nl);
-      pending = pending.slice(nl + 1);
-      // Every line must be a valid event of the contract.
-      const event = AgentEvent.parse(JSON.parse(line));
+  const take = (batch: AgentEvent[]) => {
+    for (const event of batch) {
       events.push(event);
       if (event.type === 'approval_request' && opts.answer) {
         child.stdin.write(`${JSON.stringify({ type: 'approval_response', id: event.id, approved: opts.answer(event) })}\n`);
       }
     }
+  };
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString('latin1');
+    take(parser.push(d));
   });
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+  take(parser.end());
   return { code, events, stdout, stderr };
 }
 
@@ -254,6 +254,24 @@ describe('built-in agent tools', () => {
     expect(results[6]).toMatchObject({ ok: false, output: expect.stringContaining('blob.bin is a binary file (5 bytes)') });
     expect(await readFile(path.join(workspace, 'sub/new.txt'), 'utf8')).toBe('new');
     expect(ofType(run, 'file_changed')).toEqual([{ type: 'file_changed', paths: ['sub/new.txt'] }]);
+  });
+
+  it('streams all of a long output raw, and gives the model its head and tail', async () => {
+    await start([{ toolCalls: [{ name: 'run_command', input: { command: 'seq 1 20000; printf "caf\\xc3\\xa9 \\xff end"' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] }]);
+    const run = await runAgent('anthropic', { env: { AIRLOCK_OUTPUT_CAP: '2000' } });
+    expect(run.code).toBe(0);
+    const all = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+    const streamed = ofType(run, 'command_output').map((e) => e.data).join('');
+    expect(streamed).toBe(`${all}café \ufffd end`);
+    // Output never travels as JSON events, so the stream cannot forge one.
+    expect(run.stdout).not.toContain('"type":"command_output"');
+    const bytes = Buffer.byteLength(all) + Buffer.byteLength('café ') + 1 + Buffer.byteLength(' end');
+    expect(ofType(run, 'command_exited')[0]).toMatchObject({ exitCode: 0, outputBytes: bytes });
+    const sent = toolResultsSent('anthropic', 1)[0]!;
+    expect(sent.startsWith('exit code 0\n1\n2\n3\n')).toBe(true);
+    expect(sent).toContain(`[${bytes} bytes of output; middle cut]`);
+    expect(sent).toMatch(/19999\n20000\ncafé \ufffd end$/);
+    expect(sent).not.toContain('\n10000\n');
   });
 
   it('elides the oldest tool outputs when the history outgrows its limit', async () => {

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { StringDecoder } from 'node:string_decoder';
-import { emit } from './events';
+import { emit, emitOutput } from './events';
 
 export interface CommandResult {
   exitCode: number | null;
@@ -49,40 +48,29 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
     const child = spawn('bash', ['-lc', opts.command], { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     running.add(child);
     let bytes = 0;
-    let head = '';
-    let tail = '';
-    let truncated = false;
+    // The model sees the head and the tail of the output (bytes, decoded once at the end).
     const half = Math.floor(opts.capChars / 2);
-    const keep = (text: string) => {
-      if (!truncated && head.length + text.length <= opts.capChars) {
-        head += text;
-        return;
+    const head: Buffer[] = [];
+    let headBytes = 0;
+    const tail: Buffer[] = [];
+    let tailBytes = 0;
+    const keep = (chunk: Buffer) => {
+      if (headBytes < opts.capChars && tailBytes === 0) {
+        const room = opts.capChars - headBytes;
+        head.push(chunk.subarray(0, room));
+        headBytes += Math.min(room, chunk.length);
+        if (chunk.length <= room) return;
+        chunk = chunk.subarray(room);
       }
-      if (!truncated) {
-        truncated = true;
-        const all = head + text;
-        head = all.slice(0, half);
-        tail = all.slice(half).slice(-half);
-        return;
-      }
-      tail = (tail + text).slice(-half);
+      tail.push(chunk);
+      tailBytes += chunk.length;
+      while (tail.length > 1 && tailBytes - tail[0]!.length >= half) tailBytes -= tail.shift()!.length;
     };
     const pipe = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr') => {
-      const decoder = new StringDecoder('utf8');
       stream?.on('data', (chunk: Buffer) => {
         bytes += chunk.length;
-        const text = decoder.write(chunk);
-        if (text) {
-          keep(text);
-          emit({ type: 'command_output', id: opts.id, stream: name, data: text });
-        }
-      });
-      stream?.on('end', () => {
-        const rest = decoder.end();
-        if (rest) {
-          keep(rest);
-          emit({ type: 'command_output', id: opts.id, stream: name, data: rest });
-        }
+        keep(chunk);
+        emitOutput(opts.id, name, chunk);
       });
     };
     pipe(child.stdout, 'stdout');
@@ -96,9 +84,13 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
       clearTimeout(timer);
       running.delete(child);
       const durationMs = Date.now() - started;
-      if (spawnError) keep(`failed to start: ${spawnError}`);
+      if (spawnError) keep(Buffer.from(`failed to start: ${spawnError}`));
       emit({ type: 'command_exited', id: opts.id, exitCode, durationMs, timedOut, outputBytes: bytes });
-      const output = truncated ? `${head}\n… [${bytes} bytes of output; middle cut] …\n${tail}` : head;
+      const truncated = tailBytes > 0;
+      const headBytesAll = Buffer.concat(head);
+      const output = truncated
+        ? `${headBytesAll.subarray(0, half).toString('utf8')}\n… [${bytes} bytes of output; middle cut] …\n${Buffer.concat([headBytesAll, ...tail]).subarray(-half).toString('utf8')}`
+        : headBytesAll.toString('utf8');
       resolve({ exitCode, timedOut, durationMs, output, truncated, outputBytes: bytes });
     };
     child.on('error', (err) => finish(null, err.message));
