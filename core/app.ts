@@ -15,6 +15,7 @@ import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
 import { DockerDriver } from './sandbox/docker/docker-driver';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
+import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './network/egress-proxy';
 import { applyNetworkPolicy } from './network/network-policy';
 import { PRESET_NAMES } from './network/presets';
 
@@ -24,6 +25,12 @@ export interface AirlockCoreOptions {
   home?: string;
   /** Reap sandboxes of crashed runs and mark those runs interrupted at start (default true). */
   recover?: boolean;
+  /**
+   * Tests only: every run's egress proxy uses this resolver (and, with the symbol-keyed switch,
+   * may dial loopback), so integration tests reach a fake registry on this machine. Code-only on
+   * purpose: no setting, environment variable or CLI flag can reach it.
+   */
+  egressProxyForTests?: Pick<EgressProxyOptions, 'resolve' | typeof ALLOW_LOOPBACK_TARGETS_FOR_TESTS>;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -208,7 +215,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
     agent: getAgentAdapter,
-    network: (sandbox, run) => applyRunNetwork(sandbox, run, home),
+    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
   });
   if (opts.recover !== false) {
     // Recovery needs the engine; without one there is nothing to reap, and runs are still marked.
@@ -229,6 +236,7 @@ async function applyRunNetwork(
   sandbox: Sandbox,
   run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
   home: string,
+  proxyOptions?: AirlockCoreOptions['egressProxyForTests'],
 ) {
   const presets = run.allowlist.filter((a) => a.startsWith('preset:')).map((a) => a.slice('preset:'.length));
   const unknown = presets.filter((p) => !(PRESET_NAMES as readonly string[]).includes(p));
@@ -237,7 +245,12 @@ async function applyRunNetwork(
     run.policy === 'open'
       ? ({ mode: 'open' } as const)
       : { mode: 'allowlist' as const, presets: presets as Array<(typeof PRESET_NAMES)[number]>, allow: run.allowlist.filter((a) => !a.startsWith('preset:')) };
-  const applied = await applyNetworkPolicy(sandbox, policy, { sandboxNetwork: run.policy === 'open' ? 'open' : 'none', projectPath: run.projectDir, home });
+  const applied = await applyNetworkPolicy(sandbox, policy, {
+    sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
+    projectPath: run.projectDir,
+    home,
+    ...(proxyOptions ? { proxyOptions } : {}),
+  });
   return {
     env: applied.env,
     record: applied.record,

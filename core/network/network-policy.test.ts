@@ -86,6 +86,24 @@ describe('applyNetworkPolicy', () => {
     ).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
   });
 
+  it('allowlist: an injected resolver alone does not open loopback (the test switch must be set too)', async () => {
+    const applied = await applyNetworkPolicy(
+      sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),
+      { mode: 'allowlist', allow: [`web.test:${webPort}`] },
+      { sandboxNetwork: 'none', proxyOptions: { resolve: resolver } },
+    );
+    const events: EgressEvent[] = [];
+    applied.onDidConnect((e) => events.push(e));
+    try {
+      const r = await client.run({ argv: ['curl', '-sS', `http://web.test:${webPort}/`], env: applied.env });
+      expect(r.stdout.toString()).toContain('resolves to a loopback address (127.0.0.1)');
+      expect(r.stdout.toString()).not.toContain('reached');
+      expect(events.map((e) => [e.host, e.allowed, e.reason])).toEqual([['web.test', false, 'resolves to a loopback address (127.0.0.1)']]);
+    } finally {
+      await applied.close();
+    }
+  });
+
   it('allowlist: a process in the "sandbox" reaches an allowed host through the channel-exposed proxy, and is refused elsewhere', async () => {
     const applied = await applyNetworkPolicy(
       sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),

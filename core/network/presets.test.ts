@@ -51,8 +51,23 @@ describe('npm preset', () => {
     expect(preset.entries).toContainEqual({ host: 'npm.fixture.test', ports: [4873] });
   });
 
+  it('asks npm with its update check off (reading config must not contact the registry)', async () => {
+    const seen: NodeJS.ProcessEnv[] = [];
+    const preset = await derivePreset('npm', {
+      env: { KEEP: '1' },
+      cwd: os.tmpdir(),
+      runTool: async (cmd, _args, opts) => {
+        if (cmd === 'npm') seen.push(opts.env);
+        return '{"registry":"http://npm.tool.fixture.test:4873/"}';
+      },
+    });
+    expect(seen).toEqual([{ KEEP: '1', npm_config_update_notifier: 'false' }]);
+    expect(preset.entries).toEqual([{ host: 'npm.tool.fixture.test', ports: [4873] }]);
+  });
+
   it('equals what `npm config get registry` reports on this machine', async () => {
-    const reported = new URL(execFileSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8' }).trim());
+    const env = { ...process.env, npm_config_update_notifier: 'false' };
+    const reported = new URL(execFileSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8', env }).trim());
     const preset = await derivePreset('npm');
     const port = reported.port ? Number(reported.port) : reported.protocol === 'https:' ? 443 : 80;
     expect(preset.entries[0]).toEqual({ host: reported.hostname, ports: [port] });

@@ -148,7 +148,9 @@ function parseNpmrc(text: string, env: NodeJS.ProcessEnv): Map<string, string> {
 async function npmPreset(ctx: Ctx): Promise<Preset> {
   const c = new Collector();
   if (ctx.useTools) {
-    const json = await ctx.run('npm', ['config', 'list', '--json'], { env: ctx.env, cwd: ctx.cwd });
+    // npm's update check would ask the registry for its own latest version: reading config must not.
+    const env = { ...ctx.env, npm_config_update_notifier: 'false' };
+    const json = await ctx.run('npm', ['config', 'list', '--json'], { env, cwd: ctx.cwd });
     if (json) {
       try {
         const config = JSON.parse(json) as Record<string, unknown>;

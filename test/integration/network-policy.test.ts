@@ -1,15 +1,17 @@
 /**
  * Network policies and preview ports against real hardened Docker sandboxes.
  *
- * Traffic rules for this file: the only outside destination is the npm registry this machine's npm
- * is configured with, reached through the allowlist proxy in the npm test. Everything else is
- * proven from inside (interfaces, routes, a name under `.invalid`, a refused loopback port) or
- * stays on 127.0.0.1.
+ * Traffic rules for this file: every byte stays on this machine. The npm preset test reaches a
+ * fake registry on 127.0.0.1 under a made-up `.test` name, which only the egress proxy's injected
+ * test resolver knows; isolation is proven from inside (interfaces, routes, a name under
+ * `.invalid`, a refused loopback port).
  */
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
@@ -17,9 +19,10 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import type { EgressEvent } from '../../core/network/egress-proxy';
 import { applyNetworkPolicy, type AppliedNetworkPolicy } from '../../core/network/network-policy';
-import { derivePreset } from '../../core/network/presets';
+import { derivePreset, type PresetContext } from '../../core/network/presets';
 import { PreviewPorts } from '../../core/network/preview-ports';
 import { requirePrerequisite } from '../support/prerequisites';
+import { FAKE_PACKAGE, FAKE_REGISTRY_HOST, fakeRegistryProject, startFakeRegistry, type FakeRegistry } from '../support/run-fixture';
 
 const docker = await requirePrerequisite('docker');
 
@@ -81,11 +84,27 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   let isolated: Sandbox;
   let policy: AppliedNetworkPolicy | undefined;
   const events: EgressEvent[] = [];
+  let registry: FakeRegistry;
+  let projectDir: string;
+  let presetContext: PresetContext;
 
   beforeAll(async () => {
     ({ ref: image } = await ensureSandboxImage());
+    registry = await startFakeRegistry();
+    // The preset reads the project's .npmrc, as for a real project; an inherited registry variable
+    // would outrank it.
+    projectDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-net-project-'));
+    for (const [name, text] of Object.entries(fakeRegistryProject(registry))) await writeFile(path.join(projectDir, name), text);
+    const env = { ...process.env };
+    delete env.npm_config_registry;
+    delete env.NPM_CONFIG_REGISTRY;
+    presetContext = { env, cwd: projectDir };
     isolated = await manager.create({ runId: runId('allow'), image, limits: DEFAULT_LIMITS, network: 'none' });
-    policy = await applyNetworkPolicy(isolated, { mode: 'allowlist', presets: ['npm'] }, { sandboxNetwork: 'none' });
+    policy = await applyNetworkPolicy(
+      isolated,
+      { mode: 'allowlist', presets: ['npm'] },
+      { sandboxNetwork: 'none', presetContext, proxyOptions: registry.egressProxy },
+    );
     policy.onDidConnect((e) => events.push(e));
   });
 
@@ -93,29 +112,49 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     await policy?.close();
     const proofs = await manager.shutdown();
     for (const p of proofs) expect(p.leftovers).toEqual([]);
+    await registry?.close();
+    if (projectDir) await rm(projectDir, { recursive: true, force: true });
   });
 
   it('allowlist: npm install of a small package succeeds through the npm preset, and is logged', async () => {
-    const npmPreset = await derivePreset('npm');
-    expect(npmPreset.entries.length).toBeGreaterThan(0);
+    const npmPreset = await derivePreset('npm', presetContext);
+    expect(npmPreset.entries).toContainEqual({ host: FAKE_REGISTRY_HOST, ports: [registry.port] });
     expect(policy!.record).toMatchObject({ policy: 'allowlist', interfaces: [], defaultRoute: false });
     expect(policy!.record.presets?.[0]?.name).toBe('npm');
     expect(policy!.record.allow).toEqual(npmPreset.entries.map((e) => `${e.host}:${e.ports?.join(',')}`));
 
+    // The sandbox has no .npmrc: name the registry the preset was derived from.
+    const { name, version } = FAKE_PACKAGE;
     const r = await isolated.channel.run({
-      argv: ['npm', 'install', 'is-number', '--prefix', '/tmp/np', '--cache', '/tmp/npm-cache', '--no-audit', '--no-fund', '--no-update-notifier'],
+      argv: ['npm', 'install', name, '--registry', registry.url, '--prefix', '/tmp/np', '--cache', '/tmp/npm-cache', '--no-audit', '--no-fund', '--no-update-notifier'],
       env: policy!.env,
       timeoutMs: 150_000,
     });
     expect(r.stderr.toString() + r.stdout.toString()).not.toMatch(/ERR!/);
     expect(r.exitCode).toBe(0);
-    const pkg = JSON.parse((await isolated.channel.readFile('/tmp/np/node_modules/is-number/package.json')).toString()) as { name: string };
-    expect(pkg.name).toBe('is-number');
+    const pkg = JSON.parse((await isolated.channel.readFile(`/tmp/np/node_modules/${name}/package.json`)).toString()) as { name: string; version: string };
+    expect(pkg).toMatchObject({ name, version });
+    const hostHeader = `${FAKE_REGISTRY_HOST}:${registry.port}`;
+    expect(registry.requests).toContainEqual({ host: hostHeader, path: `/${name}` });
+    expect(registry.requests).toContainEqual({ host: hostHeader, path: `/${name}/-/${name}-${version}.tgz` });
 
-    const registryHost = npmPreset.entries[0]?.host;
-    await eventually(async () => (events.some((e) => e.host === registryHost && e.allowed && e.bytesDown > 0) ? true : undefined), 'an allowed registry event');
-    const e = events.find((x) => x.host === registryHost && x.allowed) as EgressEvent;
-    expect(e).toMatchObject({ runId: isolated.runId, method: 'CONNECT', port: npmPreset.entries[0]?.ports?.[0] ?? 443 });
+    // npm's plain-HTTP requests are logged with their bytes...
+    await eventually(async () => (events.some((e) => e.host === FAKE_REGISTRY_HOST && e.allowed && e.bytesDown > 0) ? true : undefined), 'an allowed registry event');
+    const e = events.find((x) => x.host === FAKE_REGISTRY_HOST && x.allowed) as EgressEvent;
+    expect(e).toMatchObject({ runId: isolated.runId, method: 'GET', port: registry.port, address: '127.0.0.1' });
+
+    // ...and so is a CONNECT tunnel to the same allowed host and port (what HTTPS clients use).
+    const before = events.length;
+    const tunnel = await isolated.channel.run({ argv: ['curl', '-sS', '--proxytunnel', `${registry.url}${name}`], env: policy!.env });
+    expect(tunnel.exitCode).toBe(0);
+    expect(JSON.parse(tunnel.stdout.toString())).toMatchObject({ name, 'dist-tags': { latest: version } });
+    const connect = await eventually(
+      async () => events.slice(before).find((x) => x.method === 'CONNECT' && x.host === FAKE_REGISTRY_HOST),
+      'a CONNECT event',
+    );
+    expect(connect).toMatchObject({ allowed: true, port: registry.port });
+    expect(connect.bytesUp).toBeGreaterThan(0);
+    expect(connect.bytesDown).toBeGreaterThan(0);
   }, 180_000);
 
   it('allowlist: curl to a name not on the list gets the proxy 403 text and an event', async () => {

@@ -5,7 +5,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { requirePrerequisite } from '../support/prerequisites';
-import { CANARY_KEY, createRunFixture, exec, filesContaining, leftoversOf, treeDigest, type RunFixture } from '../support/run-fixture';
+import {
+  CANARY_KEY,
+  createRunFixture,
+  exec,
+  FAKE_OTHER_HOST,
+  FAKE_PACKAGE,
+  FAKE_REGISTRY_HOST,
+  fakeRegistryProject,
+  filesContaining,
+  leftoversOf,
+  startFakeRegistry,
+  treeDigest,
+  type FakeRegistry,
+  type RunFixture,
+} from '../support/run-fixture';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
 
 const docker = await requirePrerequisite('docker');
@@ -275,22 +289,29 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
 });
 
 describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Docker, egress proxy)', () => {
+  // Every byte stays on this machine: the registry is a fake on 127.0.0.1 under a made-up `.test`
+  // name that only the egress proxy's injected resolver knows.
   let f: RunFixture;
+  let registry: FakeRegistry;
   beforeAll(async () => {
-    f = await createRunFixture();
+    registry = await startFakeRegistry();
+    f = await createRunFixture({ egressProxy: registry.egressProxy });
   });
   afterAll(async () => {
     await f?.close();
+    await registry?.close();
   });
 
   it('reaches the npm registry through the npm preset, is refused elsewhere, and audits both', async () => {
-    const projectDir = await f.project();
+    const projectDir = await f.project(fakeRegistryProject(registry));
     const started = await f.start({
       projectDir,
       network: 'allowlist',
       allowlist: ['preset:npm'],
       script: [
-        { toolCalls: [{ name: 'run_command', input: { command: 'npm view is-number version' } }] },
+        { toolCalls: [{ name: 'run_command', input: { command: `npm view ${FAKE_PACKAGE.name} version --no-update-notifier` } }] },
+        // Resolves to the same fake, but is not on the list: refused by policy, never connected.
+        { toolCalls: [{ name: 'run_command', input: { command: `curl -sS -o /dev/null -w "%{http_code}" http://${FAKE_OTHER_HOST}:${registry.port}/ ; echo` } }] },
         { toolCalls: [{ name: 'run_command', input: { command: 'curl -sS -o /dev/null -w "%{http_code}" http://blocked.invalid/ ; echo' } }] },
         { toolCalls: [{ name: 'finish', input: { summary: 'checked the network' } }] },
       ],
@@ -299,31 +320,35 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(run.status).toBe('done');
     expect(run.isolation.network).toBe('allowlist');
     const outputs = await f.terminalLog(run.id);
-    expect(outputs).toMatch(/\b\d+\.\d+\.\d+\b/); // npm printed a version
+    expect(outputs).toContain(FAKE_PACKAGE.version); // npm printed the fake's version
+    // The fake saw npm's request, and nothing for the name that is not on the list.
+    expect(registry.requests).toContainEqual({ host: `${FAKE_REGISTRY_HOST}:${registry.port}`, path: `/${FAKE_PACKAGE.name}` });
+    expect(registry.requests.every((r) => r.host === `${FAKE_REGISTRY_HOST}:${registry.port}`)).toBe(true);
     const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
     const attempts = records.filter((r) => r.type === 'network' && r.data.host);
-    expect(attempts.some((r) => r.data.allowed === true)).toBe(true);
+    expect(attempts.some((r) => r.data.host === FAKE_REGISTRY_HOST && r.data.port === registry.port && r.data.allowed === true)).toBe(true);
+    expect(attempts.some((r) => r.data.host === FAKE_OTHER_HOST && r.data.allowed === false)).toBe(true);
     expect(attempts.some((r) => r.data.host === 'blocked.invalid' && r.data.allowed === false)).toBe(true);
     expect(await leftoversOf(run.id)).toEqual([]);
   });
 
   it('lets the user allow a denied host while the run goes on', async () => {
-    const registry = new URL((await exec('npm', ['config', 'get', 'registry'])).stdout.trim());
-    const projectDir = await f.project();
+    const projectDir = await f.project(fakeRegistryProject(registry));
+    const seenBefore = registry.requests.length;
     const started = await f.start({
       projectDir,
       network: 'allowlist',
-      allowlist: ['preset:apt'], // not npm: the registry is denied at first
+      allowlist: [`${FAKE_OTHER_HOST}:${registry.port}`], // not the registry: it is denied at first
       script: [
-        { toolCalls: [{ name: 'run_command', input: { command: 'for i in $(seq 60); do npm view is-number version 2>/dev/null && echo npm-ok && break; sleep 2; done' } }] },
+        { toolCalls: [{ name: 'run_command', input: { command: `for i in $(seq 60); do npm view ${FAKE_PACKAGE.name} version --no-update-notifier 2>/dev/null && echo npm-ok && break; sleep 2; done` } }] },
         { toolCalls: [{ name: 'finish', input: { summary: 'installed after the user allowed it' } }] },
       ],
     });
     let allowed = false;
     const sub = f.core.runs.onDidTerminalData((c) => {
-      if (!allowed && c.runId === started.id && c.kind === 'data' && c.data.includes('blocked') && c.data.includes(registry.hostname)) {
+      if (!allowed && c.runId === started.id && c.kind === 'data' && c.data.includes('blocked') && c.data.includes(FAKE_REGISTRY_HOST)) {
         allowed = true;
-        void f.core.runs.allowNetwork(started.id, registry.hostname, undefined, 'run');
+        void f.core.runs.allowNetwork(started.id, FAKE_REGISTRY_HOST, registry.port, 'run');
       }
     });
     const run = await f.core.runs.wait(started.id);
@@ -333,6 +358,9 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(await f.terminalLog(run.id)).toContain('npm-ok');
     const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
     expect(records.some((r) => r.type === 'note' && String(r.data.message).includes('allowed (run) by the user'))).toBe(true);
+    expect(records.some((r) => r.type === 'network' && r.data.host === FAKE_REGISTRY_HOST && r.data.allowed === false)).toBe(true);
+    // Reached only after the user allowed it: the denied attempts never got to the fake.
+    expect(registry.requests.slice(seenBefore)).toContainEqual({ host: `${FAKE_REGISTRY_HOST}:${registry.port}`, path: `/${FAKE_PACKAGE.name}` });
   });
 
   it('publishes a preview port on 127.0.0.1 while the run lives, and closes it at the end', async () => {

@@ -1,14 +1,19 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtemp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { gzip } from 'node:zlib';
 import type { StartRunInput } from '../../contracts/runs';
 import { StartRunInput as StartRunSchema } from '../../contracts/runs';
-import { createAirlockCore, type AirlockCore } from '../../core/app';
+import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from '../../core/app';
 import { airlockHome } from '../../core/common/paths';
 import { servicesFor } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
+import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, type Resolver } from '../../core/network/egress-proxy';
 import type { StoredRun } from '../../core/runs/run-view';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../fixtures/fake-upstream';
 
@@ -34,7 +39,9 @@ export interface RunFixture {
  * A real core (real Docker, real proxy, keys in memory or the real keychain under a test service
  * name) pointed at the scripted fake upstream for both wire formats.
  */
-export async function createRunFixture(opts: { storage?: 'keychain' | 'session' } = {}): Promise<RunFixture> {
+export async function createRunFixture(
+  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests'] } = {},
+): Promise<RunFixture> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-home-'));
   const upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
   const env = {
@@ -44,7 +51,7 @@ export async function createRunFixture(opts: { storage?: 'keychain' | 'session' 
     // VM kernel, initramfs and base disks are prepared once per machine, not per test home.
     AIRLOCK_VM_ASSETS: process.env.AIRLOCK_VM_ASSETS ?? path.join(airlockHome(process.env), 'vm'),
   };
-  const core = await createAirlockCore({ env });
+  const core = await createAirlockCore({ env, ...(opts.egressProxy ? { egressProxyForTests: opts.egressProxy } : {}) });
   await core.catalog.setBaseUrl('anthropic', upstream.url);
   await core.catalog.setBaseUrl('openai', `${upstream.url}/v1`);
   await core.vault.set('anthropic', CANARY_KEY, { storage: opts.storage ?? 'session' });
@@ -119,4 +126,109 @@ export async function leftoversOf(runId: string): Promise<string[]> {
 export async function treeDigest(dir: string): Promise<string> {
   const { stdout } = await exec('bash', ['-c', 'find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum'], { cwd: dir });
   return stdout.trim();
+}
+
+/** The fake registry's host name: `.test` is reserved (RFC 6761), so no real resolver answers it. */
+export const FAKE_REGISTRY_HOST = 'registry.airlock.test';
+/** Another name the test resolver maps to the same fake: reachable only if a policy allows it. */
+export const FAKE_OTHER_HOST = 'elsewhere.airlock.test';
+/** The one package the fake registry serves (a made-up name: nothing public is asked for). */
+export const FAKE_PACKAGE = { name: 'airlock-fixture-pkg', version: '1.2.3' } as const;
+
+export interface FakeRegistry {
+  port: number;
+  /** `http://registry.airlock.test:<port>/`, what a project `.npmrc` names. */
+  url: string;
+  /** Requests it answered: the Host header and the path. */
+  requests: Array<{ host: string; path: string }>;
+  /**
+   * The egress proxy's test seam: resolves the fake names to 127.0.0.1 (and nothing else, so no
+   * other name can ever be dialed) and lets the proxy connect to loopback.
+   */
+  egressProxy: NonNullable<AirlockCoreOptions['egressProxyForTests']>;
+  close(): Promise<void>;
+}
+
+/** One ustar entry (a regular file): enough for npm to unpack a package tarball. */
+function tarFile(name: string, data: Buffer): Buffer {
+  const header = Buffer.alloc(512);
+  header.write(name, 0, 100);
+  header.write('0000644\0', 100);
+  header.write('0000000\0', 108);
+  header.write('0000000\0', 116);
+  header.write(`${data.length.toString(8).padStart(11, '0')}\0`, 124);
+  header.write('00000000000\0', 136);
+  header.write('        ', 148);
+  header.write('0', 156);
+  header.write('ustar\0', 257);
+  header.write('00', 263);
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+  return Buffer.concat([header, data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
+}
+
+/**
+ * A minimal npm registry on 127.0.0.1 serving FAKE_PACKAGE (packument and tarball) over plain
+ * HTTP, so sandbox network tests keep every byte on this machine.
+ */
+export async function startFakeRegistry(): Promise<FakeRegistry> {
+  const { name, version } = FAKE_PACKAGE;
+  const manifest = Buffer.from(JSON.stringify({ name, version, main: 'index.js' }));
+  const tgz = await promisify(gzip)(Buffer.concat([tarFile('package/package.json', manifest), Buffer.alloc(1024)]));
+  const tarballPath = `/${name}/-/${name}-${version}.tgz`;
+  const requests: FakeRegistry['requests'] = [];
+  const server = http.createServer((req, res) => {
+    const host = req.headers.host ?? '';
+    const urlPath = new URL(req.url ?? '/', 'http://fake').pathname;
+    requests.push({ host, path: urlPath });
+    if (urlPath === `/${name}`) {
+      const packument = {
+        name,
+        'dist-tags': { latest: version },
+        versions: {
+          [version]: {
+            name,
+            version,
+            dist: {
+              tarball: `http://${host}${tarballPath}`,
+              shasum: createHash('sha1').update(tgz).digest('hex'),
+              integrity: `sha512-${createHash('sha512').update(tgz).digest('base64')}`,
+            },
+          },
+        },
+      };
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(packument));
+    } else if (urlPath === tarballPath) {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream' }).end(tgz);
+    } else {
+      res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"not found"}');
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const resolve: Resolver = async (host) => {
+    if (host === FAKE_REGISTRY_HOST || host === FAKE_OTHER_HOST) return ['127.0.0.1'];
+    throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+  };
+  return {
+    port,
+    url: `http://${FAKE_REGISTRY_HOST}:${port}/`,
+    requests,
+    egressProxy: { resolve, [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true },
+    close: () =>
+      new Promise<void>((done) => {
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
+  };
+}
+
+/** Files for a project whose npm registry is the fake one (package.json pins npm's project root there). */
+export function fakeRegistryProject(registry: FakeRegistry): Record<string, string> {
+  return {
+    'README.md': '# demo\n',
+    'package.json': `${JSON.stringify({ name: 'demo', version: '0.0.0', private: true }, null, 2)}\n`,
+    '.npmrc': `registry=${registry.url}\n`,
+  };
 }
