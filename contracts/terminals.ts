@@ -23,6 +23,11 @@ export const TerminalData = z.object({
   seq: z.number().int().nonnegative(),
   /** UTF-8 text (decoded as a stream on the host, so characters are never split). */
   data: z.string(),
+  /**
+   * Bytes in the terminal's log once this chunk is in it. A view that replayed the log up to
+   * `nextOffset` skips live chunks that end there or before, whichever transport was faster.
+   */
+  end: z.number().int().nonnegative().optional(),
 });
 export const TerminalGap = z.object({
   kind: z.literal('gap'),
@@ -32,6 +37,8 @@ export const TerminalGap = z.object({
   fromSeq: z.number().int().nonnegative(),
   toSeq: z.number().int().nonnegative(),
   droppedBytes: z.number().int().nonnegative(),
+  /** Log bytes once the last dropped chunk is in it (see TerminalData.end). */
+  end: z.number().int().nonnegative().optional(),
 });
 export const TerminalExit = z.object({
   kind: z.literal('exit'),

@@ -30,3 +30,8 @@ export type ServerFrame = z.infer<typeof ServerFrame>;
 export const HOST_TOKEN_PARAM = 'token';
 /** WebSocket path on the host. */
 export const HOST_WS_PATH = '/api';
+/**
+ * Terminal output for the browser: a POST here answers with a stream of newline-delimited JSON,
+ * one `TerminalChunk` (contracts/terminals.ts) a line, for every terminal, until either side closes.
+ */
+export const HOST_TERMINAL_STREAM_PATH = '/api/terminal-stream';

@@ -78,7 +78,8 @@ const MAX_LINE_BYTES = 8 * 1024 * 1024;
 export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => [], opts: { rawOutput?: boolean } = {}): AgentOutputParser {
   let pending: Buffer = Buffer.alloc(0);
   let skipping = false;
-  let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number } | undefined;
+  /** The raw record being read: its bytes are gathered and decoded once, as one event. */
+  let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number; parts: Buffer[] } | undefined;
   const decoders = new Map<string, StringDecoder>();
   const handle = (line: Buffer): AgentEvent[] => {
     const text = line.toString('utf8').trim();
@@ -120,7 +121,7 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
     if (!opts.rawOutput || line[0] !== 0x1e) return undefined;
     const m = RAW_OUTPUT_HEADER.exec(line.toString('latin1'));
     const bytes = Number(m?.[3]);
-    return m && bytes <= MAX_RAW_OUTPUT_BYTES ? { id: m[1]!, stream: m[2] as 'stdout' | 'stderr', remaining: bytes } : undefined;
+    return m && bytes <= MAX_RAW_OUTPUT_BYTES ? { id: m[1]!, stream: m[2] as 'stdout' | 'stderr', remaining: bytes, parts: [] } : undefined;
   };
   return {
     push(chunk) {
@@ -130,11 +131,15 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
       while (off < buf.length) {
         if (raw) {
           const take = Math.min(raw.remaining, buf.length - off);
-          const text = decoder(raw.id, raw.stream).write(buf.subarray(off, off + take));
-          if (text) out.push({ type: 'command_output', id: raw.id, stream: raw.stream, data: text });
+          raw.parts.push(buf.subarray(off, off + take));
           off += take;
           raw.remaining -= take;
-          if (raw.remaining === 0) raw = undefined;
+          if (raw.remaining === 0) {
+            const bytes = raw.parts.length === 1 ? (raw.parts[0] as Buffer) : Buffer.concat(raw.parts);
+            const text = decoder(raw.id, raw.stream).write(bytes);
+            if (text) out.push({ type: 'command_output', id: raw.id, stream: raw.stream, data: text });
+            raw = undefined;
+          }
           continue;
         }
         const nl = buf.indexOf(0x0a, off);

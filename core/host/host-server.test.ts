@@ -32,6 +32,36 @@ function connect(url: string, headers: Record<string, string>): Promise<{ outcom
   });
 }
 
+/** POSTs to the terminal stream; lines of the streamed body come out through `nextLine`. */
+function openStream(port: number, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; nextLine(pred: (l: string) => boolean): Promise<string>; close(): void }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/api/terminal-stream', method: 'POST', headers }, (res) => {
+      const lines: string[] = [];
+      let pending = '';
+      res.on('data', (c: Buffer) => {
+        pending += c.toString();
+        const parts = pending.split('\n');
+        pending = parts.pop() ?? '';
+        lines.push(...parts);
+      });
+      resolve({
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        async nextLine(pred) {
+          for (;;) {
+            const hit = lines.find(pred);
+            if (hit) return hit;
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        },
+        close: () => req.destroy(),
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe('host server (real HTTP and WebSocket on loopback)', () => {
   let dir: string;
   let host: HostServer;
@@ -116,6 +146,25 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     expect(byId(3)).toMatchObject({ ok: true });
     expect(frames.find((f) => f.t === 'event')?.event).toBe('runs:onDidChangeStatus');
     c.ws.close();
+  });
+
+  it('streams terminal output as NDJSON to a same-origin POST with the token, and refuses anything else', async () => {
+    const cookie = `airlock_token_${host.port}=${host.token}`;
+    const post = (headers: Record<string, string>) => openStream(host.port, headers);
+    expect((await post({ origin })).status).toBe(403); // no token
+    expect((await post({ origin, cookie: `airlock_token_${host.port}=nope` })).status).toBe(403);
+    expect((await post({ cookie })).status).toBe(403); // no Origin
+    expect((await post({ cookie, origin: 'http://evil.example' })).status).toBe(403);
+    expect((await post({ cookie, origin, host: `attacker.invalid:${host.port}` })).status).toBe(403);
+
+    const s = await post({ cookie, origin });
+    expect(s.status).toBe(200);
+    expect(s.headers['content-type']).toContain('application/x-ndjson');
+    const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
+    services.emitOutput(run.id, 'streamed \x1b[1mbold\x1b[0m\r\n');
+    const line = await s.nextLine((l) => l.includes('streamed'));
+    expect(JSON.parse(line)).toMatchObject({ kind: 'data', terminalId: `run:${run.id}`, runId: run.id, data: expect.stringContaining('streamed \x1b[1mbold') });
+    s.close();
   });
 
   it('closes a connection that sends a malformed frame', async () => {

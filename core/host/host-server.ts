@@ -3,9 +3,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
+import { HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
+import type { Disposable } from '../common/disposable';
 import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';
+import { serveTerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
 
 export interface HostServerOptions {
@@ -72,6 +74,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const token = opts.token ?? randomBytes(32).toString('base64url');
   const tokenDigest = digest(token);
   const sessions = new Set<WsSession>();
+  const streams = new Set<Disposable>();
   let port = 0;
   const cookieName = () => `airlock_token_${port}`;
   const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
@@ -101,10 +104,18 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', `http://${BIND}:${port}`);
-    const refusal = check(req, url, false);
+    const isStream = url.pathname === HOST_TERMINAL_STREAM_PATH;
+    // The stream is a POST so the browser always sends its Origin, which must be ours.
+    const refusal = check(req, url, isStream);
     if (refusal) {
       res.writeHead(403, { ...securityHeaders(), 'content-type': 'text/plain; charset=utf-8' })
         .end(refusal === 'bad-token' ? 'Open the URL printed by `airlock serve` (it carries the session token).\n' : 'Forbidden\n');
+      return;
+    }
+    if (isStream && req.method === 'POST') {
+      const stream = serveTerminalStream(req, res, opts.router, securityHeaders());
+      streams.add(stream);
+      res.on('close', () => streams.delete(stream));
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -154,6 +165,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
     token,
     async close() {
       for (const s of sessions) s.close();
+      for (const s of streams) s.dispose();
       wss.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

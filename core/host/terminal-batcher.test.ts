@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { TerminalChunk } from '../../contracts';
 import { TerminalBatcher } from './terminal-batcher';
 
-const data = (seq: number, text: string): TerminalChunk => ({ kind: 'data', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', seq, data: text });
+const data = (seq: number, text: string, end?: number): TerminalChunk => ({ kind: 'data', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', seq, data: text, ...(end !== undefined ? { end } : {}) });
 
 describe('TerminalBatcher', () => {
   it('merges chunks of one frame into one send', () => {
@@ -17,24 +17,38 @@ describe('TerminalBatcher', () => {
     b.dispose();
   });
 
-  it('drops output while the client is congested and sends one gap marker before resuming', () => {
+  it('while the client is congested, keeps only the newest output and sends one gap marker before it', () => {
     const sent: TerminalChunk[] = [];
     let congested = true;
-    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 1000 });
-    b.push(data(0, 'xx'));
-    b.push(data(1, 'yy'));
+    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 1000, maxBatchChars: 4 });
+    b.push(data(0, 'xx', 2));
+    b.push(data(1, 'yy', 4));
     b.flush();
-    b.push(data(2, 'zz'));
+    b.push(data(2, 'zz', 6));
+    b.push(data(3, 'ww', 8));
     b.flush();
     expect(sent).toEqual([]);
     congested = false;
-    b.push(data(3, 'ok'));
     b.flush();
     expect(sent).toEqual([
-      { kind: 'gap', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', fromSeq: 0, toSeq: 2, droppedBytes: 6 },
-      data(3, 'ok'),
+      { kind: 'gap', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', fromSeq: 0, toSeq: 1, droppedBytes: 4, end: 4 },
+      data(3, 'zzww', 8),
     ]);
     b.dispose();
+  });
+
+  it('sends the last output of a flood once the client catches up, with no new output needed', () => {
+    const sent: TerminalChunk[] = [];
+    let congested = true;
+    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 5, maxBatchChars: 4 });
+    for (let i = 0; i < 10; i++) b.push(data(i, `${i}${i}`));
+    congested = false;
+    return new Promise<void>((resolve) => setTimeout(() => {
+      expect(sent.map((c) => c.kind)).toEqual(['gap', 'data']);
+      expect(sent[1]).toMatchObject({ seq: 9, data: '8899' });
+      b.dispose();
+      resolve();
+    }, 50));
   });
 
   it('never drops an exit', () => {

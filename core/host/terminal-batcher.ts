@@ -4,26 +4,29 @@ import type { Disposable } from '../common/disposable';
 export interface TerminalBatcherOptions {
   /** Sends one (merged) chunk toward the client. */
   send(chunk: TerminalChunk): void;
-  /** True while the client is behind (e.g. a WebSocket's bufferedAmount over its high-water mark). */
+  /** True while the client is behind (e.g. a response's or socket's queue over its high-water mark). */
   isCongested(): boolean;
   /** Flush interval; ~one frame so the UI gets at most one write per terminal per frame. */
   intervalMs?: number;
-  /** Flush early once this many characters are pending for one terminal. */
+  /** Flush early once this many characters are pending for one terminal; also what a congested terminal keeps. */
   maxBatchChars?: number;
 }
 
+type DataChunk = Extract<TerminalChunk, { kind: 'data' }>;
+type Gap = { fromSeq: number; toSeq: number; droppedBytes: number; end?: number };
+
 interface Pending {
   runId: string;
-  parts: string[];
+  parts: DataChunk[];
   chars: number;
-  lastSeq: number;
-  gap?: { fromSeq: number; toSeq: number; droppedBytes: number };
+  gap?: Gap;
 }
 
 /**
  * Merges a terminal's output chunks per frame and keeps the client's backlog bounded: while the
- * client is congested, output is dropped from the live view and replaced by one `gap` chunk
- * (the full log stays on disk). A slow UI therefore never stalls the agent or grows memory.
+ * client is congested, only the newest output waits (up to `maxBatchChars`); older output is
+ * dropped from the live view and replaced by one `gap` chunk (the full log stays on disk). A slow
+ * UI therefore never stalls the agent or grows memory, and still gets the latest output.
  */
 export class TerminalBatcher implements Disposable {
   private readonly pending = new Map<string, Pending>();
@@ -39,18 +42,17 @@ export class TerminalBatcher implements Disposable {
 
   push(chunk: TerminalChunk): void {
     if (this.disposed) return;
-    const p = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], chars: 0, lastSeq: -1 };
+    const p = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], chars: 0 };
     this.pending.set(chunk.terminalId, p);
     if (chunk.kind === 'data') {
-      p.parts.push(chunk.data);
+      p.parts.push(chunk);
       p.chars += chunk.data.length;
-      p.lastSeq = chunk.seq;
       if (p.chars >= this.maxBatchChars) this.flushOne(chunk.terminalId, p);
       else this.schedule();
       return;
     }
     if (chunk.kind === 'gap') {
-      this.addGap(p, chunk.fromSeq, chunk.toSeq, chunk.droppedBytes);
+      this.addGap(p, chunk);
       this.schedule();
       return;
     }
@@ -59,48 +61,47 @@ export class TerminalBatcher implements Disposable {
     this.opts.send(chunk);
   }
 
-  /** Sends everything pending now. */
+  /** Sends everything pending now (congested terminals keep waiting, bounded). */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     for (const [id, p] of this.pending) this.flushOne(id, p);
-    // Congested terminals keep their gap pending: check again next frame.
-    if ([...this.pending.values()].some((p) => p.gap || p.parts.length)) this.schedule();
+    if (this.pending.size) this.schedule();
   }
 
   private schedule(): void {
     if (!this.timer && !this.disposed) this.timer = setTimeout(() => this.flush(), this.intervalMs);
   }
 
-  private addGap(p: Pending, fromSeq: number, toSeq: number, bytes: number): void {
-    if (p.gap) {
-      p.gap.fromSeq = Math.min(p.gap.fromSeq, fromSeq);
-      p.gap.toSeq = Math.max(p.gap.toSeq, toSeq);
-      p.gap.droppedBytes += bytes;
-    } else {
-      p.gap = { fromSeq, toSeq, droppedBytes: bytes };
+  private addGap(p: Pending, g: Gap): void {
+    if (!p.gap) p.gap = { fromSeq: g.fromSeq, toSeq: g.toSeq, droppedBytes: 0 };
+    p.gap.fromSeq = Math.min(p.gap.fromSeq, g.fromSeq);
+    p.gap.toSeq = Math.max(p.gap.toSeq, g.toSeq);
+    p.gap.droppedBytes += g.droppedBytes;
+    if (g.end !== undefined) p.gap.end = Math.max(p.gap.end ?? 0, g.end);
+  }
+
+  /** Drops the oldest pending output of a congested terminal until what is left fits. */
+  private keepNewest(p: Pending): void {
+    while (p.chars > this.maxBatchChars && p.parts.length > 1) {
+      const old = p.parts.shift() as DataChunk;
+      p.chars -= old.data.length;
+      this.addGap(p, { fromSeq: old.seq, toSeq: old.seq, droppedBytes: Buffer.byteLength(old.data), ...(old.end !== undefined ? { end: old.end } : {}) });
     }
   }
 
   private flushOne(terminalId: string, p: Pending, force = false): void {
-    if (p.parts.length && this.opts.isCongested() && !force) {
-      const firstSeq = p.lastSeq - p.parts.length + 1;
-      this.addGap(p, Math.max(0, firstSeq), p.lastSeq, Buffer.byteLength(p.parts.join(''), 'utf8'));
-      p.parts = [];
-      p.chars = 0;
+    if (!force && this.opts.isCongested()) {
+      this.keepNewest(p);
       return;
     }
-    if (p.gap && (!this.opts.isCongested() || force)) {
-      this.opts.send({ kind: 'gap', terminalId, runId: p.runId, ...p.gap });
-      p.gap = undefined;
+    if (p.gap) this.opts.send({ kind: 'gap', terminalId, runId: p.runId, ...p.gap });
+    const last = p.parts.at(-1);
+    if (last) {
+      const data = p.parts.length === 1 ? last.data : p.parts.map((c) => c.data).join('');
+      this.opts.send({ ...last, data });
     }
-    if (p.parts.length) {
-      const data = p.parts.length === 1 ? (p.parts[0] as string) : p.parts.join('');
-      p.parts = [];
-      p.chars = 0;
-      this.opts.send({ kind: 'data', terminalId, runId: p.runId, seq: p.lastSeq, data });
-    }
-    if (!p.gap) this.pending.delete(terminalId);
+    this.pending.delete(terminalId);
   }
 
   dispose(): void {

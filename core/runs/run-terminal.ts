@@ -11,6 +11,8 @@ export class RunTerminal implements Disposable {
   private readonly decoder = new StringDecoder('utf8');
   private readonly file: WriteStream;
   private seq = 0;
+  /** Bytes handed to the log so far (written in order, so a chunk's end offset is known now). */
+  private logBytes = 0;
   private closed = false;
 
   constructor(
@@ -27,15 +29,16 @@ export class RunTerminal implements Disposable {
   write(data: Buffer | string): void {
     if (this.closed || data.length === 0) return;
     this.file.write(data);
+    this.logBytes += typeof data === 'string' ? Buffer.byteLength(data) : data.length;
     // Text needs no decoding; a partial character left by earlier bytes is flushed before it.
     const text = typeof data === 'string' ? this.decoder.end() + data : this.decoder.write(data);
-    if (text) this.push({ kind: 'data', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, data: text });
+    if (text) this.push({ kind: 'data', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, data: text, end: this.logBytes });
   }
 
   exit(exitCode: number | null): void {
     if (this.closed) return;
     const rest = this.decoder.end();
-    if (rest) this.push({ kind: 'data', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, data: rest });
+    if (rest) this.push({ kind: 'data', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, data: rest, end: this.logBytes });
     this.push({ kind: 'exit', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, exitCode });
     this.dispose();
   }

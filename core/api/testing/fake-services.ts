@@ -68,7 +68,8 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
   const emitOutput = (runId: string, data: string) => {
     const r = get(runId);
     r.log += data;
-    termData.fire({ kind: 'data', terminalId: runTerminalId(runId), runId, seq: r.termSeq++, data });
+    // The fake's log is text and its output ASCII: characters stand in for log bytes.
+    termData.fire({ kind: 'data', terminalId: runTerminalId(runId), runId, seq: r.termSeq++, data, end: r.log.length });
   };
   const agent = (runId: string, e: AgentEvent) => push(runId, e);
   const finish = (runId: string) => {

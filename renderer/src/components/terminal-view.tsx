@@ -5,6 +5,7 @@ import '@xterm/xterm/css/xterm.css';
 import { api } from '../api';
 import { TerminalSink } from '../terminal/terminal-sink';
 import { terminalHub } from '../terminal/terminal-hub';
+import { newPart } from '../terminal/live-after-replay';
 
 function xtermTheme() {
   return { background: '#0d1117', foreground: '#e6edf3', cursor: '#e6edf3', selectionBackground: '#264f78' };
@@ -36,15 +37,31 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     const sink = new TerminalSink(term);
     // For tests and the benchmark: the page can read how much reached the terminal.
     el.dataset.terminalId = terminalId;
-    const stats = () => { el.dataset.rendered = String(sink.stats.renderedChars); el.dataset.gaps = String(sink.stats.gaps); };
+    const stats = () => {
+      el.dataset.rendered = String(sink.stats.renderedChars);
+      el.dataset.received = String(sink.stats.receivedChars);
+      el.dataset.dropped = String(sink.stats.droppedChars);
+      el.dataset.gaps = String(sink.stats.gaps);
+    };
     sink.onRendered = stats;
 
-    // Live chunks that arrive while the log replays are held, then written after it.
-    let replaying = true;
+    // Live chunks that arrive while the log replays are held; afterwards, only what the replay
+    // did not already show is written (chunks carry their end offset in the log), whichever of
+    // the replay and the live transport was faster.
+    let replayedTo: number | undefined;
     const held: Array<() => void> = [];
+    const write = (d: string, end?: number) => {
+      if (replayedTo === undefined) return void held.push(() => write(d, end));
+      const part = newPart(d, end, replayedTo);
+      if (part) sink.write(part);
+    };
+    const gap = (n: number, end?: number) => {
+      if (replayedTo === undefined) return void held.push(() => gap(n, end));
+      if (end === undefined || end > replayedTo) sink.gap(n);
+    };
     const detach = terminalHub()?.attach(terminalId, {
-      write: (d) => (replaying ? held.push(() => sink.write(d)) : sink.write(d)),
-      gap: (n) => (replaying ? held.push(() => sink.gap(n)) : sink.gap(n)),
+      write,
+      gap,
       exit: (code) => sink.write(`\r\n\x1b[2m[exited${code === null ? '' : ` with ${code}`}]\x1b[0m\r\n`),
     });
     let cancelled = false;
@@ -61,9 +78,8 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
       } catch {
         // No log yet (run just queued): live output follows.
       }
-      replaying = false;
-      // Chunks that arrived during the replay are already in the log we just read.
-      held.length = 0;
+      replayedTo = offset;
+      for (const deliver of held.splice(0)) deliver();
     })();
 
     const input = interactive ? term.onData((data) => void api().call('terminals:write', { terminalId, data }).catch(() => {})) : undefined;

@@ -1,9 +1,10 @@
 import type { TerminalChunk } from '../../../contracts';
 import type { Api } from '../api';
 
+/** A terminal view's end of the hub. `end`: the chunk's end offset in the terminal's log, if known. */
 export interface TerminalReceiver {
-  write(data: string): void;
-  gap(droppedBytes: number): void;
+  write(data: string, end?: number): void;
+  gap(droppedBytes: number, end?: number): void;
   exit?(code: number | null): void;
 }
 
@@ -22,8 +23,8 @@ export class TerminalHub {
   private route(chunk: TerminalChunk): void {
     const r = this.receivers.get(chunk.terminalId);
     if (!r) return;
-    if (chunk.kind === 'data') r.write(chunk.data);
-    else if (chunk.kind === 'gap') r.gap(chunk.droppedBytes);
+    if (chunk.kind === 'data') r.write(chunk.data, chunk.end);
+    else if (chunk.kind === 'gap') r.gap(chunk.droppedBytes, chunk.end);
     else r.exit?.(chunk.exitCode);
   }
 

@@ -24,24 +24,56 @@ describe('TerminalSink', () => {
     expect(t.writes[0]).toContain('line 99');
   });
 
-  it('bounds the backlog of a slow terminal and marks the gap visibly', () => {
+  it('bounds what a slow terminal has to parse, drops the oldest waiting output, and marks the gap', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 1000 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 1000, maxInflightChars: 500 });
     sink.write('a'.repeat(800));
-    vi.advanceTimersByTime(16); // 800 chars in flight, terminal has not parsed them
-    for (let i = 0; i < 50; i++) sink.write('b'.repeat(100)); // 5000 more: only 200 fit
+    vi.advanceTimersByTime(16); // 800 chars in flight, the terminal has not parsed them
+    for (let i = 0; i < 50; i++) sink.write(`${String(i).padStart(2, '0')}${'b'.repeat(98)}`); // 5000 more
+    vi.advanceTimersByTime(16);
+    expect(t.writes).toHaveLength(1); // nothing more is handed to xterm while it is behind
+    expect(sink.stats.droppedChars).toBe(4000);
+    expect(sink.stats.gaps).toBe(1);
+    t.release();
     vi.advanceTimersByTime(16);
     const second = t.writes[1] ?? '';
-    expect(second.length).toBeLessThan(1000);
-    expect(sink.stats.droppedChars).toBe(4800);
-    // The marker sits where output was dropped: after the 200 chars that still fit.
-    expect(second.startsWith('b'.repeat(200))).toBe(true);
-    expect(second).toMatch(/5 KB of output skipped in the live view/);
-    expect(sink.stats.gaps).toBe(1);
+    // The marker first, then the newest output: the view shows where the flood is now.
+    expect(second).toMatch(/^\r\n.*4 KB of output skipped in the live view/);
+    expect(second.endsWith(`49${'b'.repeat(98)}`)).toBe(true);
+    expect(second).toContain(`40${'b'.repeat(98)}`);
+    expect(second).not.toContain(`39${'b'.repeat(98)}`);
     t.release();
     sink.write('after');
     vi.advanceTimersByTime(16);
     expect(t.writes.at(-1)).toBe('after');
+  });
+
+  it('keeps the tail of a single chunk larger than the bound', () => {
+    const t = slowTerminal();
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 100 });
+    sink.write(`${'x'.repeat(1000)}${'y'.repeat(100)}`);
+    vi.advanceTimersByTime(16);
+    expect(t.writes[0]).toMatch(/skipped in the live view.*\r\ny{100}$/s);
+    expect(sink.stats.droppedChars).toBe(1000);
+  });
+
+  it('merges a reported gap with output it drops into one marker', () => {
+    const t = slowTerminal();
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 100, maxInflightChars: 10 });
+    sink.write('z'.repeat(20));
+    vi.advanceTimersByTime(16); // in flight
+    sink.write('a'.repeat(60));
+    sink.gap(2048);
+    sink.write('b'.repeat(60));
+    sink.write('c'.repeat(60));
+    t.release();
+    vi.advanceTimersByTime(16);
+    const second = t.writes[1] ?? '';
+    expect(second.match(/skipped in the live view/g)).toHaveLength(1);
+    expect(second).toMatch(/2 KB of output skipped/);
+    expect(second).not.toContain('a');
+    expect(second.endsWith('c'.repeat(60))).toBe(true);
+    expect(sink.stats.gaps).toBe(1);
   });
 
   it('shows a gap the host reported', () => {

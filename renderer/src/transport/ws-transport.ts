@@ -1,6 +1,7 @@
 import type { Envelope } from '../../../contracts/errors';
 import type { ClientFrame, ServerFrame } from '../../../contracts/transport';
 import { HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../../contracts/transport';
+import { openTerminalStream } from './terminal-stream';
 import type { Transport } from './transport';
 
 export interface WsTransportOptions {
@@ -8,7 +9,14 @@ export interface WsTransportOptions {
   url?: string;
   /** Factory for tests. */
   createSocket?: (url: string) => WebSocket;
+  /**
+   * Terminal output over a streamed HTTP response (default when served by `airlock serve`), or
+   * `false` to take it over the WebSocket like every other event.
+   */
+  terminalStream?: boolean;
 }
+
+const TERMINAL_EVENT = 'terminals:onDidData';
 
 function defaultUrl(): string {
   const token = new URLSearchParams(location.search).get(HOST_TOKEN_PARAM);
@@ -30,6 +38,8 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
   let socket: WebSocket | undefined;
   let open = false;
   let retry = 0;
+  const useStream = opts.terminalStream ?? (!opts.url && !opts.createSocket && typeof fetch === 'function');
+  let closeStream: (() => void) | undefined;
 
   const send = (frame: ClientFrame) => {
     const text = JSON.stringify(frame);
@@ -47,7 +57,7 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
     ws.onopen = () => {
       retry = 0;
       setOpen(true);
-      for (const event of listeners.keys()) ws.send(JSON.stringify({ t: 'sub', event } satisfies ClientFrame));
+      for (const event of listeners.keys()) if (!(useStream && event === TERMINAL_EVENT)) ws.send(JSON.stringify({ t: 'sub', event } satisfies ClientFrame));
       const q = queue;
       queue = [];
       for (const text of q) ws.send(text);
@@ -83,11 +93,14 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
       });
     },
     on(event, listener) {
+      const streamed = useStream && event === TERMINAL_EVENT;
       let set = listeners.get(event);
       if (!set) {
-        set = new Set();
+        const fresh = new Set<(payload: unknown) => void>();
+        set = fresh;
         listeners.set(event, set);
-        send({ t: 'sub', event });
+        if (streamed) closeStream = openTerminalStream((chunk) => { for (const l of fresh) l(chunk); });
+        else send({ t: 'sub', event });
       }
       set.add(listener);
       return () => {
@@ -95,7 +108,10 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
         s?.delete(listener);
         if (s && s.size === 0) {
           listeners.delete(event);
-          send({ t: 'unsub', event });
+          if (streamed) {
+            closeStream?.();
+            closeStream = undefined;
+          } else send({ t: 'unsub', event });
         }
       };
     },

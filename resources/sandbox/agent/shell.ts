@@ -12,6 +12,8 @@ export interface CommandResult {
 }
 
 const running = new Set<ChildProcess>();
+const COALESCE_BYTES = 256 * 1024;
+const COALESCE_MS = 4;
 
 /** Kills every running command's process group (on SIGTERM, say). */
 export function killAllCommands(): void {
@@ -66,12 +68,30 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
       tailBytes += chunk.length;
       while (tail.length > 1 && tailBytes - tail[0]!.length >= half) tailBytes -= tail.shift()!.length;
     };
+    // Output is coalesced for a few ms (or 256 KB): each hop to the host costs per chunk, and a
+    // pipe hands over a few KB at a time. A switch of stream sends what waits first, keeping order.
+    let waiting: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | undefined;
+    let flushTimer: ReturnType<typeof setTimeout> | undefined;
+    const flushOutput = () => {
+      if (flushTimer) clearTimeout(flushTimer);
+      flushTimer = undefined;
+      if (!waiting) return;
+      const { stream, parts } = waiting;
+      waiting = undefined;
+      emitOutput(opts.id, stream, parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
+    };
     const pipe = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr') => {
       stream?.on('data', (chunk: Buffer) => {
         bytes += chunk.length;
         keep(chunk);
-        emitOutput(opts.id, name, chunk);
+        if (waiting && waiting.stream !== name) flushOutput();
+        waiting ??= { stream: name, parts: [], bytes: 0 };
+        waiting.parts.push(chunk);
+        waiting.bytes += chunk.length;
+        if (waiting.bytes >= COALESCE_BYTES) flushOutput();
+        else flushTimer ??= setTimeout(flushOutput, COALESCE_MS);
       });
+      stream?.on('end', flushOutput);
     };
     pipe(child.stdout, 'stdout');
     pipe(child.stderr, 'stderr');
@@ -82,6 +102,7 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
     }, opts.timeoutSec * 1000);
     const finish = (exitCode: number | null, spawnError?: string) => {
       clearTimeout(timer);
+      flushOutput();
       running.delete(child);
       const durationMs = Date.now() - started;
       if (spawnError) keep(Buffer.from(`failed to start: ${spawnError}`));
