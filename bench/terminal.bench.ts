@@ -248,7 +248,7 @@ export const benchmarks: Benchmark[] = [
     async run(): Promise<BenchResult[]> {
       const rendererDir = await ensureBuiltRenderer();
       const source = process.env.AIRLOCK_BENCH_TERMINAL_SOURCE !== 'synthetic' && (await dockerAvailable()) ? await realSource() : await syntheticSource();
-      const host = await startHostServer({ router: createApiRouter(source.services), rendererDir });
+      const host = await startHostServer({ router: createApiRouter(source.services), rendererDir, ...(source.services.onDidTerminalOutput ? { terminalOutput: source.services.onDidTerminalOutput } : {}) });
       const { browser, close } = await launchChromium();
       let peakRss = process.memoryUsage().rss;
       const rssTimer = setInterval(() => { peakRss = Math.max(peakRss, process.memoryUsage().rss); }, 50);

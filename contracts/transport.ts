@@ -31,7 +31,9 @@ export const HOST_TOKEN_PARAM = 'token';
 /** WebSocket path on the host. */
 export const HOST_WS_PATH = '/api';
 /**
- * Terminal output for the browser: a POST here answers with a stream of newline-delimited JSON,
- * one `TerminalChunk` (contracts/terminals.ts) a line, for every terminal, until either side closes.
+ * Terminal output for the browser: a POST here answers with a stream of records for every
+ * terminal, until either side closes. A record is one JSON line — a `TerminalChunk`
+ * (contracts/terminals.ts), where a data chunk carries `bytes: N` instead of `data` — and, for a
+ * data chunk, the N bytes of UTF-8 output right after the newline.
  */
 export const HOST_TERMINAL_STREAM_PATH = '/api/terminal-stream';

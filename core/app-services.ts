@@ -9,6 +9,7 @@ import type { AirlockServices } from './api/services';
 import { verifyAuditLog } from './audit';
 import type { ChannelProcess } from './channel/channel-client';
 import { Emitter, type Event } from './common/disposable';
+import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
 import { RunTerminal } from './runs/run-terminal';
@@ -64,11 +65,12 @@ export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: 
 
 export function servicesFor(core: AirlockCore): AirlockServices {
   const { store, runs, vault, catalog } = core;
-  const terminalData = new Emitter<TerminalChunk>();
+  /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
+  const terminalOutput = new Emitter<TerminalOutput>();
   const shells = new Map<string, Shell>();
   let shellCounter = 0;
   let buildCounter = 0;
-  const forwardRunTerminals = runs.onDidTerminalData((c) => terminalData.fire(c));
+  const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
 
   async function record(runId: string): Promise<StoredRun> {
     return (await store.get(runId)) as StoredRun;
@@ -238,7 +240,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         const sandbox = runs.sandboxOf(runId);
         if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
         const terminalId = `shell:${runId}:${++shellCounter}`;
-        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalData.fire(c));
+        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalOutput.fire(c));
         const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
         proc.onStdout((d) => terminal.write(d));
         proc.onStderr((d) => terminal.write(d));
@@ -257,7 +259,8 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { allowed: true };
       },
       onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
-      onDidEvent: runs.onDidEvent,
+      // Command output reaches the UI as terminal output; as run events it would only be decoded to be dropped.
+      onDidEvent: (listener) => runs.onDidEvent((e) => { if (e.event.type !== 'command_output') listener(e); }),
     },
     diffs: {
       async list({ runId }) {
@@ -326,7 +329,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         shell.process.kill('SIGHUP');
         return { closed: true };
       },
-      onDidData: terminalData.event,
+      onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
     },
     settings: {
       get: () => core.settings.get(),
@@ -366,6 +369,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { records, total: lines.length };
       },
     },
+    onDidTerminalOutput: terminalOutput.event,
     async activeRunIds() {
       return runs.activeRunIds();
     },

@@ -1,6 +1,6 @@
-import { StringDecoder } from 'node:string_decoder';
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
 import type { AgentId } from '../runs/run-record';
+import { splitAtCharBoundary } from '../common/utf8';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
 export interface AgentCommandContext {
@@ -66,6 +66,26 @@ export function workspaceRelative(p: string, workspace = DEFAULT_WORKSPACE): str
   return p.startsWith(root) ? p.slice(root.length) : p;
 }
 
+type CommandOutput = Extract<AgentEvent, { type: 'command_output' }>;
+const OUTPUT_BYTES = Symbol('airlock.commandOutputBytes');
+
+/**
+ * A `command_output` event over bytes that end on a character boundary: its `data` is decoded only
+ * when read (the CLI prints it; the terminal path takes the bytes and never needs the text).
+ */
+export function commandOutputEvent(id: string, stream: 'stdout' | 'stderr', bytes: Buffer): CommandOutput {
+  let text: string | undefined;
+  const event = { type: 'command_output', id, stream } as CommandOutput;
+  Object.defineProperty(event, 'data', { enumerable: true, get: () => (text ??= bytes.toString('utf8')) });
+  Object.defineProperty(event, OUTPUT_BYTES, { value: bytes });
+  return event;
+}
+
+/** The bytes of a command_output event: as received when the parser made it, else its text encoded. */
+export function commandOutputBytes(event: CommandOutput): Buffer {
+  return (event as CommandOutput & { [OUTPUT_BYTES]?: Buffer })[OUTPUT_BYTES] ?? Buffer.from(event.data);
+}
+
 /** A line longer than this without a newline is not an event: it is dropped, not buffered forever. */
 const MAX_LINE_BYTES = 8 * 1024 * 1024;
 
@@ -73,14 +93,15 @@ const MAX_LINE_BYTES = 8 * 1024 * 1024;
  * A parser for JSON-lines output: splits on '\n' across chunks (UTF-8 safe), parses each line and
  * hands objects to `map`. Non-JSON lines are skipped. With `rawOutput`, it also reads the built-in
  * agent's raw command-output records (contracts/agent-events.ts) and turns them into
- * `command_output` events, decoding each command's streams on their own.
+ * `command_output` events, cut at character boundaries per command stream and decoded lazily.
  */
 export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => [], opts: { rawOutput?: boolean } = {}): AgentOutputParser {
   let pending: Buffer = Buffer.alloc(0);
   let skipping = false;
   /** The raw record being read: its bytes are gathered and decoded once, as one event. */
   let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number; parts: Buffer[] } | undefined;
-  const decoders = new Map<string, StringDecoder>();
+  /** Per command stream: the start of a character the last record cut. */
+  const carry = new Map<string, Buffer>();
   const handle = (line: Buffer): AgentEvent[] => {
     const text = line.toString('utf8').trim();
     if (!text.startsWith('{')) return [];
@@ -100,19 +121,20 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
       return [];
     }
   };
-  const decoder = (id: string, stream: string): StringDecoder => {
+  const output = (id: string, stream: 'stdout' | 'stderr', bytes: Buffer): AgentEvent[] => {
     const key = `${stream}:${id}`;
-    let d = decoders.get(key);
-    if (!d) decoders.set(key, (d = new StringDecoder('utf8')));
-    return d;
+    const held = carry.get(key);
+    const { whole, rest } = splitAtCharBoundary(held ? Buffer.concat([held, bytes]) : bytes);
+    if (rest.length) carry.set(key, Buffer.from(rest));
+    else carry.delete(key);
+    return whole.length ? [commandOutputEvent(id, stream, whole)] : [];
   };
   const flushCommand = (id: string): AgentEvent[] => {
     const out: AgentEvent[] = [];
     for (const stream of ['stdout', 'stderr'] as const) {
-      const key = `${stream}:${id}`;
-      const rest = decoders.get(key)?.end();
-      decoders.delete(key);
-      if (rest) out.push({ type: 'command_output', id, stream, data: rest });
+      const rest = carry.get(`${stream}:${id}`);
+      carry.delete(`${stream}:${id}`);
+      if (rest) out.push(commandOutputEvent(id, stream, rest));
     }
     return out;
   };
@@ -123,49 +145,59 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
     const bytes = Number(m?.[3]);
     return m && bytes <= MAX_RAW_OUTPUT_BYTES ? { id: m[1]!, stream: m[2] as 'stdout' | 'stderr', remaining: bytes, parts: [] } : undefined;
   };
-  return {
-    push(chunk) {
-      const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      const out: AgentEvent[] = [];
-      let off = 0;
-      while (off < buf.length) {
-        if (raw) {
-          const take = Math.min(raw.remaining, buf.length - off);
-          raw.parts.push(buf.subarray(off, off + take));
-          off += take;
-          raw.remaining -= take;
-          if (raw.remaining === 0) {
-            const bytes = raw.parts.length === 1 ? (raw.parts[0] as Buffer) : Buffer.concat(raw.parts);
-            const text = decoder(raw.id, raw.stream).write(bytes);
-            if (text) out.push({ type: 'command_output', id: raw.id, stream: raw.stream, data: text });
-            raw = undefined;
-          }
-          continue;
-        }
-        const nl = buf.indexOf(0x0a, off);
-        if (nl < 0) break;
-        const line = buf.subarray(off, nl);
-        off = nl + 1;
-        if (skipping) {
-          skipping = false;
-          continue;
-        }
-        raw = rawHeader(line);
-        if (!raw) out.push(...handle(line));
-        else if (raw.remaining === 0) raw = undefined;
-      }
-      pending = buf.subarray(off);
-      if (pending.length > MAX_LINE_BYTES) {
+  const push = (chunk: Buffer): AgentEvent[] => {
+    // A line cut by the last chunk is joined with this one's first line only, not the whole chunk.
+    let buf = chunk;
+    let off = 0;
+    if (pending.length) {
+      const nl = chunk.indexOf(0x0a);
+      const head = nl < 0 ? chunk : chunk.subarray(0, nl + 1);
+      buf = Buffer.concat([pending, head]);
+      if (nl >= 0 && nl + 1 < chunk.length) {
+        // Parse the joined line alone, then go on in the chunk itself.
         pending = Buffer.alloc(0);
-        skipping = true;
+        return [...push(buf), ...push(chunk.subarray(nl + 1))];
       }
-      return out;
-    },
+    }
+    const out: AgentEvent[] = [];
+    while (off < buf.length) {
+      if (raw) {
+        const take = Math.min(raw.remaining, buf.length - off);
+        raw.parts.push(buf.subarray(off, off + take));
+        off += take;
+        raw.remaining -= take;
+        if (raw.remaining === 0) {
+          out.push(...output(raw.id, raw.stream, raw.parts.length === 1 ? (raw.parts[0] as Buffer) : Buffer.concat(raw.parts)));
+          raw = undefined;
+        }
+        continue;
+      }
+      const nl = buf.indexOf(0x0a, off);
+      if (nl < 0) break;
+      const line = buf.subarray(off, nl);
+      off = nl + 1;
+      if (skipping) {
+        skipping = false;
+        continue;
+      }
+      raw = rawHeader(line);
+      if (!raw) out.push(...handle(line));
+      else if (raw.remaining === 0) raw = undefined;
+    }
+    pending = buf.subarray(off);
+    if (pending.length > MAX_LINE_BYTES) {
+      pending = Buffer.alloc(0);
+      skipping = true;
+    }
+    return out;
+  };
+  return {
+    push,
     end() {
       const out = pending.length > 0 && !raw && !skipping ? handle(pending) : [];
       pending = Buffer.alloc(0);
       raw = undefined;
-      for (const key of [...decoders.keys()]) out.push(...flushCommand(key.slice(key.indexOf(':') + 1)));
+      for (const key of [...carry.keys()]) out.push(...flushCommand(key.slice(key.indexOf(':') + 1)));
       return [...out, ...onEnd()];
     },
   };

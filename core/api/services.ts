@@ -1,5 +1,6 @@
 import type { Channel, ChannelArgs, ChannelOutput, EventName, EventPayload } from '../../contracts';
 import type { Disposable, Event } from '../common/disposable';
+import type { TerminalOutput } from '../common/terminal-output';
 
 /** The domains of the contracts: `runs`, `keys`, `providers`, `sandboxes`, `diffs`, … */
 export type Domain = Channel extends `${infer D}:${string}` ? D : never;
@@ -25,6 +26,11 @@ export type AirlockServices = { [D in Domain]: DomainService<D> } & {
   activeRunIds(): Promise<string[]>;
   /** Stops everything: cancels and wipes live runs, closes the proxy. */
   dispose(): Promise<void>;
+  /**
+   * Terminal output as bytes, for a transport that carries bytes (the browser's terminal stream);
+   * `terminals.onDidData` is the same output as text. Absent where nothing produces bytes (fakes).
+   */
+  onDidTerminalOutput?: Event<TerminalOutput>;
 };
 
 export type RunsService = AirlockServices['runs'];

@@ -32,24 +32,31 @@ function connect(url: string, headers: Record<string, string>): Promise<{ outcom
   });
 }
 
-/** POSTs to the terminal stream; lines of the streamed body come out through `nextLine`. */
-function openStream(port: number, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; nextLine(pred: (l: string) => boolean): Promise<string>; close(): void }> {
+/** POSTs to the terminal stream; its records (JSON line, then a data record's bytes) come out through `next`. */
+function openStream(port: number, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; next(pred: (r: { header: Record<string, unknown>; data?: Buffer }) => boolean): Promise<{ header: Record<string, unknown>; data?: Buffer }>; close(): void }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path: '/api/terminal-stream', method: 'POST', headers }, (res) => {
-      const lines: string[] = [];
-      let pending = '';
+      const records: Array<{ header: Record<string, unknown>; data?: Buffer }> = [];
+      let buf = Buffer.alloc(0);
       res.on('data', (c: Buffer) => {
-        pending += c.toString();
-        const parts = pending.split('\n');
-        pending = parts.pop() ?? '';
-        lines.push(...parts);
+        if (res.statusCode !== 200) return;
+        buf = Buffer.concat([buf, c]);
+        for (;;) {
+          const nl = buf.indexOf(0x0a);
+          if (nl < 0) return;
+          const header = JSON.parse(buf.subarray(0, nl).toString()) as Record<string, unknown>;
+          const n = header.kind === 'data' ? Number(header.bytes) : 0;
+          if (buf.length < nl + 1 + n) return;
+          records.push({ header, ...(header.kind === 'data' ? { data: buf.subarray(nl + 1, nl + 1 + n) } : {}) });
+          buf = buf.subarray(nl + 1 + n);
+        }
       });
       resolve({
         status: res.statusCode ?? 0,
         headers: res.headers,
-        async nextLine(pred) {
+        async next(pred) {
           for (;;) {
-            const hit = lines.find(pred);
+            const hit = records.find(pred);
             if (hit) return hit;
             await new Promise((r) => setTimeout(r, 5));
           }
@@ -148,7 +155,7 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     c.ws.close();
   });
 
-  it('streams terminal output as NDJSON to a same-origin POST with the token, and refuses anything else', async () => {
+  it('streams terminal output as binary records to a same-origin POST with the token, and refuses anything else', async () => {
     const cookie = `airlock_token_${host.port}=${host.token}`;
     const post = (headers: Record<string, string>) => openStream(host.port, headers);
     expect((await post({ origin })).status).toBe(403); // no token
@@ -159,11 +166,14 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
 
     const s = await post({ cookie, origin });
     expect(s.status).toBe(200);
-    expect(s.headers['content-type']).toContain('application/x-ndjson');
+    expect(s.headers['content-type']).toBe('application/octet-stream');
     const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
-    services.emitOutput(run.id, 'streamed \x1b[1mbold\x1b[0m\r\n');
-    const line = await s.nextLine((l) => l.includes('streamed'));
-    expect(JSON.parse(line)).toMatchObject({ kind: 'data', terminalId: `run:${run.id}`, runId: run.id, data: expect.stringContaining('streamed \x1b[1mbold') });
+    services.emitOutput(run.id, 'streamed \x1b[1mbold\x1b[0m — ünïcode\r\n');
+    const record = await s.next((r) => Boolean(r.data?.includes('streamed')));
+    expect(record.header).toMatchObject({ kind: 'data', terminalId: `run:${run.id}`, runId: run.id });
+    expect(record.header.bytes).toBe(record.data?.length);
+    // The bytes travel as they are: escapes and UTF-8 intact, no JSON around them.
+    expect(record.data?.toString('utf8')).toContain('streamed \x1b[1mbold\x1b[0m — ünïcode\r\n');
     s.close();
   });
 

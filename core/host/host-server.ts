@@ -4,10 +4,11 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
-import type { Disposable } from '../common/disposable';
+import type { Disposable, Event } from '../common/disposable';
+import type { TerminalOutput } from '../common/terminal-output';
 import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';
-import { serveTerminalStream } from './terminal-stream';
+import { bytesFromRouter, serveTerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
 
 export interface HostServerOptions {
@@ -18,6 +19,8 @@ export interface HostServerOptions {
   port?: number;
   /** A fixed token for tests; random 256-bit otherwise. */
   token?: string;
+  /** Terminal output as bytes (`AirlockServices.onDidTerminalOutput`); else the router's text is re-encoded. */
+  terminalOutput?: Event<TerminalOutput>;
 }
 
 export interface HostServer {
@@ -75,6 +78,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const tokenDigest = digest(token);
   const sessions = new Set<WsSession>();
   const streams = new Set<Disposable>();
+  const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
   const cookieName = () => `airlock_token_${port}`;
   const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
@@ -113,7 +117,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
       return;
     }
     if (isStream && req.method === 'POST') {
-      const stream = serveTerminalStream(req, res, opts.router, securityHeaders());
+      const stream = serveTerminalStream(req, res, terminalOutput, securityHeaders());
       streams.add(stream);
       res.on('close', () => streams.delete(stream));
       return;

@@ -1,9 +1,39 @@
 import type { TerminalChunk } from '../../contracts';
 import type { Disposable } from '../common/disposable';
+import type { TerminalBytes, TerminalOutput } from '../common/terminal-output';
 
-export interface TerminalBatcherOptions {
+type GapOrExit = Exclude<TerminalChunk, { kind: 'data' }>;
+type Gap = { fromSeq: number; toSeq: number; droppedBytes: number; end?: number };
+
+/** How the batcher handles one kind of data chunk: text (WebSocket, IPC) or bytes (the browser stream). */
+export interface ChunkCodec<D extends { kind: string; seq: number; end?: number }> {
+  isData(chunk: D | GapOrExit): chunk is D;
+  /** Characters or bytes: what the batch bound counts. */
+  size(chunk: D): number;
+  byteLength(chunk: D): number;
+  /** One chunk with the parts' content, the last part's seq and end. */
+  merge(parts: D[]): D;
+}
+
+type TextChunk = Extract<TerminalChunk, { kind: 'data' }>;
+
+export const textChunks: ChunkCodec<TextChunk> = {
+  isData: (c): c is TextChunk => c.kind === 'data',
+  size: (c) => c.data.length,
+  byteLength: (c) => Buffer.byteLength(c.data),
+  merge: (parts) => ({ ...(parts.at(-1) as TextChunk), data: parts.map((p) => p.data).join('') }),
+};
+
+export const byteChunks: ChunkCodec<TerminalBytes> = {
+  isData: (c): c is TerminalBytes => c.kind === 'bytes',
+  size: (c) => c.bytes.length,
+  byteLength: (c) => c.bytes.length,
+  merge: (parts) => ({ ...(parts.at(-1) as TerminalBytes), bytes: Buffer.concat(parts.map((p) => p.bytes)) }),
+};
+
+export interface TerminalBatcherOptions<D> {
   /** Sends one (merged) chunk toward the client. */
-  send(chunk: TerminalChunk): void;
+  send(chunk: D | GapOrExit): void;
   /** True while the client is behind (e.g. a response's or socket's queue over its high-water mark). */
   isCongested(): boolean;
   /** Flush interval; ~one frame so the UI gets at most one write per terminal per frame. */
@@ -12,12 +42,9 @@ export interface TerminalBatcherOptions {
   maxBatchChars?: number;
 }
 
-type DataChunk = Extract<TerminalChunk, { kind: 'data' }>;
-type Gap = { fromSeq: number; toSeq: number; droppedBytes: number; end?: number };
-
-interface Pending {
+interface Pending<D> {
   runId: string;
-  parts: DataChunk[];
+  parts: D[];
   chars: number;
   gap?: Gap;
 }
@@ -28,25 +55,28 @@ interface Pending {
  * dropped from the live view and replaced by one `gap` chunk (the full log stays on disk). A slow
  * UI therefore never stalls the agent or grows memory, and still gets the latest output.
  */
-export class TerminalBatcher implements Disposable {
-  private readonly pending = new Map<string, Pending>();
+export class TerminalBatcher<D extends { kind: string; terminalId: string; runId: string; seq: number; end?: number } = TextChunk> implements Disposable {
+  private readonly pending = new Map<string, Pending<D>>();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly intervalMs: number;
   private readonly maxBatchChars: number;
   private disposed = false;
 
-  constructor(private readonly opts: TerminalBatcherOptions) {
+  constructor(
+    private readonly opts: TerminalBatcherOptions<D>,
+    private readonly codec: ChunkCodec<D> = textChunks as unknown as ChunkCodec<D>,
+  ) {
     this.intervalMs = opts.intervalMs ?? 16;
     this.maxBatchChars = opts.maxBatchChars ?? 256 * 1024;
   }
 
-  push(chunk: TerminalChunk): void {
+  push(chunk: D | GapOrExit): void {
     if (this.disposed) return;
-    const p = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], chars: 0 };
+    const p: Pending<D> = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], chars: 0 };
     this.pending.set(chunk.terminalId, p);
-    if (chunk.kind === 'data') {
+    if (this.codec.isData(chunk)) {
       p.parts.push(chunk);
-      p.chars += chunk.data.length;
+      p.chars += this.codec.size(chunk);
       if (p.chars >= this.maxBatchChars) this.flushOne(chunk.terminalId, p);
       else this.schedule();
       return;
@@ -73,7 +103,7 @@ export class TerminalBatcher implements Disposable {
     if (!this.timer && !this.disposed) this.timer = setTimeout(() => this.flush(), this.intervalMs);
   }
 
-  private addGap(p: Pending, g: Gap): void {
+  private addGap(p: Pending<D>, g: Gap): void {
     if (!p.gap) p.gap = { fromSeq: g.fromSeq, toSeq: g.toSeq, droppedBytes: 0 };
     p.gap.fromSeq = Math.min(p.gap.fromSeq, g.fromSeq);
     p.gap.toSeq = Math.max(p.gap.toSeq, g.toSeq);
@@ -82,25 +112,21 @@ export class TerminalBatcher implements Disposable {
   }
 
   /** Drops the oldest pending output of a congested terminal until what is left fits. */
-  private keepNewest(p: Pending): void {
+  private keepNewest(p: Pending<D>): void {
     while (p.chars > this.maxBatchChars && p.parts.length > 1) {
-      const old = p.parts.shift() as DataChunk;
-      p.chars -= old.data.length;
-      this.addGap(p, { fromSeq: old.seq, toSeq: old.seq, droppedBytes: Buffer.byteLength(old.data), ...(old.end !== undefined ? { end: old.end } : {}) });
+      const old = p.parts.shift() as D;
+      p.chars -= this.codec.size(old);
+      this.addGap(p, { fromSeq: old.seq, toSeq: old.seq, droppedBytes: this.codec.byteLength(old), ...(old.end !== undefined ? { end: old.end } : {}) });
     }
   }
 
-  private flushOne(terminalId: string, p: Pending, force = false): void {
+  private flushOne(terminalId: string, p: Pending<D>, force = false): void {
     if (!force && this.opts.isCongested()) {
       this.keepNewest(p);
       return;
     }
     if (p.gap) this.opts.send({ kind: 'gap', terminalId, runId: p.runId, ...p.gap });
-    const last = p.parts.at(-1);
-    if (last) {
-      const data = p.parts.length === 1 ? last.data : p.parts.map((c) => c.data).join('');
-      this.opts.send({ ...last, data });
-    }
+    if (p.parts.length) this.opts.send(p.parts.length === 1 ? (p.parts[0] as D) : this.codec.merge(p.parts));
     this.pending.delete(terminalId);
   }
 

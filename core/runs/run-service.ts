@@ -6,9 +6,9 @@ import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
 import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
-import type { TerminalChunk } from '../../contracts/terminals';
+import type { TerminalOutput } from '../common/terminal-output';
 import { runTerminalId } from '../../contracts/terminals';
-import type { AgentAdapter, AgentCommandContext } from '../agents';
+import { commandOutputBytes, type AgentAdapter, type AgentCommandContext } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
@@ -126,7 +126,7 @@ export class RunService implements Disposable {
   private readonly live = new Map<string, LiveRun>();
   private readonly statusEmitter = new Emitter<StoredRun>();
   private readonly eventEmitter = new Emitter<RunEvent>();
-  private readonly terminalEmitter = new Emitter<TerminalChunk>();
+  private readonly terminalEmitter = new Emitter<TerminalOutput>();
   private readonly filesEmitter = new Emitter<{ runId: string }>();
   private readonly subscriptions = new DisposableStore();
 
@@ -135,7 +135,7 @@ export class RunService implements Disposable {
   /** A new numbered event of a live run (also written to its event log). */
   readonly onDidEvent: Event<RunEvent> = this.eventEmitter.event;
   /** Terminal output of a live run. */
-  readonly onDidTerminalData: Event<TerminalChunk> = this.terminalEmitter.event;
+  readonly onDidTerminalData: Event<TerminalOutput> = this.terminalEmitter.event;
   /** The changed files of a live run changed: refetch. */
   readonly onDidChangeFiles: Event<{ runId: string }> = this.filesEmitter.event;
 
@@ -505,10 +505,12 @@ export class RunService implements Disposable {
         break;
       }
       case 'command_output': {
+        // Bytes from the parser, never decoded here; the run's terminal converts bare newlines.
+        const bytes = commandOutputBytes(event);
         const c = live.commands.get(event.id);
-        c?.hash.update(event.data);
-        if (c) c.bytes += Buffer.byteLength(event.data);
-        live.terminal.write(toTerminalNewlines(event.data));
+        c?.hash.update(bytes);
+        if (c) c.bytes += bytes.length;
+        live.terminal.write(bytes);
         break;
       }
       case 'command_exited': {
@@ -648,7 +650,3 @@ export class RunService implements Disposable {
   }
 }
 
-/** Pipe output uses bare `\n`; the terminal needs `\r\n`. (The common case, no `\r`, skips the regex.) */
-export function toTerminalNewlines(text: string): string {
-  return text.includes('\r') ? text.replace(/(?<!\r)\n/g, '\r\n') : text.replaceAll('\n', '\r\n');
-}

@@ -346,7 +346,7 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     });
     let allowed = false;
     const sub = f.core.runs.onDidTerminalData((c) => {
-      if (!allowed && c.runId === started.id && c.kind === 'data' && c.data.includes('blocked') && c.data.includes(FAKE_REGISTRY_HOST)) {
+      if (!allowed && c.runId === started.id && c.kind === 'bytes' && c.bytes.includes('blocked') && c.bytes.includes(FAKE_REGISTRY_HOST)) {
         allowed = true;
         void f.core.runs.allowNetwork(started.id, FAKE_REGISTRY_HOST, registry.port, 'run');
       }

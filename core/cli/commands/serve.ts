@@ -83,7 +83,7 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
       const services = await deps.createServices(io.env);
       let host: HostServer | undefined;
       try {
-        host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port });
+        host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port, ...(services.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
         io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);
         if (opts.open) (deps.openBrowser ?? openInBrowser)(host.url);

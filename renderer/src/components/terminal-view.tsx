@@ -7,6 +7,8 @@ import { TerminalSink } from '../terminal/terminal-sink';
 import { terminalHub } from '../terminal/terminal-hub';
 import { newPart } from '../terminal/live-after-replay';
 
+const encoder = new TextEncoder();
+
 function xtermTheme() {
   return { background: '#0d1117', foreground: '#e6edf3', cursor: '#e6edf3', selectionBackground: '#264f78' };
 }
@@ -22,7 +24,8 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     const el = host.current;
     if (!el) return;
     const term = new Terminal({
-      convertEol: false,
+      // A run's terminal shows pipe output (bare \n); a shell's is a PTY, which sends \r\n itself.
+      convertEol: terminalId.startsWith('run:'),
       scrollback: 5000,
       fontSize: 12.5,
       fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace',
@@ -38,9 +41,9 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     // For tests and the benchmark: the page can read how much reached the terminal.
     el.dataset.terminalId = terminalId;
     const stats = () => {
-      el.dataset.rendered = String(sink.stats.renderedChars);
-      el.dataset.received = String(sink.stats.receivedChars);
-      el.dataset.dropped = String(sink.stats.droppedChars);
+      el.dataset.rendered = String(sink.stats.renderedBytes);
+      el.dataset.received = String(sink.stats.receivedBytes);
+      el.dataset.dropped = String(sink.stats.droppedBytes);
       el.dataset.gaps = String(sink.stats.gaps);
     };
     sink.onRendered = stats;
@@ -50,10 +53,10 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     // the replay and the live transport was faster.
     let replayedTo: number | undefined;
     const held: Array<() => void> = [];
-    const write = (d: string, end?: number) => {
+    const write = (d: string | Uint8Array, end?: number) => {
       if (replayedTo === undefined) return void held.push(() => write(d, end));
-      const part = newPart(d, end, replayedTo);
-      if (part) sink.write(part);
+      const part = newPart(typeof d === 'string' ? encoder.encode(d) : d, end, replayedTo);
+      if (part.length) sink.write(part);
     };
     const gap = (n: number, end?: number) => {
       if (replayedTo === undefined) return void held.push(() => gap(n, end));

@@ -1,17 +1,11 @@
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
 /**
- * What of a live chunk is new to a view that replayed the log up to `replayedTo` bytes: nothing
- * when the chunk ends there or before, its tail when it straddles that point, all of it otherwise.
- * Chunks without an `end` (an older host) are taken whole.
+ * What of a live chunk (UTF-8 bytes) is new to a view that replayed the log up to `replayedTo`
+ * bytes: nothing when the chunk ends there or before, its tail when it straddles that point, all
+ * of it otherwise. Chunks without an `end` (an older host) are taken whole.
  */
-export function newPart(data: string, end: number | undefined, replayedTo: number): string {
+export function newPart(data: Uint8Array, end: number | undefined, replayedTo: number): Uint8Array {
   if (end === undefined) return data;
-  if (end <= replayedTo) return '';
-  // A string of n characters is n..3n UTF-8 bytes: only encode when it may straddle.
-  if (end - 3 * data.length >= replayedTo) return data;
-  const bytes = encoder.encode(data);
-  const start = end - bytes.length;
-  return start >= replayedTo ? data : decoder.decode(bytes.subarray(replayedTo - start));
+  if (end <= replayedTo) return data.subarray(data.length);
+  const start = end - data.length;
+  return start >= replayedTo ? data : data.subarray(replayedTo - start);
 }

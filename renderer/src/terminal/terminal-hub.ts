@@ -3,7 +3,8 @@ import type { Api } from '../api';
 
 /** A terminal view's end of the hub. `end`: the chunk's end offset in the terminal's log, if known. */
 export interface TerminalReceiver {
-  write(data: string, end?: number): void;
+  /** Text from the IPC and WebSocket transports; UTF-8 bytes from the browser's terminal stream. */
+  write(data: string | Uint8Array, end?: number): void;
   gap(droppedBytes: number, end?: number): void;
   exit?(code: number | null): void;
 }
@@ -20,7 +21,8 @@ export class TerminalHub {
     this.unsubscribe = api.on('terminals:onDidData', (chunk) => this.route(chunk));
   }
 
-  private route(chunk: TerminalChunk): void {
+  /** A chunk of the contract, or of the terminal stream (whose data is bytes). */
+  private route(chunk: TerminalChunk | (Omit<Extract<TerminalChunk, { kind: 'data' }>, 'data'> & { data: Uint8Array })): void {
     const r = this.receivers.get(chunk.terminalId);
     if (!r) return;
     if (chunk.kind === 'data') r.write(chunk.data, chunk.end);

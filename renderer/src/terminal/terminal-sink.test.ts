@@ -5,7 +5,7 @@ import { TerminalSink, type TerminalLike } from './terminal-sink';
 function slowTerminal() {
   const writes: string[] = [];
   const callbacks: Array<() => void> = [];
-  const term: TerminalLike = { write: (d, cb) => { writes.push(d); if (cb) callbacks.push(cb); } };
+  const term: TerminalLike = { write: (d, cb) => { writes.push(new TextDecoder().decode(d)); if (cb) callbacks.push(cb); } };
   return { term, writes, release: () => callbacks.splice(0).forEach((cb) => cb()) };
 }
 
@@ -26,13 +26,13 @@ describe('TerminalSink', () => {
 
   it('bounds what a slow terminal has to parse, drops the oldest waiting output, and marks the gap', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 1000, maxInflightChars: 500 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 1000, maxInflightBytes: 500 });
     sink.write('a'.repeat(800));
     vi.advanceTimersByTime(16); // 800 chars in flight, the terminal has not parsed them
     for (let i = 0; i < 50; i++) sink.write(`${String(i).padStart(2, '0')}${'b'.repeat(98)}`); // 5000 more
     vi.advanceTimersByTime(16);
     expect(t.writes).toHaveLength(1); // nothing more is handed to xterm while it is behind
-    expect(sink.stats.droppedChars).toBe(4000);
+    expect(sink.stats.droppedBytes).toBe(4000);
     expect(sink.stats.gaps).toBe(1);
     t.release();
     vi.advanceTimersByTime(16);
@@ -50,16 +50,16 @@ describe('TerminalSink', () => {
 
   it('keeps the tail of a single chunk larger than the bound', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 100 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 100 });
     sink.write(`${'x'.repeat(1000)}${'y'.repeat(100)}`);
     vi.advanceTimersByTime(16);
     expect(t.writes[0]).toMatch(/skipped in the live view.*\r\ny{100}$/s);
-    expect(sink.stats.droppedChars).toBe(1000);
+    expect(sink.stats.droppedBytes).toBe(1000);
   });
 
   it('merges a reported gap with output it drops into one marker', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogChars: 100, maxInflightChars: 10 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 100, maxInflightBytes: 10 });
     sink.write('z'.repeat(20));
     vi.advanceTimersByTime(16); // in flight
     sink.write('a'.repeat(60));
@@ -74,6 +74,18 @@ describe('TerminalSink', () => {
     expect(second).not.toContain('a');
     expect(second.endsWith('c'.repeat(60))).toBe(true);
     expect(sink.stats.gaps).toBe(1);
+  });
+
+  it('takes text and bytes alike, and a character split across writes comes out whole', () => {
+    const t = slowTerminal();
+    const sink = new TerminalSink(t.term, { intervalMs: 16 });
+    const euro = new TextEncoder().encode('€');
+    sink.write('price: ');
+    sink.write(euro.subarray(0, 1));
+    sink.write(euro.subarray(1));
+    vi.advanceTimersByTime(16);
+    expect(t.writes).toEqual(['price: €']);
+    expect(sink.stats.receivedBytes).toBe(10);
   });
 
   it('shows a gap the host reported', () => {

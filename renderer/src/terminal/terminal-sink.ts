@@ -1,13 +1,13 @@
-/** What the sink needs of an xterm Terminal (a fake in tests). */
+/** What the sink needs of an xterm Terminal (a fake in tests). xterm takes UTF-8 bytes as they are. */
 export interface TerminalLike {
-  write(data: string, callback?: () => void): void;
+  write(data: Uint8Array, callback?: () => void): void;
 }
 
 export interface TerminalSinkOptions {
-  /** Max characters waiting here (not yet given to xterm) before the oldest are dropped. */
-  maxBacklogChars?: number;
-  /** Max characters given to xterm and not yet parsed; more waits here, where it can be dropped. */
-  maxInflightChars?: number;
+  /** Max bytes waiting here (not yet given to xterm) before the oldest are dropped. */
+  maxBacklogBytes?: number;
+  /** Max bytes given to xterm and not yet parsed; more waits here, where it can be dropped. */
+  maxInflightBytes?: number;
   /** Batch interval; ~one frame. */
   intervalMs?: number;
 }
@@ -17,40 +17,43 @@ export function gapMarker(droppedBytes: number): string {
   return `\r\n\x1b[30;43m … ${size} of output skipped in the live view (the full log is kept) … \x1b[0m\r\n`;
 }
 
-type Part = string | { dropped: number };
+type Part = Uint8Array | { dropped: number };
+const encoder = new TextEncoder();
 
 /**
  * Feeds an xterm directly, never through React state (DESIGN.md §5): writes are batched per
  * frame, and both what xterm has yet to parse and what waits here are bounded. Past the bound the
  * OLDEST waiting output is dropped and a visible gap marker takes its place, so a flood never
- * freezes the UI or grows memory, and the view keeps showing the latest output.
+ * freezes the UI or grows memory, and the view keeps showing the latest output. Output stays UTF-8
+ * bytes (xterm decodes them, across writes too).
  */
 export class TerminalSink {
   private queue: Part[] = [];
-  private queuedChars = 0;
+  private queuedBytes = 0;
   /** Written to xterm, not yet parsed (xterm's write callback tells us). */
-  private inflightChars = 0;
+  private inflightBytes = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly maxBacklog: number;
   private readonly maxInflight: number;
   private readonly intervalMs: number;
   private disposed = false;
-  /** Totals, for the status line and the benchmark. */
-  readonly stats = { receivedChars: 0, renderedChars: 0, droppedChars: 0, gaps: 0 };
+  /** Totals in bytes, for the status line and the benchmark. */
+  readonly stats = { receivedBytes: 0, renderedBytes: 0, droppedBytes: 0, gaps: 0 };
   /** Called after xterm parsed a batch (benchmark, tests). */
   onRendered?: () => void;
 
   constructor(private readonly term: TerminalLike, opts: TerminalSinkOptions = {}) {
-    this.maxBacklog = opts.maxBacklogChars ?? 2 * 1024 * 1024;
-    this.maxInflight = opts.maxInflightChars ?? 512 * 1024;
+    this.maxBacklog = opts.maxBacklogBytes ?? 2 * 1024 * 1024;
+    this.maxInflight = opts.maxInflightBytes ?? 512 * 1024;
     this.intervalMs = opts.intervalMs ?? 16;
   }
 
-  write(data: string): void {
-    if (this.disposed || data.length === 0) return;
-    this.stats.receivedChars += data.length;
-    this.queue.push(data);
-    this.queuedChars += data.length;
+  write(data: Uint8Array | string): void {
+    const bytes = typeof data === 'string' ? encoder.encode(data) : data;
+    if (this.disposed || bytes.length === 0) return;
+    this.stats.receivedBytes += bytes.length;
+    this.queue.push(bytes);
+    this.queuedBytes += bytes.length;
     this.trim();
     this.schedule();
   }
@@ -59,7 +62,7 @@ export class TerminalSink {
   gap(droppedBytes: number): void {
     if (this.disposed) return;
     const last = this.queue.at(-1);
-    if (last !== undefined && typeof last !== 'string') last.dropped += Math.max(1, droppedBytes);
+    if (last !== undefined && !(last instanceof Uint8Array)) last.dropped += Math.max(1, droppedBytes);
     else {
       this.queue.push({ dropped: Math.max(1, droppedBytes) });
       this.stats.gaps++;
@@ -69,21 +72,21 @@ export class TerminalSink {
 
   /** Drops the oldest waiting output past the bound; the newest chunk keeps at least its tail. */
   private trim(): void {
-    let excess = this.queuedChars - this.maxBacklog;
+    let excess = this.queuedBytes - this.maxBacklog;
     if (excess <= 0) return;
     let dropped = 0;
     let hadGap = false;
-    const drop = (chars: number) => {
-      dropped += chars;
-      excess -= chars;
-      this.queuedChars -= chars;
-      this.stats.droppedChars += chars;
+    const drop = (n: number) => {
+      dropped += n;
+      excess -= n;
+      this.queuedBytes -= n;
+      this.stats.droppedBytes += n;
     };
     // Whole parts from the front, never the newest one…
     let n = 0;
     while (excess > 0 && n < this.queue.length - 1) {
       const part = this.queue[n++] as Part;
-      if (typeof part === 'string') drop(part.length);
+      if (part instanceof Uint8Array) drop(part.length);
       else {
         dropped += part.dropped;
         hadGap = true;
@@ -93,12 +96,12 @@ export class TerminalSink {
     // …then the head of the newest, if it alone is over the bound.
     const last = rest.length - 1;
     const newest = rest[last];
-    if (excess > 0 && typeof newest === 'string') {
-      rest[last] = newest.slice(excess);
+    if (excess > 0 && newest instanceof Uint8Array) {
+      rest[last] = newest.subarray(excess);
       drop(excess);
     }
     const first = rest[0];
-    if (first !== undefined && typeof first !== 'string') {
+    if (first !== undefined && !(first instanceof Uint8Array)) {
       first.dropped += dropped;
       hadGap = true;
     } else rest.unshift({ dropped });
@@ -114,15 +117,16 @@ export class TerminalSink {
     this.timer = undefined;
     if (this.disposed || !this.queue.length) return;
     // xterm is still parsing plenty: keep the rest here, where a flood can drop its oldest part.
-    if (this.inflightChars >= this.maxInflight) return;
-    const text = this.queue.map((part) => (typeof part === 'string' ? part : gapMarker(part.dropped))).join('');
+    if (this.inflightBytes >= this.maxInflight) return;
+    const parts = this.queue.map((part) => (part instanceof Uint8Array ? part : encoder.encode(gapMarker(part.dropped))));
     this.queue = [];
-    this.queuedChars = 0;
-    const len = text.length;
-    this.inflightChars += len;
-    this.term.write(text, () => {
-      this.inflightChars -= len;
-      this.stats.renderedChars += len;
+    this.queuedBytes = 0;
+    const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concat(parts);
+    const len = batch.length;
+    this.inflightBytes += len;
+    this.term.write(batch, () => {
+      this.inflightBytes -= len;
+      this.stats.renderedBytes += len;
       this.onRendered?.();
       if (this.queue.length) this.schedule();
     });
@@ -133,4 +137,14 @@ export class TerminalSink {
     if (this.timer) clearTimeout(this.timer);
     this.queue = [];
   }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }

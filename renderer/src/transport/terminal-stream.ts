@@ -8,9 +8,63 @@ export interface TerminalStreamOptions {
 }
 
 /**
- * Receives every terminal's output from `airlock serve` as one streamed response (newline-delimited
- * JSON, one chunk a line; see contracts/transport.ts). The browser takes a fetch stream several
- * times faster than WebSocket messages. Reconnects with backoff until disposed.
+ * Reads the records of the terminal stream (contracts/transport.ts) from byte chunks cut anywhere:
+ * a JSON line, then for a data record its bytes, handed on as a Uint8Array (never decoded here:
+ * xterm takes UTF-8 bytes).
+ */
+export class TerminalRecordReader {
+  /** The part of a header line received so far. */
+  private line: Uint8Array = new Uint8Array(0);
+  private data: { header: Record<string, unknown>; need: number; parts: Uint8Array[]; have: number } | undefined;
+  private readonly decoder = new TextDecoder();
+
+  constructor(private readonly onChunk: (chunk: unknown) => void) {}
+
+  push(value: Uint8Array): void {
+    let input = value;
+    while (input.length) {
+      if (this.data) {
+        const d = this.data;
+        const take = Math.min(d.need - d.have, input.length);
+        d.parts.push(input.subarray(0, take));
+        d.have += take;
+        input = input.subarray(take);
+        if (d.have === d.need) {
+          this.data = undefined;
+          this.onChunk({ ...d.header, data: d.parts.length === 1 ? d.parts[0] : concat(d.parts, d.need) });
+        }
+        continue;
+      }
+      // A header line: gather bytes until its newline (headers are small).
+      const nl = input.indexOf(10);
+      const upto = nl < 0 ? input.length : nl;
+      this.line = this.line.length ? concat([this.line, input.subarray(0, upto)]) : input.subarray(0, upto);
+      if (nl < 0) return;
+      input = input.subarray(nl + 1);
+      const header = JSON.parse(this.decoder.decode(this.line)) as Record<string, unknown>;
+      this.line = new Uint8Array(0);
+      if (header.kind === 'data' && typeof header.bytes === 'number') {
+        const { bytes, ...rest } = header;
+        if (bytes === 0) this.onChunk({ ...rest, data: new Uint8Array(0) });
+        else this.data = { header: rest, need: bytes, parts: [], have: 0 };
+      } else this.onChunk(header);
+    }
+  }
+}
+
+function concat(parts: Uint8Array[], total = parts.reduce((n, p) => n + p.length, 0)): Uint8Array {
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/**
+ * Receives every terminal's output from `airlock serve` as one streamed response. The browser
+ * takes a fetch stream faster than WebSocket messages. Reconnects with backoff until disposed.
  */
 export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: TerminalStreamOptions = {}): () => void {
   const url = opts.url ?? `${location.origin}${HOST_TERMINAL_STREAM_PATH}`;
@@ -19,31 +73,21 @@ export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: Term
   let disposed = false;
   let retry = 0;
 
-  const readLines = async (body: ReadableStream<Uint8Array>) => {
-    const reader = body.getReader();
-    const decoder = new TextDecoder();
-    let pending = '';
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      retry = 0;
-      pending += decoder.decode(value, { stream: true });
-      let start = 0;
-      let nl: number;
-      while ((nl = pending.indexOf('\n', start)) >= 0) {
-        onChunk(JSON.parse(pending.slice(start, nl)));
-        start = nl + 1;
-      }
-      pending = start ? pending.slice(start) : pending;
-    }
-  };
-
   const connect = async () => {
     while (!disposed) {
       abort = new AbortController();
       try {
         const res = await doFetch(url, { method: 'POST', signal: abort.signal, cache: 'no-store' });
-        if (res.ok && res.body) await readLines(res.body);
+        if (res.ok && res.body) {
+          const reader = res.body.getReader();
+          const records = new TerminalRecordReader(onChunk);
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            retry = 0;
+            records.push(value);
+          }
+        }
       } catch {
         // Dropped or refused: try again below, unless disposed.
       }

@@ -19,18 +19,35 @@ export function emit(event: AgentEvent): void {
 }
 
 /**
- * Writes a chunk of command output as raw records (contracts/agent-events.ts): no JSON, no UTF-8
- * decoding here — the host decodes. Ids a header cannot carry fall back to JSON events.
+ * Writes command output as one raw record (contracts/agent-events.ts): no JSON, no decoding, no
+ * copy — the header and the parts go out in one writev. Ids a header cannot carry fall back to JSON.
  */
-export function emitOutput(id: string, stream: 'stdout' | 'stderr', chunk: Buffer): void {
+export function emitOutput(id: string, stream: 'stdout' | 'stderr', parts: Buffer[]): void {
   if (!RAW_OUTPUT_HEADER.test(rawOutputHeader(id, stream, 0).slice(0, -1))) {
-    emit({ type: 'command_output', id, stream, data: chunk.toString('utf8') });
+    emit({ type: 'command_output', id, stream, data: Buffer.concat(parts).toString('utf8') });
     return;
   }
   // The token is ASCII, so a latin1 round trip rewrites it and leaves every other byte as it was.
-  const data = secretBytes && chunk.includes(secretBytes) ? Buffer.from(redact(chunk.toString('latin1')), 'latin1') : chunk;
-  for (let off = 0; off < data.length; off += MAX_RAW_OUTPUT_BYTES) {
-    const part = data.subarray(off, off + MAX_RAW_OUTPUT_BYTES);
-    process.stdout.write(Buffer.concat([Buffer.from(rawOutputHeader(id, stream, part.length)), part]));
+  const clean = parts.map((p) => (secretBytes && p.includes(secretBytes) ? Buffer.from(redact(p.toString('latin1')), 'latin1') : p));
+  let batch: Buffer[] = [];
+  let size = 0;
+  const send = () => {
+    if (!size) return;
+    process.stdout.cork();
+    process.stdout.write(rawOutputHeader(id, stream, size));
+    for (const b of batch) process.stdout.write(b);
+    process.stdout.uncork();
+    batch = [];
+    size = 0;
+  };
+  for (let part of clean) {
+    while (part.length) {
+      const take = part.subarray(0, MAX_RAW_OUTPUT_BYTES - size);
+      batch.push(take);
+      size += take.length;
+      part = part.subarray(take.length);
+      if (size === MAX_RAW_OUTPUT_BYTES) send();
+    }
   }
+  send();
 }

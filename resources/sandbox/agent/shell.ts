@@ -78,7 +78,7 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
       if (!waiting) return;
       const { stream, parts } = waiting;
       waiting = undefined;
-      emitOutput(opts.id, stream, parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
+      emitOutput(opts.id, stream, parts);
     };
     const pipe = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr') => {
       stream?.on('data', (chunk: Buffer) => {
