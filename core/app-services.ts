@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, DoctorCheck, FileDiff, RunEvent, TerminalChunk } from '../contracts';
+import type { ChangedFile, DoctorCheck, FileDiff, RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
 import type { AuditRecordView } from '../contracts/audit';

@@ -14,4 +14,4 @@ if [ -n "${AIRLOCK_IN_TEST_SESSION:-}" ]; then
   trap 'rm -rf "$keyrings"' EXIT
   printf '%s' "airlock-test-keyring" | XDG_DATA_HOME="$keyrings" gnome-keyring-daemon --unlock --components=secrets >/dev/null
 fi
-npx vitest run "$@"
+npm_config_update_notifier=false npx vitest run "$@"

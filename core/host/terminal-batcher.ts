@@ -1,6 +1,6 @@
 import type { TerminalChunk } from '../../contracts';
 import type { Disposable } from '../common/disposable';
-import type { TerminalBytes, TerminalOutput } from '../common/terminal-output';
+import type { TerminalBytes } from '../common/terminal-output';
 
 type GapOrExit = Exclude<TerminalChunk, { kind: 'data' }>;
 type Gap = { fromSeq: number; toSeq: number; droppedBytes: number; end?: number };
