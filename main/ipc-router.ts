@@ -2,7 +2,7 @@ import { ipcMain, type IpcMainEvent, type IpcMainInvokeEvent, type WebContents }
 import type { TerminalChunk } from '../contracts';
 import type { ApiRouter } from '../core/api/router';
 import { DisposableStore, toDisposable, type Disposable } from '../core/common/disposable';
-import { TerminalBatcher } from '../core/host/terminal-batcher';
+import { TerminalBatcher, textChunks, type TextChunk } from '../core/host/terminal-batcher';
 import { isCommandOutput } from '../core/host/ws-session';
 import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_UNSUBSCRIBE } from '../preload/bridge-protocol';
 
@@ -13,7 +13,7 @@ export interface IpcRouterOptions {
 
 interface Client {
   subs: Map<string, Disposable>;
-  terminal: TerminalBatcher;
+  terminal: TerminalBatcher<TextChunk>;
   store: DisposableStore;
 }
 
@@ -32,7 +32,7 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
       if (!wc.isDestroyed()) wc.send(IPC_EVENT, event, payload);
     };
     // IPC has no backpressure signal: the renderer's bounded terminal sink drops and marks gaps.
-    const terminal = store.add(new TerminalBatcher({ send: (chunk) => send('terminals:onDidData', chunk), isCongested: () => false }));
+    const terminal = store.add(new TerminalBatcher(textChunks, { send: (chunk) => send('terminals:onDidData', chunk), isCongested: () => false }));
     c = { subs: new Map(), terminal, store };
     clients.set(wc.id, c);
     wc.once('destroyed', () => {

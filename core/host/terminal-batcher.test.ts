@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { TerminalChunk } from '../../contracts';
-import { TerminalBatcher } from './terminal-batcher';
+import { TerminalBatcher, textChunks } from './terminal-batcher';
 
 const data = (seq: number, text: string, end?: number): TerminalChunk => ({ kind: 'data', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', seq, data: text, ...(end !== undefined ? { end } : {}) });
 
 describe('TerminalBatcher', () => {
   it('merges chunks of one frame into one send', () => {
     const sent: TerminalChunk[] = [];
-    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => false, intervalMs: 1000 });
+    const b = new TerminalBatcher(textChunks, { send: (c) => sent.push(c), isCongested: () => false, intervalMs: 1000 });
     b.push(data(0, 'a'));
     b.push(data(1, 'b'));
     b.push(data(2, 'c'));
@@ -20,7 +20,7 @@ describe('TerminalBatcher', () => {
   it('while the client is congested, keeps only the newest output and sends one gap marker before it', () => {
     const sent: TerminalChunk[] = [];
     let congested = true;
-    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 1000, maxBatchChars: 4 });
+    const b = new TerminalBatcher(textChunks, { send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 1000, maxBatch: 4 });
     b.push(data(0, 'xx', 2));
     b.push(data(1, 'yy', 4));
     b.flush();
@@ -40,7 +40,7 @@ describe('TerminalBatcher', () => {
   it('sends the last output of a flood once the client catches up, with no new output needed', () => {
     const sent: TerminalChunk[] = [];
     let congested = true;
-    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 5, maxBatchChars: 4 });
+    const b = new TerminalBatcher(textChunks, { send: (c) => sent.push(c), isCongested: () => congested, intervalMs: 5, maxBatch: 4 });
     for (let i = 0; i < 10; i++) b.push(data(i, `${i}${i}`));
     congested = false;
     return new Promise<void>((resolve) => setTimeout(() => {
@@ -53,7 +53,7 @@ describe('TerminalBatcher', () => {
 
   it('never drops an exit', () => {
     const sent: TerminalChunk[] = [];
-    const b = new TerminalBatcher({ send: (c) => sent.push(c), isCongested: () => true, intervalMs: 1000 });
+    const b = new TerminalBatcher(textChunks, { send: (c) => sent.push(c), isCongested: () => true, intervalMs: 1000 });
     b.push({ kind: 'exit', terminalId: 'run:r-1-00000000', runId: 'r-1-00000000', seq: 0, exitCode: 0 });
     expect(sent.map((c) => c.kind)).toEqual(['exit']);
     b.dispose();

@@ -15,7 +15,7 @@ export interface ChunkCodec<D extends { kind: string; seq: number; end?: number 
   merge(parts: D[]): D;
 }
 
-type TextChunk = Extract<TerminalChunk, { kind: 'data' }>;
+export type TextChunk = Extract<TerminalChunk, { kind: 'data' }>;
 
 export const textChunks: ChunkCodec<TextChunk> = {
   isData: (c): c is TextChunk => c.kind === 'data',
@@ -38,46 +38,47 @@ export interface TerminalBatcherOptions<D> {
   isCongested(): boolean;
   /** Flush interval; ~one frame so the UI gets at most one write per terminal per frame. */
   intervalMs?: number;
-  /** Flush early once this many characters are pending for one terminal; also what a congested terminal keeps. */
-  maxBatchChars?: number;
+  /** Flush early once this much (characters of text, or bytes) is pending for one terminal; also what a congested terminal keeps. */
+  maxBatch?: number;
 }
 
 interface Pending<D> {
   runId: string;
   parts: D[];
-  chars: number;
+  /** Characters or bytes pending (the codec's size). */
+  size: number;
   gap?: Gap;
 }
 
 /**
  * Merges a terminal's output chunks per frame and keeps the client's backlog bounded: while the
- * client is congested, only the newest output waits (up to `maxBatchChars`); older output is
+ * client is congested, only the newest output waits (up to `maxBatch`); older output is
  * dropped from the live view and replaced by one `gap` chunk (the full log stays on disk). A slow
  * UI therefore never stalls the agent or grows memory, and still gets the latest output.
  */
-export class TerminalBatcher<D extends { kind: string; terminalId: string; runId: string; seq: number; end?: number } = TextChunk> implements Disposable {
+export class TerminalBatcher<D extends { kind: string; terminalId: string; runId: string; seq: number; end?: number }> implements Disposable {
   private readonly pending = new Map<string, Pending<D>>();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly intervalMs: number;
-  private readonly maxBatchChars: number;
+  private readonly maxBatch: number;
   private disposed = false;
 
   constructor(
+    private readonly codec: ChunkCodec<D>,
     private readonly opts: TerminalBatcherOptions<D>,
-    private readonly codec: ChunkCodec<D> = textChunks as unknown as ChunkCodec<D>,
   ) {
     this.intervalMs = opts.intervalMs ?? 16;
-    this.maxBatchChars = opts.maxBatchChars ?? 256 * 1024;
+    this.maxBatch = opts.maxBatch ?? 256 * 1024;
   }
 
   push(chunk: D | GapOrExit): void {
     if (this.disposed) return;
-    const p: Pending<D> = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], chars: 0 };
+    const p: Pending<D> = this.pending.get(chunk.terminalId) ?? { runId: chunk.runId, parts: [], size: 0 };
     this.pending.set(chunk.terminalId, p);
     if (this.codec.isData(chunk)) {
       p.parts.push(chunk);
-      p.chars += this.codec.size(chunk);
-      if (p.chars >= this.maxBatchChars) this.flushOne(chunk.terminalId, p);
+      p.size += this.codec.size(chunk);
+      if (p.size >= this.maxBatch) this.flushOne(chunk.terminalId, p);
       else this.schedule();
       return;
     }
@@ -113,9 +114,9 @@ export class TerminalBatcher<D extends { kind: string; terminalId: string; runId
 
   /** Drops the oldest pending output of a congested terminal until what is left fits. */
   private keepNewest(p: Pending<D>): void {
-    while (p.chars > this.maxBatchChars && p.parts.length > 1) {
+    while (p.size > this.maxBatch && p.parts.length > 1) {
       const old = p.parts.shift() as D;
-      p.chars -= this.codec.size(old);
+      p.size -= this.codec.size(old);
       this.addGap(p, { fromSeq: old.seq, toSeq: old.seq, droppedBytes: this.codec.byteLength(old), ...(old.end !== undefined ? { end: old.end } : {}) });
     }
   }

@@ -40,12 +40,12 @@ export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, s
   res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
   // Headers now, so the page's fetch resolves before any output exists.
   res.flushHeaders();
-  const batcher = store.add(new TerminalBatcher<TerminalBytes>({
+  const batcher = store.add(new TerminalBatcher(byteChunks, {
     send: (chunk) => {
       if (!res.destroyed) writeRecord(res, chunk);
     },
     isCongested: () => res.writableLength > HIGH_WATER,
-  }, byteChunks));
+  }));
   store.add(source((chunk) => batcher.push(chunk)));
   store.add(toDisposable(() => res.end()));
   const close = () => store.dispose();

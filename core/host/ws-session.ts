@@ -3,7 +3,7 @@ import { ClientFrame, type ServerFrame } from '../../contracts/transport';
 import type { RunEvent, TerminalChunk } from '../../contracts';
 import type { ApiRouter } from '../api/router';
 import { DisposableStore, type Disposable } from '../common/disposable';
-import { TerminalBatcher } from './terminal-batcher';
+import { TerminalBatcher, textChunks, type TextChunk } from './terminal-batcher';
 
 /** Past this many bytes queued to the socket, terminal output is dropped from the live view. */
 const HIGH_WATER = 4 * 1024 * 1024;
@@ -17,10 +17,10 @@ export function isCommandOutput(payload: unknown): boolean {
 export class WsSession implements Disposable {
   private readonly subs = new Map<string, Disposable>();
   private readonly store = new DisposableStore();
-  private readonly terminal: TerminalBatcher;
+  private readonly terminal: TerminalBatcher<TextChunk>;
 
   constructor(private readonly ws: WebSocket, private readonly router: ApiRouter) {
-    this.terminal = this.store.add(new TerminalBatcher({
+    this.terminal = this.store.add(new TerminalBatcher(textChunks, {
       send: (chunk) => this.send({ t: 'event', event: 'terminals:onDidData', payload: chunk }),
       isCongested: () => this.ws.bufferedAmount > HIGH_WATER,
     }));

@@ -505,7 +505,7 @@ export class RunService implements Disposable {
         break;
       }
       case 'command_output': {
-        // Bytes from the parser, never decoded here; the run's terminal converts bare newlines.
+        // Bytes from the parser, never decoded here; the UI's run terminal converts bare newlines.
         const bytes = commandOutputBytes(event);
         const c = live.commands.get(event.id);
         c?.hash.update(bytes);

@@ -1,3 +1,5 @@
+import { concatBytes } from '../lib/concat-bytes';
+
 /** What the sink needs of an xterm Terminal (a fake in tests). xterm takes UTF-8 bytes as they are. */
 export interface TerminalLike {
   write(data: Uint8Array, callback?: () => void): void;
@@ -121,7 +123,7 @@ export class TerminalSink {
     const parts = this.queue.map((part) => (part instanceof Uint8Array ? part : encoder.encode(gapMarker(part.dropped))));
     this.queue = [];
     this.queuedBytes = 0;
-    const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concat(parts);
+    const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concatBytes(parts);
     const len = batch.length;
     this.inflightBytes += len;
     this.term.write(batch, () => {
@@ -139,12 +141,3 @@ export class TerminalSink {
   }
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}

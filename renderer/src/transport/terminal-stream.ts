@@ -1,4 +1,5 @@
 import { HOST_TERMINAL_STREAM_PATH } from '../../../contracts/transport';
+import { concatBytes } from '../lib/concat-bytes';
 
 export interface TerminalStreamOptions {
   /** Defaults to this page's host. */
@@ -31,14 +32,14 @@ export class TerminalRecordReader {
         input = input.subarray(take);
         if (d.have === d.need) {
           this.data = undefined;
-          this.onChunk({ ...d.header, data: d.parts.length === 1 ? d.parts[0] : concat(d.parts, d.need) });
+          this.onChunk({ ...d.header, data: d.parts.length === 1 ? d.parts[0] : concatBytes(d.parts, d.need) });
         }
         continue;
       }
       // A header line: gather bytes until its newline (headers are small).
       const nl = input.indexOf(10);
       const upto = nl < 0 ? input.length : nl;
-      this.line = this.line.length ? concat([this.line, input.subarray(0, upto)]) : input.subarray(0, upto);
+      this.line = this.line.length ? concatBytes([this.line, input.subarray(0, upto)]) : input.subarray(0, upto);
       if (nl < 0) return;
       input = input.subarray(nl + 1);
       const header = JSON.parse(this.decoder.decode(this.line)) as Record<string, unknown>;
@@ -52,15 +53,6 @@ export class TerminalRecordReader {
   }
 }
 
-function concat(parts: Uint8Array[], total = parts.reduce((n, p) => n + p.length, 0)): Uint8Array {
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 /**
  * Receives every terminal's output from `airlock serve` as one streamed response. The browser
