@@ -1,9 +1,9 @@
 import http from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ChannelClient } from '../channel/channel-client';
 import { startLocalHelper, type LocalHelper } from '../channel/local-helper';
-import { PreviewPorts, publishPort } from './preview-ports';
+import { PreviewPorts, publishPort, type SandboxPortConnector } from './preview-ports';
 
 // A real channel to a local helper process: its "sandbox ports" are this machine's loopback ports.
 let helper: LocalHelper;
@@ -43,7 +43,7 @@ function connectOutcome(port: number): Promise<'refused' | 'closed' | 'open'> {
     s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED' ? 'refused' : 'closed'));
     s.on('close', () => resolve('closed'));
     s.on('connect', () => {
-      s.write('GET / HTTP/1.0\r\n\r\n');
+      s.write(`GET / HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
       s.once('data', () => {
         s.destroy();
         resolve('open');
@@ -77,6 +77,187 @@ describe('publishPort', () => {
   it('refuses an invalid sandbox port with a typed error', async () => {
     await expect(publishPort(client, 0)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
     await expect(publishPort(client, 70000)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+  });
+});
+
+/** A fake sandbox server on loopback (reached through the channel) that counts what reaches it. */
+interface FakeSandboxServer {
+  port: number;
+  connections: number;
+  bytes: number;
+  close(): Promise<void>;
+}
+
+async function fakeSandboxServer(onConnection: (socket: net.Socket) => void): Promise<FakeSandboxServer> {
+  const server = net.createServer((socket) => {
+    fake.connections += 1;
+    socket.on('data', (d: Buffer) => (fake.bytes += d.length));
+    socket.on('error', () => socket.destroy());
+    onConnection(socket);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const fake: FakeSandboxServer = {
+    port: (server.address() as net.AddressInfo).port,
+    connections: 0,
+    bytes: 0,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+  return fake;
+}
+
+/** Answers the first request head with exactly the bytes that reached it. */
+function echoHead(socket: net.Socket): void {
+  let seen = Buffer.alloc(0);
+  socket.on('data', (d: Buffer) => {
+    seen = Buffer.concat([seen, d]);
+    if (!seen.includes('\r\n\r\n')) return;
+    socket.end(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${seen.length}\r\nConnection: close\r\n\r\n`), seen]));
+  });
+}
+
+/** Sends `parts` (one write each, `gapMs` apart) and collects everything until the connection closes. */
+function exchange(port: number, parts: Array<string | Buffer>, opts: { gapMs?: number; end?: boolean; waitFirst?: boolean } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    const got: Buffer[] = [];
+    const send = async (): Promise<void> => {
+      for (const part of parts) {
+        s.write(part);
+        if (opts.gapMs) await new Promise((r) => setTimeout(r, opts.gapMs));
+      }
+      if (opts.end) s.end();
+    };
+    s.on('data', (d: Buffer) => {
+      got.push(d);
+      if (opts.waitFirst && got.length === 1) void send();
+    });
+    s.on('error', reject);
+    s.on('close', () => resolve(Buffer.concat(got).toString('latin1')));
+    s.on('connect', () => {
+      if (!opts.waitFirst) void send();
+    });
+  });
+}
+
+const statusOf = (response: string): string => response.slice(0, response.indexOf('\r\n'));
+const bodyOf = (response: string): string => response.slice(response.indexOf('\r\n\r\n') + 4);
+
+describe('publishPort refuses other Host names (DNS rebinding)', () => {
+  let web: FakeSandboxServer;
+  let calls = 0;
+  const counting: SandboxPortConnector = {
+    connectToSandboxPort(port) {
+      calls += 1;
+      return client.connectToSandboxPort(port);
+    },
+  };
+
+  beforeAll(async () => {
+    web = await fakeSandboxServer(echoHead);
+  });
+  afterAll(() => web.close());
+  beforeEach(() => {
+    web.connections = 0;
+    web.bytes = 0;
+    calls = 0;
+  });
+
+  it.each(['127.0.0.1', 'localhost', 'LocalHost'])('forwards a request for %s:<port> with its bytes unchanged', async (name) => {
+    const published = await publishPort(counting, web.port);
+    const request = `GET /app?x=1 HTTP/1.1\r\nHost: ${name}:${published.hostPort}\r\nConnection: close\r\n\r\n`;
+    const response = await exchange(published.hostPort, [request]);
+    expect(statusOf(response)).toBe('HTTP/1.1 200 OK');
+    expect(bodyOf(response)).toBe(request);
+    await published.close();
+  });
+
+  it('forwards a request head split across many small writes', async () => {
+    const published = await publishPort(counting, web.port);
+    const request = `POST /x HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\nX-Pad: ${'p'.repeat(200)}\r\nConnection: close\r\n\r\n`;
+    const parts = request.match(/[\s\S]{1,3}/g) ?? [];
+    const response = await exchange(published.hostPort, parts, { gapMs: 1 });
+    expect(statusOf(response)).toBe('HTTP/1.1 200 OK');
+    expect(bodyOf(response)).toBe(request);
+    await published.close();
+  });
+
+  const refused: Array<[string, (port: number) => string]> = [
+    ['another host name', (p) => `GET / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nConnection: close\r\n\r\n`],
+    ['no Host header', () => 'GET / HTTP/1.1\r\nConnection: close\r\n\r\n'],
+    ['no Host header (HTTP/1.0)', () => 'GET / HTTP/1.0\r\n\r\n'],
+    ['another port', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p === 65535 ? 1 : p + 1}\r\n\r\n`],
+    ['a loopback name without the port', () => 'GET / HTTP/1.1\r\nHost: localhost\r\n\r\n'],
+    ['a second Host header', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\nHost: rebind.airlock-test.invalid:${p}\r\n\r\n`],
+    ['a folded Host header', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\n rebind.airlock-test.invalid\r\n\r\n`],
+    ['a WebSocket upgrade', (p) => `GET /ws HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`],
+    ['an unusual method', (p) => `PROPFIND / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\n\r\n`],
+    ['a lowercase method', (p) => `patch / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nContent-Length: 2\r\n\r\nhi`],
+  ];
+  it.each(refused)('refuses a request with %s without touching the sandbox', async (_, request) => {
+    const published = await publishPort(counting, web.port);
+    const response = await exchange(published.hostPort, [request(published.hostPort)]);
+    expect(statusOf(response)).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(bodyOf(response)).toContain(`open http://127.0.0.1:${published.hostPort}/ instead`);
+    expect(bodyOf(response)).toContain('DNS rebinding');
+    expect({ calls, connections: web.connections }).toEqual({ calls: 0, connections: 0 });
+    await published.close();
+  });
+
+  it('names the refused host in its answer', async () => {
+    const published = await publishPort(counting, web.port);
+    const response = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: Rebind.airlock-test.invalid:${published.hostPort}\r\n\r\n`]);
+    expect(bodyOf(response)).toContain(`refused a request for host Rebind.airlock-test.invalid:${published.hostPort}`);
+    await published.close();
+  });
+
+  it('cuts off a request head that is too slow or too long', async () => {
+    const published = await publishPort(counting, web.port, { headTimeoutMs: 150 });
+    const slow = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\n`]);
+    expect(statusOf(slow)).toBe('HTTP/1.1 408 Request Timeout');
+    const long = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`]);
+    expect(statusOf(long)).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect({ calls, connections: web.connections }).toEqual({ calls: 0, connections: 0 });
+    await published.close();
+  });
+
+  it('still checks a connection that stayed silent at first (a browser preconnect)', async () => {
+    const published = await publishPort(counting, web.port, { serverFirstGraceMs: 20 });
+    const request = `GET / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${published.hostPort}\r\n\r\n`;
+    const response = await new Promise<string>((resolve, reject) => {
+      const s = net.connect(published.hostPort, '127.0.0.1');
+      const got: Buffer[] = [];
+      s.on('data', (d: Buffer) => got.push(d));
+      s.on('error', reject);
+      s.on('close', () => resolve(Buffer.concat(got).toString('latin1')));
+      s.on('connect', () => setTimeout(() => s.write(request), 200));
+    });
+    expect(statusOf(response)).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(web.bytes).toBe(0);
+    await published.close();
+  });
+
+  it('passes other protocols through untouched', async () => {
+    const echo = await fakeSandboxServer((socket) => socket.pipe(socket));
+    const published = await publishPort(counting, echo.port);
+    const binary = Buffer.from('\x00\x01hello', 'latin1');
+    expect(await exchange(published.hostPort, [binary], { end: true })).toBe('\x00\x01hello');
+    // Text that is not a request line, and a long token that is no method.
+    expect(await exchange(published.hostPort, ['PING\r\n'], { end: true })).toBe('PING\r\n');
+    expect(await exchange(published.hostPort, ['x'.repeat(64)], { end: true })).toBe('x'.repeat(64));
+    await published.close();
+    await echo.close();
+  });
+
+  it('lets a server-first protocol greet a silent client', async () => {
+    const greeter = await fakeSandboxServer((socket) => {
+      socket.write('220 sandbox ready\r\n');
+      socket.pipe(socket);
+    });
+    const published = await publishPort(counting, greeter.port, { serverFirstGraceMs: 20 });
+    const response = await exchange(published.hostPort, ['QUIT\r\n'], { waitFirst: true, end: true });
+    expect(response).toBe('220 sandbox ready\r\nQUIT\r\n');
+    await published.close();
+    await greeter.close();
   });
 });
 
