@@ -259,8 +259,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { allowed: true };
       },
       onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
-      // Command output reaches the UI as terminal output; as run events it would only be decoded to be dropped.
-      onDidEvent: (listener) => runs.onDidEvent((e) => { if (e.event.type !== 'command_output') listener(e); }),
+      onDidEvent: runs.onDidEvent,
     },
     diffs: {
       async list({ runId }) {

@@ -58,8 +58,9 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
       const wc = event.sender;
       const listener = name === 'terminals:onDidData'
         ? (payload: unknown) => client.terminal.push(payload as TerminalChunk)
-        : (payload: unknown) => { if (!wc.isDestroyed() && !isCommandOutput(payload)) wc.send(IPC_EVENT, name, payload); };
-      client.subs.set(name, router.subscribe(name, listener));
+        : (payload: unknown) => { if (!wc.isDestroyed()) wc.send(IPC_EVENT, name, payload); };
+      // Command output reaches the window as terminal output: skipped before it is even validated.
+      client.subs.set(name, router.subscribe(name, listener, name === 'runs:onDidEvent' ? isCommandOutput : undefined));
     } catch {
       // unknown event: ignored (the preload allowlists names already)
     }

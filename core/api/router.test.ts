@@ -85,6 +85,21 @@ describe('createApiRouter', () => {
     expect(seen.length).toBe(before);
   });
 
+  it('drops payloads a subscriber skips before validating them', async () => {
+    const services = createFakeServices({ autoFinish: false });
+    const router = createApiRouter(services);
+    const seen: Array<{ event: { type: string } }> = [];
+    const validated: string[] = [];
+    router.subscribe('runs:onDidEvent', (p) => seen.push(p as { event: { type: string } }), (p) => (p as { event: { type: string } }).event.type === 'assistant_text');
+    const sub = router.subscribe('runs:onDidEvent', (p) => validated.push((p as { event: { type: string } }).event.type));
+    await router.invoke('runs:start', { projectDir: '/p', task: 't', provider: 'anthropic', model: 'm' });
+    await new Promise((r) => setTimeout(r, 60));
+    expect(validated).toContain('assistant_text');
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.some((e) => e.event.type === 'assistant_text')).toBe(false);
+    sub.dispose();
+  });
+
   it('refuses an unknown event name', () => {
     expect(() => createApiRouter(createFakeServices()).subscribe('runs:onDidExplode', () => {})).toThrow(AirlockError);
   });

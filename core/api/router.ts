@@ -8,8 +8,11 @@ import type { AirlockServices } from './services';
 export interface ApiRouter {
   /** Validates `rawInput` against the channel's contract, calls the service, never throws. */
   invoke(channel: string, rawInput: unknown): Promise<Envelope<unknown>>;
-  /** Subscribes to a push event; payloads are validated against the event's schema (unknown fields stripped). */
-  subscribe(event: string, listener: (payload: unknown) => void): Disposable;
+  /**
+   * Subscribes to a push event; payloads are validated against the event's schema (unknown fields
+   * stripped). `skip` drops payloads the subscriber never wants before they are validated (cheaper).
+   */
+  subscribe(event: string, listener: (payload: unknown) => void, skip?: (payload: unknown) => boolean): Disposable;
 }
 
 type Handler = (args: unknown) => Promise<unknown>;
@@ -68,11 +71,12 @@ export function createApiRouter(services: AirlockServices): ApiRouter {
       }
     },
 
-    subscribe(event, listener) {
+    subscribe(event, listener, skip) {
       if (!isEventName(event)) throw new AirlockError('INVALID_INPUT', `unknown event '${String(event).slice(0, 80)}'`);
       const schema = events[event];
       const source = sources.get(event) as Event<EventPayload<typeof event>>;
       return source((payload) => {
+        if (skip?.(payload)) return;
         const parsed = schema.safeParse(payload);
         if (parsed.success) listener(parsed.data);
       });

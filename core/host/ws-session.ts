@@ -56,10 +56,9 @@ export class WsSession implements Disposable {
         try {
           const listener = frame.event === 'terminals:onDidData'
             ? (payload: unknown) => this.terminal.push(payload as TerminalChunk)
-            : frame.event === 'runs:onDidEvent'
-              ? (payload: unknown) => { if (!isCommandOutput(payload)) this.send({ t: 'event', event: frame.event, payload }); }
-              : (payload: unknown) => this.send({ t: 'event', event: frame.event, payload });
-          this.subs.set(frame.event, this.router.subscribe(frame.event, listener));
+            : (payload: unknown) => this.send({ t: 'event', event: frame.event, payload });
+          // Command output reaches the page as terminal output: skipped here before it is even validated.
+          this.subs.set(frame.event, this.router.subscribe(frame.event, listener, frame.event === 'runs:onDidEvent' ? isCommandOutput : undefined));
         } catch {
           this.ws.close(1008, 'unknown event');
         }

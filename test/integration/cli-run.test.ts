@@ -50,6 +50,7 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     upstream.setScript([
       { toolCalls: [{ name: 'write_file', input: { path: 'a.txt', content: 'two\n' } }] },
       { toolCalls: [{ name: 'write_file', input: { path: 'b.txt', content: 'new\n' } }] },
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo cli-sees-$((6 * 7))' } }] },
       { toolCalls: [{ name: 'finish', input: { summary: 'edited a, added b' } }] },
     ]);
     const before = await treeDigest(projectDir);
@@ -62,8 +63,10 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     expect(summary.type).toBe('summary');
     expect(summary.status).toBe('done');
     expect(summary.changedFiles.map((f) => f.path).sort()).toEqual(['a.txt', 'b.txt']);
-    expect(summary.usage.requests).toBe(3);
+    expect(summary.usage.requests).toBe(4);
     expect(lines.some((l) => (l.event as { type?: string } | undefined)?.type === 'finished')).toBe(true);
+    // Command output is printed as it streams, as events like any other.
+    expect(lines.some((l) => (l.event as { type?: string; data?: string } | undefined)?.type === 'command_output' && (l.event as { data: string }).data.includes('cli-sees-42'))).toBe(true);
     expect(await treeDigest(projectDir)).toBe(before);
     const runId = summary.runId;
 
