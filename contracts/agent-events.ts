@@ -89,6 +89,33 @@ export const ApprovalRequestEvent = z.object({ type: z.literal('approval_request
 /** The user's answer to an approval_request (also the line the host writes to the agent's stdin). */
 export const ApprovalResponseEvent = z.object({ type: z.literal('approval_response'), id: z.string(), approved: z.boolean() });
 
+/**
+ * Host-run commands (the built-in agent inside Airlock): instead of running a command itself, the
+ * agent asks the host, which runs it in the sandbox through the channel, streams and audits its
+ * output first-hand, and answers with a command_result line on the agent's stdin.
+ */
+export const CommandRequestEvent = z.object({
+  type: z.literal('command_request'),
+  id: z.string(),
+  command: z.string(),
+  cwd: z.string(),
+  timeoutSec: z.number().positive(),
+  /** Bytes of output the model may see (head and tail beyond it). */
+  capBytes: z.number().int().positive(),
+});
+
+/** The host's answer to a command_request. `output` is what the model sees (capped). */
+export const CommandResultEvent = z.object({
+  type: z.literal('command_result'),
+  id: z.string(),
+  exitCode: z.number().int().nullable(),
+  timedOut: z.boolean(),
+  durationMs: z.number().nonnegative(),
+  output: z.string(),
+  truncated: z.boolean(),
+  outputBytes: z.number().int().nonnegative(),
+});
+
 /** Something went wrong in the agent (upstream 401/429/5xx, bad config, crash). Human readable, no secrets. */
 export const AgentErrorEvent = z.object({
   type: z.literal('agent_error'),
@@ -116,6 +143,8 @@ export const AgentEvent = z.discriminatedUnion('type', [
   UsageEvent,
   ApprovalRequestEvent,
   ApprovalResponseEvent,
+  CommandRequestEvent,
+  CommandResultEvent,
   AgentErrorEvent,
   FinishedEvent,
 ]);

@@ -16,6 +16,8 @@ export const builtinAdapter: AgentAdapter = {
       AIRLOCK_MODEL: ctx.model,
       AIRLOCK_APPROVAL: ctx.approval,
       AIRLOCK_WORKSPACE: ctx.workspace ?? DEFAULT_WORKSPACE,
+      // Commands run by the host through the channel: their output skips a relay through the agent.
+      AIRLOCK_HOST_COMMANDS: '1',
     };
     if (ctx.maxSteps !== undefined) env.AIRLOCK_MAX_STEPS = String(ctx.maxSteps);
     return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };

@@ -7,7 +7,7 @@ import { codexAdapter } from './codex-adapter';
 import { customAdapter } from './custom-adapter';
 
 export type { AgentAdapter, AgentCommand, AgentCommandContext, AgentOutputParser } from './agent-adapter';
-export { commandOutputBytes } from './agent-adapter';
+export { commandOutputBytes, commandOutputEvent } from './agent-adapter';
 export { AGENT_DIR_IN_IMAGE, AGENT_SCRIPT_IN_IMAGE, AGENT_SCRATCH_DIR } from './agent-image-paths';
 
 const adapters: Record<AgentId, AgentAdapter> = {

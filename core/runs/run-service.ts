@@ -3,12 +3,15 @@ import { connect } from 'node:net';
 import os from 'node:os';
 import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { AgentEvent } from '../../contracts/agent-events';
+import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
 import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { TerminalOutput } from '../common/terminal-output';
 import { runTerminalId } from '../../contracts/terminals';
-import { commandOutputBytes, type AgentAdapter, type AgentCommandContext } from '../agents';
+import { commandOutputBytes, commandOutputEvent, type AgentAdapter, type AgentCommandContext } from '../agents';
+import { commandEnv } from '../common/command-env';
+import { OutputCapture } from '../common/output-capture';
+import { splitAtCharBoundary } from '../common/utf8';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
@@ -81,6 +84,12 @@ interface LiveRun {
   previews?: PreviewPorts;
   network?: RunNetwork;
   agentProcess?: ChannelProcess;
+  /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
+  hostCommands: Set<ChannelProcess>;
+  /** Their environment: the agent's minus its provider settings and token. */
+  commandEnv: Record<string, string>;
+  /** The run token as bytes, removed from command output before it is logged or shown. */
+  tokenBytes?: Buffer;
   cancelRequested: boolean;
   timedOut: boolean;
   seq: number;
@@ -244,6 +253,8 @@ export class RunService implements Disposable {
       terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
       disposables: new DisposableStore(),
       commands: new Map(),
+      hostCommands: new Set(),
+      commandEnv: {},
       pendingApprovals: new Map(),
       agentErrors: [],
       status: 'queued',
@@ -424,6 +435,8 @@ export class RunService implements Disposable {
       };
       const command = agent.command(ctx);
       const env = { ...proxyEnvFor(exposed.port, grant.token), ...networkEnv, ...command.env };
+      live.commandEnv = commandEnv(env);
+      live.tokenBytes = Buffer.from(grant.token);
       // An agent that fails (budget, timeout, crash) still leaves its diff so far for review.
       const agentFailure = await this.runAgent(live, agent, command.argv, env, command.cwd).then(
         () => undefined,
@@ -484,6 +497,8 @@ export class RunService implements Disposable {
     for (const event of parser.end()) this.onAgentEvent(live, event);
     pump.dispose();
     live.agentProcess = undefined;
+    // A command the agent asked for does not outlive it.
+    for (const c of live.hostCommands) c.kill('SIGKILL');
     if (live.cancelRequested) return;
     if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped. The changes so far are kept for review.`);
     const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
@@ -499,6 +514,10 @@ export class RunService implements Disposable {
 
   private onAgentEvent(live: LiveRun, event: AgentEvent): void {
     switch (event.type) {
+      case 'command_request':
+        // Protocol, not history: the command's own events follow.
+        void this.runHostCommand(live, event);
+        return;
       case 'command_started': {
         live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
         live.terminal.write(`\r\n\x1b[1m$ ${event.command.slice(0, MAX_TERMINAL_ECHO)}\x1b[0m\r\n`);
@@ -547,6 +566,59 @@ export class RunService implements Disposable {
         break;
     }
     this.emitEvent(live, event);
+  }
+
+  /**
+   * Runs a command for the agent through the channel (host-run commands): its output reaches the
+   * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent
+   * gets what the model should see (head and tail) as a command_result line.
+   */
+  private async runHostCommand(live: LiveRun, req: AgentEventOf<'command_request'>): Promise<void> {
+    const started = Date.now();
+    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
+    const capture = new OutputCapture(req.capBytes);
+    const carry: Record<'stdout' | 'stderr', Buffer | undefined> = { stdout: undefined, stderr: undefined };
+    // A command can read the agent's environment (same user): the token never reaches the log.
+    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, redactBytes(bytes, live.tokenBytes)));
+    const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
+      capture.add(chunk);
+      const held = carry[stream];
+      const { whole, rest } = splitAtCharBoundary(held ? Buffer.concat([held, chunk]) : chunk);
+      carry[stream] = rest.length ? Buffer.from(rest) : undefined;
+      if (whole.length) emitOutput(stream, whole);
+    };
+    let exitCode: number | null = null;
+    let timedOut = false;
+    let failure: string | undefined;
+    const sandbox = live.sandbox;
+    if (!sandbox || !live.agentProcess) failure = 'the run is ending';
+    else {
+      try {
+        const proc = sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: live.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
+        live.hostCommands.add(proc);
+        const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
+        try {
+          const exit = await proc.exited;
+          exitCode = exit.exitCode;
+          timedOut = exit.timedOut;
+        } finally {
+          for (const d of subs) d.dispose();
+          live.hostCommands.delete(proc);
+        }
+      } catch (err) {
+        failure = (err as Error).message;
+      }
+    }
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const rest = carry[stream];
+      if (rest) emitOutput(stream, rest);
+    }
+    const durationMs = Date.now() - started;
+    const outputBytes = capture.bytes;
+    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
+    if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
+    const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
+    live.agentProcess?.write(`${JSON.stringify(result)}\n`);
   }
 
   private onModelCall(e: ModelCallEvent): void {
@@ -650,3 +722,8 @@ export class RunService implements Disposable {
   }
 }
 
+/** `bytes` with every occurrence of the (ASCII) token replaced; a latin1 round trip keeps all other bytes. */
+function redactBytes(bytes: Buffer, token: Buffer | undefined): Buffer {
+  if (!token || !bytes.includes(token)) return bytes;
+  return Buffer.from(bytes.toString('latin1').split(token.toString('latin1')).join('[REDACTED]'), 'latin1');
+}

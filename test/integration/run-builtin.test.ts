@@ -269,6 +269,8 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
       projectDir,
       script: [
         { toolCalls: [{ name: 'run_command', input: { command: 'env; cat /proc/self/environ | tr "\\0" "\\n"; ls -la; cat ./-rf' } }] },
+        // The agent's own environment holds the run token: a command that reads it gets it redacted in the log.
+        { toolCalls: [{ name: 'run_command', input: { command: 'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done 2>/dev/null | grep -a "_API_KEY=" | sort -u' } }] },
         { toolCalls: [{ name: 'write_file', input: { path: 'weird $(touch pwned) name.txt', content: 'changed\n' } }] },
         { toolCalls: [{ name: 'finish', input: { summary: 'looked around' } }] },
       ],
@@ -279,6 +281,8 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(run.excluded.map((e) => e.path)).toContain('.env');
     expect(run.changedFiles.map((c) => c.path)).toEqual(['weird $(touch pwned) name.txt']);
     const output = await f.terminalLog(run.id);
+    expect(output).toContain('ANTHROPIC_API_KEY=[REDACTED]');
+    expect(output).not.toMatch(/airlock-run-[A-Za-z0-9_-]{20}/);
     expect(output).toContain('PWD=/workspace'); // the environment was printed…
     expect(output).not.toContain(CANARY_KEY); // …and the key is not in it
     expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);

@@ -11,6 +11,8 @@ export interface AgentConfig {
   apiKey: string;
   maxSteps: number;
   approval: 'auto' | 'ask';
+  /** Commands are run by the host (AIRLOCK_HOST_COMMANDS=1, set by Airlock), not by this process. */
+  hostCommands: boolean;
   workspace: string;
   commandTimeoutSec: number;
   /** Characters of tool output returned to the model (the full output still streams as events). */
@@ -53,6 +55,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     apiKey,
     maxSteps: int(env, 'AIRLOCK_MAX_STEPS', 50, 1),
     approval,
+    hostCommands: env.AIRLOCK_HOST_COMMANDS === '1',
     workspace: env.AIRLOCK_WORKSPACE ?? '/workspace',
     commandTimeoutSec: int(env, 'AIRLOCK_COMMAND_TIMEOUT_SEC', 300, 1),
     outputCapChars: int(env, 'AIRLOCK_OUTPUT_CAP', 30_000, 1000),

@@ -38,11 +38,17 @@ function makeClient(config: AgentConfig): ModelClient & { addUser(text: string):
 async function run(config: AgentConfig, approvals: ApprovalReader | undefined): Promise<number> {
   const client = makeClient(config);
   const approve = async (id: string, command: string): Promise<boolean> => {
-    if (!approvals) return true;
+    if (config.approval !== 'ask' || !approvals) return true;
     emit({ type: 'approval_request', id, command });
     // The host records and emits the approval_response itself; echoing it would duplicate it.
     return approvals.wait(id);
   };
+  const runCommand = config.hostCommands && approvals
+    ? (req: { id: string; command: string; cwd: string; timeoutSec: number; capBytes: number }) => {
+        emit({ type: 'command_request', ...req });
+        return approvals.command(req.id);
+      }
+    : undefined;
   let nudged = false;
   for (let step = 1; step <= config.maxSteps; step++) {
     const turn = await client.turn((delta) => emit({ type: 'assistant_text', delta }));
@@ -64,7 +70,7 @@ async function run(config: AgentConfig, approvals: ApprovalReader | undefined): 
       emit({ type: 'tool_call', id: call.id, name: call.name, input: call.input });
       const outcome = call.inputError
         ? { ok: false, output: `error: ${call.inputError}; send the arguments as a JSON object` }
-        : await runTool(call.id, call.name, call.input, { config, approve });
+        : await runTool(call.id, call.name, call.input, { config, approve, ...(runCommand ? { runCommand } : {}) });
       const output = redact(outcome.output);
       emit({ type: 'tool_result', id: call.id, ok: outcome.ok, output, ...('truncated' in outcome && outcome.truncated ? { truncated: true } : {}) });
       results.push({ id: call.id, output, isError: !outcome.ok });
@@ -89,7 +95,7 @@ async function main(): Promise<number> {
     return 1;
   }
   setRedaction(config.apiKey);
-  const approvals = config.approval === 'ask' ? new ApprovalReader() : undefined;
+  const approvals = config.approval === 'ask' || config.hostCommands ? new ApprovalReader() : undefined;
   approvals?.start();
   try {
     return await run(config, approvals);
