@@ -133,7 +133,7 @@ async function realSource(): Promise<Source> {
   let runId = '';
   return {
     services,
-    note: `\`yes … | head -c ${TOTAL / MB}M\` in a hardened Docker sandbox → built-in agent → channel → RunService → HTTP stream → xterm`,
+    note: `\`yes … | head -c ${TOTAL / MB}M\` in a hardened Docker sandbox, run for the built-in agent by the host → channel → RunService → HTTP stream → xterm`,
     async start(page) {
       const run = await services.runs.start({ projectDir: project, task: 'print a lot', agent: 'builtin', provider: 'anthropic', model: 'claude-sonnet-4-5', approval: 'ask', isolation: 'container', network: 'none', limits: { timeoutSec: 900 } });
       runId = run.id;
