@@ -580,12 +580,32 @@ export class RunService implements Disposable {
     const carry: Record<'stdout' | 'stderr', Buffer | undefined> = { stdout: undefined, stderr: undefined };
     // A command can read the agent's environment (same user): the token never reaches the log.
     const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, redactBytes(bytes, live.tokenBytes)));
+    // Frames are gathered for a few ms (or 256 KB) per stream: every event, hash update and log write
+    // costs per chunk, and the channel delivers a flood in frames of a few KB.
+    const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
+    let waitingBytes = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const flush = () => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      waitingBytes = 0;
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const parts = waiting[stream].splice(0);
+        if (!parts.length) continue;
+        const held = carry[stream];
+        const { whole, rest } = splitAtCharBoundary(Buffer.concat(held ? [held, ...parts] : parts));
+        carry[stream] = rest.length ? Buffer.from(rest) : undefined;
+        if (whole.length) emitOutput(stream, whole);
+      }
+    };
     const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
       capture.add(chunk);
-      const held = carry[stream];
-      const { whole, rest } = splitAtCharBoundary(held ? Buffer.concat([held, chunk]) : chunk);
-      carry[stream] = rest.length ? Buffer.from(rest) : undefined;
-      if (whole.length) emitOutput(stream, whole);
+      // The other stream's output goes first, so the two stay in order.
+      if (waiting[stream === 'stdout' ? 'stderr' : 'stdout'].length) flush();
+      waiting[stream].push(chunk);
+      waitingBytes += chunk.length;
+      if (waitingBytes >= 256 * 1024) flush();
+      else timer ??= setTimeout(flush, 4);
     };
     let exitCode: number | null = null;
     let timedOut = false;
@@ -609,6 +629,7 @@ export class RunService implements Disposable {
         failure = (err as Error).message;
       }
     }
+    flush();
     for (const stream of ['stdout', 'stderr'] as const) {
       const rest = carry[stream];
       if (rest) emitOutput(stream, rest);
