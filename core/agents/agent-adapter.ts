@@ -1,6 +1,6 @@
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
 import type { AgentId } from '../runs/run-record';
-import { splitAtCharBoundary } from '../common/utf8';
+import { Utf8Carry } from '../common/utf8';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
 export interface AgentCommandContext {
@@ -101,7 +101,7 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
   /** The raw record being read: its bytes are gathered and decoded once, as one event. */
   let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number; parts: Buffer[] } | undefined;
   /** Per command stream: the start of a character the last record cut. */
-  const carry = new Map<string, Buffer>();
+  const carry = new Map<string, Utf8Carry>();
   const handle = (line: Buffer): AgentEvent[] => {
     const text = line.toString('utf8').trim();
     if (!text.startsWith('{')) return [];
@@ -123,16 +123,15 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
   };
   const output = (id: string, stream: 'stdout' | 'stderr', bytes: Buffer): AgentEvent[] => {
     const key = `${stream}:${id}`;
-    const held = carry.get(key);
-    const { whole, rest } = splitAtCharBoundary(held ? Buffer.concat([held, bytes]) : bytes);
-    if (rest.length) carry.set(key, Buffer.from(rest));
-    else carry.delete(key);
+    let c = carry.get(key);
+    if (!c) carry.set(key, (c = new Utf8Carry()));
+    const whole = c.cut(bytes);
     return whole.length ? [commandOutputEvent(id, stream, whole)] : [];
   };
   const flushCommand = (id: string): AgentEvent[] => {
     const out: AgentEvent[] = [];
     for (const stream of ['stdout', 'stderr'] as const) {
-      const rest = carry.get(`${stream}:${id}`);
+      const rest = carry.get(`${stream}:${id}`)?.rest();
       carry.delete(`${stream}:${id}`);
       if (rest) out.push(commandOutputEvent(id, stream, rest));
     }

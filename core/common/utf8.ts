@@ -14,3 +14,35 @@ export function splitAtCharBoundary(buf: Buffer): { whole: Buffer; rest: Buffer 
   }
   return { whole: buf, rest: buf.subarray(n) };
 }
+
+/**
+ * One stream's output cut into whole characters: `cut` returns what decodes on its own and keeps
+ * an unfinished character for the next chunk; `rest` hands over what is left at the end.
+ */
+export class Utf8Carry {
+  private held: Buffer | undefined;
+
+  cut(bytes: Buffer): Buffer {
+    const { whole, rest } = splitAtCharBoundary(this.held ? Buffer.concat([this.held, bytes]) : bytes);
+    this.held = rest.length ? Buffer.from(rest) : undefined;
+    return whole;
+  }
+
+  /** Bytes held back (an unfinished character). */
+  get heldBytes(): number {
+    return this.held?.length ?? 0;
+  }
+
+  /** The unfinished character left at the end (it decodes to a replacement character), if any. */
+  rest(): Buffer | undefined {
+    const held = this.held;
+    this.held = undefined;
+    return held;
+  }
+}
+
+/** `bytes` with every occurrence of an ASCII `token` replaced; a latin1 round trip keeps every other byte. */
+export function redactBytes(bytes: Buffer, token: Buffer | undefined): Buffer {
+  if (!token || !bytes.includes(token)) return bytes;
+  return Buffer.from(bytes.toString('latin1').split(token.toString('latin1')).join('[REDACTED]'), 'latin1');
+}

@@ -11,7 +11,7 @@ import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes, commandOutputEvent, type AgentAdapter, type AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { OutputCapture } from '../common/output-capture';
-import { splitAtCharBoundary } from '../common/utf8';
+import { redactBytes, Utf8Carry } from '../common/utf8';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
@@ -577,7 +577,7 @@ export class RunService implements Disposable {
     const started = Date.now();
     this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
     const capture = new OutputCapture(req.capBytes);
-    const carry: Record<'stdout' | 'stderr', Buffer | undefined> = { stdout: undefined, stderr: undefined };
+    const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
     // A command can read the agent's environment (same user): the token never reaches the log.
     const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, redactBytes(bytes, live.tokenBytes)));
     // Frames are gathered for a few ms (or 256 KB) per stream: every event, hash update and log write
@@ -592,9 +592,7 @@ export class RunService implements Disposable {
       for (const stream of ['stdout', 'stderr'] as const) {
         const parts = waiting[stream].splice(0);
         if (!parts.length) continue;
-        const held = carry[stream];
-        const { whole, rest } = splitAtCharBoundary(Buffer.concat(held ? [held, ...parts] : parts));
-        carry[stream] = rest.length ? Buffer.from(rest) : undefined;
+        const whole = carry[stream].cut(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
         if (whole.length) emitOutput(stream, whole);
       }
     };
@@ -631,7 +629,7 @@ export class RunService implements Disposable {
     }
     flush();
     for (const stream of ['stdout', 'stderr'] as const) {
-      const rest = carry[stream];
+      const rest = carry[stream].rest();
       if (rest) emitOutput(stream, rest);
     }
     const durationMs = Date.now() - started;
@@ -743,8 +741,3 @@ export class RunService implements Disposable {
   }
 }
 
-/** `bytes` with every occurrence of the (ASCII) token replaced; a latin1 round trip keeps all other bytes. */
-function redactBytes(bytes: Buffer, token: Buffer | undefined): Buffer {
-  if (!token || !bytes.includes(token)) return bytes;
-  return Buffer.from(bytes.toString('latin1').split(token.toString('latin1')).join('[REDACTED]'), 'latin1');
-}

@@ -1,7 +1,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import type { Disposable } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
-import { splitAtCharBoundary } from '../common/utf8';
+import { Utf8Carry } from '../common/utf8';
 
 /**
  * One terminal of a run: every byte goes to a log file on disk (the full record, for replay), and
@@ -10,7 +10,7 @@ import { splitAtCharBoundary } from '../common/utf8';
  */
 export class RunTerminal implements Disposable {
   /** The start of a character the last write cut: it goes out with the next one. */
-  private carry: Buffer | undefined;
+  private readonly carry = new Utf8Carry();
   private readonly file: WriteStream;
   private seq = 0;
   /** Bytes handed to the log so far (written in order, so a chunk's end offset is known now). */
@@ -33,15 +33,15 @@ export class RunTerminal implements Disposable {
     const bytes = typeof data === 'string' ? Buffer.from(data) : data;
     this.file.write(bytes);
     this.logBytes += bytes.length;
-    const { whole, rest } = splitAtCharBoundary(this.carry ? Buffer.concat([this.carry, bytes]) : bytes);
-    this.carry = rest.length ? Buffer.from(rest) : undefined;
-    if (whole.length) this.push({ kind: 'bytes', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, end: this.logBytes - rest.length, bytes: whole });
+    const whole = this.carry.cut(bytes);
+    // The end offset counts only what is pushed: a held partial character goes with the next chunk.
+    if (whole.length) this.push({ kind: 'bytes', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, end: this.logBytes - this.carry.heldBytes, bytes: whole });
   }
 
   exit(exitCode: number | null): void {
     if (this.closed) return;
-    if (this.carry) this.push({ kind: 'bytes', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, end: this.logBytes, bytes: this.carry });
-    this.carry = undefined;
+    const rest = this.carry.rest();
+    if (rest) this.push({ kind: 'bytes', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, end: this.logBytes, bytes: rest });
     this.push({ kind: 'exit', terminalId: this.terminalId, runId: this.runId, seq: this.seq++, exitCode });
     this.dispose();
   }

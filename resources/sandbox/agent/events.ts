@@ -1,4 +1,5 @@
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, rawOutputHeader, type AgentEvent } from '../../../contracts/agent-events';
+import { redactBytes } from '../../../core/common/utf8';
 
 let secret = '';
 let secretBytes: Buffer | undefined;
@@ -27,8 +28,7 @@ export function emitOutput(id: string, stream: 'stdout' | 'stderr', parts: Buffe
     emit({ type: 'command_output', id, stream, data: Buffer.concat(parts).toString('utf8') });
     return;
   }
-  // The token is ASCII, so a latin1 round trip rewrites it and leaves every other byte as it was.
-  const clean = parts.map((p) => (secretBytes && p.includes(secretBytes) ? Buffer.from(redact(p.toString('latin1')), 'latin1') : p));
+  const clean = parts.map((p) => redactBytes(p, secretBytes));
   let batch: Buffer[] = [];
   let size = 0;
   const send = () => {
