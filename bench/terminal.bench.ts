@@ -21,7 +21,7 @@ const TOTAL = Number(process.env.AIRLOCK_BENCH_TERMINAL_MB ?? 48) * MB;
 const LINE = 'airlock terminal throughput 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
 interface PageMeasure {
-  /** First output rendered, and the end marker rendered (page clock, ms). */
+  /** First output rendered, and the end marker rendered (ms since the epoch: the host's clock too). */
   firstAt: number;
   doneAt: number;
   renderedChars: number;
@@ -46,11 +46,12 @@ function measureInPage(page: Page, marker: string): Promise<PageMeasure> {
     const start = num('rendered');
     const base = { rendered: start, received: num('received'), dropped: num('dropped'), gaps: num('gaps') };
     let firstAt = 0, peakHeap = heap();
-    const deadline = performance.now() + 120000;
-    for (;;) {
+    const deadline = performance.timeOrigin + performance.now() + 120000;
+    for (let i = 0; ; i++) {
       await new Promise((r) => setTimeout(r, 5));
-      const now = performance.now();
-      peakHeap = Math.max(peakHeap, heap());
+      const now = performance.timeOrigin + performance.now();
+      // Reading the heap costs the page CPU: every 50 ms is enough for a peak.
+      if (i % 10 === 0) peakHeap = Math.max(peakHeap, heap());
       if (!firstAt && num('rendered') !== start) firstAt = now;
       if (firstAt && rows().includes(marker)) {
         return { firstAt, doneAt: now, renderedChars: num('rendered') - base.rendered, receivedChars: num('received') - base.received,
@@ -110,6 +111,8 @@ const MARKER = `AIRLOCK-BENCH-END-${NONCE}`;
 interface Source {
   services: AirlockServices;
   start(page: Page): Promise<void>;
+  /** When the command's first output, and its end marker, reached the host (ms since the epoch). */
+  hostTimes(): { first?: number; marker?: number };
   note: string;
   close(): Promise<void>;
 }
@@ -131,8 +134,17 @@ async function realSource(): Promise<Source> {
   const services = await createAirlockServices({ env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-bench-${process.pid}` } });
   await services.keys.set({ provider: 'anthropic', key, baseUrl: upstream.url, storage: 'session' });
   let runId = '';
+  const times: { first?: number; marker?: number } = {};
+  // The echoed command line holds LINE too, but not followed by a newline.
+  const output = Buffer.from(`${LINE}\n`);
+  const watch = services.onDidTerminalOutput?.((o) => {
+    if (o.kind !== 'bytes') return;
+    if (!times.first && o.bytes.includes(output)) times.first = Date.now();
+    if (!times.marker && o.bytes.includes(MARKER)) times.marker = Date.now();
+  });
   return {
     services,
+    hostTimes: () => times,
     note: `\`yes … | head -c ${TOTAL / MB}M\` in a hardened Docker sandbox, run for the built-in agent by the host → channel → RunService → HTTP stream → xterm`,
     async start(page) {
       const run = await services.runs.start({ projectDir: project, task: 'print a lot', agent: 'builtin', provider: 'anthropic', model: 'claude-sonnet-4-5', approval: 'ask', isolation: 'container', network: 'none', limits: { timeoutSec: 900 } });
@@ -150,6 +162,7 @@ async function realSource(): Promise<Source> {
       await services.runs.approve({ runId, requestId, approved: true });
     },
     async close() {
+      watch?.dispose();
       if (runId) await services.runs.cancel({ runId }).catch(() => undefined);
       await services.dispose();
       await upstream.close();
@@ -162,8 +175,10 @@ async function realSource(): Promise<Source> {
 /** Without Docker: the same host, transport and UI, fed by an in-process producer as fast as it can. */
 async function syntheticSource(): Promise<Source> {
   const services = createFakeServices({ autoFinish: false });
+  const times: { first?: number; marker?: number } = {};
   return {
     services,
+    hostTimes: () => times,
     note: 'in-process producer (no Docker engine answered) → HTTP stream → xterm',
     async start(page) {
       const run = await services.runs.start({ projectDir: '/bench', task: 'print a lot', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 900 } });
@@ -173,10 +188,14 @@ async function syntheticSource(): Promise<Source> {
       await page.locator('.terminal-host[data-terminal-id]').waitFor();
       const chunk = `${LINE}\r\n`.repeat(Math.floor(65536 / (LINE.length + 2)));
       let sent = 0;
+      times.first = Date.now();
       const pump = () => {
         for (let i = 0; i < 16 && sent < TOTAL; i++, sent += chunk.length) services.emitOutput(run.id, chunk);
         if (sent < TOTAL) setImmediate(pump);
-        else services.emitOutput(run.id, `\r\n${MARKER}\r\n`);
+        else {
+          services.emitOutput(run.id, `\r\n${MARKER}\r\n`);
+          times.marker = Date.now();
+        }
       };
       pump();
     },
@@ -261,7 +280,11 @@ export const benchmarks: Benchmark[] = [
         await page.close();
         const bare = await bareXtermMBps(await browser.newPage(), Math.min(TOTAL, 24 * MB));
         const transport = await transportMBps(await browser.newPage(), 64 * MB);
-        const seconds = (m.doneAt - m.firstAt) / 1000;
+        // From the host's first output byte, so a view that is slow to show anything cannot look faster.
+        const hostTimes = source.hostTimes();
+        const startedAt = hostTimes.first ?? m.firstAt;
+        const seconds = (m.doneAt - startedAt) / 1000;
+        const hostSeconds = hostTimes.first && hostTimes.marker ? (hostTimes.marker - hostTimes.first) / 1000 : undefined;
         const mbps = TOTAL / MB / seconds;
         const rendered = m.renderedChars / MB / seconds;
         const skipped = TOTAL - Math.min(TOTAL, m.renderedChars);
@@ -269,7 +292,8 @@ export const benchmarks: Benchmark[] = [
           ? `xterm parsed ${(m.renderedChars / MB).toFixed(1)} MB; ${(skipped / MB).toFixed(1)} MB skipped in the live view behind ${m.gaps} gap marker(s), all of it in the log on disk`
           : 'xterm parsed every byte';
         return [
-          { name: 'terminal.throughput', value: mbps, unit: 'MB/s', budget: '≥ 30 MB/s, memory bounded', note: `${TOTAL / MB} MB of command output, first byte → last byte on screen in ${seconds.toFixed(2)} s; ${view}. ${source.note}` },
+          { name: 'terminal.throughput', value: mbps, unit: 'MB/s', budget: '≥ 30 MB/s, memory bounded', note: `${TOTAL / MB} MB of command output, from the first byte reaching the host to the last byte on screen in ${seconds.toFixed(2)} s; the page received ${(m.receivedChars / MB).toFixed(1)} MB of it (flow control: what it can draw); ${view}. ${source.note}` },
+          ...(hostSeconds ? [{ name: 'terminal.throughput.host', value: TOTAL / MB / hostSeconds, unit: 'MB/s', note: 'the same output from its first byte to its last reaching the host (sandbox → channel → RunService), the part of the path before the page' }] : []),
           { name: 'terminal.throughput.rendered', value: rendered, unit: 'MB/s', baseline: bare, ratio: rendered / bare, note: 'what xterm parsed in that time, against a bare xterm fed 64 KB writes in the same browser (the ceiling of rendering here)' },
           { name: 'terminal.transport.fetch_stream', value: transport.fetch, unit: 'MB/s', baseline: transport.ws, ratio: transport.fetch / transport.ws, note: 'a page receiving 64 MB from loopback as one streamed fetch (how terminal output travels), against WebSocket messages of 256 KB' },
           { name: 'terminal.throughput.page_heap_peak', value: m.peakHeap / MB, unit: 'MB', budget: 'bounded', note: 'Chromium JS heap (performance.memory) while streaming' },

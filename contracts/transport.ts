@@ -12,6 +12,11 @@ export const ClientFrame = z.discriminatedUnion('t', [
   /** Start receiving one push event. */
   z.object({ t: z.literal('sub'), event: z.string().max(100) }),
   z.object({ t: z.literal('unsub'), event: z.string().max(100) }),
+  /**
+   * Flow control of a terminal stream opened with `?ack=1`: of the data bytes that stream sent,
+   * this many (a running total) are drawn or were skipped by the page.
+   */
+  z.object({ t: z.literal('ack'), stream: z.string().max(64), bytes: z.number().int().nonnegative() }),
 ]);
 export type ClientFrame = z.infer<typeof ClientFrame>;
 
@@ -37,3 +42,10 @@ export const HOST_WS_PATH = '/api';
  * data chunk, the N bytes of UTF-8 output right after the newline.
  */
 export const HOST_TERMINAL_STREAM_PATH = '/api/terminal-stream';
+/**
+ * Query parameter that opens the terminal stream with flow control: its first record is
+ * `{ kind: 'hello', stream, window }`, and the host sends at most `window` data bytes the page has
+ * not acknowledged (an `ack` frame on the WebSocket). Output past that is skipped in the live
+ * view (a `gap` record), never queued, so the page only receives what it can draw.
+ */
+export const HOST_TERMINAL_STREAM_ACK_PARAM = 'ack';

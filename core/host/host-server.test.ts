@@ -7,6 +7,7 @@ import WebSocket from 'ws';
 import { createApiRouter } from '../api/router';
 import { createFakeServices, type FakeServices } from '../api/testing/fake-services';
 import { startHostServer, type HostServer } from './host-server';
+import { STREAM_WINDOW } from './terminal-stream';
 
 interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
 
@@ -33,9 +34,9 @@ function connect(url: string, headers: Record<string, string>): Promise<{ outcom
 }
 
 /** POSTs to the terminal stream; its records (JSON line, then a data record's bytes) come out through `next`. */
-function openStream(port: number, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; next(pred: (r: { header: Record<string, unknown>; data?: Buffer }) => boolean): Promise<{ header: Record<string, unknown>; data?: Buffer }>; close(): void }> {
+function openStream(port: number, headers: Record<string, string>, path = '/api/terminal-stream'): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; records: Array<{ header: Record<string, unknown>; data?: Buffer }>; next(pred: (r: { header: Record<string, unknown>; data?: Buffer }) => boolean): Promise<{ header: Record<string, unknown>; data?: Buffer }>; close(): void }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: '/api/terminal-stream', method: 'POST', headers }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers }, (res) => {
       const records: Array<{ header: Record<string, unknown>; data?: Buffer }> = [];
       let buf = Buffer.alloc(0);
       res.on('data', (c: Buffer) => {
@@ -54,6 +55,7 @@ function openStream(port: number, headers: Record<string, string>): Promise<{ st
       resolve({
         status: res.statusCode ?? 0,
         headers: res.headers,
+        records,
         async next(pred) {
           for (;;) {
             const hit = records.find(pred);
@@ -174,6 +176,34 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     expect(record.header.bytes).toBe(record.data?.length);
     // The bytes travel as they are: escapes and UTF-8 intact, no JSON around them.
     expect(record.data?.toString('utf8')).toContain('streamed \x1b[1mbold\x1b[0m — ünïcode\r\n');
+    s.close();
+  });
+
+  it('with flow control, sends no more than the page acknowledged plus a window, then the newest output after a gap', async () => {
+    const cookie = `airlock_token_${host.port}=${host.token}`;
+    const s = await openStream(host.port, { cookie, origin }, '/api/terminal-stream?ack=1');
+    const hello = await s.next((r) => r.header.kind === 'hello');
+    expect(hello.header.window).toBe(STREAM_WINDOW);
+    const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
+    const chunk = (i: number) => `chunk-${i} ${'x'.repeat(64 * 1024)}\r\n`;
+    for (let i = 0; i < 20; i++) services.emitOutput(run.id, chunk(i));
+    await s.next((r) => Boolean(r.data?.includes('chunk-0 ')));
+    await new Promise((r) => setTimeout(r, 150));
+    const received = () => s.records.reduce((n, r) => n + (r.data?.length ?? 0), 0);
+    const before = received();
+    // The page has not acknowledged anything: at most a window (and one batch over it) was sent.
+    expect(before).toBeLessThanOrEqual(2 * STREAM_WINDOW + 1024);
+    expect(s.records.some((r) => r.data?.includes('chunk-19 '))).toBe(false);
+
+    const c = await connect(`ws://127.0.0.1:${host.port}/api?token=${host.token}`, { origin });
+    if (c.outcome !== 'open') throw new Error('not open');
+    c.ws.send(JSON.stringify({ t: 'ack', stream: hello.header.stream, bytes: before }));
+    // What did not fit is skipped (a gap the page shows), and the newest output comes next.
+    const gap = await s.next((r) => r.header.kind === 'gap' && r.header.terminalId === `run:${run.id}`);
+    expect(Number(gap.header.droppedBytes)).toBeGreaterThan(0);
+    await s.next((r) => Boolean(r.data?.includes('chunk-19 ')));
+    expect(received() - before).toBeLessThanOrEqual(2 * STREAM_WINDOW + 1024);
+    c.ws.close();
     s.close();
   });
 

@@ -3,12 +3,12 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
+import { HOST_TERMINAL_STREAM_ACK_PARAM, HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
 import type { Disposable, Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
 import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';
-import { bytesFromRouter, serveTerminalStream } from './terminal-stream';
+import { bytesFromRouter, serveTerminalStream, type TerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
 
 export interface HostServerOptions {
@@ -77,7 +77,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const token = opts.token ?? randomBytes(32).toString('base64url');
   const tokenDigest = digest(token);
   const sessions = new Set<WsSession>();
-  const streams = new Set<Disposable>();
+  const streams = new Map<string, TerminalStream>();
   const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
   const cookieName = () => `airlock_token_${port}`;
@@ -117,9 +117,9 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
       return;
     }
     if (isStream && req.method === 'POST') {
-      const stream = serveTerminalStream(req, res, terminalOutput, securityHeaders());
-      streams.add(stream);
-      res.on('close', () => streams.delete(stream));
+      const stream = serveTerminalStream(req, res, terminalOutput, securityHeaders(), url.searchParams.get(HOST_TERMINAL_STREAM_ACK_PARAM) === '1');
+      streams.set(stream.id, stream);
+      res.on('close', () => streams.delete(stream.id));
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -148,7 +148,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-      const session = new WsSession(ws, opts.router);
+      const session = new WsSession(ws, opts.router, (stream, bytes) => streams.get(stream)?.ack(bytes));
       sessions.add(session);
       ws.on('close', () => {
         session.dispose();
@@ -169,7 +169,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
     token,
     async close() {
       for (const s of sessions) s.close();
-      for (const s of streams) s.dispose();
+      for (const s of streams.values()) s.dispose();
       wss.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TerminalChunk } from '../../contracts';
 import type { ApiRouter } from '../api/router';
@@ -7,6 +8,19 @@ import { byteChunks, TerminalBatcher } from './terminal-batcher';
 
 /** Past this many bytes queued on the response, output is dropped from the live view (a gap). */
 const HIGH_WATER = 1024 * 1024;
+/**
+ * With flow control, data bytes sent and not yet acknowledged by the page. About what a page
+ * draws in a few frames: more would only be skipped there, after costing the transport and the
+ * page's CPU, which a flood's producer needs.
+ */
+export const STREAM_WINDOW = 128 * 1024;
+
+/** One open terminal stream. */
+export interface TerminalStream extends Disposable {
+  readonly id: string;
+  /** The page drew (or skipped) this many of the data bytes sent so far: a running total. */
+  ack(bytes: number): void;
+}
 
 /** Terminal output as bytes from the router's text event, for services that have no byte source (fakes). */
 export function bytesFromRouter(router: ApiRouter): Event<TerminalOutput> {
@@ -32,24 +46,45 @@ function writeRecord(res: ServerResponse, c: TerminalBytes | Exclude<TerminalChu
 /**
  * Terminal output for the browser as one streamed HTTP response of binary records: output stays
  * bytes from the sandbox to xterm (no decoding, no JSON escaping), a browser receives a fetch
- * stream faster than WebSocket messages (bench/terminal.bench.ts), and TCP backpressure tells the
- * batcher when the page is behind. The caller has checked Host, Origin and token.
+ * stream faster than WebSocket messages (bench/terminal.bench.ts). With `flow`, the page
+ * acknowledges what it drew and the host keeps at most STREAM_WINDOW bytes unacknowledged;
+ * without, TCP backpressure alone tells the batcher when the page is behind. Either way a page
+ * that is behind gets the newest output after a gap, and the producer never waits. The caller has
+ * checked Host, Origin and token.
  */
-export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, source: Event<TerminalOutput>, headers: Record<string, string>): Disposable {
+export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, source: Event<TerminalOutput>, headers: Record<string, string>, flow = false): TerminalStream {
   const store = new DisposableStore();
+  const id = randomUUID();
+  let sent = 0;
+  let acked = 0;
   res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
   // Headers now, so the page's fetch resolves before any output exists.
   res.flushHeaders();
+  if (flow) res.write(`${JSON.stringify({ kind: 'hello', stream: id, window: STREAM_WINDOW })}\n`);
   const batcher = store.add(new TerminalBatcher(byteChunks, {
     send: (chunk) => {
-      if (!res.destroyed) writeRecord(res, chunk);
+      if (res.destroyed) return;
+      if (chunk.kind === 'bytes') sent += chunk.bytes.length;
+      writeRecord(res, chunk);
     },
-    isCongested: () => res.writableLength > HIGH_WATER,
+    isCongested: () => res.writableLength > HIGH_WATER || (flow && sent - acked > STREAM_WINDOW),
+    // What a page that is behind gets next: the newest output, no more than it would take anyway.
+    ...(flow ? { maxBatch: STREAM_WINDOW } : {}),
   }));
   store.add(source((chunk) => batcher.push(chunk)));
   store.add(toDisposable(() => res.end()));
   const close = () => store.dispose();
   req.on('close', close);
   res.on('close', close);
-  return store;
+  return {
+    id,
+    ack(bytes) {
+      // A running total, so a late or repeated ack changes nothing; never more than was sent.
+      const next = Math.min(bytes, sent);
+      if (next <= acked) return;
+      acked = next;
+      batcher.flush();
+    },
+    dispose: close,
+  };
 }

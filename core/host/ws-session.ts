@@ -19,7 +19,8 @@ export class WsSession implements Disposable {
   private readonly store = new DisposableStore();
   private readonly terminal: TerminalBatcher<TextChunk>;
 
-  constructor(private readonly ws: WebSocket, private readonly router: ApiRouter) {
+  /** `ack`: flow control for the page's terminal stream (see HOST_TERMINAL_STREAM_ACK_PARAM). */
+  constructor(private readonly ws: WebSocket, private readonly router: ApiRouter, private readonly ack?: (stream: string, bytes: number) => void) {
     this.terminal = this.store.add(new TerminalBatcher(textChunks, {
       send: (chunk) => this.send({ t: 'event', event: 'terminals:onDidData', payload: chunk }),
       isCongested: () => this.ws.bufferedAmount > HIGH_WATER,
@@ -67,6 +68,9 @@ export class WsSession implements Disposable {
       case 'unsub':
         this.subs.get(frame.event)?.dispose();
         this.subs.delete(frame.event);
+        return;
+      case 'ack':
+        this.ack?.(frame.stream, frame.bytes);
         return;
     }
   }

@@ -592,8 +592,10 @@ export class RunService implements Disposable {
       for (const stream of ['stdout', 'stderr'] as const) {
         const parts = waiting[stream].splice(0);
         if (!parts.length) continue;
-        const whole = carry[stream].cut(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
-        if (whole.length) emitOutput(stream, whole);
+        for (const part of parts) {
+          const whole = carry[stream].cut(part);
+          if (whole.length) emitOutput(stream, whole);
+        }
       }
     };
     const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {

@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
@@ -122,8 +123,10 @@ export class DockerDriver implements SandboxDriver {
     }
     const tail = new TextTail();
     const sink = this.opts.debugSink;
+    // stderr arrives in pieces cut anywhere: decode across them.
+    const stderrText = new StringDecoder('utf8');
     const demux = new ExecDemuxer(socket, (chunk) => {
-      const text = chunk.toString('utf8');
+      const text = stderrText.write(chunk);
       tail.append(text);
       sink?.(sandboxId, text);
     });

@@ -2,11 +2,18 @@ import { Readable } from 'node:stream';
 
 /**
  * Splits Docker's multiplexed exec stream (8-byte header: stream id, 3 zero bytes, big-endian
- * length) into stdout, with backpressure, and stderr, handed to a sink and never mixed in.
+ * length) into stdout, with backpressure, and stderr, handed to a sink and never mixed in. Frame
+ * boundaries mean nothing inside a byte stream, so payloads come out as views into the socket's
+ * chunks, cut wherever a chunk or frame ends: no bytes are copied on the channel's hot path.
  */
 export class ExecDemuxer {
   readonly stdout: Readable;
-  private pending: Buffer = Buffer.alloc(0);
+  /** The frame header being gathered (a chunk can end inside it). */
+  private readonly header = Buffer.alloc(8);
+  private headerFill = 0;
+  /** The current frame's stream id and the payload bytes it still has. */
+  private kind = 0;
+  private remaining = 0;
   private paused = false;
 
   constructor(
@@ -30,19 +37,26 @@ export class ExecDemuxer {
   }
 
   private push(chunk: Buffer): void {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
     let wantsMore = true;
-    while (this.pending.length >= 8) {
-      const size = this.pending.readUInt32BE(4);
-      if (this.pending.length < 8 + size) break;
-      const kind = this.pending[0];
-      const payload = this.pending.subarray(8, 8 + size);
-      this.pending = this.pending.subarray(8 + size);
-      if (kind === 2) {
-        this.onStderr(Buffer.from(payload));
-      } else if (kind === 1 || kind === 0) {
-        wantsMore = this.stdout.push(Buffer.from(payload)) && wantsMore;
+    let off = 0;
+    while (off < chunk.length) {
+      if (this.remaining === 0) {
+        const take = Math.min(8 - this.headerFill, chunk.length - off);
+        chunk.copy(this.header, this.headerFill, off, off + take);
+        this.headerFill += take;
+        off += take;
+        if (this.headerFill < 8) break;
+        this.headerFill = 0;
+        this.kind = this.header[0] as number;
+        this.remaining = this.header.readUInt32BE(4);
+        continue;
       }
+      const take = Math.min(this.remaining, chunk.length - off);
+      const piece = chunk.subarray(off, off + take);
+      off += take;
+      this.remaining -= take;
+      if (this.kind === 2) this.onStderr(piece);
+      else if (this.kind === 1 || this.kind === 0) wantsMore = this.stdout.push(piece) && wantsMore;
     }
     if (!wantsMore && !this.paused) {
       this.paused = true;

@@ -4,6 +4,7 @@ import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { api } from '../api';
 import { TerminalSink } from '../terminal/terminal-sink';
+import { terminalFlow } from '../terminal/terminal-flow';
 import { terminalHub } from '../terminal/terminal-hub';
 import { newPart } from '../terminal/live-after-replay';
 
@@ -37,7 +38,7 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     term.loadAddon(fit);
     term.open(el);
     try { fit.fit(); } catch { /* not laid out yet */ }
-    const sink = new TerminalSink(term);
+    const sink = new TerminalSink(term, { flow: terminalFlow });
     // For tests and the benchmark: the page can read how much reached the terminal.
     el.dataset.terminalId = terminalId;
     const stats = () => {

@@ -24,28 +24,80 @@ describe('TerminalSink', () => {
     expect(t.writes[0]).toContain('line 99');
   });
 
-  it('bounds what a slow terminal has to parse, drops the oldest waiting output, and marks the gap', () => {
+  it('gives xterm one batch at a time, drops the oldest waiting output, and marks the gap', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 1000, maxInflightBytes: 500 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 1000, minBatchBytes: 800, maxBatchBytes: 800 });
     sink.write('a'.repeat(800));
-    vi.advanceTimersByTime(16); // 800 chars in flight, the terminal has not parsed them
+    vi.advanceTimersByTime(16); // one batch in flight, the terminal has not parsed it
     for (let i = 0; i < 50; i++) sink.write(`${String(i).padStart(2, '0')}${'b'.repeat(98)}`); // 5000 more
-    vi.advanceTimersByTime(16);
-    expect(t.writes).toHaveLength(1); // nothing more is handed to xterm while it is behind
+    vi.advanceTimersByTime(100);
+    expect(t.writes).toHaveLength(1); // nothing more is handed to xterm while it is parsing
     expect(sink.stats.droppedBytes).toBe(4000);
     expect(sink.stats.gaps).toBe(1);
     t.release();
-    vi.advanceTimersByTime(16);
+    vi.advanceTimersByTime(100);
     const second = t.writes[1] ?? '';
-    // The marker first, then the newest output: the view shows where the flood is now.
+    // The marker first, then the oldest output that is left: the next batch carries on from there.
     expect(second).toMatch(/^\r\n.*4 KB of output skipped in the live view/);
-    expect(second.endsWith(`49${'b'.repeat(98)}`)).toBe(true);
     expect(second).toContain(`40${'b'.repeat(98)}`);
     expect(second).not.toContain(`39${'b'.repeat(98)}`);
+    expect(second).not.toContain(`49${'b'.repeat(98)}`);
+    t.release();
+    vi.advanceTimersByTime(100);
+    expect(t.writes[2]?.endsWith(`49${'b'.repeat(98)}`)).toBe(true);
     t.release();
     sink.write('after');
     vi.advanceTimersByTime(16);
     expect(t.writes.at(-1)).toBe('after');
+  });
+
+  it('sizes batches by how fast xterm parsed the last full one, within bounds', () => {
+    const writes: number[] = [];
+    let msPerKB = 1;
+    // A terminal that takes msPerKB per KB to parse a batch.
+    const term: TerminalLike = { write: (d, cb) => { writes.push(d.length); setTimeout(() => cb?.(), (d.length / 1024) * msPerKB); } };
+    const sink = new TerminalSink(term, { intervalMs: 16, parseBudgetMs: 8, minBatchBytes: 4096, maxBatchBytes: 256 * 1024, maxBacklogBytes: 4 * 1024 * 1024 });
+    // A steady flood: 16 KB every ms.
+    const feed = (ms: number) => {
+      const timer = setInterval(() => sink.write('x'.repeat(16 * 1024)), 1);
+      vi.advanceTimersByTime(ms);
+      clearInterval(timer);
+    };
+    feed(2000);
+    // 1 ms per KB: 8 ms of parsing is 8 KB (after a first batch at the assumed speed).
+    expect(Math.max(...writes.slice(1))).toBe(8 * 1024);
+    msPerKB = 0.125;
+    writes.length = 0;
+    feed(2000);
+    expect(Math.max(...writes.slice(1))).toBe(64 * 1024);
+    msPerKB = 100;
+    writes.length = 0;
+    feed(20_000);
+    expect(Math.min(...writes)).toBe(4096); // never below the floor
+  });
+
+  it('keeps at most a couple of batches waiting, so the view stays close to the live output', () => {
+    const t = slowTerminal();
+    const sink = new TerminalSink(t.term, { intervalMs: 16, minBatchBytes: 1000, maxBatchBytes: 1000, maxBacklogBytes: 1024 * 1024 });
+    sink.write('z');
+    vi.advanceTimersByTime(16); // in flight
+    for (let i = 0; i < 100; i++) sink.write('y'.repeat(100));
+    expect(sink.stats.droppedBytes).toBe(8000);
+  });
+
+  it('tells the flow while output waits or is parsed, and when it is all drawn', () => {
+    const t = slowTerminal();
+    const busy: boolean[] = [];
+    const sink = new TerminalSink(t.term, { intervalMs: 16, flow: { setBusy: (_owner, b) => busy.push(b) } });
+    sink.write('hello');
+    expect(busy.at(-1)).toBe(true);
+    vi.advanceTimersByTime(16);
+    expect(busy.at(-1)).toBe(true); // xterm is parsing
+    t.release();
+    expect(busy.at(-1)).toBe(false);
+    sink.write('again');
+    sink.dispose();
+    expect(busy.at(-1)).toBe(false);
   });
 
   it('keeps the tail of a single chunk larger than the bound', () => {
@@ -59,7 +111,7 @@ describe('TerminalSink', () => {
 
   it('merges a reported gap with output it drops into one marker', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 100, maxInflightBytes: 10 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 100 });
     sink.write('z'.repeat(20));
     vi.advanceTimersByTime(16); // in flight
     sink.write('a'.repeat(60));
@@ -67,7 +119,7 @@ describe('TerminalSink', () => {
     sink.write('b'.repeat(60));
     sink.write('c'.repeat(60));
     t.release();
-    vi.advanceTimersByTime(16);
+    vi.advanceTimersByTime(100);
     const second = t.writes[1] ?? '';
     expect(second.match(/skipped in the live view/g)).toHaveLength(1);
     expect(second).toMatch(/2 KB of output skipped/);

@@ -1,4 +1,5 @@
 import { concatBytes } from '../lib/concat-bytes';
+import type { TerminalFlow } from './terminal-flow';
 
 /** What the sink needs of an xterm Terminal (a fake in tests). xterm takes UTF-8 bytes as they are. */
 export interface TerminalLike {
@@ -6,12 +7,30 @@ export interface TerminalLike {
 }
 
 export interface TerminalSinkOptions {
-  /** Max bytes waiting here (not yet given to xterm) before the oldest are dropped. */
+  /**
+   * Max bytes waiting here (not yet given to xterm) before the oldest are dropped. Also never
+   * more than a few batches at the measured speed, so the view stays a few frames behind at most.
+   */
   maxBacklogBytes?: number;
-  /** Max bytes given to xterm and not yet parsed; more waits here, where it can be dropped. */
-  maxInflightBytes?: number;
+  /**
+   * Time xterm may spend parsing one batch. One batch is parsed at a time, a frame apart, sized
+   * from how fast xterm parsed the last ones, so a flood never blocks the page for long (a cold
+   * xterm parses ~10× slower than a warm one) and gets a bounded share of the CPU, which the
+   * producing side needs too; the rest waits here, where the oldest can be dropped.
+   */
+  parseBudgetMs?: number;
+  /** Bounds of a batch, whatever the measured speed. */
+  minBatchBytes?: number;
+  maxBatchBytes?: number;
   /** Batch interval; ~one frame. */
   intervalMs?: number;
+  /**
+   * Batch interval while output arrives faster than xterm takes it: a flood redraws the screen
+   * whole at every batch, which costs more than parsing, and nobody reads 60 pages a second.
+   */
+  floodIntervalMs?: number;
+  /** Told while output waits here or in xterm (the terminal stream's flow control). */
+  flow?: Pick<TerminalFlow, 'setBusy'>;
 }
 
 export function gapMarker(droppedBytes: number): string {
@@ -20,6 +39,8 @@ export function gapMarker(droppedBytes: number): string {
 }
 
 type Part = Uint8Array | { dropped: number };
+/** Batches that may wait here: output older than that is skipped, so the view is never far behind. */
+const BACKLOG_BATCHES = 2;
 const encoder = new TextEncoder();
 
 /**
@@ -32,12 +53,18 @@ const encoder = new TextEncoder();
 export class TerminalSink {
   private queue: Part[] = [];
   private queuedBytes = 0;
-  /** Written to xterm, not yet parsed (xterm's write callback tells us). */
-  private inflightBytes = 0;
+  /** A batch is written to xterm and not yet parsed (xterm's write callback tells us). */
+  private inflight = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly maxBacklog: number;
-  private readonly maxInflight: number;
+  private readonly maxBatch: number;
+  private readonly minBatch: number;
+  private readonly budgetMs: number;
+  /** xterm's parse speed, bytes per ms, from the last full batch. */
+  private bytesPerMs: number;
   private readonly intervalMs: number;
+  private readonly floodIntervalMs: number;
+  private readonly flow: Pick<TerminalFlow, 'setBusy'> | undefined;
   private disposed = false;
   /** Totals in bytes, for the status line and the benchmark. */
   readonly stats = { receivedBytes: 0, renderedBytes: 0, droppedBytes: 0, gaps: 0 };
@@ -45,9 +72,16 @@ export class TerminalSink {
   onRendered?: () => void;
 
   constructor(private readonly term: TerminalLike, opts: TerminalSinkOptions = {}) {
-    this.maxBacklog = opts.maxBacklogBytes ?? 2 * 1024 * 1024;
-    this.maxInflight = opts.maxInflightBytes ?? 512 * 1024;
+    // About what the scrollback (5000 lines) holds: older output would scroll out of view anyway.
+    this.maxBacklog = opts.maxBacklogBytes ?? 1024 * 1024;
+    this.maxBatch = opts.maxBatchBytes ?? 256 * 1024;
+    this.minBatch = opts.minBatchBytes ?? 8 * 1024;
+    this.budgetMs = opts.parseBudgetMs ?? 6;
+    // Until measured, assume a cold xterm (~3 MB/s).
+    this.bytesPerMs = 3 * 1024;
     this.intervalMs = opts.intervalMs ?? 16;
+    this.floodIntervalMs = opts.floodIntervalMs ?? 100;
+    this.flow = opts.flow;
   }
 
   write(data: Uint8Array | string): void {
@@ -58,6 +92,7 @@ export class TerminalSink {
     this.queuedBytes += bytes.length;
     this.trim();
     this.schedule();
+    this.flow?.setBusy(this, true);
   }
 
   /** The host dropped output before it reached us (a `gap` chunk). */
@@ -70,11 +105,12 @@ export class TerminalSink {
       this.stats.gaps++;
     }
     this.schedule();
+    this.flow?.setBusy(this, true);
   }
 
   /** Drops the oldest waiting output past the bound; the newest chunk keeps at least its tail. */
   private trim(): void {
-    let excess = this.queuedBytes - this.maxBacklog;
+    let excess = this.queuedBytes - Math.min(this.maxBacklog, BACKLOG_BATCHES * this.batchSize());
     if (excess <= 0) return;
     let dropped = 0;
     let hadGap = false;
@@ -111,33 +147,63 @@ export class TerminalSink {
     this.queue = rest;
   }
 
-  private schedule(): void {
-    if (!this.timer && !this.disposed) this.timer = setTimeout(() => this.flush(), this.intervalMs);
+  private schedule(delayMs = this.intervalMs): void {
+    if (!this.timer && !this.disposed) this.timer = setTimeout(() => this.flush(), delayMs);
   }
 
   flush(): void {
     this.timer = undefined;
-    if (this.disposed || !this.queue.length) return;
-    // xterm is still parsing plenty: keep the rest here, where a flood can drop its oldest part.
-    if (this.inflightBytes >= this.maxInflight) return;
-    const parts = this.queue.map((part) => (part instanceof Uint8Array ? part : encoder.encode(gapMarker(part.dropped))));
-    this.queue = [];
-    this.queuedBytes = 0;
+    // xterm is still parsing: the rest waits here, where a flood can drop its oldest part.
+    if (this.disposed || !this.queue.length || this.inflight) return;
+    const size = this.batchSize();
+    const parts = this.takeBatch(size);
     const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concatBytes(parts);
-    const len = batch.length;
-    this.inflightBytes += len;
+    this.inflight = true;
+    const started = performance.now();
     this.term.write(batch, () => {
-      this.inflightBytes -= len;
-      this.stats.renderedBytes += len;
+      this.inflight = false;
+      // Small batches say little about speed (fixed costs dominate); full ones set the next size.
+      if (batch.length >= size) this.bytesPerMs = batch.length / Math.max(1, performance.now() - started);
+      this.stats.renderedBytes += batch.length;
       this.onRendered?.();
-      if (this.queue.length) this.schedule();
+      // Output is still waiting after a full batch: a flood.
+      if (this.queue.length) this.schedule(this.floodIntervalMs);
+      else this.flow?.setBusy(this, false);
     });
+  }
+
+  /** What xterm should parse within the budget, at the speed it parsed the last full batch. */
+  private batchSize(): number {
+    return Math.min(this.maxBatch, Math.max(this.minBatch, Math.round(this.bytesPerMs * this.budgetMs)));
+  }
+
+  /** The oldest waiting output, at most `size` bytes of it (a gap marker counts as its text). */
+  private takeBatch(size: number): Uint8Array[] {
+    const parts: Uint8Array[] = [];
+    let room = size;
+    while (this.queue.length && room > 0) {
+      const head = this.queue[0] as Part;
+      const bytes = head instanceof Uint8Array ? head : encoder.encode(gapMarker(head.dropped));
+      if (head instanceof Uint8Array && bytes.length > room) {
+        // xterm decodes UTF-8 across writes, so a cut inside a character is fine.
+        parts.push(bytes.subarray(0, room));
+        this.queue[0] = bytes.subarray(room);
+        this.queuedBytes -= room;
+        break;
+      }
+      this.queue.shift();
+      if (head instanceof Uint8Array) this.queuedBytes -= bytes.length;
+      parts.push(bytes);
+      room -= bytes.length;
+    }
+    return parts;
   }
 
   dispose(): void {
     this.disposed = true;
     if (this.timer) clearTimeout(this.timer);
     this.queue = [];
+    this.flow?.setBusy(this, false);
   }
 }
 

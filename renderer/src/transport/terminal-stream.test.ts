@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TerminalRecordReader } from './terminal-stream';
+import { TerminalFlow } from '../terminal/terminal-flow';
+import { TerminalRecordReader, openTerminalStream } from './terminal-stream';
 
 /** The bytes `airlock serve` writes (core/host/terminal-stream.ts): a JSON line, then a data record's bytes. */
 function records(): Uint8Array {
@@ -34,5 +35,40 @@ describe('TerminalRecordReader', () => {
       expect(new TextDecoder().decode(got[0]!.data as Uint8Array)).toBe('a\n{"kind":"gap"}\n€ ok\r\n');
       expect(got[1]).toMatchObject({ droppedBytes: 1000 });
     }
+  });
+});
+
+describe('openTerminalStream with flow control', () => {
+  it('asks for flow control, and acknowledges what it received only once no view has output left to draw', async () => {
+    const enc = new TextEncoder();
+    const data = enc.encode('x'.repeat(1000));
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode(`${JSON.stringify({ kind: 'hello', stream: 's-1', window: 4096 })}\n`));
+        c.enqueue(enc.encode(`${JSON.stringify({ kind: 'data', terminalId: 'run:r-1', runId: 'r-1', seq: 1, bytes: data.length })}\n`));
+        c.enqueue(data);
+      },
+    });
+    const urls: string[] = [];
+    const fakeFetch = (async (url: string) => {
+      urls.push(url);
+      return new Response(body, { status: 200 });
+    }) as unknown as typeof fetch;
+    const flow = new TerminalFlow();
+    const view = {};
+    const acks: Array<[string, number]> = [];
+    const chunks: unknown[] = [];
+    const close = openTerminalStream((c) => {
+      chunks.push(c);
+      flow.setBusy(view, true); // a view took it and is drawing
+    }, { url: 'http://127.0.0.1:1/api/terminal-stream', fetch: fakeFetch, flow: { state: flow, sendAck: (s, n) => acks.push([s, n]) } });
+    while (chunks.length < 1) await new Promise((r) => setTimeout(r, 1));
+    expect(urls[0]).toBe('http://127.0.0.1:1/api/terminal-stream?ack=1');
+    expect(chunks).toHaveLength(1); // the hello record is the transport's, not a terminal's
+    await new Promise((r) => setTimeout(r, 5));
+    expect(acks).toEqual([]);
+    flow.setBusy(view, false);
+    expect(acks).toEqual([['s-1', 1000]]);
+    close();
   });
 });

@@ -1,11 +1,17 @@
-import { HOST_TERMINAL_STREAM_PATH } from '../../../contracts/transport';
+import { HOST_TERMINAL_STREAM_ACK_PARAM, HOST_TERMINAL_STREAM_PATH } from '../../../contracts/transport';
 import { concatBytes } from '../lib/concat-bytes';
+import type { TerminalFlow } from '../terminal/terminal-flow';
 
 export interface TerminalStreamOptions {
   /** Defaults to this page's host. */
   url?: string;
   /** For tests. */
   fetch?: typeof fetch;
+  /**
+   * Flow control: output is acknowledged (`sendAck`, a running total of data bytes) only while
+   * `flow` says no terminal view has any left to draw, so the host never sends more than the page draws.
+   */
+  flow?: { state: Pick<TerminalFlow, 'isBusy' | 'onIdle'>; sendAck(stream: string, bytes: number): void };
 }
 
 /**
@@ -59,25 +65,49 @@ export class TerminalRecordReader {
  * takes a fetch stream faster than WebSocket messages. Reconnects with backoff until disposed.
  */
 export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: TerminalStreamOptions = {}): () => void {
-  const url = opts.url ?? `${location.origin}${HOST_TERMINAL_STREAM_PATH}`;
+  const flow = opts.flow;
+  const base = opts.url ?? `${location.origin}${HOST_TERMINAL_STREAM_PATH}`;
+  const url = flow ? `${base}${base.includes('?') ? '&' : '?'}${HOST_TERMINAL_STREAM_ACK_PARAM}=1` : base;
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   let abort: AbortController | undefined;
   let disposed = false;
   let retry = 0;
+  // This connection's flow: its id (from the hello record), data bytes received and acknowledged.
+  let stream: string | undefined;
+  let received = 0;
+  let acked = 0;
+  const maybeAck = () => {
+    if (!flow || stream === undefined || received === acked || flow.state.isBusy) return;
+    acked = received;
+    flow.sendAck(stream, acked);
+  };
+  const stopIdle = flow?.state.onIdle(maybeAck);
+  const onRecord = (chunk: unknown) => {
+    const c = chunk as { kind?: unknown; stream?: unknown; data?: unknown };
+    if (c.kind === 'hello') {
+      stream = typeof c.stream === 'string' ? c.stream : undefined;
+      received = acked = 0;
+      return;
+    }
+    onChunk(chunk);
+    if (c.data instanceof Uint8Array) received += c.data.length;
+  };
 
   const connect = async () => {
     while (!disposed) {
       abort = new AbortController();
+      stream = undefined;
       try {
         const res = await doFetch(url, { method: 'POST', signal: abort.signal, cache: 'no-store' });
         if (res.ok && res.body) {
           const reader = res.body.getReader();
-          const records = new TerminalRecordReader(onChunk);
+          const records = new TerminalRecordReader(onRecord);
           for (;;) {
             const { done, value } = await reader.read();
             if (done) break;
             retry = 0;
             records.push(value);
+            maybeAck();
           }
         }
       } catch {
@@ -91,6 +121,7 @@ export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: Term
   void connect();
   return () => {
     disposed = true;
+    stopIdle?.();
     abort?.abort();
   };
 }

@@ -1,6 +1,7 @@
 import type { Envelope } from '../../../contracts/errors';
 import type { ClientFrame, ServerFrame } from '../../../contracts/transport';
 import { HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../../contracts/transport';
+import { terminalFlow } from '../terminal/terminal-flow';
 import { openTerminalStream } from './terminal-stream';
 import type { Transport } from './transport';
 
@@ -99,7 +100,11 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
         const fresh = new Set<(payload: unknown) => void>();
         set = fresh;
         listeners.set(event, set);
-        if (streamed) closeStream = openTerminalStream((chunk) => { for (const l of fresh) l(chunk); });
+        if (streamed) {
+          closeStream = openTerminalStream((chunk) => { for (const l of fresh) l(chunk); }, {
+            flow: { state: terminalFlow, sendAck: (stream, bytes) => send({ t: 'ack', stream, bytes }) },
+          });
+        }
         else send({ t: 'sub', event });
       }
       set.add(listener);

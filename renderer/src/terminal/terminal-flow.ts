@@ -1,0 +1,32 @@
+/**
+ * Whether the page's terminal views still have output to draw. The browser's terminal stream
+ * acknowledges what it received only once none has, so the host sends no more than the page can
+ * draw and skips the rest there, before it costs the transport and the page (DESIGN.md §5).
+ */
+export class TerminalFlow {
+  private readonly busy = new Set<object>();
+  private readonly idleListeners = new Set<() => void>();
+
+  /** A view (its sink) has output waiting or being parsed, or has none left. */
+  setBusy(owner: object, busy: boolean): void {
+    if (busy) {
+      this.busy.add(owner);
+      return;
+    }
+    if (!this.busy.delete(owner) || this.busy.size) return;
+    for (const listener of [...this.idleListeners]) listener();
+  }
+
+  get isBusy(): boolean {
+    return this.busy.size > 0;
+  }
+
+  /** Called each time the last busy view becomes idle; returns the unsubscribe function. */
+  onIdle(listener: () => void): () => void {
+    this.idleListeners.add(listener);
+    return () => this.idleListeners.delete(listener);
+  }
+}
+
+/** The page's one flow: terminal views report to it, the terminal stream reads it. */
+export const terminalFlow = new TerminalFlow();
