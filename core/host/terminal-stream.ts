@@ -13,7 +13,7 @@ const HIGH_WATER = 1024 * 1024;
  * draws in a few frames: more would only be skipped there, after costing the transport and the
  * page's CPU, which a flood's producer needs.
  */
-export const STREAM_WINDOW = 128 * 1024;
+export const STREAM_WINDOW = 64 * 1024;
 
 /** One open terminal stream. */
 export interface TerminalStream extends Disposable {

@@ -13,6 +13,8 @@ export class RunTerminal implements Disposable {
   private readonly carry = new Utf8Carry();
   private readonly file: WriteStream;
   private seq = 0;
+  /** Writes in one tick reach the file as one writev (a flood arrives as many small chunks). */
+  private corked = false;
   /** Bytes handed to the log so far (written in order, so a chunk's end offset is known now). */
   private logBytes = 0;
   private closed = false;
@@ -31,6 +33,14 @@ export class RunTerminal implements Disposable {
   write(data: Buffer | string): void {
     if (this.closed || data.length === 0) return;
     const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    if (!this.corked) {
+      this.corked = true;
+      this.file.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.file.uncork();
+      });
+    }
     this.file.write(bytes);
     this.logBytes += bytes.length;
     const whole = this.carry.cut(bytes);
