@@ -80,7 +80,7 @@ export class TerminalSink {
     // Until measured, assume a cold xterm (~3 MB/s).
     this.bytesPerMs = 3 * 1024;
     this.intervalMs = opts.intervalMs ?? 16;
-    this.floodIntervalMs = opts.floodIntervalMs ?? 100;
+    this.floodIntervalMs = opts.floodIntervalMs ?? 32;
     this.flow = opts.flow;
   }
 
