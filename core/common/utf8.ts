@@ -40,9 +40,3 @@ export class Utf8Carry {
     return held;
   }
 }
-
-/** `bytes` with every occurrence of an ASCII `token` replaced; a latin1 round trip keeps every other byte. */
-export function redactBytes(bytes: Buffer, token: Buffer | undefined): Buffer {
-  if (!token || !bytes.includes(token)) return bytes;
-  return Buffer.from(bytes.toString('latin1').split(token.toString('latin1')).join('[REDACTED]'), 'latin1');
-}

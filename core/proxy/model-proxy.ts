@@ -9,7 +9,7 @@ import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
-import { clientHeaders, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
 import { SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 
@@ -437,22 +437,29 @@ export class ModelProxy implements Disposable {
         const scanner = isSse ? new SseUsageScanner() : undefined;
         const jsonChunks: Buffer[] = [];
         let jsonSize = 0;
-        res.writeHead(status, clientHeaders(up.headers));
+        // An upstream that echoes the key must not hand it to the sandbox, even cut across chunks.
+        const redactor = keyRedactor(key);
+        const headers = clientHeaders(up.headers, key);
+        // Redaction can shorten the body, so its length is not known up front: it goes out chunked.
+        if (redactor) delete headers['content-length'];
+        res.writeHead(status, headers);
         // Headers normally leave with the first event (one write, one wake-up for the client); if the
         // upstream is slow to send that event, they go out alone shortly after.
         let flushTimer: NodeJS.Timeout | undefined = isSse ? setTimeout(() => res.flushHeaders(), 10) : undefined;
         up.on('data', (chunk: Buffer) => {
-          if (flushTimer) {
-            clearTimeout(flushTimer);
-            flushTimer = undefined;
-          }
           if (scanner) scanner.push(chunk);
           else if (jsonSize < MAX_USAGE_BODY) {
             jsonChunks.push(chunk);
             jsonSize += chunk.length;
           }
+          const out = redactor ? redactor.push(chunk) : chunk;
+          if (!out.length) return;
+          if (flushTimer) {
+            clearTimeout(flushTimer);
+            flushTimer = undefined;
+          }
           // Backpressure: a slow client slows the upstream read instead of growing memory.
-          if (!res.write(chunk)) {
+          if (!res.write(out)) {
             up.pause();
             res.once('drain', () => up.resume());
           }
@@ -462,7 +469,8 @@ export class ModelProxy implements Disposable {
           if (done) return;
           done = true;
           run.active.delete(handle);
-          res.end();
+          const tail = redactor?.end();
+          res.end(tail?.length ? tail : undefined);
           finish(status, scanner ? scanner.usage : usageFromJson((jsonChunks.length === 1 ? (jsonChunks[0] as Buffer) : Buffer.concat(jsonChunks)).toString('utf8')), false);
         });
         up.on('error', () => res.destroy());
@@ -493,7 +501,7 @@ export class ModelProxy implements Disposable {
     });
     up.on('end', () => {
       const text = redactKey(Buffer.concat(chunks).toString('utf8').slice(0, MAX_ERROR_BODY), key);
-      const headers = clientHeaders(up.headers);
+      const headers = clientHeaders(up.headers, key);
       headers['content-length'] = Buffer.byteLength(text);
       if (!res.headersSent && !res.destroyed) {
         res.writeHead(up.statusCode ?? 502, headers);

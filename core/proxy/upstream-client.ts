@@ -2,6 +2,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttp
 import https from 'node:https';
 import type { ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
+import { REDACTED, StreamRedactor } from '../common/stream-redactor';
 
 /** Keep-alive pools: a fresh TCP (and TLS) handshake per call would cost more than the whole proxy budget. */
 const httpAgent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
@@ -41,12 +42,16 @@ export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttp
   return out;
 }
 
-/** Response headers safe to hand back to the client (content-length kept: bodies pass unchanged). */
-export function clientHeaders(upstream: IncomingHttpHeaders): OutgoingHttpHeaders {
+/**
+ * Response headers safe to hand back to the client, with any echo of `key` redacted. Content-length
+ * is kept: drop it when the body is redacted too, since that can change its length.
+ */
+export function clientHeaders(upstream: IncomingHttpHeaders, key?: Secret): OutgoingHttpHeaders {
+  const echoes = keyEchoes(key);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(upstream)) {
     if (value === undefined || DROP_RESPONSE.has(name)) continue;
-    out[name] = value;
+    out[name] = !echoes.length ? value : typeof value === 'string' ? redactEchoes(value, echoes) : value.map((v) => redactEchoes(v, echoes));
   }
   return out;
 }
@@ -136,14 +141,27 @@ export function sendUpstream(call: UpstreamCall): UpstreamHandle {
   };
 }
 
-/** Replaces any echo of the key (whole, or its distinctive head/tail) in an upstream error body. */
+/** What an echo of the key looks like: the key, and for a long key its distinctive head and tail. */
+function keyEchoes(key: Secret | undefined): string[] {
+  const k = key?.reveal() ?? '';
+  // A very short "key" (a placeholder for a local server) would redact ordinary words.
+  if (k.length < 8) return [];
+  return k.length >= 24 ? [k, k.slice(0, 16), k.slice(-12)] : [k];
+}
+
+/** Replaces any echo of the key (whole, or its distinctive head/tail) in an upstream error body or header. */
 export function redactKey(text: string, key: Secret | undefined): string {
-  if (!key) return text;
-  const k = key.reveal();
-  if (k.length < 8) return text;
-  let out = text.split(k).join('[REDACTED]');
-  if (k.length >= 24) {
-    out = out.split(k.slice(0, 16)).join('[REDACTED]').split(k.slice(-12)).join('[REDACTED]');
-  }
+  return redactEchoes(text, keyEchoes(key));
+}
+
+function redactEchoes(text: string, echoes: string[]): string {
+  let out = text;
+  for (const echo of echoes) if (out.includes(echo)) out = out.split(echo).join(REDACTED);
   return out;
+}
+
+/** A redactor of the key's echoes for one streamed upstream body; undefined when there is nothing to redact. */
+export function keyRedactor(key: Secret | undefined): StreamRedactor | undefined {
+  const echoes = keyEchoes(key);
+  return echoes.length ? new StreamRedactor(echoes.map((e) => Buffer.from(e))) : undefined;
 }

@@ -11,7 +11,8 @@ import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes, commandOutputEvent, type AgentAdapter, type AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { OutputCapture } from '../common/output-capture';
-import { redactBytes, Utf8Carry } from '../common/utf8';
+import { StreamRedactor } from '../common/stream-redactor';
+import { Utf8Carry } from '../common/utf8';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
@@ -578,8 +579,11 @@ export class RunService implements Disposable {
     this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
     const capture = new OutputCapture(req.capBytes);
     const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
-    // A command can read the agent's environment (same user): the token never reaches the log.
-    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, redactBytes(bytes, live.tokenBytes)));
+    // A command can read the agent's environment (same user): the token never reaches the log, even
+    // cut across batches. Redaction comes before the cut at characters (the token is ASCII).
+    const secrets = live.tokenBytes ? [live.tokenBytes] : [];
+    const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
+    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
     // Frames are gathered for a few ms (or 256 KB) per stream: every event, hash update and log write
     // costs per chunk, and the channel delivers a flood in frames of a few KB.
     const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
@@ -593,7 +597,7 @@ export class RunService implements Disposable {
         const parts = waiting[stream].splice(0);
         if (!parts.length) continue;
         for (const part of parts) {
-          const whole = carry[stream].cut(part);
+          const whole = carry[stream].cut(redactor[stream].push(part));
           if (whole.length) emitOutput(stream, whole);
         }
       }
@@ -631,6 +635,8 @@ export class RunService implements Disposable {
     }
     flush();
     for (const stream of ['stdout', 'stderr'] as const) {
+      const tail = carry[stream].cut(redactor[stream].end());
+      if (tail.length) emitOutput(stream, tail);
       const rest = carry[stream].rest();
       if (rest) emitOutput(stream, rest);
     }

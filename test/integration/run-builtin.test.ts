@@ -271,6 +271,8 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
         { toolCalls: [{ name: 'run_command', input: { command: 'env; cat /proc/self/environ | tr "\\0" "\\n"; ls -la; cat ./-rf' } }] },
         // The agent's own environment holds the run token: a command that reads it gets it redacted in the log.
         { toolCalls: [{ name: 'run_command', input: { command: 'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done 2>/dev/null | grep -a "_API_KEY=" | sort -u' } }] },
+        // …also when it comes out in two pieces, in two batches.
+        { toolCalls: [{ name: 'run_command', input: { command: 't=$(for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done 2>/dev/null | grep -a -m1 "_API_KEY=airlock-run-" | cut -d= -f2); printf "split=%s" "${t:0:20}"; sleep 0.3; printf "%s=end\\n" "${t:20}"' } }] },
         { toolCalls: [{ name: 'write_file', input: { path: 'weird $(touch pwned) name.txt', content: 'changed\n' } }] },
         { toolCalls: [{ name: 'finish', input: { summary: 'looked around' } }] },
       ],
@@ -282,6 +284,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(run.changedFiles.map((c) => c.path)).toEqual(['weird $(touch pwned) name.txt']);
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ANTHROPIC_API_KEY=[REDACTED]');
+    expect(output).toContain('split=[REDACTED]=end');
     expect(output).not.toMatch(/airlock-run-[A-Za-z0-9_-]{20}/);
     expect(output).toContain('PWD=/workspace'); // the environment was printed…
     expect(output).not.toContain(CANARY_KEY); // …and the key is not in it

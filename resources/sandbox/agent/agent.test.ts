@@ -274,6 +274,20 @@ describe('built-in agent tools', () => {
     expect(sent).not.toContain('\n10000\n');
   });
 
+  it.skipIf(process.platform !== 'linux')('redacts the run token from relayed output even when it comes in two pieces', async () => {
+    // A command can read the agent's own environment; here it prints the token in two writes, apart.
+    const command = `t=$(tr '\\0' '\\n' < /proc/$PPID/environ | sed -n 's/^ANTHROPIC_API_KEY=//p'); printf 'token=%s' "\${t:0:25}"; sleep 0.3; printf '%s!\\n' "\${t:25}"; printf '%s' "\${t:0:10}" >&2`;
+    await start([{ toolCalls: [{ name: 'run_command', input: { command } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] }]);
+    const run = await runAgent('anthropic');
+    expect(run.code).toBe(0);
+    const output = ofType(run, 'command_output');
+    expect(output.filter((e) => e.stream === 'stdout').map((e) => e.data).join('')).toBe('token=[REDACTED]!\n');
+    // A start of the token at the very end is not the token: it comes out when the stream ends.
+    expect(output.filter((e) => e.stream === 'stderr').map((e) => e.data).join('')).toBe(TOKEN.slice(0, 10));
+    expect(run.stdout).not.toContain(TOKEN.slice(0, 25));
+    expect(run.stdout).not.toContain(TOKEN.slice(25));
+  });
+
   it('elides the oldest tool outputs when the history outgrows its limit', async () => {
     const big = { name: 'run_command', input: { command: "head -c 1500 /dev/zero | tr '\\0' x" } };
     await start([...Array.from({ length: 6 }, () => ({ toolCalls: [big] })), { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] }]);

@@ -1,5 +1,5 @@
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, rawOutputHeader, type AgentEvent } from '../../../contracts/agent-events';
-import { redactBytes } from '../../../core/common/utf8';
+import { StreamRedactor } from '../../../core/common/stream-redactor';
 
 let secret = '';
 let secretBytes: Buffer | undefined;
@@ -19,16 +19,24 @@ export function emit(event: AgentEvent): void {
   process.stdout.write(`${redact(JSON.stringify(event))}\n`);
 }
 
+/** A redactor for one stream of one command: it catches the run token even when cut across chunks. */
+export function outputRedactor(): StreamRedactor {
+  return new StreamRedactor(secretBytes ? [secretBytes] : []);
+}
+
 /**
  * Writes command output as one raw record (contracts/agent-events.ts): no JSON, no decoding, no
  * copy — the header and the parts go out in one writev. Ids a header cannot carry fall back to JSON.
+ * The parts pass through the stream's `redactor`; with `end`, what it still holds goes out too.
  */
-export function emitOutput(id: string, stream: 'stdout' | 'stderr', parts: Buffer[]): void {
+export function emitOutput(id: string, stream: 'stdout' | 'stderr', parts: Buffer[], redactor: StreamRedactor, end = false): void {
+  const clean = parts.map((p) => redactor.push(p));
+  if (end) clean.push(redactor.end());
+  if (!clean.some((p) => p.length)) return;
   if (!RAW_OUTPUT_HEADER.test(rawOutputHeader(id, stream, 0).slice(0, -1))) {
-    emit({ type: 'command_output', id, stream, data: Buffer.concat(parts).toString('utf8') });
+    emit({ type: 'command_output', id, stream, data: Buffer.concat(clean).toString('utf8') });
     return;
   }
-  const clean = parts.map((p) => redactBytes(p, secretBytes));
   let batch: Buffer[] = [];
   let size = 0;
   const send = () => {

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { OutputCapture } from '../../../core/common/output-capture';
-import { emit, emitOutput } from './events';
+import { emit, emitOutput, outputRedactor } from './events';
 
 export interface CommandResult {
   exitCode: number | null;
@@ -47,13 +47,14 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
     // pipe hands over a few KB at a time. A switch of stream sends what waits first, keeping order.
     let waiting: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | undefined;
     let flushTimer: ReturnType<typeof setTimeout> | undefined;
+    const redactors = { stdout: outputRedactor(), stderr: outputRedactor() };
     const flushOutput = () => {
       if (flushTimer) clearTimeout(flushTimer);
       flushTimer = undefined;
       if (!waiting) return;
       const { stream, parts } = waiting;
       waiting = undefined;
-      emitOutput(opts.id, stream, parts);
+      emitOutput(opts.id, stream, parts, redactors[stream]);
     };
     const pipe = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr') => {
       stream?.on('data', (chunk: Buffer) => {
@@ -65,7 +66,10 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
         if (waiting.bytes >= COALESCE_BYTES) flushOutput();
         else flushTimer ??= setTimeout(flushOutput, COALESCE_MS);
       });
-      stream?.on('end', flushOutput);
+      stream?.on('end', () => {
+        flushOutput();
+        emitOutput(opts.id, name, [], redactors[name], true);
+      });
     };
     pipe(child.stdout, 'stdout');
     pipe(child.stderr, 'stderr');
@@ -77,6 +81,7 @@ export function runShell(opts: { id: string; command: string; cwd: string; timeo
     const finish = (exitCode: number | null, spawnError?: string) => {
       clearTimeout(timer);
       flushOutput();
+      for (const name of ['stdout', 'stderr'] as const) emitOutput(opts.id, name, [], redactors[name], true);
       running.delete(child);
       const durationMs = Date.now() - started;
       const outputBytes = capture.bytes;
