@@ -2,9 +2,10 @@ import { ipcMain, type IpcMainEvent, type IpcMainInvokeEvent, type WebContents }
 import type { TerminalChunk } from '../contracts';
 import type { ApiRouter } from '../core/api/router';
 import { DisposableStore, toDisposable, type Disposable } from '../core/common/disposable';
+import { FlowWindow, TERMINAL_FLOW_WINDOW } from '../core/host/flow-window';
 import { TerminalBatcher, textChunks, type TextChunk } from '../core/host/terminal-batcher';
 import { isCommandOutput } from '../core/host/ws-session';
-import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_UNSUBSCRIBE } from '../preload/bridge-protocol';
+import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_TERMINAL_ACK, IPC_UNSUBSCRIBE } from '../preload/bridge-protocol';
 
 export interface IpcRouterOptions {
   /** True when the calling frame is our window's main frame showing our UI. */
@@ -14,6 +15,8 @@ export interface IpcRouterOptions {
 interface Client {
   subs: Map<string, Disposable>;
   terminal: TerminalBatcher<TextChunk>;
+  /** Terminal flow control, once the renderer acknowledges output (a page that never does gets everything). */
+  flow?: FlowWindow;
   store: DisposableStore;
 }
 
@@ -31,9 +34,21 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
     const send = (event: string, payload: unknown) => {
       if (!wc.isDestroyed()) wc.send(IPC_EVENT, event, payload);
     };
-    // IPC has no backpressure signal: the renderer's bounded terminal sink drops and marks gaps.
-    const terminal = store.add(new TerminalBatcher(textChunks, { send: (chunk) => send('terminals:onDidData', chunk), isCongested: () => false }));
-    c = { subs: new Map(), terminal, store };
+    // IPC has no backpressure signal: the renderer acknowledges what it drew (FlowWindow); past the
+    // window only the newest output waits here, and the renderer's bounded sink marks the gaps.
+    const client: Client = {
+      subs: new Map(),
+      terminal: store.add(new TerminalBatcher(textChunks, {
+        send: (chunk) => {
+          if (chunk.kind === 'data') client.flow?.sent(chunk.data.length);
+          send('terminals:onDidData', chunk);
+        },
+        isCongested: () => Boolean(client.flow?.full),
+        maxBatch: TERMINAL_FLOW_WINDOW,
+      })),
+      store,
+    };
+    c = client;
     clients.set(wc.id, c);
     wc.once('destroyed', () => {
       for (const s of c?.subs.values() ?? []) s.dispose();
@@ -53,6 +68,8 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
   const onSubscribe = (event: IpcMainEvent, name: unknown) => {
     if (!opts.isTrustedSender(event) || typeof name !== 'string') return;
     const client = clientFor(event.sender);
+    // A (re)loaded page counts what it receives from here on.
+    if (name === 'terminals:onDidData') client.flow = undefined;
     if (client.subs.has(name)) return;
     try {
       const wc = event.sender;
@@ -71,13 +88,21 @@ export function registerIpcRouter(router: ApiRouter, opts: IpcRouterOptions): Di
     client?.subs.get(name)?.dispose();
     client?.subs.delete(name);
   };
+  const onTerminalAck = (event: IpcMainEvent, total: unknown) => {
+    if (!opts.isTrustedSender(event) || typeof total !== 'number' || !Number.isSafeInteger(total) || total < 0) return;
+    const client = clientFor(event.sender);
+    client.flow ??= new FlowWindow(TERMINAL_FLOW_WINDOW);
+    if (client.flow.ack(total)) client.terminal.flush();
+  };
   ipcMain.on(IPC_SUBSCRIBE, onSubscribe);
   ipcMain.on(IPC_UNSUBSCRIBE, onUnsubscribe);
+  ipcMain.on(IPC_TERMINAL_ACK, onTerminalAck);
 
   return toDisposable(() => {
     ipcMain.removeHandler(IPC_INVOKE);
     ipcMain.off(IPC_SUBSCRIBE, onSubscribe);
     ipcMain.off(IPC_UNSUBSCRIBE, onUnsubscribe);
+    ipcMain.off(IPC_TERMINAL_ACK, onTerminalAck);
     for (const c of clients.values()) {
       for (const s of c.subs.values()) s.dispose();
       c.store.dispose();

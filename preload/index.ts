@@ -1,6 +1,6 @@
 import { contextBridge, ipcRenderer, type IpcRendererEvent } from 'electron';
 import { isChannel, isEventName } from '../contracts';
-import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_UNSUBSCRIBE } from './bridge-protocol';
+import { IPC_EVENT, IPC_INVOKE, IPC_SUBSCRIBE, IPC_TERMINAL_ACK, IPC_UNSUBSCRIBE } from './bridge-protocol';
 
 /**
  * The renderer's only door to the app: two generic functions, allowlisted from the contracts.
@@ -33,6 +33,10 @@ const bridge = {
       listeners.delete(event);
       ipcRenderer.send(IPC_UNSUBSCRIBE, event);
     };
+  },
+  /** Terminal flow control: characters of terminal output drawn or skipped since subscribing (a running total). */
+  ackTerminal(total: number): void {
+    if (Number.isSafeInteger(total) && total >= 0) ipcRenderer.send(IPC_TERMINAL_ACK, total);
   },
 };
 

@@ -4,16 +4,13 @@ import type { TerminalChunk } from '../../contracts';
 import type { ApiRouter } from '../api/router';
 import { DisposableStore, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { TerminalBytes, TerminalOutput } from '../common/terminal-output';
+import { FlowWindow, TERMINAL_FLOW_WINDOW } from './flow-window';
 import { byteChunks, TerminalBatcher } from './terminal-batcher';
 
 /** Past this many bytes queued on the response, output is dropped from the live view (a gap). */
 const HIGH_WATER = 1024 * 1024;
-/**
- * With flow control, data bytes sent and not yet acknowledged by the page. About what a page
- * draws in a few frames: more would only be skipped there, after costing the transport and the
- * page's CPU, which a flood's producer needs.
- */
-export const STREAM_WINDOW = 64 * 1024;
+/** With flow control, data bytes the page may have unacknowledged (see FlowWindow). */
+export const STREAM_WINDOW = TERMINAL_FLOW_WINDOW;
 
 /** One open terminal stream. */
 export interface TerminalStream extends Disposable {
@@ -55,8 +52,7 @@ function writeRecord(res: ServerResponse, c: TerminalBytes | Exclude<TerminalChu
 export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, source: Event<TerminalOutput>, headers: Record<string, string>, flow = false): TerminalStream {
   const store = new DisposableStore();
   const id = randomUUID();
-  let sent = 0;
-  let acked = 0;
+  const window = flow ? new FlowWindow(STREAM_WINDOW) : undefined;
   res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
   // Headers now, so the page's fetch resolves before any output exists.
   res.flushHeaders();
@@ -64,10 +60,10 @@ export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, s
   const batcher = store.add(new TerminalBatcher(byteChunks, {
     send: (chunk) => {
       if (res.destroyed) return;
-      if (chunk.kind === 'bytes') sent += chunk.bytes.length;
+      if (chunk.kind === 'bytes') window?.sent(chunk.bytes.length);
       writeRecord(res, chunk);
     },
-    isCongested: () => res.writableLength > HIGH_WATER || (flow && sent - acked > STREAM_WINDOW),
+    isCongested: () => res.writableLength > HIGH_WATER || Boolean(window?.full),
     // What a page that is behind gets next: the newest output, no more than it would take anyway.
     ...(flow ? { maxBatch: STREAM_WINDOW } : {}),
   }));
@@ -79,11 +75,7 @@ export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, s
   return {
     id,
     ack(bytes) {
-      // A running total, so a late or repeated ack changes nothing; never more than was sent.
-      const next = Math.min(bytes, sent);
-      if (next <= acked) return;
-      acked = next;
-      batcher.flush();
+      if (window?.ack(bytes)) batcher.flush();
     },
     dispose: close,
   };

@@ -30,3 +30,41 @@ export class TerminalFlow {
 
 /** The page's one flow: terminal views report to it, the terminal stream reads it. */
 export const terminalFlow = new TerminalFlow();
+
+/**
+ * A transport's side of the flow: counts the terminal output it received and acknowledges it (a
+ * running total) once no view has any left to draw.
+ */
+export class TerminalAcks {
+  private received = 0;
+  private acked = 0;
+  private readonly stopIdle: () => void;
+
+  constructor(
+    private readonly state: Pick<TerminalFlow, 'isBusy' | 'onIdle'>,
+    private readonly send: (total: number) => void,
+  ) {
+    this.stopIdle = state.onIdle(() => this.maybeAck());
+  }
+
+  /** A data chunk's size, counted the way the host counts it (bytes, or characters over IPC). */
+  add(n: number): void {
+    this.received += n;
+  }
+
+  /** A new connection: counting starts again. */
+  reset(): void {
+    this.received = 0;
+    this.acked = 0;
+  }
+
+  maybeAck(): void {
+    if (this.received === this.acked || this.state.isBusy) return;
+    this.acked = this.received;
+    this.send(this.acked);
+  }
+
+  dispose(): void {
+    this.stopIdle();
+  }
+}

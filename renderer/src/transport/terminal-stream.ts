@@ -1,6 +1,6 @@
 import { HOST_TERMINAL_STREAM_ACK_PARAM, HOST_TERMINAL_STREAM_PATH } from '../../../contracts/transport';
 import { concatBytes } from '../lib/concat-bytes';
-import type { TerminalFlow } from '../terminal/terminal-flow';
+import { TerminalAcks, type TerminalFlow } from '../terminal/terminal-flow';
 
 export interface TerminalStreamOptions {
   /** Defaults to this page's host. */
@@ -72,25 +72,18 @@ export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: Term
   let abort: AbortController | undefined;
   let disposed = false;
   let retry = 0;
-  // This connection's flow: its id (from the hello record), data bytes received and acknowledged.
+  // This connection's flow: its id (from the hello record), and the bytes it received and acknowledged.
   let stream: string | undefined;
-  let received = 0;
-  let acked = 0;
-  const maybeAck = () => {
-    if (!flow || stream === undefined || received === acked || flow.state.isBusy) return;
-    acked = received;
-    flow.sendAck(stream, acked);
-  };
-  const stopIdle = flow?.state.onIdle(maybeAck);
+  const acks = flow ? new TerminalAcks(flow.state, (total) => { if (stream !== undefined) flow.sendAck(stream, total); }) : undefined;
   const onRecord = (chunk: unknown) => {
     const c = chunk as { kind?: unknown; stream?: unknown; data?: unknown };
     if (c.kind === 'hello') {
       stream = typeof c.stream === 'string' ? c.stream : undefined;
-      received = acked = 0;
+      acks?.reset();
       return;
     }
     onChunk(chunk);
-    if (c.data instanceof Uint8Array) received += c.data.length;
+    if (c.data instanceof Uint8Array) acks?.add(c.data.length);
   };
 
   const connect = async () => {
@@ -107,7 +100,7 @@ export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: Term
             if (done) break;
             retry = 0;
             records.push(value);
-            maybeAck();
+            acks?.maybeAck();
           }
         }
       } catch {
@@ -121,7 +114,7 @@ export function openTerminalStream(onChunk: (chunk: unknown) => void, opts: Term
   void connect();
   return () => {
     disposed = true;
-    stopIdle?.();
+    acks?.dispose();
     abort?.abort();
   };
 }

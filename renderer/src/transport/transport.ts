@@ -17,4 +17,6 @@ export interface Transport {
 export interface PreloadBridge {
   invoke(channel: string, input: unknown): Promise<Envelope<unknown>>;
   on(event: string, listener: (payload: unknown) => void): () => void;
+  /** Terminal flow control (a running total of characters drawn or skipped); absent in older preloads. */
+  ackTerminal?(total: number): void;
 }
