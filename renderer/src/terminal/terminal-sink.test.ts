@@ -24,28 +24,28 @@ describe('TerminalSink', () => {
     expect(t.writes[0]).toContain('line 99');
   });
 
-  it('gives xterm one batch at a time, drops the oldest waiting output, and marks the gap', () => {
+  it('gives xterm one batch at a time; in a flood only the newest batch waits, behind a gap marker', () => {
     const t = slowTerminal();
-    const sink = new TerminalSink(t.term, { intervalMs: 16, maxBacklogBytes: 1000, minBatchBytes: 800, maxBatchBytes: 800 });
+    const sink = new TerminalSink(t.term, { intervalMs: 16, floodIntervalMs: 100, maxBacklogBytes: 1000, minBatchBytes: 800, maxBatchBytes: 800 });
     sink.write('a'.repeat(800));
     vi.advanceTimersByTime(16); // one batch in flight, the terminal has not parsed it
     for (let i = 0; i < 50; i++) sink.write(`${String(i).padStart(2, '0')}${'b'.repeat(98)}`); // 5000 more
-    vi.advanceTimersByTime(100);
+    vi.advanceTimersByTime(200);
     expect(t.writes).toHaveLength(1); // nothing more is handed to xterm while it is parsing
-    expect(sink.stats.droppedBytes).toBe(4000);
+    expect(sink.stats.droppedBytes).toBe(4200); // all but the newest batch (800 bytes)
     expect(sink.stats.gaps).toBe(1);
     t.release();
     vi.advanceTimersByTime(100);
     const second = t.writes[1] ?? '';
-    // The marker first, then the oldest output that is left: the next batch carries on from there.
+    // The marker first, then the newest output.
     expect(second).toMatch(/^\r\n.*4 KB of output skipped in the live view/);
-    expect(second).toContain(`40${'b'.repeat(98)}`);
-    expect(second).not.toContain(`39${'b'.repeat(98)}`);
-    expect(second).not.toContain(`49${'b'.repeat(98)}`);
+    expect(second).toContain(`43${'b'.repeat(98)}`);
+    expect(second).not.toContain(`41${'b'.repeat(98)}`);
     t.release();
     vi.advanceTimersByTime(100);
-    expect(t.writes[2]?.endsWith(`49${'b'.repeat(98)}`)).toBe(true);
     t.release();
+    expect(t.writes.slice(1).join('').endsWith(`49${'b'.repeat(98)}`)).toBe(true);
+    vi.advanceTimersByTime(200);
     sink.write('after');
     vi.advanceTimersByTime(16);
     expect(t.writes.at(-1)).toBe('after');
@@ -64,25 +64,44 @@ describe('TerminalSink', () => {
       clearInterval(timer);
     };
     feed(2000);
-    // 1 ms per KB: 8 ms of parsing is 8 KB (after a first batch at the assumed speed).
-    expect(Math.max(...writes.slice(1))).toBe(8 * 1024);
+    // 1 ms per KB: 8 ms of parsing is 8 KB (after a first batch at the assumed speed), plus a gap marker.
+    expect(Math.max(...writes.slice(2))).toBeGreaterThanOrEqual(8 * 1024);
+    expect(Math.max(...writes.slice(2))).toBeLessThan(8 * 1024 + 200);
     msPerKB = 0.125;
     writes.length = 0;
     feed(2000);
-    expect(Math.max(...writes.slice(1))).toBe(64 * 1024);
+    expect(Math.max(...writes.slice(2))).toBeGreaterThanOrEqual(64 * 1024);
+    expect(Math.max(...writes.slice(2))).toBeLessThan(64 * 1024 + 200);
     msPerKB = 100;
     writes.length = 0;
     feed(20_000);
     expect(Math.min(...writes)).toBe(4096); // never below the floor
   });
 
-  it('keeps at most a couple of batches waiting, so the view stays close to the live output', () => {
+  it('outside a flood keeps several batches, so a burst is drawn whole; past that it floods', () => {
     const t = slowTerminal();
     const sink = new TerminalSink(t.term, { intervalMs: 16, minBatchBytes: 1000, maxBatchBytes: 1000, maxBacklogBytes: 1024 * 1024 });
     sink.write('z');
     vi.advanceTimersByTime(16); // in flight
-    for (let i = 0; i < 100; i++) sink.write('y'.repeat(100));
-    expect(sink.stats.droppedBytes).toBe(8000);
+    for (let i = 0; i < 60; i++) sink.write('y'.repeat(100)); // 6000: within 8 batches
+    expect(sink.stats.droppedBytes).toBe(0);
+    for (let i = 0; i < 40; i++) sink.write('x'.repeat(100)); // 10000: over, a flood keeps one batch
+    expect(sink.stats.droppedBytes).toBe(9000);
+  });
+
+  it('in a flood says it is idle only once per flood interval, pacing what the host sends', () => {
+    const t = slowTerminal();
+    const busy: boolean[] = [];
+    const sink = new TerminalSink(t.term, { intervalMs: 16, floodIntervalMs: 100, flow: { setBusy: (_o, b) => busy.push(b) } });
+    sink.gap(5000); // the host skipped output: a flood
+    sink.write('newest');
+    vi.advanceTimersByTime(16);
+    t.release();
+    expect(busy.at(-1)).toBe(true);
+    vi.advanceTimersByTime(50);
+    expect(busy.at(-1)).toBe(true);
+    vi.advanceTimersByTime(50);
+    expect(busy.at(-1)).toBe(false);
   });
 
   it('tells the flow while output waits or is parsed, and when it is all drawn', () => {

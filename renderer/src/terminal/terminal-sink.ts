@@ -25,8 +25,10 @@ export interface TerminalSinkOptions {
   /** Batch interval; ~one frame. */
   intervalMs?: number;
   /**
-   * Batch interval while output arrives faster than xterm takes it: a flood redraws the screen
-   * whole at every batch, which costs more than parsing, and nobody reads 60 pages a second.
+   * Frame interval in a flood (output was skipped, here or by the host): one batch of the newest
+   * output per interval. A flood redraws the whole screen at every batch, which costs more than
+   * parsing (~20 ms a frame here), and nobody reads 60 pages a second. The sink also reports idle
+   * (which lets the host send more) only once per interval, so the host is paced the same way.
    */
   floodIntervalMs?: number;
   /** Told while output waits here or in xterm (the terminal stream's flow control). */
@@ -39,8 +41,8 @@ export function gapMarker(droppedBytes: number): string {
 }
 
 type Part = Uint8Array | { dropped: number };
-/** Batches that may wait here: output older than that is skipped, so the view is never far behind. */
-const BACKLOG_BATCHES = 2;
+/** Batches that may wait here outside a flood: older output is skipped, so the view is never far behind. */
+const BACKLOG_BATCHES = 8;
 const encoder = new TextEncoder();
 
 /**
@@ -65,6 +67,10 @@ export class TerminalSink {
   private readonly intervalMs: number;
   private readonly floodIntervalMs: number;
   private readonly flow: Pick<TerminalFlow, 'setBusy'> | undefined;
+  /** Output was skipped (here, or by the host: a gap) since the sink was last idle. */
+  private flooding = false;
+  private batchStartedAt = 0;
+  private idleTimer: ReturnType<typeof setTimeout> | undefined;
   private disposed = false;
   /** Totals in bytes, for the status line and the benchmark. */
   readonly stats = { receivedBytes: 0, renderedBytes: 0, droppedBytes: 0, gaps: 0 };
@@ -80,7 +86,7 @@ export class TerminalSink {
     // Until measured, assume a cold xterm (~3 MB/s).
     this.bytesPerMs = 3 * 1024;
     this.intervalMs = opts.intervalMs ?? 16;
-    this.floodIntervalMs = opts.floodIntervalMs ?? 32;
+    this.floodIntervalMs = opts.floodIntervalMs ?? 100;
     this.flow = opts.flow;
   }
 
@@ -104,13 +110,18 @@ export class TerminalSink {
       this.queue.push({ dropped: Math.max(1, droppedBytes) });
       this.stats.gaps++;
     }
+    this.flooding = true;
     this.schedule();
     this.flow?.setBusy(this, true);
   }
 
   /** Drops the oldest waiting output past the bound; the newest chunk keeps at least its tail. */
   private trim(): void {
-    let excess = this.queuedBytes - Math.min(this.maxBacklog, BACKLOG_BATCHES * this.batchSize());
+    const limit = (batches: number) => this.queuedBytes - Math.min(this.maxBacklog, batches * this.batchSize());
+    if (!this.flooding && limit(BACKLOG_BATCHES) <= 0) return;
+    // Over the bound, or already in a flood: only the newest batch waits.
+    this.flooding = true;
+    let excess = limit(1);
     if (excess <= 0) return;
     let dropped = 0;
     let hadGap = false;
@@ -155,21 +166,34 @@ export class TerminalSink {
     this.timer = undefined;
     // xterm is still parsing: the rest waits here, where a flood can drop its oldest part.
     if (this.disposed || !this.queue.length || this.inflight) return;
-    const size = this.batchSize();
-    const parts = this.takeBatch(size);
+    const parts = this.takeBatch(this.batchSize());
     const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concatBytes(parts);
     this.inflight = true;
     const started = performance.now();
+    this.batchStartedAt = started;
     this.term.write(batch, () => {
       this.inflight = false;
-      // Small batches say little about speed (fixed costs dominate); full ones set the next size.
-      if (batch.length >= size) this.bytesPerMs = batch.length / Math.max(1, performance.now() - started);
+      // Small batches say little about speed (fixed costs dominate); others set the next size.
+      if (batch.length >= this.minBatch) this.bytesPerMs = batch.length / Math.max(1, performance.now() - started);
       this.stats.renderedBytes += batch.length;
       this.onRendered?.();
-      // Output is still waiting after a full batch: a flood.
-      if (this.queue.length) this.schedule(this.floodIntervalMs);
-      else this.flow?.setBusy(this, false);
+      if (this.queue.length) this.schedule(this.flooding ? this.floodIntervalMs : this.intervalMs);
+      else this.idle();
     });
+  }
+
+  /** Nothing waits: say so (the host may send more), in a flood not before the next frame is due. */
+  private idle(): void {
+    if (this.idleTimer || this.disposed) return;
+    const wait = this.flooding ? this.floodIntervalMs - (performance.now() - this.batchStartedAt) : 0;
+    const done = () => {
+      this.idleTimer = undefined;
+      if (this.queue.length || this.inflight || this.disposed) return;
+      this.flooding = false;
+      this.flow?.setBusy(this, false);
+    };
+    if (wait > 0) this.idleTimer = setTimeout(done, wait);
+    else done();
   }
 
   /** What xterm should parse within the budget, at the speed it parsed the last full batch. */
@@ -202,6 +226,7 @@ export class TerminalSink {
   dispose(): void {
     this.disposed = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.idleTimer) clearTimeout(this.idleTimer);
     this.queue = [];
     this.flow?.setBusy(this, false);
   }
