@@ -7,6 +7,8 @@ import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
+import type { Event } from '../core/common/disposable';
+import type { TerminalOutput } from '../core/common/terminal-output';
 import { createFakeServices } from '../core/api/testing/fake-services';
 import { startHostServer } from '../core/host/host-server';
 import { startFakeUpstream } from '../test/fixtures/fake-upstream';
@@ -16,8 +18,12 @@ import type { Benchmark, BenchResult } from './harness';
 
 const exec = promisify(execFile);
 const MB = 1024 * 1024;
-/** Output size: enough for several seconds at the budget, small enough for a shared 2-core box. */
-const TOTAL = Number(process.env.AIRLOCK_BENCH_TERMINAL_MB ?? 48) * MB;
+/**
+ * Two floods, one after the other in the same run and page: a burst into a freshly opened view
+ * (cold: JIT, buffers), then a sustained one, several seconds at the budget (the budget's case).
+ */
+const BURST = Number(process.env.AIRLOCK_BENCH_TERMINAL_BURST_MB ?? 48) * MB;
+const SUSTAINED = Number(process.env.AIRLOCK_BENCH_TERMINAL_MB ?? 192) * MB;
 const LINE = 'airlock terminal throughput 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
 interface PageMeasure {
@@ -57,7 +63,7 @@ function measureInPage(page: Page, marker: string): Promise<PageMeasure> {
         return { firstAt, doneAt: now, renderedChars: num('rendered') - base.rendered, receivedChars: num('received') - base.received,
           droppedChars: num('dropped') - base.dropped, gaps: num('gaps') - base.gaps, peakHeap };
       }
-      if (now > deadline) throw new Error('the end marker never reached the terminal');
+      if (now > deadline) throw new Error('the end marker ' + marker + ' never reached the terminal; on screen: ' + rows().slice(-600));
     }
   })(${JSON.stringify(marker)})`);
 }
@@ -104,20 +110,48 @@ async function dockerAvailable(): Promise<boolean> {
   }
 }
 
-/** Printed after the flood; built by the shell so the command line echoed above it does not contain it. */
+/** Printed after each flood; built by the shell so the command line echoed above it does not contain it. */
 const NONCE = Math.random().toString(36).slice(2, 10);
-const MARKER = `AIRLOCK-BENCH-END-${NONCE}`;
+const FLOODS = [
+  { bytes: BURST, tag: 'AIRLOCK-BENCH-BURST' },
+  { bytes: SUSTAINED, tag: 'AIRLOCK-BENCH-END' },
+].map((f) => ({ ...f, marker: `${f.tag}-${NONCE}` }));
+
+/** When a flood's first output, and its end marker, reached the host (ms since the epoch). */
+interface HostTimes { first?: number; marker?: number }
 
 interface Source {
   services: AirlockServices;
+  /** Opens the run's view on the page and lets the first flood go. */
   start(page: Page): Promise<void>;
-  /** When the command's first output, and its end marker, reached the host (ms since the epoch). */
-  hostTimes(): { first?: number; marker?: number };
+  /** Lets the next flood go (once the last one is on screen: a flood's end is never skipped, a flood's middle is). */
+  next(): Promise<void>;
+  /** Per flood, in FLOODS order. */
+  hostTimes(): HostTimes[];
   note: string;
   close(): Promise<void>;
 }
 
-/** The real core: a command in a hardened sandbox prints TOTAL bytes; the built-in agent streams them. */
+/** Records when each flood's output first reached the host, and when its marker did. */
+function watchFloods(output: Event<TerminalOutput>): { times: HostTimes[]; dispose(): void } {
+  const times: HostTimes[] = FLOODS.map(() => ({}));
+  const markers = FLOODS.map((f) => Buffer.from(f.marker));
+  // The echoed command line holds LINE too, but not followed by a newline.
+  const line = Buffer.from(`${LINE}\n`);
+  let i = 0;
+  const sub = output((o) => {
+    const t = times[i];
+    if (o.kind !== 'bytes' || !t) return;
+    if (!t.first && o.bytes.includes(line)) t.first = Date.now();
+    if (t.first && o.bytes.includes(markers[i] as Buffer)) {
+      t.marker = Date.now();
+      i++;
+    }
+  });
+  return { times, dispose: () => sub.dispose() };
+}
+
+/** The real core: commands in a hardened sandbox print the floods; the host runs them for the built-in agent. */
 async function realSource(): Promise<Source> {
   const { createAirlockServices } = await import('../core/app-services');
   const home = await mkdtemp(join(tmpdir(), 'airlock-bench-home-'));
@@ -126,43 +160,49 @@ async function realSource(): Promise<Source> {
   await writeFile(join(project, 'README.md'), '# bench\n');
   const key = `sk-ant-bench-${'0'.repeat(24)}`;
   const upstream = await startFakeUpstream({ expectedKey: key });
-  const command = `yes '${LINE}' | head -c ${TOTAL}; printf '\\nAIRLOCK-BENCH-%s\\n' END-${NONCE}`;
+  const command = (f: (typeof FLOODS)[number]) => `yes '${LINE}' | head -c ${f.bytes}; printf '\\n%s-%s\\n' ${f.tag} ${NONCE}`;
   upstream.setScript([
-    { toolCalls: [{ name: 'run_command', input: { command, timeout_seconds: 600 } }] },
+    ...FLOODS.map((f) => ({ toolCalls: [{ name: 'run_command', input: { command: command(f), timeout_seconds: 600 } }] })),
     { toolCalls: [{ name: 'finish', input: { summary: 'printed' } }] },
   ]);
   const services = await createAirlockServices({ env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-bench-${process.pid}` } });
   await services.keys.set({ provider: 'anthropic', key, baseUrl: upstream.url, storage: 'session' });
   let runId = '';
-  const times: { first?: number; marker?: number } = {};
-  // The echoed command line holds LINE too, but not followed by a newline.
-  const output = Buffer.from(`${LINE}\n`);
-  const watch = services.onDidTerminalOutput?.((o) => {
-    if (o.kind !== 'bytes') return;
-    if (!times.first && o.bytes.includes(output)) times.first = Date.now();
-    if (!times.marker && o.bytes.includes(MARKER)) times.marker = Date.now();
-  });
+  let approving = true;
+  const approved = new Set<string>();
+  const watch = watchFloods(services.onDidTerminalOutput as Event<TerminalOutput>);
+  const nextApproval = async (): Promise<string> => {
+    for (let i = 0; i < 2400 && approving; i++) {
+      const id = (await services.runs.get({ runId })).pendingApproval?.requestId;
+      if (id) return id;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('the run never asked to run its command');
+  };
   return {
     services,
-    hostTimes: () => times,
-    note: `\`yes … | head -c ${TOTAL / MB}M\` in a hardened Docker sandbox, run for the built-in agent by the host → channel → RunService → HTTP stream → xterm`,
+    hostTimes: () => watch.times,
+    note: `\`yes … | head -c\` in a hardened Docker sandbox, run for the built-in agent by the host → channel → RunService → HTTP stream → xterm`,
     async start(page) {
       const run = await services.runs.start({ projectDir: project, task: 'print a lot', agent: 'builtin', provider: 'anthropic', model: 'claude-sonnet-4-5', approval: 'ask', isolation: 'container', network: 'none', limits: { timeoutSec: 900 } });
       runId = run.id;
-      // Open the run view while the command waits for approval, then let it go.
-      let requestId = '';
-      for (let i = 0; i < 1200 && !requestId; i++) {
-        requestId = (await services.runs.get({ runId })).pendingApproval?.requestId ?? '';
-        if (!requestId) await new Promise((r) => setTimeout(r, 250));
-      }
-      if (!requestId) throw new Error('the run never asked to run its command');
+      // Open the run view while the first command waits for approval, then let each one go.
+      const first = await nextApproval();
       await page.getByRole('button', { name: /History/ }).click();
       await page.locator(`tr[data-run="${runId}"]`).click();
       await page.locator('.terminal-host[data-terminal-id]').waitFor();
-      await services.runs.approve({ runId, requestId, approved: true });
+      await services.runs.approve({ runId, requestId: first, approved: true });
+      approved.add(first);
+    },
+    async next() {
+      let id = await nextApproval();
+      while (approved.has(id)) id = await nextApproval();
+      approved.add(id);
+      await services.runs.approve({ runId, requestId: id, approved: true });
     },
     async close() {
-      watch?.dispose();
+      approving = false;
+      watch.dispose();
       if (runId) await services.runs.cancel({ runId }).catch(() => undefined);
       await services.dispose();
       await upstream.close();
@@ -175,7 +215,9 @@ async function realSource(): Promise<Source> {
 /** Without Docker: the same host, transport and UI, fed by an in-process producer as fast as it can. */
 async function syntheticSource(): Promise<Source> {
   const services = createFakeServices({ autoFinish: false });
-  const times: { first?: number; marker?: number } = {};
+  const times: HostTimes[] = FLOODS.map(() => ({}));
+  let emit: ((flood: (typeof FLOODS)[number], t: HostTimes) => void) | undefined;
+  let started = 0;
   return {
     services,
     hostTimes: () => times,
@@ -186,18 +228,23 @@ async function syntheticSource(): Promise<Source> {
       await page.getByRole('button', { name: /History/ }).click();
       await page.locator(`tr[data-run="${run.id}"]`).click();
       await page.locator('.terminal-host[data-terminal-id]').waitFor();
-      const chunk = `${LINE}\r\n`.repeat(Math.floor(65536 / (LINE.length + 2)));
-      let sent = 0;
-      times.first = Date.now();
-      const pump = () => {
-        for (let i = 0; i < 16 && sent < TOTAL; i++, sent += chunk.length) services.emitOutput(run.id, chunk);
-        if (sent < TOTAL) setImmediate(pump);
-        else {
-          services.emitOutput(run.id, `\r\n${MARKER}\r\n`);
-          times.marker = Date.now();
-        }
+      emit = (flood, t) => {
+        const chunk = `${LINE}\r\n`.repeat(Math.floor(65536 / (LINE.length + 2)));
+        let sent = 0;
+        t.first = Date.now();
+        const pump = () => {
+          for (let i = 0; i < 16 && sent < flood.bytes; i++, sent += chunk.length) services.emitOutput(run.id, chunk);
+          if (sent < flood.bytes) return void setImmediate(pump);
+          services.emitOutput(run.id, `\r\n${flood.marker}\r\n`);
+          t.marker = Date.now();
+        };
+        pump();
       };
-      pump();
+      emit(FLOODS[0] as (typeof FLOODS)[number], times[0] as HostTimes);
+    },
+    async next() {
+      const f = ++started;
+      if (FLOODS[f]) emit?.(FLOODS[f], times[f] as HostTimes);
     },
     async close() {
       await services.dispose();
@@ -276,27 +323,39 @@ export const benchmarks: Benchmark[] = [
         await page.goto(host.url);
         await page.getByRole('button', { name: /History/ }).waitFor();
         await source.start(page);
-        const m = await measureInPage(page, MARKER);
+        const measured: PageMeasure[] = [];
+        for (const [i, f] of FLOODS.entries()) {
+          if (i > 0) await source.next();
+          measured.push(await measureInPage(page, f.marker));
+        }
         await page.close();
-        const bare = await bareXtermMBps(await browser.newPage(), Math.min(TOTAL, 24 * MB));
+        const bare = await bareXtermMBps(await browser.newPage(), 24 * MB);
         const transport = await transportMBps(await browser.newPage(), 64 * MB);
-        // From the host's first output byte, so a view that is slow to show anything cannot look faster.
         const hostTimes = source.hostTimes();
-        const startedAt = hostTimes.first ?? m.firstAt;
-        const seconds = (m.doneAt - startedAt) / 1000;
-        const hostSeconds = hostTimes.first && hostTimes.marker ? (hostTimes.marker - hostTimes.first) / 1000 : undefined;
-        const mbps = TOTAL / MB / seconds;
-        const rendered = m.renderedChars / MB / seconds;
-        const skipped = TOTAL - Math.min(TOTAL, m.renderedChars);
-        const view = m.gaps
-          ? `xterm parsed ${(m.renderedChars / MB).toFixed(1)} MB; ${(skipped / MB).toFixed(1)} MB skipped in the live view behind ${m.gaps} gap marker(s), all of it in the log on disk`
-          : 'xterm parsed every byte';
+        // Each flood from its first byte reaching the host (a view slow to show anything cannot
+        // look faster) to its last byte on screen.
+        const rate = (i: number) => {
+          const m = measured[i] as PageMeasure;
+          const f = FLOODS[i] as (typeof FLOODS)[number];
+          const h = hostTimes[i] ?? {};
+          const seconds = (m.doneAt - (h.first ?? m.firstAt)) / 1000;
+          const hostSeconds = h.first && h.marker ? (h.marker - h.first) / 1000 : undefined;
+          const skipped = f.bytes - Math.min(f.bytes, m.renderedChars);
+          const view = m.gaps
+            ? `xterm parsed ${(m.renderedChars / MB).toFixed(1)} MB; ${(skipped / MB).toFixed(1)} MB skipped in the live view behind ${m.gaps} gap marker(s), all of it in the log on disk`
+            : 'xterm parsed every byte';
+          const note = `${f.bytes / MB} MB of command output, from the first byte reaching the host to the last byte on screen in ${seconds.toFixed(2)} s; the page received ${(m.receivedChars / MB).toFixed(1)} MB of it (flow control: what it can draw); ${view}`;
+          return { mbps: f.bytes / MB / seconds, hostMbps: hostSeconds ? f.bytes / MB / hostSeconds : undefined, rendered: m.renderedChars / MB / seconds, note, m };
+        };
+        const burst = rate(0);
+        const sustained = rate(1);
         return [
-          { name: 'terminal.throughput', value: mbps, unit: 'MB/s', budget: '≥ 30 MB/s, memory bounded', note: `${TOTAL / MB} MB of command output, from the first byte reaching the host to the last byte on screen in ${seconds.toFixed(2)} s; the page received ${(m.receivedChars / MB).toFixed(1)} MB of it (flow control: what it can draw); ${view}. ${source.note}` },
-          ...(hostSeconds ? [{ name: 'terminal.throughput.host', value: TOTAL / MB / hostSeconds, unit: 'MB/s', note: 'the same output from its first byte to its last reaching the host (sandbox → channel → RunService), the part of the path before the page' }] : []),
-          { name: 'terminal.throughput.rendered', value: rendered, unit: 'MB/s', baseline: bare, ratio: rendered / bare, note: 'what xterm parsed in that time, against a bare xterm fed 64 KB writes in the same browser (the ceiling of rendering here)' },
+          { name: 'terminal.throughput', value: sustained.mbps, unit: 'MB/s', budget: '≥ 30 MB/s, memory bounded', note: `sustained: ${sustained.note}. ${source.note}` },
+          ...(sustained.hostMbps ? [{ name: 'terminal.throughput.host', value: sustained.hostMbps, unit: 'MB/s', note: 'the same output from its first byte to its last reaching the host (sandbox → channel → RunService), the part of the path before the page' }] : []),
+          { name: 'terminal.throughput.burst', value: burst.mbps, unit: 'MB/s', note: `the first flood into a freshly opened view (cold JIT and buffers everywhere), same path: ${burst.note}${burst.hostMbps ? `; into the host ${burst.hostMbps.toFixed(1)} MB/s` : ''}` },
+          { name: 'terminal.throughput.rendered', value: sustained.rendered, unit: 'MB/s', baseline: bare, ratio: sustained.rendered / bare, note: 'what xterm parsed during the sustained flood (in a flood the view redraws the newest output at most every 100 ms), against a bare xterm fed 64 KB writes in the same browser (the ceiling of rendering here)' },
           { name: 'terminal.transport.fetch_stream', value: transport.fetch, unit: 'MB/s', baseline: transport.ws, ratio: transport.fetch / transport.ws, note: 'a page receiving 64 MB from loopback as one streamed fetch (how terminal output travels), against WebSocket messages of 256 KB' },
-          { name: 'terminal.throughput.page_heap_peak', value: m.peakHeap / MB, unit: 'MB', budget: 'bounded', note: 'Chromium JS heap (performance.memory) while streaming' },
+          { name: 'terminal.throughput.page_heap_peak', value: Math.max(burst.m.peakHeap, sustained.m.peakHeap) / MB, unit: 'MB', budget: 'bounded', note: 'Chromium JS heap (performance.memory) while streaming' },
           { name: 'terminal.throughput.host_rss_peak', value: peakRss / MB, unit: 'MB', budget: 'bounded', note: 'host process RSS (core + HTTP host) while streaming' },
         ];
       } finally {
