@@ -1,3 +1,5 @@
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { createApiRouter } from '../../core/api/router';
@@ -9,6 +11,7 @@ import { ensureBuiltRenderer } from './support/built-renderer';
 
 const chromium = await requirePrerequisite('chromium');
 const MB = 1024 * 1024;
+const SHOTS = join(import.meta.dirname, '..', '..', 'test-results', 'screenshots');
 const LINE = 'flood line 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\n';
 
 /** Reads the terminal's counters and screen from inside the page. */
@@ -73,6 +76,8 @@ describe.skipIf(!chromium.ok)('a terminal flood in the browser (real host, real 
       state = await terminalState(page);
     }
     expect(state.screen).toContain('the very last line of the flood');
+    await mkdir(SHOTS, { recursive: true });
+    await page.screenshot({ path: join(SHOTS, 'terminal-flood.png') });
     // Flow control: the page got a small part of the flood, not all of it to throw away.
     expect(state.received).toBeLessThan(sent / 4);
     // What was skipped shows as gap markers (skipped by the host, or by the page's sink).
