@@ -584,8 +584,8 @@ export class RunService implements Disposable {
     const secrets = live.tokenBytes ? [live.tokenBytes] : [];
     const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
     const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
-    // Frames are gathered for a few ms (or 256 KB) per stream: every event, hash update and log write
-    // costs per chunk, and the channel delivers a flood in frames of a few KB.
+    // Frames are gathered for a few ms (or 256 KB) per stream and handed on together, uncopied: the
+    // channel delivers a flood in frames of a few KB, and the terminal log takes a tick's worth as one writev.
     const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
     let waitingBytes = 0;
     let timer: NodeJS.Timeout | undefined;
