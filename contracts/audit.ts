@@ -17,8 +17,10 @@ export const AuditVerifyResult = z.object({
   runId: RunId,
   intact: z.boolean(),
   records: z.number().int().nonnegative(),
-  /** The first record that breaks the chain, when not intact. */
-  firstBroken: z.object({ index: z.number().int().nonnegative(), reason: z.string() }).optional(),
+  /** Records in the run's apply log (what was applied after the seal), when it has one. */
+  applies: z.number().int().nonnegative().optional(),
+  /** The first record that breaks the chain, when not intact; `log: 'apply'` when it is in the apply log. */
+  firstBroken: z.object({ index: z.number().int().nonnegative(), reason: z.string(), log: z.literal('apply').optional() }).optional(),
 });
 export type AuditVerifyResult = z.infer<typeof AuditVerifyResult>;
 

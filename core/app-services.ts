@@ -18,7 +18,7 @@ import { IMAGE_REPOSITORY } from './sandbox/image';
 import { checkEngine } from './sandbox/sandbox';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, patchByFile, patchForFiles } from './runs/run-apply';
+import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
 
 /** Airlock base images present in the engine, newest first. */
 async function listSandboxImages(): Promise<string[]> {
@@ -294,8 +294,13 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       async exportPatch({ runId, files, destPath }) {
         const patch = patchForFiles(await storedPatch(runId), files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
-        await mkdir(path.dirname(dest), { recursive: true });
-        await writeFile(dest, patch);
+        if (destPath) {
+          // A patch written where the user asked is on its way to a project: it goes in the apply log.
+          await writeRecordedPatch({ store, runId, dest, patch });
+        } else {
+          await mkdir(path.dirname(dest), { recursive: true });
+          await writeFile(dest, patch);
+        }
         return { path: dest, bytes: patch.length, ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
       },
       onDidChange: runs.onDidChangeFiles,
@@ -342,18 +347,23 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       async verify({ runId }) {
         const run = await record(runId);
         const anchor = run.audit && run.audit.count > 0 ? { minCount: run.audit.count, head: run.audit.head, headIndex: run.audit.count - 1 } : {};
-        const result = await verifyAuditLog(store.paths(runId).audit, anchor);
+        const paths = store.paths(runId);
+        const result = await verifyAuditLog(paths.audit, { ...anchor, applyLog: paths.applyLog, ...(run.applyLog ? { applyAnchor: run.applyLog } : {}) });
         return result.ok
-          ? { runId, intact: true, records: result.count }
-          : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason } };
+          ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
+          : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
       },
       async read({ runId, offset, limit }) {
         await record(runId);
         let text = '';
-        try {
-          text = await readFile(store.paths(runId).audit, 'utf8');
-        } catch {
-          // no log yet
+        // The apply log continues the chain (seq counts on), so its records read as the audit log's tail.
+        for (const file of [store.paths(runId).audit, store.paths(runId).applyLog]) {
+          try {
+            const part = await readFile(file, 'utf8');
+            text += part === '' || part.endsWith('\n') ? part : `${part}\n`;
+          } catch {
+            // no log (yet)
+          }
         }
         const lines = text.split('\n').filter(Boolean);
         const records: AuditRecordView[] = [];

@@ -7,6 +7,7 @@ import { auditCommand } from '../cli/commands/audit';
 import type { CliIo } from '../cli/command';
 import { newRunId } from '../runs/run-record';
 import { RunStore } from '../runs/run-store';
+import { openApplyLog } from './apply-log';
 import { AuditLog } from './audit-log';
 
 let home: string;
@@ -72,6 +73,26 @@ describe('airlock audit verify', () => {
     const r = await runCli(['verify', id]);
     expect(r.code).toBe(1);
     expect(r.out).toContain('truncated');
+  });
+
+  it("checks the apply log too: intact, then an edited apply record named with the apply log's file", async () => {
+    const { id, store } = await makeRun();
+    const paths = store.paths(id);
+    await (await AuditLog.open(paths.audit)).seal();
+    const log = await openApplyLog(paths.audit, paths.applyLog);
+    await log.append('apply', { mode: 'working-tree', target: '/p', applied: ['a.ts'], refused: [], patchSha256: 'ab'.repeat(32) });
+    await log.close();
+    await store.update(id, { applyLog: { count: log.count, head: log.head } });
+    const ok = await runCli(['verify', id]);
+    expect(ok.code).toBe(0);
+    expect(ok.out).toContain('apply log: intact (1 record, chained from the seal)');
+    await writeFile(paths.applyLog, (await readFile(paths.applyLog, 'utf8')).replace('a.ts', 'b.ts'));
+    const r = await runCli(['verify', id]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('apply log of');
+    expect(r.out).toContain('BROKEN at record 0: apply log record 0');
+    expect(r.out).toContain(`file: ${paths.applyLog}`);
+    expect(JSON.parse((await runCli(['verify', id, '--json'])).out)).toMatchObject({ ok: false, log: 'apply', file: paths.applyLog });
   });
 
   it('usage errors and unknown runs', async () => {

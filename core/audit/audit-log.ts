@@ -15,10 +15,24 @@ export function hashAuditRecord(record: Omit<AuditRecord, 'hash'>): string {
   return sha256Hex(canonicalJson({ seq, ts, type, data, prev }));
 }
 
-/** Result of checking a log. `index` is the 0-based line of the first bad record. */
+/**
+ * Result of checking a log. `index` is the 0-based line of the first bad record; `log: 'apply'`
+ * says it is a line of the run's apply log. `applies` is the apply log's record count, when one was checked.
+ */
 export type AuditVerifyResult =
-  | { ok: true; count: number; head: string; sealed: boolean }
-  | { ok: false; index: number; reason: string };
+  | { ok: true; count: number; head: string; sealed: boolean; applies?: number }
+  | { ok: false; index: number; reason: string; log?: 'apply' };
+
+/** Where a chain starts: seq 0 after the genesis hash, or (an apply log) right after a seal. */
+export interface ChainStart {
+  seq: number;
+  prev: string;
+}
+
+const GENESIS_START: ChainStart = { seq: 0, prev: GENESIS_HASH };
+
+/** Record types an apply log may hold: it only ever records applies (and its own crash repair). */
+const APPLY_LOG_TYPES: ReadonlySet<string> = new Set<AuditRecordType>(['apply', 'log_repaired']);
 
 /** What the caller knows from elsewhere (the run record), to catch a log cut at a record boundary. */
 export interface AuditExpectation {
@@ -29,6 +43,13 @@ export interface AuditExpectation {
   headIndex?: number;
   /** The log must end with a `sealed` record. */
   sealed?: boolean;
+  /**
+   * The run's apply log. When the file exists it must continue this log's chain from its `sealed`
+   * record (first `prev` = the seal's hash, seq counting on), hold only `apply` records and verify.
+   */
+  applyLog?: string;
+  /** The apply log's anchor from the run record (count + last hash): catches one cut or deleted. */
+  applyAnchor?: { count: number; head: string };
 }
 
 interface ParsedLog {
@@ -40,12 +61,13 @@ interface ParsedLog {
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
-function checkLines(text: string): ParsedLog {
+function checkLines(text: string, start: ChainStart = GENESIS_START): ParsedLog {
   const lines = text.split('\n');
   // The text after the last '\n' is a torn line if non-empty (every append ends with '\n').
   const tail = lines.pop() ?? '';
   const records: AuditRecord[] = [];
-  let prev = GENESIS_HASH;
+  let prev = start.prev;
+  const anchored = start.prev !== GENESIS_HASH;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
     let rec: AuditRecord;
@@ -57,8 +79,12 @@ function checkLines(text: string): ParsedLog {
     if (typeof rec !== 'object' || rec === null || typeof rec.hash !== 'string' || typeof rec.prev !== 'string' || typeof rec.type !== 'string' || typeof rec.ts !== 'string' || !('data' in rec)) {
       return { records, tail, failure: { index: i, reason: 'not an audit record (missing seq/ts/type/data/prev/hash)' } };
     }
-    if (rec.seq !== i) {
-      return { records, tail, failure: { index: i, reason: `sequence broken: expected seq ${i}, found ${String(rec.seq)} (a record was deleted, inserted or moved)` } };
+    // Checked before seq: a log chained to another run's seal mostly has other seqs too, and this is the real finding.
+    if (i === 0 && anchored && rec.prev !== prev) {
+      return { records, tail, failure: { index: i, reason: "not anchored to this run's seal: the first record's prev is not the hash of the audit log's sealed record (forged, or taken from another run)" } };
+    }
+    if (rec.seq !== start.seq + i) {
+      return { records, tail, failure: { index: i, reason: `sequence broken: expected seq ${start.seq + i}, found ${String(rec.seq)} (a record was deleted, inserted or moved)` } };
     }
     if (rec.prev !== prev) {
       return { records, tail, failure: { index: i, reason: 'chain broken: prev does not match the previous record\'s hash' } };
@@ -108,7 +134,45 @@ export async function verifyAuditLog(file: string, expect: AuditExpectation = {}
   if (expect.sealed && !sealed) {
     return { ok: false, index: count, reason: 'the log ends without its seal record (truncated)' };
   }
-  return { ok: true, count, head: count > 0 ? records[count - 1]!.hash : GENESIS_HASH, sealed };
+  const ok = { ok: true as const, count, head: count > 0 ? records[count - 1]!.hash : GENESIS_HASH, sealed };
+  if (expect.applyLog === undefined) return ok;
+  const applies = await checkApplyLog(expect.applyLog, sealed ? records[count - 1]! : undefined, expect.applyAnchor);
+  if (!applies.ok) return { ok: false, index: applies.index, reason: applies.reason, log: 'apply' };
+  return applies.count === undefined ? ok : { ...ok, applies: applies.count };
+}
+
+/** Checks an apply log against the seal it must continue from; a missing file is fine unless the run record counts applies. */
+async function checkApplyLog(
+  file: string,
+  seal: AuditRecord | undefined,
+  anchor: { count: number; head: string } | undefined,
+): Promise<{ ok: true; count?: number } | { ok: false; index: number; reason: string }> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (anchor && anchor.count > 0) return { ok: false, index: 0, reason: `the apply log does not exist, but the run record says it holds ${anchor.count} record(s) (deleted)` };
+    return { ok: true };
+  }
+  if (!seal) return { ok: false, index: 0, reason: 'the apply log is not anchored: the audit log has no seal record for it to continue from' };
+  const parsed = checkLines(text, { seq: seal.seq + 1, prev: seal.hash });
+  if (parsed.failure) {
+    const { index, reason } = parsed.failure;
+    return { ok: false, index, reason: `apply log record ${index} (seq ${seal.seq + 1 + index}): ${reason}` };
+  }
+  const { records } = parsed;
+  const bad = records.findIndex((r) => !APPLY_LOG_TYPES.has(r.type));
+  if (bad >= 0) return { ok: false, index: bad, reason: `apply log record ${bad}: a '${records[bad]!.type}' record does not belong in an apply log` };
+  if (anchor) {
+    if (records.length < anchor.count) {
+      return { ok: false, index: records.length, reason: `apply log truncated: ${records.length} record(s), the run record says at least ${anchor.count}` };
+    }
+    if (anchor.count > 0 && records[anchor.count - 1]!.hash !== anchor.head) {
+      return { ok: false, index: anchor.count - 1, reason: `apply log record ${anchor.count - 1}: head mismatch: not the record the run record points to (truncated or replaced)` };
+    }
+  }
+  return { ok: true, count: records.length };
 }
 
 export interface AuditLogOptions {
@@ -119,9 +183,11 @@ export interface AuditLogOptions {
   secrets?: readonly string[];
   /** fdatasync after every append (default: only after `lifecycle`, `wipe` and `sealed` records, and on close). */
   syncEveryAppend?: boolean;
+  /** Where the chain starts when the file is empty (default seq 0 after the genesis hash); an apply log starts after its run's seal. */
+  chainStart?: ChainStart;
 }
 
-const SYNC_TYPES: ReadonlySet<AuditRecordType> = new Set(['lifecycle', 'wipe', 'sealed', 'run_created']);
+const SYNC_TYPES: ReadonlySet<AuditRecordType> = new Set(['lifecycle', 'wipe', 'sealed', 'run_created', 'apply']);
 
 /**
  * An append-only, hash-chained JSONL audit log for one run.
@@ -141,6 +207,7 @@ export class AuditLog {
   private constructor(
     readonly file: string,
     private readonly handle: FileHandle,
+    private readonly firstSeq: number,
     private nextSeq: number,
     private lastHash: string,
     private readonly options: AuditLogOptions,
@@ -156,14 +223,15 @@ export class AuditLog {
     const handle = await open(file, 'a+');
     try {
       const text = (await handle.readFile()).toString('utf8');
-      const parsed = checkLines(text);
+      const start = options.chainStart ?? GENESIS_START;
+      const parsed = checkLines(text, start);
       // Only a torn tail after an intact chain is a crash to repair; anything else is evidence.
       const tornOnly = parsed.failure?.torn === true;
       if (parsed.failure && !tornOnly) {
         throw new AirlockError('CONFLICT', `The audit log ${file} is broken at record ${parsed.failure.index} (${parsed.failure.reason}); it will not be appended to. Keep it as evidence and inspect it with 'airlock audit verify'.`);
       }
       const last = parsed.records[parsed.records.length - 1];
-      const log = new AuditLog(file, handle, parsed.records.length, last?.hash ?? GENESIS_HASH, options, last?.type === 'sealed');
+      const log = new AuditLog(file, handle, start.seq, start.seq + parsed.records.length, last?.hash ?? start.prev, options, last?.type === 'sealed');
       if (tornOnly) {
         const tailBytes = Buffer.byteLength(parsed.tail);
         await handle.truncate(Buffer.byteLength(text) - tailBytes);
@@ -178,10 +246,10 @@ export class AuditLog {
 
   /** Number of records in the log. */
   get count(): number {
-    return this.nextSeq;
+    return this.nextSeq - this.firstSeq;
   }
 
-  /** Hash of the last record (64 zeros when empty). Store it in the run record to catch truncation. */
+  /** Hash of the last record (64 zeros, or the chain start's `prev`, when empty). Store it in the run record to catch truncation. */
   get head(): string {
     return this.lastHash;
   }

@@ -53,8 +53,23 @@ export interface AuditRecordData {
   network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
   /** The sandbox was removed; `leftovers` empty means verified gone. */
   wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string };
-  /** The result was applied to the project. */
-  apply: { target: string; branch?: string; applied: string[]; conflicts: string[] };
+  /**
+   * The result was applied to the project (working tree or a new branch) or written out as a patch.
+   * Only ever in the run's apply log, which continues the chain after the seal.
+   */
+  apply: {
+    mode: 'working-tree' | 'branch' | 'patch';
+    /** The folder applied to (the project, or `--to`); for `patch`, the patch file written. */
+    target: string;
+    branch?: string;
+    commit?: string;
+    /** Files written to the target. */
+    applied: string[];
+    /** Files left untouched because the project changed under them, with why. */
+    refused: { path: string; reason: string }[];
+    /** SHA-256 (hex) of the patch text that was applied (the selected files' part of it). */
+    patchSha256: string;
+  };
   /** An error the run hit (kind + message, no secrets). */
   error: { kind: string; message: string };
   /** `AuditLog.open` found a torn last line (a crash mid-write) and cut it off. */

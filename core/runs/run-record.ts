@@ -92,6 +92,8 @@ export const RunRecord = z.looseObject({
   audit: z.object({ count: z.number().int().nonnegative(), head: z.string() }).optional(),
   /** Set when the result was applied. */
   applied: z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) }).optional(),
+  /** Anchor of the apply log (count + last hash), like `audit`. */
+  applyLog: z.object({ count: z.number().int().nonnegative(), head: z.string() }).optional(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;
 /** What `RunStore.create` takes: defaults are filled in. */

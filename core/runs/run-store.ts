@@ -16,6 +16,8 @@ export interface RunPaths {
   recordBackup: string;
   /** Hash-chained audit log (`core/audit`). */
   audit: string;
+  /** What was applied to the project, chained on from the audit log's seal (`openApplyLog`). */
+  applyLog: string;
   /** Every event of the run as JSON lines, terminal output included, for replay. */
   events: string;
   /** The final patch. */
@@ -93,6 +95,7 @@ export class RunStore implements Disposable {
       record: path.join(dir, 'run.json'),
       recordBackup: path.join(dir, 'run.json.bak'),
       audit: path.join(dir, 'audit.jsonl'),
+      applyLog: path.join(dir, 'apply.jsonl'),
       events: path.join(dir, 'events.jsonl'),
       patch: path.join(dir, 'result.patch'),
       artifacts: path.join(dir, 'artifacts'),

@@ -95,6 +95,8 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     const audit = await airlock('audit', 'verify', runId);
     expect(audit.code).toBe(0);
     expect(audit.stdout).toContain('intact');
+    // `patch --out` and `apply --branch` both went into the apply log.
+    expect(audit.stdout).toContain('apply log: intact (2 records, chained from the seal)');
   });
 
   it('exits 4 with a failed summary when the provider rejects the key, and says why', async () => {

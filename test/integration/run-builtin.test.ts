@@ -255,6 +255,12 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(result.conflicts.map((c) => c.path)).toEqual(['a.txt']);
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('alpha edited by the user\n');
     expect(await readFile(path.join(projectDir, 'b.txt'), 'utf8')).toBe('beta from the agent\n');
+
+    // The apply is in the run's apply log, chained on from the sealed audit log, refusal and reason included.
+    const applyLog = (await readFile(f.core.store.paths(run.id).applyLog, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { type: string; data: Record<string, unknown> });
+    expect(applyLog).toHaveLength(1);
+    expect(applyLog[0]).toMatchObject({ type: 'apply', data: { mode: 'working-tree', target: projectDir, applied: ['b.txt'], refused: [{ path: 'a.txt', reason: result.conflicts[0]!.reason }] } });
+    expect(await f.services.audit.verify({ runId: run.id })).toMatchObject({ intact: true, applies: 1 });
   });
 
   it('completes a hostile repo (prompt injection, path tricks) with the key found nowhere', async () => {

@@ -6,8 +6,9 @@ import { RunStore } from '../../runs/run-store';
 import { ExitCode, type CliCommand } from '../command';
 
 /**
- * `airlock audit verify <runId> [--json]`: checks a run's hash-chained audit log and prints
- * "intact (n records)" or the first broken record. Exit 0 intact, 1 broken, 2 bad usage.
+ * `airlock audit verify <runId> [--json]`: checks a run's hash-chained audit log, and its apply
+ * log when it has one, and prints "intact (n records)" or the first broken record. Exit 0 intact,
+ * 1 broken, 2 bad usage.
  */
 export const auditCommand: CliCommand = {
   name: 'audit',
@@ -29,7 +30,7 @@ export const auditCommand: CliCommand = {
       // The log is checked even when run.json is gone or damaged; it stands on its own.
       if (!(err instanceof AirlockError)) throw err;
     }
-    const expect: AuditExpectation = {};
+    const expect: AuditExpectation = { applyLog: paths.applyLog, ...(record?.applyLog ? { applyAnchor: record.applyLog } : {}) };
     if (record?.audit && record.audit.count > 0) {
       // The run record's anchor catches a log cut at a record boundary.
       expect.minCount = record.audit.count;
@@ -42,13 +43,15 @@ export const auditCommand: CliCommand = {
     }
     const unsealedEnded = result.ok && !result.sealed && record !== undefined && TERMINAL_RUN_STATUSES.has(record.status);
     if (json) {
-      io.stdout.write(`${JSON.stringify({ runId, file: paths.audit, ...result, ...(unsealedEnded ? { warning: 'not sealed' } : {}) })}\n`);
+      io.stdout.write(`${JSON.stringify({ runId, file: result.ok || result.log !== 'apply' ? paths.audit : paths.applyLog, ...result, ...(unsealedEnded ? { warning: 'not sealed' } : {}) })}\n`);
     } else if (result.ok) {
       io.stdout.write(`audit log of ${runId}: intact (${result.count} record${result.count === 1 ? '' : 's'}${result.sealed ? ', sealed' : ''})\n`);
+      if (result.applies !== undefined) io.stdout.write(`apply log: intact (${result.applies} record${result.applies === 1 ? '' : 's'}, chained from the seal)\n`);
       if (unsealedEnded) io.stdout.write(`note: the run has ended but its log has no seal record; records after the last one shown may have been cut\n`);
     } else {
-      io.stdout.write(`audit log of ${runId}: BROKEN at record ${result.index}: ${result.reason}\n`);
-      io.stdout.write(`file: ${paths.audit}\n`);
+      const file = result.log === 'apply' ? paths.applyLog : paths.audit;
+      io.stdout.write(`${result.log === 'apply' ? 'apply' : 'audit'} log of ${runId}: BROKEN at record ${result.index}: ${result.reason}\n`);
+      io.stdout.write(`file: ${file}\n`);
     }
     return result.ok ? ExitCode.ok : ExitCode.failure;
   },

@@ -1,0 +1,108 @@
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AuditLog, sha256Hex, verifyAuditLog } from '../audit/audit-log';
+import type { AuditRecord } from '../audit/audit-records';
+import { collectResult } from '../workspace/changes';
+import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
+import { applyRunResult, writeRecordedPatch } from './run-apply';
+import { newRunId } from './run-record';
+import { RunStore } from './run-store';
+
+afterAll(cleanupTemps);
+
+let home: string;
+beforeEach(() => {
+  home = tempDir('airlock-runapply-');
+});
+afterEach(async () => {
+  await rm(home, { recursive: true, force: true });
+});
+
+const PROJECT = { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const b = 1;\n' };
+
+/** A finished run on a real git project: result collected from a local sandbox, audit log sealed unless told otherwise. */
+async function finishedRun(opts: { seal?: boolean } = {}) {
+  const projectDir = gitRepo(PROJECT);
+  const sb = await localSandbox(projectDir);
+  await writeFile(sb.at('src/a.ts'), 'export const a = 2;\n');
+  await writeFile(sb.at('src/b.ts'), 'export const b = 2;\n');
+  const result = await collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit, ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}), manifest: sb.hydrated.manifest });
+  const store = new RunStore({ home });
+  const id = newRunId();
+  const now = new Date().toISOString();
+  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+  const paths = store.paths(id);
+  await mkdir(paths.artifacts, { recursive: true });
+  await writeFile(paths.patch, result.patch);
+  await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
+  const log = await AuditLog.open(paths.audit);
+  await log.append('lifecycle', { from: null, to: 'done' });
+  if (opts.seal === false) await log.close();
+  else await log.seal();
+  await store.update(id, { audit: { count: log.count, head: log.head } });
+  return { store, run, projectDir, patch: result.patch };
+}
+
+async function applyRecords(file: string): Promise<AuditRecord<'apply'>[]> {
+  return (await readFile(file, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as AuditRecord<'apply'>);
+}
+
+describe('applyRunResult', () => {
+  it('records each apply in the apply log, anchored in run.json, with applied and refused files and the patch digest', async () => {
+    const { store, run, projectDir, patch } = await finishedRun();
+    // The user edits b.ts in an overlapping way: it is refused, a.ts is applied.
+    await writeFile(path.join(projectDir, 'src/b.ts'), 'export const b = 3;\n');
+    const first = await applyRunResult({ store, run, mode: 'working-tree' });
+    expect(first.applied).toEqual(['src/a.ts']);
+    expect(first.conflicts.map((c) => c.path)).toEqual(['src/b.ts']);
+    const second = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t', files: ['src/a.ts'] });
+
+    const paths = store.paths(run.id);
+    const recs = await applyRecords(paths.applyLog);
+    expect(recs.map((r) => r.type)).toEqual(['apply', 'apply']);
+    expect(recs[0]!.data).toEqual({
+      mode: 'working-tree',
+      target: projectDir,
+      applied: ['src/a.ts'],
+      refused: [{ path: 'src/b.ts', reason: first.conflicts[0]!.reason }],
+      patchSha256: sha256Hex(patch),
+    });
+    expect(recs[1]!.data).toMatchObject({ mode: 'branch', branch: 'airlock/t', applied: ['src/a.ts'], commit: second.commit });
+    expect(recs[1]!.data.patchSha256).not.toBe(sha256Hex(patch)); // only a.ts's part
+    const record = await store.get(run.id);
+    expect(record.applyLog).toEqual({ count: 2, head: recs[1]!.hash });
+    expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 2 });
+  });
+
+  it('refuses, before touching the project, a run whose audit log is not sealed', async () => {
+    const { store, run, projectDir } = await finishedRun({ seal: false });
+    const before = fingerprint(projectDir);
+    await expect(applyRunResult({ store, run, mode: 'working-tree' })).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining('not intact and sealed') });
+    expect(fingerprint(projectDir)).toBe(before);
+    expect((await store.get(run.id)).applied).toBeUndefined();
+  });
+});
+
+describe('writeRecordedPatch', () => {
+  it('writes the patch and records it as a patch-mode apply', async () => {
+    const { store, run, patch } = await finishedRun();
+    const dest = path.join(os.tmpdir(), `airlock-runapply-${run.id}.patch`);
+    try {
+      await writeRecordedPatch({ store, runId: run.id, dest, patch });
+      expect((await readFile(dest)).equals(patch)).toBe(true);
+      const [rec] = await applyRecords(store.paths(run.id).applyLog);
+      expect(rec!.data).toEqual({ mode: 'patch', target: dest, applied: ['src/a.ts', 'src/b.ts'], refused: [], patchSha256: sha256Hex(patch) });
+    } finally {
+      await rm(dest, { force: true });
+    }
+  });
+
+  it('refuses, without writing, when the audit log is not sealed', async () => {
+    const { store, run, patch } = await finishedRun({ seal: false });
+    const dest = path.join(home, 'out.patch');
+    await expect(writeRecordedPatch({ store, runId: run.id, dest, patch })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(readFile(dest)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
