@@ -7,7 +7,7 @@ import WebSocket from 'ws';
 import { createApiRouter } from '../api/router';
 import { createFakeServices, type FakeServices } from '../api/testing/fake-services';
 import { startHostServer, type HostServer } from './host-server';
-import { STREAM_WINDOW } from './terminal-stream';
+import { TERMINAL_FLOW_WINDOW } from './flow-window';
 
 interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
 
@@ -183,7 +183,7 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     const cookie = `airlock_token_${host.port}=${host.token}`;
     const s = await openStream(host.port, { cookie, origin }, '/api/terminal-stream?ack=1');
     const hello = await s.next((r) => r.header.kind === 'hello');
-    expect(hello.header.window).toBe(STREAM_WINDOW);
+    expect(hello.header.window).toBe(TERMINAL_FLOW_WINDOW);
     const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
     const chunk = (i: number) => `chunk-${i} ${'x'.repeat(64 * 1024)}\r\n`;
     for (let i = 0; i < 20; i++) services.emitOutput(run.id, chunk(i));
@@ -193,7 +193,7 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     const received = () => s.records.reduce((n, r) => n + (r.data?.length ?? 0), 0);
     const before = received();
     // The page has not acknowledged anything: at most a window (and one batch over it) was sent.
-    expect(before).toBeLessThanOrEqual(2 * STREAM_WINDOW + 1024);
+    expect(before).toBeLessThanOrEqual(2 * TERMINAL_FLOW_WINDOW + 1024);
     expect(s.records.some((r) => r.data?.includes('the newest line'))).toBe(false);
 
     const c = await connect(`ws://127.0.0.1:${host.port}/api?token=${host.token}`, { origin });
@@ -203,7 +203,7 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     const gap = await s.next((r) => r.header.kind === 'gap' && r.header.terminalId === `run:${run.id}`);
     expect(Number(gap.header.droppedBytes)).toBeGreaterThan(0);
     await s.next((r) => Boolean(r.data?.includes('the newest line')));
-    expect(received() - before).toBeLessThanOrEqual(2 * STREAM_WINDOW + 1024);
+    expect(received() - before).toBeLessThanOrEqual(2 * TERMINAL_FLOW_WINDOW + 1024);
     c.ws.close();
     s.close();
   });

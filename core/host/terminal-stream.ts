@@ -9,8 +9,6 @@ import { byteChunks, TerminalBatcher } from './terminal-batcher';
 
 /** Past this many bytes queued on the response, output is dropped from the live view (a gap). */
 const HIGH_WATER = 1024 * 1024;
-/** With flow control, data bytes the page may have unacknowledged (see FlowWindow). */
-export const STREAM_WINDOW = TERMINAL_FLOW_WINDOW;
 
 /** One open terminal stream. */
 export interface TerminalStream extends Disposable {
@@ -44,7 +42,7 @@ function writeRecord(res: ServerResponse, c: TerminalBytes | Exclude<TerminalChu
  * Terminal output for the browser as one streamed HTTP response of binary records: output stays
  * bytes from the sandbox to xterm (no decoding, no JSON escaping), a browser receives a fetch
  * stream faster than WebSocket messages (bench/terminal.bench.ts). With `flow`, the page
- * acknowledges what it drew and the host keeps at most STREAM_WINDOW bytes unacknowledged;
+ * acknowledges what it drew and the host keeps at most TERMINAL_FLOW_WINDOW bytes unacknowledged;
  * without, TCP backpressure alone tells the batcher when the page is behind. Either way a page
  * that is behind gets the newest output after a gap, and the producer never waits. The caller has
  * checked Host, Origin and token.
@@ -52,11 +50,11 @@ function writeRecord(res: ServerResponse, c: TerminalBytes | Exclude<TerminalChu
 export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, source: Event<TerminalOutput>, headers: Record<string, string>, flow = false): TerminalStream {
   const store = new DisposableStore();
   const id = randomUUID();
-  const window = flow ? new FlowWindow(STREAM_WINDOW) : undefined;
+  const window = flow ? new FlowWindow(TERMINAL_FLOW_WINDOW) : undefined;
   res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
   // Headers now, so the page's fetch resolves before any output exists.
   res.flushHeaders();
-  if (flow) res.write(`${JSON.stringify({ kind: 'hello', stream: id, window: STREAM_WINDOW })}\n`);
+  if (flow) res.write(`${JSON.stringify({ kind: 'hello', stream: id, window: TERMINAL_FLOW_WINDOW })}\n`);
   const batcher = store.add(new TerminalBatcher(byteChunks, {
     send: (chunk) => {
       if (res.destroyed) return;
@@ -65,7 +63,7 @@ export function serveTerminalStream(req: IncomingMessage, res: ServerResponse, s
     },
     isCongested: () => res.writableLength > HIGH_WATER || Boolean(window?.full),
     // What a page that is behind gets next: the newest output, no more than it would take anyway.
-    ...(flow ? { maxBatch: STREAM_WINDOW } : {}),
+    ...(flow ? { maxBatch: TERMINAL_FLOW_WINDOW } : {}),
   }));
   store.add(source((chunk) => batcher.push(chunk)));
   store.add(toDisposable(() => res.end()));

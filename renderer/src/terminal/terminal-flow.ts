@@ -1,7 +1,8 @@
 /**
- * Whether the page's terminal views still have output to draw. The browser's terminal stream
- * acknowledges what it received only once none has, so the host sends no more than the page can
- * draw and skips the rest there, before it costs the transport and the page (DESIGN.md §5).
+ * Whether the page's terminal views still have output to draw. The transports (the browser's
+ * terminal stream, Electron IPC) acknowledge what they received only once none has, so the host
+ * sends no more than the page can draw and skips the rest there, before it costs the transport and
+ * the page (DESIGN.md §5).
  */
 export class TerminalFlow {
   private readonly busy = new Set<object>();
@@ -28,7 +29,7 @@ export class TerminalFlow {
   }
 }
 
-/** The page's one flow: terminal views report to it, the terminal stream reads it. */
+/** The page's one flow: terminal views report to it, the transports read it. */
 export const terminalFlow = new TerminalFlow();
 
 /**

@@ -62,7 +62,7 @@ export class TerminalSink {
   private readonly maxBatch: number;
   private readonly minBatch: number;
   private readonly budgetMs: number;
-  /** xterm's parse speed, bytes per ms, from the last full batch. */
+  /** xterm's parse speed, bytes per ms, from the last batch big enough to measure. */
   private bytesPerMs: number;
   private readonly intervalMs: number;
   private readonly floodIntervalMs: number;
@@ -169,12 +169,11 @@ export class TerminalSink {
     const parts = this.takeBatch(this.batchSize());
     const batch = parts.length === 1 ? (parts[0] as Uint8Array) : concatBytes(parts);
     this.inflight = true;
-    const started = performance.now();
-    this.batchStartedAt = started;
+    this.batchStartedAt = performance.now();
     this.term.write(batch, () => {
       this.inflight = false;
       // Small batches say little about speed (fixed costs dominate); others set the next size.
-      if (batch.length >= this.minBatch) this.bytesPerMs = batch.length / Math.max(1, performance.now() - started);
+      if (batch.length >= this.minBatch) this.bytesPerMs = batch.length / Math.max(1, performance.now() - this.batchStartedAt);
       this.stats.renderedBytes += batch.length;
       this.onRendered?.();
       if (this.queue.length) this.schedule(this.flooding ? this.floodIntervalMs : this.intervalMs);
@@ -196,7 +195,7 @@ export class TerminalSink {
     else done();
   }
 
-  /** What xterm should parse within the budget, at the speed it parsed the last full batch. */
+  /** What xterm should parse within the budget, at its last measured speed. */
   private batchSize(): number {
     return Math.min(this.maxBatch, Math.max(this.minBatch, Math.round(this.bytesPerMs * this.budgetMs)));
   }
