@@ -9,6 +9,7 @@ import type { AirlockServices } from './api/services';
 import { verifyAuditLog } from './audit';
 import type { ChannelProcess } from './channel/channel-client';
 import { Emitter, type Event } from './common/disposable';
+import { missingResources, resourcePaths } from './common/resources';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
@@ -121,6 +122,14 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       keychain.available
         ? { id: 'keychain', label: 'OS keychain', status: 'ok', detail: 'keys are stored in the OS keychain' }
         : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
+    );
+    // Airlock's own files (sandbox Dockerfiles and payload, VM init, UI): a broken install shows here.
+    const resources = resourcePaths();
+    const missing = await missingResources(resources);
+    checks.push(
+      missing.length === 0
+        ? { id: 'resources', label: "Airlock's files", status: 'ok', detail: `sandbox, VM and UI files found in ${resources.packaged ? path.dirname(resources.sandboxDir) : resources.appRoot}` }
+        : { id: 'resources', label: "Airlock's files", status: 'fail', detail: `missing: ${missing.join(', ')}`, fix: 'Reinstall Airlock (in a source checkout, run `npm run build`).' },
     );
     if (engine.ok) {
       const images = await listSandboxImages();
