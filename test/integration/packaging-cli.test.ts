@@ -51,10 +51,11 @@ describe.skipIf(!docker.ok)('the npm package: pack, install -g into a clean pref
     tmp = await mkdtemp(path.join(os.tmpdir(), 'airlock-pack-'));
     prefix = path.join(tmp, 'prefix');
     const npmEnv = { ...process.env, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
-    const packed = await run('npm', ['pack', '--pack-destination', tmp, '--json'], { cwd: root, env: npmEnv });
+    const packed = await run('npm', ['pack', '--pack-destination', tmp], { cwd: root, env: npmEnv });
     expect(packed.code, packed.stderr).toBe(0);
-    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>;
-    const tarball = path.join(tmp, path.basename(info!.filename));
+    const tarballs = (await readdir(tmp)).filter((f) => f.endsWith('.tgz'));
+    expect(tarballs).toHaveLength(1);
+    const tarball = path.join(tmp, tarballs[0]!);
     // A clean prefix: production dependencies only (a global install never takes dev dependencies).
     const installed = await run('npm', ['install', '--global', '--prefix', prefix, '--omit=dev', '--prefer-offline', tarball], { cwd: tmp, env: npmEnv });
     expect(installed.code, installed.stderr).toBe(0);
