@@ -9,7 +9,7 @@ import type { AirlockServices } from './api/services';
 import { verifyAuditLog } from './audit';
 import type { ChannelProcess } from './channel/channel-client';
 import { Emitter, type Event } from './common/disposable';
-import { missingResources, resourcePaths } from './common/resources';
+import { missingResources, packageVersion, resourcePaths } from './common/resources';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
@@ -348,7 +348,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       get: () => core.settings.get(),
       update: (patch) => core.settings.update(patch),
       async appInfo() {
-        return { version: process.env.npm_package_version ?? '0.1.0', platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+        return { version: await packageVersion(), platform: `${process.platform}-${process.arch}`, dataDir: core.home };
       },
       onDidChange: core.settings.onDidChange,
     },

@@ -163,6 +163,8 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       const doctor = (await invoke('sandboxes:doctor', {})) as { ok: boolean; value: { checks: Array<{ id: string; status: string; detail: string }> } };
       expect(doctor.ok).toBe(true);
       expect(doctor.value.checks.find((c) => c.id === 'resources')).toEqual(expect.objectContaining({ status: 'ok', detail: `sandbox, VM and UI files found in ${resources}` }));
+      const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
+      expect(await invoke('settings:appInfo', {})).toMatchObject({ ok: true, value: { version: pkg.version } });
     });
 
     it('builds (or finds) the sandbox image from the packaged Dockerfile and payload: the same tag as this checkout', async () => {
