@@ -1,5 +1,5 @@
 /**
- * Sandbox benchmarks (DESIGN.md §8), each against a baseline measured in the same run:
+ * Sandbox benchmarks (docs/architecture.md §8), each against a baseline measured in the same run:
  * - sandbox.ready: hardened create → `true` exits through the channel, vs `docker run --rm IMAGE true`
  * - sandbox.ready.warm: the same from the warm pool
  * - channel.roundtrip: `run(['true'])` through the channel vs `docker exec CONTAINER true`

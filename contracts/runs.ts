@@ -5,7 +5,7 @@ import { ProviderId, RunId } from './ids';
 
 /**
  * Runs: one task on one project with one agent and one provider/model, in its own sandbox
- * (DESIGN.md §1). Status changes are pushed (`runs:onDidChangeStatus`), agent activity is pushed as
+ * (docs/architecture.md §1). Status changes are pushed (`runs:onDidChangeStatus`), agent activity is pushed as
  * numbered run events (`runs:onDidEvent`) and can be replayed from disk (`runs:events`).
  */
 
@@ -23,7 +23,7 @@ export type Isolation = z.infer<typeof Isolation>;
 export const NetworkPolicy = z.enum(['none', 'allowlist', 'open']);
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
 
-/** The lifecycle of DESIGN.md §1. */
+/** The lifecycle of docs/architecture.md §1. */
 export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
 export type RunStatus = z.infer<typeof RunStatus>;
 
@@ -126,7 +126,7 @@ export const RunRecord = RunSummary.extend({
   summary: z.string().optional(),
   /** Path of the final patch on the host, once collected. */
   patchPath: z.string().optional(),
-  /** The wipe and its verification (DESIGN.md §2.5). */
+  /** The wipe and its verification (docs/architecture.md §2.5). */
   wipe: z.object({ verified: z.boolean(), leftovers: z.array(z.string()), at: z.string() }).optional(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;

@@ -53,7 +53,7 @@ interface Shell {
 }
 
 /**
- * The contracts implemented by the real core (DESIGN.md §5). Both transports — Electron IPC and
+ * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
 export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {

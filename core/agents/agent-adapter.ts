@@ -202,7 +202,7 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
   };
 }
 
-/** Provider settings every agent sees (DESIGN.md §4): both SDK conventions, the run token as key. */
+/** Provider settings every agent sees (docs/architecture.md §4): both SDK conventions, the run token as key. */
 export function providerEnv(ctx: AgentCommandContext): Record<string, string> {
   const base = ctx.proxyBaseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
   return {

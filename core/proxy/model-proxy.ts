@@ -99,7 +99,7 @@ const MAX_ERROR_BODY = 1024 * 1024;
 const MAX_USAGE_BODY = 8 * 1024 * 1024;
 
 /**
- * The loopback model proxy (DESIGN.md §2): swaps a per-run token for the real provider key toward the
+ * The loopback model proxy (docs/architecture.md §2): swaps a per-run token for the real provider key toward the
  * one configured upstream, passes SSE through chunk by chunk, meters usage and enforces budgets.
  */
 export class ModelProxy implements Disposable {

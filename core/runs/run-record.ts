@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ErrorInfo } from '../../contracts/errors';
 import { RunId } from '../../contracts/ids';
 
-/** Lifecycle states (DESIGN.md §1). */
+/** Lifecycle states (docs/architecture.md §1). */
 export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
 export type RunStatus = z.infer<typeof RunStatus>;
 

@@ -129,7 +129,7 @@ const MAX_TERMINAL_ECHO = 2000;
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
- * sandbox with its own run token (DESIGN.md §1). Every transition is an event and an audit record;
+ * sandbox with its own run token (docs/architecture.md §1). Every transition is an event and an audit record;
  * the sandbox is always wiped and verified gone, also on failure and cancel.
  */
 export class RunService implements Disposable {
@@ -387,7 +387,7 @@ export class RunService implements Disposable {
       const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
       this.throwIfStopped(live);
 
-      // The model proxy appears inside the sandbox on loopback, through the channel (DESIGN.md §4).
+      // The model proxy appears inside the sandbox on loopback, through the channel (docs/architecture.md §4).
       const grant = this.deps.proxy.issueToken({
         runId: id,
         providers: [input.provider],

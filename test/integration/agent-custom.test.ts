@@ -7,7 +7,7 @@ import { CANARY_KEY, createRunFixture, filesContaining, leftoversOf, type RunFix
 
 /**
  * The custom-command agent: any command line runs in the sandbox with the provider settings of
- * DESIGN.md §4, reaches the model only through the proxy with the run token, and its output is the
+ * docs/architecture.md §4, reaches the model only through the proxy with the run token, and its output is the
  * raw terminal stream; its file changes are the run's diff.
  */
 

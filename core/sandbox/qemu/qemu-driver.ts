@@ -86,7 +86,7 @@ async function tail(file: string, bytes = 2000): Promise<string> {
 }
 
 /**
- * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; DESIGN.md §4, issue 6).
+ * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; docs/architecture.md §4, issue 6).
  *
  * Per run, in `<runsDir>/<runId>/`: a qcow2 overlay over the image's read-only base disk (root, mounted
  * read-only in the guest), a scratch disk for everything writable, the channel socket, pidfile and

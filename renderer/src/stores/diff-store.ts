@@ -14,7 +14,7 @@ interface DiffState {
 
 export const diffKey = (runId: string, path: string) => `${runId}\0${path}`;
 
-/** Changed files and diffs: event ⇒ invalidate ⇒ refetch (DESIGN.md §5). */
+/** Changed files and diffs: event ⇒ invalidate ⇒ refetch (docs/architecture.md §5). */
 export const useDiffStore = create<DiffState>()((set, get) => ({
   files: {},
   diffs: {},
