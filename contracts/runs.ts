@@ -70,9 +70,14 @@ export type StartRunInput = z.input<typeof StartRunInput>;
 export type StartRunArgs = z.output<typeof StartRunInput>;
 
 export const Usage = z.object({
+  /** Input tokens not served from the provider's prompt cache. */
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
-  /** Where the price table knows the model. */
+  /** Input read from the provider's prompt cache (billed at its own, lower rate). */
+  cacheReadTokens: z.number().int().nonnegative().default(0),
+  /** Input written to the provider's prompt cache (billed at its own, higher rate). */
+  cacheWriteTokens: z.number().int().nonnegative().default(0),
+  /** Where the price table knows the model (docs/architecture.md §9). */
   costUsd: z.number().nonnegative().optional(),
   requests: z.number().int().nonnegative(),
 });

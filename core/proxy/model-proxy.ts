@@ -10,7 +10,7 @@ import type { Secret } from '../keys/secret';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
 import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
-import { SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
+import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 
 export type { RunBudget } from './run-tokens';
@@ -24,6 +24,8 @@ export interface ModelCallEvent {
   path: string;
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
   costUsd?: number;
   latencyMs: number;
   /** HTTP status returned to the client (the proxy's own 4xx included). */
@@ -46,6 +48,7 @@ export type UpstreamResolver = (providerId: string) => Promise<ResolvedUpstream>
 
 export interface ModelProxyOptions {
   resolveUpstream: UpstreamResolver;
+  /** The built-in table unless given; `setPrices` replaces it later (a changed setting). */
   prices?: PriceTable;
   /** Largest request body accepted (default 32 MiB; agents send whole conversations). */
   maxBodyBytes?: number;
@@ -69,7 +72,7 @@ export interface IssueTokenOptions {
 
 interface RunState {
   grant: TokenGrant;
-  usage: { inputTokens: number; outputTokens: number; costUsd: number; costKnown: boolean; requests: number };
+  usage: CallUsage & { costUsd: number; costKnown: boolean; requests: number };
   upstreams?: Promise<Map<string, ResolvedUpstream | AirlockError>>;
   active: Set<UpstreamHandle>;
 }
@@ -108,7 +111,7 @@ export class ModelProxy implements Disposable {
   private readonly runs = new Map<string, RunState>();
   private readonly sockets = new Set<Socket>();
   private readonly didCall = new Emitter<ModelCallEvent>();
-  private readonly prices: PriceTable;
+  private prices: PriceTable;
   private readonly maxBody: number;
   private port = 0;
 
@@ -163,7 +166,7 @@ export class ModelProxy implements Disposable {
       existing.grant = grant;
       existing.upstreams = undefined;
     } else {
-      this.runs.set(opts.runId, { grant, usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
+      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
     }
     const issued = this.tokens.issue(grant);
     return { token: issued.token, ...toDisposable(() => issued.revoke()) };
@@ -179,11 +182,17 @@ export class ModelProxy implements Disposable {
     run.upstreams = undefined;
   }
 
+  /** Replaces the price table for calls that finish from now on (the user's `prices` setting changed). */
+  setPrices(table: PriceTable): void {
+    this.prices = table;
+  }
+
   /** Usage so far (kept after the run is revoked). */
   usage(runId: string): Usage {
     const u = this.runs.get(runId)?.usage;
-    if (!u) return { inputTokens: 0, outputTokens: 0, requests: 0 };
-    return { inputTokens: u.inputTokens, outputTokens: u.outputTokens, requests: u.requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
+    if (!u) return { ...noUsage(), requests: 0 };
+    const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests } = u;
+    return { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
   }
 
   async stop(): Promise<void> {
@@ -383,9 +392,11 @@ export class ModelProxy implements Disposable {
     run.usage.requests += 1;
     const key = resolved.key;
     const finish = (status: number, usage: CallUsage, aborted: boolean) => {
-      const cost = costOf(this.prices, model, usage.inputTokens, usage.outputTokens);
+      const cost = costOf(this.prices, model, usage);
       run.usage.inputTokens += usage.inputTokens;
       run.usage.outputTokens += usage.outputTokens;
+      run.usage.cacheReadTokens += usage.cacheReadTokens;
+      run.usage.cacheWriteTokens += usage.cacheWriteTokens;
       if (cost !== undefined) {
         run.usage.costUsd += cost;
         run.usage.costKnown = true;
@@ -398,6 +409,8 @@ export class ModelProxy implements Disposable {
         path: route.path,
         inputTokens: usage.inputTokens,
         outputTokens: usage.outputTokens,
+        cacheReadTokens: usage.cacheReadTokens,
+        cacheWriteTokens: usage.cacheWriteTokens,
         ...(cost !== undefined ? { costUsd: cost } : {}),
         latencyMs: performance.now() - started,
         status,
@@ -421,7 +434,7 @@ export class ModelProxy implements Disposable {
         run.active.delete(handle);
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
         this.send(res, format, 502, redactKey(`could not reach ${providerId} upstream (${code})`, key));
-        finish(502, { inputTokens: 0, outputTokens: 0 }, false);
+        finish(502, noUsage(), false);
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
@@ -429,7 +442,7 @@ export class ModelProxy implements Disposable {
           this.relayError(up, res, key, () => {
             done = true;
             run.active.delete(handle);
-            finish(status, { inputTokens: 0, outputTokens: 0 }, false);
+            finish(status, noUsage(), false);
           });
           return;
         }
@@ -487,7 +500,7 @@ export class ModelProxy implements Disposable {
       done = true;
       run.active.delete(handle);
       handle.abort();
-      finish(res.statusCode || 499, { inputTokens: 0, outputTokens: 0 }, true);
+      finish(res.statusCode || 499, noUsage(), true);
     });
   }
 
@@ -517,7 +530,8 @@ export class ModelProxy implements Disposable {
     if (!b) return undefined;
     const u = run.usage;
     if (b.maxRequests !== undefined && u.requests >= b.maxRequests) return `Airlock budget exceeded: this run reached its limit of ${b.maxRequests} requests (maxRequests)`;
-    if (b.maxTokens !== undefined && u.inputTokens + u.outputTokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${u.inputTokens + u.outputTokens} of its ${b.maxTokens} tokens (maxTokens)`;
+    const tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+    if (b.maxTokens !== undefined && tokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${tokens} of its ${b.maxTokens} tokens (maxTokens)`;
     if (b.maxCostUsd !== undefined && u.costUsd >= b.maxCostUsd) return `Airlock budget exceeded: this run spent $${u.costUsd.toFixed(4)} of its $${b.maxCostUsd} (maxCostUsd)`;
     return undefined;
   }

@@ -29,6 +29,8 @@ export type ExcludedFile = z.infer<typeof ExcludedFile>;
 export const RunUsage = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
+  cacheReadTokens: z.number().int().nonnegative().default(0),
+  cacheWriteTokens: z.number().int().nonnegative().default(0),
   costUsd: z.number().nonnegative().optional(),
   modelCalls: z.number().int().nonnegative(),
 });
@@ -79,7 +81,7 @@ export const RunRecord = z.looseObject({
       maxSteps: z.number().int().positive().optional(),
     })
     .default({}),
-  usage: RunUsage.default({ inputTokens: 0, outputTokens: 0, modelCalls: 0 }),
+  usage: RunUsage.default({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, modelCalls: 0 }),
   changedFiles: z.array(ChangedFile).default([]),
   excluded: z.array(ExcludedFile).default([]),
   /** The agent's own summary of its work. */

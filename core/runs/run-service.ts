@@ -658,11 +658,14 @@ export class RunService implements Disposable {
       latencyMs: Math.round(e.latencyMs),
       inputTokens: e.inputTokens,
       outputTokens: e.outputTokens,
+      cacheReadTokens: e.cacheReadTokens,
+      cacheWriteTokens: e.cacheWriteTokens,
       ...(e.costUsd !== undefined ? { costUsd: e.costUsd } : {}),
       stream: e.stream,
     });
     const usage = this.deps.proxy.usage(e.runId);
-    this.updateLater(live, { usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(usage.costUsd !== undefined ? { costUsd: usage.costUsd } : {}), modelCalls: usage.requests } });
+    const { requests, ...tokens } = usage;
+    this.updateLater(live, { usage: { ...tokens, modelCalls: requests } });
   }
 
   /** Final state, wipe (always) and its verification. */

@@ -30,6 +30,8 @@ export function toRunSummary(run: StoredRun): RunSummary {
     usage: {
       inputTokens: run.usage.inputTokens,
       outputTokens: run.usage.outputTokens,
+      cacheReadTokens: run.usage.cacheReadTokens,
+      cacheWriteTokens: run.usage.cacheWriteTokens,
       ...(run.usage.costUsd !== undefined ? { costUsd: run.usage.costUsd } : {}),
       requests: run.usage.modelCalls,
     },

@@ -101,7 +101,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     agent(runId, { type: 'file_changed', paths: r.files.map((f) => f.path) });
     diffChange.fire({ runId });
     agent(runId, { type: 'usage', inputTokens: 1200, outputTokens: 300, costUsd: 0.0081 });
-    r.record.usage = { inputTokens: 1200, outputTokens: 300, costUsd: 0.0081, requests: 1 };
+    r.record.usage = { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.0081, requests: 1 };
     status.fire(summary(r.record));
     if (r.record.approval === 'ask') {
       r.record.pendingApproval = { requestId: 'a1', command: 'npm test', requestedAt: now() };
@@ -196,7 +196,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         const record: RunRecord = {
           id, task: args.task, projectDir: args.projectDir, agent: args.agent, provider: args.provider, model: args.model,
           status: 'queued', createdAt: now(), startedAt: null, endedAt: null,
-          usage: { inputTokens: 0, outputTokens: 0, requests: 0 }, changedFiles: 0,
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0,
           isolation: args.isolation, network: args.network, approval: args.approval, limits: args.limits,
           excludedFiles: [{ path: '.env', reason: 'environment file (may hold secrets)' }],
         };
