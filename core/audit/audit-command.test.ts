@@ -1,10 +1,10 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { auditCommand } from '../cli/commands/audit';
-import type { CliIo } from '../cli/command';
+import { CliUsageError } from '../cli/args';
+import { captureIo } from '../../test/support/cli-io';
 import { newRunId } from '../runs/run-record';
 import { RunStore } from '../runs/run-store';
 import { openApplyLog } from './apply-log';
@@ -19,15 +19,9 @@ afterEach(async () => {
 });
 
 async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d) => (out += d));
-  stderr.on('data', (d) => (err += d));
-  const io: CliIo = { stdout, stderr, stdin: new PassThrough(), env: { AIRLOCK_HOME: home } };
+  const { io, out, err } = captureIo({ AIRLOCK_HOME: home });
   const code = await auditCommand.run(args, io);
-  return { code, out, err };
+  return { code, out: out(), err: err() };
 }
 
 async function makeRun(): Promise<{ id: string; store: RunStore }> {
@@ -96,7 +90,7 @@ describe('airlock audit verify', () => {
   });
 
   it('usage errors and unknown runs', async () => {
-    expect((await runCli(['check'])).code).toBe(2);
+    await expect(runCli(['check'])).rejects.toBeInstanceOf(CliUsageError);
     await expect(runCli(['verify', 'nope'])).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
     await expect(runCli(['verify', newRunId()])).rejects.toMatchObject({ kind: 'NOT_FOUND' });
   });

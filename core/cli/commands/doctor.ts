@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { AirlockError, toErrorInfo, type ErrorKind } from '../../../contracts/errors';
+import { toErrorInfo, type ErrorKind } from '../../../contracts/errors';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
 import { connectEngine, pingEngine, type Engine } from '../../sandbox/docker/engine';
 import { DEFAULT_LIMITS, type ImageProgress } from '../../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../../sandbox/image';
 import { SandboxManager } from '../../sandbox/sandbox';
+import { parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 /** The outcome of one doctor check. `fail` makes `airlock doctor` exit 3 (unavailable). */
@@ -177,21 +178,22 @@ export function defaultDoctorChecks(): DoctorCheck[] {
 
 const USAGE = 'airlock doctor [--json] [--no-build] [--agents] [--image REF] [--prune]';
 
-function parseArgs(args: string[]): DoctorOptions {
-  const out: DoctorOptions = { json: false, build: true, agents: false };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i] as string;
-    if (a === '--json') out.json = true;
-    else if (a === '--no-build') out.build = false;
-    else if (a === '--agents') out.agents = true;
-    else if (a === '--prune') out.prune = true;
-    else if (a === '--image') {
-      const v = args[++i];
-      if (!v) throw new AirlockError('INVALID_INPUT', `--image needs an image reference.\nusage: ${USAGE}`);
-      out.image = v;
-    } else throw new AirlockError('INVALID_INPUT', `unknown option ${a}.\nusage: ${USAGE}`);
-  }
-  return out;
+function parseDoctorArgs(args: string[]): DoctorOptions {
+  const { values, positionals } = parseCliArgs(args, {
+    json: { type: 'boolean' },
+    'no-build': { type: 'boolean' },
+    agents: { type: 'boolean' },
+    prune: { type: 'boolean' },
+    image: { type: 'string' },
+  });
+  positionalsExactly(positionals);
+  return {
+    json: values.json === true,
+    build: values['no-build'] !== true,
+    agents: values.agents === true,
+    ...(values.prune ? { prune: true } : {}),
+    ...(values.image ? { image: values.image } : {}),
+  };
 }
 
 const MARK: Record<DoctorCheckResult['status'], string> = { ok: 'ok  ', warn: 'warn', fail: 'FAIL', skip: 'skip' };
@@ -259,7 +261,7 @@ export function createDoctorCommand(checks: () => DoctorCheck[] = defaultDoctorC
     name: 'doctor',
     summary: 'Check the container engine, the sandbox image (building it if missing) and the sandbox helper.',
     usage: USAGE,
-    run: async (args, io) => runDoctor(checks(), io, parseArgs(args)),
+    run: async (args, io) => runDoctor(checks(), io, parseDoctorArgs(args)),
   };
 }
 

@@ -1,9 +1,8 @@
-import { parseArgs } from 'node:util';
-import { AirlockError } from '../../../contracts/errors';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import type { AirlockServices } from '../../api/services';
 import { printChangedFiles, summaryRow, usageLine } from '../run-format';
+import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 /** Runs `fn` with the real services (no crash recovery: history commands only read and apply). */
@@ -16,10 +15,9 @@ async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>
   }
 }
 
-function oneRunId(positionals: string[], usage: string): string {
-  const [runId, ...rest] = positionals;
-  if (!runId || rest.length) throw new AirlockError('INVALID_INPUT', `usage: ${usage}`);
-  return runId;
+/** Comma-separated and repeated `--files` values as one list. */
+function fileList(values: string[] | undefined): string[] | undefined {
+  return values?.flatMap((f) => f.split(',')).filter(Boolean);
 }
 
 export const runsCommand: CliCommand = {
@@ -27,9 +25,11 @@ export const runsCommand: CliCommand = {
   summary: 'List past and current runs, newest first.',
   usage: 'airlock runs [--json] [--limit N]',
   async run(args, io) {
-    const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, limit: { type: 'string' } } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, limit: { type: 'string' } });
+    positionalsExactly(positionals);
+    const limit = numberOption(values.limit, 'limit', { integer: true, min: 1, max: 10_000 });
     return withServices(io, async (s) => {
-      const runs = await s.runs.list({ ...(values.limit ? { limit: Number(values.limit) } : {}) });
+      const runs = await s.runs.list({ ...(limit ? { limit } : {}) });
       if (values.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
       else if (!runs.length) io.stdout.write("no runs yet — start one with 'airlock run <projectDir> --task \"…\"'\n");
       else for (const r of runs) io.stdout.write(`${summaryRow(r)}\n`);
@@ -43,8 +43,8 @@ export const showCommand: CliCommand = {
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
   usage: 'airlock show <runId> [--json] [--diff]',
   async run(args, io) {
-    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, diff: { type: 'boolean' } } });
-    const runId = oneRunId(positionals, showCommand.usage);
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
       const { files } = await s.diffs.list({ runId });
@@ -71,13 +71,9 @@ export const applyCommand: CliCommand = {
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
   usage: 'airlock apply <runId> [--to DIR] [--branch NAME] [--files a,b,…] [--json]',
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' } },
-    });
-    const runId = oneRunId(positionals, applyCommand.usage);
-    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
+    const files = fileList(values.files);
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
@@ -103,9 +99,9 @@ export const patchCommand: CliCommand = {
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
   usage: 'airlock patch <runId> [--out FILE] [--files a,b,…]',
   async run(args, io) {
-    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { out: { type: 'string' }, files: { type: 'string', multiple: true } } });
-    const runId = oneRunId(positionals, patchCommand.usage);
-    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
+    const files = fileList(values.files);
     return withServices(io, async (s) => {
       const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
