@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../contracts/ids';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,7 +66,7 @@ function sandboxes() {
 
 async function freshSandbox(): Promise<Sandbox> {
   const { manager, image } = await sandboxes();
-  const runId = `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const runId = newRunId();
   return manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, DoctorCheck, FileDiff, RunEvent } from '../contracts';
+import type { ChangedFile, FileDiff, RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
 import type { AuditRecordView } from '../contracts/audit';
@@ -13,21 +13,10 @@ import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
 import { RunTerminal } from './runs/run-terminal';
-import { connectEngine } from './sandbox/docker/engine';
-import { IMAGE_REPOSITORY } from './sandbox/image';
-import { checkEngine } from './sandbox/sandbox';
+import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
 import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
-
-/** Airlock base images present in the engine, newest first. */
-async function listSandboxImages(): Promise<string[]> {
-  const { docker } = await connectEngine();
-  const images = await docker.listImages({ filters: JSON.stringify({ label: ['airlock.variant=base'] }) });
-  return images
-    .sort((a, b) => b.Created - a.Created)
-    .flatMap((i) => (i.RepoTags ?? []).filter((t) => t.startsWith(`${IMAGE_REPOSITORY}:`)));
-}
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -108,48 +97,10 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
   }
 
-  async function doctorChecks(): Promise<DoctorCheck[]> {
-    const checks: DoctorCheck[] = [];
-    const engine = await checkEngine();
-    checks.push(
-      engine.ok
-        ? { id: 'docker.engine', label: 'Container engine', status: 'ok', detail: `Docker API ${engine.version ?? ''} at ${engine.endpoint ?? 'default socket'}` }
-        : { id: 'docker.engine', label: 'Container engine', status: 'fail', detail: engine.error?.message ?? 'no engine answers', fix: 'Install and start Docker Engine, Docker Desktop, Colima, OrbStack or Podman; set DOCKER_HOST for a non-default socket.' },
-    );
-    const keychain = await vault.status();
-    checks.push(
-      keychain.available
-        ? { id: 'keychain', label: 'OS keychain', status: 'ok', detail: 'keys are stored in the OS keychain' }
-        : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
-    );
-    if (engine.ok) {
-      const images = await listSandboxImages();
-      checks.push(
-        images.length
-          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: `${images[0]} (rebuilt automatically when Airlock's sandbox files change)` }
-          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: 'not built yet', fix: 'Build it now (a few minutes, once), or let the first run build it.', fixAction: 'build-image' },
-      );
-    } else {
-      checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
-    }
-    const { probeIsolation } = await import('./sandbox/qemu/probe-isolation');
-    for (const p of await probeIsolation({ env: core.env })) {
-      checks.push({
-        id: `isolation.${p.kind}`,
-        label: `VM isolation (${p.kind})`,
-        status: p.available ? 'ok' : 'skipped',
-        detail: `${p.available ? 'available' : 'not available'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`,
-      });
-    }
-    return checks;
-  }
-
   const services: AirlockServices = {
     sandboxes: {
-      async doctor() {
-        const checks = await doctorChecks();
-        return { ready: !checks.some((c) => c.status === 'fail'), checks, checkedAt: new Date().toISOString() };
-      },
+      // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
+      doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
       async buildImage({ variant }) {
         const buildId = `b${++buildCounter}-${randomBytes(3).toString('hex')}`;
         const started = performance.now();

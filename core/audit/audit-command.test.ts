@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { auditCommand } from '../cli/commands/audit';
 import { CliUsageError } from '../cli/args';
 import { captureIo } from '../../test/support/cli-io';
-import { newRunId } from '../runs/run-record';
+import { newRunId } from '../../contracts/ids';
 import { RunStore } from '../runs/run-store';
 import { openApplyLog } from './apply-log';
 import { AuditLog } from './audit-log';

@@ -7,7 +7,7 @@ import type { AuditRecord } from '../audit/audit-records';
 import { collectResult } from '../workspace/changes';
 import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
 import { applyRunResult, writeRecordedPatch } from './run-apply';
-import { newRunId } from './run-record';
+import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
 
 afterAll(cleanupTemps);

@@ -101,8 +101,3 @@ export type RunRecord = z.infer<typeof RunRecord>;
 /** What `RunStore.create` takes: defaults are filled in. */
 export type RunRecordInput = z.input<typeof RunRecord>;
 
-/** A new run id: `r-<base36 ms>-<8 hex>` (sortable by creation time). */
-export function newRunId(now: number = Date.now()): string {
-  const rand = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => b.toString(16).padStart(2, '0')).join('');
-  return `r-${now.toString(36)}-${rand}`;
-}

@@ -25,7 +25,8 @@ import { collectResult, watchChanges, type FileChange } from '../workspace/chang
 import { hydrate } from '../workspace/hydrate';
 import { snapshotProject } from '../workspace/snapshot';
 import { PreviewPorts } from '../network/preview-ports';
-import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
+import { newRunId } from '../../contracts/ids';
+import { TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
 import type { RunStore } from './run-store';
 import { RunTerminal } from './run-terminal';
 import type { StoredRun } from './run-view';

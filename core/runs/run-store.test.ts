@@ -2,7 +2,8 @@ import { appendFile, mkdir, mkdtemp, readFile, rm, truncate, writeFile } from 'n
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { newRunId, type RunRecordInput } from './run-record';
+import { newRunId } from '../../contracts/ids';
+import type { RunRecordInput } from './run-record';
 import { RunStore } from './run-store';
 
 let home: string;
@@ -37,7 +38,7 @@ describe('RunStore', () => {
   it('creates, reads, updates and fills defaults', async () => {
     const id = newRunId();
     const created = await store.create(input(id, '2026-01-01T00:00:00.000Z'));
-    expect(created.usage).toEqual({ inputTokens: 0, outputTokens: 0, modelCalls: 0 });
+    expect(created.usage).toEqual({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, modelCalls: 0 });
     expect(created.changedFiles).toEqual([]);
     const updated = await store.update(id, { status: 'running', startedAt: '2026-01-01T00:00:01.000Z' });
     expect(updated.status).toBe('running');

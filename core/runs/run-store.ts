@@ -2,7 +2,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } fro
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { AirlockError } from '../../contracts/errors';
-import { RunId } from '../../contracts/ids';
+import { RunId, requireRunId } from '../../contracts/ids';
 import { airlockHome } from '../common/paths';
 import type { Disposable } from '../common/disposable';
 import { RunRecord, type RunRecordInput } from './run-record';
@@ -365,11 +365,7 @@ export class RunStore implements Disposable {
   }
 }
 
-function checkRunId(runId: string): string {
-  const parsed = RunId.safeParse(runId);
-  if (!parsed.success) throw new AirlockError('INVALID_INPUT', `'${runId}' is not a run id (expected r-<time>-<8 hex>, as 'airlock runs' shows).`);
-  return parsed.data;
-}
+const checkRunId = requireRunId;
 
 function parseRecord(input: unknown): RunRecord {
   const parsed = RunRecord.safeParse(input);

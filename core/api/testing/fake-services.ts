@@ -1,4 +1,5 @@
 import { AirlockError } from '../../../contracts/errors';
+import { newRunId } from '../../../contracts/ids';
 import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
 import { isFinalStatus, runTerminalId } from '../../../contracts';
 import { Emitter } from '../../common/disposable';
@@ -192,7 +193,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async start(args) {
         log('runs:start', args);
         if (!providers.has(args.provider)) throw new AirlockError('PROVIDER_UNKNOWN', `unknown provider '${args.provider}'; add it under Keys & providers`);
-        const id = `r-${(Date.now() + ++counter).toString(36)}-${counter.toString(16).padStart(8, '0')}`;
+        const id = newRunId(Date.now() + ++counter);
         const record: RunRecord = {
           id, task: args.task, projectDir: args.projectDir, agent: args.agent, provider: args.provider, model: args.model,
           status: 'queued', createdAt: now(), startedAt: null, endedAt: null,

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../../../contracts/ids';
 import { writeFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
@@ -90,7 +90,7 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
     },
   });
   const manager = new SandboxManager(new DockerDriver({ env: io.env }));
-  const runId = `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const runId = newRunId();
   let sandbox: Sandbox | undefined;
   let interrupted = false;
   let kill: (() => void) | undefined;
