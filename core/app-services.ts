@@ -16,7 +16,8 @@ import { RunTerminal } from './runs/run-terminal';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { applyRunResult, classifyRisky, diffOf, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
+import { sha256 } from './workspace/collect';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -65,30 +66,36 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     return (await store.get(runId)) as StoredRun;
   }
 
-  /** Changed files: live from the sandbox while it exists, else as collected at the end. */
-  async function changes(runId: string): Promise<FileChange[]> {
+  /**
+   * Changed files: while the sandbox exists, its own listing (a hint for the live view: apply is
+   * refused until the run ends); after, the result the host derived at collect.
+   */
+  async function changes(runId: string): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
     const sandbox = runs.sandboxOf(runId);
     if (sandbox) {
       try {
-        return await listChanges(sandbox.channel);
+        return { files: await listChanges(sandbox.channel) };
       } catch {
         // The sandbox went away between the check and the call: fall back to what was collected.
       }
     }
     try {
-      return JSON.parse(await readFile(path.join(store.paths(runId).artifacts, 'changes.json'), 'utf8')) as FileChange[];
-    } catch {
+      const stored = await loadRunResult(store, runId);
+      return { files: stored.result.changes, stored };
+    } catch (err) {
       await record(runId); // NOT_FOUND for an unknown run
-      return [];
+      if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw err;
+      return { files: [] };
     }
   }
 
-  async function storedPatch(runId: string): Promise<Buffer> {
+  async function storedResult(runId: string): Promise<LoadedResult> {
     try {
-      return await readFile(store.paths(runId).patch);
-    } catch {
+      return await loadRunResult(store, runId);
+    } catch (err) {
       const run = await record(runId);
-      throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
+      if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
+      throw err;
     }
   }
 
@@ -214,16 +221,14 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     diffs: {
       async list({ runId }) {
-        const files = await changes(runId);
-        const live = runs.sandboxOf(runId) !== undefined;
-        const patch = live ? undefined : await storedPatch(runId).catch(() => undefined);
-        const risky = new Map(classifyRisky(files, patch).map((r) => [r.path, r.reason] as const));
+        const { files, stored } = await changes(runId);
+        const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
         const views = files.map((f) => toChangedFileView(f, risky));
         // Risky files first: they are what the user must look at before applying.
-        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)] };
+        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
       },
       async file({ runId, path: file, context }): Promise<FileDiff> {
-        const list = await changes(runId);
+        const { files: list, stored } = await changes(runId);
         const change = list.find((c) => c.path === file);
         if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
         const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
@@ -234,25 +239,25 @@ export function servicesFor(core: AirlockCore): AirlockServices {
           return { ...base, diff: d.diff };
         }
         void context;
-        return { ...base, diff: patchByFile(await storedPatch(runId)).get(file) ?? '' };
+        return { ...base, diff: diffOf(stored ?? (await storedResult(runId)), file) ?? '' };
       },
-      async apply({ runId, files, mode, branch, targetDir }) {
+      async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
         const run = await record(runId);
-        const result = await applyRunResult({ store, run, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
-        return result;
+        return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
       },
       async exportPatch({ runId, files, destPath }) {
-        const patch = patchForFiles(await storedPatch(runId), files);
+        const loaded = await storedResult(runId);
+        const patch = patchForFiles(loaded, files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.
-          await writeRecordedPatch({ store, runId, dest, patch });
+          await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
         } else {
           await mkdir(path.dirname(dest), { recursive: true });
           await writeFile(dest, patch);
         }
-        return { path: dest, bytes: patch.length, ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+        return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
       },
       onDidChange: runs.onDidChangeFiles,
     },

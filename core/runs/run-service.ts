@@ -21,7 +21,10 @@ import { proxyEnvFor } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
-import { collectResult, watchChanges, type FileChange } from '../workspace/changes';
+import { watchChanges, type FileChange } from '../workspace/changes';
+import { collectResult } from '../workspace/collect';
+import { HostRepo } from '../workspace/host-repo';
+import { resultPaths, storeRunResult } from './run-apply';
 import { hydrate } from '../workspace/hydrate';
 import { snapshotProject } from '../workspace/snapshot';
 import { PreviewPorts } from '../network/preview-ports';
@@ -385,7 +388,9 @@ export class RunService implements Disposable {
 
       await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
       // The agent starts once the copy is in place; change queries wait for the baseline commit.
-      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
+      // The host keeps its own baseline (same bytes) in the run's object store: results are computed against it.
+      const repo = await HostRepo.create(resultPaths(this.deps.store, id).objects);
+      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
       this.throwIfStopped(live);
 
       // The model proxy appears inside the sandbox on loopback, through the channel (docs/architecture.md §4).
@@ -417,8 +422,11 @@ export class RunService implements Disposable {
         );
       }
 
+      const changeHints = new Set<string>();
       live.disposables.add(
         await watchChanges(sandbox.channel, (paths) => {
+          // Kept as a hint for collect (bounded): the result itself is read and derived on the host.
+          for (const p of paths) if (changeHints.size < 100_000) changeHints.add(p);
           this.emitEvent(live, { type: 'file_changed', paths });
           this.filesEmitter.fire({ runId: id });
         }),
@@ -446,23 +454,22 @@ export class RunService implements Disposable {
       );
 
       await this.transition(live, 'collecting', 'collecting the result');
-      const result = await collectResult(sandbox.channel, {
-        baselineCommit: hydrated.baselineCommit,
-        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      const { result, patch } = await collectResult(sandbox.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
         manifest: hydrated.manifest,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+        hints: changeHints,
       });
       const paths = this.deps.store.paths(id);
-      await mkdir(paths.artifacts, { recursive: true });
-      await writeFile(paths.patch, result.patch);
-      await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
-      await writeFile(path.join(paths.artifacts, 'changes.json'), JSON.stringify(result.changes));
+      await storeRunResult(this.deps.store, id, { result, patch });
       if (result.changes.length) {
         await live.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
       }
       await this.update(live, {
         changedFiles: result.changes.map(toChangedFile),
         patchPath: paths.patch,
-        baseline: { commit: result.baseline.commit, ...(result.baseline.headCommit ? { headCommit: result.baseline.headCommit } : {}) },
+        baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
       } as Partial<StoredRun>);
       if (agentFailure) throw agentFailure;
     } catch (err) {

@@ -102,7 +102,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
       expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
 
       // Apply to the project's working tree.
-      const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+      const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
       expect(applied.conflicts).toEqual([]);
       expect(applied.applied.sort()).toEqual(['docs/NEW.md', 'src/app.js']);
       expect(await readFile(path.join(projectDir, 'src/app.js'), 'utf8')).toContain('return 42;');
@@ -250,7 +250,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(run.status).toBe('done');
     // The user edits a.txt meanwhile.
     await writeFile(path.join(projectDir, 'a.txt'), 'alpha edited by the user\n');
-    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
     expect(result.applied).toEqual(['b.txt']);
     expect(result.conflicts.map((c) => c.path)).toEqual(['a.txt']);
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('alpha edited by the user\n');

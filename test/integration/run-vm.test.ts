@@ -119,7 +119,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
     expect((await f.services.audit.verify({ runId: run.id })).intact).toBe(true);
 
-    const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+    const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
     expect(applied.applied).toEqual(['src/app.js']);
     expect(await readFile(path.join(projectDir, 'src/app.js'), 'utf8')).toContain('return 7;');
   });

@@ -8,7 +8,9 @@ import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { applyResult } from '../../core/workspace/apply';
-import { collectResult, fileDiff, listChanges, watchChanges } from '../../core/workspace/changes';
+import { fileDiff, listChanges, watchChanges } from '../../core/workspace/changes';
+import { collectResult } from '../../core/workspace/collect';
+import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../../core/workspace/testing/fixtures';
@@ -74,7 +76,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     await withSandbox(async (sb) => {
       const snapshot = await snapshotProject(dir);
       const progress: number[] = [];
-      const hydrated = await hydrate(sb.channel, snapshot, { onProgress: (p) => progress.push(p.files) });
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { onProgress: (p) => progress.push(p.files), hostRepo: repo });
       expect(hydrated.baselineCommit).toMatch(/^[0-9a-f]{40}$/);
       expect(hydrated.files).toBe(6);
       expect(progress.at(-1)).toBe(6);
@@ -104,13 +107,14 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
       const d = await fileDiff(sb.channel, 'src/app.ts');
       expect(d.diff).toContain('-export const b = 2;\n+export const b = 3;');
 
-      const result = await collectResult(sb.channel, { baselineCommit: hydrated.baselineCommit, headCommit: snapshot.headCommit, manifest: hydrated.manifest });
+      const { result, patch } = await collectResult(sb.channel, { repo, baseCommit: await (hydrated.hostBaseline as Promise<string>), ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}), manifest: hydrated.manifest });
+      expect(result.changes.map((c) => c.path).sort()).toEqual(Object.keys(by).sort());
       expect(fingerprint(dir)).toBe(before);
-      git(dir, ['apply', '--check', '-'], result.patch);
+      git(dir, ['apply', '--check', '-'], patch);
 
       // Apply to the original while the user edited a neighbouring line meanwhile: refused, kept.
       execFileSync('sh', ['-c', `printf 'export const a = 10;\\nexport const b = 2;\\n// user\\n' > ${path.join(dir, 'src/app.ts')}`]);
-      const applied = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
       expect(applied.conflicts).toEqual([{ path: 'src/app.ts', reason: expect.stringMatching(/overlap/) }]);
       expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toContain('// user');
       expect(existsSync(path.join(dir, 'src/new.ts'))).toBe(true);

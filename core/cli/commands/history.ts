@@ -47,9 +47,9 @@ export const showCommand: CliCommand = {
     const [runId] = positionalsExactly(positionals, '<runId>');
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
-      const { files } = await s.diffs.list({ runId });
+      const { files, patchSha256 } = await s.diffs.list({ runId });
       if (values.json) {
-        io.stdout.write(`${JSON.stringify({ ...run, files })}\n`);
+        io.stdout.write(`${JSON.stringify({ ...run, files, ...(patchSha256 ? { patchSha256 } : {}) })}\n`);
         return ExitCode.ok;
       }
       const out = io.stdout;
@@ -59,6 +59,7 @@ export const showCommand: CliCommand = {
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
+      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
       if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       return ExitCode.ok;
@@ -69,14 +70,20 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> [--to DIR] [--branch NAME] [--files a,b,…] [--json]',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
+    if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
+      io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
+`);
+      return ExitCode.usage;
+    }
     const files = fileList(values.files);
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
+        reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
         ...(files?.length ? { files } : {}),
@@ -107,6 +114,7 @@ export const patchCommand: CliCommand = {
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);
+      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId} --reviewed ${result.sha256}${files?.length ? ` --files ${files.join(',')}` : ''})\n`);
       return ExitCode.ok;
     });
   },
