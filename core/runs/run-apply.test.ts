@@ -32,7 +32,7 @@ async function finishedRun(opts: { seal?: boolean } = {}) {
   const store = new RunStore({ home });
   const id = newRunId();
   const now = new Date().toISOString();
-  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
   const paths = store.paths(id);
   await mkdir(paths.artifacts, { recursive: true });
   await writeFile(paths.patch, result.patch);

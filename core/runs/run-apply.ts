@@ -9,7 +9,7 @@ import { applyResult } from '../workspace/apply';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import { selectSections, splitPatch } from '../workspace/patch-sections';
 import type { RunStore } from './run-store';
-import type { StoredRun } from './run-view';
+import type { StoredRun } from './run-record';
 
 /** Per-file diff text of a stored patch, by path (either side of a rename). */
 export function patchByFile(patch: Buffer): Map<string, string> {
