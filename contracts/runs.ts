@@ -29,6 +29,7 @@ export type RunStatus = z.infer<typeof RunStatus>;
 
 /** States a run never leaves. */
 export const FINAL_RUN_STATUSES: readonly RunStatus[] = ['done', 'failed', 'cancelled', 'interrupted'];
+/** Whether a run has ended (it never leaves this state). */
 export function isFinalStatus(status: RunStatus): boolean {
   return FINAL_RUN_STATUSES.includes(status);
 }
@@ -132,7 +133,17 @@ export const RunRecord = RunSummary.extend({
   /** Path of the final patch on the host, once collected. */
   patchPath: z.string().optional(),
   /** The wipe and its verification (docs/architecture.md §2.5). */
-  wipe: z.object({ verified: z.boolean(), leftovers: z.array(z.string()), at: z.string() }).optional(),
+  wipe: z
+    .object({
+      /** Nothing labelled with the run was left. */
+      verified: z.boolean(),
+      /** What was removed (containers, volumes, disks…). */
+      removed: z.array(z.string()).default([]),
+      leftovers: z.array(z.string()),
+      durationMs: z.number().nonnegative().optional(),
+      at: z.string(),
+    })
+    .optional(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;
 

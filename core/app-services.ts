@@ -11,7 +11,7 @@ import type { ChannelProcess } from './channel/channel-client';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
-import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
+import { toChangedFile, toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { RunTerminal } from './runs/run-terminal';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
@@ -21,19 +21,6 @@ import { sha256 } from './workspace/collect';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
-}
-
-function toChangedFileView(c: FileChange, risky: Map<string, string>): ChangedFile {
-  return {
-    path: c.path,
-    ...(c.oldPath ? { oldPath: c.oldPath } : {}),
-    status: c.status,
-    binary: c.binary,
-    additions: c.additions,
-    deletions: c.deletions,
-    ...(c.modeChanged ? { modeChange: `${c.oldMode ?? '—'} → ${c.newMode ?? '—'}` } : {}),
-    ...(risky.has(c.path) ? { risky: risky.get(c.path) } : {}),
-  };
 }
 
 interface Shell {
@@ -63,7 +50,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
 
   async function record(runId: string): Promise<StoredRun> {
-    return (await store.get(runId)) as StoredRun;
+    return store.get(runId);
   }
 
   /**
@@ -159,7 +146,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       },
       async list({ limit, status }) {
         const { runs: all } = await store.list();
-        return (all as StoredRun[])
+        return all
           .filter((r) => !status || status.includes(r.status))
           .slice(0, limit ?? all.length)
           .map(toRunSummary);
@@ -223,7 +210,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       async list({ runId }) {
         const { files, stored } = await changes(runId);
         const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
-        const views = files.map((f) => toChangedFileView(f, risky));
+        const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
         // Risky files first: they are what the user must look at before applying.
         return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
       },

@@ -1,5 +1,5 @@
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
-import type { AgentId } from '../runs/run-record';
+import type { AgentKind as AgentId } from '../../contracts/runs';
 import { Utf8Carry } from '../common/utf8';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */

@@ -8,7 +8,7 @@ import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult
 import { HostRepo } from '../workspace/host-repo';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { RunStore } from './run-store';
-import type { StoredRun } from './run-view';
+import type { StoredRun } from './run-record';
 
 /** Where a run's host-derived result lives: patch, listing and object store. */
 export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string; changes: string } {

@@ -39,7 +39,7 @@ describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upst
     expect(patch).toContain('+say hi');
     expect(patch).toContain('hello from the model');
     // The model call went through the proxy with the real key toward the upstream.
-    expect(run.usage.modelCalls).toBe(1);
+    expect(run.usage.requests).toBe(1);
     expect(f.upstream.requests.at(-1)?.headers['x-api-key']).toBe(CANARY_KEY);
     const terminal = await readFile(path.join(f.core.store.paths(run.id).dir, 'terminal.log'), 'utf8');
     expect(terminal).toContain('custom-agent-marker');

@@ -102,7 +102,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     sub.dispose();
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
-    expect(run.isolation.kind).toBe('qemu');
+    expect(run.sandbox.driver).toBe('qemu');
 
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ifaces: lo');
@@ -112,7 +112,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(disk.hits).toEqual([]);
     expect(memory.scannedBytes).toBeGreaterThan(128 * 1024 * 1024); // at least the guest's RAM was read
     expect(memory.found).toBe(false);
-    expect(run.changedFiles.map((c) => `${c.kind} ${c.path}`)).toEqual(['modified src/app.js']);
+    expect(run.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['modified src/app.js']);
     expect(run.wipe?.leftovers).toEqual([]);
     await expect(readdir(path.join(runsDir, run.id))).rejects.toThrow();
     expect(await qemuProcessesOf(run.id)).toEqual([]);

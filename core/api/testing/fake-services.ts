@@ -80,7 +80,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     r.record.summary = 'Added a greeting to README.md.';
     setStatus(runId, 'collecting', 'collecting changes');
     setStatus(runId, 'wiping', 'wiping sandbox');
-    r.record.wipe = { verified: true, leftovers: [], at: now() };
+    r.record.wipe = { verified: true, removed: [], leftovers: [], at: now() };
     setStatus(runId, 'done');
   };
 

@@ -7,7 +7,8 @@ import { SandboxManager, type Sandbox } from '../../sandbox/sandbox';
 import { finalPatch, listChanges, type FileChange } from '../../workspace/changes';
 import { hydrate } from '../../workspace/hydrate';
 import { classifyRiskyPaths } from '../../workspace/risky-paths';
-import { formatBytes, snapshotProject } from '../../workspace/snapshot';
+import { formatBytes } from '../../../contracts/format';
+import { snapshotProject } from '../../workspace/snapshot';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
