@@ -16,6 +16,11 @@ export const Settings = z.object({
   defaultNetwork: NetworkPolicy,
   defaultTimeoutSec: z.number().int().min(10),
   defaultAllowlist: z.array(z.string()),
+  /**
+   * How QEMU runs VM sandboxes: `auto` (default) boots a test guest under KVM once per QEMU/kernel
+   * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
+   */
+  vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

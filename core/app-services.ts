@@ -133,7 +133,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
     }
     const { probeIsolation } = await import('./sandbox/qemu/probe-isolation');
-    for (const p of await probeIsolation({ env: core.env })) {
+    for (const p of await probeIsolation({ env: core.env, accelSetting: (await core.settings.get()).vmAccel })) {
       checks.push({
         id: `isolation.${p.kind}`,
         label: `VM isolation (${p.kind})`,

@@ -40,6 +40,9 @@ export const RunIsolation = z.object({
   network: z.enum(['none', 'allowlist', 'open']),
   /** The engine's id of the sandbox while it exists (for the reaper after a crash). */
   sandboxId: z.string().optional(),
+  /** VMs: how the guest ran (`tcg` = software emulation) and why, including a retry under TCG after KVM failed. */
+  accel: z.enum(['kvm', 'hvf', 'tcg']).optional(),
+  accelNote: z.string().optional(),
 });
 export type RunIsolation = z.infer<typeof RunIsolation>;
 

@@ -103,6 +103,10 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
     expect(run.isolation.kind).toBe('qemu');
+    // The record says how the guest ran, and why when it was not hardware virtualization.
+    const isolation = (await f.core.store.get(run.id)).isolation as { accel?: string; accelNote?: string };
+    expect(['kvm', 'hvf', 'tcg']).toContain(isolation.accel);
+    if (isolation.accel === 'tcg') expect(isolation.accelNote).toMatch(/software emulation/);
 
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ifaces: lo');

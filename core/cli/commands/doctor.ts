@@ -161,7 +161,10 @@ export const isolationCheck: DoctorCheck = {
   async run(ctx) {
     const { probeIsolation } = await import('../../sandbox/qemu/probe-isolation');
     const engineOk = ctx.state.has('engine');
-    const probes = await probeIsolation({ env: ctx.io.env, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
+    const { SettingsStore } = await import('../../app');
+    const { airlockHome } = await import('../../common/paths');
+    const { vmAccel } = await new SettingsStore(airlockHome(ctx.io.env)).get();
+    const probes = await probeIsolation({ env: ctx.io.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
     const vm = probes.filter((p) => p.kind !== 'docker');
     const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
     return vm.some((p) => p.available)
