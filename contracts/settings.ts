@@ -32,6 +32,11 @@ export const Settings = z.object({
    * (docs/architecture.md §9). They drive the cost shown and `--budget-usd`.
    */
   prices: z.record(z.string().min(1).max(200), ModelPrice).optional(),
+  /**
+   * How QEMU runs VM sandboxes: `auto` (default) boots a test guest under KVM once per QEMU/kernel
+   * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
+   */
+  vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

@@ -130,7 +130,7 @@ export class AirlockCore {
       return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: 180_000 });
     }
     const { QemuDriver } = await import('./sandbox/qemu/qemu-driver');
-    const driver = new QemuDriver({ env: this.env });
+    const driver = new QemuDriver({ env: this.env, accelSetting: (await this.settings.get()).vmAccel });
     await driver.checkAvailable();
     return new SandboxManager(driver, { helloTimeoutMs: 180_000 });
   }

@@ -166,7 +166,10 @@ export const isolationCheck: ReadinessCheck = {
   async run(ctx) {
     const { probeIsolation } = await import('../sandbox/qemu/probe-isolation');
     const engineOk = ctx.state.has('engine');
-    const probes = await probeIsolation({ env: ctx.env, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
+    const { SettingsStore } = await import('../app');
+    const { airlockHome } = await import('../common/paths');
+    const { vmAccel } = await new SettingsStore(airlockHome(ctx.env)).get();
+    const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
     const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
     return probes.some((p) => p.kind !== 'docker' && p.available)
       ? { status: 'ok', detail: line }

@@ -16,6 +16,9 @@ export const RunSandbox = z.object({
   image: z.string().optional(),
   /** The engine's id of the sandbox (for the reaper after a crash). */
   id: z.string().optional(),
+  /** VMs: how the guest ran (`tcg` = software emulation) and why, including a retry under TCG after KVM failed. */
+  accel: z.enum(['kvm', 'hvf', 'tcg']).optional(),
+  accelNote: z.string().optional(),
 });
 export type RunSandbox = z.infer<typeof RunSandbox>;
 

@@ -377,7 +377,9 @@ export class RunService implements Disposable {
           if (e.type === 'published') live.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
         }),
       );
-      await this.update(live, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id } }));
+      const accel = vmAccelOf(sandbox.info);
+      await this.update(live, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
+      if (accel.accelNote) await this.note(live, `VM accelerator ${accel.accel}: ${accel.accelNote}`);
       if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
       this.throwIfStopped(live);
 
@@ -754,3 +756,10 @@ export class RunService implements Disposable {
   }
 }
 
+/** A VM sandbox's accelerator and why (QemuSandboxInfo), for the run record; nothing for containers. */
+function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string } {
+  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown };
+  if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
+  const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
+  return { accel: i.accel, ...(note ? { accelNote: note } : {}) };
+}

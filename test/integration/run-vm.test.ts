@@ -103,6 +103,10 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
     expect(run.sandbox.driver).toBe('qemu');
+    // The record says how the guest ran, and why when it was not hardware virtualization.
+    const { sandbox } = await f.core.store.get(run.id);
+    expect(['kvm', 'hvf', 'tcg']).toContain(sandbox.accel);
+    if (sandbox.accel === 'tcg') expect(sandbox.accelNote).toMatch(/software emulation/);
 
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ifaces: lo');

@@ -72,7 +72,7 @@ export interface DetectAccelOptions {
 
 const slower = `using software emulation, about ${TCG_SLOWDOWN}× slower`;
 /** What a user can do about a failed probe. */
-const recheck = `Updating QEMU or the host kernel runs this check again; ${ACCEL_ENV}=kvm or tcg overrides it.`;
+const recheck = `Updating QEMU or the host kernel runs this check again; ${ACCEL_ENV}=kvm or tcg overrides it`;
 
 /**
  * KVM (HVF on macOS) or TCG, and why. An override (`AIRLOCK_VM_ACCEL`, then the setting) is taken
@@ -114,11 +114,16 @@ export async function detectAccel(opts: DetectAccelOptions = {}): Promise<AccelP
   return { accel: 'tcg', reason: `no hardware acceleration support for ${platform} in Airlock's QEMU driver`, source: 'platform' };
 }
 
+/** The cache keeps the verdict, not its wording: the reason is written from it on every read. */
 interface CacheEntry {
   key: string;
-  accel: VmAccel;
-  reason: string;
+  verdict: BootVerdict;
   checkedAt: string;
+}
+
+function isVerdict(v: unknown): v is BootVerdict {
+  const o = v as Partial<Record<'outcome' | 'detail' | 'ms', unknown>> | undefined;
+  return !!o && typeof o.ms === 'number' && (o.outcome === 'ok' || ((o.outcome === 'abort' || o.outcome === 'hang' || o.outcome === 'no-marker') && typeof o.detail === 'string'));
 }
 
 async function fileStamp(file: string): Promise<string> {
@@ -140,15 +145,13 @@ async function probeKvmCached(opts: DetectAccelOptions & { kernel: string; initr
     const cached = await readFile(opts.cacheFile, 'utf8')
       .then((t) => JSON.parse(t) as Partial<CacheEntry>)
       .catch(() => undefined);
-    if (cached?.key === key && (cached.accel === 'kvm' || cached.accel === 'tcg') && typeof cached.reason === 'string') {
-      return { accel: cached.accel, reason: cached.reason, source: 'cache' };
-    }
+    if (cached?.key === key && isVerdict(cached.verdict)) return { ...verdictToAccel(cached.verdict), source: 'cache' };
   }
   const verdict = await probeKvmBoot({ qemuBinary: qemu, kernel: opts.kernel, initramfs: opts.initramfs, deadlineMs: opts.deadlineMs });
   const result: AccelProbe = { ...verdictToAccel(verdict), source: 'probe' };
   if (opts.cacheFile) {
     // Best effort: an unwritable cache only means probing again next time.
-    const entry: CacheEntry = { key, accel: result.accel, reason: result.reason, checkedAt: new Date().toISOString() };
+    const entry: CacheEntry = { key, verdict, checkedAt: new Date().toISOString() };
     const tmp = `${opts.cacheFile}.${process.pid}.${randomBytes(3).toString('hex')}`;
     await mkdir(path.dirname(opts.cacheFile), { recursive: true })
       .then(() => writeFile(tmp, JSON.stringify(entry, null, 2), { mode: 0o600 }))
@@ -187,13 +190,15 @@ function qemuError(stderr: string): string {
 
 export interface ProbeBootOptions {
   qemuBinary: string;
+  /** Default `kvm`; `tcg` checks that software emulation boots the same guest (tests). */
+  accel?: 'kvm' | 'tcg';
   kernel: string;
   initramfs: string;
   deadlineMs?: number;
 }
 
 /**
- * Boots the prepared kernel + initramfs under KVM with a one-line init (`rdinit=/bin/busybox sh -c
+ * Boots the prepared kernel + initramfs under KVM (or `accel`) with a one-line init (`rdinit=/bin/busybox sh -c
  * 'echo MARKER; poweroff'`, serial console on stdout) and classifies what happened: the marker
  * (ok), QEMU exiting first (abort when it failed or was killed by a signal, no-marker when it exited
  * cleanly), or nothing by the deadline (hang: QEMU is killed).
@@ -214,7 +219,8 @@ export function probeKvmBoot(o: ProbeBootOptions): Promise<BootVerdict> {
     // No '=' in the quoted command: the kernel would split the argument there.
     `"echo ${marker}; /bin/busybox poweroff -f"`,
   ].join(' ');
-  const args = ['-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot', '-machine', 'q35,accel=kvm', '-cpu', 'host', '-smp', '1', '-m', '128M', '-kernel', o.kernel, '-initrd', o.initramfs, '-append', append, '-serial', 'stdio'];
+  const machine = o.accel === 'tcg' ? ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'max'] : ['-machine', 'q35,accel=kvm', '-cpu', 'host'];
+  const args = ['-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot', ...machine, '-smp', '1', '-m', '128M', '-kernel', o.kernel, '-initrd', o.initramfs, '-append', append, '-serial', 'stdio'];
   const t0 = performance.now();
   return new Promise((resolve) => {
     let out = '';
