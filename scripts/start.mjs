@@ -3,22 +3,13 @@
 // Electron when its binary is installed, otherwise serves the same UI in the browser
 // (`airlock serve`) and prints the URL to open.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureBuilt } from './build.mjs';
+import { electronBinary } from './electron-binary.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
-
-/** The Electron binary, without touching `require('electron')` (which tries to download it). */
-function electronBinary() {
-  if (process.env.ELECTRON_OVERRIDE_DIST_PATH) return process.env.ELECTRON_OVERRIDE_DIST_PATH;
-  const pathFile = join(root, 'node_modules', 'electron', 'path.txt');
-  if (!existsSync(pathFile)) return undefined;
-  const bin = join(root, 'node_modules', 'electron', 'dist', readFileSync(pathFile, 'utf8').trim());
-  return existsSync(bin) ? bin : undefined;
-}
 
 function run(cmd, cmdArgs, opts = {}) {
   return new Promise((resolve) => {
@@ -41,7 +32,7 @@ try {
   process.exit(1);
 }
 
-const electron = electronBinary();
+const electron = electronBinary().path;
 if (electron && !args.includes('--browser')) {
   process.exit(await run(electron, [root, ...args]));
 }

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -73,12 +73,32 @@ function electronResourcesPath(): string | undefined {
   return typeof p === 'string' && p !== '' ? p : undefined;
 }
 
-// Found once, when this module loads, so callers that must stay synchronous can ask for it; a
-// failure surfaces where a resource is asked for, not as a failed import.
-const located: ResourcePaths | Error = await locateResources().catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+// The package root is found once, when this module loads, so callers that must stay synchronous
+// can ask; a failure surfaces where a resource is asked for, not as a failed import. The layout is
+// derived on each call: Electron's resourcesPath is read then, not at import.
+const root: string | Error = await findPackageRoot(path.dirname(fileURLToPath(import.meta.url))).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
 
 /** This process's resource layout (see {@link ResourcePaths}). */
 export function resourcePaths(): ResourcePaths {
-  if (located instanceof Error) throw located;
-  return located;
+  if (root instanceof Error) throw root;
+  return layoutFor(root, electronResourcesPath());
+}
+
+/**
+ * The files Airlock needs at run time that are absent (empty when all are there): the sandbox
+ * Dockerfiles and built payload, the VM guest init, the built UI, and in a packaged app the preload.
+ */
+export async function missingResources(paths: ResourcePaths = resourcePaths()): Promise<string[]> {
+  const needed = [
+    path.join(paths.sandboxDir, 'Dockerfile'),
+    path.join(paths.sandboxDir, 'agents.Dockerfile'),
+    path.join(paths.payloadDir, 'helper.js'),
+    path.join(paths.payloadDir, 'agent', 'agent.js'),
+    path.join(paths.payloadDir, 'agent', 'package.json'),
+    path.join(paths.vmDir, 'guest-init.sh'),
+    path.join(paths.rendererDir, 'index.html'),
+    ...(paths.packaged ? [paths.preloadFile] : []),
+  ];
+  const present = await Promise.all(needed.map((f) => access(f).then(() => true, () => false)));
+  return needed.filter((_, i) => !present[i]);
 }

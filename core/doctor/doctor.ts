@@ -1,6 +1,8 @@
+import path from 'node:path';
 import { toErrorInfo, type ErrorKind } from '../../contracts/errors';
 import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
+import { missingResources, resourcePaths } from '../common/resources';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
 import { connectEngine, pingEngine, type Engine } from '../sandbox/docker/engine';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
@@ -159,6 +161,19 @@ export const keychainCheck: ReadinessCheck = {
   },
 };
 
+/** Airlock's own files (sandbox Dockerfiles and payload, VM init, UI): a broken install shows here. */
+export const resourcesCheck: ReadinessCheck = {
+  id: 'resources',
+  label: "Airlock's files",
+  async run() {
+    const resources = resourcePaths();
+    const missing = await missingResources(resources);
+    return missing.length === 0
+      ? { status: 'ok', detail: `sandbox, VM and UI files found in ${resources.packaged ? path.dirname(resources.sandboxDir) : resources.appRoot}` }
+      : { status: 'fail', detail: `missing: ${missing.join(', ')}`, fix: 'Reinstall Airlock (in a source checkout, run `npm run build`).' };
+  },
+};
+
 /** Which isolation levels work here (containers, QEMU micro-VMs, Lima, WSL2), and why not. */
 export const isolationCheck: ReadinessCheck = {
   id: 'isolation',
@@ -179,7 +194,7 @@ export const isolationCheck: ReadinessCheck = {
 
 /** The checks both the CLI and the UI run, in order. */
 export function defaultDoctorChecks(): ReadinessCheck[] {
-  return [engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
 }
 
 /**
