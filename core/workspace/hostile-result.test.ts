@@ -55,13 +55,18 @@ function cloneAtStart(projectDir: string): string {
   return dir;
 }
 
+/** Puts a clone back to the run's start commit, nothing else in it. */
+function resetTo(dir: string, commit: string): void {
+  git(dir, ['checkout', '-q', '-f', '--detach', commit]);
+  git(dir, ['clean', '-qfdx']);
+}
+
 /**
  * The oracle: the base with exactly the reviewed bytes applied by stock `git apply`. Apply must
  * produce the same tree, byte for byte, in both modes and for every selection.
  */
-function expectAppliedEqualsReviewed(r: LocalResult, selection: ResultChange[], applied: { dir?: string; branchOf?: { repo: string; branch: string } }) {
-  const oracle = cloneAtStart(r.result.headCommit ? (applied.branchOf?.repo ?? (applied.dir as string)) : (applied.dir as string));
-  git(oracle, ['checkout', '-q', r.result.headCommit as string]);
+function expectAppliedEqualsReviewed(r: LocalResult, selection: ResultChange[], oracle: string, applied: { dir?: string; branchOf?: { repo: string; branch: string } }) {
+  resetTo(oracle, r.result.headCommit as string);
   const reviewedPatch = sectionsOf(r.patch, selection);
   if (reviewedPatch.length) execFileSync('git', ['apply', '--binary', '-'], { cwd: oracle, input: reviewedPatch });
   if (applied.dir) {
@@ -116,14 +121,21 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
 
   it('attack 2: a false file list and claimed modes change nothing: the host lists what it read, flags +x and symlinks, and applies only what it listed', async () => {
     const project = gitRepo({ 'README.md': 'readme\n', 'tool.sh': 'echo hi\n', 'conf.json': '{}\n' });
-    // The helper claims only "README.md modified, binary" (raw + numstat) whatever git says.
-    const sb = await lyingSandbox(project, { gitDiff: () => Buffer.from('README.md\0') });
+    // The helper claims only "README.md" changed, whatever its git says.
+    const gitLie = (): Buffer => Buffer.from('README.md\0');
+    const sb = await lyingSandbox(project, { gitDiff: gitLie });
     renameSync(sb.at('README.md'), sb.at('.envrc'));
     chmodSync(sb.at('tool.sh'), 0o755);
     unlinkSync(sb.at('conf.json'));
     symlinkSync('/etc/passwd', sb.at('conf.json'));
-    const r = await collectLocal(sb);
-    // `.envrc` was hidden from every hint: it is not in the result, so it can never be applied unseen.
+    // The stat listing still shows the new .envrc: the host lists the rename it read, flagged.
+    const seen = await collectLocal(sb);
+    expect(seen.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['renamed .envrc', 'modified conf.json', 'modified tool.sh']);
+    expect(classifyRisky(seen.result.changes, seen.patch).find((f) => f.path === '.envrc')?.reason).toMatch(/direnv/);
+    // Hidden from every hint (git and the stat listing lie), .envrc is not in the result at all,
+    // so it can never be applied unseen.
+    const hiding = new LyingShell({ gitDiff: gitLie, listing: (real) => Buffer.from(real.toString('utf8').split('\0').filter((rec) => !rec.endsWith(' .envrc')).join('\0')) });
+    const r = await collectLocal({ ...sb, shell: hiding });
     expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['deleted README.md', 'modified conf.json', 'modified tool.sh']);
     const byPath = new Map(r.result.changes.map((c) => [c.path, c]));
     expect(byPath.get('tool.sh')).toMatchObject({ oldMode: '100644', newMode: '100755', modeChanged: true });
@@ -137,7 +149,7 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
     const one = await applyResult({ projectDir: clone, repo: r.repo, result: r.result, patch: r.patch, reviewedSha256: r.result.patchSha256, files: ['README.md'], mode: 'working-tree' });
     expect(one.applied).toEqual(['README.md']);
     expect(existsSync(path.join(clone, '.envrc'))).toBe(false);
-    expectAppliedEqualsReviewed(r, selectChanges(r.result, ['README.md']), { dir: clone });
+    expectAppliedEqualsReviewed(r, selectChanges(r.result, ['README.md']), cloneAtStart(project), { dir: clone });
     // Without a selection, exactly the listed changes.
     const all = await applyResult({ projectDir: project, repo: r.repo, result: r.result, patch: r.patch, reviewedSha256: r.result.patchSha256, mode: 'working-tree' });
     expect(all.applied.sort()).toEqual(['README.md', 'conf.json', 'tool.sh']);
@@ -276,17 +288,19 @@ describe('review and apply agree byte for byte', () => {
     expect(labels.sort()).toEqual(['added.txt', 'bin/tool.sh', 'docs/gone.md', 'img/pic.bin', 'link', 'src/app.ts', 'src/new-name.ts']);
     const n = labels.length;
     const br = cloneAtStart(project);
+    const wt = cloneAtStart(project);
+    const oracle = cloneAtStart(project);
     for (let mask = 1; mask < 1 << n; mask++) {
       const files = labels.filter((_, i) => mask & (1 << i));
       const selection = selectChanges(r.result, files);
       const reviewedSha256 = sha256(sectionsOf(r.patch, selection));
-      const wt = cloneAtStart(project);
+      resetTo(wt, r.result.headCommit as string);
       const out = await applyResult({ projectDir: wt, repo: r.repo, result: r.result, patch: r.patch, files, reviewedSha256, mode: 'working-tree' });
       expect(out.conflicts).toEqual([]);
-      expectAppliedEqualsReviewed(r, selection, { dir: wt });
+      expectAppliedEqualsReviewed(r, selection, oracle, { dir: wt });
       const branch = `airlock/sel-${mask}`;
       await applyResult({ projectDir: br, repo: r.repo, result: r.result, patch: r.patch, files, reviewedSha256, mode: 'branch', branch });
-      expectAppliedEqualsReviewed(r, selection, { branchOf: { repo: br, branch } });
+      expectAppliedEqualsReviewed(r, selection, oracle, { branchOf: { repo: br, branch } });
     }
   }, 180_000);
 });
