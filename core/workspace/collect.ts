@@ -6,7 +6,7 @@ import { HostRepo } from './host-repo';
 import { parseHostileTar } from './hostile-tar';
 import { foldCollisions, symlinkLeavesProject, unsafePathReason } from './result-paths';
 import type { ManifestFile } from './snapshot';
-import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
+import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
 
 /** One changed file of a result, derived on the host. */
 export interface ResultChange extends FileChange {
@@ -86,6 +86,8 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   const skipped: StoredResult['skipped'] = [];
 
   const candidates = new Set<string>();
+  /** New files only the listing or the live feed proposed (checked against the workspace's .gitignore below). */
+  const newFromOthers = new Set<string>();
   const consider = (p: string, fromGit: boolean) => {
     const reason = unsafePathReason(p);
     if (reason) {
@@ -95,11 +97,15 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
     // New files: proposed by the sandbox's git tracking (its .gitignore), or by the others when
     // the project's own rules, read on the host, do not leave them out.
     if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && (!opts.isIgnored || opts.isIgnored(p))))) return;
+    if (!fromGit && !manifest.has(p) && !candidates.has(p)) newFromOthers.add(p);
     candidates.add(p);
   };
   for (const p of await gitHint(shell, layout)) consider(p, true);
   for (const p of await statHint(shell, layout, manifest)) consider(p, false);
   for (const p of opts.hints ?? []) consider(p, false);
+  // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
+  // trusting them can hide a change from the result, never add one.
+  for (const p of await ignoredInWorkspace(shell, layout, [...newFromOthers])) candidates.delete(p);
 
   // Read out exactly the candidates; the archive is hostile input.
   const wanted = [...candidates].sort();
@@ -207,6 +213,24 @@ async function gitHint(shell: WorkspaceShell, layout: WorkspaceLayout): Promise<
   try {
     const res = await serialized(shell, () => refreshedGit(shell, layout, ['diff', '--cached', '--name-only', '--no-renames', '-z', BASELINE_REF], 'listing changed paths'));
     return res.stdout.subarray(0, HINT_OUTPUT_BYTES).toString('utf8').split('\0').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/** Which of `paths` the workspace's ignore rules leave out (`git check-ignore`; failures: none). */
+async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout, paths: string[]): Promise<string[]> {
+  if (!paths.length) return [];
+  try {
+    const res = await shell.run({
+      argv: gitArgv(layout, ['check-ignore', '--no-index', '-z', '--stdin']),
+      env: gitEnv(layout),
+      stdin: `${paths.join('\0')}\0`,
+      maxOutputBytes: HINT_OUTPUT_BYTES,
+      timeoutMs: 5 * 60_000,
+    });
+    if (res.exitCode !== 0) return [];
+    return res.stdout.toString('utf8').split('\0').filter(Boolean);
   } catch {
     return [];
   }

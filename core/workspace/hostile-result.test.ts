@@ -232,6 +232,20 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
     expect(readdirSync(outside)).toEqual([]);
   });
 
+  it('new files the listing finds honour the project rules read on the host and the workspace .gitignore (a venv stays out)', async () => {
+    const project = gitRepo({ 'a.txt': 'a\n', '.gitignore': 'dist/\n' });
+    // The sandbox's git tracking says nothing changed (a rewritten baseline would do the same).
+    const sb = await lyingSandbox(project, { gitDiff: () => Buffer.alloc(0) });
+    mkdirSync(sb.at('.venv/lib'), { recursive: true });
+    writeFileSync(sb.at('.venv/.gitignore'), '*\n');
+    writeFileSync(sb.at('.venv/lib/site.py'), 'x\n');
+    mkdirSync(sb.at('dist'));
+    writeFileSync(sb.at('dist/bundle.js'), 'x\n');
+    writeFileSync(sb.at('src.ts'), 'new\n');
+    const r = await collectLocal(sb);
+    expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['added src.ts']);
+  });
+
   it('leaves names with a backslash (a Windows separator) out of the result', async () => {
     const project = gitRepo({ 'a.txt': 'a\n' });
     const sb = await localSandbox(project);
