@@ -457,6 +457,7 @@ export class RunService implements Disposable {
         manifest: hydrated.manifest,
         ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
         hints: changeHints,
+        isIgnored: snapshot.isIgnored,
       });
       const paths = this.deps.store.paths(id);
       await storeRunResult(this.deps.store, id, { result, patch });

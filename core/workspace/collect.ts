@@ -6,7 +6,7 @@ import { HostRepo } from './host-repo';
 import { parseHostileTar } from './hostile-tar';
 import { foldCollisions, symlinkLeavesProject, unsafePathReason } from './result-paths';
 import type { ManifestFile } from './snapshot';
-import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
+import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
 
 /** One changed file of a result, derived on the host. */
 export interface ResultChange extends FileChange {
@@ -49,6 +49,11 @@ export interface CollectOptions {
   headCommit?: string;
   /** Paths the live change feed reported during the run (a hint, like everything from inside). */
   hints?: Iterable<string>;
+  /**
+   * The project's own ignore rules as read on the host (`ProjectSnapshot.isIgnored`): new files
+   * the stat listing finds are proposed unless these rules leave them out.
+   */
+  isIgnored?: (rel: string) => boolean;
   /** Files above this are flagged `tooLarge` for review (default 1 MiB). */
   diffCapBytes?: number;
   /** A changed file above this is not collected and is listed (default 50 MiB). */
@@ -81,19 +86,26 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   const skipped: StoredResult['skipped'] = [];
 
   const candidates = new Set<string>();
+  /** New files only the listing or the live feed proposed (checked against the workspace's .gitignore below). */
+  const newFromOthers = new Set<string>();
   const consider = (p: string, fromGit: boolean) => {
     const reason = unsafePathReason(p);
     if (reason) {
       if (skipped.length < 1000) skipped.push({ path: p.slice(0, 300), reason });
       return;
     }
-    // Only the sandbox's git tracking (which honours .gitignore) may propose new files.
-    if (!manifest.has(p) && (!fromGit || NEVER_NEW.test(p))) return;
+    // New files: proposed by the sandbox's git tracking (its .gitignore), or by the others when
+    // the project's own rules, read on the host, do not leave them out.
+    if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && (!opts.isIgnored || opts.isIgnored(p))))) return;
+    if (!fromGit && !manifest.has(p) && !candidates.has(p)) newFromOthers.add(p);
     candidates.add(p);
   };
   for (const p of await gitHint(shell, layout)) consider(p, true);
   for (const p of await statHint(shell, layout, manifest)) consider(p, false);
   for (const p of opts.hints ?? []) consider(p, false);
+  // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
+  // trusting them can hide a change from the result, never add one.
+  for (const p of await ignoredInWorkspace(shell, layout, [...newFromOthers])) candidates.delete(p);
 
   // Read out exactly the candidates; the archive is hostile input.
   const wanted = [...candidates].sort();
@@ -206,10 +218,29 @@ async function gitHint(shell: WorkspaceShell, layout: WorkspaceLayout): Promise<
   }
 }
 
+/** Which of `paths` the workspace's ignore rules leave out (`git check-ignore`; failures: none). */
+async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout, paths: string[]): Promise<string[]> {
+  if (!paths.length) return [];
+  try {
+    const res = await shell.run({
+      argv: gitArgv(layout, ['check-ignore', '--no-index', '-z', '--stdin']),
+      env: gitEnv(layout),
+      stdin: `${paths.join('\0')}\0`,
+      maxOutputBytes: HINT_OUTPUT_BYTES,
+      timeoutMs: 5 * 60_000,
+    });
+    if (res.exitCode !== 0) return [];
+    return res.stdout.toString('utf8').split('\0').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
 /**
  * Hint 2: a stat listing of the workspace against the host manifest. A baseline file whose size,
- * mtime, type or exec bit differs, or that is gone, is a candidate (the agent can defeat this only
- * by restoring size and mtime — then the change is simply not part of the result).
+ * mtime, type or exec bit differs, or that is gone, is a candidate, and so is every file not in
+ * the baseline (the agent can hide an edit only by restoring size and mtime, a new file only by
+ * leaving it out of the listing — then the change is simply not part of the result).
  */
 async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[]> {
   const script = `cd "$1" && exec find . \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
@@ -228,7 +259,10 @@ async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest
     if (!m) continue;
     const p = m[5] as string;
     const base = manifest.get(p);
-    if (!base) continue;
+    if (!base) {
+      changed.push(p); // a new file: the caller decides whether it may be proposed
+      continue;
+    }
     seen.add(p);
     const isLink = m[1] === 'l';
     const exec = (parseInt(m[2] as string, 8) & 0o100) !== 0;

@@ -49,7 +49,7 @@ export class HostRepo {
    */
   async importer(): Promise<FastImport> {
     const exe = await gitExecutable();
-    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done'], {
+    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
       cwd: this.gitDir,
       env: { PATH: process.env.PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -78,6 +78,11 @@ export interface ProjectSnapshot {
   excluded: ExcludedEntry[];
   fileCount: number;
   totalBytes: number;
+  /**
+   * Whether a path that is not in the project (say, a file an agent created) would have been left
+   * out by the project's own ignore rules as read on the host (`.gitignore` files, `exclude`).
+   */
+  isIgnored(rel: string): boolean;
   /** Produces the streams; the project is read, never written. `onFile` sees each file's bytes as they stream. */
   open(onProgress?: (p: SnapshotProgress) => void, onFile?: SnapshotFileSink): SnapshotStreams;
 }
@@ -132,6 +137,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     return state;
   };
 
+  const levelsByDir = new Map<string, IgnoreLevel[]>();
   const walk = async (dirRel: string, levels: IgnoreLevel[], onlyForced: boolean): Promise<void> => {
     const abs = dirRel ? path.join(root, dirRel) : root;
     const dirents = await readdir(abs, { withFileTypes: true });
@@ -140,6 +146,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     if (respectGitignore && dirents.some((d) => d.name === '.gitignore' && d.isFile())) {
       here = [...levels, { prefix: dirRel, ig: ignore().add(await readText(path.join(abs, '.gitignore'))) }];
     }
+    levelsByDir.set(dirRel, here);
     for (const d of dirents) {
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
       const isDir = d.isDirectory();
@@ -201,6 +208,18 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     excluded,
     fileCount: files.length,
     totalBytes: files.reduce((n, e) => n + e.size, 0),
+    isIgnored: (rel) => {
+      if (isForced(rel, false)) return false;
+      const parts = rel.split('/');
+      let levels = levelsByDir.get('') ?? [];
+      for (let i = 0; i < parts.length; i++) {
+        const sub = parts.slice(0, i + 1).join('/');
+        const isDir = i < parts.length - 1;
+        if (extra.ignores(isDir ? `${sub}/` : sub) || gitignored(levels, sub, isDir)) return true;
+        if (isDir) levels = levelsByDir.get(sub) ?? levels;
+      }
+      return false;
+    },
     open: (onProgress, onFile) => openStreams(snapshot, (rel) => isForced(rel, false), onProgress, onFile),
   };
   return snapshot;

@@ -124,6 +124,50 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     });
   });
 
+  it('an agent that rewrites /airlock/baseline.git cannot change the result: it is derived on the host against the host baseline', async () => {
+    const dir = project();
+    await withSandbox(async (sb) => {
+      const snapshot = await snapshotProject(dir);
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
+      // The agent edits, then recommits the workspace as the sandbox's baseline and refreshes the
+      // tracking index, so the sandbox's own git sees no change at all.
+      const tamper = [
+        AGENT_SCRIPT,
+        'export GIT_DIR=/airlock/baseline.git GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/airlock/changes.index GIT_CONFIG_GLOBAL=/dev/null',
+        'git -c safe.directory=* add -A',
+        'c=$(git -c safe.directory=* -c user.name=a -c user.email=a@a commit-tree $(git -c safe.directory=* write-tree) -m tampered)',
+        'git -c safe.directory=* update-ref refs/heads/baseline "$c"',
+      ].join('\n');
+      const run = await sb.channel.run({ argv: ['sh', '-c', tamper] });
+      expect(run.stderr.toString()).toBe('');
+      expect(run.exitCode).toBe(0);
+      // The sandbox's own view is fooled: it reports nothing changed.
+      expect(await listChanges(sb.channel)).toEqual([]);
+
+      const { result, patch } = await collectResult(sb.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
+        manifest: hydrated.manifest,
+        isIgnored: snapshot.isIgnored,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      });
+      expect(result.baseCommit).toBe(hydrated.baselineCommit);
+      const by = Object.fromEntries(result.changes.map((c) => [c.path, c]));
+      expect(Object.keys(by).sort()).toEqual(['added.txt', 'bin/run.sh', 'docs/gone.md', 'img/logo.png', 'src/app.ts', 'src/new.ts']);
+      expect(by['src/new.ts']).toMatchObject({ status: 'renamed', oldPath: 'src/old.ts' });
+      expect(by['bin/run.sh']).toMatchObject({ modeChanged: true, newMode: '100755' });
+      expect(by['img/logo.png']).toMatchObject({ binary: true });
+      expect(patch.toString()).toContain('-export const b = 2;\n+export const b = 3;');
+      // Applied from host objects, the project ends up exactly as the agent left the workspace.
+      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
+      expect(applied.conflicts).toEqual([]);
+      expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toBe('export const a = 1;\nexport const b = 3;\n');
+      expect(existsSync(path.join(dir, 'src/old.ts'))).toBe(false);
+      expect(existsSync(path.join(dir, 'node_modules'))).toBe(false);
+    });
+  });
+
   it('reports changed paths live while a command runs', async () => {
     const dir = project();
     await withSandbox(async (sb) => {

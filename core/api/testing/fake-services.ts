@@ -3,6 +3,9 @@ import { newRunId } from '../../../contracts/ids';
 import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
 import { isFinalStatus, runTerminalId } from '../../../contracts';
 import { Emitter } from '../../common/disposable';
+
+/** The digest `diffs:list` reports for every fake run's result; `diffs:apply` insists on it. */
+export const FAKE_PATCH_SHA256 = 'ab'.repeat(32);
 import type { AirlockServices } from '../services';
 
 /**
@@ -274,7 +277,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     },
     diffs: {
       async list({ runId }) {
-        return { files: get(runId).files };
+        return { files: get(runId).files, patchSha256: FAKE_PATCH_SHA256 };
       },
       async file({ runId, path }) {
         const f = get(runId).files.find((x) => x.path === path);
@@ -286,6 +289,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       },
       async apply(args) {
         log('diffs:apply', args);
+        if (args.reviewedSha256 !== FAKE_PATCH_SHA256) throw new AirlockError('CONFLICT', 'This is not the result that was reviewed.');
         const files = args.files ?? get(args.runId).files.map((f) => f.path);
         return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };
       },

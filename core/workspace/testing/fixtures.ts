@@ -96,6 +96,7 @@ export async function collectLocal(sb: LocalSandbox, opts: Partial<CollectOption
     repo: sb.repo,
     baseCommit: await (sb.hydrated.hostBaseline as Promise<string>),
     manifest: sb.hydrated.manifest,
+    isIgnored: sb.snapshot.isIgnored,
     ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}),
     ...opts,
   });
