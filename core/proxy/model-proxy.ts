@@ -12,6 +12,7 @@ import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } fro
 import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
+import { applySideDoorPolicy } from './side-doors';
 
 export type { RunBudget } from './run-tokens';
 
@@ -35,6 +36,20 @@ export interface ModelCallEvent {
   aborted?: boolean;
   /** The request body, only when transcripts are on. */
   request?: unknown;
+}
+
+/**
+ * The proxy stripped, refused or (by the provider's setting) let through a side door of a call:
+ * a provider-side tool, `mcp_servers`, an unknown `anthropic-beta` (see side-doors.ts).
+ */
+export interface SideDoorEvent {
+  runId: string;
+  provider: string;
+  path: string;
+  stripped: string[];
+  allowed: string[];
+  /** The side door the call needed, when the call was refused (400) for it. */
+  refused?: string;
 }
 
 /** A provider ready to be called: where, in which format, with which key. */
@@ -127,6 +142,8 @@ interface PickedUpstream {
 interface AdmittedCall extends Caller, PickedUpstream {
   method: string;
   pathAndQuery: string;
+  /** The client's headers, less any `anthropic-beta` values the side-door policy removed. */
+  headers: IncomingMessage['headers'];
   body?: Buffer;
   parsed?: Record<string, unknown>;
   model: string;
@@ -162,12 +179,15 @@ export class ModelProxy implements Disposable {
   private readonly runs = new Map<string, RunState>();
   private readonly sockets = new Set<Socket>();
   private readonly didCall = new Emitter<ModelCallEvent>();
+  private readonly didSideDoor = new Emitter<SideDoorEvent>();
   private prices: PriceTable;
   private readonly maxBody: number;
   private port = 0;
 
   /** Fires once per call, when its answer is complete (or the client went away). */
   readonly onDidCall: Event<ModelCallEvent> = this.didCall.event;
+  /** Fires for each call with a side door stripped, refused or allowed by setting (for the audit log). */
+  readonly onDidSideDoor: Event<SideDoorEvent> = this.didSideDoor.event;
 
   constructor(private readonly opts: ModelProxyOptions) {
     this.prices = opts.prices ?? DEFAULT_PRICES;
@@ -260,6 +280,7 @@ export class ModelProxy implements Disposable {
   dispose(): void {
     void this.stop();
     this.didCall.dispose();
+    this.didSideDoor.dispose();
   }
 
   private send(res: ServerResponse, format: WireFormat, status: number, message: string, close = false): void {
@@ -434,12 +455,31 @@ export class ModelProxy implements Disposable {
       this.send(res, format, refusal.status, refusal.message);
       return undefined;
     }
+    // Side doors: provider-side tools and MCP servers would carry data out with the network off.
+    const doors = applySideDoorPolicy({ format, parsed, betaHeader: req.headers['anthropic-beta'], allow: resolved.config.allowSideDoors ?? [] });
+    if (doors.stripped.length || doors.allowed.length || doors.refusal) {
+      this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
+    }
+    if (doors.refusal) {
+      this.send(res, format, doors.refusal.status, doors.refusal.message);
+      return undefined;
+    }
+    if (doors.body) {
+      parsed = doors.body;
+      body = Buffer.from(JSON.stringify(parsed));
+    }
+    let headers = req.headers;
+    if (doors.beta) {
+      headers = { ...req.headers };
+      if (doors.beta.value === undefined) delete headers['anthropic-beta'];
+      else headers['anthropic-beta'] = doors.beta.value;
+    }
     if (parsed && stream && upstream.routePath === '/v1/chat/completions' && parsed.stream_options === undefined) {
       // Without this, streamed Chat Completions carry no usage and token budgets could not hold.
       parsed.stream_options = { include_usage: true };
       body = Buffer.from(JSON.stringify(parsed));
     }
-    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, body, parsed, model, stream };
+    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body, parsed, model, stream };
   }
 
   /** Why an otherwise well-formed call may not go out: a model outside the grant, a spent budget, no key. */
@@ -474,7 +514,7 @@ export class ModelProxy implements Disposable {
       key,
       method: call.method,
       pathAndQuery: call.pathAndQuery,
-      headers: req.headers,
+      headers: call.headers,
       body: call.body,
       onError: (err) => {
         if (!settle()) return;

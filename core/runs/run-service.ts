@@ -151,6 +151,12 @@ export class RunService implements Disposable {
 
   constructor(private readonly deps: RunServiceDeps) {
     this.subscriptions.add(deps.proxy.onDidCall((e) => this.onModelCall(e)));
+    this.subscriptions.add(
+      deps.proxy.onDidSideDoor((e) => {
+        const live = this.live.get(e.runId);
+        if (live) this.auditLater(live, 'side_door', { provider: e.provider, path: e.path, stripped: e.stripped, allowed: e.allowed, ...(e.refused ? { refused: e.refused } : {}) });
+      }),
+    );
   }
 
   /** Runs still in progress in this process. */

@@ -7,6 +7,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
 import { ensureBaseDisk } from './base-disk';
+import { keepCappedLog, type CappedLog } from './capped-log';
 import { buildQemuArgs } from './qemu-args';
 import { qmpCommand } from './qmp';
 import { runTool, runToolOk } from './run-tool';
@@ -64,6 +65,8 @@ interface LiveVm {
   wallClock?: NodeJS.Timeout;
   stderrTail: string;
   info: QemuSandboxInfo;
+  /** The helper's stderr, read from its socket into a capped file. */
+  helperLog?: CappedLog;
 }
 
 const ID_PREFIX = 'qemu-';
@@ -219,7 +222,7 @@ export class QemuDriver implements SandboxDriver {
         child.once('exit', () => resolve());
         child.once('error', () => resolve());
       });
-      vm = { runId: spec.runId, files, child, exited, stderrTail: '', info };
+      vm = { runId: spec.runId, files, child, exited, stderrTail: '', info, helperLog: keepCappedLog(files.helperLogSocket, files.helperLog) };
       const liveVm = vm;
       child.stderr?.on('data', (c: Buffer) => {
         liveVm.stderrTail = (liveVm.stderrTail + c.toString('utf8')).slice(-4000);
@@ -374,6 +377,7 @@ export class QemuDriver implements SandboxDriver {
     if (vm) {
       if (vm.wallClock) clearTimeout(vm.wallClock);
       vm.firstSocket?.destroy();
+      vm.helperLog?.dispose();
       if (vm.child.exitCode === null && vm.child.signalCode === null && vm.child.pid) {
         vm.child.kill('SIGKILL');
         removed.push(`process:${vm.child.pid}`);
@@ -461,6 +465,7 @@ export class QemuDriver implements SandboxDriver {
     for (const vm of this.live.values()) {
       if (vm.wallClock) clearTimeout(vm.wallClock);
       vm.firstSocket?.destroy();
+      vm.helperLog?.dispose();
       vm.child.kill('SIGKILL');
     }
     this.emitter.dispose();
