@@ -41,10 +41,18 @@ export interface AuditRecordData {
     latencyMs: number;
     inputTokens: number;
     outputTokens: number;
+    cacheReadTokens?: number;
+    cacheWriteTokens?: number;
     costUsd?: number;
     stream?: boolean;
     error?: string;
   };
+  /**
+   * The model proxy closed (stripped, or refused the call for) provider-side side doors of a call —
+   * provider-side tools, `mcp_servers`, unknown `anthropic-beta` values — or let named ones through
+   * because the provider's setting allows them.
+   */
+  side_door: { provider: string; path: string; stripped: string[]; allowed: string[]; refused?: string };
   /** A command approval (mode `ask`), or the standing policy. */
   approval: { id: string; command: string; approved: boolean; by: 'user' | 'auto' | 'timeout' };
   /** Credential-looking files left out of the sandbox copy. */

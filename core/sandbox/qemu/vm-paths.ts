@@ -44,6 +44,8 @@ export interface RunFiles {
   pidfile: string;
   console: string;
   helperLog: string;
+  /** QEMU serves the helper's log port here; the host copies it, capped, into `helperLog`. */
+  helperLogSocket: string;
   record: string;
 }
 
@@ -61,6 +63,7 @@ export function runFiles(runsDir: string, runId: string): RunFiles {
     pidfile: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
     helperLog: path.join(dir, 'helper.log'),
+    helperLogSocket: path.join(dir, 'hl.sock'),
     record: path.join(dir, 'run.json'),
   };
 }
