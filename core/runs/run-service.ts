@@ -1,15 +1,12 @@
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
+import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { TerminalOutput } from '../common/terminal-output';
 import { runTerminalId } from '../../contracts/terminals';
-import { commandOutputBytes, commandOutputEvent } from '../agents';
-import { OutputCapture } from '../common/output-capture';
-import { StreamRedactor } from '../common/stream-redactor';
-import { Utf8Carry } from '../common/utf8';
+import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { ModelCallEvent } from '../proxy/model-proxy';
@@ -18,6 +15,7 @@ import { newRunId } from '../../contracts/ids';
 import { isFinalStatus } from '../../contracts/runs';
 import type { StoredRun } from './run-record';
 import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import { runHostCommand } from './host-command';
 import { runSteps } from './run-steps';
 import type { RunUpdate } from './run-store';
 import { RunTerminal } from './run-terminal';
@@ -317,7 +315,7 @@ export class RunService implements Disposable {
     switch (event.type) {
       case 'command_request':
         // Protocol, not history: the command's own events follow.
-        void this.runHostCommand(live, event);
+        void runHostCommand(live, event, (e) => this.onAgentEvent(live, e));
         return;
       case 'command_started': {
         live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
@@ -367,85 +365,6 @@ export class RunService implements Disposable {
         break;
     }
     this.emitEvent(live, event);
-  }
-
-  /**
-   * Runs a command for the agent through the channel (host-run commands): its output reaches the
-   * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent
-   * gets what the model should see (head and tail) as a command_result line.
-   */
-  private async runHostCommand(live: LiveRun, req: AgentEventOf<'command_request'>): Promise<void> {
-    const started = Date.now();
-    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
-    const capture = new OutputCapture(req.capBytes);
-    const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
-    // A command can read the agent's environment (same user): the token never reaches the log, even
-    // cut across batches. Redaction comes before the cut at characters (the token is ASCII).
-    const secrets = live.tokenBytes ? [live.tokenBytes] : [];
-    const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
-    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
-    // Frames are gathered for a few ms (or 256 KB) per stream and handed on together, uncopied: the
-    // channel delivers a flood in frames of a few KB, and the terminal log takes a tick's worth as one writev.
-    const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
-    let waitingBytes = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const flush = () => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      waitingBytes = 0;
-      for (const stream of ['stdout', 'stderr'] as const) {
-        const parts = waiting[stream].splice(0);
-        if (!parts.length) continue;
-        for (const part of parts) {
-          const whole = carry[stream].cut(redactor[stream].push(part));
-          if (whole.length) emitOutput(stream, whole);
-        }
-      }
-    };
-    const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
-      capture.add(chunk);
-      // The other stream's output goes first, so the two stay in order.
-      if (waiting[stream === 'stdout' ? 'stderr' : 'stdout'].length) flush();
-      waiting[stream].push(chunk);
-      waitingBytes += chunk.length;
-      if (waitingBytes >= 256 * 1024) flush();
-      else timer ??= setTimeout(flush, 4);
-    };
-    let exitCode: number | null = null;
-    let timedOut = false;
-    let failure: string | undefined;
-    const sandbox = live.sandbox;
-    if (!sandbox || !live.agentProcess) failure = 'the run is ending';
-    else {
-      try {
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: live.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
-        live.hostCommands.add(proc);
-        const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
-        try {
-          const exit = await proc.exited;
-          exitCode = exit.exitCode;
-          timedOut = exit.timedOut;
-        } finally {
-          for (const d of subs) d.dispose();
-          live.hostCommands.delete(proc);
-        }
-      } catch (err) {
-        failure = (err as Error).message;
-      }
-    }
-    flush();
-    for (const stream of ['stdout', 'stderr'] as const) {
-      const tail = carry[stream].cut(redactor[stream].end());
-      if (tail.length) emitOutput(stream, tail);
-      const rest = carry[stream].rest();
-      if (rest) emitOutput(stream, rest);
-    }
-    const durationMs = Date.now() - started;
-    const outputBytes = capture.bytes;
-    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
-    if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
-    const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
-    live.agentProcess?.write(`${JSON.stringify(result)}\n`);
   }
 
   private onModelCall(e: ModelCallEvent): void {
