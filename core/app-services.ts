@@ -1,31 +1,26 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, FileDiff, RunEvent } from '../contracts';
+import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AuditRecordView } from '../contracts/audit';
 import type { AirlockServices } from './api/services';
-import { verifyAuditLog } from './audit';
-import type { ChannelProcess } from './channel/channel-client';
+import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
+import { readRunLogs, verifyRunLogs } from './audit/audit-reader';
+import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
-import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
-import { toChangedFile, toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
-import { RunTerminal } from './runs/run-terminal';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
-import { fileDiff, listChanges, type FileChange } from './workspace/changes';
+import type { ProviderConfig } from './keys/provider-catalog';
+import { applyRunResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { RunChanges } from './runs/run-changes';
+import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
+import { ShellSessions } from './runs/shell-sessions';
+import { replayTerminal } from './runs/terminal-replay';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
-}
-
-interface Shell {
-  runId: string;
-  process: ChannelProcess;
-  terminal: RunTerminal;
 }
 
 /**
@@ -43,43 +38,13 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   const { store, runs, vault, catalog } = core;
   /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
   const terminalOutput = new Emitter<TerminalOutput>();
-  const shells = new Map<string, Shell>();
-  let shellCounter = 0;
-  let buildCounter = 0;
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
+  const shells = new ShellSessions(runs, store, (c) => terminalOutput.fire(c));
+  const changes = new RunChanges(runs, store);
+  const logsOf = (run: StoredRun) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } });
+  let buildCounter = 0;
 
-  async function record(runId: string): Promise<StoredRun> {
-    return store.get(runId);
-  }
-
-  /** Changed files: live from the sandbox while it exists, else as collected at the end. */
-  async function changes(runId: string): Promise<FileChange[]> {
-    const sandbox = runs.sandboxOf(runId);
-    if (sandbox) {
-      try {
-        return await listChanges(sandbox.channel);
-      } catch {
-        // The sandbox went away between the check and the call: fall back to what was collected.
-      }
-    }
-    try {
-      return JSON.parse(await readFile(path.join(store.paths(runId).artifacts, 'changes.json'), 'utf8')) as FileChange[];
-    } catch {
-      await record(runId); // NOT_FOUND for an unknown run
-      return [];
-    }
-  }
-
-  async function storedPatch(runId: string): Promise<Buffer> {
-    try {
-      return await readFile(store.paths(runId).patch);
-    } catch {
-      const run = await record(runId);
-      throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
-    }
-  }
-
-  async function providerInfo(p: Awaited<ReturnType<typeof catalog.list>>[number]): Promise<ProviderInfo> {
+  async function providerInfo(p: ProviderConfig): Promise<ProviderInfo> {
     const key = await vault.info(p.id);
     return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
   }
@@ -145,14 +110,14 @@ export function servicesFor(core: AirlockCore): AirlockServices {
           .map(toRunSummary);
       },
       async get({ runId }) {
-        return toRunRecordView(await record(runId));
+        return toRunRecordView(await store.get(runId));
       },
       async cancel({ runId }) {
         return toRunSummary(await runs.cancel(runId));
       },
       async delete({ runId }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
-        await record(runId);
+        await store.get(runId);
         await store.delete(runId);
         return { deleted: true };
       },
@@ -160,7 +125,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { accepted: await runs.approve(runId, requestId, approved) };
       },
       async events({ runId, afterSeq, limit }) {
-        await record(runId);
+        await store.get(runId);
         const events: RunEvent[] = [];
         let more = false;
         for await (const e of store.readEvents<RunEvent>(runId)) {
@@ -175,19 +140,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
       },
       async openShell({ runId, cols, rows }) {
-        const sandbox = runs.sandboxOf(runId);
-        if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
-        const terminalId = `shell:${runId}:${++shellCounter}`;
-        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalOutput.fire(c));
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
-        proc.onStdout((d) => terminal.write(d));
-        proc.onStderr((d) => terminal.write(d));
-        // The shell ends by itself, or with the sandbox (the channel closes): either way it exits.
-        void proc.exited
-          .then((e) => terminal.exit(e.exitCode), () => terminal.exit(null))
-          .finally(() => shells.delete(terminalId));
-        shells.set(terminalId, { runId, process: proc, terminal });
-        return { terminalId };
+        return shells.open(runId, cols, rows);
       },
       publishPort({ runId, port }) {
         return runs.publishPort(runId, port);
@@ -201,36 +154,18 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     diffs: {
       async list({ runId }) {
-        const files = await changes(runId);
-        const live = runs.sandboxOf(runId) !== undefined;
-        const patch = live ? undefined : await storedPatch(runId).catch(() => undefined);
-        const risky = new Map(classifyRisky(files, patch).map((r) => [r.path, r.reason] as const));
-        const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
-        // Risky files first: they are what the user must look at before applying.
-        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)] };
+        return { files: await changes.list(runId) };
       },
-      async file({ runId, path: file, context }): Promise<FileDiff> {
-        const list = await changes(runId);
-        const change = list.find((c) => c.path === file);
-        if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
-        const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
-        if (change.binary || change.tooLarge) return { ...base, diff: '' };
-        const sandbox = runs.sandboxOf(runId);
-        if (sandbox) {
-          const d = await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) });
-          return { ...base, diff: d.diff };
-        }
-        void context;
-        return { ...base, diff: patchByFile(await storedPatch(runId)).get(file) ?? '' };
-      },
+      // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
+      file: ({ runId, path: file }) => changes.file(runId, file),
       async apply({ runId, files, mode, branch, targetDir }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
-        const run = await record(runId);
+        const run = await store.get(runId);
         const result = await applyRunResult({ store, run, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
         return result;
       },
       async exportPatch({ runId, files, destPath }) {
-        const patch = patchForFiles(await storedPatch(runId), files);
+        const patch = patchForFiles(await changes.storedPatch(runId), files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.
@@ -244,76 +179,29 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       onDidChange: runs.onDidChangeFiles,
     },
     terminals: {
-      async replay({ terminalId, offset, maxBytes }) {
-        const [kind, runId, n] = terminalId.split(':') as [string, string, string?];
-        const file = kind === 'run' ? path.join(store.paths(runId).dir, 'terminal.log') : path.join(store.paths(runId).dir, `shell-${n}.log`);
-        const { data, total } = await readSlice(file, offset, maxBytes);
-        // Never end a page inside a UTF-8 sequence: back off to the last character boundary.
-        let end = data.length;
-        if (offset + end < total) while (end > 0 && ((data[end] ?? 0) & 0xc0) === 0x80) end--;
-        return { data: data.subarray(0, end).toString('utf8'), nextOffset: offset + end, done: offset + end >= total, totalBytes: total };
-      },
-      async write({ terminalId, data }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { written: false };
-        shell.process.write(data);
-        return { written: true };
-      },
-      async resize({ terminalId, cols, rows }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { resized: false };
-        shell.process.resize(cols, rows);
-        return { resized: true };
-      },
-      async close({ terminalId }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { closed: false };
-        shell.process.kill('SIGHUP');
-        return { closed: true };
-      },
+      replay: ({ terminalId, offset, maxBytes }) => replayTerminal(store, terminalId, offset, maxBytes),
+      write: async ({ terminalId, data }) => ({ written: shells.write(terminalId, data) }),
+      resize: async ({ terminalId, cols, rows }) => ({ resized: shells.resize(terminalId, cols, rows) }),
+      close: async ({ terminalId }) => ({ closed: shells.close(terminalId) }),
       onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
     },
     settings: {
       get: () => core.settings.get(),
       update: (patch) => core.settings.update(patch),
       async appInfo() {
-        return { version: process.env.npm_package_version ?? '0.1.0', platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+        return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
       },
       onDidChange: core.settings.onDidChange,
     },
     audit: {
       async verify({ runId }) {
-        const run = await record(runId);
-        const anchor = run.audit && run.audit.count > 0 ? { minCount: run.audit.count, head: run.audit.head, headIndex: run.audit.count - 1 } : {};
-        const paths = store.paths(runId);
-        const result = await verifyAuditLog(paths.audit, { ...anchor, applyLog: paths.applyLog, ...(run.applyLog ? { applyAnchor: run.applyLog } : {}) });
+        const result = await verifyRunLogs(logsOf(await store.get(runId)));
         return result.ok
           ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
           : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
       },
       async read({ runId, offset, limit }) {
-        await record(runId);
-        let text = '';
-        // The apply log continues the chain (seq counts on), so its records read as the audit log's tail.
-        for (const file of [store.paths(runId).audit, store.paths(runId).applyLog]) {
-          try {
-            const part = await readFile(file, 'utf8');
-            text += part === '' || part.endsWith('\n') ? part : `${part}\n`;
-          } catch {
-            // no log (yet)
-          }
-        }
-        const lines = text.split('\n').filter(Boolean);
-        const records: AuditRecordView[] = [];
-        for (const line of lines.slice(offset, offset + limit)) {
-          try {
-            const r = JSON.parse(line) as { seq: number; ts: string; type: string; data: Record<string, unknown>; hash: string };
-            records.push({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash });
-          } catch {
-            // A torn line is reported by verify; reading skips it.
-          }
-        }
-        return { records, total: lines.length };
+        return readRunLogs(logsOf(await store.get(runId)), offset, limit);
       },
     },
     onDidTerminalOutput: terminalOutput.event,
@@ -322,7 +210,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     async dispose() {
       forwardRunTerminals.dispose();
-      for (const shell of shells.values()) shell.process.kill('SIGKILL');
+      shells.dispose();
       await core.dispose();
     },
   };
