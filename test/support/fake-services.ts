@@ -1,9 +1,9 @@
-import { AirlockError } from '../../../contracts/errors';
-import { newRunId } from '../../../contracts/ids';
-import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
-import { isFinalStatus, runTerminalId } from '../../../contracts';
-import { Emitter } from '../../common/disposable';
-import type { AirlockServices } from '../services';
+import { AirlockError } from '../../contracts/errors';
+import { newRunId } from '../../contracts/ids';
+import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import { isFinalStatus, runTerminalId } from '../../contracts';
+import { Emitter } from '../../core/common/disposable';
+import type { AirlockServices } from '../../core/api/services';
 
 /**
  * An in-memory AirlockServices for tests of the transports and the UI (not of the core): runs are
