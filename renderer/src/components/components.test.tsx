@@ -1,15 +1,12 @@
 // @vitest-environment jsdom
 import { cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../../test/support/fake-services';
-import { createApi, setApi } from '../api';
-import { connectStores } from '../stores/connect-stores';
+import type { FakeServices } from '../../../test/support/fake-services';
+import { connectFakeApp } from '../../../test/support/renderer-harness';
 import { useDiffStore } from '../stores/diff-store';
 import { useDoctorStore } from '../stores/doctor-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useRunsStore } from '../stores/runs-store';
-import { createMemoryTransport } from '../test-support';
 import { DoctorScreen } from './doctor-screen';
 import { KeysScreen } from './keys-screen';
 import { ReviewScreen } from './review-screen';
@@ -19,13 +16,9 @@ describe('screens (jsdom, fake services through the real router)', () => {
   let services: FakeServices;
   let disconnect: () => void;
   beforeEach(() => {
-    services = createFakeServices({ autoFinish: true });
-    const api = createApi(createMemoryTransport(createApiRouter(services)));
-    setApi(api);
-    disconnect = connectStores(api);
+    ({ services, disconnect } = connectFakeApp({ autoFinish: true }));
     useKeysStore.setState({ keys: [], providers: [], tests: {} });
     useDoctorStore.setState({ report: undefined, progress: undefined });
-    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
     useDiffStore.setState({ files: {}, diffs: {} });
   });
   afterEach(() => {

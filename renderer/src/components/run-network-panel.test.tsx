@@ -1,14 +1,11 @@
 // @vitest-environment jsdom
 import { act, cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../../test/support/fake-services';
+import type { FakeServices } from '../../../test/support/fake-services';
+import { connectFakeApp } from '../../../test/support/renderer-harness';
 import type { StartRunInput } from '../../../contracts';
-import { createApi, setApi } from '../api';
-import { connectStores } from '../stores/connect-stores';
 import { useNetworkStore } from '../stores/network-store';
 import { useRunsStore } from '../stores/runs-store';
-import { createMemoryTransport } from '../test-support';
 import { RunNetworkPanel, parsePort } from './run-network-panel';
 
 
@@ -16,11 +13,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
   let services: FakeServices;
   let disconnect: () => void;
   beforeEach(() => {
-    services = createFakeServices({ autoFinish: false });
-    const api = createApi(createMemoryTransport(createApiRouter(services)));
-    setApi(api);
-    disconnect = connectStores(api);
-    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
+    ({ services, disconnect } = connectFakeApp({ autoFinish: false }));
     useNetworkStore.setState({ ports: {}, blocked: {}, tails: {} });
   });
   afterEach(() => {

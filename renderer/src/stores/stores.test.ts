@@ -1,9 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createApiRouter } from '../../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../../test/support/fake-services';
-import { createApi, setApi } from '../api';
-import { createMemoryTransport } from '../test-support';
-import { connectStores } from './connect-stores';
+import type { FakeServices } from '../../../test/support/fake-services';
+import { connectFakeApp } from '../../../test/support/renderer-harness';
 import { useDiffStore } from './diff-store';
 import { useKeysStore } from './keys-store';
 import { MAX_EVENTS_PER_RUN, useRunsStore } from './runs-store';
@@ -13,11 +10,7 @@ describe('stores over the contracts (fake services, real router)', () => {
   let services: FakeServices;
   let disconnect: () => void;
   beforeEach(() => {
-    services = createFakeServices({ autoFinish: false });
-    const api = createApi(createMemoryTransport(createApiRouter(services)));
-    setApi(api);
-    disconnect = connectStores(api);
-    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
+    ({ services, disconnect } = connectFakeApp({ autoFinish: false }));
     useDiffStore.setState({ files: {}, diffs: {} });
   });
   afterEach(() => disconnect());
