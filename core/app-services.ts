@@ -1,33 +1,27 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, FileDiff, RunEvent } from '../contracts';
+import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AuditRecordView } from '../contracts/audit';
 import type { AirlockServices } from './api/services';
-import { verifyAuditLog } from './audit';
-import type { ChannelProcess } from './channel/channel-client';
+import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
+import { readRunLogs, verifyRunLogs } from './audit/audit-reader';
+import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
-import { packageVersion } from './common/resources';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
-import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
-import { toChangedFile, toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
-import { RunTerminal } from './runs/run-terminal';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
-import { fileDiff, listChanges, type FileChange } from './workspace/changes';
+import type { ProviderConfig } from './keys/provider-catalog';
+import { applyRunResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { RunChanges } from './runs/run-changes';
+import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
+import { ShellSessions } from './runs/shell-sessions';
+import { replayTerminal } from './runs/terminal-replay';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, diffOf, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
 import { sha256 } from './workspace/collect';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
-}
-
-interface Shell {
-  runId: string;
-  process: ChannelProcess;
-  terminal: RunTerminal;
 }
 
 /**
@@ -45,49 +39,13 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   const { store, runs, vault, catalog } = core;
   /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
   const terminalOutput = new Emitter<TerminalOutput>();
-  const shells = new Map<string, Shell>();
-  let shellCounter = 0;
-  let buildCounter = 0;
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
+  const shells = new ShellSessions(runs, store, (c) => terminalOutput.fire(c));
+  const changes = new RunChanges(runs, store);
+  const logsOf = (run: StoredRun) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } });
+  let buildCounter = 0;
 
-  async function record(runId: string): Promise<StoredRun> {
-    return store.get(runId);
-  }
-
-  /**
-   * Changed files: while the sandbox exists, its own listing (a hint for the live view: apply is
-   * refused until the run ends); after, the result the host derived at collect.
-   */
-  async function changes(runId: string): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
-    const sandbox = runs.sandboxOf(runId);
-    if (sandbox) {
-      try {
-        return { files: await listChanges(sandbox.channel) };
-      } catch {
-        // The sandbox went away between the check and the call: fall back to what was collected.
-      }
-    }
-    try {
-      const stored = await loadRunResult(store, runId);
-      return { files: stored.result.changes, stored };
-    } catch (err) {
-      await record(runId); // NOT_FOUND for an unknown run
-      if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw err;
-      return { files: [] };
-    }
-  }
-
-  async function storedResult(runId: string): Promise<LoadedResult> {
-    try {
-      return await loadRunResult(store, runId);
-    } catch (err) {
-      const run = await record(runId);
-      if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
-      throw err;
-    }
-  }
-
-  async function providerInfo(p: Awaited<ReturnType<typeof catalog.list>>[number]): Promise<ProviderInfo> {
+  async function providerInfo(p: ProviderConfig): Promise<ProviderInfo> {
     const key = await vault.info(p.id);
     return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
   }
@@ -153,14 +111,14 @@ export function servicesFor(core: AirlockCore): AirlockServices {
           .map(toRunSummary);
       },
       async get({ runId }) {
-        return toRunRecordView(await record(runId));
+        return toRunRecordView(await store.get(runId));
       },
       async cancel({ runId }) {
         return toRunSummary(await runs.cancel(runId));
       },
       async delete({ runId }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
-        await record(runId);
+        await store.get(runId);
         await store.delete(runId);
         return { deleted: true };
       },
@@ -168,7 +126,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { accepted: await runs.approve(runId, requestId, approved) };
       },
       async events({ runId, afterSeq, limit }) {
-        await record(runId);
+        await store.get(runId);
         const events: RunEvent[] = [];
         let more = false;
         for await (const e of store.readEvents<RunEvent>(runId)) {
@@ -183,19 +141,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
       },
       async openShell({ runId, cols, rows }) {
-        const sandbox = runs.sandboxOf(runId);
-        if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
-        const terminalId = `shell:${runId}:${++shellCounter}`;
-        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalOutput.fire(c));
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
-        proc.onStdout((d) => terminal.write(d));
-        proc.onStderr((d) => terminal.write(d));
-        // The shell ends by itself, or with the sandbox (the channel closes): either way it exits.
-        void proc.exited
-          .then((e) => terminal.exit(e.exitCode), () => terminal.exit(null))
-          .finally(() => shells.delete(terminalId));
-        shells.set(terminalId, { runId, process: proc, terminal });
-        return { terminalId };
+        return shells.open(runId, cols, rows);
       },
       publishPort({ runId, port }) {
         return runs.publishPort(runId, port);
@@ -209,34 +155,17 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     diffs: {
       async list({ runId }) {
-        const { files, stored } = await changes(runId);
-        const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
-        const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
-        // Risky files first: they are what the user must look at before applying.
-        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
+        return changes.list(runId);
       },
-      async file({ runId, path: file, context }): Promise<FileDiff> {
-        const { files: list, stored } = await changes(runId);
-        const change = list.find((c) => c.path === file);
-        if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
-        const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
-        if (change.binary || change.tooLarge) return { ...base, diff: '' };
-        const sandbox = runs.sandboxOf(runId);
-        if (sandbox) {
-          const d = await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) });
-          return { ...base, diff: d.diff };
-        }
-        void context;
-        return { ...base, diff: diffOf(stored ?? (await storedResult(runId)), file) ?? '' };
-      },
+      // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
+      file: ({ runId, path: file }) => changes.file(runId, file),
       async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
-        const run = await record(runId);
+        const run = await store.get(runId);
         return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
       },
       async exportPatch({ runId, files, destPath }) {
-        const loaded = await storedResult(runId);
-        const patch = patchForFiles(loaded, files);
+        const patch = patchForFiles(await changes.storedResult(runId), files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.
@@ -250,76 +179,29 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       onDidChange: runs.onDidChangeFiles,
     },
     terminals: {
-      async replay({ terminalId, offset, maxBytes }) {
-        const [kind, runId, n] = terminalId.split(':') as [string, string, string?];
-        const file = kind === 'run' ? path.join(store.paths(runId).dir, 'terminal.log') : path.join(store.paths(runId).dir, `shell-${n}.log`);
-        const { data, total } = await readSlice(file, offset, maxBytes);
-        // Never end a page inside a UTF-8 sequence: back off to the last character boundary.
-        let end = data.length;
-        if (offset + end < total) while (end > 0 && ((data[end] ?? 0) & 0xc0) === 0x80) end--;
-        return { data: data.subarray(0, end).toString('utf8'), nextOffset: offset + end, done: offset + end >= total, totalBytes: total };
-      },
-      async write({ terminalId, data }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { written: false };
-        shell.process.write(data);
-        return { written: true };
-      },
-      async resize({ terminalId, cols, rows }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { resized: false };
-        shell.process.resize(cols, rows);
-        return { resized: true };
-      },
-      async close({ terminalId }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { closed: false };
-        shell.process.kill('SIGHUP');
-        return { closed: true };
-      },
+      replay: ({ terminalId, offset, maxBytes }) => replayTerminal(store, terminalId, offset, maxBytes),
+      write: async ({ terminalId, data }) => ({ written: shells.write(terminalId, data) }),
+      resize: async ({ terminalId, cols, rows }) => ({ resized: shells.resize(terminalId, cols, rows) }),
+      close: async ({ terminalId }) => ({ closed: shells.close(terminalId) }),
       onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
     },
     settings: {
       get: () => core.settings.get(),
       update: (patch) => core.settings.update(patch),
       async appInfo() {
-        return { version: await packageVersion(), platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+        return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
       },
       onDidChange: core.settings.onDidChange,
     },
     audit: {
       async verify({ runId }) {
-        const run = await record(runId);
-        const anchor = run.audit && run.audit.count > 0 ? { minCount: run.audit.count, head: run.audit.head, headIndex: run.audit.count - 1 } : {};
-        const paths = store.paths(runId);
-        const result = await verifyAuditLog(paths.audit, { ...anchor, applyLog: paths.applyLog, ...(run.applyLog ? { applyAnchor: run.applyLog } : {}) });
+        const result = await verifyRunLogs(logsOf(await store.get(runId)));
         return result.ok
           ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
           : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
       },
       async read({ runId, offset, limit }) {
-        await record(runId);
-        let text = '';
-        // The apply log continues the chain (seq counts on), so its records read as the audit log's tail.
-        for (const file of [store.paths(runId).audit, store.paths(runId).applyLog]) {
-          try {
-            const part = await readFile(file, 'utf8');
-            text += part === '' || part.endsWith('\n') ? part : `${part}\n`;
-          } catch {
-            // no log (yet)
-          }
-        }
-        const lines = text.split('\n').filter(Boolean);
-        const records: AuditRecordView[] = [];
-        for (const line of lines.slice(offset, offset + limit)) {
-          try {
-            const r = JSON.parse(line) as { seq: number; ts: string; type: string; data: Record<string, unknown>; hash: string };
-            records.push({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash });
-          } catch {
-            // A torn line is reported by verify; reading skips it.
-          }
-        }
-        return { records, total: lines.length };
+        return readRunLogs(logsOf(await store.get(runId)), offset, limit);
       },
     },
     onDidTerminalOutput: terminalOutput.event,
@@ -328,7 +210,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     async dispose() {
       forwardRunTerminals.dispose();
-      for (const shell of shells.values()) shell.process.kill('SIGKILL');
+      shells.dispose();
       await core.dispose();
     },
   };

@@ -1,6 +1,5 @@
-import { access, mkdir, readFile, writeFile, rename, open } from 'node:fs/promises';
+import { access, mkdir, readFile, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
-import os from 'node:os';
 import { AirlockError } from '../contracts/errors';
 import type { Settings } from '../contracts/settings';
 import { getAgentAdapter } from './agents';
@@ -277,27 +276,3 @@ function exists(p: string): Promise<boolean> {
     () => false,
   );
 }
-
-/** Reads `length` bytes of a file from `offset` (for terminal log replay). */
-export async function readSlice(file: string, offset: number, length: number): Promise<{ data: Buffer; total: number }> {
-  let handle;
-  try {
-    handle = await open(file, 'r');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { data: Buffer.alloc(0), total: 0 };
-    throw err;
-  }
-  try {
-    const { size } = await handle.stat();
-    const n = Math.max(0, Math.min(length, size - offset));
-    const buf = Buffer.alloc(n);
-    if (n) await handle.read(buf, 0, n, offset);
-    return { data: buf, total: size };
-  } finally {
-    await handle.close();
-  }
-}
-
-export const HOST_INFO = { platform: `${os.platform()}-${os.arch()}` };
-
-export { createAirlockServices } from './app-services';

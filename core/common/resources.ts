@@ -102,9 +102,3 @@ export async function missingResources(paths: ResourcePaths = resourcePaths()): 
   const present = await Promise.all(needed.map((f) => access(f).then(() => true, () => false)));
   return needed.filter((_, i) => !present[i]);
 }
-
-/** Airlock's version, from the package's own package.json (checkout, npm package or app.asar). */
-export async function packageVersion(paths: Pick<ResourcePaths, 'appRoot'> = resourcePaths()): Promise<string> {
-  const pkg = JSON.parse(await readFile(path.join(paths.appRoot, 'package.json'), 'utf8')) as { version?: unknown };
-  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-}

@@ -1,116 +1,27 @@
 import { createHash } from 'node:crypto';
-import { connect } from 'node:net';
 import os from 'node:os';
-import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
-import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import type { AgentEvent } from '../../contracts/agent-events';
+import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { TerminalOutput } from '../common/terminal-output';
 import { runTerminalId } from '../../contracts/terminals';
-import { commandOutputBytes, commandOutputEvent, type AgentAdapter, type AgentCommandContext } from '../agents';
-import { commandEnv } from '../common/command-env';
-import { OutputCapture } from '../common/output-capture';
-import { StreamRedactor } from '../common/stream-redactor';
-import { Utf8Carry } from '../common/utf8';
+import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
-import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
-import type { ModelCallEvent, ModelProxy } from '../proxy/model-proxy';
-import { proxyEnvFor } from '../proxy/model-proxy';
-import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
-import { DEFAULT_LIMITS } from '../sandbox/driver';
+import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
-import { watchChanges, type FileChange } from '../workspace/changes';
-import { collectResult } from '../workspace/collect';
-import { HostRepo } from '../workspace/host-repo';
-import { resultPaths, storeRunResult } from './run-apply';
-import { hydrate } from '../workspace/hydrate';
-import { snapshotProject } from '../workspace/snapshot';
-import { PreviewPorts } from '../network/preview-ports';
 import { newRunId } from '../../contracts/ids';
 import { isFinalStatus } from '../../contracts/runs';
-import { toChangedFile, type StoredRun } from './run-record';
-import type { RunStore, RunUpdate } from './run-store';
+import type { StoredRun } from './run-record';
+import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import { runHostCommand } from './host-command';
+import { runSteps } from './run-steps';
+import type { RunUpdate } from './run-store';
 import { RunTerminal } from './run-terminal';
 import { isProcessAlive } from '../common/process-alive';
 
-/** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
-export interface RunServiceDeps {
-  store: RunStore;
-  /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
-  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager>;
-  /** The image for an agent's variant on an isolation level, built on first use. */
-  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: 'container' | 'vm'): Promise<string>;
-  proxy: ModelProxy;
-  /** The model proxy's loopback port on the host. */
-  proxyPort: number;
-  /** Which wire format a provider speaks. */
-  providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
-  agent(kind: StartRunArgs['agent']): AgentAdapter;
-  /**
-   * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
-   * channel); returns the environment the agent needs and what to record.
-   */
-  network?(
-    sandbox: Sandbox,
-    run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
-  ): Promise<RunNetwork>;
-  limits?: SandboxLimits;
-  /** Called after an approval request is raised (desktop notification). */
-  notify?(message: { runId: string; title: string; body: string }): void;
-}
-
-/** A wider network policy in force for one run. */
-export interface RunNetwork extends Disposable {
-  env: Record<string, string>;
-  record: { policy: string; allow: string[]; warning?: string };
-  onDidConnect: Event<EgressAttempt>;
-  /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
-  allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
-}
-
-/** One connection attempt through a run's egress proxy (allow-list policy). */
-export interface EgressAttempt {
-  host: string;
-  port: number;
-  method: string;
-  allowed: boolean;
-  reason?: string;
-  bytesUp: number;
-  bytesDown: number;
-  durationMs: number;
-}
-
-interface LiveRun {
-  id: string;
-  input: StartRunArgs;
-  sandbox?: Sandbox;
-  previews?: PreviewPorts;
-  network?: RunNetwork;
-  agentProcess?: ChannelProcess;
-  /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
-  hostCommands: Set<ChannelProcess>;
-  /** Their environment: the agent's minus its provider settings and token. */
-  commandEnv: Record<string, string>;
-  /** The run token as bytes, removed from command output before it is logged or shown. */
-  tokenBytes?: Buffer;
-  cancelRequested: boolean;
-  timedOut: boolean;
-  seq: number;
-  audit: AuditLog;
-  terminal: RunTerminal;
-  disposables: DisposableStore;
-  /** Output digest per command id, for the audit record. */
-  commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
-  pendingApprovals: Map<string, string>;
-  agentErrors: Array<{ message: string; status?: number }>;
-  summary?: string;
-  finishReason?: string;
-  done: Promise<StoredRun>;
-  /** The lifecycle state last written (the audit's `from`). */
-  status: RunStatus;
-}
+export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 
 const OWNER = `${os.hostname()}:${process.pid}`;
 /** The VM driver each OS uses for `--isolation vm` (see core/app.ts). */
@@ -149,7 +60,21 @@ export class RunService implements Disposable {
   /** The changed files of a live run changed: refetch. */
   readonly onDidChangeFiles: Event<{ runId: string }> = this.filesEmitter.event;
 
+  /** What the steps (run-steps.ts) may do: record progress and start the agent. */
+  private readonly host: StepHost;
+
   constructor(private readonly deps: RunServiceDeps) {
+    this.host = {
+      deps,
+      workspace: deps.workspace ?? realWorkspace,
+      transition: (run, to, phase) => this.transition(run, to, phase),
+      update: (run, patch) => this.update(run, patch),
+      updateLater: (run, patch) => this.updateLater(run, patch),
+      auditLater: (run, type, data) => this.auditLater(run, type, data),
+      emitEvent: (run, event) => this.emitEvent(run, event),
+      filesChanged: (run) => this.filesEmitter.fire({ runId: run.id }),
+      runAgent: (run, argv, env, cwd) => this.runAgent(run, argv, env, cwd),
+    };
     this.subscriptions.add(deps.proxy.onDidCall((e) => this.onModelCall(e)));
     this.subscriptions.add(
       deps.proxy.onDidSideDoor((e) => {
@@ -255,6 +180,7 @@ export class RunService implements Disposable {
     const live: LiveRun = {
       id,
       input,
+      agent,
       cancelRequested: false,
       timedOut: false,
       seq: 0,
@@ -263,6 +189,7 @@ export class RunService implements Disposable {
       disposables: new DisposableStore(),
       commands: new Map(),
       hostCommands: new Set(),
+      changeHints: new Set(),
       commandEnv: {},
       pendingApprovals: new Map(),
       agentErrors: [],
@@ -270,7 +197,7 @@ export class RunService implements Disposable {
       done: Promise.resolve(record),
     };
     this.live.set(id, live);
-    live.done = this.execute(live, agent).finally(() => this.live.delete(id));
+    live.done = this.execute(live).finally(() => this.live.delete(id));
     this.statusEmitter.fire(record);
     return record;
   }
@@ -342,156 +269,22 @@ export class RunService implements Disposable {
 
   // --- the run itself -------------------------------------------------------------------------
 
-  private async execute(live: LiveRun, agent: AgentAdapter): Promise<StoredRun> {
-    const { input, id } = live;
+  /** Runs the steps under the run's wall-clock limit, then records how the run ended. */
+  private async execute(live: LiveRun): Promise<StoredRun> {
+    const { input } = live;
     const wallClock = setTimeout(() => {
       live.timedOut = true;
       void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
       live.agentProcess?.kill('SIGTERM');
     }, input.limits.timeoutSec * 1000);
     live.disposables.add(toDisposable(() => clearTimeout(wallClock)));
-    let failure: ErrorInfo | undefined;
-    try {
-      await this.transition(live, 'preparing', 'reading project');
-      const snapshot = await snapshotProject(input.projectDir);
-      if (snapshot.excluded.length) {
-        await live.audit.append('excluded_files', { files: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })) });
-      }
-      await this.update(live, { excludedFiles: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' });
-      this.throwIfStopped(live);
-
-      const image = await this.deps.image(
-        agent.imageVariant,
-        (p) => {
-          if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) });
-        },
-        input.isolation,
-      );
-      await this.update(live, { phase: 'starting sandbox' });
-      const manager = await this.deps.sandboxes(input.isolation);
-      const sandbox = await manager.create({
-        runId: id,
-        image,
-        limits: this.deps.limits ?? DEFAULT_LIMITS,
-        network: input.network === 'open' ? 'open' : 'none',
-      });
-      live.sandbox = sandbox;
-      // Published preview ports close with the run.
-      live.previews = live.disposables.add(new PreviewPorts(sandbox.channel));
-      live.disposables.add(
-        live.previews.onDidChange((e) => {
-          if (e.type === 'published') live.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
-        }),
-      );
-      const accel = vmAccelOf(sandbox.info);
-      await this.update(live, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
-      if (accel.accelNote) await this.note(live, `VM accelerator ${accel.accel}: ${accel.accelNote}`);
-      if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
-      this.throwIfStopped(live);
-
-      await this.update(live, { phase: 'copying project' });
-      // The agent starts once the copy is in place; change queries wait for the baseline commit.
-      // The host keeps its own baseline (same bytes) in the run's object store: results are computed against it.
-      const repo = await HostRepo.create(resultPaths(this.deps.store, id).objects);
-      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
-      this.throwIfStopped(live);
-
-      // The model proxy appears inside the sandbox on loopback, through the channel (docs/architecture.md §4).
-      const grant = this.deps.proxy.issueToken({
-        runId: id,
-        providers: [input.provider],
-        budget: {
-          ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
-          ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
-        },
-      });
-      live.disposables.add(grant);
-      const exposed = await sandbox.channel.exposeHostService(0, () => connect(this.deps.proxyPort, '127.0.0.1'));
-      live.disposables.add(exposed);
-      let networkEnv: Record<string, string> = {};
-      if (input.network !== 'none') {
-        if (!this.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-        const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) });
-        live.disposables.add(net);
-        live.network = net;
-        networkEnv = net.env;
-        await live.audit.append('network', { policy: input.network, allow: net.record.allow });
-        if (net.record.warning) live.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
-        live.disposables.add(
-          net.onDidConnect((e) => {
-            this.auditLater(live, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
-            if (!e.allowed) live.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
-          }),
-        );
-      }
-
-      const changeHints = new Set<string>();
-      live.disposables.add(
-        await watchChanges(sandbox.channel, (paths) => {
-          // Kept as a hint for collect (bounded): the result itself is read and derived on the host.
-          for (const p of paths) if (changeHints.size < 100_000) changeHints.add(p);
-          this.emitEvent(live, { type: 'file_changed', paths });
-          this.filesEmitter.fire({ runId: id });
-        }),
-      );
-
-      await this.transition(live, 'running', 'agent working');
-      const format = await this.deps.providerFormat(input.provider);
-      const ctx: AgentCommandContext = {
-        task: input.task,
-        model: input.model,
-        providerFormat: format,
-        proxyBaseUrl: `http://127.0.0.1:${exposed.port}`,
-        token: grant.token,
-        approval: input.approval,
-        ...(input.customCommand ? { customCommand: input.customCommand } : {}),
-      };
-      const command = agent.command(ctx);
-      const env = { ...proxyEnvFor(exposed.port, grant.token), ...networkEnv, ...command.env };
-      live.commandEnv = commandEnv(env);
-      live.tokenBytes = Buffer.from(grant.token);
-      // An agent that fails (budget, timeout, crash) still leaves its diff so far for review.
-      const agentFailure = await this.runAgent(live, agent, command.argv, env, command.cwd).then(
-        () => undefined,
-        (err: unknown) => err,
-      );
-
-      await this.transition(live, 'collecting', 'collecting the result');
-      const { result, patch } = await collectResult(sandbox.channel, {
-        repo,
-        baseCommit: await (hydrated.hostBaseline as Promise<string>),
-        manifest: hydrated.manifest,
-        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
-        hints: changeHints,
-        isIgnored: snapshot.isIgnored,
-      });
-      const paths = this.deps.store.paths(id);
-      await storeRunResult(this.deps.store, id, { result, patch });
-      if (result.changes.length) {
-        await live.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
-      }
-      await this.update(live, {
-        changedFiles: result.changes.map((c) => toChangedFile(c)),
-        patchPath: paths.patch,
-        baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
-      });
-      if (agentFailure) throw agentFailure;
-    } catch (err) {
-      failure = toErrorInfo(err);
-      if (!(err instanceof AirlockError)) {
-        failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
-        // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
-        if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${id}: ${(err as Error).stack ?? String(err)}\n`);
-      }
-      await live.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
-    } finally {
-      live.disposables.dispose();
-    }
-    return this.finish(live, failure);
+    const { failure, wipe } = await runSteps(this.host, live);
+    return this.settle(live, failure, wipe);
   }
 
   /** Starts the agent in the sandbox and pumps its output into events until it exits. */
-  private async runAgent(live: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
+  private async runAgent(live: LiveRun, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
+    const { agent } = live;
     const sandbox = live.sandbox as Sandbox;
     const parser = agent.createParser();
     const proc = sandbox.channel.spawn({ argv, cwd, env });
@@ -529,7 +322,7 @@ export class RunService implements Disposable {
     switch (event.type) {
       case 'command_request':
         // Protocol, not history: the command's own events follow.
-        void this.runHostCommand(live, event);
+        void runHostCommand(live, event, (e) => this.onAgentEvent(live, e));
         return;
       case 'command_started': {
         live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
@@ -581,85 +374,6 @@ export class RunService implements Disposable {
     this.emitEvent(live, event);
   }
 
-  /**
-   * Runs a command for the agent through the channel (host-run commands): its output reaches the
-   * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent
-   * gets what the model should see (head and tail) as a command_result line.
-   */
-  private async runHostCommand(live: LiveRun, req: AgentEventOf<'command_request'>): Promise<void> {
-    const started = Date.now();
-    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
-    const capture = new OutputCapture(req.capBytes);
-    const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
-    // A command can read the agent's environment (same user): the token never reaches the log, even
-    // cut across batches. Redaction comes before the cut at characters (the token is ASCII).
-    const secrets = live.tokenBytes ? [live.tokenBytes] : [];
-    const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
-    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
-    // Frames are gathered for a few ms (or 256 KB) per stream and handed on together, uncopied: the
-    // channel delivers a flood in frames of a few KB, and the terminal log takes a tick's worth as one writev.
-    const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
-    let waitingBytes = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const flush = () => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      waitingBytes = 0;
-      for (const stream of ['stdout', 'stderr'] as const) {
-        const parts = waiting[stream].splice(0);
-        if (!parts.length) continue;
-        for (const part of parts) {
-          const whole = carry[stream].cut(redactor[stream].push(part));
-          if (whole.length) emitOutput(stream, whole);
-        }
-      }
-    };
-    const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
-      capture.add(chunk);
-      // The other stream's output goes first, so the two stay in order.
-      if (waiting[stream === 'stdout' ? 'stderr' : 'stdout'].length) flush();
-      waiting[stream].push(chunk);
-      waitingBytes += chunk.length;
-      if (waitingBytes >= 256 * 1024) flush();
-      else timer ??= setTimeout(flush, 4);
-    };
-    let exitCode: number | null = null;
-    let timedOut = false;
-    let failure: string | undefined;
-    const sandbox = live.sandbox;
-    if (!sandbox || !live.agentProcess) failure = 'the run is ending';
-    else {
-      try {
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: live.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
-        live.hostCommands.add(proc);
-        const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
-        try {
-          const exit = await proc.exited;
-          exitCode = exit.exitCode;
-          timedOut = exit.timedOut;
-        } finally {
-          for (const d of subs) d.dispose();
-          live.hostCommands.delete(proc);
-        }
-      } catch (err) {
-        failure = (err as Error).message;
-      }
-    }
-    flush();
-    for (const stream of ['stdout', 'stderr'] as const) {
-      const tail = carry[stream].cut(redactor[stream].end());
-      if (tail.length) emitOutput(stream, tail);
-      const rest = carry[stream].rest();
-      if (rest) emitOutput(stream, rest);
-    }
-    const durationMs = Date.now() - started;
-    const outputBytes = capture.bytes;
-    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
-    if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
-    const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
-    live.agentProcess?.write(`${JSON.stringify(result)}\n`);
-  }
-
   private onModelCall(e: ModelCallEvent): void {
     const live = this.live.get(e.runId);
     if (!live) return;
@@ -679,23 +393,8 @@ export class RunService implements Disposable {
     this.updateLater(live, { usage });
   }
 
-  /** Final state, wipe (always) and its verification. */
-  private async finish(live: LiveRun, failure: ErrorInfo | undefined): Promise<StoredRun> {
-    await this.transition(live, 'wiping', 'wiping the sandbox');
-    let wipe: StoredRun['wipe'];
-    if (live.sandbox) {
-      try {
-        const proof = await live.sandbox.destroy();
-        wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, at: proof.verifiedAt };
-        await live.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
-        if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
-      } catch (err) {
-        const info = toErrorInfo(err);
-        failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
-        await live.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` });
-      }
-    }
-    this.deps.proxy.revokeRun(live.id);
+  /** After the wipe: the final status, the sealed audit log and the final record. */
+  private async settle(live: LiveRun, failure: ErrorInfo | undefined, wipe: StoredRun['wipe']): Promise<StoredRun> {
     live.terminal.exit(null);
     await live.terminal.flush();
     await this.deps.store.flushEvents(live.id);
@@ -717,11 +416,6 @@ export class RunService implements Disposable {
     await this.deps.store.flushEvents(live.id);
     this.statusEmitter.fire(record);
     return record;
-  }
-
-  private throwIfStopped(live: LiveRun): void {
-    if (live.cancelRequested) throw new AirlockError('CANCELLED', 'The run was cancelled.');
-    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s).`);
   }
 
   private async transition(live: LiveRun, to: RunStatus, phase?: string): Promise<void> {
@@ -763,10 +457,3 @@ export class RunService implements Disposable {
   }
 }
 
-/** A VM sandbox's accelerator and why (QemuSandboxInfo), for the run record; nothing for containers. */
-function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string } {
-  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown };
-  if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
-  const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
-  return { accel: i.accel, ...(note ? { accelNote: note } : {}) };
-}

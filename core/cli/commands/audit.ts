@@ -1,5 +1,5 @@
 import { AirlockError } from '../../../contracts/errors';
-import { verifyAuditLog, type AuditExpectation } from '../../audit/audit-log';
+import { verifyRunLogs } from '../../audit/audit-reader';
 import { airlockHome } from '../../common/paths';
 import { isFinalStatus } from '../../../contracts/runs';
 import type { StoredRun } from '../../runs/run-record';
@@ -30,14 +30,7 @@ export const auditCommand: CliCommand = {
       // The log is checked even when run.json is gone or damaged; it stands on its own.
       if (!(err instanceof AirlockError)) throw err;
     }
-    const expect: AuditExpectation = { applyLog: paths.applyLog, ...(record?.applyLog ? { applyAnchor: record.applyLog } : {}) };
-    if (record?.audit && record.audit.count > 0) {
-      // The run record's anchor catches a log cut at a record boundary.
-      expect.minCount = record.audit.count;
-      expect.head = record.audit.head;
-      expect.headIndex = record.audit.count - 1;
-    }
-    const result = await verifyAuditLog(paths.audit, expect);
+    const result = await verifyRunLogs({ ...paths, anchors: { ...(record?.audit ? { audit: record.audit } : {}), ...(record?.applyLog ? { applyLog: record.applyLog } : {}) } });
     if (!record && !result.ok && result.reason.includes('does not exist')) {
       throw new AirlockError('NOT_FOUND', `No run ${runId} (no ${paths.audit}). 'airlock runs' lists the runs.`);
     }

@@ -1,12 +1,12 @@
-import { AirlockError } from '../../../contracts/errors';
-import { newRunId } from '../../../contracts/ids';
-import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
-import { isFinalStatus, runTerminalId } from '../../../contracts';
-import { Emitter } from '../../common/disposable';
+import { AirlockError } from '../../contracts/errors';
+import { newRunId } from '../../contracts/ids';
+import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import { isFinalStatus, runTerminalId } from '../../contracts';
+import { Emitter } from '../../core/common/disposable';
+import type { AirlockServices } from '../../core/api/services';
 
 /** The digest `diffs:list` reports for every fake run's result; `diffs:apply` insists on it. */
 export const FAKE_PATCH_SHA256 = 'ab'.repeat(32);
-import type { AirlockServices } from '../services';
 
 /**
  * An in-memory AirlockServices for tests of the transports and the UI (not of the core): runs are
