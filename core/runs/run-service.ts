@@ -27,6 +27,7 @@ import { snapshotProject } from '../workspace/snapshot';
 import { PreviewPorts } from '../network/preview-ports';
 import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
 import type { RunStore } from './run-store';
+import { CommandLedger } from './command-ledger';
 import { RunTerminal } from './run-terminal';
 import type { StoredRun } from './run-view';
 import { isProcessAlive } from '../common/process-alive';
@@ -97,8 +98,8 @@ interface LiveRun {
   audit: AuditLog;
   terminal: RunTerminal;
   disposables: DisposableStore;
-  /** Output digest per command id, for the audit record. */
-  commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
+  /** Commands for the audit log: the host's own (host-run) apart from the agent's claims. */
+  commands: CommandLedger;
   pendingApprovals: Map<string, string>;
   agentErrors: Array<{ message: string; status?: number }>;
   summary?: string;
@@ -259,7 +260,7 @@ export class RunService implements Disposable {
       audit,
       terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
       disposables: new DisposableStore(),
-      commands: new Map(),
+      commands: new CommandLedger(),
       hostCommands: new Set(),
       commandEnv: {},
       pendingApprovals: new Map(),
@@ -417,7 +418,10 @@ export class RunService implements Disposable {
         live.disposables.add(
           net.onDidConnect((e) => {
             this.auditLater(live, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
-            if (!e.allowed) live.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
+            if (e.allowed) return;
+            // The typed event is what the UI and CLI act on; the terminal line is for people only.
+            this.emitEvent(live, { type: 'network_blocked', host: e.host.slice(0, 300), port: e.port, method: e.method.slice(0, 20), ...(e.reason ? { reason: e.reason.slice(0, 500) } : {}) });
+            live.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
           }),
         );
       }
@@ -519,39 +523,33 @@ export class RunService implements Disposable {
     }
   }
 
-  private onAgentEvent(live: LiveRun, event: AgentEvent): void {
+  /**
+   * One event of the run. `observed` is true only for the host's own account of a command it ran
+   * (host-run commands); the same event types from the agent's output are claims.
+   */
+  private onAgentEvent(live: LiveRun, event: AgentEvent, observed = false): void {
+    const source = observed ? 'observed' : 'claimed';
     switch (event.type) {
       case 'command_request':
         // Protocol, not history: the command's own events follow.
         void this.runHostCommand(live, event);
         return;
       case 'command_started': {
-        live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
+        live.commands.started(source, event.id, event.command, event.cwd);
         live.terminal.write(`\r\n\x1b[1m$ ${event.command.slice(0, MAX_TERMINAL_ECHO)}\x1b[0m\r\n`);
         break;
       }
       case 'command_output': {
         // Bytes from the parser, never decoded here; the UI's run terminal converts bare newlines.
         const bytes = commandOutputBytes(event);
-        const c = live.commands.get(event.id);
-        c?.hash.update(bytes);
-        if (c) c.bytes += bytes.length;
+        live.commands.output(source, event.id, bytes);
         live.terminal.write(bytes);
         break;
       }
       case 'command_exited': {
-        const c = live.commands.get(event.id);
-        live.commands.delete(event.id);
-        this.auditLater(live, 'command', {
-          id: event.id,
-          command: c?.command ?? '',
-          cwd: c?.cwd ?? '/workspace',
-          exitCode: event.exitCode,
-          durationMs: event.durationMs,
-          timedOut: event.timedOut,
-          outputBytes: event.outputBytes ?? c?.bytes ?? 0,
-          outputSha256: (c?.hash ?? createHash('sha256')).digest('hex'),
-        });
+        // Only what the host ran and saw is a `command` record; the agent's own word is a claim.
+        const record = live.commands.exited(source, event);
+        this.auditLater(live, record.type, record.data);
         if (event.timedOut) live.terminal.write(`\r\n[airlock: command timed out]\r\n`);
         break;
       }
@@ -582,14 +580,14 @@ export class RunService implements Disposable {
    */
   private async runHostCommand(live: LiveRun, req: AgentEventOf<'command_request'>): Promise<void> {
     const started = Date.now();
-    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
+    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd }, true);
     const capture = new OutputCapture(req.capBytes);
     const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
     // A command can read the agent's environment (same user): the token never reaches the log, even
     // cut across batches. Redaction comes before the cut at characters (the token is ASCII).
     const secrets = live.tokenBytes ? [live.tokenBytes] : [];
     const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
-    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
+    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes), true);
     // Frames are gathered for a few ms (or 256 KB) per stream and handed on together, uncopied: the
     // channel delivers a flood in frames of a few KB, and the terminal log takes a tick's worth as one writev.
     const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
@@ -648,7 +646,7 @@ export class RunService implements Disposable {
     }
     const durationMs = Date.now() - started;
     const outputBytes = capture.bytes;
-    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
+    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes }, true);
     if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
     const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
     live.agentProcess?.write(`${JSON.stringify(result)}\n`);

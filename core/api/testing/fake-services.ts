@@ -12,6 +12,8 @@ import type { AirlockServices } from '../services';
 export interface FakeServices extends AirlockServices {
   /** Emits terminal output for a run as if its command printed it. */
   emitOutput(runId: string, data: string): void;
+  /** Emits a run event as the core would (a host-observed network event, say). */
+  emitEvent(runId: string, event: RunEvent['event']): void;
   /** Finishes a live run (`done`). */
   finish(runId: string): void;
   readonly calls: Array<{ channel: string; args: unknown }>;
@@ -115,6 +117,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
   const services: FakeServices = {
     calls,
     emitOutput,
+    emitEvent: push,
     finish,
     async activeRunIds() {
       return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).map((r) => r.record.id);
