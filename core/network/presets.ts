@@ -5,6 +5,7 @@ import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { Allowlist, type AllowEntry } from './allowlist';
 import { isIpLiteral, normalizeHostName } from './address-checks';
+import { findTool } from '../common/resolve-tool';
 
 /**
  * Allow-list presets for package managers, DERIVED FROM THIS MACHINE'S OWN CONFIGURATION of each
@@ -43,12 +44,16 @@ export interface PresetContext {
 }
 
 /** The default tool runner: execFile with a timeout and no shell. */
-export const execTool: ToolRunner = (cmd, args, opts) =>
-  new Promise((resolve) => {
-    execFile(cmd, args, { env: opts.env, cwd: opts.cwd, timeout: 15_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout) => {
+export const execTool: ToolRunner = async (cmd, args, opts) => {
+  // Run with the project as cwd: the tool itself must come from PATH, never from that folder.
+  const bin = await findTool(cmd, opts.env ?? process.env);
+  if (!bin) return undefined;
+  return new Promise((resolve) => {
+    execFile(bin, args, { env: opts.env, cwd: opts.cwd, timeout: 15_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout) => {
       resolve(err ? undefined : stdout);
     });
   });
+};
 
 interface Ctx {
   env: NodeJS.ProcessEnv;
