@@ -315,12 +315,13 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     await registry?.close();
   });
 
-  it('reaches the npm registry through the npm preset, is refused elsewhere, and audits both', async () => {
+  it('reaches the registry the project names once the user allows it, is refused elsewhere, and audits both', async () => {
     const projectDir = await f.project(fakeRegistryProject(registry));
     const started = await f.start({
       projectDir,
       network: 'allowlist',
-      allowlist: ['preset:npm'],
+      // The project's .npmrc names the registry: preset:npm alone does not allow it (issue 12); the user's entry does.
+      allowlist: ['preset:npm', `${FAKE_REGISTRY_HOST}:${registry.port}`],
       script: [
         { toolCalls: [{ name: 'run_command', input: { command: `npm view ${FAKE_PACKAGE.name} version --no-update-notifier` } }] },
         // Resolves to the same fake, but is not on the list: refused by policy, never connected.
