@@ -1,5 +1,5 @@
 /**
- * Model proxy benchmarks (DESIGN.md §8: ≤ 0.3 ms added p50, and to first streamed byte).
+ * Model proxy benchmarks (docs/architecture.md §8: ≤ 0.3 ms added p50, and to first streamed byte).
  * The proxy runs in its own process (this file, started as a child) so its RSS is its own and it
  * does not share an event loop with the load generator; the fake upstream runs here.
  */
@@ -92,7 +92,7 @@ function call(base: string, path: string, body: string, headers: Record<string, 
   });
 }
 
-/** The reference point of DESIGN.md §8: the least a Node HTTP pass-through can do (no auth, no metering). */
+/** The reference point of docs/architecture.md §8: the least a Node HTTP pass-through can do (no auth, no metering). */
 async function startBarePassThrough(upstream: string): Promise<{ url: string; close(): Promise<void> }> {
   const target = new URL(upstream);
   const server = http.createServer((req, res) => {

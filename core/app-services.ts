@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, DoctorCheck, FileDiff, RunEvent } from '../contracts';
+import type { ChangedFile, FileDiff, RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
 import type { AuditRecordView } from '../contracts/audit';
@@ -9,41 +9,19 @@ import type { AirlockServices } from './api/services';
 import { verifyAuditLog } from './audit';
 import type { ChannelProcess } from './channel/channel-client';
 import { Emitter, type Event } from './common/disposable';
+import { packageVersion } from './common/resources';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
-import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
+import { toChangedFile, toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { RunTerminal } from './runs/run-terminal';
-import { connectEngine } from './sandbox/docker/engine';
-import { IMAGE_REPOSITORY } from './sandbox/image';
-import { checkEngine } from './sandbox/sandbox';
+import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
-
-/** Airlock base images present in the engine, newest first. */
-async function listSandboxImages(): Promise<string[]> {
-  const { docker } = await connectEngine();
-  const images = await docker.listImages({ filters: JSON.stringify({ label: ['airlock.variant=base'] }) });
-  return images
-    .sort((a, b) => b.Created - a.Created)
-    .flatMap((i) => (i.RepoTags ?? []).filter((t) => t.startsWith(`${IMAGE_REPOSITORY}:`)));
-}
+import { applyRunResult, classifyRisky, diffOf, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
+import { sha256 } from './workspace/collect';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
-}
-
-function toChangedFileView(c: FileChange, risky: Map<string, string>): ChangedFile {
-  return {
-    path: c.path,
-    ...(c.oldPath ? { oldPath: c.oldPath } : {}),
-    status: c.status,
-    binary: c.binary,
-    additions: c.additions,
-    deletions: c.deletions,
-    ...(c.modeChanged ? { modeChange: `${c.oldMode ?? '—'} → ${c.newMode ?? '—'}` } : {}),
-    ...(risky.has(c.path) ? { risky: risky.get(c.path) } : {}),
-  };
 }
 
 interface Shell {
@@ -53,7 +31,7 @@ interface Shell {
 }
 
 /**
- * The contracts implemented by the real core (DESIGN.md §5). Both transports — Electron IPC and
+ * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
 export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {
@@ -73,33 +51,39 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
 
   async function record(runId: string): Promise<StoredRun> {
-    return (await store.get(runId)) as StoredRun;
+    return store.get(runId);
   }
 
-  /** Changed files: live from the sandbox while it exists, else as collected at the end. */
-  async function changes(runId: string): Promise<FileChange[]> {
+  /**
+   * Changed files: while the sandbox exists, its own listing (a hint for the live view: apply is
+   * refused until the run ends); after, the result the host derived at collect.
+   */
+  async function changes(runId: string): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
     const sandbox = runs.sandboxOf(runId);
     if (sandbox) {
       try {
-        return await listChanges(sandbox.channel);
+        return { files: await listChanges(sandbox.channel) };
       } catch {
         // The sandbox went away between the check and the call: fall back to what was collected.
       }
     }
     try {
-      return JSON.parse(await readFile(path.join(store.paths(runId).artifacts, 'changes.json'), 'utf8')) as FileChange[];
-    } catch {
+      const stored = await loadRunResult(store, runId);
+      return { files: stored.result.changes, stored };
+    } catch (err) {
       await record(runId); // NOT_FOUND for an unknown run
-      return [];
+      if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw err;
+      return { files: [] };
     }
   }
 
-  async function storedPatch(runId: string): Promise<Buffer> {
+  async function storedResult(runId: string): Promise<LoadedResult> {
     try {
-      return await readFile(store.paths(runId).patch);
-    } catch {
+      return await loadRunResult(store, runId);
+    } catch (err) {
       const run = await record(runId);
-      throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
+      if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
+      throw err;
     }
   }
 
@@ -108,48 +92,10 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
   }
 
-  async function doctorChecks(): Promise<DoctorCheck[]> {
-    const checks: DoctorCheck[] = [];
-    const engine = await checkEngine();
-    checks.push(
-      engine.ok
-        ? { id: 'docker.engine', label: 'Container engine', status: 'ok', detail: `Docker API ${engine.version ?? ''} at ${engine.endpoint ?? 'default socket'}` }
-        : { id: 'docker.engine', label: 'Container engine', status: 'fail', detail: engine.error?.message ?? 'no engine answers', fix: 'Install and start Docker Engine, Docker Desktop, Colima, OrbStack or Podman; set DOCKER_HOST for a non-default socket.' },
-    );
-    const keychain = await vault.status();
-    checks.push(
-      keychain.available
-        ? { id: 'keychain', label: 'OS keychain', status: 'ok', detail: 'keys are stored in the OS keychain' }
-        : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
-    );
-    if (engine.ok) {
-      const images = await listSandboxImages();
-      checks.push(
-        images.length
-          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: `${images[0]} (rebuilt automatically when Airlock's sandbox files change)` }
-          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: 'not built yet', fix: 'Build it now (a few minutes, once), or let the first run build it.', fixAction: 'build-image' },
-      );
-    } else {
-      checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
-    }
-    const { probeIsolation } = await import('./sandbox/qemu/probe-isolation');
-    for (const p of await probeIsolation({ env: core.env })) {
-      checks.push({
-        id: `isolation.${p.kind}`,
-        label: `VM isolation (${p.kind})`,
-        status: p.available ? 'ok' : 'skipped',
-        detail: `${p.available ? 'available' : 'not available'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`,
-      });
-    }
-    return checks;
-  }
-
   const services: AirlockServices = {
     sandboxes: {
-      async doctor() {
-        const checks = await doctorChecks();
-        return { ready: !checks.some((c) => c.status === 'fail'), checks, checkedAt: new Date().toISOString() };
-      },
+      // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
+      doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
       async buildImage({ variant }) {
         const buildId = `b${++buildCounter}-${randomBytes(3).toString('hex')}`;
         const started = performance.now();
@@ -201,7 +147,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       },
       async list({ limit, status }) {
         const { runs: all } = await store.list();
-        return (all as StoredRun[])
+        return all
           .filter((r) => !status || status.includes(r.status))
           .slice(0, limit ?? all.length)
           .map(toRunSummary);
@@ -263,16 +209,14 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     diffs: {
       async list({ runId }) {
-        const files = await changes(runId);
-        const live = runs.sandboxOf(runId) !== undefined;
-        const patch = live ? undefined : await storedPatch(runId).catch(() => undefined);
-        const risky = new Map(classifyRisky(files, patch).map((r) => [r.path, r.reason] as const));
-        const views = files.map((f) => toChangedFileView(f, risky));
+        const { files, stored } = await changes(runId);
+        const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
+        const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
         // Risky files first: they are what the user must look at before applying.
-        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)] };
+        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
       },
       async file({ runId, path: file, context }): Promise<FileDiff> {
-        const list = await changes(runId);
+        const { files: list, stored } = await changes(runId);
         const change = list.find((c) => c.path === file);
         if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
         const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
@@ -283,25 +227,25 @@ export function servicesFor(core: AirlockCore): AirlockServices {
           return { ...base, diff: d.diff };
         }
         void context;
-        return { ...base, diff: patchByFile(await storedPatch(runId)).get(file) ?? '' };
+        return { ...base, diff: diffOf(stored ?? (await storedResult(runId)), file) ?? '' };
       },
-      async apply({ runId, files, mode, branch, targetDir }) {
+      async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
         const run = await record(runId);
-        const result = await applyRunResult({ store, run, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
-        return result;
+        return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
       },
       async exportPatch({ runId, files, destPath }) {
-        const patch = patchForFiles(await storedPatch(runId), files);
+        const loaded = await storedResult(runId);
+        const patch = patchForFiles(loaded, files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.
-          await writeRecordedPatch({ store, runId, dest, patch });
+          await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
         } else {
           await mkdir(path.dirname(dest), { recursive: true });
           await writeFile(dest, patch);
         }
-        return { path: dest, bytes: patch.length, ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+        return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
       },
       onDidChange: runs.onDidChangeFiles,
     },
@@ -339,7 +283,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       get: () => core.settings.get(),
       update: (patch) => core.settings.update(patch),
       async appInfo() {
-        return { version: process.env.npm_package_version ?? '0.1.0', platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+        return { version: await packageVersion(), platform: `${process.platform}-${process.arch}`, dataDir: core.home };
       },
       onDidChange: core.settings.onDidChange,
     },

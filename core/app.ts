@@ -9,6 +9,7 @@ import { airlockHome } from './common/paths';
 import { KeyVault } from './keys/key-vault';
 import { ProviderCatalog } from './keys/provider-catalog';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
+import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
@@ -129,7 +130,7 @@ export class AirlockCore {
       return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: 180_000 });
     }
     const { QemuDriver } = await import('./sandbox/qemu/qemu-driver');
-    const driver = new QemuDriver({ env: this.env });
+    const driver = new QemuDriver({ env: this.env, accelSetting: (await this.settings.get()).vmAccel });
     await driver.checkAvailable();
     return new SandboxManager(driver, { helloTimeoutMs: 180_000 });
   }
@@ -203,7 +204,10 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
   // A separate keychain service lets tests and side-by-side installs keep their own entries.
   const vault = new KeyVault(catalog, { service: env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock' });
   const settings = new SettingsStore(home);
-  const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: (await settings.get()).transcripts });
+  const initial = await settings.get();
+  const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: initial.transcripts, prices: priceTableFor(initial.prices) });
+  // A corrected price applies from the next call on; the store outlives the proxy's listeners.
+  settings.onDidChange((s) => proxy.setPrices(priceTableFor(s.prices)));
   const store = new RunStore({ home });
   const core = new AirlockCore(env, home, store, catalog, vault, proxy, settings);
   core.proxyPort = (await proxy.start()).port;

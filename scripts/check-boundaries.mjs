@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Import boundaries of DESIGN.md §3, checked on every source file:
+// Import boundaries of docs/architecture.md §3, checked on every source file:
 //   core never imports electron, main, renderer or preload;
 //   contracts imports only zod (and itself);
 //   renderer never imports core, main or node:* built-ins;

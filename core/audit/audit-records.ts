@@ -47,6 +47,8 @@ export interface AuditRecordData {
     latencyMs: number;
     inputTokens: number;
     outputTokens: number;
+    cacheReadTokens?: number;
+    cacheWriteTokens?: number;
     costUsd?: number;
     stream?: boolean;
     error?: string;

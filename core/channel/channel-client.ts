@@ -1,5 +1,5 @@
 /**
- * The host side of the channel into a sandbox (DESIGN.md §4): processes, files, watches and TCP
+ * The host side of the channel into a sandbox (docs/architecture.md §4): processes, files, watches and TCP
  * forwarding over one framed, multiplexed byte stream to the in-sandbox helper.
  *
  * Every pending call rejects with AirlockError('CHANNEL_CLOSED') when the channel closes or breaks;

@@ -70,7 +70,7 @@ function cookieToken(req: IncomingMessage, name: string): string | undefined {
 }
 
 /**
- * Serves the renderer and the API router over WebSocket on 127.0.0.1 (DESIGN.md §2.6). Every
+ * Serves the renderer and the API router over WebSocket on 127.0.0.1 (docs/architecture.md §2.6). Every
  * request needs the token (query parameter once, then a same-site cookie) and a loopback `Host`
  * (against DNS rebinding); a present `Origin` must be this host, and WebSocket upgrades must carry one.
  */

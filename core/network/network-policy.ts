@@ -9,7 +9,7 @@ import { derivePresets, PRESET_NAMES, type Preset, type PresetContext } from './
 import { ProjectNetworkStore } from './project-network-store';
 
 /**
- * A run's network policy (DESIGN.md §2.2):
+ * A run's network policy (docs/architecture.md §2.2):
  * - `none` (default): loopback only; the model proxy arrives through the channel.
  * - `allowlist`: egress only through the run's logging egress proxy, to allowed host names.
  * - `open`: full egress; needs a sandbox created with network `open`, shown with a warning.

@@ -21,15 +21,19 @@ import { proxyEnvFor } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
-import { collectResult, watchChanges, type FileChange } from '../workspace/changes';
+import { watchChanges, type FileChange } from '../workspace/changes';
+import { collectResult } from '../workspace/collect';
+import { HostRepo } from '../workspace/host-repo';
+import { resultPaths, storeRunResult } from './run-apply';
 import { hydrate } from '../workspace/hydrate';
 import { snapshotProject } from '../workspace/snapshot';
 import { PreviewPorts } from '../network/preview-ports';
-import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
-import type { RunStore } from './run-store';
+import { newRunId } from '../../contracts/ids';
+import { isFinalStatus } from '../../contracts/runs';
+import { toChangedFile, type StoredRun } from './run-record';
+import type { RunStore, RunUpdate } from './run-store';
 import { CommandLedger } from './command-ledger';
 import { RunTerminal } from './run-terminal';
-import type { StoredRun } from './run-view';
 import { isProcessAlive } from '../common/process-alive';
 
 /** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
@@ -122,15 +126,11 @@ function ownerIsGone(owner: string | undefined): boolean {
   return pid === process.pid ? false : !isProcessAlive(pid);
 }
 
-function toChangedFile(c: FileChange): ChangedFile {
-  return { path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}), binary: c.binary, additions: c.additions, deletions: c.deletions };
-}
-
 const MAX_TERMINAL_ECHO = 2000;
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
- * sandbox with its own run token (DESIGN.md §1). Every transition is an event and an audit record;
+ * sandbox with its own run token (docs/architecture.md §1). Every transition is an event and an audit record;
  * the sandbox is always wiped and verified gone, also on failure and cancel.
  */
 export class RunService implements Disposable {
@@ -177,27 +177,27 @@ export class RunService implements Disposable {
   async recover(managers: SandboxManager[]): Promise<string[]> {
     const { runs } = await this.deps.store.list();
     const interrupted: string[] = [];
-    for (const run of runs as StoredRun[]) {
-      if (TERMINAL_RUN_STATUSES.has(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
+    for (const run of runs) {
+      if (isFinalStatus(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
       const audit = await AuditLog.open(this.deps.store.paths(run.id).audit).catch(() => undefined);
       // A log sealed just before the crash (or one too damaged to open) is left as it is: evidence.
       if (audit && !audit.sealed) {
         await audit.append('lifecycle', { from: run.status, to: 'interrupted', reason: 'the process driving the run stopped' });
         await audit.seal();
       }
-      const updated = (await this.deps.store.update(run.id, {
+      const updated = await this.deps.store.update(run.id, {
         status: 'interrupted',
         phase: undefined,
         pendingApproval: undefined,
         endedAt: new Date().toISOString(),
         error: { kind: 'CANCELLED', message: 'Airlock stopped while this run was in progress; its sandbox was reaped. The diff saved so far (if any) is kept.' },
         ...(audit ? { audit: { count: audit.count, head: audit.head } } : {}),
-      } as Partial<StoredRun>)) as StoredRun;
+      });
       await audit?.close();
       interrupted.push(run.id);
       this.statusEmitter.fire(updated);
     }
-    const liveOwners = new Set((runs as StoredRun[]).filter((r) => !TERMINAL_RUN_STATUSES.has(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
+    const liveOwners = new Set(runs.filter((r) => !isFinalStatus(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
     for (const manager of managers) {
       await manager.reapOrphans((runId) => this.live.has(runId) || liveOwners.has(runId));
     }
@@ -216,7 +216,7 @@ export class RunService implements Disposable {
     }
     const id = newRunId();
     const now = new Date().toISOString();
-    const record = (await this.deps.store.create({
+    const record = await this.deps.store.create({
       id,
       task: input.task,
       projectDir: path.resolve(input.projectDir),
@@ -228,7 +228,9 @@ export class RunService implements Disposable {
       approval: input.approval,
       createdAt: now,
       updatedAt: now,
-      isolation: { kind: input.isolation === 'vm' ? VM_KIND : 'docker', network: input.network },
+      isolation: input.isolation,
+      network: input.network,
+      sandbox: { driver: input.isolation === 'vm' ? VM_KIND : 'docker' },
       limits: {
         timeoutSec: input.limits.timeoutSec,
         ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),
@@ -236,7 +238,7 @@ export class RunService implements Disposable {
       },
       owner: OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
-    } as StoredRun)) as StoredRun;
+    });
     const paths = this.deps.store.paths(id);
     const audit = await AuditLog.open(paths.audit);
     await audit.append('run_created', {
@@ -277,22 +279,19 @@ export class RunService implements Disposable {
   /** Resolves with the final record once the run has ended (at once for a finished run). */
   async wait(runId: string): Promise<StoredRun> {
     const live = this.live.get(runId);
-    return live ? live.done : ((await this.deps.store.get(runId)) as StoredRun);
+    return live ? live.done : this.deps.store.get(runId);
   }
 
   /** Stops the agent; the diff so far is kept for review and the sandbox is wiped. */
   async cancel(runId: string): Promise<StoredRun> {
     const live = this.live.get(runId);
-    if (!live) {
-      const run = (await this.deps.store.get(runId)) as StoredRun;
-      return run; // already finished: nothing to cancel
-    }
+    if (!live) return this.deps.store.get(runId); // already finished: nothing to cancel
     if (!live.cancelRequested) {
       live.cancelRequested = true;
       await this.note(live, 'cancel requested by the user');
       live.agentProcess?.kill('SIGTERM');
     }
-    return (await this.deps.store.get(runId)) as StoredRun;
+    return this.deps.store.get(runId);
   }
 
   /** Answers an approval request of a run in `ask` mode. */
@@ -305,7 +304,7 @@ export class RunService implements Disposable {
     live.agentProcess.write(`${JSON.stringify(response)}\n`);
     await live.audit.append('approval', { id: requestId, command, approved, by: 'user' });
     this.emitEvent(live, response);
-    await this.update(live, { pendingApproval: undefined } as Partial<StoredRun>);
+    await this.update(live, { pendingApproval: undefined });
     return true;
   }
 
@@ -359,17 +358,17 @@ export class RunService implements Disposable {
       if (snapshot.excluded.length) {
         await live.audit.append('excluded_files', { files: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })) });
       }
-      await this.update(live, { excluded: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' } as Partial<StoredRun>);
+      await this.update(live, { excludedFiles: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' });
       this.throwIfStopped(live);
 
       const image = await this.deps.image(
         agent.imageVariant,
         (p) => {
-          if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) } as Partial<StoredRun>);
+          if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) });
         },
         input.isolation,
       );
-      await this.update(live, { phase: 'starting sandbox' } as Partial<StoredRun>);
+      await this.update(live, { phase: 'starting sandbox' });
       const manager = await this.deps.sandboxes(input.isolation);
       const sandbox = await manager.create({
         runId: id,
@@ -385,16 +384,20 @@ export class RunService implements Disposable {
           if (e.type === 'published') live.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
         }),
       );
-      await this.update(live, (r) => ({ ...r, isolation: { ...r.isolation, image, sandboxId: sandbox.info.id } }));
+      const accel = vmAccelOf(sandbox.info);
+      await this.update(live, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
+      if (accel.accelNote) await this.note(live, `VM accelerator ${accel.accel}: ${accel.accelNote}`);
       if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
       this.throwIfStopped(live);
 
-      await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
+      await this.update(live, { phase: 'copying project' });
       // The agent starts once the copy is in place; change queries wait for the baseline commit.
-      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
+      // The host keeps its own baseline (same bytes) in the run's object store: results are computed against it.
+      const repo = await HostRepo.create(resultPaths(this.deps.store, id).objects);
+      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
       this.throwIfStopped(live);
 
-      // The model proxy appears inside the sandbox on loopback, through the channel (DESIGN.md §4).
+      // The model proxy appears inside the sandbox on loopback, through the channel (docs/architecture.md §4).
       const grant = this.deps.proxy.issueToken({
         runId: id,
         providers: [input.provider],
@@ -426,8 +429,11 @@ export class RunService implements Disposable {
         );
       }
 
+      const changeHints = new Set<string>();
       live.disposables.add(
         await watchChanges(sandbox.channel, (paths) => {
+          // Kept as a hint for collect (bounded): the result itself is read and derived on the host.
+          for (const p of paths) if (changeHints.size < 100_000) changeHints.add(p);
           this.emitEvent(live, { type: 'file_changed', paths });
           this.filesEmitter.fire({ runId: id });
         }),
@@ -455,24 +461,24 @@ export class RunService implements Disposable {
       );
 
       await this.transition(live, 'collecting', 'collecting the result');
-      const result = await collectResult(sandbox.channel, {
-        baselineCommit: hydrated.baselineCommit,
-        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      const { result, patch } = await collectResult(sandbox.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
         manifest: hydrated.manifest,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+        hints: changeHints,
+        isIgnored: snapshot.isIgnored,
       });
       const paths = this.deps.store.paths(id);
-      await mkdir(paths.artifacts, { recursive: true });
-      await writeFile(paths.patch, result.patch);
-      await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
-      await writeFile(path.join(paths.artifacts, 'changes.json'), JSON.stringify(result.changes));
+      await storeRunResult(this.deps.store, id, { result, patch });
       if (result.changes.length) {
         await live.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
       }
       await this.update(live, {
-        changedFiles: result.changes.map(toChangedFile),
+        changedFiles: result.changes.map((c) => toChangedFile(c)),
         patchPath: paths.patch,
-        baseline: { commit: result.baseline.commit, ...(result.baseline.headCommit ? { headCommit: result.baseline.headCommit } : {}) },
-      } as Partial<StoredRun>);
+        baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
+      });
       if (agentFailure) throw agentFailure;
     } catch (err) {
       failure = toErrorInfo(err);
@@ -555,7 +561,7 @@ export class RunService implements Disposable {
       }
       case 'approval_request': {
         live.pendingApprovals.set(event.id, event.command);
-        this.updateLater(live, { pendingApproval: { requestId: event.id, command: event.command, requestedAt: new Date().toISOString() } } as Partial<StoredRun>);
+        this.updateLater(live, { pendingApproval: { requestId: event.id, command: event.command, requestedAt: new Date().toISOString() } });
         this.deps.notify?.({ runId: live.id, title: 'Airlock: approval needed', body: event.command.slice(0, 200) });
         break;
       }
@@ -662,11 +668,13 @@ export class RunService implements Disposable {
       latencyMs: Math.round(e.latencyMs),
       inputTokens: e.inputTokens,
       outputTokens: e.outputTokens,
+      cacheReadTokens: e.cacheReadTokens,
+      cacheWriteTokens: e.cacheWriteTokens,
       ...(e.costUsd !== undefined ? { costUsd: e.costUsd } : {}),
       stream: e.stream,
     });
     const usage = this.deps.proxy.usage(e.runId);
-    this.updateLater(live, { usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(usage.costUsd !== undefined ? { costUsd: usage.costUsd } : {}), modelCalls: usage.requests } });
+    this.updateLater(live, { usage });
   }
 
   /** Final state, wipe (always) and its verification. */
@@ -676,8 +684,8 @@ export class RunService implements Disposable {
     if (live.sandbox) {
       try {
         const proof = await live.sandbox.destroy();
-        wipe = { removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, verifiedAt: proof.verifiedAt };
-        await live.audit.append('wipe', { ...wipe, verified: proof.leftovers.length === 0 });
+        wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, at: proof.verifiedAt };
+        await live.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
         if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
       } catch (err) {
         const info = toErrorInfo(err);
@@ -693,7 +701,7 @@ export class RunService implements Disposable {
     await live.audit.append('lifecycle', { from: live.status, to: status, ...(failure ? { reason: failure.message } : {}) });
     await live.audit.seal();
     live.status = status;
-    const record = (await this.deps.store.update(live.id, {
+    const record = await this.deps.store.update(live.id, {
       status,
       phase: undefined,
       pendingApproval: undefined,
@@ -702,7 +710,7 @@ export class RunService implements Disposable {
       ...(live.summary ? { summary: live.summary } : {}),
       ...(wipe ? { wipe } : {}),
       audit: { count: live.audit.count, head: live.audit.head },
-    } as Partial<StoredRun>)) as StoredRun;
+    });
     this.emitEvent(live, { type: 'status', status, ...(failure ? { error: failure } : {}) });
     await this.deps.store.flushEvents(live.id);
     this.statusEmitter.fire(record);
@@ -722,12 +730,12 @@ export class RunService implements Disposable {
       status: to,
       ...(phase ? { phase } : {}),
       ...(to === 'running' ? { startedAt: new Date().toISOString() } : {}),
-    } as Partial<StoredRun>);
+    });
     this.emitEvent(live, { type: 'status', status: to, ...(phase ? { phase } : {}) });
   }
 
-  private async update(live: LiveRun, patch: Partial<StoredRun> | ((r: StoredRun) => StoredRun)): Promise<void> {
-    const record = (await this.deps.store.update(live.id, patch as Partial<StoredRun>)) as StoredRun;
+  private async update(live: LiveRun, patch: RunUpdate): Promise<void> {
+    const record = await this.deps.store.update(live.id, patch);
     this.statusEmitter.fire(record);
   }
 
@@ -737,7 +745,7 @@ export class RunService implements Disposable {
   }
 
   /** Updates without waiting (event handlers); a failed write is retried by the next update. */
-  private updateLater(live: LiveRun, patch: Partial<StoredRun>): void {
+  private updateLater(live: LiveRun, patch: RunUpdate): void {
     this.update(live, patch).catch(() => undefined);
   }
 
@@ -753,3 +761,10 @@ export class RunService implements Disposable {
   }
 }
 
+/** A VM sandbox's accelerator and why (QemuSandboxInfo), for the run record; nothing for containers. */
+function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string } {
+  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown };
+  if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
+  const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
+  return { accel: i.accel, ...(note ? { accelNote: note } : {}) };
+}

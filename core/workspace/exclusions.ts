@@ -1,5 +1,5 @@
 /**
- * What never leaves the user's machine by default (DESIGN.md §2.4): credential-looking files,
+ * What never leaves the user's machine by default (docs/architecture.md §2.4): credential-looking files,
  * decided first by name and, where a name alone says little (`.npmrc`, JSON files), by content.
  */
 

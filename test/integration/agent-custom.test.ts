@@ -7,7 +7,7 @@ import { CANARY_KEY, createRunFixture, filesContaining, leftoversOf, type RunFix
 
 /**
  * The custom-command agent: any command line runs in the sandbox with the provider settings of
- * DESIGN.md §4, reaches the model only through the proxy with the run token, and its output is the
+ * docs/architecture.md §4, reaches the model only through the proxy with the run token, and its output is the
  * raw terminal stream; its file changes are the run's diff.
  */
 
@@ -39,7 +39,7 @@ describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upst
     expect(patch).toContain('+say hi');
     expect(patch).toContain('hello from the model');
     // The model call went through the proxy with the real key toward the upstream.
-    expect(run.usage.modelCalls).toBe(1);
+    expect(run.usage.requests).toBe(1);
     expect(f.upstream.requests.at(-1)?.headers['x-api-key']).toBe(CANARY_KEY);
     const terminal = await readFile(path.join(f.core.store.paths(run.id).dir, 'terminal.log'), 'utf8');
     expect(terminal).toContain('custom-agent-marker');

@@ -7,7 +7,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 // @ts-expect-error plain ESM script without types
 const { findViolations } = (await import('../../scripts/check-boundaries.mjs')) as { findViolations(): Promise<string[]> };
 
-describe('import boundaries (DESIGN.md §3)', () => {
+describe('import boundaries (docs/architecture.md §3)', () => {
   it('holds for the whole tree', async () => {
     expect(await findViolations()).toEqual([]);
   });

@@ -1,6 +1,6 @@
 import { access } from 'node:fs/promises';
 import type { IsolationKind } from '../driver';
-import { detectAccel, type VmAccel } from './accel';
+import { accelCacheFile, detectAccel, type VmAccel, type VmAccelChoice } from './accel';
 import { runTool } from './run-tool';
 import { vmPaths } from './vm-paths';
 
@@ -20,6 +20,8 @@ export interface ProbeIsolationOptions {
   arch?: string;
   /** Docker check (default: none, `docker` is omitted); `airlock doctor` passes the engine check. */
   docker?: () => Promise<{ ok: boolean; reason: string }>;
+  /** The user's `vmAccel` setting (`AIRLOCK_VM_ACCEL` wins over it). */
+  accelSetting?: VmAccelChoice;
 }
 
 async function answers(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
@@ -48,8 +50,14 @@ async function probeQemu(o: ProbeIsolationOptions): Promise<IsolationProbe> {
   for (const f of [paths.kernel, paths.initramfs, paths.busybox]) {
     if (!(await exists(f))) return { kind: 'qemu', available: false, reason: `the VM kernel/initramfs are not prepared (${f} missing): run scripts/prepare-vm-assets.sh` };
   }
-  const accel = await detectAccel(platform);
-  return { kind: 'qemu', available: true, reason: accel.reason, accel: accel.accel };
+  try {
+    // Boots a tiny guest under KVM once per QEMU/kernel version (remembered next to the assets).
+    const accel = await detectAccel({ env: o.env, platform, setting: o.accelSetting, kernel: paths.kernel, initramfs: paths.initramfs, cacheFile: accelCacheFile(paths.assetsDir) });
+    const why = accel.accel === 'tcg' ? accel.reason : accel.reason || `hardware virtualization (${accel.accel.toUpperCase()}) boots guests here`;
+    return { kind: 'qemu', available: true, reason: why, accel: accel.accel };
+  } catch (err) {
+    return { kind: 'qemu', available: false, reason: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 async function probeLima(o: ProbeIsolationOptions): Promise<IsolationProbe> {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
-import { detectAccel, type AccelProbe, type VmAccel } from './accel';
+import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
 import { ensureBaseDisk } from './base-disk';
 import { keepCappedLog, type CappedLog } from './capped-log';
 import { buildQemuArgs } from './qemu-args';
@@ -28,6 +28,8 @@ export interface QemuDriverOptions {
   bootTimeoutMs?: number;
   /** Force an accelerator (tests); default: detected. */
   accel?: VmAccel;
+  /** The user's `vmAccel` setting (`AIRLOCK_VM_ACCEL` in `env` wins over it); default `auto`: probe by booting. */
+  accelSetting?: VmAccelChoice;
   /** Progress of the one-time base disk build. */
   onProgress?: (message: string) => void;
 }
@@ -38,6 +40,8 @@ export interface QemuSandboxInfo extends SandboxInfo {
   /** `kvm`/`hvf`: hardware virtualization; `tcg`: software emulation (much slower). */
   accel: VmAccel;
   accelReason: string;
+  /** Set when the VM failed to start under KVM/HVF and was started again under TCG: why. */
+  accelRetry?: string;
   /** `<hostname>:<pid>` of the process that started the VM (reaper safety). */
   owner?: string;
 }
@@ -47,6 +51,7 @@ interface RunRecord {
   image: string;
   createdAt: string;
   accel: VmAccel;
+  accelRetry?: string;
   owner: string;
 }
 
@@ -89,7 +94,7 @@ async function tail(file: string, bytes = 2000): Promise<string> {
 }
 
 /**
- * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; DESIGN.md §4, issue 6).
+ * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; docs/architecture.md §4, issue 6).
  *
  * Per run, in `<runsDir>/<runId>/`: a qcow2 overlay over the image's read-only base disk (root, mounted
  * read-only in the guest), a scratch disk for everything writable, the channel socket, pidfile and
@@ -114,7 +119,14 @@ export class QemuDriver implements SandboxDriver {
   /** KVM/HVF or TCG, and why (cached). */
   accel(): Promise<AccelProbe> {
     if (this.opts.accel) return Promise.resolve({ accel: this.opts.accel, reason: this.opts.accel === 'tcg' ? 'software emulation chosen explicitly' : '' });
-    this.accelProbe ??= detectAccel();
+    this.accelProbe ??= detectAccel({
+      env: this.opts.env ?? process.env,
+      setting: this.opts.accelSetting,
+      qemuBinary: this.qemu,
+      kernel: this.paths.kernel,
+      initramfs: this.paths.initramfs,
+      cacheFile: accelCacheFile(this.paths.assetsDir),
+    });
     return this.accelProbe;
   }
 
@@ -157,19 +169,33 @@ export class QemuDriver implements SandboxDriver {
     }
     await this.checkAvailable();
     const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), ensureBaseDisk(spec.image, this.paths, this.opts.onProgress)]);
+    try {
+      return await this.boot(spec, files, probe, seccomp, base.path);
+    } catch (err) {
+      if (probe.accel === 'tcg' || !(err instanceof AirlockError) || err.kind !== 'SANDBOX_FAILED') throw err;
+      // The probe's guest booted, yet this VM did not: try once more under emulation, and say so.
+      const first = (err.message.split('\n')[0] ?? '').slice(0, 300);
+      const retry = `the VM did not start under ${probe.accel.toUpperCase()} (${first}); started again under software emulation`;
+      this.opts.onProgress?.(retry);
+      // Later VMs of this process go straight to TCG.
+      this.accelProbe = Promise.resolve({ accel: 'tcg', reason: `${probe.accel.toUpperCase()} failed to start a VM in this session: software emulation`, source: 'probe' });
+      return this.boot(spec, files, { accel: 'tcg', reason: retry }, seccomp, base.path, retry);
+    }
+  }
 
+  private async boot(spec: SandboxSpec, files: RunFiles, probe: AccelProbe, seccomp: boolean, basePath: string, accelRetry?: string): Promise<QemuSandboxInfo> {
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
     const owner = `${os.hostname()}:${process.pid}`;
-    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, owner };
+    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
     const id = `${ID_PREFIX}${spec.runId}`;
-    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason, owner };
+    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason, ...(accelRetry ? { accelRetry } : {}), owner };
     let vm: LiveVm | undefined;
     try {
       await writeFile(files.record, JSON.stringify(record, null, 2), { mode: 0o600 });
       const diskBytes = this.opts.diskBytes ?? 8 * 1024 ** 3;
       await Promise.all([
-        runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', base.path, '-F', 'raw', files.overlay], 'Could not create the VM overlay disk', { timeoutMs: 30_000 }),
+        runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', basePath, '-F', 'raw', files.overlay], 'Could not create the VM overlay disk', { timeoutMs: 30_000 }),
         (async () => {
           const fh = await open(files.scratch, 'wx', 0o600);
           await fh.truncate(diskBytes);
@@ -412,6 +438,7 @@ export class QemuDriver implements SandboxDriver {
         createdAt: record?.createdAt ?? st.mtime.toISOString(),
         accel: record?.accel ?? 'tcg',
         accelReason: live?.info.accelReason ?? '',
+        ...(record?.accelRetry ? { accelRetry: record.accelRetry } : {}),
         ...(record?.owner ? { owner: record.owner } : {}),
       });
     }

@@ -72,7 +72,7 @@ describe('screens (jsdom, fake services through the real router)', () => {
     expect((within(rows[1]!).getByRole('checkbox') as HTMLInputElement).checked).toBe(true);
     fireEvent.click(screen.getByText('Apply 1 file(s)'));
     await until(() => services.calls.some((c) => c.channel === 'diffs:apply'));
-    expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ files: ['README.md'], mode: 'working-tree' });
+    expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ files: ['README.md'], mode: 'working-tree', reviewedSha256: 'ab'.repeat(32) });
     await until(() => screen.queryByText(/Applied 1 file/) !== null);
   });
 });

@@ -22,7 +22,7 @@ describe('stores over the contracts (fake services, real router)', () => {
     setApi(api);
     disconnect = connectStores(api);
     useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
-    useDiffStore.setState({ files: {}, diffs: {} });
+    useDiffStore.setState({ files: {}, patchSha256: {}, diffs: {} });
   });
   afterEach(() => disconnect());
 
