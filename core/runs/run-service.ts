@@ -127,6 +127,8 @@ function ownerIsGone(owner: string | undefined): boolean {
 }
 
 const MAX_TERMINAL_ECHO = 2000;
+/** Paths one file_changed event carries at most (the live view refetches anyway). */
+const MAX_EVENT_PATHS = 1000;
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
@@ -434,7 +436,8 @@ export class RunService implements Disposable {
         await watchChanges(sandbox.channel, (paths) => {
           // Kept as a hint for collect (bounded): the result itself is read and derived on the host.
           for (const p of paths) if (changeHints.size < 100_000) changeHints.add(p);
-          this.emitEvent(live, { type: 'file_changed', paths });
+          // A hint, and its size is the sandbox's choice: the event carries a bounded sample.
+          this.emitEvent(live, { type: 'file_changed', paths: paths.length > MAX_EVENT_PATHS ? paths.slice(0, MAX_EVENT_PATHS) : paths });
           this.filesEmitter.fire({ runId: id });
         }),
       );
