@@ -164,8 +164,24 @@ export const RunStatusEvent = z.object({
   error: ErrorInfo.optional(),
 });
 
-/** The body of one run event: a status transition or one of the agent's events (agent-events.ts). */
-export const RunEventBody = z.union([RunStatusEvent, AgentEvent]);
+/**
+ * A connection the run's egress proxy (on the host) denied under the allow-list policy. Typed and
+ * host-observed: the UI and CLI offer "Allow" from these, never from text the sandbox printed.
+ */
+export const NetworkBlockedEvent = z.object({
+  type: z.literal('network_blocked'),
+  host: z.string().max(300),
+  port: z.number().int().min(1).max(65535),
+  method: z.string().max(20),
+  reason: z.string().max(500).optional(),
+});
+export type NetworkBlockedEvent = z.infer<typeof NetworkBlockedEvent>;
+
+/**
+ * The body of one run event: a status transition, a host-observed network event, or one of the
+ * agent's events (agent-events.ts).
+ */
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */

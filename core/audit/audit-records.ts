@@ -31,6 +31,12 @@ export interface AuditRecordData {
     /** SHA-256 (hex) of the command's full output as the host received it. */
     outputSha256: string;
   };
+  /**
+   * A command the agent says it ran (its own command_started/command_exited events, e.g. a CLI agent
+   * running its tools itself), with a digest of the output it reported. A claim: nothing the host
+   * observed, unlike `command`.
+   */
+  command_claim: AuditRecordData['command'];
   /** Files changed in the workspace. */
   file_change: { changes: { path: string; kind: 'added' | 'modified' | 'deleted' | 'renamed'; oldPath?: string }[] };
   /** One model call through the proxy. No key, no prompt. */

@@ -10,6 +10,7 @@ import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';
 import { bytesFromRouter, serveTerminalStream, type TerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
+import { AIRLOCK_COOKIE_PREFIX } from '../network/cookie-scrub';
 
 export interface HostServerOptions {
   router: ApiRouter;
@@ -80,7 +81,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const streams = new Map<string, TerminalStream>();
   const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
-  const cookieName = () => `airlock_token_${port}`;
+  const cookieName = () => `${AIRLOCK_COOKIE_PREFIX}${port}`;
   const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
   const allowedOrigins = () => allowedHosts().map((h) => `http://${h}`);
   const tokenOk = (candidate: string | undefined | null) => Boolean(candidate) && timingSafeEqual(digest(candidate as string), tokenDigest);

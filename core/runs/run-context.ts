@@ -1,4 +1,3 @@
-import type { createHash } from 'node:crypto';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
 import type { RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
@@ -15,6 +14,7 @@ import { collectResult, type CollectedResult } from '../workspace/collect';
 import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import type { CommandLedger } from './command-ledger';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
 import type { StoredRun } from './run-record';
@@ -146,8 +146,8 @@ export interface LiveRun {
   terminal: RunTerminal;
   /** What lives as long as the steps (token, forwarded port, watchers, egress proxy); disposed before the wipe. */
   disposables: DisposableStore;
-  /** Output digest per command id, for the audit record. */
-  commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
+  /** Commands for the audit log: the host's own (host-run) apart from the agent's claims. */
+  commands: CommandLedger;
   pendingApprovals: Map<string, string>;
   agentErrors: Array<{ message: string; status?: number }>;
   summary?: string;

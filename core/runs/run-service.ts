@@ -15,6 +15,7 @@ import { newRunId } from '../../contracts/ids';
 import { isFinalStatus } from '../../contracts/runs';
 import type { StoredRun } from './run-record';
 import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import { CommandLedger } from './command-ledger';
 import { runHostCommand } from './host-command';
 import { runSteps } from './run-steps';
 import type { RunUpdate } from './run-store';
@@ -187,7 +188,7 @@ export class RunService implements Disposable {
       audit,
       terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
       disposables: new DisposableStore(),
-      commands: new Map(),
+      commands: new CommandLedger(),
       hostCommands: new Set(),
       changeHints: new Set(),
       commandEnv: {},
@@ -318,39 +319,33 @@ export class RunService implements Disposable {
     }
   }
 
-  private onAgentEvent(live: LiveRun, event: AgentEvent): void {
+  /**
+   * One event of the run. `observed` is true only for the host's own account of a command it ran
+   * (host-run commands); the same event types from the agent's output are claims.
+   */
+  private onAgentEvent(live: LiveRun, event: AgentEvent, observed = false): void {
+    const source = observed ? 'observed' : 'claimed';
     switch (event.type) {
       case 'command_request':
-        // Protocol, not history: the command's own events follow.
-        void runHostCommand(live, event, (e) => this.onAgentEvent(live, e));
+        // Protocol, not history: the command's own events follow, as the host observed them.
+        void runHostCommand(live, event, (e) => this.onAgentEvent(live, e, true));
         return;
       case 'command_started': {
-        live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
+        live.commands.started(source, event.id, event.command, event.cwd);
         live.terminal.write(`\r\n\x1b[1m$ ${event.command.slice(0, MAX_TERMINAL_ECHO)}\x1b[0m\r\n`);
         break;
       }
       case 'command_output': {
         // Bytes from the parser, never decoded here; the UI's run terminal converts bare newlines.
         const bytes = commandOutputBytes(event);
-        const c = live.commands.get(event.id);
-        c?.hash.update(bytes);
-        if (c) c.bytes += bytes.length;
+        live.commands.output(source, event.id, bytes);
         live.terminal.write(bytes);
         break;
       }
       case 'command_exited': {
-        const c = live.commands.get(event.id);
-        live.commands.delete(event.id);
-        this.auditLater(live, 'command', {
-          id: event.id,
-          command: c?.command ?? '',
-          cwd: c?.cwd ?? '/workspace',
-          exitCode: event.exitCode,
-          durationMs: event.durationMs,
-          timedOut: event.timedOut,
-          outputBytes: event.outputBytes ?? c?.bytes ?? 0,
-          outputSha256: (c?.hash ?? createHash('sha256')).digest('hex'),
-        });
+        // Only what the host ran and saw is a `command` record; the agent's own word is a claim.
+        const record = live.commands.exited(source, event);
+        this.auditLater(live, record.type, record.data);
         if (event.timedOut) live.terminal.write(`\r\n[airlock: command timed out]\r\n`);
         break;
       }

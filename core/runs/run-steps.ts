@@ -13,6 +13,8 @@ import { toChangedFile, type StoredRun } from './run-record';
 
 /** How many changed paths the live feed may leave as hints for collect. */
 const MAX_CHANGE_HINTS = 100_000;
+/** Paths one file_changed event carries at most (the live view refetches anyway). */
+const MAX_EVENT_PATHS = 1000;
 
 /**
  * A run's steps (docs/architecture.md §1), in order: prepare, hydrate, network, agent, collect, wipe.
@@ -100,7 +102,10 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   run.disposables.add(
     net.onDidConnect((e) => {
       host.auditLater(run, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
-      if (!e.allowed) run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
+      if (e.allowed) return;
+      // The typed event is what the UI and CLI act on; the terminal line is for people only.
+      host.emitEvent(run, { type: 'network_blocked', host: e.host.slice(0, 300), port: e.port, method: e.method.slice(0, 20), ...(e.reason ? { reason: e.reason.slice(0, 500) } : {}) });
+      run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
     }),
   );
 }
@@ -114,7 +119,8 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     await host.workspace.watch(sandbox, (paths) => {
       // Kept (bounded) as a hint for collect: the result itself is read and derived on the host.
       for (const p of paths) if (run.changeHints.size < MAX_CHANGE_HINTS) run.changeHints.add(p);
-      host.emitEvent(run, { type: 'file_changed', paths });
+      // A hint, and its size is the sandbox's choice: the event carries a bounded sample.
+      host.emitEvent(run, { type: 'file_changed', paths: paths.length > MAX_EVENT_PATHS ? paths.slice(0, MAX_EVENT_PATHS) : paths });
       host.filesChanged(run);
     }),
   );

@@ -1,7 +1,7 @@
 import { appendFile, mkdir, mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { newRunId } from '../../contracts/ids';
 import { RunRecord } from '../../contracts/runs';
 import { toRunRecordView, toRunSummary, type StoredRunInput } from './run-record';
@@ -157,6 +157,28 @@ describe('RunStore events', () => {
     expect(seen).toHaveLength(102);
     expect(seen[0]).toEqual({ type: 'command_output', id: 'c1', stream: 'stdout', data: 'line 0\n' });
     expect(seen[101]).toEqual({ type: 'usage', inputTokens: 1, outputTokens: 2 });
+  });
+
+  // Issue 12, attack 3: events come from the sandbox's output; faster than the disk, they are dropped, not queued without bound.
+  it('queues at most 64 MiB of events for the disk, dropping the rest', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    const data = 'x'.repeat(1000);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      // 100 MB in one go: nothing can reach the disk before the loop ends.
+      for (let i = 0; i < 100_000; i++) store.appendEvents(id, [{ type: 'assistant_text', delta: data }]);
+      await store.flushEvents(id);
+      let n = 0;
+      for await (const _ of store.readEvents(id)) n += 1;
+      expect(n).toBeGreaterThan(60_000);
+      expect(n).toBeLessThan(70_000);
+      await vi.waitFor(() => expect(warnings.some((w) => /faster than they can be written/.test(w))).toBe(true));
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('flushes on the size threshold without an explicit flush', async () => {

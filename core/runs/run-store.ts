@@ -52,9 +52,14 @@ export interface RunStoreOptions {
   eventFlushMs?: number;
 }
 
+/** Event bytes queued for the disk at most: a producer faster than the disk loses events, not memory. */
+const MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024;
+
 interface EventBuffer {
   lines: string[];
   bytes: number;
+  /** Events dropped because the queue was full (the sandbox can produce events faster than a disk). */
+  dropped?: number;
   timer?: NodeJS.Timeout;
   /** The events file may end in a torn line (crash) — checked before the first append. */
   checkedTail: boolean;
@@ -193,6 +198,11 @@ export class RunStore implements Disposable {
       this.buffers.set(runId, buffer);
     }
     for (const event of events) {
+      if (buffer.bytes >= MAX_QUEUED_EVENT_BYTES) {
+        if (!buffer.dropped) process.emitWarning(`airlock: run ${runId} produces events faster than they can be written; some are dropped from its event log`);
+        buffer.dropped = (buffer.dropped ?? 0) + 1;
+        continue;
+      }
       const line = `${JSON.stringify(event)}\n`;
       buffer.lines.push(line);
       buffer.bytes += line.length;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import ignore, { type Ignore } from 'ignore';
 import { AirlockError } from '../../contracts/errors';
-import { exclusionByContent, exclusionByName, type ExclusionKind } from './exclusions';
+import { exclusionByContent, exclusionByName, isGitMetadataName, type ExclusionKind } from './exclusions';
 import { blobOid, gitModeOf, type GitMode } from './git-objects';
 import { hostGit } from './host-git';
 import { TarWriter, type TarEntry } from './tar-writer';
@@ -150,7 +150,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     for (const d of dirents) {
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
       const isDir = d.isDirectory();
-      if (d.name === '.git') {
+      if (isGitMetadataName(d.name)) {
         excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (the sandbox keeps its own baseline)' });
         continue;
       }

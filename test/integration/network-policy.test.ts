@@ -81,11 +81,14 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   beforeAll(async () => {
     ({ ref: image } = await ensureSandboxImage());
     registry = await startFakeRegistry();
-    // The preset reads the project's .npmrc, as for a real project; an inherited registry variable
-    // would outrank it.
+    // The preset reads this machine's npm config (here a user .npmrc naming the fake registry); an
+    // inherited registry variable would outrank it. A project's own .npmrc would only be shown (issue 12).
     projectDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-net-project-'));
-    for (const [name, text] of Object.entries(fakeRegistryProject(registry))) await writeFile(path.join(projectDir, name), text);
-    const env = { ...process.env };
+    const { '.npmrc': npmrc, ...project } = fakeRegistryProject(registry);
+    for (const [name, text] of Object.entries(project)) await writeFile(path.join(projectDir, name), text);
+    const userConfig = path.join(projectDir, '..', `${path.basename(projectDir)}.npmrc`);
+    await writeFile(userConfig, npmrc as string);
+    const env: NodeJS.ProcessEnv = { ...process.env, npm_config_userconfig: userConfig };
     delete env.npm_config_registry;
     delete env.NPM_CONFIG_REGISTRY;
     presetContext = { env, cwd: projectDir };

@@ -315,12 +315,13 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     await registry?.close();
   });
 
-  it('reaches the npm registry through the npm preset, is refused elsewhere, and audits both', async () => {
+  it('reaches the registry the project names once the user allows it, is refused elsewhere, and audits both', async () => {
     const projectDir = await f.project(fakeRegistryProject(registry));
     const started = await f.start({
       projectDir,
       network: 'allowlist',
-      allowlist: ['preset:npm'],
+      // The project's .npmrc names the registry: preset:npm alone does not allow it (issue 12); the user's entry does.
+      allowlist: ['preset:npm', `${FAKE_REGISTRY_HOST}:${registry.port}`],
       script: [
         { toolCalls: [{ name: 'run_command', input: { command: `npm view ${FAKE_PACKAGE.name} version --no-update-notifier` } }] },
         // Resolves to the same fake, but is not on the list: refused by policy, never connected.
@@ -342,6 +343,8 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(attempts.some((r) => r.data.host === FAKE_REGISTRY_HOST && r.data.port === registry.port && r.data.allowed === true)).toBe(true);
     expect(attempts.some((r) => r.data.host === FAKE_OTHER_HOST && r.data.allowed === false)).toBe(true);
     expect(attempts.some((r) => r.data.host === 'blocked.invalid' && r.data.allowed === false)).toBe(true);
+    const { events } = await f.services.runs.events({ runId: run.id, afterSeq: -1, limit: 1000 });
+    expect(events.map((e) => e.event)).toContainEqual(expect.objectContaining({ type: 'network_blocked', host: 'blocked.invalid', port: 80 }));
     expect(await leftoversOf(run.id)).toEqual([]);
   });
 
@@ -358,8 +361,9 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
       ],
     });
     let allowed = false;
-    const sub = f.core.runs.onDidTerminalData((c) => {
-      if (!allowed && c.runId === started.id && c.kind === 'bytes' && c.bytes.includes('blocked') && c.bytes.includes(FAKE_REGISTRY_HOST)) {
+    // The typed event from the host's egress proxy, as the UI and CLI use it (never terminal text).
+    const sub = f.core.runs.onDidEvent((e) => {
+      if (!allowed && e.runId === started.id && e.event.type === 'network_blocked' && e.event.host === FAKE_REGISTRY_HOST) {
         allowed = true;
         void f.core.runs.allowNetwork(started.id, FAKE_REGISTRY_HOST, registry.port, 'run');
       }

@@ -16,6 +16,8 @@ export const FAKE_PATCH_SHA256 = 'ab'.repeat(32);
 export interface FakeServices extends AirlockServices {
   /** Emits terminal output for a run as if its command printed it. */
   emitOutput(runId: string, data: string): void;
+  /** Emits a run event as the core would (a host-observed network event, say). */
+  emitEvent(runId: string, event: RunEvent['event']): void;
   /** Finishes a live run (`done`). */
   finish(runId: string): void;
   readonly calls: Array<{ channel: string; args: unknown }>;
@@ -119,6 +121,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
   const services: FakeServices = {
     calls,
     emitOutput,
+    emitEvent: push,
     finish,
     async activeRunIds() {
       return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).map((r) => r.record.id);

@@ -191,6 +191,10 @@ function liveView(io: CliIo): RunView {
           endText();
           out.write(`! ${event.message}\n`);
           break;
+        case 'network_blocked':
+          endText();
+          out.write(`! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`);
+          break;
         case 'finished':
           endText();
           out.write(`\n${event.summary}\n`);

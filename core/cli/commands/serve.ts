@@ -5,6 +5,7 @@ import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { findTool } from '../../common/resolve-tool';
 
 export interface ServeOptions {
   port: number;
@@ -50,8 +51,10 @@ function untilSignal(): Promise<void> {
   });
 }
 
-function openInBrowser(url: string): void {
-  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open';
+async function openInBrowser(url: string): Promise<void> {
+  // From PATH only: the CLI often runs in the project folder, which must not supply the opener.
+  const cmd = await findTool(process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open');
+  if (!cmd) return; // no opener installed: the printed URL is enough
   try {
     const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
     child.on('error', () => {}); // no opener installed: the printed URL is enough

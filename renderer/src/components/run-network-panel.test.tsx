@@ -14,7 +14,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
   let disconnect: () => void;
   beforeEach(() => {
     ({ services, disconnect } = connectFakeApp({ autoFinish: false }));
-    useNetworkStore.setState({ ports: {}, blocked: {}, tails: {} });
+    useNetworkStore.setState({ ports: {}, blocked: {} });
   });
   afterEach(() => {
     cleanup();
@@ -60,7 +60,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     expect(screen.queryByRole('link')).toBeNull();
   });
 
-  it('allows a host: default scope "this run" without a port, then a blocked host picked from the terminal for the project', async () => {
+  it('allows a host: default scope "this run" without a port, then a blocked host (a typed event from the host) for the project', async () => {
     const runId = await startRun({ network: 'allowlist', allowlist: ['pkgs.example.invalid'] });
     render(<RunNetworkPanel runId={runId} network="allowlist" />);
     const form = screen.getByRole('form', { name: 'Allow host' });
@@ -70,11 +70,8 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     expect(screen.getByRole('status').textContent).toContain('Allowed files.example.invalid (this run)');
     expect(callsOf('runs:allowNetwork')).toEqual([{ runId, host: 'files.example.invalid', scope: 'run' }]);
 
-    // The proxy's notice arrives in the run terminal, split across two chunks and coloured.
-    act(() => {
-      services.emitOutput(runId, '\r\n\x1b[33m[airlock] blocked CONNECT mirror.exam');
-      services.emitOutput(runId, 'ple.invalid:8443: not on the allow-list\x1b[0m\r\n');
-    });
+    // The host's egress proxy denied a connection: a typed run event.
+    act(() => services.emitEvent(runId, { type: 'network_blocked', method: 'CONNECT', host: 'mirror.example.invalid', port: 8443, reason: 'not on the allow-list' }));
     await waitFor(() => expect(screen.queryByText('mirror.example.invalid:8443') !== null).toBe(true));
     fireEvent.click(screen.getByText('mirror.example.invalid:8443'));
     expect((within(form).getByLabelText('Port (optional)') as HTMLInputElement).value).toBe('8443');
@@ -83,6 +80,18 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     await waitFor(() => expect(callsOf('runs:allowNetwork').length === 2).toBe(true));
     expect(callsOf('runs:allowNetwork')[1]).toEqual({ runId, host: 'mirror.example.invalid', port: 8443, scope: 'project' });
     await waitFor(() => expect(screen.queryByText('mirror.example.invalid:8443') === null).toBe(true));
+  });
+
+  // Issue 12, attack 5: the sandbox writes the terminal too, so what it prints is never a signal.
+  it('never offers a host for Allow because the sandbox printed a "blocked" notice', async () => {
+    const runId = await startRun({ network: 'allowlist', allowlist: ['pkgs.example.invalid'] });
+    render(<RunNetworkPanel runId={runId} network="allowlist" />);
+    act(() => services.emitOutput(runId, '\r\n\x1b[33m[airlock] blocked CONNECT attacker.example.invalid:443: not on the allow-list\x1b[0m\r\n'));
+    // A real denial after it, so the panel has had every chance to show the printed one.
+    act(() => services.emitEvent(runId, { type: 'network_blocked', method: 'CONNECT', host: 'real.example.invalid', port: 443 }));
+    await waitFor(() => expect(screen.queryByText('real.example.invalid:443')).not.toBeNull());
+    expect(screen.queryByText(/attacker\.example\.invalid/)).toBeNull();
+    expect(useNetworkStore.getState().blocked[runId]).toEqual([{ method: 'CONNECT', host: 'real.example.invalid', port: 443 }]);
   });
 
   it('shows the core error when allowing on a run without the allow-list policy', async () => {
@@ -108,22 +117,17 @@ describe('parsePort', () => {
   });
 });
 
-describe('network store: blocked notices', () => {
-  beforeEach(() => useNetworkStore.setState({ ports: {}, blocked: {}, tails: {} }));
+describe('network store: blocked hosts', () => {
+  beforeEach(() => useNetworkStore.setState({ ports: {}, blocked: {} }));
 
-  it('finds a notice split across chunks, and never re-counts one still in the kept tail', () => {
-    const note = (d: string) => useNetworkStore.getState().noteTerminalData('r1', d);
-    note('[airlock] blocked CONNECT a.example.invalid:44');
-    note('3: denied\r\n[airlock] blocked GET b.example.invalid:80: denied\r\n');
+  it('keeps the latest denials per run, newest last, without duplicates', () => {
+    const note = (host: string, port: number) => useNetworkStore.getState().noteBlocked('r1', { type: 'network_blocked', method: 'CONNECT', host, port });
+    note('a.example.invalid', 443);
+    note('b.example.invalid', 80);
+    note('a.example.invalid', 443);
     expect(useNetworkStore.getState().blocked.r1).toEqual([
+      { method: 'CONNECT', host: 'b.example.invalid', port: 80 },
       { method: 'CONNECT', host: 'a.example.invalid', port: 443 },
-      { method: 'GET', host: 'b.example.invalid', port: 80 },
     ]);
-    // Once allowed, a host leaves the list; later output must not bring it back from the tail.
-    useNetworkStore.setState((s) => ({ blocked: { r1: (s.blocked.r1 ?? []).filter((b) => b.host !== 'a.example.invalid') } }));
-    note('more output\r\n');
-    expect(useNetworkStore.getState().blocked.r1?.map((b) => b.host)).toEqual(['b.example.invalid']);
-    note('[airlock] blocked CONNECT a.example.invalid:443: denied\r\n');
-    expect(useNetworkStore.getState().blocked.r1?.map((b) => b.host)).toEqual(['b.example.invalid', 'a.example.invalid']);
   });
 });
