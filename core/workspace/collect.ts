@@ -100,8 +100,10 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
     if (!fromGit && !manifest.has(p) && !candidates.has(p)) newFromOthers.add(p);
     candidates.add(p);
   };
-  for (const p of await gitHint(shell, layout)) consider(p, true);
-  for (const p of await statHint(shell, layout, manifest)) consider(p, false);
+  // Both hints at once: the channel multiplexes, and collect sits on the run's critical path.
+  const [fromGit, fromStat] = await Promise.all([gitHint(shell, layout), statHint(shell, layout, manifest)]);
+  for (const p of fromGit) consider(p, true);
+  for (const p of fromStat) consider(p, false);
   for (const p of opts.hints ?? []) consider(p, false);
   // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
   // trusting them can hide a change from the result, never add one.
@@ -159,9 +161,15 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
 
-  const raw = parseRawNumstat(await opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'listing the result'));
-  const patch = await opts.repo.git(['diff-tree', ...NO_DRIVERS, '-p', '--binary', opts.baseCommit, resultCommit], undefined, 'building the result patch');
-  const sizes = await objectSizes(opts.repo, raw.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID));
+  const [rawOut, patch] = await Promise.all([
+    opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'listing the result'),
+    opts.repo.git(['diff-tree', ...NO_DRIVERS, '-p', '--binary', opts.baseCommit, resultCommit], undefined, 'building the result patch'),
+  ]);
+  const raw = parseRawNumstat(rawOut);
+  // Sizes of what the host holds: base sizes from its manifest, new ones from the bytes it read.
+  const sizes = new Map<string, number>();
+  for (const f of manifest.values()) sizes.set(f.oid, f.size);
+  for (const f of files.values()) sizes.set(blobOid(f.content), f.content.length);
   const sections = splitHostPatch(patch, raw);
 
   // Names that one case-insensitive or normalising file system would see as one file.
@@ -273,18 +281,6 @@ async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest
   }
   for (const p of manifest.keys()) if (!seen.has(p) && !/(^|\/)node_modules\//.test(p)) changed.push(p);
   return changed;
-}
-
-async function objectSizes(repo: HostRepo, oids: string[]): Promise<Map<string, number>> {
-  const sizes = new Map<string, number>();
-  const list = [...new Set(oids)];
-  if (!list.length) return sizes;
-  const out = await repo.git(['cat-file', '--batch-check=%(objectname) %(objectsize)'], `${list.join('\n')}\n`, 'reading object sizes');
-  for (const line of out.toString('latin1').split('\n')) {
-    const [oid, size] = line.split(' ');
-    if (oid && size && /^\d+$/.test(size)) sizes.set(oid, Number(size));
-  }
-  return sizes;
 }
 
 /** `a/x` as git writes it in a `diff --git` line (C-quoted only when the name needs it). */
