@@ -71,9 +71,10 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color', '-M', '-r', 
 /**
  * Collects a run's result before the sandbox is wiped, deriving everything on the host.
  *
- * What changed is asked three ways, all hints: the sandbox's own git tracking, a stat listing of
- * the workspace compared with the host manifest (size, mtime, type, exec bit), and the live change
- * feed. The union is read out as one tar stream of exactly those paths, produced by a command the
+ * What changed is asked of the sandbox, as hints: a stat listing of the workspace compared with the
+ * host manifest (size, mtime, type, exec bit; new files unless the project's ignore rules as read
+ * on the host, or the workspace's own .gitignore files, leave them out), the live change feed, and
+ * the sandbox's own git tracking where the listing fails. The union is read out as one tar stream of exactly those paths, produced by a command the
  * host chose and parsed here as hostile input (only the names asked for, only files and symlinks,
  * sizes capped). The bytes become a result commit in the host object store on top of the host's
  * own baseline, and the file list, modes, binary flags, renames, review flags and patch all come
@@ -96,14 +97,15 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
     }
     // New files: proposed by the sandbox's git tracking (its .gitignore), or by the others when
     // the project's own rules, read on the host, do not leave them out.
-    if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && (!opts.isIgnored || opts.isIgnored(p))))) return;
+    if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && opts.isIgnored?.(p)))) return;
     if (!fromGit && !manifest.has(p) && !candidates.has(p)) newFromOthers.add(p);
     candidates.add(p);
   };
-  // Both hints at once: the channel multiplexes, and collect sits on the run's critical path.
-  const [fromGit, fromStat] = await Promise.all([gitHint(shell, layout), statHint(shell, layout, manifest)]);
-  for (const p of fromGit) consider(p, true);
-  for (const p of fromStat) consider(p, false);
+  // The stat listing is the main hint (one `find`, far cheaper than the sandbox's `git add -A`
+  // over the whole tree); the sandbox's git tracking stands in where the listing fails.
+  const fromStat = await statHint(shell, layout, manifest);
+  if (fromStat) for (const p of fromStat) consider(p, false);
+  else for (const p of await gitHint(shell, layout)) consider(p, true);
   for (const p of opts.hints ?? []) consider(p, false);
   // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
   // trusting them can hide a change from the result, never add one.
@@ -250,22 +252,25 @@ async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout
  * the baseline (the agent can hide an edit only by restoring size and mtime, a new file only by
  * leaving it out of the listing — then the change is simply not part of the result).
  */
-async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[]> {
+async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[] | undefined> {
   const script = `cd "$1" && exec find . \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
   let out: Buffer;
   try {
     const res = await shell.run({ argv: ['sh', '-c', script, 'sh', layout.workDir], env: { ...layout.env, LC_ALL: 'C' }, maxOutputBytes: HINT_OUTPUT_BYTES, timeoutMs: 5 * 60_000 });
-    if (res.exitCode !== 0 || res.truncated) return [];
+    if (res.exitCode !== 0 || res.truncated) return undefined;
     out = res.stdout;
   } catch {
-    return [];
+    return undefined;
   }
   const seen = new Set<string>();
   const changed: string[] = [];
   for (const rec of out.toString('utf8').split('\0')) {
-    const m = /^([fl]) ([0-7]+) (\d+) (\d+)(?:\.\d+)? (.+)$/s.exec(rec);
+    const m = /^([fl]) ([0-7]+) (\d+) (\d+)(?:\.(\d+))? (.+)$/s.exec(rec);
     if (!m) continue;
-    const p = m[5] as string;
+    const p = m[6] as string;
+    // Files copied in carry whole-second mtimes from the tar; any write since leaves a fraction
+    // (on file systems with sub-second times), even within the same second as the copy.
+    const touched = /[1-9]/.test(m[5] ?? '');
     const base = manifest.get(p);
     if (!base) {
       changed.push(p); // a new file: the caller decides whether it may be proposed
@@ -276,7 +281,7 @@ async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest
     const exec = (parseInt(m[2] as string, 8) & 0o100) !== 0;
     const same = isLink
       ? base.mode === '120000' && Number(m[3]) === base.size
-      : base.mode !== '120000' && (base.mode === '100755') === exec && Number(m[3]) === base.size && (base.mtime === undefined || Number(m[4]) === base.mtime);
+      : base.mode !== '120000' && (base.mode === '100755') === exec && Number(m[3]) === base.size && !touched && (base.mtime === undefined || Number(m[4]) === base.mtime);
     if (!same) changed.push(p);
   }
   for (const p of manifest.keys()) if (!seen.has(p) && !/(^|\/)node_modules\//.test(p)) changed.push(p);

@@ -49,7 +49,7 @@ export class HostRepo {
    */
   async importer(): Promise<FastImport> {
     const exe = await gitExecutable();
-    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
+    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', 'fastimport.unpackLimit=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
       cwd: this.gitDir,
       env: { PATH: process.env.PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -68,6 +68,7 @@ export class HostRepo {
     const before = await readdir(packDir).catch(() => [] as string[]);
     const name = (await this.git(['pack-objects', '-q', path.join(packDir, 'kept')], list.length ? `${list.join('\n')}\n` : '', 'compacting the run object store')).toString('latin1').trim();
     for (const f of before) if (!f.startsWith(`kept-${name}.`)) await rm(path.join(packDir, f), { force: true });
+    for (const d of await readdir(path.join(this.gitDir, 'objects'))) if (/^[0-9a-f]{2}$/.test(d)) await rm(path.join(this.gitDir, 'objects', d), { recursive: true, force: true });
     // The commits went with the packs: no ref may point at them.
     await rm(path.join(this.gitDir, 'refs'), { recursive: true, force: true });
     await mkdir(path.join(this.gitDir, 'refs', 'heads'), { recursive: true });

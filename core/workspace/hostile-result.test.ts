@@ -158,8 +158,10 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
 
   it('a lying archive (paths it was not asked for, traversal, a device, a hard link to a host path) adds nothing', async () => {
     const project = gitRepo({ 'a.txt': 'a\n', 'b.txt': 'b\n' });
+    const lie = ['a.txt', 'b.txt', '../../.bashrc', '.git/hooks/pre-commit', 'dir\\evil.txt'];
     const sb = await lyingSandbox(project, {
-      gitDiff: () => Buffer.from('a.txt\0b.txt\0../../.bashrc\0.git/hooks/pre-commit\0dir\\evil.txt\0'),
+      gitDiff: () => Buffer.from(lie.map((p) => `${p}\0`).join('')),
+      listing: (real) => Buffer.concat([real, Buffer.from(lie.map((p) => `f 644 1 0 ${p}\0`).join(''))]),
       tar: () =>
         craftTar([
           { name: 'a.txt', body: 'agent a\n' },
