@@ -163,11 +163,12 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
 
-  const [rawOut, patch] = await Promise.all([
-    opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'listing the result'),
-    opts.repo.git(['diff-tree', ...NO_DRIVERS, '-p', '--binary', opts.baseCommit, resultCommit], undefined, 'building the result patch'),
-  ]);
-  const raw = parseRawNumstat(rawOut);
+  // One diff for listing and patch: NUL-terminated raw and numstat records, an empty record, then
+  // the patch (paths are never empty, so the first empty record is the boundary).
+  const out = await opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-p', '--binary', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'diffing the result');
+  const boundary = out.indexOf('\0\0');
+  const raw = parseRawNumstat(boundary < 0 ? out : out.subarray(0, boundary + 1));
+  const patch = boundary < 0 ? Buffer.alloc(0) : out.subarray(boundary + 2);
   // Sizes of what the host holds: base sizes from its manifest, new ones from the bytes it read.
   const sizes = new Map<string, number>();
   for (const f of manifest.values()) sizes.set(f.oid, f.size);
