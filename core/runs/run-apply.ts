@@ -12,9 +12,9 @@ import type { RunStore } from './run-store';
 import type { StoredRun } from './run-view';
 
 /** Where a run's host-derived result lives: patch, listing and object store. */
-export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string; changes: string } {
+export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string } {
   const p = store.paths(runId);
-  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git'), changes: path.join(p.artifacts, 'changes.json') };
+  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git') };
 }
 
 /** Saves a collected result beside the run: patch and listing (the object store is already there). */
