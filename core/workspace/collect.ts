@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { AirlockError } from '../../contracts/errors';
 import { parseRawNumstat, refreshedGit, type FileChange } from './changes';
 import { ZERO_OID, blobOid, quoteC, type GitMode } from './git-objects';
-import { HostRepo } from './host-repo';
+import type { FastImport, HostRepo } from './host-repo';
 import { parseHostileTar } from './hostile-tar';
 import { foldCollisions, symlinkLeavesProject, unsafePathReason } from './result-paths';
 import type { ManifestFile } from './snapshot';
@@ -83,6 +83,17 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color', '-M', '-r', 
  */
 export async function collectResult(shell: WorkspaceShell, opts: CollectOptions): Promise<CollectedResult> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
+  // git starts while the sandbox is asked (it is on the run's critical path).
+  const importing = opts.repo.importer();
+  try {
+    return await collectInto(shell, layout, opts, await importing);
+  } catch (err) {
+    (await importing.catch(() => undefined))?.abort();
+    throw err;
+  }
+}
+
+async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts: CollectOptions, importer: FastImport): Promise<CollectedResult> {
   const manifest = new Map(opts.manifest.map((f) => [f.path, f]));
   const skipped: StoredResult['skipped'] = [];
 
@@ -139,26 +150,20 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   }
 
   // The result tree on the host: baseline + what was read. Unchanged bytes and mode: no change.
-  const importer = await opts.repo.importer();
   const ops: Array<{ path: string; mode: GitMode; mark: number } | { path: string; delete: true }> = [];
   const linkTargets = new Map<string, string>();
-  try {
-    for (const p of wanted) {
-      if (unreadable.has(p)) continue;
-      const f = files.get(p);
-      const base = manifest.get(p);
-      if (!f) {
-        if (base) ops.push({ path: p, delete: true });
-        continue;
-      }
-      const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
-      if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
-      if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
-      ops.push({ path: p, mode, mark: await importer.blob(f.content) });
+  for (const p of wanted) {
+    if (unreadable.has(p)) continue;
+    const f = files.get(p);
+    const base = manifest.get(p);
+    if (!f) {
+      if (base) ops.push({ path: p, delete: true });
+      continue;
     }
-  } catch (err) {
-    importer.abort();
-    throw err;
+    const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
+    if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
+    if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
+    ops.push({ path: p, mode, mark: await importer.blob(f.content) });
   }
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
