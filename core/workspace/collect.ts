@@ -259,11 +259,17 @@ async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout
  * leaving it out of the listing — then the change is simply not part of the result).
  */
 async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[] | undefined> {
-  const script = `cd "$1" && exec find . \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
+  // Dependency trees are skipped (an install adds 100k files that are never a result) unless the
+  // project itself carried one in.
+  const tracksDeps = [...manifest.keys()].some((p) => /(^|\/)node_modules\//.test(p));
+  const prune = tracksDeps ? '-name .git' : '\\( -name node_modules -o -name .git \\)';
+  const script = `cd "$1" && exec find . ${prune} -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
   let out: Buffer;
   try {
     const res = await shell.run({ argv: ['sh', '-c', script, 'sh', layout.workDir], env: { ...layout.env, LC_ALL: 'C' }, maxOutputBytes: HINT_OUTPUT_BYTES, timeoutMs: 5 * 60_000 });
-    if (res.exitCode !== 0 || res.truncated) return undefined;
+    // A file vanishing mid-listing makes find exit 1 with a usable listing; no output at all
+    // (no find, no -printf) or a cut one means "ask git instead".
+    if (res.truncated || (res.exitCode !== 0 && !res.stdout.length)) return undefined;
     out = res.stdout;
   } catch {
     return undefined;
@@ -290,7 +296,7 @@ async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest
       : base.mode !== '120000' && (base.mode === '100755') === exec && Number(m[3]) === base.size && !touched && (base.mtime === undefined || Number(m[4]) === base.mtime);
     if (!same) changed.push(p);
   }
-  for (const p of manifest.keys()) if (!seen.has(p) && !/(^|\/)node_modules\//.test(p)) changed.push(p);
+  for (const p of manifest.keys()) if (!seen.has(p) && (tracksDeps || !/(^|\/)node_modules\//.test(p))) changed.push(p);
   return changed;
 }
 

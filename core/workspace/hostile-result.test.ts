@@ -248,6 +248,16 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
     expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['added src.ts']);
   });
 
+  it('still sees edits to a dependency folder the project itself carries, and never a new one', async () => {
+    const project = gitRepo({ 'node_modules/dep/index.js': 'v1\n', 'a.txt': 'a\n' });
+    const sb = await localSandbox(project);
+    writeFileSync(sb.at('node_modules/dep/index.js'), 'v2\n');
+    mkdirSync(sb.at('node_modules/other'));
+    writeFileSync(sb.at('node_modules/other/index.js'), 'installed\n');
+    const r = await collectLocal(sb);
+    expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['modified node_modules/dep/index.js']);
+  });
+
   it('leaves names with a backslash (a Windows separator) out of the result', async () => {
     const project = gitRepo({ 'a.txt': 'a\n' });
     const sb = await localSandbox(project);
