@@ -83,6 +83,7 @@ const hydrateBench: Benchmark = {
     const dir = await generatedRepo();
     const ours: number[] = [];
     const full: number[] = [];
+    const noStore: number[] = [];
     const base: number[] = [];
     // Alternate the two, each into its own fresh sandbox of the same shape; the median of each wins.
     for (let round = 0; round < ROUNDS; round++) {
@@ -101,6 +102,14 @@ const hydrateBench: Benchmark = {
         await a.destroy();
         await rm(objects, { recursive: true, force: true });
       }
+      const c = await freshSandbox();
+      try {
+        const t0 = performance.now();
+        await hydrate(c.channel, await snapshotProject(dir), { waitForBaseline: false });
+        noStore.push(performance.now() - t0);
+      } finally {
+        await c.destroy();
+      }
       const b = await freshSandbox();
       try {
         const t0 = performance.now();
@@ -118,6 +127,13 @@ const hydrateBench: Benchmark = {
         baseline: percentile(base, 50),
         budget: '≤ 1.2×',
         note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB: scan + copy in through the channel until the agent can start, vs tar c | docker exec -i tar x (median of ${ROUNDS})`,
+      }),
+      withRatio({
+        name: 'workspace.hydrate.no-host-store',
+        value: percentile(noStore, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        note: 'same, without writing the host object store (what the host baseline costs the copy)',
       }),
       withRatio({
         name: 'workspace.hydrate.baseline',

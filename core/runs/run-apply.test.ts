@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, sha256Hex, verifyAuditLog } from '../audit/audit-log';
 import type { AuditRecord } from '../audit/audit-records';
-import { cleanupTemps, collectLocal, fingerprint, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
 import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
@@ -50,6 +50,8 @@ async function applyRecords(file: string): Promise<AuditRecord<'apply'>[]> {
 describe('applyRunResult', () => {
   it('records each apply in the apply log, anchored in run.json, with applied and refused files and the patch digest', async () => {
     const { store, run, projectDir, patch, reviewedSha256 } = await finishedRun();
+    // The run keeps only the blobs apply needs (base and result of a.ts and b.ts), not the project.
+    expect(git(home, ['--git-dir', resultPaths(store, run.id).objects, 'count-objects', '-v'])).toMatch(/^in-pack: 4$/m);
     // The user edits b.ts in an overlapping way: it is refused, a.ts is applied.
     await writeFile(path.join(projectDir, 'src/b.ts'), 'export const b = 3;\n');
     const first = await applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 });

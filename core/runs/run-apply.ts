@@ -5,15 +5,16 @@ import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
 import { applyResult } from '../workspace/apply';
 import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
+import { ZERO_OID } from '../workspace/git-objects';
 import { HostRepo } from '../workspace/host-repo';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
 
 /** Where a run's host-derived result lives: patch, listing and object store. */
-export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string; changes: string } {
+export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string } {
   const p = store.paths(runId);
-  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git'), changes: path.join(p.artifacts, 'changes.json') };
+  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git') };
 }
 
 /** Saves a collected result beside the run: patch and listing (the object store is already there). */
@@ -22,6 +23,9 @@ export async function storeRunResult(store: RunStore, runId: string, collected: 
   await mkdir(path.dirname(rp.result), { recursive: true });
   await writeFile(rp.patch, collected.patch);
   await writeFile(rp.result, JSON.stringify(collected.result));
+  // Apply reads only these blobs; the rest of the baseline copy goes.
+  const keep = collected.result.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
+  await HostRepo.open(rp.objects).keepOnly(keep);
 }
 
 /** A finished run's collected result (host-derived), its patch and its object store. */

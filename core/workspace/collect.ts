@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { AirlockError } from '../../contracts/errors';
 import { parseRawNumstat, refreshedGit, type FileChange } from './changes';
 import { ZERO_OID, blobOid, quoteC, type GitMode } from './git-objects';
-import { HostRepo } from './host-repo';
+import type { FastImport, HostRepo } from './host-repo';
 import { parseHostileTar } from './hostile-tar';
 import { foldCollisions, symlinkLeavesProject, unsafePathReason } from './result-paths';
 import type { ManifestFile } from './snapshot';
@@ -71,9 +71,10 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color', '-M', '-r', 
 /**
  * Collects a run's result before the sandbox is wiped, deriving everything on the host.
  *
- * What changed is asked three ways, all hints: the sandbox's own git tracking, a stat listing of
- * the workspace compared with the host manifest (size, mtime, type, exec bit), and the live change
- * feed. The union is read out as one tar stream of exactly those paths, produced by a command the
+ * What changed is asked of the sandbox, as hints: a stat listing of the workspace compared with the
+ * host manifest (size, mtime, type, exec bit; new files unless the project's ignore rules as read
+ * on the host, or the workspace's own .gitignore files, leave them out), the live change feed, and
+ * the sandbox's own git tracking where the listing fails. The union is read out as one tar stream of exactly those paths, produced by a command the
  * host chose and parsed here as hostile input (only the names asked for, only files and symlinks,
  * sizes capped). The bytes become a result commit in the host object store on top of the host's
  * own baseline, and the file list, modes, binary flags, renames, review flags and patch all come
@@ -82,6 +83,17 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color', '-M', '-r', 
  */
 export async function collectResult(shell: WorkspaceShell, opts: CollectOptions): Promise<CollectedResult> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
+  // git starts while the sandbox is asked (it is on the run's critical path).
+  const importing = opts.repo.importer();
+  try {
+    return await collectInto(shell, layout, opts, await importing);
+  } catch (err) {
+    (await importing.catch(() => undefined))?.abort();
+    throw err;
+  }
+}
+
+async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts: CollectOptions, importer: FastImport): Promise<CollectedResult> {
   const manifest = new Map(opts.manifest.map((f) => [f.path, f]));
   const skipped: StoredResult['skipped'] = [];
 
@@ -96,12 +108,15 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
     }
     // New files: proposed by the sandbox's git tracking (its .gitignore), or by the others when
     // the project's own rules, read on the host, do not leave them out.
-    if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && (!opts.isIgnored || opts.isIgnored(p))))) return;
+    if (!manifest.has(p) && (NEVER_NEW.test(p) || (!fromGit && opts.isIgnored?.(p)))) return;
     if (!fromGit && !manifest.has(p) && !candidates.has(p)) newFromOthers.add(p);
     candidates.add(p);
   };
-  for (const p of await gitHint(shell, layout)) consider(p, true);
-  for (const p of await statHint(shell, layout, manifest)) consider(p, false);
+  // The stat listing is the main hint (one `find`, far cheaper than the sandbox's `git add -A`
+  // over the whole tree); the sandbox's git tracking stands in where the listing fails.
+  const fromStat = await statHint(shell, layout, manifest);
+  if (fromStat) for (const p of fromStat) consider(p, false);
+  else for (const p of await gitHint(shell, layout)) consider(p, true);
   for (const p of opts.hints ?? []) consider(p, false);
   // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
   // trusting them can hide a change from the result, never add one.
@@ -135,33 +150,34 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   }
 
   // The result tree on the host: baseline + what was read. Unchanged bytes and mode: no change.
-  const importer = await opts.repo.importer();
   const ops: Array<{ path: string; mode: GitMode; mark: number } | { path: string; delete: true }> = [];
   const linkTargets = new Map<string, string>();
-  try {
-    for (const p of wanted) {
-      if (unreadable.has(p)) continue;
-      const f = files.get(p);
-      const base = manifest.get(p);
-      if (!f) {
-        if (base) ops.push({ path: p, delete: true });
-        continue;
-      }
-      const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
-      if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
-      if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
-      ops.push({ path: p, mode, mark: await importer.blob(f.content) });
+  for (const p of wanted) {
+    if (unreadable.has(p)) continue;
+    const f = files.get(p);
+    const base = manifest.get(p);
+    if (!f) {
+      if (base) ops.push({ path: p, delete: true });
+      continue;
     }
-  } catch (err) {
-    importer.abort();
-    throw err;
+    const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
+    if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
+    if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
+    ops.push({ path: p, mode, mark: await importer.blob(f.content) });
   }
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
 
-  const raw = parseRawNumstat(await opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'listing the result'));
-  const patch = await opts.repo.git(['diff-tree', ...NO_DRIVERS, '-p', '--binary', opts.baseCommit, resultCommit], undefined, 'building the result patch');
-  const sizes = await objectSizes(opts.repo, raw.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID));
+  // One diff for listing and patch: NUL-terminated raw and numstat records, an empty record, then
+  // the patch (paths are never empty, so the first empty record is the boundary).
+  const out = await opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-p', '--binary', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'diffing the result');
+  const boundary = out.indexOf('\0\0');
+  const raw = parseRawNumstat(boundary < 0 ? out : out.subarray(0, boundary + 1));
+  const patch = boundary < 0 ? Buffer.alloc(0) : out.subarray(boundary + 2);
+  // Sizes of what the host holds: base sizes from its manifest, new ones from the bytes it read.
+  const sizes = new Map<string, number>();
+  for (const f of manifest.values()) sizes.set(f.oid, f.size);
+  for (const f of files.values()) sizes.set(blobOid(f.content), f.content.length);
   const sections = splitHostPatch(patch, raw);
 
   // Names that one case-insensitive or normalising file system would see as one file.
@@ -242,22 +258,31 @@ async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout
  * the baseline (the agent can hide an edit only by restoring size and mtime, a new file only by
  * leaving it out of the listing — then the change is simply not part of the result).
  */
-async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[]> {
-  const script = `cd "$1" && exec find . \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
+async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest: Map<string, ManifestFile>): Promise<string[] | undefined> {
+  // Dependency trees are skipped (an install adds 100k files that are never a result) unless the
+  // project itself carried one in.
+  const tracksDeps = [...manifest.keys()].some((p) => /(^|\/)node_modules\//.test(p));
+  const prune = tracksDeps ? '-name .git' : '\\( -name node_modules -o -name .git \\)';
+  const script = `cd "$1" && exec find . ${prune} -prune -o \\( -type f -o -type l \\) -printf '%y %m %s %T@ %P\\0'`;
   let out: Buffer;
   try {
     const res = await shell.run({ argv: ['sh', '-c', script, 'sh', layout.workDir], env: { ...layout.env, LC_ALL: 'C' }, maxOutputBytes: HINT_OUTPUT_BYTES, timeoutMs: 5 * 60_000 });
-    if (res.exitCode !== 0 || res.truncated) return [];
+    // A file vanishing mid-listing makes find exit 1 with a usable listing; no output at all
+    // (no find, no -printf) or a cut one means "ask git instead".
+    if (res.truncated || (res.exitCode !== 0 && !res.stdout.length)) return undefined;
     out = res.stdout;
   } catch {
-    return [];
+    return undefined;
   }
   const seen = new Set<string>();
   const changed: string[] = [];
   for (const rec of out.toString('utf8').split('\0')) {
-    const m = /^([fl]) ([0-7]+) (\d+) (\d+)(?:\.\d+)? (.+)$/s.exec(rec);
+    const m = /^([fl]) ([0-7]+) (\d+) (\d+)(?:\.(\d+))? (.+)$/s.exec(rec);
     if (!m) continue;
-    const p = m[5] as string;
+    const p = m[6] as string;
+    // Files copied in carry whole-second mtimes from the tar; any write since leaves a fraction
+    // (on file systems with sub-second times), even within the same second as the copy.
+    const touched = /[1-9]/.test(m[5] ?? '');
     const base = manifest.get(p);
     if (!base) {
       changed.push(p); // a new file: the caller decides whether it may be proposed
@@ -268,23 +293,11 @@ async function statHint(shell: WorkspaceShell, layout: WorkspaceLayout, manifest
     const exec = (parseInt(m[2] as string, 8) & 0o100) !== 0;
     const same = isLink
       ? base.mode === '120000' && Number(m[3]) === base.size
-      : base.mode !== '120000' && (base.mode === '100755') === exec && Number(m[3]) === base.size && (base.mtime === undefined || Number(m[4]) === base.mtime);
+      : base.mode !== '120000' && (base.mode === '100755') === exec && Number(m[3]) === base.size && !touched && (base.mtime === undefined || Number(m[4]) === base.mtime);
     if (!same) changed.push(p);
   }
-  for (const p of manifest.keys()) if (!seen.has(p) && !/(^|\/)node_modules\//.test(p)) changed.push(p);
+  for (const p of manifest.keys()) if (!seen.has(p) && (tracksDeps || !/(^|\/)node_modules\//.test(p))) changed.push(p);
   return changed;
-}
-
-async function objectSizes(repo: HostRepo, oids: string[]): Promise<Map<string, number>> {
-  const sizes = new Map<string, number>();
-  const list = [...new Set(oids)];
-  if (!list.length) return sizes;
-  const out = await repo.git(['cat-file', '--batch-check=%(objectname) %(objectsize)'], `${list.join('\n')}\n`, 'reading object sizes');
-  for (const line of out.toString('latin1').split('\n')) {
-    const [oid, size] = line.split(' ');
-    if (oid && size && /^\d+$/.test(size)) sizes.set(oid, Number(size));
-  }
-  return sizes;
 }
 
 /** `a/x` as git writes it in a `diff --git` line (C-quoted only when the name needs it). */

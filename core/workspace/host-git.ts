@@ -18,7 +18,7 @@ let resolved: Promise<string> | undefined;
 
 /** The absolute path of `git` from `PATH` (resolved once per process). */
 export function gitExecutable(): Promise<string> {
-  resolved ??= findOnPath(process.platform === 'win32' ? ['git.exe', 'git.cmd'] : ['git']).then((found) => {
+  resolved ??= findOnPath(process.platform === 'win32' ? ['git.exe'] : ['git']).then((found) => {
     if (!found) throw new AirlockError('INVALID_INPUT', 'git was not found on PATH; install git to review and apply results.');
     return found;
   });

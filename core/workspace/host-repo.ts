@@ -1,6 +1,6 @@
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
@@ -49,13 +49,32 @@ export class HostRepo {
    */
   async importer(): Promise<FastImport> {
     const exe = await gitExecutable();
-    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
+    const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', 'fastimport.unpackLimit=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
       cwd: this.gitDir,
       env: { PATH: process.env.PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
     });
     return new FastImport(child, this);
+  }
+
+  /**
+   * Drops everything but these objects (one small pack): once a result is collected, apply needs
+   * only the base and result blobs of the changed files, not a copy of the whole project.
+   */
+  async keepOnly(oids: Iterable<string>): Promise<void> {
+    const list = [...new Set(oids)];
+    const packDir = path.join(this.gitDir, 'objects', 'pack');
+    const before = await readdir(packDir).catch(() => [] as string[]);
+    const name = (await this.git(['pack-objects', '-q', path.join(packDir, 'kept')], list.length ? `${list.join('\n')}\n` : '', 'compacting the run object store')).toString('latin1').trim();
+    for (const f of before) if (!f.startsWith(`kept-${name}.`)) await rm(path.join(packDir, f), { force: true });
+    for (const d of await readdir(path.join(this.gitDir, 'objects'))) if (/^[0-9a-f]{2}$/.test(d)) await rm(path.join(this.gitDir, 'objects', d), { recursive: true, force: true });
+    // The commits went with the packs: no ref may point at them.
+    await rm(path.join(this.gitDir, 'refs'), { recursive: true, force: true });
+    await mkdir(path.join(this.gitDir, 'refs', 'heads'), { recursive: true });
+    await mkdir(path.join(this.gitDir, 'refs', 'tags'), { recursive: true });
+    const check = await this.readBlobs(list);
+    if (check.size !== list.length) throw new AirlockError('INTERNAL', 'Compacting the run object store lost objects.');
   }
 
   /** Reads blobs by id; each one's content is checked against its id. */
@@ -79,6 +98,8 @@ export class HostRepo {
     return out;
   }
 }
+
+const BUFFER_BYTES = 64 * 1024 * 1024;
 
 /** Fixed author line of Airlock's own commits in a store. */
 export interface CommitSpec {
@@ -112,8 +133,10 @@ export class FastImport {
 
   private async write(chunk: Buffer | string): Promise<void> {
     if (this.failed) throw this.failed;
-    // Up to the pipe's high-water mark plus one file is buffered; beyond it the producer waits.
-    if (!this.child.stdin.write(chunk)) await new Promise<void>((resolve) => this.child.stdin.once('drain', resolve));
+    // The copy into the sandbox may run ahead of git by up to BUFFER_BYTES (memory stays bounded);
+    // past that, the producer waits for git to drain.
+    this.child.stdin.write(chunk);
+    if (this.child.stdin.writableLength > BUFFER_BYTES) await new Promise<void>((resolve) => this.child.stdin.once('drain', resolve));
   }
 
   /** Writes a blob; returns its mark for `commit`. */

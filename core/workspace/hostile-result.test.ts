@@ -158,8 +158,10 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
 
   it('a lying archive (paths it was not asked for, traversal, a device, a hard link to a host path) adds nothing', async () => {
     const project = gitRepo({ 'a.txt': 'a\n', 'b.txt': 'b\n' });
+    const lie = ['a.txt', 'b.txt', '../../.bashrc', '.git/hooks/pre-commit', 'dir\\evil.txt'];
     const sb = await lyingSandbox(project, {
-      gitDiff: () => Buffer.from('a.txt\0b.txt\0../../.bashrc\0.git/hooks/pre-commit\0dir\\evil.txt\0'),
+      gitDiff: () => Buffer.from(lie.map((p) => `${p}\0`).join('')),
+      listing: (real) => Buffer.concat([real, Buffer.from(lie.map((p) => `f 644 1 0 ${p}\0`).join(''))]),
       tar: () =>
         craftTar([
           { name: 'a.txt', body: 'agent a\n' },
@@ -244,6 +246,16 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
     writeFileSync(sb.at('src.ts'), 'new\n');
     const r = await collectLocal(sb);
     expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['added src.ts']);
+  });
+
+  it('still sees edits to a dependency folder the project itself carries, and never a new one', async () => {
+    const project = gitRepo({ 'node_modules/dep/index.js': 'v1\n', 'a.txt': 'a\n' });
+    const sb = await localSandbox(project);
+    writeFileSync(sb.at('node_modules/dep/index.js'), 'v2\n');
+    mkdirSync(sb.at('node_modules/other'));
+    writeFileSync(sb.at('node_modules/other/index.js'), 'installed\n');
+    const r = await collectLocal(sb);
+    expect(r.result.changes.map((c) => `${c.status} ${c.path}`)).toEqual(['modified node_modules/dep/index.js']);
   });
 
   it('leaves names with a backslash (a Windows separator) out of the result', async () => {
