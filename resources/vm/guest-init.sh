@@ -49,6 +49,60 @@ fi
 
 [ -x /usr/bin/setpriv ] || die "the image has no /usr/bin/setpriv (util-linux): cannot drop privileges"
 
+# The run's own configuration arrives from the host on the port airlock.config, after a cold boot as
+# after a restore from a snapshot (where every clone starts from this very point): one line
+#   seed=<64 hex> deadline=<seconds> run=<run id>
+# The seed is mixed into the kernel's pool and the CRNG reseeded from it (RNDRESEEDCRNG, root only),
+# so clones of one snapshot never share random bytes; the answer is "ok" or "err <why>". Reading the
+# port returns at once while no host is connected, hence the retry.
+reseed() {
+  if command -v perl >/dev/null 2>&1; then
+    perl -e 'open(my $f, ">", "/dev/urandom") or die "$!\n"; syswrite($f, pack("H*", $ARGV[0])) == 32 or die "short write\n"; ioctl($f, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n"' "$1"
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import fcntl, os, sys; f = os.open("/dev/urandom", os.O_WRONLY); os.write(f, bytes.fromhex(sys.argv[1])); fcntl.ioctl(f, 0x5207)' "$1"
+  else
+    echo "the image has neither perl nor python3 to reseed the kernel RNG" >&2
+    return 1
+  fi
+}
+configure() {
+  port=
+  i=0
+  while [ -z "$port" ]; do
+    for p in /sys/class/virtio-ports/*; do
+      [ "$(cat "$p/name" 2>/dev/null)" = airlock.config ] && port=/dev/${p##*/}
+    done
+    i=$((i + 1))
+    [ -z "$port" ] && { [ "$i" -gt 300 ] && die "no configuration port"; $BB usleep 100000; }
+  done
+  exec 3<>"$port" || die "cannot open the configuration port"
+  while :; do
+    line=
+    IFS= read -r line <&3 && [ -n "$line" ] && break
+    $BB usleep 100000
+  done
+  seed= deadline= run=
+  for kv in $line; do
+    case "$kv" in
+      seed=*) seed=${kv#seed=} ;;
+      deadline=*) deadline=${kv#deadline=} ;;
+      run=*) run=${kv#run=} ;;
+    esac
+  done
+  case "$seed" in *[!0-9a-f]*|'') echo "err bad seed" >&3; return ;; esac
+  [ ${#seed} -eq 64 ] || { echo "err bad seed" >&3; return; }
+  case "$run" in *[!A-Za-z0-9_.-]*|'') echo "err bad run id" >&3; return ;; esac
+  case "$deadline" in *[!0-9]*|'') echo "err bad deadline" >&3; return ;; esac
+  why=$(reseed "$seed" 2>&1) || { echo "err $why" | $BB tr '\n' ' ' >&3; echo >&3; return; }
+  echo "$run" >/run/airlock-run-id
+  $BB chmod 0444 /run/airlock-run-id
+  if [ "$deadline" -gt 0 ]; then
+    ( $BB sleep "$deadline"; say "wall clock limit reached"; $BB poweroff -f ) &
+  fi
+  echo ok >&3
+}
+configure &
+
 # The helper exits when the host closes the channel; start it again for the next connection.
 while :; do
   (

@@ -104,8 +104,10 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(run.status).toBe('done');
     expect(run.isolation.kind).toBe('qemu');
     // The record says how the guest ran, and why when it was not hardware virtualization.
-    const isolation = (await f.core.store.get(run.id)).isolation as { accel?: string; accelNote?: string };
+    const isolation = (await f.core.store.get(run.id)).isolation as { accel?: string; accelNote?: string; vmStartedFrom?: string };
     expect(['kvm', 'hvf', 'tcg']).toContain(isolation.accel);
+    // Restored from the image's VM snapshot: the canary checks below ran against a restored VM.
+    expect(isolation.vmStartedFrom).toBe(process.env.AIRLOCK_VM_SNAPSHOT === '0' ? 'boot' : 'snapshot');
     if (isolation.accel === 'tcg') expect(isolation.accelNote).toMatch(/software emulation/);
 
     const output = await f.terminalLog(run.id);
