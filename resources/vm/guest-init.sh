@@ -54,17 +54,38 @@ fi
 #   seed=<64 hex> deadline=<seconds> run=<run id>
 # The seed is mixed into the kernel's pool and the CRNG reseeded from it (RNDRESEEDCRNG, root only),
 # so clones of one snapshot never share random bytes; the answer is "ok" or "err <why>". Reading the
-# port returns at once while no host is connected, hence the retry.
-reseed() {
-  if command -v perl >/dev/null 2>&1; then
-    perl -e 'open(my $f, ">", "/dev/urandom") or die "$!\n"; syswrite($f, pack("H*", $ARGV[0])) == 32 or die "short write\n"; ioctl($f, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n"' "$1"
-  elif command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import fcntl, os, sys; f = os.open("/dev/urandom", os.O_WRONLY); os.write(f, bytes.fromhex(sys.argv[1])); fcntl.ioctl(f, 0x5207)' "$1"
-  else
-    echo "the image has neither perl nor python3 to reseed the kernel RNG" >&2
-    return 1
-  fi
+# port returns at once (EOF) while no host is connected, hence the retries. Perl (Essential in
+# Debian, so in every Debian-based image) is started before the snapshot and waits in its read, so
+# a restored VM pays no process start-up for it; python3, then nothing, are the fallbacks.
+CONFIGURE_PL='
+use strict;
+my $bb = "/opt/airlock-vm/busybox";
+my $line = "";
+while ($line !~ /\n/ && length($line) < 4096) {
+  my $n = sysread(STDIN, my $buf, 512);
+  if (!$n) { select(undef, undef, undef, 0.1); next; }
+  $line .= $buf;
 }
+sub answer { syswrite(STDOUT, "$_[0]\n"); exit 0 }
+my %c = map { /^(seed|deadline|run)=(.*)$/ ? ($1, $2) : () } split(/\s+/, $line);
+answer("err bad seed") unless ($c{seed} // "") =~ /^[0-9a-f]{64}$/;
+answer("err bad run id") unless ($c{run} // "") =~ /^[A-Za-z0-9_.-]{1,64}$/;
+answer("err bad deadline") unless ($c{deadline} // "") =~ /^[0-9]{1,9}$/;
+open(my $r, ">", "/dev/urandom") or answer("err urandom: $!");
+syswrite($r, pack("H*", $c{seed})) == 32 or answer("err short write to urandom");
+ioctl($r, 0x5207, 0) or answer("err RNDRESEEDCRNG: $!");
+close($r);
+open(my $f, ">", "/run/airlock-run-id") or answer("err run id: $!");
+print $f "$c{run}\n";
+close($f);
+chmod(0444, "/run/airlock-run-id");
+if ($c{deadline} > 0 && fork() == 0) {
+  open(STDIN, "<", "/dev/null");
+  open(STDOUT, ">", "/dev/null");
+  exec($bb, "sh", "-c", "$bb sleep $c{deadline}; echo airlock-guest: wall clock limit reached >/dev/console; $bb poweroff -f");
+}
+answer("ok");
+'
 configure() {
   port=
   i=0
@@ -76,6 +97,10 @@ configure() {
     [ -z "$port" ] && { [ "$i" -gt 300 ] && die "no configuration port"; $BB usleep 100000; }
   done
   exec 3<>"$port" || die "cannot open the configuration port"
+  if command -v perl >/dev/null 2>&1; then
+    perl -e "$CONFIGURE_PL" <&3 >&3
+    return
+  fi
   while :; do
     line=
     IFS= read -r line <&3 && [ -n "$line" ] && break
@@ -93,7 +118,8 @@ configure() {
   [ ${#seed} -eq 64 ] || { echo "err bad seed" >&3; return; }
   case "$run" in *[!A-Za-z0-9_.-]*|'') echo "err bad run id" >&3; return ;; esac
   case "$deadline" in *[!0-9]*|'') echo "err bad deadline" >&3; return ;; esac
-  why=$(reseed "$seed" 2>&1) || { echo "err $why" | $BB tr '\n' ' ' >&3; echo >&3; return; }
+  command -v python3 >/dev/null 2>&1 || { echo "err the image has neither perl nor python3 to reseed the kernel RNG" >&3; return; }
+  python3 -c 'import fcntl, os, sys; f = os.open("/dev/urandom", os.O_WRONLY); os.write(f, bytes.fromhex(sys.argv[1])); fcntl.ioctl(f, 0x5207)' "$seed" 2>/dev/null || { echo "err could not reseed the kernel RNG" >&3; return; }
   echo "$run" >/run/airlock-run-id
   $BB chmod 0444 /run/airlock-run-id
   if [ "$deadline" -gt 0 ]; then
