@@ -19,6 +19,8 @@ export const RunSandbox = z.object({
   /** VMs: how the guest ran (`tcg` = software emulation) and why, including a retry under TCG after KVM failed. */
   accel: z.enum(['kvm', 'hvf', 'tcg']).optional(),
   accelNote: z.string().optional(),
+  /** VMs: restored from the image's snapshot, or a cold kernel boot. */
+  vmStartedFrom: z.enum(['snapshot', 'boot']).optional(),
 });
 export type RunSandbox = z.infer<typeof RunSandbox>;
 

@@ -54,12 +54,13 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   throwIfStopped(run);
 }
 
-/** A VM sandbox's accelerator and why (QemuSandboxInfo), for the run record; nothing for containers. */
-function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string } {
-  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown };
+/** A VM sandbox's accelerator and why, and how it started (QemuSandboxInfo), for the run record; nothing for containers. */
+function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string; vmStartedFrom?: 'snapshot' | 'boot' } {
+  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown; startedFrom?: unknown };
   if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
   const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
-  return { accel: i.accel, ...(note ? { accelNote: note } : {}) };
+  const from = i.startedFrom === 'snapshot' || i.startedFrom === 'boot' ? i.startedFrom : undefined;
+  return { accel: i.accel, ...(note ? { accelNote: note } : {}), ...(from ? { vmStartedFrom: from } : {}) };
 }
 
 /** Copies the project into the sandbox; the host keeps the same bytes as its own baseline. */

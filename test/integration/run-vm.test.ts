@@ -106,6 +106,8 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     // The record says how the guest ran, and why when it was not hardware virtualization.
     const { sandbox } = await f.core.store.get(run.id);
     expect(['kvm', 'hvf', 'tcg']).toContain(sandbox.accel);
+    // Restored from the image's VM snapshot: the canary checks below ran against a restored VM.
+    expect(sandbox.vmStartedFrom).toBe(process.env.AIRLOCK_VM_SNAPSHOT === '0' ? 'boot' : 'snapshot');
     if (sandbox.accel === 'tcg') expect(sandbox.accelNote).toMatch(/software emulation/);
 
     const output = await f.terminalLog(run.id);

@@ -4,7 +4,7 @@
  * as a Docker sandbox is. One boot for the whole file: VMs are slow under emulation.
  */
 import { randomBytes } from 'node:crypto';
-import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, connect as netConnect, type AddressInfo, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -176,6 +176,39 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     // The shared, read-only base disk never sees what a run writes.
     const base = await ensureBaseDisk(imageRef, driver.paths);
     expect(await fileContains(base.path, marker)).toBe(false);
+    // Nor do the snapshots runs are restored from (state, scratch template, hello): they are read-only.
+    const snapshotsDir = path.join(driver.paths.assetsDir, 'snapshots');
+    for (const dir of await readdir(snapshotsDir).catch(() => [] as string[])) {
+      for (const f of await readdir(path.join(snapshotsDir, dir))) expect(await fileContains(path.join(snapshotsDir, dir, f), marker), `${dir}/${f}`).toBe(false);
+    }
+  }, 600_000);
+
+  it('starts from the image snapshot, and a second VM restored from it shares no randomness, identity or writes', async () => {
+    expect(info.startedFrom).toBe(process.env.AIRLOCK_VM_SNAPSHOT === '0' ? 'boot' : 'snapshot');
+    const otherId = `r-vmtest2-${randomBytes(4).toString('hex')}`;
+    const other = await manager.create({ runId: otherId, image: imageRef, limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
+    try {
+      expect((other.info as QemuSandboxInfo).startedFrom).toBe(info.startedFrom);
+      // Kernel randomness (reseeded from each run's own seed after the restore), a new process's
+      // Node crypto, and the run id the guest was given.
+      const probe = ['sh', '-c', 'head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n"; echo; node -e "process.stdout.write(require(\'crypto\').randomBytes(16).toString(\'hex\'))"; echo; cat /run/airlock-run-id'];
+      const [a, b] = await Promise.all([channel.run({ argv: probe }), other.channel.run({ argv: probe })]);
+      const [aRand, aNode, aRun] = a.stdout.toString().trim().split('\n');
+      const [bRand, bNode, bRun] = b.stdout.toString().trim().split('\n');
+      expect(aRand).toMatch(/^[0-9a-f]{64}$/);
+      expect(aNode).toMatch(/^[0-9a-f]{32}$/);
+      expect(aRand).not.toBe(bRand);
+      expect(aNode).not.toBe(bNode);
+      expect([aRun, bRun]).toEqual([runId, otherId]);
+      // Each has its own scratch disk: what one writes, the other never sees.
+      await channel.writeFile('/workspace/only-in-first.txt', 'first\n');
+      const check = ['sh', '-c', 'test -e /workspace/only-in-first.txt && echo present || echo absent'];
+      expect((await channel.run({ argv: check })).stdout.toString().trim()).toBe('present');
+      expect((await other.channel.run({ argv: check })).stdout.toString().trim()).toBe('absent');
+    } finally {
+      const proof = await other.destroy();
+      expect(proof.leftovers).toEqual([]);
+    }
   }, 600_000);
 
   it('wipes: a fresh driver (as after a crash) reaps the VM from its pidfile and nothing remains', async () => {

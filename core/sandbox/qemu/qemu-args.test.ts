@@ -33,7 +33,13 @@ describe('buildQemuArgs', () => {
       'file=/runs/r-1/root.qcow2,if=none,id=root,format=qcow2,discard=unmap',
       'file=/runs/r-1/scratch.img,if=none,id=scratch,format=raw,discard=unmap',
     ]);
-    expect(optionAfter(args, '-chardev')).toEqual(['socket,id=channel,path=/runs/r-1/ch.sock,server=on,wait=off', 'socket,id=helperlog,path=/runs/r-1/hl.sock,server=on,wait=off']);
+    expect(optionAfter(args, '-chardev')).toEqual([
+      'socket,id=channel,path=/runs/r-1/ch.sock,server=on,wait=off',
+      'socket,id=helperlog,path=/runs/r-1/hl.sock,server=on,wait=off',
+      'socket,id=config,path=/runs/r-1/cfg.sock,server=on,wait=off',
+    ]);
+    expect(optionAfter(args, '-device')).toContain('virtserialport,bus=vser.0,nr=3,chardev=config,name=airlock.config');
+    expect(args).not.toContain('-incoming');
     expect(optionAfter(args, '-device')).toContain('virtserialport,bus=vser.0,nr=1,chardev=channel,name=airlock.channel');
     expect(optionAfter(args, '-pidfile')).toEqual(['/runs/r-1/qemu.pid']);
   });

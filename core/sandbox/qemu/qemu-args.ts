@@ -1,5 +1,11 @@
+import path from 'node:path';
 import type { VmAccel } from './accel';
 import type { RunFiles } from './vm-paths';
+
+/** The run's configuration port (seed, deadline, run id; see guest-init.sh) ⇄ this socket. */
+export function configSocketOf(files: RunFiles): string {
+  return path.join(files.dir, 'cfg.sock');
+}
 
 export interface QemuLaunch {
   runId: string;
@@ -13,6 +19,10 @@ export interface QemuLaunch {
   deadlineSeconds: number;
   /** QEMU's own seccomp sandbox (`-sandbox on,…`); on unless the build lacks it. */
   seccomp: boolean;
+  /** `qcow2` when the scratch disk is an overlay over a snapshot's scratch template. Default raw. */
+  scratchFormat?: 'raw' | 'qcow2';
+  /** Wait for the VM state to arrive (`-incoming defer`, then QMP `migrate-incoming`): a restore from a snapshot. */
+  incoming?: boolean;
 }
 
 /**
@@ -22,6 +32,7 @@ export interface QemuLaunch {
  * - /dev/vdb: the per-run scratch disk (ext4, size = the disk limit) for /workspace, /airlock, /tmp, $HOME;
  * - /dev/vport0p1: the channel (virtio-serial) ⇄ a Unix socket in the run directory;
  * - /dev/vport0p2: the helper's stderr ⇄ a Unix socket the host reads into a capped log file;
+ * - /dev/vport0p3: the run's configuration (seed, deadline, run id) ⇄ a Unix socket in the run directory;
  * - the serial console ⇄ console.log in the run directory (boot failures are reported from it).
  */
 export function buildQemuArgs(l: QemuLaunch): string[] {
@@ -61,7 +72,7 @@ export function buildQemuArgs(l: QemuLaunch): string[] {
     '-nic', 'none',
     '-drive', `file=${q(f.overlay)},if=none,id=root,format=qcow2,discard=unmap`,
     '-device', 'virtio-blk-pci,drive=root',
-    '-drive', `file=${q(f.scratch)},if=none,id=scratch,format=raw,discard=unmap`,
+    '-drive', `file=${q(f.scratch)},if=none,id=scratch,format=${l.scratchFormat ?? 'raw'},discard=unmap`,
     '-device', 'virtio-blk-pci,drive=scratch',
     '-device', 'virtio-serial-pci,id=vser',
     '-chardev', `socket,id=channel,path=${q(f.channelSocket)},server=on,wait=off`,
@@ -69,10 +80,13 @@ export function buildQemuArgs(l: QemuLaunch): string[] {
     // A socket, not a file: the host keeps a capped log of it (capped-log.ts); a file would grow with whatever the guest writes.
     '-chardev', `socket,id=helperlog,path=${q(f.helperLogSocket)},server=on,wait=off`,
     '-device', 'virtserialport,bus=vser.0,nr=2,chardev=helperlog,name=airlock.log',
+    '-chardev', `socket,id=config,path=${q(configSocketOf(f))},server=on,wait=off`,
+    '-device', 'virtserialport,bus=vser.0,nr=3,chardev=config,name=airlock.config',
     '-serial', `file:${q(f.console)}`,
     // The monitor, host-side only (a Unix socket in the run directory): memory dumps for leak scans.
     '-qmp', `unix:${q(f.qmpSocket)},server=on,wait=off`,
     '-pidfile', f.pidfile,
+    ...(l.incoming ? ['-incoming', 'defer'] : []),
   ];
   if (l.seccomp) {
     args.push('-sandbox', 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');

@@ -1,18 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { access, mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { access, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
 import { ensureBaseDisk } from './base-disk';
 import { keepCappedLog, type CappedLog } from './capped-log';
-import { buildQemuArgs } from './qemu-args';
+import { buildQemuArgs, configSocketOf } from './qemu-args';
 import { qmpCommand } from './qmp';
 import { runTool, runToolOk } from './run-tool';
 import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from './vm-process';
 import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
+import { configureGuest, loadVmState, readOneFrame, saveVmState, snapshotFiles, snapshotKey, type SnapshotFiles } from './vm-snapshot';
 
 export interface QemuDriverOptions {
   env?: NodeJS.ProcessEnv;
@@ -32,6 +36,11 @@ export interface QemuDriverOptions {
   accelSetting?: VmAccelChoice;
   /** Progress of the one-time base disk build. */
   onProgress?: (message: string) => void;
+  /**
+   * Start VMs by restoring a snapshot of a booted guest (made once per image version and VM shape)
+   * instead of booting a kernel. Default true; `AIRLOCK_VM_SNAPSHOT=0` in `env` turns it off.
+   */
+  snapshots?: boolean;
 }
 
 /** A QEMU sandbox also says how it runs the guest. */
@@ -42,6 +51,10 @@ export interface QemuSandboxInfo extends SandboxInfo {
   accelReason: string;
   /** Set when the VM failed to start under KVM/HVF and was started again under TCG: why. */
   accelRetry?: string;
+  /** `snapshot`: restored from the image's VM snapshot; `boot`: a cold kernel boot. */
+  startedFrom?: 'snapshot' | 'boot';
+  /** Why a VM booted cold although snapshots are on (the snapshot could not be made). */
+  snapshotNote?: string;
   /** `<hostname>:<pid>` of the process that started the VM (reaper safety). */
   owner?: string;
 }
@@ -62,11 +75,24 @@ interface LiveVm {
   exited: Promise<void>;
   /** The channel connection made during boot, handed to the first openChannel(). */
   firstSocket?: net.Socket;
+  /** Restored VMs: the helper's hello, said before the snapshot was taken, replayed to the first channel. */
+  hello?: Buffer;
+  configSocket?: net.Socket;
   wallClock?: NodeJS.Timeout;
   stderrTail: string;
   info: QemuSandboxInfo;
   /** The helper's stderr, read from its socket into a capped file. */
   helperLog?: CappedLog;
+}
+
+/** What a VM snapshot must match: QEMU's command line and the disks under the overlays. */
+interface VmShape {
+  accel: VmAccel;
+  cpus: number;
+  memoryMiB: number;
+  diskBytes: number;
+  seccomp: boolean;
+  basePath: string;
 }
 
 const ID_PREFIX = 'qemu-';
@@ -93,6 +119,23 @@ async function tail(file: string, bytes = 2000): Promise<string> {
   }
 }
 
+/** A sparse ext4 scratch disk of `bytes` (holds /workspace, /airlock, /tmp and $HOME). */
+async function createScratchDisk(file: string, bytes: number): Promise<void> {
+  const fh = await open(file, 'wx', 0o600);
+  await fh.truncate(bytes);
+  await fh.close();
+  // Lazy init: formatting a sparse file of any size takes ~0.1 s and writes a few MB.
+  await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', file], 'Could not format the VM scratch disk', { timeoutMs: 60_000 });
+}
+
+/** Keeps the `keep` newest snapshots (by their metadata's age); older image versions' go. */
+async function pruneSnapshots(root: string, keep: number): Promise<void> {
+  const names = (await readdir(root).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}$/.test(n));
+  const aged = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(root, n, 'snapshot.json')).catch(() => undefined))?.mtimeMs ?? 0 })));
+  aged.sort((a, b) => b.t - a.t);
+  for (const { n } of aged.slice(keep)) await rm(path.join(root, n), { recursive: true, force: true });
+}
+
 /**
  * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; docs/architecture.md §4, issue 6).
  *
@@ -110,6 +153,8 @@ export class QemuDriver implements SandboxDriver {
   private readonly live = new Map<string, LiveVm>();
   private accelProbe: Promise<AccelProbe> | undefined;
   private seccompProbe: Promise<boolean> | undefined;
+  private versionProbe: Promise<string> | undefined;
+  private readonly snapshots = new Map<string, Promise<SnapshotFiles>>();
 
   constructor(private readonly opts: QemuDriverOptions = {}) {
     this.paths = vmPaths(opts.env, opts.paths);
@@ -184,64 +229,75 @@ export class QemuDriver implements SandboxDriver {
   }
 
   private async boot(spec: SandboxSpec, files: RunFiles, probe: AccelProbe, seccomp: boolean, basePath: string, accelRetry?: string): Promise<QemuSandboxInfo> {
+    const diskBytes = this.opts.diskBytes ?? 8 * 1024 ** 3;
+    const shape = { accel: probe.accel, cpus: Math.max(1, Math.floor(spec.limits.cpus)), memoryMiB: Math.floor(spec.limits.memoryBytes / (1024 * 1024)), diskBytes, seccomp, basePath };
+    let snapshot: SnapshotFiles | undefined;
+    let snapshotNote: string | undefined;
+    if (this.snapshotsOn()) {
+      snapshot = await this.snapshot(shape).catch((err: unknown) => {
+        snapshotNote = `no VM snapshot (${err instanceof Error ? err.message.split('\n')[0] : String(err)}): booted cold`;
+        this.opts.onProgress?.(snapshotNote);
+        return undefined;
+      });
+    }
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
     const owner = `${os.hostname()}:${process.pid}`;
     const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
     const id = `${ID_PREFIX}${spec.runId}`;
-    const info: QemuSandboxInfo = { id, runId: spec.runId, kind: 'qemu', state: 'starting', createdAt, accel: probe.accel, accelReason: probe.reason, ...(accelRetry ? { accelRetry } : {}), owner };
+    const info: QemuSandboxInfo = {
+      id,
+      runId: spec.runId,
+      kind: 'qemu',
+      state: 'starting',
+      createdAt,
+      accel: probe.accel,
+      accelReason: probe.reason,
+      ...(accelRetry ? { accelRetry } : {}),
+      startedFrom: snapshot ? 'snapshot' : 'boot',
+      ...(snapshotNote ? { snapshotNote } : {}),
+      owner,
+    };
     let vm: LiveVm | undefined;
     try {
       await writeFile(files.record, JSON.stringify(record, null, 2), { mode: 0o600 });
-      const diskBytes = this.opts.diskBytes ?? 8 * 1024 ** 3;
       await Promise.all([
         runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', basePath, '-F', 'raw', files.overlay], 'Could not create the VM overlay disk', { timeoutMs: 30_000 }),
-        (async () => {
-          const fh = await open(files.scratch, 'wx', 0o600);
-          await fh.truncate(diskBytes);
-          await fh.close();
-          // Lazy init: formatting a sparse file of any size takes ~0.1 s and writes a few MB.
-          await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', files.scratch], 'Could not format the VM scratch disk', { timeoutMs: 60_000 });
-        })(),
+        // Restored: the guest already has its scratch file system mounted; the run writes to its own overlay over it.
+        snapshot
+          ? runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', snapshot.scratch, '-F', 'raw', files.scratch], 'Could not create the VM scratch overlay', { timeoutMs: 30_000 })
+          : createScratchDisk(files.scratch, diskBytes),
       ]);
       const wallClockMs = this.opts.wallClockMs ?? 4 * 3600_000;
-      const args = buildQemuArgs({
-        runId: spec.runId,
-        accel: probe.accel,
-        cpus: spec.limits.cpus,
-        memoryMiB: Math.floor(spec.limits.memoryBytes / (1024 * 1024)),
-        kernel: this.paths.kernel,
-        initramfs: this.paths.initramfs,
-        files,
-        // The host kills the VM at the limit; the guest's own deadline is the backstop if the host died.
-        deadlineSeconds: wallClockMs > 0 ? Math.ceil(wallClockMs / 1000) + 60 : 0,
-        seccomp,
-      });
-      const child = spawn(this.qemu, args, { stdio: ['ignore', 'ignore', 'pipe'], cwd: files.dir });
-      const exited = new Promise<void>((resolve) => {
-        child.once('exit', () => resolve());
-        child.once('error', () => resolve());
-      });
-      vm = { runId: spec.runId, files, child, exited, stderrTail: '', info, helperLog: keepCappedLog(files.helperLogSocket, files.helperLog) };
-      const liveVm = vm;
-      child.stderr?.on('data', (c: Buffer) => {
-        liveVm.stderrTail = (liveVm.stderrTail + c.toString('utf8')).slice(-4000);
-      });
-      child.once('error', (e) => {
-        liveVm.stderrTail += `\n${e.message}`;
-      });
+      vm = this.spawnVm(spec.runId, files, info, shape, !!snapshot);
       this.live.set(spec.runId, vm);
       this.emitter.fire({ type: 'created', runId: spec.runId, id });
       if (wallClockMs > 0) {
+        const child = vm.child;
         vm.wallClock = setTimeout(() => child.kill('SIGKILL'), wallClockMs);
         vm.wallClock.unref();
       }
       const timeoutMs = this.opts.bootTimeoutMs ?? (probe.accel === 'tcg' ? 240_000 : 60_000);
-      vm.firstSocket = await this.waitForHelper(vm, timeoutMs);
+      const deadline = Date.now() + timeoutMs;
+      // Both connections exist before a restored guest runs, as they did when its state was saved:
+      // the guest sees no disconnect, and its helper carries on where the snapshot left it.
+      const [channel, config] = await Promise.all([this.connectWhenListening(vm, files.channelSocket, deadline), this.connectWhenListening(vm, configSocketOf(files), deadline)]);
+      vm.configSocket = config;
+      if (snapshot) {
+        vm.firstSocket = channel;
+        vm.hello = await readFile(snapshot.hello);
+        await loadVmState(files.qmpSocket, snapshot.state, files.dir, Math.max(1000, deadline - Date.now()));
+      } else {
+        vm.firstSocket = await this.waitForHelper(vm, channel, deadline);
+      }
+      // The run's own seed (the guest kernel reseeds its RNG from it), deadline and id, after boot or restore.
+      await configureGuest(config, { seed: randomBytes(32).toString('hex'), deadlineSeconds: wallClockMs > 0 ? Math.ceil(wallClockMs / 1000) + 60 : 0, runId: spec.runId }, Math.max(1000, deadline - Date.now()));
+      config.destroy();
+      vm.configSocket = undefined;
     } catch (err) {
       const detail = vm ? await this.bootDiagnostics(vm) : '';
       await this.destroy(spec.runId).catch(() => undefined);
-      if (err instanceof AirlockError && err.kind !== 'SANDBOX_FAILED') throw err;
+      if (err instanceof AirlockError && err.kind !== 'SANDBOX_FAILED' && err.kind !== 'COMMAND_TIMEOUT') throw err;
       const msg = err instanceof Error ? err.message : String(err);
       throw new AirlockError('SANDBOX_FAILED', `The VM for run ${spec.runId} did not start: ${msg}${detail ? `\n${detail}` : ''}`, { cause: err });
     }
@@ -250,28 +306,137 @@ export class QemuDriver implements SandboxDriver {
     return { ...info };
   }
 
-  /** Connects to the channel socket and waits for the helper's first bytes (its hello). */
-  private async waitForHelper(vm: LiveVm, timeoutMs: number): Promise<net.Socket> {
-    const deadline = Date.now() + timeoutMs;
-    let gone = false;
-    void vm.exited.then(() => {
-      gone = true;
+  private snapshotsOn(): boolean {
+    const env = (this.opts.env ?? process.env).AIRLOCK_VM_SNAPSHOT;
+    if (env !== undefined && env !== '') return env !== '0' && env.toLowerCase() !== 'false';
+    return this.opts.snapshots ?? true;
+  }
+
+  private spawnVm(runId: string, files: RunFiles, info: QemuSandboxInfo, shape: VmShape, incoming: boolean): LiveVm {
+    const args = buildQemuArgs({
+      runId,
+      accel: shape.accel,
+      cpus: shape.cpus,
+      memoryMiB: shape.memoryMiB,
+      kernel: this.paths.kernel,
+      initramfs: this.paths.initramfs,
+      files,
+      // The guest's own wall clock backstop arrives with the run's configuration (after a restore too).
+      deadlineSeconds: 0,
+      seccomp: shape.seccomp,
+      scratchFormat: incoming ? 'qcow2' : 'raw',
+      incoming,
     });
-    // QEMU creates the socket while it initialises; keep trying until then.
-    let socket: net.Socket | undefined;
-    while (!socket) {
-      if (gone) throw new Error(`QEMU exited early (code ${vm.child.exitCode ?? vm.child.signalCode}): ${vm.stderrTail.trim() || 'no error output'}`);
-      if (Date.now() > deadline) throw new Error(`QEMU did not open its channel socket within ${timeoutMs} ms`);
-      socket = await new Promise<net.Socket | undefined>((resolve) => {
-        const s = net.connect(vm.files.channelSocket);
+    const child = spawn(this.qemu, args, { stdio: ['ignore', 'ignore', 'pipe'], cwd: files.dir });
+    const exited = new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.once('error', () => resolve());
+    });
+    const vm: LiveVm = { runId, files, child, exited, stderrTail: '', info, helperLog: keepCappedLog(files.helperLogSocket, files.helperLog) };
+    child.stderr?.on('data', (c: Buffer) => {
+      vm.stderrTail = (vm.stderrTail + c.toString('utf8')).slice(-4000);
+    });
+    child.once('error', (e) => {
+      vm.stderrTail += `\n${e.message}`;
+    });
+    return vm;
+  }
+
+  private qemuVersion(): Promise<string> {
+    this.versionProbe ??= runTool(this.qemu, ['--version'], { timeoutMs: 15_000 }).then(
+      (r) => (r.stdout.toString('utf8').split('\n')[0] ?? '').trim(),
+      () => 'unknown',
+    );
+    return this.versionProbe;
+  }
+
+  /** The snapshot for this VM shape, made on first use (once per image version, shape and QEMU build). */
+  private async snapshot(shape: VmShape): Promise<SnapshotFiles> {
+    const key = await snapshotKey({ ...shape, kernel: this.paths.kernel, initramfs: this.paths.initramfs, qemuVersion: await this.qemuVersion() });
+    let made = this.snapshots.get(key);
+    if (!made) {
+      made = this.makeSnapshot(key, shape);
+      this.snapshots.set(key, made);
+      made.catch(() => this.snapshots.delete(key));
+    }
+    return made;
+  }
+
+  /**
+   * Boots a VM of this shape to the helper's hello (no run, no configuration yet: the guest waits for
+   * it), saves its state, and keeps what runs need: the state, the scratch disk the guest has
+   * mounted, and the hello. Made in a private directory, then renamed into place.
+   */
+  private async makeSnapshot(key: string, shape: VmShape): Promise<SnapshotFiles> {
+    const root = path.join(this.paths.assetsDir, 'snapshots');
+    const final = snapshotFiles(path.join(root, key));
+    if (await exists(final.meta)) return final;
+    this.opts.onProgress?.('making the VM snapshot (once per image version)');
+    const t0 = performance.now();
+    const buildId = `b-${randomBytes(4).toString('hex')}`;
+    const files = runFiles(root, buildId);
+    const info: QemuSandboxInfo = { id: buildId, runId: buildId, kind: 'qemu', state: 'starting', createdAt: new Date().toISOString(), accel: shape.accel, accelReason: '' };
+    await mkdir(files.dir, { recursive: true, mode: 0o700 });
+    let vm: LiveVm | undefined;
+    const sockets: net.Socket[] = [];
+    try {
+      await Promise.all([
+        runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', shape.basePath, '-F', 'raw', files.overlay], 'Could not create the VM overlay disk', { timeoutMs: 30_000 }),
+        createScratchDisk(files.scratch, shape.diskBytes),
+      ]);
+      vm = this.spawnVm(buildId, files, info, shape, false);
+      const deadline = Date.now() + (this.opts.bootTimeoutMs ?? (shape.accel === 'tcg' ? 240_000 : 60_000));
+      const [channel, config] = await Promise.all([this.connectWhenListening(vm, files.channelSocket, deadline), this.connectWhenListening(vm, configSocketOf(files), deadline)]);
+      sockets.push(channel, config);
+      const hello = await readOneFrame(channel, Math.max(1000, deadline - Date.now()));
+      await saveVmState(files.qmpSocket, path.join(files.dir, 'vm.state'), files.dir);
+      vm.child.kill('SIGKILL');
+      await vm.exited;
+      await writeFile(path.join(files.dir, 'hello.bin'), hello, { mode: 0o400 });
+      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
+      await writeFile(path.join(files.dir, 'snapshot.json'), JSON.stringify({ key, ...shape, madeAt: new Date().toISOString(), bootMs: Math.round(performance.now() - t0) }, null, 2), { mode: 0o400 });
+      await mkdir(root, { recursive: true });
+      await rename(files.dir, final.dir).catch(async (err: NodeJS.ErrnoException) => {
+        // Another process made it meanwhile: use theirs.
+        if (!(await exists(final.meta))) throw err;
+        await rm(files.dir, { recursive: true, force: true });
+      });
+      await pruneSnapshots(root, 3);
+      return final;
+    } catch (err) {
+      const detail = vm ? await this.bootDiagnostics(vm) : '';
+      vm?.child.kill('SIGKILL');
+      await vm?.exited;
+      await rm(files.dir, { recursive: true, force: true });
+      throw new AirlockError('SANDBOX_FAILED', `Could not make the VM snapshot: ${err instanceof Error ? err.message : String(err)}${detail ? `\n${detail}` : ''}`, { cause: err });
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+  }
+
+  /** Connects to a Unix socket QEMU creates while it initialises; retries until then or the deadline. */
+  private async connectWhenListening(vm: LiveVm, socketPath: string, deadline: number): Promise<net.Socket> {
+    for (;;) {
+      if (vm.child.exitCode !== null || vm.child.signalCode !== null) {
+        throw new Error(`QEMU exited early (code ${vm.child.exitCode ?? vm.child.signalCode}): ${vm.stderrTail.trim() || 'no error output'}`);
+      }
+      if (Date.now() > deadline) throw new Error(`QEMU did not open ${path.basename(socketPath)} in time`);
+      const socket = await new Promise<net.Socket | undefined>((resolve) => {
+        const s = net.connect(socketPath);
         s.once('connect', () => resolve(s));
         s.once('error', () => {
           s.destroy();
           resolve(undefined);
         });
       });
-      if (!socket) await delay(25);
+      if (socket) return socket;
+      await delay(25);
     }
+  }
+
+  /** Waits on the connected channel for the helper's first bytes (its hello), without consuming them. */
+  private async waitForHelper(vm: LiveVm, socket: net.Socket, deadline: number): Promise<net.Socket> {
+    const timeoutMs = Math.max(0, deadline - Date.now());
     const s = socket;
     // Wait for buffered bytes without consuming them ('readable', not 'data'), so the socket is
     // handed over untouched: once the listener is gone, the next 'data' listener starts the flow.
@@ -334,8 +499,19 @@ export class QemuDriver implements SandboxDriver {
     const s = socket;
     s.setNoDelay(true);
     let closed = false;
+    // A restored guest's helper said hello before the snapshot was taken: replay it, then the socket.
+    let readable: NodeJS.ReadableStream = s;
+    const hello = vm?.hello;
+    if (vm && hello) {
+      vm.hello = undefined;
+      const replay = new PassThrough();
+      replay.write(hello);
+      s.pipe(replay);
+      s.once('close', () => replay.end());
+      readable = replay;
+    }
     return {
-      readable: s,
+      readable,
       writable: s,
       close: () => {
         if (closed) return;
@@ -378,6 +554,7 @@ export class QemuDriver implements SandboxDriver {
       if (vm.wallClock) clearTimeout(vm.wallClock);
       vm.firstSocket?.destroy();
       vm.helperLog?.dispose();
+      vm.configSocket?.destroy();
       if (vm.child.exitCode === null && vm.child.signalCode === null && vm.child.pid) {
         vm.child.kill('SIGKILL');
         removed.push(`process:${vm.child.pid}`);
