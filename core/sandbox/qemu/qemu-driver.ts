@@ -392,8 +392,9 @@ export class QemuDriver implements SandboxDriver {
       await saveVmState(files.qmpSocket, path.join(files.dir, 'vm.state'), files.dir);
       vm.child.kill('SIGKILL');
       await vm.exited;
+      vm.helperLog?.dispose();
       await writeFile(path.join(files.dir, 'hello.bin'), hello, { mode: 0o400 });
-      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
+      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, files.helperLogSocket, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
       await writeFile(path.join(files.dir, 'snapshot.json'), JSON.stringify({ key, ...shape, madeAt: new Date().toISOString(), bootMs: Math.round(performance.now() - t0) }, null, 2), { mode: 0o400 });
       await mkdir(root, { recursive: true });
       await rename(files.dir, final.dir).catch(async (err: NodeJS.ErrnoException) => {
