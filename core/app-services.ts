@@ -18,7 +18,7 @@ import { IMAGE_REPOSITORY } from './sandbox/image';
 import { checkEngine } from './sandbox/sandbox';
 import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, diffOf, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
+import { applyRunResult, classifyRisky, diffOf, loadLegacyResult, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
 import { sha256 } from './workspace/collect';
 
 /** Airlock base images present in the engine, newest first. */
@@ -95,6 +95,9 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       return { files: stored.result.changes, stored };
     } catch (err) {
       await record(runId); // NOT_FOUND for an unknown run
+      // A run from an older Airlock: its list is shown for reading, with no digest to apply by.
+      const legacy = await loadLegacyResult(store, runId);
+      if (legacy) return { files: legacy.files as unknown as FileChange[] };
       if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw err;
       return { files: [] };
     }
@@ -296,8 +299,8 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
       },
       async exportPatch({ runId, files, destPath }) {
-        const loaded = await storedResult(runId);
-        const patch = patchForFiles(loaded, files);
+        const legacy = files ? undefined : await loadLegacyResult(store, runId);
+        const patch = legacy ? legacy.patch : patchForFiles(await storedResult(runId), files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.

@@ -51,6 +51,21 @@ export async function loadRunResult(store: RunStore, runId: string): Promise<Loa
   return { result, patch, repo: HostRepo.open(rp.objects) };
 }
 
+/**
+ * A run collected by an Airlock from before results were derived on the host: its patch and
+ * file list can be read and exported whole, never applied.
+ */
+export async function loadLegacyResult(store: RunStore, runId: string): Promise<{ patch: Buffer; files: Array<{ path: string } & Record<string, unknown>> } | undefined> {
+  const p = store.paths(runId);
+  try {
+    await readFile(path.join(p.artifacts, 'baseline.json'));
+    const files = JSON.parse(await readFile(path.join(p.artifacts, 'changes.json'), 'utf8')) as Array<{ path: string } & Record<string, unknown>>;
+    return { patch: await readFile(p.patch), files };
+  } catch {
+    return undefined;
+  }
+}
+
 /** One file's diff text in a stored result (by new or old path). */
 export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: string): string | undefined {
   const c = loaded.result.changes.find((x) => x.path === file) ?? loaded.result.changes.find((x) => x.oldPath === file);
@@ -148,9 +163,10 @@ export async function applyRunResult(opts: {
  * audit log is not sealed.
  */
 export async function writeRecordedPatch(opts: { store: RunStore; runId: string; dest: string; files?: string[] }): Promise<{ bytes: number; sha256: string }> {
-  const loaded = await loadRunResult(opts.store, opts.runId);
-  const selected = selectChanges(loaded.result, opts.files);
-  const patch = opts.files ? sectionsOf(loaded.patch, selected) : loaded.patch;
+  const legacy = opts.files ? undefined : await loadLegacyResult(opts.store, opts.runId);
+  const loaded = legacy ? undefined : await loadRunResult(opts.store, opts.runId);
+  const selected = loaded ? selectChanges(loaded.result, opts.files) : (legacy?.files ?? []);
+  const patch = loaded ? (opts.files ? sectionsOf(loaded.patch, selected as ResultChange[]) : loaded.patch) : (legacy?.patch as Buffer);
   const paths = opts.store.paths(opts.runId);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
