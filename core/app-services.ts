@@ -12,7 +12,7 @@ import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
-import { applyRunResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { applyRunResult, loadLegacyResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { ShellSessions } from './runs/shell-sessions';
@@ -228,7 +228,8 @@ function diffsService(parts: ServiceParts): DiffsService {
       return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     async exportPatch({ runId, files, destPath }) {
-      const patch = patchForFiles(await changes.storedResult(runId), files);
+      const legacy = files ? undefined : await loadLegacyResult(store, runId);
+      const patch = legacy ? legacy.patch : patchForFiles(await changes.storedResult(runId), files);
       const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
       if (destPath) {
         // A patch written where the user asked is on its way to a project: it goes in the apply log.
