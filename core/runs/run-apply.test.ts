@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, sha256Hex, verifyAuditLog } from '../audit/audit-log';
 import type { AuditRecord } from '../audit/audit-records';
-import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../../test/support/workspace-fixtures';
 import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSyn
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { applyResult, exportPatch } from './apply';
-import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from './testing/fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 

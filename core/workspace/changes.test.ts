@@ -6,7 +6,7 @@ import { fileDiff, finalPatch, listChanges, watchChanges } from './changes';
 import { hydrate } from './hydrate';
 import { LocalShell, localLayout } from './local-shell';
 import { snapshotProject } from './snapshot';
-import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree } from './testing/fixtures';
+import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 

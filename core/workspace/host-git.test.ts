@@ -2,7 +2,7 @@ import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gitExecutable, hostGit } from './host-git';
-import { cleanupTemps, git, gitRepo, tempDir } from './testing/fixtures';
+import { cleanupTemps, git, gitRepo, tempDir } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 

@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
-import { access, constants } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { findTool } from '../common/resolve-tool';
 import { AirlockError } from '../../contracts/errors';
 
 /**
@@ -18,29 +17,13 @@ let resolved: Promise<string> | undefined;
 
 /** The absolute path of `git` from `PATH` (resolved once per process). */
 export function gitExecutable(): Promise<string> {
-  resolved ??= findOnPath(process.platform === 'win32' ? ['git.exe'] : ['git']).then((found) => {
+  // Only git.exe on Windows: a .cmd would need a shell.
+  resolved ??= findTool(process.platform === 'win32' ? 'git.exe' : 'git').then((found) => {
     if (!found) throw new AirlockError('INVALID_INPUT', 'git was not found on PATH; install git to review and apply results.');
     return found;
   });
   resolved.catch(() => (resolved = undefined));
   return resolved;
-}
-
-async function findOnPath(names: string[]): Promise<string | undefined> {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    // A relative entry ('' or '.') means "the current folder": never the project's.
-    if (!dir || !path.isAbsolute(dir)) continue;
-    for (const name of names) {
-      const candidate = path.join(dir, name);
-      try {
-        await access(candidate, constants.X_OK);
-        return candidate;
-      } catch {
-        // next
-      }
-    }
-  }
-  return undefined;
 }
 
 /** Config every host git call gets: nothing from the repository can run code on the host. */

@@ -6,8 +6,8 @@ import { classifyRisky } from '../runs/run-apply';
 import { applyResult } from './apply';
 import { sectionsOf, selectChanges, sha256, type ResultChange } from './collect';
 import { LocalShell } from './local-shell';
-import { craftTar } from './testing/crafted-tar';
-import { cleanupTemps, collectLocal, git, gitRepo, localSandbox, tempDir, type LocalResult, type LocalSandbox } from './testing/fixtures';
+import { craftTar } from '../../test/support/crafted-tar';
+import { cleanupTemps, collectLocal, git, gitRepo, localSandbox, tempDir, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 import type { ShellRunOptions, ShellRunResult } from './workspace-shell';
 
 afterAll(cleanupTemps);

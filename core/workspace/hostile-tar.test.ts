@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseHostileTar } from './hostile-tar';
-import { craftTar, paxBody } from './testing/crafted-tar';
+import { craftTar, paxBody } from '../../test/support/crafted-tar';
 
 const wanted = (...names: string[]) => new Set(names);
 

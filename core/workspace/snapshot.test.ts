@@ -2,7 +2,7 @@ import { existsSync, lstatSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { snapshotProject } from './snapshot';
-import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir, writeTree } from './testing/fixtures';
+import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir, writeTree } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 

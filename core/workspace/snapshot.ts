@@ -1,3 +1,4 @@
+import { formatBytes } from '../../contracts/format';
 import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -337,9 +338,3 @@ async function gitHead(dir: string): Promise<string | undefined> {
   return gitOut(dir, ['rev-parse', '--verify', '-q', 'HEAD']);
 }
 
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}

@@ -16,7 +16,7 @@ import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, gitRepo, tempDir } from '../../core/workspace/testing/fixtures';
+import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 
 const qemu = await requirePrerequisite('qemu');

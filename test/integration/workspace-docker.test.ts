@@ -13,7 +13,7 @@ import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../../core/workspace/testing/fixtures';
+import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
 

@@ -4,12 +4,12 @@ import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { collectResult, type CollectedResult, type CollectOptions } from '../collect';
-import { hydrate, type HydrateResult } from '../hydrate';
-import { HostRepo } from '../host-repo';
-import { LocalShell, localLayout } from '../local-shell';
-import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../snapshot';
-import type { WorkspaceLayout } from '../workspace-shell';
+import { collectResult, type CollectedResult, type CollectOptions } from '../../core/workspace/collect';
+import { hydrate, type HydrateResult } from '../../core/workspace/hydrate';
+import { HostRepo } from '../../core/workspace/host-repo';
+import { LocalShell, localLayout } from '../../core/workspace/local-shell';
+import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../../core/workspace/snapshot';
+import type { WorkspaceLayout } from '../../core/workspace/workspace-shell';
 
 export type TreeSpec = Record<string, string | Buffer | { content: string | Buffer; mode?: number } | { symlink: string }>;
 
