@@ -19,6 +19,7 @@ import { fileDiff, listChanges, type FileChange } from './workspace/changes';
 import { snapshotProject } from './workspace/snapshot';
 import { applyRunResult, classifyRisky, diffOf, loadRunResult, patchForFiles, writeRecordedPatch, type LoadedResult } from './runs/run-apply';
 import { sha256 } from './workspace/collect';
+import { asRead } from './runs/run-owner';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -50,8 +51,9 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   let buildCounter = 0;
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
 
+  /** What readers see: a run whose process is gone reads as interrupted (core/runs/run-owner.ts). */
   async function record(runId: string): Promise<StoredRun> {
-    return store.get(runId);
+    return asRead(await store.get(runId));
   }
 
   /**
@@ -146,7 +148,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         };
       },
       async list({ limit, status }) {
-        const { runs: all } = await store.list();
+        const all = (await store.list()).runs.map(asRead);
         return all
           .filter((r) => !status || status.includes(r.status))
           .slice(0, limit ?? all.length)

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { connect } from 'node:net';
-import os from 'node:os';
 import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
@@ -33,7 +32,7 @@ import { isFinalStatus } from '../../contracts/runs';
 import { toChangedFile, type StoredRun } from './run-record';
 import type { RunStore, RunUpdate } from './run-store';
 import { RunTerminal } from './run-terminal';
-import { isProcessAlive } from '../common/process-alive';
+import { OWNER, ownerIsGone } from './run-owner';
 
 /** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
 export interface RunServiceDeps {
@@ -112,18 +111,8 @@ interface LiveRun {
   status: RunStatus;
 }
 
-const OWNER = `${os.hostname()}:${process.pid}`;
 /** The VM driver each OS uses for `--isolation vm` (see core/app.ts). */
 const VM_KIND = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
-
-/** Whether the process that drove a run is gone (so the run was interrupted). */
-function ownerIsGone(owner: string | undefined): boolean {
-  if (!owner) return true;
-  const [host, pidText] = owner.split(':');
-  const pid = Number(pidText);
-  if (host !== os.hostname()) return false; // another machine's run (shared home): leave it alone
-  return pid === process.pid ? false : !isProcessAlive(pid);
-}
 
 const MAX_TERMINAL_ECHO = 2000;
 
