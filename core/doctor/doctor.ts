@@ -161,6 +161,32 @@ export const keychainCheck: ReadinessCheck = {
   },
 };
 
+/** Some provider can be called: a key is stored (or in the environment), or a provider needs none. */
+export const providerKeysCheck: ReadinessCheck = {
+  id: 'provider-keys',
+  label: 'Provider key',
+  async run(ctx) {
+    const { KeyVault } = await import('../keys/key-vault');
+    const { ProviderCatalog } = await import('../keys/provider-catalog');
+    const { airlockHome } = await import('../common/paths');
+    const catalog = new ProviderCatalog({ home: airlockHome(ctx.env) });
+    const vault = new KeyVault(catalog);
+    try {
+      const keyless = (await catalog.list()).filter((p) => !p.requiresKey).map((p) => p.id);
+      const withKey = (await vault.list()).filter((k) => k.hasKey).map((k) => k.provider);
+      if (withKey.length) return { status: 'ok', detail: `key stored for ${withKey.join(', ')}` };
+      if (keyless.length) return { status: 'ok', detail: `no key stored; ${keyless.join(', ')} need${keyless.length === 1 ? 's' : ''} none` };
+      return { status: 'warn', detail: 'no provider key is stored, so a run cannot call a model', fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+    } catch (err) {
+      // No keychain is the keychain check's finding; here it only means keys cannot be listed.
+      if (err instanceof Error && 'kind' in err && err.kind === 'KEYCHAIN_UNAVAILABLE') return { status: 'skipped', detail: 'the keychain is not available' };
+      throw err;
+    } finally {
+      vault.dispose();
+    }
+  },
+};
+
 /** Airlock's own files (sandbox Dockerfiles and payload, VM init, UI): a broken install shows here. */
 export const resourcesCheck: ReadinessCheck = {
   id: 'resources',
@@ -194,7 +220,7 @@ export const isolationCheck: ReadinessCheck = {
 
 /** The checks both the CLI and the UI run, in order. */
 export function defaultDoctorChecks(): ReadinessCheck[] {
-  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck];
 }
 
 /**

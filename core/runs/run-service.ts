@@ -104,6 +104,8 @@ interface LiveRun {
   commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
   pendingApprovals: Map<string, string>;
   agentErrors: Array<{ message: string; status?: number }>;
+  /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
+  keyRefused?: { provider: string; status: number };
   summary?: string;
   finishReason?: string;
   done: Promise<StoredRun>;
@@ -115,6 +117,13 @@ interface LiveRun {
 const VM_KIND = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
 
 const MAX_TERMINAL_ECHO = 2000;
+
+/** An agent failure, saying whether there is anything to review (only when there is). */
+function withChangesNote(err: unknown, changed: number): unknown {
+  if (!(err instanceof AirlockError) || !changed) return err;
+  const note = `The ${changed === 1 ? 'change' : `${changed} changed files`} so far ${changed === 1 ? 'is' : 'are'} kept for review.`;
+  return new AirlockError(err.kind, `${err.message} ${note}`, err.field ? { field: err.field } : undefined);
+}
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
@@ -464,7 +473,7 @@ export class RunService implements Disposable {
         patchPath: paths.patch,
         baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
       });
-      if (agentFailure) throw agentFailure;
+      if (agentFailure) throw withChangesNote(agentFailure, result.changes.length);
     } catch (err) {
       failure = toErrorInfo(err);
       if (!(err instanceof AirlockError)) {
@@ -502,15 +511,21 @@ export class RunService implements Disposable {
     // A command the agent asked for does not outlive it.
     for (const c of live.hostCommands) c.kill('SIGKILL');
     if (live.cancelRequested) return;
-    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped. The changes so far are kept for review.`);
+    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped.`);
     const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
-    if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budget.message} The changes so far are kept for review.`);
+    if (budget) throw new AirlockError('BUDGET_EXCEEDED', budget.message);
     // The built-in agent exits 2 when it reached its step limit: a normal stop, its diff is the result.
     const stepLimit = exit.exitCode === 2 && live.finishReason === 'max_steps';
     if (stepLimit) live.terminal.write('\r\n[airlock] the agent stopped at its step limit\r\n');
     if (exit.exitCode !== 0 && !stepLimit) {
+      // Judged on the host from what the proxy saw: the sandbox's own words cannot tell a refused
+      // run token from a refused provider key.
+      if (live.keyRefused) {
+        const { provider, status } = live.keyRefused;
+        throw new AirlockError('UNAUTHORIZED', `The provider refused your ${provider} key (HTTP ${status}). Replace the key, then run again.`);
+      }
       const last = live.agentErrors.at(-1)?.message;
-      throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}. The changes so far are kept for review.`);
+      throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}.`);
     }
   }
 
@@ -652,6 +667,9 @@ export class RunService implements Disposable {
   private onModelCall(e: ModelCallEvent): void {
     const live = this.live.get(e.runId);
     if (!live) return;
+    // The proxy records only calls it admitted and sent upstream (its own refusals, a bad run token
+    // included, are not calls), so a 401/403 here is the provider refusing the real key.
+    if (e.status === 401 || e.status === 403) live.keyRefused ??= { provider: e.provider, status: e.status };
     this.auditLater(live, 'model_call', {
       provider: e.provider,
       model: e.model,
