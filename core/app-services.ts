@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ChangedFile, FileDiff, RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
@@ -40,6 +40,14 @@ export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: 
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
   return servicesFor(core);
+}
+
+/** A missing folder or a file given as the project: the form marks its folder field and offers the fix. */
+function aboutProjectDir(err: unknown): unknown {
+  if (err instanceof AirlockError && (err.kind === 'NOT_FOUND' || err.kind === 'INVALID_INPUT') && !err.field) {
+    return new AirlockError(err.kind, err.message, { field: 'projectDir' });
+  }
+  return err;
 }
 
 export function servicesFor(core: AirlockCore): AirlockServices {
@@ -135,10 +143,17 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     runs: {
       async start(input) {
+        // Checked before a run record exists: a folder that is not there is the form's error, not a failed run.
+        const dir = path.resolve(input.projectDir);
+        const st = await stat(dir).catch(() => undefined);
+        if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
+        if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
         return toRunSummary(await runs.start(input));
       },
       async previewExcluded({ projectDir }) {
-        const snap = await snapshotProject(projectDir);
+        const snap = await snapshotProject(projectDir).catch((err: unknown) => {
+          throw aboutProjectDir(err);
+        });
         return {
           projectDir: snap.projectDir,
           excluded: snap.excluded.map((e) => ({ path: e.path, reason: e.reason })),

@@ -14,7 +14,7 @@ export function runErrorAction(action: ErrorAction): void {
   else {
     navigate({ name: 'new' });
     // The form may still be mounting: focus its folder field once it is there.
-    setTimeout(() => document.getElementById('projectDir')?.focus(), 0);
+    setTimeout(() => document.getElementById('r-project')?.focus(), 0);
   }
 }
 
