@@ -52,7 +52,7 @@ export class KeyVault {
     if (value.length < 8 || /[\s\u0000-\u001f]/.test(value)) {
       throw new AirlockError('INVALID_INPUT', 'that does not look like an API key (too short, or it contains spaces/control characters); paste the whole key', { field: 'key' });
     }
-    checkKeyFormat(config, value);
+    checkKeyFormat(config, opts.baseUrl ?? config.baseUrl, value);
     if (opts.baseUrl) await this.catalog.setBaseUrl(provider, opts.baseUrl);
     const addedAt = new Date().toISOString();
     const storage = opts.storage ?? 'keychain';

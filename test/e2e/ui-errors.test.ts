@@ -93,12 +93,13 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
   it('refuses an OpenAI key offered as the Anthropic key, and says why', async () => {
     const row = page.locator('tr[data-provider="anthropic"]');
     await row.getByRole('button', { name: /Add key|Replace key/ }).click();
-    await row.getByLabel('Anthropic base URL').fill(upstream.url);
+    // At Anthropic's own base URL (the default) the format is unambiguous.
     await row.getByLabel('Anthropic API key').fill('sk-proj-e2e-0123456789abcdef0123');
     await row.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => page.getByRole('alert').first().textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
     await shot(page, 'errors-02-openai-key-as-anthropic');
     expect(await page.content()).not.toContain('0123456789abcdef0123');
+    await row.getByLabel('Anthropic base URL').fill(upstream.url);
   });
 
   it('"Test" on a key the provider refuses says so without sending a GUI user to a terminal', async () => {
