@@ -495,7 +495,8 @@ export class RunService implements Disposable {
     const proc = sandbox.channel.spawn({ argv, cwd, env });
     live.agentProcess = proc;
     if (live.cancelRequested || live.timedOut) proc.kill('SIGTERM');
-    const raw = agent.id !== 'builtin';
+    // Structured agents: their JSON goes to the transcript, the terminal shows what their commands printed.
+    const raw = agent.terminal === 'raw';
     const pump = new DisposableStore();
     pump.add(
       proc.onStdout((chunk) => {
