@@ -137,7 +137,8 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     expect(text).not.toContain('run token');
     expect(text).not.toContain('kept for review'); // nothing changed
     expect(text).not.toMatch(/UNAUTHORIZED|SANDBOX_FAILED/);
-    // No price for a model the fake upstream serves: the cost says why it is unknown.
+    // The agent's own report no longer blames the run token either.
+    expect(await page.getByRole('log', { name: 'Transcript' }).textContent()).not.toContain('run token');
     await shot(page, 'errors-05-run-key-refused');
     await banner.getByRole('button', { name: 'Replace key' }).click();
     await page.locator('tr[data-provider="anthropic"]').waitFor();
