@@ -99,14 +99,17 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await expect.poll(() => page.getByRole('alert').first().textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
     await shot(page, 'errors-02-openai-key-as-anthropic');
     expect(await page.content()).not.toContain('0123456789abcdef0123');
-    await row.getByLabel('Anthropic base URL').fill(upstream.url);
   });
 
   it('"Test" on a key the provider refuses says so without sending a GUI user to a terminal', async () => {
     const row = page.locator('tr[data-provider="anthropic"]');
+    if (!(await row.getByLabel('Anthropic API key').isVisible())) await row.getByRole('button', { name: /Add key|Replace key/ }).click();
+    await row.getByLabel('Anthropic base URL').fill(upstream.url);
     await row.getByLabel('Anthropic API key').fill(WRONG_KEY);
     await row.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('••••WRNG');
+    // Only ever the fake provider on loopback: Test must not reach the real one.
+    expect(await row.textContent()).toContain(upstream.url);
     await row.getByRole('button', { name: 'Test' }).click();
     const status = row.locator('[role=status]');
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toContain('refused your anthropic key');
