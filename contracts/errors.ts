@@ -30,7 +30,12 @@ export const ErrorKind = z.enum([
 ]);
 export type ErrorKind = z.infer<typeof ErrorKind>;
 
-export const ErrorInfo = z.object({ kind: ErrorKind, message: z.string() });
+export const ErrorInfo = z.object({
+  kind: ErrorKind,
+  message: z.string(),
+  /** The input field the error is about (e.g. `projectDir`), so a form can mark it and offer the fix. */
+  field: z.string().max(100).optional(),
+});
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
 /** The result envelope of every contract call. */
@@ -48,14 +53,18 @@ export class AirlockError extends Error {
   constructor(
     readonly kind: ErrorKind,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; field?: string },
   ) {
-    super(message, options);
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'AirlockError';
+    this.field = options?.field;
   }
 
+  /** The input field the error is about, when there is one. */
+  readonly field: string | undefined;
+
   toInfo(): ErrorInfo {
-    return { kind: this.kind, message: this.message };
+    return { kind: this.kind, message: this.message, ...(this.field ? { field: this.field } : {}) };
   }
 }
 

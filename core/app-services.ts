@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
@@ -14,6 +14,7 @@ import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { applyRunResult, loadLegacyResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
+import { asRead } from './runs/run-owner';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { ShellSessions } from './runs/shell-sessions';
 import { replayTerminal } from './runs/terminal-replay';
@@ -147,14 +148,29 @@ function providersService(parts: ServiceParts): ProvidersService {
 }
 
 /** Runs: start, list, inspect, cancel, approve, replay events, shells, ports, network. */
+/** A missing folder or a file given as the project: the form marks its folder field and offers the fix. */
+function aboutProjectDir(err: unknown): unknown {
+  if (err instanceof AirlockError && (err.kind === 'NOT_FOUND' || err.kind === 'INVALID_INPUT') && !err.field) {
+    return new AirlockError(err.kind, err.message, { field: 'projectDir' });
+  }
+  return err;
+}
+
 function runsService(parts: ServiceParts): RunsService {
   const { store, runs, shells } = parts;
   return {
     async start(input) {
+      // Checked before a run record exists: a folder that is not there is the form's error, not a failed run.
+      const dir = path.resolve(input.projectDir);
+      const st = await stat(dir).catch(() => undefined);
+      if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
+      if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
       return toRunSummary(await runs.start(input));
     },
     async previewExcluded({ projectDir }) {
-      const snap = await snapshotProject(projectDir);
+      const snap = await snapshotProject(projectDir).catch((err: unknown) => {
+        throw aboutProjectDir(err);
+      });
       return {
         projectDir: snap.projectDir,
         excluded: snap.excluded.map((e) => ({ path: e.path, reason: e.reason })),
@@ -163,15 +179,16 @@ function runsService(parts: ServiceParts): RunsService {
         isGitRepo: snap.isGit,
       };
     },
+    // What readers see: a run whose process is gone reads as interrupted (core/runs/run-owner.ts).
     async list({ limit, status }) {
-      const { runs: all } = await store.list();
+      const all = (await store.list()).runs.map(asRead);
       return all
         .filter((r) => !status || status.includes(r.status))
         .slice(0, limit ?? all.length)
         .map(toRunSummary);
     },
     async get({ runId }) {
-      return toRunRecordView(await store.get(runId));
+      return toRunRecordView(asRead(await store.get(runId)));
     },
     async cancel({ runId }) {
       return toRunSummary(await runs.cancel(runId));

@@ -255,3 +255,12 @@ describe('recorded output of the real CLIs (agents image, fake upstream)', () =>
     expect(events[7]).toEqual({ type: 'finished', summary: 'All done here.', reason: 'end_turn' });
   });
 });
+
+describe('what the run terminal shows', () => {
+  it('structured agents send their JSON to the transcript; a custom command is shown as it printed', () => {
+    expect(getAgentAdapter('claude-code').terminal).toBe('commands');
+    expect(getAgentAdapter('codex').terminal).toBe('commands');
+    expect(getAgentAdapter('builtin').terminal).toBe('commands');
+    expect(getAgentAdapter('custom').terminal).toBe('raw');
+  });
+});

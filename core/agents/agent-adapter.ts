@@ -46,6 +46,12 @@ export interface AgentAdapter {
   supportsApproval: boolean;
   /** Provider formats the agent can speak. */
   providerFormats: readonly ('anthropic' | 'openai')[];
+  /**
+   * What the run terminal shows. `commands`: the agent's stdout is structured events (they go to
+   * the transcript), so the terminal gets only what its commands printed, plus its stderr. `raw`: the
+   * agent's output as it is (a custom command whose stdout is the only record).
+   */
+  terminal: 'commands' | 'raw';
   command(ctx: AgentCommandContext): AgentCommand;
   createParser(): AgentOutputParser;
 }

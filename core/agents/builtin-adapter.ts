@@ -11,6 +11,7 @@ export const builtinAdapter: AgentAdapter = {
   id: 'builtin',
   imageVariant: 'base',
   supportsApproval: true,
+  terminal: 'commands',
   providerFormats: ['anthropic', 'openai'],
   command(ctx) {
     const env: Record<string, string> = {

@@ -15,6 +15,7 @@ export const claudeCodeAdapter: AgentAdapter = {
   id: 'claude-code',
   imageVariant: 'agents',
   supportsApproval: false,
+  terminal: 'commands',
   providerFormats: ['anthropic'],
   command(ctx) {
     // --include-partial-messages streams text as deltas (a live view), not whole blocks at the end.

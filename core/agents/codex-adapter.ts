@@ -17,6 +17,7 @@ export const codexAdapter: AgentAdapter = {
   id: 'codex',
   imageVariant: 'agents',
   supportsApproval: false,
+  terminal: 'commands',
   providerFormats: ['openai'],
   command(ctx) {
     const { OPENAI_BASE_URL, OPENAI_API_KEY } = providerEnv(ctx);

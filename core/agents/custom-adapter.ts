@@ -12,6 +12,7 @@ export const customAdapter: AgentAdapter = {
   // The base image (shell, git, node, python, curl, ripgrep): no 2.7 GB agents build for a script.
   imageVariant: 'base',
   supportsApproval: false,
+  terminal: 'raw',
   providerFormats: ['anthropic', 'openai'],
   command(ctx) {
     const line = ctx.customCommand?.trim();

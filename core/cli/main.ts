@@ -1,3 +1,4 @@
+import { ERROR_ACTION_CLI, describeError } from '../../contracts/error-help';
 import { toErrorInfo } from '../../contracts/errors';
 import { CliUsageError } from './args';
 import { ExitCode, type CliCommand, type CliIo } from './command';
@@ -48,7 +49,8 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
       return ExitCode.usage;
     }
     const info = toErrorInfo(err);
-    io.stderr.write(`airlock ${name}: ${info.message} [${info.kind}]\n`);
+    const help = describeError(info);
+    io.stderr.write(`airlock ${name}: ${help.title}: ${help.message}\n${help.actions.map((a) => `  → ${ERROR_ACTION_CLI[a]}\n`).join('')}`);
     return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;
   }
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { toErrorInfo, type ErrorKind } from '../../contracts/errors';
+import { AirlockError, toErrorInfo, type ErrorKind } from '../../contracts/errors';
 import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
@@ -141,23 +141,50 @@ export const helperCheck: ReadinessCheck = {
   },
 };
 
+/** The key vault of the home being checked, disposed after `fn`. */
+async function withVault<T>(ctx: DoctorContext, fn: (v: { vault: import('../keys/key-vault').KeyVault; catalog: import('../keys/provider-catalog').ProviderCatalog }) => Promise<T>): Promise<T> {
+  const { KeyVault } = await import('../keys/key-vault');
+  const { ProviderCatalog } = await import('../keys/provider-catalog');
+  const { airlockHome } = await import('../common/paths');
+  const catalog = new ProviderCatalog({ home: airlockHome(ctx.env) });
+  const vault = new KeyVault(catalog);
+  try {
+    return await fn({ vault, catalog });
+  } finally {
+    vault.dispose();
+  }
+}
+
 /** The OS keychain answers (a missing one is a warning: keys can be kept for the session only). */
 export const keychainCheck: ReadinessCheck = {
   id: 'keychain',
   label: 'OS keychain',
   async run(ctx) {
-    const { KeyVault } = await import('../keys/key-vault');
-    const { ProviderCatalog } = await import('../keys/provider-catalog');
-    const { airlockHome } = await import('../common/paths');
-    const vault = new KeyVault(new ProviderCatalog({ home: airlockHome(ctx.env) }));
-    try {
+    return withVault(ctx, async ({ vault }): Promise<DoctorFinding> => {
       const status = await vault.status();
       return status.available
         ? { status: 'ok', detail: 'provider keys are stored in the OS keychain' }
         : { status: 'warn', detail: status.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet), or keep keys for this session only.' };
-    } finally {
-      vault.dispose();
-    }
+    });
+  },
+};
+
+/** Some provider can be called: a key is stored (or in the environment), or a provider needs none. */
+export const providerKeysCheck: ReadinessCheck = {
+  id: 'provider-keys',
+  label: 'Provider key',
+  async run(ctx) {
+    return withVault(ctx, async ({ vault, catalog }): Promise<DoctorFinding> => {
+      const keyless = (await catalog.list()).filter((p) => !p.requiresKey).map((p) => p.id);
+      const withKey = (await vault.list()).filter((k) => k.hasKey).map((k) => k.provider);
+      if (withKey.length) return { status: 'ok', detail: `key stored for ${withKey.join(', ')}` };
+      if (keyless.length) return { status: 'ok', detail: `no key stored; ${keyless.join(', ')} need${keyless.length === 1 ? 's' : ''} none` };
+      return { status: 'warn', detail: 'no provider key is stored, so a run cannot call a model', fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+    }).catch((err: unknown): DoctorFinding => {
+      // No keychain is the keychain check's finding; here it only means keys cannot be listed.
+      if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') return { status: 'skipped', detail: 'the keychain is not available' };
+      throw err;
+    });
   },
 };
 
@@ -194,7 +221,7 @@ export const isolationCheck: ReadinessCheck = {
 
 /** The checks both the CLI and the UI run, in order. */
 export function defaultDoctorChecks(): ReadinessCheck[] {
-  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck];
 }
 
 /**

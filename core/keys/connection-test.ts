@@ -38,7 +38,7 @@ export function testConnection(provider: ProviderConfig, key: Secret | undefined
         res.resume();
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300) settle('ok', `connected to ${provider.label}; the key works`);
-        else if (status === 401 || status === 403) settle('bad-key', `${provider.label} rejected the key (HTTP ${status}); store a valid one with \`airlock keys set ${provider.id}\``);
+        else if (status === 401 || status === 403) settle('bad-key', `${provider.label} refused your ${provider.id} key (HTTP ${status}); replace it with a valid one and test again`);
         else if (status === 429) settle('rate-limited', `${provider.label} answered 429: the key works but is rate-limited or out of quota right now`);
         else settle('error', `${provider.label} answered HTTP ${status} to GET /v1/models`);
       },

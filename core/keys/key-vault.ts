@@ -2,6 +2,7 @@ import { AirlockError } from '../../contracts/errors';
 import type { KeychainStatus, KeyInfo, KeyStorage, KeyTestResult } from '../../contracts/keys';
 import { Emitter, type Event } from '../common/disposable';
 import { testConnection } from './connection-test';
+import { checkKeyFormat } from './key-format';
 import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
 import type { ProviderCatalog } from './provider-catalog';
 import { Secret } from './secret';
@@ -45,12 +46,13 @@ export class KeyVault {
 
   /** Stores a provider's key (keychain by default, or `session` for memory only). */
   async set(provider: string, key: string | Secret, opts: { storage?: 'keychain' | 'session'; baseUrl?: string } = {}): Promise<KeyInfo> {
-    await this.catalog.get(provider);
+    const config = await this.catalog.get(provider);
     const secret = key instanceof Secret ? key : new Secret(key);
     const value = secret.reveal().trim();
     if (value.length < 8 || /[\s\u0000-\u001f]/.test(value)) {
-      throw new AirlockError('INVALID_INPUT', 'that does not look like an API key (too short, or it contains spaces/control characters); paste the whole key');
+      throw new AirlockError('INVALID_INPUT', 'that does not look like an API key (too short, or it contains spaces/control characters); paste the whole key', { field: 'key' });
     }
+    checkKeyFormat(config, opts.baseUrl ?? config.baseUrl, value);
     if (opts.baseUrl) await this.catalog.setBaseUrl(provider, opts.baseUrl);
     const addedAt = new Date().toISOString();
     const storage = opts.storage ?? 'keychain';
@@ -148,7 +150,7 @@ export class KeyVault {
     const config = await this.catalog.get(provider);
     const key = await this.resolve(provider);
     if (!key && config.requiresKey) {
-      return { provider, status: 'bad-key', message: `no key stored for '${provider}'; add one with \`airlock keys set ${provider}\`` };
+      return { provider, status: 'bad-key', message: `no key stored for '${provider}'; add one first` };
     }
     return testConnection(config, key?.secret);
   }

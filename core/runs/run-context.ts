@@ -154,6 +154,8 @@ export interface LiveRun {
   commands: CommandLedger;
   pendingApprovals: Map<string, string>;
   agentErrors: Array<{ message: string; status?: number }>;
+  /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
+  keyRefused?: { provider: string; status: number };
   summary?: string;
   finishReason?: string;
   done: Promise<StoredRun>;

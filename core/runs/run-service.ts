@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import os from 'node:os';
 import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
@@ -9,7 +8,6 @@ import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
-import { isProcessAlive } from '../common/process-alive';
 import type { TerminalOutput } from '../common/terminal-output';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
@@ -19,22 +17,13 @@ import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from 
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
 import type { RunUpdate } from './run-store';
+import { OWNER, ownerIsGone } from './run-owner';
 import { RunTerminal } from './run-terminal';
 
 export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 
-const OWNER = `${os.hostname()}:${process.pid}`;
 /** The VM driver each OS uses for `--isolation vm` (see core/app.ts). */
 const VM_KIND = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
-
-/** Whether the process that drove a run is gone (so the run was interrupted). */
-function ownerIsGone(owner: string | undefined): boolean {
-  if (!owner) return true;
-  const [host, pidText] = owner.split(':');
-  const pid = Number(pidText);
-  if (host !== os.hostname()) return false; // another machine's run (shared home): leave it alone
-  return pid === process.pid ? false : !isProcessAlive(pid);
-}
 
 const MAX_TERMINAL_ECHO = 2000;
 
@@ -292,7 +281,8 @@ export class RunService implements Disposable {
     const proc = sandbox.channel.spawn({ argv, cwd, env });
     live.agentProcess = proc;
     if (live.cancelRequested || live.timedOut) proc.kill('SIGTERM');
-    const raw = agent.id !== 'builtin';
+    // Structured agents: their JSON goes to the transcript, the terminal shows what their commands printed.
+    const raw = agent.terminal === 'raw';
     const pump = new DisposableStore();
     pump.add(
       proc.onStdout((chunk) => {
@@ -308,15 +298,21 @@ export class RunService implements Disposable {
     // A command the agent asked for does not outlive it.
     for (const c of live.hostCommands) c.kill('SIGKILL');
     if (live.cancelRequested) return;
-    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped. The changes so far are kept for review.`);
+    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped.`);
     const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
-    if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budget.message} The changes so far are kept for review.`);
+    if (budget) throw new AirlockError('BUDGET_EXCEEDED', budget.message);
     // The built-in agent exits 2 when it reached its step limit: a normal stop, its diff is the result.
     const stepLimit = exit.exitCode === 2 && live.finishReason === 'max_steps';
     if (stepLimit) live.terminal.write('\r\n[airlock] the agent stopped at its step limit\r\n');
     if (exit.exitCode !== 0 && !stepLimit) {
+      // Judged on the host from what the proxy saw: the sandbox's own words cannot tell a refused
+      // run token from a refused provider key.
+      if (live.keyRefused) {
+        const { provider, status } = live.keyRefused;
+        throw new AirlockError('UNAUTHORIZED', `The provider refused your ${provider} key (HTTP ${status}). Replace the key, then run again.`);
+      }
       const last = live.agentErrors.at(-1)?.message;
-      throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}. The changes so far are kept for review.`);
+      throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}.`);
     }
   }
 
@@ -373,6 +369,9 @@ export class RunService implements Disposable {
   private onModelCall(e: ModelCallEvent): void {
     const live = this.live.get(e.runId);
     if (!live) return;
+    // The proxy records only calls it admitted and sent upstream (its own refusals, a bad run token
+    // included, are not calls), so a 401/403 here is the provider refusing the real key.
+    if (e.status === 401 || e.status === 403) live.keyRefused ??= { provider: e.provider, status: e.status };
     this.auditLater(live, 'model_call', {
       provider: e.provider,
       model: e.model,

@@ -141,8 +141,8 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
   await host.runAgent(run, command.argv, env, command.cwd);
 }
 
-/** Derives the result on the host and stores it with the run: patch, changed files, baseline. */
-export async function collectStep(host: StepHost, run: LiveRun): Promise<void> {
+/** Derives the result on the host and stores it with the run: patch, changed files, baseline. Returns how many files changed. */
+export async function collectStep(host: StepHost, run: LiveRun): Promise<number> {
   const sandbox = required(run.sandbox, 'collect', 'prepare');
   const hydrated = required(run.hydrated, 'collect', 'hydrate');
   await host.transition(run, 'collecting', 'collecting the result');
@@ -156,6 +156,7 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<void> {
     patchPath: host.deps.store.paths(run.id).patch,
     baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
   });
+  return result.changes.length;
 }
 
 /**
@@ -197,14 +198,21 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
       () => undefined,
       (err: unknown) => err,
     );
-    await collectStep(host, run);
-    if (agentFailure) throw agentFailure;
+    const changed = await collectStep(host, run);
+    if (agentFailure) throw withChangesNote(agentFailure, changed);
   } catch (err) {
     failure = await recordFailure(run, err);
   } finally {
     run.disposables.dispose();
   }
   return wipeStep(host, run, failure);
+}
+
+/** An agent failure, saying whether there is anything to review (only when there is). */
+function withChangesNote(err: unknown, changed: number): unknown {
+  if (!(err instanceof AirlockError) || !changed) return err;
+  const note = `The ${changed === 1 ? 'change' : `${changed} changed files`} so far ${changed === 1 ? 'is' : 'are'} kept for review.`;
+  return new AirlockError(err.kind, `${err.message} ${note}`, err.field ? { field: err.field } : undefined);
 }
 
 /** An error as the run records it; anything not an AirlockError is internal and says so. */

@@ -5,11 +5,18 @@ import type { Transport } from './transport/transport';
 /** A failed contract call, as the UI shows it. */
 export class ApiError extends Error {
   readonly kind: ErrorKind;
+  readonly info: ErrorInfo;
   constructor(info: ErrorInfo) {
     super(info.message);
     this.kind = info.kind;
+    this.info = info;
     this.name = 'ApiError';
   }
+}
+
+/** A failure as the contract's ErrorInfo (for ErrorBanner's title and actions); other errors are INTERNAL. */
+export function errorInfo(err: unknown): ErrorInfo {
+  return err instanceof ApiError ? err.info : { kind: 'INTERNAL', message: errorMessage(err) };
 }
 
 /** The typed client over the chosen transport. */

@@ -74,7 +74,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };
     const command = createServeCommand({
       createServices: async (e) => (services = await createAirlockServices({ env: e })),
-      untilStopped: () => stopped,
+      untilStopped: () => ({ stopped, done: () => {} }),
       onListening,
     });
     const sink = { write: () => true } as unknown as NodeJS.WritableStream;

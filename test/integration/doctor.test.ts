@@ -31,7 +31,9 @@ describe.skipIf(!docker.ok)('one doctor for the CLI and the UI (real engine)', (
     const { io, out } = captureIo({ ...process.env, AIRLOCK_HOME: home });
     await main(['doctor', '--json', '--no-build'], io);
     const cli = JSON.parse(out()) as typeof ui;
-    expect(ui.checks.map((c) => c.id)).toEqual(['docker.engine', 'image', 'helper', 'keychain', 'isolation']);
+    expect(ui.checks.map((c) => c.id)).toEqual(expect.arrayContaining(['docker.engine', 'image', 'helper', 'keychain', 'provider-keys', 'isolation']));
+    // A fresh home has no key: that is a warning with its fix, so the UI does not say "Ready".
+    expect(ui.checks.find((c) => c.id === 'provider-keys')).toMatchObject({ status: 'warn', fixAction: 'add-key' });
     expect(cli.checks.map((c) => [c.id, c.status])).toEqual(ui.checks.map((c) => [c.id, c.status]));
     // The UI now starts a throwaway sandbox too, and sees it wiped.
     expect(ui.checks.find((c) => c.id === 'helper')).toMatchObject({ status: expect.stringMatching(/^(ok|warn)$/), detail: expect.stringContaining('with nothing left') });

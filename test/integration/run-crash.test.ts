@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -60,6 +60,17 @@ describe.skipIf(!docker.ok)('a host process killed mid-run (real Docker)', () =>
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     expect((await leftoversOf(runId)).length).toBeGreaterThan(0); // the crash left the sandbox behind…
+
+    // Reading history tells the truth at once, before any `run`/`serve` recovers the run.
+    const readEnv = { ...process.env, AIRLOCK_HOME: home };
+    const listed = JSON.parse((await exec('node', [cli, 'runs', '--json'], { env: readEnv })).stdout) as Array<{ id: string; status: string }>;
+    expect(listed.find((r) => r.id === runId)?.status).toBe('interrupted');
+    const shown = JSON.parse((await exec('node', [cli, 'show', runId, '--json'], { env: readEnv })).stdout) as { status: string; error?: { message: string } };
+    expect(shown.status).toBe('interrupted');
+    expect(shown.error?.message).toContain('stopped before it finished');
+    // Reading is only a view: the record, the log and the leftover sandbox wait for recovery.
+    expect(JSON.parse(await readFile(path.join(home, 'runs', runId, 'run.json'), 'utf8')).status).not.toBe('interrupted');
+    expect((await leftoversOf(runId)).length).toBeGreaterThan(0);
 
     const core = await createAirlockCore({ env: { ...process.env, AIRLOCK_HOME: home } });
     try {

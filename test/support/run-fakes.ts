@@ -137,6 +137,7 @@ export async function createRunFakes(): Promise<RunFakes> {
 
   const agent: AgentAdapter = {
     id: 'custom',
+    terminal: 'raw',
     imageVariant: 'base',
     supportsApproval: false,
     providerFormats: ['anthropic', 'openai'],

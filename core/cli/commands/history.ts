@@ -1,3 +1,4 @@
+import { describeError } from '../../../contracts/error-help';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import type { AirlockServices } from '../../api/services';
@@ -53,7 +54,7 @@ export const showCommand: CliCommand = {
         return ExitCode.ok;
       }
       const out = io.stdout;
-      out.write(`run ${run.id}  ${run.status}${run.error ? ` (${run.error.kind}: ${run.error.message})` : ''}\n`);
+      out.write(`run ${run.id}  ${run.status}${run.error ? ` (${describeError(run.error).title}: ${run.error.message})` : ''}\n`);
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);

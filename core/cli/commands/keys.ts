@@ -116,7 +116,11 @@ export const keysCommand: CliCommand = {
           if (!provider || extra.length) break;
           const result = await vault.test(provider);
           if (values.json) io.stdout.write(`${JSON.stringify(result)}\n`);
-          else io.stdout.write(`${provider}: ${result.status} — ${result.message}${result.latencyMs !== undefined ? ` (${result.latencyMs} ms)` : ''}\n`);
+          else {
+            io.stdout.write(`${provider}: ${result.status} — ${result.message}${result.latencyMs !== undefined ? ` (${result.latencyMs} ms)` : ''}\n`);
+            // The shared message names no command (the UI shows it too); the terminal's fix is this one.
+            if (result.status === 'bad-key') io.stdout.write(`  → store a valid key: airlock keys set ${provider}\n`);
+          }
           return result.status === 'ok' ? ExitCode.ok : ExitCode.failure;
         }
       }

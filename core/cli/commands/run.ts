@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import type { RunEvent, RunSummary } from '../../../contracts';
+import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { StartRunInput } from '../../../contracts/runs';
 import { createAirlockCore } from '../../app';
@@ -205,7 +206,7 @@ function liveView(io: CliIo): RunView {
     },
     finished: (run, files) => {
       endText();
-      out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${run.error.message}` : ''}\n`);
+      out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${describeError(run.error).title}: ${run.error.message}` : ''}\n${run.error ? describeError(run.error).actions.map((a) => `  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`).join('') : ''}`);
       printChangedFiles(out, files);
       out.write(`${usageLine(run.usage)}\n`);
       if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}\n`);

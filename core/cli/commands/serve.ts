@@ -26,8 +26,11 @@ export function parseServeArgs(args: string[]): ServeOptions {
 
 export interface ServeDeps {
   createServices(env: NodeJS.ProcessEnv): Promise<AirlockServices>;
-  /** Resolves when the server should stop (SIGINT/SIGTERM by default). */
-  untilStopped(): Promise<void>;
+  /**
+   * Resolves when the server should stop (SIGINT/SIGTERM/SIGHUP by default); `done` is called once
+   * everything is cleaned up, so signals arriving meanwhile can be answered instead of killing us.
+   */
+  untilStopped(): { stopped: Promise<void>; done(): void };
   /** Called once listening (tests read the URL here). */
   onListening?(host: HostServer): void;
   openBrowser?(url: string): void;
@@ -39,16 +42,33 @@ async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServic
   return createAirlockServices({ env });
 }
 
-function untilSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      process.off('SIGINT', done);
-      process.off('SIGTERM', done);
-      resolve();
-    };
-    process.on('SIGINT', done);
-    process.on('SIGTERM', done);
-  });
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Resolves on the first SIGINT/SIGTERM/SIGHUP and keeps the handlers installed until `done`: a second
+ * Ctrl+C while the warm pool and live sandboxes are being removed is answered, not obeyed (Node's
+ * default action would exit before cleanup and leave containers running).
+ */
+export function untilSignal(stderr: Pick<NodeJS.WritableStream, 'write'> = process.stderr): { stopped: Promise<void>; done(): void } {
+  let signalled = false;
+  let resolve!: () => void;
+  const stopped = new Promise<void>((r) => (resolve = r));
+  const onSignal = (): void => {
+    if (signalled) {
+      stderr.write('Still cleaning up: removing sandboxes so none is left running. Airlock exits when that is done.\n');
+      return;
+    }
+    signalled = true;
+    stderr.write('Stopping: removing sandboxes…\n');
+    resolve();
+  };
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  return {
+    stopped,
+    done: () => {
+      for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+    },
+  };
 }
 
 async function openInBrowser(url: string): Promise<void> {
@@ -76,22 +96,29 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
         io.stderr.write(`airlock serve: no built UI in ${rendererDir}; run 'npm run build' (or 'npm start', which builds it) first\n`);
         return ExitCode.unavailable;
       }
-      const services = await deps.createServices(io.env);
+      // Listen for signals before anything is started: a Ctrl+C during startup must still clean up.
+      const stop = deps.untilStopped();
       let host: HostServer | undefined;
+      let services: AirlockServices | undefined;
       try {
+        services = await deps.createServices(io.env);
         host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port, ...(services.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
         io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);
         if (opts.open) (deps.openBrowser ?? openInBrowser)(host.url);
-        await deps.untilStopped();
+        await stop.stopped;
         return ExitCode.ok;
       } finally {
-        await host?.close();
-        await services.dispose();
+        try {
+          await host?.close();
+          await services?.dispose();
+        } finally {
+          stop.done();
+        }
       }
     },
   };
 }
 
 /** `airlock serve` with the real core. */
-export const serveCommand: CliCommand = createServeCommand({ createServices: createCoreServices, untilStopped: untilSignal });
+export const serveCommand: CliCommand = createServeCommand({ createServices: createCoreServices, untilStopped: () => untilSignal() });

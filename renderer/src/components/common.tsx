@@ -1,11 +1,41 @@
 import { useEffect, useState, type ReactNode } from 'react';
-import type { RunStatus } from '../../../contracts';
+import { ERROR_ACTION_LABEL, describeError, type ErrorAction, type ErrorInfo, type RunStatus } from '../../../contracts';
+import { useAppStore } from '../stores/app-store';
 
 export function StatusBadge({ status }: { status: RunStatus | 'ok' | 'warn' | 'fail' | 'skipped' }) {
   return <span className={`badge ${status}`}>{status}</span>;
 }
 
-export function ErrorBanner({ message }: { message?: string }) {
+/** Runs an error's action: each opens the screen where the fix is made. */
+export function runErrorAction(action: ErrorAction): void {
+  const { navigate } = useAppStore.getState();
+  if (action === 'replace-key' || action === 'add-key') navigate({ name: 'keys' });
+  else if (action === 'open-setup-check') navigate({ name: 'doctor' });
+  else {
+    navigate({ name: 'new' });
+    // The form may still be mounting: focus its folder field once it is there.
+    setTimeout(() => document.getElementById('r-project')?.focus(), 0);
+  }
+}
+
+/**
+ * An error in plain words (contracts/error-help.ts): a title, the message and buttons for the fix.
+ * A plain string is shown as it is (messages from the UI itself).
+ */
+export function ErrorBanner({ message, error }: { message?: string; error?: ErrorInfo }) {
+  if (error) {
+    const help = describeError(error);
+    return (
+      <div className="banner error" role="alert">
+        <b>{help.title}.</b> {help.message}
+        {help.actions.length > 0 && (
+          <span className="row" style={{ display: 'inline-flex', gap: 8, marginLeft: 8 }}>
+            {help.actions.map((a) => <button key={a} className="btn small" onClick={() => runErrorAction(a)}>{ERROR_ACTION_LABEL[a]}</button>)}
+          </span>
+        )}
+      </div>
+    );
+  }
   if (!message) return null;
   return <div className="banner error" role="alert">{message}</div>;
 }

@@ -7,6 +7,8 @@ import { ErrorBanner, StatusBadge } from './common';
 export function DoctorScreen() {
   const { report, checking, building, progress, error, check, buildImage } = useDoctorStore();
   const navigate = useAppStore((s) => s.navigate);
+  // Checks can pass with no key stored, but no run can then call a model: not "Ready".
+  const needsKey = report?.checks.some((c) => c.fixAction === 'add-key' && c.status === 'warn') ?? false;
   useEffect(() => {
     void check();
   }, [check]);
@@ -19,9 +21,12 @@ export function DoctorScreen() {
       </div>
       <ErrorBanner message={error} />
       {report && (
-        <div className={`banner ${report.ready ? '' : 'error'}`} style={report.ready ? { borderColor: 'var(--ok)', background: 'transparent' } : undefined} role="status">
-          {report.ready ? 'Ready: runs can start.' : 'Not ready yet: fix the failed checks below.'}
-          {report.ready && (
+        <div className={`banner ${report.ready ? '' : 'error'}`} style={report.ready && !needsKey ? { borderColor: 'var(--ok)', background: 'transparent' } : undefined} role="status">
+          {!report.ready ? 'Not ready yet: fix the failed checks below.' : needsKey ? 'Almost ready: runs need a provider key.' : 'Ready: runs can start.'}
+          {report.ready && needsKey && (
+            <button className="btn small primary" style={{ marginLeft: 12 }} onClick={() => navigate({ name: 'keys' })}>Add key</button>
+          )}
+          {report.ready && !needsKey && (
             <button className="btn small primary" style={{ marginLeft: 12 }} onClick={() => navigate({ name: 'new' })}>Start a run</button>
           )}
         </div>
@@ -34,6 +39,9 @@ export function DoctorScreen() {
             <div className="stack" style={{ gap: 4 }}>
               <div><b>{c.label}</b> <span className="muted">— {c.detail}</span></div>
               {c.status !== 'ok' && c.fix && <div className="fix"><b>Fix:</b> {c.fix}</div>}
+              {c.fixAction === 'add-key' && c.status !== 'ok' && (
+                <div className="row"><button className="btn" onClick={() => navigate({ name: 'keys' })}>Add key</button></div>
+              )}
               {c.fixAction === 'build-image' && c.status !== 'ok' && (
                 <div className="row">
                   <button className="btn primary" onClick={() => void buildImage()} disabled={building}>{building ? 'Building…' : 'Build the sandbox image'}</button>

@@ -1,7 +1,7 @@
-import { useEffect } from 'react';
+import { useEffect, useState } from 'react';
 import { isFinalStatus } from '../../../contracts';
 import { errorMessage } from '../api';
-import { formatTime, formatUsd } from '../lib/format';
+import { costUnknownWhy, formatTime, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
 import { StatusBadge } from './common';
@@ -10,6 +10,12 @@ import { StatusBadge } from './common';
 export function HistoryScreen() {
   const { runs, order, loaded, load } = useRunsStore();
   const navigate = useAppStore((s) => s.navigate);
+  // Deleting removes the run's record and its audit log: the Delete button asks first, in place.
+  const [confirming, setConfirming] = useState<string | undefined>();
+  const remove = (runId: string): void => {
+    setConfirming(undefined);
+    void useRunsStore.getState().remove(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)));
+  };
   useEffect(() => {
     void load().catch((err) => useAppStore.getState().notify('error', errorMessage(err)));
   }, [load]);
@@ -31,12 +37,19 @@ export function HistoryScreen() {
                   <td>{r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
                   <td>{r.agent}</td>
                   <td className="mono">{r.provider}/{r.model}</td>
-                  <td className="mono">{formatUsd(r.usage.costUsd)}</td>
+                  <td className="mono" title={r.usage.costUsd === undefined ? costUnknownWhy(r.model) : undefined}>{formatUsd(r.usage.costUsd)}</td>
                   <td>{r.changedFiles}</td>
                   <td>{formatTime(r.createdAt)}</td>
                   <td>
-                    {isFinalStatus(r.status) && (
-                      <button className="btn small danger" onClick={(e) => { e.stopPropagation(); void useRunsStore.getState().remove(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Delete</button>
+                    {isFinalStatus(r.status) && confirming !== r.id && (
+                      <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
+                    )}
+                    {isFinalStatus(r.status) && confirming === r.id && (
+                      <span role="group" aria-label="Confirm delete" className="row" style={{ gap: 6 }} onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>
+                        <span className="muted">Delete this run and its audit log? This cannot be undone.</span>
+                        <button className="btn small danger" onClick={() => remove(r.id)}>Delete run</button>
+                        <button className="btn small" autoFocus onClick={() => setConfirming(undefined)}>Keep</button>
+                      </span>
                     )}
                   </td>
                 </tr>

@@ -1,6 +1,6 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import type { AgentKind, ApprovalMode, ExcludedPreview, Isolation, NetworkPolicy } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import type { AgentKind, ApprovalMode, ErrorInfo, ExcludedPreview, Isolation, NetworkPolicy } from '../../../contracts';
+import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -9,7 +9,7 @@ import { ErrorBanner } from './common';
 
 function useExcludedPreview(projectDir: string) {
   const [preview, setPreview] = useState<ExcludedPreview>();
-  const [error, setError] = useState<string>();
+  const [error, setError] = useState<ErrorInfo>();
   useEffect(() => {
     const dir = projectDir.trim();
     if (!dir) {
@@ -21,7 +21,7 @@ function useExcludedPreview(projectDir: string) {
     const t = setTimeout(() => {
       api().call('runs:previewExcluded', { projectDir: dir }).then(
         (p) => { if (!stale) { setPreview(p); setError(undefined); } },
-        (err) => { if (!stale) { setPreview(undefined); setError(errorMessage(err)); } },
+        (err) => { if (!stale) { setPreview(undefined); setError(errorInfo(err)); } },
       );
     }, 400);
     return () => { stale = true; clearTimeout(t); };
@@ -48,9 +48,11 @@ export function NewRunScreen() {
   const [timeoutMin, setTimeoutMin] = useState(String(Math.round((settings?.defaultTimeoutSec ?? 1800) / 60)));
   const [budgetTokens, setBudgetTokens] = useState('');
   const [budgetUsd, setBudgetUsd] = useState('');
-  const [error, setError] = useState<string>();
+  const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
   const { preview, error: previewError } = useExcludedPreview(projectDir);
+  // A folder known not to exist (or not a folder) blocks Start at the field, before a run is made.
+  const folderProblem = previewError?.field === 'projectDir' ? previewError.message : undefined;
 
   useEffect(() => {
     void useKeysStore.getState().load();
@@ -92,7 +94,7 @@ export function NewRunScreen() {
       });
       navigate({ name: 'run', runId: run.id });
     } catch (err) {
-      setError(errorMessage(err));
+      setError(errorInfo(err));
     } finally {
       setBusy(false);
     }
@@ -103,7 +105,11 @@ export function NewRunScreen() {
       <h1>New run</h1>
       <section className="panel grid-form">
         <label htmlFor="r-project">Project folder</label>
-        <input id="r-project" type="text" placeholder="/home/you/code/project" value={projectDir} onChange={(e) => setProjectDir(e.target.value)} required spellCheck={false} />
+        <div className="stack" style={{ gap: 4 }}>
+          <input id="r-project" type="text" placeholder="/home/you/code/project" value={projectDir} onChange={(e) => setProjectDir(e.target.value)} required spellCheck={false}
+            aria-invalid={folderProblem ? true : undefined} aria-describedby={folderProblem ? 'r-project-problem' : undefined} />
+          {folderProblem && <div id="r-project-problem" className="del-n" role="alert">{folderProblem}</div>}
+        </div>
         <label htmlFor="r-task">Task</label>
         <textarea id="r-task" placeholder="What should the agent do?" value={task} onChange={(e) => setTask(e.target.value)} required
           onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
@@ -160,7 +166,7 @@ export function NewRunScreen() {
       <section className="panel" aria-label="Excluded files">
         <h2>Left out of the copy</h2>
         {!projectDir.trim() && <div className="muted">Choose a project folder to see which files stay out of the sandbox.</div>}
-        {previewError && <div className="del-n">{previewError}</div>}
+        {previewError && !folderProblem && <div className="del-n">{previewError.message}</div>}
         {preview && (
           <>
             <div className="muted">
@@ -172,9 +178,9 @@ export function NewRunScreen() {
           </>
         )}
       </section>
-      <ErrorBanner message={error} />
+      <ErrorBanner error={error} />
       <div className="row">
-        <button className="btn primary" disabled={busy || !projectDir.trim() || !task.trim() || !provider || !model.trim()}>{busy ? 'Starting…' : 'Start run'}</button>
+        <button className="btn primary" disabled={busy || !!folderProblem || !projectDir.trim() || !task.trim() || !provider || !model.trim()}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>
       </div>
     </form>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'react';
 import { isFinalStatus, runTerminalId, type AuditVerifyResult } from '../../../contracts';
 import { api, errorMessage } from '../api';
-import { formatElapsed, formatTokens, formatUsd } from '../lib/format';
+import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -114,7 +114,7 @@ export function RunView({ runId }: { runId: string }) {
             <span title="prompt cache: tokens read / written">cache <b>{formatTokens(run.usage.cacheReadTokens)}</b> / <b>{formatTokens(run.usage.cacheWriteTokens)}</b></span>
           )}
           <span>out <b>{formatTokens(run.usage.outputTokens)}</b></span>
-          <span>cost <b>{formatUsd(run.usage.costUsd)}</b></span>
+          <span title={run.usage.costUsd === undefined ? costUnknownWhy(run.model) : undefined}>cost <b>{formatUsd(run.usage.costUsd)}</b>{run.usage.costUsd === undefined && run.usage.requests > 0 && <span className="muted"> (no price for {run.model})</span>}</span>
           <span>calls <b>{run.usage.requests}</b></span>
         </div>
         {!final && <button className="btn danger" onClick={() => void useRunsStore.getState().cancel(runId)}>Stop</button>}
@@ -125,7 +125,7 @@ export function RunView({ runId }: { runId: string }) {
         <span className={run.network === 'none' ? '' : 'risk-reason'}>network: {run.network}</span>·<span className="mono">{run.projectDir}</span>
         {final && <AuditCheck runId={runId} />}
       </div>
-      {run.error && <ErrorBanner message={`${run.error.kind}: ${run.error.message}`} />}
+      {run.error && <ErrorBanner error={run.error} />}
       <ApprovalPrompt runId={runId} />
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
       <div className="run-grid">

@@ -15,6 +15,11 @@ export function formatUsd(n: number | undefined): string {
   return n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`;
 }
 
+/** Why a cost shows "—": the price table has no entry for the model. */
+export function costUnknownWhy(model: string): string {
+  return `No price is known for ${model}, so its cost cannot be counted. Add one under "prices" in Airlock's settings.json.`;
+}
+
 export { formatBytes } from '../../../contracts/format';
 
 export function formatTime(iso: string | null | undefined): string {

@@ -47,7 +47,7 @@ export class UpstreamError extends Error {
 const RETRYABLE = new Set([408, 409, 429, 500, 502, 503, 504, 529]);
 
 function explain(status: number): string {
-  if (status === 401) return 'authentication failed (the run token was refused)';
+  if (status === 401) return 'authentication failed'; // the proxy's run-token refusal and a provider's key refusal both say which in the message
   if (status === 403) return 'forbidden';
   if (status === 404) return 'not found (check the model name and base URL)';
   if (status === 429) return 'rate limited or out of budget';
