@@ -10,6 +10,10 @@ export const WORKSPACE_DIR = '/workspace';
 /** Airlock's own state inside the sandbox (baseline git dir, logs), kept apart from the project copy. */
 export const STATE_DIR = '/airlock';
 export const HELPER_PATH = '/opt/airlock/helper.js';
+/** The helper's own Node (the official build: ~3× faster to start than Debian's; see the Dockerfile). */
+export const HELPER_NODE = '/opt/airlock/node/node';
+/** Starts the helper with its own Node, or with the image's `node` in an image made without it. */
+export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, HELPER_PATH];
 
 /** Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. */
 const TMPFS: Record<string, string> = {

@@ -5,7 +5,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
+import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
 import { connectEngine, engineConnectError, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
@@ -94,7 +94,7 @@ export class DockerDriver implements SandboxDriver {
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {
-    return this.openExecStream(sandboxId, ['node', HELPER_PATH]);
+    return this.openExecStream(sandboxId, HELPER_COMMAND);
   }
 
   /**
