@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config';
  */
 export default defineConfig({
   test: {
+    // The sandbox payload and the CLI are built, never transpiled at run time: build them once first.
+    globalSetup: ['test/support/build-once.ts'],
     projects: [
       {
         test: {

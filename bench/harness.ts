@@ -5,7 +5,7 @@ export interface BenchResult {
   unit: string;
   baseline?: number;
   ratio?: number;
-  /** Budget from DESIGN.md §8 as a ratio (or absolute, see unit), shown beside the figure. */
+  /** Budget from docs/architecture.md §8 as a ratio (or absolute, see unit), shown beside the figure. */
   budget?: string;
   note?: string;
 }

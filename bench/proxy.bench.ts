@@ -1,5 +1,5 @@
 /**
- * Model proxy benchmarks (DESIGN.md §8: ≤ 0.3 ms added p50, and to first streamed byte).
+ * Model proxy benchmarks (docs/architecture.md §8: ≤ 0.3 ms added p50, and to first streamed byte).
  * The proxy runs in its own process (this file, started as a child) so its RSS is its own and it
  * does not share an event loop with the load generator; the fake upstream runs here.
  */
@@ -92,7 +92,7 @@ function call(base: string, path: string, body: string, headers: Record<string, 
   });
 }
 
-/** The reference point of DESIGN.md §8: the least a Node HTTP pass-through can do (no auth, no metering). */
+/** The reference point of docs/architecture.md §8: the least a Node HTTP pass-through can do (no auth, no metering). */
 async function startBarePassThrough(upstream: string): Promise<{ url: string; close(): Promise<void> }> {
   const target = new URL(upstream);
   const server = http.createServer((req, res) => {
@@ -150,6 +150,22 @@ export const benchmarks: Benchmark[] = [
           firstDirect.push((await call(up.url, '/v1/messages', streamBody, auth))[0]);
           firstVia.push((await call(proxied, '/v1/messages', streamBody, auth))[0]);
         }
+        // Side doors stripped on every call (as for Codex's hosted web_search): the body is re-serialised.
+        const clientTools = Array.from({ length: 12 }, (_, i) => ({ name: `tool_${i}`, description: 'd'.repeat(400), input_schema: { type: 'object', properties: { a: { type: 'string' } } } }));
+        const conversation = Array.from({ length: 40 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i} `.repeat(120) }));
+        const doorsBody = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: conversation, tools: [...clientTools, { type: 'web_search_20250305', name: 'web_search' }], mcp_servers: [{ type: 'url', url: 'https://mcp.invalid', name: 'x' }] });
+        // The same conversation without tools: what a 44 KB body costs the proxy anyway.
+        const plainBody = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: conversation });
+        const doorsDirect: number[] = [];
+        const doorsVia: number[] = [];
+        const plainDirect: number[] = [];
+        const plainVia: number[] = [];
+        for (let i = 0; i < 1000; i++) {
+          doorsDirect.push((await call(up.url, '/v1/messages', doorsBody, auth))[1]);
+          doorsVia.push((await call(proxied, '/v1/messages', doorsBody, auth))[1]);
+          plainDirect.push((await call(up.url, '/v1/messages', plainBody, auth))[1]);
+          plainVia.push((await call(proxied, '/v1/messages', plainBody, auth))[1]);
+        }
         const d50 = percentile(direct, 50);
         const d95 = percentile(direct, 95);
         const v50 = percentile(via, 50);
@@ -159,6 +175,8 @@ export const benchmarks: Benchmark[] = [
           { name: 'proxy.overhead.p50', value: v50 - d50, unit: 'ms added', budget: '≤ 0.3 ms', note: `non-streaming Messages call: ${v50.toFixed(3)} ms via proxy vs ${d50.toFixed(3)} ms direct (n=2000)` },
           { name: 'proxy.overhead.p95', value: v95 - d95, unit: 'ms added', note: `${v95.toFixed(3)} ms via proxy vs ${d95.toFixed(3)} ms direct` },
           { name: 'proxy.overhead.bare_passthrough_p50', value: b50 - d50, unit: 'ms added', note: 'reference: a bare Node http pass-through, same run' },
+          { name: 'proxy.overhead.side_doors_p50', value: percentile(doorsVia, 50) - percentile(doorsDirect, 50), unit: 'ms added', budget: '≤ 0.3 ms', note: `${(Buffer.byteLength(doorsBody) / 1024).toFixed(0)} KB Messages call with a server tool and mcp_servers stripped: ${percentile(doorsVia, 50).toFixed(3)} ms via proxy vs ${percentile(doorsDirect, 50).toFixed(3)} ms direct (n=1000)` },
+          { name: 'proxy.overhead.large_body_p50', value: percentile(plainVia, 50) - percentile(plainDirect, 50), unit: 'ms added', note: `reference for the row above: the same conversation without tools (${(Buffer.byteLength(plainBody) / 1024).toFixed(0)} KB), nothing to strip (n=1000)` },
           { name: 'proxy.ttfb.p50', value: percentile(firstVia, 50) - percentile(firstDirect, 50), unit: 'ms added', budget: '≤ 0.3 ms', note: `first streamed byte: ${percentile(firstVia, 50).toFixed(3)} ms via proxy vs ${percentile(firstDirect, 50).toFixed(3)} ms direct (n=1000)` },
         );
 

@@ -1,5 +1,5 @@
 /**
- * Sandbox benchmarks (DESIGN.md §8), each against a baseline measured in the same run:
+ * Sandbox benchmarks (docs/architecture.md §8), each against a baseline measured in the same run:
  * - sandbox.ready: hardened create → `true` exits through the channel, vs `docker run --rm IMAGE true`
  * - sandbox.ready.warm: the same from the warm pool
  * - channel.roundtrip: `run(['true'])` through the channel vs `docker exec CONTAINER true`
@@ -7,7 +7,7 @@
  * - sandbox.wipe: destroy + verify by label (ms), vs a bare forced remove of a plain container
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../contracts/ids';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 import { DockerDriver } from '../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS, type SandboxSpec } from '../core/sandbox/driver';
@@ -23,7 +23,7 @@ function image(): Promise<string> {
 }
 
 function runId(): string {
-  return `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  return newRunId();
 }
 
 function spec(ref: string): SandboxSpec {

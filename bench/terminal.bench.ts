@@ -9,7 +9,7 @@ import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
 import type { Event } from '../core/common/disposable';
 import type { TerminalOutput } from '../core/common/terminal-output';
-import { createFakeServices } from '../core/api/testing/fake-services';
+import { createFakeServices } from '../test/support/fake-services';
 import { startHostServer } from '../core/host/host-server';
 import { startFakeUpstream } from '../test/fixtures/fake-upstream';
 import { launchChromium } from '../test/e2e/support/browser';

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../contracts/ids';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,7 +8,11 @@ import { DockerDriver } from '../core/sandbox/docker/docker-driver';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../core/sandbox/sandbox';
 import { finalPatch, listChanges } from '../core/workspace/changes';
+import { collectResult } from '../core/workspace/collect';
+import { ZERO_OID } from '../core/workspace/git-objects';
+import { HostRepo } from '../core/workspace/host-repo';
 import { hydrate } from '../core/workspace/hydrate';
+import { SANDBOX_LAYOUT, gitArgv, gitEnv } from '../core/workspace/workspace-shell';
 import { snapshotProject } from '../core/workspace/snapshot';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 
@@ -66,7 +70,7 @@ function sandboxes() {
 
 async function freshSandbox(): Promise<Sandbox> {
   const { manager, image } = await sandboxes();
-  const runId = `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const runId = newRunId();
   return manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
 }
 
@@ -79,19 +83,32 @@ const hydrateBench: Benchmark = {
     const dir = await generatedRepo();
     const ours: number[] = [];
     const full: number[] = [];
+    const noStore: number[] = [];
     const base: number[] = [];
     // Alternate the two, each into its own fresh sandbox of the same shape; the median of each wins.
     for (let round = 0; round < ROUNDS; round++) {
       const a = await freshSandbox();
+      const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
       try {
         const t0 = performance.now();
         const snapshot = await snapshotProject(dir);
-        const h = await hydrate(a.channel, snapshot, { waitForBaseline: false });
+        // As a run does: the host writes its own baseline from the same bytes while they stream.
+        const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+        const h = await hydrate(a.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
         ours.push(performance.now() - t0);
-        await h.baselineReady;
+        await Promise.all([h.baselineReady, h.hostBaseline]);
         full.push(performance.now() - t0);
       } finally {
         await a.destroy();
+        await rm(objects, { recursive: true, force: true });
+      }
+      const c = await freshSandbox();
+      try {
+        const t0 = performance.now();
+        await hydrate(c.channel, await snapshotProject(dir), { waitForBaseline: false });
+        noStore.push(performance.now() - t0);
+      } finally {
+        await c.destroy();
       }
       const b = await freshSandbox();
       try {
@@ -112,13 +129,80 @@ const hydrateBench: Benchmark = {
         note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB: scan + copy in through the channel until the agent can start, vs tar c | docker exec -i tar x (median of ${ROUNDS})`,
       }),
       withRatio({
+        name: 'workspace.hydrate.no-host-store',
+        value: percentile(noStore, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        note: 'same, without writing the host object store (what the host baseline costs the copy)',
+      }),
+      withRatio({
         name: 'workspace.hydrate.baseline',
         value: percentile(full, 50),
         unit: 'ms',
         baseline: percentile(base, 50),
-        note: 'same, until the baseline commit is recorded and verified (runs in the background after the copy)',
+        note: 'same, until the sandbox baseline and the host baseline are recorded and verified (in the background after the copy)',
       }),
     ];
+  },
+};
+
+/** What collect did before results were derived on the host: in-sandbox listing + patch + base blobs. */
+async function inSandboxCollect(sb: Sandbox): Promise<number> {
+  const changes = await listChanges(sb.channel);
+  await finalPatch(sb.channel);
+  const oids = [...new Set(changes.map((c) => c.oldOid).filter((o) => o !== ZERO_OID))];
+  await sb.channel.run({ argv: gitArgv(SANDBOX_LAYOUT, ['cat-file', '--batch']), env: gitEnv(SANDBOX_LAYOUT), stdin: `${oids.join('\n')}\n`, maxOutputBytes: 1024 ** 3 });
+  return changes.length;
+}
+
+const collectBench: Benchmark = {
+  name: 'workspace.collect',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedRepo();
+    const sb = await freshSandbox();
+    const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
+    try {
+      const snapshot = await snapshotProject(dir);
+      const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
+      const baseCommit = await (hydrated.hostBaseline as Promise<string>);
+      const touch = Array.from({ length: CHANGED }, (_, i) => `pkg${i % 100}/src/file${i * 97}.ts`);
+      await sb.channel.run({ argv: ['sh', '-c', ['set -e', 'cd /workspace', ...touch.map((f) => `printf '  changed line;\\n' >> ${f}`)].join('\n')] });
+      const collect = async () => {
+        const { result } = await collectResult(sb.channel, { repo, baseCommit, manifest: hydrated.manifest, isIgnored: snapshot.isIgnored });
+        return result.changes.length;
+      };
+      for (let i = 0; i < 2; i++) {
+        await collect();
+        await inSandboxCollect(sb);
+      }
+      const ours: number[] = [];
+      const base: number[] = [];
+      for (let round = 0; round < 5; round++) {
+        let t0 = performance.now();
+        const n = await collect();
+        ours.push(performance.now() - t0);
+        if (n !== CHANGED) throw new Error(`expected ${CHANGED} changes, got ${n}`);
+        t0 = performance.now();
+        const m = await inSandboxCollect(sb);
+        base.push(performance.now() - t0);
+        if (m !== CHANGED) throw new Error(`expected ${CHANGED} changes in the sandbox, got ${m}`);
+      }
+      return [
+        withRatio({
+          name: 'workspace.collect',
+          value: percentile(ours, 50),
+          unit: 'ms',
+          baseline: percentile(base, 50),
+          budget: '≤ 1.5×',
+          note: `${CHANGED} changed files of ${FILES}: host-derived collect (hints, tar of the hinted paths parsed on the host, host git diff) vs the in-sandbox git diff collect it replaced (median of 5)`,
+        }),
+      ];
+    } finally {
+      await sb.destroy();
+      await rm(objects, { recursive: true, force: true });
+    }
   },
 };
 
@@ -175,4 +259,4 @@ const diffBench: Benchmark = {
   },
 };
 
-export const benchmarks: Benchmark[] = [hydrateBench, diffBench];
+export const benchmarks: Benchmark[] = [hydrateBench, collectBench, diffBench];

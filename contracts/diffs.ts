@@ -56,6 +56,11 @@ export const ApplyInput = z
     branch: z.string().trim().min(1).max(200).optional(),
     /** Apply into another directory than the run's project (CLI `--to`). */
     targetDir: z.string().min(1).optional(),
+    /**
+     * SHA-256 (hex) of the patch the user reviewed: `diffs:list`'s `patchSha256` (the whole result)
+     * or that of the selected files' part. Apply refuses anything else.
+     */
+    reviewedSha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'),
   })
   .superRefine((v, ctx) => {
     if (v.mode === 'branch' && !v.branch) ctx.addIssue({ code: 'custom', path: ['branch'], message: 'name the new branch' });
@@ -71,11 +76,17 @@ export const ApplyResult = z.object({
   conflicts: z.array(Conflict),
   branch: z.string().optional(),
   commit: z.string().optional(),
+  /** SHA-256 of the part of the result patch that was selected (as recorded in the apply log). */
+  patchSha256: z.string().optional(),
 });
 export type ApplyResult = z.infer<typeof ApplyResult>;
 
 export const diffsContracts = {
-  'diffs:list': { input: z.strictObject({ runId: RunId }), output: z.object({ files: z.array(ChangedFile) }) },
+  'diffs:list': {
+    input: z.strictObject({ runId: RunId }),
+    /** `patchSha256`: the collected result's patch digest (absent while the run is live); pass it to `diffs:apply`. */
+    output: z.object({ files: z.array(ChangedFile), patchSha256: z.string().optional() }),
+  },
   'diffs:file': {
     input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
@@ -84,7 +95,7 @@ export const diffsContracts = {
   /** Writes a patch file on the host and returns where; `text` is included when small enough to download. */
   'diffs:exportPatch': {
     input: z.strictObject({ runId: RunId, files: z.array(z.string().min(1)).optional(), destPath: z.string().min(1).optional() }),
-    output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), text: z.string().optional() }),
+    output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
   },
 } as const;
 

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ProviderId } from './ids';
 
 /**
- * Keys and providers. The renderer only ever sees `KeyInfo` (DESIGN.md §6): whether a key exists and
+ * Keys and providers. The renderer only ever sees `KeyInfo` (docs/architecture.md §6): whether a key exists and
  * its last four characters — never the key itself. The only contract that carries a key is
  * `keys:set`, renderer → core.
  */

@@ -5,7 +5,7 @@ import { ProviderId, RunId } from './ids';
 
 /**
  * Runs: one task on one project with one agent and one provider/model, in its own sandbox
- * (DESIGN.md §1). Status changes are pushed (`runs:onDidChangeStatus`), agent activity is pushed as
+ * (docs/architecture.md §1). Status changes are pushed (`runs:onDidChangeStatus`), agent activity is pushed as
  * numbered run events (`runs:onDidEvent`) and can be replayed from disk (`runs:events`).
  */
 
@@ -23,12 +23,13 @@ export type Isolation = z.infer<typeof Isolation>;
 export const NetworkPolicy = z.enum(['none', 'allowlist', 'open']);
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
 
-/** The lifecycle of DESIGN.md §1. */
+/** The lifecycle of docs/architecture.md §1. */
 export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
 export type RunStatus = z.infer<typeof RunStatus>;
 
 /** States a run never leaves. */
 export const FINAL_RUN_STATUSES: readonly RunStatus[] = ['done', 'failed', 'cancelled', 'interrupted'];
+/** Whether a run has ended (it never leaves this state). */
 export function isFinalStatus(status: RunStatus): boolean {
   return FINAL_RUN_STATUSES.includes(status);
 }
@@ -70,9 +71,14 @@ export type StartRunInput = z.input<typeof StartRunInput>;
 export type StartRunArgs = z.output<typeof StartRunInput>;
 
 export const Usage = z.object({
+  /** Input tokens not served from the provider's prompt cache. */
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
-  /** Where the price table knows the model. */
+  /** Input read from the provider's prompt cache (billed at its own, lower rate). */
+  cacheReadTokens: z.number().int().nonnegative().default(0),
+  /** Input written to the provider's prompt cache (billed at its own, higher rate). */
+  cacheWriteTokens: z.number().int().nonnegative().default(0),
+  /** Where the price table knows the model (docs/architecture.md §9). */
   costUsd: z.number().nonnegative().optional(),
   requests: z.number().int().nonnegative(),
 });
@@ -126,8 +132,18 @@ export const RunRecord = RunSummary.extend({
   summary: z.string().optional(),
   /** Path of the final patch on the host, once collected. */
   patchPath: z.string().optional(),
-  /** The wipe and its verification (DESIGN.md §2.5). */
-  wipe: z.object({ verified: z.boolean(), leftovers: z.array(z.string()), at: z.string() }).optional(),
+  /** The wipe and its verification (docs/architecture.md §2.5). */
+  wipe: z
+    .object({
+      /** Nothing labelled with the run was left. */
+      verified: z.boolean(),
+      /** What was removed (containers, volumes, disks…). */
+      removed: z.array(z.string()).default([]),
+      leftovers: z.array(z.string()),
+      durationMs: z.number().nonnegative().optional(),
+      at: z.string(),
+    })
+    .optional(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;
 
@@ -148,8 +164,24 @@ export const RunStatusEvent = z.object({
   error: ErrorInfo.optional(),
 });
 
-/** The body of one run event: a status transition or one of the agent's events (agent-events.ts). */
-export const RunEventBody = z.union([RunStatusEvent, AgentEvent]);
+/**
+ * A connection the run's egress proxy (on the host) denied under the allow-list policy. Typed and
+ * host-observed: the UI and CLI offer "Allow" from these, never from text the sandbox printed.
+ */
+export const NetworkBlockedEvent = z.object({
+  type: z.literal('network_blocked'),
+  host: z.string().max(300),
+  port: z.number().int().min(1).max(65535),
+  method: z.string().max(20),
+  reason: z.string().max(500).optional(),
+});
+export type NetworkBlockedEvent = z.infer<typeof NetworkBlockedEvent>;
+
+/**
+ * The body of one run event: a status transition, a host-observed network event, or one of the
+ * agent's events (agent-events.ts).
+ */
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */

@@ -2,6 +2,17 @@ import { z } from 'zod';
 import { ProviderId } from './ids';
 import { AgentKind, ApprovalMode, Isolation, NetworkPolicy } from './runs';
 
+/** A model's price in USD per million tokens; cache rates default to the input rate when absent. */
+export const ModelPrice = z.strictObject({
+  input: z.number().nonnegative(),
+  output: z.number().nonnegative(),
+  /** Input read from the provider's prompt cache. */
+  cacheRead: z.number().nonnegative().optional(),
+  /** Input written to the provider's prompt cache. */
+  cacheWrite: z.number().nonnegative().optional(),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
+
 /** User preferences and defaults for the new-run form. */
 export const Settings = z.object({
   theme: z.enum(['system', 'light', 'dark']),
@@ -16,6 +27,11 @@ export const Settings = z.object({
   defaultNetwork: NetworkPolicy,
   defaultTimeoutSec: z.number().int().min(10),
   defaultAllowlist: z.array(z.string()),
+  /**
+   * Prices that add a model to the built-in price table or correct one, keyed by model-id prefix
+   * (docs/architecture.md §9). They drive the cost shown and `--budget-usd`.
+   */
+  prices: z.record(z.string().min(1).max(200), ModelPrice).optional(),
   /**
    * How QEMU runs VM sandboxes: `auto` (default) boots a test guest under KVM once per QEMU/kernel
    * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.

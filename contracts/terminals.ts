@@ -4,7 +4,7 @@ import { RunId } from './ids';
 /**
  * Terminal output of a run (the agent's commands) and of interactive shells. Output is pushed as
  * numbered chunks; transports bound what they buffer per client and, past the bound, replace
- * dropped chunks with a `gap` (DESIGN.md §5) — the full log stays on disk (`terminals:replay`).
+ * dropped chunks with a `gap` (docs/architecture.md §5) — the full log stays on disk (`terminals:replay`).
  */
 
 /** A run's own terminal id is `run:<runId>`; shells get `shell:<runId>:<n>`. */

@@ -1,59 +1,31 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangedFile, DoctorCheck, FileDiff, RunEvent } from '../contracts';
+import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AuditRecordView } from '../contracts/audit';
 import type { AirlockServices } from './api/services';
-import { verifyAuditLog } from './audit';
-import type { ChannelProcess } from './channel/channel-client';
+import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
+import { readRunLogs, verifyRunLogs } from './audit/audit-reader';
+import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
-import { AirlockCore, createAirlockCore, readSlice, type AirlockCoreOptions } from './app';
-import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-view';
-import { RunTerminal } from './runs/run-terminal';
-import { connectEngine } from './sandbox/docker/engine';
-import { IMAGE_REPOSITORY } from './sandbox/image';
-import { checkEngine } from './sandbox/sandbox';
-import { fileDiff, listChanges, type FileChange } from './workspace/changes';
+import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
+import type { ProviderConfig } from './keys/provider-catalog';
+import { applyRunResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { RunChanges } from './runs/run-changes';
+import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
+import { ShellSessions } from './runs/shell-sessions';
+import { replayTerminal } from './runs/terminal-replay';
 import { snapshotProject } from './workspace/snapshot';
-import { applyRunResult, classifyRisky, patchByFile, patchForFiles, writeRecordedPatch } from './runs/run-apply';
-
-/** Airlock base images present in the engine, newest first. */
-async function listSandboxImages(): Promise<string[]> {
-  const { docker } = await connectEngine();
-  const images = await docker.listImages({ filters: JSON.stringify({ label: ['airlock.variant=base'] }) });
-  return images
-    .sort((a, b) => b.Created - a.Created)
-    .flatMap((i) => (i.RepoTags ?? []).filter((t) => t.startsWith(`${IMAGE_REPOSITORY}:`)));
-}
+import { sha256 } from './workspace/collect';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
 }
 
-function toChangedFileView(c: FileChange, risky: Map<string, string>): ChangedFile {
-  return {
-    path: c.path,
-    ...(c.oldPath ? { oldPath: c.oldPath } : {}),
-    status: c.status,
-    binary: c.binary,
-    additions: c.additions,
-    deletions: c.deletions,
-    ...(c.modeChanged ? { modeChange: `${c.oldMode ?? '—'} → ${c.newMode ?? '—'}` } : {}),
-    ...(risky.has(c.path) ? { risky: risky.get(c.path) } : {}),
-  };
-}
-
-interface Shell {
-  runId: string;
-  process: ChannelProcess;
-  terminal: RunTerminal;
-}
-
 /**
- * The contracts implemented by the real core (DESIGN.md §5). Both transports — Electron IPC and
+ * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
 export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {
@@ -67,89 +39,21 @@ export function servicesFor(core: AirlockCore): AirlockServices {
   const { store, runs, vault, catalog } = core;
   /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
   const terminalOutput = new Emitter<TerminalOutput>();
-  const shells = new Map<string, Shell>();
-  let shellCounter = 0;
-  let buildCounter = 0;
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
+  const shells = new ShellSessions(runs, store, (c) => terminalOutput.fire(c));
+  const changes = new RunChanges(runs, store);
+  const logsOf = (run: StoredRun) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } });
+  let buildCounter = 0;
 
-  async function record(runId: string): Promise<StoredRun> {
-    return (await store.get(runId)) as StoredRun;
-  }
-
-  /** Changed files: live from the sandbox while it exists, else as collected at the end. */
-  async function changes(runId: string): Promise<FileChange[]> {
-    const sandbox = runs.sandboxOf(runId);
-    if (sandbox) {
-      try {
-        return await listChanges(sandbox.channel);
-      } catch {
-        // The sandbox went away between the check and the call: fall back to what was collected.
-      }
-    }
-    try {
-      return JSON.parse(await readFile(path.join(store.paths(runId).artifacts, 'changes.json'), 'utf8')) as FileChange[];
-    } catch {
-      await record(runId); // NOT_FOUND for an unknown run
-      return [];
-    }
-  }
-
-  async function storedPatch(runId: string): Promise<Buffer> {
-    try {
-      return await readFile(store.paths(runId).patch);
-    } catch {
-      const run = await record(runId);
-      throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
-    }
-  }
-
-  async function providerInfo(p: Awaited<ReturnType<typeof catalog.list>>[number]): Promise<ProviderInfo> {
+  async function providerInfo(p: ProviderConfig): Promise<ProviderInfo> {
     const key = await vault.info(p.id);
     return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
   }
 
-  async function doctorChecks(): Promise<DoctorCheck[]> {
-    const checks: DoctorCheck[] = [];
-    const engine = await checkEngine();
-    checks.push(
-      engine.ok
-        ? { id: 'docker.engine', label: 'Container engine', status: 'ok', detail: `Docker API ${engine.version ?? ''} at ${engine.endpoint ?? 'default socket'}` }
-        : { id: 'docker.engine', label: 'Container engine', status: 'fail', detail: engine.error?.message ?? 'no engine answers', fix: 'Install and start Docker Engine, Docker Desktop, Colima, OrbStack or Podman; set DOCKER_HOST for a non-default socket.' },
-    );
-    const keychain = await vault.status();
-    checks.push(
-      keychain.available
-        ? { id: 'keychain', label: 'OS keychain', status: 'ok', detail: 'keys are stored in the OS keychain' }
-        : { id: 'keychain', label: 'OS keychain', status: 'warn', detail: keychain.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet) or keep keys for this session only.' },
-    );
-    if (engine.ok) {
-      const images = await listSandboxImages();
-      checks.push(
-        images.length
-          ? { id: 'image', label: 'Sandbox image', status: 'ok', detail: `${images[0]} (rebuilt automatically when Airlock's sandbox files change)` }
-          : { id: 'image', label: 'Sandbox image', status: 'warn', detail: 'not built yet', fix: 'Build it now (a few minutes, once), or let the first run build it.', fixAction: 'build-image' },
-      );
-    } else {
-      checks.push({ id: 'image', label: 'Sandbox image', status: 'skipped', detail: 'needs the container engine' });
-    }
-    const { probeIsolation } = await import('./sandbox/qemu/probe-isolation');
-    for (const p of await probeIsolation({ env: core.env, accelSetting: (await core.settings.get()).vmAccel })) {
-      checks.push({
-        id: `isolation.${p.kind}`,
-        label: `VM isolation (${p.kind})`,
-        status: p.available ? 'ok' : 'skipped',
-        detail: `${p.available ? 'available' : 'not available'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`,
-      });
-    }
-    return checks;
-  }
-
   const services: AirlockServices = {
     sandboxes: {
-      async doctor() {
-        const checks = await doctorChecks();
-        return { ready: !checks.some((c) => c.status === 'fail'), checks, checkedAt: new Date().toISOString() };
-      },
+      // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
+      doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
       async buildImage({ variant }) {
         const buildId = `b${++buildCounter}-${randomBytes(3).toString('hex')}`;
         const started = performance.now();
@@ -201,20 +105,20 @@ export function servicesFor(core: AirlockCore): AirlockServices {
       },
       async list({ limit, status }) {
         const { runs: all } = await store.list();
-        return (all as StoredRun[])
+        return all
           .filter((r) => !status || status.includes(r.status))
           .slice(0, limit ?? all.length)
           .map(toRunSummary);
       },
       async get({ runId }) {
-        return toRunRecordView(await record(runId));
+        return toRunRecordView(await store.get(runId));
       },
       async cancel({ runId }) {
         return toRunSummary(await runs.cancel(runId));
       },
       async delete({ runId }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
-        await record(runId);
+        await store.get(runId);
         await store.delete(runId);
         return { deleted: true };
       },
@@ -222,7 +126,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { accepted: await runs.approve(runId, requestId, approved) };
       },
       async events({ runId, afterSeq, limit }) {
-        await record(runId);
+        await store.get(runId);
         const events: RunEvent[] = [];
         let more = false;
         for await (const e of store.readEvents<RunEvent>(runId)) {
@@ -237,19 +141,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
         return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
       },
       async openShell({ runId, cols, rows }) {
-        const sandbox = runs.sandboxOf(runId);
-        if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
-        const terminalId = `shell:${runId}:${++shellCounter}`;
-        const terminal = new RunTerminal(terminalId, runId, path.join(store.paths(runId).dir, `shell-${shellCounter}.log`), (c) => terminalOutput.fire(c));
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-l'], cwd: '/workspace', pty: { cols, rows }, env: { TERM: 'xterm-256color' } });
-        proc.onStdout((d) => terminal.write(d));
-        proc.onStderr((d) => terminal.write(d));
-        // The shell ends by itself, or with the sandbox (the channel closes): either way it exits.
-        void proc.exited
-          .then((e) => terminal.exit(e.exitCode), () => terminal.exit(null))
-          .finally(() => shells.delete(terminalId));
-        shells.set(terminalId, { runId, process: proc, terminal });
-        return { terminalId };
+        return shells.open(runId, cols, rows);
       },
       publishPort({ runId, port }) {
         return runs.publishPort(runId, port);
@@ -263,119 +155,53 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     diffs: {
       async list({ runId }) {
-        const files = await changes(runId);
-        const live = runs.sandboxOf(runId) !== undefined;
-        const patch = live ? undefined : await storedPatch(runId).catch(() => undefined);
-        const risky = new Map(classifyRisky(files, patch).map((r) => [r.path, r.reason] as const));
-        const views = files.map((f) => toChangedFileView(f, risky));
-        // Risky files first: they are what the user must look at before applying.
-        return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)] };
+        return changes.list(runId);
       },
-      async file({ runId, path: file, context }): Promise<FileDiff> {
-        const list = await changes(runId);
-        const change = list.find((c) => c.path === file);
-        if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
-        const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: change.status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
-        if (change.binary || change.tooLarge) return { ...base, diff: '' };
-        const sandbox = runs.sandboxOf(runId);
-        if (sandbox) {
-          const d = await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) });
-          return { ...base, diff: d.diff };
-        }
-        void context;
-        return { ...base, diff: patchByFile(await storedPatch(runId)).get(file) ?? '' };
-      },
-      async apply({ runId, files, mode, branch, targetDir }) {
+      // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
+      file: ({ runId, path: file }) => changes.file(runId, file),
+      async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
         if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
-        const run = await record(runId);
-        const result = await applyRunResult({ store, run, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
-        return result;
+        const run = await store.get(runId);
+        return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
       },
       async exportPatch({ runId, files, destPath }) {
-        const patch = patchForFiles(await storedPatch(runId), files);
+        const patch = patchForFiles(await changes.storedResult(runId), files);
         const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
         if (destPath) {
           // A patch written where the user asked is on its way to a project: it goes in the apply log.
-          await writeRecordedPatch({ store, runId, dest, patch });
+          await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
         } else {
           await mkdir(path.dirname(dest), { recursive: true });
           await writeFile(dest, patch);
         }
-        return { path: dest, bytes: patch.length, ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+        return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
       },
       onDidChange: runs.onDidChangeFiles,
     },
     terminals: {
-      async replay({ terminalId, offset, maxBytes }) {
-        const [kind, runId, n] = terminalId.split(':') as [string, string, string?];
-        const file = kind === 'run' ? path.join(store.paths(runId).dir, 'terminal.log') : path.join(store.paths(runId).dir, `shell-${n}.log`);
-        const { data, total } = await readSlice(file, offset, maxBytes);
-        // Never end a page inside a UTF-8 sequence: back off to the last character boundary.
-        let end = data.length;
-        if (offset + end < total) while (end > 0 && ((data[end] ?? 0) & 0xc0) === 0x80) end--;
-        return { data: data.subarray(0, end).toString('utf8'), nextOffset: offset + end, done: offset + end >= total, totalBytes: total };
-      },
-      async write({ terminalId, data }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { written: false };
-        shell.process.write(data);
-        return { written: true };
-      },
-      async resize({ terminalId, cols, rows }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { resized: false };
-        shell.process.resize(cols, rows);
-        return { resized: true };
-      },
-      async close({ terminalId }) {
-        const shell = shells.get(terminalId);
-        if (!shell) return { closed: false };
-        shell.process.kill('SIGHUP');
-        return { closed: true };
-      },
+      replay: ({ terminalId, offset, maxBytes }) => replayTerminal(store, terminalId, offset, maxBytes),
+      write: async ({ terminalId, data }) => ({ written: shells.write(terminalId, data) }),
+      resize: async ({ terminalId, cols, rows }) => ({ resized: shells.resize(terminalId, cols, rows) }),
+      close: async ({ terminalId }) => ({ closed: shells.close(terminalId) }),
       onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
     },
     settings: {
       get: () => core.settings.get(),
       update: (patch) => core.settings.update(patch),
       async appInfo() {
-        return { version: process.env.npm_package_version ?? '0.1.0', platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+        return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
       },
       onDidChange: core.settings.onDidChange,
     },
     audit: {
       async verify({ runId }) {
-        const run = await record(runId);
-        const anchor = run.audit && run.audit.count > 0 ? { minCount: run.audit.count, head: run.audit.head, headIndex: run.audit.count - 1 } : {};
-        const paths = store.paths(runId);
-        const result = await verifyAuditLog(paths.audit, { ...anchor, applyLog: paths.applyLog, ...(run.applyLog ? { applyAnchor: run.applyLog } : {}) });
+        const result = await verifyRunLogs(logsOf(await store.get(runId)));
         return result.ok
           ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
           : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
       },
       async read({ runId, offset, limit }) {
-        await record(runId);
-        let text = '';
-        // The apply log continues the chain (seq counts on), so its records read as the audit log's tail.
-        for (const file of [store.paths(runId).audit, store.paths(runId).applyLog]) {
-          try {
-            const part = await readFile(file, 'utf8');
-            text += part === '' || part.endsWith('\n') ? part : `${part}\n`;
-          } catch {
-            // no log (yet)
-          }
-        }
-        const lines = text.split('\n').filter(Boolean);
-        const records: AuditRecordView[] = [];
-        for (const line of lines.slice(offset, offset + limit)) {
-          try {
-            const r = JSON.parse(line) as { seq: number; ts: string; type: string; data: Record<string, unknown>; hash: string };
-            records.push({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash });
-          } catch {
-            // A torn line is reported by verify; reading skips it.
-          }
-        }
-        return { records, total: lines.length };
+        return readRunLogs(logsOf(await store.get(runId)), offset, limit);
       },
     },
     onDidTerminalOutput: terminalOutput.event,
@@ -384,7 +210,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     },
     async dispose() {
       forwardRunTerminals.dispose();
-      for (const shell of shells.values()) shell.process.kill('SIGKILL');
+      shells.dispose();
       await core.dispose();
     },
   };

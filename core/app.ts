@@ -1,6 +1,5 @@
-import { access, mkdir, readFile, writeFile, rename, open } from 'node:fs/promises';
+import { access, mkdir, readFile, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
-import os from 'node:os';
 import { AirlockError } from '../contracts/errors';
 import type { Settings } from '../contracts/settings';
 import { getAgentAdapter } from './agents';
@@ -9,6 +8,7 @@ import { airlockHome } from './common/paths';
 import { KeyVault } from './keys/key-vault';
 import { ProviderCatalog } from './keys/provider-catalog';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
+import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
@@ -203,7 +203,10 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
   // A separate keychain service lets tests and side-by-side installs keep their own entries.
   const vault = new KeyVault(catalog, { service: env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock' });
   const settings = new SettingsStore(home);
-  const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: (await settings.get()).transcripts });
+  const initial = await settings.get();
+  const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: initial.transcripts, prices: priceTableFor(initial.prices) });
+  // A corrected price applies from the next call on; the store outlives the proxy's listeners.
+  settings.onDidChange((s) => proxy.setPrices(priceTableFor(s.prices)));
   const store = new RunStore({ home });
   const core = new AirlockCore(env, home, store, catalog, vault, proxy, settings);
   core.proxyPort = (await proxy.start()).port;
@@ -273,27 +276,3 @@ function exists(p: string): Promise<boolean> {
     () => false,
   );
 }
-
-/** Reads `length` bytes of a file from `offset` (for terminal log replay). */
-export async function readSlice(file: string, offset: number, length: number): Promise<{ data: Buffer; total: number }> {
-  let handle;
-  try {
-    handle = await open(file, 'r');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { data: Buffer.alloc(0), total: 0 };
-    throw err;
-  }
-  try {
-    const { size } = await handle.stat();
-    const n = Math.max(0, Math.min(length, size - offset));
-    const buf = Buffer.alloc(n);
-    if (n) await handle.read(buf, 0, n, offset);
-    return { data: buf, total: size };
-  } finally {
-    await handle.close();
-  }
-}
-
-export const HOST_INFO = { platform: `${os.platform()}-${os.arch()}` };
-
-export { createAirlockServices } from './app-services';

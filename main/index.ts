@@ -2,6 +2,7 @@ import { app, BrowserWindow, dialog, type IpcMainEvent, type IpcMainInvokeEvent 
 import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
 import { createAirlockServices } from '../core/app-services';
+import { resourcePaths } from '../core/common/resources';
 import { registerIpcRouter } from './ipc-router';
 import { installMenu } from './menu';
 import { isTrustedRendererUrl } from './sender-policy';
@@ -17,7 +18,7 @@ if (!app.requestSingleInstanceLock()) {
   let services: AirlockServices | undefined;
   let win: BrowserWindow | undefined;
   let quitting = false;
-  const paths = windowPaths(__dirname);
+  const paths = windowPaths(resourcePaths());
   const trusted = { rendererFileUrl: rendererFileUrl(paths), devServerUrl: paths.devServerUrl };
 
   const isTrustedSender = (event: IpcMainEvent | IpcMainInvokeEvent) =>

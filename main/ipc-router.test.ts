@@ -19,7 +19,7 @@ vi.mock('electron', async () => {
 
 const { registerIpcRouter } = await import('./ipc-router');
 const { createApiRouter } = await import('../core/api/router');
-const { createFakeServices } = await import('../core/api/testing/fake-services');
+const { createFakeServices } = await import('../test/support/fake-services');
 const { IPC_SUBSCRIBE, IPC_TERMINAL_ACK } = await import('../preload/bridge-protocol');
 const { TERMINAL_FLOW_WINDOW } = await import('../core/host/flow-window');
 
@@ -36,8 +36,6 @@ function fakeWindow(id: number) {
   const data = () => sent.filter((s) => s.event === 'terminals:onDidData' && s.payload.kind === 'data').map((s) => String(s.payload.data));
   return { event: { sender }, sent, data };
 }
-
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('IPC router terminal output', () => {
   let dispose: (() => void) | undefined;
@@ -58,8 +56,7 @@ describe('IPC router terminal output', () => {
     ipc.bus.emit(IPC_SUBSCRIBE, w.event, 'terminals:onDidData');
     ipc.bus.emit(IPC_SUBSCRIBE, evil.event, 'terminals:onDidData');
     for (let i = 0; i < 10; i++) services.emitOutput(run.id, `chunk-${i} ${'x'.repeat(32 * 1024)}\n`);
-    await wait(50);
-    expect(w.data().join('')).toContain('chunk-9 ');
+    await vi.waitFor(() => expect(w.data().join('')).toContain('chunk-9 '));
     expect(w.data().join('').length).toBeGreaterThan(10 * 32 * 1024);
     expect(evil.sent).toHaveLength(0);
   });
@@ -71,24 +68,23 @@ describe('IPC router terminal output', () => {
     ipc.bus.emit(IPC_TERMINAL_ACK, w.event, 0);
     for (let i = 0; i < 20; i++) services.emitOutput(run.id, `chunk-${i} ${'x'.repeat(32 * 1024)}\n`);
     services.emitOutput(run.id, 'the newest line\n');
-    await wait(80);
+    // The window fills, and then nothing more goes out until the page acknowledges.
+    await vi.waitFor(() => expect(w.data().join('').length).toBeGreaterThanOrEqual(TERMINAL_FLOW_WINDOW));
     const first = w.data().join('').length;
     expect(first).toBeLessThanOrEqual(2 * TERMINAL_FLOW_WINDOW + 64);
     expect(w.data().join('')).not.toContain('the newest line');
     ipc.bus.emit(IPC_TERMINAL_ACK, w.event, first);
-    await wait(40);
+    await vi.waitFor(() => expect(w.data().join('')).toContain('the newest line'));
     expect(w.sent.some((s) => s.event === 'terminals:onDidData' && s.payload.kind === 'gap')).toBe(true);
-    expect(w.data().join('')).toContain('the newest line');
 
     // The page fills the window again, then reloads before acknowledging: it subscribes again and
     // counts from zero, and main must not wait for totals the old page never sent.
     for (let i = 0; i < 10; i++) services.emitOutput(run.id, `again-${i} ${'x'.repeat(32 * 1024)}\n`);
-    await wait(40);
+    await vi.waitFor(() => expect(w.data().join('')).toContain('again-0 '));
     ipc.bus.emit(IPC_SUBSCRIBE, w.event, 'terminals:onDidData');
     ipc.bus.emit(IPC_TERMINAL_ACK, w.event, 0);
     const before = w.data().length;
     services.emitOutput(run.id, 'after the reload\n');
-    await wait(40);
-    expect(w.data().slice(before).join('')).toContain('after the reload');
+    await vi.waitFor(() => expect(w.data().slice(before).join('')).toContain('after the reload'));
   });
 });

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BrowserWindow, shell } from 'electron';
+import type { ResourcePaths } from '../core/common/resources';
 import { contentSecurityPolicy } from './csp';
 import { LOCKED_DOWN_PREFERENCES } from './web-preferences';
 
@@ -10,10 +11,11 @@ export interface WindowPaths {
   devServerUrl?: string;
 }
 
-export function windowPaths(dir: string): WindowPaths {
+/** The built preload and UI, as core/common/resources.ts finds them (checkout or packaged app). */
+export function windowPaths(resources: Pick<ResourcePaths, 'preloadFile' | 'rendererDir'>): WindowPaths {
   return {
-    preload: join(dir, '../preload/index.cjs'),
-    rendererIndex: join(dir, '../renderer/index.html'),
+    preload: resources.preloadFile,
+    rendererIndex: join(resources.rendererDir, 'index.html'),
     devServerUrl: process.env.ELECTRON_RENDERER_URL,
   };
 }

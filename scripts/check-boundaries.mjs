@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Import boundaries of DESIGN.md §3, checked on every source file:
+// Import boundaries of docs/architecture.md §3, checked on every source file:
 //   core never imports electron, main, renderer or preload;
 //   contracts imports only zod (and itself);
 //   renderer never imports core, main or node:* built-ins;
-//   preload imports only contracts and electron.
+//   preload imports only contracts and electron;
+// and no import cycle among core's modules (imports that load at run time: `import type` is
+// erased, and `await import()` is how a module loads another lazily).
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { builtinModules } from 'node:module';
@@ -67,8 +69,46 @@ export async function findViolations() {
   return violations;
 }
 
+const STATIC_IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"](\.[^'"]+)['"]|(?:^|[\s;])import\s*['"](\.[^'"]+)['"]/gm;
+
+/** Each import cycle among core's (non-test) modules that load at run time, as `a.ts → b.ts → a.ts`. */
+export async function findImportCycles() {
+  const files = (await sources('core')).filter((f) => /\.tsx?$/.test(f) && !/\.test\.tsx?$/.test(f));
+  const known = new Set(files);
+  /** @type {Map<string, string[]>} */
+  const edges = new Map();
+  for (const file of files) {
+    const text = await readFile(path.join(root, file), 'utf8');
+    const out = [];
+    for (const m of text.matchAll(STATIC_IMPORT)) {
+      if (/^\s*[;]?\s*(?:import|export)\s+type\s/.test(m[0])) continue;
+      const spec = m[1] ?? m[2];
+      const base = path.relative(root, path.resolve(path.dirname(path.join(root, file)), spec));
+      const hit = [base, `${base}.ts`, `${base}.tsx`, path.join(base, 'index.ts')].find((c) => known.has(c));
+      if (hit) out.push(hit);
+    }
+    edges.set(file, out);
+  }
+  const cycles = [];
+  const state = new Map(); // 1: on the stack, 2: done
+  const stack = [];
+  const visit = (file) => {
+    state.set(file, 1);
+    stack.push(file);
+    for (const next of edges.get(file) ?? []) {
+      if (state.get(next) === 1) cycles.push([...stack.slice(stack.indexOf(next)), next].join(' → '));
+      else if (!state.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(file, 2);
+  };
+  for (const file of files) if (!state.has(file)) visit(file);
+  return cycles;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const v = await findViolations();
+  const cycles = await findImportCycles();
+  const v = [...(await findViolations()), ...cycles.map((c) => `import cycle in core: ${c}`)];
   for (const line of v) console.error(line);
   console.log(v.length ? `${v.length} import boundary violation(s)` : 'import boundaries: ok');
   process.exitCode = v.length ? 1 : 0;

@@ -1,40 +1,15 @@
 #!/usr/bin/env node
-// `npm start`: run the app. Builds the UI when it is missing or older than its sources, then starts
+// `npm start`: run the app. Builds what is missing or older than its sources (scripts/build.mjs), then starts
 // Electron when its binary is installed, otherwise serves the same UI in the browser
 // (`airlock serve`) and prints the URL to open.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureBuilt } from './build.mjs';
+import { electronBinary } from './electron-binary.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
-
-function newestMtime(dir) {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const full = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full));
-    else newest = Math.max(newest, statSync(full).mtimeMs);
-  }
-  return newest;
-}
-
-function needsBuild() {
-  const built = join(root, 'out', 'renderer', 'index.html');
-  if (!existsSync(built) || !existsSync(join(root, 'out', 'main', 'index.js'))) return true;
-  const builtAt = statSync(built).mtimeMs;
-  return ['renderer', 'contracts', 'main', 'preload'].some((d) => existsSync(join(root, d)) && newestMtime(join(root, d)) > builtAt);
-}
-
-/** The Electron binary, without touching `require('electron')` (which tries to download it). */
-function electronBinary() {
-  if (process.env.ELECTRON_OVERRIDE_DIST_PATH) return process.env.ELECTRON_OVERRIDE_DIST_PATH;
-  const pathFile = join(root, 'node_modules', 'electron', 'path.txt');
-  if (!existsSync(pathFile)) return undefined;
-  const bin = join(root, 'node_modules', 'electron', 'dist', readFileSync(pathFile, 'utf8').trim());
-  return existsSync(bin) ? bin : undefined;
-}
 
 function run(cmd, cmdArgs, opts = {}) {
   return new Promise((resolve) => {
@@ -50,13 +25,14 @@ function run(cmd, cmdArgs, opts = {}) {
   });
 }
 
-if (needsBuild()) {
-  console.log('Building the UI…');
-  const code = await run(process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build']);
-  if (code !== 0) process.exit(code);
+try {
+  await ensureBuilt(['bundles', 'app']);
+} catch (err) {
+  console.error(`Build failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
 }
 
-const electron = electronBinary();
+const electron = electronBinary().path;
 if (electron && !args.includes('--browser')) {
   process.exit(await run(electron, [root, ...args]));
 }

@@ -1,5 +1,5 @@
 import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
-import type { AgentId } from '../runs/run-record';
+import type { AgentKind as AgentId } from '../../contracts/runs';
 import { Utf8Carry } from '../common/utf8';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
@@ -202,7 +202,7 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
   };
 }
 
-/** Provider settings every agent sees (DESIGN.md §4): both SDK conventions, the run token as key. */
+/** Provider settings every agent sees (docs/architecture.md §4): both SDK conventions, the run token as key. */
 export function providerEnv(ctx: AgentCommandContext): Record<string, string> {
   const base = ctx.proxyBaseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
   return {

@@ -1,47 +1,21 @@
-import { createHash } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
-
-/** The built-in agent's source entry (runs inside the sandbox). */
-export const AGENT_ENTRY = fileURLToPath(new URL('../../resources/sandbox/agent/main.ts', import.meta.url));
+import { readBuiltBundle, type BuiltBundle } from '../sandbox/built-bundle';
 
 export { AGENT_DIR_IN_IMAGE, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 
-let cached: Promise<{ files: Record<string, Buffer>; hash: string }> | undefined;
+let cached: Promise<BuiltBundle> | undefined;
 
 /**
- * Bundles the built-in agent into one CommonJS file for Node 18 (the image's Debian Node), no
- * dependencies. `files` are relative to `/opt/airlock/agent/`; `hash` is the SHA-256 of their
- * content (part of the image tag). Built once per process.
+ * The built-in agent, built at build time into one CommonJS file for Node 18 (the image's Debian
+ * Node) with no dependencies (scripts/build.mjs). `files` are relative to `/opt/airlock/agent/`
+ * (`agent.js`, and a package.json that keeps Node from reading it as ESM); `hash` is part of the
+ * image tag. Read once per process.
  */
-export function buildAgentBundle(): Promise<{ files: Record<string, Buffer>; hash: string }> {
-  cached ??= (async () => {
-    const result = await build({
-      entryPoints: [AGENT_ENTRY],
-      bundle: true,
-      platform: 'node',
-      target: 'node18',
-      format: 'cjs',
-      write: false,
-      minify: false,
-      sourcemap: false,
-      legalComments: 'none',
-      logLevel: 'silent',
-      banner: { js: '// Airlock built-in agent (generated from resources/sandbox/agent; do not edit)' },
+export function loadAgentBundle(): Promise<BuiltBundle> {
+  if (!cached) {
+    cached = readBuiltBundle('built-in agent', 'agent', ['agent.js', 'package.json']);
+    cached.catch(() => {
+      cached = undefined;
     });
-    const js = result.outputFiles[0];
-    if (!js) throw new Error('esbuild produced no output for the built-in agent');
-    const files: Record<string, Buffer> = {
-      'agent.js': Buffer.from(js.contents),
-      // An explicit package.json keeps Node from treating the file as ESM under a parent "type": "module".
-      'package.json': Buffer.from('{"type":"commonjs","private":true}\n'),
-    };
-    const hash = createHash('sha256');
-    for (const name of Object.keys(files).sort()) hash.update(name).update('\0').update(files[name]!).update('\0');
-    return { files, hash: hash.digest('hex') };
-  })();
-  cached.catch(() => {
-    cached = undefined;
-  });
+  }
   return cached;
 }

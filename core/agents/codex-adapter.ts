@@ -9,7 +9,7 @@ function toml(value: string): string {
 
 /**
  * Codex CLI (`@openai/codex`), unchanged, in `codex exec --json` mode. Its built-in OpenAI provider
- * ignores OPENAI_BASE_URL, so a custom provider `airlock` points it at the proxy (DESIGN.md §7);
+ * ignores OPENAI_BASE_URL, so a custom provider `airlock` points it at the proxy (docs/architecture.md §4);
  * Codex's own sandbox is bypassed because Airlock's sandbox is the boundary (Landlock/seccomp
  * inside a hardened container would only break its commands). No approval mode in exec.
  */

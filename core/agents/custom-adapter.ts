@@ -4,7 +4,7 @@ import { DEFAULT_WORKSPACE, providerEnv, type AgentAdapter } from './agent-adapt
 
 /**
  * Any command line (aider, opencode, a script…), run with `bash -lc` in the workspace with the
- * provider settings of DESIGN.md §4 plus AIRLOCK_TASK / AIRLOCK_MODEL. Raw terminal output only:
+ * provider settings of docs/architecture.md §4 plus AIRLOCK_TASK / AIRLOCK_MODEL. Raw terminal output only:
  * the parser maps nothing.
  */
 export const customAdapter: AgentAdapter = {

@@ -1,5 +1,5 @@
 import { AirlockError } from '../../contracts/errors';
-import type { AgentId } from '../runs/run-record';
+import type { AgentKind as AgentId } from '../../contracts/runs';
 import type { AgentAdapter } from './agent-adapter';
 import { builtinAdapter } from './builtin-adapter';
 import { claudeCodeAdapter } from './claude-code-adapter';

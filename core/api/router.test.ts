@@ -1,8 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { channelNames, contracts, eventNames } from '../../contracts';
 import { AirlockError } from '../../contracts/errors';
 import { createApiRouter } from './router';
-import { createFakeServices } from './testing/fake-services';
+import { createFakeServices } from '../../test/support/fake-services';
 
 describe('createApiRouter', () => {
   it('has a handler for every contract and a source for every event', () => {
@@ -77,8 +77,7 @@ describe('createApiRouter', () => {
     const seen: unknown[] = [];
     const sub = router.subscribe('runs:onDidChangeStatus', (p) => seen.push(p));
     const started = await router.invoke('runs:start', { projectDir: '/p', task: 't', provider: 'anthropic', model: 'm' });
-    await new Promise((r) => setTimeout(r, 60));
-    expect(seen.length).toBeGreaterThan(0);
+    await vi.waitFor(() => expect(seen.length).toBeGreaterThan(0));
     sub.dispose();
     const before = seen.length;
     if (started.ok) services.finish((started.value as { id: string }).id);
@@ -93,8 +92,7 @@ describe('createApiRouter', () => {
     router.subscribe('runs:onDidEvent', (p) => seen.push(p as { event: { type: string } }), (p) => (p as { event: { type: string } }).event.type === 'assistant_text');
     const sub = router.subscribe('runs:onDidEvent', (p) => validated.push((p as { event: { type: string } }).event.type));
     await router.invoke('runs:start', { projectDir: '/p', task: 't', provider: 'anthropic', model: 'm' });
-    await new Promise((r) => setTimeout(r, 60));
-    expect(validated).toContain('assistant_text');
+    await vi.waitFor(() => expect(validated).toContain('assistant_text'));
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.some((e) => e.event.type === 'assistant_text')).toBe(false);
     sub.dispose();

@@ -1,11 +1,11 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { auditCommand } from '../cli/commands/audit';
-import type { CliIo } from '../cli/command';
-import { newRunId } from '../runs/run-record';
+import { CliUsageError } from '../cli/args';
+import { captureIo } from '../../test/support/cli-io';
+import { newRunId } from '../../contracts/ids';
 import { RunStore } from '../runs/run-store';
 import { openApplyLog } from './apply-log';
 import { AuditLog } from './audit-log';
@@ -19,22 +19,16 @@ afterEach(async () => {
 });
 
 async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d) => (out += d));
-  stderr.on('data', (d) => (err += d));
-  const io: CliIo = { stdout, stderr, stdin: new PassThrough(), env: { AIRLOCK_HOME: home } };
+  const { io, out, err } = captureIo({ AIRLOCK_HOME: home });
   const code = await auditCommand.run(args, io);
-  return { code, out, err };
+  return { code, out: out(), err: err() };
 }
 
 async function makeRun(): Promise<{ id: string; store: RunStore }> {
   const store = new RunStore({ home });
   const id = newRunId();
   const now = new Date().toISOString();
-  await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+  await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
   const log = await AuditLog.open(store.paths(id).audit);
   await log.append('lifecycle', { from: null, to: 'queued' });
   await log.append('lifecycle', { from: 'queued', to: 'done' });
@@ -96,7 +90,7 @@ describe('airlock audit verify', () => {
   });
 
   it('usage errors and unknown runs', async () => {
-    expect((await runCli(['check'])).code).toBe(2);
+    await expect(runCli(['check'])).rejects.toBeInstanceOf(CliUsageError);
     await expect(runCli(['verify', 'nope'])).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
     await expect(runCli(['verify', newRunId()])).rejects.toMatchObject({ kind: 'NOT_FOUND' });
   });

@@ -31,6 +31,12 @@ export interface AuditRecordData {
     /** SHA-256 (hex) of the command's full output as the host received it. */
     outputSha256: string;
   };
+  /**
+   * A command the agent says it ran (its own command_started/command_exited events, e.g. a CLI agent
+   * running its tools itself), with a digest of the output it reported. A claim: nothing the host
+   * observed, unlike `command`.
+   */
+  command_claim: AuditRecordData['command'];
   /** Files changed in the workspace. */
   file_change: { changes: { path: string; kind: 'added' | 'modified' | 'deleted' | 'renamed'; oldPath?: string }[] };
   /** One model call through the proxy. No key, no prompt. */
@@ -41,10 +47,18 @@ export interface AuditRecordData {
     latencyMs: number;
     inputTokens: number;
     outputTokens: number;
+    cacheReadTokens?: number;
+    cacheWriteTokens?: number;
     costUsd?: number;
     stream?: boolean;
     error?: string;
   };
+  /**
+   * The model proxy closed (stripped, or refused the call for) provider-side side doors of a call —
+   * provider-side tools, `mcp_servers`, unknown `anthropic-beta` values — or let named ones through
+   * because the provider's setting allows them.
+   */
+  side_door: { provider: string; path: string; stripped: string[]; allowed: string[]; refused?: string };
   /** A command approval (mode `ask`), or the standing policy. */
   approval: { id: string; command: string; approved: boolean; by: 'user' | 'auto' | 'timeout' };
   /** Credential-looking files left out of the sandbox copy. */

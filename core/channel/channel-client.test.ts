@@ -5,7 +5,7 @@ import { createServer, connect as netConnect, type AddressInfo, type Server } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { ChannelClient } from './channel-client';
 import { startLocalHelper, type LocalHelper } from './local-helper';
@@ -21,15 +21,6 @@ async function isAlive(pid: number): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 8000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not reached within ${ms} ms: ${what}`);
 }
 
 async function expectKind(promise: Promise<unknown>, kind: string, message?: RegExp): Promise<AirlockError> {
@@ -142,10 +133,22 @@ describe('ChannelClient with a local helper', () => {
         this.push(Buffer.alloc(64 * 1024));
       },
     });
-    const running = client.run({ argv: ['sh', '-c', 'sleep 1; wc -c'], stdin: source });
-    await new Promise((r) => setTimeout(r, 600));
-    // While the command sleeps, at most a window plus buffers was pulled — not the whole 64 MiB.
+    // The command reads nothing until the test lets it go on.
+    const go = join(dir, 'stdin-go');
+    const running = client.run({ argv: ['sh', '-c', `while [ ! -e '${go}' ]; do sleep 0.05; done; wc -c`], stdin: source });
+    // Pulling stops once the window and the buffers are full…
+    let last = -1;
+    await vi.waitFor(
+      () => {
+        const stable = pulled > 0 && pulled === last;
+        last = pulled;
+        expect(stable, 'pulling stopped').toBe(true);
+      },
+      { timeout: 20_000, interval: 200 },
+    );
+    // …at most a window plus buffers — not the whole 64 MiB.
     expect(pulled).toBeLessThan(12 * 1024 * 1024);
+    await writeHostFile(go, '');
     const r = await running;
     expect(Number(r.stdout.toString().trim())).toBe(total);
   }, 60_000);
@@ -165,18 +168,20 @@ describe('ChannelClient with a local helper', () => {
     let received = 0;
     const proc = client.spawn({ argv: [NODE, '-e', script] });
     proc.onStdout((b) => (received += b.length));
-    await eventually(() => received > 0, 'output flowing');
+    await vi.waitFor(() => expect(received > 0, 'output flowing').toBe(true), { timeout: 8000, interval: 50 });
     helper.stream.readable.pause();
     const written = async () => Number(await readHostFile(progress, 'utf8').catch(() => '0'));
     // Wait until the command is stuck (no progress for a while) or has written everything.
     let last = -1;
-    await eventually(async () => {
-      const now = await written();
-      const stuck = now === last;
-      last = now;
-      await new Promise((r) => setTimeout(r, 400));
-      return stuck || now >= 200;
-    }, 'command stuck or done', 60_000);
+    await vi.waitFor(
+      async () => {
+        const now = await written();
+        const stuck = now === last;
+        last = now;
+        expect(stuck || now >= 200, 'command stuck or done').toBe(true);
+      },
+      { timeout: 60_000, interval: 400 },
+    );
     const whilePaused = await written();
     helper.stream.readable.resume();
     const info = await proc.exited;
@@ -202,7 +207,7 @@ describe('ChannelClient with a local helper', () => {
     expect(r.signal).toBe('SIGTERM');
     const grandchild = Number(r.stdout.toString().trim());
     expect(grandchild).toBeGreaterThan(0);
-    await eventually(async () => !(await isAlive(grandchild)), `grandchild ${grandchild} gone`);
+    await vi.waitFor(async () => expect(!(await isAlive(grandchild)), `grandchild ${grandchild} gone`).toBe(true), { timeout: 8000, interval: 50 });
     expect((await client.run({ argv: ['echo', 'still here'] })).stdout.toString()).toBe('still here\n');
   });
 
@@ -210,13 +215,13 @@ describe('ChannelClient with a local helper', () => {
     const proc = client.spawn({ argv: ['sh', '-c', 'trap "" TERM; sleep 60 & echo $!; setsid sleep 60 & echo $!; wait'] });
     let out = '';
     proc.onStdout((b) => (out += b.toString()));
-    await eventually(() => out.trim().split('\n').length === 2, 'two pids printed');
+    await vi.waitFor(() => expect(out.trim().split('\n').length === 2, 'two pids printed').toBe(true), { timeout: 8000, interval: 50 });
     const pids = out.trim().split('\n').map(Number);
     for (const pid of pids) expect(await isAlive(pid)).toBe(true);
     proc.kill();
     const info = await proc.exited;
     expect(info.signal).toMatch(/SIGTERM|SIGKILL/);
-    for (const pid of pids) await eventually(async () => !(await isAlive(pid)), `descendant ${pid} gone`);
+    for (const pid of pids) await vi.waitFor(async () => expect(!(await isAlive(pid)), `descendant ${pid} gone`).toBe(true), { timeout: 8000, interval: 50 });
   });
 
   it('fails a PTY spawn clearly when node-pty is absent', async () => {
@@ -265,8 +270,9 @@ describe('ChannelClient with a local helper', () => {
         await writeHostFile(join(root, 'node_modules', 'x', 'index.js'), 'x');
         await writeHostFile(join(root, '.git', 'HEAD'), 'ref');
         await writeHostFile(join(root, 'debug.log'), 'log');
-        await eventually(() => seen.has('src/a.ts') && seen.has('b.txt'), 'changes reported');
-        await new Promise((r) => setTimeout(r, 300));
+        // Written last: once it is reported, anything about the ignored files would have been too.
+        await writeHostFile(join(root, 'z-last.txt'), 'z');
+        await vi.waitFor(() => expect(['src/a.ts', 'b.txt', 'z-last.txt'].every((p) => seen.has(p)), 'changes reported').toBe(true), { timeout: 8000, interval: 50 });
         for (const p of seen) expect(p).not.toMatch(/node_modules|\.git|\.log$/);
         // Debounced: a handful of batches, not one event per write.
         expect(batches.length).toBeLessThanOrEqual(3);
@@ -365,7 +371,7 @@ describe('ChannelClient with a local helper', () => {
       const proc = client.spawn({ argv: [NODE, '-e', serverScript], timeoutMs: 20_000 });
       let out = '';
       proc.onStdout((b) => (out += b.toString()));
-      await eventually(() => /\d+\n/.test(out), 'sandbox server port');
+      await vi.waitFor(() => expect(/\d+\n/.test(out), 'sandbox server port').toBe(true), { timeout: 8000, interval: 50 });
       const duplex = await client.connectToSandboxPort(Number(out.trim()));
       let reply = '';
       duplex.on('data', (d: Buffer) => (reply += d.toString()));
@@ -417,13 +423,13 @@ describe('a broken channel', () => {
       const proc = client.spawn({ argv: ['sh', '-c', 'sleep 60 & echo $!; wait'] });
       let out = '';
       proc.onStdout((b) => (out += b.toString()));
-      await eventually(() => out.includes('\n'), 'pid printed');
+      await vi.waitFor(() => expect(out.includes('\n'), 'pid printed').toBe(true), { timeout: 8000, interval: 50 });
       const pid = Number(out.trim());
       const exited = new Promise((r) => helper.child.once('exit', r));
       client.dispose();
       await expectKind(proc.exited, 'CHANNEL_CLOSED');
       await exited;
-      await eventually(async () => !(await isAlive(pid)), 'command killed with the channel');
+      await vi.waitFor(async () => expect(!(await isAlive(pid)), 'command killed with the channel').toBe(true), { timeout: 8000, interval: 50 });
     } finally {
       await helper.dispose();
     }
@@ -437,7 +443,7 @@ describe('a broken channel', () => {
       const proc = client.spawn({ argv: [NODE, '-e', script] });
       let out = '';
       proc.onStdout((b) => (out += b.toString()));
-      await eventually(() => /\d+\n/.test(out), 'server port');
+      await vi.waitFor(() => expect(/\d+\n/.test(out), 'server port').toBe(true), { timeout: 8000, interval: 50 });
       const quiet = await client.connectToSandboxPort(Number(out.trim()));
       const loud = await client.connectToSandboxPort(Number(out.trim()));
       const errors: Error[] = [];

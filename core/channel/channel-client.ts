@@ -1,5 +1,5 @@
 /**
- * The host side of the channel into a sandbox (DESIGN.md §4): processes, files, watches and TCP
+ * The host side of the channel into a sandbox (docs/architecture.md §4): processes, files, watches and TCP
  * forwarding over one framed, multiplexed byte stream to the in-sandbox helper.
  *
  * Every pending call rejects with AirlockError('CHANNEL_CLOSED') when the channel closes or breaks;
@@ -70,6 +70,12 @@ export interface WatchOptions {
 
 const DEFAULT_HELLO_TIMEOUT_MS = 15_000;
 const DEFAULT_READ_MAX_BYTES = 256 * 1024 * 1024;
+/** `run()` gathers output in memory: without a cap of the caller's, it keeps at most this much. */
+export const DEFAULT_RUN_MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
+/** Room past a command's output cap for the helper's truncation marker. */
+const TRUNCATION_MARKER_ROOM = 256;
+/** Connections the sandbox may have open at once into host services (model proxy, egress proxy). */
+export const MAX_SANDBOX_CONNECTIONS = 256;
 
 function toAirlockError(error: WireError): AirlockError {
   const kind = ErrorKind.safeParse(error.kind);
@@ -89,11 +95,17 @@ class ProcessHandle implements ChannelProcess {
   readonly exited: Promise<ExitInfo>;
   private settle!: { resolve(info: ExitInfo): void; reject(err: AirlockError): void };
   done = false;
+  /** Output bytes delivered so far, counted on the host (the helper's own count is a claim). */
+  private delivered = 0;
+  /** The host dropped output past the cap: the helper sent more than it was allowed to. */
+  hostTruncated = false;
 
   constructor(
     private readonly client: ChannelClient,
     private readonly mux: Mux,
     readonly id: number,
+    /** Most output bytes the host accepts (the cap plus room for the helper's marker). */
+    private readonly maxOutput: number = Number.POSITIVE_INFINITY,
   ) {
     this.exited = new Promise<ExitInfo>((resolve, reject) => {
       this.settle = { resolve, reject };
@@ -104,15 +116,24 @@ class ProcessHandle implements ChannelProcess {
 
   /** @internal Output from the helper. */
   output(type: FrameType, payload: Buffer): void {
+    const room = this.maxOutput - this.delivered;
+    if (payload.length > room) {
+      // A helper that ignores the cap gets no more credit: it stalls within one window, and a
+      // helper that keeps going anyway overruns the window and the channel fails.
+      this.hostTruncated = true;
+      if (room <= 0) return;
+      payload = payload.subarray(0, room);
+    }
+    this.delivered += payload.length;
     (type === FrameType.stderr ? this.stderr : this.stdout).fire(payload);
-    this.mux.consumed(this.id, payload.length);
+    if (!this.hostTruncated) this.mux.consumed(this.id, payload.length);
   }
 
   /** @internal */
   finish(result: { info: ExitInfo } | { error: AirlockError }): void {
     if (this.done) return;
     this.done = true;
-    if ('info' in result) this.settle.resolve(result.info);
+    if ('info' in result) this.settle.resolve(this.hostTruncated ? { ...result.info, truncated: true } : result.info);
     else this.settle.reject(result.error);
     this.mux.forget(this.id);
     this.stdout.dispose();
@@ -150,14 +171,26 @@ class ProcessHandle implements ChannelProcess {
   }
 }
 
-/** Collects a file's bytes arriving on a stream (readFile). */
+/** Collects a file's bytes arriving on a stream (readFile), at most `maxBytes` of them. */
 class CollectSink implements StreamSink {
   readonly chunks: Buffer[] = [];
+  bytes = 0;
+  /** The helper sent more than was asked for: the read fails, whatever the helper answers. */
+  overrun = false;
   constructor(
     private readonly mux: Mux,
     private readonly streamId: number,
+    private readonly maxBytes: number,
   ) {}
   remoteData(payload: Buffer): void {
+    if (this.overrun) return;
+    if (this.bytes + payload.length > this.maxBytes) {
+      this.overrun = true;
+      this.chunks.length = 0;
+      this.mux.reset(this.streamId, 'more bytes than asked for');
+      return;
+    }
+    this.bytes += payload.length;
     this.chunks.push(payload);
     this.mux.consumed(this.streamId, payload.length);
   }
@@ -176,6 +209,7 @@ export class ChannelClient implements Disposable {
   private nextRequest = 1;
   private nextStream = 1;
   private nextHandle = 1;
+  private acceptedOpen = 0;
   private closedReason: string | undefined;
   private helloWaiter: { resolve(h: HelperHello): void; reject(err: AirlockError): void } | undefined;
   private early = Buffer.alloc(0);
@@ -252,7 +286,8 @@ export class ChannelClient implements Disposable {
 
   spawn(opts: SpawnOptions): ChannelProcess {
     const id = this.allocateStream();
-    const proc = new ProcessHandle(this, this.mux, id);
+    const cap = opts.maxOutputBytes;
+    const proc = new ProcessHandle(this, this.mux, id, cap !== undefined && cap >= 0 ? cap + TRUNCATION_MARKER_ROOM : undefined);
     if (this.closedReason !== undefined) {
       proc.finish({ error: this.closedError() });
       return proc;
@@ -273,8 +308,9 @@ export class ChannelClient implements Disposable {
     return proc;
   }
 
+  /** Runs a command to its end, gathering its output (at most `maxOutputBytes`, default 64 MiB). */
   async run(opts: SpawnOptions & { stdin?: Buffer | string | NodeJS.ReadableStream }): Promise<RunResult> {
-    const proc = this.spawn(opts) as ProcessHandle;
+    const proc = this.spawn({ ...opts, maxOutputBytes: opts.maxOutputBytes ?? DEFAULT_RUN_MAX_OUTPUT_BYTES }) as ProcessHandle;
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     proc.onStdout((b) => stdout.push(b));
@@ -297,12 +333,17 @@ export class ChannelClient implements Disposable {
     }
   }
 
+  /** Reads a file of the sandbox; more than `maxBytes` (default 256 MiB) fails, never buffers on. */
   async readFile(path: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const id = this.allocateStream();
-    const sink = new CollectSink(this.mux, id);
+    const maxBytes = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
+    const sink = new CollectSink(this.mux, id, maxBytes);
     this.sinks.set(id, sink);
     try {
-      await this.request({ op: 'readFile', stream: id, path, maxBytes: opts.maxBytes ?? DEFAULT_READ_MAX_BYTES });
+      await this.request({ op: 'readFile', stream: id, path, maxBytes });
+      if (sink.overrun) {
+        throw new AirlockError('SANDBOX_FAILED', `the sandbox helper sent more than the ${maxBytes} bytes asked for while reading ${path.slice(0, 200)}; the read was refused`);
+      }
       return Buffer.concat(sink.chunks);
     } finally {
       this.sinks.delete(id);
@@ -490,11 +531,20 @@ export class ChannelClient implements Disposable {
     }
     const sink = this.sinks.get(streamId);
     if (sink) sink.remoteData(payload);
-    else this.mux.consumed(streamId, payload.length);
+    else this.mux.discard(streamId);
   }
 
   private onAccept(listenerId: number, streamId: number): void {
-    const duplex = new ChannelDuplex(this.mux, streamId, () => this.sinks.delete(streamId));
+    // Each accepted stream is a host socket: the sandbox may not open them without bound.
+    if (this.acceptedOpen >= MAX_SANDBOX_CONNECTIONS) {
+      this.mux.reset(streamId, `too many open connections (at most ${MAX_SANDBOX_CONNECTIONS})`);
+      return;
+    }
+    this.acceptedOpen += 1;
+    const duplex = new ChannelDuplex(this.mux, streamId, () => {
+      this.acceptedOpen -= 1;
+      this.sinks.delete(streamId);
+    });
     this.sinks.set(streamId, duplex);
     const connect = this.services.get(listenerId);
     if (!connect) {

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChannelStream } from '../sandbox/driver';
-import { buildHelperBundle } from './helper-bundle';
+import { loadHelperBundle } from './helper-bundle';
 
 export interface LocalHelper {
   stream: ChannelStream;
@@ -20,7 +20,7 @@ export interface LocalHelper {
 
 /** Starts `node helper.js` locally; `env` is the helper's own environment (never seen by its commands). */
 export async function startLocalHelper(opts: { env?: NodeJS.ProcessEnv; node?: string } = {}): Promise<LocalHelper> {
-  const bundle = await buildHelperBundle();
+  const bundle = await loadHelperBundle();
   const dir = await mkdtemp(join(tmpdir(), 'airlock-helper-'));
   for (const [name, data] of Object.entries(bundle.files)) await writeFile(join(dir, name), data);
   const child = spawn(opts.node ?? process.execPath, [join(dir, 'helper.js')], {

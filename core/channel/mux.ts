@@ -145,6 +145,8 @@ export class Mux {
   private readonly decoder = new FrameDecoder();
   private readonly senders = new Map<number, StreamSender>();
   private readonly unacked = new Map<number, number>();
+  /** Per stream: bytes received and not yet acknowledged to the peer (the peer's credit in use). */
+  private readonly inflight = new Map<number, number>();
   private readonly window: number;
   private closedReason: string | undefined;
   congested = false;
@@ -199,6 +201,9 @@ export class Mux {
     // Batch acknowledgements: a quarter window keeps the pipe full with few ack frames.
     if (total >= this.window / 4) {
       this.unacked.set(streamId, 0);
+      const inflight = (this.inflight.get(streamId) ?? 0) - total;
+      if (inflight > 0) this.inflight.set(streamId, inflight);
+      else this.inflight.delete(streamId);
       this.sendRaw(encodeAck(streamId, total));
     } else {
       this.unacked.set(streamId, total);
@@ -216,6 +221,17 @@ export class Mux {
     this.senders.get(streamId)?.close();
     this.senders.delete(streamId);
     this.unacked.delete(streamId);
+    this.inflight.delete(streamId);
+  }
+
+  /**
+   * Drops bytes received on a stream nobody reads (finished, or never opened), without giving the
+   * peer credit for them and without keeping any state for the stream: a peer that sprays data on
+   * stream ids of its choice costs no memory, and one that keeps going overruns the window.
+   */
+  discard(streamId: number): void {
+    this.unacked.delete(streamId);
+    this.inflight.delete(streamId);
   }
 
   /** @internal Sends a frame; large payloads go out as header + payload in one writev, uncopied. */
@@ -288,10 +304,21 @@ export class Mux {
         this.senders.get(streamId)?.close();
         this.senders.delete(streamId);
         this.unacked.delete(streamId);
+        this.inflight.delete(streamId);
         this.handlers.reset(streamId, payload.toString('utf8'));
         return;
-      default:
+      default: {
+        // The peer may not have more than a window unacknowledged on a stream: an overrun is a
+        // protocol violation (a hostile or broken peer), never a reason to buffer more.
+        const inflight = (this.inflight.get(streamId) ?? 0) + payload.length;
+        if (inflight > this.window) {
+          throw new ProtocolError(
+            `flow-control violation: the other side sent ${inflight} unacknowledged bytes on stream ${streamId}, past its window of ${this.window}`,
+          );
+        }
+        this.inflight.set(streamId, inflight);
         this.handlers.data(streamId, type, payload);
+      }
     }
   }
 

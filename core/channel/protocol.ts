@@ -1,5 +1,5 @@
 /**
- * Wire format of the channel between the host and the in-sandbox helper (DESIGN.md §4).
+ * Wire format of the channel between the host and the in-sandbox helper (docs/architecture.md §4).
  *
  * Every frame is `u32 length | u8 type | u32 stream id | payload`, big-endian, where `length`
  * counts the type, stream id and payload (so it is always >= 5). Stream 0 carries JSON control

@@ -1,8 +1,9 @@
 import { toErrorInfo } from '../../contracts/errors';
+import { CliUsageError } from './args';
 import { ExitCode, type CliCommand, type CliIo } from './command';
 
-/** Commands load lazily so `airlock doctor` does not pay for the proxy or the UI host. */
-const commands: Record<string, () => Promise<CliCommand>> = {
+/** Every command by name; they load lazily so `airlock doctor` does not pay for the proxy or the UI host. */
+export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   doctor: async () => (await import('./commands/doctor')).doctorCommand,
   sandbox: async () => (await import('./commands/sandbox')).sandboxCommand,
   run: async () => (await import('./commands/run')).runCommand,
@@ -14,7 +15,7 @@ const commands: Record<string, () => Promise<CliCommand>> = {
   serve: async () => (await import('./commands/serve')).serveCommand,
   keys: async () => (await import('./commands/keys')).keysCommand,
   providers: async () => (await import('./commands/providers')).providersCommand,
-  network: async () => (await import('../network/network-command')).networkCommand,
+  network: async () => (await import('./commands/network')).networkCommand,
 };
 
 function usage(): string {
@@ -42,6 +43,10 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
   try {
     return await command.run(rest, io);
   } catch (err) {
+    if (err instanceof CliUsageError) {
+      io.stderr.write(`airlock ${name}: ${err.message}\nusage: ${command.usage}\n`);
+      return ExitCode.usage;
+    }
     const info = toErrorInfo(err);
     io.stderr.write(`airlock ${name}: ${info.message} [${info.kind}]\n`);
     return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;

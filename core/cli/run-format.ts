@@ -5,7 +5,8 @@ export const isFinal = isFinalStatus;
 
 export function usageLine(u: Usage): string {
   const cost = u.costUsd !== undefined ? `, $${u.costUsd.toFixed(4)}` : '';
-  return `usage: ${u.requests} model call${u.requests === 1 ? '' : 's'}, ${u.inputTokens} in / ${u.outputTokens} out tokens${cost}`;
+  const cached = u.cacheReadTokens || u.cacheWriteTokens ? ` (+ ${u.cacheReadTokens} cache read, ${u.cacheWriteTokens} cache write)` : '';
+  return `usage: ${u.requests} model call${u.requests === 1 ? '' : 's'}, ${u.inputTokens} in${cached} / ${u.outputTokens} out tokens${cost}`;
 }
 
 const MARK: Record<ChangedFile['status'], string> = { added: 'A', modified: 'M', deleted: 'D', renamed: 'R', 'type-changed': 'T' };

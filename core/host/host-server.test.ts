@@ -2,10 +2,10 @@ import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { createApiRouter } from '../api/router';
-import { createFakeServices, type FakeServices } from '../api/testing/fake-services';
+import { createFakeServices, type FakeServices } from '../../test/support/fake-services';
 import { startHostServer, type HostServer } from './host-server';
 import { TERMINAL_FLOW_WINDOW } from './flow-window';
 
@@ -56,13 +56,15 @@ function openStream(port: number, headers: Record<string, string>, path = '/api/
         status: res.statusCode ?? 0,
         headers: res.headers,
         records,
-        async next(pred) {
-          for (;;) {
-            const hit = records.find(pred);
-            if (hit) return hit;
-            await new Promise((r) => setTimeout(r, 5));
-          }
-        },
+        next: (pred) =>
+          vi.waitFor(
+            () => {
+              const hit = records.find(pred);
+              if (!hit) throw new Error('no such record yet');
+              return hit;
+            },
+            { timeout: 10_000, interval: 5 },
+          ),
         close: () => req.destroy(),
       });
     });
@@ -141,13 +143,12 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     if (c.outcome !== 'open') return;
     const frames: Array<{ t: string; id?: number; envelope?: { ok: boolean; value?: unknown; error?: { kind: string } }; event?: string }> = [];
     c.ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
-    const waitFor = async (pred: () => boolean) => { while (!pred()) await new Promise((r) => setTimeout(r, 5)); };
 
     c.ws.send(JSON.stringify({ t: 'sub', event: 'runs:onDidChangeStatus' }));
     c.ws.send(JSON.stringify({ t: 'invoke', id: 1, channel: 'keys:set', input: { provider: 'openai', key: 'sk-test-1234567890' } }));
     c.ws.send(JSON.stringify({ t: 'invoke', id: 2, channel: 'runs:start', input: { task: 'x' } }));
     c.ws.send(JSON.stringify({ t: 'invoke', id: 3, channel: 'runs:start', input: { projectDir: '/p', task: 't', provider: 'openai', model: 'm' } }));
-    await waitFor(() => frames.some((f) => f.id === 3) && frames.some((f) => f.t === 'event'));
+    await vi.waitFor(() => expect(frames.some((f) => f.id === 3) && frames.some((f) => f.t === 'event')).toBe(true), { timeout: 10_000, interval: 5 });
     const byId = (id: number) => frames.find((f) => f.id === id)?.envelope;
     expect(byId(1)).toMatchObject({ ok: true, value: { provider: 'openai', hasKey: true, last4: '7890' } });
     expect(JSON.stringify(byId(1))).not.toContain('sk-test');
@@ -189,8 +190,9 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     for (let i = 0; i < 20; i++) services.emitOutput(run.id, chunk(i));
     services.emitOutput(run.id, 'the newest line\r\n');
     await s.next((r) => Boolean(r.data?.includes('chunk-0 ')));
-    await new Promise((r) => setTimeout(r, 150));
     const received = () => s.records.reduce((n, r) => n + (r.data?.length ?? 0), 0);
+    // The window fills, and then nothing more comes until the page acknowledges.
+    await vi.waitFor(() => expect(received()).toBeGreaterThanOrEqual(TERMINAL_FLOW_WINDOW), { timeout: 10_000, interval: 5 });
     const before = received();
     // The page has not acknowledged anything: at most a window (and one batch over it) was sent.
     expect(before).toBeLessThanOrEqual(2 * TERMINAL_FLOW_WINDOW + 1024);
@@ -233,10 +235,11 @@ describe('terminal replay ordering', () => {
       c.ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
       const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
       c.ws.send(JSON.stringify({ t: 'sub', event: 'terminals:onDidData' }));
-      await new Promise((r) => setTimeout(r, 150)); // the scripted run's own output has gone out
+      // The scripted run's own output has gone out.
+      await vi.waitFor(() => expect(frames.some((f) => f.event === 'terminals:onDidData' && (f.payload?.data ?? '').includes('README.md'))).toBe(true), { timeout: 10_000, interval: 5 });
       services.emitOutput(run.id, 'late output\r\n'); // batched for a frame
       c.ws.send(JSON.stringify({ t: 'invoke', id: 7, channel: 'terminals:replay', input: { terminalId: `run:${run.id}` } }));
-      while (!frames.some((f) => f.id === 7)) await new Promise((r) => setTimeout(r, 5));
+      await vi.waitFor(() => expect(frames.some((f) => f.id === 7)).toBe(true), { timeout: 10_000, interval: 5 });
       const resultAt = frames.findIndex((f) => f.id === 7);
       const dataAt = frames.findIndex((f) => f.event === 'terminals:onDidData' && (f.payload?.data ?? '').includes('late output'));
       expect(dataAt).toBeGreaterThanOrEqual(0);

@@ -10,6 +10,7 @@ import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';
 import { bytesFromRouter, serveTerminalStream, type TerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
+import { AIRLOCK_COOKIE_PREFIX } from '../network/cookie-scrub';
 
 export interface HostServerOptions {
   router: ApiRouter;
@@ -69,7 +70,7 @@ function cookieToken(req: IncomingMessage, name: string): string | undefined {
 }
 
 /**
- * Serves the renderer and the API router over WebSocket on 127.0.0.1 (DESIGN.md §2.6). Every
+ * Serves the renderer and the API router over WebSocket on 127.0.0.1 (docs/architecture.md §2.6). Every
  * request needs the token (query parameter once, then a same-site cookie) and a loopback `Host`
  * (against DNS rebinding); a present `Origin` must be this host, and WebSocket upgrades must carry one.
  */
@@ -80,7 +81,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const streams = new Map<string, TerminalStream>();
   const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
-  const cookieName = () => `airlock_token_${port}`;
+  const cookieName = () => `${AIRLOCK_COOKIE_PREFIX}${port}`;
   const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
   const allowedOrigins = () => allowedHosts().map((h) => `http://${h}`);
   const tokenOk = (candidate: string | undefined | null) => Boolean(candidate) && timingSafeEqual(digest(candidate as string), tokenDigest);

@@ -20,6 +20,11 @@ export interface ProviderConfig {
   requiresKey: boolean;
   builtin: boolean;
   models: string[];
+  /**
+   * Side doors (provider-side tools, `mcp_servers`, `anthropic-beta:<value>`; see proxy/side-doors.ts)
+   * the user allowed for this provider by name. Empty by default: the proxy strips them all.
+   */
+  allowSideDoors?: string[];
 }
 
 /** Non-secret facts about a stored key, kept in providers.json (the key itself is in the keychain). */
@@ -64,6 +69,8 @@ const CatalogFile = z.object({
   /** Base URL overrides for the built-ins (enterprise gateways, tests). */
   baseUrls: z.record(z.string(), z.string()).default({}),
   keys: z.record(z.string(), z.object({ addedAt: z.string(), storage: z.enum(['keychain', 'session', 'env']) })).default({}),
+  /** Per provider: side doors the user allowed by name (explicit; each use is in the run's audit log). */
+  sideDoors: z.record(z.string(), z.array(z.string().min(1).max(200))).default({}),
 });
 type CatalogFile = z.infer<typeof CatalogFile>;
 
@@ -110,7 +117,7 @@ export class ProviderCatalog {
       data = CatalogFile.parse(JSON.parse(await readFile(this.file, 'utf8')));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof SyntaxError) && !(err instanceof z.ZodError)) throw err;
-      data = { version: 1, custom: [], baseUrls: {}, keys: {} };
+      data = { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {} };
     }
     this.cache = data;
     return data;
@@ -133,8 +140,22 @@ export class ProviderCatalog {
 
   async list(): Promise<ProviderConfig[]> {
     const data = await this.load();
-    const builtins = BUILTIN_PROVIDERS.map((p) => ({ ...p, models: [...p.models], baseUrl: data.baseUrls[p.id] ?? p.baseUrl }));
-    return [...builtins, ...data.custom.map((c) => ({ ...c, builtin: false }))];
+    const doors = (id: string) => (data.sideDoors[id]?.length ? { allowSideDoors: [...(data.sideDoors[id] as string[])] } : {});
+    const builtins = BUILTIN_PROVIDERS.map((p) => ({ ...p, models: [...p.models], baseUrl: data.baseUrls[p.id] ?? p.baseUrl, ...doors(p.id) }));
+    return [...builtins, ...data.custom.map((c) => ({ ...c, builtin: false, ...doors(c.id) }))];
+  }
+
+  /**
+   * Sets the side doors the proxy lets through for a provider (names as in proxy/side-doors.ts,
+   * e.g. `web_search`, `mcp_servers`, `anthropic-beta:<value>`); an empty list closes them all again.
+   */
+  async setAllowedSideDoors(id: string, names: string[]): Promise<void> {
+    await this.get(id);
+    const clean = [...new Set(names.map((n) => n.trim()).filter(Boolean))];
+    await this.save((data) => {
+      if (clean.length) data.sideDoors[id] = clean;
+      else delete data.sideDoors[id];
+    });
   }
 
   async find(id: string): Promise<ProviderConfig | undefined> {

@@ -3,7 +3,7 @@ import net from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy, type EgressEvent, type EgressProxyOptions, type Resolver } from './egress-proxy';
 import { ProjectNetworkStore } from './project-network-store';
 
@@ -103,10 +103,6 @@ function collect(proxy: EgressProxy): EgressEvent[] {
   return events;
 }
 
-async function waitFor(pred: () => boolean): Promise<void> {
-  for (let i = 0; i < 400 && !pred(); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(pred()).toBe(true);
-}
 
 beforeAll(async () => {
   echo = net.createServer((s) => {
@@ -153,7 +149,7 @@ describe('EgressProxy: allowed traffic', () => {
     const s = await openTunnel(proxy.port, `echo.test:${echoPort}`);
     expect(await roundTrip(s, 'ping-through-tunnel')).toBe('ping-through-tunnel');
     s.end();
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     const e = events[0] as EgressEvent;
     expect(e).toMatchObject({ runId: 'run-test', host: 'echo.test', port: echoPort, method: 'CONNECT', allowed: true, address: '127.0.0.1' });
     expect(e.bytesUp).toBe('ping-through-tunnel'.length);
@@ -175,13 +171,13 @@ describe('EgressProxy: allowed traffic', () => {
     const s = await openTunnel(proxy.port, `multi.test:${echoPort}`);
     expect(await roundTrip(s, 'x')).toBe('x');
     s.end();
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.address).toBe('127.0.0.1');
     expect(lookups).toBe(1);
     const dead = await rawExchange(proxy.port, `CONNECT dead.test:${echoPort} HTTP/1.1\r\nHost: dead.test:${echoPort}\r\n\r\n`);
     expect(dead).toMatch(/^HTTP\/1\.1 502/);
     expect(dead).toContain('ECONNREFUSED');
-    await waitFor(() => events.length === 2);
+    await vi.waitFor(() => expect(events.length === 2).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[1]).toMatchObject({ allowed: true, reason: 'connect failed (127.0.0.3: ECONNREFUSED)' });
   });
 
@@ -210,7 +206,7 @@ describe('EgressProxy: allowed traffic', () => {
     // Proxy credentials are for the proxy, and nothing is injected toward the destination.
     expect(webSeen[0]?.headers['proxy-authorization']).toBeUndefined();
     expect(webSeen[0]?.headers.authorization).toBeUndefined();
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]).toMatchObject({ host: 'web.test', port: webPort, method: 'POST', allowed: true, bytesUp: 4 });
     expect(events[0]?.bytesDown).toBe('hello POST /pkg?x=1 body'.length);
   });
@@ -226,7 +222,7 @@ describe('EgressProxy: allowed traffic', () => {
     proxy.allowForRun(`other.test:${echoPort}`);
     (await openTunnel(proxy.port, `other.test:${echoPort}`)).destroy();
     (await openTunnel(proxy.port, `other.test:${echoPort}`)).destroy();
-    await waitFor(() => events.length === 5);
+    await vi.waitFor(() => expect(events.length === 5).toBe(true), { timeout: 4000, interval: 10 });
     expect(events.map((e) => e.allowed).sort()).toEqual([false, false, true, true, true]);
   });
 
@@ -275,7 +271,7 @@ describe('EgressProxy: refusals', () => {
     const reply = await refusedConnect(proxy, 'other.test:443');
     expect(reply).toMatch(/^HTTP\/1\.1 403 Forbidden/);
     expect(reply).toContain("airlock: other.test:443 is not on this run's allowlist — allow it from the run view or with `airlock network allow other.test:443 --run run-test`");
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]).toMatchObject({ host: 'other.test', port: 443, method: 'CONNECT', allowed: false, reason: 'not on the allowlist', bytesUp: 0, bytesDown: 0 });
   });
 
@@ -296,7 +292,7 @@ describe('EgressProxy: refusals', () => {
     const events = collect(proxy);
     const reply = await refusedConnect(proxy, `${host}:${echoPort}`);
     expect(reply).toMatch(/^HTTP\/1\.1 403/);
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.allowed).toBe(false);
     expect(events[0]?.reason).toMatch(/IP address literal|not host:port|characters/);
   });
@@ -313,7 +309,7 @@ describe('EgressProxy: refusals', () => {
     const reply = await refusedConnect(proxy, `${host}:${echoPort}`);
     expect(reply).toMatch(/^HTTP\/1\.1 403/);
     expect(reply).toContain('which the sandbox may not reach');
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.reason).toMatch(reason);
   });
 
@@ -337,7 +333,7 @@ describe('EgressProxy: refusals', () => {
     const events = collect(proxy);
     const reply = await refusedConnect(proxy, 'echo.test:22');
     expect(reply).toMatch(/^HTTP\/1\.1 403/);
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.reason).toBe('port 22 is not allowed for echo.test (CONNECT)');
   });
 
@@ -366,7 +362,7 @@ describe('EgressProxy: refusals', () => {
     const reply = await refusedConnect(proxy, 'nowhere.test:443');
     expect(reply).toMatch(/^HTTP\/1\.1 502/);
     expect(reply).toContain('could not resolve nowhere.test (ENOTFOUND)');
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]).toMatchObject({ allowed: true, reason: 'DNS lookup failed (ENOTFOUND)' });
   });
 
@@ -387,7 +383,7 @@ describe('EgressProxy: refusals', () => {
     );
     expect(twoHosts).toMatch(/^HTTP\/1\.1 (400|403)/);
     expect(webSeen).toHaveLength(0);
-    await waitFor(() => events.length === 3);
+    await vi.waitFor(() => expect(events.length === 3).toBe(true), { timeout: 4000, interval: 10 });
     expect(events.every((e) => !e.allowed)).toBe(true);
   });
 
@@ -403,7 +399,7 @@ describe('EgressProxy: refusals', () => {
     const events = collect(proxy);
     const reply = await rawExchange(proxy.port, `GET ${target} HTTP/1.1\r\nConnection: close\r\n\r\n`);
     expect(reply).toMatch(/^HTTP\/1\.1 40[03]/);
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.allowed).toBe(false);
     expect(events[0]?.reason).toMatch(reason);
   });
@@ -432,7 +428,7 @@ describe('EgressProxy: refusals', () => {
     const events = collect(proxy);
     const reply = await rawExchange(proxy.port, `CONNECT echo.test:${echoPort} HTTP/1.1\r\nX-Big: ${'a'.repeat(8000)}\r\n\r\n`);
     expect(reply).toMatch(/^HTTP\/1\.1 431/);
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]?.reason).toBe('request head too large');
   });
 
@@ -456,7 +452,7 @@ describe('EgressProxy: load', () => {
     const replies = await Promise.all(tunnels.map((s, i) => roundTrip(s, `message-${i}-`.padEnd(200, 'x'))));
     replies.forEach((r, i) => expect(r).toBe(`message-${i}-`.padEnd(200, 'x')));
     for (const s of tunnels) s.end();
-    await waitFor(() => events.length === 100);
+    await vi.waitFor(() => expect(events.length === 100).toBe(true), { timeout: 4000, interval: 10 });
     expect(events.every((e) => e.allowed && e.bytesUp === 200 && e.bytesDown === 200)).toBe(true);
   });
 
@@ -474,7 +470,7 @@ describe('EgressProxy: load', () => {
     fast.end();
     await slowClosed;
     expect(slowReply).toMatch(/^HTTP\/1\.1 408/);
-    await waitFor(() => events.some((e) => e.reason === 'request head not received in time'));
+    await vi.waitFor(() => expect(events.some((e) => e.reason === 'request head not received in time')).toBe(true), { timeout: 4000, interval: 10 });
   });
 
   it('answers a silent client 408 and closes it', async () => {
@@ -493,7 +489,7 @@ describe('EgressProxy: load', () => {
     const events = collect(proxy);
     const s = await openTunnel(proxy.port, `echo.test:${echoPort}`);
     await new Promise<void>((r) => s.on('close', () => r()));
-    await waitFor(() => events.length === 1);
+    await vi.waitFor(() => expect(events.length === 1).toBe(true), { timeout: 4000, interval: 10 });
     expect(events[0]).toMatchObject({ allowed: true, reason: 'idle timeout', bytesUp: 0, bytesDown: 0 });
   });
 

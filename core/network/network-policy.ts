@@ -9,7 +9,7 @@ import { derivePresets, PRESET_NAMES, type Preset, type PresetContext } from './
 import { ProjectNetworkStore } from './project-network-store';
 
 /**
- * A run's network policy (DESIGN.md §2.2):
+ * A run's network policy (docs/architecture.md §2.2):
  * - `none` (default): loopback only; the model proxy arrives through the channel.
  * - `allowlist`: egress only through the run's logging egress proxy, to allowed host names.
  * - `open`: full egress; needs a sandbox created with network `open`, shown with a warning.
@@ -199,10 +199,17 @@ export async function applyNetworkPolicy(
     npm_config_https_proxy: url,
     npm_config_noproxy: noProxy,
   };
+  // What the project's own config asks for and the user has not allowed: said, not granted.
+  const granted = proxy.entries().map(formatAllowEntry);
+  const asked = presets.flatMap((p) => p.pending.map((q) => ({ text: formatAllowEntry(q.entry), from: q.from }))).filter((q) => !granted.includes(q.text) && !granted.includes(q.text.replace(/:\d+$/, '')));
+  const warning = asked.length
+    ? `the project's own config asks for ${asked.map((q) => `${q.text} (${q.from})`).join(', ')}: not allowed unless you allow it (Allow when it is blocked, or --allow)`
+    : undefined;
   return finish(
     {
       env,
       record: {
+        ...(warning ? { warning } : {}),
         policy: 'allowlist',
         allow: proxy.entries().map(formatAllowEntry),
         presets: presets.map((p) => ({ name: p.name, allow: p.entries.map(formatAllowEntry), sources: p.sources, notes: p.notes })),

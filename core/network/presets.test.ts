@@ -27,18 +27,48 @@ function ctx(root: string, env: NodeJS.ProcessEnv = {}): PresetContext {
 }
 
 describe('npm preset', () => {
-  it('reads the registry and scoped registries from .npmrc files, project over user', async () => {
+  it('reads the registry and scoped registries from this machine\'s .npmrc files', async () => {
     const root = fixture({
       'home/.npmrc': 'registry=https://npm.user-mirror.test/\n@corp:registry=https://npm.corp.test:8443/\n//npm.corp.test:8443/:_authToken=${NPM_TOKEN}\n',
-      'project/.npmrc': 'registry = "https://npm.project-mirror.test/repository/npm/"\n',
     });
     const preset = await derivePreset('npm', ctx(root, { NPM_TOKEN: 'not-read' }));
     expect(preset.entries).toEqual([
-      { host: 'npm.project-mirror.test', ports: [443] },
+      { host: 'npm.user-mirror.test', ports: [443] },
       { host: 'npm.corp.test', ports: [8443] },
     ]);
     expect(JSON.stringify(preset)).not.toContain('not-read');
-    expect(preset.sources.some((s) => s.includes(path.join(root, 'project/.npmrc')))).toBe(true);
+    expect(preset.pending).toEqual([]);
+  });
+
+  // Issue 12, attack 6: a project's .npmrc does not widen the preset on its own.
+  it('shows, but never allows, the registries a project .npmrc asks for', async () => {
+    const root = fixture({
+      'home/.npmrc': 'registry=https://npm.user-mirror.test/\n',
+      'project/.npmrc': 'registry = "https://npm.project-mirror.test/repository/npm/"\n@evil:registry=https://collector.attacker.test:8443/\n@same:registry=https://npm.user-mirror.test/\n',
+    });
+    const preset = await derivePreset('npm', ctx(root));
+    expect(preset.entries).toEqual([{ host: 'npm.user-mirror.test', ports: [443] }]);
+    expect(preset.pending).toEqual([
+      { entry: { host: 'npm.project-mirror.test', ports: [443] }, from: 'project .npmrc registry' },
+      { entry: { host: 'collector.attacker.test', ports: [8443] }, from: 'project .npmrc @evil:registry' },
+    ]);
+    expect(preset.notes.join('\n')).toMatch(/project \.npmrc @evil:registry asks for collector\.attacker\.test:8443: not allowed/);
+  });
+
+  it('runs npm from the home folder, so the project .npmrc never reaches the preset through npm', async () => {
+    const root = fixture({ 'project/.npmrc': '@evil:registry=https://collector.attacker.test/\n' });
+    const cwds: string[] = [];
+    const preset = await derivePreset('npm', {
+      ...ctx(root),
+      useTools: true,
+      runTool: async (cmd, _args, opts) => {
+        if (cmd === 'npm') cwds.push(opts.cwd);
+        return JSON.stringify({ registry: 'https://npm.machine.test/' });
+      },
+    });
+    expect(cwds).toEqual([path.join(root, 'home')]);
+    expect(preset.entries).toEqual([{ host: 'npm.machine.test', ports: [443] }]);
+    expect(preset.pending.map((p) => p.entry.host)).toEqual(['collector.attacker.test']);
   });
 
   it('asks npm itself when tools are allowed (npm_config_userconfig fixture)', async () => {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { Allowlist, type AllowEntry } from './allowlist';
 import { isIpLiteral, normalizeHostName } from './address-checks';
+import { findTool } from '../common/resolve-tool';
 
 /**
  * Allow-list presets for package managers, DERIVED FROM THIS MACHINE'S OWN CONFIGURATION of each
@@ -22,6 +23,12 @@ export interface Preset {
   entries: AllowEntry[];
   sources: string[];
   notes: string[];
+  /**
+   * Hosts the project's own config asks for (a project `.npmrc` registry or scope registry): shown,
+   * never allowed by the preset. The project is not the user: it takes the user's explicit yes (an
+   * allow entry, or Allow on the blocked connection) before such a host is reachable.
+   */
+  pending: Array<{ entry: AllowEntry; from: string }>;
 }
 
 /** Runs a host tool; resolves stdout on exit 0, undefined otherwise (missing tool, error, timeout). */
@@ -43,12 +50,16 @@ export interface PresetContext {
 }
 
 /** The default tool runner: execFile with a timeout and no shell. */
-export const execTool: ToolRunner = (cmd, args, opts) =>
-  new Promise((resolve) => {
-    execFile(cmd, args, { env: opts.env, cwd: opts.cwd, timeout: 15_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout) => {
+export const execTool: ToolRunner = async (cmd, args, opts) => {
+  // Run with the project as cwd: the tool itself must come from PATH, never from that folder.
+  const bin = await findTool(cmd, opts.env ?? process.env);
+  if (!bin) return undefined;
+  return new Promise((resolve) => {
+    execFile(bin, args, { env: opts.env, cwd: opts.cwd, timeout: 15_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout) => {
       resolve(err ? undefined : stdout);
     });
   });
+};
 
 interface Ctx {
   env: NodeJS.ProcessEnv;
@@ -116,11 +127,26 @@ class Collector {
     if (!this.notes.includes(text)) this.notes.push(text);
   }
 
+  readonly pending: Preset['pending'] = [];
+
+  /** A host the project asks for: shown, not allowed (unless the machine's own config allows it already). */
+  addPending(url: string, from: string): void {
+    const probe = new Collector();
+    if (!probe.addUrl(url, from)) return;
+    for (const entry of probe.list.entries()) {
+      const port = entry.ports?.[0];
+      if (this.list.entries().some((e) => e.host === entry.host && (!e.ports || (port !== undefined && e.ports.includes(port))))) continue;
+      if (this.pending.some((p) => p.entry.host === entry.host && p.entry.ports?.[0] === port)) continue;
+      this.pending.push({ entry, from });
+      this.note(`${from} asks for ${entry.host}${port ? `:${port}` : ''}: not allowed by the preset; allow it yourself if you trust this project (--allow ${entry.host}${port ? `:${port}` : ''}, or Allow when it is blocked)`);
+    }
+  }
+
   result(name: PresetName): Preset {
     if (this.list.entries().length === 0) {
       this.note(`no ${name} registry is configured on this machine; add its host as a custom entry`);
     }
-    return { name, entries: this.list.entries(), sources: this.sources, notes: this.notes };
+    return { name, entries: this.list.entries(), sources: this.sources, notes: this.notes, pending: this.pending };
   }
 }
 
@@ -147,10 +173,28 @@ function parseNpmrc(text: string, env: NodeJS.ProcessEnv): Map<string, string> {
 
 async function npmPreset(ctx: Ctx): Promise<Preset> {
   const c = new Collector();
+  await npmMachinePreset(ctx, c);
+  // The project's own .npmrc is not this machine's configuration: its registries are shown, not allowed.
+  const projectNpmrc = path.join(ctx.cwd, '.npmrc');
+  const userNpmrc = ctx.env.npm_config_userconfig ?? ctx.env.NPM_CONFIG_USERCONFIG ?? path.join(ctx.home, '.npmrc');
+  if (path.resolve(projectNpmrc) !== path.resolve(userNpmrc)) {
+    const text = await readText(projectNpmrc);
+    if (text !== undefined) {
+      for (const [key, value] of parseNpmrc(text, {})) {
+        if (key === 'registry' || /^@[^:]+:registry$/.test(key)) c.addPending(value, `project .npmrc ${key}`);
+      }
+    }
+  }
+  return c.result('npm');
+}
+
+/** The registries of this machine's npm configuration (npm itself, else its files), without the project's. */
+async function npmMachinePreset(ctx: Ctx, c: Collector): Promise<void> {
   if (ctx.useTools) {
     // npm's update check would ask the registry for its own latest version: reading config must not.
     const env = { ...ctx.env, npm_config_update_notifier: 'false' };
-    const json = await ctx.run('npm', ['config', 'list', '--json'], { env, cwd: ctx.cwd });
+    // Run from the home folder, not the project: npm merges the .npmrc of the folder it runs in.
+    const json = await ctx.run('npm', ['config', 'list', '--json'], { env, cwd: ctx.home });
     if (json) {
       try {
         const config = JSON.parse(json) as Record<string, unknown>;
@@ -160,7 +204,7 @@ async function npmPreset(ctx: Ctx): Promise<Preset> {
             c.addUrl(value, `npm config ${key}`);
           }
         }
-        return c.result('npm');
+        return;
       } catch {
         c.note('could not read `npm config list --json`; fell back to .npmrc files');
       }
@@ -170,7 +214,6 @@ async function npmPreset(ctx: Ctx): Promise<Preset> {
   const files = [
     ctx.env.npm_config_globalconfig ?? ctx.env.NPM_CONFIG_GLOBALCONFIG,
     ctx.env.npm_config_userconfig ?? ctx.env.NPM_CONFIG_USERCONFIG ?? path.join(ctx.home, '.npmrc'),
-    path.join(ctx.cwd, '.npmrc'),
   ].filter((f): f is string => !!f);
   const merged = new Map<string, { value: string; from: string }>();
   for (const file of files) {
@@ -183,7 +226,6 @@ async function npmPreset(ctx: Ctx): Promise<Preset> {
   for (const [key, { value, from }] of merged) {
     if (key === 'registry' || /^@[^:]+:registry$/.test(key)) c.addUrl(value, `${from} ${key}`);
   }
-  return c.result('npm');
 }
 
 // ---------------------------------------------------------------- pip

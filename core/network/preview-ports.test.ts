@@ -53,6 +53,35 @@ function connectOutcome(port: number): Promise<'refused' | 'closed' | 'open'> {
 }
 
 describe('publishPort', () => {
+  // Issue 12, attack 6: the `airlock serve` cookie reaches previews (cookies are not port-scoped).
+  it('never hands Airlock\'s own cookie to the sandbox, on the first request or later ones', async () => {
+    const echo = http.createServer((req, res) => res.end(`cookie=${req.headers.cookie ?? ''}`));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    const published = await publishPort(client, (echo.address() as net.AddressInfo).port);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const ask = () =>
+      new Promise<string>((resolve, reject) => {
+        http
+          .get(published.url, { agent, headers: { cookie: 'theme=dark; airlock_token_41234=s3cr3t-serve-token; x=1' } }, (res) => {
+            let body = '';
+            res.on('data', (d) => (body += d));
+            res.on('end', () => resolve(body));
+          })
+          .on('error', reject);
+      });
+    try {
+      const answers = [await ask(), await ask(), await ask()]; // one connection: later heads too
+      for (const a of answers) {
+        expect(a).not.toContain('s3cr3t');
+        expect(a).toBe(`cookie=theme=dark; airlock_token_41234=${'x'.repeat('s3cr3t-serve-token'.length)}; x=1`);
+      }
+    } finally {
+      agent.destroy();
+      await published.close();
+      await new Promise((r) => echo.close(r));
+    }
+  });
+
   it('pipes a host 127.0.0.1 port to the sandbox port and closes on dispose', async () => {
     const published = await publishPort(client, appPort);
     expect(published.url).toBe(`http://127.0.0.1:${published.hostPort}/`);

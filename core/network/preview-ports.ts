@@ -2,6 +2,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../contracts/errors';
 import { Emitter, type Disposable, type Event } from '../common/disposable';
+import { CookieScrubStream } from './cookie-scrub';
 
 /** What publishing needs from a sandbox channel (ChannelClient satisfies it). */
 export interface SandboxPortConnector {
@@ -218,10 +219,14 @@ export async function publishPort(channel: SandboxPortConnector, sandboxPort: nu
     }
     const remote = await link();
     if (!remote) return;
-    // Replay what the check read, unchanged, then the rest of the stream.
-    if (first.head.length > 0) remote.write(first.head);
-    if (first.ended) remote.end();
-    else socket.pipe(remote);
+    // Replay what the check read, then the rest of the stream, minus Airlock's own cookie (cookies
+    // are not port-scoped: the browser sends the UI's to a preview too).
+    const scrub = new CookieScrubStream();
+    scrub.on('error', () => remote.destroy());
+    scrub.pipe(remote);
+    if (first.head.length > 0) scrub.write(first.head);
+    if (first.ended) scrub.end();
+    else socket.pipe(scrub);
   };
 
   const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => {

@@ -86,3 +86,59 @@ describe('model proxy: an upstream that echoes the key', () => {
     expect(r.chunks.join('')).toBe(chunks.join(''));
   });
 });
+
+describe('model proxy: cost budgets of cache-heavy calls', () => {
+  let up: FakeUpstream;
+  let proxy: ModelProxy;
+  let port: number;
+
+  beforeAll(async () => {
+    up = await startFakeUpstream({ expectedKey: KEY });
+    const config: ProviderConfig = { id: 'anthropic', label: 'Anthropic', kind: 'anthropic', baseUrl: up.url, requiresKey: true, builtin: true, models: [] };
+    proxy = new ModelProxy({ resolveUpstream: async () => ({ config, key: new Secret(KEY) }) });
+    ({ port } = await proxy.start());
+  });
+  afterAll(async () => {
+    await proxy.stop();
+    await up.close();
+  });
+
+  const call = (token: string) =>
+    new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ model: 'claude-opus-4-5-20251101', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+      const req = http.request({ host: '127.0.0.1', port, path: '/v1/messages', method: 'POST', headers: { 'x-api-key': token, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  it('prices cache reads and writes apart from input, so --budget-usd holds at the published prices', async () => {
+    // Claude Code's calls are mostly cache reads: 1M read, 10k written, 1k fresh input, 1k output.
+    const answer = JSON.stringify({ type: 'message', content: [], usage: { input_tokens: 1000, cache_read_input_tokens: 1_000_000, cache_creation_input_tokens: 10_000, output_tokens: 1000 } });
+    const step = { raw: { headers: { 'content-type': 'application/json' }, chunks: [answer] } };
+    up.setScript([step, step, step]);
+    const { token } = proxy.issueToken({ runId: 'r-cache', providers: ['anthropic'], budget: { maxCostUsd: 1 } });
+    expect(await call(token)).toBe(200);
+    // Opus 4.5: $5 in, $25 out, cache read $0.50, cache write $6.25 per MTok.
+    const oneCall = (1000 * 5 + 1000 * 25 + 1_000_000 * 0.5 + 10_000 * 6.25) / 1e6;
+    const usage = proxy.usage('r-cache');
+    expect(usage).toMatchObject({ inputTokens: 1000, outputTokens: 1000, cacheReadTokens: 1_000_000, cacheWriteTokens: 10_000, requests: 1 });
+    expect(usage.costUsd).toBeCloseTo(oneCall, 9);
+    // $0.59 of $1 spent: the second call goes through (billing cache reads as input would have
+    // charged $15.24 for the first call and refused this one).
+    expect(await call(token)).toBe(200);
+    expect(proxy.usage('r-cache').costUsd).toBeCloseTo(2 * oneCall, 9);
+    expect(await call(token)).toBe(429);
+  });
+
+  it('uses the prices it is given later (the user corrected a model)', async () => {
+    const answer = JSON.stringify({ type: 'message', content: [], usage: { input_tokens: 1_000_000, output_tokens: 0 } });
+    up.setScript([{ raw: { headers: { 'content-type': 'application/json' }, chunks: [answer] } }]);
+    proxy.setPrices({ asOf: 'test', prices: { 'claude-opus-4-5': { input: 7, output: 7 } } });
+    const { token } = proxy.issueToken({ runId: 'r-override', providers: ['anthropic'] });
+    expect(await call(token)).toBe(200);
+    expect(proxy.usage('r-override').costUsd).toBe(7);
+  });
+});

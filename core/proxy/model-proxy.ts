@@ -10,8 +10,9 @@ import type { Secret } from '../keys/secret';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
 import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
-import { SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
+import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
+import { applySideDoorPolicy } from './side-doors';
 
 export type { RunBudget } from './run-tokens';
 
@@ -24,6 +25,8 @@ export interface ModelCallEvent {
   path: string;
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
   costUsd?: number;
   latencyMs: number;
   /** HTTP status returned to the client (the proxy's own 4xx included). */
@@ -33,6 +36,20 @@ export interface ModelCallEvent {
   aborted?: boolean;
   /** The request body, only when transcripts are on. */
   request?: unknown;
+}
+
+/**
+ * The proxy stripped, refused or (by the provider's setting) let through a side door of a call:
+ * a provider-side tool, `mcp_servers`, an unknown `anthropic-beta` (see side-doors.ts).
+ */
+export interface SideDoorEvent {
+  runId: string;
+  provider: string;
+  path: string;
+  stripped: string[];
+  allowed: string[];
+  /** The side door the call needed, when the call was refused (400) for it. */
+  refused?: string;
 }
 
 /** A provider ready to be called: where, in which format, with which key. */
@@ -46,6 +63,7 @@ export type UpstreamResolver = (providerId: string) => Promise<ResolvedUpstream>
 
 export interface ModelProxyOptions {
   resolveUpstream: UpstreamResolver;
+  /** The built-in table unless given; `setPrices` replaces it later (a changed setting). */
   prices?: PriceTable;
   /** Largest request body accepted (default 32 MiB; agents send whole conversations). */
   maxBodyBytes?: number;
@@ -69,7 +87,7 @@ export interface IssueTokenOptions {
 
 interface RunState {
   grant: TokenGrant;
-  usage: { inputTokens: number; outputTokens: number; costUsd: number; costKnown: boolean; requests: number };
+  usage: CallUsage & { costUsd: number; costKnown: boolean; requests: number };
   upstreams?: Promise<Map<string, ResolvedUpstream | AirlockError>>;
   active: Set<UpstreamHandle>;
 }
@@ -98,8 +116,61 @@ const DEFAULT_MAX_BODY = 32 * 1024 * 1024;
 const MAX_ERROR_BODY = 1024 * 1024;
 const MAX_USAGE_BODY = 8 * 1024 * 1024;
 
+/** Method, path and query string of a request, split once. */
+interface RequestTarget {
+  method: string;
+  path: string;
+  /** `?…` or empty; passed upstream unchanged (Claude Code sends `?beta=true`). */
+  query: string;
+}
+
+/** A request carrying a valid run token. */
+interface Caller {
+  grant: TokenGrant;
+  run: RunState;
+}
+
+/** The route and the run's provider that serves it. */
+interface PickedUpstream {
+  routePath: string;
+  format: WireFormat;
+  providerId: string;
+  resolved: ResolvedUpstream;
+}
+
+/** A call that passed every check and goes upstream. */
+interface AdmittedCall extends Caller, PickedUpstream {
+  method: string;
+  pathAndQuery: string;
+  /** The client's headers, less any `anthropic-beta` values the side-door policy removed. */
+  headers: IncomingMessage['headers'];
+  body?: Buffer;
+  parsed?: Record<string, unknown>;
+  model: string;
+  stream: boolean;
+}
+
+/** Claude Code probes its base URL with `HEAD /` before the first call: answered at once, no token needed. */
+function answerProbe(target: RequestTarget, res: ServerResponse): boolean {
+  if (target.path !== '/' || (target.method !== 'HEAD' && target.method !== 'GET')) return false;
+  const head = target.method === 'HEAD';
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': head ? 0 : 2 });
+  res.end(head ? undefined : 'ok');
+  return true;
+}
+
+/** The body as a JSON object, or undefined when it is anything else. */
+function jsonObject(body: Buffer): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(body.toString('utf8'));
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The loopback model proxy (DESIGN.md §2): swaps a per-run token for the real provider key toward the
+ * The loopback model proxy (docs/architecture.md §2): swaps a per-run token for the real provider key toward the
  * one configured upstream, passes SSE through chunk by chunk, meters usage and enforces budgets.
  */
 export class ModelProxy implements Disposable {
@@ -108,12 +179,15 @@ export class ModelProxy implements Disposable {
   private readonly runs = new Map<string, RunState>();
   private readonly sockets = new Set<Socket>();
   private readonly didCall = new Emitter<ModelCallEvent>();
-  private readonly prices: PriceTable;
+  private readonly didSideDoor = new Emitter<SideDoorEvent>();
+  private prices: PriceTable;
   private readonly maxBody: number;
   private port = 0;
 
   /** Fires once per call, when its answer is complete (or the client went away). */
   readonly onDidCall: Event<ModelCallEvent> = this.didCall.event;
+  /** Fires for each call with a side door stripped, refused or allowed by setting (for the audit log). */
+  readonly onDidSideDoor: Event<SideDoorEvent> = this.didSideDoor.event;
 
   constructor(private readonly opts: ModelProxyOptions) {
     this.prices = opts.prices ?? DEFAULT_PRICES;
@@ -163,7 +237,7 @@ export class ModelProxy implements Disposable {
       existing.grant = grant;
       existing.upstreams = undefined;
     } else {
-      this.runs.set(opts.runId, { grant, usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
+      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
     }
     const issued = this.tokens.issue(grant);
     return { token: issued.token, ...toDisposable(() => issued.revoke()) };
@@ -179,11 +253,17 @@ export class ModelProxy implements Disposable {
     run.upstreams = undefined;
   }
 
+  /** Replaces the price table for calls that finish from now on (the user's `prices` setting changed). */
+  setPrices(table: PriceTable): void {
+    this.prices = table;
+  }
+
   /** Usage so far (kept after the run is revoked). */
   usage(runId: string): Usage {
     const u = this.runs.get(runId)?.usage;
-    if (!u) return { inputTokens: 0, outputTokens: 0, requests: 0 };
-    return { inputTokens: u.inputTokens, outputTokens: u.outputTokens, requests: u.requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
+    if (!u) return { ...noUsage(), requests: 0 };
+    const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests } = u;
+    return { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
   }
 
   async stop(): Promise<void> {
@@ -200,6 +280,7 @@ export class ModelProxy implements Disposable {
   dispose(): void {
     void this.stop();
     this.didCall.dispose();
+    this.didSideDoor.dispose();
   }
 
   private send(res: ServerResponse, format: WireFormat, status: number, message: string, close = false): void {
@@ -281,28 +362,38 @@ export class ModelProxy implements Disposable {
     req.resume();
   }
 
+  /**
+   * One request from a sandbox: answer a base-URL probe, or authorize the run token, route to the
+   * run's upstream, read and check the call, and forward it with the real key.
+   */
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
     req.on('error', () => undefined);
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
-    const path = q < 0 ? rawUrl : rawUrl.slice(0, q);
-    const method = req.method ?? 'GET';
-    if (path === '/' && (method === 'HEAD' || method === 'GET')) {
-      // Claude Code probes its base URL with HEAD / before the first call: answer at once.
-      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': method === 'HEAD' ? 0 : 2 });
-      res.end(method === 'HEAD' ? undefined : 'ok');
-      return;
-    }
+    const target: RequestTarget = { method: req.method ?? 'GET', path: q < 0 ? rawUrl : rawUrl.slice(0, q), query: q < 0 ? '' : rawUrl.slice(q) };
+    if (answerProbe(target, res)) return;
+    const caller = this.authorize(req, res, target);
+    if (!caller) return;
+    const upstream = await this.pickUpstream(req, res, target, caller);
+    if (!upstream) return;
+    const call = await this.readCall(req, res, target, caller, upstream);
+    if (!call) return;
+    this.forward(req, res, call, started);
+  }
 
-    const guessFormat: WireFormat = path.startsWith('/v1/messages') || req.headers['anthropic-version'] !== undefined ? 'anthropic' : 'openai';
+  /** The run behind the presented token, or a 401 (nothing is read from a caller without one). */
+  private authorize(req: IncomingMessage, res: ServerResponse, target: RequestTarget): Caller | undefined {
     const grant = this.tokens.check(presentedToken(req.headers));
     const run = grant ? this.runs.get(grant.runId) : undefined;
-    if (!grant || !run) {
-      this.discard(req);
-      this.send(res, guessFormat, 401, 'invalid or revoked Airlock run token (set the API key variable to the run token Airlock gave this sandbox)');
-      return;
-    }
+    if (grant && run) return { grant, run };
+    const guessFormat: WireFormat = target.path.startsWith('/v1/messages') || req.headers['anthropic-version'] !== undefined ? 'anthropic' : 'openai';
+    this.refuse(req, res, guessFormat, 401, 'invalid or revoked Airlock run token (set the API key variable to the run token Airlock gave this sandbox)');
+    return undefined;
+  }
+
+  /** The route and which of the run's providers serves its wire format, or a refusal. */
+  private async pickUpstream(req: IncomingMessage, res: ServerResponse, target: RequestTarget, { grant, run }: Caller): Promise<PickedUpstream | undefined> {
     const upstreams = await this.upstreamsFor(run);
     const byFormat = (format: WireFormat): [string, ResolvedUpstream | AirlockError] | undefined => {
       for (const id of grant.providers) {
@@ -317,42 +408,40 @@ export class ModelProxy implements Disposable {
       return undefined;
     };
     const fallback: WireFormat = byFormat('openai') ? 'openai' : 'anthropic';
-    const route = matchRoute(method, path, req.headers, fallback);
+    const route = matchRoute(target.method, target.path, req.headers, fallback);
     if (!route.ok) {
-      this.discard(req);
-      this.send(res, route.format, route.status, route.message);
-      return;
+      this.refuse(req, res, route.format, route.status, route.message);
+      return undefined;
     }
     const format = route.format;
     const picked = byFormat(format);
     if (!picked) {
-      this.discard(req);
-      this.send(res, format, 403, `this run has no ${format === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} provider; start the run with one`);
-      return;
+      this.refuse(req, res, format, 403, `this run has no ${format === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} provider; start the run with one`);
+      return undefined;
     }
     const [providerId, resolved] = picked;
     if (resolved instanceof AirlockError) {
-      this.discard(req);
-      this.send(res, format, 403, `Airlock cannot call '${providerId}': ${resolved.message}`);
-      return;
+      this.refuse(req, res, format, 403, `Airlock cannot call '${providerId}': ${resolved.message}`);
+      return undefined;
     }
+    return { routePath: route.path, format, providerId, resolved };
+  }
 
+  /** Reads the body (bounded, a JSON object) and checks model, budget and key; or refuses the call. */
+  private async readCall(req: IncomingMessage, res: ServerResponse, target: RequestTarget, caller: Caller, upstream: PickedUpstream): Promise<AdmittedCall | undefined> {
+    const { format, providerId, resolved } = upstream;
     let body: Buffer | undefined;
     let parsed: Record<string, unknown> | undefined;
-    if (method === 'POST') {
+    if (target.method === 'POST') {
       const read = await this.readBody(req);
       if (read === 'too-large') {
-        this.discard(req);
-        this.send(res, format, 413, `request body exceeds Airlock's limit of ${this.maxBody} bytes`, true);
-        return;
+        this.refuse(req, res, format, 413, `request body exceeds Airlock's limit of ${this.maxBody} bytes`, true);
+        return undefined;
       }
-      try {
-        const value: unknown = JSON.parse(read.toString('utf8'));
-        if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object');
-        parsed = value as Record<string, unknown>;
-      } catch {
+      parsed = jsonObject(read);
+      if (!parsed) {
         this.send(res, format, 400, 'request body must be a JSON object');
-        return;
+        return undefined;
       }
       body = read;
     } else {
@@ -361,134 +450,179 @@ export class ModelProxy implements Disposable {
 
     const model = typeof parsed?.model === 'string' ? parsed.model : '';
     const stream = parsed?.stream === true;
-    if (grant.models && model && !grant.models.includes(model)) {
-      this.send(res, format, 403, `model '${model.slice(0, 100)}' is not allowed for this run (allowed: ${grant.models.join(', ')})`);
-      return;
+    const refusal = this.refusalFor(caller, resolved, providerId, model);
+    if (refusal) {
+      this.send(res, format, refusal.status, refusal.message);
+      return undefined;
     }
-    const over = this.budgetExceeded(run);
-    if (over) {
-      this.send(res, format, 429, over);
-      return;
+    // Side doors: provider-side tools and MCP servers would carry data out with the network off.
+    const doors = applySideDoorPolicy({ format, parsed, betaHeader: req.headers['anthropic-beta'], allow: resolved.config.allowSideDoors ?? [] });
+    if (doors.stripped.length || doors.allowed.length || doors.refusal) {
+      this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
     }
-    if (resolved.config.requiresKey && !resolved.key) {
-      this.send(res, format, 403, `no key stored for '${providerId}'; add one with \`airlock keys set ${providerId}\``);
-      return;
+    if (doors.refusal) {
+      this.send(res, format, doors.refusal.status, doors.refusal.message);
+      return undefined;
     }
-    if (parsed && stream && route.path === '/v1/chat/completions' && parsed.stream_options === undefined) {
+    if (doors.body) {
+      parsed = doors.body;
+      body = Buffer.from(JSON.stringify(parsed));
+    }
+    let headers = req.headers;
+    if (doors.beta) {
+      headers = { ...req.headers };
+      if (doors.beta.value === undefined) delete headers['anthropic-beta'];
+      else headers['anthropic-beta'] = doors.beta.value;
+    }
+    if (parsed && stream && upstream.routePath === '/v1/chat/completions' && parsed.stream_options === undefined) {
       // Without this, streamed Chat Completions carry no usage and token budgets could not hold.
       parsed.stream_options = { include_usage: true };
       body = Buffer.from(JSON.stringify(parsed));
     }
+    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body, parsed, model, stream };
+  }
 
-    run.usage.requests += 1;
+  /** Why an otherwise well-formed call may not go out: a model outside the grant, a spent budget, no key. */
+  private refusalFor({ grant, run }: Caller, resolved: ResolvedUpstream, providerId: string, model: string): { status: number; message: string } | undefined {
+    if (grant.models && model && !grant.models.includes(model)) {
+      return { status: 403, message: `model '${model.slice(0, 100)}' is not allowed for this run (allowed: ${grant.models.join(', ')})` };
+    }
+    const over = this.budgetExceeded(run);
+    if (over) return { status: 429, message: over };
+    if (resolved.config.requiresKey && !resolved.key) {
+      return { status: 403, message: `no key stored for '${providerId}'; add one with \`airlock keys set ${providerId}\`` };
+    }
+    return undefined;
+  }
+
+  /** Sends the call upstream with the real key and relays the answer; meters it once it is complete. */
+  private forward(req: IncomingMessage, res: ServerResponse, call: AdmittedCall, started: number): void {
+    const { run, format, providerId, resolved } = call;
     const key = resolved.key;
-    const finish = (status: number, usage: CallUsage, aborted: boolean) => {
-      const cost = costOf(this.prices, model, usage.inputTokens, usage.outputTokens);
-      run.usage.inputTokens += usage.inputTokens;
-      run.usage.outputTokens += usage.outputTokens;
-      if (cost !== undefined) {
-        run.usage.costUsd += cost;
-        run.usage.costKnown = true;
-      }
-      if (!this.didCall.hasListeners) return;
-      this.didCall.fire({
-        runId: grant.runId,
-        provider: providerId,
-        model,
-        path: route.path,
-        inputTokens: usage.inputTokens,
-        outputTokens: usage.outputTokens,
-        ...(cost !== undefined ? { costUsd: cost } : {}),
-        latencyMs: performance.now() - started,
-        status,
-        stream,
-        ...(aborted ? { aborted } : {}),
-        ...(this.opts.transcripts && parsed ? { request: parsed } : {}),
-      });
-    };
-
+    run.usage.requests += 1;
     let done = false;
+    /** Marks the call complete; false when it already was (each call is metered once). */
+    const settle = (): boolean => {
+      if (done) return false;
+      done = true;
+      run.active.delete(handle);
+      return true;
+    };
+    const record = (status: number, usage: CallUsage, aborted = false) => this.recordCall(call, status, usage, aborted, started);
     const handle = sendUpstream({
       provider: resolved.config,
       key,
-      method,
-      pathAndQuery: q < 0 ? route.path : route.path + rawUrl.slice(q),
-      headers: req.headers,
-      body,
+      method: call.method,
+      pathAndQuery: call.pathAndQuery,
+      headers: call.headers,
+      body: call.body,
       onError: (err) => {
-        if (done) return;
-        done = true;
-        run.active.delete(handle);
+        if (!settle()) return;
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
         this.send(res, format, 502, redactKey(`could not reach ${providerId} upstream (${code})`, key));
-        finish(502, { inputTokens: 0, outputTokens: 0 }, false);
+        record(502, noUsage());
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
-        if (status >= 400) {
-          this.relayError(up, res, key, () => {
-            done = true;
-            run.active.delete(handle);
-            finish(status, { inputTokens: 0, outputTokens: 0 }, false);
-          });
-          return;
-        }
-        const isSse = String(up.headers['content-type'] ?? '').includes('text/event-stream');
-        const scanner = isSse ? new SseUsageScanner() : undefined;
-        const jsonChunks: Buffer[] = [];
-        let jsonSize = 0;
-        // An upstream that echoes the key must not hand it to the sandbox, even cut across chunks.
-        const redactor = keyRedactor(key);
-        const headers = clientHeaders(up.headers, key);
-        // Redaction can shorten the body, so its length is not known up front: it goes out chunked.
-        if (redactor) delete headers['content-length'];
-        res.writeHead(status, headers);
-        // Headers normally leave with the first event (one write, one wake-up for the client); if the
-        // upstream is slow to send that event, they go out alone shortly after.
-        let flushTimer: NodeJS.Timeout | undefined = isSse ? setTimeout(() => res.flushHeaders(), 10) : undefined;
-        up.on('data', (chunk: Buffer) => {
-          if (scanner) scanner.push(chunk);
-          else if (jsonSize < MAX_USAGE_BODY) {
-            jsonChunks.push(chunk);
-            jsonSize += chunk.length;
-          }
-          const out = redactor ? redactor.push(chunk) : chunk;
-          if (!out.length) return;
-          if (flushTimer) {
-            clearTimeout(flushTimer);
-            flushTimer = undefined;
-          }
-          // Backpressure: a slow client slows the upstream read instead of growing memory.
-          if (!res.write(out)) {
-            up.pause();
-            res.once('drain', () => up.resume());
-          }
-        });
-        up.on('end', () => {
-          if (flushTimer) clearTimeout(flushTimer);
-          if (done) return;
-          done = true;
-          run.active.delete(handle);
-          const tail = redactor?.end();
-          res.end(tail?.length ? tail : undefined);
-          finish(status, scanner ? scanner.usage : usageFromJson((jsonChunks.length === 1 ? (jsonChunks[0] as Buffer) : Buffer.concat(jsonChunks)).toString('utf8')), false);
-        });
-        up.on('error', () => res.destroy());
-        // The upstream died mid-answer: cut the client off too, so it does not take a torso for a body.
-        up.on('close', () => {
-          if (!up.complete) res.destroy();
-        });
+        if (status >= 400) this.relayError(up, res, key, () => settle() && record(status, noUsage()));
+        else this.relayAnswer(up, res, key, settle, (usage) => record(status, usage));
       },
     });
     run.active.add(handle);
     res.on('close', () => {
-      if (done) return;
+      if (!settle()) return;
       // The client went away mid-answer: stop paying for tokens nobody reads.
-      done = true;
-      run.active.delete(handle);
       handle.abort();
-      finish(res.statusCode || 499, { inputTokens: 0, outputTokens: 0 }, true);
+      record(res.statusCode || 499, noUsage(), true);
     });
+  }
+
+  /**
+   * Passes a successful answer on as it arrives (SSE chunk by chunk, with backpressure), with any
+   * echo of the key removed, and reads its usage on the way. `settle` is false when the call was
+   * already complete (the client went away): then the answer is neither ended nor metered again.
+   */
+  private relayAnswer(up: IncomingMessage, res: ServerResponse, key: Secret | undefined, settle: () => boolean, onEnd: (usage: CallUsage) => void): void {
+    const isSse = String(up.headers['content-type'] ?? '').includes('text/event-stream');
+    const scanner = isSse ? new SseUsageScanner() : undefined;
+    const jsonChunks: Buffer[] = [];
+    let jsonSize = 0;
+    // An upstream that echoes the key must not hand it to the sandbox, even cut across chunks.
+    const redactor = keyRedactor(key);
+    const headers = clientHeaders(up.headers, key);
+    // Redaction can shorten the body, so its length is not known up front: it goes out chunked.
+    if (redactor) delete headers['content-length'];
+    res.writeHead(up.statusCode ?? 200, headers);
+    // Headers normally leave with the first event (one write, one wake-up for the client); if the
+    // upstream is slow to send that event, they go out alone shortly after.
+    let flushTimer: NodeJS.Timeout | undefined = isSse ? setTimeout(() => res.flushHeaders(), 10) : undefined;
+    up.on('data', (chunk: Buffer) => {
+      if (scanner) scanner.push(chunk);
+      else if (jsonSize < MAX_USAGE_BODY) {
+        jsonChunks.push(chunk);
+        jsonSize += chunk.length;
+      }
+      const out = redactor ? redactor.push(chunk) : chunk;
+      if (!out.length) return;
+      if (flushTimer) {
+        clearTimeout(flushTimer);
+        flushTimer = undefined;
+      }
+      // Backpressure: a slow client slows the upstream read instead of growing memory.
+      if (!res.write(out)) {
+        up.pause();
+        res.once('drain', () => up.resume());
+      }
+    });
+    up.on('end', () => {
+      if (flushTimer) clearTimeout(flushTimer);
+      if (!settle()) return;
+      const tail = redactor?.end();
+      res.end(tail?.length ? tail : undefined);
+      onEnd(scanner ? scanner.usage : usageFromJson((jsonChunks.length === 1 ? (jsonChunks[0] as Buffer) : Buffer.concat(jsonChunks)).toString('utf8')));
+    });
+    up.on('error', () => res.destroy());
+    // The upstream died mid-answer: cut the client off too, so it does not take a torso for a body.
+    up.on('close', () => {
+      if (!up.complete) res.destroy();
+    });
+  }
+
+  /** Adds a finished call to its run's usage and cost, and tells listeners (audit, UI). */
+  private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number): void {
+    const { run, grant } = call;
+    const cost = costOf(this.prices, call.model, usage);
+    run.usage.inputTokens += usage.inputTokens;
+    run.usage.outputTokens += usage.outputTokens;
+    run.usage.cacheReadTokens += usage.cacheReadTokens;
+    run.usage.cacheWriteTokens += usage.cacheWriteTokens;
+    if (cost !== undefined) {
+      run.usage.costUsd += cost;
+      run.usage.costKnown = true;
+    }
+    if (!this.didCall.hasListeners) return;
+    this.didCall.fire({
+      runId: grant.runId,
+      provider: call.providerId,
+      model: call.model,
+      path: call.routePath,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cacheReadTokens: usage.cacheReadTokens,
+      cacheWriteTokens: usage.cacheWriteTokens,
+      ...(cost !== undefined ? { costUsd: cost } : {}),
+      latencyMs: performance.now() - started,
+      status,
+      stream: call.stream,
+      ...(aborted ? { aborted } : {}),
+      ...(this.opts.transcripts && call.parsed ? { request: call.parsed } : {}),
+    });
+  }
+
+  /** Refuses a request before reading it: drains a bounded amount of its body so the client reads the answer. */
+  private refuse(req: IncomingMessage, res: ServerResponse, format: WireFormat, status: number, message: string, close = false): void {
+    this.discard(req);
+    this.send(res, format, status, message, close);
   }
 
   /** Passes an upstream error on, buffered (bounded) so any echo of the key can be removed. */
@@ -517,7 +651,8 @@ export class ModelProxy implements Disposable {
     if (!b) return undefined;
     const u = run.usage;
     if (b.maxRequests !== undefined && u.requests >= b.maxRequests) return `Airlock budget exceeded: this run reached its limit of ${b.maxRequests} requests (maxRequests)`;
-    if (b.maxTokens !== undefined && u.inputTokens + u.outputTokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${u.inputTokens + u.outputTokens} of its ${b.maxTokens} tokens (maxTokens)`;
+    const tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+    if (b.maxTokens !== undefined && tokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${tokens} of its ${b.maxTokens} tokens (maxTokens)`;
     if (b.maxCostUsd !== undefined && u.costUsd >= b.maxCostUsd) return `Airlock budget exceeded: this run spent $${u.costUsd.toFixed(4)} of its $${b.maxCostUsd} (maxCostUsd)`;
     return undefined;
   }

@@ -1,7 +1,17 @@
-/** Token counts seen in one upstream answer. */
+/**
+ * Token counts seen in one upstream answer, each billed at its own rate: `inputTokens` is input
+ * not served from the provider's prompt cache; cache reads and writes are counted apart.
+ */
 export interface CallUsage {
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+/** A call with no usage (refused, failed or aborted). */
+export function noUsage(): CallUsage {
+  return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 }
 
 function num(v: unknown): number {
@@ -12,23 +22,45 @@ function obj(v: unknown): Record<string, unknown> | undefined {
   return v && typeof v === 'object' ? (v as Record<string, unknown>) : undefined;
 }
 
-/** Reads `usage` from either format: Anthropic (input/output_tokens + cache), OpenAI chat/embeddings, Responses. */
+/**
+ * Reads `usage` from any format. Anthropic reports uncached input, cache reads
+ * (`cache_read_input_tokens`) and cache writes (`cache_creation_input_tokens`) apart; OpenAI Chat
+ * (`prompt_tokens`) and Responses (`input_tokens`) include cached input in the total and name it in
+ * `*_tokens_details.cached_tokens`.
+ */
 export function usageFromObject(usage: unknown, into: CallUsage): void {
   const u = obj(usage);
   if (!u) return;
-  if ('input_tokens' in u || 'output_tokens' in u || 'cache_read_input_tokens' in u) {
-    const input = num(u.input_tokens) + num(u.cache_read_input_tokens) + num(u.cache_creation_input_tokens);
-    if (input > 0) into.inputTokens = input;
-    if ('output_tokens' in u) into.outputTokens = num(u.output_tokens);
-  } else if ('prompt_tokens' in u || 'completion_tokens' in u) {
-    into.inputTokens = num(u.prompt_tokens);
+  const openAiCached = num(obj(u.input_tokens_details)?.cached_tokens) || num(obj(u.prompt_tokens_details)?.cached_tokens);
+  if ('prompt_tokens' in u || 'completion_tokens' in u) {
+    into.inputTokens = Math.max(0, num(u.prompt_tokens) - openAiCached);
+    into.cacheReadTokens = Math.min(openAiCached, num(u.prompt_tokens));
     into.outputTokens = num(u.completion_tokens);
+  } else if ('input_tokens_details' in u) {
+    // Responses API: input_tokens includes the cached part.
+    into.inputTokens = Math.max(0, num(u.input_tokens) - openAiCached);
+    into.cacheReadTokens = Math.min(openAiCached, num(u.input_tokens));
+    if ('output_tokens' in u) into.outputTokens = num(u.output_tokens);
+  } else if ('input_tokens' in u || 'output_tokens' in u || 'cache_read_input_tokens' in u || 'cache_creation_input_tokens' in u) {
+    // Anthropic: message_start carries the input counts, message_delta the (cumulative) output;
+    // a later event without input counts does not erase them.
+    if ('input_tokens' in u || 'cache_read_input_tokens' in u || 'cache_creation_input_tokens' in u) {
+      const input = num(u.input_tokens);
+      const read = num(u.cache_read_input_tokens);
+      const write = num(u.cache_creation_input_tokens);
+      if (input + read + write > 0) {
+        into.inputTokens = input;
+        into.cacheReadTokens = read;
+        into.cacheWriteTokens = write;
+      }
+    }
+    if ('output_tokens' in u) into.outputTokens = num(u.output_tokens);
   }
 }
 
 /** Usage from a complete JSON answer (non-streaming). */
 export function usageFromJson(text: string): CallUsage {
-  const out: CallUsage = { inputTokens: 0, outputTokens: 0 };
+  const out = noUsage();
   try {
     usageFromObject(obj(JSON.parse(text))?.usage, out);
   } catch {
@@ -43,7 +75,7 @@ export function usageFromJson(text: string): CallUsage {
  * the final usage chunk; Responses: response.completed.
  */
 export class SseUsageScanner {
-  readonly usage: CallUsage = { inputTokens: 0, outputTokens: 0 };
+  readonly usage: CallUsage = noUsage();
   private partial = '';
 
   push(chunk: Buffer): void {

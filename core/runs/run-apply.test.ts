@@ -4,10 +4,9 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, sha256Hex, verifyAuditLog } from '../audit/audit-log';
 import type { AuditRecord } from '../audit/audit-records';
-import { collectResult } from '../workspace/changes';
-import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
-import { applyRunResult, writeRecordedPatch } from './run-apply';
-import { newRunId } from './run-record';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../workspace/testing/fixtures';
+import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
+import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
 
 afterAll(cleanupTemps);
@@ -25,24 +24,23 @@ const PROJECT = { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const
 /** A finished run on a real git project: result collected from a local sandbox, audit log sealed unless told otherwise. */
 async function finishedRun(opts: { seal?: boolean } = {}) {
   const projectDir = gitRepo(PROJECT);
-  const sb = await localSandbox(projectDir);
-  await writeFile(sb.at('src/a.ts'), 'export const a = 2;\n');
-  await writeFile(sb.at('src/b.ts'), 'export const b = 2;\n');
-  const result = await collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit, ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}), manifest: sb.hydrated.manifest });
   const store = new RunStore({ home });
   const id = newRunId();
   const now = new Date().toISOString();
-  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
   const paths = store.paths(id);
-  await mkdir(paths.artifacts, { recursive: true });
-  await writeFile(paths.patch, result.patch);
-  await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
+  const sb = await localSandbox(projectDir, undefined, resultPaths(store, id).objects);
+  await writeFile(sb.at('src/a.ts'), 'export const a = 2;\n');
+  await writeFile(sb.at('src/b.ts'), 'export const b = 2;\n');
+  const collected = await collectLocal(sb);
+  await storeRunResult(store, id, collected);
+  const result = { patch: collected.patch, reviewedSha256: collected.result.patchSha256 };
   const log = await AuditLog.open(paths.audit);
   await log.append('lifecycle', { from: null, to: 'done' });
   if (opts.seal === false) await log.close();
   else await log.seal();
   await store.update(id, { audit: { count: log.count, head: log.head } });
-  return { store, run, projectDir, patch: result.patch };
+  return { store, run, projectDir, patch: result.patch, reviewedSha256: result.reviewedSha256 };
 }
 
 async function applyRecords(file: string): Promise<AuditRecord<'apply'>[]> {
@@ -51,13 +49,15 @@ async function applyRecords(file: string): Promise<AuditRecord<'apply'>[]> {
 
 describe('applyRunResult', () => {
   it('records each apply in the apply log, anchored in run.json, with applied and refused files and the patch digest', async () => {
-    const { store, run, projectDir, patch } = await finishedRun();
+    const { store, run, projectDir, patch, reviewedSha256 } = await finishedRun();
+    // The run keeps only the blobs apply needs (base and result of a.ts and b.ts), not the project.
+    expect(git(home, ['--git-dir', resultPaths(store, run.id).objects, 'count-objects', '-v'])).toMatch(/^in-pack: 4$/m);
     // The user edits b.ts in an overlapping way: it is refused, a.ts is applied.
     await writeFile(path.join(projectDir, 'src/b.ts'), 'export const b = 3;\n');
-    const first = await applyRunResult({ store, run, mode: 'working-tree' });
+    const first = await applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 });
     expect(first.applied).toEqual(['src/a.ts']);
     expect(first.conflicts.map((c) => c.path)).toEqual(['src/b.ts']);
-    const second = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t', files: ['src/a.ts'] });
+    const second = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t', files: ['src/a.ts'], reviewedSha256 });
 
     const paths = store.paths(run.id);
     const recs = await applyRecords(paths.applyLog);
@@ -77,9 +77,9 @@ describe('applyRunResult', () => {
   });
 
   it('refuses, before touching the project, a run whose audit log is not sealed', async () => {
-    const { store, run, projectDir } = await finishedRun({ seal: false });
+    const { store, run, projectDir, reviewedSha256 } = await finishedRun({ seal: false });
     const before = fingerprint(projectDir);
-    await expect(applyRunResult({ store, run, mode: 'working-tree' })).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining('not intact and sealed') });
+    await expect(applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 })).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining('not intact and sealed') });
     expect(fingerprint(projectDir)).toBe(before);
     expect((await store.get(run.id)).applied).toBeUndefined();
   });
@@ -90,7 +90,7 @@ describe('writeRecordedPatch', () => {
     const { store, run, patch } = await finishedRun();
     const dest = path.join(os.tmpdir(), `airlock-runapply-${run.id}.patch`);
     try {
-      await writeRecordedPatch({ store, runId: run.id, dest, patch });
+      await writeRecordedPatch({ store, runId: run.id, dest });
       expect((await readFile(dest)).equals(patch)).toBe(true);
       const [rec] = await applyRecords(store.paths(run.id).applyLog);
       expect(rec!.data).toEqual({ mode: 'patch', target: dest, applied: ['src/a.ts', 'src/b.ts'], refused: [], patchSha256: sha256Hex(patch) });
@@ -102,7 +102,7 @@ describe('writeRecordedPatch', () => {
   it('refuses, without writing, when the audit log is not sealed', async () => {
     const { store, run, patch } = await finishedRun({ seal: false });
     const dest = path.join(home, 'out.patch');
-    await expect(writeRecordedPatch({ store, runId: run.id, dest, patch })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(writeRecordedPatch({ store, runId: run.id, dest })).rejects.toMatchObject({ kind: 'CONFLICT' });
     await expect(readFile(dest)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });

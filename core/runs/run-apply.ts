@@ -3,43 +3,85 @@ import path from 'node:path';
 import type { ApplyResult } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
-import { sha256Hex } from '../audit/audit-log';
-import type { ApplyBaseline, FileChange } from '../workspace/changes';
 import { applyResult } from '../workspace/apply';
+import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
+import { ZERO_OID } from '../workspace/git-objects';
+import { HostRepo } from '../workspace/host-repo';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
-import { selectSections, splitPatch } from '../workspace/patch-sections';
 import type { RunStore } from './run-store';
-import type { StoredRun } from './run-view';
+import type { StoredRun } from './run-record';
 
-/** Per-file diff text of a stored patch, by path (either side of a rename). */
-export function patchByFile(patch: Buffer): Map<string, string> {
-  const byFile = new Map<string, string>();
-  for (const s of splitPatch(patch)) {
-    const text = s.text.toString('utf8');
-    if (s.newPath) byFile.set(s.newPath, text);
-    if (s.oldPath && !byFile.has(s.oldPath)) byFile.set(s.oldPath, text);
+/** Where a run's host-derived result lives: patch, listing and object store. */
+export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string } {
+  const p = store.paths(runId);
+  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git') };
+}
+
+/** Saves a collected result beside the run: patch and listing (the object store is already there). */
+export async function storeRunResult(store: RunStore, runId: string, collected: { result: StoredResult; patch: Buffer }): Promise<void> {
+  const rp = resultPaths(store, runId);
+  await mkdir(path.dirname(rp.result), { recursive: true });
+  await writeFile(rp.patch, collected.patch);
+  await writeFile(rp.result, JSON.stringify(collected.result));
+  // Apply reads only these blobs; the rest of the baseline copy goes.
+  const keep = collected.result.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
+  await HostRepo.open(rp.objects).keepOnly(keep);
+}
+
+/** A finished run's collected result (host-derived), its patch and its object store. */
+export interface LoadedResult {
+  result: StoredResult;
+  patch: Buffer;
+  repo: HostRepo;
+}
+
+/** Reads a run's collected result; NOT_FOUND when there is none, INVALID_INPUT for an older format. */
+export async function loadRunResult(store: RunStore, runId: string): Promise<LoadedResult> {
+  const rp = resultPaths(store, runId);
+  let result: StoredResult;
+  let patch: Buffer;
+  try {
+    [result, patch] = [JSON.parse(await readFile(rp.result, 'utf8')) as StoredResult, await readFile(rp.patch)];
+  } catch {
+    const legacy = await readFile(path.join(store.paths(runId).artifacts, 'baseline.json')).then(() => true, () => false);
+    if (legacy) throw new AirlockError('INVALID_INPUT', `Run ${runId} was collected by an older Airlock whose result was not derived on the host; export its patch ('airlock patch ${runId} --out FILE'), read it, and apply it with git.`);
+    throw new AirlockError('NOT_FOUND', `Run ${runId} has no collected result.`);
   }
-  return byFile;
+  if (result.version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
+  return { result, patch, repo: HostRepo.open(rp.objects) };
 }
 
-/** The part of a patch that touches `files` (all of it without a selection). */
-export function patchForFiles(patch: Buffer, files?: string[]): Buffer {
-  if (!files) return patch;
-  return Buffer.concat(selectSections(splitPatch(patch), files).map((s) => s.text));
+/** One file's diff text in a stored result (by new or old path). */
+export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: string): string | undefined {
+  const c = loaded.result.changes.find((x) => x.path === file) ?? loaded.result.changes.find((x) => x.oldPath === file);
+  return c ? sectionsOf(loaded.patch, [c]).toString('utf8') : undefined;
 }
 
-/** Review flags for changed files; the patch lets the classifier look inside package.json and kin. */
-export function classifyRisky(changes: FileChange[], patch?: Buffer): Array<{ path: string; reason: string }> {
-  const diffs = patch ? patchByFile(patch) : new Map<string, string>();
+/** The part of a stored result patch that touches `files` (all of it without a selection). */
+export function patchForFiles(loaded: Pick<LoadedResult, 'result' | 'patch'>, files?: string[]): Buffer {
+  return files ? sectionsOf(loaded.patch, selectChanges(loaded.result, files)) : loaded.patch;
+}
+
+/**
+ * Review flags for changed files: the path classifier (looking inside package.json and kin when
+ * the diff is at hand), modes, plus what the host found at collect (name clashes, symlinks leaving
+ * the project).
+ */
+export function classifyRisky(changes: Array<Omit<ResultChange, 'section'> & { section?: ResultChange['section'] }>, patch?: Buffer): Array<{ path: string; reason: string }> {
+  const diffText = (c: (typeof changes)[number]) => (patch && c.section ? patch.subarray(c.section.offset, c.section.offset + c.section.length).toString('utf8') : undefined);
   const flags = classifyRiskyPaths(
-    changes.map((c) => ({
-      path: c.path,
-      ...(c.oldPath ? { oldPath: c.oldPath } : {}),
-      ...(diffs.has(c.path) ? { diff: diffs.get(c.path) } : {}),
-      ...(c.oldMode ? { oldMode: c.oldMode } : {}),
-      ...(c.newMode ? { newMode: c.newMode } : {}),
-    })),
+    changes.map((c) => {
+      const diff = diffText(c);
+      return {
+        path: c.path,
+        ...(c.oldPath ? { oldPath: c.oldPath } : {}),
+        ...(diff !== undefined ? { diff } : {}),
+        ...(c.oldMode ? { oldMode: c.oldMode } : {}),
+        ...(c.newMode ? { newMode: c.newMode } : {}),
+      };
+    }),
   );
+  for (const c of changes) for (const w of c.warnings ?? []) flags.push({ path: c.path, reason: w });
   // One line per file: several reasons are joined.
   const byPath = new Map<string, string[]>();
   for (const f of flags) byPath.set(f.path, [...(byPath.get(f.path) ?? []), f.reason]);
@@ -59,24 +101,24 @@ export async function applyRunResult(opts: {
   mode: 'working-tree' | 'branch';
   branch?: string;
   targetDir?: string;
+  /** SHA-256 of the patch the user reviewed (whole result or selection). */
+  reviewedSha256: string;
 }): Promise<ApplyResult> {
   const paths = opts.store.paths(opts.run.id);
-  let patch: Buffer;
-  let baseline: ApplyBaseline;
-  try {
-    patch = await readFile(paths.patch);
-    baseline = JSON.parse(await readFile(path.join(paths.artifacts, 'baseline.json'), 'utf8')) as ApplyBaseline;
-  } catch {
-    throw new AirlockError('NOT_FOUND', `Run ${opts.run.id} has no collected result to apply (status ${opts.run.status}).`);
-  }
+  const loaded = await loadRunResult(opts.store, opts.run.id).catch((err: unknown) => {
+    if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${opts.run.id} has no collected result to apply (status ${opts.run.status}).`);
+    throw err;
+  });
   // Opened before the project is touched: no apply without a record to put it in.
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
     const projectDir = opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir;
     const result = await applyResult({
       projectDir,
-      patch,
-      baseline,
+      repo: loaded.repo,
+      result: loaded.result,
+      patch: loaded.patch,
+      reviewedSha256: opts.reviewedSha256,
       mode: opts.mode,
       ...(opts.files ? { files: opts.files } : {}),
       ...(opts.branch ? { branch: opts.branch } : {}),
@@ -88,7 +130,7 @@ export async function applyRunResult(opts: {
       ...(result.commit ? { commit: result.commit } : {}),
       applied: result.applied,
       refused: result.conflicts.map((c) => ({ path: c.path, reason: c.reason })),
-      patchSha256: sha256Hex(patchForFiles(patch, opts.files)),
+      patchSha256: result.patchSha256,
     });
     await opts.store.update(opts.run.id, {
       applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
@@ -105,15 +147,18 @@ export async function applyRunResult(opts: {
  * records that in the run's apply log. Refused like `applyRunResult`, before writing, when the
  * audit log is not sealed.
  */
-export async function writeRecordedPatch(opts: { store: RunStore; runId: string; dest: string; patch: Buffer }): Promise<void> {
+export async function writeRecordedPatch(opts: { store: RunStore; runId: string; dest: string; files?: string[] }): Promise<{ bytes: number; sha256: string }> {
+  const loaded = await loadRunResult(opts.store, opts.runId);
+  const selected = selectChanges(loaded.result, opts.files);
+  const patch = opts.files ? sectionsOf(loaded.patch, selected) : loaded.patch;
   const paths = opts.store.paths(opts.runId);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
     await mkdir(path.dirname(opts.dest), { recursive: true });
-    await writeFile(opts.dest, opts.patch);
-    const files = splitPatch(opts.patch).map((s) => s.newPath ?? s.oldPath).filter((p): p is string => p !== undefined);
-    await log.append('apply', { mode: 'patch', target: opts.dest, applied: files, refused: [], patchSha256: sha256Hex(opts.patch) });
+    await writeFile(opts.dest, patch);
+    await log.append('apply', { mode: 'patch', target: opts.dest, applied: selected.map((c) => c.path), refused: [], patchSha256: sha256(patch) });
     await opts.store.update(opts.runId, { applyLog: { count: log.count, head: log.head } });
+    return { bytes: patch.length, sha256: sha256(patch) };
   } finally {
     await log.close();
   }

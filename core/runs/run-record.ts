@@ -1,111 +1,132 @@
 import { z } from 'zod';
-import { ErrorInfo } from '../../contracts/errors';
-import { RunId } from '../../contracts/ids';
+import { ChangedFile, type FileChangeStatus } from '../../contracts/diffs';
+import { ApprovalMode, RunRecord, RunSummary, Usage, type RunRecord as RunRecordView } from '../../contracts/runs';
+import type { FileChange } from '../workspace/changes';
 
-/** Lifecycle states (DESIGN.md §1). */
-export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
-export type RunStatus = z.infer<typeof RunStatus>;
+/**
+ * The persisted run record (`<home>/runs/<id>/run.json`): the contract's `RunRecord`
+ * (contracts/runs.ts) with the changed files themselves instead of their count, and what only the
+ * host needs (owner, sandbox, baseline, log anchors, the last apply). One schema: what the UI and
+ * CLI see is this record minus the host-only fields (`toRunSummary`, `toRunRecordView`).
+ */
 
-/** States a run never leaves. */
-export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['done', 'failed', 'cancelled', 'interrupted']);
-
-export const AgentId = z.enum(['builtin', 'claude-code', 'codex', 'custom']);
-export type AgentId = z.infer<typeof AgentId>;
-
-export const ChangedFile = z.object({
-  path: z.string(),
-  kind: z.enum(['added', 'modified', 'deleted', 'renamed']),
-  oldPath: z.string().optional(),
-  binary: z.boolean().optional(),
-  /** Lines added / removed (text files). */
-  additions: z.number().int().nonnegative().optional(),
-  deletions: z.number().int().nonnegative().optional(),
-});
-export type ChangedFile = z.infer<typeof ChangedFile>;
-
-export const ExcludedFile = z.object({ path: z.string(), reason: z.string() });
-export type ExcludedFile = z.infer<typeof ExcludedFile>;
-
-export const RunUsage = z.object({
-  inputTokens: z.number().int().nonnegative(),
-  outputTokens: z.number().int().nonnegative(),
-  costUsd: z.number().nonnegative().optional(),
-  modelCalls: z.number().int().nonnegative(),
-});
-export type RunUsage = z.infer<typeof RunUsage>;
-
-export const RunIsolation = z.object({
-  kind: z.enum(['docker', 'qemu', 'lima', 'wsl']),
+/** The sandbox that ran the run: which driver, which image, the engine's id while it exists. */
+export const RunSandbox = z.object({
+  driver: z.enum(['docker', 'qemu', 'lima', 'wsl']),
   image: z.string().optional(),
-  network: z.enum(['none', 'allowlist', 'open']),
-  /** The engine's id of the sandbox while it exists (for the reaper after a crash). */
-  sandboxId: z.string().optional(),
+  /** The engine's id of the sandbox (for the reaper after a crash). */
+  id: z.string().optional(),
   /** VMs: how the guest ran (`tcg` = software emulation) and why, including a retry under TCG after KVM failed. */
   accel: z.enum(['kvm', 'hvf', 'tcg']).optional(),
   accelNote: z.string().optional(),
   /** VMs: restored from the image's snapshot, or a cold kernel boot. */
   vmStartedFrom: z.enum(['snapshot', 'boot']).optional(),
 });
-export type RunIsolation = z.infer<typeof RunIsolation>;
+export type RunSandbox = z.infer<typeof RunSandbox>;
 
-export const RunWipe = z.object({
-  removed: z.array(z.string()),
-  leftovers: z.array(z.string()),
-  durationMs: z.number().nonnegative(),
-  verifiedAt: z.string(),
-});
-export type RunWipe = z.infer<typeof RunWipe>;
+/** A hash-chained log's anchor (record count + last hash), to catch a log cut at a record boundary. */
+export const LogAnchor = z.object({ count: z.number().int().nonnegative(), head: z.string() });
+export type LogAnchor = z.infer<typeof LogAnchor>;
+
+export const StoredRun = RunRecord.omit({ changedFiles: true })
+  .extend({
+    updatedAt: z.string(),
+    startedAt: z.string().nullable().default(null),
+    endedAt: z.string().nullable().default(null),
+    approval: ApprovalMode.default('auto'),
+    usage: Usage.default({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }),
+    /** The changed files as collected (or so far), in the contract's shape. */
+    changedFiles: z.array(ChangedFile).default([]),
+    excludedFiles: RunRecord.shape.excludedFiles.default([]),
+    limits: RunRecord.shape.limits.default({ timeoutSec: 1800 }),
+    /** `<hostname>:<pid>` of the process driving the run; a crash leaves it dead. */
+    owner: z.string().optional(),
+    sandbox: RunSandbox,
+    /** The project's state when the run started, for a three-way apply (git HEAD, tree digest…). */
+    baseline: z.record(z.string(), z.unknown()).optional(),
+    /** Anchor of the audit log. */
+    audit: LogAnchor.optional(),
+    /** Set when the result was applied. */
+    applied: z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) }).optional(),
+    /** Anchor of the apply log. */
+    applyLog: LogAnchor.optional(),
+  })
+  // A newer Airlock's fields are kept when this one rewrites the record.
+  .loose();
+export type StoredRun = z.infer<typeof StoredRun>;
+/** What `RunStore.create` takes: defaults are filled in. */
+export type StoredRunInput = z.input<typeof StoredRun>;
+
+/** What lists and status pushes show: the stored record in the contract's shape. */
+export function toRunSummary(run: StoredRun): RunSummary {
+  return RunSummary.parse({ ...run, changedFiles: run.changedFiles.length });
+}
+
+/** Everything about one run, in the contract's shape (host-only fields left out). */
+export function toRunRecordView(run: StoredRun): RunRecordView {
+  return RunRecord.parse({ ...run, changedFiles: run.changedFiles.length });
+}
+
+const FILE_TYPE: Record<string, string> = { '100644': 'file', '100755': 'file', '120000': 'symlink', '160000': 'submodule' };
 
 /**
- * The run record (`run.json`): everything the history, `airlock show` and the UI need about one
- * run. Unknown fields are kept (loose object), so a newer Airlock's records still load.
+ * A workspace change in the contract's shape, the one shape stored and served. A file that became
+ * a symlink (or back) is `type-changed`; an executable bit flip is a `modeChange`.
  */
-export const RunRecord = z.looseObject({
-  id: RunId,
-  task: z.string(),
-  projectDir: z.string(),
-  agent: AgentId,
-  /** The command line of a `custom` agent. */
-  customCommand: z.string().optional(),
-  provider: z.string(),
-  model: z.string(),
-  status: RunStatus,
-  approval: z.enum(['auto', 'ask']).default('auto'),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  startedAt: z.string().optional(),
-  endedAt: z.string().optional(),
-  isolation: RunIsolation,
-  limits: z
-    .object({
-      timeoutSec: z.number().positive().optional(),
-      budgetTokens: z.number().int().positive().optional(),
-      budgetUsd: z.number().positive().optional(),
-      maxSteps: z.number().int().positive().optional(),
-    })
-    .default({}),
-  usage: RunUsage.default({ inputTokens: 0, outputTokens: 0, modelCalls: 0 }),
-  changedFiles: z.array(ChangedFile).default([]),
-  excluded: z.array(ExcludedFile).default([]),
-  /** The agent's own summary of its work. */
-  summary: z.string().optional(),
-  error: ErrorInfo.optional(),
-  wipe: RunWipe.optional(),
-  /** The project's state when the run started, for a three-way apply (git HEAD, tree digest…). */
-  baseline: z.record(z.string(), z.unknown()).optional(),
-  /** Anchor of the audit log (count + last hash), to catch a log cut at a record boundary. */
-  audit: z.object({ count: z.number().int().nonnegative(), head: z.string() }).optional(),
-  /** Set when the result was applied. */
-  applied: z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) }).optional(),
-  /** Anchor of the apply log (count + last hash), like `audit`. */
-  applyLog: z.object({ count: z.number().int().nonnegative(), head: z.string() }).optional(),
-});
-export type RunRecord = z.infer<typeof RunRecord>;
-/** What `RunStore.create` takes: defaults are filled in. */
-export type RunRecordInput = z.input<typeof RunRecord>;
+export function toChangedFile(c: FileChange, risky?: string): ChangedFile {
+  const typeChanged = c.status === 'modified' && c.oldMode !== undefined && c.newMode !== undefined && FILE_TYPE[c.oldMode] !== FILE_TYPE[c.newMode];
+  const status: FileChangeStatus = typeChanged ? 'type-changed' : c.status;
+  return {
+    path: c.path,
+    ...(c.oldPath ? { oldPath: c.oldPath } : {}),
+    status,
+    binary: c.binary,
+    additions: c.additions,
+    deletions: c.deletions,
+    ...(c.modeChanged ? { modeChange: `${c.oldMode ?? '—'} → ${c.newMode ?? '—'}` } : {}),
+    ...(risky ? { risky } : {}),
+  };
+}
 
-/** A new run id: `r-<base36 ms>-<8 hex>` (sortable by creation time). */
-export function newRunId(now: number = Date.now()): string {
-  const rand = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => b.toString(16).padStart(2, '0')).join('');
-  return `r-${now.toString(36)}-${rand}`;
+/**
+ * Reads a record written by an earlier Airlock (before the schema followed the contract): usage
+ * `modelCalls`, an `isolation` object, `excluded`, changed files with `kind`, the wipe's `verifiedAt`.
+ * Anything else passes through unchanged.
+ */
+export function upgradeStoredRun(raw: unknown): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const r: Record<string, unknown> = { ...(raw as Record<string, unknown>) };
+  const obj = (v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+  const usage = obj(r.usage);
+  if (usage && 'modelCalls' in usage && !('requests' in usage)) {
+    const { modelCalls, ...rest } = usage;
+    r.usage = { ...rest, requests: modelCalls };
+  }
+  const isolation = obj(r.isolation);
+  if (isolation) {
+    r.isolation = isolation.kind === 'docker' ? 'container' : 'vm';
+    r.network ??= isolation.network;
+    r.sandbox ??= { driver: isolation.kind, ...(isolation.image ? { image: isolation.image } : {}), ...(isolation.sandboxId ? { id: isolation.sandboxId } : {}) };
+  }
+  if ('excluded' in r && !('excludedFiles' in r)) {
+    r.excludedFiles = r.excluded;
+    delete r.excluded;
+  }
+  if (Array.isArray(r.changedFiles)) {
+    r.changedFiles = r.changedFiles.map((f: unknown) => {
+      const file = obj(f);
+      if (!file || !('kind' in file)) return f;
+      const { kind, ...rest } = file;
+      return { binary: false, additions: 0, deletions: 0, ...rest, status: kind };
+    });
+  }
+  const wipe = obj(r.wipe);
+  if (wipe && 'verifiedAt' in wipe) {
+    const { verifiedAt, ...rest } = wipe;
+    r.wipe = { ...rest, at: verifiedAt, verified: Array.isArray(wipe.leftovers) && wipe.leftovers.length === 0 };
+  }
+  const limits = obj(r.limits);
+  if (limits && limits.timeoutSec === undefined) r.limits = { ...limits, timeoutSec: 1800 };
+  if (!limits) r.limits = { timeoutSec: 1800 };
+  return r;
 }

@@ -1,112 +1,28 @@
 import { createHash } from 'node:crypto';
-import { connect } from 'node:net';
 import os from 'node:os';
-import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
-import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import type { AgentEvent } from '../../contracts/agent-events';
+import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { TerminalOutput } from '../common/terminal-output';
 import { runTerminalId } from '../../contracts/terminals';
-import { commandOutputBytes, commandOutputEvent, type AgentAdapter, type AgentCommandContext } from '../agents';
-import { commandEnv } from '../common/command-env';
-import { OutputCapture } from '../common/output-capture';
-import { StreamRedactor } from '../common/stream-redactor';
-import { Utf8Carry } from '../common/utf8';
+import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
-import type { ChannelProcess } from '../channel/channel-client';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
-import type { ModelCallEvent, ModelProxy } from '../proxy/model-proxy';
-import { proxyEnvFor } from '../proxy/model-proxy';
-import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
-import { DEFAULT_LIMITS } from '../sandbox/driver';
+import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
-import { collectResult, watchChanges, type FileChange } from '../workspace/changes';
-import { hydrate } from '../workspace/hydrate';
-import { snapshotProject } from '../workspace/snapshot';
-import { PreviewPorts } from '../network/preview-ports';
-import { newRunId, TERMINAL_RUN_STATUSES, type ChangedFile } from './run-record';
-import type { RunStore } from './run-store';
+import { newRunId } from '../../contracts/ids';
+import { isFinalStatus } from '../../contracts/runs';
+import type { StoredRun } from './run-record';
+import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import { CommandLedger } from './command-ledger';
+import { runHostCommand } from './host-command';
+import { runSteps } from './run-steps';
+import type { RunUpdate } from './run-store';
 import { RunTerminal } from './run-terminal';
-import type { StoredRun } from './run-view';
 import { isProcessAlive } from '../common/process-alive';
 
-/** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
-export interface RunServiceDeps {
-  store: RunStore;
-  /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
-  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager>;
-  /** The image for an agent's variant on an isolation level, built on first use. */
-  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: 'container' | 'vm'): Promise<string>;
-  proxy: ModelProxy;
-  /** The model proxy's loopback port on the host. */
-  proxyPort: number;
-  /** Which wire format a provider speaks. */
-  providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
-  agent(kind: StartRunArgs['agent']): AgentAdapter;
-  /**
-   * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
-   * channel); returns the environment the agent needs and what to record.
-   */
-  network?(
-    sandbox: Sandbox,
-    run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
-  ): Promise<RunNetwork>;
-  limits?: SandboxLimits;
-  /** Called after an approval request is raised (desktop notification). */
-  notify?(message: { runId: string; title: string; body: string }): void;
-}
-
-/** A wider network policy in force for one run. */
-export interface RunNetwork extends Disposable {
-  env: Record<string, string>;
-  record: { policy: string; allow: string[]; warning?: string };
-  onDidConnect: Event<EgressAttempt>;
-  /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
-  allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
-}
-
-/** One connection attempt through a run's egress proxy (allow-list policy). */
-export interface EgressAttempt {
-  host: string;
-  port: number;
-  method: string;
-  allowed: boolean;
-  reason?: string;
-  bytesUp: number;
-  bytesDown: number;
-  durationMs: number;
-}
-
-interface LiveRun {
-  id: string;
-  input: StartRunArgs;
-  sandbox?: Sandbox;
-  previews?: PreviewPorts;
-  network?: RunNetwork;
-  agentProcess?: ChannelProcess;
-  /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
-  hostCommands: Set<ChannelProcess>;
-  /** Their environment: the agent's minus its provider settings and token. */
-  commandEnv: Record<string, string>;
-  /** The run token as bytes, removed from command output before it is logged or shown. */
-  tokenBytes?: Buffer;
-  cancelRequested: boolean;
-  timedOut: boolean;
-  seq: number;
-  audit: AuditLog;
-  terminal: RunTerminal;
-  disposables: DisposableStore;
-  /** Output digest per command id, for the audit record. */
-  commands: Map<string, { command: string; cwd: string; hash: ReturnType<typeof createHash>; bytes: number }>;
-  pendingApprovals: Map<string, string>;
-  agentErrors: Array<{ message: string; status?: number }>;
-  summary?: string;
-  finishReason?: string;
-  done: Promise<StoredRun>;
-  /** The lifecycle state last written (the audit's `from`). */
-  status: RunStatus;
-}
+export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 
 const OWNER = `${os.hostname()}:${process.pid}`;
 /** The VM driver each OS uses for `--isolation vm` (see core/app.ts). */
@@ -121,15 +37,11 @@ function ownerIsGone(owner: string | undefined): boolean {
   return pid === process.pid ? false : !isProcessAlive(pid);
 }
 
-function toChangedFile(c: FileChange): ChangedFile {
-  return { path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}), binary: c.binary, additions: c.additions, deletions: c.deletions };
-}
-
 const MAX_TERMINAL_ECHO = 2000;
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
- * sandbox with its own run token (DESIGN.md §1). Every transition is an event and an audit record;
+ * sandbox with its own run token (docs/architecture.md §1). Every transition is an event and an audit record;
  * the sandbox is always wiped and verified gone, also on failure and cancel.
  */
 export class RunService implements Disposable {
@@ -149,8 +61,28 @@ export class RunService implements Disposable {
   /** The changed files of a live run changed: refetch. */
   readonly onDidChangeFiles: Event<{ runId: string }> = this.filesEmitter.event;
 
+  /** What the steps (run-steps.ts) may do: record progress and start the agent. */
+  private readonly host: StepHost;
+
   constructor(private readonly deps: RunServiceDeps) {
+    this.host = {
+      deps,
+      workspace: deps.workspace ?? realWorkspace,
+      transition: (run, to, phase) => this.transition(run, to, phase),
+      update: (run, patch) => this.update(run, patch),
+      updateLater: (run, patch) => this.updateLater(run, patch),
+      auditLater: (run, type, data) => this.auditLater(run, type, data),
+      emitEvent: (run, event) => this.emitEvent(run, event),
+      filesChanged: (run) => this.filesEmitter.fire({ runId: run.id }),
+      runAgent: (run, argv, env, cwd) => this.runAgent(run, argv, env, cwd),
+    };
     this.subscriptions.add(deps.proxy.onDidCall((e) => this.onModelCall(e)));
+    this.subscriptions.add(
+      deps.proxy.onDidSideDoor((e) => {
+        const live = this.live.get(e.runId);
+        if (live) this.auditLater(live, 'side_door', { provider: e.provider, path: e.path, stripped: e.stripped, allowed: e.allowed, ...(e.refused ? { refused: e.refused } : {}) });
+      }),
+    );
   }
 
   /** Runs still in progress in this process. */
@@ -170,27 +102,27 @@ export class RunService implements Disposable {
   async recover(managers: SandboxManager[]): Promise<string[]> {
     const { runs } = await this.deps.store.list();
     const interrupted: string[] = [];
-    for (const run of runs as StoredRun[]) {
-      if (TERMINAL_RUN_STATUSES.has(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
+    for (const run of runs) {
+      if (isFinalStatus(run.status) || this.live.has(run.id) || !ownerIsGone(run.owner)) continue;
       const audit = await AuditLog.open(this.deps.store.paths(run.id).audit).catch(() => undefined);
       // A log sealed just before the crash (or one too damaged to open) is left as it is: evidence.
       if (audit && !audit.sealed) {
         await audit.append('lifecycle', { from: run.status, to: 'interrupted', reason: 'the process driving the run stopped' });
         await audit.seal();
       }
-      const updated = (await this.deps.store.update(run.id, {
+      const updated = await this.deps.store.update(run.id, {
         status: 'interrupted',
         phase: undefined,
         pendingApproval: undefined,
         endedAt: new Date().toISOString(),
         error: { kind: 'CANCELLED', message: 'Airlock stopped while this run was in progress; its sandbox was reaped. The diff saved so far (if any) is kept.' },
         ...(audit ? { audit: { count: audit.count, head: audit.head } } : {}),
-      } as Partial<StoredRun>)) as StoredRun;
+      });
       await audit?.close();
       interrupted.push(run.id);
       this.statusEmitter.fire(updated);
     }
-    const liveOwners = new Set((runs as StoredRun[]).filter((r) => !TERMINAL_RUN_STATUSES.has(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
+    const liveOwners = new Set(runs.filter((r) => !isFinalStatus(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
     for (const manager of managers) {
       await manager.reapOrphans((runId) => this.live.has(runId) || liveOwners.has(runId));
     }
@@ -209,7 +141,7 @@ export class RunService implements Disposable {
     }
     const id = newRunId();
     const now = new Date().toISOString();
-    const record = (await this.deps.store.create({
+    const record = await this.deps.store.create({
       id,
       task: input.task,
       projectDir: path.resolve(input.projectDir),
@@ -221,7 +153,9 @@ export class RunService implements Disposable {
       approval: input.approval,
       createdAt: now,
       updatedAt: now,
-      isolation: { kind: input.isolation === 'vm' ? VM_KIND : 'docker', network: input.network },
+      isolation: input.isolation,
+      network: input.network,
+      sandbox: { driver: input.isolation === 'vm' ? VM_KIND : 'docker' },
       limits: {
         timeoutSec: input.limits.timeoutSec,
         ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),
@@ -229,7 +163,7 @@ export class RunService implements Disposable {
       },
       owner: OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
-    } as StoredRun)) as StoredRun;
+    });
     const paths = this.deps.store.paths(id);
     const audit = await AuditLog.open(paths.audit);
     await audit.append('run_created', {
@@ -247,14 +181,16 @@ export class RunService implements Disposable {
     const live: LiveRun = {
       id,
       input,
+      agent,
       cancelRequested: false,
       timedOut: false,
       seq: 0,
       audit,
       terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
       disposables: new DisposableStore(),
-      commands: new Map(),
+      commands: new CommandLedger(),
       hostCommands: new Set(),
+      changeHints: new Set(),
       commandEnv: {},
       pendingApprovals: new Map(),
       agentErrors: [],
@@ -262,7 +198,7 @@ export class RunService implements Disposable {
       done: Promise.resolve(record),
     };
     this.live.set(id, live);
-    live.done = this.execute(live, agent).finally(() => this.live.delete(id));
+    live.done = this.execute(live).finally(() => this.live.delete(id));
     this.statusEmitter.fire(record);
     return record;
   }
@@ -270,22 +206,19 @@ export class RunService implements Disposable {
   /** Resolves with the final record once the run has ended (at once for a finished run). */
   async wait(runId: string): Promise<StoredRun> {
     const live = this.live.get(runId);
-    return live ? live.done : ((await this.deps.store.get(runId)) as StoredRun);
+    return live ? live.done : this.deps.store.get(runId);
   }
 
   /** Stops the agent; the diff so far is kept for review and the sandbox is wiped. */
   async cancel(runId: string): Promise<StoredRun> {
     const live = this.live.get(runId);
-    if (!live) {
-      const run = (await this.deps.store.get(runId)) as StoredRun;
-      return run; // already finished: nothing to cancel
-    }
+    if (!live) return this.deps.store.get(runId); // already finished: nothing to cancel
     if (!live.cancelRequested) {
       live.cancelRequested = true;
       await this.note(live, 'cancel requested by the user');
       live.agentProcess?.kill('SIGTERM');
     }
-    return (await this.deps.store.get(runId)) as StoredRun;
+    return this.deps.store.get(runId);
   }
 
   /** Answers an approval request of a run in `ask` mode. */
@@ -298,7 +231,7 @@ export class RunService implements Disposable {
     live.agentProcess.write(`${JSON.stringify(response)}\n`);
     await live.audit.append('approval', { id: requestId, command, approved, by: 'user' });
     this.emitEvent(live, response);
-    await this.update(live, { pendingApproval: undefined } as Partial<StoredRun>);
+    await this.update(live, { pendingApproval: undefined });
     return true;
   }
 
@@ -337,151 +270,22 @@ export class RunService implements Disposable {
 
   // --- the run itself -------------------------------------------------------------------------
 
-  private async execute(live: LiveRun, agent: AgentAdapter): Promise<StoredRun> {
-    const { input, id } = live;
+  /** Runs the steps under the run's wall-clock limit, then records how the run ended. */
+  private async execute(live: LiveRun): Promise<StoredRun> {
+    const { input } = live;
     const wallClock = setTimeout(() => {
       live.timedOut = true;
       void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
       live.agentProcess?.kill('SIGTERM');
     }, input.limits.timeoutSec * 1000);
     live.disposables.add(toDisposable(() => clearTimeout(wallClock)));
-    let failure: ErrorInfo | undefined;
-    try {
-      await this.transition(live, 'preparing', 'reading project');
-      const snapshot = await snapshotProject(input.projectDir);
-      if (snapshot.excluded.length) {
-        await live.audit.append('excluded_files', { files: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })) });
-      }
-      await this.update(live, { excluded: snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason })), phase: 'preparing image' } as Partial<StoredRun>);
-      this.throwIfStopped(live);
-
-      const image = await this.deps.image(
-        agent.imageVariant,
-        (p) => {
-          if (p.phase === 'build') this.updateLater(live, { phase: `building image: ${p.message}`.slice(0, 200) } as Partial<StoredRun>);
-        },
-        input.isolation,
-      );
-      await this.update(live, { phase: 'starting sandbox' } as Partial<StoredRun>);
-      const manager = await this.deps.sandboxes(input.isolation);
-      const sandbox = await manager.create({
-        runId: id,
-        image,
-        limits: this.deps.limits ?? DEFAULT_LIMITS,
-        network: input.network === 'open' ? 'open' : 'none',
-      });
-      live.sandbox = sandbox;
-      // Published preview ports close with the run.
-      live.previews = live.disposables.add(new PreviewPorts(sandbox.channel));
-      live.disposables.add(
-        live.previews.onDidChange((e) => {
-          if (e.type === 'published') live.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
-        }),
-      );
-      const accel = vmAccelOf(sandbox.info);
-      await this.update(live, (r) => ({ ...r, isolation: { ...r.isolation, image, sandboxId: sandbox.info.id, ...accel } }));
-      if (accel.accelNote) await this.note(live, `VM accelerator ${accel.accel}: ${accel.accelNote}`);
-      if (input.network === 'none') await live.audit.append('network', { policy: 'none' });
-      this.throwIfStopped(live);
-
-      await this.update(live, { phase: 'copying project' } as Partial<StoredRun>);
-      // The agent starts once the copy is in place; change queries wait for the baseline commit.
-      const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
-      this.throwIfStopped(live);
-
-      // The model proxy appears inside the sandbox on loopback, through the channel (DESIGN.md §4).
-      const grant = this.deps.proxy.issueToken({
-        runId: id,
-        providers: [input.provider],
-        budget: {
-          ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
-          ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
-        },
-      });
-      live.disposables.add(grant);
-      const exposed = await sandbox.channel.exposeHostService(0, () => connect(this.deps.proxyPort, '127.0.0.1'));
-      live.disposables.add(exposed);
-      let networkEnv: Record<string, string> = {};
-      if (input.network !== 'none') {
-        if (!this.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-        const net = await this.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) });
-        live.disposables.add(net);
-        live.network = net;
-        networkEnv = net.env;
-        await live.audit.append('network', { policy: input.network, allow: net.record.allow });
-        if (net.record.warning) live.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
-        live.disposables.add(
-          net.onDidConnect((e) => {
-            this.auditLater(live, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
-            if (!e.allowed) live.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
-          }),
-        );
-      }
-
-      live.disposables.add(
-        await watchChanges(sandbox.channel, (paths) => {
-          this.emitEvent(live, { type: 'file_changed', paths });
-          this.filesEmitter.fire({ runId: id });
-        }),
-      );
-
-      await this.transition(live, 'running', 'agent working');
-      const format = await this.deps.providerFormat(input.provider);
-      const ctx: AgentCommandContext = {
-        task: input.task,
-        model: input.model,
-        providerFormat: format,
-        proxyBaseUrl: `http://127.0.0.1:${exposed.port}`,
-        token: grant.token,
-        approval: input.approval,
-        ...(input.customCommand ? { customCommand: input.customCommand } : {}),
-      };
-      const command = agent.command(ctx);
-      const env = { ...proxyEnvFor(exposed.port, grant.token), ...networkEnv, ...command.env };
-      live.commandEnv = commandEnv(env);
-      live.tokenBytes = Buffer.from(grant.token);
-      // An agent that fails (budget, timeout, crash) still leaves its diff so far for review.
-      const agentFailure = await this.runAgent(live, agent, command.argv, env, command.cwd).then(
-        () => undefined,
-        (err: unknown) => err,
-      );
-
-      await this.transition(live, 'collecting', 'collecting the result');
-      const result = await collectResult(sandbox.channel, {
-        baselineCommit: hydrated.baselineCommit,
-        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
-        manifest: hydrated.manifest,
-      });
-      const paths = this.deps.store.paths(id);
-      await mkdir(paths.artifacts, { recursive: true });
-      await writeFile(paths.patch, result.patch);
-      await writeFile(path.join(paths.artifacts, 'baseline.json'), JSON.stringify(result.baseline));
-      await writeFile(path.join(paths.artifacts, 'changes.json'), JSON.stringify(result.changes));
-      if (result.changes.length) {
-        await live.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
-      }
-      await this.update(live, {
-        changedFiles: result.changes.map(toChangedFile),
-        patchPath: paths.patch,
-        baseline: { commit: result.baseline.commit, ...(result.baseline.headCommit ? { headCommit: result.baseline.headCommit } : {}) },
-      } as Partial<StoredRun>);
-      if (agentFailure) throw agentFailure;
-    } catch (err) {
-      failure = toErrorInfo(err);
-      if (!(err instanceof AirlockError)) {
-        failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
-        // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
-        if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${id}: ${(err as Error).stack ?? String(err)}\n`);
-      }
-      await live.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
-    } finally {
-      live.disposables.dispose();
-    }
-    return this.finish(live, failure);
+    const { failure, wipe } = await runSteps(this.host, live);
+    return this.settle(live, failure, wipe);
   }
 
   /** Starts the agent in the sandbox and pumps its output into events until it exits. */
-  private async runAgent(live: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
+  private async runAgent(live: LiveRun, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
+    const { agent } = live;
     const sandbox = live.sandbox as Sandbox;
     const parser = agent.createParser();
     const proc = sandbox.channel.spawn({ argv, cwd, env });
@@ -515,45 +319,39 @@ export class RunService implements Disposable {
     }
   }
 
-  private onAgentEvent(live: LiveRun, event: AgentEvent): void {
+  /**
+   * One event of the run. `observed` is true only for the host's own account of a command it ran
+   * (host-run commands); the same event types from the agent's output are claims.
+   */
+  private onAgentEvent(live: LiveRun, event: AgentEvent, observed = false): void {
+    const source = observed ? 'observed' : 'claimed';
     switch (event.type) {
       case 'command_request':
-        // Protocol, not history: the command's own events follow.
-        void this.runHostCommand(live, event);
+        // Protocol, not history: the command's own events follow, as the host observed them.
+        void runHostCommand(live, event, (e) => this.onAgentEvent(live, e, true));
         return;
       case 'command_started': {
-        live.commands.set(event.id, { command: event.command, cwd: event.cwd, hash: createHash('sha256'), bytes: 0 });
+        live.commands.started(source, event.id, event.command, event.cwd);
         live.terminal.write(`\r\n\x1b[1m$ ${event.command.slice(0, MAX_TERMINAL_ECHO)}\x1b[0m\r\n`);
         break;
       }
       case 'command_output': {
         // Bytes from the parser, never decoded here; the UI's run terminal converts bare newlines.
         const bytes = commandOutputBytes(event);
-        const c = live.commands.get(event.id);
-        c?.hash.update(bytes);
-        if (c) c.bytes += bytes.length;
+        live.commands.output(source, event.id, bytes);
         live.terminal.write(bytes);
         break;
       }
       case 'command_exited': {
-        const c = live.commands.get(event.id);
-        live.commands.delete(event.id);
-        this.auditLater(live, 'command', {
-          id: event.id,
-          command: c?.command ?? '',
-          cwd: c?.cwd ?? '/workspace',
-          exitCode: event.exitCode,
-          durationMs: event.durationMs,
-          timedOut: event.timedOut,
-          outputBytes: event.outputBytes ?? c?.bytes ?? 0,
-          outputSha256: (c?.hash ?? createHash('sha256')).digest('hex'),
-        });
+        // Only what the host ran and saw is a `command` record; the agent's own word is a claim.
+        const record = live.commands.exited(source, event);
+        this.auditLater(live, record.type, record.data);
         if (event.timedOut) live.terminal.write(`\r\n[airlock: command timed out]\r\n`);
         break;
       }
       case 'approval_request': {
         live.pendingApprovals.set(event.id, event.command);
-        this.updateLater(live, { pendingApproval: { requestId: event.id, command: event.command, requestedAt: new Date().toISOString() } } as Partial<StoredRun>);
+        this.updateLater(live, { pendingApproval: { requestId: event.id, command: event.command, requestedAt: new Date().toISOString() } });
         this.deps.notify?.({ runId: live.id, title: 'Airlock: approval needed', body: event.command.slice(0, 200) });
         break;
       }
@@ -571,85 +369,6 @@ export class RunService implements Disposable {
     this.emitEvent(live, event);
   }
 
-  /**
-   * Runs a command for the agent through the channel (host-run commands): its output reaches the
-   * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent
-   * gets what the model should see (head and tail) as a command_result line.
-   */
-  private async runHostCommand(live: LiveRun, req: AgentEventOf<'command_request'>): Promise<void> {
-    const started = Date.now();
-    this.onAgentEvent(live, { type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
-    const capture = new OutputCapture(req.capBytes);
-    const carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
-    // A command can read the agent's environment (same user): the token never reaches the log, even
-    // cut across batches. Redaction comes before the cut at characters (the token is ASCII).
-    const secrets = live.tokenBytes ? [live.tokenBytes] : [];
-    const redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
-    const emitOutput = (stream: 'stdout' | 'stderr', bytes: Buffer) => this.onAgentEvent(live, commandOutputEvent(req.id, stream, bytes));
-    // Frames are gathered for a few ms (or 256 KB) per stream and handed on together, uncopied: the
-    // channel delivers a flood in frames of a few KB, and the terminal log takes a tick's worth as one writev.
-    const waiting: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
-    let waitingBytes = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const flush = () => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      waitingBytes = 0;
-      for (const stream of ['stdout', 'stderr'] as const) {
-        const parts = waiting[stream].splice(0);
-        if (!parts.length) continue;
-        for (const part of parts) {
-          const whole = carry[stream].cut(redactor[stream].push(part));
-          if (whole.length) emitOutput(stream, whole);
-        }
-      }
-    };
-    const onOutput = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
-      capture.add(chunk);
-      // The other stream's output goes first, so the two stay in order.
-      if (waiting[stream === 'stdout' ? 'stderr' : 'stdout'].length) flush();
-      waiting[stream].push(chunk);
-      waitingBytes += chunk.length;
-      if (waitingBytes >= 256 * 1024) flush();
-      else timer ??= setTimeout(flush, 4);
-    };
-    let exitCode: number | null = null;
-    let timedOut = false;
-    let failure: string | undefined;
-    const sandbox = live.sandbox;
-    if (!sandbox || !live.agentProcess) failure = 'the run is ending';
-    else {
-      try {
-        const proc = sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: live.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
-        live.hostCommands.add(proc);
-        const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
-        try {
-          const exit = await proc.exited;
-          exitCode = exit.exitCode;
-          timedOut = exit.timedOut;
-        } finally {
-          for (const d of subs) d.dispose();
-          live.hostCommands.delete(proc);
-        }
-      } catch (err) {
-        failure = (err as Error).message;
-      }
-    }
-    flush();
-    for (const stream of ['stdout', 'stderr'] as const) {
-      const tail = carry[stream].cut(redactor[stream].end());
-      if (tail.length) emitOutput(stream, tail);
-      const rest = carry[stream].rest();
-      if (rest) emitOutput(stream, rest);
-    }
-    const durationMs = Date.now() - started;
-    const outputBytes = capture.bytes;
-    this.onAgentEvent(live, { type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
-    if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
-    const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
-    live.agentProcess?.write(`${JSON.stringify(result)}\n`);
-  }
-
   private onModelCall(e: ModelCallEvent): void {
     const live = this.live.get(e.runId);
     if (!live) return;
@@ -660,30 +379,17 @@ export class RunService implements Disposable {
       latencyMs: Math.round(e.latencyMs),
       inputTokens: e.inputTokens,
       outputTokens: e.outputTokens,
+      cacheReadTokens: e.cacheReadTokens,
+      cacheWriteTokens: e.cacheWriteTokens,
       ...(e.costUsd !== undefined ? { costUsd: e.costUsd } : {}),
       stream: e.stream,
     });
     const usage = this.deps.proxy.usage(e.runId);
-    this.updateLater(live, { usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(usage.costUsd !== undefined ? { costUsd: usage.costUsd } : {}), modelCalls: usage.requests } });
+    this.updateLater(live, { usage });
   }
 
-  /** Final state, wipe (always) and its verification. */
-  private async finish(live: LiveRun, failure: ErrorInfo | undefined): Promise<StoredRun> {
-    await this.transition(live, 'wiping', 'wiping the sandbox');
-    let wipe: StoredRun['wipe'];
-    if (live.sandbox) {
-      try {
-        const proof = await live.sandbox.destroy();
-        wipe = { removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, verifiedAt: proof.verifiedAt };
-        await live.audit.append('wipe', { ...wipe, verified: proof.leftovers.length === 0 });
-        if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
-      } catch (err) {
-        const info = toErrorInfo(err);
-        failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
-        await live.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` });
-      }
-    }
-    this.deps.proxy.revokeRun(live.id);
+  /** After the wipe: the final status, the sealed audit log and the final record. */
+  private async settle(live: LiveRun, failure: ErrorInfo | undefined, wipe: StoredRun['wipe']): Promise<StoredRun> {
     live.terminal.exit(null);
     await live.terminal.flush();
     await this.deps.store.flushEvents(live.id);
@@ -691,7 +397,7 @@ export class RunService implements Disposable {
     await live.audit.append('lifecycle', { from: live.status, to: status, ...(failure ? { reason: failure.message } : {}) });
     await live.audit.seal();
     live.status = status;
-    const record = (await this.deps.store.update(live.id, {
+    const record = await this.deps.store.update(live.id, {
       status,
       phase: undefined,
       pendingApproval: undefined,
@@ -700,16 +406,11 @@ export class RunService implements Disposable {
       ...(live.summary ? { summary: live.summary } : {}),
       ...(wipe ? { wipe } : {}),
       audit: { count: live.audit.count, head: live.audit.head },
-    } as Partial<StoredRun>)) as StoredRun;
+    });
     this.emitEvent(live, { type: 'status', status, ...(failure ? { error: failure } : {}) });
     await this.deps.store.flushEvents(live.id);
     this.statusEmitter.fire(record);
     return record;
-  }
-
-  private throwIfStopped(live: LiveRun): void {
-    if (live.cancelRequested) throw new AirlockError('CANCELLED', 'The run was cancelled.');
-    if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s).`);
   }
 
   private async transition(live: LiveRun, to: RunStatus, phase?: string): Promise<void> {
@@ -720,12 +421,12 @@ export class RunService implements Disposable {
       status: to,
       ...(phase ? { phase } : {}),
       ...(to === 'running' ? { startedAt: new Date().toISOString() } : {}),
-    } as Partial<StoredRun>);
+    });
     this.emitEvent(live, { type: 'status', status: to, ...(phase ? { phase } : {}) });
   }
 
-  private async update(live: LiveRun, patch: Partial<StoredRun> | ((r: StoredRun) => StoredRun)): Promise<void> {
-    const record = (await this.deps.store.update(live.id, patch as Partial<StoredRun>)) as StoredRun;
+  private async update(live: LiveRun, patch: RunUpdate): Promise<void> {
+    const record = await this.deps.store.update(live.id, patch);
     this.statusEmitter.fire(record);
   }
 
@@ -735,7 +436,7 @@ export class RunService implements Disposable {
   }
 
   /** Updates without waiting (event handlers); a failed write is retried by the next update. */
-  private updateLater(live: LiveRun, patch: Partial<StoredRun>): void {
+  private updateLater(live: LiveRun, patch: RunUpdate): void {
     this.update(live, patch).catch(() => undefined);
   }
 
@@ -751,11 +452,3 @@ export class RunService implements Disposable {
   }
 }
 
-/** A VM sandbox's accelerator and why, and how it started (QemuSandboxInfo), for the run record; nothing for containers. */
-function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string; vmStartedFrom?: 'snapshot' | 'boot' } {
-  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown; startedFrom?: unknown };
-  if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
-  const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
-  const from = i.startedFrom === 'snapshot' || i.startedFrom === 'boot' ? i.startedFrom : undefined;
-  return { accel: i.accel, ...(note ? { accelNote: note } : {}), ...(from ? { vmStartedFrom: from } : {}) };
-}

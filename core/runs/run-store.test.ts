@@ -1,8 +1,10 @@
 import { appendFile, mkdir, mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { newRunId, type RunRecordInput } from './run-record';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { newRunId } from '../../contracts/ids';
+import { RunRecord } from '../../contracts/runs';
+import { toRunRecordView, toRunSummary, type StoredRunInput } from './run-record';
 import { RunStore } from './run-store';
 
 let home: string;
@@ -17,7 +19,7 @@ afterEach(async () => {
   await rm(home, { recursive: true, force: true });
 });
 
-function input(id: string, createdAt: string, extra: Partial<RunRecordInput> = {}): RunRecordInput {
+function input(id: string, createdAt: string, extra: Partial<StoredRunInput> = {}): StoredRunInput {
   return {
     id,
     task: 'fix the bug',
@@ -28,7 +30,7 @@ function input(id: string, createdAt: string, extra: Partial<RunRecordInput> = {
     status: 'queued',
     createdAt,
     updatedAt: createdAt,
-    isolation: { kind: 'docker', network: 'none' },
+    isolation: 'container', network: 'none', sandbox: { driver: 'docker' },
     ...extra,
   };
 }
@@ -37,7 +39,7 @@ describe('RunStore', () => {
   it('creates, reads, updates and fills defaults', async () => {
     const id = newRunId();
     const created = await store.create(input(id, '2026-01-01T00:00:00.000Z'));
-    expect(created.usage).toEqual({ inputTokens: 0, outputTokens: 0, modelCalls: 0 });
+    expect(created.usage).toEqual({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 });
     expect(created.changedFiles).toEqual([]);
     const updated = await store.update(id, { status: 'running', startedAt: '2026-01-01T00:00:01.000Z' });
     expect(updated.status).toBe('running');
@@ -50,15 +52,47 @@ describe('RunStore', () => {
 
   it('keeps unknown fields of newer records', async () => {
     const id = newRunId();
-    await store.create({ ...input(id, '2026-01-01T00:00:00.000Z'), futureField: { x: 1 } } as RunRecordInput);
+    await store.create({ ...input(id, '2026-01-01T00:00:00.000Z'), futureField: { x: 1 } } as StoredRunInput);
     expect((await store.get(id)) as Record<string, unknown>).toMatchObject({ futureField: { x: 1 } });
+  });
+
+  it('reads a record written before the schema followed the contract, and serves it in the contract\'s shape', async () => {
+    const id = newRunId();
+    const legacy = {
+      id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', approval: 'auto',
+      createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', endedAt: '2026-01-01T00:01:00.000Z',
+      isolation: { kind: 'qemu', network: 'none', image: 'airlock-sandbox:abc', sandboxId: 'vm-1' },
+      limits: { timeoutSec: 600 },
+      usage: { inputTokens: 10, outputTokens: 5, costUsd: 0.01, modelCalls: 2 },
+      changedFiles: [{ path: 'a.ts', kind: 'modified', binary: false, additions: 1, deletions: 0 }],
+      excluded: [{ path: '.env', reason: 'environment file' }],
+      wipe: { removed: ['vm-1'], leftovers: [], durationMs: 40, verifiedAt: '2026-01-01T00:01:01.000Z' },
+    };
+    await mkdir(store.paths(id).dir, { recursive: true });
+    await writeFile(store.paths(id).record, JSON.stringify(legacy));
+    const run = await store.get(id);
+    expect(run).toMatchObject({
+      isolation: 'vm', network: 'none', sandbox: { driver: 'qemu', image: 'airlock-sandbox:abc', id: 'vm-1' },
+      usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 2 },
+      changedFiles: [{ path: 'a.ts', status: 'modified', binary: false, additions: 1, deletions: 0 }],
+      excludedFiles: [{ path: '.env', reason: 'environment file' }],
+      wipe: { verified: true, removed: ['vm-1'], leftovers: [], at: '2026-01-01T00:01:01.000Z' },
+      startedAt: null,
+    });
+    const view = toRunRecordView(run);
+    expect(RunRecord.parse(view)).toEqual(view);
+    expect(view).toMatchObject({ changedFiles: 1, isolation: 'vm', usage: { requests: 2 } });
+    // Host-only fields stay on the host.
+    expect(view).not.toHaveProperty('sandbox');
+    expect(view).not.toHaveProperty('owner');
+    expect(toRunSummary(run)).not.toHaveProperty('excludedFiles');
   });
 
   it('serialises concurrent updates to one run', async () => {
     const id = newRunId();
     await store.create(input(id, '2026-01-01T00:00:00.000Z'));
-    await Promise.all(Array.from({ length: 20 }, () => store.update(id, (r) => ({ ...r, usage: { ...r.usage, modelCalls: r.usage.modelCalls + 1 } }))));
-    expect((await store.get(id)).usage.modelCalls).toBe(20);
+    await Promise.all(Array.from({ length: 20 }, () => store.update(id, (r) => ({ ...r, usage: { ...r.usage, requests: r.usage.requests + 1 } }))));
+    expect((await store.get(id)).usage.requests).toBe(20);
   });
 
   it('rejects a duplicate id, a bad record, a bad id, and reports a missing run', async () => {
@@ -125,6 +159,28 @@ describe('RunStore events', () => {
     expect(seen[101]).toEqual({ type: 'usage', inputTokens: 1, outputTokens: 2 });
   });
 
+  // Issue 12, attack 3: events come from the sandbox's output; faster than the disk, they are dropped, not queued without bound.
+  it('queues at most 64 MiB of events for the disk, dropping the rest', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    const data = 'x'.repeat(1000);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      // 100 MB in one go: nothing can reach the disk before the loop ends.
+      for (let i = 0; i < 100_000; i++) store.appendEvents(id, [{ type: 'assistant_text', delta: data }]);
+      await store.flushEvents(id);
+      let n = 0;
+      for await (const _ of store.readEvents(id)) n += 1;
+      expect(n).toBeGreaterThan(60_000);
+      expect(n).toBeLessThan(70_000);
+      await vi.waitFor(() => expect(warnings.some((w) => /faster than they can be written/.test(w))).toBe(true));
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('flushes on the size threshold without an explicit flush', async () => {
     const small = new RunStore({ home, eventFlushBytes: 10, eventFlushMs: 60_000 });
     const id = newRunId();
@@ -181,7 +237,7 @@ describe('RunStore events after an empty flush', () => {
     try {
       const id = newRunId();
       const now = new Date().toISOString();
-      await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'running', createdAt: now, updatedAt: now, isolation: { kind: 'docker', network: 'none' } });
+      await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'running', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
       store.appendEvents(id, [{ seq: 0 }]);
       await store.flushEvents(id);
       for await (const _ of store.readEvents(id)) void _; // a reader flushes an empty buffer

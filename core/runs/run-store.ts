@@ -2,10 +2,10 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } fro
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { AirlockError } from '../../contracts/errors';
-import { RunId } from '../../contracts/ids';
+import { RunId, requireRunId } from '../../contracts/ids';
 import { airlockHome } from '../common/paths';
 import type { Disposable } from '../common/disposable';
-import { RunRecord, type RunRecordInput } from './run-record';
+import { StoredRun, upgradeStoredRun, type StoredRunInput } from './run-record';
 
 /** Where one run's files live. */
 export interface RunPaths {
@@ -35,13 +35,13 @@ export interface UnreadableRun {
 
 export interface RunListing {
   /** Newest first. */
-  runs: RunRecord[];
+  runs: StoredRun[];
   /** Folders that are not (or no longer) readable runs; shown, never thrown. */
   unreadable: UnreadableRun[];
 }
 
 /** A partial update, or a function from the current record to the next. */
-export type RunUpdate = Partial<RunRecord> | ((current: RunRecord) => RunRecord);
+export type RunUpdate = Partial<StoredRun> | ((current: StoredRun) => StoredRun);
 
 export interface RunStoreOptions {
   /** Airlock's data directory (default `airlockHome()`); runs go under `<home>/runs`. */
@@ -52,9 +52,14 @@ export interface RunStoreOptions {
   eventFlushMs?: number;
 }
 
+/** Event bytes queued for the disk at most: a producer faster than the disk loses events, not memory. */
+const MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024;
+
 interface EventBuffer {
   lines: string[];
   bytes: number;
+  /** Events dropped because the queue was full (the sandbox can produce events faster than a disk). */
+  dropped?: number;
   timer?: NodeJS.Timeout;
   /** The events file may end in a torn line (crash) — checked before the first append. */
   checkedTail: boolean;
@@ -103,7 +108,7 @@ export class RunStore implements Disposable {
   }
 
   /** Creates the run's folder and record. CONFLICT if the id exists. */
-  async create(input: RunRecordInput): Promise<RunRecord> {
+  async create(input: StoredRunInput): Promise<StoredRun> {
     const record = parseRecord(input);
     const p = this.paths(record.id);
     await mkdir(this.root, { recursive: true });
@@ -118,14 +123,14 @@ export class RunStore implements Disposable {
   }
 
   /** Reads a run record (falls back to the backup copy if the main one is damaged). NOT_FOUND if absent. */
-  async get(runId: string): Promise<RunRecord> {
+  async get(runId: string): Promise<StoredRun> {
     const result = await this.read(this.paths(runId));
     if ('record' in result) return result.record;
     throw new AirlockError(result.missing ? 'NOT_FOUND' : 'INTERNAL', result.missing ? `No run ${runId}. 'airlock runs' lists the runs.` : `Run ${runId} is unreadable: ${result.reason}.`);
   }
 
   /** Applies a partial update (or a function) to a record and writes it atomically; `updatedAt` is set. */
-  async update(runId: string, patch: RunUpdate): Promise<RunRecord> {
+  async update(runId: string, patch: RunUpdate): Promise<StoredRun> {
     const p = this.paths(runId);
     return this.withLock(runId, async () => {
       const current = await this.get(runId);
@@ -145,7 +150,7 @@ export class RunStore implements Disposable {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
       throw err;
     }
-    const runs: RunRecord[] = [];
+    const runs: StoredRun[] = [];
     const unreadable: UnreadableRun[] = [];
     await Promise.all(
       names.map(async (name) => {
@@ -193,6 +198,11 @@ export class RunStore implements Disposable {
       this.buffers.set(runId, buffer);
     }
     for (const event of events) {
+      if (buffer.bytes >= MAX_QUEUED_EVENT_BYTES) {
+        if (!buffer.dropped) process.emitWarning(`airlock: run ${runId} produces events faster than they can be written; some are dropped from its event log`);
+        buffer.dropped = (buffer.dropped ?? 0) + 1;
+        continue;
+      }
       const line = `${JSON.stringify(event)}\n`;
       buffer.lines.push(line);
       buffer.bytes += line.length;
@@ -323,15 +333,15 @@ export class RunStore implements Disposable {
     void this.flushAll().catch(() => undefined);
   }
 
-  private async read(p: RunPaths): Promise<{ record: RunRecord } | { missing: boolean; reason: string }> {
+  private async read(p: RunPaths): Promise<{ record: StoredRun } | { missing: boolean; reason: string }> {
     const main = await readJson(p.record);
     if (main.ok) {
-      const parsed = RunRecord.safeParse(main.value);
+      const parsed = StoredRun.safeParse(upgradeStoredRun(main.value));
       if (parsed.success) return { record: parsed.data };
     }
     const backup = await readJson(p.recordBackup);
     if (backup.ok) {
-      const parsed = RunRecord.safeParse(backup.value);
+      const parsed = StoredRun.safeParse(upgradeStoredRun(backup.value));
       if (parsed.success) return { record: parsed.data };
     }
     if (!main.ok && main.missing && !backup.ok && backup.missing) {
@@ -341,7 +351,7 @@ export class RunStore implements Disposable {
     return { missing: false, reason: main.ok ? 'run.json does not match the run record schema' : 'run.json is damaged (not valid JSON) and no usable backup' };
   }
 
-  private async writeRecord(p: RunPaths, record: RunRecord): Promise<void> {
+  private async writeRecord(p: RunPaths, record: StoredRun): Promise<void> {
     const tmp = `${p.record}.tmp-${process.pid}-${Math.random().toString(16).slice(2)}`;
     const handle = await open(tmp, 'w');
     try {
@@ -365,14 +375,10 @@ export class RunStore implements Disposable {
   }
 }
 
-function checkRunId(runId: string): string {
-  const parsed = RunId.safeParse(runId);
-  if (!parsed.success) throw new AirlockError('INVALID_INPUT', `'${runId}' is not a run id (expected r-<time>-<8 hex>, as 'airlock runs' shows).`);
-  return parsed.data;
-}
+const checkRunId = requireRunId;
 
-function parseRecord(input: unknown): RunRecord {
-  const parsed = RunRecord.safeParse(input);
+function parseRecord(input: unknown): StoredRun {
+  const parsed = StoredRun.safeParse(upgradeStoredRun(input));
   if (!parsed.success) {
     const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ');
     throw new AirlockError('INVALID_INPUT', `Invalid run record: ${detail}`);

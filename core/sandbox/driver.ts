@@ -39,7 +39,7 @@ export interface SandboxInfo {
   owner?: string;
 }
 
-/** A byte stream to the in-sandbox helper (DESIGN.md §4). */
+/** A byte stream to the in-sandbox helper (docs/architecture.md §4). */
 export interface ChannelStream {
   readable: NodeJS.ReadableStream;
   writable: NodeJS.WritableStream;

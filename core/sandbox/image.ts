@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readFile, readdir } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
+import { resourcePaths } from '../common/resources';
 import { BuildProgressParser } from './build-progress';
 import { connectEngine, engineConnectError, type Engine } from './docker/engine';
 import type { ImageProgress } from './driver';
@@ -13,9 +13,9 @@ import { defaultPayload, normalizePayloadPath, type PayloadProvider, type Sandbo
 
 export const IMAGE_REPOSITORY = 'airlock-sandbox';
 
-/** Where the Dockerfiles live; a packaged app passes its own resources directory. */
+/** Where the Dockerfiles live (see core/common/resources.ts). */
 export function defaultResourcesDir(): string {
-  return fileURLToPath(new URL('../../resources/sandbox/', import.meta.url));
+  return resourcePaths().sandboxDir;
 }
 
 export interface EnsureImageOptions {

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
-import { buildAgentBundle } from '../agents/agent-bundle';
-import { buildHelperBundle } from '../channel/helper-bundle';
+import { loadAgentBundle } from '../agents/agent-bundle';
+import { loadHelperBundle } from '../channel/helper-bundle';
 
 /** Files copied into the image under /opt/airlock (paths relative to it), and their content hash. */
 export interface SandboxPayload {
@@ -12,7 +12,7 @@ export type PayloadProvider = () => Promise<SandboxPayload>;
 
 /** The helper (at /opt/airlock) plus the built-in agent (at /opt/airlock/agent). */
 export async function defaultPayload(): Promise<SandboxPayload> {
-  const [helper, agent] = await Promise.all([buildHelperBundle(), buildAgentBundle()]);
+  const [helper, agent] = await Promise.all([loadHelperBundle(), loadAgentBundle()]);
   return mergePayloads({ '': helper, agent });
 }
 

@@ -2,9 +2,7 @@ import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSyn
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { applyResult, exportPatch } from './apply';
-import { collectResult, type RunResult } from './changes';
-import { splitPatch } from './patch-sections';
-import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalSandbox } from './testing/fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from './testing/fixtures';
 
 afterAll(cleanupTemps);
 
@@ -34,15 +32,15 @@ function agentEdits(sb: LocalSandbox) {
   writeFileSync(sb.at('img/new.bin'), Buffer.from([0, 9, 8, 0]));
 }
 
-async function runOn(project: string): Promise<RunResult> {
+async function runOn(project: string): Promise<LocalResult> {
   const sb = await localSandbox(project);
   agentEdits(sb);
-  return collectResult(sb.shell, {
-    layout: sb.layout,
-    baselineCommit: sb.hydrated.baselineCommit,
-    ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}),
-    manifest: sb.hydrated.manifest,
-  });
+  return collectLocal(sb);
+}
+
+/** What a reviewer applies: the stored result, its store, and the digest of what they read. */
+function reviewed(r: LocalResult) {
+  return { repo: r.repo, result: r.result, patch: r.patch, reviewedSha256: r.result.patchSha256 };
 }
 
 function read(dir: string, rel: string) {
@@ -67,7 +65,7 @@ describe('applyResult (working tree)', () => {
   it('applies deletions, additions, renames, binary, mode and symlink changes to an unchanged project', async () => {
     const dir = gitRepo(PROJECT);
     const result = await runOn(dir);
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
     expect(out.conflicts).toEqual([]);
     expect(out.applied.sort()).toEqual(['current', 'docs/delete-me.md', 'img/new.bin', 'img/pic.bin', 'bin/tool.sh', 'src/added.ts', 'src/app.ts', 'src/conflict.ts', 'src/renamed.ts'].sort());
     expectAgentResult(dir);
@@ -82,7 +80,7 @@ describe('applyResult (working tree)', () => {
     writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
     writeFileSync(path.join(dir, 'src/app.ts'), PROJECT['src/app.ts'].replace('line 1\n', 'line 1 (user)\n'));
     writeFileSync(path.join(dir, 'img/pic.bin'), Buffer.from([1, 0, 1]));
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
     expect(out.conflicts.map((c) => c.path).sort()).toEqual(['img/pic.bin', 'src/conflict.ts']);
     for (const c of out.conflicts) expect(c.reason).toMatch(/since the run started/);
     expect(read(dir, 'src/conflict.ts').toString()).toBe('export const value = 3; // user\n');
@@ -100,7 +98,7 @@ describe('applyResult (working tree)', () => {
     const result = await runOn(dir);
     writeFileSync(path.join(dir, 'docs/delete-me.md'), 'still needed!\n');
     writeFileSync(path.join(dir, 'src/added.ts'), 'user version\n');
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
     expect(out.conflicts.map((c) => c.path).sort()).toEqual(['docs/delete-me.md', 'src/added.ts']);
     expect(read(dir, 'docs/delete-me.md').toString()).toBe('still needed!\n');
     expect(read(dir, 'src/added.ts').toString()).toBe('user version\n');
@@ -109,12 +107,12 @@ describe('applyResult (working tree)', () => {
   it('applies only the selected files', async () => {
     const dir = gitRepo(PROJECT);
     const result = await runOn(dir);
-    const out = await applyResult({ projectDir: dir, patch: result.patch, files: ['src/renamed.ts', 'img/new.bin'], mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), files: ['src/renamed.ts', 'img/new.bin'], mode: 'working-tree' });
     expect(out.applied.sort()).toEqual(['img/new.bin', 'src/renamed.ts']);
     expect(existsSync(path.join(dir, 'src/renamed.ts'))).toBe(true);
     expect(existsSync(path.join(dir, 'src/rename-me.ts'))).toBe(false);
     expect(read(dir, 'src/app.ts').toString()).toBe(PROJECT['src/app.ts']);
-    await expect(applyResult({ projectDir: dir, patch: result.patch, files: ['nope.txt'], mode: 'working-tree', baseline: result.baseline })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+    await expect(applyResult({ projectDir: dir, ...reviewed(result), files: ['nope.txt'], mode: 'working-tree' })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
   });
 
   it('works on a non-git project, and refuses branch mode there with a clear error', async () => {
@@ -122,12 +120,12 @@ describe('applyResult (working tree)', () => {
     writeTree(dir, PROJECT);
     const result = await runOn(dir);
     const before = fingerprint(dir);
-    await expect(applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', baseline: result.baseline })).rejects.toMatchObject({
+    await expect(applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch' })).rejects.toMatchObject({
       kind: 'INVALID_INPUT',
       message: expect.stringMatching(/not the top folder of a git repository.*working tree/),
     });
     expect(fingerprint(dir)).toBe(before);
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
     expect(out.conflicts).toEqual([]);
     expectAgentResult(dir);
   });
@@ -139,19 +137,13 @@ describe('applyResult (working tree)', () => {
     const sb = await localSandbox(dir);
     mkdirSync(sb.at('data'));
     writeFileSync(sb.at('data/out.txt'), 'agent\n');
-    const result = await collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit });
+    const result = await collectLocal(sb);
     symlinkSync(outside, path.join(dir, 'data'));
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
     expect(out.conflicts).toEqual([{ path: 'data/out.txt', reason: expect.stringMatching(/symlink/) }]);
     expect(existsSync(path.join(outside, 'out.txt'))).toBe(false);
   });
 
-  it('rejects patches naming paths outside the project', () => {
-    const evil = Buffer.from('diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n');
-    expect(() => splitPatch(evil)).toThrow(/unsafe path/);
-    const gitPath = Buffer.from('diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+x\n');
-    expect(() => splitPatch(gitPath)).toThrow(/unsafe path/);
-  });
 });
 
 describe('applyResult (branch)', () => {
@@ -168,7 +160,7 @@ describe('applyResult (branch)', () => {
     const filesBefore = fingerprint(dir, { skipGit: true });
     const treeBefore = git(dir, ['ls-files', '-s']);
 
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/test-run', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/test-run' });
     expect(out.conflicts).toEqual([]);
     expect(out.branch).toBe('airlock/test-run');
     expect(git(dir, ['rev-parse', 'airlock/test-run']).trim()).toBe(out.commit);
@@ -198,14 +190,14 @@ describe('applyResult (branch)', () => {
     // After the run started, the user commits an overlapping edit on their branch.
     writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
     git(dir, ['commit', '-qam', 'user edit']);
-    const out = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/from-start', baseline: result.baseline });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/from-start' });
     // The branch starts at the run's start commit, where the file is still the baseline: no conflict.
-    expect(git(dir, ['rev-parse', `${out.commit}^`]).trim()).toBe(result.baseline.headCommit);
+    expect(git(dir, ['rev-parse', `${out.commit}^`]).trim()).toBe(result.result.headCommit);
     expect(out.conflicts).toEqual([]);
-    await expect(applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/from-start', baseline: result.baseline })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/from-start' })).rejects.toMatchObject({ kind: 'CONFLICT' });
     // Without a recorded start commit, it builds on HEAD and the overlapping file is refused.
-    const { headCommit: _omit, ...noStart } = result.baseline;
-    const out2 = await applyResult({ projectDir: dir, patch: result.patch, mode: 'branch', branch: 'airlock/on-head', baseline: noStart });
+    const { headCommit: _omit, ...noStart } = result.result;
+    const out2 = await applyResult({ projectDir: dir, ...reviewed(result), result: noStart, mode: 'branch', branch: 'airlock/on-head' });
     expect(out2.conflicts.map((c) => c.path)).toEqual(['src/conflict.ts']);
     expect(git(dir, ['show', 'airlock/on-head:src/conflict.ts'])).toBe('export const value = 3; // user\n');
   });
@@ -216,10 +208,10 @@ describe('exportPatch', () => {
     const dir = gitRepo(PROJECT);
     const result = await runOn(dir);
     const out = path.join(tempDir(), 'result.patch');
-    const all = await exportPatch({ patch: result.patch, file: out });
+    const all = await exportPatch({ patch: result.patch, result: result.result, file: out });
     expect(all.bytes).toBe(result.patch.length);
-    await expect(exportPatch({ patch: result.patch, file: out })).rejects.toMatchObject({ kind: 'CONFLICT' });
-    const part = await exportPatch({ patch: result.patch, file: `${out}.part`, files: ['src/added.ts', 'img/pic.bin'] });
+    await expect(exportPatch({ patch: result.patch, result: result.result, file: out })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    const part = await exportPatch({ patch: result.patch, result: result.result, file: `${out}.part`, files: ['src/added.ts', 'img/pic.bin'] });
     expect(part.paths.sort()).toEqual(['img/pic.bin', 'src/added.ts']);
     git(dir, ['apply', '--check', `${out}.part`]);
     git(dir, ['apply', '--check', out]);

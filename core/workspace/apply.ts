@@ -1,26 +1,35 @@
-import { spawn } from 'node:child_process';
-import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, realpath, rename, rm, rmdir, symlink, unlink, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, readlink, realpath, rename, rm, rmdir, symlink, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
-import type { ApplyBaseline } from './changes';
-import { blobOid } from './git-objects';
-import { selectSections, splitPatch, type PatchSection } from './patch-sections';
+import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from './collect';
+import { ZERO_OID } from './git-objects';
+import { hostGit, hostGitOk } from './host-git';
+import type { HostRepo } from './host-repo';
+import { foldCollisions, foldName, unsafePathReason } from './result-paths';
 import { gitTopLevel } from './snapshot';
 
 export interface ApplyOptions {
   projectDir: string;
-  /** The run's final patch (`finalPatch` / `collectResult`). */
+  /** The run's host object store (base and result blobs). */
+  repo: HostRepo;
+  /** The result as collected (host-derived). */
+  result: StoredResult;
+  /** The stored result patch (`result.patchSha256` is checked against it). */
   patch: Buffer;
   /** Apply only these paths (new or old name of a rename); default all. */
   files?: string[];
+  /**
+   * SHA-256 of the patch the user reviewed: the whole result's or the selection's. Anything else
+   * is refused before the project is touched.
+   */
+  reviewedSha256: string;
   /** `working-tree`: write files into the project. `branch`: new branch + commit, working tree untouched. */
   mode: 'working-tree' | 'branch';
   /** Branch name for `branch` mode (default `airlock/result-<timestamp>`). */
   branch?: string;
   /** Commit message for `branch` mode. */
   message?: string;
-  baseline: ApplyBaseline;
 }
 
 export interface ApplyConflict {
@@ -35,6 +44,8 @@ export interface ApplyOutcome {
   conflicts: ApplyConflict[];
   branch?: string;
   commit?: string;
+  /** SHA-256 of the part of the result patch that was selected (what the apply log records). */
+  patchSha256: string;
 }
 
 type FileState =
@@ -57,7 +68,6 @@ function isBinary(buf: Buffer): boolean {
 }
 
 interface Entry {
-  section: PatchSection;
   /** Where the user's version is read (the old path). */
   src?: string;
   /** Where the result goes (absent for a deletion). */
@@ -70,67 +80,71 @@ interface Entry {
 type Decision = { ok: true; result: FileState } | { ok: false; reason: string };
 
 /**
- * Applies a run's result to the project, all or selected files. Each file is merged three-way
+ * Applies a run's result to the project, all or selected files, from the run's host object store
+ * (never from a scratch tree or sandbox text). Refused before anything is written: a digest that
+ * is not the reviewed patch's, a name outside the result. Each file is merged three-way
  * (baseline → run result, baseline → the project now): clean merges are written, files the user
  * changed in an overlapping way are refused and listed — a user's edit is never overwritten.
- * Deletions, additions, renames, binary files, symlinks and executable bits all survive.
- * `branch` mode commits onto a new branch through a temporary index and never touches the
- * working tree, the index or the current branch.
+ * Names that fold together (letter case, Unicode form) with each other or with the project are
+ * refused, and every folder written into is checked to resolve inside the project. `branch` mode
+ * commits onto a new branch through a temporary index and never touches the working tree, the
+ * index or the current branch.
  */
 export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
   const projectDir = await realpath(path.resolve(opts.projectDir)).catch(() => {
     throw new AirlockError('NOT_FOUND', `Project folder ${opts.projectDir} does not exist; pass the folder the run was made from.`);
   });
-  const sections = selectSections(splitPatch(opts.patch), opts.files);
+  if (opts.mode !== 'working-tree' && opts.mode !== 'branch') throw new AirlockError('INVALID_INPUT', `Unknown apply mode '${String(opts.mode)}'; use 'working-tree' or 'branch'.`);
+  if (sha256(opts.patch) !== opts.result.patchSha256) {
+    throw new AirlockError('INTERNAL', "The run's stored patch no longer matches its collected result; the run folder was altered. Nothing was applied.");
+  }
+  const selected = selectChanges(opts.result, opts.files);
+  const patchSha256 = sha256(sectionsOf(opts.patch, selected));
+  if (opts.reviewedSha256 !== patchSha256 && opts.reviewedSha256 !== opts.result.patchSha256) {
+    throw new AirlockError('CONFLICT', `This is not the result that was reviewed (reviewed ${opts.reviewedSha256.slice(0, 12)}…, result ${opts.result.patchSha256.slice(0, 12)}…); review the run again, then apply. Nothing was applied.`);
+  }
+  for (const c of selected) {
+    for (const p of [c.path, c.oldPath]) {
+      const why = p === undefined ? undefined : unsafePathReason(p);
+      if (why) throw new AirlockError('INVALID_INPUT', `The result names an unsafe path (${p}: ${why}); nothing was applied.`);
+    }
+  }
+  const entries = await entriesOf(opts.repo, selected);
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'airlock-apply-'));
   try {
-    const entries = await reconstruct(scratch, sections, opts.baseline);
-    if (opts.mode === 'branch') return await applyToBranch(projectDir, entries, opts, scratch);
-    if (opts.mode !== 'working-tree') throw new AirlockError('INVALID_INPUT', `Unknown apply mode '${String(opts.mode)}'; use 'working-tree' or 'branch'.`);
-    return await applyToWorkingTree(projectDir, entries, scratch);
+    const outcome = opts.mode === 'branch' ? await applyToBranch(projectDir, entries, opts, scratch) : await applyToWorkingTree(projectDir, entries, scratch);
+    return { ...outcome, patchSha256 };
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
 }
 
-/** Rebuilds base and result of every selected file in a scratch dir: base blobs + `git apply`. */
-async function reconstruct(scratch: string, sections: PatchSection[], baseline: ApplyBaseline): Promise<Entry[]> {
-  const work = path.join(scratch, 'result');
-  const gitDir = path.join(scratch, 'git');
-  await mkdir(work);
-  await git(scratch, ['init', '-q', '--bare', gitDir]);
-  await writeFile(path.join(gitDir, 'info', 'attributes'), '* -text -filter -ident -working-tree-encoding !diff !merge !eol\n');
-  const blobs = new Map(baseline.files.map((f) => [f.path, f]));
-  const bases = new Map<string, FileState>();
-  for (const s of sections) {
-    if (!s.oldPath) continue;
-    const blob = blobs.get(s.oldPath);
-    if (!blob) throw new AirlockError('INVALID_INPUT', `The run's baseline has no copy of ${s.oldPath}; apply needs the baseline saved with the patch (collectResult).`);
-    const content = Buffer.from(blob.content, 'base64');
-    if (blobOid(content) !== blob.oid) throw new AirlockError('INVALID_INPUT', `The saved baseline of ${s.oldPath} is damaged (checksum mismatch); export the patch and apply it by hand.`);
-    const state: FileState = blob.mode === '120000' ? { kind: 'symlink', target: content.toString('utf8') } : { kind: 'file', content, exec: blob.mode === '100755' };
-    bases.set(s.oldPath, state);
-    await writeState(path.join(work, s.oldPath), state);
-  }
-  const patch = Buffer.concat(sections.map((s) => s.text));
-  if (patch.length) {
-    // git apply resolves paths against the cwd: it must run inside the work tree.
-    const res = await git(work, [`--git-dir=${gitDir}`, `--work-tree=${work}`, 'apply', '--whitespace=nowarn', '-'], patch);
-    if (res.code !== 0) {
-      throw new AirlockError('INVALID_INPUT', `The patch does not apply to the run's own baseline (${res.stderr.trim()}); it was changed or belongs to another run.`);
+/** Base and result of every selected file, from the host object store. */
+async function entriesOf(repo: HostRepo, changes: ResultChange[]): Promise<Entry[]> {
+  const blobs = await repo.readBlobs(changes.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID));
+  const state = (oid: string, mode: string | undefined): FileState => {
+    if (oid === ZERO_OID || !mode) return ABSENT;
+    const content = blobs.get(oid) as Buffer;
+    return mode === '120000' ? { kind: 'symlink', target: content.toString('utf8') } : { kind: 'file', content, exec: mode === '100755' };
+  };
+  return changes.map((c) => {
+    const src = c.status === 'added' ? undefined : (c.oldPath ?? c.path);
+    const dst = c.status === 'deleted' ? undefined : c.path;
+    return { ...(src ? { src } : {}), ...(dst ? { dst } : {}), base: state(c.oldOid, c.oldMode), theirs: state(c.newOid, c.newMode) };
+  });
+}
+
+/** Paths of `entries` to refuse because their names fold together (case, Unicode form). */
+function foldedTogether(entries: Entry[]): Map<string, string> {
+  const out = new Map<string, string>();
+  const dsts = entries.map((e) => e.dst).filter((p): p is string => !!p);
+  for (const group of foldCollisions(dsts).values()) {
+    for (const d of dsts) {
+      const clash = group.find((g) => (d === g || d.startsWith(`${g}/`)) );
+      if (clash) out.set(d, `its name folds together with ${group.filter((g) => g !== clash).join(', ') || clash} (letter case or Unicode form): one file on macOS and Windows`);
     }
   }
-  const entries: Entry[] = [];
-  for (const s of sections) {
-    entries.push({
-      section: s,
-      ...(s.oldPath ? { src: s.oldPath } : {}),
-      ...(s.newPath ? { dst: s.newPath } : {}),
-      base: s.oldPath ? (bases.get(s.oldPath) as FileState) : ABSENT,
-      theirs: s.newPath ? await readState(path.join(work, s.newPath)) : ABSENT,
-    });
-  }
-  return entries;
+  return out;
 }
 
 /** Three-way decision for one file; `ours` is the project's version now. */
@@ -153,7 +167,7 @@ async function decide(scratch: string, base: FileState, ours: FileState, theirs:
   const dir = await mkdtemp(path.join(scratch, 'merge-'));
   const [o, b, t] = ['ours', 'base', 'theirs'].map((n) => path.join(dir, n)) as [string, string, string];
   await Promise.all([writeFile(o, ours.content), writeFile(b, base.content), writeFile(t, theirs.content)]);
-  const res = await git(dir, ['merge-file', '-p', '-q', o, b, t]);
+  const res = await hostGit(['merge-file', '-p', '-q', o, b, t], { cwd: dir });
   if (res.code !== 0) return { ok: false, reason: 'edited both in the project since the run started and by the run, and the edits overlap' };
   return { ok: true, result: { kind: 'file', content: res.stdout, exec } };
 }
@@ -165,10 +179,15 @@ interface Plan {
   writes: Map<string, FileState>;
 }
 
-async function plan(entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>): Promise<Plan> {
+async function plan(entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>, refuse: (p: string) => Promise<string | undefined>): Promise<Plan> {
   const out: Plan = { applied: [], conflicts: [], writes: new Map() };
   for (const e of entries) {
     const label = e.dst ?? (e.src as string);
+    const refused = (e.dst && (await refuse(e.dst))) || undefined;
+    if (refused) {
+      out.conflicts.push({ path: label, reason: refused });
+      continue;
+    }
     const oursSrc = e.src ? await ours(e.src) : ABSENT;
     if (e.src && e.dst && e.src !== e.dst) {
       // A rename: the destination must be free (or already hold the result), the source merges.
@@ -202,8 +221,10 @@ async function plan(entries: Entry[], scratch: string, ours: (p: string) => Prom
   return out;
 }
 
-async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch: string): Promise<ApplyOutcome> {
-  const p = await plan(entries, scratch, (rel) => readState(path.join(projectDir, rel)));
+async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
+  const folded = foldedTogether(entries);
+  const refuse = async (rel: string) => folded.get(rel) ?? (await projectNameClash(projectDir, rel));
+  const p = await plan(entries, scratch, (rel) => readState(path.join(projectDir, rel)), refuse);
   const conflicts = [...p.conflicts];
   const failed = new Set<string>();
   // Parents must be real directories inside the project: never write through a symlink.
@@ -222,11 +243,13 @@ async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch:
     const full = path.join(projectDir, rel);
     try {
       if (state.kind === 'absent') {
+        await assertInside(projectDir, path.dirname(full));
         await unlink(full).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT') throw err;
         });
         await pruneEmptyParents(projectDir, rel);
       } else {
+        await makeDirsInside(projectDir, rel);
         await writeStateAtomic(full, state);
       }
     } catch (err) {
@@ -235,6 +258,51 @@ async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch:
     }
   }
   return { applied: p.applied.filter((a) => !failed.has(a)), conflicts };
+}
+
+/**
+ * A name already in the project that one case-insensitive or normalising file system would take
+ * for this path (or one of its folders) while it is spelled differently.
+ */
+async function projectNameClash(projectDir: string, rel: string): Promise<string | undefined> {
+  const parts = rel.split('/');
+  let dir = projectDir;
+  for (let i = 0; i < parts.length; i++) {
+    const name = parts[i] as string;
+    const names = await readdir(dir).catch(() => undefined);
+    if (!names) return undefined;
+    const key = foldName(name);
+    const other = names.find((n) => n !== name && foldName(n) === key);
+    if (other) return `the project has ${[...parts.slice(0, i), other].join('/')}, the same name as ${parts.slice(0, i + 1).join('/')} on case-insensitive or normalising file systems; refusing to write it`;
+    if (!names.includes(name)) return undefined;
+    dir = path.join(dir, name);
+  }
+  return undefined;
+}
+
+/** Throws unless `dir` resolves (symlinks followed) to the project or a folder inside it. */
+async function assertInside(projectDir: string, dir: string): Promise<void> {
+  const real = await realpath(dir).catch(() => undefined);
+  if (real === undefined) return; // does not exist: nothing is written through it
+  if (real !== projectDir && !real.startsWith(projectDir + path.sep)) {
+    throw new AirlockError('INVALID_INPUT', `${path.relative(projectDir, dir)} resolves outside the project (${real}); refusing to write there`);
+  }
+}
+
+/** Creates the folders of `rel` one by one, each checked to be a real folder inside the project. */
+async function makeDirsInside(projectDir: string, rel: string): Promise<void> {
+  const parts = rel.split('/').slice(0, -1);
+  let dir = projectDir;
+  for (const part of parts) {
+    dir = path.join(dir, part);
+    const st = await lstat(dir).catch(() => undefined);
+    if (!st) await mkdir(dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    const now = await lstat(dir);
+    if (now.isSymbolicLink() || !now.isDirectory()) throw new AirlockError('INVALID_INPUT', `${path.relative(projectDir, dir)} is not a folder in the project; refusing to write through it`);
+    await assertInside(projectDir, dir);
+  }
 }
 
 async function parentProblem(projectDir: string, rel: string, writes: Map<string, FileState>): Promise<string | undefined> {
@@ -260,22 +328,24 @@ async function pruneEmptyParents(projectDir: string, rel: string): Promise<void>
   }
 }
 
-async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOptions, scratch: string): Promise<ApplyOutcome> {
+async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOptions, scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
   const top = await gitTopLevel(projectDir);
   if (!top || top !== projectDir) {
     throw new AirlockError('INVALID_INPUT', `${projectDir} is not the top folder of a git repository; branch mode needs one. Apply to the working tree instead.`);
   }
+  const git = (args: string[], input?: Buffer, env: Record<string, string> = {}) => hostGit(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) });
+  const gitOk = async (args: string[], env: Record<string, string> = {}, input?: Buffer) => (await hostGitOk(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) })).toString('utf8');
   const branch = opts.branch ?? `airlock/result-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-')}`;
-  if ((await git(projectDir, ['check-ref-format', '--branch', branch])).code !== 0) {
+  if ((await git(['check-ref-format', '--branch', branch])).code !== 0) {
     throw new AirlockError('INVALID_INPUT', `'${branch}' is not a valid branch name; pick another.`);
   }
-  if ((await git(projectDir, ['rev-parse', '--verify', '-q', `refs/heads/${branch}`])).code === 0) {
+  if ((await git(['rev-parse', '--verify', '-q', `refs/heads/${branch}`])).code === 0) {
     throw new AirlockError('CONFLICT', `Branch '${branch}' already exists; pick another name.`);
   }
-  const startCandidates = [opts.baseline.headCommit, 'HEAD'].filter((c): c is string => !!c);
+  const startCandidates = [opts.result.headCommit, 'HEAD'].filter((c): c is string => !!c);
   let start: string | undefined;
   for (const c of startCandidates) {
-    const r = await git(projectDir, ['rev-parse', '--verify', '-q', `${c}^{commit}`]);
+    const r = await git(['rev-parse', '--verify', '-q', `${c}^{commit}`]);
     if (r.code === 0) {
       start = r.stdout.toString('utf8').trim();
       break;
@@ -283,7 +353,7 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
   }
   if (!start) throw new AirlockError('INVALID_INPUT', 'The repository has no commit to branch from; make a first commit, or apply to the working tree.');
 
-  const tree = await git(projectDir, ['ls-tree', '-r', '-z', '--full-tree', start]);
+  const tree = await git(['ls-tree', '-r', '-z', '--full-tree', start]);
   const listing = new Map<string, { mode: string; oid: string }>();
   for (const rec of tree.stdout.toString('utf8').split('\0')) {
     const m = /^(\d+) (\w+) ([0-9a-f]+)\t(.*)$/s.exec(rec);
@@ -293,10 +363,30 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
     const e = listing.get(rel);
     if (!e) return ABSENT;
     if (e.mode === '160000') return { kind: 'other', what: 'submodule' };
-    const blob = await git(projectDir, ['cat-file', 'blob', e.oid]);
+    const blob = await git(['cat-file', 'blob', e.oid]);
     return e.mode === '120000' ? { kind: 'symlink', target: blob.stdout.toString('utf8') } : { kind: 'file', content: blob.stdout, exec: e.mode === '100755' };
   };
-  const p = await plan(entries, scratch, ours);
+  // The branch is checked out somewhere one day: the same name rules as the working tree.
+  const folded = foldedTogether(entries);
+  const existing = new Map<string, string>();
+  for (const p of listing.keys()) {
+    const parts = p.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const sub = parts.slice(0, i).join('/');
+      existing.set(foldName(sub), sub);
+    }
+  }
+  const refuse = async (rel: string) => {
+    if (folded.has(rel)) return folded.get(rel);
+    const parts = rel.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const sub = parts.slice(0, i).join('/');
+      const other = existing.get(foldName(sub));
+      if (other !== undefined && other !== sub) return `the branch has ${other}, the same name as ${sub} on case-insensitive or normalising file systems; refusing it`;
+    }
+    return undefined;
+  };
+  const p = await plan(entries, scratch, ours, refuse);
   const index = path.join(scratch, 'branch.index');
   const env = { GIT_INDEX_FILE: index };
   const lines: string[] = [];
@@ -306,33 +396,36 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
       continue;
     }
     const content = state.kind === 'file' ? state.content : Buffer.from(state.kind === 'symlink' ? state.target : '');
-    const w = await git(projectDir, ['hash-object', '-w', '--no-filters', '--stdin'], content);
+    const w = await git(['hash-object', '-w', '--no-filters', '--stdin'], content);
     if (w.code !== 0) throw new AirlockError('INTERNAL', `Writing ${rel} into the repository failed: ${w.stderr}`);
     const mode = state.kind === 'symlink' ? '120000' : state.kind === 'file' && state.exec ? '100755' : '100644';
     lines.push(`${mode} ${w.stdout.toString('utf8').trim()}\t${rel}`);
   }
-  await gitOk(projectDir, ['read-tree', start], env);
-  if (lines.length) await gitOk(projectDir, ['update-index', '-z', '--index-info'], env, Buffer.from(lines.map((l) => `${l}\0`).join('')));
-  const treeId = (await gitOk(projectDir, ['write-tree'], env)).trim();
+  await gitOk(['read-tree', start], env);
+  if (lines.length) await gitOk(['update-index', '-z', '--index-info'], env, Buffer.from(lines.map((l) => `${l}\0`).join('')));
+  const treeId = (await gitOk(['write-tree'], env)).trim();
   const message = opts.message ?? `Airlock run result\n\nApplied: ${p.applied.length} file(s)${p.conflicts.length ? `; left out (conflicts): ${p.conflicts.map((c) => c.path).join(', ')}` : ''}\n`;
-  const ident: Record<string, string> = (await git(projectDir, ['config', 'user.email'])).code === 0 ? {} : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
-  const commit = (await gitOk(projectDir, ['commit-tree', treeId, '-p', start, '-F', '-'], ident, Buffer.from(message))).trim();
-  await gitOk(projectDir, ['update-ref', '-m', 'airlock: apply run result', `refs/heads/${branch}`, commit, '0'.repeat(40)]);
+  // The author is the user's identity (their config is read for it, nothing else).
+  const who = await hostGit(['config', 'user.email'], { cwd: projectDir, userConfig: true });
+  const ident: Record<string, string> = who.code === 0 ? {} : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
+  const commit = (await hostGitOk(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: ident, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
+  await gitOk(['update-ref', '-m', 'airlock: apply run result', `refs/heads/${branch}`, commit, '0'.repeat(40)]);
   return { applied: p.applied, conflicts: p.conflicts, branch, commit };
 }
 
 export interface ExportPatchOptions {
   patch: Buffer;
+  result: StoredResult;
   /** Where to write; an existing file is never overwritten unless `overwrite`. */
   file: string;
   files?: string[];
   overwrite?: boolean;
 }
 
-/** Writes the patch (or the sections of selected files) to a file for `git apply` elsewhere. */
-export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: string; bytes: number; paths: string[] }> {
-  const sections = selectSections(splitPatch(opts.patch), opts.files);
-  const body = opts.files ? Buffer.concat(sections.map((s) => s.text)) : opts.patch;
+/** Writes the result patch (or the sections of selected files) to a file for `git apply` elsewhere. */
+export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: string; bytes: number; paths: string[]; sha256: string }> {
+  const selected = selectChanges(opts.result, opts.files);
+  const body = sectionsOf(opts.patch, selected);
   const file = path.resolve(opts.file);
   try {
     await writeFile(file, body, { flag: opts.overwrite ? 'w' : 'wx' });
@@ -340,7 +433,7 @@ export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: str
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new AirlockError('CONFLICT', `${file} already exists; choose another name or allow overwriting.`);
     throw err;
   }
-  return { file, bytes: body.length, paths: sections.map((s) => (s.newPath ?? s.oldPath) as string) };
+  return { file, bytes: body.length, paths: selected.map((c) => c.path), sha256: sha256(body) };
 }
 
 async function readState(full: string): Promise<FileState> {
@@ -351,15 +444,8 @@ async function readState(full: string): Promise<FileState> {
   return { kind: 'other', what: st.isDirectory() ? 'directory' : 'special file' };
 }
 
-async function writeState(full: string, state: FileState): Promise<void> {
-  await mkdir(path.dirname(full), { recursive: true });
-  if (state.kind === 'symlink') await symlink(state.target, full);
-  else if (state.kind === 'file') await writeFile(full, state.content, { mode: state.exec ? 0o755 : 0o644 });
-}
-
 /** Writes next to the target and renames over it, so a symlink at the path is replaced, not followed. */
 async function writeStateAtomic(full: string, state: FileState): Promise<void> {
-  await mkdir(path.dirname(full), { recursive: true });
   const tmp = path.join(path.dirname(full), `.airlock-apply-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const prev = await lstat(full).catch(() => undefined);
   try {
@@ -376,36 +462,4 @@ async function writeStateAtomic(full: string, state: FileState): Promise<void> {
     await rm(tmp, { force: true });
     throw err;
   }
-}
-
-interface GitRun {
-  code: number | null;
-  stdout: Buffer;
-  stderr: string;
-}
-
-function git(cwd: string, args: string[], input?: Buffer, env: Record<string, string> = {}): Promise<GitRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', ...args], {
-      cwd,
-      env: { ...process.env, LC_ALL: 'C', GIT_TERMINAL_PROMPT: '0', ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    const out: Buffer[] = [];
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    child.on('error', (e) =>
-      reject(new AirlockError('INVALID_INPUT', `git could not be started (${e.message}); install git to apply results.`)),
-    );
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out), stderr: err }));
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(input ?? Buffer.alloc(0));
-  });
-}
-
-async function gitOk(cwd: string, args: string[], env: Record<string, string> = {}, input?: Buffer): Promise<string> {
-  const r = await git(cwd, args, input, env);
-  if (r.code !== 0) throw new AirlockError('INTERNAL', `git ${args[0]} failed in ${cwd}: ${r.stderr.trim()}`);
-  return r.stdout.toString('utf8');
 }

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { collectResult, fileDiff, finalPatch, listChanges, watchChanges } from './changes';
+import { fileDiff, finalPatch, listChanges, watchChanges } from './changes';
 import { hydrate } from './hydrate';
 import { LocalShell, localLayout } from './local-shell';
 import { snapshotProject } from './snapshot';
@@ -124,23 +124,6 @@ describe('change tracking', () => {
     execFileSync('git', ['apply', '-'], { cwd: dir, input: patch, env: { ...process.env, GIT_CEILING_DIRECTORIES: path.dirname(dir) } });
     expect(readFileSync(path.join(dir, 'a.txt'), 'utf8')).toBe('one\nmore\n');
     expect(readFileSync(path.join(dir, 'd.txt'), 'utf8')).toBe('new\n');
-  });
-
-  it('collects the baseline blobs apply needs and checks them against what the host read', async () => {
-    const dir = sample();
-    const sb = await localSandbox(dir);
-    await mutate(sb.at);
-    const res = await collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit, manifest: sb.hydrated.manifest });
-    expect(res.baseline.files.map((f) => f.path).sort()).toEqual(['assets/logo.png', 'docs/remove-me.md', 'link', 'scripts/build.sh', 'src/app.ts', 'src/old-name.ts', 'weird name "q".txt']);
-    expect(Buffer.from(res.baseline.files.find((f) => f.path === 'assets/logo.png')!.content, 'base64').equals(PNG)).toBe(true);
-    // A baseline rewritten inside the sandbox (here: the agent recommits it) is caught.
-    const gitDir = path.join(sb.layout.stateDir, 'baseline.git');
-    const env = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_INDEX_FILE: path.join(sb.layout.stateDir, 'evil.index') };
-    const g = (args: string[]) => execFileSync('git', [`--git-dir=${gitDir}`, `--work-tree=${sb.layout.workDir}`, '-c', 'user.name=x', '-c', 'user.email=x@x', ...args], { env }).toString().trim();
-    g(['read-tree', 'baseline']);
-    g(['update-index', '--add', '--cacheinfo', `100644,${g(['hash-object', '-w', '--stdin'])},src/app.ts`]);
-    g(['update-ref', 'refs/heads/baseline', g(['commit-tree', g(['write-tree']), '-m', 'tampered'])]);
-    await expect(collectResult(sb.shell, { layout: sb.layout, baselineCommit: sb.hydrated.baselineCommit, manifest: sb.hydrated.manifest })).rejects.toMatchObject({ kind: 'SANDBOX_FAILED' });
   });
 
   it('emits debounced change events, ignoring .git and node_modules', async () => {

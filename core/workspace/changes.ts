@@ -1,7 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import type { Disposable } from '../common/disposable';
-import { ZERO_OID, blobOid, type GitMode } from './git-objects';
-import type { ManifestFile } from './snapshot';
+import { ZERO_OID } from './git-objects';
 import {
   BASELINE_REF,
   LARGE_OUTPUT_BYTES,
@@ -55,37 +54,11 @@ export interface FileDiff {
   truncated: boolean;
 }
 
-/**
- * Everything apply needs for a three-way merge on the host: the baseline version of each file the
- * result changes, deletes or renames away (the sandbox is gone by then). JSON-serialisable.
- */
-export interface ApplyBaseline {
-  /** Baseline commit inside the sandbox (for the record). */
-  commit: string;
-  /** The project's HEAD when the run started (git projects); branch mode builds on it. */
-  headCommit?: string;
-  files: BaselineBlob[];
-}
-
-export interface BaselineBlob {
-  path: string;
-  oid: string;
-  mode: GitMode;
-  /** Base64 content. */
-  content: string;
-}
-
-export interface RunResult {
-  patch: Buffer;
-  changes: FileChange[];
-  baseline: ApplyBaseline;
-}
-
 const DEFAULT_DIFF_CAP = 1024 * 1024;
 const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color'];
 
-/** Runs `git add -A` on the tracking index, then `git <args>`, in one round trip. */
-async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {
+/** Runs `git add -A` on the tracking index, then `git <args>`, in one round trip (in the sandbox). */
+export async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {
   const git = gitArgv(layout, []);
   const quoted = (xs: string[]) => xs.map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
   const body = [
@@ -219,57 +192,6 @@ export function finalPatch(shell: WorkspaceShell, opts: ChangesOptions = {}): Pr
     }
     return res.stdout;
   });
-}
-
-/** Reads blobs by oid from the baseline git dir (`git cat-file --batch`). */
-async function readBlobs(shell: WorkspaceShell, layout: WorkspaceLayout, oids: string[]): Promise<Map<string, Buffer>> {
-  const out = new Map<string, Buffer>();
-  if (!oids.length) return out;
-  const res = await runChecked(
-    shell,
-    { argv: gitArgv(layout, ['cat-file', '--batch']), env: gitEnv(layout), stdin: oids.join('\n') + '\n', maxOutputBytes: LARGE_OUTPUT_BYTES },
-    'reading baseline files',
-  );
-  const buf = res.stdout;
-  let pos = 0;
-  while (pos < buf.length) {
-    const nl = buf.indexOf(0x0a, pos);
-    if (nl < 0) break;
-    const [oid, type, size] = buf.subarray(pos, nl).toString('utf8').split(' ');
-    if (type === 'missing' || !oid || !size) throw new AirlockError('SANDBOX_FAILED', `Baseline object ${oid} is missing; the sandbox state was damaged. Export the patch instead.`);
-    const len = Number(size);
-    out.set(oid, buf.subarray(nl + 1, nl + 1 + len));
-    pos = nl + 1 + len + 1;
-  }
-  return out;
-}
-
-/**
- * Collects the result of a run before the sandbox is wiped: the changes, the final patch and the
- * baseline versions of every changed file (for three-way apply). When the host manifest from
- * `hydrate` is given, each baseline blob is checked against what the host read, so a baseline
- * altered inside the sandbox is caught.
- */
-export async function collectResult(
-  shell: WorkspaceShell,
-  opts: ChangesOptions & { baselineCommit: string; headCommit?: string; manifest?: ManifestFile[] },
-): Promise<RunResult> {
-  const layout = opts.layout ?? SANDBOX_LAYOUT;
-  const changes = await listChanges(shell, opts);
-  const patch = await finalPatch(shell, opts);
-  const wanted = changes.filter((c) => c.oldOid !== ZERO_OID);
-  const blobs = await serialized(shell, () => readBlobs(shell, layout, [...new Set(wanted.map((c) => c.oldOid))]));
-  const byPath = new Map((opts.manifest ?? []).map((f) => [f.path, f]));
-  const files: BaselineBlob[] = wanted.map((c) => {
-    const basePath = c.oldPath ?? c.path;
-    const content = blobs.get(c.oldOid) as Buffer;
-    const known = byPath.get(basePath);
-    if (opts.manifest && (!known || known.oid !== c.oldOid || blobOid(content) !== c.oldOid)) {
-      throw new AirlockError('SANDBOX_FAILED', `The baseline of ${basePath} inside the sandbox does not match the project as copied in; the result cannot be trusted for apply. Export the patch and review it by hand.`);
-    }
-    return { path: basePath, oid: c.oldOid, mode: (c.oldMode ?? '100644') as GitMode, content: content.toString('base64') };
-  });
-  return { patch, changes, baseline: { commit: opts.baselineCommit, ...(opts.headCommit ? { headCommit: opts.headCommit } : {}), files } };
 }
 
 /** Paths never reported by the watcher. */

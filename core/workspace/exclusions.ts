@@ -1,5 +1,5 @@
 /**
- * What never leaves the user's machine by default (DESIGN.md §2.4): credential-looking files,
+ * What never leaves the user's machine by default (docs/architecture.md §2.4): credential-looking files,
  * decided first by name and, where a name alone says little (`.npmrc`, JSON files), by content.
  */
 
@@ -48,18 +48,27 @@ const DIR_RULES: NameRule[] = [
 const TOKEN_FILES = new Set(['.npmrc', '.pypirc', '.yarnrc.yml', '.yarnrc', 'pip.conf', 'pip.ini', '.pip.conf', '.gemrc', 'bunfig.toml', '.condarc']);
 const TOKEN_PATTERN = /(_authToken|_auth\s*=|_password|npmAuthToken|^\s*password\s*[=:]|^\s*token\s*[=:]|\/\/[^\s:@]+:[^\s@]+@)/im;
 
-/** Checks a path by name. `isDir` decides which rule set applies. */
+/**
+ * Checks a path by name. `isDir` decides which rule set applies. Names compare case-insensitively:
+ * `.ENV` is the same file as `.env` on a case-insensitive file system, and a secret either way.
+ */
 export function exclusionByName(rel: string, isDir: boolean): Exclusion | undefined {
-  const name = base(rel);
+  const lower = rel.toLowerCase();
+  const name = base(lower);
   for (const rule of isDir ? DIR_RULES : FILE_RULES) {
-    if (rule.test(name, rel)) return { kind: 'secret', reason: rule.reason };
+    if (rule.test(name, lower)) return { kind: 'secret', reason: rule.reason };
   }
   return undefined;
 }
 
 /** True when a file must be read before it can be judged (cheap: a handful of names). */
 export function needsTokenInspection(rel: string): boolean {
-  return TOKEN_FILES.has(base(rel));
+  return TOKEN_FILES.has(base(rel.toLowerCase()));
+}
+
+/** Whether a path component is git metadata (`.git`, any case: on a case-insensitive disk `.GIT` is `.git`). */
+export function isGitMetadataName(name: string): boolean {
+  return name.toLowerCase() === '.git';
 }
 
 const PRIVATE_KEY_MARK = Buffer.from('PRIVATE KEY-----');
@@ -79,7 +88,7 @@ export function exclusionByContent(rel: string, content: Buffer): Exclusion | un
   if (content.includes(PRIVATE_KEY_MARK) && PRIVATE_KEY_BLOCK.test(content.toString('latin1'))) {
     return { kind: 'secret', reason: 'contains a private key block' };
   }
-  if (rel.endsWith('.json') && content.includes(SERVICE_ACCOUNT_MARK) && content.includes(Buffer.from('"client_email"'))) {
+  if (rel.toLowerCase().endsWith('.json') && content.includes(SERVICE_ACCOUNT_MARK) && content.includes(Buffer.from('"client_email"'))) {
     return { kind: 'secret', reason: 'cloud service-account key (JSON with private_key)' };
   }
   if (content.includes(AWS_SECRET_MARK) && /^\s*aws_secret_access_key\s*=\s*\S+/m.test(content.toString('utf8'))) {

@@ -1,6 +1,8 @@
 import { AirlockError } from '../../contracts/errors';
 import { baselineCommitOid } from './git-objects';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
+import type { GitMode } from './git-objects';
+import type { HostRepo } from './host-repo';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
   BASELINE_IDENT,
@@ -28,6 +30,11 @@ export interface HydrateOptions {
    * settles later and every change query on this shell waits for it.
    */
   waitForBaseline?: boolean;
+  /**
+   * The run's object store on the host: the same bytes that stream in are written there as the
+   * host's own baseline commit, the base every result is computed against (never the sandbox's).
+   */
+  hostRepo?: HostRepo;
 }
 
 export interface HydrateResult {
@@ -42,6 +49,8 @@ export interface HydrateResult {
   excluded: ExcludedEntry[];
   /** Per-file oid/size/mode as read on the host; apply checks baseline blobs against it. */
   manifest: ManifestFile[];
+  /** Settles with the baseline commit in `hostRepo` (same id as `baselineCommit`), when one was given. */
+  hostBaseline?: Promise<string>;
 }
 
 /**
@@ -85,7 +94,12 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   // stream, not from the work tree, so the agent's first edits cannot leak into it.
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const spool = `${layout.stateDir}/hydrate.tar`;
-  const streams = snapshot.open(opts.onProgress);
+  const importer = opts.hostRepo ? await opts.hostRepo.importer() : undefined;
+  const imported: Array<{ path: string; mode: GitMode; mark: number }> = [];
+  const streams = snapshot.open(
+    opts.onProgress,
+    importer ? async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await importer.blob(content) }) : undefined,
+  );
   const copy = shell
     .run({
       argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f - && test -s "$1"', 'sh', spool, layout.workDir],
@@ -104,6 +118,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
       },
     );
   const [copyRun, manifest] = await Promise.allSettled([copy, streams.manifest]);
+  if (copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || manifest.status === 'rejected') importer?.abort();
   if (copyRun.status === 'rejected') throw copyRun.reason;
   if (copyRun.value.exitCode !== 0 || copyRun.value.timedOut) {
     const r = copyRun.value;
@@ -135,6 +150,13 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   baselineRun.catch(() => undefined);
   const files = manifest.value;
   const expected = baselineCommitOid(files, ident, 'airlock baseline');
+  const hostBaseline = importer
+    ? importer.commit({ ref: BASELINE_REF, ident, message: 'airlock baseline\n' }, imported).then((got) => {
+        if (got !== expected) throw new AirlockError('INTERNAL', `The host's baseline (${got}) does not match the project as read (${expected}).`);
+        return got;
+      })
+    : undefined;
+  hostBaseline?.catch(() => undefined);
   const baselineReady = serializedBarrier(shell, async () => {
     const r = await baselineRun;
     const got = r.stdout.toString('utf8').trim();
@@ -159,5 +181,6 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     baselineReady,
     excluded: snapshot.excluded,
     manifest: files,
+    ...(hostBaseline ? { hostBaseline } : {}),
   };
 }

@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
 import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import ignore, { type Ignore } from 'ignore';
 import { AirlockError } from '../../contracts/errors';
-import { exclusionByContent, exclusionByName, type ExclusionKind } from './exclusions';
+import { exclusionByContent, exclusionByName, isGitMetadataName, type ExclusionKind } from './exclusions';
 import { blobOid, gitModeOf, type GitMode } from './git-objects';
+import { hostGit } from './host-git';
 import { TarWriter, type TarEntry } from './tar-writer';
 
 export interface SnapshotOptions {
@@ -42,7 +42,12 @@ export interface ManifestFile {
   oid: string;
   size: number;
   mode: GitMode;
+  /** Modification time in whole seconds as written into the tar (a stat hint at collect). */
+  mtime?: number;
 }
+
+/** Receives each file as it is streamed (the host's own copy of the baseline). */
+export type SnapshotFileSink = (file: ManifestFile, content: Buffer) => Promise<void>;
 
 export interface SnapshotProgress {
   files: number;
@@ -73,8 +78,13 @@ export interface ProjectSnapshot {
   excluded: ExcludedEntry[];
   fileCount: number;
   totalBytes: number;
-  /** Produces the streams; the project is read, never written. */
-  open(onProgress?: (p: SnapshotProgress) => void): SnapshotStreams;
+  /**
+   * Whether a path that is not in the project (say, a file an agent created) would have been left
+   * out by the project's own ignore rules as read on the host (`.gitignore` files, `exclude`).
+   */
+  isIgnored(rel: string): boolean;
+  /** Produces the streams; the project is read, never written. `onFile` sees each file's bytes as they stream. */
+  open(onProgress?: (p: SnapshotProgress) => void, onFile?: SnapshotFileSink): SnapshotStreams;
 }
 
 const DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024;
@@ -127,6 +137,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     return state;
   };
 
+  const levelsByDir = new Map<string, IgnoreLevel[]>();
   const walk = async (dirRel: string, levels: IgnoreLevel[], onlyForced: boolean): Promise<void> => {
     const abs = dirRel ? path.join(root, dirRel) : root;
     const dirents = await readdir(abs, { withFileTypes: true });
@@ -135,10 +146,11 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     if (respectGitignore && dirents.some((d) => d.name === '.gitignore' && d.isFile())) {
       here = [...levels, { prefix: dirRel, ig: ignore().add(await readText(path.join(abs, '.gitignore'))) }];
     }
+    levelsByDir.set(dirRel, here);
     for (const d of dirents) {
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
       const isDir = d.isDirectory();
-      if (d.name === '.git') {
+      if (isGitMetadataName(d.name)) {
         excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (the sandbox keeps its own baseline)' });
         continue;
       }
@@ -196,19 +208,32 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     excluded,
     fileCount: files.length,
     totalBytes: files.reduce((n, e) => n + e.size, 0),
-    open: (onProgress) => openStreams(snapshot, (rel) => isForced(rel, false), onProgress),
+    isIgnored: (rel) => {
+      if (isForced(rel, false)) return false;
+      const parts = rel.split('/');
+      let levels = levelsByDir.get('') ?? [];
+      for (let i = 0; i < parts.length; i++) {
+        const sub = parts.slice(0, i + 1).join('/');
+        const isDir = i < parts.length - 1;
+        if (extra.ignores(isDir ? `${sub}/` : sub) || gitignored(levels, sub, isDir)) return true;
+        if (isDir) levels = levelsByDir.get(sub) ?? levels;
+      }
+      return false;
+    },
+    open: (onProgress, onFile) => openStreams(snapshot, (rel) => isForced(rel, false), onProgress, onFile),
   };
   return snapshot;
 }
 
-function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boolean, onProgress?: (p: SnapshotProgress) => void): SnapshotStreams {
+function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boolean, onProgress?: (p: SnapshotProgress) => void, onFile?: SnapshotFileSink): SnapshotStreams {
   const tar = new TarWriter();
   const manifest: ManifestFile[] = [];
   const progress = { files: 0, bytes: 0, totalFiles: snapshot.fileCount, totalBytes: snapshot.totalBytes };
 
   const addEntry = (entry: TarEntry, body?: Buffer) => tar.add(entry, body);
-  const addBlob = (file: ManifestFile) => {
+  const addBlob = async (file: ManifestFile, content: Buffer) => {
     manifest.push(file);
+    if (onFile) await onFile(file, content);
   };
 
   // Reads run ahead of the writers (bounded by count and bytes): per-file read latency, not
@@ -252,7 +277,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
         const target = e.linkTarget ?? '';
         await addEntry({ name: e.path, type: 'symlink', linkname: target, mode: 0o777, mtime });
         const content = Buffer.from(target);
-        addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000' });
+        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000', mtime: Math.floor(e.mtimeMs / 1000) }, content);
       } else {
         const content = await takeRead(idx);
         if (!content) {
@@ -265,7 +290,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
           continue;
         }
         await addEntry({ name: e.path, type: 'file', size: content.length, mode: e.mode | 0o600, mtime }, content);
-        addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: gitModeOf(e.mode, false) });
+        await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: gitModeOf(e.mode, false), mtime: Math.floor(e.mtimeMs / 1000) }, content);
         progress.bytes += content.length;
       }
       progress.files += 1;
@@ -293,14 +318,13 @@ async function readText(file: string): Promise<string> {
   }
 }
 
-function gitOut(cwd: string, args: string[]): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn('git', args, { cwd, env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'ignore'] });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    child.on('error', () => resolve(undefined));
-    child.on('close', (code) => resolve(code === 0 ? out.trim() : undefined));
-  });
+async function gitOut(cwd: string, args: string[]): Promise<string | undefined> {
+  try {
+    const r = await hostGit(args, { cwd });
+    return r.code === 0 ? r.stdout.toString('utf8').trim() : undefined;
+  } catch {
+    return undefined; // no git on this machine: not a git project as far as Airlock can tell
+  }
 }
 
 /** The top level of the git work tree containing `dir` (read-only git call), if any. */

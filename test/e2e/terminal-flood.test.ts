@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { createApiRouter } from '../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../core/api/testing/fake-services';
+import { createFakeServices, type FakeServices } from '../support/fake-services';
 import { startHostServer, type HostServer } from '../../core/host/host-server';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';

@@ -46,11 +46,11 @@ describe.skipIf(!docker.ok)('third-party agent CLIs in the sandbox (real Docker,
     expect(events.find((e) => e.type === 'finished')).toMatchObject({ summary: 'All done here.' });
 
     // The result is the diff.
-    expect(run.changedFiles.map((c) => `${c.kind} ${c.path}`)).toContain('added out.txt');
+    expect(run.changedFiles.map((c) => `${c.status} ${c.path}`)).toContain('added out.txt');
     expect(await readFile(f.core.store.paths(run.id).patch, 'utf8')).toContain(`+${opts.marker}`);
 
     // Every model call went through the proxy: metered, and the upstream saw the real key.
-    expect(run.usage.modelCalls).toBeGreaterThanOrEqual(2);
+    expect(run.usage.requests).toBeGreaterThanOrEqual(2);
     const generation = f.upstream.requests.filter((r) => r.method === 'POST' && (r.path === '/v1/messages' || r.path === '/v1/responses'));
     expect(generation.length).toBeGreaterThanOrEqual(2);
     for (const r of generation) expect([r.headers['x-api-key'], r.headers.authorization]).toContain(r.headers['x-api-key'] ? CANARY_KEY : `Bearer ${CANARY_KEY}`);

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, connect as netConnect, type AddressInfo, type Server } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { ChannelClient } from '../../core/channel/channel-client';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
@@ -13,15 +13,6 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
 
 const docker = await requirePrerequisite('docker');
-
-async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not reached within ${ms} ms: ${what}`);
-}
 
 function p50(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -99,7 +90,7 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     const r = await client.run({ argv: ['sh', '-c', 'sleep 300 & echo $!; sleep 300'], timeoutMs: 500 });
     expect(r.timedOut).toBe(true);
     const grandchild = r.stdout.toString().trim();
-    await eventually(async () => (await client.run({ argv: ['kill', '-0', grandchild] })).exitCode !== 0, 'grandchild gone');
+    await vi.waitFor(async () => expect((await client.run({ argv: ['kill', '-0', grandchild] })).exitCode !== 0, 'grandchild gone').toBe(true), { timeout: 10_000, interval: 50 });
     expect((await client.run({ argv: ['echo', 'alive'] })).stdout.toString()).toBe('alive\n');
   });
 
@@ -107,10 +98,10 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     const proc = client.spawn({ argv: ['sh', '-c', 'trap "" TERM; sleep 300 & echo $!; wait'] });
     let out = '';
     proc.onStdout((b) => (out += b.toString()));
-    await eventually(() => out.includes('\n'), 'pid printed');
+    await vi.waitFor(() => expect(out.includes('\n'), 'pid printed').toBe(true), { timeout: 10_000, interval: 50 });
     proc.kill();
     await proc.exited;
-    await eventually(async () => (await client.run({ argv: ['kill', '-0', out.trim()] })).exitCode !== 0, 'tree gone');
+    await vi.waitFor(async () => expect((await client.run({ argv: ['kill', '-0', out.trim()] })).exitCode !== 0, 'tree gone').toBe(true), { timeout: 10_000, interval: 50 });
   });
 
   it('caps output and marks the truncation', async () => {
@@ -138,7 +129,7 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     let out = '';
     proc.onStdout((b) => (out += b.toString()));
     proc.write('stty size; tty\n');
-    await eventually(() => /24 80/.test(out) && /\/dev\/pts\//.test(out), 'initial size');
+    await vi.waitFor(() => expect(/24 80/.test(out) && /\/dev\/pts\//.test(out), 'initial size').toBe(true), { timeout: 10_000, interval: 50 });
     proc.resize(132, 40);
     await new Promise((r) => setTimeout(r, 200));
     proc.write('stty size; exit 5\n');
@@ -170,7 +161,7 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
         argv: ['sh', '-c', 'mkdir -p src/deep && echo a > src/deep/a.ts && echo b > b.txt && echo x > node_modules/x.js && echo r > .git/HEAD'],
         cwd: '/workspace/w',
       });
-      await eventually(() => seen.has('src/deep/a.ts') && seen.has('b.txt'), 'changes reported');
+      await vi.waitFor(() => expect(seen.has('src/deep/a.ts') && seen.has('b.txt'), 'changes reported').toBe(true), { timeout: 10_000, interval: 50 });
       await new Promise((r) => setTimeout(r, 200));
       for (const p of seen) expect(p).not.toMatch(/node_modules|\.git/);
     } finally {
@@ -215,7 +206,7 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
       const proc = client.spawn({ argv: ['node', '-e', script] });
       let out = '';
       proc.onStdout((b) => (out += b.toString()));
-      await eventually(() => /\d+\n/.test(out), 'server port');
+      await vi.waitFor(() => expect(/\d+\n/.test(out), 'server port').toBe(true), { timeout: 10_000, interval: 50 });
       const duplex = await client.connectToSandboxPort(Number(out.trim()));
       let reply = '';
       duplex.on('data', (d: Buffer) => (reply += d.toString()));

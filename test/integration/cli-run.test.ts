@@ -85,7 +85,11 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     await exec('git', ['apply', '--check', patchFile], { cwd: projectDir });
 
     // A new branch with a commit; the user's branch and working tree stay as they were.
-    const apply = await airlock('apply', runId, '--branch', 'airlock/cli-test');
+    // Apply needs the digest of what was reviewed: refused without, applied with the one `patch` printed.
+    expect((await airlock('apply', runId, '--branch', 'airlock/cli-test')).code).toBe(2);
+    const reviewed = /sha256 ([0-9a-f]{64})/.exec(patch.stderr)?.[1] as string;
+    expect(reviewed).toMatch(/^[0-9a-f]{64}$/);
+    const apply = await airlock('apply', runId, '--branch', 'airlock/cli-test', '--reviewed', reviewed);
     expect(apply.code).toBe(0);
     expect((await exec('git', ['rev-parse', '--abbrev-ref', 'HEAD'], { cwd: projectDir })).stdout.trim()).toBe('main');
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('one\n');

@@ -88,7 +88,7 @@ describe.skipIf(!keychain.ok)('airlock keys / providers CLI', () => {
     await expect(keysCommand.run(['set', id, `--key=${KEY}`], argv.io)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.not.stringContaining(KEY) });
     const empty = io(env, '');
     await expect(keysCommand.run(['set', id], empty.io)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
-    expect(await keysCommand.run(['bogus'], io(env).io)).toBe(2);
+    await expect(keysCommand.run(['bogus'], io(env).io)).rejects.toMatchObject({ name: 'CliUsageError', kind: 'INVALID_INPUT' });
     await expect(providersCommand.run(['add', 'x-y'], io(env).io)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
   });
 });

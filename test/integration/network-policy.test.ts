@@ -12,7 +12,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { ensureSandboxImage } from '../../core/sandbox/image';
@@ -28,16 +28,6 @@ const docker = await requirePrerequisite('docker');
 
 function runId(tag: string): string {
   return `net-${tag}-${randomBytes(4).toString('hex')}`;
-}
-
-async function eventually<T>(fn: () => Promise<T | undefined>, what: string, ms = 20_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`not reached within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 function httpGet(url: string): Promise<{ status: number; body: string }> {
@@ -91,11 +81,14 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   beforeAll(async () => {
     ({ ref: image } = await ensureSandboxImage());
     registry = await startFakeRegistry();
-    // The preset reads the project's .npmrc, as for a real project; an inherited registry variable
-    // would outrank it.
+    // The preset reads this machine's npm config (here a user .npmrc naming the fake registry); an
+    // inherited registry variable would outrank it. A project's own .npmrc would only be shown (issue 12).
     projectDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-net-project-'));
-    for (const [name, text] of Object.entries(fakeRegistryProject(registry))) await writeFile(path.join(projectDir, name), text);
-    const env = { ...process.env };
+    const { '.npmrc': npmrc, ...project } = fakeRegistryProject(registry);
+    for (const [name, text] of Object.entries(project)) await writeFile(path.join(projectDir, name), text);
+    const userConfig = path.join(projectDir, '..', `${path.basename(projectDir)}.npmrc`);
+    await writeFile(userConfig, npmrc as string);
+    const env: NodeJS.ProcessEnv = { ...process.env, npm_config_userconfig: userConfig };
     delete env.npm_config_registry;
     delete env.NPM_CONFIG_REGISTRY;
     presetContext = { env, cwd: projectDir };
@@ -139,7 +132,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     expect(registry.requests).toContainEqual({ host: hostHeader, path: `/${name}/-/${name}-${version}.tgz` });
 
     // npm's plain-HTTP requests are logged with their bytes...
-    await eventually(async () => (events.some((e) => e.host === FAKE_REGISTRY_HOST && e.allowed && e.bytesDown > 0) ? true : undefined), 'an allowed registry event');
+    await vi.waitFor(() => expect(events.some((e) => e.host === FAKE_REGISTRY_HOST && e.allowed && e.bytesDown > 0), 'an allowed registry event').toBe(true), { timeout: 20_000, interval: 100 });
     const e = events.find((x) => x.host === FAKE_REGISTRY_HOST && x.allowed) as EgressEvent;
     expect(e).toMatchObject({ runId: isolated.runId, method: 'GET', port: registry.port, address: '127.0.0.1' });
 
@@ -148,10 +141,11 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     const tunnel = await isolated.channel.run({ argv: ['curl', '-sS', '--proxytunnel', `${registry.url}${name}`], env: policy!.env });
     expect(tunnel.exitCode).toBe(0);
     expect(JSON.parse(tunnel.stdout.toString())).toMatchObject({ name, 'dist-tags': { latest: version } });
-    const connect = await eventually(
-      async () => events.slice(before).find((x) => x.method === 'CONNECT' && x.host === FAKE_REGISTRY_HOST),
-      'a CONNECT event',
-    );
+    const connect = await vi.waitFor(() => {
+      const hit = events.slice(before).find((x) => x.method === 'CONNECT' && x.host === FAKE_REGISTRY_HOST);
+      if (!hit) throw new Error('no CONNECT event yet');
+      return hit;
+    }, { timeout: 20_000, interval: 100 });
     expect(connect).toMatchObject({ allowed: true, port: registry.port });
     expect(connect.bytesUp).toBeGreaterThan(0);
     expect(connect.bytesDown).toBeGreaterThan(0);
@@ -164,7 +158,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     const tls = await isolated.channel.run({ argv: ['curl', '-sS', 'https://pkg.not-on-list.test/'], env: policy!.env });
     expect(tls.exitCode).not.toBe(0);
     expect(tls.stderr.toString()).toMatch(/403/);
-    await eventually(async () => (events.length >= before + 2 ? true : undefined), 'two denial events');
+    await vi.waitFor(() => expect(events.length, 'two denial events').toBeGreaterThanOrEqual(before + 2), { timeout: 20_000, interval: 100 });
     const denied = events.slice(before);
     expect(denied.map((d) => [d.host, d.port, d.method, d.allowed, d.reason])).toEqual([
       ['pkg.not-on-list.test', 80, 'GET', false, 'not on the allowlist'],
@@ -208,10 +202,12 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     try {
       const published = await ports.publish(8000);
       expect(published.url).toBe(`http://127.0.0.1:${published.hostPort}/`);
-      const page = await eventually(async () => {
+      // The in-sandbox http.server starts answering.
+      const page = await vi.waitFor(async () => {
         const res = await httpGet(published.url);
-        return res.status === 200 ? res : undefined;
-      }, 'the in-sandbox http.server to answer');
+        expect(res.status).toBe(200);
+        return res;
+      }, { timeout: 20_000, interval: 100 });
       expect(page.body).toContain('Directory listing for /');
       expect(page.body).toContain('np/');
       // Bound to 127.0.0.1 only: one listening socket, on 0100007F (127.0.0.1), none on any/other addresses.
@@ -230,7 +226,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     const server = sandbox.channel.spawn({ argv: ['python3', '-m', 'http.server', '8001', '--bind', '127.0.0.1', '--directory', '/tmp'] });
     const ports = new PreviewPorts(sandbox.channel);
     const published = await ports.publish(8001);
-    await eventually(async () => ((await httpGet(published.url)).status === 200 ? true : undefined), 'the preview to answer');
+    await vi.waitFor(async () => expect((await httpGet(published.url)).status, 'the preview to answer').toBe(200), { timeout: 20_000, interval: 100 });
     server.kill();
     const proof = await sandbox.destroy();
     expect(proof.leftovers).toEqual([]);

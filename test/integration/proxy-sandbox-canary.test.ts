@@ -1,5 +1,5 @@
 /**
- * The promise of DESIGN.md §2.1, end to end: a distinctive canary key stored in the real keychain
+ * The promise of docs/architecture.md §2.1, end to end: a distinctive canary key stored in the real keychain
  * pays for calls made with curl from inside a hardened `--network none` sandbox (the proxy reached
  * through the channel), and afterwards the key is found nowhere a leak could land. Every search has
  * a positive control, so a search that could not run fails the test instead of passing it.

@@ -34,7 +34,7 @@ describe('model proxy with the official SDKs', () => {
     const table = providers(up);
     proxy = new ModelProxy({
       resolveUpstream: async (id) => ({ config: table[id] as ProviderConfig, key: new Secret(REAL_KEY) }),
-      prices: { 'claude-test': { input: 1_000_000, output: 1_000_000 } },
+      prices: { asOf: 'test', prices: { 'claude-test': { input: 1_000_000, output: 1_000_000 } } },
     });
     proxy.onDidCall((e) => events.push(e));
     const { port } = await proxy.start();

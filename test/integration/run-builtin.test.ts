@@ -65,13 +65,13 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
       expect(await treeDigest(projectDir)).toBe(before);
 
       // Changes and the patch.
-      expect(run.changedFiles.map((c) => `${c.kind} ${c.path}`).sort()).toEqual(['added docs/NEW.md', 'modified src/app.js']);
+      expect(run.changedFiles.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added docs/NEW.md', 'modified src/app.js']);
       const patch = await readFile(f.core.store.paths(run.id).patch, 'utf8');
       expect(patch).toContain('+  return 42;');
       await exec('git', ['apply', '--check', f.core.store.paths(run.id).patch], { cwd: projectDir });
 
       // Usage from the proxy, per call.
-      expect(run.usage.modelCalls).toBe(5);
+      expect(run.usage.requests).toBe(5);
       expect(run.usage.inputTokens).toBe(780);
       expect(run.summary).toContain('42');
 
@@ -102,7 +102,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
       expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
 
       // Apply to the project's working tree.
-      const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+      const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
       expect(applied.conflicts).toEqual([]);
       expect(applied.applied.sort()).toEqual(['docs/NEW.md', 'src/app.js']);
       expect(await readFile(path.join(projectDir, 'src/app.js'), 'utf8')).toContain('return 42;');
@@ -150,13 +150,13 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     const started = await f.start({ projectDir, script: [{ toolCalls: [{ name: 'write_file', input: { path: 'warm.txt', content: 'from the pool\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'ok' } }] }] });
     const run = await f.core.runs.wait(started.id);
     expect(run.status).toBe('done');
-    expect(pooled.some((id) => run.isolation.sandboxId?.startsWith(id))).toBe(true);
+    expect(pooled.some((id) => run.sandbox.id?.startsWith(id))).toBe(true);
     expect(run.changedFiles.map((c) => c.path)).toEqual(['warm.txt']);
     expect(run.wipe?.leftovers).toEqual([]);
-    const { stdout } = await exec('docker', ['ps', '-aq', '--filter', `id=${run.isolation.sandboxId}`]);
+    const { stdout } = await exec('docker', ['ps', '-aq', '--filter', `id=${run.sandbox.id}`]);
     expect(stdout.trim()).toBe('');
     // Drain the refilled pool so later tests start cold.
-    await (await f.core.sandboxes('container')).warm({ image: run.isolation.image as string, limits: DEFAULT_LIMITS, network: 'none' }, 0);
+    await (await f.core.sandboxes('container')).warm({ image: run.sandbox.image as string, limits: DEFAULT_LIMITS, network: 'none' }, 0);
     expect((await exec('docker', ['ps', '-q', ...ours])).stdout.trim()).toBe('');
   });
 
@@ -250,7 +250,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(run.status).toBe('done');
     // The user edits a.txt meanwhile.
     await writeFile(path.join(projectDir, 'a.txt'), 'alpha edited by the user\n');
-    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
     expect(result.applied).toEqual(['b.txt']);
     expect(result.conflicts.map((c) => c.path)).toEqual(['a.txt']);
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('alpha edited by the user\n');
@@ -286,7 +286,7 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     const run = await f.core.runs.wait(started.id);
     expect(run.status).toBe('done');
     // The credential file stayed on the host and is listed.
-    expect(run.excluded.map((e) => e.path)).toContain('.env');
+    expect(run.excludedFiles.map((e) => e.path)).toContain('.env');
     expect(run.changedFiles.map((c) => c.path)).toEqual(['weird $(touch pwned) name.txt']);
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ANTHROPIC_API_KEY=[REDACTED]');
@@ -315,12 +315,13 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     await registry?.close();
   });
 
-  it('reaches the npm registry through the npm preset, is refused elsewhere, and audits both', async () => {
+  it('reaches the registry the project names once the user allows it, is refused elsewhere, and audits both', async () => {
     const projectDir = await f.project(fakeRegistryProject(registry));
     const started = await f.start({
       projectDir,
       network: 'allowlist',
-      allowlist: ['preset:npm'],
+      // The project's .npmrc names the registry: preset:npm alone does not allow it (issue 12); the user's entry does.
+      allowlist: ['preset:npm', `${FAKE_REGISTRY_HOST}:${registry.port}`],
       script: [
         { toolCalls: [{ name: 'run_command', input: { command: `npm view ${FAKE_PACKAGE.name} version --no-update-notifier` } }] },
         // Resolves to the same fake, but is not on the list: refused by policy, never connected.
@@ -331,7 +332,7 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     });
     const run = await f.core.runs.wait(started.id);
     expect(run.status).toBe('done');
-    expect(run.isolation.network).toBe('allowlist');
+    expect(run.network).toBe('allowlist');
     const outputs = await f.terminalLog(run.id);
     expect(outputs).toContain(FAKE_PACKAGE.version); // npm printed the fake's version
     // The fake saw npm's request, and nothing for the name that is not on the list.
@@ -342,6 +343,8 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(attempts.some((r) => r.data.host === FAKE_REGISTRY_HOST && r.data.port === registry.port && r.data.allowed === true)).toBe(true);
     expect(attempts.some((r) => r.data.host === FAKE_OTHER_HOST && r.data.allowed === false)).toBe(true);
     expect(attempts.some((r) => r.data.host === 'blocked.invalid' && r.data.allowed === false)).toBe(true);
+    const { events } = await f.services.runs.events({ runId: run.id, afterSeq: -1, limit: 1000 });
+    expect(events.map((e) => e.event)).toContainEqual(expect.objectContaining({ type: 'network_blocked', host: 'blocked.invalid', port: 80 }));
     expect(await leftoversOf(run.id)).toEqual([]);
   });
 
@@ -358,8 +361,9 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
       ],
     });
     let allowed = false;
-    const sub = f.core.runs.onDidTerminalData((c) => {
-      if (!allowed && c.runId === started.id && c.kind === 'bytes' && c.bytes.includes('blocked') && c.bytes.includes(FAKE_REGISTRY_HOST)) {
+    // The typed event from the host's egress proxy, as the UI and CLI use it (never terminal text).
+    const sub = f.core.runs.onDidEvent((e) => {
+      if (!allowed && e.runId === started.id && e.event.type === 'network_blocked' && e.event.host === FAKE_REGISTRY_HOST) {
         allowed = true;
         void f.core.runs.allowNetwork(started.id, FAKE_REGISTRY_HOST, registry.port, 'run');
       }

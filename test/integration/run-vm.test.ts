@@ -102,13 +102,13 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     sub.dispose();
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
-    expect(run.isolation.kind).toBe('qemu');
+    expect(run.sandbox.driver).toBe('qemu');
     // The record says how the guest ran, and why when it was not hardware virtualization.
-    const isolation = (await f.core.store.get(run.id)).isolation as { accel?: string; accelNote?: string; vmStartedFrom?: string };
-    expect(['kvm', 'hvf', 'tcg']).toContain(isolation.accel);
+    const { sandbox } = await f.core.store.get(run.id);
+    expect(['kvm', 'hvf', 'tcg']).toContain(sandbox.accel);
     // Restored from the image's VM snapshot: the canary checks below ran against a restored VM.
-    expect(isolation.vmStartedFrom).toBe(process.env.AIRLOCK_VM_SNAPSHOT === '0' ? 'boot' : 'snapshot');
-    if (isolation.accel === 'tcg') expect(isolation.accelNote).toMatch(/software emulation/);
+    expect(sandbox.vmStartedFrom).toBe(process.env.AIRLOCK_VM_SNAPSHOT === '0' ? 'boot' : 'snapshot');
+    if (sandbox.accel === 'tcg') expect(sandbox.accelNote).toMatch(/software emulation/);
 
     const output = await f.terminalLog(run.id);
     expect(output).toContain('ifaces: lo');
@@ -118,14 +118,14 @@ describe.skipIf(!qemu.ok || !docker.ok)('a run with VM isolation (QEMU, software
     expect(disk.hits).toEqual([]);
     expect(memory.scannedBytes).toBeGreaterThan(128 * 1024 * 1024); // at least the guest's RAM was read
     expect(memory.found).toBe(false);
-    expect(run.changedFiles.map((c) => `${c.kind} ${c.path}`)).toEqual(['modified src/app.js']);
+    expect(run.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['modified src/app.js']);
     expect(run.wipe?.leftovers).toEqual([]);
     await expect(readdir(path.join(runsDir, run.id))).rejects.toThrow();
     expect(await qemuProcessesOf(run.id)).toEqual([]);
     expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
     expect((await f.services.audit.verify({ runId: run.id })).intact).toBe(true);
 
-    const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree' });
+    const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
     expect(applied.applied).toEqual(['src/app.js']);
     expect(await readFile(path.join(projectDir, 'src/app.js'), 'utf8')).toContain('return 7;');
   });

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §2.3: every hardening item asserted on a LIVE sandbox, from the engine's inspect and
+ * docs/architecture.md §2.3: every hardening item asserted on a LIVE sandbox, from the engine's inspect and
  * from inside (through the channel). Also network isolation (§2.2), the bombs, TCP forwarding and
  * the verified wipe (§2.5).
  */

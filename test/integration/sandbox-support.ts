@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../../contracts/ids';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 
 /** A fresh run id in the format RunService uses. */
 export function testRunId(): string {
-  return `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  return newRunId();
 }
 
 let image: Promise<string> | undefined;

@@ -8,7 +8,9 @@ import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { applyResult } from '../../core/workspace/apply';
-import { collectResult, fileDiff, listChanges, watchChanges } from '../../core/workspace/changes';
+import { fileDiff, listChanges, watchChanges } from '../../core/workspace/changes';
+import { collectResult } from '../../core/workspace/collect';
+import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../../core/workspace/testing/fixtures';
@@ -74,7 +76,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     await withSandbox(async (sb) => {
       const snapshot = await snapshotProject(dir);
       const progress: number[] = [];
-      const hydrated = await hydrate(sb.channel, snapshot, { onProgress: (p) => progress.push(p.files) });
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { onProgress: (p) => progress.push(p.files), hostRepo: repo });
       expect(hydrated.baselineCommit).toMatch(/^[0-9a-f]{40}$/);
       expect(hydrated.files).toBe(6);
       expect(progress.at(-1)).toBe(6);
@@ -104,19 +107,64 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
       const d = await fileDiff(sb.channel, 'src/app.ts');
       expect(d.diff).toContain('-export const b = 2;\n+export const b = 3;');
 
-      const result = await collectResult(sb.channel, { baselineCommit: hydrated.baselineCommit, headCommit: snapshot.headCommit, manifest: hydrated.manifest });
+      const { result, patch } = await collectResult(sb.channel, { repo, baseCommit: await (hydrated.hostBaseline as Promise<string>), ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}), manifest: hydrated.manifest });
+      expect(result.changes.map((c) => c.path).sort()).toEqual(Object.keys(by).sort());
       expect(fingerprint(dir)).toBe(before);
-      git(dir, ['apply', '--check', '-'], result.patch);
+      git(dir, ['apply', '--check', '-'], patch);
 
       // Apply to the original while the user edited a neighbouring line meanwhile: refused, kept.
       execFileSync('sh', ['-c', `printf 'export const a = 10;\\nexport const b = 2;\\n// user\\n' > ${path.join(dir, 'src/app.ts')}`]);
-      const applied = await applyResult({ projectDir: dir, patch: result.patch, mode: 'working-tree', baseline: result.baseline });
+      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
       expect(applied.conflicts).toEqual([{ path: 'src/app.ts', reason: expect.stringMatching(/overlap/) }]);
       expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toContain('// user');
       expect(existsSync(path.join(dir, 'src/new.ts'))).toBe(true);
       expect(existsSync(path.join(dir, 'docs/gone.md'))).toBe(false);
       expect(readFileSync(path.join(dir, 'img/logo.png')).equals(Buffer.concat([PNG, Buffer.from([7])]))).toBe(true);
       expect(readFileSync(path.join(dir, '.env'), 'utf8')).toBe('API_KEY=canary-not-for-the-sandbox');
+    });
+  });
+
+  it('an agent that rewrites /airlock/baseline.git cannot change the result: it is derived on the host against the host baseline', async () => {
+    const dir = project();
+    await withSandbox(async (sb) => {
+      const snapshot = await snapshotProject(dir);
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
+      // The agent edits, then recommits the workspace as the sandbox's baseline and refreshes the
+      // tracking index, so the sandbox's own git sees no change at all.
+      const tamper = [
+        AGENT_SCRIPT,
+        'export GIT_DIR=/airlock/baseline.git GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/airlock/changes.index GIT_CONFIG_GLOBAL=/dev/null',
+        'git -c safe.directory=* add -A',
+        'c=$(git -c safe.directory=* -c user.name=a -c user.email=a@a commit-tree $(git -c safe.directory=* write-tree) -m tampered)',
+        'git -c safe.directory=* update-ref refs/heads/baseline "$c"',
+      ].join('\n');
+      const run = await sb.channel.run({ argv: ['sh', '-c', tamper] });
+      expect(run.stderr.toString()).toBe('');
+      expect(run.exitCode).toBe(0);
+      // The sandbox's own view is fooled: it reports nothing changed.
+      expect(await listChanges(sb.channel)).toEqual([]);
+
+      const { result, patch } = await collectResult(sb.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
+        manifest: hydrated.manifest,
+        isIgnored: snapshot.isIgnored,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      });
+      expect(result.baseCommit).toBe(hydrated.baselineCommit);
+      const by = Object.fromEntries(result.changes.map((c) => [c.path, c]));
+      expect(Object.keys(by).sort()).toEqual(['added.txt', 'bin/run.sh', 'docs/gone.md', 'img/logo.png', 'src/app.ts', 'src/new.ts']);
+      expect(by['src/new.ts']).toMatchObject({ status: 'renamed', oldPath: 'src/old.ts' });
+      expect(by['bin/run.sh']).toMatchObject({ modeChanged: true, newMode: '100755' });
+      expect(by['img/logo.png']).toMatchObject({ binary: true });
+      expect(patch.toString()).toContain('-export const b = 2;\n+export const b = 3;');
+      // Applied from host objects, the project ends up exactly as the agent left the workspace.
+      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
+      expect(applied.conflicts).toEqual([]);
+      expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toBe('export const a = 1;\nexport const b = 3;\n');
+      expect(existsSync(path.join(dir, 'src/old.ts'))).toBe(false);
+      expect(existsSync(path.join(dir, 'node_modules'))).toBe(false);
     });
   });
 

@@ -14,7 +14,7 @@ import { airlockHome } from '../../core/common/paths';
 import { servicesFor } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, type Resolver } from '../../core/network/egress-proxy';
-import type { StoredRun } from '../../core/runs/run-view';
+import type { StoredRun } from '../../core/runs/run-record';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../fixtures/fake-upstream';
 
 export const exec = promisify(execFile);

@@ -1,47 +1,40 @@
 import { AirlockError } from '../../../contracts/errors';
-import { verifyAuditLog, type AuditExpectation } from '../../audit/audit-log';
+import { verifyRunLogs } from '../../audit/audit-reader';
 import { airlockHome } from '../../common/paths';
-import { TERMINAL_RUN_STATUSES, type RunRecord } from '../../runs/run-record';
+import { isFinalStatus } from '../../../contracts/runs';
+import type { StoredRun } from '../../runs/run-record';
 import { RunStore } from '../../runs/run-store';
+import { CliUsageError, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand } from '../command';
 
 /**
  * `airlock audit verify <runId> [--json]`: checks a run's hash-chained audit log, and its apply
  * log when it has one, and prints "intact (n records)" or the first broken record. Exit 0 intact,
- * 1 broken, 2 bad usage.
+ * 1 broken (bad usage: 2, through `main`).
  */
 export const auditCommand: CliCommand = {
   name: 'audit',
   summary: "Verify a run's tamper-evident audit log.",
   usage: 'airlock audit verify <runId> [--json]',
   async run(args, io) {
-    const json = args.includes('--json');
-    const [sub, runId, ...rest] = args.filter((a) => a !== '--json');
-    if (sub !== 'verify' || !runId || rest.length > 0) {
-      io.stderr.write(`usage: ${auditCommand.usage}\n`);
-      return ExitCode.usage;
-    }
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' } });
+    const json = values.json === true;
+    const [sub, runId] = positionalsExactly(positionals, 'verify', '<runId>');
+    if (sub !== 'verify') throw new CliUsageError(`unknown subcommand '${sub.slice(0, 40)}'`);
     const store = new RunStore({ home: airlockHome(io.env) });
     const paths = store.paths(runId); // INVALID_INPUT for a malformed id
-    let record: RunRecord | undefined;
+    let record: StoredRun | undefined;
     try {
       record = await store.get(runId);
     } catch (err) {
       // The log is checked even when run.json is gone or damaged; it stands on its own.
       if (!(err instanceof AirlockError)) throw err;
     }
-    const expect: AuditExpectation = { applyLog: paths.applyLog, ...(record?.applyLog ? { applyAnchor: record.applyLog } : {}) };
-    if (record?.audit && record.audit.count > 0) {
-      // The run record's anchor catches a log cut at a record boundary.
-      expect.minCount = record.audit.count;
-      expect.head = record.audit.head;
-      expect.headIndex = record.audit.count - 1;
-    }
-    const result = await verifyAuditLog(paths.audit, expect);
+    const result = await verifyRunLogs({ ...paths, anchors: { ...(record?.audit ? { audit: record.audit } : {}), ...(record?.applyLog ? { applyLog: record.applyLog } : {}) } });
     if (!record && !result.ok && result.reason.includes('does not exist')) {
       throw new AirlockError('NOT_FOUND', `No run ${runId} (no ${paths.audit}). 'airlock runs' lists the runs.`);
     }
-    const unsealedEnded = result.ok && !result.sealed && record !== undefined && TERMINAL_RUN_STATUSES.has(record.status);
+    const unsealedEnded = result.ok && !result.sealed && record !== undefined && isFinalStatus(record.status);
     if (json) {
       io.stdout.write(`${JSON.stringify({ runId, file: result.ok || result.log !== 'apply' ? paths.audit : paths.applyLog, ...result, ...(unsealedEnded ? { warning: 'not sealed' } : {}) })}\n`);
     } else if (result.ok) {

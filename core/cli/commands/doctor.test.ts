@@ -2,7 +2,8 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AirlockError } from '../../../contracts/errors';
 import { ExitCode, type CliIo } from '../command';
-import { runDoctor, type DoctorCheck } from './doctor';
+import type { ReadinessCheck } from '../../doctor/doctor';
+import { runDoctor } from './doctor';
 
 function io(): CliIo & { text(): string } {
   const stdout = new PassThrough();
@@ -16,9 +17,9 @@ const options = { json: false, build: true, agents: false };
 describe('runDoctor', () => {
   it('exits 0 when every check passes and reports each', async () => {
     const out = io();
-    const checks: DoctorCheck[] = [
-      { name: 'one', run: async () => ({ status: 'ok', detail: 'fine' }) },
-      { name: 'two', run: async () => ({ status: 'warn', detail: 'meh', fix: 'do x' }) },
+    const checks: ReadinessCheck[] = [
+      { id: 'one', label: 'one', run: async () => ({ status: 'ok', detail: 'fine' }) },
+      { id: 'two', label: 'two', run: async () => ({ status: 'warn', detail: 'meh', fix: 'do x' }) },
     ];
     expect(await runDoctor(checks, out, options)).toBe(ExitCode.ok);
     expect(out.text()).toMatch(/ok +one: fine/);
@@ -27,14 +28,15 @@ describe('runDoctor', () => {
 
   it('exits 3 (unavailable) on a failure, with the fix, and later checks see the shared state', async () => {
     const out = io();
-    const checks: DoctorCheck[] = [
+    const checks: ReadinessCheck[] = [
       {
-        name: 'engine',
+        id: 'engine',
+        label: 'engine',
         run: async () => {
           throw new AirlockError('DOCKER_NOT_RUNNING', 'engine down');
         },
       },
-      { name: 'image', run: async (ctx) => (ctx.state.has('engine') ? { status: 'ok', detail: '' } : { status: 'skip', detail: 'needs engine' }) },
+      { id: 'image', label: 'image', run: async (ctx) => (ctx.state.has('engine') ? { status: 'ok', detail: '' } : { status: 'skipped', detail: 'needs engine' }) },
     ];
     expect(await runDoctor(checks, out, options)).toBe(ExitCode.unavailable);
     expect(out.text()).toMatch(/FAIL +engine: engine down \[DOCKER_NOT_RUNNING\]\n {6}fix: Start the engine/);
@@ -43,7 +45,7 @@ describe('runDoctor', () => {
 
   it('prints JSON with --json', async () => {
     const out = io();
-    await runDoctor([{ name: 'a', run: async () => ({ status: 'ok', detail: 'd' }) }], out, { ...options, json: true });
-    expect(JSON.parse(out.text())).toEqual({ ok: true, checks: [{ name: 'a', status: 'ok', detail: 'd' }] });
+    await runDoctor([{ id: 'a', label: 'A', run: async () => ({ status: 'ok', detail: 'd' }) }], out, { ...options, json: true });
+    expect(JSON.parse(out.text())).toEqual({ ready: true, checks: [{ id: 'a', label: 'A', status: 'ok', detail: 'd' }], checkedAt: expect.any(String) });
   });
 });

@@ -1,9 +1,8 @@
-import { parseArgs } from 'node:util';
-import { AirlockError } from '../../../contracts/errors';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import type { AirlockServices } from '../../api/services';
 import { printChangedFiles, summaryRow, usageLine } from '../run-format';
+import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 /** Runs `fn` with the real services (no crash recovery: history commands only read and apply). */
@@ -16,10 +15,9 @@ async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>
   }
 }
 
-function oneRunId(positionals: string[], usage: string): string {
-  const [runId, ...rest] = positionals;
-  if (!runId || rest.length) throw new AirlockError('INVALID_INPUT', `usage: ${usage}`);
-  return runId;
+/** Comma-separated and repeated `--files` values as one list. */
+function fileList(values: string[] | undefined): string[] | undefined {
+  return values?.flatMap((f) => f.split(',')).filter(Boolean);
 }
 
 export const runsCommand: CliCommand = {
@@ -27,9 +25,11 @@ export const runsCommand: CliCommand = {
   summary: 'List past and current runs, newest first.',
   usage: 'airlock runs [--json] [--limit N]',
   async run(args, io) {
-    const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, limit: { type: 'string' } } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, limit: { type: 'string' } });
+    positionalsExactly(positionals);
+    const limit = numberOption(values.limit, 'limit', { integer: true, min: 1, max: 10_000 });
     return withServices(io, async (s) => {
-      const runs = await s.runs.list({ ...(values.limit ? { limit: Number(values.limit) } : {}) });
+      const runs = await s.runs.list({ ...(limit ? { limit } : {}) });
       if (values.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
       else if (!runs.length) io.stdout.write("no runs yet — start one with 'airlock run <projectDir> --task \"…\"'\n");
       else for (const r of runs) io.stdout.write(`${summaryRow(r)}\n`);
@@ -43,13 +43,13 @@ export const showCommand: CliCommand = {
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
   usage: 'airlock show <runId> [--json] [--diff]',
   async run(args, io) {
-    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, diff: { type: 'boolean' } } });
-    const runId = oneRunId(positionals, showCommand.usage);
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
-      const { files } = await s.diffs.list({ runId });
+      const { files, patchSha256 } = await s.diffs.list({ runId });
       if (values.json) {
-        io.stdout.write(`${JSON.stringify({ ...run, files })}\n`);
+        io.stdout.write(`${JSON.stringify({ ...run, files, ...(patchSha256 ? { patchSha256 } : {}) })}\n`);
         return ExitCode.ok;
       }
       const out = io.stdout;
@@ -59,6 +59,7 @@ export const showCommand: CliCommand = {
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
+      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
       if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       return ExitCode.ok;
@@ -69,18 +70,20 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> [--to DIR] [--branch NAME] [--files a,b,…] [--json]',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' } },
-    });
-    const runId = oneRunId(positionals, applyCommand.usage);
-    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
+    if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
+      io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
+`);
+      return ExitCode.usage;
+    }
+    const files = fileList(values.files);
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
+        reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
         ...(files?.length ? { files } : {}),
@@ -103,14 +106,15 @@ export const patchCommand: CliCommand = {
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
   usage: 'airlock patch <runId> [--out FILE] [--files a,b,…]',
   async run(args, io) {
-    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { out: { type: 'string' }, files: { type: 'string', multiple: true } } });
-    const runId = oneRunId(positionals, patchCommand.usage);
-    const files = values.files?.flatMap((f) => f.split(',')).filter(Boolean);
+    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
+    const files = fileList(values.files);
     return withServices(io, async (s) => {
       const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);
+      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId} --reviewed ${result.sha256}${files?.length ? ` --files ${files.join(',')}` : ''})\n`);
       return ExitCode.ok;
     });
   },

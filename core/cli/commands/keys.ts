@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
 import { AirlockError } from '../../../contracts/errors';
 import { airlockHome } from '../../common/paths';
 import { KeyVault } from '../../keys/key-vault';
 import { ProviderCatalog } from '../../keys/provider-catalog';
 import { Secret } from '../../keys/secret';
+import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const MAX_KEY_BYTES = 8192;
@@ -65,15 +65,6 @@ function vaultFor(io: CliIo): { vault: KeyVault; catalog: ProviderCatalog } {
   return { vault: new KeyVault(catalog), catalog };
 }
 
-/** parseArgs errors quote the offending argument, which could be a pasted key: replace them. */
-function parseCli<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch {
-    throw new AirlockError('INVALID_INPUT', `unknown or malformed option; usage: ${usage}`);
-  }
-}
-
 const usage = `airlock keys set <provider> [--base-url URL] [--session]   (the key is read from stdin)
        airlock keys list [--json]
        airlock keys rm <provider>
@@ -85,12 +76,8 @@ export const keysCommand: CliCommand = {
   summary: 'Manage provider API keys in the OS keychain (never shown, never in a file).',
   usage,
   async run(args, io) {
-    const { values, positionals } = parseCli(() => parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' } },
-    }));
+    // A key pasted in the wrong place must not be echoed back in the error.
+    const { values, positionals } = parseCliArgs(args, { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' } }, { sensitive: true });
     const [sub, provider, ...extra] = positionals;
     const { vault } = vaultFor(io);
     try {
@@ -133,8 +120,8 @@ export const keysCommand: CliCommand = {
           return result.status === 'ok' ? ExitCode.ok : ExitCode.failure;
         }
       }
-      io.stderr.write(`usage: ${usage}\n`);
-      return ExitCode.usage;
+      // Not quoted: a key pasted as an argument must not be echoed.
+      throw new CliUsageError(sub ? 'unknown subcommand or wrong arguments' : 'name a subcommand');
     } catch (err) {
       if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') {
         io.stderr.write(`airlock keys: ${err.message} [${err.kind}]\n`);

@@ -1,18 +1,9 @@
-import { parseArgs } from 'node:util';
 import { AirlockError } from '../../../contracts/errors';
 import { airlockHome } from '../../common/paths';
 import { KeyVault } from '../../keys/key-vault';
 import { ProviderCatalog } from '../../keys/provider-catalog';
+import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand } from '../command';
-
-/** parseArgs errors quote the offending argument, which could be a pasted key: replace them. */
-function parseCli<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch {
-    throw new AirlockError('INVALID_INPUT', `unknown or malformed option; usage: ${usage}`);
-  }
-}
 
 const usage = `airlock providers add <id> --base-url URL [--no-key] [--label TEXT] [--model ID]… [--kind openai-compatible|anthropic]
        airlock providers list [--json]
@@ -24,11 +15,10 @@ export const providersCommand: CliCommand = {
   summary: 'Add, list and remove model providers (OpenAI-compatible servers with a custom base URL).',
   usage,
   async run(args, io) {
-    const { values, positionals } = parseCli(() => parseArgs({
+    // A key pasted in the wrong place must not be echoed back in the error.
+    const { values, positionals } = parseCliArgs(
       args,
-      allowPositionals: true,
-      strict: true,
-      options: {
+      {
         'base-url': { type: 'string' },
         'no-key': { type: 'boolean' },
         label: { type: 'string' },
@@ -36,7 +26,8 @@ export const providersCommand: CliCommand = {
         kind: { type: 'string' },
         json: { type: 'boolean' },
       },
-    }));
+      { sensitive: true },
+    );
     const [sub, id, ...extra] = positionals;
     const catalog = new ProviderCatalog({ home: airlockHome(io.env) });
     switch (sub) {
@@ -94,7 +85,7 @@ export const providersCommand: CliCommand = {
         return ExitCode.ok;
       }
     }
-    io.stderr.write(`usage: ${usage}\n`);
-    return ExitCode.usage;
+    // Not quoted: a key pasted as an argument must not be echoed.
+      throw new CliUsageError(sub ? 'unknown subcommand or wrong arguments' : 'name a subcommand');
   },
 };

@@ -1,11 +1,11 @@
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import type { RunEvent, RunSummary } from '../../../contracts';
 import { AirlockError } from '../../../contracts/errors';
 import { StartRunInput } from '../../../contracts/runs';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { isFinal, printChangedFiles, usageLine } from '../run-format';
+import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
@@ -21,29 +21,28 @@ export const runCommand: CliCommand = {
   summary: 'Run an agent on a copy of a project in a fresh, disposable sandbox.',
   usage: USAGE,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        task: { type: 'string' },
-        agent: { type: 'string' },
-        'custom-command': { type: 'string' },
-        provider: { type: 'string' },
-        model: { type: 'string' },
-        'approve-commands': { type: 'boolean' },
-        timeout: { type: 'string' },
-        'budget-tokens': { type: 'string' },
-        'budget-usd': { type: 'string' },
-        isolation: { type: 'string' },
-        network: { type: 'string' },
-        allow: { type: 'string', multiple: true },
-        'key-env': { type: 'string' },
-        publish: { type: 'string', multiple: true },
-        json: { type: 'boolean' },
-      },
+    const { values, positionals } = parseCliArgs(args, {
+      task: { type: 'string' },
+      agent: { type: 'string' },
+      'custom-command': { type: 'string' },
+      provider: { type: 'string' },
+      model: { type: 'string' },
+      'approve-commands': { type: 'boolean' },
+      timeout: { type: 'string' },
+      'budget-tokens': { type: 'string' },
+      'budget-usd': { type: 'string' },
+      isolation: { type: 'string' },
+      network: { type: 'string' },
+      allow: { type: 'string', multiple: true },
+      'key-env': { type: 'string' },
+      publish: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
     });
-    const [projectDir, ...extra] = positionals;
-    if (!projectDir || extra.length) throw new AirlockError('INVALID_INPUT', `give one project folder\nusage: ${USAGE}`);
+    const [projectDir] = positionalsExactly(positionals, '<projectDir>');
+    const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
+    const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
+    const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
+    const publish = (values.publish ?? []).map((p) => numberOption(p, 'publish', { integer: true, min: 1, max: 65535 }) as number);
 
     const core = await createAirlockCore({ env: io.env });
     const services = servicesFor(core);
@@ -66,9 +65,9 @@ export const runCommand: CliCommand = {
         network: values.network ?? settings.defaultNetwork,
         ...(values.allow?.length ? { allowlist: values.allow } : {}),
         limits: {
-          timeoutSec: values.timeout ? Number(values.timeout) : settings.defaultTimeoutSec,
-          ...(values['budget-tokens'] ? { budgetTokens: Number(values['budget-tokens']) } : {}),
-          ...(values['budget-usd'] ? { budgetUsd: Number(values['budget-usd']) } : {}),
+          timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
+          ...(budgetTokens ? { budgetTokens } : {}),
+          ...(budgetUsd ? { budgetUsd } : {}),
         },
       });
       const json = values.json === true;
@@ -80,7 +79,6 @@ export const runCommand: CliCommand = {
       const started = await services.runs.start(input);
       const runId = started.id;
       view.started(started);
-      const publish = (values.publish ?? []).map(Number);
       if (publish.length) {
         // Ports are published once the sandbox exists; the server inside may start later.
         const sub = services.runs.onDidChangeStatus((s) => {
@@ -192,6 +190,10 @@ function liveView(io: CliIo): RunView {
         case 'agent_error':
           endText();
           out.write(`! ${event.message}\n`);
+          break;
+        case 'network_blocked':
+          endText();
+          out.write(`! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`);
           break;
         case 'finished':
           endText();

@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { newRunId } from '../../../contracts/ids';
 import { writeFile } from 'node:fs/promises';
-import { AirlockError } from '../../../contracts/errors';
 import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
 import { ensureSandboxImage } from '../../sandbox/image';
@@ -8,7 +7,9 @@ import { SandboxManager, type Sandbox } from '../../sandbox/sandbox';
 import { finalPatch, listChanges, type FileChange } from '../../workspace/changes';
 import { hydrate } from '../../workspace/hydrate';
 import { classifyRiskyPaths } from '../../workspace/risky-paths';
-import { formatBytes, snapshotProject } from '../../workspace/snapshot';
+import { formatBytes } from '../../../contracts/format';
+import { snapshotProject } from '../../workspace/snapshot';
+import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 interface ExecArgs {
@@ -26,33 +27,29 @@ const USAGE =
   'airlock sandbox exec <projectDir> [--image REF] [--timeout SECONDS] [--include PATTERN]… [--exclude PATTERN]… [--patch FILE] [--no-diff] -- <command…>';
 
 function parseExec(args: string[]): ExecArgs {
+  // Everything after `--` is the command, options included: it is split off before parsing.
   const dash = args.indexOf('--');
-  if (dash < 0 || dash === args.length - 1) throw new AirlockError('INVALID_INPUT', `give the command after '--'.\nusage: ${USAGE}`);
-  const argv = args.slice(dash + 1);
-  const opts = args.slice(0, dash);
-  const out: ExecArgs = { projectDir: '', argv, include: [], exclude: [], showDiff: true };
-  for (let i = 0; i < opts.length; i++) {
-    const a = opts[i] as string;
-    const value = () => {
-      const v = opts[++i];
-      if (v === undefined) throw new AirlockError('INVALID_INPUT', `${a} needs a value.\nusage: ${USAGE}`);
-      return v;
-    };
-    if (a === '--image') out.image = value();
-    else if (a === '--timeout') {
-      const n = Number(value());
-      if (!Number.isFinite(n) || n <= 0) throw new AirlockError('INVALID_INPUT', '--timeout takes a positive number of seconds.');
-      out.timeoutSec = n;
-    } else if (a === '--include') out.include.push(value());
-    else if (a === '--exclude') out.exclude.push(value());
-    else if (a === '--patch') out.patchFile = value();
-    else if (a === '--no-diff') out.showDiff = false;
-    else if (a.startsWith('-')) throw new AirlockError('INVALID_INPUT', `unknown option ${a}.\nusage: ${USAGE}`);
-    else if (!out.projectDir) out.projectDir = a;
-    else throw new AirlockError('INVALID_INPUT', `unexpected argument '${a}' (put the command after '--').\nusage: ${USAGE}`);
-  }
-  if (!out.projectDir) throw new AirlockError('INVALID_INPUT', `give the project folder.\nusage: ${USAGE}`);
-  return out;
+  const { values, positionals } = parseCliArgs(dash < 0 ? args : args.slice(0, dash), {
+    image: { type: 'string' },
+    timeout: { type: 'string' },
+    include: { type: 'string', multiple: true },
+    exclude: { type: 'string', multiple: true },
+    patch: { type: 'string' },
+    'no-diff': { type: 'boolean' },
+  });
+  const [projectDir] = positionalsExactly(positionals, '<projectDir>');
+  if (dash < 0 || dash === args.length - 1) throw new CliUsageError("give the command after '--'");
+  const timeoutSec = numberOption(values.timeout, 'timeout', { min: 0.001 });
+  return {
+    projectDir,
+    argv: args.slice(dash + 1),
+    include: values.include ?? [],
+    exclude: values.exclude ?? [],
+    showDiff: values['no-diff'] !== true,
+    ...(values.image ? { image: values.image } : {}),
+    ...(timeoutSec !== undefined ? { timeoutSec } : {}),
+    ...(values.patch ? { patchFile: values.patch } : {}),
+  };
 }
 
 function statusLetter(c: FileChange): string {
@@ -94,7 +91,7 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
     },
   });
   const manager = new SandboxManager(new DockerDriver({ env: io.env }));
-  const runId = `r-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const runId = newRunId();
   let sandbox: Sandbox | undefined;
   let interrupted = false;
   let kill: (() => void) | undefined;
@@ -175,8 +172,8 @@ export const sandboxCommand: CliCommand = {
   async run(args: string[], io: CliIo): Promise<number> {
     const [sub, ...rest] = args;
     if (sub !== 'exec') {
-      io.stderr.write(`airlock sandbox: unknown subcommand '${sub ?? ''}'\nusage: ${USAGE}\n`);
-      return ExitCode.usage;
+      if (sub?.startsWith('-')) parseExec(args); // an unknown option is named as such
+      throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand');
     }
     return execInSandbox(parseExec(rest), io);
   },

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
-import { AirlockError } from '../../../contracts/errors';
 import type { AirlockServices } from '../../api/services';
 import { createApiRouter } from '../../api/router';
 import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
+import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { findTool } from '../../common/resolve-tool';
 
 export interface ServeOptions {
   port: number;
@@ -13,21 +14,14 @@ export interface ServeOptions {
 }
 
 export function parseServeArgs(args: string[]): ServeOptions {
-  const opts: ServeOptions = { port: 0, open: true };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (a === '--no-open') opts.open = false;
-    else if (a === '--port' || a === '--renderer-dir') {
-      const v = args[++i];
-      if (v === undefined) throw new AirlockError('INVALID_INPUT', `${a} needs a value`);
-      if (a === '--port') {
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 0 || n > 65535) throw new AirlockError('INVALID_INPUT', `--port must be 0..65535 (0 picks a free port), got '${v}'`);
-        opts.port = n;
-      } else opts.rendererDir = v;
-    } else throw new AirlockError('INVALID_INPUT', `unknown option '${a}'; see 'airlock serve --help'`);
-  }
-  return opts;
+  const { values, positionals } = parseCliArgs(args, { port: { type: 'string' }, 'no-open': { type: 'boolean' }, 'renderer-dir': { type: 'string' } });
+  positionalsExactly(positionals);
+  return {
+    // 0 picks a free port.
+    port: numberOption(values.port, 'port', { integer: true, min: 0, max: 65535 }) ?? 0,
+    open: values['no-open'] !== true,
+    ...(values['renderer-dir'] ? { rendererDir: values['renderer-dir'] } : {}),
+  };
 }
 
 export interface ServeDeps {
@@ -57,8 +51,10 @@ function untilSignal(): Promise<void> {
   });
 }
 
-function openInBrowser(url: string): void {
-  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open';
+async function openInBrowser(url: string): Promise<void> {
+  // From PATH only: the CLI often runs in the project folder, which must not supply the opener.
+  const cmd = await findTool(process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open');
+  if (!cmd) return; // no opener installed: the printed URL is enough
   try {
     const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
     child.on('error', () => {}); // no opener installed: the printed URL is enough

@@ -37,7 +37,7 @@ function validateLimits(spec: SandboxSpec): void {
 }
 
 /**
- * The hardened container of DESIGN.md §2.3: non-root, no capabilities, no-new-privileges, default
+ * The hardened container of docs/architecture.md §2.3: non-root, no capabilities, no-new-privileges, default
  * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */

@@ -1,3 +1,4 @@
+import { resolveTool } from '../../common/resolve-tool';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -154,7 +155,8 @@ export class LimaDriver implements SandboxDriver {
   async openChannel(sandboxId: string): Promise<ChannelStream> {
     if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(sandboxId)) throw new AirlockError('INVALID_INPUT', `'${sandboxId}' is not a container id.`);
     const args = limactlShellArgs(nerdctlExecHelperArgs(sandboxId), this.instance);
-    return this.opts.openStream ? this.opts.openStream(args) : spawnChannelStream(this.opts.limactl ?? 'limactl', args);
+    if (this.opts.openStream) return this.opts.openStream(args);
+    return spawnChannelStream(await resolveTool(this.opts.limactl ?? 'limactl'), args);
   }
 
   private async containers(runId?: string) {

@@ -7,7 +7,7 @@ import type { VmPaths } from './vm-paths';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/1';
-/** The helper command, as the Docker driver starts it (DESIGN.md §4). */
+/** The helper command, as the Docker driver starts it (docs/architecture.md §4). */
 export const VM_HELPER_COMMAND = ['node', '/opt/airlock/helper.js'];
 
 /** What the guest init needs to know about the image (written to /opt/airlock-vm/config.sh). */

@@ -3,7 +3,7 @@ import type { ChannelStream } from '../driver';
 
 /**
  * A channel carried by a host child process's stdin/stdout — `limactl shell … nerdctl exec -i …`,
- * `wsl.exe -d … -- node helper.js` (DESIGN.md §4). Stderr goes to a bounded tail for diagnostics;
+ * `wsl.exe -d … -- node helper.js` (docs/architecture.md §4). Stderr goes to a bounded tail for diagnostics;
  * close() ends stdin and kills the process.
  */
 export function spawnChannelStream(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv } = {}): ChannelStream {

@@ -35,7 +35,7 @@ describe('buildQemuArgs', () => {
     ]);
     expect(optionAfter(args, '-chardev')).toEqual([
       'socket,id=channel,path=/runs/r-1/ch.sock,server=on,wait=off',
-      'file,id=helperlog,path=/runs/r-1/helper.log',
+      'socket,id=helperlog,path=/runs/r-1/hl.sock,server=on,wait=off',
       'socket,id=config,path=/runs/r-1/cfg.sock,server=on,wait=off',
     ]);
     expect(optionAfter(args, '-device')).toContain('virtserialport,bus=vser.0,nr=3,chardev=config,name=airlock.config');

@@ -31,7 +31,7 @@ export interface QemuLaunch {
  * - /dev/vda: the per-run qcow2 overlay over the image's read-only base disk (mounted read-only);
  * - /dev/vdb: the per-run scratch disk (ext4, size = the disk limit) for /workspace, /airlock, /tmp, $HOME;
  * - /dev/vport0p1: the channel (virtio-serial) ⇄ a Unix socket in the run directory;
- * - /dev/vport0p2: the helper's stderr ⇄ a log file in the run directory;
+ * - /dev/vport0p2: the helper's stderr ⇄ a Unix socket the host reads into a capped log file;
  * - /dev/vport0p3: the run's configuration (seed, deadline, run id) ⇄ a Unix socket in the run directory;
  * - the serial console ⇄ console.log in the run directory (boot failures are reported from it).
  */
@@ -77,7 +77,8 @@ export function buildQemuArgs(l: QemuLaunch): string[] {
     '-device', 'virtio-serial-pci,id=vser',
     '-chardev', `socket,id=channel,path=${q(f.channelSocket)},server=on,wait=off`,
     '-device', 'virtserialport,bus=vser.0,nr=1,chardev=channel,name=airlock.channel',
-    '-chardev', `file,id=helperlog,path=${q(f.helperLog)}`,
+    // A socket, not a file: the host keeps a capped log of it (capped-log.ts); a file would grow with whatever the guest writes.
+    '-chardev', `socket,id=helperlog,path=${q(f.helperLogSocket)},server=on,wait=off`,
     '-device', 'virtserialport,bus=vser.0,nr=2,chardev=helperlog,name=airlock.log',
     '-chardev', `socket,id=config,path=${q(configSocketOf(f))},server=on,wait=off`,
     '-device', 'virtserialport,bus=vser.0,nr=3,chardev=config,name=airlock.config',

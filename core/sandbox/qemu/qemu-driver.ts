@@ -10,6 +10,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
 import { ensureBaseDisk } from './base-disk';
+import { keepCappedLog, type CappedLog } from './capped-log';
 import { buildQemuArgs, configSocketOf } from './qemu-args';
 import { qmpCommand } from './qmp';
 import { runTool, runToolOk } from './run-tool';
@@ -80,6 +81,8 @@ interface LiveVm {
   wallClock?: NodeJS.Timeout;
   stderrTail: string;
   info: QemuSandboxInfo;
+  /** The helper's stderr, read from its socket into a capped file. */
+  helperLog?: CappedLog;
 }
 
 /** What a VM snapshot must match: QEMU's command line and the disks under the overlays. */
@@ -134,7 +137,7 @@ async function pruneSnapshots(root: string, keep: number): Promise<void> {
 }
 
 /**
- * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; DESIGN.md §4, issue 6).
+ * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; docs/architecture.md §4, issue 6).
  *
  * Per run, in `<runsDir>/<runId>/`: a qcow2 overlay over the image's read-only base disk (root, mounted
  * read-only in the guest), a scratch disk for everything writable, the channel socket, pidfile and
@@ -329,7 +332,7 @@ export class QemuDriver implements SandboxDriver {
       child.once('exit', () => resolve());
       child.once('error', () => resolve());
     });
-    const vm: LiveVm = { runId, files, child, exited, stderrTail: '', info };
+    const vm: LiveVm = { runId, files, child, exited, stderrTail: '', info, helperLog: keepCappedLog(files.helperLogSocket, files.helperLog) };
     child.stderr?.on('data', (c: Buffer) => {
       vm.stderrTail = (vm.stderrTail + c.toString('utf8')).slice(-4000);
     });
@@ -550,6 +553,7 @@ export class QemuDriver implements SandboxDriver {
     if (vm) {
       if (vm.wallClock) clearTimeout(vm.wallClock);
       vm.firstSocket?.destroy();
+      vm.helperLog?.dispose();
       vm.configSocket?.destroy();
       if (vm.child.exitCode === null && vm.child.signalCode === null && vm.child.pid) {
         vm.child.kill('SIGKILL');
@@ -638,6 +642,7 @@ export class QemuDriver implements SandboxDriver {
     for (const vm of this.live.values()) {
       if (vm.wallClock) clearTimeout(vm.wallClock);
       vm.firstSocket?.destroy();
+      vm.helperLog?.dispose();
       vm.child.kill('SIGKILL');
     }
     this.emitter.dispose();

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { AirlockError } from '../../../contracts/errors';
+import { findTool } from '../../common/resolve-tool';
 
 export interface ToolResult {
   code: number | null;
@@ -24,11 +25,14 @@ export interface RunToolOptions {
  * output. Never throws for a non-zero exit: callers decide; throws VM_UNAVAILABLE when the tool is
  * not installed.
  */
-export function runTool(cmd: string, args: readonly string[], opts: RunToolOptions = {}): Promise<ToolResult> {
+export async function runTool(cmd: string, args: readonly string[], opts: RunToolOptions = {}): Promise<ToolResult> {
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const maxStdout = opts.maxStdoutBytes ?? 16 * 1024 * 1024;
+  // From PATH, never from the current folder (which may be the user's project).
+  const bin = await findTool(cmd, opts.env ?? process.env);
+  if (!bin) throw new AirlockError('VM_UNAVAILABLE', `'${cmd}' is not installed or not on PATH.`);
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, [...args], {
+    const child = spawn(bin, [...args], {
       stdio: ['pipe', 'pipe', 'pipe'],
       env: opts.env ?? process.env,
       cwd: opts.cwd,

@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { airlockHome } from '../../common/paths';
+import { resourcePaths } from '../../common/resources';
 
 /** Where the QEMU driver keeps its files. */
 export interface VmPaths {
@@ -14,11 +14,9 @@ export interface VmPaths {
   baseDir: string;
   /** One directory per run (overlay, scratch disk, sockets, pidfile, logs): `$AIRLOCK_VM_RUNS`, else `<assetsDir>/runs`. */
   runsDir: string;
-  /** resources/vm (guest init script), resolved from this module unless given. */
+  /** resources/vm (guest init script), from core/common/resources.ts unless given. */
   resourcesDir: string;
 }
-
-const here = path.dirname(fileURLToPath(import.meta.url));
 
 export function vmPaths(env: NodeJS.ProcessEnv = process.env, overrides: Partial<VmPaths> = {}): VmPaths {
   const assetsDir = overrides.assetsDir ?? (env.AIRLOCK_VM_ASSETS ? path.resolve(env.AIRLOCK_VM_ASSETS) : path.join(airlockHome(env), 'vm'));
@@ -30,8 +28,8 @@ export function vmPaths(env: NodeJS.ProcessEnv = process.env, overrides: Partial
     manifest: path.join(assetsDir, 'manifest.json'),
     baseDir: path.join(assetsDir, 'base'),
     runsDir: env.AIRLOCK_VM_RUNS ? path.resolve(env.AIRLOCK_VM_RUNS) : path.join(assetsDir, 'runs'),
-    resourcesDir: path.resolve(here, '..', '..', '..', 'resources', 'vm'),
     ...overrides,
+    resourcesDir: overrides.resourcesDir ?? resourcePaths().vmDir,
   };
 }
 
@@ -46,6 +44,8 @@ export interface RunFiles {
   pidfile: string;
   console: string;
   helperLog: string;
+  /** QEMU serves the helper's log port here; the host copies it, capped, into `helperLog`. */
+  helperLogSocket: string;
   record: string;
 }
 
@@ -63,6 +63,7 @@ export function runFiles(runsDir: string, runId: string): RunFiles {
     pidfile: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
     helperLog: path.join(dir, 'helper.log'),
+    helperLogSocket: path.join(dir, 'hl.sock'),
     record: path.join(dir, 'run.json'),
   };
 }

@@ -1,3 +1,4 @@
+import { resolveTool } from '../../common/resolve-tool';
 import { access, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
@@ -98,7 +99,8 @@ export class WslDriver implements SandboxDriver {
     }
     const user = this.opts.user ?? { uid: 1000, gid: 1000, home: '/home/airlock' };
     const args = wslHelperArgs(sandboxId, { ...user, pids: this.limits.get(sandboxId) ?? 512 });
-    return this.opts.openStream ? this.opts.openStream(args) : spawnChannelStream(this.opts.wsl ?? 'wsl.exe', args);
+    if (this.opts.openStream) return this.opts.openStream(args);
+    return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe'), args);
   }
 
   private async distros(): Promise<string[]> {

@@ -4,6 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
 import { AirlockError } from '../../../contracts/errors';
 import { runTool, runToolOk } from '../qemu/run-tool';
+import { resolveTool } from '../../common/resolve-tool';
 
 /**
  * /etc/wsl.conf of every Airlock distribution: no Windows drives (automount off, no fstab), no
@@ -82,7 +83,7 @@ export async function exportWslRootfs(image: string, outTar: string, opts: WslRo
   const created = await runToolOk('docker', ['create', '--network', 'none', image, 'true'], `Could not create a container of ${image}`, { timeoutMs: 60_000 });
   const id = created.stdout.toString('utf8').trim();
   try {
-    const child = spawn('docker', ['export', id], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(await resolveTool('docker'), ['export', id], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     child.stderr.on('data', (c: Buffer) => {
       err = (err + c.toString('utf8')).slice(-2000);

@@ -4,7 +4,9 @@ import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { collectResult, type CollectedResult, type CollectOptions } from '../collect';
 import { hydrate, type HydrateResult } from '../hydrate';
+import { HostRepo } from '../host-repo';
 import { LocalShell, localLayout } from '../local-shell';
 import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../snapshot';
 import type { WorkspaceLayout } from '../workspace-shell';
@@ -76,15 +78,37 @@ export interface LocalSandbox {
   layout: WorkspaceLayout;
   snapshot: ProjectSnapshot;
   hydrated: HydrateResult;
+  /** The run's host object store (host baseline written at hydrate). */
+  repo: HostRepo;
   /** Path inside the local "sandbox" copy. */
   at(rel: string): string;
 }
 
+/** A collected result plus the store it lives in (what apply takes). */
+export interface LocalResult extends CollectedResult {
+  repo: HostRepo;
+}
+
+/** Collects the local sandbox's result on the host, like a run does before the wipe. */
+export async function collectLocal(sb: LocalSandbox, opts: Partial<CollectOptions> = {}): Promise<LocalResult> {
+  const collected = await collectResult(sb.shell, {
+    layout: sb.layout,
+    repo: sb.repo,
+    baseCommit: await (sb.hydrated.hostBaseline as Promise<string>),
+    manifest: sb.hydrated.manifest,
+    isIgnored: sb.snapshot.isIgnored,
+    ...(sb.snapshot.headCommit ? { headCommit: sb.snapshot.headCommit } : {}),
+    ...opts,
+  });
+  return { ...collected, repo: sb.repo };
+}
+
 /** Snapshots the project and hydrates it into a temp dir through the LocalShell. */
-export async function localSandbox(projectDir: string, opts?: SnapshotOptions): Promise<LocalSandbox> {
+export async function localSandbox(projectDir: string, opts?: SnapshotOptions, repoDir?: string): Promise<LocalSandbox> {
   const shell = new LocalShell();
   const layout = await localLayout(tempDir('airlock-sbx-'));
   const snapshot = await snapshotProject(projectDir, opts);
-  const hydrated = await hydrate(shell, snapshot, { layout });
-  return { shell, layout, snapshot, hydrated, at: (rel) => path.join(layout.workDir, rel) };
+  const repo = await HostRepo.create(repoDir ?? path.join(tempDir('airlock-objects-'), 'objects.git'));
+  const hydrated = await hydrate(shell, snapshot, { layout, hostRepo: repo });
+  return { shell, layout, snapshot, hydrated, repo, at: (rel) => path.join(layout.workDir, rel) };
 }

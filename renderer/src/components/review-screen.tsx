@@ -16,6 +16,7 @@ import { DiffViewer } from './diff-viewer';
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
   const files = useDiffStore((s) => s.files[runId]);
+  const reviewedSha256 = useDiffStore((s) => s.patchSha256[runId]);
   const navigate = useAppStore((s) => s.navigate);
   const ordered = useMemo(() => orderForReview(files ?? []), [files]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
@@ -47,7 +48,9 @@ export function ReviewScreen({ runId }: { runId: string }) {
     setBusy(true);
     setError(undefined);
     try {
-      const r = await api().call('diffs:apply', { runId, files: [...selected], mode, branch: mode === 'branch' ? branch : undefined });
+      // The digest of the result this list shows: the host refuses to apply anything else.
+      if (!reviewedSha256) throw new Error('The result is not collected yet; apply once the run has ended.');
+      const r = await api().call('diffs:apply', { runId, files: [...selected], mode, branch: mode === 'branch' ? branch : undefined, reviewedSha256 });
       setResult(r);
       useAppStore.getState().notify(r.conflicts.length ? 'error' : 'success', `Applied ${r.applied.length} file(s)${r.conflicts.length ? `, ${r.conflicts.length} conflict(s) left untouched` : ''}`);
     } catch (err) {
@@ -109,7 +112,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
           {mode === 'branch' && <input type="text" aria-label="Branch name" value={branch} onChange={(e) => setBranch(e.target.value)} />}
         </div>
         <div className="row">
-          <button className="btn primary" onClick={() => void apply()} disabled={busy || selected.size === 0}>{busy ? 'Applying…' : `Apply ${selected.size} file(s)`}</button>
+          <button className="btn primary" onClick={() => void apply()} disabled={busy || selected.size === 0 || !reviewedSha256}>{busy ? 'Applying…' : `Apply ${selected.size} file(s)`}</button>
           <button className="btn" onClick={() => void exportPatch()} disabled={selected.size === 0}>Export patch</button>
           {patch && <span className="mono" role="status">Patch written to {patch}</span>}
         </div>

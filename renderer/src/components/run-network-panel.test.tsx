@@ -1,31 +1,20 @@
 // @vitest-environment jsdom
-import { act, cleanup, fireEvent, render, screen, within } from '@testing-library/react';
+import { act, cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../../core/api/testing/fake-services';
+import type { FakeServices } from '../../../test/support/fake-services';
+import { connectFakeApp } from '../../../test/support/renderer-harness';
 import type { StartRunInput } from '../../../contracts';
-import { createApi, setApi } from '../api';
-import { connectStores } from '../stores/connect-stores';
 import { useNetworkStore } from '../stores/network-store';
 import { useRunsStore } from '../stores/runs-store';
-import { createMemoryTransport } from '../test-support';
 import { RunNetworkPanel, parsePort } from './run-network-panel';
 
-const until = async (pred: () => boolean) => {
-  for (let i = 0; i < 200 && !pred(); i++) await act(() => new Promise((r) => setTimeout(r, 5)));
-  if (!pred()) throw new Error('condition not met');
-};
 
 describe('run network panel (jsdom, fake services through the real router)', () => {
   let services: FakeServices;
   let disconnect: () => void;
   beforeEach(() => {
-    services = createFakeServices({ autoFinish: false });
-    const api = createApi(createMemoryTransport(createApiRouter(services)));
-    setApi(api);
-    disconnect = connectStores(api);
-    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
-    useNetworkStore.setState({ ports: {}, blocked: {}, tails: {} });
+    ({ services, disconnect } = connectFakeApp({ autoFinish: false }));
+    useNetworkStore.setState({ ports: {}, blocked: {} });
   });
   afterEach(() => {
     cleanup();
@@ -34,7 +23,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
 
   const startRun = async (extra: Partial<StartRunInput> = {}) => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 't', provider: 'anthropic', model: 'm', ...extra });
-    await until(() => useRunsStore.getState().runs[run.id]?.status === 'running');
+    await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'running').toBe(true));
     return run.id;
   };
   const callsOf = (channel: string) => services.calls.filter((c) => c.channel === channel).map((c) => c.args);
@@ -45,7 +34,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     expect(screen.queryByRole('form', { name: 'Allow host' })).toBeNull();
     fireEvent.change(screen.getByLabelText('Preview port'), { target: { value: '3000' } });
     fireEvent.submit(screen.getByRole('form', { name: 'Publish a preview port' }));
-    await until(() => screen.queryByRole('link') !== null);
+    await waitFor(() => expect(screen.queryByRole('link') !== null).toBe(true));
     expect(callsOf('runs:publishPort')).toEqual([{ runId, port: 3000 }]);
     const link = screen.getByRole('link') as HTMLAnchorElement;
     expect(link.getAttribute('href')).toBe('http://127.0.0.1:43000/');
@@ -59,41 +48,50 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     render(<RunNetworkPanel runId={runId} network="none" />);
     fireEvent.change(screen.getByLabelText('Preview port'), { target: { value: '70000' } });
     fireEvent.submit(screen.getByRole('form', { name: 'Publish a preview port' }));
-    await until(() => screen.queryByRole('alert') !== null);
+    await waitFor(() => expect(screen.queryByRole('alert') !== null).toBe(true));
     expect(screen.getByRole('alert').textContent).toMatch(/1 to 65535/);
     expect(callsOf('runs:publishPort')).toEqual([]);
 
     await act(async () => services.finish(runId));
     fireEvent.change(screen.getByLabelText('Preview port'), { target: { value: '8080' } });
     fireEvent.submit(screen.getByRole('form', { name: 'Publish a preview port' }));
-    await until(() => /published ports are closed/.test(screen.queryByRole('alert')?.textContent ?? ''));
+    await waitFor(() => expect(/published ports are closed/.test(screen.queryByRole('alert')?.textContent ?? '')).toBe(true));
     expect(callsOf('runs:publishPort')).toEqual([{ runId, port: 8080 }]);
     expect(screen.queryByRole('link')).toBeNull();
   });
 
-  it('allows a host: default scope "this run" without a port, then a blocked host picked from the terminal for the project', async () => {
+  it('allows a host: default scope "this run" without a port, then a blocked host (a typed event from the host) for the project', async () => {
     const runId = await startRun({ network: 'allowlist', allowlist: ['pkgs.example.invalid'] });
     render(<RunNetworkPanel runId={runId} network="allowlist" />);
     const form = screen.getByRole('form', { name: 'Allow host' });
     fireEvent.change(within(form).getByLabelText('Allow host'), { target: { value: ' files.example.invalid ' } });
     fireEvent.submit(form);
-    await until(() => screen.queryByRole('status') !== null);
+    await waitFor(() => expect(screen.queryByRole('status') !== null).toBe(true));
     expect(screen.getByRole('status').textContent).toContain('Allowed files.example.invalid (this run)');
     expect(callsOf('runs:allowNetwork')).toEqual([{ runId, host: 'files.example.invalid', scope: 'run' }]);
 
-    // The proxy's notice arrives in the run terminal, split across two chunks and coloured.
-    act(() => {
-      services.emitOutput(runId, '\r\n\x1b[33m[airlock] blocked CONNECT mirror.exam');
-      services.emitOutput(runId, 'ple.invalid:8443: not on the allow-list\x1b[0m\r\n');
-    });
-    await until(() => screen.queryByText('mirror.example.invalid:8443') !== null);
+    // The host's egress proxy denied a connection: a typed run event.
+    act(() => services.emitEvent(runId, { type: 'network_blocked', method: 'CONNECT', host: 'mirror.example.invalid', port: 8443, reason: 'not on the allow-list' }));
+    await waitFor(() => expect(screen.queryByText('mirror.example.invalid:8443') !== null).toBe(true));
     fireEvent.click(screen.getByText('mirror.example.invalid:8443'));
     expect((within(form).getByLabelText('Port (optional)') as HTMLInputElement).value).toBe('8443');
     fireEvent.change(within(form).getByLabelText('Scope'), { target: { value: 'project' } });
     fireEvent.submit(form);
-    await until(() => callsOf('runs:allowNetwork').length === 2);
+    await waitFor(() => expect(callsOf('runs:allowNetwork').length === 2).toBe(true));
     expect(callsOf('runs:allowNetwork')[1]).toEqual({ runId, host: 'mirror.example.invalid', port: 8443, scope: 'project' });
-    await until(() => screen.queryByText('mirror.example.invalid:8443') === null);
+    await waitFor(() => expect(screen.queryByText('mirror.example.invalid:8443') === null).toBe(true));
+  });
+
+  // Issue 12, attack 5: the sandbox writes the terminal too, so what it prints is never a signal.
+  it('never offers a host for Allow because the sandbox printed a "blocked" notice', async () => {
+    const runId = await startRun({ network: 'allowlist', allowlist: ['pkgs.example.invalid'] });
+    render(<RunNetworkPanel runId={runId} network="allowlist" />);
+    act(() => services.emitOutput(runId, '\r\n\x1b[33m[airlock] blocked CONNECT attacker.example.invalid:443: not on the allow-list\x1b[0m\r\n'));
+    // A real denial after it, so the panel has had every chance to show the printed one.
+    act(() => services.emitEvent(runId, { type: 'network_blocked', method: 'CONNECT', host: 'real.example.invalid', port: 443 }));
+    await waitFor(() => expect(screen.queryByText('real.example.invalid:443')).not.toBeNull());
+    expect(screen.queryByText(/attacker\.example\.invalid/)).toBeNull();
+    expect(useNetworkStore.getState().blocked[runId]).toEqual([{ method: 'CONNECT', host: 'real.example.invalid', port: 443 }]);
   });
 
   it('shows the core error when allowing on a run without the allow-list policy', async () => {
@@ -103,7 +101,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     fireEvent.change(within(form).getByLabelText('Allow host'), { target: { value: 'x.example.invalid' } });
     fireEvent.change(within(form).getByLabelText('Scope'), { target: { value: 'once' } });
     fireEvent.submit(form);
-    await until(() => screen.queryByRole('alert') !== null);
+    await waitFor(() => expect(screen.queryByRole('alert') !== null).toBe(true));
     expect(screen.getByRole('alert').textContent).toMatch(/not live under the allow-list/);
     expect(callsOf('runs:allowNetwork')).toEqual([{ runId, host: 'x.example.invalid', scope: 'once' }]);
   });
@@ -119,22 +117,17 @@ describe('parsePort', () => {
   });
 });
 
-describe('network store: blocked notices', () => {
-  beforeEach(() => useNetworkStore.setState({ ports: {}, blocked: {}, tails: {} }));
+describe('network store: blocked hosts', () => {
+  beforeEach(() => useNetworkStore.setState({ ports: {}, blocked: {} }));
 
-  it('finds a notice split across chunks, and never re-counts one still in the kept tail', () => {
-    const note = (d: string) => useNetworkStore.getState().noteTerminalData('r1', d);
-    note('[airlock] blocked CONNECT a.example.invalid:44');
-    note('3: denied\r\n[airlock] blocked GET b.example.invalid:80: denied\r\n');
+  it('keeps the latest denials per run, newest last, without duplicates', () => {
+    const note = (host: string, port: number) => useNetworkStore.getState().noteBlocked('r1', { type: 'network_blocked', method: 'CONNECT', host, port });
+    note('a.example.invalid', 443);
+    note('b.example.invalid', 80);
+    note('a.example.invalid', 443);
     expect(useNetworkStore.getState().blocked.r1).toEqual([
+      { method: 'CONNECT', host: 'b.example.invalid', port: 80 },
       { method: 'CONNECT', host: 'a.example.invalid', port: 443 },
-      { method: 'GET', host: 'b.example.invalid', port: 80 },
     ]);
-    // Once allowed, a host leaves the list; later output must not bring it back from the tail.
-    useNetworkStore.setState((s) => ({ blocked: { r1: (s.blocked.r1 ?? []).filter((b) => b.host !== 'a.example.invalid') } }));
-    note('more output\r\n');
-    expect(useNetworkStore.getState().blocked.r1?.map((b) => b.host)).toEqual(['b.example.invalid']);
-    note('[airlock] blocked CONNECT a.example.invalid:443: denied\r\n');
-    expect(useNetworkStore.getState().blocked.r1?.map((b) => b.host)).toEqual(['b.example.invalid', 'a.example.invalid']);
   });
 });

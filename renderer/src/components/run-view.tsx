@@ -110,6 +110,9 @@ export function RunView({ runId }: { runId: string }) {
         <span className="mono" aria-label="Elapsed">{formatElapsed(elapsed)}</span>
         <div className="meter" aria-label="Usage">
           <span>in <b>{formatTokens(run.usage.inputTokens)}</b></span>
+          {(run.usage.cacheReadTokens > 0 || run.usage.cacheWriteTokens > 0) && (
+            <span title="prompt cache: tokens read / written">cache <b>{formatTokens(run.usage.cacheReadTokens)}</b> / <b>{formatTokens(run.usage.cacheWriteTokens)}</b></span>
+          )}
           <span>out <b>{formatTokens(run.usage.outputTokens)}</b></span>
           <span>cost <b>{formatUsd(run.usage.costUsd)}</b></span>
           <span>calls <b>{run.usage.requests}</b></span>

@@ -15,9 +15,7 @@ export function formatUsd(n: number | undefined): string {
   return n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`;
 }
 
-export function formatBytes(n: number): string {
-  return n >= 1024 * 1024 ? `${(n / 1024 / 1024).toFixed(1)} MB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KB` : `${n} B`;
-}
+export { formatBytes } from '../../../contracts/format';
 
 export function formatTime(iso: string | null | undefined): string {
   if (!iso) return '—';

@@ -1,4 +1,4 @@
-import { isFinalStatus, runTerminalId, type RunSummary } from '../../../contracts';
+import { isFinalStatus, type RunSummary } from '../../../contracts';
 import type { Api } from '../api';
 import { useAppStore } from './app-store';
 import { useDiffStore } from './diff-store';
@@ -39,13 +39,11 @@ export function connectStores(api: Api): () => void {
       notifyTransitions(prev, summary);
       if (isFinalStatus(summary.status)) useNetworkStore.getState().closeRun(summary.id);
     }),
-    api.on('terminals:onDidData', (chunk) => {
-      // Only allow-list runs have an egress proxy whose denials the user may want to allow.
-      if (chunk.kind !== 'data' || chunk.terminalId !== runTerminalId(chunk.runId)) return;
-      if (useRunsStore.getState().runs[chunk.runId]?.network !== 'allowlist') return;
-      useNetworkStore.getState().noteTerminalData(chunk.runId, chunk.data);
+    api.on('runs:onDidEvent', (event) => {
+      // Denials the host's egress proxy observed, as typed events (never scraped from terminal text).
+      if (event.event.type === 'network_blocked') useNetworkStore.getState().noteBlocked(event.runId, event.event);
+      useRunsStore.getState().applyEvent(event);
     }),
-    api.on('runs:onDidEvent', (event) => useRunsStore.getState().applyEvent(event)),
     api.on('diffs:onDidChange', ({ runId }) => {
       // Changes come in bursts while an agent edits: refetch at most every 300 ms per run.
       if (pendingInvalidations.has(runId)) return;

@@ -4,6 +4,8 @@ import { api, errorMessage } from '../api';
 
 interface DiffState {
   files: Record<string, ChangedFile[] | undefined>;
+  /** Digest of the collected result whose files are shown (absent while a run is live); apply sends it back. */
+  patchSha256: Record<string, string | undefined>;
   /** `${runId}\0${path}` → diff */
   diffs: Record<string, FileDiff | { error: string } | undefined>;
   load(runId: string): Promise<void>;
@@ -14,13 +16,14 @@ interface DiffState {
 
 export const diffKey = (runId: string, path: string) => `${runId}\0${path}`;
 
-/** Changed files and diffs: event ⇒ invalidate ⇒ refetch (DESIGN.md §5). */
+/** Changed files and diffs: event ⇒ invalidate ⇒ refetch (docs/architecture.md §5). */
 export const useDiffStore = create<DiffState>()((set, get) => ({
   files: {},
+  patchSha256: {},
   diffs: {},
   async load(runId) {
-    const { files } = await api().call('diffs:list', { runId });
-    set((s) => ({ files: { ...s.files, [runId]: files } }));
+    const { files, patchSha256 } = await api().call('diffs:list', { runId });
+    set((s) => ({ files: { ...s.files, [runId]: files }, patchSha256: { ...s.patchSha256, [runId]: patchSha256 } }));
   },
   async loadFile(runId, path) {
     try {

@@ -1,8 +1,8 @@
 import { create } from 'zustand';
-import type { NetworkAllowScope, PreviewPort } from '../../../contracts';
+import type { NetworkAllowScope, NetworkBlockedEvent, PreviewPort } from '../../../contracts';
 import { api } from '../api';
 
-/** A connection the run's egress proxy denied, as announced in the run terminal. */
+/** A connection the run's egress proxy denied (a typed `network_blocked` run event from the host). */
 export interface BlockedHost {
   host: string;
   port: number;
@@ -11,24 +11,19 @@ export interface BlockedHost {
 
 /** Blocked hosts kept per run: the latest few are what the user wants to allow. */
 export const MAX_BLOCKED_PER_RUN = 20;
-/** Terminal text kept between chunks so a notice split across two chunks is still found. */
-const TAIL_CHARS = 512;
-
-// Written by the run service: `[airlock] blocked CONNECT host:443: reason` (coloured).
-const BLOCKED_LINE = /\[airlock\] blocked (\S+) (\S+):(\d+):/g;
-// eslint-disable-next-line no-control-regex -- terminal colour codes are exactly what we strip
-const ANSI = /\x1b\[[0-9;]*m/g;
 
 interface NetworkState {
   /** Ports published for a live run, in the order they were published. */
   ports: Record<string, PreviewPort[]>;
   /** Hosts denied while the run view was connected, newest last, without duplicates. */
   blocked: Record<string, BlockedHost[]>;
-  tails: Record<string, string>;
   publish(runId: string, port: number): Promise<PreviewPort>;
   allow(runId: string, host: string, port: number | undefined, scope: NetworkAllowScope): Promise<void>;
-  /** Scans run-terminal output for the proxy's "blocked" notices. */
-  noteTerminalData(runId: string, data: string): void;
+  /**
+   * Records a denial the host's egress proxy observed. Only typed events reach here: terminal text
+   * is written by the sandbox too, so a printed "blocked" line is never offered for Allow.
+   */
+  noteBlocked(runId: string, event: NetworkBlockedEvent): void;
   /** Forgets a run's published ports (they close when the run ends). */
   closeRun(runId: string): void;
 }
@@ -36,7 +31,6 @@ interface NetworkState {
 export const useNetworkStore = create<NetworkState>()((set, get) => ({
   ports: {},
   blocked: {},
-  tails: {},
   async publish(runId, port) {
     const published = await api().call('runs:publishPort', { runId, port });
     set((s) => {
@@ -50,31 +44,18 @@ export const useNetworkStore = create<NetworkState>()((set, get) => ({
     // Allowed hosts leave the "recently blocked" list; a new denial brings them back.
     set((s) => ({ blocked: { ...s.blocked, [runId]: (s.blocked[runId] ?? []).filter((b) => b.host !== host || (port !== undefined && b.port !== port)) } }));
   },
-  noteTerminalData(runId, data) {
-    const tail = get().tails[runId] ?? '';
-    const text = tail + data.replace(ANSI, '');
-    const found: BlockedHost[] = [];
-    for (const m of text.matchAll(BLOCKED_LINE)) {
-      // A notice wholly inside the kept tail was counted with the previous chunk.
-      if ((m.index ?? 0) + m[0].length <= tail.length) continue;
-      found.push({ method: m[1] as string, host: m[2] as string, port: Number(m[3]) });
-    }
+  noteBlocked(runId, event) {
+    const b: BlockedHost = { method: event.method, host: event.host, port: event.port };
     set((s) => {
-      const next: Partial<NetworkState> = { tails: { ...s.tails, [runId]: text.slice(-TAIL_CHARS) } };
-      if (found.length) {
-        let list = s.blocked[runId] ?? [];
-        for (const b of found) list = [...list.filter((x) => x.host !== b.host || x.port !== b.port), b];
-        next.blocked = { ...s.blocked, [runId]: list.slice(-MAX_BLOCKED_PER_RUN) };
-      }
-      return next;
+      const list = [...(s.blocked[runId] ?? []).filter((x) => x.host !== b.host || x.port !== b.port), b];
+      return { blocked: { ...s.blocked, [runId]: list.slice(-MAX_BLOCKED_PER_RUN) } };
     });
   },
   closeRun(runId) {
     set((s) => {
-      if (!s.ports[runId] && !s.tails[runId]) return s;
+      if (!s.ports[runId]) return s;
       const { [runId]: _p, ...ports } = s.ports;
-      const { [runId]: _t, ...tails } = s.tails;
-      return { ports, tails };
+      return { ports };
     });
   },
 }));

@@ -1,28 +1,17 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../../core/api/router';
-import { createFakeServices, type FakeServices } from '../../../core/api/testing/fake-services';
-import { createApi, setApi } from '../api';
-import { createMemoryTransport } from '../test-support';
-import { connectStores } from './connect-stores';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { FakeServices } from '../../../test/support/fake-services';
+import { connectFakeApp } from '../../../test/support/renderer-harness';
 import { useDiffStore } from './diff-store';
 import { useKeysStore } from './keys-store';
 import { MAX_EVENTS_PER_RUN, useRunsStore } from './runs-store';
 
-const until = async (pred: () => boolean) => {
-  for (let i = 0; i < 200 && !pred(); i++) await new Promise((r) => setTimeout(r, 5));
-  if (!pred()) throw new Error('condition not met');
-};
 
 describe('stores over the contracts (fake services, real router)', () => {
   let services: FakeServices;
   let disconnect: () => void;
   beforeEach(() => {
-    services = createFakeServices({ autoFinish: false });
-    const api = createApi(createMemoryTransport(createApiRouter(services)));
-    setApi(api);
-    disconnect = connectStores(api);
-    useRunsStore.setState({ runs: {}, order: [], live: {}, loaded: false });
-    useDiffStore.setState({ files: {}, diffs: {} });
+    ({ services, disconnect } = connectFakeApp({ autoFinish: false }));
+    useDiffStore.setState({ files: {}, patchSha256: {}, diffs: {} });
   });
   afterEach(() => disconnect());
 
@@ -36,13 +25,13 @@ describe('stores over the contracts (fake services, real router)', () => {
 
   it('runs: a started run follows its pushed status and events; command output is not kept', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm', approval: 'ask' });
-    await until(() => Boolean(useRunsStore.getState().runs[run.id]?.pendingApproval));
+    await vi.waitFor(() => expect(Boolean(useRunsStore.getState().runs[run.id]?.pendingApproval)).toBe(true));
     const live = useRunsStore.getState().live[run.id];
     expect(live?.events.some((e) => e.event.type === 'approval_request')).toBe(true);
     await useRunsStore.getState().approve(run.id, 'a1', true);
     expect(useRunsStore.getState().runs[run.id]?.pendingApproval).toBeUndefined();
     services.finish(run.id);
-    await until(() => useRunsStore.getState().runs[run.id]?.status === 'done');
+    await vi.waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'done').toBe(true));
     expect(useRunsStore.getState().live[run.id]?.events.some((e) => e.event.type === 'command_output')).toBe(false);
     expect(useRunsStore.getState().order[0]).toBe(run.id);
   });
@@ -50,7 +39,7 @@ describe('stores over the contracts (fake services, real router)', () => {
   it('runs: a replay merges with live events by seq: nothing lost, nothing doubled', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm' });
     services.finish(run.id);
-    await until(() => useRunsStore.getState().runs[run.id]?.status === 'done');
+    await vi.waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'done').toBe(true));
     // Events pushed before the view existed were missed live (seq 0 here); the replay fills them in.
     const live = useRunsStore.getState().live[run.id]?.events.map((e) => e.seq) ?? [];
     expect(live[0]).toBeGreaterThan(0);
@@ -78,7 +67,7 @@ describe('stores over the contracts (fake services, real router)', () => {
   it('diffs: a change event invalidates and refetches the loaded list', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm', approval: 'ask' });
     useDiffStore.setState({ files: { [run.id]: [] } });
-    await until(() => (useDiffStore.getState().files[run.id]?.length ?? 0) === 2);
+    await vi.waitFor(() => expect((useDiffStore.getState().files[run.id]?.length ?? 0) === 2).toBe(true));
     expect(useDiffStore.getState().files[run.id]?.map((f) => f.path)).toContain('README.md');
   });
 });

@@ -2,7 +2,7 @@
  * Whether the page's terminal views still have output to draw. The transports (the browser's
  * terminal stream, Electron IPC) acknowledge what they received only once none has, so the host
  * sends no more than the page can draw and skips the rest there, before it costs the transport and
- * the page (DESIGN.md §5).
+ * the page (docs/architecture.md §5).
  */
 export class TerminalFlow {
   private readonly busy = new Set<object>();

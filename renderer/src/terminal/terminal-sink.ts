@@ -46,7 +46,7 @@ const BACKLOG_BATCHES = 8;
 const encoder = new TextEncoder();
 
 /**
- * Feeds an xterm directly, never through React state (DESIGN.md §5): writes are batched per
+ * Feeds an xterm directly, never through React state (docs/architecture.md §5): writes are batched per
  * frame, and both what xterm has yet to parse and what waits here are bounded. Past the bound the
  * OLDEST waiting output is dropped and a visible gap marker takes its place, so a flood never
  * freezes the UI or grows memory, and the view keeps showing the latest output. Output stays UTF-8

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { TerminalFlow } from '../terminal/terminal-flow';
 import { TerminalRecordReader, openTerminalStream } from './terminal-stream';
 
@@ -62,7 +62,7 @@ describe('openTerminalStream with flow control', () => {
       chunks.push(c);
       flow.setBusy(view, true); // a view took it and is drawing
     }, { url: 'http://127.0.0.1:1/api/terminal-stream', fetch: fakeFetch, flow: { state: flow, sendAck: (s, n) => acks.push([s, n]) } });
-    while (chunks.length < 1) await new Promise((r) => setTimeout(r, 1));
+    await vi.waitFor(() => expect(chunks.length).toBeGreaterThanOrEqual(1), { interval: 1 });
     expect(urls[0]).toBe('http://127.0.0.1:1/api/terminal-stream?ack=1');
     expect(chunks).toHaveLength(1); // the hello record is the transport's, not a terminal's
     await new Promise((r) => setTimeout(r, 5));

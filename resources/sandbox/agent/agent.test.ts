@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, afterEach, describe, expect, it } from 'vitest';
 import { AgentEvent } from '../../../contracts/agent-events';
-import { buildAgentBundle } from '../../../core/agents/agent-bundle';
+import { loadAgentBundle } from '../../../core/agents/agent-bundle';
 import { builtinAdapter } from '../../../core/agents/builtin-adapter';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../../../test/fixtures/fake-upstream';
 
@@ -19,7 +19,7 @@ let workspace: string;
 let upstream: FakeUpstream;
 
 beforeAll(async () => {
-  const { files } = await buildAgentBundle();
+  const { files } = await loadAgentBundle();
   bundleDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-agent-bundle-'));
   for (const [name, content] of Object.entries(files)) await writeFile(path.join(bundleDir, name), content);
 });

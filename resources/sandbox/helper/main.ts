@@ -1,6 +1,6 @@
 /**
  * The Airlock helper: runs inside the sandbox as the non-root user (`node /opt/airlock/helper.js`)
- * and serves the host over stdin/stdout (the channel, DESIGN.md §4). stderr is for its own
+ * and serves the host over stdin/stdout (the channel, docs/architecture.md §4). stderr is for its own
  * diagnostics. It is on the sandbox-ready path: say hello first, load nothing heavy until asked.
  */
 import { Socket } from 'node:net';

@@ -5,7 +5,7 @@ import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 
 export const CHROMIUM = process.env.AIRLOCK_CHROMIUM ?? '/usr/bin/chromium';
 
-/** Debian Chromium, headless, with a fresh profile (DESIGN.md §7). */
+/** Debian Chromium, headless, with a fresh profile (docs/architecture.md §7). */
 export async function launchChromium(): Promise<{ browser: BrowserContext; close(): Promise<void> }> {
   const userDataDir = await mkdtemp(join(tmpdir(), 'airlock-chromium-'));
   const context = await chromium.launchPersistentContext(userDataDir, {

@@ -1,8 +1,12 @@
-import { AirlockError } from '../../../contracts/errors';
-import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../../contracts';
-import { isFinalStatus, runTerminalId } from '../../../contracts';
-import { Emitter } from '../../common/disposable';
-import type { AirlockServices } from '../services';
+import { AirlockError } from '../../contracts/errors';
+import { newRunId } from '../../contracts/ids';
+import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import { isFinalStatus, runTerminalId } from '../../contracts';
+import { Emitter } from '../../core/common/disposable';
+import type { AirlockServices } from '../../core/api/services';
+
+/** The digest `diffs:list` reports for every fake run's result; `diffs:apply` insists on it. */
+export const FAKE_PATCH_SHA256 = 'ab'.repeat(32);
 
 /**
  * An in-memory AirlockServices for tests of the transports and the UI (not of the core): runs are
@@ -12,6 +16,8 @@ import type { AirlockServices } from '../services';
 export interface FakeServices extends AirlockServices {
   /** Emits terminal output for a run as if its command printed it. */
   emitOutput(runId: string, data: string): void;
+  /** Emits a run event as the core would (a host-observed network event, say). */
+  emitEvent(runId: string, event: RunEvent['event']): void;
   /** Finishes a live run (`done`). */
   finish(runId: string): void;
   readonly calls: Array<{ channel: string; args: unknown }>;
@@ -79,7 +85,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     r.record.summary = 'Added a greeting to README.md.';
     setStatus(runId, 'collecting', 'collecting changes');
     setStatus(runId, 'wiping', 'wiping sandbox');
-    r.record.wipe = { verified: true, leftovers: [], at: now() };
+    r.record.wipe = { verified: true, removed: [], leftovers: [], at: now() };
     setStatus(runId, 'done');
   };
 
@@ -101,7 +107,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     agent(runId, { type: 'file_changed', paths: r.files.map((f) => f.path) });
     diffChange.fire({ runId });
     agent(runId, { type: 'usage', inputTokens: 1200, outputTokens: 300, costUsd: 0.0081 });
-    r.record.usage = { inputTokens: 1200, outputTokens: 300, costUsd: 0.0081, requests: 1 };
+    r.record.usage = { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.0081, requests: 1 };
     status.fire(summary(r.record));
     if (r.record.approval === 'ask') {
       r.record.pendingApproval = { requestId: 'a1', command: 'npm test', requestedAt: now() };
@@ -115,6 +121,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
   const services: FakeServices = {
     calls,
     emitOutput,
+    emitEvent: push,
     finish,
     async activeRunIds() {
       return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).map((r) => r.record.id);
@@ -192,11 +199,11 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async start(args) {
         log('runs:start', args);
         if (!providers.has(args.provider)) throw new AirlockError('PROVIDER_UNKNOWN', `unknown provider '${args.provider}'; add it under Keys & providers`);
-        const id = `r-${(Date.now() + ++counter).toString(36)}-${counter.toString(16).padStart(8, '0')}`;
+        const id = newRunId(Date.now() + ++counter);
         const record: RunRecord = {
           id, task: args.task, projectDir: args.projectDir, agent: args.agent, provider: args.provider, model: args.model,
           status: 'queued', createdAt: now(), startedAt: null, endedAt: null,
-          usage: { inputTokens: 0, outputTokens: 0, requests: 0 }, changedFiles: 0,
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0,
           isolation: args.isolation, network: args.network, approval: args.approval, limits: args.limits,
           excludedFiles: [{ path: '.env', reason: 'environment file (may hold secrets)' }],
         };
@@ -273,7 +280,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
     },
     diffs: {
       async list({ runId }) {
-        return { files: get(runId).files };
+        return { files: get(runId).files, patchSha256: FAKE_PATCH_SHA256 };
       },
       async file({ runId, path }) {
         const f = get(runId).files.find((x) => x.path === path);
@@ -285,6 +292,7 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       },
       async apply(args) {
         log('diffs:apply', args);
+        if (args.reviewedSha256 !== FAKE_PATCH_SHA256) throw new AirlockError('CONFLICT', 'This is not the result that was reviewed.');
         const files = args.files ?? get(args.runId).files.map((f) => f.path);
         return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };
       },

@@ -1,11 +1,11 @@
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import { AirlockError } from '../../contracts/errors';
-import { airlockHome } from '../common/paths';
-import { ExitCode, type CliCommand, type CliIo } from '../cli/command';
-import { formatAllowEntry, parseAllowEntry } from './allowlist';
-import { derivePresets, PRESET_NAMES } from './presets';
-import { ProjectNetworkStore } from './project-network-store';
+import { AirlockError } from '../../../contracts/errors';
+import { airlockHome } from '../../common/paths';
+import { formatAllowEntry, parseAllowEntry } from '../../network/allowlist';
+import { derivePresets, PRESET_NAMES } from '../../network/presets';
+import { ProjectNetworkStore } from '../../network/project-network-store';
+import { CliUsageError, parseCliArgs } from '../args';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const USAGE = `airlock network presets [--json]
        airlock network list   (--project DIR | --run RUN_ID) [--json]
@@ -17,7 +17,7 @@ async function projectFor(values: { project?: string; run?: string }, io: CliIo)
   if (values.project && values.run) throw new AirlockError('INVALID_INPUT', 'give either --project or --run, not both');
   if (values.project) return path.resolve(values.project);
   if (values.run) {
-    const { RunStore } = await import('../runs/run-store');
+    const { RunStore } = await import('../../runs/run-store');
     const store = new RunStore({ home: airlockHome(io.env) });
     try {
       const record = await store.get(values.run);
@@ -39,14 +39,10 @@ export const networkCommand: CliCommand = {
   summary: 'Network presets and the hosts allowed for a project (allow-list policy).',
   usage: USAGE,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        project: { type: 'string' },
-        run: { type: 'string' },
-        json: { type: 'boolean', default: false },
-      },
+    const { values, positionals } = parseCliArgs(args, {
+      project: { type: 'string' },
+      run: { type: 'string' },
+      json: { type: 'boolean', default: false },
     });
     const [sub, ...rest] = positionals;
     const print = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
@@ -69,10 +65,7 @@ export const networkCommand: CliCommand = {
       case 'remove': {
         const project = await projectFor(values, io);
         const store = new ProjectNetworkStore(project, airlockHome(io.env));
-        if (sub !== 'list' && rest.length === 0) {
-          io.stderr.write(`usage: ${USAGE}\n`);
-          return ExitCode.usage;
-        }
+        if (sub !== 'list' && rest.length === 0) throw new CliUsageError(`name at least one host to ${sub}`);
         let entries = await store.load();
         if (sub === 'allow') {
           // Validate everything before writing anything.
@@ -89,8 +82,7 @@ export const networkCommand: CliCommand = {
         return ExitCode.ok;
       }
       default:
-        io.stderr.write(`usage: ${USAGE}\n`);
-        return ExitCode.usage;
+        throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand');
     }
   },
 };

@@ -1,0 +1,14 @@
+/**
+ * The CLI as it ships: scripts/build.mjs bundles this file into out/cli/airlock.js, which
+ * bin/airlock.js runs. `--version` is answered here (the version is bundled in from package.json).
+ */
+const argv = process.argv.slice(2);
+if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
+  const { APP_VERSION } = await import('../common/app-version');
+  process.stdout.write(`airlock ${APP_VERSION}\n`);
+} else {
+  const { main } = await import('./main');
+  process.exitCode = await main(argv);
+}
+
+export {};

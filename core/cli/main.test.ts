@@ -1,0 +1,74 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { captureIo } from '../../test/support/cli-io';
+import { ExitCode } from './command';
+import { commands, main } from './main';
+
+let home: string;
+beforeAll(async () => {
+  home = await mkdtemp(path.join(os.tmpdir(), 'airlock-cli-'));
+});
+afterAll(async () => {
+  await rm(home, { recursive: true, force: true });
+});
+
+async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const { io, out, err } = captureIo({ AIRLOCK_HOME: home, PATH: process.env.PATH });
+  const code = await main(argv, io);
+  return { code, out: out(), err: err() };
+}
+
+describe('airlock CLI arguments (README: exit 2 on bad usage)', () => {
+  it.each(Object.keys(commands))('airlock %s --bogus exits 2 with the command\'s usage', async (name) => {
+    const command = await (commands[name] as () => Promise<{ usage: string }>)();
+    const r = await cli(name, '--bogus');
+    expect(r.code).toBe(ExitCode.usage);
+    expect(r.err).toContain(`usage: ${command.usage}`);
+    expect(r.err).not.toContain('[INTERNAL]');
+    expect(r.out).toBe('');
+  });
+
+  it('names the unknown option, except where the argument could be a pasted key', async () => {
+    expect((await cli('runs', '--bogus')).err).toContain("unknown option or missing value: --bogus");
+    const keys = await cli('keys', 'set', 'anthropic', '--sk-ant-api03-secret');
+    expect(keys.code).toBe(ExitCode.usage);
+    expect(keys.err).not.toContain('sk-ant');
+    const pasted = await cli('keys', 'sk-ant-api03-secret');
+    expect(pasted.code).toBe(ExitCode.usage);
+    expect(pasted.err).not.toContain('sk-ant');
+  });
+
+  it('refuses bad values and wrong positionals of subcommands with exit 2', async () => {
+    for (const argv of [
+      ['runs', '--limit', 'many'],
+      ['runs', 'extra'],
+      ['show'],
+      ['show', 'r-1', 'r-2'],
+      ['run', './p', '--timeout', 'soon'],
+      ['run', './p', '--publish', '70000'],
+      ['serve', '--port', '-1'],
+      ['audit', 'check', 'r-1'],
+      ['audit', 'verify', 'r-1', '--bogus'],
+      ['network', 'frobnicate'],
+      ['network', 'allow', '--project', '.'],
+      ['sandbox', 'exec', '.'],
+      ['sandbox', 'exec', '.', '--bogus', '--', 'true'],
+      ['sandbox', 'run'],
+      ['providers', 'add'],
+      ['doctor', 'now'],
+    ]) {
+      const r = await cli(...argv);
+      expect(r.code, argv.join(' ')).toBe(ExitCode.usage);
+      expect(r.err, argv.join(' ')).toMatch(/\nusage: airlock /);
+    }
+  });
+
+  it('exits 2 for an unknown command and 0 for --help', async () => {
+    expect((await cli('frobnicate')).code).toBe(ExitCode.usage);
+    const help = await cli('runs', '--help');
+    expect(help.code).toBe(ExitCode.ok);
+    expect(help.out).toContain('usage: airlock runs');
+  });
+});

@@ -1,0 +1,223 @@
+import path from 'node:path';
+import { toErrorInfo, type ErrorKind } from '../../contracts/errors';
+import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
+import { newRunId } from '../../contracts/ids';
+import { missingResources, resourcePaths } from '../common/resources';
+import { DockerDriver } from '../sandbox/docker/docker-driver';
+import { connectEngine, pingEngine, type Engine } from '../sandbox/docker/engine';
+import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
+import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
+import { SandboxManager } from '../sandbox/sandbox';
+
+/**
+ * Readiness checks, one implementation for `airlock doctor` and the UI's doctor screen
+ * (`sandboxes:doctor`). Each check reports in the contract's shape (`DoctorCheck`).
+ */
+
+export interface DoctorOptions {
+  /** Build the sandbox image when it is missing (the CLI does; the UI offers it as a fix). */
+  build: boolean;
+  /** Check the `agents` image variant (Claude Code, Codex CLI) instead of the base image. */
+  agents: boolean;
+  /** A user-named image instead of Airlock's. */
+  image?: string;
+  /** Remove older airlock-sandbox tags once the current image is ready. */
+  prune?: boolean;
+}
+
+/** What checks share: options, environment, values earlier checks found (engine, image ref). */
+export interface DoctorContext {
+  env: NodeJS.ProcessEnv;
+  options: DoctorOptions;
+  /** Values left by earlier checks for later ones (`engine`, `image`). */
+  state: Map<string, unknown>;
+  /** Image build progress while the image check builds. */
+  progress(p: ImageProgress): void;
+  /** The build, if any, is over (a progress bar can be cleared). */
+  progressDone(): void;
+}
+
+/** What a check found, in the contract's shape without its id and label. */
+export type DoctorFinding = Omit<DoctorCheck, 'id' | 'label'>;
+
+/** One readiness check. A check whose prerequisite failed returns `skipped`. */
+export interface ReadinessCheck {
+  id: string;
+  label: string;
+  run(ctx: DoctorContext): Promise<DoctorFinding>;
+}
+
+const FIXES: Partial<Record<ErrorKind, string>> = {
+  DOCKER_NOT_INSTALLED: 'Install Docker (Docker Desktop, or docker.io / Docker Engine on Linux), Colima, OrbStack or Podman.',
+  DOCKER_NOT_RUNNING: 'Start the engine (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST.',
+  DOCKER_PERMISSION_DENIED: "Add your user to the 'docker' group (sudo usermod -aG docker $USER; log out and in) or use rootless Docker/Podman.",
+  IMAGE_BUILD_FAILED: 'Check access to the Debian mirror and the npm registry, then run `airlock doctor` again.',
+  DISK_FULL: 'Free disk space for the engine (`docker system prune`), then run `airlock doctor` again.',
+  IMAGE_INCOMPATIBLE: "Install the missing tools in your image, or drop --image to use Airlock's image.",
+  NOT_FOUND: 'Run `airlock doctor` without --no-build to build the image, or pull the image you named.',
+};
+
+/** A failed check, with the fix for its error kind. */
+export function failedFinding(err: unknown): DoctorFinding {
+  const info = toErrorInfo(err);
+  const fix = FIXES[info.kind];
+  return { status: 'fail', detail: `${info.message} [${info.kind}]`, ...(fix ? { fix } : {}) };
+}
+
+/** The container engine answers. Leaves `engine` in the state. */
+export const engineCheck: ReadinessCheck = {
+  id: 'docker.engine',
+  label: 'Container engine',
+  async run(ctx) {
+    const engine = await connectEngine(ctx.env);
+    const v = await pingEngine(engine, ctx.env);
+    ctx.state.set('engine', engine);
+    return { status: 'ok', detail: `${v.version} (API ${v.apiVersion}, ${v.os}) at ${engine.endpoint.display}` };
+  },
+};
+
+/** The sandbox image exists (built now if missing and allowed, with progress). Leaves `image` in the state. */
+export const imageCheck: ReadinessCheck = {
+  id: 'image',
+  label: 'Sandbox image',
+  async run(ctx) {
+    const engine = ctx.state.get('engine') as Engine | undefined;
+    if (!engine) return { status: 'skipped', detail: 'needs the container engine' };
+    const { options } = ctx;
+    const started = Date.now();
+    try {
+      const r = await ensureSandboxImage({ engine, image: options.image, variant: options.agents ? 'agents' : 'base', allowBuild: options.build, onProgress: (p) => ctx.progress(p) });
+      ctx.state.set('image', r.ref);
+      const how = options.image ? 'has node, git and tar' : r.built ? `built in ${Math.round((Date.now() - started) / 1000)} s` : 'present';
+      let pruned = '';
+      if (options.prune && !options.image) {
+        const keep = [r.ref];
+        if (options.agents) keep.push((await ensureSandboxImage({ engine, variant: 'base', allowBuild: false })).ref);
+        pruned = `; removed ${(await pruneSandboxImages({ engine, keep })).length} older tag(s)`;
+      }
+      return { status: 'ok', detail: `${r.ref} (${how})${pruned}` };
+    } catch (err) {
+      // Not built yet, and not asked to build: a run builds it on first use, or the UI offers to.
+      if (!options.build && !options.image && toErrorInfo(err).kind === 'NOT_FOUND') {
+        return { status: 'warn', detail: 'not built yet', fix: 'Build it now (a few minutes, once), or let the first run build it.', fixAction: 'build-image' };
+      }
+      throw err;
+    } finally {
+      ctx.progressDone();
+    }
+  },
+};
+
+/** The helper answers in a throwaway hardened sandbox, which is then wiped and verified gone. */
+export const helperCheck: ReadinessCheck = {
+  id: 'helper',
+  label: 'Sandbox helper',
+  async run(ctx) {
+    const engine = ctx.state.get('engine') as Engine | undefined;
+    const image = ctx.state.get('image') as string | undefined;
+    if (!engine || !image) return { status: 'skipped', detail: 'needs the engine and the image' };
+    const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env }));
+    const runId = newRunId();
+    const t0 = Date.now();
+    try {
+      const sandbox = await manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
+      const ready = Date.now() - t0;
+      const hello = sandbox.channel.hello;
+      const r = await sandbox.channel.run({ argv: ['true'] });
+      const proof = await sandbox.destroy();
+      if (r.exitCode !== 0) return { status: 'fail', detail: `\`true\` exited ${r.exitCode} in the sandbox`, fix: 'Rebuild the image: docker rmi the airlock-sandbox tag and run `airlock doctor`.' };
+      if (proof.leftovers.length > 0) {
+        return { status: 'fail', detail: `wipe left ${proof.leftovers.join(', ')}`, fix: `Remove them with docker rm -f / docker volume rm (label airlock.run=${runId}).` };
+      }
+      const pty = hello.pty ? 'PTY available' : 'no PTY (node-pty missing)';
+      const detail = `protocol ${hello.version}, node ${hello.node}, uid ${hello.uid}, ${pty}; ready in ${ready} ms, wiped in ${Math.round(proof.durationMs)} ms with nothing left`;
+      return hello.pty ? { status: 'ok', detail } : { status: 'warn', detail, fix: "Terminals need node-pty in /opt/airlock; use Airlock's image." };
+    } catch (err) {
+      await manager.driver.destroy(runId).catch(() => undefined);
+      throw err;
+    } finally {
+      manager.dispose();
+    }
+  },
+};
+
+/** The OS keychain answers (a missing one is a warning: keys can be kept for the session only). */
+export const keychainCheck: ReadinessCheck = {
+  id: 'keychain',
+  label: 'OS keychain',
+  async run(ctx) {
+    const { KeyVault } = await import('../keys/key-vault');
+    const { ProviderCatalog } = await import('../keys/provider-catalog');
+    const { airlockHome } = await import('../common/paths');
+    const vault = new KeyVault(new ProviderCatalog({ home: airlockHome(ctx.env) }));
+    try {
+      const status = await vault.status();
+      return status.available
+        ? { status: 'ok', detail: 'provider keys are stored in the OS keychain' }
+        : { status: 'warn', detail: status.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet), or keep keys for this session only.' };
+    } finally {
+      vault.dispose();
+    }
+  },
+};
+
+/** Airlock's own files (sandbox Dockerfiles and payload, VM init, UI): a broken install shows here. */
+export const resourcesCheck: ReadinessCheck = {
+  id: 'resources',
+  label: "Airlock's files",
+  async run() {
+    const resources = resourcePaths();
+    const missing = await missingResources(resources);
+    return missing.length === 0
+      ? { status: 'ok', detail: `sandbox, VM and UI files found in ${resources.packaged ? path.dirname(resources.sandboxDir) : resources.appRoot}` }
+      : { status: 'fail', detail: `missing: ${missing.join(', ')}`, fix: 'Reinstall Airlock (in a source checkout, run `npm run build`).' };
+  },
+};
+
+/** Which isolation levels work here (containers, QEMU micro-VMs, Lima, WSL2), and why not. */
+export const isolationCheck: ReadinessCheck = {
+  id: 'isolation',
+  label: 'Isolation levels',
+  async run(ctx) {
+    const { probeIsolation } = await import('../sandbox/qemu/probe-isolation');
+    const engineOk = ctx.state.has('engine');
+    const { SettingsStore } = await import('../app');
+    const { airlockHome } = await import('../common/paths');
+    const { vmAccel } = await new SettingsStore(airlockHome(ctx.env)).get();
+    const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
+    const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
+    return probes.some((p) => p.kind !== 'docker' && p.available)
+      ? { status: 'ok', detail: line }
+      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.' };
+  },
+};
+
+/** The checks both the CLI and the UI run, in order. */
+export function defaultDoctorChecks(): ReadinessCheck[] {
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, isolationCheck];
+}
+
+/**
+ * Runs checks in order; a check that throws is a `fail` with the fix for its error kind. `onCheck`
+ * sees each result as it is known (the CLI prints as it goes).
+ */
+export async function runDoctorChecks(
+  checks: ReadinessCheck[],
+  ctx: Omit<DoctorContext, 'state'>,
+  onCheck?: (check: DoctorCheck) => void,
+): Promise<DoctorReport> {
+  const full: DoctorContext = { ...ctx, state: new Map() };
+  const results: DoctorCheck[] = [];
+  for (const check of checks) {
+    let finding: DoctorFinding;
+    try {
+      finding = await check.run(full);
+    } catch (err) {
+      finding = failedFinding(err);
+    }
+    const result: DoctorCheck = { id: check.id, label: check.label, ...finding };
+    results.push(result);
+    onCheck?.(result);
+  }
+  return { ready: results.every((r) => r.status !== 'fail'), checks: results, checkedAt: new Date().toISOString() };
+}

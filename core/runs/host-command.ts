@@ -1,0 +1,110 @@
+import type { AgentEvent, AgentEventOf } from '../../contracts/agent-events';
+import { commandOutputEvent } from '../agents';
+import { OutputCapture } from '../common/output-capture';
+import { StreamRedactor } from '../common/stream-redactor';
+import { Utf8Carry } from '../common/utf8';
+import type { CommandRequest, LiveRun } from './run-context';
+
+type Stream = 'stdout' | 'stderr';
+
+/** Bytes a batch may hold before it is handed on without waiting for the timer. */
+const BATCH_BYTES = 256 * 1024;
+/** How long output waits to be gathered into one batch. */
+const BATCH_MS = 4;
+
+/**
+ * A command's output on its way to the run's terminal and events: the run token removed (a command
+ * can read the agent's environment), cut at whole characters, and gathered for a few ms (or 256 KB)
+ * per stream so a flood that the channel delivers in frames of a few KB reaches the terminal log
+ * as one write per tick. The two streams stay in order.
+ */
+export class CommandOutput {
+  private readonly carry = { stdout: new Utf8Carry(), stderr: new Utf8Carry() };
+  private readonly redactor: Record<Stream, StreamRedactor>;
+  private readonly waiting: Record<Stream, Buffer[]> = { stdout: [], stderr: [] };
+  private waitingBytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    secrets: Buffer[],
+    private readonly emit: (stream: Stream, bytes: Buffer) => void,
+  ) {
+    // Redaction comes before the cut at characters (the token is ASCII), so it holds across batches.
+    this.redactor = { stdout: new StreamRedactor(secrets), stderr: new StreamRedactor(secrets) };
+  }
+
+  push(stream: Stream, chunk: Buffer): void {
+    // The other stream's output goes first, so the two stay in order.
+    if (this.waiting[stream === 'stdout' ? 'stderr' : 'stdout'].length) this.flush();
+    this.waiting[stream].push(chunk);
+    this.waitingBytes += chunk.length;
+    if (this.waitingBytes >= BATCH_BYTES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
+  }
+
+  /** Hands on everything held, including a token prefix and a partial character at the very end. */
+  end(): void {
+    this.flush();
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const tail = this.carry[stream].cut(this.redactor[stream].end());
+      if (tail.length) this.emit(stream, tail);
+      const rest = this.carry[stream].rest();
+      if (rest) this.emit(stream, rest);
+    }
+  }
+
+  private flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.waitingBytes = 0;
+    for (const stream of ['stdout', 'stderr'] as const) {
+      for (const part of this.waiting[stream].splice(0)) {
+        const whole = this.carry[stream].cut(this.redactor[stream].push(part));
+        if (whole.length) this.emit(stream, whole);
+      }
+    }
+  }
+}
+
+/**
+ * Runs a command for the agent through the channel (host-run commands): its output reaches the
+ * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent gets
+ * what the model should see (head and tail) as a `command_result` line. `onEvent` receives the
+ * command's events (started, output, exited) as if the agent had sent them.
+ */
+export async function runHostCommand(run: LiveRun, req: CommandRequest, onEvent: (event: AgentEvent) => void): Promise<void> {
+  const started = Date.now();
+  onEvent({ type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
+  const capture = new OutputCapture(req.capBytes);
+  const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => onEvent(commandOutputEvent(req.id, stream, bytes)));
+  let exitCode: number | null = null;
+  let timedOut = false;
+  let failure: string | undefined;
+  if (!run.sandbox || !run.agentProcess) failure = 'the run is ending';
+  else {
+    try {
+      const proc = run.sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
+      run.hostCommands.add(proc);
+      const onOutput = (stream: Stream) => (chunk: Buffer) => {
+        capture.add(chunk);
+        output.push(stream, chunk);
+      };
+      const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
+      try {
+        ({ exitCode, timedOut } = await proc.exited);
+      } finally {
+        for (const d of subs) d.dispose();
+        run.hostCommands.delete(proc);
+      }
+    } catch (err) {
+      failure = (err as Error).message;
+    }
+  }
+  output.end();
+  const durationMs = Date.now() - started;
+  const outputBytes = capture.bytes;
+  onEvent({ type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
+  if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
+  const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
+  run.agentProcess?.write(`${JSON.stringify(result)}\n`);
+}

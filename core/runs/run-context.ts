@@ -1,0 +1,179 @@
+import { AirlockError } from '../../contracts/errors';
+import type { AgentEventOf } from '../../contracts/agent-events';
+import type { RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
+import type { AgentAdapter } from '../agents';
+import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
+import type { ChannelProcess } from '../channel/channel-client';
+import type { Disposable, DisposableStore, Event } from '../common/disposable';
+import type { PreviewPorts } from '../network/preview-ports';
+import type { ModelProxy } from '../proxy/model-proxy';
+import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
+import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
+import { watchChanges } from '../workspace/changes';
+import { collectResult, type CollectedResult } from '../workspace/collect';
+import { HostRepo } from '../workspace/host-repo';
+import { hydrate, type HydrateResult } from '../workspace/hydrate';
+import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import type { CommandLedger } from './command-ledger';
+import type { RunStore, RunUpdate } from './run-store';
+import type { RunTerminal } from './run-terminal';
+import type { StoredRun } from './run-record';
+
+/**
+ * The shapes the run's steps (run-steps.ts) and the run service share: what a run needs from the
+ * rest of the core, and the state of one live run (docs/architecture.md §1).
+ */
+
+/** What the run uses of the model proxy. */
+export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage'>;
+
+/**
+ * The workspace operations of a run, one function each; `realWorkspace` in the app, fakes in the
+ * steps' unit tests. Collect is one call so the way results are derived can change behind it.
+ */
+export interface RunWorkspace {
+  /** Reads the project on the host (never writes it), leaving credential-looking files out. */
+  snapshot(projectDir: string): Promise<ProjectSnapshot>;
+  /**
+   * Copies the snapshot into the sandbox and writes the same bytes into the run's object store on
+   * the host (`objectsDir`) as the host's own baseline.
+   */
+  hydrate(sandbox: Sandbox, snapshot: ProjectSnapshot, objectsDir: string): Promise<HydratedWorkspace>;
+  /** Tells of changed paths while the agent works (hints for the live view and for collect). */
+  watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
+  /** Derives the result (changed files, patch) on the host against the baseline the host built. */
+  collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string> }): Promise<CollectedResult>;
+}
+
+/** A hydrated sandbox, and the run's host object store holding the baseline (docs/architecture.md §11). */
+export interface HydratedWorkspace extends HydrateResult {
+  repo: HostRepo;
+}
+
+export const realWorkspace: RunWorkspace = {
+  snapshot: (projectDir) => snapshotProject(projectDir),
+  // The agent starts once the copy is in place; change queries wait for the baseline commit.
+  async hydrate(sandbox, snapshot, objectsDir) {
+    const repo = await HostRepo.create(objectsDir);
+    return { ...(await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo })), repo };
+  },
+  watch: (sandbox, onChange) => watchChanges(sandbox.channel, onChange),
+  async collect(sandbox, { snapshot, hydrated, hints }) {
+    if (!hydrated.hostBaseline) throw new AirlockError('INTERNAL', 'the host baseline was not written at hydrate');
+    return collectResult(sandbox.channel, {
+      repo: hydrated.repo,
+      baseCommit: await hydrated.hostBaseline,
+      manifest: hydrated.manifest,
+      ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      hints,
+      isIgnored: snapshot.isIgnored,
+    });
+  },
+};
+
+/** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
+export interface RunServiceDeps {
+  store: RunStore;
+  /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
+  sandboxes(isolation: 'container' | 'vm'): Promise<Pick<SandboxManager, 'create' | 'reapOrphans'>>;
+  /** The image for an agent's variant on an isolation level, built on first use. */
+  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: 'container' | 'vm'): Promise<string>;
+  proxy: RunProxy;
+  /** The model proxy's loopback port on the host. */
+  proxyPort: number;
+  /** Which wire format a provider speaks. */
+  providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
+  agent(kind: StartRunArgs['agent']): AgentAdapter;
+  /** Workspace operations (default: the real ones). */
+  workspace?: RunWorkspace;
+  /**
+   * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
+   * channel); returns the environment the agent needs and what to record.
+   */
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string }): Promise<RunNetwork>;
+  limits?: SandboxLimits;
+  /** Called after an approval request is raised (desktop notification). */
+  notify?(message: { runId: string; title: string; body: string }): void;
+}
+
+/** A wider network policy in force for one run. */
+export interface RunNetwork extends Disposable {
+  env: Record<string, string>;
+  record: { policy: string; allow: string[]; warning?: string };
+  onDidConnect: Event<EgressAttempt>;
+  /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
+  allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
+}
+
+/** One connection attempt through a run's egress proxy (allow-list policy). */
+export interface EgressAttempt {
+  host: string;
+  port: number;
+  method: string;
+  allowed: boolean;
+  reason?: string;
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
+}
+
+/** One run in progress in this process: its input, what each step produced, and its bookkeeping. */
+export interface LiveRun {
+  id: string;
+  input: StartRunArgs;
+  agent: AgentAdapter;
+  // What the steps produced, in order.
+  snapshot?: ProjectSnapshot;
+  sandbox?: Sandbox;
+  previews?: PreviewPorts;
+  hydrated?: HydratedWorkspace;
+  /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
+  changeHints: Set<string>;
+  /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
+  grant?: { token: string; sandboxPort: number };
+  network?: RunNetwork;
+  agentProcess?: ChannelProcess;
+  /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
+  hostCommands: Set<ChannelProcess>;
+  /** Their environment: the agent's minus its provider settings and token. */
+  commandEnv: Record<string, string>;
+  /** The run token as bytes, removed from command output before it is logged or shown. */
+  tokenBytes?: Buffer;
+  cancelRequested: boolean;
+  timedOut: boolean;
+  seq: number;
+  audit: AuditLog;
+  terminal: RunTerminal;
+  /** What lives as long as the steps (token, forwarded port, watchers, egress proxy); disposed before the wipe. */
+  disposables: DisposableStore;
+  /** Commands for the audit log: the host's own (host-run) apart from the agent's claims. */
+  commands: CommandLedger;
+  pendingApprovals: Map<string, string>;
+  agentErrors: Array<{ message: string; status?: number }>;
+  summary?: string;
+  finishReason?: string;
+  done: Promise<StoredRun>;
+  /** The lifecycle state last written (the audit's `from`). */
+  status: RunStatus;
+}
+
+/** What the run service gives the steps: its dependencies and how a run's progress is recorded. */
+export interface StepHost {
+  readonly deps: RunServiceDeps;
+  readonly workspace: RunWorkspace;
+  /** A lifecycle transition: audit record, stored status, status event. */
+  transition(run: LiveRun, to: RunStatus, phase?: string): Promise<void>;
+  update(run: LiveRun, patch: RunUpdate): Promise<void>;
+  /** Updates without waiting (event handlers). */
+  updateLater(run: LiveRun, patch: RunUpdate): void;
+  /** Appends to the audit log without waiting (event handlers). */
+  auditLater<T extends AuditRecordType>(run: LiveRun, type: T, data: AuditRecordData[T]): void;
+  emitEvent(run: LiveRun, event: RunEventBody): void;
+  /** The run's changed files changed: viewers refetch. */
+  filesChanged(run: LiveRun): void;
+  /** Starts the agent and pumps its events until it exits; throws when it failed. */
+  runAgent(run: LiveRun, argv: string[], env: Record<string, string>, cwd?: string): Promise<void>;
+}
+
+/** A command the agent asked the host to run (host-run commands). */
+export type CommandRequest = AgentEventOf<'command_request'>;

@@ -1,0 +1,119 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { RunSummary, StartRunArgs } from '../../contracts/runs';
+import { StartRunInput } from '../../contracts/runs';
+import { createRunFakes, type RunFakes } from '../../test/support/run-fakes';
+import { DisposableStore } from '../common/disposable';
+import type { LiveRun, StepHost } from './run-context';
+import { RunService } from './run-service';
+import { collectStep, wipeStep } from './run-steps';
+
+let fakes: RunFakes;
+let service: RunService;
+beforeEach(async () => {
+  fakes = await createRunFakes();
+  service = new RunService(fakes.deps);
+});
+afterEach(async () => {
+  service.dispose();
+  await fakes.dispose();
+});
+
+const input = (): StartRunArgs => StartRunInput.parse({ projectDir: '/tmp/project', task: 'do it', agent: 'custom', customCommand: 'agent', provider: 'anthropic', model: 'm' });
+
+/** Where `what` first appears in the log (a missing step fails here, by name). */
+function at(what: string): number {
+  const i = fakes.log.findIndex((l) => l === what || l.startsWith(`${what} `));
+  expect(i, `${what} in ${fakes.log.join(', ')}`).toBeGreaterThanOrEqual(0);
+  return i;
+}
+
+function expectInOrder(...steps: string[]): void {
+  const positions = steps.map(at);
+  expect(positions, `order of ${steps.join(' → ')} in ${fakes.log.join(', ')}`).toEqual([...positions].sort((a, b) => a - b));
+}
+
+async function runToEnd() {
+  const statuses: RunSummary['status'][] = [];
+  service.onDidChangeStatus((r) => {
+    if (statuses.at(-1) !== r.status) statuses.push(r.status);
+  });
+  const started = await service.start(input());
+  const final = await service.wait(started.id);
+  return { final, statuses };
+}
+
+describe('a run as named steps (fakes of the sandbox, channel, proxy and workspace)', () => {
+  it('prepares, hydrates, opens the network, runs the agent, collects, then wipes and revokes the token', async () => {
+    const { final, statuses } = await runToEnd();
+    expectInOrder('snapshot', 'image', 'create', 'hydrate', 'issueToken', 'exposeHostService', 'watch', 'spawn', 'collect', 'unexpose', 'destroy', 'revokeRun');
+    expect(statuses).toEqual(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done']);
+    expect(final).toMatchObject({ status: 'done', changedFiles: [{ path: 'a.txt', status: 'added' }], excludedFiles: [{ path: '.env' }], wipe: { verified: true } });
+    // The agent was pointed at the proxy's port inside the sandbox.
+    expect(fakes.log).toContain('spawn agent http://127.0.0.1:40123');
+    expect(fakes.liveTokens.size).toBe(0);
+  });
+
+  it('collects the diff of an agent that failed, before the wipe, and still revokes the token', async () => {
+    fakes.agentExit.code = 1;
+    const { final } = await runToEnd();
+    expectInOrder('spawn', 'collect', 'destroy', 'revokeRun');
+    expect(final).toMatchObject({ status: 'failed', error: { kind: 'SANDBOX_FAILED' }, changedFiles: [{ path: 'a.txt' }] });
+    expect(fakes.liveTokens.size).toBe(0);
+  });
+
+  it.each(['snapshot', 'create', 'hydrate', 'exposeHostService', 'collect'])('wipes and revokes when %s fails, and runs no later step', async (step) => {
+    fakes.failAt(step);
+    const { final } = await runToEnd();
+    expect(final.status).toBe('failed');
+    expect(final.error?.message).toContain(`${step} failed`);
+    expect(fakes.log.at(-1)).toBe('revokeRun');
+    expect(fakes.liveTokens.size).toBe(0);
+    if (step !== 'collect') expect(fakes.log.some((l) => l.startsWith('spawn'))).toBe(false);
+    // A sandbox that was created is destroyed; none is destroyed that never existed.
+    expect(fakes.log.includes('destroy')).toBe(step !== 'snapshot' && step !== 'create');
+  });
+
+  it('revokes the token even when the wipe itself fails, and says the wipe failed', async () => {
+    fakes.failAt('destroy');
+    const { final } = await runToEnd();
+    expectInOrder('collect', 'destroy', 'revokeRun');
+    expect(final).toMatchObject({ status: 'failed', error: { message: expect.stringContaining('Wiping the sandbox failed') } });
+    expect(fakes.liveTokens.size).toBe(0);
+  });
+
+  it('on cancel stops the agent, keeps its diff, wipes', async () => {
+    fakes.agentExit.code = 'hang';
+    const started = await service.start(input());
+    await vi.waitFor(() => expect(fakes.log.some((l) => l.startsWith('spawn'))).toBe(true));
+    await service.cancel(started.id);
+    const final = await service.wait(started.id);
+    expectInOrder('spawn', 'kill', 'collect', 'destroy', 'revokeRun');
+    expect(final).toMatchObject({ status: 'cancelled', changedFiles: [{ path: 'a.txt' }] });
+  });
+});
+
+describe('one step at a time', () => {
+  const host = (): StepHost => ({
+    deps: fakes.deps,
+    workspace: fakes.deps.workspace as NonNullable<typeof fakes.deps.workspace>,
+    transition: async () => undefined,
+    update: async () => undefined,
+    updateLater: () => undefined,
+    auditLater: () => undefined,
+    emitEvent: () => undefined,
+    filesChanged: () => undefined,
+    runAgent: async () => undefined,
+  });
+  const bare = (): LiveRun => ({ id: 'r-x-00000000', input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
+
+  it('collect refuses to run before the copy it collects against exists (a misordered pipeline)', async () => {
+    await expect(collectStep(host(), bare())).rejects.toMatchObject({ kind: 'INTERNAL', message: expect.stringMatching(/collect step ran before (prepare|hydrate)/) });
+    expect(fakes.log).not.toContain('collect');
+  });
+
+  it('wipe revokes the run token when there is no sandbox to destroy', async () => {
+    const result = await wipeStep(host(), bare(), undefined);
+    expect(fakes.log).toEqual(['revokeRun']);
+    expect(result.failure).toBeUndefined();
+  });
+});

@@ -1,0 +1,232 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import path from 'node:path';
+import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import type { AgentCommandContext } from '../agents';
+import { commandEnv } from '../common/command-env';
+import { PreviewPorts } from '../network/preview-ports';
+import { proxyEnvFor } from '../proxy/model-proxy';
+import { DEFAULT_LIMITS } from '../sandbox/driver';
+import type { LiveRun, StepHost } from './run-context';
+import { resultPaths, storeRunResult } from './run-apply';
+import { toChangedFile, type StoredRun } from './run-record';
+
+/** How many changed paths the live feed may leave as hints for collect. */
+const MAX_CHANGE_HINTS = 100_000;
+/** Paths one file_changed event carries at most (the live view refetches anyway). */
+const MAX_EVENT_PATHS = 1000;
+
+/**
+ * A run's steps (docs/architecture.md §1), in order: prepare, hydrate, network, agent, collect, wipe.
+ * Each reads what the steps before it left on the `LiveRun` and adds its own part. `runSteps`
+ * orders them: an agent that fails still has its result collected, and wipe always runs last.
+ */
+
+/** Reads the project, makes sure the image exists, creates the sandbox. */
+export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
+  const { input } = run;
+  await host.transition(run, 'preparing', 'reading project');
+  const snapshot = await host.workspace.snapshot(input.projectDir);
+  run.snapshot = snapshot;
+  const excludedFiles = snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason }));
+  if (excludedFiles.length) await run.audit.append('excluded_files', { files: excludedFiles });
+  await host.update(run, { excludedFiles, phase: 'preparing image' });
+  throwIfStopped(run);
+
+  const onProgress = (p: { phase: string; message: string }) => {
+    if (p.phase === 'build') host.updateLater(run, { phase: `building image: ${p.message}`.slice(0, 200) });
+  };
+  const image = await host.deps.image(run.agent.imageVariant, onProgress, input.isolation);
+  await host.update(run, { phase: 'starting sandbox' });
+  const manager = await host.deps.sandboxes(input.isolation);
+  const sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none' });
+  run.sandbox = sandbox;
+  // Published preview ports close with the run.
+  run.previews = run.disposables.add(new PreviewPorts(sandbox.channel));
+  run.disposables.add(
+    run.previews.onDidChange((e) => {
+      if (e.type === 'published') run.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
+    }),
+  );
+  const accel = vmAccelOf(sandbox.info);
+  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
+  if (accel.accelNote) await run.audit.append('note', { message: `VM accelerator ${accel.accel}: ${accel.accelNote}` });
+  throwIfStopped(run);
+}
+
+/** A VM sandbox's accelerator and why, and how it started (QemuSandboxInfo), for the run record; nothing for containers. */
+function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: string; vmStartedFrom?: 'snapshot' | 'boot' } {
+  const i = info as { accel?: unknown; accelReason?: unknown; accelRetry?: unknown; startedFrom?: unknown };
+  if (i.accel !== 'kvm' && i.accel !== 'hvf' && i.accel !== 'tcg') return {};
+  const note = typeof i.accelRetry === 'string' && i.accelRetry ? i.accelRetry : typeof i.accelReason === 'string' ? i.accelReason : '';
+  const from = i.startedFrom === 'snapshot' || i.startedFrom === 'boot' ? i.startedFrom : undefined;
+  return { accel: i.accel, ...(note ? { accelNote: note } : {}), ...(from ? { vmStartedFrom: from } : {}) };
+}
+
+/** Copies the project into the sandbox; the host keeps the same bytes as its own baseline. */
+export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
+  const sandbox = required(run.sandbox, 'hydrate', 'prepare');
+  await host.update(run, { phase: 'copying project' });
+  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects);
+  throwIfStopped(run);
+}
+
+/**
+ * Mints the run token and makes the model proxy appear inside the sandbox on loopback, through the
+ * channel (docs/architecture.md §4); sets up the egress proxy for a wider policy than `none`.
+ */
+export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
+  const { input, id } = run;
+  const sandbox = required(run.sandbox, 'network', 'prepare');
+  const grant = run.disposables.add(
+    host.deps.proxy.issueToken({
+      runId: id,
+      providers: [input.provider],
+      budget: {
+        ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
+        ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
+      },
+    }),
+  );
+  const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1')));
+  run.grant = { token: grant.token, sandboxPort: exposed.port };
+  run.tokenBytes = Buffer.from(grant.token);
+  if (input.network === 'none') {
+    await run.audit.append('network', { policy: 'none' });
+    return;
+  }
+  if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
+  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) }));
+  run.network = net;
+  await run.audit.append('network', { policy: input.network, allow: net.record.allow });
+  if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
+  run.disposables.add(
+    net.onDidConnect((e) => {
+      host.auditLater(run, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
+      if (e.allowed) return;
+      // The typed event is what the UI and CLI act on; the terminal line is for people only.
+      host.emitEvent(run, { type: 'network_blocked', host: e.host.slice(0, 300), port: e.port, method: e.method.slice(0, 20), ...(e.reason ? { reason: e.reason.slice(0, 500) } : {}) });
+      run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
+    }),
+  );
+}
+
+/** Starts the agent with provider settings that point at the proxy and the run token as its key. */
+export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
+  const { input } = run;
+  const sandbox = required(run.sandbox, 'agent', 'prepare');
+  const grant = required(run.grant, 'agent', 'network');
+  run.disposables.add(
+    await host.workspace.watch(sandbox, (paths) => {
+      // Kept (bounded) as a hint for collect: the result itself is read and derived on the host.
+      for (const p of paths) if (run.changeHints.size < MAX_CHANGE_HINTS) run.changeHints.add(p);
+      // A hint, and its size is the sandbox's choice: the event carries a bounded sample.
+      host.emitEvent(run, { type: 'file_changed', paths: paths.length > MAX_EVENT_PATHS ? paths.slice(0, MAX_EVENT_PATHS) : paths });
+      host.filesChanged(run);
+    }),
+  );
+  await host.transition(run, 'running', 'agent working');
+  const ctx: AgentCommandContext = {
+    task: input.task,
+    model: input.model,
+    providerFormat: await host.deps.providerFormat(input.provider),
+    proxyBaseUrl: `http://127.0.0.1:${grant.sandboxPort}`,
+    token: grant.token,
+    approval: input.approval,
+    ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+  };
+  const command = run.agent.command(ctx);
+  const env = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  run.commandEnv = commandEnv(env);
+  await host.runAgent(run, command.argv, env, command.cwd);
+}
+
+/** Derives the result on the host and stores it with the run: patch, changed files, baseline. */
+export async function collectStep(host: StepHost, run: LiveRun): Promise<void> {
+  const sandbox = required(run.sandbox, 'collect', 'prepare');
+  const hydrated = required(run.hydrated, 'collect', 'hydrate');
+  await host.transition(run, 'collecting', 'collecting the result');
+  const { result, patch } = await host.workspace.collect(sandbox, { snapshot: required(run.snapshot, 'collect', 'prepare'), hydrated, hints: run.changeHints });
+  await storeRunResult(host.deps.store, run.id, { result, patch });
+  if (result.changes.length) {
+    await run.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
+  }
+  await host.update(run, {
+    changedFiles: result.changes.map((c) => toChangedFile(c)),
+    patchPath: host.deps.store.paths(run.id).patch,
+    baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
+  });
+}
+
+/**
+ * Destroys the sandbox and checks by label that nothing remains, then revokes the run token. Runs
+ * on every path, also when an earlier step failed; a wipe that leaves something fails the run.
+ */
+export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo | undefined): Promise<{ failure: ErrorInfo | undefined; wipe?: StoredRun['wipe'] }> {
+  await host.transition(run, 'wiping', 'wiping the sandbox');
+  let wipe: StoredRun['wipe'];
+  try {
+    if (run.sandbox) {
+      const proof = await run.sandbox.destroy();
+      wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, at: proof.verifiedAt };
+      await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
+      if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
+    }
+  } catch (err) {
+    const info = toErrorInfo(err);
+    failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
+    await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+  } finally {
+    host.deps.proxy.revokeRun(run.id);
+  }
+  return { failure, ...(wipe ? { wipe } : {}) };
+}
+
+/**
+ * Runs the steps in order. An agent that fails (budget, timeout, crash) still has its diff so far
+ * collected for review; whatever fails, the step-scoped resources are released and the sandbox is
+ * wiped. Returns the run's failure, if any, and the wipe's proof.
+ */
+export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure: ErrorInfo | undefined; wipe?: StoredRun['wipe'] }> {
+  let failure: ErrorInfo | undefined;
+  try {
+    await prepareStep(host, run);
+    await hydrateStep(host, run);
+    await networkStep(host, run);
+    const agentFailure = await agentStep(host, run).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await collectStep(host, run);
+    if (agentFailure) throw agentFailure;
+  } catch (err) {
+    failure = await recordFailure(run, err);
+  } finally {
+    run.disposables.dispose();
+  }
+  return wipeStep(host, run, failure);
+}
+
+/** An error as the run records it; anything not an AirlockError is internal and says so. */
+async function recordFailure(run: LiveRun, err: unknown): Promise<ErrorInfo> {
+  let failure = toErrorInfo(err);
+  if (!(err instanceof AirlockError)) {
+    failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
+    // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
+    if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${run.id}: ${(err as Error).stack ?? String(err)}\n`);
+  }
+  await run.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
+  return failure;
+}
+
+/** Stops between steps once the user cancelled or the time limit passed. */
+export function throwIfStopped(run: LiveRun): void {
+  if (run.cancelRequested) throw new AirlockError('CANCELLED', 'The run was cancelled.');
+  if (run.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${run.input.limits.timeoutSec} s).`);
+}
+
+/** What an earlier step must have produced; a missing one is a bug in the step order. */
+function required<T>(value: T | undefined, step: string, producer: string): T {
+  if (value === undefined) throw new AirlockError('INTERNAL', `the ${step} step ran before ${producer}`);
+  return value;
+}

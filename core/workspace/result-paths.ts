@@ -1,0 +1,53 @@
+import path from 'node:path';
+
+/**
+ * Path rules for anything that came out of a sandbox and may be written into a project. One place,
+ * used by collect (what can be part of a result) and apply (what may be written).
+ */
+
+/** Why a project-relative path can never be part of a result, or undefined when it can. */
+export function unsafePathReason(p: string): string | undefined {
+  if (!p) return 'empty name';
+  if (Buffer.byteLength(p) > 4096) return 'name longer than 4096 bytes';
+  if (p.includes('\0')) return 'NUL in the name';
+  // A Windows separator (and drive letters) would name another place on Windows hosts.
+  if (p.includes('\\')) return 'backslash in the name (a folder separator on Windows)';
+  if (p.startsWith('/') || /^[A-Za-z]:/.test(p)) return 'absolute path';
+  for (const c of p.split('/')) {
+    if (c === '' || c === '.' || c === '..') return 'empty, "." or ".." path component';
+    // `.git` in any case and any Unicode form: git metadata is never written from a result.
+    if (foldName(c) === '.git' || /^\.git[\s.]*$/i.test(c) || /^git~\d+$/i.test(c)) return '.git metadata';
+  }
+  return undefined;
+}
+
+/** A name as a case-insensitive, normalisation-insensitive file system sees it (macOS, Windows). */
+export function foldName(name: string): string {
+  return name.normalize('NFC').toLowerCase().normalize('NFC');
+}
+
+/** Each folded path of `paths` that stands for more than one exact path, with those paths. */
+export function foldCollisions(paths: Iterable<string>): Map<string, string[]> {
+  const byKey = new Map<string, Set<string>>();
+  for (const p of paths) {
+    // Every prefix folder counts too: `D/x` and `d/y` put two folders in one place.
+    const parts = p.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const sub = parts.slice(0, i).join('/');
+      const key = foldName(sub);
+      let set = byKey.get(key);
+      if (!set) byKey.set(key, (set = new Set()));
+      set.add(sub);
+    }
+  }
+  const out = new Map<string, string[]>();
+  for (const [key, set] of byKey) if (set.size > 1) out.set(key, [...set].sort());
+  return out;
+}
+
+/** Whether a symlink at `linkPath` (project-relative) with this target points outside the project. */
+export function symlinkLeavesProject(linkPath: string, target: string): boolean {
+  if (!target || target.startsWith('/') || target.includes('\\') || /^[A-Za-z]:/.test(target)) return true;
+  const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(linkPath), target));
+  return resolved === '..' || resolved.startsWith('../');
+}

@@ -1,0 +1,176 @@
+import http from 'node:http';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ProviderConfig } from '../../core/keys/provider-catalog';
+import { Secret } from '../../core/keys/secret';
+import { ModelProxy, type SideDoorEvent } from '../../core/proxy/model-proxy';
+import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
+
+// Issue 12, attack 4: with the network off, nothing leaves through provider-side tools. The fake
+// upstream records what it actually received.
+
+const KEY = 'sk-side-doors-0123456789abcdef';
+
+describe('model proxy side doors', () => {
+  let up: FakeUpstream;
+  let proxy: ModelProxy;
+  let port: number;
+  let token: string;
+  const events: SideDoorEvent[] = [];
+  const allow: Record<string, string[]> = { anthropic: [], openai: [] };
+
+  beforeAll(async () => {
+    up = await startFakeUpstream({ expectedKey: KEY });
+    const configs: Record<string, ProviderConfig> = {
+      anthropic: { id: 'anthropic', label: 'A', kind: 'anthropic', baseUrl: up.url, requiresKey: true, builtin: true, models: [] },
+      openai: { id: 'openai', label: 'O', kind: 'openai', baseUrl: `${up.url}/v1`, requiresKey: true, builtin: true, models: [] },
+    };
+    proxy = new ModelProxy({ resolveUpstream: async (id) => ({ config: { ...(configs[id] as ProviderConfig), allowSideDoors: allow[id] }, key: new Secret(KEY) }) });
+    proxy.onDidSideDoor((e) => events.push(e));
+    ({ port } = await proxy.start());
+    ({ token } = proxy.issueToken({ runId: 'r-doors', providers: ['anthropic', 'openai'] }));
+  });
+  afterAll(async () => {
+    await proxy.stop();
+    await up.close();
+  });
+  beforeEach(() => {
+    events.length = 0;
+    up.requests.length = 0;
+    allow.anthropic = [];
+    allow.openai = [];
+  });
+
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const text = typeof body === 'string' ? body : JSON.stringify(body);
+      const req = http.request(
+        { host: '127.0.0.1', port, path, method: 'POST', headers: { authorization: `Bearer ${token}`, 'x-api-key': token, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers } },
+        (res) => {
+          let out = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (out += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text: out }));
+        },
+      );
+      req.on('error', reject);
+      req.end(text);
+    });
+
+  const clientTool = { name: 'read_file', description: 'read', input_schema: { type: 'object', properties: {} } };
+
+  it('Anthropic: strips mcp_servers, server tools and unknown betas; forwards the rest unchanged', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const r = await post(
+      '/v1/messages?beta=true',
+      {
+        model: 'claude-x',
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'hi' }],
+        mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'x' }],
+        tools: [clientTool, { type: 'web_search_20250305', name: 'web_search' }, { type: 'web_fetch_20250910', name: 'web_fetch' }, { type: 'code_execution_20250825', name: 'code_execution' }, { type: 'bash_20250124', name: 'bash' }],
+      },
+      { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219,mcp-client-2025-04-04, web-fetch-2025-09-10,interleaved-thinking-2025-05-14' },
+    );
+    expect(r.status).toBe(200);
+    const got = up.requests.at(-1)!;
+    const body = got.body as Record<string, unknown>;
+    expect(body.mcp_servers).toBeUndefined();
+    expect(body.tools).toEqual([clientTool, { type: 'bash_20250124', name: 'bash' }]);
+    expect(body.messages).toEqual([{ role: 'user', content: 'hi' }]);
+    expect(got.headers['anthropic-beta']).toBe('claude-code-20250219,interleaved-thinking-2025-05-14');
+    expect(got.url).toBe('/v1/messages?beta=true');
+    expect(events).toEqual([
+      { runId: 'r-doors', provider: 'anthropic', path: '/v1/messages', allowed: [], stripped: ['anthropic-beta:mcp-client-2025-04-04', 'anthropic-beta:web-fetch-2025-09-10', 'mcp_servers', 'web_search', 'web_fetch', 'code_execution'] },
+    ]);
+  });
+
+  it('Anthropic: a tool_choice that forces a stripped tool is refused (400, Anthropic error format) and nothing goes upstream', async () => {
+    const r = await post('/v1/messages', { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: { type: 'tool', name: 'web_search' } });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.text)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/provider-side tool 'web_search'/) } });
+    expect(up.requests).toHaveLength(0);
+    expect(events).toEqual([expect.objectContaining({ refused: 'web_search', stripped: ['web_search'] })]);
+  });
+
+  it('Codex: its hosted web_search tool is stripped and the streamed call still works', async () => {
+    up.setScript([{ text: 'hello from codex' }]);
+    const fn = { type: 'function', name: 'shell', description: 'run', parameters: { type: 'object', properties: {} }, strict: false };
+    const r = await post('/v1/responses', {
+      model: 'gpt-x',
+      instructions: 'be brief',
+      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
+      tools: [fn, { type: 'custom', name: 'apply_patch', description: 'patch' }, { type: 'web_search' }],
+      tool_choice: 'auto',
+      parallel_tool_calls: false,
+      include: ['reasoning.encrypted_content', 'web_search_call.action.sources'],
+      stream: true,
+      store: false,
+    });
+    expect(r.status).toBe(200);
+    expect(r.text).toContain('hello from codex');
+    const body = up.requests.at(-1)!.body as Record<string, unknown>;
+    expect(body.tools).toEqual([fn, { type: 'custom', name: 'apply_patch', description: 'patch' }]);
+    expect(body.include).toEqual(['reasoning.encrypted_content']);
+    expect(body).toMatchObject({ tool_choice: 'auto', parallel_tool_calls: false, stream: true, store: false });
+    expect(events).toEqual([expect.objectContaining({ provider: 'openai', path: '/v1/responses', stripped: ['web_search'] })]);
+  });
+
+  it('OpenAI Responses: hosted mcp, file_search, code_interpreter, image_generation tools are stripped; forcing one is refused in OpenAI format', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const hosted = [
+      { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example/mcp' },
+      { type: 'file_search', vector_store_ids: ['vs_1'] },
+      { type: 'code_interpreter', container: { type: 'auto' } },
+      { type: 'image_generation' },
+      { type: 'web_search_preview' },
+    ];
+    const ok = await post('/v1/responses', { model: 'gpt-x', input: 'hi', tools: hosted, tool_choice: 'auto' });
+    expect(ok.status).toBe(200);
+    const body = up.requests.at(-1)!.body as Record<string, unknown>;
+    expect(body.tools).toBeUndefined();
+    expect(body.tool_choice).toBeUndefined();
+    up.requests.length = 0;
+    const refused = await post('/v1/responses', { model: 'gpt-x', input: 'hi', tools: hosted, tool_choice: { type: 'mcp', server_label: 'x' } });
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.text)).toMatchObject({ error: { type: 'invalid_request_error', message: expect.stringMatching(/provider-side tool/) } });
+    expect(up.requests).toHaveLength(0);
+  });
+
+  it('OpenAI Chat Completions: web_search_options is stripped', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const r = await post('/v1/chat/completions', { model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }], web_search_options: {} });
+    expect(r.status).toBe(200);
+    expect((up.requests.at(-1)!.body as Record<string, unknown>).web_search_options).toBeUndefined();
+    expect(events).toEqual([expect.objectContaining({ stripped: ['web_search_options'] })]);
+  });
+
+  it('a provider setting lets named side doors through, and each use is reported as allowed', async () => {
+    allow.openai = ['web_search'];
+    proxy.issueToken({ runId: 'r-doors', providers: ['anthropic', 'openai'] }); // re-resolve the providers
+    ({ token } = proxy.issueToken({ runId: 'r-doors', providers: ['anthropic', 'openai'] }));
+    up.setScript([{ text: 'ok' }]);
+    const r = await post('/v1/responses', { model: 'gpt-x', input: 'hi', tools: [{ type: 'web_search' }, { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example' }] });
+    expect(r.status).toBe(200);
+    expect((up.requests.at(-1)!.body as Record<string, unknown>).tools).toEqual([{ type: 'web_search' }]);
+    expect(events).toEqual([expect.objectContaining({ allowed: ['web_search'], stripped: ['mcp'] })]);
+  });
+
+  it('a duplicate key cannot smuggle a server tool past the policy: tools go out as the proxy read them', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const raw = '{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"tools":[{"name":"read_file","type":"web_fetch_20250910","type":"custom","input_schema":{"type":"object"}}]}';
+    const r = await post('/v1/messages', raw, { 'anthropic-version': '2023-06-01' });
+    expect(r.status).toBe(200);
+    // The raw text as it reached the upstream: whichever way a parser reads duplicates, no web_fetch.
+    expect(up.requests.at(-1)!.raw).not.toContain('web_fetch');
+    expect((up.requests.at(-1)!.body as Record<string, unknown>).tools).toEqual([{ name: 'read_file', type: 'custom', input_schema: { type: 'object' } }]);
+  });
+
+  it('a call without side doors is forwarded unchanged and reports nothing', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const r = await post('/v1/messages', { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [clientTool] }, { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219' });
+    expect(r.status).toBe(200);
+    expect(up.requests.at(-1)!.headers['anthropic-beta']).toBe('claude-code-20250219');
+    expect(JSON.parse(up.requests.at(-1)!.raw as string)).toEqual({ model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [clientTool] });
+    expect(events).toEqual([]);
+  });
+});
