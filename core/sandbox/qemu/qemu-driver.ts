@@ -286,6 +286,8 @@ export class QemuDriver implements SandboxDriver {
       if (snapshot) {
         vm.firstSocket = channel;
         vm.hello = await readFile(snapshot.hello);
+        // The log port too was connected when the state was saved.
+        await vm.helperLog?.connected;
         await loadVmState(files.qmpSocket, snapshot.state, files.dir, Math.max(1000, deadline - Date.now()));
       } else {
         vm.firstSocket = await this.waitForHelper(vm, channel, deadline);
@@ -389,11 +391,14 @@ export class QemuDriver implements SandboxDriver {
       const [channel, config] = await Promise.all([this.connectWhenListening(vm, files.channelSocket, deadline), this.connectWhenListening(vm, configSocketOf(files), deadline)]);
       sockets.push(channel, config);
       const hello = await readOneFrame(channel, Math.max(1000, deadline - Date.now()));
+      await vm.helperLog?.connected;
       await saveVmState(files.qmpSocket, path.join(files.dir, 'vm.state'), files.dir);
       vm.child.kill('SIGKILL');
       await vm.exited;
+      vm.helperLog?.dispose();
       await writeFile(path.join(files.dir, 'hello.bin'), hello, { mode: 0o400 });
-      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
+      // Only the state, the scratch disk, the hello and the metadata stay.
+      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, files.helperLogSocket, files.console, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
       await writeFile(path.join(files.dir, 'snapshot.json'), JSON.stringify({ key, ...shape, madeAt: new Date().toISOString(), bootMs: Math.round(performance.now() - t0) }, null, 2), { mode: 0o400 });
       await mkdir(root, { recursive: true });
       await rename(files.dir, final.dir).catch(async (err: NodeJS.ErrnoException) => {
@@ -407,6 +412,7 @@ export class QemuDriver implements SandboxDriver {
       const detail = vm ? await this.bootDiagnostics(vm) : '';
       vm?.child.kill('SIGKILL');
       await vm?.exited;
+      vm?.helperLog?.dispose();
       await rm(files.dir, { recursive: true, force: true });
       throw new AirlockError('SANDBOX_FAILED', `Could not make the VM snapshot: ${err instanceof Error ? err.message : String(err)}${detail ? `\n${detail}` : ''}`, { cause: err });
     } finally {
