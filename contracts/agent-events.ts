@@ -5,8 +5,8 @@ import { z } from 'zod';
  * They cross from the sandbox to the host and on to the UI, so every event is flat, JSON-friendly
  * and small; large outputs are capped by the producer (`truncated: true` says so).
  *
- * The built-in agent writes them as JSON lines on stdout, except command output (see
- * `rawOutputHeader`); adapters map third-party CLI output to them.
+ * The built-in agent writes them as JSON lines on stdout (the output of the commands it asks for is
+ * read by the host first-hand); adapters map third-party CLI output to them.
  */
 
 /** A delta of assistant text (append to the current message). */
@@ -37,21 +37,6 @@ export const CommandStartedEvent = z.object({
   argv: z.array(z.string()).optional(),
   cwd: z.string(),
 });
-
-/**
- * Command output can be megabytes a second: the built-in agent sends it raw rather than as JSON
- * (which cost more CPU than the rest of the path together). A record is this header line followed
- * by exactly `bytes` raw bytes; the host turns records back into `command_output` events.
- */
-export const RAW_OUTPUT_MARK = '\x1eO ';
-/** The largest raw record either side accepts. */
-export const MAX_RAW_OUTPUT_BYTES = 1024 * 1024;
-/** Ids in raw records: the agent's command ids, nothing a header line could be confused by. */
-export const RAW_OUTPUT_HEADER = /^\x1eO ([A-Za-z0-9_.:-]{1,64}) (stdout|stderr) (\d{1,8})$/;
-
-export function rawOutputHeader(id: string, stream: 'stdout' | 'stderr', bytes: number): string {
-  return `${RAW_OUTPUT_MARK}${id} ${stream} ${bytes}\n`;
-}
 
 /** A chunk of a command's output (UTF-8 text; binary bytes are replaced). */
 export const CommandOutputEvent = z.object({

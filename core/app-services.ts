@@ -4,21 +4,21 @@ import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AirlockServices } from './api/services';
+import type { AirlockServices, AuditService, DiffsService, KeysService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
-import { readRunLogs, verifyRunLogs } from './audit/audit-reader';
+import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
-import { applyRunResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { applyRunResult, loadLegacyResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { ShellSessions } from './runs/shell-sessions';
 import { replayTerminal } from './runs/terminal-replay';
-import { snapshotProject } from './workspace/snapshot';
 import { sha256 } from './workspace/collect';
+import { snapshotProject } from './workspace/snapshot';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -35,184 +35,252 @@ export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: 
   return servicesFor(core);
 }
 
+/** What the domain services below share. */
+interface ServiceParts {
+  core: AirlockCore;
+  store: AirlockCore['store'];
+  runs: AirlockCore['runs'];
+  vault: AirlockCore['vault'];
+  catalog: AirlockCore['catalog'];
+  changes: RunChanges;
+  shells: ShellSessions;
+  /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
+  terminalOutput: Emitter<TerminalOutput>;
+  /** A run's two logs and the anchors its record keeps of them. */
+  logsOf(run: StoredRun): RunLogs;
+  providerInfo(p: ProviderConfig): Promise<ProviderInfo>;
+}
+
 export function servicesFor(core: AirlockCore): AirlockServices {
   const { store, runs, vault, catalog } = core;
-  /** Every terminal's output as bytes; `terminals:onDidData` is the same decoded, for text transports. */
   const terminalOutput = new Emitter<TerminalOutput>();
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
-  const shells = new ShellSessions(runs, store, (c) => terminalOutput.fire(c));
-  const changes = new RunChanges(runs, store);
-  const logsOf = (run: StoredRun) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } });
-  let buildCounter = 0;
-
-  async function providerInfo(p: ProviderConfig): Promise<ProviderInfo> {
-    const key = await vault.info(p.id);
-    return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
-  }
+  const parts: ServiceParts = {
+    core,
+    store,
+    runs,
+    vault,
+    catalog,
+    terminalOutput,
+    changes: new RunChanges(runs, store),
+    shells: new ShellSessions(runs, store, (c) => terminalOutput.fire(c)),
+    logsOf: (run) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } }),
+    async providerInfo(p) {
+      const key = await vault.info(p.id);
+      return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
+    },
+  };
 
   const services: AirlockServices = {
-    sandboxes: {
-      // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
-      doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
-      async buildImage({ variant }) {
-        const buildId = `b${++buildCounter}-${randomBytes(3).toString('hex')}`;
-        const started = performance.now();
-        const image = await core.image(variant);
-        return { buildId, image, durationMs: Math.round(performance.now() - started) };
-      },
-      onDidBuildProgress: mapEvent(core.onDidBuildProgress, (p) => ({ buildId: p.variant, phase: p.phase, message: p.message, ...(p.fraction !== undefined ? { fraction: p.fraction } : {}) })),
-    },
-    keys: {
-      list: () => vault.list(),
-      async set({ provider, key, baseUrl, storage }) {
-        await catalog.get(provider); // PROVIDER_UNKNOWN before anything is stored
-        return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
-      },
-      async remove({ provider }) {
-        return { removed: await vault.remove(provider) };
-      },
-      test: ({ provider }) => vault.test(provider),
-      status: () => vault.status(),
-      onDidChange: vault.onDidChange,
-    },
-    providers: {
-      async list() {
-        return Promise.all((await catalog.list()).map(providerInfo));
-      },
-      async add({ id, label, kind, baseUrl, requiresKey, key, models }) {
-        const config = await catalog.add({ id, baseUrl, kind, requiresKey, models, ...(label ? { label } : {}) });
-        if (key) await vault.set(id, key, {});
-        return providerInfo(config);
-      },
-      async remove({ id }) {
-        await vault.remove(id).catch(() => false);
-        return { removed: await catalog.remove(id) };
-      },
-    },
-    runs: {
-      async start(input) {
-        return toRunSummary(await runs.start(input));
-      },
-      async previewExcluded({ projectDir }) {
-        const snap = await snapshotProject(projectDir);
-        return {
-          projectDir: snap.projectDir,
-          excluded: snap.excluded.map((e) => ({ path: e.path, reason: e.reason })),
-          includedFiles: snap.fileCount,
-          includedBytes: snap.totalBytes,
-          isGitRepo: snap.isGit,
-        };
-      },
-      async list({ limit, status }) {
-        const { runs: all } = await store.list();
-        return all
-          .filter((r) => !status || status.includes(r.status))
-          .slice(0, limit ?? all.length)
-          .map(toRunSummary);
-      },
-      async get({ runId }) {
-        return toRunRecordView(await store.get(runId));
-      },
-      async cancel({ runId }) {
-        return toRunSummary(await runs.cancel(runId));
-      },
-      async delete({ runId }) {
-        if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
-        await store.get(runId);
-        await store.delete(runId);
-        return { deleted: true };
-      },
-      async approve({ runId, requestId, approved }) {
-        return { accepted: await runs.approve(runId, requestId, approved) };
-      },
-      async events({ runId, afterSeq, limit }) {
-        await store.get(runId);
-        const events: RunEvent[] = [];
-        let more = false;
-        for await (const e of store.readEvents<RunEvent>(runId)) {
-          if (e.seq <= afterSeq) continue;
-          if (events.length >= limit) {
-            more = true;
-            break;
-          }
-          events.push(e);
-        }
-        const done = !more && !runs.activeRunIds().includes(runId);
-        return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
-      },
-      async openShell({ runId, cols, rows }) {
-        return shells.open(runId, cols, rows);
-      },
-      publishPort({ runId, port }) {
-        return runs.publishPort(runId, port);
-      },
-      async allowNetwork({ runId, host, port, scope }) {
-        await runs.allowNetwork(runId, host, port, scope);
-        return { allowed: true };
-      },
-      onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
-      onDidEvent: runs.onDidEvent,
-    },
-    diffs: {
-      async list({ runId }) {
-        return changes.list(runId);
-      },
-      // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
-      file: ({ runId, path: file }) => changes.file(runId, file),
-      async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
-        if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
-        const run = await store.get(runId);
-        return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
-      },
-      async exportPatch({ runId, files, destPath }) {
-        const patch = patchForFiles(await changes.storedResult(runId), files);
-        const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
-        if (destPath) {
-          // A patch written where the user asked is on its way to a project: it goes in the apply log.
-          await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
-        } else {
-          await mkdir(path.dirname(dest), { recursive: true });
-          await writeFile(dest, patch);
-        }
-        return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
-      },
-      onDidChange: runs.onDidChangeFiles,
-    },
-    terminals: {
-      replay: ({ terminalId, offset, maxBytes }) => replayTerminal(store, terminalId, offset, maxBytes),
-      write: async ({ terminalId, data }) => ({ written: shells.write(terminalId, data) }),
-      resize: async ({ terminalId, cols, rows }) => ({ resized: shells.resize(terminalId, cols, rows) }),
-      close: async ({ terminalId }) => ({ closed: shells.close(terminalId) }),
-      onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
-    },
-    settings: {
-      get: () => core.settings.get(),
-      update: (patch) => core.settings.update(patch),
-      async appInfo() {
-        return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
-      },
-      onDidChange: core.settings.onDidChange,
-    },
-    audit: {
-      async verify({ runId }) {
-        const result = await verifyRunLogs(logsOf(await store.get(runId)));
-        return result.ok
-          ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
-          : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
-      },
-      async read({ runId, offset, limit }) {
-        return readRunLogs(logsOf(await store.get(runId)), offset, limit);
-      },
-    },
+    sandboxes: sandboxesService(parts),
+    keys: keysService(parts),
+    providers: providersService(parts),
+    runs: runsService(parts),
+    diffs: diffsService(parts),
+    terminals: terminalsService(parts),
+    settings: settingsService(parts),
+    audit: auditService(parts),
     onDidTerminalOutput: terminalOutput.event,
     async activeRunIds() {
       return runs.activeRunIds();
     },
     async dispose() {
       forwardRunTerminals.dispose();
-      shells.dispose();
+      parts.shells.dispose();
       await core.dispose();
     },
   };
   return services;
+}
+
+/** Readiness (the same checks as `airlock doctor`) and the sandbox image. */
+function sandboxesService(parts: ServiceParts): SandboxesService {
+  const { core } = parts;
+  return {
+    // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
+    doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
+    async buildImage({ variant }) {
+      const buildId = `b-${randomBytes(4).toString('hex')}`;
+      const started = performance.now();
+      const image = await core.image(variant);
+      return { buildId, image, durationMs: Math.round(performance.now() - started) };
+    },
+    onDidBuildProgress: mapEvent(core.onDidBuildProgress, (p) => ({ buildId: p.variant, phase: p.phase, message: p.message, ...(p.fraction !== undefined ? { fraction: p.fraction } : {}) })),
+  };
+}
+
+/** Provider keys in the OS keychain; the renderer only ever sees `KeyInfo`. */
+function keysService(parts: ServiceParts): KeysService {
+  const { vault, catalog } = parts;
+  return {
+    list: () => vault.list(),
+    async set({ provider, key, baseUrl, storage }) {
+      await catalog.get(provider); // PROVIDER_UNKNOWN before anything is stored
+      return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
+    },
+    async remove({ provider }) {
+      return { removed: await vault.remove(provider) };
+    },
+    test: ({ provider }) => vault.test(provider),
+    status: () => vault.status(),
+    onDidChange: vault.onDidChange,
+  };
+}
+
+/** Model providers and whether each has a key. */
+function providersService(parts: ServiceParts): ProvidersService {
+  const { vault, catalog, providerInfo } = parts;
+  return {
+    async list() {
+      return Promise.all((await catalog.list()).map(providerInfo));
+    },
+    async add({ id, label, kind, baseUrl, requiresKey, key, models }) {
+      const config = await catalog.add({ id, baseUrl, kind, requiresKey, models, ...(label ? { label } : {}) });
+      if (key) await vault.set(id, key, {});
+      return providerInfo(config);
+    },
+    async remove({ id }) {
+      await vault.remove(id).catch(() => false);
+      return { removed: await catalog.remove(id) };
+    },
+  };
+}
+
+/** Runs: start, list, inspect, cancel, approve, replay events, shells, ports, network. */
+function runsService(parts: ServiceParts): RunsService {
+  const { store, runs, shells } = parts;
+  return {
+    async start(input) {
+      return toRunSummary(await runs.start(input));
+    },
+    async previewExcluded({ projectDir }) {
+      const snap = await snapshotProject(projectDir);
+      return {
+        projectDir: snap.projectDir,
+        excluded: snap.excluded.map((e) => ({ path: e.path, reason: e.reason })),
+        includedFiles: snap.fileCount,
+        includedBytes: snap.totalBytes,
+        isGitRepo: snap.isGit,
+      };
+    },
+    async list({ limit, status }) {
+      const { runs: all } = await store.list();
+      return all
+        .filter((r) => !status || status.includes(r.status))
+        .slice(0, limit ?? all.length)
+        .map(toRunSummary);
+    },
+    async get({ runId }) {
+      return toRunRecordView(await store.get(runId));
+    },
+    async cancel({ runId }) {
+      return toRunSummary(await runs.cancel(runId));
+    },
+    async delete({ runId }) {
+      if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; stop it first.');
+      await store.get(runId);
+      await store.delete(runId);
+      return { deleted: true };
+    },
+    async approve({ runId, requestId, approved }) {
+      return { accepted: await runs.approve(runId, requestId, approved) };
+    },
+    async events({ runId, afterSeq, limit }) {
+      await store.get(runId);
+      const events: RunEvent[] = [];
+      let more = false;
+      for await (const e of store.readEvents<RunEvent>(runId)) {
+        if (e.seq <= afterSeq) continue;
+        if (events.length >= limit) {
+          more = true;
+          break;
+        }
+        events.push(e);
+      }
+      const done = !more && !runs.activeRunIds().includes(runId);
+      return { events, nextSeq: events.at(-1)?.seq ?? afterSeq, done };
+    },
+    async openShell({ runId, cols, rows }) {
+      return shells.open(runId, cols, rows);
+    },
+    publishPort({ runId, port }) {
+      return runs.publishPort(runId, port);
+    },
+    async allowNetwork({ runId, host, port, scope }) {
+      await runs.allowNetwork(runId, host, port, scope);
+      return { allowed: true };
+    },
+    onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
+    onDidEvent: runs.onDidEvent,
+  };
+}
+
+/** A run's changes: list, per-file diffs, apply, patch export. */
+function diffsService(parts: ServiceParts): DiffsService {
+  const { store, runs, changes } = parts;
+  return {
+    list: ({ runId }) => changes.list(runId),
+    // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
+    file: ({ runId, path: file }) => changes.file(runId, file),
+    async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
+      if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
+      const run = await store.get(runId);
+      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
+    },
+    async exportPatch({ runId, files, destPath }) {
+      const legacy = files ? undefined : await loadLegacyResult(store, runId);
+      const patch = legacy ? legacy.patch : patchForFiles(await changes.storedResult(runId), files);
+      const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
+      if (destPath) {
+        // A patch written where the user asked is on its way to a project: it goes in the apply log.
+        await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
+      } else {
+        await mkdir(path.dirname(dest), { recursive: true });
+        await writeFile(dest, patch);
+      }
+      return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+    },
+    onDidChange: runs.onDidChangeFiles,
+  };
+}
+
+/** Terminal replay (the full logs on disk) and interactive shells. */
+function terminalsService(parts: ServiceParts): TerminalsService {
+  const { store, shells, terminalOutput } = parts;
+  return {
+    replay: ({ terminalId, offset, maxBytes }) => replayTerminal(store, terminalId, offset, maxBytes),
+    write: async ({ terminalId, data }) => ({ written: shells.write(terminalId, data) }),
+    resize: async ({ terminalId, cols, rows }) => ({ resized: shells.resize(terminalId, cols, rows) }),
+    close: async ({ terminalId }) => ({ closed: shells.close(terminalId) }),
+    onDidData: (listener) => terminalOutput.event((o) => listener(toTerminalChunk(o))),
+  };
+}
+
+/** Settings (no secrets) and what the app is. */
+function settingsService(parts: ServiceParts): SettingsService {
+  const { core } = parts;
+  return {
+    get: () => core.settings.get(),
+    update: (patch) => core.settings.update(patch),
+    async appInfo() {
+      return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+    },
+    onDidChange: core.settings.onDidChange,
+  };
+}
+
+/** A run's audit and apply logs: verify and read. */
+function auditService(parts: ServiceParts): AuditService {
+  const { store, logsOf } = parts;
+  return {
+    async verify({ runId }) {
+      const result = await verifyRunLogs(logsOf(await store.get(runId)));
+      return result.ok
+        ? { runId, intact: true, records: result.count, ...(result.applies !== undefined ? { applies: result.applies } : {}) }
+        : { runId, intact: false, records: result.index, firstBroken: { index: result.index, reason: result.reason, ...(result.log ? { log: result.log } : {}) } };
+    },
+    async read({ runId, offset, limit }) {
+      return readRunLogs(logsOf(await store.get(runId)), offset, limit);
+    },
+  };
 }

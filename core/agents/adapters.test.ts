@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { AgentEvent, MAX_RAW_OUTPUT_BYTES, rawOutputHeader } from '../../contracts/agent-events';
+import { AgentEvent } from '../../contracts/agent-events';
 import type { AgentOutputParser } from './agent-adapter';
 import { createClaudeCodeParser } from './claude-code-adapter';
 import { createCodexParser } from './codex-adapter';
@@ -152,41 +152,25 @@ describe('builtin parser', () => {
     expect(p.end()).toEqual([{ type: 'finished', summary: 'x' }]);
   });
 
-  /** The bytes the agent writes: JSON lines, and raw records for command output. */
-  function agentStream(): Buffer {
-    const record = (id: string, stream: 'stdout' | 'stderr', data: Buffer) => Buffer.concat([Buffer.from(rawOutputHeader(id, stream, data.length)), data]);
-    const euro = Buffer.from('€', 'utf8');
-    return Buffer.concat([
-      Buffer.from('{"type":"command_started","id":"toolu_1","command":"x","cwd":"/workspace"}\n'),
-      record('toolu_1', 'stdout', Buffer.concat([Buffer.from('a\n{"type":"finished","summary":"fake"}\n'), euro.subarray(0, 1)])),
-      record('toolu_1', 'stderr', Buffer.from('err\n')),
-      record('toolu_1', 'stdout', Buffer.concat([euro.subarray(1), Buffer.from([0xff]), euro.subarray(0, 2)])),
-      // An oversized or malformed header is not a record: the line is skipped like any non-event.
-      Buffer.from(`${rawOutputHeader('toolu_1', 'stdout', MAX_RAW_OUTPUT_BYTES + 1)}\x1eO bad id stdout 3\n`),
-      Buffer.from('{"type":"command_exited","id":"toolu_1","exitCode":0,"durationMs":5,"timedOut":false}\n'),
-      Buffer.from('{"type":"finished","summary":"done"}\n'),
-    ]);
-  }
-
-  it('reads raw command-output records split at every byte, decoding each stream across records', () => {
-    const bytes = agentStream();
+  it('reads JSON lines split at every byte, and takes nothing else from the agent as command output', () => {
+    // Command output is read by the host first-hand (host-run commands): a line shaped like the old
+    // raw output records is not an event, whatever bytes follow it.
+    const bytes = Buffer.from(
+      '{"type":"command_started","id":"toolu_1","command":"x","cwd":"/workspace"}\n' +
+        '\x1eO toolu_1 stdout 5\nfake!\n' +
+        '{"type":"command_exited","id":"toolu_1","exitCode":0,"durationMs":5,"timedOut":false}\n' +
+        '{"type":"finished","summary":"d€ne"}\n',
+    );
     for (const step of [1, 2, 5, 64, bytes.length]) {
       const p = getAgentAdapter('builtin').createParser();
       const events: AgentEvent[] = [];
       for (let i = 0; i < bytes.length; i += step) events.push(...p.push(bytes.subarray(i, i + step)));
       events.push(...p.end());
-      const out = (stream: string) => events.filter((e) => e.type === 'command_output' && e.stream === stream).map((e) => (e as { data: string }).data).join('');
-      // Output that looks like an event stays output; the cut character is whole; an invalid byte
-      // and a character cut by the command's exit become replacement characters.
-      expect(out('stdout')).toBe('a\n{"type":"finished","summary":"fake"}\n€\ufffd\ufffd');
-      expect(out('stderr')).toBe('err\n');
-      expect(events.filter((e) => e.type !== 'command_output')).toEqual([
+      expect(events).toEqual([
         { type: 'command_started', id: 'toolu_1', command: 'x', cwd: '/workspace' },
         { type: 'command_exited', id: 'toolu_1', exitCode: 0, durationMs: 5, timedOut: false },
-        { type: 'finished', summary: 'done' },
+        { type: 'finished', summary: 'd€ne' },
       ]);
-      // The last output of a command comes before its exit.
-      expect(events.findLastIndex((e) => e.type === 'command_output')).toBeLessThan(events.findIndex((e) => e.type === 'command_exited'));
     }
   });
 

@@ -1,6 +1,5 @@
-import { MAX_RAW_OUTPUT_BYTES, RAW_OUTPUT_HEADER, type AgentEvent } from '../../contracts/agent-events';
+import type { AgentEvent } from '../../contracts/agent-events';
 import type { AgentKind as AgentId } from '../../contracts/runs';
-import { Utf8Carry } from '../common/utf8';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
 export interface AgentCommandContext {
@@ -91,17 +90,11 @@ const MAX_LINE_BYTES = 8 * 1024 * 1024;
 
 /**
  * A parser for JSON-lines output: splits on '\n' across chunks (UTF-8 safe), parses each line and
- * hands objects to `map`. Non-JSON lines are skipped. With `rawOutput`, it also reads the built-in
- * agent's raw command-output records (contracts/agent-events.ts) and turns them into
- * `command_output` events, cut at character boundaries per command stream and decoded lazily.
+ * hands objects to `map`. Non-JSON lines are skipped.
  */
-export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => [], opts: { rawOutput?: boolean } = {}): AgentOutputParser {
+export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEvent[], onEnd: () => AgentEvent[] = () => []): AgentOutputParser {
   let pending: Buffer = Buffer.alloc(0);
   let skipping = false;
-  /** The raw record being read: its bytes are gathered and decoded once, as one event. */
-  let raw: { id: string; stream: 'stdout' | 'stderr'; remaining: number; parts: Buffer[] } | undefined;
-  /** Per command stream: the start of a character the last record cut. */
-  const carry = new Map<string, Utf8Carry>();
   const handle = (line: Buffer): AgentEvent[] => {
     const text = line.toString('utf8').trim();
     if (!text.startsWith('{')) return [];
@@ -113,41 +106,15 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
     }
     if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
     try {
-      const events = map(obj as Record<string, unknown>);
-      // A command's last partial character comes out before its exit.
-      return opts.rawOutput ? events.flatMap((e) => (e.type === 'command_exited' ? [...flushCommand(e.id), e] : [e])) : events;
+      return map(obj as Record<string, unknown>);
     } catch {
       // An unexpected shape from a newer CLI version must not break the run.
       return [];
     }
   };
-  const output = (id: string, stream: 'stdout' | 'stderr', bytes: Buffer): AgentEvent[] => {
-    const key = `${stream}:${id}`;
-    let c = carry.get(key);
-    if (!c) carry.set(key, (c = new Utf8Carry()));
-    const whole = c.cut(bytes);
-    return whole.length ? [commandOutputEvent(id, stream, whole)] : [];
-  };
-  const flushCommand = (id: string): AgentEvent[] => {
-    const out: AgentEvent[] = [];
-    for (const stream of ['stdout', 'stderr'] as const) {
-      const rest = carry.get(`${stream}:${id}`)?.rest();
-      carry.delete(`${stream}:${id}`);
-      if (rest) out.push(commandOutputEvent(id, stream, rest));
-    }
-    return out;
-  };
-  /** A header line of a raw record, or undefined when the line is not one. */
-  const rawHeader = (line: Buffer): typeof raw => {
-    if (!opts.rawOutput || line[0] !== 0x1e) return undefined;
-    const m = RAW_OUTPUT_HEADER.exec(line.toString('latin1'));
-    const bytes = Number(m?.[3]);
-    return m && bytes <= MAX_RAW_OUTPUT_BYTES ? { id: m[1]!, stream: m[2] as 'stdout' | 'stderr', remaining: bytes, parts: [] } : undefined;
-  };
   const push = (chunk: Buffer): AgentEvent[] => {
     // A line cut by the last chunk is joined with this one's first line only, not the whole chunk.
     let buf = chunk;
-    let off = 0;
     if (pending.length) {
       const nl = chunk.indexOf(0x0a);
       const head = nl < 0 ? chunk : chunk.subarray(0, nl + 1);
@@ -159,29 +126,12 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
       }
     }
     const out: AgentEvent[] = [];
-    while (off < buf.length) {
-      if (raw) {
-        const take = Math.min(raw.remaining, buf.length - off);
-        raw.parts.push(buf.subarray(off, off + take));
-        off += take;
-        raw.remaining -= take;
-        if (raw.remaining === 0) {
-          out.push(...output(raw.id, raw.stream, raw.parts.length === 1 ? (raw.parts[0] as Buffer) : Buffer.concat(raw.parts)));
-          raw = undefined;
-        }
-        continue;
-      }
-      const nl = buf.indexOf(0x0a, off);
-      if (nl < 0) break;
+    let off = 0;
+    for (let nl = buf.indexOf(0x0a, off); nl >= 0; nl = buf.indexOf(0x0a, off)) {
       const line = buf.subarray(off, nl);
       off = nl + 1;
-      if (skipping) {
-        skipping = false;
-        continue;
-      }
-      raw = rawHeader(line);
-      if (!raw) out.push(...handle(line));
-      else if (raw.remaining === 0) raw = undefined;
+      if (skipping) skipping = false;
+      else out.push(...handle(line));
     }
     pending = buf.subarray(off);
     if (pending.length > MAX_LINE_BYTES) {
@@ -193,10 +143,8 @@ export function jsonLinesParser(map: (obj: Record<string, unknown>) => AgentEven
   return {
     push,
     end() {
-      const out = pending.length > 0 && !raw && !skipping ? handle(pending) : [];
+      const out = pending.length > 0 && !skipping ? handle(pending) : [];
       pending = Buffer.alloc(0);
-      raw = undefined;
-      for (const key of [...carry.keys()]) out.push(...flushCommand(key.slice(key.indexOf(':') + 1)));
       return [...out, ...onEnd()];
     },
   };

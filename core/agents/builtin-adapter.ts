@@ -2,7 +2,11 @@ import { AgentEvent } from '../../contracts/agent-events';
 import { AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } from './agent-adapter';
 
-/** Airlock's own agent (resources/sandbox/agent), shipped in the base image; speaks our events natively. */
+/**
+ * Airlock's own agent (resources/sandbox/agent), shipped in the base image; speaks our events
+ * natively. Its shell commands are run by the host (`command_request` → `command_result`), so their
+ * output never passes through the agent.
+ */
 export const builtinAdapter: AgentAdapter = {
   id: 'builtin',
   imageVariant: 'base',
@@ -16,20 +20,14 @@ export const builtinAdapter: AgentAdapter = {
       AIRLOCK_MODEL: ctx.model,
       AIRLOCK_APPROVAL: ctx.approval,
       AIRLOCK_WORKSPACE: ctx.workspace ?? DEFAULT_WORKSPACE,
-      // Commands run by the host through the channel: their output skips a relay through the agent.
-      AIRLOCK_HOST_COMMANDS: '1',
     };
     if (ctx.maxSteps !== undefined) env.AIRLOCK_MAX_STEPS = String(ctx.maxSteps);
     return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {
-    return jsonLinesParser(
-      (o) => {
-        const parsed = AgentEvent.safeParse(o);
-        return parsed.success ? [parsed.data] : [];
-      },
-      undefined,
-      { rawOutput: true },
-    );
+    return jsonLinesParser((o) => {
+      const parsed = AgentEvent.safeParse(o);
+      return parsed.success ? [parsed.data] : [];
+    });
   },
 };

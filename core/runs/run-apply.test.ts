@@ -85,6 +85,31 @@ describe('applyRunResult', () => {
   });
 });
 
+describe('a run collected by an older Airlock', () => {
+  it('is never applied (its result was not derived on the host), but its whole patch can still be exported', async () => {
+    const store = new RunStore({ home });
+    const id = newRunId();
+    const now = new Date().toISOString();
+    const projectDir = gitRepo(PROJECT);
+    const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+    const paths = store.paths(id);
+    await mkdir(paths.artifacts, { recursive: true });
+    const legacyPatch = Buffer.from('diff --git a/src/a.ts b/src/a.ts\n--- a/src/a.ts\n+++ b/src/a.ts\n@@ -1 +1 @@\n-export const a = 1;\n+export const a = 9;\n');
+    await writeFile(paths.patch, legacyPatch);
+    await writeFile(path.join(paths.artifacts, 'baseline.json'), '{"commit":"x","files":[]}');
+    await writeFile(path.join(paths.artifacts, 'changes.json'), JSON.stringify([{ path: 'src/a.ts', status: 'modified' }]));
+    const log = await AuditLog.open(paths.audit);
+    await log.seal();
+    await store.update(id, { audit: { count: log.count, head: log.head } });
+    const before = fingerprint(projectDir);
+    await expect(applyRunResult({ store, run, mode: 'working-tree', reviewedSha256: sha256Hex(legacyPatch) })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('older Airlock') });
+    expect(fingerprint(projectDir)).toBe(before);
+    const dest = path.join(home, 'legacy.patch');
+    await writeRecordedPatch({ store, runId: id, dest });
+    expect((await readFile(dest)).equals(legacyPatch)).toBe(true);
+  });
+});
+
 describe('writeRecordedPatch', () => {
   it('writes the patch and records it as a patch-mode apply', async () => {
     const { store, run, patch } = await finishedRun();

@@ -1,3 +1,4 @@
+import type { FileChange } from '../workspace/changes';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ApplyResult } from '../../contracts/diffs';
@@ -49,6 +50,22 @@ export async function loadRunResult(store: RunStore, runId: string): Promise<Loa
   }
   if (result.version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
   return { result, patch, repo: HostRepo.open(rp.objects) };
+}
+
+/**
+ * A run collected by an Airlock from before results were derived on the host: its patch and
+ * file list can be read and exported whole, never applied.
+ */
+export async function loadLegacyResult(store: RunStore, runId: string): Promise<{ patch: Buffer; files: FileChange[] } | undefined> {
+  const p = store.paths(runId);
+  try {
+    await readFile(path.join(p.artifacts, 'baseline.json'));
+    // Written by that Airlock's collect in the shape of its day (FileChange); shown for reading only.
+    const files = JSON.parse(await readFile(path.join(p.artifacts, 'changes.json'), 'utf8')) as FileChange[];
+    return { patch: await readFile(p.patch), files };
+  } catch {
+    return undefined;
+  }
 }
 
 /** One file's diff text in a stored result (by new or old path). */
@@ -148,9 +165,10 @@ export async function applyRunResult(opts: {
  * audit log is not sealed.
  */
 export async function writeRecordedPatch(opts: { store: RunStore; runId: string; dest: string; files?: string[] }): Promise<{ bytes: number; sha256: string }> {
-  const loaded = await loadRunResult(opts.store, opts.runId);
-  const selected = selectChanges(loaded.result, opts.files);
-  const patch = opts.files ? sectionsOf(loaded.patch, selected) : loaded.patch;
+  const legacy = opts.files ? undefined : await loadLegacyResult(opts.store, opts.runId);
+  const loaded = legacy ? undefined : await loadRunResult(opts.store, opts.runId);
+  const selected = loaded ? selectChanges(loaded.result, opts.files) : (legacy?.files ?? []);
+  const patch = loaded ? (opts.files ? sectionsOf(loaded.patch, selected as ResultChange[]) : loaded.patch) : (legacy?.patch as Buffer);
   const paths = opts.store.paths(opts.runId);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {

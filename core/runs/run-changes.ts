@@ -1,7 +1,7 @@
 import type { ChangedFile, FileDiff } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { fileDiff, listChanges, type FileChange } from '../workspace/changes';
-import { classifyRisky, diffOf, loadRunResult, type LoadedResult } from './run-apply';
+import { classifyRisky, diffOf, loadLegacyResult, loadRunResult, type LoadedResult } from './run-apply';
 import { toChangedFile } from './run-record';
 import type { RunService } from './run-service';
 import type { RunStore } from './run-store';
@@ -62,6 +62,9 @@ export class RunChanges {
       return { files: stored.result.changes, stored };
     } catch (err) {
       await this.store.get(runId); // NOT_FOUND for an unknown run
+      // A run from an older Airlock: its list is shown for reading, with no digest to apply by.
+      const legacy = await loadLegacyResult(this.store, runId);
+      if (legacy) return { files: legacy.files };
       if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw err;
       return { files: [] };
     }

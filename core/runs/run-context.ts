@@ -15,6 +15,7 @@ import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
 import type { CommandLedger } from './command-ledger';
+import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
 import type { StoredRun } from './run-record';
@@ -43,6 +44,8 @@ export interface RunWorkspace {
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
   collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string> }): Promise<CollectedResult>;
+  /** Keeps a collected result with the run (patch, listing, the blobs apply needs). */
+  store(store: RunStore, runId: string, collected: CollectedResult): Promise<void>;
 }
 
 /** A hydrated sandbox, and the run's host object store holding the baseline (docs/architecture.md §11). */
@@ -69,6 +72,7 @@ export const realWorkspace: RunWorkspace = {
       isIgnored: snapshot.isIgnored,
     });
   },
+  store: storeRunResult,
 };
 
 /** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */

@@ -3,24 +3,23 @@ import os from 'node:os';
 import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
-import type { RunEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
-import type { TerminalOutput } from '../common/terminal-output';
+import { newRunId } from '../../contracts/ids';
+import { isFinalStatus, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import { isProcessAlive } from '../common/process-alive';
+import type { TerminalOutput } from '../common/terminal-output';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
-import { newRunId } from '../../contracts/ids';
-import { isFinalStatus } from '../../contracts/runs';
-import type { StoredRun } from './run-record';
-import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
 import { CommandLedger } from './command-ledger';
 import { runHostCommand } from './host-command';
+import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
 import type { RunUpdate } from './run-store';
 import { RunTerminal } from './run-terminal';
-import { isProcessAlive } from '../common/process-alive';
 
 export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 
@@ -41,8 +40,10 @@ const MAX_TERMINAL_ECHO = 2000;
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
- * sandbox with its own run token (docs/architecture.md §1). Every transition is an event and an audit record;
- * the sandbox is always wiped and verified gone, also on failure and cancel.
+ * sandbox with its own run token (docs/architecture.md §1). The run itself is the steps in run-steps.ts;
+ * this class starts, cancels and answers runs, pumps the agent's events, and records every transition
+ * as an event and an audit record. The sandbox is always wiped and verified gone, also on failure and
+ * cancel.
  */
 export class RunService implements Disposable {
   private readonly live = new Map<string, LiveRun>();

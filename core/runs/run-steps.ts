@@ -8,7 +8,7 @@ import { PreviewPorts } from '../network/preview-ports';
 import { proxyEnvFor } from '../proxy/model-proxy';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
-import { resultPaths, storeRunResult } from './run-apply';
+import { resultPaths } from './run-apply';
 import { toChangedFile, type StoredRun } from './run-record';
 
 /** How many changed paths the live feed may leave as hints for collect. */
@@ -147,7 +147,7 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<void> {
   const hydrated = required(run.hydrated, 'collect', 'hydrate');
   await host.transition(run, 'collecting', 'collecting the result');
   const { result, patch } = await host.workspace.collect(sandbox, { snapshot: required(run.snapshot, 'collect', 'prepare'), hydrated, hints: run.changeHints });
-  await storeRunResult(host.deps.store, run.id, { result, patch });
+  await host.workspace.store(host.deps.store, run.id, { result, patch });
   if (result.changes.length) {
     await run.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
   }

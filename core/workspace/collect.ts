@@ -74,9 +74,9 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color', '-M', '-r', 
  * What changed is asked of the sandbox, as hints: a stat listing of the workspace compared with the
  * host manifest (size, mtime, type, exec bit; new files unless the project's ignore rules as read
  * on the host, or the workspace's own .gitignore files, leave them out), the live change feed, and
- * the sandbox's own git tracking where the listing fails. The union is read out as one tar stream of exactly those paths, produced by a command the
- * host chose and parsed here as hostile input (only the names asked for, only files and symlinks,
- * sizes capped). The bytes become a result commit in the host object store on top of the host's
+ * the sandbox's own git tracking where the listing fails. The union is read out as one tar stream
+ * of exactly those paths, produced by a command the host chose and parsed here as hostile input
+ * (only the names asked for, only files and symlinks, sizes capped). The bytes become a result commit in the host object store on top of the host's
  * own baseline, and the file list, modes, binary flags, renames, review flags and patch all come
  * from one host `git diff-tree` of those two commits. A change the sandbox hides from every hint
  * is missing from the result; nothing can be in the result that the host did not read and show.
@@ -131,18 +131,29 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
   if (wanted.length) {
     // Not queued behind the sandbox's own baseline: the host's result never depends on it.
     const res = await shell.run({
-        argv: ['tar', '-c', '-f', '-', '--format=pax', '--null', '--no-recursion', '--ignore-failed-read', '--verbatim-files-from', '-C', layout.workDir, '-T', '-'],
-        stdin: `${wanted.join('\0')}\0`,
-        env: { ...layout.env, LC_ALL: 'C' },
-        maxOutputBytes: maxResultBytes + 16 * 1024 * 1024,
-        timeoutMs: 10 * 60_000,
-      });
+      argv: ['tar', '-c', '-f', '-', '--format=pax', '--null', '--no-recursion', '--ignore-failed-read', '--verbatim-files-from', '-C', layout.workDir, '-T', '-'],
+      stdin: `${wanted.join('\0')}\0`,
+      env: { ...layout.env, LC_ALL: 'C' },
+      maxOutputBytes: maxResultBytes + 16 * 1024 * 1024,
+      timeoutMs: 10 * 60_000,
+    });
     if (res.truncated || res.stdout.length > maxResultBytes + 16 * 1024 * 1024) {
       throw new AirlockError('SANDBOX_FAILED', `The changed files exceed the ${maxResultBytes}-byte result cap; add large generated files to .gitignore and retry.`);
     }
     if (res.timedOut) throw new AirlockError('COMMAND_TIMEOUT', 'Reading the changed files out of the sandbox timed out; retry.');
     const parsed = parseHostileTar(res.stdout, { wanted: new Set(wanted), maxFileBytes });
     files = parsed.files;
+    // A name below a symlink was read through it (inside the sandbox): never part of a result.
+    for (const p of wanted) {
+      const parts = p.split('/');
+      for (let i = 1; i < parts.length; i++) {
+        if (files.get(parts.slice(0, i).join('/'))?.kind !== 'symlink') continue;
+        files.delete(p);
+        unreadable.add(p);
+        if (skipped.length < 1000) skipped.push({ path: p, reason: 'inside a symlinked folder' });
+        break;
+      }
+    }
     for (const s of parsed.skipped) {
       if (candidates.has(s.path)) unreadable.add(s.path);
       if (skipped.length < 1000) skipped.push(s);

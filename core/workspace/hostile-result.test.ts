@@ -176,6 +176,19 @@ describe('a lying sandbox cannot get unreviewed bytes into the project', () => {
     expect(r.result.skipped.map((s) => s.path)).toEqual(expect.arrayContaining(['../../.bashrc', '.git/hooks/pre-commit', 'dir\\evil.txt', 'b.txt']));
   });
 
+  it('a name hinted below a symlinked folder is never read through it', async () => {
+    const project = gitRepo({ 'a.txt': 'a\n' });
+    const sb = await localSandbox(project);
+    const outside = tempDir('airlock-sandbox-etc-');
+    writeFileSync(path.join(outside, 'passwd'), 'root:x:0:0\n');
+    symlinkSync(outside, sb.at('lnk'));
+    // The live feed (or a lying helper) names lnk/passwd; the listing never descends into a link.
+    const r = await collectLocal(sb, { hints: ['lnk/passwd'] });
+    expect(r.result.changes.map((c) => `${c.status} ${c.path} ${c.newMode}`)).toEqual(['added lnk 120000']);
+    expect(r.result.skipped).toContainEqual({ path: 'lnk/passwd', reason: 'inside a symlinked folder' });
+    expect(r.patch.toString()).not.toContain('root:x');
+  });
+
   it('a malformed archive fails the collect with a clear error and writes nothing', async () => {
     const project = gitRepo({ 'a.txt': 'a\n' });
     const sb = await lyingSandbox(project, { tar: () => craftTar([{ name: 'a.txt', body: 'x' }, { name: 'a.txt', body: 'y' }]) });

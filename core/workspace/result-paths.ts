@@ -23,21 +23,27 @@ export function unsafePathReason(p: string): string | undefined {
 
 /** A name as a case-insensitive, normalisation-insensitive file system sees it (macOS, Windows). */
 export function foldName(name: string): string {
+  // Printable ASCII (nearly every name) needs no normalisation: a fast path for large trees.
+  if (/^[\x20-\x7e]*$/.test(name)) return name.toLowerCase();
   return name.normalize('NFC').toLowerCase().normalize('NFC');
 }
 
 /** Each folded path of `paths` that stands for more than one exact path, with those paths. */
 export function foldCollisions(paths: Iterable<string>): Map<string, string[]> {
   const byKey = new Map<string, Set<string>>();
+  const seen = new Set<string>();
   for (const p of paths) {
     // Every prefix folder counts too: `D/x` and `d/y` put two folders in one place.
-    const parts = p.split('/');
-    for (let i = 1; i <= parts.length; i++) {
-      const sub = parts.slice(0, i).join('/');
-      const key = foldName(sub);
-      let set = byKey.get(key);
-      if (!set) byKey.set(key, (set = new Set()));
-      set.add(sub);
+    for (let at = p.indexOf('/'); ; at = p.indexOf('/', at + 1)) {
+      const sub = at < 0 ? p : p.slice(0, at);
+      if (!seen.has(sub)) {
+        seen.add(sub);
+        const key = foldName(sub);
+        let set = byKey.get(key);
+        if (!set) byKey.set(key, (set = new Set()));
+        set.add(sub);
+      }
+      if (at < 0) break;
     }
   }
   const out = new Map<string, string[]>();

@@ -130,6 +130,9 @@ export async function createRunFakes(): Promise<RunFakes> {
       const change = { path: 'a.txt', status: 'added' as const, binary: false, additions: 1, deletions: 0, size: 2, oldSize: 0, newMode: '100644', modeChanged: false, tooLarge: false, oldOid: '0', newOid: '1', section };
       return { patch, result: { version: 2, baseCommit: 'base', resultCommit: 'result', patchSha256: section.sha256, changes: [change], skipped: [] } };
     },
+    store: async () => {
+      log.push('store');
+    },
   };
 
   const agent: AgentAdapter = {

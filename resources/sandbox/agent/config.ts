@@ -11,8 +11,6 @@ export interface AgentConfig {
   apiKey: string;
   maxSteps: number;
   approval: 'auto' | 'ask';
-  /** Commands are run by the host (AIRLOCK_HOST_COMMANDS=1, set by Airlock), not by this process. */
-  hostCommands: boolean;
   workspace: string;
   commandTimeoutSec: number;
   /** Characters of tool output returned to the model (the full output still streams as events). */
@@ -55,7 +53,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     apiKey,
     maxSteps: int(env, 'AIRLOCK_MAX_STEPS', 50, 1),
     approval,
-    hostCommands: env.AIRLOCK_HOST_COMMANDS === '1',
     workspace: env.AIRLOCK_WORKSPACE ?? '/workspace',
     commandTimeoutSec: int(env, 'AIRLOCK_COMMAND_TIMEOUT_SEC', 300, 1),
     outputCapChars: int(env, 'AIRLOCK_OUTPUT_CAP', 30_000, 1000),

@@ -2,8 +2,9 @@
  * Airlock's built-in coding agent. Runs inside the sandbox as `node /opt/airlock/agent/agent.js`
  * (bundled for Node 18, no dependencies). Talks to the model only through the proxy given in
  * ANTHROPIC_BASE_URL / OPENAI_BASE_URL, with the run token as its key, and writes its events as
- * JSON lines on stdout (contracts/agent-events.ts). In approval mode `ask` it reads
- * `{"type":"approval_response","id":…,"approved":…}` lines from stdin.
+ * JSON lines on stdout (contracts/agent-events.ts). It never runs a shell command itself: it asks the
+ * host (`command_request`) and reads the `command_result` from stdin, where in approval mode `ask`
+ * `{"type":"approval_response","id":…,"approved":…}` lines arrive too.
  *
  * Exit codes: 0 finished (finish tool or the model stopped), 2 step limit reached, 1 error.
  */
@@ -13,7 +14,6 @@ import { ConfigError, readConfig, type AgentConfig } from './config';
 import { emit, redact, setRedaction } from './events';
 import { UpstreamError, type ModelClient, type ToolResultMessage } from './model';
 import { OpenAiClient } from './openai-client';
-import { killAllCommands } from './shell';
 import { runTool, TOOLS } from './tools';
 
 function systemPrompt(config: AgentConfig): string {
@@ -35,20 +35,18 @@ function makeClient(config: AgentConfig): ModelClient & { addUser(text: string):
   return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task);
 }
 
-async function run(config: AgentConfig, approvals: ApprovalReader | undefined): Promise<number> {
+async function run(config: AgentConfig, approvals: ApprovalReader): Promise<number> {
   const client = makeClient(config);
   const approve = async (id: string, command: string): Promise<boolean> => {
-    if (config.approval !== 'ask' || !approvals) return true;
+    if (config.approval !== 'ask') return true;
     emit({ type: 'approval_request', id, command });
     // The host records and emits the approval_response itself; echoing it would duplicate it.
     return approvals.wait(id);
   };
-  const runCommand = config.hostCommands && approvals
-    ? (req: { id: string; command: string; cwd: string; timeoutSec: number; capBytes: number }) => {
-        emit({ type: 'command_request', ...req });
-        return approvals.command(req.id);
-      }
-    : undefined;
+  const runCommand = (req: { id: string; command: string; cwd: string; timeoutSec: number; capBytes: number }) => {
+    emit({ type: 'command_request', ...req });
+    return approvals.command(req.id);
+  };
   let nudged = false;
   for (let step = 1; step <= config.maxSteps; step++) {
     const turn = await client.turn((delta) => emit({ type: 'assistant_text', delta }));
@@ -70,7 +68,7 @@ async function run(config: AgentConfig, approvals: ApprovalReader | undefined): 
       emit({ type: 'tool_call', id: call.id, name: call.name, input: call.input });
       const outcome = call.inputError
         ? { ok: false, output: `error: ${call.inputError}; send the arguments as a JSON object` }
-        : await runTool(call.id, call.name, call.input, { config, approve, ...(runCommand ? { runCommand } : {}) });
+        : await runTool(call.id, call.name, call.input, { config, approve, runCommand });
       const output = redact(outcome.output);
       emit({ type: 'tool_result', id: call.id, ok: outcome.ok, output, ...('truncated' in outcome && outcome.truncated ? { truncated: true } : {}) });
       results.push({ id: call.id, output, isError: !outcome.ok });
@@ -95,8 +93,8 @@ async function main(): Promise<number> {
     return 1;
   }
   setRedaction(config.apiKey);
-  const approvals = config.approval === 'ask' || config.hostCommands ? new ApprovalReader() : undefined;
-  approvals?.start();
+  const approvals = new ApprovalReader();
+  approvals.start();
   try {
     return await run(config, approvals);
   } catch (err) {
@@ -108,18 +106,13 @@ async function main(): Promise<number> {
     emit({ type: 'finished', summary: '', reason: 'error' });
     return 1;
   } finally {
-    approvals?.close();
+    approvals.close();
   }
 }
 
-process.on('SIGTERM', () => {
-  killAllCommands();
-  process.exit(143);
-});
-process.on('SIGINT', () => {
-  killAllCommands();
-  process.exit(130);
-});
+// Commands run on the host's side, which ends them with the agent: nothing to clean up here.
+process.on('SIGTERM', () => process.exit(143));
+process.on('SIGINT', () => process.exit(130));
 
 void main().then((code) => {
   // Exit once stdout has drained (a pipe to the host may lag behind).

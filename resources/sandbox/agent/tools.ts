@@ -5,7 +5,7 @@ import type { AgentConfig } from './config';
 import { emit } from './events';
 import type { ToolSpec } from './model';
 import type { CommandResult } from './approvals';
-import { commandEnv, runShell } from './shell';
+import { commandEnv } from '../../../core/common/command-env';
 
 export const TOOLS: ToolSpec[] = [
   {
@@ -128,8 +128,8 @@ export interface ToolContext {
   config: AgentConfig;
   /** Asks for approval of a command (mode `ask`); resolves true in mode `auto`. */
   approve(id: string, command: string): Promise<boolean>;
-  /** Host-run commands: the host runs it and streams its output; absent, the agent runs it itself. */
-  runCommand?(req: { id: string; command: string; cwd: string; timeoutSec: number; capBytes: number }): Promise<CommandResult>;
+  /** Runs a command on the host's side (host-run commands): the host streams its output and answers with the result. */
+  runCommand(req: { id: string; command: string; cwd: string; timeoutSec: number; capBytes: number }): Promise<CommandResult>;
 }
 
 /** Runs one tool call. Errors become `{ ok: false, output: <message for the model> }`. */
@@ -144,9 +144,7 @@ export async function runTool(id: string, name: string, rawInput: unknown, ctx: 
         const timeout = Math.min(num(input, 'timeout_seconds') ?? config.commandTimeoutSec, config.commandTimeoutSec);
         if (!(await ctx.approve(id, command))) return { ok: false, output: 'The user denied this command. Do not retry it; find another way or finish.' };
         const timeoutSec = Math.max(1, timeout);
-        const r = ctx.runCommand
-          ? await ctx.runCommand({ id, command, cwd: ws, timeoutSec, capBytes: config.outputCapChars })
-          : await runShell({ id, command, cwd: ws, timeoutSec, capChars: config.outputCapChars, env: commandEnv(process.env) });
+        const r = await ctx.runCommand({ id, command, cwd: ws, timeoutSec, capBytes: config.outputCapChars });
         const status = r.timedOut ? `timed out after ${timeout}s (killed)` : r.exitCode === null ? 'killed by a signal' : `exit code ${r.exitCode}`;
         return { ok: r.exitCode === 0 && !r.timedOut, output: `${status}\n${r.output}`, truncated: r.truncated };
       }
