@@ -53,8 +53,10 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
   return {
     name: containerName(spec.runId),
     Image: spec.image,
-    // An idle process keeps the container alive; real work arrives through the channel's exec.
-    Cmd: ['sleep', 'infinity'],
+    // The helper is the container's own process (under the init), its stdin/stdout attached before
+    // start: the channel needs no exec. It exits when the host closes the channel, and so does the
+    // container; the driver opens later channels (if any) as execs while it runs.
+    Cmd: HELPER_COMMAND,
     Entrypoint: [],
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
@@ -62,10 +64,11 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
     Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: ownerId(), ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
-    OpenStdin: false,
-    AttachStdin: false,
-    AttachStdout: false,
-    AttachStderr: false,
+    OpenStdin: true,
+    StdinOnce: true,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
     HostConfig: {
       Init: true,
       Privileged: false,
