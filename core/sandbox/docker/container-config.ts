@@ -10,6 +10,10 @@ export const WORKSPACE_DIR = '/workspace';
 /** Airlock's own state inside the sandbox (baseline git dir, logs), kept apart from the project copy. */
 export const STATE_DIR = '/airlock';
 export const HELPER_PATH = '/opt/airlock/helper.js';
+/** The helper's own Node (the official build: ~3× faster to start than Debian's; see the Dockerfile). */
+export const HELPER_NODE = '/opt/airlock/node/node';
+/** Starts the helper with its own Node, or with the image's `node` in an image made without it. */
+export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, HELPER_PATH];
 
 /** Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. */
 const TMPFS: Record<string, string> = {
@@ -49,8 +53,10 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
   return {
     name: containerName(spec.runId),
     Image: spec.image,
-    // An idle process keeps the container alive; real work arrives through the channel's exec.
-    Cmd: ['sleep', 'infinity'],
+    // The helper is the container's own process (under the init), its stdin/stdout attached before
+    // start: the channel needs no exec. It exits when the host closes the channel, and so does the
+    // container; the driver opens later channels (if any) as execs while it runs.
+    Cmd: HELPER_COMMAND,
     Entrypoint: [],
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
@@ -58,10 +64,11 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
     Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: ownerId(), ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
-    OpenStdin: false,
-    AttachStdin: false,
-    AttachStdout: false,
-    AttachStderr: false,
+    OpenStdin: true,
+    StdinOnce: true,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
     HostConfig: {
       Init: true,
       Privileged: false,

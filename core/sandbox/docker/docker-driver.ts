@@ -5,7 +5,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_PATH, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
+import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
 import { connectEngine, engineConnectError, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
@@ -34,13 +34,16 @@ function messageOf(err: unknown): string {
 
 /**
  * SandboxDriver over any Docker-API engine (Docker Engine/Desktop, Colima, OrbStack, Podman).
- * Containers are hardened (see container-config.ts); the channel is a long-lived exec of the helper.
+ * Containers are hardened (see container-config.ts); the helper is the container's own process and
+ * the first channel is its attached stdin/stdout (no exec on the ready path); later channels are execs.
  */
 export class DockerDriver implements SandboxDriver {
   readonly kind: IsolationKind = 'docker';
   private readonly emitter = new Emitter<SandboxEvent>();
   readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
   private enginePromise: Promise<Engine> | undefined;
+  /** The helper's stdio of containers started by this driver, until their first openChannel. */
+  private readonly attached = new Map<string, { runId: string; socket: Duplex }>();
 
   constructor(private readonly opts: DockerDriverOptions = {}) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
@@ -83,6 +86,9 @@ export class DockerDriver implements SandboxDriver {
     }
     this.emitter.fire({ type: 'created', runId: spec.runId, id: container.id });
     try {
+      // Attached before start, so not a byte of the helper's hello is missed.
+      const attached = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+      this.attached.set(container.id, { runId: spec.runId, socket: attached });
       await container.start();
     } catch (err) {
       // Leave nothing behind when start fails (a half-made sandbox still has volumes).
@@ -94,7 +100,13 @@ export class DockerDriver implements SandboxDriver {
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {
-    return this.openExecStream(sandboxId, ['node', HELPER_PATH]);
+    // The first channel is the helper the container started with; a later one is an exec.
+    const first = this.attached.get(sandboxId);
+    if (first) {
+      this.attached.delete(sandboxId);
+      return this.channelOver(sandboxId, first.socket);
+    }
+    return this.openExecStream(sandboxId, HELPER_COMMAND);
   }
 
   /**
@@ -121,6 +133,11 @@ export class DockerDriver implements SandboxDriver {
       }
       return this.fail(err, `Could not open the channel into sandbox ${sandboxId.slice(0, 12)}`);
     }
+    return this.channelOver(sandboxId, socket);
+  }
+
+  /** A channel over a hijacked exec or attach connection (stdout/stderr multiplexed, stdin raw). */
+  private channelOver(sandboxId: string, socket: Duplex): ChannelStream {
     const tail = new TextTail();
     const sink = this.opts.debugSink;
     // stderr arrives in pieces cut anywhere: decode across them.
@@ -148,6 +165,11 @@ export class DockerDriver implements SandboxDriver {
 
   async destroy(runId: string): Promise<WipeProof> {
     const t0 = performance.now();
+    for (const [id, a] of this.attached) {
+      if (a.runId !== runId) continue;
+      a.socket.destroy();
+      this.attached.delete(id);
+    }
     const docker = await this.docker();
     const filters = { label: [`${LABEL_RUN}=${runId}`] };
     const removed: string[] = [];

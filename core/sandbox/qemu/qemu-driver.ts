@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
+import { ChannelClient } from '../../channel/channel-client';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
@@ -126,6 +127,28 @@ async function createScratchDisk(file: string, bytes: number): Promise<void> {
   await fh.close();
   // Lazy init: formatting a sparse file of any size takes ~0.1 s and writes a few MB.
   await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', file], 'Could not format the VM scratch disk', { timeoutMs: 60_000 });
+}
+
+/**
+ * Runs `true` through the helper on a connection whose hello was already read, then lets go of the
+ * client without ending the connection: the helper stays connected and idle, as the snapshot needs.
+ */
+async function warmHelper(socket: net.Socket, hello: Buffer, timeoutMs: number): Promise<void> {
+  const readable = new PassThrough();
+  readable.write(hello);
+  socket.pipe(readable);
+  const writable = new PassThrough();
+  writable.pipe(socket, { end: false });
+  const client = await ChannelClient.connect({ readable, writable, close: () => undefined }, { helloTimeoutMs: timeoutMs });
+  try {
+    const timer = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`the helper did not run a first command within ${timeoutMs} ms`)), timeoutMs).unref());
+    const r = await Promise.race([client.run({ argv: ['true'] }), timer]);
+    if (r.exitCode !== 0) throw new Error(`the helper's first command failed (exit ${String(r.exitCode)})`);
+  } finally {
+    writable.unpipe(socket);
+    socket.unpipe(readable);
+    client.dispose();
+  }
 }
 
 /** Keeps the `keep` newest snapshots (by their metadata's age); older image versions' go. */
@@ -286,6 +309,8 @@ export class QemuDriver implements SandboxDriver {
       if (snapshot) {
         vm.firstSocket = channel;
         vm.hello = await readFile(snapshot.hello);
+        // The log port too was connected when the state was saved.
+        await vm.helperLog?.connected;
         await loadVmState(files.qmpSocket, snapshot.state, files.dir, Math.max(1000, deadline - Date.now()));
       } else {
         vm.firstSocket = await this.waitForHelper(vm, channel, deadline);
@@ -389,12 +414,17 @@ export class QemuDriver implements SandboxDriver {
       const [channel, config] = await Promise.all([this.connectWhenListening(vm, files.channelSocket, deadline), this.connectWhenListening(vm, configSocketOf(files), deadline)]);
       sockets.push(channel, config);
       const hello = await readOneFrame(channel, Math.max(1000, deadline - Date.now()));
+      // One command before saving: the helper loads what it loads lazily (process handling) and its
+      // JIT warms up once here instead of in every restored run's first command.
+      await warmHelper(channel, hello, Math.max(1000, deadline - Date.now()));
+      await vm.helperLog?.connected;
       await saveVmState(files.qmpSocket, path.join(files.dir, 'vm.state'), files.dir);
       vm.child.kill('SIGKILL');
       await vm.exited;
       vm.helperLog?.dispose();
       await writeFile(path.join(files.dir, 'hello.bin'), hello, { mode: 0o400 });
-      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, files.helperLogSocket, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
+      // Only the state, the scratch disk, the hello and the metadata stay.
+      for (const f of [files.overlay, files.channelSocket, files.qmpSocket, configSocketOf(files), files.pidfile, files.helperLog, files.helperLogSocket, files.console, path.join(files.dir, 'mig.sock')]) await rm(f, { force: true });
       await writeFile(path.join(files.dir, 'snapshot.json'), JSON.stringify({ key, ...shape, madeAt: new Date().toISOString(), bootMs: Math.round(performance.now() - t0) }, null, 2), { mode: 0o400 });
       await mkdir(root, { recursive: true });
       await rename(files.dir, final.dir).catch(async (err: NodeJS.ErrnoException) => {
@@ -408,6 +438,7 @@ export class QemuDriver implements SandboxDriver {
       const detail = vm ? await this.bootDiagnostics(vm) : '';
       vm?.child.kill('SIGKILL');
       await vm?.exited;
+      vm?.helperLog?.dispose();
       await rm(files.dir, { recursive: true, force: true });
       throw new AirlockError('SANDBOX_FAILED', `Could not make the VM snapshot: ${err instanceof Error ? err.message : String(err)}${detail ? `\n${detail}` : ''}`, { cause: err });
     } finally {
