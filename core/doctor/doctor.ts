@@ -206,7 +206,7 @@ export const isolationCheck: ReadinessCheck = {
   id: 'isolation',
   label: 'Isolation levels',
   async run(ctx) {
-    const { probeIsolation } = await import('../sandbox/qemu/probe-isolation');
+    const { probeIsolation } = await import('../sandbox/probe-isolation');
     const engineOk = ctx.state.has('engine');
     const { SettingsStore } = await import('../app');
     const { airlockHome } = await import('../common/paths');

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accelCacheFile, detectAccel, probeKvmBoot, type AccelProbe } from '../../core/sandbox/qemu/accel';
-import { probeIsolation } from '../../core/sandbox/qemu/probe-isolation';
+import { probeIsolation } from '../../core/sandbox/probe-isolation';
 import { QemuDriver } from '../../core/sandbox/qemu/qemu-driver';
 import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { ensureSandboxImage } from '../../core/sandbox/image';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChannelClient } from '../../core/channel/channel-client';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { spawnChannelStream } from '../../core/sandbox/qemu/child-channel';
-import { runTool } from '../../core/sandbox/qemu/run-tool';
+import { runTool } from '../../core/common/run-tool';
 import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { wslHelperScript } from '../../core/sandbox/wsl/wsl-cli';
 import type { ChannelStream } from '../../core/sandbox/driver';

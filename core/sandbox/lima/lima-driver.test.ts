@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AirlockError } from '../../../contracts/errors';
 import { DEFAULT_LIMITS } from '../driver';
-import type { ToolResult } from '../qemu/run-tool';
+import type { ToolResult } from '../../common/run-tool';
 import { LimaDriver } from './lima-driver';
 
 interface FakeContainer {

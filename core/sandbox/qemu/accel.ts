@@ -5,7 +5,7 @@ import { access, mkdir, open, readFile, rename, stat, writeFile } from 'node:fs/
 import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
-import { runTool } from './run-tool';
+import { runTool } from '../../common/run-tool';
 
 /** How QEMU executes the guest: hardware virtualization (KVM, HVF) or software emulation (TCG). */
 export type VmAccel = 'kvm' | 'hvf' | 'tcg';

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
-import { runTool, runToolOk } from './run-tool';
+import { runTool, runToolOk } from '../../common/run-tool';
 import type { VmPaths } from './vm-paths';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */

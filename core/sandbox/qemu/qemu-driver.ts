@@ -14,7 +14,7 @@ import { ensureBaseDisk } from './base-disk';
 import { keepCappedLog, type CappedLog } from './capped-log';
 import { buildQemuArgs, configSocketOf } from './qemu-args';
 import { qmpCommand } from './qmp';
-import { runTool, runToolOk } from './run-tool';
+import { runTool, runToolOk } from '../../common/run-tool';
 import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from './vm-process';
 import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
 import { configureGuest, loadVmState, readOneFrame, saveVmState, snapshotFiles, snapshotKey, type SnapshotFiles } from './vm-snapshot';

@@ -1,5 +1,5 @@
 import { open, readdir, readFile } from 'node:fs/promises';
-import { runTool } from './run-tool';
+import { runTool } from '../../common/run-tool';
 import { isProcessAlive } from '../../common/process-alive';
 
 /** Reads a QEMU pidfile; undefined when absent or garbled. */

@@ -6,7 +6,7 @@ import { airlockHome } from '../../common/paths';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { spawnChannelStream } from '../qemu/child-channel';
-import { runTool, type ToolResult } from '../qemu/run-tool';
+import { runTool, type ToolResult } from '../../common/run-tool';
 import { isSafeRunId } from '../qemu/vm-paths';
 import {
   decodeWslOutput,

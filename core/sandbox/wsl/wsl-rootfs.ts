@@ -3,7 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
 import { AirlockError } from '../../../contracts/errors';
-import { runTool, runToolOk } from '../qemu/run-tool';
+import { runTool, runToolOk } from '../../common/run-tool';
 import { resolveTool } from '../../common/resolve-tool';
 
 /**

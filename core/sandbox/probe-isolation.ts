@@ -1,8 +1,8 @@
 import { access } from 'node:fs/promises';
-import type { IsolationKind } from '../driver';
-import { accelCacheFile, detectAccel, type VmAccel, type VmAccelChoice } from './accel';
-import { runTool } from './run-tool';
-import { vmPaths } from './vm-paths';
+import type { IsolationKind } from './driver';
+import { accelCacheFile, detectAccel, type VmAccel, type VmAccelChoice } from './qemu/accel';
+import { runTool } from '../common/run-tool';
+import { vmPaths } from './qemu/vm-paths';
 
 /** One isolation level and whether this machine can use it. */
 export interface IsolationProbe {

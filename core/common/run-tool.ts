@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { AirlockError } from '../../../contracts/errors';
-import { findTool } from '../../common/resolve-tool';
+import { AirlockError } from '../../contracts/errors';
+import { findTool } from './resolve-tool';
 
 export interface ToolResult {
   code: number | null;
