@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { Readable } from 'node:stream';
 import { AirlockError } from '../../contracts/errors';
 import { findTool } from './resolve-tool';
 
@@ -12,8 +13,8 @@ export interface ToolResult {
 export interface RunToolOptions {
   /** The tool is killed (SIGKILL) after this long; default 60 s. */
   timeoutMs?: number;
-  /** Written to the tool's stdin, which is then closed. */
-  input?: string | Buffer;
+  /** Written (or piped) to the tool's stdin, which is then closed. */
+  input?: string | Buffer | Readable;
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   /** Stdout kept in memory at most (bytes); the rest is dropped. Default 16 MiB. */
@@ -63,7 +64,12 @@ export async function runTool(cmd: string, args: readonly string[], opts: RunToo
       resolve({ code, signal, stdout: Buffer.concat(out), stderr: err });
     });
     child.stdin.on('error', () => undefined);
-    if (opts.input !== undefined) child.stdin.end(opts.input);
+    const input = opts.input;
+    if (input instanceof Readable) {
+      // A failing source ends the tool too (it sees a cut stream and fails on its own).
+      input.once('error', (e) => child.stdin.destroy(e));
+      input.pipe(child.stdin);
+    } else if (input !== undefined) child.stdin.end(input);
     else child.stdin.end();
   });
 }

@@ -6,7 +6,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
 import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
-import { connectEngine, engineConnectError, type Engine } from './engine';
+import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
 export interface DockerDriverOptions {
@@ -17,12 +17,6 @@ export interface DockerDriverOptions {
   debugSink?: (sandboxId: string, text: string) => void;
 }
 
-function statusCode(err: unknown): number | undefined {
-  if (err && typeof err === 'object' && 'statusCode' in err && typeof (err as { statusCode: unknown }).statusCode === 'number') {
-    return (err as { statusCode: number }).statusCode;
-  }
-  return undefined;
-}
 
 function messageOf(err: unknown): string {
   if (err && typeof err === 'object' && 'json' in err) {
@@ -79,7 +73,7 @@ export class DockerDriver implements SandboxDriver {
     try {
       container = await docker.createContainer(config);
     } catch (err) {
-      if (statusCode(err) === 404) {
+      if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
       }
       return this.fail(err, `Could not create the sandbox for run ${spec.runId}`);
@@ -128,7 +122,7 @@ export class DockerDriver implements SandboxDriver {
       });
       socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
     } catch (err) {
-      if (statusCode(err) === 404 || statusCode(err) === 409) {
+      if (statusCodeOf(err) === 404 || statusCodeOf(err) === 409) {
         throw new AirlockError('SANDBOX_FAILED', `Sandbox ${sandboxId.slice(0, 12)} is gone or not running (${messageOf(err)}); create a new one.`, { cause: err });
       }
       return this.fail(err, `Could not open the channel into sandbox ${sandboxId.slice(0, 12)}`);
@@ -174,7 +168,7 @@ export class DockerDriver implements SandboxDriver {
     const filters = { label: [`${LABEL_RUN}=${runId}`] };
     const removed: string[] = [];
     const ignoreGone = (err: unknown) => {
-      if (statusCode(err) !== 404) throw err;
+      if (statusCodeOf(err) !== 404) throw err;
       return false;
     };
     try {

@@ -130,6 +130,14 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
 }
 
 /** A connected engine client plus the endpoint it talks to. */
+/** The HTTP status of an engine API error (dockerode sets `statusCode`), if any. */
+export function statusCodeOf(err: unknown): number | undefined {
+  if (err && typeof err === 'object' && 'statusCode' in err && typeof (err as { statusCode: unknown }).statusCode === 'number') {
+    return (err as { statusCode: number }).statusCode;
+  }
+  return undefined;
+}
+
 export interface Engine {
   docker: Docker;
   endpoint: EngineEndpoint;

@@ -2,7 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
-import { runTool, runToolOk } from '../../common/run-tool';
+import { runToolOk } from '../../common/run-tool';
+import { inspectImageConfig, withImageFilesystem, type ImageConfig } from '../docker/image-export';
 import type { VmPaths } from './vm-paths';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
@@ -24,29 +25,6 @@ export interface BaseDisk {
   imageId: string;
   user: GuestUser;
   sizeBytes: number;
-}
-
-interface ImageConfig {
-  id: string;
-  user: string;
-  env: string[];
-  workdir: string;
-}
-
-async function inspectImage(image: string): Promise<ImageConfig> {
-  const r = await runTool('docker', ['image', 'inspect', image], { timeoutMs: 30_000 }).catch((err: unknown) => {
-    throw new AirlockError('VM_UNAVAILABLE', `The VM's disk is made once from the Docker image '${image}', but the docker CLI is not available (${err instanceof Error ? err.message : String(err)}). Install Docker, run \`airlock doctor\` once, then VMs run without it.`, { cause: err });
-  });
-  if (r.code !== 0) {
-    if (/no such image/i.test(r.stderr)) {
-      throw new AirlockError('NOT_FOUND', `Image '${image}' is not in the Docker engine. Run \`airlock doctor\` to build the Airlock image (the VM's disk is made from it).`);
-    }
-    throw new AirlockError('VM_UNAVAILABLE', `The VM disk is made from the Docker image '${image}', but Docker could not inspect it: ${r.stderr.trim()}. Start the Docker engine and retry.`);
-  }
-  const parsed = JSON.parse(r.stdout.toString('utf8')) as Array<{ Id: string; Config?: { User?: string; Env?: string[]; WorkingDir?: string } }>;
-  const first = parsed[0];
-  if (!first) throw new AirlockError('NOT_FOUND', `Image '${image}' not found.`);
-  return { id: first.Id, user: first.Config?.User ?? '', env: first.Config?.Env ?? [], workdir: first.Config?.WorkingDir || '/workspace' };
 }
 
 function shellQuote(v: string): string {
@@ -131,12 +109,12 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
 
 /**
  * The read-only base disk of `image` (one per image version), made on first use:
- * `docker export` of a container of the image → a directory → `mke2fs -t ext4 -d` (no loop mount,
+ * the image's files (exported through the engine API) → a directory → `mke2fs -t ext4 -d` (no loop mount,
  * no root needed for the mount; ownership needs root or `fakeroot`). The guest init, a static
  * busybox and the image's user/env are added under /opt/airlock-vm.
  */
 export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?: (message: string) => void): Promise<BaseDisk> {
-  const config = await inspectImage(image);
+  const config = await inspectImageConfig(image, "the VM's disk");
   const initPath = path.join(paths.resourcesDir, 'guest-init.sh');
   const [initHash, busyboxHash] = await Promise.all([
     sha256File(initPath).catch(() => {
@@ -175,15 +153,13 @@ async function buildBaseDisk(
   const root = path.join(paths.baseDir, `.build-${tmpTag}`);
   const tmpImg = path.join(paths.baseDir, `.build-${tmpTag}.img`);
   await mkdir(root, { recursive: true });
-  let containerId = '';
   try {
     onProgress?.(`exporting the filesystem of ${image}`);
-    containerId = (await runToolOk('docker', ['create', '--network', 'none', image, 'true'], 'Could not create a container to export the image', { timeoutMs: 60_000 })).stdout.toString().trim();
-    // Unpack and make the file system in one shell, so under fakeroot (non-root) ownership survives.
+    // Unpacked under fakeroot when not root, so ownership survives into the file system made below.
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-    const script = 'set -e; docker export "$1" | tar -x -C "$2" --numeric-owner';
-    const unpack = isRoot ? ['sh', ['-c', script, 'sh', containerId, root]] : ['fakeroot', ['-s', `${root}.fakeroot`, '--', 'sh', '-c', script, 'sh', containerId, root]];
-    await runToolOk(unpack[0] as string, unpack[1] as string[], 'Could not export the sandbox image for the VM', { timeoutMs: 10 * 60_000 });
+    const untar = ['tar', '-x', '-C', root, '--numeric-owner'];
+    const unpack = isRoot ? untar : ['fakeroot', '-s', `${root}.fakeroot`, '--', ...untar];
+    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }));
 
     const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
     const user = resolveGuestUser(config.user, passwd, config.env, config.workdir);
@@ -221,7 +197,6 @@ async function buildBaseDisk(
     onProgress?.('VM base disk ready');
     return { path: diskPath, imageId: config.id, user, sizeBytes };
   } finally {
-    if (containerId) await runTool('docker', ['rm', '-f', containerId], { timeoutMs: 30_000 }).catch(() => undefined);
     await Promise.all([rm(root, { recursive: true, force: true }), rm(tmpImg, { force: true }), rm(`${root}.fakeroot`, { force: true })]);
   }
 }

@@ -1,10 +1,7 @@
-import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
-import { AirlockError } from '../../../contracts/errors';
-import { runTool, runToolOk } from '../../common/run-tool';
-import { resolveTool } from '../../common/resolve-tool';
+import { withImageFilesystem } from '../docker/image-export';
 
 /**
  * /etc/wsl.conf of every Airlock distribution: no Windows drives (automount off, no fstab), no
@@ -75,24 +72,10 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
 }
 
 /**
- * Writes the WSL root filesystem of a Docker image to `outTar`: `docker create` + `docker export`
+ * Writes the WSL root filesystem of a Docker image to `outTar`: the image's files, exported through the engine API,
  * streamed through prepareWslRootfs(). Runs where Docker runs (a build machine, or Windows with
  * Docker); the result is what WslDriver's `rootfsTar` option names.
  */
 export async function exportWslRootfs(image: string, outTar: string, opts: WslRootfsOptions = {}): Promise<void> {
-  const created = await runToolOk('docker', ['create', '--network', 'none', image, 'true'], `Could not create a container of ${image}`, { timeoutMs: 60_000 });
-  const id = created.stdout.toString('utf8').trim();
-  try {
-    const child = spawn(await resolveTool('docker'), ['export', id], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (c: Buffer) => {
-      err = (err + c.toString('utf8')).slice(-2000);
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    await prepareWslRootfs(child.stdout, createWriteStream(outTar), opts);
-    const code = await exited;
-    if (code !== 0) throw new AirlockError('SANDBOX_FAILED', `docker export of ${image} failed (exit ${code}): ${err.trim()}`);
-  } finally {
-    await runTool('docker', ['rm', '-f', id], { timeoutMs: 30_000 }).catch(() => undefined);
-  }
+  await withImageFilesystem(image, (tar) => prepareWslRootfs(tar, createWriteStream(outTar), opts));
 }
