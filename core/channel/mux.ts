@@ -116,9 +116,16 @@ export class StreamSender {
         continue;
       }
       if (this.credit <= 0) break;
-      this.queue.shift();
-      this.credit -= item.buf.length;
-      this.mux.sendFrame(item.type, this.streamId, item.buf);
+      // Never past the window: the peer treats an overrun as a protocol violation.
+      let part = item.buf;
+      if (part.length > this.credit) {
+        item.buf = part.subarray(this.credit);
+        part = part.subarray(0, this.credit);
+      } else {
+        this.queue.shift();
+      }
+      this.credit -= part.length;
+      this.mux.sendFrame(item.type, this.streamId, part);
     }
     if (this.queue.length === 0 || this.closed) {
       const flushed = this.flushCallbacks.splice(0);

@@ -101,6 +101,20 @@ describe('mux flow control', () => {
     expect(Math.max(...received.map((r) => r.bytes))).toBeLessThanOrEqual(MAX_CHUNK_BYTES);
   });
 
+  it('never sends past the window when writes do not divide it (the receiver would call that a violation)', async () => {
+    const { a, b, received } = pair();
+    // Writes of odd sizes: the last one that fits only in part must be cut at the window.
+    const sender = a.sender(3);
+    for (let i = 0; i < 8; i++) sender.write(Buffer.alloc(100_000));
+    await new Promise((r) => setImmediate(r));
+    expect(received.reduce((n, r) => n + r.bytes, 0)).toBe(256 * 1024);
+    // A quarter window acknowledged: exactly that much more goes out, still within the window.
+    b.consumed(3, 64 * 1024);
+    await new Promise((r) => setImmediate(r));
+    expect(received.reduce((n, r) => n + r.bytes, 0)).toBe(320 * 1024);
+    expect(b.isClosed).toBe(false);
+  });
+
   it('resumes the sender as the receiver acknowledges, delivering every byte in order', async () => {
     const aToB = new PassThrough();
     const bToA = new PassThrough();

@@ -168,6 +168,21 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     });
   });
 
+  it('copies in a project larger than the channel window (the copy waits for credit, never overruns it)', async () => {
+    // 12 MB of files that do not divide the 4 MiB window: the sender must cut a write at its edge.
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 120; i++) files[`data/f${i}.txt`] = `${i}`.padEnd(100_003, 'x');
+    const dir = gitRepo(files);
+    await withSandbox(async (sb) => {
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, await snapshotProject(dir), { hostRepo: repo });
+      expect(hydrated.files).toBe(120);
+      const r = await sb.channel.run({ argv: ['sh', '-c', 'cat /workspace/data/*.txt | wc -c'] });
+      expect(Number(r.stdout.toString().trim())).toBe(120 * 100_003);
+      expect(await hydrated.hostBaseline).toBe(hydrated.baselineCommit);
+    });
+  });
+
   it('reports changed paths live while a command runs', async () => {
     const dir = project();
     await withSandbox(async (sb) => {
