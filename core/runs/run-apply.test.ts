@@ -8,6 +8,7 @@ import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, te
 import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
+import { toRunRecordView, toRunSummary } from './run-record';
 
 afterAll(cleanupTemps);
 
@@ -77,6 +78,9 @@ describe('applyRunResult', () => {
     expect(recs[1]!.data.patchSha256).not.toBe(sha256Hex(patch)); // only a.ts's part
     const record = await store.get(run.id);
     expect(record.applyLog).toEqual({ count: 3, head: recs[2]!.hash });
+    // History and Review read where the run was applied (the latest apply) from its summary.
+    expect(toRunSummary(record).applied).toMatchObject({ target: projectDir, branch: 'airlock/t2', files: ['src/a.ts'] });
+    expect(toRunRecordView(record).applied?.branch).toBe('airlock/t2');
     expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 3 });
   });
 
