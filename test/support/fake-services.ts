@@ -300,6 +300,9 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
           // Like the core: an existing branch is refused, naming a free one.
           if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`);
           branches.add(args.branch);
+          const r = get(args.runId);
+          r.record.applied = { at: new Date().toISOString(), target: r.record.projectDir, branch: args.branch, files };
+          status.fire(summary(r.record));
           return { applied: files, conflicts: [], branch: args.branch, commit: 'c0ffee'.repeat(6) + 'abcd', author: 'Test User <test@example.invalid>' };
         }
         return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };

@@ -8,6 +8,7 @@ import { useDoctorStore } from '../stores/doctor-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useRunsStore } from '../stores/runs-store';
 import { DoctorScreen } from './doctor-screen';
+import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { ReviewScreen } from './review-screen';
 
@@ -88,5 +89,16 @@ describe('screens (jsdom, fake services through the real router)', () => {
     expect((screen.getByLabelText('Branch name') as HTMLInputElement).value).toBe(`${branch}-2`);
     fireEvent.click(screen.getByText('Apply 1 file(s)'));
     await waitFor(() => expect(screen.queryByText(new RegExp(`on branch ${branch}-2`)) !== null).toBe(true));
+  });
+
+  it('history and review: a run applied to a branch says so, and where', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'greet', provider: 'anthropic', model: 'm' });
+    await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status).toBe('done'));
+    await services.diffs.apply({ runId: run.id, mode: 'branch', branch: 'airlock/shown', reviewedSha256: 'ab'.repeat(32) });
+    render(<HistoryScreen />);
+    await waitFor(() => expect(document.querySelector(`tr[data-run="${run.id}"]`)?.textContent).toContain('applied → airlock/shown'));
+    cleanup();
+    render(<ReviewScreen runId={run.id} />);
+    await waitFor(() => expect(screen.getByLabelText('Applied status').textContent).toMatch(/^Applied to branch airlock\/shown of \/p \([12] file\(s\)/));
   });
 });
