@@ -54,6 +54,8 @@ export const ApplyInput = z
     mode: ApplyMode.default('working-tree'),
     /** New branch name for mode `branch`. */
     branch: z.string().trim().min(1).max(200).optional(),
+    /** Commit message for mode `branch` (default: the run's task); a subject over 72 characters continues in the body. */
+    message: z.string().max(20_000).optional(),
     /** Apply into another directory than the run's project (CLI `--to`). */
     targetDir: z.string().min(1).optional(),
     /**
@@ -76,6 +78,10 @@ export const ApplyResult = z.object({
   conflicts: z.array(Conflict),
   branch: z.string().optional(),
   commit: z.string().optional(),
+  /** Author of the branch commit, `Name <email>`. */
+  author: z.string().optional(),
+  /** True when git has no user.name/user.email for the project, so Airlock authored the commit. */
+  authorFallback: z.boolean().optional(),
   /** SHA-256 of the part of the result patch that was selected (as recorded in the apply log). */
   patchSha256: z.string().optional(),
 });

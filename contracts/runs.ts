@@ -94,6 +94,10 @@ export const PendingApproval = z.object({
 export type PendingApproval = z.infer<typeof PendingApproval>;
 
 /** What lists and status pushes show about a run. */
+/** Where and when a run's result was last applied (working tree, or a branch of `target`). */
+export const RunApplied = z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) });
+export type RunApplied = z.infer<typeof RunApplied>;
+
 export const RunSummary = z.object({
   id: RunId,
   task: z.string(),
@@ -115,6 +119,8 @@ export const RunSummary = z.object({
   network: NetworkPolicy,
   approval: ApprovalMode,
   pendingApproval: PendingApproval.optional(),
+  /** Set once the result was applied (the latest apply). */
+  applied: RunApplied.optional(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;
 

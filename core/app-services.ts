@@ -239,10 +239,10 @@ function diffsService(parts: ServiceParts): DiffsService {
     list: ({ runId }) => changes.list(runId),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
     file: ({ runId, path: file }) => changes.file(runId, file),
-    async apply({ runId, files, mode, branch, targetDir, reviewedSha256 }) {
+    async apply({ runId, files, mode, branch, message, targetDir, reviewedSha256 }) {
       if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(targetDir ? { targetDir } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     async exportPatch({ runId, files, destPath }) {
       const legacy = files ? undefined : await loadLegacyResult(store, runId);

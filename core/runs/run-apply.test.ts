@@ -8,6 +8,7 @@ import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, te
 import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
+import { toRunRecordView, toRunSummary } from './run-record';
 
 afterAll(cleanupTemps);
 
@@ -58,10 +59,14 @@ describe('applyRunResult', () => {
     expect(first.applied).toEqual(['src/a.ts']);
     expect(first.conflicts.map((c) => c.path)).toEqual(['src/b.ts']);
     const second = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t', files: ['src/a.ts'], reviewedSha256 });
+    // The branch commit's message defaults to the run's task.
+    expect(git(projectDir, ['log', '-1', '--format=%s', 'airlock/t']).trim()).toBe('t');
+    const third = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t2', files: ['src/a.ts'], message: 'My own words', reviewedSha256 });
+    expect(git(projectDir, ['log', '-1', '--format=%s', third.commit!]).trim()).toBe('My own words');
 
     const paths = store.paths(run.id);
     const recs = await applyRecords(paths.applyLog);
-    expect(recs.map((r) => r.type)).toEqual(['apply', 'apply']);
+    expect(recs.map((r) => r.type)).toEqual(['apply', 'apply', 'apply']);
     expect(recs[0]!.data).toEqual({
       mode: 'working-tree',
       target: projectDir,
@@ -72,8 +77,11 @@ describe('applyRunResult', () => {
     expect(recs[1]!.data).toMatchObject({ mode: 'branch', branch: 'airlock/t', applied: ['src/a.ts'], commit: second.commit });
     expect(recs[1]!.data.patchSha256).not.toBe(sha256Hex(patch)); // only a.ts's part
     const record = await store.get(run.id);
-    expect(record.applyLog).toEqual({ count: 2, head: recs[1]!.hash });
-    expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 2 });
+    expect(record.applyLog).toEqual({ count: 3, head: recs[2]!.hash });
+    // History and Review read where the run was applied (the latest apply) from its summary.
+    expect(toRunSummary(record).applied).toMatchObject({ target: projectDir, branch: 'airlock/t2', files: ['src/a.ts'] });
+    expect(toRunRecordView(record).applied?.branch).toBe('airlock/t2');
+    expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 3 });
   });
 
   it('refuses, before touching the project, a run whose audit log is not sealed', async () => {

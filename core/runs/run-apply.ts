@@ -117,6 +117,8 @@ export async function applyRunResult(opts: {
   files?: string[];
   mode: 'working-tree' | 'branch';
   branch?: string;
+  /** Commit message in branch mode; defaults to the run's task. */
+  message?: string;
   targetDir?: string;
   /** SHA-256 of the patch the user reviewed (whole result or selection). */
   reviewedSha256: string;
@@ -139,6 +141,7 @@ export async function applyRunResult(opts: {
       mode: opts.mode,
       ...(opts.files ? { files: opts.files } : {}),
       ...(opts.branch ? { branch: opts.branch } : {}),
+      message: opts.message?.trim() ? opts.message : opts.run.task,
     });
     await log.append('apply', {
       mode: opts.mode,

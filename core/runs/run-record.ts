@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ChangedFile, type FileChangeStatus } from '../../contracts/diffs';
-import { ApprovalMode, RunRecord, RunSummary, Usage, type RunRecord as RunRecordView } from '../../contracts/runs';
+import { ApprovalMode, RunApplied, RunRecord, RunSummary, Usage, type RunRecord as RunRecordView } from '../../contracts/runs';
 import type { FileChange } from '../workspace/changes';
 
 /**
@@ -47,7 +47,7 @@ export const StoredRun = RunRecord.omit({ changedFiles: true })
     /** Anchor of the audit log. */
     audit: LogAnchor.optional(),
     /** Set when the result was applied. */
-    applied: z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) }).optional(),
+    applied: RunApplied.optional(),
     /** Anchor of the apply log. */
     applyLog: LogAnchor.optional(),
   })

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyResult, exportPatch } from './apply';
+import { applyResult, commitMessage, exportPatch } from './apply';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
@@ -200,6 +200,81 @@ describe('applyResult (branch)', () => {
     const out2 = await applyResult({ projectDir: dir, ...reviewed(result), result: noStart, mode: 'branch', branch: 'airlock/on-head' });
     expect(out2.conflicts.map((c) => c.path)).toEqual(['src/conflict.ts']);
     expect(git(dir, ['show', 'airlock/on-head:src/conflict.ts'])).toBe('export const value = 3; // user\n');
+  });
+});
+
+describe('applyResult (branch commit identity and message)', () => {
+  /** Runs `fn` with a HOME whose global git config is `gitconfig` (none when undefined). */
+  async function withHome<T>(gitconfig: string | undefined, fn: () => Promise<T>): Promise<T> {
+    const home = tempDir('airlock-home-');
+    if (gitconfig !== undefined) writeFileSync(path.join(home, '.gitconfig'), gitconfig);
+    const saved = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME };
+    process.env.HOME = home;
+    process.env.XDG_CONFIG_HOME = path.join(home, '.config');
+    try {
+      return await fn();
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  }
+  const task = 'Add a retry to the fetch helper so that flaky network calls do not fail the whole build on the first error';
+
+  it("authors the commit with the user's global git identity and the task as message (subject at most 72 characters)", async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    const out = await withHome('[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n', () =>
+      applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/ident', message: `${task}\n\nSecond paragraph.` }),
+    );
+    expect(out.author).toBe('Ada Lovelace <ada@example.invalid>');
+    expect(out.authorFallback).toBeUndefined();
+    expect(git(dir, ['log', '-1', '--format=%an <%ae>|%cn <%ce>', 'airlock/ident']).trim()).toBe('Ada Lovelace <ada@example.invalid>|Ada Lovelace <ada@example.invalid>');
+    const body = git(dir, ['log', '-1', '--format=%B', 'airlock/ident']);
+    const subject = body.split('\n')[0] as string;
+    expect(subject.length).toBeLessThanOrEqual(72);
+    expect(task.startsWith(subject.replace(/…$/, ''))).toBe(true);
+    expect(body.replace(/…\n\n…/, ' ')).toContain(task);
+    expect(body).toContain('Second paragraph.');
+    expect(body).not.toContain('Airlock run result');
+  });
+
+  it("prefers the project's own identity, and falls back to Airlock's (saying so) when git has none", async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    git(dir, ['config', 'user.name', 'Project Person']);
+    git(dir, ['config', 'user.email', 'proj@example.invalid']);
+    const local = await withHome('[user]\n\tname = Global\n\temail = global@example.invalid\n', () => applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/local', message: 'Short task' }));
+    expect(git(dir, ['log', '-1', '--format=%an <%ae>%n%s', 'airlock/local']).trim()).toBe('Project Person <proj@example.invalid>\nShort task');
+    expect(local.author).toBe('Project Person <proj@example.invalid>');
+
+    const bare = gitRepo(PROJECT);
+    const r2 = await runOn(bare);
+    const out = await withHome(undefined, () => applyResult({ projectDir: bare, ...reviewed(r2), mode: 'branch', branch: 'airlock/none' }));
+    expect(out.authorFallback).toBe(true);
+    expect(git(bare, ['log', '-1', '--format=%an <%ae>', 'airlock/none']).trim()).toBe('Airlock <airlock@localhost>');
+  });
+
+  it('refuses a branch that exists, naming it and offering a free name', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    await applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/again' });
+    git(dir, ['branch', 'airlock/again-2']);
+    const refs = git(dir, ['for-each-ref']);
+    const err = applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/again' });
+    await expect(err).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining("Branch 'airlock/again' already exists") });
+    await expect(err).rejects.toMatchObject({ message: expect.stringContaining("'airlock/again-3'") });
+    expect(git(dir, ['for-each-ref'])).toBe(refs);
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/again-3' });
+    expect(out.branch).toBe('airlock/again-3');
+  });
+});
+
+describe('commitMessage', () => {
+  it('keeps a short task as the subject and a default without one', () => {
+    expect(commitMessage('Fix the bug', 2, [])).toBe('Fix the bug\n\nApplied: 2 file(s)\n');
+    expect(commitMessage('  \n ', 1, ['a.ts'])).toBe('Airlock run result\n\nApplied: 1 file(s); left out (conflicts): a.ts\n');
+    const long = commitMessage('x'.repeat(100), 1, []);
+    expect(long.split('\n')[0]?.length).toBeLessThanOrEqual(72);
+    expect(long.replace(/[^x]/g, '').length).toBe(100);
   });
 });
 

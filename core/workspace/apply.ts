@@ -28,7 +28,7 @@ export interface ApplyOptions {
   mode: 'working-tree' | 'branch';
   /** Branch name for `branch` mode (default `airlock/result-<timestamp>`). */
   branch?: string;
-  /** Commit message for `branch` mode. */
+  /** Commit message for `branch` mode (e.g. the run's task); a first line over 72 characters is wrapped into the body. */
   message?: string;
 }
 
@@ -44,6 +44,10 @@ export interface ApplyOutcome {
   conflicts: ApplyConflict[];
   branch?: string;
   commit?: string;
+  /** Author of the branch commit (`Name <email>`). */
+  author?: string;
+  /** True when git has no user identity for the project, so the commit is authored by Airlock. */
+  authorFallback?: boolean;
   /** SHA-256 of the part of the result patch that was selected (what the apply log records). */
   patchSha256: string;
 }
@@ -339,8 +343,10 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
   if ((await git(['check-ref-format', '--branch', branch])).code !== 0) {
     throw new AirlockError('INVALID_INPUT', `'${branch}' is not a valid branch name; pick another.`);
   }
-  if ((await git(['rev-parse', '--verify', '-q', `refs/heads/${branch}`])).code === 0) {
-    throw new AirlockError('CONFLICT', `Branch '${branch}' already exists; pick another name.`);
+  const exists = async (name: string) => (await git(['rev-parse', '--verify', '-q', `refs/heads/${name}`])).code === 0;
+  if (await exists(branch)) {
+    const free = await freeBranchName(branch, exists);
+    throw new AirlockError('CONFLICT', `Branch '${branch}' already exists (this result may have been applied before); apply to a new branch such as '${free}'. Nothing was applied.`);
   }
   const startCandidates = [opts.result.headCommit, 'HEAD'].filter((c): c is string => !!c);
   let start: string | undefined;
@@ -404,13 +410,54 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
   await gitOk(['read-tree', start], env);
   if (lines.length) await gitOk(['update-index', '-z', '--index-info'], env, Buffer.from(lines.map((l) => `${l}\0`).join('')));
   const treeId = (await gitOk(['write-tree'], env)).trim();
-  const message = opts.message ?? `Airlock run result\n\nApplied: ${p.applied.length} file(s)${p.conflicts.length ? `; left out (conflicts): ${p.conflicts.map((c) => c.path).join(', ')}` : ''}\n`;
-  // The author is the user's identity (their config is read for it, nothing else).
-  const who = await hostGit(['config', 'user.email'], { cwd: projectDir, userConfig: true });
-  const ident: Record<string, string> = who.code === 0 ? {} : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
-  const commit = (await hostGitOk(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: ident, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
+  const message = commitMessage(opts.message, p.applied.length, p.conflicts.map((c) => c.path));
+  // The author is the user's identity as git resolves it for the project (global config is read
+  // for that call only); without one the commit is Airlock's and the caller says so.
+  const ident = await userIdentity(projectDir);
+  const identEnv: Record<string, string> = ident
+    ? {}
+    : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
+  const commit = (await hostGitOk(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: identEnv, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
   await gitOk(['update-ref', '-m', 'airlock: apply run result', `refs/heads/${branch}`, commit, '0'.repeat(40)]);
-  return { applied: p.applied, conflicts: p.conflicts, branch, commit };
+  return { applied: p.applied, conflicts: p.conflicts, branch, commit, author: ident ?? 'Airlock <airlock@localhost>', ...(ident ? {} : { authorFallback: true }) };
+}
+
+/** `Name <email>` from the user's git config for the project (local, then global), or undefined. */
+async function userIdentity(projectDir: string): Promise<string | undefined> {
+  const get = async (key: string) => {
+    const r = await hostGit(['config', '--get', key], { cwd: projectDir, userConfig: true });
+    return r.code === 0 ? r.stdout.toString('utf8').trim() : '';
+  };
+  const [name, email] = [await get('user.name'), await get('user.email')];
+  return name && email ? `${name} <${email}>` : undefined;
+}
+
+/** `base-2`, `base-3`… : the first name that `exists` says is free. */
+export async function freeBranchName(base: string, exists: (name: string) => Promise<boolean>): Promise<string> {
+  for (let i = 2; ; i++) {
+    const name = `${base}-${i}`;
+    if (!(await exists(name))) return name;
+  }
+}
+
+/**
+ * The branch commit's message: the given text (e.g. the task) with a subject of at most 72
+ * characters (a longer first line is cut at a word and continued in the body), or a default.
+ */
+export function commitMessage(text: string | undefined, applied: number, leftOut: string[]): string {
+  const footer = `Applied: ${applied} file(s)${leftOut.length ? `; left out (conflicts): ${leftOut.join(', ')}` : ''}`;
+  const lines = (text ?? '').replace(/\r\n?/g, '\n').trim().split('\n');
+  let subject = (lines.shift() ?? '').trim();
+  let body = lines.join('\n').trim();
+  if (!subject) return `Airlock run result\n\n${footer}\n`;
+  if (subject.length > 72) {
+    const cut = subject.lastIndexOf(' ', 71);
+    const at = cut > 20 ? cut : 71;
+    const rest = subject.slice(at).trim();
+    subject = `${subject.slice(0, at).trimEnd()}…`;
+    body = `…${rest}${body ? `\n\n${body}` : ''}`;
+  }
+  return `${subject}\n\n${body ? `${body}\n\n` : ''}${footer}\n`;
 }
 
 export interface ExportPatchOptions {

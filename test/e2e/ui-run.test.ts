@@ -185,6 +185,28 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     expect(await readFile(join(project, 'src', 'app.js'), 'utf8')).toContain('return 42;');
     await expect(access(join(project, '.github', 'workflows', 'ci.yml'))).rejects.toThrow();
     await shot(page, '08-applied');
+
+    // Then to a new branch, like a git client: the user's identity (the project's git config) and
+    // the message they edited (prefilled with the task).
+    await exec('git', ['config', 'user.name', 'E2E Person'], { cwd: project });
+    await exec('git', ['config', 'user.email', 'e2e@example.invalid'], { cwd: project });
+    await page.getByLabel('New branch with a commit').check();
+    const branch = await page.getByLabel('Branch name').inputValue();
+    const message = page.getByLabel('Commit message');
+    expect((await message.inputValue()).length).toBeGreaterThan(0);
+    await message.fill('Make the answer 42\n\nAs the task asked.');
+    await page.getByRole('button', { name: /^Apply 1 file/ }).click();
+    await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain(`on branch ${branch}`);
+    const log = (await exec('git', ['log', '-1', "--format=%an <%ae>%n%B", branch], { cwd: project })).stdout;
+    expect(log).toMatch(/^E2E Person <e2e@example\.invalid>\nMake the answer 42\n\nAs the task asked\.\n/);
+    expect((await exec('git', ['show', `${branch}:src/app.js`], { cwd: project })).stdout).toContain('return 42;');
+    await expect.poll(() => page.getByLabel('Applied status').textContent(), { timeout: 20_000 }).toContain(`Applied to branch ${branch}`);
+    // Again to the same branch: refused by name, the old success line is gone, a free name is offered.
+    await page.getByRole('button', { name: /^Apply 1 file/ }).click();
+    await page.getByRole('button', { name: `Use ${branch}-2` }).waitFor();
+    expect(await page.getByRole('status', { name: 'Apply result' }).count()).toBe(0);
+    expect(await page.content()).toContain(`Branch '${branch}' already exists`);
+    await shot(page, '08b-reapply-refused');
   });
 
   it('lists the run in history and replays it: transcript, terminal, diff, audit verified', async () => {
@@ -192,6 +214,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     const row = page.locator(`tr[data-run="${runId}"]`);
     await row.waitFor();
     expect(await row.textContent()).toContain('done');
+    expect(await row.textContent()).toContain('applied → airlock/');
     await shot(page, '09-history');
     // A fresh page load: everything comes back from the store on disk.
     await page.reload();

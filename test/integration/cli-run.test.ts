@@ -89,8 +89,14 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     expect((await airlock('apply', runId, '--branch', 'airlock/cli-test')).code).toBe(2);
     const reviewed = /sha256 ([0-9a-f]{64})/.exec(patch.stderr)?.[1] as string;
     expect(reviewed).toMatch(/^[0-9a-f]{64}$/);
-    const apply = await airlock('apply', runId, '--branch', 'airlock/cli-test', '--reviewed', reviewed);
+    const apply = await airlock('apply', runId, '--branch', 'airlock/cli-test', '--reviewed', reviewed, '--message', 'Edit a.txt from the CLI\n\nWith a body.');
     expect(apply.code).toBe(0);
+    expect((await exec('git', ['log', '-1', '--format=%B', 'airlock/cli-test'], { cwd: projectDir })).stdout).toMatch(/^Edit a\.txt from the CLI\n\nWith a body\.\n/);
+    // Applying again to the same branch is refused, naming the branch and a free name.
+    const again = await airlock('apply', runId, '--branch', 'airlock/cli-test', '--reviewed', reviewed);
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toContain("Branch 'airlock/cli-test' already exists");
+    expect(again.stderr).toContain("'airlock/cli-test-2'");
     expect((await exec('git', ['rev-parse', '--abbrev-ref', 'HEAD'], { cwd: projectDir })).stdout.trim()).toBe('main');
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('one\n');
     expect((await exec('git', ['show', 'airlock/cli-test:a.txt'], { cwd: projectDir })).stdout).toBe('two\n');

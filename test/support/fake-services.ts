@@ -41,6 +41,8 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
   const runEvent = new Emitter<RunEvent>();
   const termData = new Emitter<TerminalChunk>();
   const diffChange = new Emitter<{ runId: string }>();
+  /** Branches applied to so far (fake projects share one repository). */
+  const branches = new Set<string>();
   const keyChange = new Emitter<{ provider: string }>();
   const buildProgress = new Emitter<{ buildId: string; phase: 'check' | 'context' | 'build' | 'done' | 'failed'; message: string; fraction?: number }>();
   const settingsChange = new Emitter<Settings>();
@@ -294,6 +296,15 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         log('diffs:apply', args);
         if (args.reviewedSha256 !== FAKE_PATCH_SHA256) throw new AirlockError('CONFLICT', 'This is not the result that was reviewed.');
         const files = args.files ?? get(args.runId).files.map((f) => f.path);
+        if (args.mode === 'branch' && args.branch) {
+          // Like the core: an existing branch is refused, naming a free one.
+          if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`);
+          branches.add(args.branch);
+          const r = get(args.runId);
+          r.record.applied = { at: new Date().toISOString(), target: r.record.projectDir, branch: args.branch, files };
+          status.fire(summary(r.record));
+          return { applied: files, conflicts: [], branch: args.branch, commit: 'c0ffee'.repeat(6) + 'abcd', author: 'Test User <test@example.invalid>' };
+        }
         return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };
       },
       async exportPatch({ runId }) {

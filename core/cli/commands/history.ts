@@ -71,9 +71,9 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
@@ -87,6 +87,7 @@ export const applyCommand: CliCommand = {
         reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
+        ...(values.message ? { message: values.message } : {}),
         ...(files?.length ? { files } : {}),
         ...(values.to ? { targetDir: values.to } : {}),
       });
@@ -94,7 +95,8 @@ export const applyCommand: CliCommand = {
       else {
         for (const p of result.applied) io.stdout.write(`applied  ${p}\n`);
         for (const c of result.conflicts) io.stdout.write(`REFUSED  ${c.path}: ${c.reason}\n`);
-        if (result.branch) io.stdout.write(`branch ${result.branch} at ${result.commit ?? '?'}\n`);
+        if (result.branch) io.stdout.write(`branch ${result.branch} at ${result.commit ?? '?'}${result.author ? ` by ${result.author}` : ''}\n`);
+        if (result.authorFallback) io.stdout.write(`git has no user.name/user.email for this project, so the commit is authored by Airlock; set them with git config and apply again to author it yourself.\n`);
         if (result.conflicts.length) io.stdout.write(`${result.conflicts.length} file(s) left untouched because the project changed under them; nothing was overwritten.\n`);
       }
       return result.conflicts.length ? ExitCode.conflict : ExitCode.ok;

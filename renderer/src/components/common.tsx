@@ -1,6 +1,7 @@
 import { useEffect, useState, type ReactNode } from 'react';
-import { ERROR_ACTION_LABEL, describeError, type ErrorAction, type ErrorInfo, type RunStatus } from '../../../contracts';
+import { ERROR_ACTION_LABEL, describeError, type ErrorAction, type ErrorInfo, type RunApplied, type RunStatus } from '../../../contracts';
 import { useAppStore } from '../stores/app-store';
+import { formatTime } from '../lib/format';
 
 export function StatusBadge({ status }: { status: RunStatus | 'ok' | 'warn' | 'fail' | 'skipped' }) {
   return <span className={`badge ${status}`}>{status}</span>;
@@ -58,4 +59,10 @@ export function Field({ label, htmlFor, children }: { label: string; htmlFor: st
       <div>{children}</div>
     </>
   );
+}
+
+/** Where and when a run's result was applied: a branch of the project, or its working tree. */
+export function appliedText(applied: RunApplied): string {
+  const where = applied.branch ? `to branch ${applied.branch}` : 'to the working tree';
+  return `Applied ${where} of ${applied.target} (${applied.files.length} file(s), ${formatTime(applied.at)})`;
 }

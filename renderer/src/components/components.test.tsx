@@ -8,6 +8,7 @@ import { useDoctorStore } from '../stores/doctor-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useRunsStore } from '../stores/runs-store';
 import { DoctorScreen } from './doctor-screen';
+import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { ReviewScreen } from './review-screen';
 
@@ -62,5 +63,42 @@ describe('screens (jsdom, fake services through the real router)', () => {
     await waitFor(() => expect(services.calls.some((c) => c.channel === 'diffs:apply')).toBe(true));
     expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ files: ['README.md'], mode: 'working-tree', reviewedSha256: 'ab'.repeat(32) });
     await waitFor(() => expect(screen.queryByText(/Applied 1 file/) !== null).toBe(true));
+  });
+
+  it('review: a branch apply sends the commit message (prefilled with the task), and a re-apply offers a free branch name', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'Add a greeting to the README', provider: 'anthropic', model: 'm' });
+    await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'done' || services.calls.length > 0).toBe(true));
+    render(<ReviewScreen runId={run.id} />);
+    await waitFor(() => expect(document.querySelectorAll('.file-row').length === 2).toBe(true));
+    fireEvent.click(screen.getByLabelText(/New branch with a commit/));
+    const message = screen.getByLabelText('Commit message') as HTMLTextAreaElement;
+    expect(message.value).toBe('Add a greeting to the README');
+    fireEvent.change(message, { target: { value: 'Greet readers\n\nBody text' } });
+    const branch = (screen.getByLabelText('Branch name') as HTMLInputElement).value;
+    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await waitFor(() => expect(screen.queryByText(/Applied 1 file\(s\) on branch/) !== null).toBe(true));
+    expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ mode: 'branch', branch, message: 'Greet readers\n\nBody text' });
+    expect(screen.getByText(/as Test User <test@example.invalid>/)).toBeTruthy();
+
+    // Again to the same branch: the old success line goes, the refusal names a free name to use.
+    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await waitFor(() => expect(screen.queryByText(`Use ${branch}-2`) !== null).toBe(true));
+    expect(screen.queryByText(/Applied 1 file\(s\) on branch/)).toBeNull();
+    expect(document.body.textContent).toContain(`Branch '${branch}' already exists`);
+    fireEvent.click(screen.getByText(`Use ${branch}-2`));
+    expect((screen.getByLabelText('Branch name') as HTMLInputElement).value).toBe(`${branch}-2`);
+    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await waitFor(() => expect(screen.queryByText(new RegExp(`on branch ${branch}-2`)) !== null).toBe(true));
+  });
+
+  it('history and review: a run applied to a branch says so, and where', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'greet', provider: 'anthropic', model: 'm' });
+    await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status).toBe('done'));
+    await services.diffs.apply({ runId: run.id, mode: 'branch', branch: 'airlock/shown', reviewedSha256: 'ab'.repeat(32) });
+    render(<HistoryScreen />);
+    await waitFor(() => expect(document.querySelector(`tr[data-run="${run.id}"]`)?.textContent).toContain('applied → airlock/shown'));
+    cleanup();
+    render(<ReviewScreen runId={run.id} />);
+    await waitFor(() => expect(screen.getByLabelText('Applied status').textContent).toMatch(/^Applied to branch airlock\/shown of \/p \([12] file\(s\)/));
   });
 });

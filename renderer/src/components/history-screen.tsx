@@ -4,7 +4,7 @@ import { errorMessage } from '../api';
 import { costUnknownWhy, formatTime, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
-import { StatusBadge } from './common';
+import { appliedText, StatusBadge } from './common';
 
 /** Past and current runs; open one to replay it. */
 export function HistoryScreen() {
@@ -33,7 +33,7 @@ export function HistoryScreen() {
                 <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id}
                   onClick={() => navigate({ name: 'run', runId: r.id })}
                   onKeyDown={(e) => { if (e.key === 'Enter') navigate({ name: 'run', runId: r.id }); }}>
-                  <td><StatusBadge status={r.status} /></td>
+                  <td><StatusBadge status={r.status} />{r.applied && <div className="badge" title={appliedText(r.applied)} aria-label={appliedText(r.applied)}>{r.applied.branch ? `applied → ${r.applied.branch}` : 'applied'}</div>}</td>
                   <td>{r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
                   <td>{r.agent}</td>
                   <td className="mono">{r.provider}/{r.model}</td>

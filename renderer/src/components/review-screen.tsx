@@ -5,7 +5,7 @@ import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
-import { ErrorBanner } from './common';
+import { appliedText, ErrorBanner } from './common';
 import { DiffViewer } from './diff-viewer';
 
 /**
@@ -23,6 +23,8 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const [focused, setFocused] = useState<string>();
   const [mode, setMode] = useState<'working-tree' | 'branch'>('working-tree');
   const [branch, setBranch] = useState(`airlock/${runId.slice(-8)}`);
+  const [message, setMessage] = useState<string>();
+  const [suggested, setSuggested] = useState<string>();
   const [result, setResult] = useState<ApplyResult>();
   const [patch, setPatch] = useState<string>();
   const [error, setError] = useState<string>();
@@ -47,14 +49,27 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const apply = async () => {
     setBusy(true);
     setError(undefined);
+    setSuggested(undefined);
+    // A new apply starts: the previous outcome no longer describes the project.
+    setResult(undefined);
     try {
       // The digest of the result this list shows: the host refuses to apply anything else.
       if (!reviewedSha256) throw new Error('The result is not collected yet; apply once the run has ended.');
-      const r = await api().call('diffs:apply', { runId, files: [...selected], mode, branch: mode === 'branch' ? branch : undefined, reviewedSha256 });
+      const commitMessage = (message ?? run?.task ?? '').trim();
+      const r = await api().call('diffs:apply', {
+        runId, files: [...selected], mode, reviewedSha256,
+        ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
+      });
       setResult(r);
+      // The run record now says where it was applied.
+      void useRunsStore.getState().open(runId).catch(() => undefined);
       useAppStore.getState().notify(r.conflicts.length ? 'error' : 'success', `Applied ${r.applied.length} file(s)${r.conflicts.length ? `, ${r.conflicts.length} conflict(s) left untouched` : ''}`);
     } catch (err) {
-      setError(errorMessage(err));
+      const text = errorMessage(err);
+      setError(text);
+      // The host names a free branch when the chosen one exists: offer it.
+      const free = /already exists.*such as '([^']+)'/.exec(text)?.[1];
+      if (free) setSuggested(free);
     } finally {
       setBusy(false);
     }
@@ -88,6 +103,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
         <button className="btn" onClick={() => navigate({ name: 'run', runId })}>Back to run</button>
       </div>
       {run && <div className="muted">{run.task} · <span className="mono">{run.projectDir}</span></div>}
+      {run?.applied && <div className="muted" aria-label="Applied status">{appliedText(run.applied)}</div>}
       <ErrorBanner message={error} />
       {risky.length > 0 && (
         <div className="banner" role="note">
@@ -110,7 +126,14 @@ export function ReviewScreen({ runId }: { runId: string }) {
           <label className="row"><input type="radio" name="mode" checked={mode === 'working-tree'} onChange={() => setMode('working-tree')} /> Working tree (uncommitted changes)</label>
           <label className="row"><input type="radio" name="mode" checked={mode === 'branch'} onChange={() => setMode('branch')} /> New branch with a commit</label>
           {mode === 'branch' && <input type="text" aria-label="Branch name" value={branch} onChange={(e) => setBranch(e.target.value)} />}
+          {suggested && mode === 'branch' && <button className="btn small" onClick={() => { setBranch(suggested); setSuggested(undefined); setError(undefined); }}>Use {suggested}</button>}
         </div>
+        {mode === 'branch' && (
+          <label className="stack">
+            <span className="muted">Commit message (first line is the subject)</span>
+            <textarea aria-label="Commit message" rows={3} value={message ?? run?.task ?? ''} onChange={(e) => setMessage(e.target.value)} />
+          </label>
+        )}
         <div className="row">
           <button className="btn primary" onClick={() => void apply()} disabled={busy || selected.size === 0 || !reviewedSha256}>{busy ? 'Applying…' : `Apply ${selected.size} file(s)`}</button>
           <button className="btn" onClick={() => void exportPatch()} disabled={selected.size === 0}>Export patch</button>
@@ -118,7 +141,8 @@ export function ReviewScreen({ runId }: { runId: string }) {
         </div>
         {result && (
           <div className="stack" role="status" aria-label="Apply result">
-            <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}.</div>
+            <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
+            {result.authorFallback && <div className="banner" role="note">git has no user.name/user.email for this project, so the commit is authored by Airlock. Set them with <span className="mono">git config user.name</span> / <span className="mono">user.email</span> to author it yourself.</div>}
             {result.conflicts.length > 0 && (
               <div className="banner error">
                 <b>{result.conflicts.length} file(s) not applied</b> because your project changed under them. Nothing of yours was overwritten; resolve them from the exported patch.
