@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { HOST_TERMINAL_STREAM_ACK_PARAM, HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
-import type { Disposable, Event } from '../common/disposable';
+import type { Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
 import type { ApiRouter } from '../api/router';
 import { serveStatic } from './static-files';

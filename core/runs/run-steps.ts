@@ -1,4 +1,3 @@
-import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import path from 'node:path';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';

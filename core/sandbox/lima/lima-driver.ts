@@ -7,7 +7,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { spawnChannelStream } from '../qemu/child-channel';
-import { runTool, runToolOk, type ToolResult } from '../../common/run-tool';
+import { runTool, type ToolResult } from '../../common/run-tool';
 import {
   DEFAULT_LIMA_TEMPLATE,
   LIMA_INSTANCE,
