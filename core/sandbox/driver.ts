@@ -95,8 +95,9 @@ export interface SandboxDriver {
   /** All sandboxes this driver owns (label `airlock.run`). */
   list(): Promise<SandboxInfo[]>;
   /**
-   * Run ids that still own other resources (volumes, networks, disks) — e.g. after a crash between
-   * creating a volume and its container. Optional; the reaper also wipes these.
+   * Runs that own other resources (volumes, networks, disks) — e.g. left by a crash between creating
+   * a volume and its container — with the `<hostname>:<pid>` that made them where recorded.
+   * Optional; the reaper also wipes these unless their owner is still running.
    */
-  listRunIds?(): Promise<string[]>;
+  listRunResources?(): Promise<Array<{ runId: string; owner?: string }>>;
 }

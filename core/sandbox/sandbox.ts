@@ -71,6 +71,13 @@ function poolRunId(): string {
  * Creates sandboxes (create → start → channel → hello), keeps an optional warm pool of pre-started
  * ones, and reaps sandboxes left behind by runs that are no longer live.
  */
+/** Whether `<hostname>:<pid>` names another process on this host that is still running. */
+function ownerIsRunning(owner: string | undefined): boolean {
+  const [ownerHost, ownerPid] = (owner ?? '').split(':');
+  const pid = Number(ownerPid);
+  return ownerHost === os.hostname() && !!pid && pid !== process.pid && isProcessAlive(pid);
+}
+
 export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
   private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
@@ -184,20 +191,17 @@ export class SandboxManager implements Disposable {
    */
   async reapOrphans(isLive: (runId: string) => boolean): Promise<string[]> {
     const own = this.ownLabels();
-    const host = os.hostname();
     const keep = (runId: string) => own.has(runId) || isLive(runId);
     const candidates = new Map<string, SandboxInfo | undefined>();
     for (const info of await this.driver.list()) {
-      if (keep(info.runId)) continue;
-      const [ownerHost, ownerPid] = (info.owner ?? '').split(':');
-      const pid = Number(ownerPid);
-      if (ownerHost === host && pid && pid !== process.pid && isProcessAlive(pid)) continue;
+      if (keep(info.runId) || ownerIsRunning(info.owner)) continue;
       candidates.set(info.runId, info);
     }
-    // Resources without a container: reap unless a live container of the same run was kept above.
+    // Resources without a container: reap unless a live container of the same run was kept above,
+    // or another process that is still running made them (its container may be on its way).
     const keptRuns = new Set((await this.driver.list()).map((i) => i.runId).filter((id) => !candidates.has(id)));
-    for (const runId of (await this.driver.listRunIds?.()) ?? []) {
-      if (!keep(runId) && !keptRuns.has(runId)) candidates.set(runId, candidates.get(runId));
+    for (const { runId, owner } of (await this.driver.listRunResources?.()) ?? []) {
+      if (!keep(runId) && !keptRuns.has(runId) && !ownerIsRunning(owner)) candidates.set(runId, candidates.get(runId));
     }
     const reaped: string[] = [];
     for (const runId of candidates.keys()) {

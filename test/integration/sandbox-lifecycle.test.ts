@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { access, chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -49,12 +49,17 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     const kept = await manager.create({ runId: live, image, limits: DEFAULT_LIMITS, network: 'none' });
     // A crash between creating a volume and its container leaves a labelled volume alone.
     await engine.createVolume({ Name: `airlock-${volumeOnly}-workspace`, Labels: { 'airlock.run': volumeOnly, 'airlock.kind': 'volume' } });
+    // Another Airlock process (another home) still running made this one: its container may be on its way.
+    const othersVolume = testRunId();
+    await engine.createVolume({ Name: `airlock-${othersVolume}-workspace`, Labels: { 'airlock.run': othersVolume, 'airlock.kind': 'volume', 'airlock.owner': `${hostname()}:${process.ppid}` } });
     try {
       // A fresh manager (the next start after a crash) that only knows `live` is live.
       const reaper = new SandboxManager(driver);
       const reaped = await reaper.reapOrphans((runId) => runId === live);
       expect(reaped).toEqual(expect.arrayContaining([orphan, volumeOnly]));
       expect(reaped).not.toContain(live);
+      expect(reaped).not.toContain(othersVolume);
+      expect((await engine.listVolumes({ filters: { label: [`airlock.run=${othersVolume}`] } })).Volumes ?? []).toHaveLength(1);
       for (const runId of [orphan, volumeOnly]) {
         const filters = { label: [`airlock.run=${runId}`] };
         expect(await engine.listContainers({ all: true, filters })).toEqual([]);
@@ -65,6 +70,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
       await manager.shutdown();
       await driver.destroy(orphan);
       await driver.destroy(volumeOnly);
+      await driver.destroy(othersVolume);
     }
   });
 

@@ -49,7 +49,8 @@ export function ownerId(): string {
 export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCreateOptions {
   validateLimits(spec);
   const volumes = volumeNames(spec.runId);
-  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which });
+  // The owner too: another Airlock process's reaper must not take a volume whose container is on its way.
+  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, [LABEL_OWNER]: ownerId() });
   return {
     name: containerName(spec.runId),
     Image: spec.image,

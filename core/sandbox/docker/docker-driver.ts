@@ -246,14 +246,16 @@ export class DockerDriver implements SandboxDriver {
    * Run ids that own volumes or networks but no container (a crash between steps); the reaper
    * removes those too.
    */
-  async listRunIds(): Promise<string[]> {
+  async listRunResources(): Promise<Array<{ runId: string; owner?: string }>> {
     const docker = await this.docker();
     try {
       const [volumes, networks] = await Promise.all([docker.listVolumes({ filters: { label: [LABEL_RUN] } }), docker.listNetworks({ filters: { label: [LABEL_RUN] } })]);
-      const ids = new Set<string>();
-      for (const v of volumes.Volumes ?? []) if (v.Labels?.[LABEL_RUN]) ids.add(v.Labels[LABEL_RUN]);
-      for (const n of networks) if (n.Labels?.[LABEL_RUN]) ids.add(n.Labels[LABEL_RUN]);
-      return [...ids];
+      const runs = new Map<string, string | undefined>();
+      for (const labels of [...(volumes.Volumes ?? []).map((v) => v.Labels), ...networks.map((n) => n.Labels)]) {
+        const runId = labels?.[LABEL_RUN];
+        if (runId && !runs.get(runId)) runs.set(runId, labels[LABEL_OWNER]);
+      }
+      return [...runs].map(([runId, owner]) => ({ runId, ...(owner ? { owner } : {}) }));
     } catch (err) {
       return this.fail(err, 'Could not list sandbox volumes');
     }
