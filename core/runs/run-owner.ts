@@ -1,18 +1,10 @@
-import os from 'node:os';
 import { isFinalStatus } from '../../contracts/runs';
-import { isProcessAlive } from '../common/process-alive';
+import { ownerStatus } from '../common/process-alive';
 import type { StoredRun } from './run-record';
 
-/** `<hostname>:<pid>` of this process: written on every run it drives. */
-export const OWNER = `${os.hostname()}:${process.pid}`;
-
-/** Whether the process that drove a run is gone (so the run was interrupted). */
+/** Whether the process that drove a run is gone (so the run was interrupted); another machine's run (shared home) is left alone. */
 export function ownerIsGone(owner: string | undefined): boolean {
-  if (!owner) return true;
-  const [host, pidText] = owner.split(':');
-  const pid = Number(pidText);
-  if (host !== os.hostname()) return false; // another machine's run (shared home): leave it alone
-  return pid === process.pid ? false : !isProcessAlive(pid);
+  return ownerStatus(owner) === 'gone';
 }
 
 /**

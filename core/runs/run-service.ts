@@ -7,6 +7,7 @@ import { isFinalStatus, type RunEvent, type RunEventBody, type RunStatus, type S
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
+import { PROCESS_OWNER } from '../common/process-alive';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
 import type { ModelCallEvent } from '../proxy/model-proxy';
@@ -17,7 +18,7 @@ import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from 
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
 import type { RunUpdate } from './run-store';
-import { OWNER, ownerIsGone } from './run-owner';
+import { ownerIsGone } from './run-owner';
 import { RunTerminal } from './run-terminal';
 
 export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
@@ -151,7 +152,7 @@ export class RunService implements Disposable {
         ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),
         ...(input.limits.budgetUsd ? { budgetUsd: input.limits.budgetUsd } : {}),
       },
-      owner: OWNER,
+      owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
     });
     const paths = this.deps.store.paths(id);

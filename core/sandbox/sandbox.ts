@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
 import { ChannelClient } from '../channel/channel-client';
@@ -6,7 +5,7 @@ import type { Disposable } from '../common/disposable';
 import { connectEngine, pingEngine, type Engine } from './docker/engine';
 import type { ChannelStream, SandboxDriver, SandboxInfo, SandboxSpec, WipeProof } from './driver';
 import { LABEL_POOL } from './labels';
-import { isProcessAlive } from '../common/process-alive';
+import { ownerStatus } from '../common/process-alive';
 
 /**
  * A started sandbox with its channel connected and the helper's hello checked. Destroying it wipes
@@ -71,13 +70,6 @@ function poolRunId(): string {
  * Creates sandboxes (create → start → channel → hello), keeps an optional warm pool of pre-started
  * ones, and reaps sandboxes left behind by runs that are no longer live.
  */
-/** Whether `<hostname>:<pid>` names another process on this host that is still running. */
-function ownerIsRunning(owner: string | undefined): boolean {
-  const [ownerHost, ownerPid] = (owner ?? '').split(':');
-  const pid = Number(ownerPid);
-  return ownerHost === os.hostname() && !!pid && pid !== process.pid && isProcessAlive(pid);
-}
-
 export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
   private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
@@ -194,14 +186,14 @@ export class SandboxManager implements Disposable {
     const keep = (runId: string) => own.has(runId) || isLive(runId);
     const candidates = new Map<string, SandboxInfo | undefined>();
     for (const info of await this.driver.list()) {
-      if (keep(info.runId) || ownerIsRunning(info.owner)) continue;
+      if (keep(info.runId) || ownerStatus(info.owner) === 'running') continue;
       candidates.set(info.runId, info);
     }
     // Resources without a container: reap unless a live container of the same run was kept above,
     // or another process that is still running made them (its container may be on its way).
     const keptRuns = new Set((await this.driver.list()).map((i) => i.runId).filter((id) => !candidates.has(id)));
     for (const { runId, owner } of (await this.driver.listRunResources?.()) ?? []) {
-      if (!keep(runId) && !keptRuns.has(runId) && !ownerIsRunning(owner)) candidates.set(runId, candidates.get(runId));
+      if (!keep(runId) && !keptRuns.has(runId) && ownerStatus(owner) !== 'running') candidates.set(runId, candidates.get(runId));
     }
     const reaped: string[] = [];
     for (const runId of candidates.keys()) {

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
-import os from 'node:os';
+import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
@@ -42,15 +42,11 @@ function validateLimits(spec: SandboxSpec): void {
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
 /** This process as a sandbox owner: `<hostname>:<pid>`. */
-export function ownerId(): string {
-  return `${os.hostname()}:${process.pid}`;
-}
-
 export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCreateOptions {
   validateLimits(spec);
   const volumes = volumeNames(spec.runId);
   // The owner too: another Airlock process's reaper must not take a volume whose container is on its way.
-  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, [LABEL_OWNER]: ownerId() });
+  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, [LABEL_OWNER]: PROCESS_OWNER });
   return {
     name: containerName(spec.runId),
     Image: spec.image,
@@ -62,7 +58,7 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
     Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
-    Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: ownerId(), ...runLabels(spec.runId, 'sandbox') },
+    Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: PROCESS_OWNER, ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
     OpenStdin: true,

@@ -3,9 +3,10 @@ import type Docker from 'dockerode';
 import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
+import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, ownerId } from './container-config';
+import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig } from './container-config';
 import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
@@ -90,7 +91,7 @@ export class DockerDriver implements SandboxDriver {
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
-    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString(), owner: ownerId() };
+    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {

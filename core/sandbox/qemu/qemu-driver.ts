@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
+import { PROCESS_OWNER } from '../../common/process-alive';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
@@ -265,7 +265,7 @@ export class QemuDriver implements SandboxDriver {
     }
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
-    const owner = `${os.hostname()}:${process.pid}`;
+    const owner = PROCESS_OWNER;
     const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
     const id = `${ID_PREFIX}${spec.runId}`;
     const info: QemuSandboxInfo = {
