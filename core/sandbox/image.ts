@@ -6,7 +6,7 @@ import { pack } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { resourcePaths } from '../common/resources';
 import { BuildProgressParser } from './build-progress';
-import { connectEngine, engineConnectError, type Engine } from './docker/engine';
+import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './docker/engine';
 import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
@@ -122,7 +122,7 @@ async function imageExists(docker: Docker, ref: string): Promise<boolean> {
     await docker.getImage(ref).inspect();
     return true;
   } catch (err) {
-    if ((err as { statusCode?: number }).statusCode === 404) return false;
+    if (statusCodeOf(err) === 404) return false;
     throw err;
   }
 }
@@ -264,7 +264,7 @@ export async function checkImageCompatible(docker: Docker, ref: string): Promise
   try {
     imageId = (await docker.getImage(ref).inspect()).Id;
   } catch (err) {
-    if ((err as { statusCode?: number }).statusCode === 404) {
+    if (statusCodeOf(err) === 404) {
       throw new AirlockError('NOT_FOUND', `Image '${ref}' is not available to the engine. Pull or build it first (docker pull ${ref}), or leave the image setting empty to use Airlock's image.`, { cause: err });
     }
     throw err;
