@@ -12,11 +12,35 @@ command -v dbus-run-session >/dev/null || need_pkgs+=(dbus dbus-user-session)
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
 command -v git >/dev/null || need_pkgs+=(git)
+# gVisor's runsc (--isolation gvisor), Podman (a second Docker-API engine), sshd and openssl (remote engines on loopback).
+command -v runsc >/dev/null || need_pkgs+=(runsc)
+command -v podman >/dev/null || need_pkgs+=(podman)
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing: ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" libsecret-1-0 ca-certificates iproute2 >/dev/null
+fi
+
+# Register gVisor with the engine. runsc must own no network (Airlock's sandboxes have none anyway):
+# without --network=none it refuses to start in the root network namespace.
+mkdir -p /etc/docker
+python3 - <<'PY'
+import json, os
+p = '/etc/docker/daemon.json'
+cfg = json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) > 0 else {}
+want = {'path': '/usr/bin/runsc', 'runtimeArgs': ['--network=none']}
+if cfg.get('runtimes', {}).get('runsc') != want:
+    cfg.setdefault('runtimes', {})['runsc'] = want
+    json.dump(cfg, open(p, 'w'), indent=2)
+    print('[ci-setup] registered runsc in /etc/docker/daemon.json')
+PY
+# A running engine reloads its runtimes on SIGHUP; no restart needed.
+if docker info >/dev/null 2>&1 && ! docker info --format '{{json .Runtimes}}' | grep -q runsc; then
+  pkill -HUP -x dockerd || true
+  sleep 1
 fi
 
 # Prefer the engine's own client when the machine ships a different one.
@@ -38,3 +62,4 @@ if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
   rm -rf "$root"
 fi
 log "base image ready"
+log "runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
