@@ -55,7 +55,7 @@ export interface ApplyOutcome {
   patchSha256: string;
 }
 
-type FileState =
+export type FileState =
   | { kind: 'absent' }
   | { kind: 'file'; content: Buffer; exec: boolean }
   | { kind: 'symlink'; target: string }
@@ -292,7 +292,7 @@ async function projectNameClash(projectDir: string, rel: string): Promise<string
 }
 
 /** Throws unless `dir` resolves (symlinks followed) to the project or a folder inside it. */
-async function assertInside(projectDir: string, dir: string): Promise<void> {
+export async function assertInside(projectDir: string, dir: string): Promise<void> {
   const real = await realpath(dir).catch(() => undefined);
   if (real === undefined) return; // does not exist: nothing is written through it
   if (real !== projectDir && !real.startsWith(projectDir + path.sep)) {
@@ -490,7 +490,7 @@ export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: str
   return { file, bytes: body.length, paths: selected.map((c) => c.path), sha256: sha256(body) };
 }
 
-async function readState(full: string): Promise<FileState> {
+export async function readState(full: string): Promise<FileState> {
   const st = await lstat(full).catch(() => undefined);
   if (!st) return ABSENT;
   if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(full) };
@@ -499,7 +499,7 @@ async function readState(full: string): Promise<FileState> {
 }
 
 /** Writes next to the target and renames over it, so a symlink at the path is replaced, not followed. */
-async function writeStateAtomic(full: string, state: FileState): Promise<void> {
+export async function writeStateAtomic(full: string, state: FileState): Promise<void> {
   const tmp = path.join(path.dirname(full), `.airlock-apply-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const prev = await lstat(full).catch(() => undefined);
   try {

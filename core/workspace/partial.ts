@@ -25,7 +25,7 @@ export interface SelectionPatch {
   partial: Map<string, Buffer>;
 }
 
-interface PatchLine {
+export interface PatchLine {
   kind: ' ' | '+' | '-';
   text: string;
   /** False when git marked the line `\ No newline at end of file`. */
@@ -33,7 +33,9 @@ interface PatchLine {
   id?: string;
 }
 
-interface PatchHunk {
+export interface PatchHunk {
+  /** The hunk's header as git wrote it. */
+  header: string;
   oldStart: number;
   /** What follows the second `@@` of the header (git's function context). */
   tail: string;
@@ -98,8 +100,11 @@ function linesOf(text: string): Array<{ text: string; eol: boolean }> {
   return out;
 }
 
-/** The host's own section of one file: header lines, then hunks (text as latin1: bytes kept). */
-function parseSection(section: string, path: string): { head: string[]; hunks: PatchHunk[] } {
+/**
+ * The host's own section of one file: header lines, then hunks whose changed lines carry their
+ * ids (`-<old no>`, `+<new no>`). Decode bytes as latin1 to keep them.
+ */
+export function parseSection(section: string, path: string): { head: string[]; hunks: PatchHunk[] } {
   const rows = section.split('\n');
   if (rows.at(-1) === '') rows.pop();
   const head: string[] = [];
@@ -110,7 +115,7 @@ function parseSection(section: string, path: string): { head: string[]; hunks: P
     const m = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,\d+)? @@(.*)$/.exec(row);
     if (m) {
       // An empty old side names the line before it: the hunk starts one further.
-      hunks.push({ oldStart: Number(m[1]) + (m[2] === '0' ? 1 : 0), tail: m[4] as string, lines: [] });
+      hunks.push({ header: row, oldStart: Number(m[1]) + (m[2] === '0' ? 1 : 0), tail: m[4] as string, lines: [] });
       oldNo = Number(m[1]);
       newNo = Number(m[3]);
       continue;
