@@ -168,10 +168,10 @@ export const diffsContracts = {
   'diffs:apply': { input: ApplyInput, output: ApplyResult },
   /**
    * Writes a patch file on the host and returns where; `text` is included when small enough to download.
-   * `to`: where a patch handed to the user went (`clipboard`), recorded in the apply log.
+   * `to`: where a patch handed to the user went (`clipboard`, a browser `download`), recorded in the apply log.
    */
   'diffs:exportPatch': {
-    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard']).optional() }),
+    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard', 'download']).optional() }),
     output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
   },
   /**
