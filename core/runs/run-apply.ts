@@ -166,8 +166,9 @@ export async function applyRunResult(opts: Selection & {
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
     });
+    // The record says where the result went only when something went there.
     await opts.store.update(opts.run.id, {
-      applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
+      ...(result.applied.length ? { applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied } } : {}),
       applyLog: { count: log.count, head: log.head },
     });
     return result;

@@ -143,6 +143,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await page.getByLabel('Commit message').fill('Take two hunks\n\nThe middle one stays out.');
     await applyButton().click();
     await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('on branch airlock/two-hunks');
+    // The selection stays as it was applied (the run record's refetch does not reset it).
+    expect(await applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
     await shot(page, '02-branch');
 
     const show = await git(project, 'show', '--format=%an <%ae>%n%B', 'airlock/two-hunks');

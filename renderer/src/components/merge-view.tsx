@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import type { MergeRegion, MergeView } from '../../../contracts';
 import { api, ApiError, errorMessage } from '../api';
 import { ErrorBanner } from './common';
@@ -41,6 +41,9 @@ export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: st
   const [error, setError] = useState<string>();
   const [note, setNote] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const panel = useRef<HTMLElement>(null);
+  // Opened below the apply result: bring it into view.
+  useEffect(() => panel.current?.scrollIntoView({ block: 'start' }), [path]);
 
   const load = useCallback(async () => {
     try {
@@ -84,7 +87,7 @@ export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: st
 
   let conflictNo = 0;
   return (
-    <section className="panel stack merge-view" aria-label={`Resolve ${path}`}>
+    <section ref={panel} className="panel stack merge-view" aria-label={`Resolve ${path}`}>
       <div className="row spread">
         <h2 style={{ margin: 0 }}>Resolve <span className="mono">{path}</span></h2>
         <button className="btn small" onClick={onClose}>Close</button>

@@ -48,15 +48,18 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
 
+  const haveRun = Boolean(run);
   useEffect(() => {
-    if (!run) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
+    if (!haveRun) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
     useDiffStore.getState().load(runId).catch((err) => setError(errorMessage(err)));
-  }, [runId, run]);
+  }, [runId, haveRun]);
+  // A new result (not a refetch of the same one, e.g. after an apply) resets the selection.
+  const resultKey = `${collected ?? ''}\0${(files ?? []).map((f) => f.path).join('\0')}`;
   useEffect(() => {
     setSelected(defaultSelection(files ?? []));
     setPicks({});
     setFocused((f) => f ?? orderForReview(files ?? [])[0]?.path);
-  }, [files]);
+  }, [resultKey]);
 
   const byPath = useMemo(() => new Map(ordered.map((f) => [f.path, f])), [ordered]);
   /** The change ids of a file whose diff is loaded. */
@@ -218,7 +221,8 @@ export function ReviewScreen({ runId }: { runId: string }) {
         {ordered.map(row)}
       </section>
       {focused && (
-        <section className="panel" style={{ minHeight: 300, display: 'flex' }} aria-label="Diff">
+        <section className="panel stack diff-panel" aria-label="Diff">
+          {focusedIds && focusedIds.length > 0 && collected && <div className="muted pick-hint">Tick hunks or lines to apply only those; unticked changes stay as they are in your project.</div>}
           <DiffViewer
             runId={runId}
             path={focused}
@@ -226,7 +230,6 @@ export function ReviewScreen({ runId }: { runId: string }) {
               ? { pick: { picked: selected.has(focused) ? picks[focused] : new Set<string>(), set: (ids: string[], on: boolean) => setLines(focused, ids, on) } }
               : {})}
           />
-          {focusedIds && focusedIds.length > 0 && collected && <div className="muted pick-hint">Tick hunks or lines to apply only those; unticked changes stay as they are in your project.</div>}
         </section>
       )}
       <section className="panel stack" aria-label="Apply">
@@ -256,7 +259,9 @@ export function ReviewScreen({ runId }: { runId: string }) {
         </div>
         {result && (
           <div className="stack" role="status" aria-label="Apply result">
-            <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
+            {result.applied.length > 0
+              ? <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
+              : <div className="muted">No file was applied.</div>}
             {result.authorFallback && <div className="banner" role="note">git has no user.name/user.email for this project, so the commit is authored by Airlock. Set them with <span className="mono">git config user.name</span> / <span className="mono">user.email</span> to author it yourself.</div>}
             {result.conflicts.length > 0 && (
               <div className="banner error">
