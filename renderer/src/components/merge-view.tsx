@@ -43,7 +43,10 @@ export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: st
   const [busy, setBusy] = useState(false);
   const panel = useRef<HTMLElement>(null);
   // Opened below the apply result: bring it into view.
-  useEffect(() => panel.current?.scrollIntoView({ block: 'start' }), [path]);
+  useEffect(() => {
+    // Braces: newer browsers return a promise from scrollIntoView, which React would take for a cleanup.
+    panel.current?.scrollIntoView({ block: 'start' });
+  }, [path]);
 
   const load = useCallback(async () => {
     try {
