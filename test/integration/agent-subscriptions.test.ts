@@ -59,7 +59,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('subscription credentials with the r
 
   /** A command the CLI runs in the sandbox: writes the result file, then searches for the credentials. */
   function searchCommand(marker: string, envControl: string, fileControl: string, secrets: string[]): string {
-    return `echo ${marker} > out.txt && node search.cjs ${[envControl, fileControl, ...secrets].map(enc).join(' ')}`;
+    return `echo ${marker} > out.txt && node -e "$(cat search.cjs)" ${[envControl, fileControl, ...secrets].map(enc).join(' ')}`;
   }
 
   async function runWithSearch(input: Partial<StartRunInput> & { script: ScriptedTurn[] }, marker: string, secrets: string[]) {
