@@ -12,7 +12,7 @@ import { ChatgptSession } from './chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
-import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
@@ -185,6 +185,13 @@ function answerProbe(target: RequestTarget, res: ServerResponse): boolean {
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': head ? 0 : 2 });
   res.end(head ? undefined : 'ok');
   return true;
+}
+
+/** An `anthropic-beta` header without Claude Code's OAuth marker (undefined when nothing else is left). */
+function withoutOauthBeta(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const rest = (Array.isArray(header) ? header.join(',') : header).split(',').map((v) => v.trim()).filter((v) => v && v !== OAUTH_BETA);
+  return rest.length ? rest.join(',') : undefined;
 }
 
 /** The body as a JSON object, or undefined when it is anything else. */
@@ -526,7 +533,9 @@ export class ModelProxy implements Disposable {
       return undefined;
     }
     // Side doors: provider-side tools and MCP servers would carry data out with the network off.
-    const doors = applySideDoorPolicy({ format, parsed, betaHeader: req.headers['anthropic-beta'], allow: resolved.config.allowSideDoors ?? [] });
+    // A subscription's OAuth beta is the proxy's own to set (upstream-client.ts), not a side door.
+    const betaHeader = resolved.config.credential === 'claude-subscription' ? withoutOauthBeta(req.headers['anthropic-beta']) : req.headers['anthropic-beta'];
+    const doors = applySideDoorPolicy({ format, parsed, betaHeader, allow: resolved.config.allowSideDoors ?? [] });
     if (doors.stripped.length || doors.allowed.length || doors.refusal) {
       this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
     }

@@ -111,6 +111,8 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     const grant = run('claude-code', 'claude-subscription');
     expect(await proxy.sandboxCredential(`r-subs-${runN}`, grant.token)).toEqual({ kind: 'claude-subscription' });
 
+    const doors: string[] = [];
+    const sub = proxy.onDidSideDoor((e) => doors.push(...e.stripped, ...(e.refused ? [e.refused] : [])));
     // As Claude Code sends it with CLAUDE_CODE_OAUTH_TOKEN=<run token>.
     const ok = await post('/v1/messages?beta=true', { authorization: `Bearer ${grant.token}`, 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14' }, { model: 'claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
     expect(ok.status, ok.text).toBe(200);
@@ -126,6 +128,9 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     const bare = await post('/v1/messages', { authorization: `Bearer ${grant.token}`, 'anthropic-version': '2023-06-01' }, { model: 'claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
     expect(bare.status, bare.text).toBe(200);
     expect(up.requests[0]!.headers['anthropic-beta']).toBe('oauth-2025-04-20');
+    // The OAuth beta is the proxy's own header for this credential, not a side door it reports.
+    expect(doors.filter((d) => d.includes('oauth'))).toEqual([]);
+    sub.dispose();
     grant.dispose();
   });
 
