@@ -165,7 +165,8 @@ function runsService(parts: ServiceParts): RunsService {
       const st = await stat(dir).catch(() => undefined);
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
-      return toRunSummary(await runs.start(input));
+      const gitHistory = input.gitHistory ?? (await parts.core.settings.get()).gitHistory;
+      return toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
     },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {

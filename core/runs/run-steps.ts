@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import path from 'node:path';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import { DEFAULT_GIT_HISTORY } from '../../contracts/runs';
 import type { AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { PreviewPorts } from '../network/preview-ports';
@@ -66,7 +67,13 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
-  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects);
+  const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
+  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
+  const repo = run.hydrated.sandboxRepo;
+  if (repo) {
+    const what = repo.kind === 'fresh' ? 'a fresh repository (one commit of the copied-in files)' : `${repo.commits} commit(s) of the project's history (git history ${gitHistory})${repo.rewritten ? ', with the files left out of the copy removed from every commit' : ''}`;
+    await run.audit.append('note', { message: `The sandbox's git repository holds ${what}${repo.note ? `; ${repo.note}` : ''}. It is never read back: the result is the workspace's files against the host's baseline.` });
+  }
   throwIfStopped(run);
 }
 
