@@ -116,10 +116,13 @@ class SshStdioSocket extends Duplex {
   setTimeout(): this {
     return this;
   }
+  /** An idle kept-alive connection must not keep Airlock running (Node's agent unrefs free sockets). */
   ref(): this {
+    for (const s of [this.child, this.child.stdout, this.child.stdin] as Array<{ ref?: () => void }>) s.ref?.();
     return this;
   }
   unref(): this {
+    for (const s of [this.child, this.child.stdout, this.child.stdin] as Array<{ unref?: () => void }>) s.unref?.();
     return this;
   }
 }
@@ -139,7 +142,9 @@ export class SshDialAgent extends http.Agent {
     private readonly configFile: string | undefined,
     private readonly env: NodeJS.ProcessEnv,
   ) {
-    super({ keepAlive: false });
+    // Connections are kept for the next request: each new one starts a docker CLI on the remote
+    // host (~0.1 s). Few are kept idle, since sshd allows 10 sessions per connection by default.
+    super({ keepAlive: true, maxFreeSockets: 2 });
   }
 
   override createConnection(): Duplex {
