@@ -35,7 +35,7 @@ const TITLE: Record<ErrorKind, string> = {
   DOCKER_NOT_INSTALLED: 'Docker is not installed',
   DOCKER_NOT_RUNNING: 'Docker is not running',
   DOCKER_PERMISSION_DENIED: 'No permission to use Docker',
-  DOCKER_UNREACHABLE: 'Lost contact with the container engine',
+  DOCKER_UNREACHABLE: 'Cannot reach the container engine',
   IMAGE_BUILD_FAILED: 'The sandbox image could not be built',
   IMAGE_INCOMPATIBLE: 'The sandbox image does not fit this Airlock',
   DISK_FULL: 'The disk is full',

@@ -6,11 +6,16 @@
  * during the wipe gives DOCKER_UNREACHABLE and keeps everything already on the host, and the
  * sandbox left behind is wiped once the engine answers again.
  */
+import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
+import { SandboxManager } from '../../core/sandbox/sandbox';
+import { testRunId } from './sandbox-support';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
 import { startSshEngine, startTlsEngine, type SshEngine, type TlsEngine } from '../support/remote-engines';
@@ -234,5 +239,32 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
       const applied = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
       expect(applied.applied).toEqual(['kept.txt']);
     }, 300_000);
+
+    it("on a shared engine the reaper takes only its own installation's leftovers, whatever host name and pid say", async () => {
+      // A pid that surely is gone: a child that has exited.
+      const child = spawn('true');
+      await new Promise((resolve) => child.on('exit', resolve));
+      const deadHere = `${hostname()}:${child.pid}`;
+      const ours = (await readFile(path.join(f.home, 'installation-id'), 'utf8')).trim();
+      const volume = (runId: string, labels: Record<string, string>) => remote.docker.createVolume({ Name: `airlock-${runId}-workspace`, Labels: { 'airlock.run': runId, 'airlock.kind': 'volume', ...labels } });
+      const [mine, otherInstallation, unlabelled] = [testRunId(), testRunId(), testRunId()];
+      await volume(mine, { 'airlock.owner': 'another-host:1', 'airlock.installation': ours });
+      // Another user's machine may share this host name; its pid means nothing here.
+      await volume(otherInstallation, { 'airlock.owner': deadHere, 'airlock.installation': 'f'.repeat(32) });
+      await volume(unlabelled, { 'airlock.owner': deadHere });
+      const mineOnly = (runId: string) => ![mine, otherInstallation, unlabelled].includes(runId);
+      try {
+        const manager = await f.core.sandboxes('container');
+        const reaped = await manager.reapOrphans(mineOnly);
+        expect(reaped).toEqual([mine]);
+        expect(await remoteLeftovers(remote, otherInstallation)).toHaveLength(1);
+        expect(await remoteLeftovers(remote, unlabelled)).toHaveLength(1);
+        // The same engine through its local socket is not shared: a process of this host that is gone is judged by its pid.
+        const local = new SandboxManager(new DockerDriver());
+        expect((await local.reapOrphans(mineOnly)).sort()).toEqual([otherInstallation, unlabelled].sort());
+      } finally {
+        for (const runId of [mine, otherInstallation, unlabelled]) await remote.docker.getVolume(`airlock-${runId}-workspace`).remove().catch(() => undefined);
+      }
+    }, 120_000);
   });
 });

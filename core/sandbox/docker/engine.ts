@@ -90,7 +90,7 @@ function remoteConnectError(code: string | undefined, endpoint: EngineEndpoint, 
     case 'ERR_SSL_WRONG_VERSION_NUMBER':
       return new AirlockError(
         'DOCKER_UNREACHABLE',
-        `Lost contact with the engine ${where} (${code}: ${detail}). Check the network (VPN, Wi-Fi) and that the engine is up${ssh ? ` (\`ssh ${endpoint.description.location} docker version\`)` : ''}, then retry; results already collected are kept, and sandboxes left there are removed the next time Airlock reaches it.`,
+        `Cannot reach the engine ${where} (${code}: ${detail}). Check the network (VPN, Wi-Fi) and that the engine is up${ssh ? ` (\`ssh ${endpoint.description.location} docker version\`)` : ''}, then retry; results already collected are kept, and sandboxes left there are removed the next time Airlock reaches it.`,
         { cause: err },
       );
     default:
