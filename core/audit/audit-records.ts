@@ -65,8 +65,8 @@ export interface AuditRecordData {
   excluded_files: { files: { path: string; reason: string }[] };
   /** The network policy in force, or an egress event under a wider policy. */
   network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
-  /** The sandbox was removed; `leftovers` empty means verified gone. */
-  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string };
+  /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
+  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string };
   /**
    * The result was applied to the project (working tree or a new branch) or written out as a patch.
    * Only ever in the run's apply log, which continues the chain after the seal.

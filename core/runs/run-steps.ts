@@ -181,8 +181,18 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
     }
   } catch (err) {
     const info = toErrorInfo(err);
-    failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
-    await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+    if (info.kind === 'DOCKER_UNREACHABLE') {
+      // The engine is out of reach (a remote link dropped): nothing could be removed or checked there.
+      // What was collected is already stored on the host; the sandbox is wiped once the engine answers.
+      const message = `${info.message} The remote wipe could not be verified; Airlock removes the sandbox (label airlock.run=${run.sandbox?.info.runId ?? run.id}) and checks it is gone before the next run on that engine or at the next start.`;
+      wipe = { verified: false, removed: [], leftovers: ['unverified: engine unreachable'], at: new Date().toISOString() };
+      await run.audit.append('wipe', { removed: [], leftovers: wipe.leftovers, verified: false, durationMs: 0, verifiedAt: wipe.at, unverified: info.message }).catch(() => undefined);
+      // The link is the cause of a channel that closed under the run, too: say so, not "channel closed".
+      failure = !failure || failure.kind === 'CHANNEL_CLOSED' ? { kind: 'DOCKER_UNREACHABLE', message } : { ...failure, message: `${failure.message} ${message}` };
+    } else {
+      failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
+      await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+    }
   } finally {
     host.deps.proxy.revokeRun(run.id);
   }
