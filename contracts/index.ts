@@ -15,6 +15,7 @@ export * from './error-help';
 export * from './ids';
 export * from './keys';
 export * from './runs';
+export * from './run-again';
 export * from './sandboxes';
 export * from './settings';
 export * from './terminals';
