@@ -37,6 +37,8 @@ export const Settings = z.object({
    * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
    */
   vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
+  /** Project folders of the latest runs, newest first (at most 8): the New run form offers them. */
+  recentProjects: z.array(z.string()).max(8).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 
