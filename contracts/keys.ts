@@ -63,6 +63,9 @@ export const SetKeyInput = z.strictObject({
   storage: z.enum(['keychain', 'session']).default('keychain'),
 });
 
+/** A provider's new upstream base URL (its key stays as it is). */
+export const SetBaseUrlInput = z.strictObject({ provider: ProviderId, baseUrl: HttpUrl });
+
 /** Result of "test connection". */
 export const KeyTestResult = z.object({
   provider: ProviderId,
@@ -92,6 +95,8 @@ export const keysContracts = {
   'keys:list': { input: Empty, output: z.array(KeyInfo) },
   /** Stores a provider's key in the keychain (or this session only). */
   'keys:set': { input: SetKeyInput, output: KeyInfo },
+  /** Changes a provider's upstream base URL; the stored key is neither read nor touched. */
+  'keys:setBaseUrl': { input: SetBaseUrlInput, output: KeyInfo },
   'keys:remove': { input: ProviderRef, output: z.object({ removed: z.boolean() }) },
   /** A cheap authenticated call through the proxy's code path. */
   'keys:test': { input: ProviderRef, output: KeyTestResult },

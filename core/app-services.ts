@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AirlockServices, AuditService, DiffsService, KeysService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AuditService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -19,6 +19,7 @@ import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record
 import { ShellSessions } from './runs/shell-sessions';
 import { replayTerminal } from './runs/terminal-replay';
 import { sha256 } from './workspace/collect';
+import { listFolders, withRecentProject } from './workspace/folder-listing';
 import { snapshotProject } from './workspace/snapshot';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
@@ -29,12 +30,15 @@ function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
  * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker } = {}): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
-  return servicesFor(core);
+  return servicesFor(core, opts.pickFolder);
 }
+
+/** The system's folder dialog (Electron's main process); resolves to the chosen folder or null. */
+export type FolderPicker = (defaultPath: string | undefined) => Promise<string | null>;
 
 /** What the domain services below share. */
 interface ServiceParts {
@@ -52,7 +56,7 @@ interface ServiceParts {
   providerInfo(p: ProviderConfig): Promise<ProviderInfo>;
 }
 
-export function servicesFor(core: AirlockCore): AirlockServices {
+export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): AirlockServices {
   const { store, runs, vault, catalog } = core;
   const terminalOutput = new Emitter<TerminalOutput>();
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
@@ -81,6 +85,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     terminals: terminalsService(parts),
     settings: settingsService(parts),
     audit: auditService(parts),
+    projects: projectsService(pickFolder),
     onDidTerminalOutput: terminalOutput.event,
     async activeRunIds() {
       return runs.activeRunIds();
@@ -119,6 +124,7 @@ function keysService(parts: ServiceParts): KeysService {
       await catalog.get(provider); // PROVIDER_UNKNOWN before anything is stored
       return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
     },
+    setBaseUrl: ({ provider, baseUrl }) => vault.setBaseUrl(provider, baseUrl),
     async remove({ provider }) {
       return { removed: await vault.remove(provider) };
     },
@@ -166,7 +172,11 @@ function runsService(parts: ServiceParts): RunsService {
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
       const gitHistory = input.gitHistory ?? (await parts.core.settings.get()).gitHistory;
-      return toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
+      const started = toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
+      // The New run form offers the latest folders again (settings, so the CLI's runs count too).
+      const { recentProjects } = await parts.core.settings.get();
+      if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(() => undefined);
+      return started;
     },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {
@@ -309,6 +319,16 @@ function settingsService(parts: ServiceParts): SettingsService {
       return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
     },
     onDidChange: core.settings.onDidChange,
+  };
+}
+
+/** Choosing a project folder: the system dialog where there is one, a names-only browser under home. */
+function projectsService(pickFolder: FolderPicker | undefined): ProjectsService {
+  return {
+    async pickFolder({ defaultPath }) {
+      return pickFolder ? { native: true, path: await pickFolder(defaultPath) } : { native: false, path: null };
+    },
+    listFolders: ({ path: dir }) => listFolders(dir),
   };
 }
 

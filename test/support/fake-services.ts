@@ -166,6 +166,15 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         keyChange.fire({ provider: args.provider });
         return info;
       },
+      async setBaseUrl({ provider, baseUrl }) {
+        log('keys:setBaseUrl', { provider, baseUrl });
+        const p = providers.get(provider);
+        if (p) p.baseUrl = baseUrl;
+        const info: KeyInfo = { ...(keys.get(provider) ?? { provider, hasKey: false, last4: null, addedAt: null }), baseUrl };
+        if (keys.has(provider)) keys.set(provider, info);
+        keyChange.fire({ provider });
+        return info;
+      },
       async remove({ provider }) {
         const removed = keys.delete(provider);
         const p = providers.get(provider);
@@ -364,6 +373,14 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async read({ runId }) {
         const records = get(runId).events.map((e, index) => ({ index, at: e.at, type: e.event.type, data: { ...e.event }, hash: index.toString(16).padStart(64, '0') }));
         return { records, total: records.length };
+      },
+    },
+    projects: {
+      async pickFolder() {
+        return { native: false, path: null };
+      },
+      async listFolders({ path: dir }) {
+        return { path: dir ?? '/home/fake', parent: dir ? '/home/fake' : null, home: '/home/fake', folders: dir ? [] : ['code'], truncated: false };
       },
     },
   };

@@ -2,6 +2,7 @@ import { createInterface } from 'node:readline';
 import type { RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
+import { runAgainInput } from '../../../contracts/run-again';
 import { StartRunInput, type GitHistory } from '../../../contracts/runs';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
@@ -12,7 +13,8 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
        [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
-       [--git-history none|N|all] [--json]`;
+       [--git-history none|N|all] [--json]
+       airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -40,8 +42,10 @@ export const runCommand: CliCommand = {
       publish: { type: 'string', multiple: true },
       'git-history': { type: 'string' },
       json: { type: 'boolean' },
+      again: { type: 'string' },
     });
-    const [projectDir] = positionalsExactly(positionals, '<projectDir>');
+    const again = values.again;
+    const [projectDir] = again && positionals.length === 0 ? [undefined] : positionalsExactly(positionals, '<projectDir>');
     const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
@@ -52,27 +56,29 @@ export const runCommand: CliCommand = {
     const services = servicesFor(core);
     try {
       const settings = await core.settings.get();
-      const provider = values.provider ?? settings.defaultProvider ?? 'anthropic';
+      // `--again`: the past run's settings, under whatever flags were given (contracts/run-again.ts).
+      const base = again ? runAgainInput(await services.runs.get({ runId: again })) : undefined;
+      const provider = values.provider ?? base?.provider ?? settings.defaultProvider ?? 'anthropic';
       const config = await core.catalog.get(provider);
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
-      const model = values.model ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
+      const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
       if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
       const input = StartRunInput.parse({
-        projectDir,
-        task: values.task ?? '',
-        agent: values.agent ?? settings.defaultAgent,
-        ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
+        projectDir: projectDir ?? base?.projectDir,
+        task: values.task ?? base?.task ?? '',
+        agent: values.agent ?? base?.agent ?? settings.defaultAgent,
+        ...(values['custom-command'] ? { customCommand: values['custom-command'] } : base?.customCommand ? { customCommand: base.customCommand } : {}),
         provider,
         model,
-        approval: values['approve-commands'] ? 'ask' : 'auto',
-        isolation: values.isolation ?? settings.defaultIsolation,
-        network: values.network ?? settings.defaultNetwork,
-        ...(values.allow?.length ? { allowlist: values.allow } : {}),
+        approval: values['approve-commands'] ? 'ask' : (base?.approval ?? 'auto'),
+        isolation: values.isolation ?? base?.isolation ?? settings.defaultIsolation,
+        network: values.network ?? base?.network ?? settings.defaultNetwork,
+        ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
         ...(gitHistory !== undefined ? { gitHistory } : {}),
         limits: {
-          timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
-          ...(budgetTokens ? { budgetTokens } : {}),
-          ...(budgetUsd ? { budgetUsd } : {}),
+          timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
+          ...((budgetTokens ?? base?.limits?.budgetTokens) ? { budgetTokens: budgetTokens ?? base?.limits?.budgetTokens } : {}),
+          ...((budgetUsd ?? base?.limits?.budgetUsd) ? { budgetUsd: budgetUsd ?? base?.limits?.budgetUsd } : {}),
         },
       });
       const json = values.json === true;
