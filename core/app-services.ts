@@ -12,6 +12,8 @@ import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
+import { codexAuthPath, readCodexAuthFile } from './keys/codex-auth-file';
+import { credentialAgent } from './keys/subscription-credentials';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
@@ -72,7 +74,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     logsOf: (run) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } }),
     async providerInfo(p) {
       const key = await vault.info(p.id);
-      return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
+      return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey, ...(p.credential ? { credential: { kind: p.credential, agent: credentialAgent(p.credential) } } : {}) };
     },
   };
 
@@ -125,6 +127,12 @@ function keysService(parts: ServiceParts): KeysService {
       return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
     },
     setBaseUrl: ({ provider, baseUrl }) => vault.setBaseUrl(provider, baseUrl),
+    async setSubscription({ kind, secret, storage }) {
+      return kind === 'claude-subscription' ? vault.setClaudeSubscription(secret, { storage }) : vault.importChatgptSignin(secret, { storage });
+    },
+    async importCodex({ storage }) {
+      return vault.importChatgptSignin(await readCodexAuthFile(codexAuthPath(parts.core.env)), { storage });
+    },
     async remove({ provider }) {
       return { removed: await vault.remove(provider) };
     },

@@ -6,7 +6,7 @@ import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
 import type { PreviewPorts } from '../network/preview-ports';
-import type { ModelProxy } from '../proxy/model-proxy';
+import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { watchChanges } from '../workspace/changes';
@@ -26,7 +26,7 @@ import type { StoredRun } from './run-record';
  */
 
 /** What the run uses of the model proxy. */
-export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'>;
+export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential'>>;
 
 /**
  * The workspace operations of a run, one function each; `realWorkspace` in the app, fakes in the
@@ -88,6 +88,8 @@ export interface RunServiceDeps {
   proxyPort: number;
   /** Which wire format a provider speaks. */
   providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
+  /** Throws (FORBIDDEN, field `provider`) when the agent may not use the provider's credential (§6). */
+  checkProviderAccess?(provider: string, agent: string): Promise<void>;
   agent(kind: StartRunArgs['agent']): AgentAdapter;
   /** Workspace operations (default: the real ones). */
   workspace?: RunWorkspace;
@@ -135,7 +137,7 @@ export interface LiveRun {
   /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
   changeHints: Set<string>;
   /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
-  grant?: { token: string; sandboxPort: number };
+  grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
   network?: RunNetwork;
   agentProcess?: ChannelProcess;
   /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */

@@ -127,6 +127,7 @@ export class RunService implements Disposable {
     if (input.approval === 'ask' && !agent.supportsApproval) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
+    await this.deps.checkProviderAccess?.(input.provider, input.agent);
     const format = await this.deps.providerFormat(input.provider);
     if (!agent.providerFormats.includes(format)) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);

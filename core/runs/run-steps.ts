@@ -88,6 +88,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     host.deps.proxy.issueToken({
       runId: id,
       providers: [input.provider],
+      agent: input.agent,
       budget: {
         ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
         ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
@@ -95,7 +96,9 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1')));
-  run.grant = { token: grant.token, sandboxPort: exposed.port };
+  // A subscription credential: placeholders for the client's own credential slot (§6).
+  const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
+  run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
   run.tokenBytes = Buffer.from(grant.token);
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
@@ -140,9 +143,11 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     token: grant.token,
     approval: input.approval,
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+    ...(grant.credential ? { credential: grant.credential } : {}),
   };
   const command = run.agent.command(ctx);
-  const env = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  const env: Record<string, string> = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
   await host.runAgent(run, command.argv, env, command.cwd);
 }

@@ -175,6 +175,21 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         keyChange.fire({ provider });
         return info;
       },
+      async setSubscription(args) {
+        const provider = args.kind;
+        log('keys:setSubscription', { kind: args.kind });
+        const info: KeyInfo = { provider, hasKey: true, last4: null, baseUrl: providers.get(provider)?.baseUrl ?? null, addedAt: now(), storage: args.storage, credential: args.kind };
+        keys.set(provider, info);
+        keyChange.fire({ provider });
+        return info;
+      },
+      async importCodex(args) {
+        log('keys:importCodex', args);
+        const info: KeyInfo = { provider: 'chatgpt-signin', hasKey: true, last4: null, baseUrl: null, addedAt: now(), storage: args.storage, credential: 'chatgpt-signin' };
+        keys.set('chatgpt-signin', info);
+        keyChange.fire({ provider: 'chatgpt-signin' });
+        return info;
+      },
       async remove({ provider }) {
         const removed = keys.delete(provider);
         const p = providers.get(provider);
