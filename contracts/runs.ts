@@ -250,7 +250,10 @@ export const runsContracts = {
     input: z.strictObject({ runId: RunId, afterSeq: z.number().int().min(-1).default(-1), limit: z.number().int().positive().max(5000).default(1000) }),
     output: z.object({ events: z.array(RunEvent), nextSeq: z.number().int(), done: z.boolean() }),
   },
-  /** Opens an interactive shell in a live run's sandbox; its I/O goes through the terminals contracts. */
+  /**
+   * Opens an interactive shell (its own PTY and bash) in a live run's sandbox; its I/O goes through
+   * the terminals contracts. At most `MAX_SHELLS_PER_RUN` are open per run (`CONFLICT` past that).
+   */
   'runs:openShell': {
     input: z.strictObject({ runId: RunId, cols: z.number().int().min(2).max(1000).default(80), rows: z.number().int().min(2).max(1000).default(24) }),
     output: z.object({ terminalId: z.string() }),
