@@ -69,6 +69,9 @@ export const SetKeyInput = z.strictObject({
   storage: z.enum(['keychain', 'session']).default('keychain'),
 });
 
+/** A provider's new upstream base URL (its key stays as it is). */
+export const SetBaseUrlInput = z.strictObject({ provider: ProviderId, baseUrl: HttpUrl });
+
 /** Result of "test connection". */
 export const KeyTestResult = z.object({
   provider: ProviderId,
@@ -106,6 +109,8 @@ export const keysContracts = {
   'keys:list': { input: Empty, output: z.array(KeyInfo) },
   /** Stores a provider's key in the keychain (or this session only). */
   'keys:set': { input: SetKeyInput, output: KeyInfo },
+  /** Changes a provider's upstream base URL; the stored key is neither read nor touched. */
+  'keys:setBaseUrl': { input: SetBaseUrlInput, output: KeyInfo },
   /** Stores a subscription credential (serves only Claude Code / Codex CLI). */
   'keys:setSubscription': { input: SetSubscriptionInput, output: KeyInfo },
   /** Imports this machine's Codex sign-in (`~/.codex/auth.json`, or `$CODEX_HOME/auth.json`). */

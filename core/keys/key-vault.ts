@@ -103,6 +103,16 @@ export class KeyVault {
   }
 
   /**
+   * Points a provider at another upstream (a gateway, a local server) and keeps its key as it is:
+   * nothing is read from or written to the keychain here.
+   */
+  async setBaseUrl(provider: string, baseUrl: string): Promise<KeyInfo> {
+    await this.catalog.setBaseUrl(provider, baseUrl);
+    this.didChange.fire({ provider });
+    return this.info(provider);
+  }
+
+  /**
    * Takes a provider's key from a host environment variable for this process (headless use).
    * It is then used exactly like a keychain key and, like one, never reaches a sandbox.
    */

@@ -7,6 +7,7 @@ import { Emitter, toDisposable, type Disposable, type Event } from '../common/di
 import type { KeyVault } from '../keys/key-vault';
 import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
+import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
 import { credentialRefusal, credentialServes, unsignedIdToken } from '../keys/subscription-credentials';
 import { ChatgptSession } from './chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
@@ -17,7 +18,7 @@ import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
 
-export type { RunBudget } from './run-tokens';
+export type { BudgetStop, RunBudget } from './budget';
 export type { SandboxCredential } from './sandbox-signin';
 
 /** One model call through the proxy, for the audit log and the UI. Never carries a key. */
@@ -101,6 +102,10 @@ export interface IssueTokenOptions {
 interface RunState {
   grant: TokenGrant;
   usage: CallUsage & { costUsd: number; costKnown: boolean; requests: number };
+  /** Tokens and cost held by calls in flight (their input estimate and output limit). */
+  held: BudgetAmount;
+  /** The budget refusal that stopped the run, when one did (host-observed, for the run's error). */
+  budgetStop?: BudgetStop;
   upstreams?: Promise<Map<string, ResolvedUpstream | AirlockError>>;
   active: Set<UpstreamHandle>;
 }
@@ -176,6 +181,8 @@ interface AdmittedCall extends Caller, PickedUpstream {
   parsed?: Record<string, unknown>;
   model: string;
   stream: boolean;
+  /** What this call holds of the run's budget until it finishes. */
+  hold: BudgetAmount;
 }
 
 /** Claude Code probes its base URL with `HEAD /` before the first call: answered at once, no token needed. */
@@ -273,7 +280,7 @@ export class ModelProxy implements Disposable {
       existing.grant = grant;
       existing.upstreams = undefined;
     } else {
-      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
+      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, held: { tokens: 0, costUsd: 0 }, active: new Set() });
     }
     const issued = this.tokens.issue(grant);
     return { token: issued.token, ...toDisposable(() => issued.revoke()) };
@@ -321,6 +328,11 @@ export class ModelProxy implements Disposable {
     if (!u) return { ...noUsage(), requests: 0 };
     const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests } = u;
     return { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
+  }
+
+  /** The budget refusal that stopped a run's agent, when one did (docs/architecture.md §9). */
+  budgetStop(runId: string): BudgetStop | undefined {
+    return this.runs.get(runId)?.budgetStop;
   }
 
   async stop(): Promise<void> {
@@ -558,16 +570,52 @@ export class ModelProxy implements Disposable {
       parsed.stream_options = { include_usage: true };
       body = Buffer.from(JSON.stringify(parsed));
     }
-    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body, parsed, model, stream };
+    const budget = this.applyBudget(caller.run, upstream, parsed, body, model);
+    if ('refused' in budget) {
+      this.send(res, format, 429, budget.refused);
+      return undefined;
+    }
+    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body: budget.body, parsed: budget.parsed, model, stream, hold: budget.hold };
   }
 
-  /** Why an otherwise well-formed call may not go out: a model outside the grant, a spent budget, no key. */
-  private refusalFor({ grant, run }: Caller, resolved: ResolvedUpstream, providerId: string, model: string): { status: number; message: string } | undefined {
+  /**
+   * Holds the call's share of the run's budget, lowering its output limit to what is left or
+   * refusing it when too little is (budget.ts). A lowered limit re-serialises the body.
+   */
+  private applyBudget(run: RunState, upstream: PickedUpstream, parsed: Record<string, unknown> | undefined, body: Buffer | undefined, model: string):
+    { body?: Buffer; parsed?: Record<string, unknown>; hold: BudgetAmount } | { refused: string } {
+    const u = run.usage;
+    const decision = checkBudget({
+      budget: run.grant.budget,
+      used: { tokens: u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens, costUsd: u.costUsd, requests: u.requests },
+      held: run.held,
+      bodyBytes: body?.length ?? 0,
+      output: parsed ? outputLimitOf(upstream.routePath, upstream.resolved.config.kind, parsed) : undefined,
+      model,
+      prices: this.prices,
+    });
+    if (decision.action === 'refuse') {
+      run.budgetStop = decision.stop;
+      return { refused: AGENT_PREFIX + budgetMessage(decision.stop) };
+    }
+    let out = { body, parsed };
+    if (decision.action === 'lower' && parsed) {
+      const lowered = lowerOutput(parsed, decision.field, decision.maxOutput);
+      if (!lowered) {
+        run.budgetStop = decision.stop;
+        return { refused: AGENT_PREFIX + budgetMessage(decision.stop) };
+      }
+      out = { parsed: lowered, body: Buffer.from(JSON.stringify(lowered)) };
+    }
+    run.held = { tokens: run.held.tokens + decision.hold.tokens, costUsd: run.held.costUsd + decision.hold.costUsd };
+    return { ...out, hold: decision.hold };
+  }
+
+  /** Why an otherwise well-formed call may not go out: a model outside the grant, no key. */
+  private refusalFor({ grant }: Caller, resolved: ResolvedUpstream, providerId: string, model: string): { status: number; message: string } | undefined {
     if (grant.models && model && !grant.models.includes(model)) {
       return { status: 403, message: `model '${model.slice(0, 100)}' is not allowed for this run (allowed: ${grant.models.join(', ')})` };
     }
-    const over = this.budgetExceeded(run);
-    if (over) return { status: 429, message: over };
     if (resolved.config.credential && !credentialServes(resolved.config.credential, grant.agent)) {
       return { status: 403, message: credentialRefusal(resolved.config.credential, providerId, grant.agent) };
     }
@@ -695,6 +743,7 @@ export class ModelProxy implements Disposable {
   private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number): void {
     const { run, grant } = call;
     const cost = costOf(this.prices, call.model, usage);
+    run.held = { tokens: Math.max(0, run.held.tokens - call.hold.tokens), costUsd: Math.max(0, run.held.costUsd - call.hold.costUsd) };
     run.usage.inputTokens += usage.inputTokens;
     run.usage.outputTokens += usage.outputTokens;
     run.usage.cacheReadTokens += usage.cacheReadTokens;
@@ -747,16 +796,5 @@ export class ModelProxy implements Disposable {
       onDone();
     });
     up.on('error', () => res.destroy());
-  }
-
-  private budgetExceeded(run: RunState): string | undefined {
-    const b = run.grant.budget;
-    if (!b) return undefined;
-    const u = run.usage;
-    if (b.maxRequests !== undefined && u.requests >= b.maxRequests) return `Airlock budget exceeded: this run reached its limit of ${b.maxRequests} requests (maxRequests)`;
-    const tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
-    if (b.maxTokens !== undefined && tokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${tokens} of its ${b.maxTokens} tokens (maxTokens)`;
-    if (b.maxCostUsd !== undefined && u.costUsd >= b.maxCostUsd) return `Airlock budget exceeded: this run spent $${u.costUsd.toFixed(4)} of its $${b.maxCostUsd} (maxCostUsd)`;
-    return undefined;
   }
 }

@@ -1,11 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { RunBudget } from './budget';
 
-/** What a run may spend through the proxy. */
-export interface RunBudget {
-  maxRequests?: number;
-  maxTokens?: number;
-  maxCostUsd?: number;
-}
+export type { RunBudget } from './budget';
 
 export interface TokenGrant {
   runId: string;

@@ -71,6 +71,21 @@ describe.skipIf(!keychain.ok)('airlock keys / providers CLI', () => {
     expect(test.out()).toContain(`${id}: ok`);
     expect(up.requests.at(-1)?.headers.authorization).toBe(`Bearer ${KEY}`);
 
+    // A new base URL, the key left as it is: the keychain entry still works against the new URL.
+    const up2 = await startFakeUpstream({ expectedKey: KEY });
+    try {
+      const url = io(env);
+      expect(await keysCommand.run(['set-url', id, `${up2.url}/v1`], url.io), url.err()).toBe(0);
+      expect(url.out()).toBe(`${id} now calls ${up2.url}/v1; its key (…${KEY.slice(-4)}) is unchanged\n`);
+      const retest = io(env);
+      expect(await keysCommand.run(['test', id], retest.io)).toBe(0);
+      expect(up2.requests.at(-1)?.headers.authorization).toBe(`Bearer ${KEY}`);
+      await expect(keysCommand.run(['set-url', id, 'ftp://nope'], io(env).io)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('http(s) URL') });
+      seen.push(url.out(), retest.out());
+    } finally {
+      await up2.close();
+    }
+
     const del = io(env);
     expect(await keysCommand.run(['rm', id], del.io)).toBe(0);
     const test2 = io(env);

@@ -1,4 +1,5 @@
 import { AirlockError } from '../../../contracts/errors';
+import { SetBaseUrlInput } from '../../../contracts/keys';
 import { airlockHome } from '../../common/paths';
 import { codexAuthPath, readCodexAuthFile } from '../../keys/codex-auth-file';
 import { KeyVault } from '../../keys/key-vault';
@@ -81,6 +82,7 @@ async function readAllStdin(io: CliIo): Promise<Secret> {
 }
 
 const usage = `airlock keys set <provider> [--base-url URL] [--session]   (the key is read from stdin)
+       airlock keys set-url <provider> <url>   (changes the base URL; the stored key stays as it is)
        airlock keys set-subscription claude [--session]   (the token from \`claude setup-token\`, read from stdin)
        airlock keys import-codex [--from PATH|-] [--session]   (the ChatGPT sign-in of \`codex login\`)
        airlock keys list [--json]
@@ -107,6 +109,15 @@ export const keysCommand: CliCommand = {
           const secret = await readSecretFromStdin(io, `Paste the ${provider} API key (input hidden), then Enter: `);
           const info = await vault.set(provider, secret, { storage: values.session ? 'session' : 'keychain', ...(values['base-url'] ? { baseUrl: values['base-url'] } : {}) });
           io.stdout.write(`stored the ${provider} key (…${info.last4 ?? ''}) in ${info.storage === 'session' ? 'memory for this session only' : 'the OS keychain'}; base URL ${info.baseUrl}\n`);
+          return ExitCode.ok;
+        }
+        case 'set-url': {
+          const [url, ...more] = extra;
+          if (!provider || !url || more.length) break;
+          const parsed = SetBaseUrlInput.safeParse({ provider, baseUrl: url });
+          if (!parsed.success) throw new AirlockError('INVALID_INPUT', parsed.error.issues[0]?.message ?? 'not a valid base URL');
+          const info = await vault.setBaseUrl(provider, parsed.data.baseUrl);
+          io.stdout.write(`${provider} now calls ${info.baseUrl}; ${info.hasKey ? `its key (…${info.last4 ?? ''}) is unchanged` : 'no key is stored for it'}\n`);
           return ExitCode.ok;
         }
         case 'set-subscription': {
