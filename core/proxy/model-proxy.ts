@@ -454,12 +454,12 @@ export class ModelProxy implements Disposable {
     if (!upstream) return;
     const call = await this.readCall(req, res, target, caller, upstream);
     if (!call) return;
-    if (!(await this.freshen(res, call))) return;
+    if (!(await this.freshen(res, call, started))) return;
     this.forward(req, res, call, started);
   }
 
   /** Refreshes a ChatGPT sign-in that is about to expire before the call goes out; false when that failed (answered). */
-  private async freshen(res: ServerResponse, call: AdmittedCall): Promise<boolean> {
+  private async freshen(res: ServerResponse, call: AdmittedCall, started: number): Promise<boolean> {
     const session = call.resolved.chatgpt;
     if (!session?.expiresSoon()) return true;
     try {
@@ -467,6 +467,8 @@ export class ModelProxy implements Disposable {
       return true;
     } catch (err) {
       this.send(res, call.format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
+      // Recorded like any refused call, which also releases what the budget held for it.
+      this.recordCall(call, 401, noUsage(), false, started);
       return false;
     }
   }
@@ -667,6 +669,7 @@ export class ModelProxy implements Disposable {
           session.refresh(key).then(
             () => {
               if (!res.destroyed) this.forward(req, res, call, started, true);
+              else record(499, noUsage(), true);
             },
             (err: unknown) => {
               this.send(res, format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');

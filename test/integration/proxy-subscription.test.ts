@@ -191,8 +191,14 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     // The backend no longer takes the old access token (revoked server-side before its expiry).
     up.setExpectedKey(next.access_token);
     const grant = run('codex', 'chatgpt-signin');
+    const recorded: number[] = [];
+    const sub = proxy.onDidCall((e) => recorded.push(e.status));
     const res = await post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody);
     expect(res.status, res.text).toBe(200);
+    // One call as far as metering goes: the refused attempt is not a second one.
+    expect(recorded).toEqual([200]);
+    expect(proxy.usage(`r-subs-${runN}`).requests).toBe(1);
+    sub.dispose();
     const refreshes = up.requests.filter((r) => r.path === '/oauth/token');
     expect(refreshes).toHaveLength(1);
     expect(refreshes[0]!.body).toMatchObject({ client_id: CODEX_OAUTH_CLIENT_ID, grant_type: 'refresh_token', refresh_token: real.refresh });
@@ -222,8 +228,12 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     await importSignin(60);
     up.setAuth(undefined);
     const grant = run('codex', 'chatgpt-signin');
+    const recorded: number[] = [];
+    const sub = proxy.onDidCall((e) => recorded.push(e.status));
     const res = await post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody);
     expect(res.status).toBe(401);
+    expect(recorded).toEqual([401]);
+    sub.dispose();
     expect(res.text).toContain('airlock keys import-codex');
     expect(up.requests.filter((r) => r.url === '/backend-api/codex/responses')).toEqual([]);
     grant.dispose();
