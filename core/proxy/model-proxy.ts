@@ -8,7 +8,7 @@ import type { KeyVault } from '../keys/key-vault';
 import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
-import { credentialRefusal, credentialServes, unsignedIdToken } from '../keys/subscription-credentials';
+import { credentialRefusal, credentialServes, storeCommand, unsignedIdToken } from '../keys/subscription-credentials';
 import { ChatgptSession } from './chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
@@ -622,8 +622,7 @@ export class ModelProxy implements Disposable {
       return { status: 403, message: credentialRefusal(resolved.config.credential, providerId, grant.agent) };
     }
     if (resolved.config.requiresKey && !currentKey(resolved)) {
-      const how = resolved.config.credential === 'claude-subscription' ? 'airlock keys set-subscription claude' : resolved.config.credential === 'chatgpt-signin' ? 'airlock keys import-codex' : `airlock keys set ${providerId}`;
-      return { status: 403, message: `no credential stored for '${providerId}'; add one with \`${how}\`` };
+      return { status: 403, message: `no ${resolved.config.credential ? 'sign-in' : 'key'} stored for '${providerId}'; add one with \`${storeCommand(providerId, resolved.config.credential)}\`` };
     }
     return undefined;
   }
