@@ -150,6 +150,9 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(await remoteLeftovers(remote, run.id)).toEqual([]);
         const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
         expect(records.find((r) => r.type === 'wipe')?.data.verified).toBe(true);
+        // The record and the audit log say where the project copy went.
+        expect(run.sandbox.engine).toContain(`over ${name} at 127.0.0.1`);
+        expect(records.some((r) => r.type === 'note' && String(r.data.message).startsWith('sandbox on a remote engine: Docker'))).toBe(true);
 
         // The upstream saw the real key (it stayed on this machine); nothing Airlock wrote holds it.
         expect(f.upstream.requests.some((r) => r.headers['x-api-key'] === CANARY_KEY)).toBe(true);
