@@ -7,6 +7,7 @@ import { Emitter, type Event } from './common/disposable';
 import { airlockHome } from './common/paths';
 import { KeyVault } from './keys/key-vault';
 import { ProviderCatalog } from './keys/provider-catalog';
+import { assertCredentialServes } from './keys/subscription-credentials';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
@@ -246,6 +247,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
+    checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
   });

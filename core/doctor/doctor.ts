@@ -223,9 +223,14 @@ export const isolationCheck: ReadinessCheck = {
     const { vmAccel } = await new SettingsStore(airlockHome(ctx.env)).get();
     const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
     const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
-    return probes.some((p) => p.kind !== 'docker' && p.available)
-      ? { status: 'ok', detail: line }
-      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.' };
+    // The driver `--isolation vm` uses on this platform (as RunService picks it); the New run form
+    // offers "Virtual machine" only when it is available.
+    const vmKind = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
+    const probe = probes.find((p) => p.kind === vmKind);
+    const vm = { available: Boolean(probe?.available), reason: probe?.reason ?? `no VM driver for ${process.platform}` };
+    return probe?.available
+      ? { status: 'ok', detail: line, vm }
+      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.', vm };
   },
 };
 

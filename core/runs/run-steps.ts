@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import path from 'node:path';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import { DEFAULT_GIT_HISTORY } from '../../contracts/runs';
 import type { AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { PreviewPorts } from '../network/preview-ports';
@@ -69,7 +70,13 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
-  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects);
+  const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
+  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
+  const repo = run.hydrated.sandboxRepo;
+  if (repo) {
+    const what = repo.kind === 'fresh' ? 'a fresh repository (one commit of the copied-in files)' : `${repo.commits} commit(s) of the project's history (git history ${gitHistory})${repo.rewritten ? ', with the files left out of the copy removed from every commit' : ''}`;
+    await run.audit.append('note', { message: `The sandbox's git repository holds ${what}${repo.note ? `; ${repo.note}` : ''}. It is never read back: the result is the workspace's files against the host's baseline.` });
+  }
   throwIfStopped(run);
 }
 
@@ -84,6 +91,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     host.deps.proxy.issueToken({
       runId: id,
       providers: [input.provider],
+      agent: input.agent,
       budget: {
         ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
         ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
@@ -91,7 +99,9 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1')));
-  run.grant = { token: grant.token, sandboxPort: exposed.port };
+  // A subscription credential: placeholders for the client's own credential slot (§6).
+  const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
+  run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
   run.tokenBytes = Buffer.from(grant.token);
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
@@ -136,9 +146,11 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     token: grant.token,
     approval: input.approval,
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+    ...(grant.credential ? { credential: grant.credential } : {}),
   };
   const command = run.agent.command(ctx);
-  const env = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  const env: Record<string, string> = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
   await host.runAgent(run, command.argv, env, command.cwd);
 }

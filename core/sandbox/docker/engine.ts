@@ -2,9 +2,9 @@ import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
-import { resolveEngineEndpoint, describeEngine, type EngineEndpoint, type EngineSelection } from './engine-endpoint';
+import { describeEngine, engineChoiceFrom, identifyEngine, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
-export { candidateSockets, resolveEngineEndpoint, type EngineEndpoint, type EngineSelection } from './engine-endpoint';
+export { candidateSockets, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
 async function exists(p: string): Promise<boolean> {
   try {
@@ -61,10 +61,16 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
         { cause: err },
       );
     }
-    const hint = env.DOCKER_HOST
-      ? `Check that DOCKER_HOST (${where}) points at a running engine, or unset it to use the default socket.`
-      : 'Start Docker (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST to your engine\'s socket.';
-    return new AirlockError('DOCKER_NOT_RUNNING', `The container engine at ${where} is not answering (${code}). ${hint}`, { cause: err });
+    const { source, kind, rootless } = endpoint.description;
+    const podman = kind === 'podman';
+    const hint = source === 'DOCKER_HOST' || source === 'CONTAINER_HOST'
+      ? `Check that ${source} (${where}) points at a running engine, or unset it to use the default socket.`
+      : podman
+        ? rootless
+          ? 'Start rootless Podman\'s API service: `systemctl --user enable --now podman.socket` (or `podman system service --time=0 &`).'
+          : 'Start Podman\'s API service: `sudo systemctl enable --now podman.socket` (or `sudo podman system service --time=0 unix:///run/podman/podman.sock &`).'
+        : 'Start Docker (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST to your engine\'s socket.';
+    return new AirlockError('DOCKER_NOT_RUNNING', `The ${podman ? 'Podman' : 'container'} engine at ${where} is not answering (${code}). ${hint}`, { cause: err });
   }
   return undefined;
 }
@@ -124,13 +130,26 @@ export interface Engine {
  */
 export async function connectEngine(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<Engine> {
   const allowInsecure = selection.allowInsecure || env.AIRLOCK_ENGINE_ALLOW_INSECURE === '1';
-  const endpoint = await resolveEngineEndpoint(env, { host: env.AIRLOCK_ENGINE_HOST || selection.host, allowInsecure });
+  const endpoint = await resolveEngineEndpoint(env, { host: env.AIRLOCK_ENGINE_HOST || selection.host, allowInsecure, choice: engineChoiceFrom(env, selection.choice) });
   const docker = new Docker({ ...endpoint.options, timeout: undefined });
   return { docker, endpoint, dispose: () => endpoint.options.agent?.destroy() };
 }
 
+const identities = new WeakMap<Engine, Promise<EngineIdentity>>();
+
+/** What the engine says it is (Docker or Podman, version, rootless, runtimes); asked once per client. */
+export function engineIdentity(engine: Engine): Promise<EngineIdentity> {
+  let id = identities.get(engine);
+  if (!id) {
+    id = Promise.all([engine.docker.version(), engine.docker.info() as Promise<{ SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }>]).then(([v, i]) => identifyEngine(v, i));
+    identities.set(engine, id);
+    id.catch(() => identities.delete(engine));
+  }
+  return id;
+}
+
 /** Asks the engine for its version; typed errors when it cannot be reached. */
-export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean }> {
+export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean; kind: EngineKind }> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const version = await Promise.race([
@@ -139,8 +158,8 @@ export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = proces
         timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })), timeoutMs);
       }),
     ]);
-    const podman = (version.Components ?? []).some((c) => /podman/i.test(c.Name));
-    return { version: version.Version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}`, podman };
+    const id = identifyEngine(version, {});
+    return { version: id.version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}`, podman: id.kind === 'podman', kind: id.kind };
   } catch (err) {
     throw (await engineConnectError(err, engine.endpoint, env)) ?? err;
   } finally {
