@@ -43,12 +43,21 @@ export const FileDiff = z.object({
 });
 export type FileDiff = z.infer<typeof FileDiff>;
 
+/**
+ * Which change of a run: `turn`, its own (against the result it started from), or `thread`, the
+ * whole thread's up to this run (against the project as the thread's first run read it). The same
+ * for a run that continues nothing. Absent means `turn`.
+ */
+export const ChangeScope = z.enum(['turn', 'thread']);
+export type ChangeScope = z.infer<typeof ChangeScope>;
+
 export const ApplyMode = z.enum(['working-tree', 'branch']);
 export type ApplyMode = z.infer<typeof ApplyMode>;
 
 export const ApplyInput = z
   .strictObject({
     runId: RunId,
+    scope: ChangeScope.optional(),
     /** Paths to apply; all changed files when omitted. */
     files: z.array(z.string().min(1)).optional(),
     mode: ApplyMode.default('working-tree'),
@@ -89,18 +98,18 @@ export type ApplyResult = z.infer<typeof ApplyResult>;
 
 export const diffsContracts = {
   'diffs:list': {
-    input: z.strictObject({ runId: RunId }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional() }),
     /** `patchSha256`: the collected result's patch digest (absent while the run is live); pass it to `diffs:apply`. */
     output: z.object({ files: z.array(ChangedFile), patchSha256: z.string().optional() }),
   },
   'diffs:file': {
-    input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
   'diffs:apply': { input: ApplyInput, output: ApplyResult },
   /** Writes a patch file on the host and returns where; `text` is included when small enough to download. */
   'diffs:exportPatch': {
-    input: z.strictObject({ runId: RunId, files: z.array(z.string().min(1)).optional(), destPath: z.string().min(1).optional() }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), files: z.array(z.string().min(1)).optional(), destPath: z.string().min(1).optional() }),
     output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
   },
 } as const;

@@ -167,6 +167,9 @@ function runsService(parts: ServiceParts): RunsService {
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
       return toRunSummary(await runs.start(input));
     },
+    async continue(args) {
+      return toRunSummary(await runs.continue(args));
+    },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {
         throw aboutProjectDir(err);
@@ -236,21 +239,22 @@ function runsService(parts: ServiceParts): RunsService {
 function diffsService(parts: ServiceParts): DiffsService {
   const { store, runs, changes } = parts;
   return {
-    list: ({ runId }) => changes.list(runId),
+    list: ({ runId, scope }) => changes.list(runId, scope),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
-    file: ({ runId, path: file }) => changes.file(runId, file),
-    async apply({ runId, files, mode, branch, message, targetDir, reviewedSha256 }) {
+    file: ({ runId, scope, path: file }) => changes.file(runId, file, scope),
+    async apply({ runId, scope, files, mode, branch, message, targetDir, reviewedSha256 }) {
       if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async exportPatch({ runId, files, destPath }) {
-      const legacy = files ? undefined : await loadLegacyResult(store, runId);
-      const patch = legacy ? legacy.patch : patchForFiles(await changes.storedResult(runId), files);
-      const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
+    async exportPatch({ runId, scope, files, destPath }) {
+      const legacy = files || scope === 'thread' ? undefined : await loadLegacyResult(store, runId);
+      const patch = legacy ? legacy.patch : patchForFiles(await changes.storedResult(runId, scope), files);
+      const name = `${scope === 'thread' ? 'thread' : 'result'}${files ? `-selection-${Date.now()}` : ''}.patch`;
+      const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, name);
       if (destPath) {
         // A patch written where the user asked is on its way to a project: it goes in the apply log.
-        await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
+        await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}), ...(scope ? { scope } : {}) });
       } else {
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);

@@ -42,13 +42,15 @@ export const runsCommand: CliCommand = {
 export const showCommand: CliCommand = {
   name: 'show',
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
-  usage: 'airlock show <runId> [--json] [--diff]',
+  usage: 'airlock show <runId> [--thread] [--json] [--diff]   (--thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, thread: { type: 'boolean' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
+    const scope = values.thread ? 'thread' : 'turn';
+    const scopeFlag = values.thread ? ' --thread' : '';
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
-      const { files, patchSha256 } = await s.diffs.list({ runId });
+      const { files, patchSha256 } = await s.diffs.list({ runId, scope });
       if (values.json) {
         io.stdout.write(`${JSON.stringify({ ...run, files, ...(patchSha256 ? { patchSha256 } : {}) })}\n`);
         return ExitCode.ok;
@@ -56,13 +58,14 @@ export const showCommand: CliCommand = {
       const out = io.stdout;
       out.write(`run ${run.id}  ${run.status}${run.error ? ` (${describeError(run.error).title}: ${run.error.message})` : ''}\n`);
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
+      if (run.thread) out.write(`thread: turn ${run.thread.turn}, continues ${run.thread.parentRunId} (first run ${run.thread.rootRunId}), conversation ${run.thread.conversation}; showing ${values.thread ? "the thread's total change" : "this turn's own change (--thread: the total)"}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
-      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId} --reviewed ${patchSha256})\n`);
+      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
-      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
+      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId, scope })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       return ExitCode.ok;
     });
   },
@@ -71,9 +74,9 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--thread] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch; --thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
@@ -84,6 +87,7 @@ export const applyCommand: CliCommand = {
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
+        ...(values.thread ? { scope: 'thread' as const } : {}),
         reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
@@ -107,17 +111,18 @@ export const applyCommand: CliCommand = {
 export const patchCommand: CliCommand = {
   name: 'patch',
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--out FILE] [--files a,b,…]',
+  usage: 'airlock patch <runId> [--thread] [--out FILE] [--files a,b,…]   (--thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     const files = fileList(values.files);
+    const scopeFlag = values.thread ? ' --thread' : '';
     return withServices(io, async (s) => {
-      const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
+      const result = await s.diffs.exportPatch({ runId, ...(values.thread ? { scope: 'thread' as const } : {}), ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);
-      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId} --reviewed ${result.sha256}${files?.length ? ` --files ${files.join(',')}` : ''})\n`);
+      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${result.sha256}${files?.length ? ` --files ${files.join(',')}` : ''})\n`);
       return ExitCode.ok;
     });
   },

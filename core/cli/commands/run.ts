@@ -2,14 +2,16 @@ import { createInterface } from 'node:readline';
 import type { RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
-import { StartRunInput } from '../../../contracts/runs';
+import { AgentKind, StartRunInput } from '../../../contracts/runs';
+import { freshConversationReason } from '../../runs/run-thread';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { isFinal, printChangedFiles, usageLine } from '../run-format';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
-const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
+const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
+       [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
        [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR] [--json]`;
 
@@ -38,8 +40,11 @@ export const runCommand: CliCommand = {
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
       json: { type: 'boolean' },
+      continue: { type: 'string' },
     });
-    const [projectDir] = positionalsExactly(positionals, '<projectDir>');
+    // A follow-up turn takes its project from the run it continues.
+    const parentId = values.continue;
+    const [projectDir] = parentId ? (positionalsExactly(positionals), ['']) : positionalsExactly(positionals, '<projectDir>');
     const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
@@ -49,35 +54,59 @@ export const runCommand: CliCommand = {
     const services = servicesFor(core);
     try {
       const settings = await core.settings.get();
-      const provider = values.provider ?? settings.defaultProvider ?? 'anthropic';
+      const parent = parentId ? await services.runs.get({ runId: parentId }) : undefined;
+      const provider = values.provider ?? parent?.provider ?? settings.defaultProvider ?? 'anthropic';
       const config = await core.catalog.get(provider);
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
-      const model = values.model ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
-      if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
-      const input = StartRunInput.parse({
-        projectDir,
-        task: values.task ?? '',
-        agent: values.agent ?? settings.defaultAgent,
-        ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
-        provider,
-        model,
-        approval: values['approve-commands'] ? 'ask' : 'auto',
-        isolation: values.isolation ?? settings.defaultIsolation,
-        network: values.network ?? settings.defaultNetwork,
-        ...(values.allow?.length ? { allowlist: values.allow } : {}),
-        limits: {
-          timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
-          ...(budgetTokens ? { budgetTokens } : {}),
-          ...(budgetUsd ? { budgetUsd } : {}),
-        },
-      });
+      const startInput = () => {
+        const model = values.model ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
+        if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
+        return StartRunInput.parse({
+          projectDir,
+          task: values.task ?? '',
+          agent: values.agent ?? settings.defaultAgent,
+          ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
+          provider,
+          model,
+          approval: values['approve-commands'] ? 'ask' : 'auto',
+          isolation: values.isolation ?? settings.defaultIsolation,
+          network: values.network ?? settings.defaultNetwork,
+          ...(values.allow?.length ? { allowlist: values.allow } : {}),
+          limits: {
+            timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
+            ...(budgetTokens ? { budgetTokens } : {}),
+            ...(budgetUsd ? { budgetUsd } : {}),
+          },
+        });
+      };
       const json = values.json === true;
       const view = json ? jsonView(io) : liveView(io);
       const subs = [
         services.runs.onDidEvent((e) => view.event(e)),
         services.runs.onDidChangeStatus((s) => view.status(s)),
       ];
-      const started = await services.runs.start(input);
+      let started: RunSummary;
+      if (parent) {
+        // The parent's agent, provider, model and policies stay unless given here.
+        started = await services.runs.continue({
+          runId: parent.id,
+          task: values.task ?? '',
+          ...(values.agent ? { agent: AgentKind.parse(values.agent) } : {}),
+          ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
+          ...(values.provider ? { provider: values.provider } : {}),
+          ...(values.model ? { model: values.model } : {}),
+          ...(values['approve-commands'] ? { approval: 'ask' as const } : {}),
+          ...(timeoutSec || budgetTokens || budgetUsd ? { limits: { timeoutSec: timeoutSec ?? parent.limits.timeoutSec, ...(budgetTokens ? { budgetTokens } : {}), ...(budgetUsd ? { budgetUsd } : {}) } } : {}),
+        });
+        if (!json) io.stdout.write(`continuing ${parent.id}: turn ${started.thread?.turn ?? 2} of thread ${started.thread?.rootRunId ?? parent.id}\n`);
+        if (started.thread?.conversation === 'fresh') {
+          const why = freshConversationReason(parent, started);
+          if (json) io.stdout.write(`${JSON.stringify({ type: 'note', message: why })}\n`);
+          else io.stderr.write(`note: ${why}; the sandbox still starts from the previous result\n`);
+        }
+      } else {
+        started = await services.runs.start(startInput());
+      }
       const runId = started.id;
       view.started(started);
       if (publish.length) {
@@ -103,7 +132,7 @@ export const runCommand: CliCommand = {
         void services.runs.cancel({ runId });
       };
       process.on('SIGINT', onSigint);
-      const approvals = input.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
+      const approvals = started.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);
       approvals?.close();
@@ -141,6 +170,7 @@ function jsonView(io: CliIo): RunView {
         patchPath: run.patchPath ?? null,
         usage: run.usage,
         ...(run.error ? { error: run.error } : {}),
+        ...(run.thread ? { thread: run.thread } : {}),
         wipe: run.wipe ?? null,
       }),
   };
@@ -209,7 +239,8 @@ function liveView(io: CliIo): RunView {
       out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${describeError(run.error).title}: ${run.error.message}` : ''}\n${run.error ? describeError(run.error).actions.map((a) => `  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`).join('') : ''}`);
       printChangedFiles(out, files);
       out.write(`${usageLine(run.usage)}\n`);
-      if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}\n`);
+      if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}${run.thread ? '   (this turn; --thread for the whole thread)' : ''}\n`);
+      if (run.status !== 'cancelled' && run.patchPath) out.write(`follow up: airlock run --continue ${run.id} --task "…"\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}\n`);
     },
   };
