@@ -23,6 +23,15 @@ export type Isolation = z.infer<typeof Isolation>;
 export const NetworkPolicy = z.enum(['none', 'allowlist', 'open']);
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
 
+/**
+ * How much of the project's git history the sandbox's repository holds (docs/architecture.md §11):
+ * `none` (one commit of the checked-out tree, no history), the last N commits, or `all`.
+ */
+export const GitHistory = z.union([z.enum(['none', 'all']), z.number().int().min(1).max(1_000_000)]);
+export type GitHistory = z.infer<typeof GitHistory>;
+/** The default: recent history helps an agent; old commits are where forgotten secrets live. */
+export const DEFAULT_GIT_HISTORY: GitHistory = 50;
+
 /** The lifecycle of docs/architecture.md §1. */
 export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
 export type RunStatus = z.infer<typeof RunStatus>;
@@ -58,6 +67,8 @@ export const StartRunInput = z
     /** Domains reachable through the logging egress proxy when `network` is `allowlist`. */
     allowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
+    /** History in the sandbox's repository; absent: the `gitHistory` setting. */
+    gitHistory: GitHistory.optional(),
   })
   .superRefine((v, ctx) => {
     if (v.agent === 'custom' && !v.customCommand) {
@@ -277,7 +288,10 @@ export const runsContracts = {
     input: z.strictObject({ runId: RunId, afterSeq: z.number().int().min(-1).default(-1), limit: z.number().int().positive().max(5000).default(1000) }),
     output: z.object({ events: z.array(RunEvent), nextSeq: z.number().int(), done: z.boolean() }),
   },
-  /** Opens an interactive shell in a live run's sandbox; its I/O goes through the terminals contracts. */
+  /**
+   * Opens an interactive shell (its own PTY and bash) in a live run's sandbox; its I/O goes through
+   * the terminals contracts. At most `MAX_SHELLS_PER_RUN` are open per run (`CONFLICT` past that).
+   */
   'runs:openShell': {
     input: z.strictObject({ runId: RunId, cols: z.number().int().min(2).max(1000).default(80), rows: z.number().int().min(2).max(1000).default(24) }),
     output: z.object({ terminalId: z.string() }),

@@ -1,5 +1,6 @@
 import type { AgentEvent } from '../../contracts/agent-events';
 import type { AgentKind as AgentId } from '../../contracts/runs';
+import type { SandboxCredential } from '../proxy/sandbox-signin';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
 export interface AgentCommandContext {
@@ -22,6 +23,11 @@ export interface AgentCommandContext {
    * `resume` means the session files of the previous turn are in place and the agent continues them.
    */
   session?: { id: string; resume: boolean };
+  /**
+   * Set when the run uses a subscription credential: what the client gets in its place (placeholders
+   * only, docs/architecture.md §6). Only the vendor's own adapter ever receives it.
+   */
+  credential?: SandboxCredential;
 }
 
 /** The process to start inside the sandbox (cwd: the workspace). `env` holds the token: never log it. */
@@ -30,6 +36,8 @@ export interface AgentCommand {
   env: Record<string, string>;
   /** Optional working directory (default: the workspace). */
   cwd?: string;
+  /** Variables of the common provider settings this agent must NOT see (they would override its credential). */
+  unsetEnv?: string[];
 }
 
 /**

@@ -10,6 +10,7 @@ import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { PROCESS_OWNER } from '../common/process-alive';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
+import { budgetMessage } from '../proxy/budget';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { CommandLedger } from './command-ledger';
@@ -136,6 +137,7 @@ export class RunService implements Disposable {
     if (input.approval === 'ask' && !agent.supportsApproval) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
+    await this.deps.checkProviderAccess?.(input.provider, input.agent);
     const format = await this.deps.providerFormat(input.provider);
     if (!agent.providerFormats.includes(format)) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
@@ -322,8 +324,9 @@ export class RunService implements Disposable {
     for (const c of live.hostCommands) c.kill('SIGKILL');
     if (live.cancelRequested) return;
     if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped.`);
-    const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
-    if (budget) throw new AirlockError('BUDGET_EXCEEDED', budget.message);
+    // Judged on the host: the proxy refused a call for the budget (the agent's own words are not trusted).
+    const budget = this.deps.proxy.budgetStop(live.id);
+    if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budgetMessage(budget)} The changes made so far are kept for review.`);
     // The built-in agent exits 2 when it reached its step limit: a normal stop, its diff is the result.
     const stepLimit = exit.exitCode === 2 && live.finishReason === 'max_steps';
     if (stepLimit) live.terminal.write('\r\n[airlock] the agent stopped at its step limit\r\n');

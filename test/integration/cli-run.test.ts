@@ -142,7 +142,7 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
       expect(patch.stdout).toContain('+turn one');
       expect(patch.stdout).toContain('+turn two');
       const reviewed = /sha256 ([0-9a-f]{64})/.exec(patch.stderr)?.[1] as string;
-      expect(patch.stderr).toContain(`airlock apply ${summary.runId} --thread --reviewed`);
+      expect(patch.stderr).toMatch(new RegExp(`airlock apply ${summary.runId} --reviewed [0-9a-f]{64} --thread`));
       const apply = await airlock('apply', summary.runId, '--thread', '--reviewed', reviewed);
       expect(apply.code, apply.stderr).toBe(0);
       expect(await readFile(path.join(dir, 'c.txt'), 'utf8')).toBe('turn one\n');
@@ -175,6 +175,29 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     expect(summary.status).toBe('failed');
     expect(summary.error?.message).toMatch(/401|key/i);
     expect(result.stdout).not.toContain('sk-ant-wrong-key-0000000000');
+  });
+
+  it('runs a past run again with --again: same settings, a flag changes one of them', async () => {
+    upstream.setScript([{ toolCalls: [{ name: 'finish', input: { summary: 'first' } }] }]);
+    const first = await airlock('run', projectDir, '--task', 'look around', '--provider', 'anthropic', '--key-env', 'AIRLOCK_TEST_KEY',
+      '--budget-tokens', '90000', '--timeout', '600', '--network', 'allowlist', '--allow', 'example.test', '--json');
+    expect(first.code).toBe(0);
+    const firstId = (JSON.parse(first.stdout.trim().split('\n').at(-1) as string) as { runId: string }).runId;
+
+    upstream.setScript([{ toolCalls: [{ name: 'finish', input: { summary: 'second' } }] }]);
+    const again = await airlock('run', '--again', firstId, '--task', 'look again', '--key-env', 'AIRLOCK_TEST_KEY', '--json');
+    expect(again.stderr).toBe('');
+    expect(again.code).toBe(0);
+    const secondId = (JSON.parse(again.stdout.trim().split('\n').at(-1) as string) as { runId: string }).runId;
+    expect(secondId).not.toBe(firstId);
+    const [a, b] = await Promise.all([firstId, secondId].map(async (id) => JSON.parse(await readFile(path.join(home, 'runs', id, 'run.json'), 'utf8')) as Record<string, unknown>));
+    const same = (r: Record<string, unknown> | undefined) => ({ projectDir: r?.projectDir, agent: r?.agent, provider: r?.provider, model: r?.model, isolation: r?.isolation, network: r?.network, allowlist: r?.allowlist, limits: r?.limits, approval: r?.approval });
+    expect(same(b)).toEqual(same(a));
+    expect(a?.limits).toEqual({ timeoutSec: 600, budgetTokens: 90000 });
+    expect(b?.task).toBe('look again');
+
+    const unknown = await airlock('run', '--again', 'r-zzzzzzzz-00000000', '--json');
+    expect(unknown.code).not.toBe(0);
   });
 
   it('rejects bad input with exit 2 and a clear message', async () => {
