@@ -150,7 +150,8 @@ async function buildFromHistory(snapshot: ProjectSnapshot, head: string, history
   await mkdir(packDir);
   const packName = (await git(['-c', 'pack.compression=1', 'pack-objects', '-q', path.join(packDir, 'pack')], `${packInput.join('\n')}\n`)).toString('latin1').trim();
   if (!/^[0-9a-f]{40}$/.test(packName)) throw new AirlockError('INTERNAL', `git pack-objects gave no pack name (${packName.slice(0, 80)}).`);
-  const validBranch = /^refs\/heads\/[^\0\n]+$/.test(branch) ? branch : undefined;
+  // A name git itself would accept (check-ref-format's rules that matter for a file path), else detached.
+  const validBranch = /^refs\/heads\/[^\0-\x20~^:?*[\\\x7f]+$/.test(branch) && !/(^|\/)\.|\.\.|\/\/|\.lock(\/|$)|\/$/.test(branch) ? branch : undefined;
   const files = skeleton(validBranch ? `ref: ${validBranch}\n` : `${tip}\n`);
   if (validBranch) files.push({ path: validBranch, content: Buffer.from(`${tip}\n`) });
   if (shallow.length) files.push({ path: 'shallow', content: Buffer.from(`${shallow.join('\n')}\n`) });
