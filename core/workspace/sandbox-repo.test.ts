@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalSandbox } from '../../test/support/workspace-fixtures';
@@ -108,6 +109,13 @@ describe('the sandbox repository (real git, local shell)', () => {
     const { result } = await collectLocal(sb);
     expect(result.changes.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added new.txt', 'modified src/a.txt']);
     expect(result.changes.some((c) => c.path.startsWith('.git'))).toBe(false);
+
+    // Where the stat listing fails (no `find`), the sandbox's git tracking stands in: it reads
+    // Airlock's own baseline, so the agent's commits do not hide its changes there either.
+    const bin = tempDir('airlock-nofind-');
+    for (const tool of ['sh', 'git', 'tar']) symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`]).toString().trim(), path.join(bin, tool));
+    const viaGit = await collectLocal(sb, { layout: { ...sb.layout, env: { PATH: bin } } });
+    expect(viaGit.result.changes.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added new.txt', 'modified src/a.txt']);
 
     // A deleted (or replaced) .git is not a change either.
     rmSync(sb.at('.git'), { recursive: true });
