@@ -220,7 +220,7 @@ const hydrateGitBench: Benchmark = {
         note: 'same, with history none (one fresh commit of HEAD)',
       }),
       { name: 'workspace.hydrate.git.repo', value: percentile(repoMs, 50), unit: 'ms', note: 'of which: the repository step inside hydrate (build on the host + stream + install), timed by itself' },
-      { name: 'workspace.hydrate.git.build', value: percentile(buildMs, 50), unit: 'ms', note: 'of which: building the 50-commit repository on the host (history scan, pack), machine otherwise idle' },
+      { name: 'workspace.hydrate.git.build', value: percentile(buildMs, 50), unit: 'ms', note: 'of which: building the 50-commit repository on the host (history scan, pack), timed alone after the hydrates' },
     ];
   },
 };
