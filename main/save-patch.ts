@@ -10,7 +10,7 @@ import type { AirlockServices, DiffsService } from '../core/api/services';
 export function withPatchSaveDialog(services: AirlockServices, parent: () => BrowserWindow | undefined): AirlockServices {
   const diffs: DiffsService = {
     ...services.diffs,
-    async savePatch({ runId, files, selection }) {
+    async savePatch({ runId, scope, files, selection }) {
       const options: SaveDialogOptions = {
         title: 'Save patch',
         defaultPath: `airlock-${runId}.patch`,
@@ -20,7 +20,7 @@ export function withPatchSaveDialog(services: AirlockServices, parent: () => Bro
       const win = parent();
       const { canceled, filePath } = win && !win.isDestroyed() ? await dialog.showSaveDialog(win, options) : await dialog.showSaveDialog(options);
       if (canceled || !filePath) return { saved: false };
-      const out = await services.diffs.exportPatch({ runId, ...(files ? { files } : {}), ...(selection ? { selection } : {}), destPath: filePath });
+      const out = await services.diffs.exportPatch({ runId, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), destPath: filePath });
       return { saved: true, path: out.path, bytes: out.bytes, ...(out.sha256 ? { sha256: out.sha256 } : {}) };
     },
   };

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState, type ReactElement } from 'react';
-import type { FileDiff } from '../../../contracts';
+import type { ChangeScope, FileDiff } from '../../../contracts';
 import { formatBytes } from '../lib/format';
 import { hunkIds, lineId } from '../lib/selection';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
@@ -100,12 +100,12 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
  * Loads and shows one file's diff, unified or side by side. With `pick`, hunks and (in the unified
  * layout) changed lines get checkboxes, when the host says this file's parts can be picked.
  */
-export function DiffViewer({ runId, path, pick }: { runId: string; path?: string; pick?: DiffPick }) {
-  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path)] : undefined));
+export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ChangeScope; pick?: DiffPick }) {
+  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));
   const [mode, setMode] = useState<'unified' | 'split'>('unified');
   useEffect(() => {
-    if (path) void useDiffStore.getState().loadFile(runId, path);
-  }, [runId, path]);
+    if (path) void useDiffStore.getState().loadFile(runId, path, scope);
+  }, [runId, path, scope]);
   if (!path) return <div className="empty">Select a file to see its diff.</div>;
   return (
     <div className="stack" style={{ minHeight: 0, flex: 1 }}>

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
-import type { MergeRegion, MergeView } from '../../../contracts';
+import type { ChangeScope, MergeRegion, MergeView } from '../../../contracts';
 import { api, ApiError, errorMessage } from '../api';
 import { ErrorBanner } from './common';
 
@@ -34,7 +34,7 @@ function hasMarkers(text: string): boolean {
  * Saving writes only if your file is still what the view was opened with; otherwise the view
  * says so and reloads.
  */
-export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: string; path: string; onClose(): void; onResolved(path: string): void }) {
+export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { runId: string; scope?: ChangeScope; path: string; onClose(): void; onResolved(path: string): void }) {
   const [view, setView] = useState<MergeView>();
   const [choices, setChoices] = useState<Array<Choice | undefined>>([]);
   const [text, setText] = useState('');
@@ -50,14 +50,14 @@ export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: st
 
   const load = useCallback(async () => {
     try {
-      const v = await api().call('diffs:mergeView', { runId, path });
+      const v = await api().call('diffs:mergeView', { runId, ...(scope ? { scope } : {}), path });
       setView(v);
       setChoices(Array.from({ length: v.conflicts }, () => undefined));
       setText(composeResolution(v.regions, []));
     } catch (err) {
       setError(errorMessage(err));
     }
-  }, [runId, path]);
+  }, [runId, scope, path]);
   useEffect(() => {
     void load();
   }, [load]);
@@ -75,7 +75,7 @@ export function MergeViewPanel({ runId, path, onClose, onResolved }: { runId: st
     setError(undefined);
     setNote(undefined);
     try {
-      await api().call('diffs:resolve', { runId, path, content: text, oursSha256: view.oursSha256 });
+      await api().call('diffs:resolve', { runId, ...(scope ? { scope } : {}), path, content: text, oursSha256: view.oursSha256 });
       onResolved(path);
     } catch (err) {
       if (err instanceof ApiError && err.kind === 'CONFLICT') {

@@ -1,11 +1,11 @@
 import { useEffect, useMemo, useState } from 'react';
-import type { ApplyResult, ChangedFile, FileSelection, SelectionPatch } from '../../../contracts';
+import type { ApplyResult, ChangeScope, ChangedFile, FileSelection, SelectionPatch } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { fileSelectionOf, hunkIds } from '../lib/selection';
 import { parseUnifiedDiff } from '../lib/unified-diff';
 import { useAppStore } from '../stores/app-store';
-import { diffKey, useDiffStore } from '../stores/diff-store';
+import { diffKey, useDiffStore, viewKey } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, ErrorBanner } from './common';
 import { DiffViewer } from './diff-viewer';
@@ -27,9 +27,11 @@ interface Pending {
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
-  const files = useDiffStore((s) => s.files[runId]);
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §13).
+  const [scope, setScope] = useState<ChangeScope>('turn');
+  const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
   const diffs = useDiffStore((s) => s.diffs);
-  const collected = useDiffStore((s) => s.patchSha256[runId]);
+  const collected = useDiffStore((s) => s.patchSha256[viewKey(runId, scope)]);
   const navigate = useAppStore((s) => s.navigate);
   const ordered = useMemo(() => orderForReview(files ?? []), [files]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
@@ -51,10 +53,10 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const haveRun = Boolean(run);
   useEffect(() => {
     if (!haveRun) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
-    useDiffStore.getState().load(runId).catch((err) => setError(errorMessage(err)));
-  }, [runId, haveRun]);
+    useDiffStore.getState().load(runId, scope).catch((err) => setError(errorMessage(err)));
+  }, [runId, haveRun, scope]);
   // A new result (not a refetch of the same one, e.g. after an apply) resets the selection.
-  const resultKey = `${collected ?? ''}\0${(files ?? []).map((f) => f.path).join('\0')}`;
+  const resultKey = `${scope}\0${collected ?? ''}\0${(files ?? []).map((f) => f.path).join('\0')}`;
   useEffect(() => {
     setSelected(defaultSelection(files ?? []));
     setPicks({});
@@ -64,7 +66,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const byPath = useMemo(() => new Map(ordered.map((f) => [f.path, f])), [ordered]);
   /** The change ids of a file whose diff is loaded. */
   const idsOf = (path: string): string[] | undefined => {
-    const d = diffs[diffKey(runId, path)];
+    const d = diffs[diffKey(runId, path, scope)];
     return d && !('error' in d) ? parseUnifiedDiff(d.diff).flatMap(hunkIds) : undefined;
   };
 
@@ -109,20 +111,20 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const request = useMemo(() => {
     const selection: FileSelection[] = [];
     for (const [path, ids] of Object.entries(picks)) {
-      const d = diffs[diffKey(runId, path)];
+      const d = diffs[diffKey(runId, path, scope)];
       if (!selected.has(path) || !d || 'error' in d) continue;
       const sel = fileSelectionOf(path, parseUnifiedDiff(d.diff), ids);
       if (typeof sel === 'object') selection.push(sel);
     }
     return { files: ordered.filter((f) => selected.has(f.path)).map((f) => f.path), selection };
-  }, [picks, selected, diffs, ordered, runId]);
+  }, [picks, selected, diffs, ordered, runId, scope]);
   const key = JSON.stringify(request);
   // The host renders the selection's patch; its digest is what apply sends back.
   useEffect(() => {
     if (!collected || request.files.length === 0) return setPreview(undefined);
     let stale = false;
     const t = setTimeout(() => {
-      api().call('diffs:preview', { runId, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}) })
+      api().call('diffs:preview', { runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}) })
         .then((p) => { if (!stale) setPreview({ ...p, key }); })
         .catch((err) => { if (!stale) setError(errorMessage(err)); });
     }, 120);
@@ -130,7 +132,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       stale = true;
       clearTimeout(t);
     };
-  }, [key, collected, runId, request]);
+  }, [key, collected, runId, scope, request]);
   const reviewed = preview?.key === key ? preview : undefined;
 
   const apply = async () => {
@@ -145,7 +147,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       if (!reviewed) throw new Error('The result is not collected yet; apply once the run has ended.');
       const commitMessage = (message ?? run?.task ?? '').trim();
       const r = await api().call('diffs:apply', {
-        runId, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
+        runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
       });
       setResult(r);
@@ -193,6 +195,12 @@ export function ReviewScreen({ runId }: { runId: string }) {
       </div>
       {run && <div className="muted">{run.task} · <span className="mono">{run.projectDir}</span></div>}
       {run?.applied && <div className="muted" aria-label="Applied status">{appliedText(run.applied)}</div>}
+      {run?.thread && (
+        <div className="row" role="radiogroup" aria-label="Which change">
+          <label className="row"><input type="radio" name="scope" checked={scope === 'turn'} onChange={() => { setScope('turn'); setResult(undefined); }} /> This turn's change (turn {run.thread.turn})</label>
+          <label className="row"><input type="radio" name="scope" checked={scope === 'thread'} onChange={() => { setScope('thread'); setResult(undefined); }} /> The whole thread (turns 1–{run.thread.turn})</label>
+        </div>
+      )}
       <ErrorBanner message={error} />
       {risky.length > 0 && (
         <div className="banner" role="note">
@@ -226,6 +234,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
           <DiffViewer
             runId={runId}
             path={focused}
+            scope={scope}
             {...(collected && focusedFile && !focusedFile.binary
               ? { pick: { picked: selected.has(focused) ? picks[focused] : new Set<string>(), set: (ids: string[], on: boolean) => setLines(focused, ids, on) } }
               : {})}
@@ -255,7 +264,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
           <button className="btn primary" onClick={() => void apply()} disabled={busy || !reviewed || !collected}>
             {busy ? 'Applying…' : `Apply ${request.files.length} file(s)${partCount ? `, ${partCount} in part` : ''}`}
           </button>
-          <PatchExport runId={runId} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
+          <PatchExport runId={runId} scope={scope} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
         </div>
         {result && (
           <div className="stack" role="status" aria-label="Apply result">
@@ -284,6 +293,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       {resolving && (
         <MergeViewPanel
           runId={runId}
+          scope={scope}
           path={resolving}
           onClose={() => setResolving(undefined)}
           onResolved={(p) => {
