@@ -265,6 +265,7 @@ export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun
       // The resolution is the user's text, not a part of the result patch: its own digest.
       patchSha256: done.writtenSha256,
       resolved: { path: opts.path, ...done },
+      ...(opts.scope === 'thread' ? { scope: 'thread' as const } : {}),
     });
     await opts.store.update(opts.run.id, { applyLog: { count: log.count, head: log.head } });
     return { path: opts.path, sha256: done.writtenSha256 };
