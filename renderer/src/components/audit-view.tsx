@@ -2,9 +2,14 @@ import { Fragment, useEffect, useState, type ReactNode } from 'react';
 import type { AuditRecordView, AuditVerifyResult } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { describeAuditRecord } from '../lib/audit-summary';
-import { formatTime } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { ErrorBanner } from './common';
+
+/** Audit times to the second: records often come many to a minute. */
+function recordTime(iso: string): string {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
 
 /** Records read per call; a run's log is read whole, page by page. */
 const PAGE = 1000;
@@ -96,7 +101,7 @@ export function AuditView({ runId }: { runId: string }) {
                 <Fragment key={`${r.index}-${i}`}>
                   <tr className={`clickable ${broken !== undefined && r.index >= broken ? 'broken-row' : ''}`} data-type={r.type} onClick={() => setOpen(open === i ? undefined : i)}>
                     <td className="mono">{r.index}</td>
-                    <td className="mono" style={{ whiteSpace: 'nowrap' }}>{formatTime(r.at)}</td>
+                    <td className="mono" style={{ whiteSpace: 'nowrap' }}>{recordTime(r.at)}</td>
                     <td><span className="badge" style={{ marginRight: 6 }}>{r.type}</span>{describeAuditRecord(r)}</td>
                     <td className="mono muted" title={r.hash}>{r.hash.slice(0, 12)}…</td>
                   </tr>

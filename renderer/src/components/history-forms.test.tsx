@@ -71,7 +71,7 @@ describe('history and forms (jsdom, fake services through the real router)', () 
     render(<NewRunScreen />);
     const option = screen.getByRole('option', { name: /Virtual machine/ }) as HTMLOptionElement;
     expect(option.disabled).toBe(true);
-    expect(option.textContent).toContain('not available here');
+    expect(option.textContent).toBe('Virtual machine (unavailable)');
     expect(screen.getByText(/Virtual machine isolation is not available here: the VM kernel\/initramfs are not prepared/)).toBeTruthy();
   });
 

@@ -151,7 +151,7 @@ export function NewRunScreen() {
     <form className="stack" onSubmit={submit} aria-label="New run">
       <h1>New run</h1>
       {againFrom && (
-        <div className="banner" role="status" style={{ borderColor: 'var(--accent)' }}>
+        <div className="banner info" role="status">
           Filled in from run <span className="mono">{againFrom}</span>: same project, task, agent, model, isolation, network and limits. Change anything, then start.
         </div>
       )}
@@ -195,7 +195,7 @@ export function NewRunScreen() {
           <div className="row">
             <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: e.target.value as Isolation })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
               <option value="container">Container (Docker)</option>
-              <option value="vm" disabled={vmBlocked}>{vmBlocked ? 'Virtual machine (not available here)' : 'Virtual machine'}</option>
+              <option value="vm" disabled={vmBlocked}>{vmBlocked ? 'Virtual machine (unavailable)' : 'Virtual machine'}</option>
             </select>
             <select aria-label="Network" value={d.network} onChange={(e) => set({ network: e.target.value as NetworkPolicy })}>
               <option value="none">No network (model only)</option>
@@ -225,6 +225,7 @@ export function NewRunScreen() {
         <h2>Left out of the copy</h2>
         {!d.projectDir.trim() && <div className="muted">Choose a project folder to see which files stay out of the sandbox.</div>}
         {previewError && !folderProblem && <div className="del-n">{previewError.message}</div>}
+        {d.projectDir.trim() && !preview && !previewError && <div className="muted">Reading the folder…</div>}
         {preview && (
           <>
             <div className="muted">

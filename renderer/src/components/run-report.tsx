@@ -9,12 +9,12 @@ function WipeProof({ wipe }: { wipe: RunRecord['wipe'] }) {
   return (
     <>
       <div className={wipe.verified ? 'add-n' : 'del-n'}>
-        {wipe.verified ? '✓ Verified gone: nothing labelled with this run is left' : `✗ Left behind: ${wipe.leftovers.join(', ')}`}
+        {wipe.verified ? '✓ Verified gone: nothing of this run is left' : `✗ Left behind: ${wipe.leftovers.join(', ')}`}
       </div>
       {wipe.removed.length > 0 && (
         <ul aria-label="Removed">{wipe.removed.map((r) => <li key={r} className="mono">{r}</li>)}</ul>
       )}
-      <div className="muted" style={{ fontSize: 12 }}>{formatTime(wipe.at)}{wipe.durationMs !== undefined ? ` · ${Math.round(wipe.durationMs)} ms` : ''}</div>
+      <div className="muted" style={{ fontSize: 12 }}>{formatTime(wipe.at)}{wipe.durationMs !== undefined ? ` · took ${wipe.durationMs < 1000 ? `${Math.round(wipe.durationMs)} ms` : `${(wipe.durationMs / 1000).toFixed(1)} s`}` : ''}</div>
     </>
   );
 }
