@@ -139,9 +139,9 @@ describe.skipIf(!docker.ok || !chromium.ok)('history you can read, and Run again
     await expect.poll(() => records.textContent(), { timeout: 20_000 }).toContain('Sandbox wiped and verified gone');
     expect(await records.textContent()).toContain(`Blocked a connection to ${BLOCKED_HOST}:80`);
     expect(await records.textContent()).toContain('Left out of the copy: .env');
+    await shot(page, 'audit');
     await records.locator('tr[data-type="wipe"]').click();
     expect(await records.locator('pre').first().textContent()).toContain('"verified": true');
-    await shot(page, 'audit');
   });
 
   it('Run again from History: the form is filled with the same settings and the second run completes with them', async () => {

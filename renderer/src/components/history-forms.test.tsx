@@ -9,7 +9,7 @@ import { useKeysStore } from '../stores/keys-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
-import { AuditView } from './audit-view';
+import { AuditVerdict, AuditView } from './audit-view';
 import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
@@ -109,5 +109,11 @@ describe('history and forms (jsdom, fake services through the real router)', () 
     render(<AuditView runId={run.id} />);
     expect((await screen.findByLabelText('Audit log verified')).textContent).toMatch(/✓ Audit log verified.*records, hash chain intact/);
     expect(document.querySelectorAll('.audit-table tbody tr').length).toBeGreaterThan(0);
+  });
+
+  it('a broken audit log says where, prominently', () => {
+    render(<AuditVerdict verify={{ runId: 'r-x', intact: false, records: 7, firstBroken: { index: 7, reason: 'hash does not match the record' } }} />);
+    const alert = screen.getByRole('alert', { name: 'Audit log broken' });
+    expect(alert.textContent).toBe('✗ Audit log broken at record 7hash does not match the record. Records from there on cannot be trusted.');
   });
 });
