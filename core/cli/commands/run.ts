@@ -60,6 +60,8 @@ export const runCommand: CliCommand = {
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
       const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
       if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
+      const tokens = budgetTokens ?? base?.limits?.budgetTokens;
+      const usd = budgetUsd ?? base?.limits?.budgetUsd;
       const input = StartRunInput.parse({
         projectDir: projectDir ?? base?.projectDir,
         task: values.task ?? base?.task ?? '',
@@ -73,8 +75,8 @@ export const runCommand: CliCommand = {
         ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
         limits: {
           timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
-          ...((budgetTokens ?? base?.limits?.budgetTokens) ? { budgetTokens: budgetTokens ?? base?.limits?.budgetTokens } : {}),
-          ...((budgetUsd ?? base?.limits?.budgetUsd) ? { budgetUsd: budgetUsd ?? base?.limits?.budgetUsd } : {}),
+          ...(tokens ? { budgetTokens: tokens } : {}),
+          ...(usd ? { budgetUsd: usd } : {}),
         },
       });
       const json = values.json === true;
