@@ -12,6 +12,7 @@ export * from './agent-events';
 export * from './audit';
 export * from './diffs';
 export * from './errors';
+export * from './external-links';
 export * from './error-help';
 export * from './ids';
 export * from './keys';

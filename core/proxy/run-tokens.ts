@@ -8,6 +8,8 @@ export interface TokenGrant {
   providers: string[];
   models?: string[];
   budget?: RunBudget;
+  /** The run's agent; a subscription credential serves only its vendor's client. */
+  agent?: string;
 }
 
 function digest(token: string): Buffer {
