@@ -166,6 +166,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('history you can read, and Run again
     expect(await page.locator('#r-timeout').inputValue()).toBe('20');
     // The folder is now among the recent projects.
     expect(await page.getByRole('group', { name: 'Recent projects' }).textContent()).toContain(project.split('/').pop());
+    await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
     await shot(page, 'rerun-form');
 
     // Leaving the form and coming back keeps the draft.
