@@ -292,6 +292,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('the terminal panel with the real co
   it('switches light / dark / system, saved in settings, for the app and the terminal', async () => {
     const termBackground = () => visible(page).locator('.terminal-host').evaluate((el) => getComputedStyle(el).backgroundColor);
     const xtermBackground = () => visible(page).locator('.xterm-scrollable-element').evaluate((el) => getComputedStyle(el).backgroundColor);
+    // Room again (the cap's notice goes), and some colour on screen for the screenshots.
+    await page.getByRole('button', { name: `Close Shell ${MAX_SHELLS_PER_RUN + 1}` }).click();
+    expect(await page.locator('.terminal-notice').count()).toBe(0);
+    await page.getByRole('tab', { name: 'Shell 1' }).click();
+    await run(page, `for c in 31 32 33 34 35 36; do printf '\\e[%sm colour-%s \\e[1m bold-%s \\e[0m\\n' $c $c $c; done`, 'colour-36');
     await page.getByRole('radio', { name: 'Light' }).click();
     await expect.poll(() => page.evaluate(() => document.documentElement.dataset.theme)).toBe('light');
     await expect.poll(xtermBackground).toBe('rgb(251, 252, 253)');
