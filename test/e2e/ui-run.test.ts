@@ -28,7 +28,7 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 async function terminalText(page: Page): Promise<string> {
-  return (await page.locator('.xterm-rows').first().textContent()) ?? '';
+  return (await page.locator('.terminal-view:not([hidden]) .xterm-rows').first().textContent()) ?? '';
 }
 
 describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, with the real core (Chromium, Docker, fake upstream)', () => {
@@ -153,7 +153,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await shot(page, '05-run-live-terminal');
 
     // An interactive shell into the live sandbox.
-    await page.getByRole('tab', { name: 'Open shell' }).click();
+    await page.getByRole('button', { name: 'New shell' }).click();
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').waitFor({ timeout: 30_000 });
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').click();
     await page.keyboard.type('echo shell-$((40+2)) && id -u\r');
