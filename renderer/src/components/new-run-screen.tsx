@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import type { AgentKind, ApprovalMode, ErrorInfo, ExcludedPreview, Isolation, NetworkPolicy } from '../../../contracts';
+import { DEFAULT_GIT_HISTORY, type AgentKind, type ApprovalMode, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
 import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
@@ -48,6 +48,7 @@ export function NewRunScreen() {
   const [timeoutMin, setTimeoutMin] = useState(String(Math.round((settings?.defaultTimeoutSec ?? 1800) / 60)));
   const [budgetTokens, setBudgetTokens] = useState('');
   const [budgetUsd, setBudgetUsd] = useState('');
+  const [gitHistory, setGitHistory] = useState<GitHistory>(settings?.gitHistory ?? DEFAULT_GIT_HISTORY);
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
   const { preview, error: previewError } = useExcludedPreview(projectDir);
@@ -86,6 +87,7 @@ export function NewRunScreen() {
         isolation,
         network,
         allowlist: network === 'allowlist' ? allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+        gitHistory,
         limits: {
           timeoutSec: Math.max(10, Math.round(Number(timeoutMin || '30') * 60)),
           budgetTokens: budgetTokens ? Number(budgetTokens) : undefined,
@@ -161,6 +163,15 @@ export function NewRunScreen() {
           <input id="r-timeout" type="number" min={1} style={{ width: 80 }} value={timeoutMin} onChange={(e) => setTimeoutMin(e.target.value)} /> <span className="muted">minutes</span>
           <input type="number" min={1} aria-label="Token budget" placeholder="token budget" style={{ width: 130 }} value={budgetTokens} onChange={(e) => setBudgetTokens(e.target.value)} />
           <input type="number" min={0} step="0.01" aria-label="Cost budget in USD" placeholder="$ budget" style={{ width: 100 }} value={budgetUsd} onChange={(e) => setBudgetUsd(e.target.value)} />
+        </div>
+        <label htmlFor="r-git-history">Git history</label>
+        <div className="row">
+          <select id="r-git-history" value={String(gitHistory)} onChange={(e) => setGitHistory(/^\d+$/.test(e.target.value) ? Number(e.target.value) : (e.target.value as 'none' | 'all'))}>
+            <option value="none">None: one commit of the checked-out files</option>
+            {[...new Set([10, 50, ...(typeof gitHistory === 'number' ? [gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
+            <option value="all">All of it</option>
+          </select>
+          <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
         </div>
       </section>
       <section className="panel" aria-label="Excluded files">
