@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_LIMITS } from '../core/sandbox/driver';
 import { DockerDriver } from '../core/sandbox/docker/docker-driver';
+import { connectEngine } from '../core/sandbox/docker/engine';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../core/sandbox/sandbox';
 import { finalPatch, listChanges } from '../core/workspace/changes';
@@ -15,6 +16,7 @@ import { hydrate } from '../core/workspace/hydrate';
 import { SANDBOX_LAYOUT, gitArgv, gitEnv } from '../core/workspace/workspace-shell';
 import { buildSandboxRepo, type GitHistory } from '../core/workspace/sandbox-repo';
 import { snapshotProject } from '../core/workspace/snapshot';
+import { startTlsEngine } from '../test/support/remote-engines';
 import { percentile, sample, withRatio, type Benchmark, type BenchResult } from './harness';
 
 const FILES = 10_000;
@@ -53,9 +55,9 @@ function generatedRepo(): Promise<string> {
   return repo;
 }
 
-function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore'): Promise<void> {
+function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore', env: NodeJS.ProcessEnv = process.env): Promise<void> {
   return new Promise((resolve, reject) => {
-    const c = spawn('sh', ['-c', cmd], { stdio: ['ignore', stdio, 'pipe'] });
+    const c = spawn('sh', ['-c', cmd], { stdio: ['ignore', stdio, 'pipe'], env });
     let err = '';
     c.stderr?.on('data', (d: Buffer) => (err += d.toString()));
     c.on('error', reject);
@@ -338,4 +340,62 @@ const diffBench: Benchmark = {
   },
 };
 
-export const benchmarks: Benchmark[] = [hydrateBench, hydrateGitBench, collectBench, diffBench];
+/**
+ * The same hydrate to an engine reached over TLS (docs/architecture.md §13): a TLS endpoint on
+ * loopback in front of the local engine, as the remote-engine test starts it. The baseline is the
+ * docker CLI's `tar | docker exec -i` pointed at the same endpoint, so both pay the same TLS hop.
+ */
+const hydrateRemoteBench: Benchmark = {
+  name: 'workspace.hydrate.remote',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedRepo();
+    const endpoint = await startTlsEngine();
+    const cliEnv = { ...process.env, ...endpoint.env };
+    const engine = await connectEngine(cliEnv);
+    const manager = new SandboxManager(new DockerDriver({ engine, env: cliEnv }));
+    const { image } = await sandboxes();
+    const fresh = () => manager.create({ runId: newRunId(), image, limits: DEFAULT_LIMITS, network: 'none' });
+    const ours: number[] = [];
+    const base: number[] = [];
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const a = await fresh();
+        const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
+        try {
+          const t0 = performance.now();
+          const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+          await hydrate(a.channel, await snapshotProject(dir), { waitForBaseline: false, hostRepo: repo });
+          ours.push(performance.now() - t0);
+        } finally {
+          await a.destroy();
+          await rm(objects, { recursive: true, force: true });
+        }
+        const b = await fresh();
+        try {
+          const t0 = performance.now();
+          await sh(`tar -c -C ${dir} . | docker exec -i ${b.info.id} tar -x -C /workspace -f -`, 'ignore', cliEnv);
+          base.push(performance.now() - t0);
+        } finally {
+          await b.destroy();
+        }
+      }
+    } finally {
+      await manager.shutdown();
+      engine.dispose();
+      await endpoint.close();
+    }
+    return [
+      withRatio({
+        name: 'workspace.hydrate.remote',
+        value: percentile(ours, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        budget: '≤ 1.2×',
+        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB over a TLS engine endpoint: scan + copy in through the channel, vs the docker CLI's tar | docker exec -i over the same endpoint (median of ${ROUNDS})`,
+      }),
+    ];
+  },
+};
+
+export const benchmarks: Benchmark[] = [hydrateBench, hydrateGitBench, hydrateRemoteBench, collectBench, diffBench];

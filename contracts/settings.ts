@@ -39,6 +39,16 @@ export const Settings = z.object({
    * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
    */
   vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
+  /**
+   * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
+   * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker
+   * context's name. `--engine-host` wins for one command. Read at start.
+   */
+  engineHost: z.string().max(500).optional(),
+  /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
+  engineAllowInsecure: z.boolean().optional(),
+  /** Project folders of the latest runs, newest first (at most 8): the New run form offers them. */
+  recentProjects: z.array(z.string()).max(8).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

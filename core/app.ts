@@ -7,12 +7,15 @@ import { Emitter, type Event } from './common/disposable';
 import { airlockHome } from './common/paths';
 import { KeyVault } from './keys/key-vault';
 import { ProviderCatalog } from './keys/provider-catalog';
+import { assertCredentialServes } from './keys/subscription-credentials';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
+import { installationId } from './common/installation-id';
 import { DockerDriver } from './sandbox/docker/docker-driver';
+import { connectEngine, type Engine } from './sandbox/docker/engine';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
 import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './network/egress-proxy';
@@ -84,6 +87,7 @@ export class AirlockCore {
   /** Image build progress of any build this core starts. */
   readonly onDidBuildProgress: Event<ImageProgress & { variant: string }> = this.buildProgress.event;
   private readonly images = new Map<string, Promise<string>>();
+  private enginePromise: Promise<Engine> | undefined;
   runs!: RunService;
   proxyPort = 0;
 
@@ -97,6 +101,18 @@ export class AirlockCore {
     readonly settings: SettingsStore,
   ) {}
 
+  /**
+   * The container engine every container sandbox, image build and the reaper use: the `engineHost`
+   * setting (or `--engine-host`), else DOCKER_HOST, the Docker context, the well-known sockets.
+   */
+  engine(): Promise<Engine> {
+    if (!this.enginePromise) {
+      this.enginePromise = connectConfiguredEngine(this.env, this.home);
+      this.enginePromise.catch(() => (this.enginePromise = undefined));
+    }
+    return this.enginePromise;
+  }
+
   /** The sandbox manager of an isolation level; VMs need QEMU (Linux), Lima (macOS) or WSL2. */
   sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager> {
     let manager = this.managers.get(isolation);
@@ -109,7 +125,10 @@ export class AirlockCore {
   }
 
   private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
-    if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
+    if (isolation === 'container') {
+      const installation = await installationId(this.home);
+      return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), installationId: installation }), { installationId: installation });
+    }
     if (process.platform === 'win32') {
       // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
       // per image version through Docker Desktop). Unverified on real Windows: resources/vm/README.md.
@@ -144,6 +163,7 @@ export class AirlockCore {
     if (!ref) {
       ref = ensureSandboxImage({
         variant,
+        engine: this.engine(),
         onProgress: (p) => {
           this.buildProgress.fire({ ...p, variant });
           onProgress?.(p);
@@ -162,7 +182,7 @@ export class AirlockCore {
    */
   async warm(): Promise<void> {
     try {
-      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false });
+      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false, engine: this.engine() });
       const manager = await this.sandboxes('container');
       await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
     } catch {
@@ -190,8 +210,18 @@ export class AirlockCore {
     this.runs.dispose();
     await this.proxy.stop();
     for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    (await this.enginePromise?.catch(() => undefined))?.dispose();
     await this.store.close();
   }
+}
+
+/**
+ * The engine the user chose for this home: `--engine-host` (AIRLOCK_ENGINE_HOST) or the `engineHost`
+ * setting, else DOCKER_HOST, the Docker context, the local sockets (docs/architecture.md §13).
+ */
+export async function connectConfiguredEngine(env: NodeJS.ProcessEnv, home = airlockHome(env)): Promise<Engine> {
+  const s = await new SettingsStore(home).get();
+  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure });
 }
 
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */
@@ -217,6 +247,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
+    checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
   });

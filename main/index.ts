@@ -67,7 +67,15 @@ if (!app.requestSingleInstanceLock()) {
   void app.whenReady().then(async () => {
     installMenu(process.platform === 'darwin');
     try {
-      services = await createAirlockServices({ env: process.env });
+      services = await createAirlockServices({
+        env: process.env,
+        // The system folder dialog for the New run form (`projects:pickFolder`).
+        pickFolder: async (defaultPath) => {
+          const options = { properties: ['openDirectory' as const], ...(defaultPath ? { defaultPath } : {}) };
+          const r = win && !win.isDestroyed() ? await dialog.showOpenDialog(win, options) : await dialog.showOpenDialog(options);
+          return r.canceled ? null : (r.filePaths[0] ?? null);
+        },
+      });
     } catch (err) {
       dialog.showErrorBox('Airlock could not start', err instanceof Error ? err.message : String(err));
       app.exit(1);

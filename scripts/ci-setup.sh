@@ -63,3 +63,18 @@ if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
 fi
 log "base image ready"
 log "runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
+
+# Podman as a second Docker-API engine (test/integration/podman-engine.test.ts): its rootful API
+# service on /run/podman/podman.sock. cgroupfs and file events: there is no systemd here.
+if command -v podman >/dev/null && ! curl -sf --unix-socket /run/podman/podman.sock http://d/_ping >/dev/null 2>&1; then
+  log "starting podman system service"
+  mkdir -p /run/podman
+  (setsid podman --cgroup-manager=cgroupfs --events-backend=file system service --time=0 unix:///run/podman/podman.sock >/var/log/airlock-podman.log 2>&1 &)
+  for i in $(seq 1 30); do curl -sf --unix-socket /run/podman/podman.sock http://d/_ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+# No registry here: seed Podman's storage from Docker's copy, under the name a Dockerfile's FROM resolves to.
+if command -v podman >/dev/null && ! podman image exists docker.io/library/debian:bookworm-slim; then
+  docker save debian:bookworm-slim | podman load -q >/dev/null
+  podman tag localhost/debian:bookworm-slim docker.io/library/debian:bookworm-slim
+  log "seeded debian:bookworm-slim into podman"
+fi

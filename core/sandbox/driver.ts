@@ -37,6 +37,17 @@ export interface SandboxInfo {
   createdAt: string;
   /** `<hostname>:<pid>` of the process that created it, where the driver records one (reaper safety). */
   owner?: string;
+  /** The installation id of the Airlock that created it (label `airlock.installation`), where recorded. */
+  installation?: string;
+  /** Which engine runs it and where ("Docker 20.10 over SSH at build-box"), when the driver has one. */
+  engine?: { description: string; remote: boolean };
+}
+
+/** Who made a sandbox's resources, as the reaper needs to know. */
+export interface ResourceOwner {
+  runId: string;
+  owner?: string;
+  installation?: string;
 }
 
 /** A byte stream to the in-sandbox helper (docs/architecture.md §4). */
@@ -99,5 +110,10 @@ export interface SandboxDriver {
    * a volume and its container — with the `<hostname>:<pid>` that made them where recorded.
    * Optional; the reaper also wipes these unless their owner is still running.
    */
-  listRunResources?(): Promise<Array<{ runId: string; owner?: string }>>;
+  listRunResources?(): Promise<ResourceOwner[]>;
+  /**
+   * Whether the engine may be shared with other machines (reached over a network): then the reaper
+   * only touches resources of this installation. Drivers that create per-machine resources omit it.
+   */
+  sharedEngine?(): Promise<boolean>;
 }

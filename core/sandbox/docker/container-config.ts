@@ -2,7 +2,7 @@ import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
 import { PROCESS_OWNER } from '../../common/process-alive';
-import { LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
+import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -41,12 +41,13 @@ function validateLimits(spec: SandboxSpec): void {
  * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
-/** This process as a sandbox owner: `<hostname>:<pid>`. */
-export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCreateOptions {
+export function hardenedContainerConfig(spec: SandboxSpec, installation?: string): Docker.ContainerCreateOptions {
   validateLimits(spec);
   const volumes = volumeNames(spec.runId);
-  // The owner too: another Airlock process's reaper must not take a volume whose container is on its way.
-  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, [LABEL_OWNER]: PROCESS_OWNER });
+  // This process (`<hostname>:<pid>`) and installation as the owner, on volumes too: another
+  // Airlock's reaper must not take a volume whose container is on its way.
+  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
+  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, ...owner });
   return {
     name: containerName(spec.runId),
     Image: spec.image,
@@ -58,7 +59,7 @@ export function hardenedContainerConfig(spec: SandboxSpec): Docker.ContainerCrea
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
     Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
-    Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: PROCESS_OWNER, ...runLabels(spec.runId, 'sandbox') },
+    Labels: { ...(spec.labels ?? {}), ...owner, ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
     OpenStdin: true,

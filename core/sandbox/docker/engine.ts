@@ -1,36 +1,10 @@
 import { access, constants } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
+import { describeEngine, engineChoiceFrom, identifyEngine, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
-/** Where a Docker-API engine listens, as resolved from the environment and well-known sockets. */
-export interface EngineEndpoint {
-  /** Human-readable form for messages: `unix:///var/run/docker.sock`, `tcp://host:2376`, … */
-  display: string;
-  options: Docker.DockerOptions;
-  /** True when nothing was configured and no socket was found (the default path was assumed). */
-  guessed: boolean;
-}
-
-/** Sockets of the common engines, most common first (Docker Engine, Desktop, Colima, OrbStack, Podman, Rancher). */
-export function candidateSockets(env: NodeJS.ProcessEnv = process.env, home = os.homedir()): string[] {
-  if (process.platform === 'win32') return ['//./pipe/docker_engine', '//./pipe/podman-machine-default'];
-  const uid = typeof process.getuid === 'function' ? process.getuid() : 1000;
-  const runtimeDir = env.XDG_RUNTIME_DIR ?? `/run/user/${uid}`;
-  return [
-    '/var/run/docker.sock',
-    path.join(home, '.docker', 'run', 'docker.sock'),
-    path.join(home, '.docker', 'desktop', 'docker.sock'),
-    path.join(home, '.colima', 'default', 'docker.sock'),
-    path.join(home, '.colima', 'docker.sock'),
-    path.join(home, '.orbstack', 'run', 'docker.sock'),
-    path.join(runtimeDir, 'docker.sock'),
-    path.join(runtimeDir, 'podman', 'podman.sock'),
-    '/run/podman/podman.sock',
-    path.join(home, '.rd', 'docker.sock'),
-  ];
-}
+export { candidateSockets, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
 async function exists(p: string): Promise<boolean> {
   try {
@@ -39,44 +13,6 @@ async function exists(p: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/**
- * Resolves the engine endpoint: `DOCKER_HOST` (unix://, tcp://, npipe://) wins; otherwise the first
- * well-known socket that exists. A malformed `DOCKER_HOST` is INVALID_INPUT with the accepted forms.
- */
-export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env): Promise<EngineEndpoint> {
-  const host = env.DOCKER_HOST?.trim();
-  if (host) return parseDockerHost(host, env);
-  for (const socketPath of candidateSockets(env)) {
-    if (process.platform === 'win32' || (await exists(socketPath))) {
-      return { display: `unix://${socketPath}`, options: { socketPath }, guessed: false };
-    }
-  }
-  const socketPath = process.platform === 'win32' ? '//./pipe/docker_engine' : '/var/run/docker.sock';
-  return { display: `unix://${socketPath}`, options: { socketPath }, guessed: true };
-}
-
-export function parseDockerHost(host: string, env: NodeJS.ProcessEnv = process.env): EngineEndpoint {
-  if (host.startsWith('unix://')) {
-    const socketPath = host.slice('unix://'.length);
-    return { display: host, options: { socketPath }, guessed: false };
-  }
-  if (host.startsWith('npipe://')) {
-    const socketPath = host.slice('npipe://'.length).replace(/\\/g, '/') || '//./pipe/docker_engine';
-    return { display: host, options: { socketPath }, guessed: false };
-  }
-  const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(host);
-  if (m) {
-    const tls = m[1] === 'https' || (env.DOCKER_TLS_VERIFY !== undefined && env.DOCKER_TLS_VERIFY !== '' && env.DOCKER_TLS_VERIFY !== '0');
-    const options: Docker.DockerOptions = { host: m[2], port: Number(m[3]), protocol: tls ? 'https' : 'http' };
-    // TLS material is read by docker-modem from DOCKER_CERT_PATH when protocol is https.
-    return { display: host, options, guessed: false };
-  }
-  throw new AirlockError(
-    'INVALID_INPUT',
-    `DOCKER_HOST='${host}' is not understood. Use unix:///path/to/docker.sock, tcp://host:port or npipe:////./pipe/docker_engine, or unset it to use the default socket.`,
-  );
 }
 
 async function dockerCliInstalled(env: NodeJS.ProcessEnv): Promise<boolean> {
@@ -113,6 +49,10 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
       { cause: err },
     );
   }
+  if (endpoint.description.remote) {
+    const remote = remoteConnectError(code, endpoint, err);
+    if (remote) return remote;
+  }
   if (code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ECONNRESET' || code === 'ENOTFOUND' || code === 'EPIPE' || code === 'ENOTSOCK') {
     if (endpoint.guessed && !env.DOCKER_HOST && !(await dockerCliInstalled(env))) {
       return new AirlockError(
@@ -121,15 +61,54 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
         { cause: err },
       );
     }
-    const hint = env.DOCKER_HOST
-      ? `Check that DOCKER_HOST (${where}) points at a running engine, or unset it to use the default socket.`
-      : 'Start Docker (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST to your engine\'s socket.';
-    return new AirlockError('DOCKER_NOT_RUNNING', `The container engine at ${where} is not answering (${code}). ${hint}`, { cause: err });
+    const { source, kind, rootless } = endpoint.description;
+    const podman = kind === 'podman';
+    const hint = source === 'DOCKER_HOST' || source === 'CONTAINER_HOST'
+      ? `Check that ${source} (${where}) points at a running engine, or unset it to use the default socket.`
+      : podman
+        ? rootless
+          ? 'Start rootless Podman\'s API service: `systemctl --user enable --now podman.socket` (or `podman system service --time=0 &`).'
+          : 'Start Podman\'s API service: `sudo systemctl enable --now podman.socket` (or `sudo podman system service --time=0 unix:///run/podman/podman.sock &`).'
+        : 'Start Docker (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST to your engine\'s socket.';
+    return new AirlockError('DOCKER_NOT_RUNNING', `The ${podman ? 'Podman' : 'container'} engine at ${where} is not answering (${code}). ${hint}`, { cause: err });
   }
   return undefined;
 }
 
-/** A connected engine client plus the endpoint it talks to. */
+/** Network failures of a remote engine (tcp, TLS, ssh), each with what to do about it. */
+function remoteConnectError(code: string | undefined, endpoint: EngineEndpoint, err: unknown): AirlockError | undefined {
+  const where = describeEngine(endpoint.description);
+  const ssh = endpoint.description.transport === 'ssh';
+  const detail = err instanceof Error ? err.message.slice(0, 300) : String(err);
+  switch (code) {
+    case 'EHOSTKEY':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh does not know or does not trust the host key (${detail}). Connect once with \`ssh ${endpoint.description.location}\` to check and accept its key, then retry.`, { cause: err });
+    case 'EAUTH':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh could not log in without a prompt (${detail}). Load your key into ssh-agent or name it in ~/.ssh/config (IdentityFile) so \`ssh ${endpoint.description.location} docker version\` works, then retry.`, { cause: err });
+    case 'ESSHSESSIONS':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: the ssh server refused another session on the shared connection (${detail}). Raise MaxSessions in its sshd_config (default 10), or set AIRLOCK_SSH_NO_MUX=1 to open one ssh connection per stream.`, { cause: err });
+    case 'ENODOCKER':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: the remote host has no docker CLI on its PATH for the ssh session (${detail}). Install Docker there (Airlock runs \`docker system dial-stdio\` on it).`, { cause: err });
+    case 'ENOTFOUND':
+    case 'ECONNREFUSED':
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ECONNRESET':
+    case 'EPIPE':
+    case 'ERR_SSL_WRONG_VERSION_NUMBER':
+      return new AirlockError(
+        'DOCKER_UNREACHABLE',
+        `Cannot reach the engine ${where} (${code}: ${detail}). Check the network (VPN, Wi-Fi) and that the engine is up${ssh ? ` (\`ssh ${endpoint.description.location} docker version\`)` : ''}, then retry; results already collected are kept, and sandboxes left there are removed the next time Airlock reaches it.`,
+        { cause: err },
+      );
+    default:
+      if (/certificate|self[- ]signed|unable to verify|ERR_TLS/i.test(`${code} ${detail}`)) {
+        return new AirlockError('DOCKER_UNREACHABLE', `${where}: the TLS handshake failed (${detail}). Check that DOCKER_CERT_PATH (or the context's TLS files) holds the engine's CA and a client certificate it accepts.`, { cause: err });
+      }
+      return undefined;
+  }
+}
+
 /** The HTTP status of an engine API error (dockerode sets `statusCode`), if any. */
 export function statusCodeOf(err: unknown): number | undefined {
   if (err && typeof err === 'object' && 'statusCode' in err && typeof (err as { statusCode: unknown }).statusCode === 'number') {
@@ -138,19 +117,41 @@ export function statusCodeOf(err: unknown): number | undefined {
   return undefined;
 }
 
+/** A connected engine client plus the endpoint it talks to. */
 export interface Engine {
   docker: Docker;
   endpoint: EngineEndpoint;
+  /** Ends the transport's connections (the ssh processes of an ssh:// engine); the client is unusable after. */
+  dispose(): void;
 }
 
-/** Creates a client for the resolved endpoint. Does not contact the engine; see `pingEngine`. */
-export async function connectEngine(env: NodeJS.ProcessEnv = process.env): Promise<Engine> {
-  const endpoint = await resolveEngineEndpoint(env);
-  return { docker: new Docker({ ...endpoint.options, timeout: undefined }), endpoint };
+/**
+ * Creates a client for the resolved endpoint: the user's explicit choice (`selection`, or
+ * `AIRLOCK_ENGINE_HOST` as `--engine-host` sets it), else DOCKER_HOST, the Docker context, the
+ * well-known sockets. Does not contact the engine; see `pingEngine`.
+ */
+export async function connectEngine(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<Engine> {
+  const allowInsecure = selection.allowInsecure || env.AIRLOCK_ENGINE_ALLOW_INSECURE === '1';
+  const endpoint = await resolveEngineEndpoint(env, { host: env.AIRLOCK_ENGINE_HOST || selection.host, allowInsecure, choice: engineChoiceFrom(env, selection.choice) });
+  const docker = new Docker({ ...endpoint.options, timeout: undefined });
+  return { docker, endpoint, dispose: () => endpoint.options.agent?.destroy() };
+}
+
+const identities = new WeakMap<Engine, Promise<EngineIdentity>>();
+
+/** What the engine says it is (Docker or Podman, version, rootless, runtimes); asked once per client. */
+export function engineIdentity(engine: Engine): Promise<EngineIdentity> {
+  let id = identities.get(engine);
+  if (!id) {
+    id = Promise.all([engine.docker.version(), engine.docker.info() as Promise<{ SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }>]).then(([v, i]) => identifyEngine(v, i));
+    identities.set(engine, id);
+    id.catch(() => identities.delete(engine));
+  }
+  return id;
 }
 
 /** Asks the engine for its version; typed errors when it cannot be reached. */
-export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10_000): Promise<{ version: string; apiVersion: string; os: string }> {
+export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean; kind: EngineKind }> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const version = await Promise.race([
@@ -159,7 +160,8 @@ export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = proces
         timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })), timeoutMs);
       }),
     ]);
-    return { version: version.Version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}` };
+    const id = identifyEngine(version, {});
+    return { version: id.version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}`, podman: id.kind === 'podman', kind: id.kind };
   } catch (err) {
     throw (await engineConnectError(err, engine.endpoint, env)) ?? err;
   } finally {

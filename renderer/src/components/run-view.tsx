@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'react';
-import { isFinalStatus, runTerminalId, type AuditVerifyResult } from '../../../contracts';
+import { isFinalStatus, type AuditVerifyResult } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
@@ -9,7 +9,7 @@ import { ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
 import { RunNetworkPanel } from './run-network-panel';
-import { TerminalView } from './terminal-view';
+import { TerminalPanel } from './terminal-panel';
 import { TranscriptView } from './transcript-view';
 
 function ApprovalPrompt({ runId }: { runId: string }) {
@@ -69,16 +69,12 @@ export function RunView({ runId }: { runId: string }) {
   const files = useDiffStore((s) => s.files[runId]);
   const navigate = useAppStore((s) => s.navigate);
   const [selected, setSelected] = useState<string>();
-  const [tab, setTab] = useState<'terminal' | 'shell'>('terminal');
-  const [shellId, setShellId] = useState<string>();
   const [error, setError] = useState<string>();
   const final = run ? isFinalStatus(run.status) : false;
   const now = useNow(Boolean(run && !final));
 
   useEffect(() => {
     setSelected(undefined);
-    setShellId(undefined);
-    setTab('terminal');
     useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
     useDiffStore.getState().load(runId).catch(() => {});
   }, [runId]);
@@ -90,16 +86,6 @@ export function RunView({ runId }: { runId: string }) {
   if (!run) return <><ErrorBanner message={error} /><div className="empty">Loading run…</div></>;
   const started = run.startedAt ?? run.createdAt;
   const elapsed = (run.endedAt ? Date.parse(run.endedAt) : now) - Date.parse(started);
-
-  const openShell = async () => {
-    try {
-      const { terminalId } = await api().call('runs:openShell', { runId });
-      setShellId(terminalId);
-      setTab('shell');
-    } catch (err) {
-      useAppStore.getState().notify('error', errorMessage(err));
-    }
-  };
 
   return (
     <>
@@ -134,16 +120,7 @@ export function RunView({ runId }: { runId: string }) {
           <TranscriptView events={live?.events ?? []} />
         </section>
         <section className="panel" aria-label="Terminal">
-          <div className="tabs" role="tablist">
-            <button className="tab" role="tab" aria-selected={tab === 'terminal'} onClick={() => setTab('terminal')}>Terminal</button>
-            {shellId ? (
-              <button className="tab" role="tab" aria-selected={tab === 'shell'} onClick={() => setTab('shell')}>Shell</button>
-            ) : (
-              !final && <button className="tab" role="tab" aria-selected={false} onClick={() => void openShell()}>Open shell</button>
-            )}
-          </div>
-          {tab === 'terminal' && <TerminalView key={runTerminalId(runId)} terminalId={runTerminalId(runId)} label="Run terminal" />}
-          {tab === 'shell' && shellId && <TerminalView key={shellId} terminalId={shellId} interactive label="Sandbox shell" />}
+          <TerminalPanel runId={runId} live={!final} />
         </section>
         <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
           <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>
