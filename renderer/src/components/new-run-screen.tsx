@@ -168,7 +168,7 @@ export function NewRunScreen() {
         <div className="row">
           <select id="r-git-history" value={String(gitHistory)} onChange={(e) => setGitHistory(/^\d+$/.test(e.target.value) ? Number(e.target.value) : (e.target.value as 'none' | 'all'))}>
             <option value="none">None: one commit of the checked-out files</option>
-            {[...new Set([10, 50, ...(typeof gitHistory === 'number' ? [gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
+            {[...new Set([10, 50, ...(typeof settings?.gitHistory === 'number' ? [settings.gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
             <option value="all">All of it</option>
           </select>
           <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
