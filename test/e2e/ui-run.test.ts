@@ -129,6 +129,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await page.locator('#r-provider').selectOption('anthropic');
     await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
     await page.getByLabel('Ask before each command').check();
+    // Sent with the run and checked by the runs:start contract.
+    await page.getByLabel('Git history').selectOption('10');
     await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
     await shot(page, '03-new-run');
     await page.getByRole('button', { name: 'Start run' }).click();

@@ -85,7 +85,7 @@ export const runCommand: CliCommand = {
           isolation: values.isolation ?? base?.isolation ?? settings.defaultIsolation,
           network: values.network ?? base?.network ?? settings.defaultNetwork,
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
-          ...(gitHistory !== undefined ? { gitHistory } : {}),
+          ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
             ...(tokens ? { budgetTokens: tokens } : {}),

@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import type { AgentKind, ErrorInfo, ExcludedPreview, Isolation, NetworkPolicy } from '../../../contracts';
+import { DEFAULT_GIT_HISTORY, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
 import { api, errorInfo, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useDoctorStore } from '../stores/doctor-store';
@@ -92,6 +92,7 @@ export function NewRunScreen() {
   const start = useRunsStore((s) => s.start);
   const navigate = useAppStore((s) => s.navigate);
   const { draft: d, set, againFrom } = useNewRunForm();
+  const gitHistory: GitHistory = d.gitHistory ?? settings?.gitHistory ?? DEFAULT_GIT_HISTORY;
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
   const { preview, error: previewError } = useExcludedPreview(d.projectDir);
@@ -132,6 +133,7 @@ export function NewRunScreen() {
         isolation: d.isolation,
         network: d.network,
         allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+        gitHistory,
         limits: {
           timeoutSec: Math.max(10, Math.round(Number(d.timeoutMin || '30') * 60)),
           budgetTokens: d.budgetTokens ? Number(d.budgetTokens) : undefined,
@@ -219,6 +221,15 @@ export function NewRunScreen() {
           <input type="number" min={1} aria-label="Token budget" placeholder="token budget" style={{ width: 130 }} value={d.budgetTokens} onChange={(e) => set({ budgetTokens: e.target.value })} />
           <input type="number" min={0} step="0.01" aria-label="Cost budget in USD" placeholder="$ budget" style={{ width: 100 }} value={d.budgetUsd} onChange={(e) => set({ budgetUsd: e.target.value })} />
           <span className="hint">A budget is never passed: near the end the model's answers are shortened, then the run stops.</span>
+        </div>
+        <label htmlFor="r-git-history">Git history</label>
+        <div className="row">
+          <select id="r-git-history" value={String(gitHistory)} onChange={(e) => set({ gitHistory: /^\d+$/.test(e.target.value) ? Number(e.target.value) : (e.target.value as 'none' | 'all') })}>
+            <option value="none">None: one commit of the checked-out files</option>
+            {[...new Set([10, 50, ...(typeof settings?.gitHistory === 'number' ? [settings.gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
+            <option value="all">All of it</option>
+          </select>
+          <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
         </div>
       </section>
       <section className="panel" aria-label="Excluded files">

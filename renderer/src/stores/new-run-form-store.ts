@@ -1,6 +1,6 @@
 import { create } from 'zustand';
 import { createJSONStorage, persist } from 'zustand/middleware';
-import { runAgainInput, type AgentKind, type ApprovalMode, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
+import { runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 import { useAppStore } from './app-store';
 
@@ -20,6 +20,8 @@ export interface NewRunDraft {
   timeoutMin: string;
   budgetTokens: string;
   budgetUsd: string;
+  /** History in the sandbox's repository; undefined: the `gitHistory` setting. */
+  gitHistory?: GitHistory;
 }
 
 interface NewRunFormState {
@@ -116,6 +118,7 @@ export const useNewRunForm = create<NewRunFormState>()(
             timeoutMin: String(Math.max(1, Math.round((input.limits?.timeoutSec ?? 1800) / 60))),
             budgetTokens: input.limits?.budgetTokens !== undefined ? String(input.limits.budgetTokens) : '',
             budgetUsd: input.limits?.budgetUsd !== undefined ? String(input.limits.budgetUsd) : '',
+            ...(input.gitHistory !== undefined ? { gitHistory: input.gitHistory } : {}),
           },
         });
       },
