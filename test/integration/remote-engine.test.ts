@@ -120,6 +120,10 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         const inspect = JSON.stringify(await remote.docker.getContainer(container!.Id).inspect());
         expect(inspect).toContain('airlock.run');
         expect(inspect).not.toContain(CANARY_KEY);
+        // Nothing of this machine is mounted on the engine: its own volumes and tmpfs only.
+        const config = await remote.docker.getContainer(container!.Id).inspect();
+        expect(config.HostConfig.Binds ?? []).toEqual([]);
+        expect(config.Mounts.map((m) => m.Type)).toEqual(['volume', 'volume']);
         const inside = await remoteExec(remote, container!.Id, ['sh', '-c', 'cat /proc/[0-9]*/environ 2>/dev/null; tar cf - /workspace /airlock /tmp /home/airlock 2>/dev/null']);
         expect(inside.includes('airlock-run-')).toBe(true);
         expect(inside.includes('export function answer')).toBe(true);
