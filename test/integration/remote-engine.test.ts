@@ -173,6 +173,24 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
     }, 300_000);
   }
 
+  it('an engine address refused as unsafe (plain TCP to another host) does not stop Airlock: the doctor and a run say why and what to do', async () => {
+    // Refused before any connection is tried: `.invalid` names never resolve anyway.
+    const f = await createRunFixture({ env: { DOCKER_HOST: 'tcp://build-box.invalid:2375' } });
+    try {
+      const engineCheck = (await f.services.sandboxes.doctor({})).checks.find((c) => c.id === 'docker.engine');
+      expect(engineCheck?.status).toBe('fail');
+      expect(engineCheck?.detail).toMatch(/plain, unencrypted TCP.*ssh:\/\/user@build-box\.invalid/);
+      const started = await f.start({ projectDir: await f.project(), script: [{ toolCalls: [{ name: 'finish', input: { summary: 'never reached' } }] }] });
+      const run = await f.core.runs.wait(started.id);
+      expect(run.status).toBe('failed');
+      expect(run.error?.kind).toBe('INVALID_INPUT');
+      expect(run.error?.message).toMatch(/engineAllowInsecure/);
+      expect(f.upstream.requests).toHaveLength(0);
+    } finally {
+      await f.close();
+    }
+  }, 120_000);
+
   it('builds the sandbox image over TLS: the build context is streamed through the API', async () => {
     const remote = await connectEngine({ ...process.env, ...tlsEngine.env });
     try {
