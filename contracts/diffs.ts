@@ -49,6 +49,14 @@ export const FileDiff = z.object({
 export type FileDiff = z.infer<typeof FileDiff>;
 
 /**
+ * Which change of a run: `turn`, its own (against the result it started from), or `thread`, the
+ * whole thread's up to this run (against the project as the thread's first run read it). The same
+ * for a run that continues nothing. Absent means `turn`.
+ */
+export const ChangeScope = z.enum(['turn', 'thread']);
+export type ChangeScope = z.infer<typeof ChangeScope>;
+
+/**
  * Part of one changed text file to apply: hunks (0-based, in the order of its diff) and/or changed
  * lines, `-<old line no>` for a removed line and `+<new line no>` for an added one, as the diff
  * numbers them. Everything not named stays as it was. Binary files, renames, deletions and
@@ -63,6 +71,8 @@ export type FileSelection = z.infer<typeof FileSelection>;
 
 /** What to apply or export: whole files (all when omitted) and parts of some of them. */
 const SelectionFields = {
+  /** A follow-up turn's own change (default) or the whole thread's (docs/architecture.md §13). */
+  scope: ChangeScope.optional(),
   /** Paths to take; all changed files when omitted. */
   files: z.array(z.string().min(1)).optional(),
   /** Hunks/lines of some of those files (each must be among `files`); the others are taken whole. */
@@ -155,12 +165,12 @@ export type ApplyResult = z.infer<typeof ApplyResult>;
 
 export const diffsContracts = {
   'diffs:list': {
-    input: z.strictObject({ runId: RunId }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional() }),
     /** `patchSha256`: the collected result's patch digest (absent while the run is live); pass it to `diffs:apply`. */
     output: z.object({ files: z.array(ChangedFile), patchSha256: z.string().optional() }),
   },
   'diffs:file': {
-    input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
   /** The host-rendered patch of a selection (files, hunks, lines) and its digest: what the user reviews and apply checks. */

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState, type ReactElement } from 'react';
-import type { FileDiff } from '../../../contracts';
+import type { ChangeScope, FileDiff } from '../../../contracts';
 import { formatBytes } from '../lib/format';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
 import { diffKey, useDiffStore } from '../stores/diff-store';
@@ -63,12 +63,12 @@ export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'sp
 }
 
 /** Loads and shows one file's diff, unified or side by side. */
-export function DiffViewer({ runId, path }: { runId: string; path?: string }) {
-  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path)] : undefined));
+export function DiffViewer({ runId, path, scope }: { runId: string; path?: string; scope?: ChangeScope }) {
+  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));
   const [mode, setMode] = useState<'unified' | 'split'>('unified');
   useEffect(() => {
-    if (path) void useDiffStore.getState().loadFile(runId, path);
-  }, [runId, path]);
+    if (path) void useDiffStore.getState().loadFile(runId, path, scope);
+  }, [runId, path, scope]);
   if (!path) return <div className="empty">Select a file to see its diff.</div>;
   return (
     <div className="stack" style={{ minHeight: 0, flex: 1 }}>

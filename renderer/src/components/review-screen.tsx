@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useState } from 'react';
-import type { ApplyResult } from '../../../contracts';
+import type { ApplyResult, ChangeScope } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { useAppStore } from '../stores/app-store';
-import { useDiffStore } from '../stores/diff-store';
+import { useDiffStore, viewKey } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, ErrorBanner } from './common';
 import { DiffViewer } from './diff-viewer';
@@ -15,8 +15,10 @@ import { DiffViewer } from './diff-viewer';
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
-  const files = useDiffStore((s) => s.files[runId]);
-  const reviewedSha256 = useDiffStore((s) => s.patchSha256[runId]);
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §13).
+  const [scope, setScope] = useState<ChangeScope>('turn');
+  const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
+  const reviewedSha256 = useDiffStore((s) => s.patchSha256[viewKey(runId, scope)]);
   const navigate = useAppStore((s) => s.navigate);
   const ordered = useMemo(() => orderForReview(files ?? []), [files]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
@@ -32,8 +34,8 @@ export function ReviewScreen({ runId }: { runId: string }) {
 
   useEffect(() => {
     if (!run) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
-    useDiffStore.getState().load(runId).catch((err) => setError(errorMessage(err)));
-  }, [runId, run]);
+    useDiffStore.getState().load(runId, scope).catch((err) => setError(errorMessage(err)));
+  }, [runId, run, scope]);
   useEffect(() => {
     setSelected(defaultSelection(files ?? []));
   }, [files]);
@@ -57,7 +59,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       if (!reviewedSha256) throw new Error('The result is not collected yet; apply once the run has ended.');
       const commitMessage = (message ?? run?.task ?? '').trim();
       const r = await api().call('diffs:apply', {
-        runId, files: [...selected], mode, reviewedSha256,
+        runId, scope, files: [...selected], mode, reviewedSha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
       });
       setResult(r);
@@ -76,7 +78,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
   };
   const exportPatch = async () => {
     try {
-      const r = await api().call('diffs:exportPatch', { runId, files: [...selected] });
+      const r = await api().call('diffs:exportPatch', { runId, scope, files: [...selected] });
       setPatch(r.path);
     } catch (err) {
       setError(errorMessage(err));
@@ -104,6 +106,12 @@ export function ReviewScreen({ runId }: { runId: string }) {
       </div>
       {run && <div className="muted">{run.task} · <span className="mono">{run.projectDir}</span></div>}
       {run?.applied && <div className="muted" aria-label="Applied status">{appliedText(run.applied)}</div>}
+      {run?.thread && (
+        <div className="row" role="radiogroup" aria-label="Which change">
+          <label className="row"><input type="radio" name="scope" checked={scope === 'turn'} onChange={() => { setScope('turn'); setResult(undefined); }} /> This turn's change (turn {run.thread.turn})</label>
+          <label className="row"><input type="radio" name="scope" checked={scope === 'thread'} onChange={() => { setScope('thread'); setResult(undefined); }} /> The whole thread (turns 1–{run.thread.turn})</label>
+        </div>
+      )}
       <ErrorBanner message={error} />
       {risky.length > 0 && (
         <div className="banner" role="note">
@@ -152,7 +160,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
           </div>
         )}
       </section>
-      {focused && <section className="panel" style={{ minHeight: 300, display: 'flex' }}><DiffViewer runId={runId} path={focused} /></section>}
+      {focused && <section className="panel" style={{ minHeight: 300, display: 'flex' }}><DiffViewer runId={runId} path={focused} scope={scope} /></section>}
     </>
   );
 }
