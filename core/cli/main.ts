@@ -21,7 +21,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
 
 function usage(): string {
   const names = Object.keys(commands).join(', ');
-  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\n`;
+  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\nAny command: --engine-host ssh://user@host | tcp://host:2376 | unix:///path | <docker context> picks the container engine.\n`;
 }
 
 /** Runs the CLI and returns its exit code. */
