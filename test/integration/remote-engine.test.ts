@@ -13,7 +13,8 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
-import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
+import { AirlockError } from '../../contracts/errors';
+import { connectEngine, pingEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { SandboxManager } from '../../core/sandbox/sandbox';
 import { testRunId } from './sandbox-support';
 import { ensureSandboxImage } from '../../core/sandbox/image';
@@ -190,6 +191,19 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
       await f.close();
     }
   }, 120_000);
+
+  it('an SSH host whose key ssh does not know is refused at once, with how to accept it', async () => {
+    const env = { ...process.env, ...sshEngine.unknownHostEnv };
+    const engine = await connectEngine(env);
+    try {
+      const err = await pingEngine(engine, env).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(AirlockError);
+      expect((err as AirlockError).kind).toBe('DOCKER_UNREACHABLE');
+      expect((err as AirlockError).message).toMatch(/host key.*ssh 127\.0\.0\.1/);
+    } finally {
+      engine.dispose();
+    }
+  }, 60_000);
 
   it('builds the sandbox image over TLS: the build context is streamed through the API', async () => {
     const remote = await connectEngine({ ...process.env, ...tlsEngine.env });
