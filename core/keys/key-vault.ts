@@ -6,7 +6,7 @@ import { checkKeyFormat } from './key-format';
 import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
 import type { ProviderCatalog } from './provider-catalog';
 import { Secret } from './secret';
-import { deserializeSignin, parseClaudeSetupToken, parseCodexAuthJson, serializeSignin, type ChatgptSignin } from './subscription-credentials';
+import { deserializeSignin, parseClaudeSetupToken, parseCodexAuthJson, serializeSignin, storeCommand, type ChatgptSignin } from './subscription-credentials';
 
 /** A key ready for use, and where it came from. */
 export interface ResolvedKey {
@@ -49,8 +49,7 @@ export class KeyVault {
   async set(provider: string, key: string | Secret, opts: { storage?: 'keychain' | 'session'; baseUrl?: string } = {}): Promise<KeyInfo> {
     const config = await this.catalog.get(provider);
     if (config.credential) {
-      const how = config.credential === 'claude-subscription' ? '`airlock keys set-subscription claude` (paste the token from `claude setup-token`)' : '`airlock keys import-codex` (imports ~/.codex/auth.json)';
-      throw new AirlockError('INVALID_INPUT', `'${provider}' holds a subscription sign-in, not an API key; store it with ${how} or under Settings → Keys.`, { field: 'key' });
+      throw new AirlockError('INVALID_INPUT', `'${provider}' holds a subscription sign-in, not an API key; store it with \`${storeCommand(provider, config.credential)}\` or under Settings → Keys.`, { field: 'key' });
     }
     const secret = key instanceof Secret ? key : new Secret(key);
     const value = secret.reveal().trim();

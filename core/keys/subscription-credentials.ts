@@ -18,6 +18,13 @@ export function credentialAgent(kind: CredentialKind): string {
   return SERVES[kind].agent;
 }
 
+/** The command that stores a provider's credential (API key, setup token or sign-in). */
+export function storeCommand(providerId: string, kind: CredentialKind | undefined): string {
+  if (kind === 'claude-subscription') return 'airlock keys set-subscription claude';
+  if (kind === 'chatgpt-signin') return 'airlock keys import-codex';
+  return `airlock keys set ${providerId}`;
+}
+
 /** Whether a credential of this kind may be used by the given agent. API keys serve every agent. */
 export function credentialServes(kind: CredentialKind | undefined, agent: string | undefined): boolean {
   return kind === undefined || SERVES[kind].agent === agent;

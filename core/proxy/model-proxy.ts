@@ -8,12 +8,12 @@ import type { KeyVault } from '../keys/key-vault';
 import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
-import { credentialRefusal, credentialServes, unsignedIdToken } from '../keys/subscription-credentials';
+import { credentialRefusal, credentialServes, storeCommand, unsignedIdToken } from '../keys/subscription-credentials';
 import { ChatgptSession } from './chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
-import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
@@ -192,6 +192,13 @@ function answerProbe(target: RequestTarget, res: ServerResponse): boolean {
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': head ? 0 : 2 });
   res.end(head ? undefined : 'ok');
   return true;
+}
+
+/** An `anthropic-beta` header without Claude Code's OAuth marker (undefined when nothing else is left). */
+function withoutOauthBeta(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const rest = (Array.isArray(header) ? header.join(',') : header).split(',').map((v) => v.trim()).filter((v) => v && v !== OAUTH_BETA);
+  return rest.length ? rest.join(',') : undefined;
 }
 
 /** The body as a JSON object, or undefined when it is anything else. */
@@ -447,12 +454,12 @@ export class ModelProxy implements Disposable {
     if (!upstream) return;
     const call = await this.readCall(req, res, target, caller, upstream);
     if (!call) return;
-    if (!(await this.freshen(res, call))) return;
+    if (!(await this.freshen(res, call, started))) return;
     this.forward(req, res, call, started);
   }
 
   /** Refreshes a ChatGPT sign-in that is about to expire before the call goes out; false when that failed (answered). */
-  private async freshen(res: ServerResponse, call: AdmittedCall): Promise<boolean> {
+  private async freshen(res: ServerResponse, call: AdmittedCall, started: number): Promise<boolean> {
     const session = call.resolved.chatgpt;
     if (!session?.expiresSoon()) return true;
     try {
@@ -460,6 +467,8 @@ export class ModelProxy implements Disposable {
       return true;
     } catch (err) {
       this.send(res, call.format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
+      // Recorded like any refused call, which also releases what the budget held for it.
+      this.recordCall(call, 401, noUsage(), false, started);
       return false;
     }
   }
@@ -538,7 +547,9 @@ export class ModelProxy implements Disposable {
       return undefined;
     }
     // Side doors: provider-side tools and MCP servers would carry data out with the network off.
-    const doors = applySideDoorPolicy({ format, parsed, betaHeader: req.headers['anthropic-beta'], allow: resolved.config.allowSideDoors ?? [] });
+    // A subscription's OAuth beta is the proxy's own to set (upstream-client.ts), not a side door.
+    const betaHeader = resolved.config.credential === 'claude-subscription' ? withoutOauthBeta(req.headers['anthropic-beta']) : req.headers['anthropic-beta'];
+    const doors = applySideDoorPolicy({ format, parsed, betaHeader, allow: resolved.config.allowSideDoors ?? [] });
     if (doors.stripped.length || doors.allowed.length || doors.refusal) {
       this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
     }
@@ -611,8 +622,7 @@ export class ModelProxy implements Disposable {
       return { status: 403, message: credentialRefusal(resolved.config.credential, providerId, grant.agent) };
     }
     if (resolved.config.requiresKey && !currentKey(resolved)) {
-      const how = resolved.config.credential === 'claude-subscription' ? 'airlock keys set-subscription claude' : resolved.config.credential === 'chatgpt-signin' ? 'airlock keys import-codex' : `airlock keys set ${providerId}`;
-      return { status: 403, message: `no credential stored for '${providerId}'; add one with \`${how}\`` };
+      return { status: 403, message: `no ${resolved.config.credential ? 'sign-in' : 'key'} stored for '${providerId}'; add one with \`${storeCommand(providerId, resolved.config.credential)}\`` };
     }
     return undefined;
   }
@@ -658,6 +668,7 @@ export class ModelProxy implements Disposable {
           session.refresh(key).then(
             () => {
               if (!res.destroyed) this.forward(req, res, call, started, true);
+              else record(499, noUsage(), true);
             },
             (err: unknown) => {
               this.send(res, format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');

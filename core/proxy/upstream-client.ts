@@ -26,7 +26,7 @@ export function upstreamUrl(provider: ProviderConfig, pathAndQuery: string): URL
 }
 
 /** Claude Code's marker for a subscription (OAuth) token; the API refuses such a token without it. */
-const OAUTH_BETA = 'oauth-2025-04-20';
+export const OAUTH_BETA = 'oauth-2025-04-20';
 
 /**
  * Copies the client's headers minus hop-by-hop and credential headers; sets the real key: `x-api-key`

@@ -54,8 +54,11 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const accel = vmAccelOf(sandbox.info);
-  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
+  const engine = sandbox.info.engine;
+  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel, ...(engine ? { engine: engine.description } : {}) } }));
   if (accel.accelNote) await run.audit.append('note', { message: `VM accelerator ${accel.accel}: ${accel.accelNote}` });
+  // Where the project copy went is part of the record (docs/architecture.md §13).
+  if (engine?.remote) await run.audit.append('note', { message: `sandbox on a remote engine: ${engine.description}; the project copy and the run token are there, provider keys stay on this machine` });
   throwIfStopped(run);
 }
 

@@ -157,7 +157,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
       const isDir = d.isDirectory();
       if (isGitMetadataName(d.name)) {
-        excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (the sandbox keeps its own baseline)' });
+        excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (never copied; the sandbox gets a repository built on the host)' });
         continue;
       }
       const force = isForced(rel, isDir);

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -200,10 +200,31 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
     expect(unknown.code).not.toBe(0);
   });
 
+  it('gives the sandbox repository the history the gitHistory setting allows, and --git-history wins over it', async () => {
+    await writeFile(path.join(home, 'settings.json'), JSON.stringify({ gitHistory: 'none' }));
+    const author = async (...flags: string[]) => {
+      // `<""<` in the command so the echoed command line never matches.
+      upstream.setScript([{ toolCalls: [{ name: 'run_command', input: { command: 'echo "author<""<$(git log -1 --format=%an)>>"' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'probed' } }] }]);
+      const run = await airlock('run', projectDir, '--task', 'probe', '--provider', 'anthropic', '--key-env', 'AIRLOCK_TEST_KEY', '--json', ...flags);
+      expect(run.code).toBe(0);
+      return /author<<([^>]*)>>/.exec(run.stdout)?.[1];
+    };
+    try {
+      // `none`: one new commit by Airlock, none of the user's metadata.
+      expect(await author()).toBe('Airlock');
+      expect(await author('--git-history', '5')).toBe('t');
+    } finally {
+      await rm(path.join(home, 'settings.json'), { force: true });
+    }
+  });
+
   it('rejects bad input with exit 2 and a clear message', async () => {
     const noTask = await airlock('run', projectDir, '--provider', 'anthropic');
     expect(noTask.code).toBe(2);
     expect(noTask.stderr).toContain('describe the task');
+    const badHistory = await airlock('run', projectDir, '--task', 'x', '--provider', 'anthropic', '--git-history', 'some');
+    expect(badHistory.code).toBe(2);
+    expect(badHistory.stderr).toContain('--git-history takes none, all or a number of commits');
     const badId = await airlock('show', 'not-a-run');
     expect(badId.code).toBe(2);
     expect(badId.stderr).toContain('not a run id');

@@ -111,6 +111,8 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     const grant = run('claude-code', 'claude-subscription');
     expect(await proxy.sandboxCredential(`r-subs-${runN}`, grant.token)).toEqual({ kind: 'claude-subscription' });
 
+    const doors: string[] = [];
+    const sub = proxy.onDidSideDoor((e) => doors.push(...e.stripped, ...(e.refused ? [e.refused] : [])));
     // As Claude Code sends it with CLAUDE_CODE_OAUTH_TOKEN=<run token>.
     const ok = await post('/v1/messages?beta=true', { authorization: `Bearer ${grant.token}`, 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14' }, { model: 'claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
     expect(ok.status, ok.text).toBe(200);
@@ -126,6 +128,9 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     const bare = await post('/v1/messages', { authorization: `Bearer ${grant.token}`, 'anthropic-version': '2023-06-01' }, { model: 'claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
     expect(bare.status, bare.text).toBe(200);
     expect(up.requests[0]!.headers['anthropic-beta']).toBe('oauth-2025-04-20');
+    // The OAuth beta is the proxy's own header for this credential, not a side door it reports.
+    expect(doors.filter((d) => d.includes('oauth'))).toEqual([]);
+    sub.dispose();
     grant.dispose();
   });
 
@@ -186,8 +191,14 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     // The backend no longer takes the old access token (revoked server-side before its expiry).
     up.setExpectedKey(next.access_token);
     const grant = run('codex', 'chatgpt-signin');
+    const recorded: number[] = [];
+    const sub = proxy.onDidCall((e) => recorded.push(e.status));
     const res = await post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody);
     expect(res.status, res.text).toBe(200);
+    // One call as far as metering goes: the refused attempt is not a second one.
+    expect(recorded).toEqual([200]);
+    expect(proxy.usage(`r-subs-${runN}`).requests).toBe(1);
+    sub.dispose();
     const refreshes = up.requests.filter((r) => r.path === '/oauth/token');
     expect(refreshes).toHaveLength(1);
     expect(refreshes[0]!.body).toMatchObject({ client_id: CODEX_OAUTH_CLIENT_ID, grant_type: 'refresh_token', refresh_token: real.refresh });
@@ -217,8 +228,12 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     await importSignin(60);
     up.setAuth(undefined);
     const grant = run('codex', 'chatgpt-signin');
+    const recorded: number[] = [];
+    const sub = proxy.onDidCall((e) => recorded.push(e.status));
     const res = await post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody);
     expect(res.status).toBe(401);
+    expect(recorded).toEqual([401]);
+    sub.dispose();
     expect(res.text).toContain('airlock keys import-codex');
     expect(up.requests.filter((r) => r.url === '/backend-api/codex/responses')).toEqual([]);
     grant.dispose();

@@ -4,6 +4,7 @@ import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { ErrorBanner } from './common';
+import { SubscriptionKeys } from './subscription-keys';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
@@ -171,10 +172,11 @@ export function KeysScreen() {
         <table>
           <thead><tr><th>Provider</th><th>Base URL</th><th>Key</th><th /></tr></thead>
           <tbody>
-            {providers.map((p) => <KeyRow key={p.id} provider={p} sessionOnly={Boolean(noKeychain && sessionOnly)} />)}
+            {providers.filter((p) => !p.credential).map((p) => <KeyRow key={p.id} provider={p} sessionOnly={Boolean(noKeychain && sessionOnly)} />)}
           </tbody>
         </table>
       </section>
+      <SubscriptionKeys providers={providers.filter((p) => p.credential)} storage={noKeychain && sessionOnly ? 'session' : 'keychain'} />
       <AddProviderForm />
     </>
   );
