@@ -15,7 +15,7 @@ import { DiffViewer } from './diff-viewer';
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
-  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §13).
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15).
   const [scope, setScope] = useState<ChangeScope>('turn');
   const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
   const reviewedSha256 = useDiffStore((s) => s.patchSha256[viewKey(runId, scope)]);

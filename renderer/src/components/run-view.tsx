@@ -63,7 +63,7 @@ function AuditCheck({ runId }: { runId: string }) {
 }
 
 /**
- * A follow-up turn of a finished run (docs/architecture.md §13): the same agent continues from this
+ * A follow-up turn of a finished run (docs/architecture.md §15): the same agent continues from this
  * run's result with its conversation. On a turn that already has a follow-up, the same box forks
  * the thread from here.
  */

@@ -10,7 +10,7 @@ import { HistoryScreen } from './history-screen';
 import { ReviewScreen } from './review-screen';
 import { ContinuePanel } from './run-view';
 
-/** Follow-up turns in the UI (docs/architecture.md §13): continue, fork, the thread in History, review by scope. */
+/** Follow-up turns in the UI (docs/architecture.md §15): continue, fork, the thread in History, review by scope. */
 describe('threads (jsdom, fake services through the real router)', () => {
   let services: FakeServices;
   let disconnect: () => void;

@@ -1,6 +1,6 @@
 import type { RunSummary } from '../../../contracts';
 
-/** A run as History lists it: in its thread, under the thread's first run (docs/architecture.md §13). */
+/** A run as History lists it: in its thread, under the thread's first run (docs/architecture.md §15). */
 export interface ThreadRow {
   run: RunSummary;
   /** 0 for a first run; its follow-ups are 1. */
