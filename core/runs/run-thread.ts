@@ -55,11 +55,12 @@ export async function resolveContinuation(
   const provider = args.provider ?? parent.provider;
   const model = args.model ?? (provider === parent.provider ? parent.model : undefined);
   if (!model) throw new AirlockError('INVALID_INPUT', `Name the model for provider ${provider} (the parent run used ${parent.provider}).`, { field: 'model' });
+  const customCommand = args.customCommand ?? (agent === parent.agent ? parent.customCommand : undefined);
   const input = StartRunInput.parse({
     projectDir: parent.projectDir,
     task: args.task,
     agent,
-    ...((args.customCommand ?? (agent === parent.agent ? parent.customCommand : undefined)) ? { customCommand: args.customCommand ?? parent.customCommand } : {}),
+    ...(customCommand ? { customCommand } : {}),
     provider,
     model,
     approval: args.approval ?? parent.approval,
