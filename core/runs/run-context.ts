@@ -132,7 +132,7 @@ export interface LiveRun {
   agent: AgentAdapter;
   /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
   sessionId: string;
-  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §13). */
+  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §15). */
   continuation?: Continuation;
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;

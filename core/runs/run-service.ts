@@ -123,7 +123,7 @@ export class RunService implements Disposable {
   }
 
   /**
-   * Queues a follow-up turn of a finished run (docs/architecture.md §13): same project, starting from
+   * Queues a follow-up turn of a finished run (docs/architecture.md §15): same project, starting from
    * the parent's result, the agent's conversation carried when the agent and wire format stay.
    */
   async continue(args: ContinueRunArgs): Promise<StoredRun> {

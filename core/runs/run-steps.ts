@@ -202,7 +202,7 @@ async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<bool
 }
 
 /**
- * Keeps the agent's session files with the run, for a follow-up turn (docs/architecture.md §13).
+ * Keeps the agent's session files with the run, for a follow-up turn (docs/architecture.md §15).
  * Hostile bytes, read under caps with the run token removed; a failure loses only the follow-up's
  * memory, never the run.
  */
