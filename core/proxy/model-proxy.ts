@@ -466,9 +466,7 @@ export class ModelProxy implements Disposable {
     const session = call.resolved.chatgpt;
     if (!session?.expiresSoon()) return true;
     try {
-      const before = session.refreshes;
-      await session.refresh();
-      if (session.refreshes !== before) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: call.providerId, reason: 'expiring' });
+      if (await session.refresh()) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: call.providerId, reason: 'expiring' });
       return true;
     } catch (err) {
       this.send(res, call.format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
@@ -670,10 +668,9 @@ export class ModelProxy implements Disposable {
           up.resume();
           // This attempt ends here; the refreshed one records the call.
           if (!settle()) return;
-          const before = session.refreshes;
           session.refresh(key).then(
-            () => {
-              if (session.refreshes !== before) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
+            (refreshed) => {
+              if (refreshed) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
               if (!res.destroyed) this.forward(req, res, call, started, true);
               else record(499, noUsage(), true);
             },

@@ -79,7 +79,7 @@ export class RunService implements Disposable {
       this.subscriptions.add(
         deps.proxy.onDidRefreshSignin((e) => {
           const live = this.live.get(e.runId);
-          if (live) this.auditLater(live, 'note', { message: `the proxy refreshed the ${e.provider} sign-in (${e.reason === 'expiring' ? 'its access token was about to expire' : 'the provider refused the access token'}); the new tokens are in the keychain` });
+          if (live) this.auditLater(live, 'note', { message: `the proxy refreshed the ${e.provider} sign-in (${e.reason === 'expiring' ? 'its access token was about to expire' : 'the provider refused the access token'}); the new tokens were stored where the sign-in is kept` });
         }),
       );
     }
