@@ -109,6 +109,21 @@ export type PendingApproval = z.infer<typeof PendingApproval>;
 export const RunApplied = z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) });
 export type RunApplied = z.infer<typeof RunApplied>;
 
+/**
+ * A run that continues an earlier one (a follow-up turn, docs/architecture.md §13): its sandbox
+ * starts from the project plus the parent's result, and the agent's conversation is carried over
+ * when the agent and wire format are the parent's (`fresh` otherwise). The first run of a thread
+ * has no `thread`; every later turn names the first (`rootRunId`) and the one it continues.
+ */
+export const RunThread = z.object({
+  rootRunId: RunId,
+  parentRunId: RunId,
+  /** 2 for the first follow-up. */
+  turn: z.number().int().min(2),
+  conversation: z.enum(['carried', 'fresh']),
+});
+export type RunThread = z.infer<typeof RunThread>;
+
 export const RunSummary = z.object({
   id: RunId,
   task: z.string(),
@@ -132,6 +147,8 @@ export const RunSummary = z.object({
   pendingApproval: PendingApproval.optional(),
   /** Set once the result was applied (the latest apply). */
   applied: RunApplied.optional(),
+  /** Set when this run continues an earlier one. */
+  thread: RunThread.optional(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;
 
@@ -225,9 +242,30 @@ export type NetworkAllowScope = z.infer<typeof NetworkAllowScope>;
 
 const RunRef = z.strictObject({ runId: RunId });
 
+/**
+ * A follow-up turn: a new run on the parent's project, starting from the parent's result, with the
+ * same agent, provider, model and policies unless given here. A different agent (or wire format)
+ * than the parent's starts a fresh conversation (recorded as `thread.conversation: 'fresh'`).
+ */
+export const ContinueRunInput = z.strictObject({
+  /** The run to continue (any turn of a thread: an earlier one forks the thread). */
+  runId: RunId,
+  task: z.string().trim().min(1, 'describe the follow-up').max(100_000),
+  agent: AgentKind.optional(),
+  customCommand: z.string().trim().min(1).max(4000).optional(),
+  provider: ProviderId.optional(),
+  model: z.string().trim().min(1).max(200).optional(),
+  approval: ApprovalMode.optional(),
+  limits: RunLimits.optional(),
+});
+export type ContinueRunInput = z.input<typeof ContinueRunInput>;
+export type ContinueRunArgs = z.output<typeof ContinueRunInput>;
+
 export const runsContracts = {
   /** Starts a run; resolves once it is queued (status pushes follow). */
   'runs:start': { input: StartRunInput, output: RunSummary },
+  /** Starts a follow-up turn of a finished run (docs/architecture.md §13); resolves once it is queued. */
+  'runs:continue': { input: ContinueRunInput, output: RunSummary },
   /** Which files of a project would be left out of the copy, and why. */
   'runs:previewExcluded': { input: z.strictObject({ projectDir: z.string().min(1, 'choose a project folder') }), output: ExcludedPreview },
   /** Runs, newest first. */

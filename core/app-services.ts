@@ -186,6 +186,9 @@ function runsService(parts: ServiceParts): RunsService {
       if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(() => undefined);
       return started;
     },
+    async continue(args) {
+      return toRunSummary(await runs.continue(args));
+    },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {
         throw aboutProjectDir(err);
@@ -261,20 +264,20 @@ function diffsService(parts: ServiceParts): DiffsService {
     if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', `The run is still in progress; ${what} once it has ended.`);
   };
   return {
-    list: ({ runId }) => changes.list(runId),
+    list: ({ runId, scope }) => changes.list(runId, scope),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
-    file: ({ runId, path: file }) => changes.file(runId, file),
-    async preview({ runId, files, selection }) {
-      const sel = await patchOfSelection(await changes.storedResult(runId), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
+    file: ({ runId, scope, path: file }) => changes.file(runId, file, scope),
+    async preview({ runId, scope, files, selection }) {
+      const sel = await patchOfSelection(await changes.storedResult(runId, scope), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
       return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };
     },
-    async apply({ runId, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
+    async apply({ runId, scope, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
       ended(runId, 'apply its result');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async exportPatch({ runId, files, selection, destPath, to }) {
-      const sel = { ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
+    async exportPatch({ runId, scope, files, selection, destPath, to }) {
+      const sel = { ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
       let patch: Buffer;
       let dest: string;
       if (destPath || to) {
@@ -282,9 +285,9 @@ function diffsService(parts: ServiceParts): DiffsService {
         dest = destPath ? path.resolve(destPath) : (to as string);
         ({ patch } = await writeRecordedPatch({ store, runId, dest, ...sel, write: Boolean(destPath) }));
       } else {
-        const legacy = files || selection?.length ? undefined : await loadLegacyResult(store, runId);
-        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId), sel)).patch;
-        dest = path.join(store.paths(runId).artifacts, files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch');
+        const legacy = files || selection?.length || scope === 'thread' ? undefined : await loadLegacyResult(store, runId);
+        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId, scope), sel)).patch;
+        dest = path.join(store.paths(runId).artifacts, `${scope === 'thread' ? 'thread-' : ''}${files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch'}`);
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);
       }
@@ -293,13 +296,13 @@ function diffsService(parts: ServiceParts): DiffsService {
     async savePatch() {
       throw new AirlockError('INVALID_INPUT', 'Saving through a dialog needs the desktop app; in a browser, use Download patch.');
     },
-    async mergeView({ runId, path: file, targetDir }) {
+    async mergeView({ runId, scope, path: file, targetDir }) {
       ended(runId, 'resolve its files');
-      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(targetDir ? { targetDir } : {}) });
+      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async resolve({ runId, path: file, content, oursSha256, targetDir }) {
+    async resolve({ runId, scope, path: file, content, oursSha256, targetDir }) {
       ended(runId, 'resolve its files');
-      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(targetDir ? { targetDir } : {}) });
+      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     onDidChange: runs.onDidChangeFiles,
   };

@@ -107,7 +107,7 @@ export class AirlockCore {
    */
   engine(): Promise<Engine> {
     if (!this.enginePromise) {
-      this.enginePromise = this.settings.get().then((s) => connectEngine(this.env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure }));
+      this.enginePromise = connectConfiguredEngine(this.env, this.home);
       this.enginePromise.catch(() => (this.enginePromise = undefined));
     }
     return this.enginePromise;
@@ -213,6 +213,15 @@ export class AirlockCore {
     (await this.enginePromise?.catch(() => undefined))?.dispose();
     await this.store.close();
   }
+}
+
+/**
+ * The engine the user chose for this home: `--engine-host` (AIRLOCK_ENGINE_HOST) or the `engineHost`
+ * setting, else DOCKER_HOST, the Docker context, the local sockets (docs/architecture.md §13).
+ */
+export async function connectConfiguredEngine(env: NodeJS.ProcessEnv, home = airlockHome(env)): Promise<Engine> {
+  const s = await new SettingsStore(home).get();
+  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure });
 }
 
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */

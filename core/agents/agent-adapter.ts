@@ -19,6 +19,11 @@ export interface AgentCommandContext {
   /** The project copy inside the sandbox (default `/workspace`). */
   workspace?: string;
   /**
+   * The agent's conversation (docs/architecture.md §13): `id` is chosen by the host for a new one;
+   * `resume` means the session files of the previous turn are in place and the agent continues them.
+   */
+  session?: { id: string; resume: boolean };
+  /**
    * Set when the run uses a subscription credential: what the client gets in its place (placeholders
    * only, docs/architecture.md §6). Only the vendor's own adapter ever receives it.
    */
@@ -60,8 +65,21 @@ export interface AgentAdapter {
    * agent's output as it is (a custom command whose stdout is the only record).
    */
   terminal: 'commands' | 'raw';
+  /** Where the agent keeps its conversation in the sandbox, for a follow-up turn; none: not carried. */
+  session?: AgentSessionFiles;
   command(ctx: AgentCommandContext): AgentCommand;
   createParser(): AgentOutputParser;
+}
+
+/**
+ * An agent's session files inside the sandbox (docs/architecture.md §13): read out after a turn as
+ * hostile bytes and put back, unchanged but for the run token, into the next turn's sandbox.
+ */
+export interface AgentSessionFiles {
+  /** The folder they live in (absolute, inside the sandbox). */
+  dir: string;
+  /** Whether a file (relative to `dir`) belongs to the session with this id; nothing else is carried. */
+  matches(rel: string, sessionId: string): boolean;
 }
 
 export const DEFAULT_WORKSPACE = '/workspace';

@@ -19,6 +19,8 @@ export const codexAdapter: AgentAdapter = {
   supportsApproval: false,
   terminal: 'commands',
   providerFormats: ['openai'],
+  // Its conversation: rollout files by date; the sandbox holds only this run's (and a carried one).
+  session: { dir: `${AGENT_SCRATCH_DIR}/codex/sessions`, matches: (rel) => /^\d{4}\/\d{2}\/\d{2}\/rollout-[0-9A-Za-z_:.-]{1,200}\.jsonl$/.test(rel) && !rel.includes('..') },
   command(ctx) {
     const { OPENAI_BASE_URL, OPENAI_API_KEY } = providerEnv(ctx);
     const workspace = ctx.workspace ?? DEFAULT_WORKSPACE;
@@ -38,6 +40,8 @@ export const codexAdapter: AgentAdapter = {
       '-c', `model_providers.airlock.base_url=${toml(OPENAI_BASE_URL!)}`,
       ...auth,
       '-c', 'model_providers.airlock.wire_api="responses"',
+      // A follow-up continues the one carried session, the newest (and only) one in the sandbox.
+      ...(ctx.session?.resume ? ['resume', '--last'] : []),
       '--', ctx.task,
     ];
     // CODEX_HOME must exist; the root filesystem is read-only, so it lives in scratch space.

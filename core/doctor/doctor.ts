@@ -4,7 +4,7 @@ import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
-import { connectEngine, pingEngine, type Engine } from '../sandbox/docker/engine';
+import { pingEngine, type Engine } from '../sandbox/docker/engine';
 import { describeEngine } from '../sandbox/docker/engine-endpoint';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
@@ -71,10 +71,8 @@ export const engineCheck: ReadinessCheck = {
   id: 'docker.engine',
   label: 'Container engine',
   async run(ctx) {
-    const { SettingsStore } = await import('../app');
-    const { airlockHome } = await import('../common/paths');
-    const settings = await new SettingsStore(airlockHome(ctx.env)).get();
-    const engine = await connectEngine(ctx.env, { host: settings.engineHost, allowInsecure: settings.engineAllowInsecure });
+    const { connectConfiguredEngine } = await import('../app');
+    const engine = await connectConfiguredEngine(ctx.env);
     const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
       engine.dispose();
       throw err;

@@ -18,6 +18,7 @@ import type { CommandLedger } from './command-ledger';
 import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
+import type { Continuation } from './run-thread';
 import type { StoredRun } from './run-record';
 
 /**
@@ -45,8 +46,8 @@ export interface RunWorkspace {
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
   collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string> }): Promise<CollectedResult>;
-  /** Keeps a collected result with the run (patch, listing, the blobs apply needs). */
-  store(store: RunStore, runId: string, collected: CollectedResult): Promise<void>;
+  /** Keeps a collected result with the run (patch, listing, the blobs apply needs), and a follow-up turn's thread total. */
+  store(store: RunStore, runId: string, collected: CollectedResult, thread?: CollectedResult): Promise<void>;
 }
 
 /** A hydrated sandbox, and the run's host object store holding the baseline (docs/architecture.md §11). */
@@ -129,6 +130,10 @@ export interface LiveRun {
   id: string;
   input: StartRunArgs;
   agent: AgentAdapter;
+  /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
+  sessionId: string;
+  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §13). */
+  continuation?: Continuation;
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;
   sandbox?: Sandbox;

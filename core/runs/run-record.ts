@@ -21,6 +21,8 @@ export const RunSandbox = z.object({
   accelNote: z.string().optional(),
   /** VMs: restored from the image's snapshot, or a cold kernel boot. */
   vmStartedFrom: z.enum(['snapshot', 'boot']).optional(),
+  /** Containers: which engine and where ("Docker 20.10.24 over SSH at build-box (ssh://me@build-box)"). */
+  engine: z.string().max(500).optional(),
 });
 export type RunSandbox = z.infer<typeof RunSandbox>;
 

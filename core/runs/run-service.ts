@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { isFinalStatus, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { isFinalStatus, type ContinueRunArgs, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
@@ -18,6 +18,7 @@ import { runHostCommand } from './host-command';
 import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
+import { resolveContinuation, type Continuation } from './run-thread';
 import type { RunUpdate } from './run-store';
 import { ownerIsGone } from './run-owner';
 import { RunTerminal } from './run-terminal';
@@ -129,8 +130,17 @@ export class RunService implements Disposable {
     return interrupted;
   }
 
+  /**
+   * Queues a follow-up turn of a finished run (docs/architecture.md §13): same project, starting from
+   * the parent's result, the agent's conversation carried when the agent and wire format stay.
+   */
+  async continue(args: ContinueRunArgs): Promise<StoredRun> {
+    const { input, continuation, sessionId } = await resolveContinuation(this.deps.store, args, this.deps);
+    return this.start(input, { continuation, sessionId });
+  }
+
   /** Queues a run and starts it in the background; resolves with the queued record. */
-  async start(input: StartRunArgs): Promise<StoredRun> {
+  async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }): Promise<StoredRun> {
     const agent = this.deps.agent(input.agent);
     if (input.approval === 'ask' && !agent.supportsApproval) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
@@ -164,6 +174,7 @@ export class RunService implements Disposable {
       },
       owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+      ...(follow ? { thread: follow.continuation.thread } : {}),
     });
     const paths = this.deps.store.paths(id);
     const audit = await AuditLog.open(paths.audit);
@@ -178,11 +189,22 @@ export class RunService implements Disposable {
       approval: input.approval,
       taskSha256: createHash('sha256').update(input.task).digest('hex'),
     });
+    if (follow) {
+      const { thread, parentWipedAt, previous, session } = follow.continuation;
+      await audit.append('thread', {
+        ...thread,
+        parentWipedAt,
+        resultFiles: previous.result.changes.length,
+        sessionFiles: (session?.files ?? []).map((f) => ({ path: f.path, bytes: f.bytes, sha256: f.sha256 })),
+      });
+    }
     await audit.append('lifecycle', { from: null, to: 'queued' });
     const live: LiveRun = {
       id,
       input,
       agent,
+      sessionId: follow?.sessionId ?? randomUUID(),
+      ...(follow ? { continuation: follow.continuation } : {}),
       cancelRequested: false,
       timedOut: false,
       seq: 0,

@@ -39,6 +39,8 @@ export interface SandboxInfo {
   owner?: string;
   /** The installation id of the Airlock that created it (label `airlock.installation`), where recorded. */
   installation?: string;
+  /** Which engine runs it and where ("Docker 20.10 over SSH at build-box"), when the driver has one. */
+  engine?: { description: string; remote: boolean };
 }
 
 /** Who made a sandbox's resources, as the reaper needs to know. */

@@ -40,11 +40,29 @@ export interface SandboxRepo {
 }
 
 /** What a sandbox repository holds, without its bytes (for records and notes). */
-export type SandboxRepoSummary = Omit<SandboxRepo, 'files'>;
+export type SandboxRepoSummary = Omit<SandboxRepo, 'files'> & {
+  /** Bytes of the `.git` streamed in. */
+  bytes: number;
+  /** Building it on the host plus installing it in the sandbox. */
+  durationMs: number;
+};
 
-export function summaryOf(repo: SandboxRepo): SandboxRepoSummary {
-  const { files: _files, ...rest } = repo;
-  return rest;
+/**
+ * Gives the workspace its repository: builds it on the host, streams it in, finishes it inside.
+ * The hydrate step calls it once the copy is in place; a continued run can call it on a workspace
+ * that holds the project plus an earlier result (that result then shows as uncommitted changes).
+ */
+export async function provideSandboxRepo(
+  shell: WorkspaceShell,
+  snapshot: ProjectSnapshot,
+  history: GitHistory,
+  opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {},
+): Promise<SandboxRepoSummary> {
+  const started = performance.now();
+  const repo = await buildSandboxRepo(snapshot, history);
+  await installSandboxRepo(shell, repo, opts);
+  const { files, ...rest } = repo;
+  return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: performance.now() - started };
 }
 
 /** Who commits inside the sandbox, and who wrote `none`'s one commit: never the user's identity. */
@@ -132,7 +150,8 @@ async function buildFromHistory(snapshot: ProjectSnapshot, head: string, history
   await mkdir(packDir);
   const packName = (await git(['-c', 'pack.compression=1', 'pack-objects', '-q', path.join(packDir, 'pack')], `${packInput.join('\n')}\n`)).toString('latin1').trim();
   if (!/^[0-9a-f]{40}$/.test(packName)) throw new AirlockError('INTERNAL', `git pack-objects gave no pack name (${packName.slice(0, 80)}).`);
-  const validBranch = /^refs\/heads\/[^\0\n]+$/.test(branch) ? branch : undefined;
+  // A name git itself would accept (check-ref-format's rules that matter for a file path), else detached.
+  const validBranch = /^refs\/heads\/[^\0-\x20~^:?*[\\\x7f]+$/.test(branch) && !/(^|\/)\.|\.\.|\/\/|\.lock(\/|$)|\/$/.test(branch) ? branch : undefined;
   const files = skeleton(validBranch ? `ref: ${validBranch}\n` : `${tip}\n`);
   if (validBranch) files.push({ path: validBranch, content: Buffer.from(`${tip}\n`) });
   if (shallow.length) files.push({ path: 'shallow', content: Buffer.from(`${shallow.join('\n')}\n`) });
@@ -282,9 +301,9 @@ async function writeLooseObject(gitDir: string, type: string, body: Buffer): Pro
 
 /**
  * Streams the repository into `<workDir>/.git` through the same channel as the copy and finishes it
- * there, as the agent's user: the index from HEAD (refreshed against the copied files, so status is
- * instant and shows the user's uncommitted changes), or, for a fresh repository, one commit of the
- * copied-in tree. Run it after the copy is in place.
+ * there, as the agent's user: the index from HEAD (so `git status` shows the user's uncommitted
+ * changes as unstaged), or, for a fresh repository, one commit of the copied-in tree. Run it after
+ * the copy is in place.
  */
 export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRepo, opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {}): Promise<void> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
@@ -298,7 +317,9 @@ export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRep
   writing.catch((err: unknown) => tar.destroy(err instanceof Error ? err : new Error(String(err))));
   const finish =
     repo.kind === 'history'
-      ? ['git read-tree HEAD', 'git update-index -q --refresh >/dev/null 2>&1 || true']
+      ? // No refresh here (it reads every file, competing with the baseline on the copy's critical
+        // path): the agent's first `git status` compares contents once and records the stat data.
+        ['git read-tree HEAD']
       : ['git add -A', `git commit -q --no-verify -m 'The project as copied in by Airlock'`];
   const script = ['set -e', 'cd "$1"', 'mkdir .git', 'tar -x -f - -C .git --no-same-owner', ...finish].join('\n');
   await runChecked(

@@ -57,10 +57,20 @@ function waitForOutput(f: RunFixture, runId: string, marker: string): Promise<vo
   });
 }
 
-/** Edit, pause until the host has searched the sandbox, add a file, finish. */
+/** Edit, serve the workspace on a preview port, pause until the host has searched the sandbox, add a file, finish. */
 const REMOTE_SCRIPT: ScriptedTurn[] = [
   { toolCalls: [{ name: 'edit_file', input: { path: 'src/app.js', old_text: 'return 1;', new_text: 'return 42;' } }] },
-  { toolCalls: [{ name: 'run_command', input: { command: 'echo remote-ready; until [ -f /tmp/airlock-go ]; do sleep 0.2; done; echo resumed' } }] },
+  {
+    toolCalls: [
+      {
+        name: 'run_command',
+        input: {
+          command:
+            'setsid -f python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.2; done; echo remote-ready; until [ -f /tmp/airlock-go ]; do sleep 0.2; done; echo resumed',
+        },
+      },
+    ],
+  },
   { toolCalls: [{ name: 'write_file', input: { path: 'docs/NEW.md', content: 'made on a remote engine\n' } }] },
   { toolCalls: [{ name: 'finish', input: { summary: 'Changed the answer to 42 remotely.' } }] },
 ];
@@ -121,6 +131,12 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(volumes.Volumes ?? []).toHaveLength(2);
         expect(JSON.stringify(volumes)).not.toContain(CANARY_KEY);
 
+        // A preview port crosses the channel, like the model proxy: nothing is published on the engine.
+        const published = await f.core.runs.publishPort(started.id, 8000);
+        expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+        expect(await (await fetch(`${published.url}src/app.js`)).text()).toContain('return 42;');
+        expect((await remote.docker.getContainer(container!.Id).inspect()).NetworkSettings.Ports ?? {}).toEqual({});
+
         await remoteExec(remote, container!.Id, ['touch', '/tmp/airlock-go']);
         const run = await f.core.runs.wait(started.id);
         expect(run.error).toBeUndefined();
@@ -134,6 +150,9 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(await remoteLeftovers(remote, run.id)).toEqual([]);
         const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
         expect(records.find((r) => r.type === 'wipe')?.data.verified).toBe(true);
+        // The record and the audit log say where the project copy went.
+        expect(run.sandbox.engine).toContain(`over ${name} at 127.0.0.1`);
+        expect(records.some((r) => r.type === 'note' && String(r.data.message).startsWith('sandbox on a remote engine: Docker'))).toBe(true);
 
         // The upstream saw the real key (it stayed on this machine); nothing Airlock wrote holds it.
         expect(f.upstream.requests.some((r) => r.headers['x-api-key'] === CANARY_KEY)).toBe(true);

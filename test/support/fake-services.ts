@@ -237,6 +237,24 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         void script(id);
         return summary(record);
       },
+      // Like the core: the parent must have ended; its agent, provider, model and policies carry over.
+      async continue(args) {
+        log('runs:continue', args);
+        const parent = get(args.runId).record;
+        if (!isFinalStatus(parent.status)) throw new AirlockError('CONFLICT', `Run ${parent.id} is still ${parent.status}; continue it once it has ended.`);
+        const id = newRunId(Date.now() + ++counter);
+        const agentKind = args.agent ?? parent.agent;
+        const record: RunRecord = {
+          ...parent,
+          id, task: args.task, agent: agentKind, provider: args.provider ?? parent.provider, model: args.model ?? parent.model,
+          status: 'queued', createdAt: now(), startedAt: null, endedAt: null, applied: undefined,
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0,
+          thread: { rootRunId: parent.thread?.rootRunId ?? parent.id, parentRunId: parent.id, turn: (parent.thread?.turn ?? 1) + 1, conversation: agentKind === parent.agent ? 'carried' : 'fresh' },
+        };
+        runs.set(id, { record, events: [], files: [], log: '', termSeq: 0 });
+        void script(id);
+        return summary(record);
+      },
       async previewExcluded({ projectDir }) {
         return { projectDir, excluded: [{ path: '.env', reason: 'environment file (may hold secrets)' }], includedFiles: 3, includedBytes: 120, isGitRepo: true };
       },

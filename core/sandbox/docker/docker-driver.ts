@@ -8,6 +8,7 @@ import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, Sandbo
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
 import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig } from './container-config';
 import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
+import { describeEngine } from './engine-endpoint';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
 export interface DockerDriverOptions {
@@ -96,7 +97,17 @@ export class DockerDriver implements SandboxDriver {
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
     const installation = this.opts.installationId;
-    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER, ...(installation ? { installation } : {}) };
+    const where = (await this.engine()).endpoint;
+    return {
+      id: container.id,
+      runId: spec.runId,
+      kind: 'docker',
+      state: 'running',
+      createdAt: new Date().toISOString(),
+      owner: PROCESS_OWNER,
+      ...(installation ? { installation } : {}),
+      engine: { description: `${describeEngine(where.description)} (${where.display})`, remote: where.description.remote },
+    };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {

@@ -46,6 +46,7 @@ export async function privateControlDir(base = os.tmpdir()): Promise<string | un
 
 /** ssh's own words for why it failed, as an errno-like code the engine error mapping understands. */
 export function sshFailureCode(stderr: string, exitCode: number | null): string {
+  if (/session open refused|administratively prohibited/i.test(stderr)) return 'ESSHSESSIONS';
   if (/host key verification failed|remote host identification has changed/i.test(stderr)) return 'EHOSTKEY';
   if (/permission denied/i.test(stderr)) return 'EAUTH';
   if (/could not resolve hostname/i.test(stderr)) return 'ENOTFOUND';
