@@ -27,7 +27,7 @@ import type { StoredRun } from './run-record';
  */
 
 /** What the run uses of the model proxy. */
-export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential'>>;
+export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential' | 'onDidRefreshSignin'>>;
 
 /**
  * The workspace operations of a run, one function each; `realWorkspace` in the app, fakes in the

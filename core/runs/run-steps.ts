@@ -109,6 +109,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   // A subscription credential: placeholders for the client's own credential slot (§6).
   const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
   run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
+  if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
