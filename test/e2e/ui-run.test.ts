@@ -28,7 +28,7 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 async function terminalText(page: Page): Promise<string> {
-  return (await page.locator('.xterm-rows').first().textContent()) ?? '';
+  return (await page.locator('.terminal-view:not([hidden]) .xterm-rows').first().textContent()) ?? '';
 }
 
 describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, with the real core (Chromium, Docker, fake upstream)', () => {
@@ -129,6 +129,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await page.locator('#r-provider').selectOption('anthropic');
     await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
     await page.getByLabel('Ask before each command').check();
+    // Sent with the run and checked by the runs:start contract.
+    await page.getByLabel('Git history').selectOption('10');
     await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
     await shot(page, '03-new-run');
     await page.getByRole('button', { name: 'Start run' }).click();
@@ -153,7 +155,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await shot(page, '05-run-live-terminal');
 
     // An interactive shell into the live sandbox.
-    await page.getByRole('tab', { name: 'Open shell' }).click();
+    await page.getByRole('button', { name: 'New shell' }).click();
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').waitFor({ timeout: 30_000 });
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').click();
     await page.keyboard.type('echo shell-$((40+2)) && id -u\r');
@@ -223,8 +225,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await expect.poll(() => terminalText(page), { timeout: 20_000 }).toContain('hello-from-sandbox');
     await expect.poll(() => page.getByRole('log', { name: 'Transcript' }).textContent(), { timeout: 20_000 }).toContain('Let me change the answer.');
     await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 20_000 }).toContain('ci.yml');
-    await page.getByRole('button', { name: 'Verify audit log' }).click();
-    await expect.poll(() => page.locator('.run-header + .row [role=status]').textContent(), { timeout: 20_000 }).toMatch(/^intact/);
+    await expect.poll(() => page.getByRole('status', { name: 'Audit log verified' }).textContent(), { timeout: 20_000 }).toMatch(/^✓ Audit log verified/);
     await shot(page, '10-replay');
     expect(await page.content()).not.toContain(KEY);
     expect(pageErrors).toEqual([]);

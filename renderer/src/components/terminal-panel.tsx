@@ -34,6 +34,10 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
     setSelected(runTerminalId(runId));
     setNotice(undefined);
   }, [runId]);
+  useEffect(() => {
+    // The tab strip scrolls sideways when many shells are open: keep the chosen tab in view.
+    panel.current?.querySelector(`[data-terminal-id="${current}"]`)?.scrollIntoView?.({ block: 'nearest', inline: 'nearest' });
+  }, [current]);
 
   const openShell = async () => {
     if (liveShells(shells) >= MAX_SHELLS_PER_RUN) return setNotice(SHELL_CAP_MESSAGE);
@@ -58,16 +62,18 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
 
   return (
     <div className="terminal-panel" ref={panel}>
-      <div className="tabs" role="tablist" aria-label="Terminals">
-        <button className="tab" role="tab" aria-selected={current === runTerminal} onClick={() => setSelected(runTerminal)}>Terminal</button>
-        {tabs.map((t) => (
-          <span key={t.terminalId} className="tab-with-close" data-terminal-id={t.terminalId}>
-            <button className="tab" role="tab" aria-selected={current === t.terminalId} onClick={() => setSelected(t.terminalId)} title={t.exited ? `${t.label} (exited)` : t.label}>
-              {t.label}{t.exited && <span className="muted"> (exited)</span>}
-            </button>
-            <button className="tab-close" aria-label={`Close ${t.label}`} title={`Close ${t.label}${t.exited ? '' : ' (ends its shell)'}`} onClick={() => closeShell(t.terminalId)}>×</button>
-          </span>
-        ))}
+      <div className="terminal-tabs">
+        <div className="tabs" role="tablist" aria-label="Terminals">
+          <button className="tab" role="tab" aria-selected={current === runTerminal} onClick={() => setSelected(runTerminal)}>Terminal</button>
+          {tabs.map((t) => (
+            <span key={t.terminalId} className="tab-with-close" data-terminal-id={t.terminalId}>
+              <button className="tab" role="tab" aria-selected={current === t.terminalId} onClick={() => setSelected(t.terminalId)} title={t.exited ? `${t.label} (exited)` : t.label}>
+                {t.label}{t.exited && <span className="muted"> (exited)</span>}
+              </button>
+              <button className="tab-close" aria-label={`Close ${t.label}`} title={`Close ${t.label}${t.exited ? '' : ' (ends its shell)'}`} onClick={() => closeShell(t.terminalId)}>×</button>
+            </span>
+          ))}
+        </div>
         {live && (
           <button className="tab tab-new" aria-label="New shell" title="Open a shell in the sandbox" disabled={opening} onClick={() => void openShell()}>+</button>
         )}

@@ -62,7 +62,6 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
   const themeRef = useRef(theme);
   themeRef.current = theme;
   const [searching, setSearching] = useState(false);
-  const [hasSelection, setHasSelection] = useState(false);
 
   useEffect(() => {
     const el = host.current;
@@ -76,6 +75,8 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
       disableStdin: !interactive,
       cursorBlink: interactive,
       theme: xtermTheme(themeRef.current),
+      // The search addon draws its highlights as decorations, which xterm 6 still marks as proposed API.
+      allowProposedApi: true,
       // OSC 8 hyperlinks go through the same rule as plain links; never xterm's own opener.
       linkHandler: { activate: (_e, uri) => openLink(uri), allowNonHttpProtocols: false },
     });
@@ -125,7 +126,6 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
       debounce = setTimeout(() => fitNow.current(), RESIZE_DEBOUNCE_MS);
     });
     observer.observe(el);
-    const selection = term.onSelectionChange(() => setHasSelection(term.hasSelection()));
 
     // Live chunks that arrive while the log replays are held; afterwards, only what the replay
     // did not already show is written (chunks carry their end offset in the log), whichever of
@@ -174,7 +174,6 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
       observer.disconnect();
       input?.dispose();
       resized.dispose();
-      selection.dispose();
       detach?.();
       sink.dispose();
       xterm.current = undefined;
@@ -193,6 +192,12 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
     if (interactive && !searching) xterm.current?.term.focus();
   }, [active, interactive, searching, terminalId]);
 
+  const copySelection = () => {
+    const text = xterm.current?.term.getSelection();
+    if (text) void copyText(text, 'the selection');
+    else useAppStore.getState().notify('info', 'Nothing is selected: select text in the terminal first, or use Copy all.');
+  };
+
   const closeSearch = () => {
     setSearching(false);
     xterm.current?.search.clearDecorations();
@@ -207,7 +212,7 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
           <button className="btn small" onClick={() => setSearching(true)} title="Search (Ctrl+F / ⌘F)">Search</button>
         )}
         <span style={{ flex: 1 }} />
-        <button className="btn small" disabled={!hasSelection} onClick={() => void copyText(xterm.current?.term.getSelection() ?? '', 'the selection')}>Copy</button>
+        <button className="btn small" title="Copy the selected text" onClick={copySelection}>Copy</button>
         <button className="btn small" onClick={() => xterm.current && void copyText(bufferText(xterm.current.term.buffer.active), 'the whole terminal')}>Copy all</button>
       </div>
       <div className="terminal-host" ref={host} role="log" aria-label={label} />
