@@ -28,5 +28,7 @@ export function printChangedFiles(out: NodeJS.WritableStream, files: ChangedFile
 export function summaryRow(r: RunSummary): string {
   const cost = r.usage.costUsd !== undefined ? `$${r.usage.costUsd.toFixed(3)}` : `${r.usage.inputTokens + r.usage.outputTokens} tok`;
   const task = r.task.replace(/\s+/g, ' ').slice(0, 50);
-  return `${r.id}  ${r.status.padEnd(11)} ${r.agent.padEnd(11)} ${cost.padEnd(10)} ${String(r.changedFiles).padStart(3)} files  ${task}`;
+  // A follow-up turn names the run it continues (docs/architecture.md §15).
+  const turn = r.thread ? `  (turn ${r.thread.turn}, continues ${r.thread.parentRunId})` : '';
+  return `${r.id}  ${r.status.padEnd(11)} ${r.agent.padEnd(11)} ${cost.padEnd(10)} ${String(r.changedFiles).padStart(3)} files  ${task}${turn}`;
 }

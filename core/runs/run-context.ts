@@ -134,6 +134,8 @@ export interface LiveRun {
   sessionId: string;
   /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §15). */
   continuation?: Continuation;
+  /** Whether the parent agent's session files were put in place (started at hydrate, awaited before the agent). */
+  sessionRestored?: Promise<boolean>;
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;
   sandbox?: Sandbox;

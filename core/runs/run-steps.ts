@@ -75,6 +75,8 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
+  // A follow-up's conversation goes into place while the project streams in (off the agent's critical path).
+  if (run.agent.session) run.sessionRestored = restoreAgentSession(run, sandbox);
   // A follow-up turn starts from the previous result: laid over the project, it is this run's baseline.
   if (run.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(run.continuation.previous));
   const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
@@ -156,7 +158,7 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
     ...(grant.credential ? { credential: grant.credential } : {}),
   };
-  if (run.agent.session) ctx.session = { id: run.sessionId, resume: await restoreAgentSession(run, sandbox) };
+  if (run.agent.session) ctx.session = { id: run.sessionId, resume: await (run.sessionRestored ?? false) };
   const command = run.agent.command(ctx);
   const env: Record<string, string> = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
   for (const name of command.unsetEnv ?? []) delete env[name];
@@ -186,7 +188,8 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
 
 /**
  * A follow-up turn's conversation: the parent agent's session files, put where the agent keeps them.
- * Returns whether the agent resumes; a session that cannot be put back means a fresh conversation.
+ * Resolves with whether the agent resumes (never rejects); a session that cannot be put back means
+ * a fresh conversation.
  */
 async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<boolean> {
   const session = run.continuation?.session;
@@ -196,7 +199,7 @@ async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<bool
     return true;
   } catch (err) {
     const message = `the previous conversation could not be put in place (${toErrorInfo(err).message}); the agent starts a fresh one`;
-    await run.audit.append('note', { message });
+    await run.audit.append('note', { message }).catch(() => undefined);
     run.terminal.write(`\x1b[33m[airlock] ${message}\x1b[0m\r\n`);
     return false;
   }

@@ -135,6 +135,7 @@ describe.skipIf(!docker.ok)('the airlock CLI: run, runs, show, patch, apply, aud
       expect(JSON.stringify(turnTwo[0]?.body)).toContain('write c');
       expect(JSON.stringify(turnTwo[1]?.body)).toContain('turn one');
 
+      expect((await airlock('runs')).stdout).toContain(`(turn 2, continues ${firstId})`);
       const show = await airlock('show', summary.runId, '--thread');
       expect(show.stdout).toContain(`thread: turn 2, continues ${firstId}`);
       expect(show.stdout).toContain('c.txt');

@@ -50,6 +50,7 @@ describe.skipIf(!docker.ok)('continue a run: a thread of turns (real Docker, fak
       const requestsBefore = f.upstream.requests.length;
 
       f.upstream.setScript([
+        { toolCalls: [{ name: 'run_command', input: { command: 'git status --porcelain' } }] },
         { toolCalls: [{ name: 'read_file', input: { path: 'notes/plan.md' } }] },
         { toolCalls: [{ name: 'edit_file', input: { path: 'src/app.js', old_text: 'return 2;', new_text: 'return 3;' } }] },
         { toolCalls: [{ name: 'write_file', input: { path: 'src/empty.js', content: 'export const empty = [];\n' } }] },
@@ -78,8 +79,11 @@ describe.skipIf(!docker.ok)('continue a run: a thread of turns (real Docker, fak
       expect(sent).toContain('make answer return 2 and write a plan');
       expect(sent).toContain('turn-one-plan');
       expect(sent.indexOf('also handle the empty case')).toBeGreaterThan(sent.indexOf('turn-one-plan'));
-      // Turn 2's sandbox started with turn 1's result: the file it wrote was read back.
-      expect(messagesOf(turnTwo[1])).toMatch(/1\\tturn-one-plan/);
+      // Turn 2's sandbox started with turn 1's result, as uncommitted changes on top of the user's
+      // HEAD in the sandbox repository; the file turn 1 wrote was read back.
+      expect(messagesOf(turnTwo[1])).toContain(' M src/app.js');
+      expect(messagesOf(turnTwo[1])).toContain('?? notes/');
+      expect(messagesOf(turnTwo[2])).toMatch(/1\\tturn-one-plan/);
 
       // Each turn's own change, and the thread's total.
       const own = await f.services.diffs.list({ runId: second.id });
