@@ -45,12 +45,14 @@ interface Xterm {
  * shell) takes the keyboard when shown and keeps its PTY at the view's size. Ctrl/⌘+F searches;
  * links open through the app's one link rule (contracts/external-links.ts).
  */
-export function TerminalView({ terminalId, interactive = false, label, active = true, onExit }: {
+export function TerminalView({ terminalId, interactive = false, label, active = true, focusTick, onExit }: {
   terminalId: string;
   interactive?: boolean;
   label: string;
   /** Shown (tabs keep hidden terminals mounted, so their screen and scrollback stay). */
   active?: boolean;
+  /** Changes when the user picks this terminal again: a shown shell takes the keyboard. */
+  focusTick?: number;
   onExit?: (code: number | null) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
@@ -190,7 +192,7 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
     if (!active) return;
     fitNow.current();
     if (interactive && !searching) xterm.current?.term.focus();
-  }, [active, interactive, searching, terminalId]);
+  }, [active, interactive, searching, terminalId, focusTick]);
 
   const copySelection = () => {
     const text = xterm.current?.term.getSelection();
