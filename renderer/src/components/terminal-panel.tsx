@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'react';
+import { useEffect, useRef, useState, type WheelEvent } from 'react';
 import { MAX_SHELLS_PER_RUN, runTerminalId } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
@@ -55,6 +55,11 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
     }
   };
 
+  // A vertical wheel scrolls the tab strip sideways, as in editors.
+  const scrollTabs = (e: WheelEvent<HTMLDivElement>) => {
+    if (e.deltaY && !e.deltaX) e.currentTarget.scrollLeft += e.deltaY;
+  };
+
   const show = (terminalId: string) => {
     setSelected(terminalId);
     setFocusTick((n) => n + 1);
@@ -70,7 +75,7 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   return (
     <div className="terminal-panel" ref={panel}>
       <div className="terminal-tabs">
-        <div className="tabs" role="tablist" aria-label="Terminals">
+        <div className="tabs" role="tablist" aria-label="Terminals" onWheel={scrollTabs}>
           <button className="tab" role="tab" aria-selected={current === runTerminal} onClick={() => show(runTerminal)}>Terminal</button>
           {tabs.map((t) => (
             <span key={t.terminalId} className="tab-with-close" data-terminal-id={t.terminalId}>
