@@ -178,10 +178,10 @@ export const diffsContracts = {
   'diffs:apply': { input: ApplyInput, output: ApplyResult },
   /**
    * Writes a patch file on the host and returns where; `text` is included when small enough to download.
-   * `to`: where a patch handed to the user went (`clipboard`), recorded in the apply log.
+   * `to`: where a patch handed to the user went (`clipboard`, a browser `download`), recorded in the apply log.
    */
   'diffs:exportPatch': {
-    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard']).optional() }),
+    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard', 'download']).optional() }),
     output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
   },
   /**
@@ -193,13 +193,13 @@ export const diffsContracts = {
     output: z.object({ saved: z.boolean(), path: z.string().optional(), bytes: z.number().int().nonnegative().optional(), sha256: z.string().optional() }),
   },
   /** Base, the project's file and the run's result of a file apply refused, with their three-way merge. */
-  'diffs:mergeView': { input: z.strictObject({ runId: RunId, path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
+  'diffs:mergeView': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
   /**
    * Writes the user's resolution of a conflicted file into the project, only if the project's file
    * still has `oursSha256` (CONFLICT otherwise: it changed again; reload the view). Recorded in the apply log.
    */
   'diffs:resolve': {
-    input: z.strictObject({ runId: RunId, path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
     output: z.object({ path: z.string(), sha256: z.string() }),
   },
 } as const;

@@ -109,7 +109,7 @@ export const keysContracts = {
   'keys:list': { input: Empty, output: z.array(KeyInfo) },
   /** Stores a provider's key in the keychain (or this session only). */
   'keys:set': { input: SetKeyInput, output: KeyInfo },
-  /** Changes a provider's upstream base URL; the stored key is neither read nor touched. */
+  /** Changes a provider's upstream base URL; the stored key is left as it is (never sent, never rewritten). */
   'keys:setBaseUrl': { input: SetBaseUrlInput, output: KeyInfo },
   /** Stores a subscription credential (serves only Claude Code / Codex CLI). */
   'keys:setSubscription': { input: SetSubscriptionInput, output: KeyInfo },

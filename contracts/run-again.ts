@@ -17,6 +17,7 @@ export function runAgainInput(run: RunRecord): StartRunInput {
     isolation: run.isolation,
     network: run.network,
     ...(run.allowlist?.length ? { allowlist: [...run.allowlist] } : {}),
+    ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
     limits: {
       timeoutSec: run.limits.timeoutSec,
       ...(run.limits.budgetTokens !== undefined ? { budgetTokens: run.limits.budgetTokens } : {}),

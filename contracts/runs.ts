@@ -160,6 +160,8 @@ export type ExcludedFile = z.infer<typeof ExcludedFile>;
 export const RunRecord = RunSummary.extend({
   customCommand: z.string().optional(),
   allowlist: z.array(z.string()).optional(),
+  /** History the sandbox's repository held (a follow-up turn keeps it). */
+  gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
   excludedFiles: z.array(ExcludedFile),
   /** The agent's closing summary. */

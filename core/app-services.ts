@@ -296,13 +296,13 @@ function diffsService(parts: ServiceParts): DiffsService {
     async savePatch() {
       throw new AirlockError('INVALID_INPUT', 'Saving through a dialog needs the desktop app; in a browser, use Download patch.');
     },
-    async mergeView({ runId, path: file, targetDir }) {
+    async mergeView({ runId, scope, path: file, targetDir }) {
       ended(runId, 'resolve its files');
-      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(targetDir ? { targetDir } : {}) });
+      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async resolve({ runId, path: file, content, oursSha256, targetDir }) {
+    async resolve({ runId, scope, path: file, content, oursSha256, targetDir }) {
       ended(runId, 'resolve its files');
-      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(targetDir ? { targetDir } : {}) });
+      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     onDidChange: runs.onDidChangeFiles,
   };

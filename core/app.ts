@@ -252,12 +252,15 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
   });
   if (opts.recover !== false) {
-    // Recovery needs the engine; without one there is nothing to reap, and runs are still marked.
-    const managers = [await core.sandboxes('container')];
-    await core.runs.recover(managers).catch(async (err: unknown) => {
-      if (err instanceof AirlockError && err.kind.startsWith('DOCKER_')) return core.runs.recover([]);
-      throw err;
-    });
+    // Recovery needs the engine; without one (not running, unreachable, or an address refused as
+    // configured) there is nothing to reap, and runs are still marked. Runs and the doctor then say why.
+    await core
+      .sandboxes('container')
+      .then((manager) => core.runs.recover([manager]))
+      .catch(async (err: unknown) => {
+        if (err instanceof AirlockError && (err.kind.startsWith('DOCKER_') || err.kind === 'INVALID_INPUT')) return core.runs.recover([]);
+        throw err;
+      });
   }
   return core;
 }

@@ -5,6 +5,7 @@ import { createAirlockServices } from '../core/app-services';
 import { resourcePaths } from '../core/common/resources';
 import { registerIpcRouter } from './ipc-router';
 import { installMenu } from './menu';
+import { withPatchSaveDialog } from './save-patch';
 import { isTrustedRendererUrl } from './sender-policy';
 import { createMainWindow, rendererFileUrl, windowPaths } from './window';
 
@@ -81,7 +82,7 @@ if (!app.requestSingleInstanceLock()) {
       app.exit(1);
       return;
     }
-    registerIpcRouter(createApiRouter(services), { isTrustedSender });
+    registerIpcRouter(createApiRouter(withPatchSaveDialog(services, () => win)), { isTrustedSender });
     win = createMainWindow(paths);
     app.on('activate', () => {
       if (BrowserWindow.getAllWindows().length === 0) win = createMainWindow(paths);

@@ -3,6 +3,7 @@ import { AirlockError, toErrorInfo, type ErrorKind } from '../../contracts/error
 import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
+import { installationId } from '../common/installation-id';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
 import { pingEngine, type Engine } from '../sandbox/docker/engine';
 import { describeEngine } from '../sandbox/docker/engine-endpoint';
@@ -126,7 +127,10 @@ export const helperCheck: ReadinessCheck = {
     const engine = ctx.state.get('engine') as Engine | undefined;
     const image = ctx.state.get('image') as string | undefined;
     if (!engine || !image) return { status: 'skipped', detail: 'needs the engine and the image' };
-    const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env }));
+    const { airlockHome } = await import('../common/paths');
+    // Labelled with this installation, so a reaper can take it on a shared engine if the check is cut short.
+    const installation = await installationId(airlockHome(ctx.env));
+    const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env, installationId: installation }), { installationId: installation });
     const runId = newRunId();
     const t0 = Date.now();
     try {

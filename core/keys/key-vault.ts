@@ -103,7 +103,7 @@ export class KeyVault {
 
   /**
    * Points a provider at another upstream (a gateway, a local server) and keeps its key as it is:
-   * nothing is read from or written to the keychain here.
+   * nothing is written to the keychain; the answer is the usual `KeyInfo` (last 4 only).
    */
   async setBaseUrl(provider: string, baseUrl: string): Promise<KeyInfo> {
     await this.catalog.setBaseUrl(provider, baseUrl);

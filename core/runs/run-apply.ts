@@ -198,8 +198,9 @@ export async function applyRunResult(opts: Selection & {
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
     });
+    // The record says where the result went only when something went there.
     await opts.store.update(opts.run.id, {
-      applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
+      ...(result.applied.length ? { applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied } } : {}),
       applyLog: { count: log.count, head: log.head },
     });
     return result;
@@ -240,8 +241,8 @@ export async function writeRecordedPatch(opts: Selection & { store: RunStore; ru
 }
 
 /** The merge view of a file apply refused, against the run's project (or `targetDir`). */
-export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; targetDir?: string }): Promise<MergeViewData> {
-  const loaded = await loadRunResult(opts.store, opts.run.id);
+export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; scope?: ChangeScope; targetDir?: string }): Promise<MergeViewData> {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
   return mergeViewOf({ projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir, repo: loaded.repo, result: loaded.result, path: opts.path });
 }
 
@@ -249,8 +250,8 @@ export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; pa
  * Writes the user's resolution of a conflicted file (only while the project's file is still the
  * one the merge view showed) and records it in the apply log.
  */
-export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; targetDir?: string }): Promise<{ path: string; sha256: string }> {
-  const loaded = await loadRunResult(opts.store, opts.run.id);
+export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; scope?: ChangeScope; targetDir?: string }): Promise<{ path: string; sha256: string }> {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
   const paths = opts.store.paths(opts.run.id);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
@@ -264,6 +265,7 @@ export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun
       // The resolution is the user's text, not a part of the result patch: its own digest.
       patchSha256: done.writtenSha256,
       resolved: { path: opts.path, ...done },
+      ...(opts.scope === 'thread' ? { scope: 'thread' as const } : {}),
     });
     await opts.store.update(opts.run.id, { applyLog: { count: log.count, head: log.head } });
     return { path: opts.path, sha256: done.writtenSha256 };

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { isFinalStatus, type ContinueRunArgs, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
@@ -166,6 +166,7 @@ export class RunService implements Disposable {
       },
       owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+      gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
     });
     const paths = this.deps.store.paths(id);

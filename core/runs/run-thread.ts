@@ -66,6 +66,7 @@ export async function resolveContinuation(
     isolation: parent.isolation,
     network: parent.network,
     ...(parent.allowlist ? { allowlist: parent.allowlist } : {}),
+    ...(parent.gitHistory !== undefined ? { gitHistory: parent.gitHistory } : {}),
     limits: args.limits ?? parent.limits,
   });
   const sameConversation = agent === parent.agent && (await deps.providerFormat(provider)) === (await deps.providerFormat(parent.provider));

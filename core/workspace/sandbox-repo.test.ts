@@ -95,6 +95,21 @@ describe('the sandbox repository (real git, local shell)', () => {
     expect(agentGit(sb, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
     expect(agentGit(sb, ['ls-files']).split('\n').filter(Boolean).sort()).toEqual(['a.txt', 'sub/b.txt']);
     expect(agentGit(sb, ['status', '--porcelain'])).toBe('');
+
+    // An empty folder still gets a repository with its one (empty) commit.
+    const empty = await localSandbox(tempDir('airlock-proj-'), undefined, undefined, { gitHistory: 50 });
+    expect(agentGit(empty, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
+  });
+
+  it('falls back to a fresh repository, with a note, when the history cannot be read whole', async () => {
+    const project = gitRepo({ 'a.txt': 'a\n', 'b.txt': 'b\n' });
+    // A damaged store (or a partial clone): one blob of HEAD is missing.
+    const blob = git(project, ['rev-parse', 'HEAD:b.txt']).trim();
+    rmSync(path.join(project, '.git', 'objects', blob.slice(0, 2), blob.slice(2)));
+    const sb = await localSandbox(project, undefined, undefined, { gitHistory: 50 });
+    expect(sb.hydrated.sandboxRepo?.kind).toBe('fresh');
+    expect(sb.hydrated.sandboxRepo?.note).toMatch(/^history left out: /);
+    expect(agentGit(sb, ['ls-files']).split('\n').filter(Boolean).sort()).toEqual(['a.txt', 'b.txt']);
   });
 
   it("never lets the agent's commits, resets or a deleted .git change the result", async () => {

@@ -224,6 +224,10 @@ async function droppedPaths(
     for (const o of inspect) {
       const nl = out.indexOf(0x0a, pos);
       const [, type, size] = out.subarray(pos, nl).toString('latin1').split(' ');
+      if (size === undefined) {
+        pos = nl + 1; // "<oid> missing": nothing to judge, nothing shipped
+        continue;
+      }
       const content = out.subarray(nl + 1, nl + 1 + Number(size));
       if (type === 'blob' && exclusionByContent(o.path, content)) files.add(o.path);
       pos = nl + 1 + Number(size) + 1;
@@ -242,13 +246,13 @@ const deflateAsync = promisify(deflate);
 /**
  * Writes a copy of the commits (oldest first) whose trees lack the dropped paths, into the scratch
  * store; parents outside the shipped set are dropped, so the copy needs no `shallow` file. Author,
- * committer and message are kept (signatures go: they no longer match). With `fresh`, the one
+ * committer and message are kept (signatures go: they no longer match). With `noHistory`, the one
  * commit is a new one by Airlock, with no metadata of the user's.
  */
 async function rewrite(
   commits: CommitInfo[],
   pathspecs: string[],
-  fresh: boolean,
+  noHistory: boolean,
   gitDir: string,
   git: (args: string[], stdin?: string, env?: Record<string, string>) => Promise<Buffer>,
 ): Promise<string> {
@@ -264,7 +268,7 @@ async function rewrite(
       tree = (await git(['write-tree'], undefined, env)).toString('latin1').trim();
       trees.set(c.tree, tree);
     }
-    const body = fresh
+    const body = noHistory
       ? Buffer.from(`tree ${tree}\nauthor ${SNAPSHOT_IDENT}\ncommitter ${SNAPSHOT_IDENT}\n\nThe project as checked out at ${c.oid.slice(0, 12)} (history left out: git history "none")\n`)
       : rewriteCommit(c, tree, c.parents.map((p) => mapped.get(p)).filter((p): p is string => !!p));
     tip = await writeLooseObject(gitDir, 'commit', body);
@@ -320,7 +324,7 @@ export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRep
       ? // No refresh here (it reads every file, competing with the baseline on the copy's critical
         // path): the agent's first `git status` compares contents once and records the stat data.
         ['git read-tree HEAD']
-      : ['git add -A', `git commit -q --no-verify -m 'The project as copied in by Airlock'`];
+      : ['git add -A', `git commit -q --no-verify --allow-empty -m 'The project as copied in by Airlock'`];
   const script = ['set -e', 'cd "$1"', 'mkdir .git', 'tar -x -f - -C .git --no-same-owner', ...finish].join('\n');
   await runChecked(
     shell,

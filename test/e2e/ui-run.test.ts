@@ -129,6 +129,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await page.locator('#r-provider').selectOption('anthropic');
     await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
     await page.getByLabel('Ask before each command').check();
+    // Sent with the run and checked by the runs:start contract.
+    await page.getByLabel('Git history').selectOption('10');
     await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
     await shot(page, '03-new-run');
     await page.getByRole('button', { name: 'Start run' }).click();
@@ -223,8 +225,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await expect.poll(() => terminalText(page), { timeout: 20_000 }).toContain('hello-from-sandbox');
     await expect.poll(() => page.getByRole('log', { name: 'Transcript' }).textContent(), { timeout: 20_000 }).toContain('Let me change the answer.');
     await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 20_000 }).toContain('ci.yml');
-    await page.getByRole('button', { name: 'Verify audit log' }).click();
-    await expect.poll(() => page.locator('.run-header + .row [role=status]').textContent(), { timeout: 20_000 }).toMatch(/^intact/);
+    await expect.poll(() => page.getByRole('status', { name: 'Audit log verified' }).textContent(), { timeout: 20_000 }).toMatch(/^✓ Audit log verified/);
     await shot(page, '10-replay');
     expect(await page.content()).not.toContain(KEY);
     expect(pageErrors).toEqual([]);

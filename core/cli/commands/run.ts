@@ -72,6 +72,8 @@ export const runCommand: CliCommand = {
       const startInput = () => {
         const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
         if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
+        const tokens = budgetTokens ?? base?.limits?.budgetTokens;
+        const usd = budgetUsd ?? base?.limits?.budgetUsd;
         return StartRunInput.parse({
           projectDir: projectDir ?? base?.projectDir,
           task: values.task ?? base?.task ?? '',
@@ -83,11 +85,11 @@ export const runCommand: CliCommand = {
           isolation: values.isolation ?? base?.isolation ?? settings.defaultIsolation,
           network: values.network ?? base?.network ?? settings.defaultNetwork,
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
-          ...(gitHistory !== undefined ? { gitHistory } : {}),
+          ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
-            ...((budgetTokens ?? base?.limits?.budgetTokens) ? { budgetTokens: budgetTokens ?? base?.limits?.budgetTokens } : {}),
-            ...((budgetUsd ?? base?.limits?.budgetUsd) ? { budgetUsd: budgetUsd ?? base?.limits?.budgetUsd } : {}),
+            ...(tokens ? { budgetTokens: tokens } : {}),
+            ...(usd ? { budgetUsd: usd } : {}),
           },
         });
       };

@@ -2,6 +2,8 @@ import { newRunId } from '../../../contracts/ids';
 import { writeFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
 import { connectConfiguredEngine } from '../../app';
+import { installationId } from '../../common/installation-id';
+import { airlockHome } from '../../common/paths';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
 import type { Engine } from '../../sandbox/docker/engine';
 import { ensureSandboxImage } from '../../sandbox/image';
@@ -102,7 +104,8 @@ async function execWithEngine(args: ExecArgs, io: CliIo, engine: Engine, snapsho
       if (p.phase !== 'build' || /^step /.test(p.message)) say(`image: ${p.message}`);
     },
   });
-  const manager = new SandboxManager(new DockerDriver({ env: io.env, engine }));
+  const installation = await installationId(airlockHome(io.env));
+  const manager = new SandboxManager(new DockerDriver({ env: io.env, engine, installationId: installation }), { installationId: installation });
   const runId = newRunId();
   let sandbox: Sandbox | undefined;
   let interrupted = false;

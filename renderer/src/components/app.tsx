@@ -3,6 +3,7 @@ import { isFinalStatus } from '../../../contracts';
 import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useDocumentTheme } from '../lib/theme';
+import { AuditView } from './audit-view';
 import { DoctorScreen } from './doctor-screen';
 import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
@@ -26,6 +27,7 @@ function Screen({ route }: { route: Route }) {
     case 'history': return <HistoryScreen />;
     case 'run': return <RunView runId={route.runId} />;
     case 'review': return <ReviewScreen runId={route.runId} />;
+    case 'audit': return <AuditView runId={route.runId} />;
   }
 }
 

@@ -3,6 +3,7 @@ import { isFinalStatus } from '../../../contracts';
 import { errorMessage } from '../api';
 import { costUnknownWhy, formatTime, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
+import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, StatusBadge } from './common';
 
@@ -42,7 +43,11 @@ export function HistoryScreen() {
                   <td>{formatTime(r.createdAt)}</td>
                   <td>
                     {isFinalStatus(r.status) && confirming !== r.id && (
-                      <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
+                      <span className="row" style={{ gap: 6, flexWrap: 'nowrap' }}>
+                        <button className="btn small" title="Open the New run form filled with this run's settings"
+                          onClick={(e) => { e.stopPropagation(); void runAgain(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Run again</button>
+                        <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
+                      </span>
                     )}
                     {isFinalStatus(r.status) && confirming === r.id && (
                       <span role="group" aria-label="Confirm delete" className="row" style={{ gap: 6 }} onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>

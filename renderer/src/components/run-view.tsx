@@ -1,14 +1,16 @@
 import { useEffect, useState } from 'react';
-import { isFinalStatus, type AuditVerifyResult } from '../../../contracts';
+import { isFinalStatus, type RunRecord } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
+import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
 import { RunNetworkPanel } from './run-network-panel';
+import { RunReport } from './run-report';
 import { TerminalPanel } from './terminal-panel';
 import { TranscriptView } from './transcript-view';
 
@@ -38,30 +40,6 @@ function ApprovalPrompt({ runId }: { runId: string }) {
   );
 }
 
-function AuditCheck({ runId }: { runId: string }) {
-  const [result, setResult] = useState<AuditVerifyResult>();
-  const [error, setError] = useState<string>();
-  const verify = async () => {
-    try {
-      setResult(await api().call('audit:verify', { runId }));
-      setError(undefined);
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  };
-  return (
-    <span className="row">
-      <button className="btn" onClick={() => void verify()}>Verify audit log</button>
-      {result && (
-        <span className={result.intact ? 'add-n' : 'del-n'} role="status">
-          {result.intact ? `intact (${result.records} records)` : `broken at record ${result.firstBroken?.index}: ${result.firstBroken?.reason}`}
-        </span>
-      )}
-      {error && <span className="del-n">{error}</span>}
-    </span>
-  );
-}
-
 /** One run, live or from history: phase, transcript, terminal, changed files and diffs, approvals. */
 export function RunView({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
@@ -72,6 +50,12 @@ export function RunView({ runId }: { runId: string }) {
   const [error, setError] = useState<string>();
   const final = run ? isFinalStatus(run.status) : false;
   const now = useNow(Boolean(run && !final));
+  // The whole record (wipe proof, exclusions, limits) once the run has ended.
+  const [record, setRecord] = useState<RunRecord>();
+  useEffect(() => {
+    setRecord(undefined);
+    if (final) api().call('runs:get', { runId }).then(setRecord, (err) => setError(errorMessage(err)));
+  }, [runId, final]);
 
   useEffect(() => {
     setSelected(undefined);
@@ -104,15 +88,16 @@ export function RunView({ runId }: { runId: string }) {
           <span>calls <b>{run.usage.requests}</b></span>
         </div>
         {!final && <button className="btn danger" onClick={() => void useRunsStore.getState().cancel(runId)}>Stop</button>}
+        {final && <button className="btn" onClick={() => void runAgain(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)))}>Run again</button>}
         {final && run.changedFiles > 0 && <button className="btn primary" onClick={() => navigate({ name: 'review', runId })}>Review &amp; apply</button>}
       </div>
       <div className="row muted" style={{ fontSize: 13 }}>
         <span className="mono">{run.id}</span>·<span>{run.agent}</span>·<span>{run.provider} / {run.model}</span>·<span>{run.isolation}</span>·
         <span className={run.network === 'none' ? '' : 'risk-reason'}>network: {run.network}</span>·<span className="mono">{run.projectDir}</span>
-        {final && <AuditCheck runId={runId} />}
       </div>
       {run.error && <ErrorBanner error={run.error} />}
       <ApprovalPrompt runId={runId} />
+      {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
       <div className="run-grid">
         <section className="panel" aria-label="Agent">

@@ -11,6 +11,8 @@ interface KeysState {
   load(): Promise<void>;
   /** Saves a key; the caller clears its input field right away (the key is not kept here). */
   setKey(input: ChannelInput<'keys:set'>): Promise<KeyInfo>;
+  /** Points a provider at another base URL; its key is not sent, read or changed. */
+  setBaseUrl(provider: string, baseUrl: string): Promise<KeyInfo>;
   /** Saves a subscription credential (setup token or auth.json text); the caller clears its field first. */
   setSubscription(input: ChannelInput<'keys:setSubscription'>): Promise<KeyInfo>;
   /** Imports this machine's Codex sign-in. */
@@ -36,6 +38,11 @@ export const useKeysStore = create<KeysState>()((set, get) => ({
   },
   async setKey(input) {
     const info = await api().call('keys:set', input);
+    await get().load();
+    return info;
+  },
+  async setBaseUrl(provider, baseUrl) {
+    const info = await api().call('keys:setBaseUrl', { provider, baseUrl });
     await get().load();
     return info;
   },
