@@ -1,8 +1,8 @@
 import { useEffect, useRef, useState, type WheelEvent } from 'react';
-import { MAX_SHELLS_PER_RUN, runTerminalId } from '../../../contracts';
+import { runTerminalId } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
-import { liveShells, SHELL_CAP_MESSAGE, useShellsStore } from '../stores/shells-store';
+import { useShellsStore } from '../stores/shells-store';
 import { TerminalView } from './terminal-view';
 
 const NO_TABS: never[] = [];
@@ -42,7 +42,6 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   }, [current]);
 
   const openShell = async () => {
-    if (liveShells(shells) >= MAX_SHELLS_PER_RUN) return setNotice(SHELL_CAP_MESSAGE);
     setOpening(true);
     try {
       const tab = await useShellsStore.getState().open(runId, visibleTerminalSize(panel.current));
