@@ -1,7 +1,7 @@
 /**
  * `run.continue.ready`: from "continue" (runs:continue) to the agent's first model request, against
  * a fresh run's time from "start" to its first request, same project, interleaved in the same run
- * (docs/architecture.md §8, §13). Real Docker, the built-in agent, the scripted fake upstream.
+ * (docs/architecture.md §8, §15). Real Docker, the built-in agent, the scripted fake upstream.
  */
 import { percentile, withRatio, type Benchmark } from './harness';
 import { createRunFixture, type RunFixture } from '../test/support/run-fixture';

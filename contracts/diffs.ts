@@ -71,7 +71,7 @@ export type FileSelection = z.infer<typeof FileSelection>;
 
 /** What to apply or export: whole files (all when omitted) and parts of some of them. */
 const SelectionFields = {
-  /** A follow-up turn's own change (default) or the whole thread's (docs/architecture.md §13). */
+  /** A follow-up turn's own change (default) or the whole thread's (docs/architecture.md §15). */
   scope: ChangeScope.optional(),
   /** Paths to take; all changed files when omitted. */
   files: z.array(z.string().min(1)).optional(),

@@ -110,7 +110,7 @@ export const RunApplied = z.object({ at: z.string(), target: z.string(), branch:
 export type RunApplied = z.infer<typeof RunApplied>;
 
 /**
- * A run that continues an earlier one (a follow-up turn, docs/architecture.md §13): its sandbox
+ * A run that continues an earlier one (a follow-up turn, docs/architecture.md §15): its sandbox
  * starts from the project plus the parent's result, and the agent's conversation is carried over
  * when the agent and wire format are the parent's (`fresh` otherwise). The first run of a thread
  * has no `thread`; every later turn names the first (`rootRunId`) and the one it continues.
@@ -266,7 +266,7 @@ export type ContinueRunArgs = z.output<typeof ContinueRunInput>;
 export const runsContracts = {
   /** Starts a run; resolves once it is queued (status pushes follow). */
   'runs:start': { input: StartRunInput, output: RunSummary },
-  /** Starts a follow-up turn of a finished run (docs/architecture.md §13); resolves once it is queued. */
+  /** Starts a follow-up turn of a finished run (docs/architecture.md §15); resolves once it is queued. */
   'runs:continue': { input: ContinueRunInput, output: RunSummary },
   /** Which files of a project would be left out of the copy, and why. */
   'runs:previewExcluded': { input: z.strictObject({ projectDir: z.string().min(1, 'choose a project folder') }), output: ExcludedPreview },

@@ -19,7 +19,7 @@ export interface AgentCommandContext {
   /** The project copy inside the sandbox (default `/workspace`). */
   workspace?: string;
   /**
-   * The agent's conversation (docs/architecture.md §13): `id` is chosen by the host for a new one;
+   * The agent's conversation (docs/architecture.md §15): `id` is chosen by the host for a new one;
    * `resume` means the session files of the previous turn are in place and the agent continues them.
    */
   session?: { id: string; resume: boolean };
@@ -72,7 +72,7 @@ export interface AgentAdapter {
 }
 
 /**
- * An agent's session files inside the sandbox (docs/architecture.md §13): read out after a turn as
+ * An agent's session files inside the sandbox (docs/architecture.md §15): read out after a turn as
  * hostile bytes and put back, unchanged but for the run token, into the next turn's sandbox.
  */
 export interface AgentSessionFiles {

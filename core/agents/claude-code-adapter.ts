@@ -24,7 +24,7 @@ export const claudeCodeAdapter: AgentAdapter = {
     // --include-partial-messages streams text as deltas (a live view), not whole blocks at the end.
     const argv = ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--dangerously-skip-permissions', '--model', ctx.model];
     if (ctx.maxSteps !== undefined) argv.push('--max-turns', String(ctx.maxSteps));
-    // The host names the conversation, so a follow-up resumes it by that id (docs/architecture.md §13).
+    // The host names the conversation, so a follow-up resumes it by that id (docs/architecture.md §15).
     if (ctx.session) argv.push(ctx.session.resume ? '--resume' : '--session-id', ctx.session.id);
     // `--` keeps a task that starts with '-' from being read as an option.
     argv.push('--', ctx.task);

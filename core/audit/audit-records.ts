@@ -96,7 +96,7 @@ export interface AuditRecordData {
   /** `AuditLog.open` found a torn last line (a crash mid-write) and cut it off. */
   log_repaired: { droppedBytes: number; droppedSha256: string };
   /**
-   * A follow-up turn (docs/architecture.md §13): what it continues, and what crossed from the
+   * A follow-up turn (docs/architecture.md §15): what it continues, and what crossed from the
    * parent (the result's files, the agent's session files with their sizes and SHA-256).
    */
   thread: { rootRunId: string; parentRunId: string; turn: number; conversation: 'carried' | 'fresh'; parentWipedAt?: string; resultFiles: number; sessionFiles: { path: string; bytes: number; sha256: string }[] };

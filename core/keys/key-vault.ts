@@ -120,7 +120,9 @@ export class KeyVault {
     if (!value) {
       throw new AirlockError('KEY_MISSING', `environment variable ${variable} is empty or not set; export it with the ${provider} key, or store the key with \`airlock keys set ${provider}\``);
     }
-    this.fromEnv.set(provider, { secret: new Secret(value), addedAt: new Date().toISOString() });
+    // A subscription from the environment: a setup token (e.g. CLAUDE_CODE_OAUTH_TOKEN), or auth.json text.
+    const stored = provider === 'claude-subscription' ? parseClaudeSetupToken(value) : provider === 'chatgpt-signin' ? serializeSignin(parseCodexAuthJson(value)) : value;
+    this.fromEnv.set(provider, { secret: new Secret(stored), addedAt: new Date().toISOString() });
     this.didChange.fire({ provider });
   }
 

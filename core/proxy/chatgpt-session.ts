@@ -27,8 +27,6 @@ export interface ChatgptSessionOptions {
 export class ChatgptSession {
   #signin: ChatgptSignin;
   private refreshing: Promise<void> | undefined;
-  /** Refreshes done (for tests and the audit trail; never the tokens). */
-  refreshes = 0;
 
   constructor(signin: Secret<ChatgptSignin>, private readonly opts: ChatgptSessionOptions) {
     this.#signin = { ...signin.reveal() };
@@ -60,15 +58,17 @@ export class ChatgptSession {
   }
 
   /**
-   * Refreshes the sign-in. With `usedToken` (the access token an upstream refused), nothing is done
-   * when the token has changed since: another call already refreshed it.
+   * Refreshes the sign-in; resolves true for the one caller whose call started the refresh (callers
+   * meanwhile share it and get false). With `usedToken` (the access token an upstream refused),
+   * nothing is done when the token has changed since: another call already refreshed it.
    */
-  refresh(usedToken?: Secret): Promise<void> {
-    if (usedToken && usedToken.reveal() !== this.#signin.accessToken) return Promise.resolve();
-    this.refreshing ??= this.doRefresh().finally(() => {
+  refresh(usedToken?: Secret): Promise<boolean> {
+    if (usedToken && usedToken.reveal() !== this.#signin.accessToken) return Promise.resolve(false);
+    if (this.refreshing) return this.refreshing.then(() => false);
+    this.refreshing = this.doRefresh().finally(() => {
       this.refreshing = undefined;
     });
-    return this.refreshing;
+    return this.refreshing.then(() => true);
   }
 
   private async doRefresh(): Promise<void> {
@@ -100,7 +100,6 @@ export class ChatgptSession {
     // Stored first: a rotated refresh token that is lost would sign the user out.
     await this.opts.persist(next);
     this.#signin = next;
-    this.refreshes += 1;
   }
 }
 

@@ -223,6 +223,7 @@ export class ModelProxy implements Disposable {
   private readonly signins = new SandboxSignins();
   private readonly didCall = new Emitter<ModelCallEvent>();
   private readonly didSideDoor = new Emitter<SideDoorEvent>();
+  private readonly didRefreshSignin = new Emitter<{ runId: string; provider: string; reason: 'expiring' | 'refused' }>();
   private prices: PriceTable;
   private readonly maxBody: number;
   private port = 0;
@@ -231,6 +232,8 @@ export class ModelProxy implements Disposable {
   readonly onDidCall: Event<ModelCallEvent> = this.didCall.event;
   /** Fires for each call with a side door stripped, refused or allowed by setting (for the audit log). */
   readonly onDidSideDoor: Event<SideDoorEvent> = this.didSideDoor.event;
+  /** Fires when a run's call made the proxy refresh a ChatGPT sign-in (for the audit log; no token). */
+  readonly onDidRefreshSignin: Event<{ runId: string; provider: string; reason: 'expiring' | 'refused' }> = this.didRefreshSignin.event;
 
   constructor(private readonly opts: ModelProxyOptions) {
     this.prices = opts.prices ?? DEFAULT_PRICES;
@@ -463,7 +466,7 @@ export class ModelProxy implements Disposable {
     const session = call.resolved.chatgpt;
     if (!session?.expiresSoon()) return true;
     try {
-      await session.refresh();
+      if (await session.refresh()) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: call.providerId, reason: 'expiring' });
       return true;
     } catch (err) {
       this.send(res, call.format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
@@ -666,7 +669,8 @@ export class ModelProxy implements Disposable {
           // This attempt ends here; the refreshed one records the call.
           if (!settle()) return;
           session.refresh(key).then(
-            () => {
+            (refreshed) => {
+              if (refreshed) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
               if (!res.destroyed) this.forward(req, res, call, started, true);
               else record(499, noUsage(), true);
             },

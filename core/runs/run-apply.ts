@@ -28,7 +28,7 @@ export function resultPaths(store: RunStore, runId: string): { patch: string; re
 
 /**
  * Saves a collected result beside the run: patch and listing (the object store is already there),
- * and for a follow-up turn the thread's total as well (docs/architecture.md §13).
+ * and for a follow-up turn the thread's total as well (docs/architecture.md §15).
  */
 export async function storeRunResult(store: RunStore, runId: string, collected: { result: StoredResult; patch: Buffer }, thread?: { result: StoredResult; patch: Buffer }): Promise<void> {
   const rp = resultPaths(store, runId);
@@ -105,7 +105,7 @@ export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: str
 
 /** What to take of a result: whole files (all when omitted) and hunks/lines of some of them. */
 export interface Selection {
-  /** A follow-up turn's own change (default) or the thread's total up to it (docs/architecture.md §13). */
+  /** A follow-up turn's own change (default) or the thread's total up to it (docs/architecture.md §15). */
   scope?: ChangeScope;
   files?: string[];
   selection?: FileSelection[];

@@ -27,7 +27,7 @@ import type { StoredRun } from './run-record';
  */
 
 /** What the run uses of the model proxy. */
-export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential'>>;
+export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential' | 'onDidRefreshSignin'>>;
 
 /**
  * The workspace operations of a run, one function each; `realWorkspace` in the app, fakes in the
@@ -132,7 +132,7 @@ export interface LiveRun {
   agent: AgentAdapter;
   /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
   sessionId: string;
-  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §13). */
+  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §15). */
   continuation?: Continuation;
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;

@@ -76,6 +76,14 @@ export class RunService implements Disposable {
         if (live) this.auditLater(live, 'side_door', { provider: e.provider, path: e.path, stripped: e.stripped, allowed: e.allowed, ...(e.refused ? { refused: e.refused } : {}) });
       }),
     );
+    if (deps.proxy.onDidRefreshSignin) {
+      this.subscriptions.add(
+        deps.proxy.onDidRefreshSignin((e) => {
+          const live = this.live.get(e.runId);
+          if (live) this.auditLater(live, 'note', { message: `the proxy refreshed the ${e.provider} sign-in (${e.reason === 'expiring' ? 'its access token was about to expire' : 'the provider refused the access token'}); the new tokens were stored where the sign-in is kept` });
+        }),
+      );
+    }
   }
 
   /** Runs still in progress in this process. */
@@ -123,7 +131,7 @@ export class RunService implements Disposable {
   }
 
   /**
-   * Queues a follow-up turn of a finished run (docs/architecture.md §13): same project, starting from
+   * Queues a follow-up turn of a finished run (docs/architecture.md §15): same project, starting from
    * the parent's result, the agent's conversation carried when the agent and wire format stay.
    */
   async continue(args: ContinueRunArgs): Promise<StoredRun> {

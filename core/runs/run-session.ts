@@ -10,7 +10,7 @@ import type { WorkspaceShell } from '../workspace/workspace-shell';
 
 /**
  * An agent's session files, carried from a finished turn's sandbox into the next turn's
- * (docs/architecture.md §13). They are sandbox output, so hostile: only files the agent's spec
+ * (docs/architecture.md §15). They are sandbox output, so hostile: only files the agent's spec
  * names, read as one tar of exactly those names and parsed on the host (hostile-tar.ts), capped in
  * count and size, the run token replaced. The host never interprets them: they are opaque bytes
  * that only ever go back into a sandbox.

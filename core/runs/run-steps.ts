@@ -109,6 +109,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   // A subscription credential: placeholders for the client's own credential slot (§6).
   const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
   run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
+  if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
@@ -202,7 +203,7 @@ async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<bool
 }
 
 /**
- * Keeps the agent's session files with the run, for a follow-up turn (docs/architecture.md §13).
+ * Keeps the agent's session files with the run, for a follow-up turn (docs/architecture.md §15).
  * Hostile bytes, read under caps with the run token removed; a failure loses only the follow-up's
  * memory, never the run.
  */

@@ -10,7 +10,7 @@ import { loadSession, type CarriedSession } from './run-session';
 import type { RunStore } from './run-store';
 
 /**
- * Follow-up turns (docs/architecture.md §13): a new run whose sandbox starts from the project plus
+ * Follow-up turns (docs/architecture.md §15): a new run whose sandbox starts from the project plus
  * the parent's result, with the agent's conversation carried when the agent and wire format stay.
  * What crosses from the parent: its result (from its host store) and its agent's session files
  * (stored at collect, token removed). Nothing else; the parent's sandbox is gone, verified.
@@ -55,11 +55,12 @@ export async function resolveContinuation(
   const provider = args.provider ?? parent.provider;
   const model = args.model ?? (provider === parent.provider ? parent.model : undefined);
   if (!model) throw new AirlockError('INVALID_INPUT', `Name the model for provider ${provider} (the parent run used ${parent.provider}).`, { field: 'model' });
+  const customCommand = args.customCommand ?? (agent === parent.agent ? parent.customCommand : undefined);
   const input = StartRunInput.parse({
     projectDir: parent.projectDir,
     task: args.task,
     agent,
-    ...((args.customCommand ?? (agent === parent.agent ? parent.customCommand : undefined)) ? { customCommand: args.customCommand ?? parent.customCommand } : {}),
+    ...(customCommand ? { customCommand } : {}),
     provider,
     model,
     approval: args.approval ?? parent.approval,

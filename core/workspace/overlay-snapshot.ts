@@ -6,7 +6,7 @@ export type OverlayFile = { path: string; mode: GitMode; content: Buffer } | { p
 
 /**
  * The project as read, with an earlier result laid over it (a follow-up turn starts from the
- * previous turn's result, docs/architecture.md §13). The overlaid bytes come from the host's own
+ * previous turn's result, docs/architecture.md §15). The overlaid bytes come from the host's own
  * store, never from a sandbox or the project folder; they are streamed as they are (no exclusion
  * rules: they were a result already). Ignore rules and exclusions of the project stay as read.
  */

@@ -5,7 +5,7 @@ import type { OverlayFile } from './overlay-snapshot';
 import { BASELINE_IDENT } from './workspace-shell';
 
 /**
- * A follow-up turn's two results (docs/architecture.md §13). The turn's own change is collected as
+ * A follow-up turn's two results (docs/architecture.md §15). The turn's own change is collected as
  * any run's, against its baseline: the project plus the previous result. The thread's total is
  * that same result tree against a *thread base*: this baseline with the previous total undone, so
  * the project as the thread's first run read it (wherever the project has not moved since). Both

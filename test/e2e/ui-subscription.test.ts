@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -15,6 +15,7 @@ import { ensureBuiltRenderer } from './support/built-renderer';
 const chromium = await requirePrerequisite('chromium');
 const keychain = await requirePrerequisite('keychain');
 
+const SHOTS = join(import.meta.dirname, '..', '..', 'test-results', 'screenshots');
 const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
 /**
@@ -97,6 +98,8 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
       expect(html).not.toContain(secret);
       expect(JSON.stringify(list)).not.toContain(secret);
     }
+    await mkdir(SHOTS, { recursive: true });
+    await page.screenshot({ path: join(SHOTS, 'keys-subscription.png'), fullPage: true });
     // The API-key table does not offer them as API keys.
     expect(await page.locator('table').first().locator('tr[data-provider="claude-subscription"]').count()).toBe(0);
   });

@@ -100,7 +100,7 @@ describe.skipIf(!docker.ok)('third-party agent CLIs in the sandbox (real Docker,
   });
 
   /**
-   * A follow-up turn (docs/architecture.md §13): the CLI's own session file is carried out of the
+   * A follow-up turn (docs/architecture.md §15): the CLI's own session file is carried out of the
    * first sandbox and into the second, and the CLI resumes it with its own option; the model's
    * first request of turn 2 carries turn 1, and turn 1's file is there to read.
    */

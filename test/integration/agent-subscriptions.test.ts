@@ -1,5 +1,6 @@
 import { AsyncEntry } from '@napi-rs/keyring';
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeError } from '../../contracts/error-help';
 import { AirlockError } from '../../contracts/errors';
@@ -87,7 +88,9 @@ describe.skipIf(!docker.ok || !keychain.ok)('subscription credentials with the r
     }
     expect((await f.services.audit.verify({ runId: run.id })).intact).toBe(true);
     expect(await leftoversOf(run.id)).toEqual([]);
-    return run;
+    const audit = await readFile(f.core.store.paths(run.id).audit, 'utf8');
+    expect(audit).toContain(`subscription credential '${input.provider}'`);
+    return { run, audit };
   }
 
   it('Claude Code with a stored setup token: the upstream gets Bearer <token> + the OAuth beta; the sandbox only the run token', async () => {
@@ -96,7 +99,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('subscription credentials with the r
     f.upstream.setExpectedKey(token);
     f.upstream.requests.length = 0;
     const marker = 'hello-from-claude-subscription';
-    const run = await runWithSearch(
+    const { run } = await runWithSearch(
       {
         agent: 'claude-code',
         provider: 'claude-subscription',
@@ -128,7 +131,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('subscription credentials with the r
     f.upstream.requests.length = 0;
     const secrets = [old.access, old.refresh, old.id, next.access_token, next.refresh_token, next.id_token];
     const marker = 'hello-from-codex-signin';
-    await runWithSearch(
+    const { audit } = await runWithSearch(
       {
         agent: 'codex',
         provider: 'chatgpt-signin',
@@ -142,6 +145,8 @@ describe.skipIf(!docker.ok || !keychain.ok)('subscription credentials with the r
       marker,
       secrets,
     );
+    // One refresh, one audit record (however many calls waited for it).
+    expect(audit.split('the proxy refreshed the chatgpt-signin sign-in (its access token was about to expire)')).toHaveLength(2);
     // Exactly one refresh, by the proxy, with the real refresh token; never one from the sandbox.
     const refreshes = f.upstream.requests.filter((r) => r.path === '/oauth/token');
     expect(refreshes).toHaveLength(1);

@@ -13,7 +13,7 @@ function messagesOf(r: RecordedRequest | undefined): string {
 }
 
 /**
- * Follow-up turns with the built-in agent (docs/architecture.md §13): the second turn's sandbox
+ * Follow-up turns with the built-in agent (docs/architecture.md §15): the second turn's sandbox
  * starts from the first result, the model sees the first turn's conversation, each turn's own
  * change and the thread's total are reviewable and applicable, and the first sandbox is gone first.
  */

@@ -323,7 +323,9 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       onDidEvent: runEvent.event,
     },
     diffs: {
-      async list({ runId }) {
+      async list(args) {
+        const { runId } = args;
+        log('diffs:list', args);
         return { files: get(runId).files, patchSha256: FAKE_PATCH_SHA256 };
       },
       async file({ runId, path }) {

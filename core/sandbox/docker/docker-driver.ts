@@ -1,5 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
@@ -151,6 +152,9 @@ export class DockerDriver implements SandboxDriver {
   private channelOver(sandboxId: string, socket: Duplex): ChannelStream {
     const remote = this.resolved?.endpoint.description;
     if (remote?.remote) {
+      // A link that dies without a reset (Wi-Fi gone, VPN down) is found by TCP keepalive probes
+      // instead of hanging until the run's limit (ssh has its own ServerAlive).
+      (socket as Partial<Socket>).setKeepAlive?.(true, 15_000);
       // Say where it broke: the channel's close reason becomes the run's error.
       socket.prependListener('error', (err: Error) => {
         err.message = `the link to the engine at ${remote.location} (${remote.transport}) dropped: ${err.message}`;

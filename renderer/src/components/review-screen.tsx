@@ -27,7 +27,7 @@ interface Pending {
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
-  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §13).
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15).
   const [scope, setScope] = useState<ChangeScope>('turn');
   const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
   const diffs = useDiffStore((s) => s.diffs);

@@ -40,6 +40,44 @@ function ApprovalPrompt({ runId }: { runId: string }) {
   );
 }
 
+/**
+ * A follow-up turn of a finished run (docs/architecture.md §15): the same agent continues from this
+ * run's result with its conversation. On a turn that already has a follow-up, the same box forks
+ * the thread from here.
+ */
+export function ContinuePanel({ runId }: { runId: string }) {
+  const fork = useRunsStore((s) => Object.values(s.runs).some((r) => r.thread?.parentRunId === runId));
+  const navigate = useAppStore((s) => s.navigate);
+  const [task, setTask] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string>();
+  const submit = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      const next = await useRunsStore.getState().continueRun({ runId, task });
+      setTask('');
+      navigate({ name: 'run', runId: next.id });
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section className="panel stack" aria-label={fork ? 'Fork from here' : 'Continue'}>
+      <label className="stack">
+        <span className="muted">{fork ? 'Fork from here: another follow-up to this turn (the later turns stay as they are)' : 'Follow up: the agent continues from this result, with its conversation (nothing is applied first)'}</span>
+        <textarea aria-label="Follow-up task" rows={2} value={task} placeholder="also handle the empty case" onChange={(e) => setTask(e.target.value)} />
+      </label>
+      <div className="row">
+        <button className="btn primary" onClick={() => void submit()} disabled={busy || !task.trim()}>{fork ? 'Fork from here' : 'Continue'}</button>
+        {error && <span className="del-n" role="alert">{error}</span>}
+      </div>
+    </section>
+  );
+}
+
 /** One run, live or from history: phase, transcript, terminal, changed files and diffs, approvals. */
 export function RunView({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
@@ -95,10 +133,18 @@ export function RunView({ runId }: { runId: string }) {
         <span className="mono">{run.id}</span>·<span>{run.agent}</span>·<span>{run.provider} / {run.model}</span>·<span>{run.isolation}</span>·
         <span className={run.network === 'none' ? '' : 'risk-reason'}>network: {run.network}</span>·<span className="mono">{run.projectDir}</span>
       </div>
+      {run.thread && (
+        <div className="row muted" style={{ fontSize: 13 }} aria-label="Thread">
+          Turn {run.thread.turn} of a thread · continues
+          <button className="btn small" onClick={() => navigate({ name: 'run', runId: run.thread!.parentRunId })}>{run.thread.parentRunId}</button>
+          {run.thread.conversation === 'fresh' && <span>· a fresh conversation (another agent or wire format)</span>}
+        </div>
+      )}
       {run.error && <ErrorBanner error={run.error} />}
       <ApprovalPrompt runId={runId} />
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
+      {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
       <div className="run-grid">
         <section className="panel" aria-label="Agent">
           <h2>Transcript</h2>

@@ -4,7 +4,7 @@ import { api, errorMessage } from '../api';
 
 /**
  * Where a run's change is kept: its own by run id, a follow-up's whole-thread change beside it
- * (docs/architecture.md §13).
+ * (docs/architecture.md §15).
  */
 export const viewKey = (runId: string, scope: ChangeScope = 'turn') => (scope === 'thread' ? `${runId}#thread` : runId);
 

@@ -20,7 +20,7 @@ interface RunsState {
   loaded: boolean;
   load(): Promise<void>;
   start(input: StartRunInput): Promise<RunSummary>;
-  /** A follow-up turn of a finished run (or a fork, from an earlier turn), docs/architecture.md §13. */
+  /** A follow-up turn of a finished run (or a fork, from an earlier turn), docs/architecture.md §15. */
   continueRun(input: ContinueRunInput): Promise<RunSummary>;
   /** Loads a run's record and replays its stored events (history, or a reload mid-run). */
   open(runId: string): Promise<void>;

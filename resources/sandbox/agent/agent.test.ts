@@ -122,7 +122,7 @@ async function start(script: ScriptedTurn[], expectedKey = TOKEN): Promise<void>
 }
 
 describe.each<Format>(['anthropic', 'openai'])('built-in agent, %s format', (format) => {
-  it('keeps its conversation in AIRLOCK_TRANSCRIPT and continues it in a follow-up turn (docs/architecture.md §13)', async () => {
+  it('keeps its conversation in AIRLOCK_TRANSCRIPT and continues it in a follow-up turn (docs/architecture.md §15)', async () => {
     const transcript = path.join(workspace, '.session', 'transcript.json');
     await start([
       { toolCalls: [{ name: 'write_file', input: { path: 'plan.md', content: 'turn-one-plan\n' } }] },

@@ -20,7 +20,7 @@ export interface AgentConfig {
   retries: number;
   /** History size (characters) above which older tool outputs are elided. */
   contextChars: number;
-  /** Where the conversation is kept (docs/architecture.md §13); none: not kept. */
+  /** Where the conversation is kept (docs/architecture.md §15); none: not kept. */
   transcriptFile?: string;
   /** Continue the conversation in `transcriptFile` (a follow-up turn). */
   resume: boolean;

@@ -3,7 +3,7 @@ import path from 'node:path';
 
 /**
  * The conversation in the provider's wire format, kept in a file so a follow-up turn can continue
- * it (docs/architecture.md §13): the host carries the file out of this sandbox and into the next
+ * it (docs/architecture.md §15): the host carries the file out of this sandbox and into the next
  * one, as opaque bytes with the run token removed. Rewritten whole after every step.
  */
 export interface Transcript {
