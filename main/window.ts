@@ -4,6 +4,7 @@ import { BrowserWindow, shell } from 'electron';
 import { externalLinkUrl } from '../contracts/external-links';
 import type { ResourcePaths } from '../core/common/resources';
 import { contentSecurityPolicy } from './csp';
+import { grantsPermission } from './permissions';
 import { LOCKED_DOWN_PREFERENCES } from './web-preferences';
 
 export interface WindowPaths {
@@ -58,7 +59,7 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
     return { action: 'deny' };
   });
   wc.on('will-attach-webview', (e) => e.preventDefault());
-  wc.session.setPermissionRequestHandler((_wc, permission, callback) => callback(permission === 'notifications'));
+  wc.session.setPermissionRequestHandler((_wc, permission, callback) => callback(grantsPermission(permission)));
   win.once('ready-to-show', () => win.show());
   if (paths.devServerUrl) void win.loadURL(paths.devServerUrl);
   else void win.loadFile(paths.rendererIndex);

@@ -1,8 +1,8 @@
-import { useEffect, useRef, useState } from 'react';
-import { MAX_SHELLS_PER_RUN, runTerminalId } from '../../../contracts';
+import { useEffect, useRef, useState, type WheelEvent } from 'react';
+import { runTerminalId } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
-import { liveShells, SHELL_CAP_MESSAGE, useShellsStore } from '../stores/shells-store';
+import { useShellsStore } from '../stores/shells-store';
 import { TerminalView } from './terminal-view';
 
 const NO_TABS: never[] = [];
@@ -26,6 +26,8 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   const [selected, setSelected] = useState<string>(runTerminalId(runId));
   const [notice, setNotice] = useState<string>();
   const [opening, setOpening] = useState(false);
+  // Bumped on every tab click, so a click on the tab already shown still hands its shell the keyboard.
+  const [focusTick, setFocusTick] = useState(0);
   const panel = useRef<HTMLDivElement>(null);
   const runTerminal = runTerminalId(runId);
   const current = selected === runTerminal || tabs.some((t) => t.terminalId === selected) ? selected : runTerminal;
@@ -40,7 +42,6 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   }, [current]);
 
   const openShell = async () => {
-    if (liveShells(shells) >= MAX_SHELLS_PER_RUN) return setNotice(SHELL_CAP_MESSAGE);
     setOpening(true);
     try {
       const tab = await useShellsStore.getState().open(runId, visibleTerminalSize(panel.current));
@@ -53,6 +54,16 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
     }
   };
 
+  // A vertical wheel scrolls the tab strip sideways, as in editors.
+  const scrollTabs = (e: WheelEvent<HTMLDivElement>) => {
+    if (e.deltaY && !e.deltaX) e.currentTarget.scrollLeft += e.deltaY;
+  };
+
+  const show = (terminalId: string) => {
+    setSelected(terminalId);
+    setFocusTick((n) => n + 1);
+  };
+
   const closeShell = (terminalId: string) => {
     const at = tabs.findIndex((t) => t.terminalId === terminalId);
     if (terminalId === current) setSelected(tabs[at + 1]?.terminalId ?? tabs[at - 1]?.terminalId ?? runTerminal);
@@ -63,11 +74,11 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   return (
     <div className="terminal-panel" ref={panel}>
       <div className="terminal-tabs">
-        <div className="tabs" role="tablist" aria-label="Terminals">
-          <button className="tab" role="tab" aria-selected={current === runTerminal} onClick={() => setSelected(runTerminal)}>Terminal</button>
+        <div className="tabs" role="tablist" aria-label="Terminals" onWheel={scrollTabs}>
+          <button className="tab" role="tab" aria-selected={current === runTerminal} onClick={() => show(runTerminal)}>Terminal</button>
           {tabs.map((t) => (
             <span key={t.terminalId} className="tab-with-close" data-terminal-id={t.terminalId}>
-              <button className="tab" role="tab" aria-selected={current === t.terminalId} onClick={() => setSelected(t.terminalId)} title={t.exited ? `${t.label} (exited)` : t.label}>
+              <button className="tab" role="tab" aria-selected={current === t.terminalId} onClick={() => show(t.terminalId)} title={t.exited ? `${t.label} (exited)` : t.label}>
                 {t.label}{t.exited && <span className="muted"> (exited)</span>}
               </button>
               <button className="tab-close" aria-label={`Close ${t.label}`} title={`Close ${t.label}${t.exited ? '' : ' (ends its shell)'}`} onClick={() => closeShell(t.terminalId)}>×</button>
@@ -87,6 +98,7 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
           interactive
           label={t.label}
           active={current === t.terminalId}
+          focusTick={focusTick}
           onExit={() => useShellsStore.getState().markExited(runId, t.terminalId)}
         />
       ))}

@@ -45,12 +45,14 @@ interface Xterm {
  * shell) takes the keyboard when shown and keeps its PTY at the view's size. Ctrl/⌘+F searches;
  * links open through the app's one link rule (contracts/external-links.ts).
  */
-export function TerminalView({ terminalId, interactive = false, label, active = true, onExit }: {
+export function TerminalView({ terminalId, interactive = false, label, active = true, focusTick, onExit }: {
   terminalId: string;
   interactive?: boolean;
   label: string;
   /** Shown (tabs keep hidden terminals mounted, so their screen and scrollback stay). */
   active?: boolean;
+  /** Changes when the user picks this terminal again: a shown shell takes the keyboard. */
+  focusTick?: number;
   onExit?: (code: number | null) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
@@ -106,20 +108,24 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
     };
     sink.onRendered = stats;
 
-    // The PTY follows the view: at open, and after every resize has settled.
+    // The PTY follows the view: at open, and after every resize has settled. A terminal mounted
+    // hidden has no size yet: it fits, and tells the PTY, when it is shown.
+    let sent = '';
     const sendSize = () => {
       el.dataset.cols = String(term.cols);
       el.dataset.rows = String(term.rows);
-      if (interactive) void api().call('terminals:resize', { terminalId, cols: term.cols, rows: term.rows }).catch(() => {});
+      const size = `${term.cols}x${term.rows}`;
+      if (!interactive || size === sent) return;
+      sent = size;
+      void api().call('terminals:resize', { terminalId, cols: term.cols, rows: term.rows }).catch(() => {});
     };
     const resized = term.onResize(sendSize);
     fitNow.current = () => {
-      // A hidden tab has no size; it fits when shown.
       if (!el.clientWidth || !el.clientHeight) return;
       try { fit.fit(); } catch { /* not laid out yet */ }
+      sendSize();
     };
     fitNow.current();
-    sendSize();
     let debounce: ReturnType<typeof setTimeout> | undefined;
     const observer = new ResizeObserver(() => {
       clearTimeout(debounce);
@@ -190,7 +196,7 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
     if (!active) return;
     fitNow.current();
     if (interactive && !searching) xterm.current?.term.focus();
-  }, [active, interactive, searching, terminalId]);
+  }, [active, interactive, searching, terminalId, focusTick]);
 
   const copySelection = () => {
     const text = xterm.current?.term.getSelection();

@@ -24,11 +24,11 @@ interface ShellsState {
 }
 
 /** Shells still running in a run (exited ones keep their tab, to read, but do not count). */
-export function liveShells(shells: RunShells | undefined): number {
+function liveShells(shells: RunShells | undefined): number {
   return shells?.tabs.filter((t) => !t.exited).length ?? 0;
 }
 
-export const SHELL_CAP_MESSAGE = `${MAX_SHELLS_PER_RUN} shells are open, the most one run can have. Close one (× on its tab) to open another.`;
+const SHELL_CAP_MESSAGE = `${MAX_SHELLS_PER_RUN} shells are open, the most one run can have. Close one (× on its tab) to open another.`;
 
 /**
  * A run's interactive shells, kept across screens so a shell is not lost (nor left running unseen)
@@ -37,6 +37,7 @@ export const SHELL_CAP_MESSAGE = `${MAX_SHELLS_PER_RUN} shells are open, the mos
 export const useShellsStore = create<ShellsState>()((set, get) => ({
   byRun: {},
   async open(runId, size) {
+    // Said here without asking; the host enforces the same cap (`CONFLICT`) whoever asks.
     if (liveShells(get().byRun[runId]) >= MAX_SHELLS_PER_RUN) throw new Error(SHELL_CAP_MESSAGE);
     const { terminalId } = await api().call('runs:openShell', { runId, ...size });
     let tab!: ShellTab;
