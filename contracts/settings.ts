@@ -37,6 +37,11 @@ export const Settings = z.object({
    * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
    */
   vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
+  /**
+   * Which container engine to use: `auto` (default) takes DOCKER_HOST, CONTAINER_HOST, then the first
+   * Docker or Podman socket found; `docker`/`podman` look only for that engine. `AIRLOCK_ENGINE` wins.
+   */
+  engine: z.enum(['auto', 'docker', 'podman']).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

@@ -13,6 +13,9 @@ import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
 import { DockerDriver } from './sandbox/docker/docker-driver';
+import { connectEngine, type Engine } from './sandbox/docker/engine';
+import { engineChoiceFrom } from './sandbox/docker/engine-endpoint';
+import type { Isolation } from '../contracts/runs';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
 import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './network/egress-proxy';
@@ -84,6 +87,7 @@ export class AirlockCore {
   /** Image build progress of any build this core starts. */
   readonly onDidBuildProgress: Event<ImageProgress & { variant: string }> = this.buildProgress.event;
   private readonly images = new Map<string, Promise<string>>();
+  private enginePromise: Promise<Engine> | undefined;
   runs!: RunService;
   proxyPort = 0;
 
@@ -97,8 +101,21 @@ export class AirlockCore {
     readonly settings: SettingsStore,
   ) {}
 
-  /** The sandbox manager of an isolation level; VMs need QEMU (Linux), Lima (macOS) or WSL2. */
-  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager> {
+  /**
+   * The container engine (Docker or Podman), resolved once from `AIRLOCK_ENGINE` (what `--engine`
+   * sets), the `engine` setting, DOCKER_HOST/CONTAINER_HOST and the well-known sockets.
+   */
+  engine(): Promise<Engine> {
+    this.enginePromise ??= this.settings.get().then((s) => connectEngine(this.env, engineChoiceFrom(this.env, s.engine ?? 'auto')));
+    this.enginePromise.catch(() => (this.enginePromise = undefined));
+    return this.enginePromise;
+  }
+
+  /**
+   * The sandbox manager of an isolation level: containers (runc) and gVisor (runsc) on the container
+   * engine; VMs need QEMU (Linux), Lima (macOS) or WSL2.
+   */
+  sandboxes(isolation: Isolation): Promise<SandboxManager> {
     let manager = this.managers.get(isolation);
     if (!manager) {
       manager = this.createManager(isolation);
@@ -108,8 +125,8 @@ export class AirlockCore {
     return manager;
   }
 
-  private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
-    if (isolation === 'container') return new SandboxManager(new DockerDriver({ env: this.env }));
+  private async createManager(isolation: Isolation): Promise<SandboxManager> {
+    if (isolation !== 'vm') return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), isolation }));
     if (process.platform === 'win32') {
       // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
       // per image version through Docker Desktop). Unverified on real Windows: resources/vm/README.md.
@@ -138,17 +155,18 @@ export class AirlockCore {
    * The sandbox image for a variant, built once per process when missing (progress is pushed). For
    * VM isolation on macOS it is built inside the Lima VM (no Docker engine needed on the Mac).
    */
-  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void, isolation: 'container' | 'vm' = 'container'): Promise<string> {
+  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void, isolation: Isolation = 'container'): Promise<string> {
     if (isolation === 'vm' && process.platform === 'darwin') return this.limaImage(variant);
     let ref = this.images.get(variant);
     if (!ref) {
-      ref = ensureSandboxImage({
+      ref = this.engine().then((engine) => ensureSandboxImage({
+        engine,
         variant,
         onProgress: (p) => {
           this.buildProgress.fire({ ...p, variant });
           onProgress?.(p);
         },
-      }).then((r) => r.ref);
+      })).then((r) => r.ref);
       this.images.set(variant, ref);
       ref.catch(() => this.images.delete(variant));
     }
@@ -162,7 +180,7 @@ export class AirlockCore {
    */
   async warm(): Promise<void> {
     try {
-      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false });
+      const { ref } = await ensureSandboxImage({ engine: await this.engine(), variant: 'base', allowBuild: false });
       const manager = await this.sandboxes('container');
       await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
     } catch {

@@ -12,7 +12,9 @@ import type { FileChange } from '../workspace/changes';
 
 /** The sandbox that ran the run: which driver, which image, the engine's id while it exists. */
 export const RunSandbox = z.object({
-  driver: z.enum(['docker', 'qemu', 'lima', 'wsl']),
+  driver: z.enum(['docker', 'gvisor', 'qemu', 'lima', 'wsl']),
+  /** Containers: the engine that ran it, e.g. `podman 4.3.1 (rootful) at unix:///run/podman/podman.sock`. */
+  engine: z.string().max(500).optional(),
   image: z.string().optional(),
   /** The engine's id of the sandbox (for the reaper after a crash). */
   id: z.string().optional(),

@@ -48,7 +48,8 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const accel = vmAccelOf(sandbox.info);
-  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel } }));
+  const engine = sandbox.info.engine ? { engine: sandbox.info.engine } : {};
+  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...engine, ...accel } }));
   if (accel.accelNote) await run.audit.append('note', { message: `VM accelerator ${accel.accel}: ${accel.accelNote}` });
   throwIfStopped(run);
 }

@@ -1,7 +1,7 @@
 import type { Event } from '../common/disposable';
 
 /** Which isolation a sandbox uses. */
-export type IsolationKind = 'docker' | 'qemu' | 'lima' | 'wsl';
+export type IsolationKind = 'docker' | 'gvisor' | 'qemu' | 'lima' | 'wsl';
 
 /** Network policy of a sandbox. `none` leaves only loopback; the model proxy arrives through the channel. */
 export type NetworkMode = 'none' | 'open';
@@ -37,6 +37,8 @@ export interface SandboxInfo {
   createdAt: string;
   /** `<hostname>:<pid>` of the process that created it, where the driver records one (reaper safety). */
   owner?: string;
+  /** Containers: which engine runs it and where (`podman 4.3.1 (rootful) at unix:///run/podman/podman.sock`). */
+  engine?: string;
 }
 
 /** A byte stream to the in-sandbox helper (docs/architecture.md §4). */

@@ -6,8 +6,10 @@ import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig } from './container-config';
-import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
+import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
+import { describeEngine, type EngineIdentity } from './engine-endpoint';
+import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
 export interface DockerDriverOptions {
@@ -16,6 +18,11 @@ export interface DockerDriverOptions {
   env?: NodeJS.ProcessEnv;
   /** Receives the helper's stderr (debug output); it never enters the channel. */
   debugSink?: (sandboxId: string, text: string) => void;
+  /**
+   * `gvisor` runs every container under gVisor's `runsc` runtime, with the same hardening; the engine
+   * must have it registered (GVISOR_UNAVAILABLE otherwise, never a silent runc). Default `container` (runc).
+   */
+  isolation?: 'container' | 'gvisor';
 }
 
 
@@ -28,12 +35,35 @@ function messageOf(err: unknown): string {
 }
 
 /**
+ * Hijacks the container's stdio (before start). Not `container.attach()`: dockerode sends its options
+ * as a JSON body too, which Docker ignores but Podman hands to the helper's stdin. Here the options
+ * travel in the query and the body is empty (an empty buffer still flushes the request headers).
+ */
+function attachStdio(docker: Docker, id: string): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    docker.modem.dial(
+      {
+        path: `/containers/${encodeURIComponent(id)}/attach?`,
+        method: 'POST',
+        isStream: true,
+        hijack: true,
+        openStdin: true,
+        file: Buffer.alloc(0),
+        statusCodes: { 101: true, 200: true, 404: 'no such container', 409: 'container not ready', 500: 'server error' },
+        options: { _query: { stream: true, stdin: true, stdout: true, stderr: true } },
+      },
+      (err: unknown, stream: unknown) => (err ? reject(err) : resolve(stream as Duplex)),
+    );
+  });
+}
+
+/**
  * SandboxDriver over any Docker-API engine (Docker Engine/Desktop, Colima, OrbStack, Podman).
  * Containers are hardened (see container-config.ts); the helper is the container's own process and
  * the first channel is its attached stdin/stdout (no exec on the ready path); later channels are execs.
  */
 export class DockerDriver implements SandboxDriver {
-  readonly kind: IsolationKind = 'docker';
+  readonly kind: IsolationKind;
   private readonly emitter = new Emitter<SandboxEvent>();
   readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
   private enginePromise: Promise<Engine> | undefined;
@@ -42,6 +72,17 @@ export class DockerDriver implements SandboxDriver {
 
   constructor(private readonly opts: DockerDriverOptions = {}) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
+    this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
+  }
+
+  /**
+   * What the container config depends on: the engine's dialect (Docker or Podman, asked once) and the
+   * OCI runtime (`runsc` under gVisor, after checking the engine has it: never a silent runc).
+   */
+  private async configOptions(engine: Engine): Promise<ContainerConfigOptions & { identity: EngineIdentity }> {
+    const identity = await engineIdentity(engine).catch((err: unknown) => this.fail(err, 'Could not ask the engine what it is'));
+    if (this.kind === 'gvisor') assertGvisorRegistered(identity);
+    return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}) };
   }
 
   /** The engine client (resolved once). */
@@ -68,12 +109,19 @@ export class DockerDriver implements SandboxDriver {
 
   async create(spec: SandboxSpec): Promise<SandboxInfo> {
     assertSafeRunId(spec.runId);
-    const config = hardenedContainerConfig(spec);
-    const docker = await this.docker();
+    const engine = await this.engine();
+    const docker = engine.docker;
+    const { identity, ...configOpts } = await this.configOptions(engine);
+    const config = hardenedContainerConfig(spec, configOpts);
     let container: Docker.Container;
     try {
+      if (identity.kind === 'podman') {
+        await Promise.all(sandboxVolumes(spec.runId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
+      }
       container = await docker.createContainer(config);
     } catch (err) {
+      // Volumes made ahead of the container (Podman) go with the failed create.
+      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(() => undefined);
       if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
       }
@@ -82,7 +130,7 @@ export class DockerDriver implements SandboxDriver {
     this.emitter.fire({ type: 'created', runId: spec.runId, id: container.id });
     try {
       // Attached before start, so not a byte of the helper's hello is missed.
-      const attached = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+      const attached = await attachStdio(docker, container.id);
       this.attached.set(container.id, { runId: spec.runId, socket: attached });
       await container.start();
     } catch (err) {
@@ -91,7 +139,7 @@ export class DockerDriver implements SandboxDriver {
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
-    return { id: container.id, runId: spec.runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER };
+    return { id: container.id, runId: spec.runId, kind: this.kind, state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER, engine: describeEngine(identity, engine.endpoint) };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {

@@ -180,6 +180,11 @@ export interface EngineIdentity {
   runtimes: string[];
 }
 
+/** One line for people: `podman 4.3.1 (rootless) at unix:///run/user/1000/podman/podman.sock`. */
+export function describeEngine(identity: Pick<EngineIdentity, 'kind' | 'version' | 'rootless'>, endpoint: Pick<EngineEndpoint, 'display'>): string {
+  return `${identity.kind} ${identity.version} (${identity.rootless ? 'rootless' : 'rootful'}) at ${endpoint.display}`;
+}
+
 /** Reads kind/version/rootless/runtimes from `GET /version` and `GET /info` (Podman names itself in Components). */
 export function identifyEngine(version: Docker.DockerVersion, info: { SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }): EngineIdentity {
   const components = (version as { Components?: Array<{ Name?: string; Version?: string }> }).Components ?? [];
