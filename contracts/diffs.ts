@@ -40,8 +40,69 @@ export const FileDiff = z.object({
   /** Sizes in bytes before and after, when known. */
   oldSize: z.number().int().nonnegative().optional(),
   newSize: z.number().int().nonnegative().optional(),
+  /**
+   * Why this file's hunks and lines cannot be picked one by one (binary, rename, deletion, symlink,
+   * too large, run still live); absent when they can.
+   */
+  wholeFileOnly: z.string().optional(),
 });
 export type FileDiff = z.infer<typeof FileDiff>;
+
+/**
+ * Part of one changed text file to apply: hunks (0-based, in the order of its diff) and/or changed
+ * lines, `-<old line no>` for a removed line and `+<new line no>` for an added one, as the diff
+ * numbers them. Everything not named stays as it was. Binary files, renames, deletions and
+ * symlinks are applied whole only.
+ */
+export const FileSelection = z.strictObject({
+  path: z.string().min(1),
+  hunks: z.array(z.number().int().nonnegative()).max(100_000).optional(),
+  lines: z.array(z.string().regex(/^[+-][0-9]{1,9}$/, 'a line id: -<old line> or +<new line>')).max(1_000_000).optional(),
+});
+export type FileSelection = z.infer<typeof FileSelection>;
+
+/** What to apply or export: whole files (all when omitted) and parts of some of them. */
+const SelectionFields = {
+  /** Paths to take; all changed files when omitted. */
+  files: z.array(z.string().min(1)).optional(),
+  /** Hunks/lines of some of those files (each must be among `files`); the others are taken whole. */
+  selection: z.array(FileSelection).max(100_000).optional(),
+};
+
+/** The host's rendering of a selection: its patch text (when small enough to show) and digest. */
+export const SelectionPatch = z.object({
+  /** The patch exactly as the host rendered it; absent above 4 MiB. */
+  text: z.string().optional(),
+  bytes: z.number().int().nonnegative(),
+  /** SHA-256 of the patch bytes: pass it as `reviewedSha256`. */
+  sha256: z.string(),
+  files: z.array(z.string()),
+});
+export type SelectionPatch = z.infer<typeof SelectionPatch>;
+
+/** One region of a three-way merge: agreed text, or a conflict with each side's lines. */
+export const MergeRegion = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('clean'), text: z.string() }),
+  z.object({ kind: z.literal('conflict'), ours: z.string(), base: z.string(), theirs: z.string() }),
+]);
+export type MergeRegion = z.infer<typeof MergeRegion>;
+
+/** A file the project and the run both changed: the three versions and their merge. */
+export const MergeView = z.object({
+  path: z.string(),
+  /** The file when the run started (host object store). */
+  base: z.string(),
+  /** The project's file now. */
+  ours: z.string(),
+  /** The run's result (host object store). */
+  theirs: z.string(),
+  /** SHA-256 of the project's file as read for this view: a resolution is written only if it still has it. */
+  oursSha256: z.string(),
+  /** `git merge-file` of the three, in regions; the conflicts are where both sides changed the same lines. */
+  regions: z.array(MergeRegion),
+  conflicts: z.number().int().nonnegative(),
+});
+export type MergeView = z.infer<typeof MergeView>;
 
 export const ApplyMode = z.enum(['working-tree', 'branch']);
 export type ApplyMode = z.infer<typeof ApplyMode>;
@@ -49,8 +110,7 @@ export type ApplyMode = z.infer<typeof ApplyMode>;
 export const ApplyInput = z
   .strictObject({
     runId: RunId,
-    /** Paths to apply; all changed files when omitted. */
-    files: z.array(z.string().min(1)).optional(),
+    ...SelectionFields,
     mode: ApplyMode.default('working-tree'),
     /** New branch name for mode `branch`. */
     branch: z.string().trim().min(1).max(200).optional(),
@@ -59,14 +119,20 @@ export const ApplyInput = z
     /** Apply into another directory than the run's project (CLI `--to`). */
     targetDir: z.string().min(1).optional(),
     /**
-     * SHA-256 (hex) of the patch the user reviewed: `diffs:list`'s `patchSha256` (the whole result)
-     * or that of the selected files' part. Apply refuses anything else.
+     * SHA-256 (hex) of the patch the user reviewed: `diffs:preview`'s `sha256` for the selection, or
+     * `diffs:list`'s `patchSha256` when whole files are applied. Apply refuses anything else.
      */
     reviewedSha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'),
   })
   .superRefine((v, ctx) => {
     if (v.mode === 'branch' && !v.branch) ctx.addIssue({ code: 'custom', path: ['branch'], message: 'name the new branch' });
   });
+
+/** Download of a selection's patch from `airlock serve` (POST, JSON body; same token, Origin and Host checks as the API). */
+export const PATCH_DOWNLOAD_PATH = '/api/patch';
+export const PatchDownloadInput = z.strictObject({ runId: RunId, ...SelectionFields });
+/** Response header of the download carrying the patch's SHA-256. */
+export const PATCH_SHA256_HEADER = 'x-airlock-patch-sha256';
 export type ApplyInput = z.input<typeof ApplyInput>;
 
 export const Conflict = z.object({ path: z.string(), reason: z.string() });
@@ -97,11 +163,34 @@ export const diffsContracts = {
     input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
+  /** The host-rendered patch of a selection (files, hunks, lines) and its digest: what the user reviews and apply checks. */
+  'diffs:preview': { input: z.strictObject({ runId: RunId, ...SelectionFields }), output: SelectionPatch },
   'diffs:apply': { input: ApplyInput, output: ApplyResult },
-  /** Writes a patch file on the host and returns where; `text` is included when small enough to download. */
+  /**
+   * Writes a patch file on the host and returns where; `text` is included when small enough to download.
+   * `to`: where a patch handed to the user went (`clipboard`), recorded in the apply log.
+   */
   'diffs:exportPatch': {
-    input: z.strictObject({ runId: RunId, files: z.array(z.string().min(1)).optional(), destPath: z.string().min(1).optional() }),
+    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard']).optional() }),
     output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
+  },
+  /**
+   * Desktop app: asks where to save (a native save dialog) and writes the selection's patch there,
+   * recorded in the apply log. `saved: false` when the user cancelled. Not served to browsers (they download).
+   */
+  'diffs:savePatch': {
+    input: z.strictObject({ runId: RunId, ...SelectionFields }),
+    output: z.object({ saved: z.boolean(), path: z.string().optional(), bytes: z.number().int().nonnegative().optional(), sha256: z.string().optional() }),
+  },
+  /** Base, the project's file and the run's result of a file apply refused, with their three-way merge. */
+  'diffs:mergeView': { input: z.strictObject({ runId: RunId, path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
+  /**
+   * Writes the user's resolution of a conflicted file into the project, only if the project's file
+   * still has `oursSha256` (CONFLICT otherwise: it changed again; reload the view). Recorded in the apply log.
+   */
+  'diffs:resolve': {
+    input: z.strictObject({ runId: RunId, path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
+    output: z.object({ path: z.string(), sha256: z.string() }),
   },
 } as const;
 

@@ -13,6 +13,8 @@ export const ErrorKind = z.enum([
   'DOCKER_NOT_INSTALLED',
   'DOCKER_NOT_RUNNING',
   'DOCKER_PERMISSION_DENIED',
+  /** A remote engine (ssh, TLS, tcp) cannot be reached or the link dropped. */
+  'DOCKER_UNREACHABLE',
   'IMAGE_BUILD_FAILED',
   'IMAGE_INCOMPATIBLE',
   'DISK_FULL',

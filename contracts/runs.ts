@@ -27,6 +27,15 @@ export type Isolation = z.infer<typeof Isolation>;
 export const NetworkPolicy = z.enum(['none', 'allowlist', 'open']);
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
 
+/**
+ * How much of the project's git history the sandbox's repository holds (docs/architecture.md §11):
+ * `none` (one commit of the checked-out tree, no history), the last N commits, or `all`.
+ */
+export const GitHistory = z.union([z.enum(['none', 'all']), z.number().int().min(1).max(1_000_000)]);
+export type GitHistory = z.infer<typeof GitHistory>;
+/** The default: recent history helps an agent; old commits are where forgotten secrets live. */
+export const DEFAULT_GIT_HISTORY: GitHistory = 50;
+
 /** The lifecycle of docs/architecture.md §1. */
 export const RunStatus = z.enum(['queued', 'preparing', 'running', 'collecting', 'wiping', 'done', 'failed', 'cancelled', 'interrupted']);
 export type RunStatus = z.infer<typeof RunStatus>;
@@ -62,6 +71,8 @@ export const StartRunInput = z
     /** Domains reachable through the logging egress proxy when `network` is `allowlist`. */
     allowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
+    /** History in the sandbox's repository; absent: the `gitHistory` setting. */
+    gitHistory: GitHistory.optional(),
   })
   .superRefine((v, ctx) => {
     if (v.agent === 'custom' && !v.customCommand) {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ProviderId } from './ids';
-import { AgentKind, ApprovalMode, Isolation, NetworkPolicy } from './runs';
+import { AgentKind, ApprovalMode, GitHistory, Isolation, NetworkPolicy } from './runs';
 
 /** A model's price in USD per million tokens; cache rates default to the input rate when absent. */
 export const ModelPrice = z.strictObject({
@@ -27,6 +27,8 @@ export const Settings = z.object({
   defaultNetwork: NetworkPolicy,
   defaultTimeoutSec: z.number().int().min(10),
   defaultAllowlist: z.array(z.string()),
+  /** How much git history the sandbox's repository holds (default 50 commits; `none`, N or `all`). */
+  gitHistory: GitHistory.optional(),
   /**
    * Prices that add a model to the built-in price table or correct one, keyed by model-id prefix
    * (docs/architecture.md §9). They drive the cost shown and `--budget-usd`.
@@ -42,6 +44,14 @@ export const Settings = z.object({
    * Docker or Podman socket found; `docker`/`podman` look only for that engine. `AIRLOCK_ENGINE` wins.
    */
   engine: z.enum(['auto', 'docker', 'podman']).optional(),
+  /**
+   * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
+   * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker
+   * context's name. `--engine-host` wins for one command. Read at start.
+   */
+  engineHost: z.string().max(500).optional(),
+  /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
+  engineAllowInsecure: z.boolean().optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

@@ -12,7 +12,7 @@ import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
-import { applyRunResult, loadLegacyResult, patchForFiles, writeRecordedPatch } from './runs/run-apply';
+import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
@@ -165,7 +165,8 @@ function runsService(parts: ServiceParts): RunsService {
       const st = await stat(dir).catch(() => undefined);
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
-      return toRunSummary(await runs.start(input));
+      const gitHistory = input.gitHistory ?? (await parts.core.settings.get()).gitHistory;
+      return toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
     },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {
@@ -232,30 +233,55 @@ function runsService(parts: ServiceParts): RunsService {
   };
 }
 
-/** A run's changes: list, per-file diffs, apply, patch export. */
+/** Past this a patch is not sent as text (the UI shows its size and offers to save it). */
+const PATCH_TEXT_BYTES = 4 * 1024 * 1024;
+
+/** A run's changes: list, per-file diffs, selection preview, apply, patch export, merge and resolve. */
 function diffsService(parts: ServiceParts): DiffsService {
   const { store, runs, changes } = parts;
+  const ended = (runId: string, what: string) => {
+    if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', `The run is still in progress; ${what} once it has ended.`);
+  };
   return {
     list: ({ runId }) => changes.list(runId),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
     file: ({ runId, path: file }) => changes.file(runId, file),
-    async apply({ runId, files, mode, branch, message, targetDir, reviewedSha256 }) {
-      if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', 'The run is still in progress; apply its result once it has ended.');
-      const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+    async preview({ runId, files, selection }) {
+      const sel = await patchOfSelection(await changes.storedResult(runId), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
+      return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };
     },
-    async exportPatch({ runId, files, destPath }) {
-      const legacy = files ? undefined : await loadLegacyResult(store, runId);
-      const patch = legacy ? legacy.patch : patchForFiles(await changes.storedResult(runId), files);
-      const dest = destPath ? path.resolve(destPath) : path.join(store.paths(runId).artifacts, files ? `selection-${Date.now()}.patch` : 'result.patch');
-      if (destPath) {
-        // A patch written where the user asked is on its way to a project: it goes in the apply log.
-        await writeRecordedPatch({ store, runId, dest, ...(files ? { files } : {}) });
+    async apply({ runId, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
+      ended(runId, 'apply its result');
+      const run = await store.get(runId);
+      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+    },
+    async exportPatch({ runId, files, selection, destPath, to }) {
+      const sel = { ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
+      let patch: Buffer;
+      let dest: string;
+      if (destPath || to) {
+        // A patch written where the user asked, or handed over, is on its way to a project: it goes in the apply log.
+        dest = destPath ? path.resolve(destPath) : (to as string);
+        ({ patch } = await writeRecordedPatch({ store, runId, dest, ...sel, write: Boolean(destPath) }));
       } else {
+        const legacy = files || selection?.length ? undefined : await loadLegacyResult(store, runId);
+        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId), sel)).patch;
+        dest = path.join(store.paths(runId).artifacts, files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch');
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);
       }
-      return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= 2 * 1024 * 1024 ? { text: patch.toString('utf8') } : {}) };
+      return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= PATCH_TEXT_BYTES ? { text: patch.toString('utf8') } : {}) };
+    },
+    async savePatch() {
+      throw new AirlockError('INVALID_INPUT', 'Saving through a dialog needs the desktop app; in a browser, use Download patch.');
+    },
+    async mergeView({ runId, path: file, targetDir }) {
+      ended(runId, 'resolve its files');
+      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(targetDir ? { targetDir } : {}) });
+    },
+    async resolve({ runId, path: file, content, oursSha256, targetDir }) {
+      ended(runId, 'resolve its files');
+      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(targetDir ? { targetDir } : {}) });
     },
     onDidChange: runs.onDidChangeFiles,
   };

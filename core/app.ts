@@ -12,6 +12,7 @@ import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
+import { installationId } from './common/installation-id';
 import { DockerDriver } from './sandbox/docker/docker-driver';
 import { connectEngine, type Engine } from './sandbox/docker/engine';
 import { engineChoiceFrom } from './sandbox/docker/engine-endpoint';
@@ -102,12 +103,14 @@ export class AirlockCore {
   ) {}
 
   /**
-   * The container engine (Docker or Podman), resolved once from `AIRLOCK_ENGINE` (what `--engine`
-   * sets), the `engine` setting, DOCKER_HOST/CONTAINER_HOST and the well-known sockets.
+   * The container engine every container sandbox, image build and the reaper use: the `engineHost`
+   * setting (or `--engine-host`), else DOCKER_HOST, CONTAINER_HOST (the `engine` choice: Docker, Podman or auto), the Docker context, the well-known sockets.
    */
   engine(): Promise<Engine> {
-    this.enginePromise ??= this.settings.get().then((s) => connectEngine(this.env, engineChoiceFrom(this.env, s.engine ?? 'auto')));
-    this.enginePromise.catch(() => (this.enginePromise = undefined));
+    if (!this.enginePromise) {
+      this.enginePromise = this.settings.get().then((s) => connectEngine(this.env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(this.env, s.engine ?? 'auto') }));
+      this.enginePromise.catch(() => (this.enginePromise = undefined));
+    }
     return this.enginePromise;
   }
 
@@ -126,7 +129,10 @@ export class AirlockCore {
   }
 
   private async createManager(isolation: Isolation): Promise<SandboxManager> {
-    if (isolation !== 'vm') return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), isolation }));
+    if (isolation !== 'vm') {
+      const installation = await installationId(this.home);
+      return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), installationId: installation, isolation }), { installationId: installation });
+    }
     if (process.platform === 'win32') {
       // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
       // per image version through Docker Desktop). Unverified on real Windows: resources/vm/README.md.
@@ -159,14 +165,14 @@ export class AirlockCore {
     if (isolation === 'vm' && process.platform === 'darwin') return this.limaImage(variant);
     let ref = this.images.get(variant);
     if (!ref) {
-      ref = this.engine().then((engine) => ensureSandboxImage({
-        engine,
+      ref = ensureSandboxImage({
         variant,
+        engine: this.engine(),
         onProgress: (p) => {
           this.buildProgress.fire({ ...p, variant });
           onProgress?.(p);
         },
-      })).then((r) => r.ref);
+      }).then((r) => r.ref);
       this.images.set(variant, ref);
       ref.catch(() => this.images.delete(variant));
     }
@@ -180,7 +186,7 @@ export class AirlockCore {
    */
   async warm(): Promise<void> {
     try {
-      const { ref } = await ensureSandboxImage({ engine: await this.engine(), variant: 'base', allowBuild: false });
+      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false, engine: this.engine() });
       const manager = await this.sandboxes('container');
       await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
     } catch {
@@ -208,6 +214,7 @@ export class AirlockCore {
     this.runs.dispose();
     await this.proxy.stop();
     for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    (await this.enginePromise?.catch(() => undefined))?.dispose();
     await this.store.close();
   }
 }

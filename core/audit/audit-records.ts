@@ -65,15 +65,16 @@ export interface AuditRecordData {
   excluded_files: { files: { path: string; reason: string }[] };
   /** The network policy in force, or an egress event under a wider policy. */
   network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
-  /** The sandbox was removed; `leftovers` empty means verified gone. */
-  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string };
+  /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
+  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string };
   /**
    * The result was applied to the project (working tree or a new branch) or written out as a patch.
    * Only ever in the run's apply log, which continues the chain after the seal.
    */
   apply: {
-    mode: 'working-tree' | 'branch' | 'patch';
-    /** The folder applied to (the project, or `--to`); for `patch`, the patch file written. */
+    /** `resolve`: the user's resolution of a conflicted file, written from the merge view. */
+    mode: 'working-tree' | 'branch' | 'patch' | 'resolve';
+    /** The folder applied to (the project, or `--to`); for `patch`, where the patch went (a file, `download`, `clipboard`). */
     target: string;
     branch?: string;
     commit?: string;
@@ -83,6 +84,10 @@ export interface AuditRecordData {
     refused: { path: string; reason: string }[];
     /** SHA-256 (hex) of the patch text that was applied (the selected files' part of it). */
     patchSha256: string;
+    /** Hunks and lines picked in partly applied files (the rest of those files was left as it was). */
+    selection?: { path: string; hunks?: number[]; lines?: string[] }[];
+    /** For `resolve`: SHA-256 of the project's file the resolution replaced, and of what was written. */
+    resolved?: { path: string; replacedSha256: string; writtenSha256: string };
   };
   /** An error the run hit (kind + message, no secrets). */
   error: { kind: string; message: string };

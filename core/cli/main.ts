@@ -37,6 +37,15 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     return ExitCode.usage;
   }
   const command = await load();
+  let engine: { host: string | undefined; args: string[] };
+  try {
+    engine = takeEngineHost(rest);
+  } catch (err) {
+    io.stderr.write(`airlock ${name}: ${(err as Error).message}\nusage: ${command.usage}\n`);
+    return ExitCode.usage;
+  }
+  rest.splice(0, rest.length, ...engine.args);
+  if (engine.host !== undefined) io = { ...io, env: { ...io.env, AIRLOCK_ENGINE_HOST: engine.host } };
   if (rest.includes('--help') || rest.includes('-h')) {
     io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
     return ExitCode.ok;
@@ -53,6 +62,30 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     io.stderr.write(`airlock ${name}: ${help.title}: ${help.message}\n${help.actions.map((a) => `  → ${ERROR_ACTION_CLI[a]}\n`).join('')}`);
     return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;
   }
+}
+
+/**
+ * `--engine-host ADDRESS|CONTEXT` works with every command: the container engine for this command
+ * (over the `engineHost` setting, DOCKER_HOST and the Docker context), passed on as AIRLOCK_ENGINE_HOST.
+ */
+function takeEngineHost(args: string[]): { host: string | undefined; args: string[] } {
+  const out: string[] = [];
+  let host: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === '--') {
+      out.push(...args.slice(i));
+      break;
+    }
+    if (a === '--engine-host' || a.startsWith('--engine-host=')) {
+      const value = a === '--engine-host' ? args[++i] : a.slice('--engine-host='.length);
+      if (!value || value.startsWith('-')) throw new CliUsageError('--engine-host needs an address (ssh://user@host, tcp://host:2376, unix:///path) or a Docker context name');
+      host = value;
+      continue;
+    }
+    out.push(a);
+  }
+  return { host, args: out };
 }
 
 function defaultIo(): CliIo {

@@ -5,6 +5,7 @@ import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
 import { connectEngine, pingEngine, type Engine } from '../sandbox/docker/engine';
+import { describeEngine } from '../sandbox/docker/engine-endpoint';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
 import { SandboxManager } from '../sandbox/sandbox';
@@ -51,6 +52,7 @@ const FIXES: Partial<Record<ErrorKind, string>> = {
   DOCKER_NOT_INSTALLED: 'Install Docker (Docker Desktop, or docker.io / Docker Engine on Linux), Colima, OrbStack or Podman.',
   DOCKER_NOT_RUNNING: 'Start the engine (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST.',
   DOCKER_PERMISSION_DENIED: "Add your user to the 'docker' group (sudo usermod -aG docker $USER; log out and in) or use rootless Docker/Podman.",
+  DOCKER_UNREACHABLE: 'Check the network to the remote engine and `ssh <host> docker version` (or its TLS files), or choose another engine (setting engineHost, --engine-host, DOCKER_HOST, `docker context use`).',
   IMAGE_BUILD_FAILED: 'Check access to the Debian mirror and the npm registry, then run `airlock doctor` again.',
   DISK_FULL: 'Free disk space for the engine (`docker system prune`), then run `airlock doctor` again.',
   IMAGE_INCOMPATIBLE: "Install the missing tools in your image, or drop --image to use Airlock's image.",
@@ -69,10 +71,20 @@ export const engineCheck: ReadinessCheck = {
   id: 'docker.engine',
   label: 'Container engine',
   async run(ctx) {
-    const engine = await connectEngine(ctx.env);
-    const v = await pingEngine(engine, ctx.env);
+    const { SettingsStore } = await import('../app');
+    const { airlockHome } = await import('../common/paths');
+    const settings = await new SettingsStore(airlockHome(ctx.env)).get();
+    const engine = await connectEngine(ctx.env, { host: settings.engineHost, allowInsecure: settings.engineAllowInsecure });
+    const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
+      engine.dispose();
+      throw err;
+    });
     ctx.state.set('engine', engine);
-    return { status: 'ok', detail: `${v.version} (API ${v.apiVersion}, ${v.os}) at ${engine.endpoint.display}` };
+    const description = { ...engine.endpoint.description, kind: v.podman ? ('podman' as const) : engine.endpoint.description.kind };
+    const detail = `${describeEngine(description, v.version)} (API ${v.apiVersion}, ${v.os}; ${engine.endpoint.display}, from ${description.source})`;
+    if (!description.remote) return { status: 'ok', detail };
+    // Say plainly what a remote engine's operator can see (docs/architecture.md §13).
+    return { status: 'ok', detail: `${detail}. Remote: the project copy and the run token go there; provider keys stay on this machine.` };
   },
 };
 
@@ -246,5 +258,6 @@ export async function runDoctorChecks(
     results.push(result);
     onCheck?.(result);
   }
+  (full.state.get('engine') as Engine | undefined)?.dispose();
   return { ready: results.every((r) => r.status !== 'fail'), checks: results, checkedAt: new Date().toISOString() };
 }

@@ -8,6 +8,8 @@ import { applyResult } from '../workspace/apply';
 import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
 import { ZERO_OID } from '../workspace/git-objects';
 import { HostRepo } from '../workspace/host-repo';
+import { mergeViewOf, writeResolution, type MergeViewData } from '../workspace/merge-view';
+import { selectionPatch, type FileSelection, type SelectionPatch } from '../workspace/partial';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
@@ -74,9 +76,20 @@ export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: str
   return c ? sectionsOf(loaded.patch, [c]).toString('utf8') : undefined;
 }
 
-/** The part of a stored result patch that touches `files` (all of it without a selection). */
-export function patchForFiles(loaded: Pick<LoadedResult, 'result' | 'patch'>, files?: string[]): Buffer {
-  return files ? sectionsOf(loaded.patch, selectChanges(loaded.result, files)) : loaded.patch;
+/** What to take of a result: whole files (all when omitted) and hunks/lines of some of them. */
+export interface Selection {
+  files?: string[];
+  selection?: FileSelection[];
+}
+
+/** The host-rendered patch of a selection of a stored result (the whole patch without one). */
+export function patchOfSelection(loaded: LoadedResult, sel: Selection): Promise<SelectionPatch> {
+  return selectionPatch(loaded.repo, loaded.result, loaded.patch, sel.files, sel.selection);
+}
+
+/** The selection as the apply log records it (only partly taken files). */
+function loggedSelection(sel: Selection): { selection?: FileSelection[] } {
+  return sel.selection?.length ? { selection: sel.selection.map((s) => ({ path: s.path, ...(s.hunks ? { hunks: s.hunks } : {}), ...(s.lines ? { lines: s.lines } : {}) })) } : {};
 }
 
 /**
@@ -111,10 +124,9 @@ export function classifyRisky(changes: Array<Omit<ResultChange, 'section'> & { s
  * apply is recorded in the run's apply log (chained on from the sealed audit log); a run whose
  * audit log is not intact and sealed is refused before anything is written (CONFLICT).
  */
-export async function applyRunResult(opts: {
+export async function applyRunResult(opts: Selection & {
   store: RunStore;
   run: StoredRun;
-  files?: string[];
   mode: 'working-tree' | 'branch';
   branch?: string;
   /** Commit message in branch mode; defaults to the run's task. */
@@ -140,6 +152,7 @@ export async function applyRunResult(opts: {
       reviewedSha256: opts.reviewedSha256,
       mode: opts.mode,
       ...(opts.files ? { files: opts.files } : {}),
+      ...(opts.selection?.length ? { selection: opts.selection } : {}),
       ...(opts.branch ? { branch: opts.branch } : {}),
       message: opts.message?.trim() ? opts.message : opts.run.task,
     });
@@ -151,6 +164,7 @@ export async function applyRunResult(opts: {
       applied: result.applied,
       refused: result.conflicts.map((c) => ({ path: c.path, reason: c.reason })),
       patchSha256: result.patchSha256,
+      ...loggedSelection(opts),
     });
     await opts.store.update(opts.run.id, {
       applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
@@ -163,23 +177,64 @@ export async function applyRunResult(opts: {
 }
 
 /**
- * Writes a run's patch (or a selection of it) to `dest`, for the user to apply themselves, and
- * records that in the run's apply log. Refused like `applyRunResult`, before writing, when the
- * audit log is not sealed.
+ * Hands a run's patch (or a selection of it) to the user — written to `dest`, or given back for a
+ * download or the clipboard (`dest` names where it went) — and records that in the run's apply
+ * log. Refused like `applyRunResult`, before writing, when the audit log is not sealed.
  */
-export async function writeRecordedPatch(opts: { store: RunStore; runId: string; dest: string; files?: string[] }): Promise<{ bytes: number; sha256: string }> {
-  const legacy = opts.files ? undefined : await loadLegacyResult(opts.store, opts.runId);
-  const loaded = legacy ? undefined : await loadRunResult(opts.store, opts.runId);
-  const selected = loaded ? selectChanges(loaded.result, opts.files) : (legacy?.files ?? []);
-  const patch = loaded ? (opts.files ? sectionsOf(loaded.patch, selected as ResultChange[]) : loaded.patch) : (legacy?.patch as Buffer);
+export async function writeRecordedPatch(opts: Selection & { store: RunStore; runId: string; dest: string; write?: boolean }): Promise<{ patch: Buffer; bytes: number; sha256: string }> {
+  const partOf = opts.files || opts.selection?.length;
+  const legacy = partOf ? undefined : await loadLegacyResult(opts.store, opts.runId);
+  let patch: Buffer;
+  let applied: string[];
+  if (legacy) {
+    [patch, applied] = [legacy.patch, legacy.files.map((c) => c.path)];
+  } else {
+    const sel = await patchOfSelection(await loadRunResult(opts.store, opts.runId), opts);
+    [patch, applied] = [sel.patch, sel.changes.map((c) => c.path)];
+  }
   const paths = opts.store.paths(opts.runId);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
-    await mkdir(path.dirname(opts.dest), { recursive: true });
-    await writeFile(opts.dest, patch);
-    await log.append('apply', { mode: 'patch', target: opts.dest, applied: selected.map((c) => c.path), refused: [], patchSha256: sha256(patch) });
+    if (opts.write !== false) {
+      await mkdir(path.dirname(opts.dest), { recursive: true });
+      await writeFile(opts.dest, patch);
+    }
+    await log.append('apply', { mode: 'patch', target: opts.dest, applied, refused: [], patchSha256: sha256(patch), ...loggedSelection(opts) });
     await opts.store.update(opts.runId, { applyLog: { count: log.count, head: log.head } });
-    return { bytes: patch.length, sha256: sha256(patch) };
+    return { patch, bytes: patch.length, sha256: sha256(patch) };
+  } finally {
+    await log.close();
+  }
+}
+
+/** The merge view of a file apply refused, against the run's project (or `targetDir`). */
+export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; targetDir?: string }): Promise<MergeViewData> {
+  const loaded = await loadRunResult(opts.store, opts.run.id);
+  return mergeViewOf({ projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir, repo: loaded.repo, result: loaded.result, path: opts.path });
+}
+
+/**
+ * Writes the user's resolution of a conflicted file (only while the project's file is still the
+ * one the merge view showed) and records it in the apply log.
+ */
+export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; targetDir?: string }): Promise<{ path: string; sha256: string }> {
+  const loaded = await loadRunResult(opts.store, opts.run.id);
+  const paths = opts.store.paths(opts.run.id);
+  const log = await openApplyLog(paths.audit, paths.applyLog);
+  try {
+    const projectDir = opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir;
+    const done = await writeResolution({ projectDir, repo: loaded.repo, result: loaded.result, path: opts.path, content: opts.content, oursSha256: opts.oursSha256 });
+    await log.append('apply', {
+      mode: 'resolve',
+      target: projectDir,
+      applied: [opts.path],
+      refused: [],
+      // The resolution is the user's text, not a part of the result patch: its own digest.
+      patchSha256: done.writtenSha256,
+      resolved: { path: opts.path, ...done },
+    });
+    await opts.store.update(opts.run.id, { applyLog: { count: log.count, head: log.head } });
+    return { path: opts.path, sha256: done.writtenSha256 };
   } finally {
     await log.close();
   }

@@ -1,6 +1,7 @@
 import type { ChangedFile, FileDiff } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { fileDiff, listChanges, type FileChange } from '../workspace/changes';
+import { wholeFileOnly } from '../workspace/partial';
 import { classifyRisky, diffOf, loadLegacyResult, loadRunResult, type LoadedResult } from './run-apply';
 import { toChangedFile } from './run-record';
 import type { RunService } from './run-service';
@@ -31,10 +32,12 @@ export class RunChanges {
     const change = files.find((c) => c.path === file);
     if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
     const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: toChangedFile(change).status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
-    if (change.binary || change.tooLarge) return { ...base, diff: '' };
     const sandbox = this.runs.sandboxOf(runId);
-    if (sandbox) return { ...base, diff: (await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) })).diff };
-    return { ...base, diff: diffOf(stored ?? (await this.storedResult(runId)), file) ?? '' };
+    const whole = sandbox || !stored ? 'hunks and lines can be picked once the run has ended' : wholeFileOnly(change);
+    const view = { ...base, ...(whole ? { wholeFileOnly: whole } : {}) };
+    if (change.binary || change.tooLarge) return { ...view, diff: '' };
+    if (sandbox) return { ...view, diff: (await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) })).diff };
+    return { ...view, diff: diffOf(stored ?? (await this.storedResult(runId)), file) ?? '' };
   }
 
   /** The result the host derived at the end of the run (patch, listing, object store). */

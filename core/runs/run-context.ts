@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
-import type { Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
+import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
@@ -37,9 +37,10 @@ export interface RunWorkspace {
   snapshot(projectDir: string): Promise<ProjectSnapshot>;
   /**
    * Copies the snapshot into the sandbox and writes the same bytes into the run's object store on
-   * the host (`objectsDir`) as the host's own baseline.
+   * the host (`objectsDir`) as the host's own baseline; gives the agent a git repository with
+   * `gitHistory` of the project's history (a convenience, never read back).
    */
-  hydrate(sandbox: Sandbox, snapshot: ProjectSnapshot, objectsDir: string): Promise<HydratedWorkspace>;
+  hydrate(sandbox: Sandbox, snapshot: ProjectSnapshot, objectsDir: string, opts: { gitHistory: GitHistory }): Promise<HydratedWorkspace>;
   /** Tells of changed paths while the agent works (hints for the live view and for collect). */
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
@@ -56,9 +57,9 @@ export interface HydratedWorkspace extends HydrateResult {
 export const realWorkspace: RunWorkspace = {
   snapshot: (projectDir) => snapshotProject(projectDir),
   // The agent starts once the copy is in place; change queries wait for the baseline commit.
-  async hydrate(sandbox, snapshot, objectsDir) {
+  async hydrate(sandbox, snapshot, objectsDir, { gitHistory }) {
     const repo = await HostRepo.create(objectsDir);
-    return { ...(await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo })), repo };
+    return { ...(await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo, gitHistory })), repo };
   },
   watch: (sandbox, onChange) => watchChanges(sandbox.channel, onChange),
   async collect(sandbox, { snapshot, hydrated, hints }) {

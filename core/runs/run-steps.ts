@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import path from 'node:path';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import { DEFAULT_GIT_HISTORY } from '../../contracts/runs';
 import type { AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { PreviewPorts } from '../network/preview-ports';
@@ -67,7 +68,13 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
-  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects);
+  const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
+  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
+  const repo = run.hydrated.sandboxRepo;
+  if (repo) {
+    const what = repo.kind === 'fresh' ? 'a fresh repository (one commit of the copied-in files)' : `${repo.commits} commit(s) of the project's history (git history ${gitHistory})${repo.rewritten ? ', with the files left out of the copy removed from every commit' : ''}`;
+    await run.audit.append('note', { message: `The sandbox's git repository holds ${what}${repo.note ? `; ${repo.note}` : ''}. It is never read back: the result is the workspace's files against the host's baseline.` });
+  }
   throwIfStopped(run);
 }
 
@@ -175,8 +182,18 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
     }
   } catch (err) {
     const info = toErrorInfo(err);
-    failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
-    await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+    if (info.kind === 'DOCKER_UNREACHABLE') {
+      // The engine is out of reach (a remote link dropped): nothing could be removed or checked there.
+      // What was collected is already stored on the host; the sandbox is wiped once the engine answers.
+      const message = `${info.message} The remote wipe could not be verified; Airlock removes the sandbox (label airlock.run=${run.sandbox?.info.runId ?? run.id}) and checks it is gone before the next run on that engine or at the next start.`;
+      wipe = { verified: false, removed: [], leftovers: ['unverified: engine unreachable'], at: new Date().toISOString() };
+      await run.audit.append('wipe', { removed: [], leftovers: wipe.leftovers, verified: false, durationMs: 0, verifiedAt: wipe.at, unverified: info.message }).catch(() => undefined);
+      // The link is the cause of a channel that closed under the run, too: say so, not "channel closed".
+      failure = !failure || failure.kind === 'CHANNEL_CLOSED' ? { kind: 'DOCKER_UNREACHABLE', message } : { ...failure, message: `${failure.message} ${message}` };
+    } else {
+      failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
+      await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+    }
   } finally {
     host.deps.proxy.revokeRun(run.id);
   }

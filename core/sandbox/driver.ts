@@ -39,6 +39,15 @@ export interface SandboxInfo {
   owner?: string;
   /** Containers: which engine runs it and where (`podman 4.3.1 (rootful) at unix:///run/podman/podman.sock`). */
   engine?: string;
+  /** The installation id of the Airlock that created it (label `airlock.installation`), where recorded. */
+  installation?: string;
+}
+
+/** Who made a sandbox's resources, as the reaper needs to know. */
+export interface ResourceOwner {
+  runId: string;
+  owner?: string;
+  installation?: string;
 }
 
 /** A byte stream to the in-sandbox helper (docs/architecture.md §4). */
@@ -101,5 +110,10 @@ export interface SandboxDriver {
    * a volume and its container — with the `<hostname>:<pid>` that made them where recorded.
    * Optional; the reaper also wipes these unless their owner is still running.
    */
-  listRunResources?(): Promise<Array<{ runId: string; owner?: string }>>;
+  listRunResources?(): Promise<ResourceOwner[]>;
+  /**
+   * Whether the engine may be shared with other machines (reached over a network): then the reaper
+   * only touches resources of this installation. Drivers that create per-machine resources omit it.
+   */
+  sharedEngine?(): Promise<boolean>;
 }

@@ -23,7 +23,7 @@ export interface EnsureImageOptions {
   onProgress?: (p: ImageProgress) => void;
   /** A user-chosen image: not built, but checked for node/git/tar (IMAGE_INCOMPATIBLE otherwise). */
   image?: string;
-  engine?: Engine;
+  engine?: Engine | Promise<Engine>;
   /** The files for /opt/airlock; default: the helper bundle plus the built-in agent bundle. */
   payload?: PayloadProvider;
   resourcesDir?: string;
@@ -135,7 +135,7 @@ const inFlight = new Map<string, Promise<EnsureImageResult>>();
  * has node, git and tar instead.
  */
 export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise<EnsureImageResult> {
-  const engine = opts.engine ?? (await connectEngine());
+  const engine = (await opts.engine) ?? (await connectEngine());
   const emit = opts.onProgress ?? (() => undefined);
   try {
     if (opts.image) {

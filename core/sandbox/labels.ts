@@ -5,6 +5,11 @@ export const LABEL_KIND = 'airlock.kind';
 export const LABEL_VOLUME = 'airlock.volume';
 /** `<hostname>:<pid>` of the creating process, so a reaper in another process leaves live ones alone. */
 export const LABEL_OWNER = 'airlock.owner';
+/**
+ * The random id of the Airlock installation (home) that made it: on a shared remote engine the
+ * reaper takes only its own installation's resources, whatever host name and pid say.
+ */
+export const LABEL_INSTALLATION = 'airlock.installation';
 /** Set on sandboxes started ahead of demand by a warm pool. */
 export const LABEL_POOL = 'airlock.pool';
 

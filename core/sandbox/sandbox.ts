@@ -21,7 +21,7 @@ export class Sandbox implements Disposable {
     /** @internal The byte stream under the channel (closed on destroy). */
     readonly stream: ChannelStream,
     private readonly driver: SandboxDriver,
-    private readonly onDestroyed: (s: Sandbox) => void,
+    private readonly onDestroyed: (s: Sandbox, verified: boolean) => void,
     /** The run this sandbox serves. Differs from `info.runId` when it came from the warm pool. */
     readonly runId: string = info.runId,
   ) {}
@@ -36,11 +36,13 @@ export class Sandbox implements Disposable {
     this.destroying ??= (async () => {
       this.channel.dispose();
       this.stream.close();
+      let verified = false;
       try {
         const proof = await this.driver.destroy(this.info.runId);
+        verified = proof.leftovers.length === 0;
         return this.runId === this.info.runId ? proof : { ...proof, runId: this.runId, labelRunId: this.info.runId };
       } finally {
-        this.onDestroyed(this);
+        this.onDestroyed(this, verified);
       }
     })();
     return this.destroying;
@@ -55,6 +57,8 @@ export class Sandbox implements Disposable {
 export interface SandboxManagerOptions {
   /** How long the helper may take to say hello (default 15 s; first start after a build is slowest). */
   helloTimeoutMs?: number;
+  /** This installation's id: on a shared engine the reaper takes only resources that carry it. */
+  installationId?: string;
 }
 
 function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
@@ -74,6 +78,8 @@ export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
   private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
   private readonly refills = new Set<Promise<void>>();
+  /** Runs whose wipe could not be verified (the engine was unreachable): retried before the next create. */
+  private readonly unverifiedWipes = new Set<string>();
   private disposed = false;
 
   constructor(
@@ -88,12 +94,13 @@ export class SandboxManager implements Disposable {
    */
   async create(spec: SandboxSpec): Promise<Sandbox> {
     if (this.disposed) throw new AirlockError('CANCELLED', 'the sandbox manager is shut down');
+    this.retryUnverifiedWipes();
     const entry = this.pool.get(poolKey(spec));
     const warm = entry?.ready.shift();
     if (entry && warm) {
       this.refill(entry);
       if (!warm.channel.isClosed) {
-        const claimed = new Sandbox(warm.info, warm.channel, warm.stream, this.driver, (s) => this.live.delete(s), spec.runId);
+        const claimed = new Sandbox(warm.info, warm.channel, warm.stream, this.driver, (s, verified) => this.onDestroyed(s, verified), spec.runId);
         this.live.add(claimed);
         return claimed;
       }
@@ -114,7 +121,7 @@ export class SandboxManager implements Disposable {
         channel.dispose();
         throw new AirlockError('SANDBOX_FAILED', 'the sandbox helper runs as root; Airlock refuses to use it. Use an image whose user 1000 exists, or Airlock\'s own image.');
       }
-      return new Sandbox(info, channel, stream, this.driver, (s) => this.live.delete(s), runId);
+      return new Sandbox(info, channel, stream, this.driver, (s, verified) => this.onDestroyed(s, verified), runId);
     } catch (err) {
       const diagnostics = stream?.stderrTail?.().trim();
       stream?.close();
@@ -124,6 +131,29 @@ export class SandboxManager implements Disposable {
       }
       throw err;
     }
+  }
+
+  private onDestroyed(s: Sandbox, verified: boolean): void {
+    this.live.delete(s);
+    if (verified) this.unverifiedWipes.delete(s.info.runId);
+    else this.unverifiedWipes.add(s.info.runId);
+  }
+
+  /** Wipes again, in the background, what an unreachable engine kept from being wiped and verified. */
+  private retryUnverifiedWipes(): void {
+    for (const runId of this.unverifiedWipes) {
+      this.driver.destroy(runId).then(
+        (proof) => {
+          if (proof.leftovers.length === 0) this.unverifiedWipes.delete(runId);
+        },
+        () => undefined, // Still unreachable: the next create (or the reaper at the next start) tries again.
+      );
+    }
+  }
+
+  /** Runs whose sandbox could not be wiped and verified yet (retried before each create). */
+  pendingWipes(): string[] {
+    return [...this.unverifiedWipes];
   }
 
   /**
@@ -178,27 +208,40 @@ export class SandboxManager implements Disposable {
 
   /**
    * Crash recovery: removes every sandbox (and orphaned volume/network) whose run is not live.
-   * Sandboxes held by this manager, and those created by another process on this host that is
-   * still running, are left alone. Returns the run ids that were wiped.
+   * Left alone: sandboxes held by this manager, those of another Airlock process on this host that
+   * is still running, and — on an engine that may be shared (reached over the network) — anything
+   * not labelled with this installation's id, since another user's host name and pid mean nothing
+   * here (docs/architecture.md §13). Returns the run ids that were wiped.
    */
   async reapOrphans(isLive: (runId: string) => boolean): Promise<string[]> {
     const own = this.ownLabels();
+    const shared = (await this.driver.sharedEngine?.()) ?? false;
     const keep = (runId: string) => own.has(runId) || isLive(runId);
-    const candidates = new Map<string, SandboxInfo | undefined>();
-    for (const info of await this.driver.list()) {
-      if (keep(info.runId) || ownerStatus(info.owner) === 'running') continue;
-      candidates.set(info.runId, info);
+    const ours = (r: { owner?: string; installation?: string }): boolean => {
+      const status = ownerStatus(r.owner);
+      if (status === 'running') return false;
+      if (r.installation !== undefined && r.installation === this.opts.installationId) return true;
+      // Another installation (or none recorded): only a process of this very host that is gone, on an engine no one else uses.
+      return !shared && (status === 'gone' || status === 'self');
+    };
+    const sandboxes = await this.driver.list();
+    const candidates = new Set<string>();
+    for (const info of sandboxes) {
+      if (!keep(info.runId) && ours(info)) candidates.add(info.runId);
     }
-    // Resources without a container: reap unless a live container of the same run was kept above,
-    // or another process that is still running made them (its container may be on its way).
-    const keptRuns = new Set((await this.driver.list()).map((i) => i.runId).filter((id) => !candidates.has(id)));
-    for (const { runId, owner } of (await this.driver.listRunResources?.()) ?? []) {
-      if (!keep(runId) && !keptRuns.has(runId) && ownerStatus(owner) !== 'running') candidates.set(runId, candidates.get(runId));
+    // Resources without a container: reap unless a container of the same run was kept above, or
+    // their maker is not ours to judge (its container may be on its way).
+    const keptRuns = new Set(sandboxes.map((i) => i.runId).filter((id) => !candidates.has(id)));
+    for (const r of (await this.driver.listRunResources?.()) ?? []) {
+      if (!keep(r.runId) && !keptRuns.has(r.runId) && ours(r)) candidates.add(r.runId);
     }
     const reaped: string[] = [];
-    for (const runId of candidates.keys()) {
+    for (const runId of candidates) {
       const proof = await this.driver.destroy(runId);
-      if (proof.leftovers.length === 0) reaped.push(runId);
+      if (proof.leftovers.length === 0) {
+        reaped.push(runId);
+        this.unverifiedWipes.delete(runId);
+      }
     }
     return reaped;
   }

@@ -6,6 +6,7 @@ import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult
 import { ZERO_OID } from './git-objects';
 import { hostGit, hostGitOk } from './host-git';
 import type { HostRepo } from './host-repo';
+import { selectionPatch, type FileSelection } from './partial';
 import { foldCollisions, foldName, unsafePathReason } from './result-paths';
 import { gitTopLevel } from './snapshot';
 
@@ -19,9 +20,11 @@ export interface ApplyOptions {
   patch: Buffer;
   /** Apply only these paths (new or old name of a rename); default all. */
   files?: string[];
+  /** Hunks and lines of some of those files (text files only); the rest of each stays as in the project. */
+  selection?: FileSelection[];
   /**
-   * SHA-256 of the patch the user reviewed: the whole result's or the selection's. Anything else
-   * is refused before the project is touched.
+   * SHA-256 of the patch the user reviewed: the selection's (`selectionPatch`), or the whole
+   * result's when whole files are applied. Anything else is refused before the project is touched.
    */
   reviewedSha256: string;
   /** `working-tree`: write files into the project. `branch`: new branch + commit, working tree untouched. */
@@ -52,7 +55,7 @@ export interface ApplyOutcome {
   patchSha256: string;
 }
 
-type FileState =
+export type FileState =
   | { kind: 'absent' }
   | { kind: 'file'; content: Buffer; exec: boolean }
   | { kind: 'symlink'; target: string }
@@ -102,10 +105,12 @@ export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
   if (sha256(opts.patch) !== opts.result.patchSha256) {
     throw new AirlockError('INTERNAL', "The run's stored patch no longer matches its collected result; the run folder was altered. Nothing was applied.");
   }
-  const selected = selectChanges(opts.result, opts.files);
-  const patchSha256 = sha256(sectionsOf(opts.patch, selected));
-  if (opts.reviewedSha256 !== patchSha256 && opts.reviewedSha256 !== opts.result.patchSha256) {
-    throw new AirlockError('CONFLICT', `This is not the result that was reviewed (reviewed ${opts.reviewedSha256.slice(0, 12)}…, result ${opts.result.patchSha256.slice(0, 12)}…); review the run again, then apply. Nothing was applied.`);
+  const picked = await selectionPatch(opts.repo, opts.result, opts.patch, opts.files, opts.selection);
+  const selected = picked.changes;
+  const patchSha256 = picked.sha256;
+  const wholeFiles = !opts.selection?.length;
+  if (opts.reviewedSha256 !== patchSha256 && !(wholeFiles && opts.reviewedSha256 === opts.result.patchSha256)) {
+    throw new AirlockError('CONFLICT', `This is not the ${wholeFiles ? 'result' : 'selection'} that was reviewed (reviewed ${opts.reviewedSha256.slice(0, 12)}…, ${wholeFiles ? 'result' : 'selection'} ${(wholeFiles ? opts.result.patchSha256 : patchSha256).slice(0, 12)}…); review it again, then apply. Nothing was applied.`);
   }
   for (const c of selected) {
     for (const p of [c.path, c.oldPath]) {
@@ -113,7 +118,7 @@ export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
       if (why) throw new AirlockError('INVALID_INPUT', `The result names an unsafe path (${p}: ${why}); nothing was applied.`);
     }
   }
-  const entries = await entriesOf(opts.repo, selected);
+  const entries = await entriesOf(opts.repo, selected, picked.partial);
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'airlock-apply-'));
   try {
     const outcome = opts.mode === 'branch' ? await applyToBranch(projectDir, entries, opts, scratch) : await applyToWorkingTree(projectDir, entries, scratch);
@@ -123,8 +128,8 @@ export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
   }
 }
 
-/** Base and result of every selected file, from the host object store. */
-async function entriesOf(repo: HostRepo, changes: ResultChange[]): Promise<Entry[]> {
+/** Base and result of every selected file, from the host object store (a part's result: base plus the selected changes). */
+async function entriesOf(repo: HostRepo, changes: ResultChange[], partial: Map<string, Buffer>): Promise<Entry[]> {
   const blobs = await repo.readBlobs(changes.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID));
   const state = (oid: string, mode: string | undefined): FileState => {
     if (oid === ZERO_OID || !mode) return ABSENT;
@@ -134,7 +139,9 @@ async function entriesOf(repo: HostRepo, changes: ResultChange[]): Promise<Entry
   return changes.map((c) => {
     const src = c.status === 'added' ? undefined : (c.oldPath ?? c.path);
     const dst = c.status === 'deleted' ? undefined : c.path;
-    return { ...(src ? { src } : {}), ...(dst ? { dst } : {}), base: state(c.oldOid, c.oldMode), theirs: state(c.newOid, c.newMode) };
+    const part = partial.get(c.path);
+    const theirs = part ? { kind: 'file' as const, content: part, exec: c.newMode === '100755' } : state(c.newOid, c.newMode);
+    return { ...(src ? { src } : {}), ...(dst ? { dst } : {}), base: state(c.oldOid, c.oldMode), theirs };
   });
 }
 
@@ -285,7 +292,7 @@ async function projectNameClash(projectDir: string, rel: string): Promise<string
 }
 
 /** Throws unless `dir` resolves (symlinks followed) to the project or a folder inside it. */
-async function assertInside(projectDir: string, dir: string): Promise<void> {
+export async function assertInside(projectDir: string, dir: string): Promise<void> {
   const real = await realpath(dir).catch(() => undefined);
   if (real === undefined) return; // does not exist: nothing is written through it
   if (real !== projectDir && !real.startsWith(projectDir + path.sep)) {
@@ -483,7 +490,7 @@ export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: str
   return { file, bytes: body.length, paths: selected.map((c) => c.path), sha256: sha256(body) };
 }
 
-async function readState(full: string): Promise<FileState> {
+export async function readState(full: string): Promise<FileState> {
   const st = await lstat(full).catch(() => undefined);
   if (!st) return ABSENT;
   if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(full) };
@@ -492,7 +499,7 @@ async function readState(full: string): Promise<FileState> {
 }
 
 /** Writes next to the target and renames over it, so a symlink at the path is replaced, not followed. */
-async function writeStateAtomic(full: string, state: FileState): Promise<void> {
+export async function writeStateAtomic(full: string, state: FileState): Promise<void> {
   const tmp = path.join(path.dirname(full), `.airlock-apply-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const prev = await lstat(full).catch(() => undefined);
   try {

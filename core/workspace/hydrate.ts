@@ -3,6 +3,7 @@ import { baselineCommitOid } from './git-objects';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
 import type { GitMode } from './git-objects';
 import type { HostRepo } from './host-repo';
+import { buildSandboxRepo, installSandboxRepo, summaryOf, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
   BASELINE_IDENT,
@@ -35,6 +36,11 @@ export interface HydrateOptions {
    * host's own baseline commit, the base every result is computed against (never the sandbox's).
    */
   hostRepo?: HostRepo;
+  /**
+   * Gives the agent a git repository at `<workDir>/.git` with this much of the project's history
+   * (sandbox-repo.ts); without it the workspace has no `.git`. Never part of any result.
+   */
+  gitHistory?: GitHistory;
 }
 
 export interface HydrateResult {
@@ -51,6 +57,8 @@ export interface HydrateResult {
   manifest: ManifestFile[];
   /** Settles with the baseline commit in `hostRepo` (same id as `baselineCommit`), when one was given. */
   hostBaseline?: Promise<string>;
+  /** What the agent's repository holds, when one was asked for. */
+  sandboxRepo?: SandboxRepoSummary;
 }
 
 /**
@@ -131,6 +139,10 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   if (manifest.status === 'rejected') {
     throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(manifest.reason as Error).message}`);
   }
+  // The agent's repository: built on the host once the stream has ended (every exclusion known),
+  // installed while the baseline below records in the background.
+  const sandboxRepo = opts.gitHistory === undefined ? undefined : await buildSandboxRepo(snapshot, opts.gitHistory);
+  const installed = sandboxRepo ? installSandboxRepo(shell, sandboxRepo, { layout, timeoutMs }) : undefined;
   const baselineScript = [
     'spool=$1; js=$2; ident=$3; shift 3',
     `node -e "$js" ${BASELINE_REF} "$ident" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
@@ -172,6 +184,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     }
   });
   baselineReady.catch(() => undefined);
+  if (installed) await installed;
   if (opts.waitForBaseline ?? true) await baselineReady;
   return {
     files: files.length,
@@ -182,5 +195,6 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     excluded: snapshot.excluded,
     manifest: files,
     ...(hostBaseline ? { hostBaseline } : {}),
+    ...(sandboxRepo ? { sandboxRepo: summaryOf(sandboxRepo) } : {}),
   };
 }

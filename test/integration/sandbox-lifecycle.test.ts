@@ -81,7 +81,10 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     expect(err.kind).toBe('DOCKER_NOT_RUNNING');
     expect(err.message).toMatch(/DOCKER_HOST/);
     const tcp = new DockerDriver({ env: { ...process.env, DOCKER_HOST: 'tcp://127.0.0.1:1' } });
-    expect((await kindOf(tcp.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }))).kind).toBe('DOCKER_NOT_RUNNING');
+    // An engine reached over the network: where, and that the link or the engine is down.
+    const unreachable = await kindOf(tcp.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }));
+    expect(unreachable.kind).toBe('DOCKER_UNREACHABLE');
+    expect(unreachable.message).toContain('over plain TCP at 127.0.0.1:1');
     const status = await checkEngine(await connectEngine(env));
     expect(status.ok).toBe(false);
     expect(status.error?.kind).toBe('DOCKER_NOT_RUNNING');

@@ -310,6 +310,19 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async exportPatch({ runId }) {
         return { path: `/tmp/${runId}.patch`, bytes: 10, text: 'diff --git' };
       },
+      async preview({ runId, files }) {
+        // The fake result has one digest; hunk selection is exercised against the real core.
+        return { bytes: 10, sha256: FAKE_PATCH_SHA256, files: files ?? get(runId).files.map((f) => f.path), text: 'diff --git' };
+      },
+      async savePatch() {
+        return { saved: false };
+      },
+      async mergeView({ path }) {
+        throw new AirlockError('NOT_FOUND', `${path} has no conflict in this fake run`);
+      },
+      async resolve({ path }) {
+        throw new AirlockError('NOT_FOUND', `${path} has no conflict in this fake run`);
+      },
       onDidChange: diffChange.event,
     },
     terminals: {

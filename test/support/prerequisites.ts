@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl';
 
 export interface PrerequisiteStatus {
   ok: boolean;
@@ -34,6 +34,18 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
       } catch {
         return { ok: false, reason: 'Chromium not found at /usr/bin/chromium (apt-get install chromium)' };
       }
+    case 'sshd':
+      try {
+        await access('/usr/sbin/sshd');
+        await access('/usr/bin/ssh-keygen');
+        return { ok: true, reason: '' };
+      } catch {
+        return { ok: false, reason: 'OpenSSH server/client not installed (apt-get install openssh-server openssh-client; scripts/ci-setup.sh does)' };
+      }
+    case 'openssl':
+      return (await probe('openssl', ['version']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'openssl not installed (apt-get install openssl; scripts/ci-setup.sh does)' };
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

@@ -40,7 +40,7 @@ export interface RunFixture {
  * name) pointed at the scripted fake upstream for both wire formats.
  */
 export async function createRunFixture(
-  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests'] } = {},
+  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests']; env?: Record<string, string> } = {},
 ): Promise<RunFixture> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-home-'));
   const upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
@@ -50,6 +50,7 @@ export async function createRunFixture(
     AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-${process.pid}`,
     // VM kernel, initramfs and base disks are prepared once per machine, not per test home.
     AIRLOCK_VM_ASSETS: process.env.AIRLOCK_VM_ASSETS ?? path.join(airlockHome(process.env), 'vm'),
+    ...opts.env,
   };
   const core = await createAirlockCore({ env, ...(opts.egressProxy ? { egressProxyForTests: opts.egressProxy } : {}) });
   await core.catalog.setBaseUrl('anthropic', upstream.url);

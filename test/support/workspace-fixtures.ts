@@ -5,7 +5,7 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { collectResult, type CollectedResult, type CollectOptions } from '../../core/workspace/collect';
-import { hydrate, type HydrateResult } from '../../core/workspace/hydrate';
+import { hydrate, type HydrateOptions, type HydrateResult } from '../../core/workspace/hydrate';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { LocalShell, localLayout } from '../../core/workspace/local-shell';
 import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../../core/workspace/snapshot';
@@ -104,11 +104,11 @@ export async function collectLocal(sb: LocalSandbox, opts: Partial<CollectOption
 }
 
 /** Snapshots the project and hydrates it into a temp dir through the LocalShell. */
-export async function localSandbox(projectDir: string, opts?: SnapshotOptions, repoDir?: string): Promise<LocalSandbox> {
+export async function localSandbox(projectDir: string, opts?: SnapshotOptions, repoDir?: string, hydrateOpts: Pick<HydrateOptions, 'gitHistory'> = {}): Promise<LocalSandbox> {
   const shell = new LocalShell();
   const layout = await localLayout(tempDir('airlock-sbx-'));
   const snapshot = await snapshotProject(projectDir, opts);
   const repo = await HostRepo.create(repoDir ?? path.join(tempDir('airlock-objects-'), 'objects.git'));
-  const hydrated = await hydrate(shell, snapshot, { layout, hostRepo: repo });
+  const hydrated = await hydrate(shell, snapshot, { layout, hostRepo: repo, ...hydrateOpts });
   return { shell, layout, snapshot, hydrated, repo, at: (rel) => path.join(layout.workDir, rel) };
 }

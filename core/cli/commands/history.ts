@@ -1,4 +1,7 @@
+import type { ChangedFile, FileSelection } from '../../../contracts/diffs';
 import { describeError } from '../../../contracts/error-help';
+import { AirlockError } from '../../../contracts/errors';
+import { parseSection } from '../../workspace/partial';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import type { AirlockServices } from '../../api/services';
@@ -19,6 +22,53 @@ async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>
 /** Comma-separated and repeated `--files` values as one list. */
 function fileList(values: string[] | undefined): string[] | undefined {
   return values?.flatMap((f) => f.split(',')).filter(Boolean);
+}
+
+/**
+ * `--hunks PATH:0,2` and `--lines PATH:-3,+4` (repeatable; the last `:` splits, so a path may
+ * hold one) as the contract's selection: per path, hunk indexes and line ids.
+ */
+export function selectionOf(hunks: string[] | undefined, lines: string[] | undefined): FileSelection[] | undefined {
+  const byPath = new Map<string, FileSelection>();
+  const add = (arg: string, option: 'hunks' | 'lines') => {
+    const at = arg.lastIndexOf(':');
+    const file = arg.slice(0, at);
+    const items = arg.slice(at + 1).split(',').filter(Boolean);
+    if (at <= 0 || !items.length) throw new AirlockError('INVALID_INPUT', `--${option} takes PATH:${option === 'hunks' ? '0,2' : '-3,+4'} (got '${arg}'); 'airlock show <runId> --hunks' numbers them.`, { field: option });
+    const sel = byPath.get(file) ?? { path: file };
+    if (option === 'hunks') {
+      const bad = items.find((i) => !/^[0-9]+$/.test(i));
+      if (bad !== undefined) throw new AirlockError('INVALID_INPUT', `--hunks ${arg}: '${bad}' is not a hunk number (0, 1, …).`, { field: option });
+      sel.hunks = [...(sel.hunks ?? []), ...items.map(Number)];
+    } else {
+      const bad = items.find((i) => !/^[+-][0-9]+$/.test(i));
+      if (bad !== undefined) throw new AirlockError('INVALID_INPUT', `--lines ${arg}: '${bad}' is not a line id (-<old line> or +<new line>).`, { field: option });
+      sel.lines = [...(sel.lines ?? []), ...items];
+    }
+    byPath.set(file, sel);
+  };
+  for (const h of hunks ?? []) add(h, 'hunks');
+  for (const l of lines ?? []) add(l, 'lines');
+  return byPath.size ? [...byPath.values()] : undefined;
+}
+
+/** `--files` plus the paths `--hunks`/`--lines` name (a picked file is a selected file). */
+function selectedFiles(files: string[] | undefined, selection: FileSelection[] | undefined): string[] | undefined {
+  if (!files?.length) return undefined;
+  return [...new Set([...files, ...(selection ?? []).map((s) => s.path)])];
+}
+
+/** Each text file's hunks with their numbers and its changed lines with their ids, for `--hunks`/`--lines`. */
+async function printHunks(out: NodeJS.WritableStream, s: AirlockServices, runId: string, files: ChangedFile[]): Promise<void> {
+  for (const f of files) {
+    const d = await s.diffs.file({ runId, path: f.path, context: 3 });
+    out.write(`\n${f.path}${d.wholeFileOnly ? `  (whole file only: ${d.wholeFileOnly})` : ''}\n`);
+    if (d.wholeFileOnly && !d.diff) continue;
+    for (const [i, h] of parseSection(d.diff, f.path).hunks.entries()) {
+      out.write(`  hunk ${i}  ${h.header}\n`);
+      for (const l of h.lines) out.write(l.id ? `    ${l.id.padEnd(7)}${l.kind}${l.text}\n` : '');
+    }
+  }
 }
 
 export const runsCommand: CliCommand = {
@@ -42,9 +92,9 @@ export const runsCommand: CliCommand = {
 export const showCommand: CliCommand = {
   name: 'show',
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
-  usage: 'airlock show <runId> [--json] [--diff]',
+  usage: 'airlock show <runId> [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
@@ -63,6 +113,7 @@ export const showCommand: CliCommand = {
       if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
       if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
+      if (values.hunks) await printHunks(out, s, runId, files);
       return ExitCode.ok;
     });
   },
@@ -71,16 +122,17 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--json]   (SHA256: from airlock show / airlock patch)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4] [--json]   (SHA256: from airlock show, or airlock patch with the same selection)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
 `);
       return ExitCode.usage;
     }
-    const files = fileList(values.files);
+    const selection = selectionOf(values.hunks, values.lines);
+    const files = selectedFiles(fileList(values.files), selection);
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
@@ -89,6 +141,7 @@ export const applyCommand: CliCommand = {
         ...(values.branch ? { branch: values.branch } : {}),
         ...(values.message ? { message: values.message } : {}),
         ...(files?.length ? { files } : {}),
+        ...(selection ? { selection } : {}),
         ...(values.to ? { targetDir: values.to } : {}),
       });
       if (values.json) io.stdout.write(`${JSON.stringify(result)}\n`);
@@ -107,17 +160,19 @@ export const applyCommand: CliCommand = {
 export const patchCommand: CliCommand = {
   name: 'patch',
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--out FILE] [--files a,b,…]',
+  usage: 'airlock patch <runId> [--out FILE] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true } });
+    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true } });
     const [runId] = positionalsExactly(positionals, '<runId>');
-    const files = fileList(values.files);
+    const selection = selectionOf(values.hunks, values.lines);
+    const files = selectedFiles(fileList(values.files), selection);
+    const again = [files?.length ? ` --files ${files.join(',')}` : '', ...(values.hunks ?? []).map((h) => ` --hunks ${h}`), ...(values.lines ?? []).map((l) => ` --lines ${l}`)].join('');
     return withServices(io, async (s) => {
-      const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(values.out ? { destPath: values.out } : {}) });
+      const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(selection ? { selection } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);
-      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId} --reviewed ${result.sha256}${files?.length ? ` --files ${files.join(',')}` : ''})\n`);
+      if (result.sha256) io.stderr.write(`sha256 ${result.sha256}  (after reviewing: airlock apply ${runId} --reviewed ${result.sha256}${again})\n`);
       return ExitCode.ok;
     });
   },

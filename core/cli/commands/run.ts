@@ -2,16 +2,17 @@ import { createInterface } from 'node:readline';
 import type { RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
-import { StartRunInput } from '../../../contracts/runs';
+import { StartRunInput, type GitHistory } from '../../../contracts/runs';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { isFinal, printChangedFiles, usageLine } from '../run-format';
-import { numberOption, parseCliArgs, positionalsExactly } from '../args';
+import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR] [--json]`;
+       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
+       [--git-history none|N|all] [--json]`;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -37,12 +38,14 @@ export const runCommand: CliCommand = {
       allow: { type: 'string', multiple: true },
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
+      'git-history': { type: 'string' },
       json: { type: 'boolean' },
     });
     const [projectDir] = positionalsExactly(positionals, '<projectDir>');
     const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
+    const gitHistory = gitHistoryOption(values['git-history']);
     const publish = (values.publish ?? []).map((p) => numberOption(p, 'publish', { integer: true, min: 1, max: 65535 }) as number);
 
     const core = await createAirlockCore({ env: io.env });
@@ -65,6 +68,7 @@ export const runCommand: CliCommand = {
         isolation: values.isolation ?? settings.defaultIsolation,
         network: values.network ?? settings.defaultNetwork,
         ...(values.allow?.length ? { allowlist: values.allow } : {}),
+        ...(gitHistory !== undefined ? { gitHistory } : {}),
         limits: {
           timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
           ...(budgetTokens ? { budgetTokens } : {}),
@@ -118,6 +122,14 @@ export const runCommand: CliCommand = {
     }
   },
 };
+
+/** `--git-history none|N|all`: how much of the project's history the sandbox's repository holds. */
+function gitHistoryOption(value: string | undefined): GitHistory | undefined {
+  if (value === undefined || value === 'none' || value === 'all') return value;
+  const n = Number(value);
+  if (/^\d+$/.test(value) && n >= 1 && n <= 1_000_000) return n;
+  throw new CliUsageError(`--git-history takes none, all or a number of commits from 1 to 1000000, not '${value.slice(0, 40)}'`);
+}
 
 interface RunView {
   started(s: RunSummary): void;

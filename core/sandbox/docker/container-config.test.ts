@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
-import { hardenedContainerConfig, volumeNames } from './container-config';
+import { hardenedContainerConfig, sandboxVolumes, volumeNames } from './container-config';
 
 const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
 
@@ -41,5 +41,25 @@ describe('hardenedContainerConfig', () => {
   it('rejects nonsense limits with INVALID_INPUT', () => {
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, pids: 0 } })).toThrow(/pids limit/);
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, memoryBytes: 1000 } })).toThrow(/memory limit/);
+  });
+
+  it('gVisor changes only the runtime; the hardening is the same', () => {
+    const runc = hardenedContainerConfig(spec);
+    const gvisor = hardenedContainerConfig(spec, { runtime: 'runsc' });
+    expect(runc.HostConfig!.Runtime).toBeUndefined();
+    expect(gvisor.HostConfig!.Runtime).toBe('runsc');
+    expect({ ...gvisor.HostConfig, Runtime: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined });
+  });
+
+  it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {
+    const h = hardenedContainerConfig(spec, { engine: 'podman' }).HostConfig!;
+    expect(h.Tmpfs?.['/home/airlock']).toMatch(/(^|,)U(,|$)/);
+    expect(h.Tmpfs?.['/home/airlock']).not.toMatch(/uid=/);
+    expect(h.Ulimits?.map((u) => u.Name).sort()).toEqual(['core', 'nofile', 'nproc']);
+    expect(h.Ulimits?.find((u) => u.Name === 'core')).toMatchObject({ Soft: 0, Hard: 0 });
+    expect(hardenedContainerConfig(spec).HostConfig!.Tmpfs?.['/home/airlock']).toMatch(/uid=1000,gid=1000/);
+    const vols = sandboxVolumes(spec.runId, 'inst-1');
+    expect(vols.map((v) => v.Name)).toEqual(Object.values(volumeNames(spec.runId)));
+    for (const v of vols) expect(v.Labels).toMatchObject({ 'airlock.run': spec.runId, 'airlock.installation': 'inst-1' });
   });
 });

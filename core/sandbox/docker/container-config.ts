@@ -2,7 +2,7 @@ import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
 import { PROCESS_OWNER } from '../../common/process-alive';
-import { LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
+import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 import type { EngineKind } from './engine-endpoint';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
@@ -45,6 +45,8 @@ export interface ContainerConfigOptions {
   runtime?: string;
   /** The engine the config is for (default docker). */
   engine?: EngineKind;
+  /** This installation's id, labelled on the container and its volumes (the reaper's test on shared engines). */
+  installation?: string;
 }
 
 export function containerName(runId: string): string {
@@ -72,10 +74,12 @@ function validateLimits(spec: SandboxSpec): void {
  * mount's VolumeOptions when it creates them with the container; Podman ignores those, so the driver
  * creates them first through the volume API (an unlabelled volume would escape the wipe's check).
  */
-export function sandboxVolumes(runId: string): Array<{ Name: string; Labels: Record<string, string>; target: string }> {
+export function sandboxVolumes(runId: string, installation?: string): Array<{ Name: string; Labels: Record<string, string>; target: string }> {
   const names = volumeNames(runId);
-  // The owner too: another Airlock process's reaper must not take a volume whose container is on its way.
-  const labels = (which: string): Record<string, string> => ({ ...runLabels(runId, 'volume'), [LABEL_VOLUME]: which, [LABEL_OWNER]: PROCESS_OWNER });
+  // This process (`<hostname>:<pid>`) and installation as the owner, on volumes too: another
+  // Airlock's reaper must not take a volume whose container is on its way.
+  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
+  const labels = (which: string): Record<string, string> => ({ ...runLabels(runId, 'volume'), [LABEL_VOLUME]: which, ...owner });
   return [
     { Name: names.workspace, Labels: labels('workspace'), target: WORKSPACE_DIR },
     { Name: names.state, Labels: labels('state'), target: STATE_DIR },
@@ -84,6 +88,7 @@ export function sandboxVolumes(runId: string): Array<{ Name: string; Labels: Rec
 
 export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfigOptions = {}): Docker.ContainerCreateOptions {
   validateLimits(spec);
+  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(opts.installation ? { [LABEL_INSTALLATION]: opts.installation } : {}) };
   return {
     name: containerName(spec.runId),
     Image: spec.image,
@@ -95,7 +100,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE_DIR,
     Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
-    Labels: { ...(spec.labels ?? {}), [LABEL_OWNER]: PROCESS_OWNER, ...runLabels(spec.runId, 'sandbox') },
+    Labels: { ...(spec.labels ?? {}), ...owner, ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
     OpenStdin: true,
@@ -113,7 +118,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       SecurityOpt: ['no-new-privileges'],
       ReadonlyRootfs: true,
       Tmpfs: tmpfs(opts.engine ?? 'docker'),
-      Mounts: sandboxVolumes(spec.runId).map((v) => ({ Type: 'volume' as const, Source: v.Name, Target: v.target, VolumeOptions: { NoCopy: false, Labels: v.Labels, DriverConfig: { Name: 'local', Options: {} } } })),
+      Mounts: sandboxVolumes(spec.runId, opts.installation).map((v) => ({ Type: 'volume' as const, Source: v.Name, Target: v.target, VolumeOptions: { NoCopy: false, Labels: v.Labels, DriverConfig: { Name: 'local', Options: {} } } })),
       Binds: [],
       Memory: spec.limits.memoryBytes,
       // Same as Memory: no swap on top of the limit, so a memory bomb meets the OOM killer.

@@ -4,8 +4,8 @@ import type { Duplex } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
-import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
-import { LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
+import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
+import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
 import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
 import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
@@ -14,8 +14,10 @@ import { ExecDemuxer, TextTail } from './exec-demux';
 
 export interface DockerDriverOptions {
   /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
-  engine?: Engine;
+  engine?: Engine | Promise<Engine>;
   env?: NodeJS.ProcessEnv;
+  /** This installation's id, labelled on everything created (the reaper's test on shared engines). */
+  installationId?: string;
   /** Receives the helper's stderr (debug output); it never enters the channel. */
   debugSink?: (sandboxId: string, text: string) => void;
   /**
@@ -67,11 +69,13 @@ export class DockerDriver implements SandboxDriver {
   private readonly emitter = new Emitter<SandboxEvent>();
   readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
   private enginePromise: Promise<Engine> | undefined;
+  private resolved: Engine | undefined;
   /** The helper's stdio of containers started by this driver, until their first openChannel. */
   private readonly attached = new Map<string, { runId: string; socket: Duplex }>();
 
   constructor(private readonly opts: DockerDriverOptions = {}) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
+    this.enginePromise?.catch(() => undefined);
     this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
   }
 
@@ -82,13 +86,14 @@ export class DockerDriver implements SandboxDriver {
   private async configOptions(engine: Engine): Promise<ContainerConfigOptions & { identity: EngineIdentity }> {
     const identity = await engineIdentity(engine).catch((err: unknown) => this.fail(err, 'Could not ask the engine what it is'));
     if (this.kind === 'gvisor') assertGvisorRegistered(identity);
-    return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}) };
+    const installation = this.opts.installationId;
+    return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}), ...(installation ? { installation } : {}) };
   }
 
   /** The engine client (resolved once). */
   engine(): Promise<Engine> {
     this.enginePromise ??= connectEngine(this.opts.env);
-    return this.enginePromise;
+    return this.enginePromise.then((e) => (this.resolved = e));
   }
 
   private async docker(): Promise<Docker> {
@@ -116,7 +121,7 @@ export class DockerDriver implements SandboxDriver {
     let container: Docker.Container;
     try {
       if (identity.kind === 'podman') {
-        await Promise.all(sandboxVolumes(spec.runId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
+        await Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
       }
       container = await docker.createContainer(config);
     } catch (err) {
@@ -139,7 +144,9 @@ export class DockerDriver implements SandboxDriver {
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
-    return { id: container.id, runId: spec.runId, kind: this.kind, state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER, engine: describeEngine(identity, engine.endpoint) };
+    const installation = this.opts.installationId;
+    const engineLine = describeEngine({ ...engine.endpoint.description, kind: identity.kind, rootless: identity.rootless }, identity.version);
+    return { id: container.id, runId: spec.runId, kind: this.kind, state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER, engine: engineLine, ...(installation ? { installation } : {}) };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {
@@ -181,6 +188,13 @@ export class DockerDriver implements SandboxDriver {
 
   /** A channel over a hijacked exec or attach connection (stdout/stderr multiplexed, stdin raw). */
   private channelOver(sandboxId: string, socket: Duplex): ChannelStream {
+    const remote = this.resolved?.endpoint.description;
+    if (remote?.remote) {
+      // Say where it broke: the channel's close reason becomes the run's error.
+      socket.prependListener('error', (err: Error) => {
+        err.message = `the link to the engine at ${remote.location} (${remote.transport}) dropped: ${err.message}`;
+      });
+    }
     const tail = new TextTail();
     const sink = this.opts.debugSink;
     // stderr arrives in pieces cut anywhere: decode across them.
@@ -285,6 +299,7 @@ export class DockerDriver implements SandboxDriver {
         state: c.State,
         createdAt: new Date(c.Created * 1000).toISOString(),
         owner: c.Labels[LABEL_OWNER],
+        installation: c.Labels[LABEL_INSTALLATION],
       }));
     } catch (err) {
       return this.fail(err, 'Could not list sandboxes');
@@ -295,19 +310,27 @@ export class DockerDriver implements SandboxDriver {
    * Run ids that own volumes or networks but no container (a crash between steps); the reaper
    * removes those too.
    */
-  async listRunResources(): Promise<Array<{ runId: string; owner?: string }>> {
+  async listRunResources(): Promise<ResourceOwner[]> {
     const docker = await this.docker();
     try {
       const [volumes, networks] = await Promise.all([docker.listVolumes({ filters: { label: [LABEL_RUN] } }), docker.listNetworks({ filters: { label: [LABEL_RUN] } })]);
-      const runs = new Map<string, string | undefined>();
+      const runs = new Map<string, ResourceOwner>();
       for (const labels of [...(volumes.Volumes ?? []).map((v) => v.Labels), ...networks.map((n) => n.Labels)]) {
         const runId = labels?.[LABEL_RUN];
-        if (runId && !runs.get(runId)) runs.set(runId, labels[LABEL_OWNER]);
+        if (!runId || runs.get(runId)?.owner) continue;
+        const owner = labels[LABEL_OWNER];
+        const installation = labels[LABEL_INSTALLATION];
+        runs.set(runId, { runId, ...(owner ? { owner } : {}), ...(installation ? { installation } : {}) });
       }
-      return [...runs].map(([runId, owner]) => ({ runId, ...(owner ? { owner } : {}) }));
+      return [...runs.values()];
     } catch (err) {
       return this.fail(err, 'Could not list sandbox volumes');
     }
+  }
+
+  /** A network-reached engine may be shared by several machines (see `SandboxDriver.sharedEngine`). */
+  async sharedEngine(): Promise<boolean> {
+    return (await this.engine()).endpoint.description.remote;
   }
 
   dispose(): void {

@@ -1,14 +1,20 @@
-import { access, constants } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { access, constants, readFile } from 'node:fs/promises';
+import type http from 'node:http';
+import https from 'node:https';
+import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
+import { findTool } from '../../common/resolve-tool';
+import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
 
 /**
- * "Which engine, where": one place that turns the environment, the user's engine choice and the
- * well-known sockets into dockerode options plus a description people can read
- * (docs/architecture.md §2.3, "Engines"). Podman specifics of discovery live here; Podman
- * differences of the API live in the driver.
+ * "Which engine, where": one place that turns the user's choice, the environment, Docker contexts
+ * and the well-known sockets into dockerode options plus a description people can read
+ * (docs/architecture.md, "Engines"). Podman and remote-transport specifics of discovery live here;
+ * API differences live in the driver.
  */
 
 /** The engines Airlock knows by name. Both speak the Docker Engine API. */
@@ -18,26 +24,53 @@ export type EngineKind = 'docker' | 'podman';
 export type EngineChoice = 'auto' | EngineKind;
 export const ENGINE_CHOICES: readonly EngineChoice[] = ['auto', 'docker', 'podman'];
 
-/** What an endpoint is, for messages, the doctor and the UI. */
+/** How the engine's API is reached. */
+export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
+
+/** Which engine, where: what the doctor and the UI show, and what the reaper's caution depends on. */
 export interface EngineDescription {
-  /** The engine this endpoint is expected to be; confirmed by `identifyEngine` once it answers. */
+  /** Docker-API engine flavour, as far as the address tells (the version answer refines it). */
   kind: EngineKind;
-  /** `unix:///run/podman/podman.sock`, `tcp://host:2376`, … */
-  location: string;
   /** True for a per-user engine (rootless Podman or Docker); undefined when the path does not say. */
   rootless?: boolean;
-  /** Where the location came from. */
-  source: 'DOCKER_HOST' | 'CONTAINER_HOST' | 'socket' | 'default';
+  /** A socket path, or a host (`build-box`, `10.0.0.5:2376`). */
+  location: string;
+  transport: EngineTransport;
+  /**
+   * Reached over a network connection (tcp, tls, ssh): possibly another machine and possibly shared
+   * with other users, so only this installation's sandboxes are ever reaped there.
+   */
+  remote: boolean;
+  /** The Docker context it came from, if any. */
+  context?: string;
+  /** What chose it. */
+  source: 'setting' | 'DOCKER_HOST' | 'CONTAINER_HOST' | 'DOCKER_CONTEXT' | 'docker context' | 'socket' | 'default';
 }
 
-/** Where a Docker-API engine listens, as resolved from the environment and well-known sockets. */
+/** dockerode's options plus the HTTP agent docker-modem accepts (not in its typings). */
+export type EngineOptions = Docker.DockerOptions & { agent?: http.Agent };
+
+/** Where a Docker-API engine listens, as resolved from the setting, the environment, contexts and well-known sockets. */
 export interface EngineEndpoint {
-  /** Human-readable form for messages: `unix:///var/run/docker.sock`, `tcp://host:2376`, … */
+  /** Human-readable form for messages: `unix:///var/run/docker.sock`, `tcp://host:2376`, `ssh://me@box`. */
   display: string;
-  options: Docker.DockerOptions;
+  options: EngineOptions;
   /** True when nothing was configured and no socket was found (the default path was assumed). */
   guessed: boolean;
   description: EngineDescription;
+}
+
+/** The user's explicit choice (the `engineHost` setting or `--engine-host`), which wins over the environment. */
+export interface EngineSelection {
+  /** A `DOCKER_HOST`-style address (unix://, npipe://, tcp://, ssh://) or the name of a Docker context. */
+  host?: string;
+  /**
+   * Allow plain, unencrypted tcp:// to a host that is not this machine, and TLS without verifying the
+   * engine's certificate. Off by default (see `assertSafeTransport`).
+   */
+  allowInsecure?: boolean;
+  /** Docker or Podman or whichever is found (default: `AIRLOCK_ENGINE`, else `auto`). */
+  choice?: EngineChoice;
 }
 
 /** A well-known socket and what is expected behind it. */
@@ -93,6 +126,17 @@ export function engineChoiceFrom(env: NodeJS.ProcessEnv = process.env, fallback:
   throw new AirlockError('INVALID_INPUT', `AIRLOCK_ENGINE='${env.AIRLOCK_ENGINE}' is not an engine; use auto, docker or podman.`);
 }
 
+/** What a socket path suggests: Podman's sockets are named podman.sock; per-user paths are rootless. */
+function describeSocketPath(socketPath: string, uid = currentUid()): Pick<EngineDescription, 'kind' | 'rootless'> {
+  const kind: EngineKind = /podman/i.test(path.basename(socketPath)) || /podman-machine/i.test(socketPath) ? 'podman' : 'docker';
+  const rootless = socketPath.startsWith('/run/user/') || (uid !== 0 && socketPath.startsWith(os.homedir()))
+    ? true
+    : socketPath.startsWith('/run/podman/') || socketPath === '/var/run/docker.sock'
+      ? false
+      : undefined;
+  return { kind, ...(rootless === undefined ? {} : { rootless }) };
+}
+
 async function exists(p: string): Promise<boolean> {
   try {
     await access(p, constants.F_OK);
@@ -102,71 +146,207 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
-/** What a socket path suggests: Podman's sockets are named podman.sock; per-user paths are rootless. */
-function describeSocketPath(socketPath: string, uid = currentUid()): Pick<EngineDescription, 'kind' | 'rootless'> {
-  const kind: EngineKind = /podman/i.test(path.basename(socketPath)) || /podman-machine/i.test(socketPath) ? 'podman' : 'docker';
-  const rootless = socketPath.startsWith('/run/user/') || (uid !== 0 && socketPath.startsWith(os.homedir())) ? true : socketPath.startsWith('/run/podman/') || socketPath === '/var/run/docker.sock' ? false : undefined;
-  return { kind, ...(rootless === undefined ? {} : { rootless }) };
+/** docker-modem merges its own reading of process.env under ours: every key is set so none leaks in. */
+const CLEAN: EngineOptions = { socketPath: undefined, host: undefined, port: undefined, protocol: undefined, ca: undefined, cert: undefined, key: undefined, username: undefined, agent: undefined };
+
+function socketEndpoint(socketPath: string, display: string, source: EngineDescription['source'], guessed = false, context?: string, kindHint?: EngineKind): EngineEndpoint {
+  const fromPath = describeSocketPath(socketPath);
+  return {
+    display,
+    options: { ...CLEAN, socketPath },
+    guessed,
+    description: { ...fromPath, kind: kindHint ?? fromPath.kind, location: socketPath, transport: display.startsWith('npipe:') ? 'npipe' : 'unix', remote: false, source, ...(context ? { context } : {}) },
+  };
+}
+
+/** TLS material of an endpoint. */
+interface TlsMaterial {
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
+
+async function readTls(dir: string, what: string): Promise<TlsMaterial> {
+  try {
+    const [ca, cert, key] = await Promise.all(['ca.pem', 'cert.pem', 'key.pem'].map((f) => readFile(path.join(dir, f))));
+    return { ca: ca as Buffer, cert: cert as Buffer, key: key as Buffer };
+  } catch (err) {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `${what} asks for TLS, but ca.pem, cert.pem and key.pem could not be read from ${dir} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'}). Put the engine's CA and your client certificate there, or set DOCKER_CERT_PATH to their folder.`,
+      { cause: err },
+    );
+  }
+}
+
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  return h === '::1';
 }
 
 /**
- * Resolves the engine endpoint.
- * - `auto`: `DOCKER_HOST` wins, then `CONTAINER_HOST` (Podman's variable), then the first well-known
- *   socket that exists (Docker's, then Podman's rootful/rootless).
- * - `docker`: `DOCKER_HOST`, then Docker's sockets.
- * - `podman`: `CONTAINER_HOST`, then `DOCKER_HOST` when it names a podman socket, then Podman's sockets.
- * A malformed `DOCKER_HOST`/`CONTAINER_HOST` is INVALID_INPUT with the accepted forms.
+ * Plain tcp:// is the Docker API unencrypted and unauthenticated: anyone on the path reads the
+ * workspace and the run token, and anyone who can reach the port is root on that host. Only this
+ * machine's loopback is accepted without `allowInsecure`; TLS (DOCKER_TLS_VERIFY) or ssh:// is the way.
  */
-export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env, choice: EngineChoice = engineChoiceFrom(env)): Promise<EngineEndpoint> {
-  const dockerHost = env.DOCKER_HOST?.trim();
-  const containerHost = env.CONTAINER_HOST?.trim();
-  if (choice !== 'podman' && dockerHost) return parseDockerHost(dockerHost, env, 'DOCKER_HOST');
-  if (choice !== 'docker' && containerHost) return parseDockerHost(containerHost, env, 'CONTAINER_HOST', 'podman');
-  if (choice === 'podman' && dockerHost && /podman/i.test(dockerHost)) return parseDockerHost(dockerHost, env, 'DOCKER_HOST', 'podman');
-  const candidates = candidateSockets(env, choice);
-  for (const c of candidates) {
-    if (process.platform === 'win32' || (await exists(c.path))) {
-      return {
-        display: `unix://${c.path}`,
-        options: { socketPath: c.path },
-        guessed: false,
-        description: { kind: c.kind, location: `unix://${c.path}`, ...(c.rootless === undefined ? {} : { rootless: c.rootless }), source: 'socket' },
-      };
-    }
+function assertSafeTransport(host: string, display: string, tls: 'verify' | 'no-verify' | 'none', selection: EngineSelection): void {
+  if (selection.allowInsecure) return;
+  if (tls === 'no-verify') {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `The engine at ${display} would be used over TLS without checking its certificate, so anyone in between could read the project and the run token. Set DOCKER_TLS_VERIFY=1 with the engine's CA in DOCKER_CERT_PATH, use ssh://, or allow it explicitly (setting engineAllowInsecure).`,
+    );
   }
-  const fallback = candidates[0] ?? { path: '/var/run/docker.sock', kind: 'docker' as const };
-  return {
-    display: `unix://${fallback.path}`,
-    options: { socketPath: fallback.path },
-    guessed: true,
-    description: { kind: fallback.kind, location: `unix://${fallback.path}`, ...(fallback.rootless === undefined ? {} : { rootless: fallback.rootless }), source: 'default' },
-  };
+  if (tls === 'none' && !isLoopback(host)) {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `${display} is a remote engine over plain, unencrypted TCP: the project and the run token would cross the network in clear text, and the port gives root on that host to anyone who reaches it. Use ssh://user@${host} or TLS (DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH), or allow it explicitly (setting engineAllowInsecure).`,
+    );
+  }
 }
 
-/** Parses a `DOCKER_HOST`/`CONTAINER_HOST` value (unix://, npipe://, tcp://, http(s)://). */
-export function parseDockerHost(host: string, env: NodeJS.ProcessEnv = process.env, source: 'DOCKER_HOST' | 'CONTAINER_HOST' = 'DOCKER_HOST', kindHint?: EngineKind): EngineEndpoint {
-  const described = (options: Docker.DockerOptions, socketPath?: string): EngineEndpoint => {
-    const fromPath = socketPath ? describeSocketPath(socketPath) : { kind: 'docker' as const };
-    return { display: host, options, guessed: false, description: { ...fromPath, kind: kindHint ?? fromPath.kind, location: host, source } };
-  };
-  if (host.startsWith('unix://')) {
-    const socketPath = host.slice('unix://'.length);
-    return described({ socketPath }, socketPath);
+/** How the env asks for TLS on tcp://: verify (DOCKER_TLS_VERIFY), encrypt only (DOCKER_TLS), or none. */
+function tlsModeOf(env: NodeJS.ProcessEnv): 'verify' | 'no-verify' | 'none' {
+  const on = (v: string | undefined) => v !== undefined && v !== '' && v !== '0';
+  if (on(env.DOCKER_TLS_VERIFY)) return 'verify';
+  if (on(env.DOCKER_TLS)) return 'no-verify';
+  return 'none';
+}
+
+/** Reads an `ssh://[user@]host[:port]` address; anything else in it (a path, a query) is refused. */
+export function parseSshHost(address: string): SshTarget {
+  let url: URL;
+  try {
+    url = new URL(address);
+  } catch {
+    url = new URL('invalid://');
   }
-  if (host.startsWith('npipe://')) {
-    const socketPath = host.slice('npipe://'.length).replace(/\\/g, '/') || '//./pipe/docker_engine';
-    return described({ socketPath }, socketPath);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (url.protocol !== 'ssh:' || !host || host.startsWith('-') || (url.pathname && url.pathname !== '/') || url.search || url.password) {
+    throw new AirlockError('INVALID_INPUT', `'${address}' is not an engine address Airlock understands. Use ssh://user@host or ssh://user@host:port.`);
   }
-  const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(host);
-  if (m) {
-    const tls = m[1] === 'https' || (env.DOCKER_TLS_VERIFY !== undefined && env.DOCKER_TLS_VERIFY !== '' && env.DOCKER_TLS_VERIFY !== '0');
-    // TLS material is read by docker-modem from DOCKER_CERT_PATH when protocol is https.
-    return described({ host: m[2], port: Number(m[3]), protocol: tls ? 'https' : 'http' });
+  return { host, ...(url.username ? { user: decodeURIComponent(url.username) } : {}), ...(url.port ? { port: Number(url.port) } : {}) };
+}
+
+interface ParseContext {
+  env: NodeJS.ProcessEnv;
+  selection: EngineSelection;
+  source: EngineDescription['source'];
+  /** TLS material and mode from a Docker context (instead of DOCKER_TLS_VERIFY/DOCKER_CERT_PATH). */
+  contextTls?: { dir: string; skipVerify: boolean; name: string };
+  /** What the variable that named it implies (CONTAINER_HOST is Podman's). */
+  kindHint?: EngineKind;
+}
+
+async function parseAddress(address: string, ctx: ParseContext): Promise<EngineEndpoint> {
+  const context = ctx.contextTls?.name;
+  if (address.startsWith('unix://')) return socketEndpoint(address.slice('unix://'.length), address, ctx.source, false, context, ctx.kindHint);
+  if (address.startsWith('npipe://')) return socketEndpoint(address.slice('npipe://'.length).replace(/\\/g, '/') || '//./pipe/docker_engine', address, ctx.source, false, context, ctx.kindHint);
+  if (address.startsWith('ssh://')) {
+    const target = parseSshHost(address);
+    const sshPath = await findTool('ssh', ctx.env);
+    if (!sshPath) throw new AirlockError('INVALID_INPUT', `${address} needs the OpenSSH client (ssh), which is not on PATH. Install it (openssh-client) and retry.`);
+    const agent = new SshDialAgent(sshPath, target, await privateControlDir().catch(() => undefined), ctx.env.AIRLOCK_SSH_CONFIG || undefined, ctx.env);
+    const display = `ssh://${target.user ? `${target.user}@` : ''}${target.host}${target.port ? `:${target.port}` : ''}`;
+    return {
+      display,
+      // Plain HTTP over the ssh pipe; the host name only fills the Host header.
+      options: { ...CLEAN, protocol: 'http', host: 'docker', agent },
+      guessed: false,
+      description: { kind: ctx.kindHint ?? 'docker', location: target.host, transport: 'ssh', remote: true, source: ctx.source, ...(context ? { context } : {}) },
+    };
   }
-  throw new AirlockError(
-    'INVALID_INPUT',
-    `${source}='${host}' is not understood. Use unix:///path/to/docker.sock, tcp://host:port or npipe:////./pipe/docker_engine, or unset it to use the default socket.`,
-  );
+  const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(address);
+  if (!m) {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `${ctx.source === 'CONTAINER_HOST' ? 'CONTAINER_HOST' : 'DOCKER_HOST'}='${address}' is not understood. Use unix:///path/to/docker.sock, tcp://host:port, ssh://user@host or npipe:////./pipe/docker_engine, or unset it to use the default socket.`,
+    );
+  }
+  const host = m[2] as string;
+  const port = Number(m[3]);
+  let tls = ctx.contextTls ? (ctx.contextTls.skipVerify ? 'no-verify' : (await exists(path.join(ctx.contextTls.dir, 'ca.pem'))) ? 'verify' : 'none') : tlsModeOf(ctx.env);
+  if (m[1] === 'https' && tls === 'none') tls = 'verify';
+  assertSafeTransport(host, address, tls, ctx.selection);
+  const description: EngineDescription = { kind: ctx.kindHint ?? 'docker', location: `${host}:${port}`, transport: tls === 'none' ? 'tcp' : 'tls', remote: true, source: ctx.source, ...(context ? { context } : {}) };
+  if (tls === 'none') return { display: address, options: { ...CLEAN, host, port, protocol: 'http' }, guessed: false, description };
+  const dir = ctx.contextTls?.dir ?? (ctx.env.DOCKER_CERT_PATH || path.join(dockerConfigDir(ctx.env)));
+  const material = await readTls(dir, address);
+  const options: EngineOptions = { ...CLEAN, host: host.replace(/^\[|\]$/g, ''), port, protocol: 'https', ...material };
+  // Encrypt-only was allowed explicitly: the certificate is not checked.
+  if (tls === 'no-verify') Object.assign(options, { ca: undefined, agent: new https.Agent({ rejectUnauthorized: false }) });
+  return { display: address, options, guessed: false, description };
+}
+
+/** `DOCKER_CONFIG` or `~/.docker`. */
+export function dockerConfigDir(env: NodeJS.ProcessEnv): string {
+  return env.DOCKER_CONFIG || path.join(env.HOME || os.homedir(), '.docker');
+}
+
+/** A Docker context's stored metadata: `contexts/meta/<sha256(name)>/meta.json`. */
+interface ContextMeta {
+  Name?: string;
+  Endpoints?: { docker?: { Host?: string; SkipTLSVerify?: boolean } };
+}
+
+/** The current context's name: `DOCKER_CONTEXT`, else `currentContext` in config.json; undefined for `default`. */
+async function currentContext(env: NodeJS.ProcessEnv): Promise<{ name: string; source: EngineDescription['source'] } | undefined> {
+  if (env.DOCKER_CONTEXT) return env.DOCKER_CONTEXT === 'default' ? undefined : { name: env.DOCKER_CONTEXT, source: 'DOCKER_CONTEXT' };
+  try {
+    const config = JSON.parse(await readFile(path.join(dockerConfigDir(env), 'config.json'), 'utf8')) as { currentContext?: unknown };
+    const name = typeof config.currentContext === 'string' ? config.currentContext : '';
+    return name && name !== 'default' ? { name, source: 'docker context' } : undefined;
+  } catch {
+    return undefined; // No config, or not JSON: the docker CLI would use the default context too.
+  }
+}
+
+async function contextEndpoint(name: string, source: EngineDescription['source'], env: NodeJS.ProcessEnv, selection: EngineSelection): Promise<EngineEndpoint> {
+  const id = createHash('sha256').update(name).digest('hex');
+  const base = path.join(dockerConfigDir(env), 'contexts');
+  let meta: ContextMeta;
+  try {
+    meta = JSON.parse(await readFile(path.join(base, 'meta', id, 'meta.json'), 'utf8')) as ContextMeta;
+  } catch (err) {
+    throw new AirlockError('INVALID_INPUT', `The Docker context '${name}' was not found in ${base} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'}). List them with \`docker context ls\`, or choose another engine.`, { cause: err });
+  }
+  const host = meta.Endpoints?.docker?.Host;
+  if (!host) throw new AirlockError('INVALID_INPUT', `The Docker context '${name}' has no docker endpoint. Check it with \`docker context inspect ${name}\`.`);
+  const tlsDir = path.join(base, 'tls', id, 'docker');
+  return parseAddress(host, { env, selection, source, contextTls: { dir: tlsDir, skipVerify: meta.Endpoints?.docker?.SkipTLSVerify === true, name } });
+}
+
+/**
+ * Resolves the engine as the docker CLI would, with the user's explicit choice first: the
+ * `engineHost` setting / `--engine-host` (an address or a context name); then, by engine choice
+ * (`auto` unless `--engine`/`AIRLOCK_ENGINE`/the setting says docker or podman): `DOCKER_HOST`,
+ * `CONTAINER_HOST` (Podman's variable), `DOCKER_CONTEXT` and the current context in
+ * `~/.docker/config.json`, and finally the first well-known socket that exists (Docker's, then
+ * Podman's rootful/rootless). Bad input is INVALID_INPUT saying what to fix.
+ */
+export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<EngineEndpoint> {
+  const chosen = selection.host?.trim();
+  if (chosen) {
+    return chosen.includes('://') ? parseAddress(chosen, { env, selection, source: 'setting' }) : contextEndpoint(chosen, 'setting', env, selection);
+  }
+  const choice = selection.choice ?? engineChoiceFrom(env);
+  const dockerHost = env.DOCKER_HOST?.trim();
+  const containerHost = env.CONTAINER_HOST?.trim();
+  if (choice !== 'podman' && dockerHost) return parseAddress(dockerHost, { env, selection, source: 'DOCKER_HOST' });
+  if (choice !== 'docker' && containerHost) return parseAddress(containerHost, { env, selection, source: 'CONTAINER_HOST', kindHint: 'podman' });
+  if (choice === 'podman' && dockerHost && /podman/i.test(dockerHost)) return parseAddress(dockerHost, { env, selection, source: 'DOCKER_HOST', kindHint: 'podman' });
+  if (choice !== 'podman') {
+    const context = await currentContext(env);
+    if (context) return contextEndpoint(context.name, context.source, env, selection);
+  }
+  const candidates = candidateSockets(env, choice);
+  for (const c of candidates) {
+    if (process.platform === 'win32' || (await exists(c.path))) return socketEndpoint(c.path, `unix://${c.path}`, 'socket', false, undefined, c.kind);
+  }
+  const fallback = candidates[0] ?? { path: '/var/run/docker.sock', kind: 'docker' as const };
+  return socketEndpoint(fallback.path, `unix://${fallback.path}`, 'default', true, undefined, fallback.kind);
 }
 
 /** What the engine says it is, from its version (and info) answers. */
@@ -180,11 +360,6 @@ export interface EngineIdentity {
   runtimes: string[];
 }
 
-/** One line for people: `podman 4.3.1 (rootless) at unix:///run/user/1000/podman/podman.sock`. */
-export function describeEngine(identity: Pick<EngineIdentity, 'kind' | 'version' | 'rootless'>, endpoint: Pick<EngineEndpoint, 'display'>): string {
-  return `${identity.kind} ${identity.version} (${identity.rootless ? 'rootless' : 'rootful'}) at ${endpoint.display}`;
-}
-
 /** Reads kind/version/rootless/runtimes from `GET /version` and `GET /info` (Podman names itself in Components). */
 export function identifyEngine(version: Docker.DockerVersion, info: { SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }): EngineIdentity {
   const components = (version as { Components?: Array<{ Name?: string; Version?: string }> }).Components ?? [];
@@ -196,4 +371,11 @@ export function identifyEngine(version: Docker.DockerVersion, info: { SecurityOp
     rootless: (info.SecurityOptions ?? []).some((o) => /name=rootless/.test(o)),
     runtimes: Object.keys(info.Runtimes ?? {}),
   };
+}
+
+/** "Docker 28.2 over SSH at build-box": one line for the doctor and the UI. */
+export function describeEngine(d: EngineDescription, version?: string): string {
+  const name = `${d.rootless ? 'rootless ' : ''}${d.kind === 'podman' ? 'Podman' : 'Docker'}${version ? ` ${version}` : ''}`;
+  const via: Record<EngineTransport, string> = { unix: 'on the local socket', npipe: 'on the local pipe', tcp: 'over plain TCP at', tls: 'over TLS at', ssh: 'over SSH at' };
+  return `${name} ${via[d.transport]} ${d.location}${d.context ? ` (context ${d.context})` : ''}`;
 }

@@ -2,9 +2,9 @@ import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
-import { identifyEngine, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind } from './engine-endpoint';
+import { describeEngine, engineChoiceFrom, identifyEngine, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
-export { candidateSockets, parseDockerHost, resolveEngineEndpoint, type EngineEndpoint } from './engine-endpoint';
+export { candidateSockets, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
 async function exists(p: string): Promise<boolean> {
   try {
@@ -49,6 +49,10 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
       { cause: err },
     );
   }
+  if (endpoint.description.remote) {
+    const remote = remoteConnectError(code, endpoint, err);
+    if (remote) return remote;
+  }
   if (code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ECONNRESET' || code === 'ENOTFOUND' || code === 'EPIPE' || code === 'ENOTSOCK') {
     if (endpoint.guessed && !env.DOCKER_HOST && !(await dockerCliInstalled(env))) {
       return new AirlockError(
@@ -57,17 +61,50 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
         { cause: err },
       );
     }
-    const podman = endpoint.description.kind === 'podman';
-    const hint = endpoint.description.source === 'DOCKER_HOST' || endpoint.description.source === 'CONTAINER_HOST'
-      ? `Check that ${endpoint.description.source} (${where}) points at a running engine, or unset it to use the default socket.`
+    const { source, kind, rootless } = endpoint.description;
+    const podman = kind === 'podman';
+    const hint = source === 'DOCKER_HOST' || source === 'CONTAINER_HOST'
+      ? `Check that ${source} (${where}) points at a running engine, or unset it to use the default socket.`
       : podman
-        ? endpoint.description.rootless
+        ? rootless
           ? 'Start rootless Podman\'s API service: `systemctl --user enable --now podman.socket` (or `podman system service --time=0 &`).'
           : 'Start Podman\'s API service: `sudo systemctl enable --now podman.socket` (or `sudo podman system service --time=0 unix:///run/podman/podman.sock &`).'
         : 'Start Docker (Docker Desktop, `sudo systemctl start docker`, `colima start`, `podman machine start`) or set DOCKER_HOST to your engine\'s socket.';
     return new AirlockError('DOCKER_NOT_RUNNING', `The ${podman ? 'Podman' : 'container'} engine at ${where} is not answering (${code}). ${hint}`, { cause: err });
   }
   return undefined;
+}
+
+/** Network failures of a remote engine (tcp, TLS, ssh), each with what to do about it. */
+function remoteConnectError(code: string | undefined, endpoint: EngineEndpoint, err: unknown): AirlockError | undefined {
+  const where = describeEngine(endpoint.description);
+  const ssh = endpoint.description.transport === 'ssh';
+  const detail = err instanceof Error ? err.message.slice(0, 300) : String(err);
+  switch (code) {
+    case 'EHOSTKEY':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh does not know or does not trust the host key (${detail}). Connect once with \`ssh ${endpoint.description.location}\` to check and accept its key, then retry.`, { cause: err });
+    case 'EAUTH':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh could not log in without a prompt (${detail}). Load your key into ssh-agent or name it in ~/.ssh/config (IdentityFile) so \`ssh ${endpoint.description.location} docker version\` works, then retry.`, { cause: err });
+    case 'ENODOCKER':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: the remote host has no docker CLI on its PATH for the ssh session (${detail}). Install Docker there (Airlock runs \`docker system dial-stdio\` on it).`, { cause: err });
+    case 'ENOTFOUND':
+    case 'ECONNREFUSED':
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ECONNRESET':
+    case 'EPIPE':
+    case 'ERR_SSL_WRONG_VERSION_NUMBER':
+      return new AirlockError(
+        'DOCKER_UNREACHABLE',
+        `Cannot reach the engine ${where} (${code}: ${detail}). Check the network (VPN, Wi-Fi) and that the engine is up${ssh ? ` (\`ssh ${endpoint.description.location} docker version\`)` : ''}, then retry; results already collected are kept, and sandboxes left there are removed the next time Airlock reaches it.`,
+        { cause: err },
+      );
+    default:
+      if (/certificate|self[- ]signed|unable to verify|ERR_TLS/i.test(`${code} ${detail}`)) {
+        return new AirlockError('DOCKER_UNREACHABLE', `${where}: the TLS handshake failed (${detail}). Check that DOCKER_CERT_PATH (or the context's TLS files) holds the engine's CA and a client certificate it accepts.`, { cause: err });
+      }
+      return undefined;
+  }
 }
 
 /** The HTTP status of an engine API error (dockerode sets `statusCode`), if any. */
@@ -82,15 +119,20 @@ export function statusCodeOf(err: unknown): number | undefined {
 export interface Engine {
   docker: Docker;
   endpoint: EngineEndpoint;
+  /** Ends the transport's connections (the ssh processes of an ssh:// engine); the client is unusable after. */
+  dispose(): void;
 }
 
 /**
- * Creates a client for the resolved endpoint (`choice` defaults to `AIRLOCK_ENGINE`, else `auto`).
- * Does not contact the engine; see `pingEngine` and `engineIdentity`.
+ * Creates a client for the resolved endpoint: the user's explicit choice (`selection`, or
+ * `AIRLOCK_ENGINE_HOST` as `--engine-host` sets it), else DOCKER_HOST, the Docker context, the
+ * well-known sockets. Does not contact the engine; see `pingEngine`.
  */
-export async function connectEngine(env: NodeJS.ProcessEnv = process.env, choice?: EngineChoice): Promise<Engine> {
-  const endpoint = await resolveEngineEndpoint(env, choice);
-  return { docker: new Docker({ ...endpoint.options, timeout: undefined }), endpoint };
+export async function connectEngine(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<Engine> {
+  const allowInsecure = selection.allowInsecure || env.AIRLOCK_ENGINE_ALLOW_INSECURE === '1';
+  const endpoint = await resolveEngineEndpoint(env, { host: env.AIRLOCK_ENGINE_HOST || selection.host, allowInsecure, choice: engineChoiceFrom(env, selection.choice) });
+  const docker = new Docker({ ...endpoint.options, timeout: undefined });
+  return { docker, endpoint, dispose: () => endpoint.options.agent?.destroy() };
 }
 
 const identities = new WeakMap<Engine, Promise<EngineIdentity>>();
@@ -107,7 +149,7 @@ export function engineIdentity(engine: Engine): Promise<EngineIdentity> {
 }
 
 /** Asks the engine for its version; typed errors when it cannot be reached. */
-export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10_000): Promise<{ version: string; apiVersion: string; os: string; kind: EngineKind }> {
+export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean; kind: EngineKind }> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const version = await Promise.race([
@@ -117,7 +159,7 @@ export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = proces
       }),
     ]);
     const id = identifyEngine(version, {});
-    return { version: id.version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}`, kind: id.kind };
+    return { version: id.version, apiVersion: version.ApiVersion, os: `${version.Os}/${version.Arch}`, podman: id.kind === 'podman', kind: id.kind };
   } catch (err) {
     throw (await engineConnectError(err, engine.endpoint, env)) ?? err;
   } finally {
