@@ -1,3 +1,4 @@
+import { ENGINE_CHOICES } from '../sandbox/docker/engine-endpoint';
 import { ERROR_ACTION_CLI, describeError } from '../../contracts/error-help';
 import { toErrorInfo } from '../../contracts/errors';
 import { CliUsageError } from './args';
@@ -37,7 +38,7 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     return ExitCode.usage;
   }
   const command = await load();
-  let engine: { host: string | undefined; args: string[] };
+  let engine: { host: string | undefined; choice: string | undefined; args: string[] };
   try {
     engine = takeEngineHost(rest);
   } catch (err) {
@@ -46,6 +47,7 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
   }
   rest.splice(0, rest.length, ...engine.args);
   if (engine.host !== undefined) io = { ...io, env: { ...io.env, AIRLOCK_ENGINE_HOST: engine.host } };
+  if (engine.choice !== undefined) io = { ...io, env: { ...io.env, AIRLOCK_ENGINE: engine.choice } };
   if (rest.includes('--help') || rest.includes('-h')) {
     io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
     return ExitCode.ok;
@@ -67,10 +69,12 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
 /**
  * `--engine-host ADDRESS|CONTEXT` works with every command: the container engine for this command
  * (over the `engineHost` setting, DOCKER_HOST and the Docker context), passed on as AIRLOCK_ENGINE_HOST.
+ * So does `--engine docker|podman|auto` (over the `engine` setting), passed on as AIRLOCK_ENGINE.
  */
-function takeEngineHost(args: string[]): { host: string | undefined; args: string[] } {
+function takeEngineHost(args: string[]): { host: string | undefined; choice: string | undefined; args: string[] } {
   const out: string[] = [];
   let host: string | undefined;
+  let choice: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
     if (a === '--') {
@@ -83,9 +87,15 @@ function takeEngineHost(args: string[]): { host: string | undefined; args: strin
       host = value;
       continue;
     }
+    if (a === '--engine' || a.startsWith('--engine=')) {
+      const value = a === '--engine' ? args[++i] : a.slice('--engine='.length);
+      if (!value || !(ENGINE_CHOICES as readonly string[]).includes(value)) throw new CliUsageError(`--engine needs one of ${ENGINE_CHOICES.join(', ')}`);
+      choice = value;
+      continue;
+    }
     out.push(a);
   }
-  return { host, args: out };
+  return { host, choice, args: out };
 }
 
 function defaultIo(): CliIo {

@@ -4,8 +4,9 @@ import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
-import { connectEngine, pingEngine, type Engine } from '../sandbox/docker/engine';
-import { describeEngine } from '../sandbox/docker/engine-endpoint';
+import { connectEngine, engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
+import { describeEngine, engineChoiceFrom } from '../sandbox/docker/engine-endpoint';
+import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
 import { SandboxManager } from '../sandbox/sandbox';
@@ -74,7 +75,7 @@ export const engineCheck: ReadinessCheck = {
     const { SettingsStore } = await import('../app');
     const { airlockHome } = await import('../common/paths');
     const settings = await new SettingsStore(airlockHome(ctx.env)).get();
-    const engine = await connectEngine(ctx.env, { host: settings.engineHost, allowInsecure: settings.engineAllowInsecure });
+    const engine = await connectEngine(ctx.env, { host: settings.engineHost, allowInsecure: settings.engineAllowInsecure, choice: engineChoiceFrom(ctx.env, settings.engine ?? 'auto') });
     const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
       engine.dispose();
       throw err;
@@ -231,9 +232,26 @@ export const isolationCheck: ReadinessCheck = {
   },
 };
 
+/**
+ * Whether `--isolation gvisor` can run: the engine lists gVisor's `runsc` among its runtimes (engine
+ * info `Runtimes`). Optional, so a missing runtime is a warning with how to register it.
+ */
+export const gvisorCheck: ReadinessCheck = {
+  id: 'gvisor',
+  label: 'gVisor (runsc)',
+  async run(ctx) {
+    const engine = ctx.state.get('engine') as Engine | undefined;
+    if (!engine) return { status: 'skipped', detail: 'needs the container engine' };
+    const id = await engineIdentity(engine);
+    const name = id.kind === 'podman' ? 'Podman' : 'Docker';
+    if (id.runtimes.includes(GVISOR_RUNTIME)) return { status: 'ok', detail: `runsc is registered with the ${name} engine: --isolation gvisor is available (runtimes: ${id.runtimes.join(', ')})` };
+    return { status: 'warn', detail: `the ${name} engine has no runsc runtime (runtimes: ${id.runtimes.join(', ') || 'none listed'}), so --isolation gvisor cannot run`, fix: gvisorFix(id.kind) };
+  },
+};
+
 /** The checks both the CLI and the UI run, in order. */
 export function defaultDoctorChecks(): ReadinessCheck[] {
-  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck];
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck, gvisorCheck];
 }
 
 /**

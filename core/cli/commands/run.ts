@@ -11,7 +11,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
+       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--json]`;
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
+import { GVISOR_PIDS_HEADROOM } from './gvisor';
 import { hardenedContainerConfig, sandboxVolumes, volumeNames } from './container-config';
 
 const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
@@ -43,12 +44,14 @@ describe('hardenedContainerConfig', () => {
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, memoryBytes: 1000 } })).toThrow(/memory limit/);
   });
 
-  it('gVisor changes only the runtime; the hardening is the same', () => {
+  it('gVisor changes the runtime and the pids headroom; the rest of the hardening is the same', () => {
     const runc = hardenedContainerConfig(spec);
     const gvisor = hardenedContainerConfig(spec, { runtime: 'runsc' });
     expect(runc.HostConfig!.Runtime).toBeUndefined();
     expect(gvisor.HostConfig!.Runtime).toBe('runsc');
-    expect({ ...gvisor.HostConfig, Runtime: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined });
+    // The pids cgroup also holds the Sentry's threads under gVisor: the limit gets their headroom.
+    expect(gvisor.HostConfig!.PidsLimit).toBe(DEFAULT_LIMITS.pids + GVISOR_PIDS_HEADROOM);
+    expect({ ...gvisor.HostConfig, Runtime: undefined, PidsLimit: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined, PidsLimit: undefined });
   });
 
   it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {

@@ -4,6 +4,7 @@ import type { SandboxSpec } from '../driver';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 import type { EngineKind } from './engine-endpoint';
+import { GVISOR_PIDS_HEADROOM, GVISOR_RUNTIME } from './gvisor';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -124,7 +125,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       // Same as Memory: no swap on top of the limit, so a memory bomb meets the OOM killer.
       MemorySwap: spec.limits.memoryBytes,
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
-      PidsLimit: spec.limits.pids,
+      PidsLimit: spec.limits.pids + (opts.runtime === GVISOR_RUNTIME ? GVISOR_PIDS_HEADROOM : 0),
       NetworkMode: spec.network === 'open' ? 'bridge' : 'none',
       IpcMode: 'private',
       PidMode: '',

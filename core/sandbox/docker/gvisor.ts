@@ -5,6 +5,14 @@ import type { EngineIdentity } from './engine-endpoint';
 export const GVISOR_RUNTIME = 'runsc';
 
 /**
+ * Under gVisor the sandbox's pids cgroup counts the Sentry's and the gofer's host threads (~90 when
+ * idle), not the agent's processes, which are the Sentry's own tasks. Without headroom a busy sandbox
+ * at a small limit loses its Sentry (a Go runtime fatal, exit 2). The agent's process count is then
+ * bounded by the memory limit: a fork bomb ends the sandbox (docs/architecture.md §2.3).
+ */
+export const GVISOR_PIDS_HEADROOM = 512;
+
+/**
  * The engine configuration that registers gVisor. `--network=none`: Airlock's sandboxes have no
  * network anyway (the channel carries everything, docs/architecture.md §4), and without it runsc
  * refuses to start in the engine's root network namespace on some hosts.

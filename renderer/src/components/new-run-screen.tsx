@@ -29,6 +29,13 @@ function useExcludedPreview(projectDir: string) {
   return { preview, error };
 }
 
+/** One line per isolation level: what it stops (docs/architecture.md §2.3). */
+const ISOLATION_EXPLAINER: Record<Isolation, string> = {
+  container: 'A hardened container on your engine: fast; shares the host kernel.',
+  gvisor: "A hardened container under gVisor's user-space kernel: the agent never makes a system call to the host kernel. Needs runsc registered with Docker.",
+  vm: 'A micro-VM with its own kernel and no network card: the strongest wall, slower to start.',
+};
+
 /** New run: project, task, agent, provider/model, approval, isolation, network, limits. */
 export function NewRunScreen() {
   const providers = useKeysStore((s) => s.providers);
@@ -145,7 +152,8 @@ export function NewRunScreen() {
         <label htmlFor="r-isolation">Isolation</label>
         <div className="row">
           <select id="r-isolation" value={isolation} onChange={(e) => setIsolation(e.target.value as Isolation)}>
-            <option value="container">Container (Docker)</option>
+            <option value="container">Container</option>
+            <option value="gvisor">gVisor container</option>
             <option value="vm">Virtual machine</option>
           </select>
           <select aria-label="Network" value={network} onChange={(e) => setNetwork(e.target.value as NetworkPolicy)}>
@@ -156,6 +164,8 @@ export function NewRunScreen() {
           {network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={allowlist} onChange={(e) => setAllowlist(e.target.value)} />}
           {network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
         </div>
+        <span />
+        <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[isolation]}</p>
         <label htmlFor="r-timeout">Limits</label>
         <div className="row">
           <input id="r-timeout" type="number" min={1} style={{ width: 80 }} value={timeoutMin} onChange={(e) => setTimeoutMin(e.target.value)} /> <span className="muted">minutes</span>
