@@ -60,6 +60,23 @@ function attachStdio(docker: Docker, id: string): Promise<Duplex> {
 }
 
 /**
+ * Force-removes a container with its anonymous volumes. Podman refuses (500, "container state
+ * improper") when the container stops by itself while it is being killed (the helper exits as its
+ * channel closes); the next attempt finds it stopped and removes it.
+ */
+async function forceRemove(docker: Docker, id: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await docker.getContainer(id).remove({ force: true, v: true });
+      return;
+    } catch (err) {
+      if (attempt >= 3 || statusCodeOf(err) !== 500 || !/state improper|could not be stopped/i.test(messageOf(err))) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
+
+/**
  * SandboxDriver over any Docker-API engine (Docker Engine/Desktop, Colima, OrbStack, Podman).
  * Containers are hardened (see container-config.ts); the helper is the container's own process and
  * the first channel is its attached stdin/stdout (no exec on the ready path); later channels are execs.
@@ -239,10 +256,7 @@ export class DockerDriver implements SandboxDriver {
       // labelled with the run (three sequential rounds instead of five: wipe is on the budget).
       const name = containerName(runId);
       const [named, containers, volumes, networks] = await Promise.all([
-        docker
-          .getContainer(name)
-          .remove({ force: true, v: true })
-          .then(() => true, ignoreGone),
+        forceRemove(docker, name).then(() => true, ignoreGone),
         docker.listContainers({ all: true, filters }),
         docker.listVolumes({ filters }),
         docker.listNetworks({ filters }),
@@ -252,7 +266,7 @@ export class DockerDriver implements SandboxDriver {
       const others = containers.filter((c) => !c.Names.includes(`/${name}`));
       await Promise.all(
         others.map(async (c) => {
-          if (await docker.getContainer(c.Id).remove({ force: true, v: true }).then(() => true, ignoreGone)) removed.push(`container:${c.Id.slice(0, 12)}`);
+          if (await forceRemove(docker, c.Id).then(() => true, ignoreGone)) removed.push(`container:${c.Id.slice(0, 12)}`);
         }),
       );
       await Promise.all([
