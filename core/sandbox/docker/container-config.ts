@@ -65,11 +65,11 @@ function validateLimits(spec: SandboxSpec): void {
   if (!(Number.isInteger(pids) && pids >= 32)) throw new AirlockError('INVALID_INPUT', `pids limit ${pids} must be an integer of at least 32`);
 }
 
-/**
- * The hardened container of docs/architecture.md §2.3: non-root, no capabilities, no-new-privileges, default
- * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
- * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
- */
+/** This process (`<hostname>:<pid>`) and installation as the owner of what a sandbox creates. */
+function ownerLabels(installation?: string): Record<string, string> {
+  return { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
+}
+
 /**
  * The run's two volumes with their labels (run, kind, which, owner). Docker labels them from the
  * mount's VolumeOptions when it creates them with the container; Podman ignores those, so the driver
@@ -77,19 +77,22 @@ function validateLimits(spec: SandboxSpec): void {
  */
 export function sandboxVolumes(runId: string, installation?: string): Array<{ Name: string; Labels: Record<string, string>; target: string }> {
   const names = volumeNames(runId);
-  // This process (`<hostname>:<pid>`) and installation as the owner, on volumes too: another
-  // Airlock's reaper must not take a volume whose container is on its way.
-  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
-  const labels = (which: string): Record<string, string> => ({ ...runLabels(runId, 'volume'), [LABEL_VOLUME]: which, ...owner });
+  // The owner on volumes too: another Airlock's reaper must not take a volume whose container is on its way.
+  const labels = (which: string): Record<string, string> => ({ ...runLabels(runId, 'volume'), [LABEL_VOLUME]: which, ...ownerLabels(installation) });
   return [
     { Name: names.workspace, Labels: labels('workspace'), target: WORKSPACE_DIR },
     { Name: names.state, Labels: labels('state'), target: STATE_DIR },
   ];
 }
 
+/**
+ * The hardened container of docs/architecture.md §2.3: non-root, no capabilities, no-new-privileges, default
+ * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
+ * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
+ */
 export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfigOptions = {}): Docker.ContainerCreateOptions {
   validateLimits(spec);
-  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(opts.installation ? { [LABEL_INSTALLATION]: opts.installation } : {}) };
+  const owner = ownerLabels(opts.installation);
   return {
     name: containerName(spec.runId),
     Image: spec.image,
