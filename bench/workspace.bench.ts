@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_LIMITS } from '../core/sandbox/driver';
 import { DockerDriver } from '../core/sandbox/docker/docker-driver';
+import { connectEngine } from '../core/sandbox/docker/engine';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../core/sandbox/sandbox';
 import { finalPatch, listChanges } from '../core/workspace/changes';
@@ -13,8 +14,10 @@ import { ZERO_OID } from '../core/workspace/git-objects';
 import { HostRepo } from '../core/workspace/host-repo';
 import { hydrate } from '../core/workspace/hydrate';
 import { SANDBOX_LAYOUT, gitArgv, gitEnv } from '../core/workspace/workspace-shell';
+import { buildSandboxRepo, type GitHistory } from '../core/workspace/sandbox-repo';
 import { snapshotProject } from '../core/workspace/snapshot';
-import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
+import { startTlsEngine } from '../test/support/remote-engines';
+import { percentile, sample, withRatio, type Benchmark, type BenchResult } from './harness';
 
 const FILES = 10_000;
 const FILE_BYTES = 10_000; // 10k × 10 kB = 100 MB
@@ -52,9 +55,9 @@ function generatedRepo(): Promise<string> {
   return repo;
 }
 
-function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore'): Promise<void> {
+function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore', env: NodeJS.ProcessEnv = process.env): Promise<void> {
   return new Promise((resolve, reject) => {
-    const c = spawn('sh', ['-c', cmd], { stdio: ['ignore', stdio, 'pipe'] });
+    const c = spawn('sh', ['-c', cmd], { stdio: ['ignore', stdio, 'pipe'], env });
     let err = '';
     c.stderr?.on('data', (d: Buffer) => (err += d.toString()));
     c.on('error', reject);
@@ -142,6 +145,84 @@ const hydrateBench: Benchmark = {
         baseline: percentile(base, 50),
         note: 'same, until the sandbox baseline and the host baseline are recorded and verified (in the background after the copy)',
       }),
+    ];
+  },
+};
+
+let history: Promise<string> | undefined;
+/** The generated project as a git repository: one commit of everything, then 60 commits of 20 edited files each. */
+function generatedHistory(): Promise<string> {
+  history ??= (async () => {
+    const src = await generatedRepo();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-history-'));
+    const git = `git -c user.name=bench -c user.email=bench@example.invalid -c init.defaultBranch=main`;
+    await sh(`cp -r ${src}/. ${dir}/ && cd ${dir} && ${git} init -q && ${git} add -A && ${git} commit -qm initial`);
+    for (let c = 0; c < 60; c++) {
+      for (let k = 0; k < 20; k++) {
+        const i = (c * 20 + k) * 7 % FILES;
+        await writeFile(path.join(dir, `pkg${i % 100}`, 'src', `file${i}.ts`), sourceText(i + 100_000 * (c + 1), FILE_BYTES));
+      }
+      await sh(`cd ${dir} && ${git} commit -qam 'change ${c}'`);
+    }
+    // As most working repositories are: packed.
+    await sh(`cd ${dir} && git gc -q`);
+    return dir;
+  })();
+  return history;
+}
+
+const hydrateGitBench: Benchmark = {
+  name: 'workspace.hydrate.git',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedHistory();
+    const repoMs: number[] = [];
+    let repoBytes = 0;
+    const timed = async (gitHistory: GitHistory | undefined): Promise<number> => {
+      const sb = await freshSandbox();
+      const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
+      try {
+        const t0 = performance.now();
+        const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+        const h = await hydrate(sb.channel, await snapshotProject(dir), { waitForBaseline: false, hostRepo: repo, ...(gitHistory !== undefined ? { gitHistory } : {}) });
+        const ms = performance.now() - t0;
+        if (gitHistory === 50 && h.sandboxRepo) {
+          repoMs.push(h.sandboxRepo.durationMs);
+          repoBytes = h.sandboxRepo.bytes;
+        }
+        return ms;
+      } finally {
+        await sb.destroy();
+        await rm(objects, { recursive: true, force: true });
+      }
+    };
+    const without: number[] = [];
+    const fifty: number[] = [];
+    const none: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      without.push(await timed(undefined));
+      fifty.push(await timed(50));
+      none.push(await timed('none'));
+    }
+    const snapshot = await snapshotProject(dir);
+    const buildMs = await sample(ROUNDS, () => buildSandboxRepo(snapshot, 50), 0);
+    return [
+      withRatio({
+        name: 'workspace.hydrate.git',
+        value: percentile(fifty, 50),
+        unit: 'ms',
+        baseline: percentile(without, 50),
+        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB, 61 commits: hydrate with a sandbox repository of 50 commits (${(repoBytes / 1e6).toFixed(1)} MB .git) vs without one (median of ${ROUNDS})`,
+      }),
+      withRatio({
+        name: 'workspace.hydrate.git.none',
+        value: percentile(none, 50),
+        unit: 'ms',
+        baseline: percentile(without, 50),
+        note: 'same, with history none (one fresh commit of HEAD)',
+      }),
+      { name: 'workspace.hydrate.git.repo', value: percentile(repoMs, 50), unit: 'ms', note: 'of which: the repository step inside hydrate (build on the host + stream + install), timed by itself' },
+      { name: 'workspace.hydrate.git.build', value: percentile(buildMs, 50), unit: 'ms', note: 'of which: building the 50-commit repository on the host (history scan, pack), timed alone after the hydrates' },
     ];
   },
 };
@@ -259,4 +340,62 @@ const diffBench: Benchmark = {
   },
 };
 
-export const benchmarks: Benchmark[] = [hydrateBench, collectBench, diffBench];
+/**
+ * The same hydrate to an engine reached over TLS (docs/architecture.md §13): a TLS endpoint on
+ * loopback in front of the local engine, as the remote-engine test starts it. The baseline is the
+ * docker CLI's `tar | docker exec -i` pointed at the same endpoint, so both pay the same TLS hop.
+ */
+const hydrateRemoteBench: Benchmark = {
+  name: 'workspace.hydrate.remote',
+  requires: ['docker'],
+  async run(): Promise<BenchResult[]> {
+    const dir = await generatedRepo();
+    const endpoint = await startTlsEngine();
+    const cliEnv = { ...process.env, ...endpoint.env };
+    const engine = await connectEngine(cliEnv);
+    const manager = new SandboxManager(new DockerDriver({ engine, env: cliEnv }));
+    const { image } = await sandboxes();
+    const fresh = () => manager.create({ runId: newRunId(), image, limits: DEFAULT_LIMITS, network: 'none' });
+    const ours: number[] = [];
+    const base: number[] = [];
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const a = await fresh();
+        const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
+        try {
+          const t0 = performance.now();
+          const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+          await hydrate(a.channel, await snapshotProject(dir), { waitForBaseline: false, hostRepo: repo });
+          ours.push(performance.now() - t0);
+        } finally {
+          await a.destroy();
+          await rm(objects, { recursive: true, force: true });
+        }
+        const b = await fresh();
+        try {
+          const t0 = performance.now();
+          await sh(`tar -c -C ${dir} . | docker exec -i ${b.info.id} tar -x -C /workspace -f -`, 'ignore', cliEnv);
+          base.push(performance.now() - t0);
+        } finally {
+          await b.destroy();
+        }
+      }
+    } finally {
+      await manager.shutdown();
+      engine.dispose();
+      await endpoint.close();
+    }
+    return [
+      withRatio({
+        name: 'workspace.hydrate.remote',
+        value: percentile(ours, 50),
+        unit: 'ms',
+        baseline: percentile(base, 50),
+        budget: '≤ 1.2×',
+        note: `${FILES} files / ${(FILES * FILE_BYTES) / 1e6} MB over a TLS engine endpoint: scan + copy in through the channel, vs the docker CLI's tar | docker exec -i over the same endpoint (median of ${ROUNDS})`,
+      }),
+    ];
+  },
+};
+
+export const benchmarks: Benchmark[] = [hydrateBench, hydrateGitBench, hydrateRemoteBench, collectBench, diffBench];

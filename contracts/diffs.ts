@@ -49,6 +49,14 @@ export const FileDiff = z.object({
 export type FileDiff = z.infer<typeof FileDiff>;
 
 /**
+ * Which change of a run: `turn`, its own (against the result it started from), or `thread`, the
+ * whole thread's up to this run (against the project as the thread's first run read it). The same
+ * for a run that continues nothing. Absent means `turn`.
+ */
+export const ChangeScope = z.enum(['turn', 'thread']);
+export type ChangeScope = z.infer<typeof ChangeScope>;
+
+/**
  * Part of one changed text file to apply: hunks (0-based, in the order of its diff) and/or changed
  * lines, `-<old line no>` for a removed line and `+<new line no>` for an added one, as the diff
  * numbers them. Everything not named stays as it was. Binary files, renames, deletions and
@@ -63,6 +71,8 @@ export type FileSelection = z.infer<typeof FileSelection>;
 
 /** What to apply or export: whole files (all when omitted) and parts of some of them. */
 const SelectionFields = {
+  /** A follow-up turn's own change (default) or the whole thread's (docs/architecture.md §15). */
+  scope: ChangeScope.optional(),
   /** Paths to take; all changed files when omitted. */
   files: z.array(z.string().min(1)).optional(),
   /** Hunks/lines of some of those files (each must be among `files`); the others are taken whole. */
@@ -155,12 +165,12 @@ export type ApplyResult = z.infer<typeof ApplyResult>;
 
 export const diffsContracts = {
   'diffs:list': {
-    input: z.strictObject({ runId: RunId }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional() }),
     /** `patchSha256`: the collected result's patch digest (absent while the run is live); pass it to `diffs:apply`. */
     output: z.object({ files: z.array(ChangedFile), patchSha256: z.string().optional() }),
   },
   'diffs:file': {
-    input: z.strictObject({ runId: RunId, path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
   /** The host-rendered patch of a selection (files, hunks, lines) and its digest: what the user reviews and apply checks. */
@@ -168,10 +178,10 @@ export const diffsContracts = {
   'diffs:apply': { input: ApplyInput, output: ApplyResult },
   /**
    * Writes a patch file on the host and returns where; `text` is included when small enough to download.
-   * `to`: where a patch handed to the user went (`clipboard`), recorded in the apply log.
+   * `to`: where a patch handed to the user went (`clipboard`, a browser `download`), recorded in the apply log.
    */
   'diffs:exportPatch': {
-    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard']).optional() }),
+    input: z.strictObject({ runId: RunId, ...SelectionFields, destPath: z.string().min(1).optional(), to: z.enum(['clipboard', 'download']).optional() }),
     output: z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().optional(), text: z.string().optional() }),
   },
   /**
@@ -183,13 +193,13 @@ export const diffsContracts = {
     output: z.object({ saved: z.boolean(), path: z.string().optional(), bytes: z.number().int().nonnegative().optional(), sha256: z.string().optional() }),
   },
   /** Base, the project's file and the run's result of a file apply refused, with their three-way merge. */
-  'diffs:mergeView': { input: z.strictObject({ runId: RunId, path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
+  'diffs:mergeView': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
   /**
    * Writes the user's resolution of a conflicted file into the project, only if the project's file
    * still has `oursSha256` (CONFLICT otherwise: it changed again; reload the view). Recorded in the apply log.
    */
   'diffs:resolve': {
-    input: z.strictObject({ runId: RunId, path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
     output: z.object({ path: z.string(), sha256: z.string() }),
   },
 } as const;

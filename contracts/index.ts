@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { auditContracts } from './audit';
 import { diffsContracts, diffsEvents } from './diffs';
 import { keysContracts, keysEvents } from './keys';
+import { projectsContracts } from './projects';
 import { runsContracts, runsEvents } from './runs';
 import { sandboxesContracts, sandboxesEvents } from './sandboxes';
 import { settingsContracts, settingsEvents } from './settings';
@@ -11,10 +12,13 @@ export * from './agent-events';
 export * from './audit';
 export * from './diffs';
 export * from './errors';
+export * from './external-links';
 export * from './error-help';
 export * from './ids';
 export * from './keys';
+export * from './projects';
 export * from './runs';
+export * from './run-again';
 export * from './sandboxes';
 export * from './settings';
 export * from './terminals';
@@ -37,6 +41,7 @@ export const contracts = {
   ...terminalsContracts,
   ...settingsContracts,
   ...auditContracts,
+  ...projectsContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */

@@ -22,6 +22,10 @@ export const KeyInfo = z.object({
   /** ISO time the key was saved, when known. */
   addedAt: z.string().nullable(),
   storage: KeyStorage.optional(),
+  /** A subscription credential instead of an API key; it serves only its vendor's client. */
+  credential: z.enum(['claude-subscription', 'chatgpt-signin']).optional(),
+  /** When a sign-in's access token expires (the proxy refreshes it). */
+  expiresAt: z.string().optional(),
 });
 export type KeyInfo = z.infer<typeof KeyInfo>;
 
@@ -41,6 +45,8 @@ export const ProviderInfo = z.object({
   /** Suggested model ids for the new-run form. */
   models: z.array(z.string()),
   hasKey: z.boolean(),
+  /** Set for subscription credentials; `agent` is the only agent they serve. */
+  credential: z.object({ kind: z.enum(['claude-subscription', 'chatgpt-signin']), agent: z.string() }).optional(),
 });
 export type ProviderInfo = z.infer<typeof ProviderInfo>;
 
@@ -63,6 +69,9 @@ export const SetKeyInput = z.strictObject({
   storage: z.enum(['keychain', 'session']).default('keychain'),
 });
 
+/** A provider's new upstream base URL (its key stays as it is). */
+export const SetBaseUrlInput = z.strictObject({ provider: ProviderId, baseUrl: HttpUrl });
+
 /** Result of "test connection". */
 export const KeyTestResult = z.object({
   provider: ProviderId,
@@ -84,6 +93,14 @@ export const AddProviderInput = z.strictObject({
   models: z.array(z.string().min(1).max(200)).max(100).default([]),
 });
 
+/** A subscription credential, renderer → core once: a Claude setup token, or the text of Codex's auth.json. */
+export const SetSubscriptionInput = z.strictObject({
+  kind: z.enum(['claude-subscription', 'chatgpt-signin']),
+  /** The setup token or the auth.json text. Never sent back. */
+  secret: z.string().trim().min(8, 'paste the whole token or auth.json').max(65_536),
+  storage: z.enum(['keychain', 'session']).default('keychain'),
+});
+
 const ProviderRef = z.strictObject({ provider: ProviderId });
 const Empty = z.strictObject({}).default({});
 
@@ -92,6 +109,12 @@ export const keysContracts = {
   'keys:list': { input: Empty, output: z.array(KeyInfo) },
   /** Stores a provider's key in the keychain (or this session only). */
   'keys:set': { input: SetKeyInput, output: KeyInfo },
+  /** Changes a provider's upstream base URL; the stored key is left as it is (never sent, never rewritten). */
+  'keys:setBaseUrl': { input: SetBaseUrlInput, output: KeyInfo },
+  /** Stores a subscription credential (serves only Claude Code / Codex CLI). */
+  'keys:setSubscription': { input: SetSubscriptionInput, output: KeyInfo },
+  /** Imports this machine's Codex sign-in (`~/.codex/auth.json`, or `$CODEX_HOME/auth.json`). */
+  'keys:importCodex': { input: z.strictObject({ storage: z.enum(['keychain', 'session']).default('keychain') }), output: KeyInfo },
   'keys:remove': { input: ProviderRef, output: z.object({ removed: z.boolean() }) },
   /** A cheap authenticated call through the proxy's code path. */
   'keys:test': { input: ProviderRef, output: KeyTestResult },

@@ -113,6 +113,21 @@ export type PendingApproval = z.infer<typeof PendingApproval>;
 export const RunApplied = z.object({ at: z.string(), target: z.string(), branch: z.string().optional(), files: z.array(z.string()) });
 export type RunApplied = z.infer<typeof RunApplied>;
 
+/**
+ * A run that continues an earlier one (a follow-up turn, docs/architecture.md §15): its sandbox
+ * starts from the project plus the parent's result, and the agent's conversation is carried over
+ * when the agent and wire format are the parent's (`fresh` otherwise). The first run of a thread
+ * has no `thread`; every later turn names the first (`rootRunId`) and the one it continues.
+ */
+export const RunThread = z.object({
+  rootRunId: RunId,
+  parentRunId: RunId,
+  /** 2 for the first follow-up. */
+  turn: z.number().int().min(2),
+  conversation: z.enum(['carried', 'fresh']),
+});
+export type RunThread = z.infer<typeof RunThread>;
+
 export const RunSummary = z.object({
   id: RunId,
   task: z.string(),
@@ -136,6 +151,8 @@ export const RunSummary = z.object({
   pendingApproval: PendingApproval.optional(),
   /** Set once the result was applied (the latest apply). */
   applied: RunApplied.optional(),
+  /** Set when this run continues an earlier one. */
+  thread: RunThread.optional(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;
 
@@ -147,6 +164,8 @@ export type ExcludedFile = z.infer<typeof ExcludedFile>;
 export const RunRecord = RunSummary.extend({
   customCommand: z.string().optional(),
   allowlist: z.array(z.string()).optional(),
+  /** History the sandbox's repository held (a follow-up turn keeps it). */
+  gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
   excludedFiles: z.array(ExcludedFile),
   /** The agent's closing summary. */
@@ -229,9 +248,30 @@ export type NetworkAllowScope = z.infer<typeof NetworkAllowScope>;
 
 const RunRef = z.strictObject({ runId: RunId });
 
+/**
+ * A follow-up turn: a new run on the parent's project, starting from the parent's result, with the
+ * same agent, provider, model and policies unless given here. A different agent (or wire format)
+ * than the parent's starts a fresh conversation (recorded as `thread.conversation: 'fresh'`).
+ */
+export const ContinueRunInput = z.strictObject({
+  /** The run to continue (any turn of a thread: an earlier one forks the thread). */
+  runId: RunId,
+  task: z.string().trim().min(1, 'describe the follow-up').max(100_000),
+  agent: AgentKind.optional(),
+  customCommand: z.string().trim().min(1).max(4000).optional(),
+  provider: ProviderId.optional(),
+  model: z.string().trim().min(1).max(200).optional(),
+  approval: ApprovalMode.optional(),
+  limits: RunLimits.optional(),
+});
+export type ContinueRunInput = z.input<typeof ContinueRunInput>;
+export type ContinueRunArgs = z.output<typeof ContinueRunInput>;
+
 export const runsContracts = {
   /** Starts a run; resolves once it is queued (status pushes follow). */
   'runs:start': { input: StartRunInput, output: RunSummary },
+  /** Starts a follow-up turn of a finished run (docs/architecture.md §15); resolves once it is queued. */
+  'runs:continue': { input: ContinueRunInput, output: RunSummary },
   /** Which files of a project would be left out of the copy, and why. */
   'runs:previewExcluded': { input: z.strictObject({ projectDir: z.string().min(1, 'choose a project folder') }), output: ExcludedPreview },
   /** Runs, newest first. */
@@ -254,7 +294,10 @@ export const runsContracts = {
     input: z.strictObject({ runId: RunId, afterSeq: z.number().int().min(-1).default(-1), limit: z.number().int().positive().max(5000).default(1000) }),
     output: z.object({ events: z.array(RunEvent), nextSeq: z.number().int(), done: z.boolean() }),
   },
-  /** Opens an interactive shell in a live run's sandbox; its I/O goes through the terminals contracts. */
+  /**
+   * Opens an interactive shell (its own PTY and bash) in a live run's sandbox; its I/O goes through
+   * the terminals contracts. At most `MAX_SHELLS_PER_RUN` are open per run (`CONFLICT` past that).
+   */
   'runs:openShell': {
     input: z.strictObject({ runId: RunId, cols: z.number().int().min(2).max(1000).default(80), rows: z.number().int().min(2).max(1000).default(24) }),
     output: z.object({ terminalId: z.string() }),

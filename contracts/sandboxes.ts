@@ -19,6 +19,8 @@ export const DoctorCheck = z.object({
   fix: z.string().optional(),
   /** Whether Airlock can fix it itself (e.g. build the image with `sandboxes:buildImage`). */
   fixAction: z.enum(['build-image', 'add-key']).optional(),
+  /** The isolation check only: whether virtual-machine isolation can be chosen here, and why not. */
+  vm: z.object({ available: z.boolean(), reason: z.string() }).optional(),
 });
 export type DoctorCheck = z.infer<typeof DoctorCheck>;
 

@@ -52,6 +52,8 @@ export const Settings = z.object({
   engineHost: z.string().max(500).optional(),
   /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
   engineAllowInsecure: z.boolean().optional(),
+  /** Project folders of the latest runs, newest first (at most 8): the New run form offers them. */
+  recentProjects: z.array(z.string()).max(8).optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 

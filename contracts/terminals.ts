@@ -11,6 +11,9 @@ import { RunId } from './ids';
 export const TerminalId = z.string().regex(/^(run|shell):[a-z0-9:-]+$/, 'not a terminal id');
 export type TerminalId = z.infer<typeof TerminalId>;
 
+/** The most interactive shells one run may have open at once (each is a PTY and a bash in its sandbox). */
+export const MAX_SHELLS_PER_RUN = 8;
+
 export function runTerminalId(runId: string): string {
   return `run:${runId}`;
 }
@@ -62,6 +65,7 @@ export const terminalsContracts = {
   },
   /** Types into an interactive shell. */
   'terminals:write': { input: z.strictObject({ terminalId: TerminalId, data: z.string().max(64 * 1024) }), output: z.object({ written: z.boolean() }) },
+  /** Sets an interactive shell's PTY size (the view's columns and rows). */
   'terminals:resize': {
     input: z.strictObject({ terminalId: TerminalId, cols: z.number().int().min(2).max(1000), rows: z.number().int().min(2).max(1000) }),
     output: z.object({ resized: z.boolean() }),

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
-import type { AirlockServices, AuditService, DiffsService, KeysService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AuditService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -12,6 +12,8 @@ import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
 import type { ProviderConfig } from './keys/provider-catalog';
+import { codexAuthPath, readCodexAuthFile } from './keys/codex-auth-file';
+import { credentialAgent } from './keys/subscription-credentials';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
@@ -19,6 +21,7 @@ import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record
 import { ShellSessions } from './runs/shell-sessions';
 import { replayTerminal } from './runs/terminal-replay';
 import { sha256 } from './workspace/collect';
+import { listFolders, withRecentProject } from './workspace/folder-listing';
 import { snapshotProject } from './workspace/snapshot';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
@@ -29,12 +32,15 @@ function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
  * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean } = {}): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker } = {}): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
-  return servicesFor(core);
+  return servicesFor(core, opts.pickFolder);
 }
+
+/** The system's folder dialog (Electron's main process); resolves to the chosen folder or null. */
+export type FolderPicker = (defaultPath: string | undefined) => Promise<string | null>;
 
 /** What the domain services below share. */
 interface ServiceParts {
@@ -52,7 +58,7 @@ interface ServiceParts {
   providerInfo(p: ProviderConfig): Promise<ProviderInfo>;
 }
 
-export function servicesFor(core: AirlockCore): AirlockServices {
+export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): AirlockServices {
   const { store, runs, vault, catalog } = core;
   const terminalOutput = new Emitter<TerminalOutput>();
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
@@ -68,7 +74,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     logsOf: (run) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } }),
     async providerInfo(p) {
       const key = await vault.info(p.id);
-      return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey };
+      return { id: p.id, label: p.label, kind: p.kind, baseUrl: p.baseUrl, requiresKey: p.requiresKey, builtin: p.builtin, models: p.models, hasKey: key.hasKey, ...(p.credential ? { credential: { kind: p.credential, agent: credentialAgent(p.credential) } } : {}) };
     },
   };
 
@@ -81,6 +87,7 @@ export function servicesFor(core: AirlockCore): AirlockServices {
     terminals: terminalsService(parts),
     settings: settingsService(parts),
     audit: auditService(parts),
+    projects: projectsService(pickFolder),
     onDidTerminalOutput: terminalOutput.event,
     async activeRunIds() {
       return runs.activeRunIds();
@@ -118,6 +125,13 @@ function keysService(parts: ServiceParts): KeysService {
     async set({ provider, key, baseUrl, storage }) {
       await catalog.get(provider); // PROVIDER_UNKNOWN before anything is stored
       return vault.set(provider, key, { storage, ...(baseUrl ? { baseUrl } : {}) });
+    },
+    setBaseUrl: ({ provider, baseUrl }) => vault.setBaseUrl(provider, baseUrl),
+    async setSubscription({ kind, secret, storage }) {
+      return kind === 'claude-subscription' ? vault.setClaudeSubscription(secret, { storage }) : vault.importChatgptSignin(secret, { storage });
+    },
+    async importCodex({ storage }) {
+      return vault.importChatgptSignin(await readCodexAuthFile(codexAuthPath(parts.core.env)), { storage });
     },
     async remove({ provider }) {
       return { removed: await vault.remove(provider) };
@@ -166,7 +180,14 @@ function runsService(parts: ServiceParts): RunsService {
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
       const gitHistory = input.gitHistory ?? (await parts.core.settings.get()).gitHistory;
-      return toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
+      const started = toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
+      // The New run form offers the latest folders again (settings, so the CLI's runs count too).
+      const { recentProjects } = await parts.core.settings.get();
+      if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(() => undefined);
+      return started;
+    },
+    async continue(args) {
+      return toRunSummary(await runs.continue(args));
     },
     async previewExcluded({ projectDir }) {
       const snap = await snapshotProject(projectDir).catch((err: unknown) => {
@@ -243,20 +264,20 @@ function diffsService(parts: ServiceParts): DiffsService {
     if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', `The run is still in progress; ${what} once it has ended.`);
   };
   return {
-    list: ({ runId }) => changes.list(runId),
+    list: ({ runId, scope }) => changes.list(runId, scope),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
-    file: ({ runId, path: file }) => changes.file(runId, file),
-    async preview({ runId, files, selection }) {
-      const sel = await patchOfSelection(await changes.storedResult(runId), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
+    file: ({ runId, scope, path: file }) => changes.file(runId, file, scope),
+    async preview({ runId, scope, files, selection }) {
+      const sel = await patchOfSelection(await changes.storedResult(runId, scope), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
       return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };
     },
-    async apply({ runId, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
+    async apply({ runId, scope, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
       ended(runId, 'apply its result');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async exportPatch({ runId, files, selection, destPath, to }) {
-      const sel = { ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
+    async exportPatch({ runId, scope, files, selection, destPath, to }) {
+      const sel = { ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
       let patch: Buffer;
       let dest: string;
       if (destPath || to) {
@@ -264,9 +285,9 @@ function diffsService(parts: ServiceParts): DiffsService {
         dest = destPath ? path.resolve(destPath) : (to as string);
         ({ patch } = await writeRecordedPatch({ store, runId, dest, ...sel, write: Boolean(destPath) }));
       } else {
-        const legacy = files || selection?.length ? undefined : await loadLegacyResult(store, runId);
-        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId), sel)).patch;
-        dest = path.join(store.paths(runId).artifacts, files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch');
+        const legacy = files || selection?.length || scope === 'thread' ? undefined : await loadLegacyResult(store, runId);
+        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId, scope), sel)).patch;
+        dest = path.join(store.paths(runId).artifacts, `${scope === 'thread' ? 'thread-' : ''}${files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch'}`);
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);
       }
@@ -275,13 +296,13 @@ function diffsService(parts: ServiceParts): DiffsService {
     async savePatch() {
       throw new AirlockError('INVALID_INPUT', 'Saving through a dialog needs the desktop app; in a browser, use Download patch.');
     },
-    async mergeView({ runId, path: file, targetDir }) {
+    async mergeView({ runId, scope, path: file, targetDir }) {
       ended(runId, 'resolve its files');
-      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(targetDir ? { targetDir } : {}) });
+      return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async resolve({ runId, path: file, content, oursSha256, targetDir }) {
+    async resolve({ runId, scope, path: file, content, oursSha256, targetDir }) {
       ended(runId, 'resolve its files');
-      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(targetDir ? { targetDir } : {}) });
+      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     onDidChange: runs.onDidChangeFiles,
   };
@@ -309,6 +330,16 @@ function settingsService(parts: ServiceParts): SettingsService {
       return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
     },
     onDidChange: core.settings.onDidChange,
+  };
+}
+
+/** Choosing a project folder: the system dialog where there is one, a names-only browser under home. */
+function projectsService(pickFolder: FolderPicker | undefined): ProjectsService {
+  return {
+    async pickFolder({ defaultPath }) {
+      return pickFolder ? { native: true, path: await pickFolder(defaultPath) } : { native: false, path: null };
+    },
+    listFolders: ({ path: dir }) => listFolders(dir),
   };
 }
 

@@ -7,6 +7,7 @@ import { Emitter, type Event } from './common/disposable';
 import { airlockHome } from './common/paths';
 import { KeyVault } from './keys/key-vault';
 import { ProviderCatalog } from './keys/provider-catalog';
+import { assertCredentialServes } from './keys/subscription-credentials';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { priceTableFor } from './proxy/price-table';
 import { RunService } from './runs/run-service';
@@ -108,7 +109,7 @@ export class AirlockCore {
    */
   engine(): Promise<Engine> {
     if (!this.enginePromise) {
-      this.enginePromise = this.settings.get().then((s) => connectEngine(this.env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(this.env, s.engine ?? 'auto') }));
+      this.enginePromise = connectConfiguredEngine(this.env, this.home);
       this.enginePromise.catch(() => (this.enginePromise = undefined));
     }
     return this.enginePromise;
@@ -219,6 +220,16 @@ export class AirlockCore {
   }
 }
 
+/**
+ * The engine the user chose for this home: `--engine-host` (AIRLOCK_ENGINE_HOST) or the `engineHost`
+ * setting, else DOCKER_HOST, CONTAINER_HOST, the Docker context, the local sockets
+ * (docs/architecture.md §13), limited to Docker or Podman by `--engine`/the `engine` setting.
+ */
+export async function connectConfiguredEngine(env: NodeJS.ProcessEnv, home = airlockHome(env)): Promise<Engine> {
+  const s = await new SettingsStore(home).get();
+  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(env, s.engine ?? 'auto') });
+}
+
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */
 export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<AirlockCore> {
   const env = opts.env ?? process.env;
@@ -242,16 +253,20 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
+    checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
   });
   if (opts.recover !== false) {
-    // Recovery needs the engine; without one there is nothing to reap, and runs are still marked.
-    const managers = [await core.sandboxes('container')];
-    await core.runs.recover(managers).catch(async (err: unknown) => {
-      if (err instanceof AirlockError && err.kind.startsWith('DOCKER_')) return core.runs.recover([]);
-      throw err;
-    });
+    // Recovery needs the engine; without one (not running, unreachable, or an address refused as
+    // configured) there is nothing to reap, and runs are still marked. Runs and the doctor then say why.
+    await core
+      .sandboxes('container')
+      .then((manager) => core.runs.recover([manager]))
+      .catch(async (err: unknown) => {
+        if (err instanceof AirlockError && (err.kind.startsWith('DOCKER_') || err.kind === 'INVALID_INPUT')) return core.runs.recover([]);
+        throw err;
+      });
   }
   return core;
 }

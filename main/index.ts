@@ -5,6 +5,7 @@ import { createAirlockServices } from '../core/app-services';
 import { resourcePaths } from '../core/common/resources';
 import { registerIpcRouter } from './ipc-router';
 import { installMenu } from './menu';
+import { withPatchSaveDialog } from './save-patch';
 import { isTrustedRendererUrl } from './sender-policy';
 import { createMainWindow, rendererFileUrl, windowPaths } from './window';
 
@@ -67,13 +68,21 @@ if (!app.requestSingleInstanceLock()) {
   void app.whenReady().then(async () => {
     installMenu(process.platform === 'darwin');
     try {
-      services = await createAirlockServices({ env: process.env });
+      services = await createAirlockServices({
+        env: process.env,
+        // The system folder dialog for the New run form (`projects:pickFolder`).
+        pickFolder: async (defaultPath) => {
+          const options = { properties: ['openDirectory' as const], ...(defaultPath ? { defaultPath } : {}) };
+          const r = win && !win.isDestroyed() ? await dialog.showOpenDialog(win, options) : await dialog.showOpenDialog(options);
+          return r.canceled ? null : (r.filePaths[0] ?? null);
+        },
+      });
     } catch (err) {
       dialog.showErrorBox('Airlock could not start', err instanceof Error ? err.message : String(err));
       app.exit(1);
       return;
     }
-    registerIpcRouter(createApiRouter(services), { isTrustedSender });
+    registerIpcRouter(createApiRouter(withPatchSaveDialog(services, () => win)), { isTrustedSender });
     win = createMainWindow(paths);
     app.on('activate', () => {
       if (BrowserWindow.getAllWindows().length === 0) win = createMainWindow(paths);

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BrowserWindow, shell } from 'electron';
+import { externalLinkUrl } from '../contracts/external-links';
 import type { ResourcePaths } from '../core/common/resources';
 import { contentSecurityPolicy } from './csp';
 import { LOCKED_DOWN_PREFERENCES } from './web-preferences';
@@ -42,15 +43,18 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
     callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(Boolean(paths.devServerUrl))] } });
   });
   // The UI never navigates: links to the web, and published preview ports (loopback only), open in
-  // the user's browser; everything else is refused.
-  const external = (url: string) => /^https:\/\//.test(url) || /^http:\/\/127\.0\.0\.1:\d{1,5}\//.test(url);
+  // the user's browser; everything else is refused (contracts/external-links.ts).
+  const openOutside = (raw: string) => {
+    const url = externalLinkUrl(raw);
+    if (url) void shell.openExternal(url);
+  };
   wc.on('will-navigate', (e, url) => {
     e.preventDefault();
-    if (external(url)) void shell.openExternal(url);
+    openOutside(url);
   });
   wc.on('will-redirect', (e) => e.preventDefault());
   wc.setWindowOpenHandler(({ url }) => {
-    if (external(url)) void shell.openExternal(url);
+    openOutside(url);
     return { action: 'deny' };
   });
   wc.on('will-attach-webview', (e) => e.preventDefault());

@@ -212,6 +212,33 @@ describe('adapter commands', () => {
     expect(cmd.argv.join(' ')).not.toContain(ctx.token);
   });
 
+  it('claude-code with a Claude subscription: the run token in CLAUDE_CODE_OAUTH_TOKEN, no API key variable', () => {
+    const cmd = getAgentAdapter('claude-code').command({ ...ctx, credential: { kind: 'claude-subscription' } });
+    expect(cmd.env).toMatchObject({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:41000', CLAUDE_CODE_OAUTH_TOKEN: ctx.token });
+    expect(cmd.env.ANTHROPIC_API_KEY).toBeUndefined();
+    // The common provider settings would set ANTHROPIC_API_KEY, which wins over the OAuth token.
+    expect(cmd.unsetEnv).toEqual(expect.arrayContaining(['ANTHROPIC_API_KEY']));
+    expect(cmd.argv.join(' ')).not.toContain(ctx.token);
+  });
+
+  it('codex with a ChatGPT sign-in: a placeholder auth.json, OpenAI auth required, refresh and ChatGPT URLs at the proxy', () => {
+    const credential = { kind: 'chatgpt-signin' as const, refreshToken: 'airlock-refresh-xyz', idToken: 'h.p.airlock-unsigned', accountId: 'acct-1' };
+    const cmd = getAgentAdapter('codex').command({ ...ctx, providerFormat: 'openai', credential });
+    expect(cmd.argv).toContain('model_providers.airlock.requires_openai_auth=true');
+    expect(cmd.argv).not.toContain('model_providers.airlock.env_key="OPENAI_API_KEY"');
+    expect(cmd.argv).toContain('chatgpt_base_url="http://127.0.0.1:41000/backend-api/"');
+    expect(cmd.env.CODEX_REFRESH_TOKEN_URL_OVERRIDE).toBe('http://127.0.0.1:41000/oauth/token');
+    expect(cmd.env.OPENAI_API_KEY).toBeUndefined();
+    expect(cmd.unsetEnv).toEqual(['OPENAI_API_KEY']);
+    const auth = JSON.parse(cmd.env.AIRLOCK_CODEX_AUTH!) as { tokens: Record<string, string>; last_refresh: string };
+    expect(auth.tokens).toEqual({ id_token: 'h.p.airlock-unsigned', access_token: ctx.token, refresh_token: 'airlock-refresh-xyz', account_id: 'acct-1' });
+    expect(Date.parse(auth.last_refresh)).toBeGreaterThan(0);
+    // The wrapper writes it (mode 600) and drops the variable before the CLI starts.
+    expect(cmd.argv[2]).toContain('umask 077');
+    expect(cmd.argv[2]).toContain('unset AIRLOCK_CODEX_AUTH');
+    expect(cmd.argv.join(' ')).not.toContain(ctx.token);
+  });
+
   it('custom: needs a command line and maps nothing', () => {
     expect(() => getAgentAdapter('custom').command(ctx)).toThrow(/needs a command line/);
     const cmd = getAgentAdapter('custom').command({ ...ctx, customCommand: 'aider --yes' });

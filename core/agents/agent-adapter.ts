@@ -1,5 +1,6 @@
 import type { AgentEvent } from '../../contracts/agent-events';
 import type { AgentKind as AgentId } from '../../contracts/runs';
+import type { SandboxCredential } from '../proxy/sandbox-signin';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */
 export interface AgentCommandContext {
@@ -17,6 +18,16 @@ export interface AgentCommandContext {
   customCommand?: string;
   /** The project copy inside the sandbox (default `/workspace`). */
   workspace?: string;
+  /**
+   * The agent's conversation (docs/architecture.md §15): `id` is chosen by the host for a new one;
+   * `resume` means the session files of the previous turn are in place and the agent continues them.
+   */
+  session?: { id: string; resume: boolean };
+  /**
+   * Set when the run uses a subscription credential: what the client gets in its place (placeholders
+   * only, docs/architecture.md §6). Only the vendor's own adapter ever receives it.
+   */
+  credential?: SandboxCredential;
 }
 
 /** The process to start inside the sandbox (cwd: the workspace). `env` holds the token: never log it. */
@@ -25,6 +36,8 @@ export interface AgentCommand {
   env: Record<string, string>;
   /** Optional working directory (default: the workspace). */
   cwd?: string;
+  /** Variables of the common provider settings this agent must NOT see (they would override its credential). */
+  unsetEnv?: string[];
 }
 
 /**
@@ -52,8 +65,21 @@ export interface AgentAdapter {
    * agent's output as it is (a custom command whose stdout is the only record).
    */
   terminal: 'commands' | 'raw';
+  /** Where the agent keeps its conversation in the sandbox, for a follow-up turn; none: not carried. */
+  session?: AgentSessionFiles;
   command(ctx: AgentCommandContext): AgentCommand;
   createParser(): AgentOutputParser;
+}
+
+/**
+ * An agent's session files inside the sandbox (docs/architecture.md §15): read out after a turn as
+ * hostile bytes and put back, unchanged but for the run token, into the next turn's sandbox.
+ */
+export interface AgentSessionFiles {
+  /** The folder they live in (absolute, inside the sandbox). */
+  dir: string;
+  /** Whether a file (relative to `dir`) belongs to the session with this id; nothing else is carried. */
+  matches(rel: string, sessionId: string): boolean;
 }
 
 export const DEFAULT_WORKSPACE = '/workspace';

@@ -1,5 +1,5 @@
 import { AgentEvent } from '../../contracts/agent-events';
-import { AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
+import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } from './agent-adapter';
 
 /**
@@ -7,12 +7,16 @@ import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } fr
  * natively. Its shell commands are run by the host (`command_request` → `command_result`), so their
  * output never passes through the agent.
  */
+const SESSION_DIR = `${AGENT_SCRATCH_DIR}/builtin`;
+
 export const builtinAdapter: AgentAdapter = {
   id: 'builtin',
   imageVariant: 'base',
   supportsApproval: true,
   terminal: 'commands',
   providerFormats: ['anthropic', 'openai'],
+  // Its transcript, in the provider's wire format (resources/sandbox/agent/transcript.ts).
+  session: { dir: SESSION_DIR, matches: (rel) => rel === 'transcript.json' },
   command(ctx) {
     const env: Record<string, string> = {
       ...providerEnv(ctx),
@@ -23,6 +27,10 @@ export const builtinAdapter: AgentAdapter = {
       AIRLOCK_WORKSPACE: ctx.workspace ?? DEFAULT_WORKSPACE,
     };
     if (ctx.maxSteps !== undefined) env.AIRLOCK_MAX_STEPS = String(ctx.maxSteps);
+    if (ctx.session) {
+      env.AIRLOCK_TRANSCRIPT = `${SESSION_DIR}/transcript.json`;
+      if (ctx.session.resume) env.AIRLOCK_RESUME = '1';
+    }
     return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {

@@ -8,7 +8,8 @@ const FILE_TOOLS: Record<string, string> = { Write: 'file_path', Edit: 'file_pat
 /**
  * Claude Code (`@anthropic-ai/claude-code`), unchanged, in its non-interactive streaming mode:
  * `claude -p --output-format stream-json --verbose --include-partial-messages --dangerously-skip-permissions`. It honours
- * ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, so it reaches the model only through the proxy.
+ * ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY (or, with a Claude subscription, CLAUDE_CODE_OAUTH_TOKEN), so it
+ * reaches the model only through the proxy.
  * Approval mode `ask` is not available (print mode has no interactive prompt); the sandbox is the boundary.
  */
 export const claudeCodeAdapter: AgentAdapter = {
@@ -17,20 +18,28 @@ export const claudeCodeAdapter: AgentAdapter = {
   supportsApproval: false,
   terminal: 'commands',
   providerFormats: ['anthropic'],
+  // Its conversation: one JSON-lines file per session id, under the project's folder name ("/workspace").
+  session: { dir: `${AGENT_SCRATCH_DIR}/claude/projects`, matches: (rel, id) => rel === `-workspace/${id}.jsonl` },
   command(ctx) {
     // --include-partial-messages streams text as deltas (a live view), not whole blocks at the end.
     const argv = ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--dangerously-skip-permissions', '--model', ctx.model];
     if (ctx.maxSteps !== undefined) argv.push('--max-turns', String(ctx.maxSteps));
+    // The host names the conversation, so a follow-up resumes it by that id (docs/architecture.md §15).
+    if (ctx.session) argv.push(ctx.session.resume ? '--resume' : '--session-id', ctx.session.id);
     // `--` keeps a task that starts with '-' from being read as an option.
     argv.push('--', ctx.task);
     const { ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY } = providerEnv(ctx);
+    // With a Claude subscription the run token stands where the setup token would (§6); an API key
+    // variable would take precedence over it, so none is set.
+    const subscription = ctx.credential?.kind === 'claude-subscription';
+    const auth: Record<string, string> = subscription ? { CLAUDE_CODE_OAUTH_TOKEN: ctx.token } : { ANTHROPIC_API_KEY: ANTHROPIC_API_KEY! };
     return {
       // The root filesystem is read-only: give the CLI a writable config folder first.
       // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
       argv: ['sh', '-c', 'mkdir -p "$CLAUDE_CONFIG_DIR" && exec "$@" </dev/null', 'sh', ...argv],
       env: {
         ANTHROPIC_BASE_URL: ANTHROPIC_BASE_URL!,
-        ANTHROPIC_API_KEY: ANTHROPIC_API_KEY!,
+        ...auth,
         CLAUDE_CONFIG_DIR: `${AGENT_SCRATCH_DIR}/claude`,
         // No traffic but model calls: there is no network anyway, this just avoids retries and noise.
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
@@ -40,6 +49,7 @@ export const claudeCodeAdapter: AgentAdapter = {
         IS_SANDBOX: '1',
       },
       cwd: ctx.workspace ?? DEFAULT_WORKSPACE,
+      ...(subscription ? { unsetEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'] } : {}),
     };
   },
   createParser() {

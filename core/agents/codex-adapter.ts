@@ -19,9 +19,18 @@ export const codexAdapter: AgentAdapter = {
   supportsApproval: false,
   terminal: 'commands',
   providerFormats: ['openai'],
+  // Its conversation: rollout files by date; the sandbox holds only this run's (and a carried one).
+  session: { dir: `${AGENT_SCRATCH_DIR}/codex/sessions`, matches: (rel) => /^\d{4}\/\d{2}\/\d{2}\/rollout-[0-9A-Za-z_:.-]{1,200}\.jsonl$/.test(rel) && !rel.includes('..') },
   command(ctx) {
     const { OPENAI_BASE_URL, OPENAI_API_KEY } = providerEnv(ctx);
     const workspace = ctx.workspace ?? DEFAULT_WORKSPACE;
+    const signin = ctx.credential?.kind === 'chatgpt-signin' ? ctx.credential : undefined;
+    const base = OPENAI_BASE_URL!.replace(/\/v1$/, '');
+    // API key: the run token in OPENAI_API_KEY. ChatGPT sign-in: Codex's own auth.json, holding only
+    // placeholders (docs/architecture.md §6), and its sign-in traffic pointed at the proxy too.
+    const auth = signin
+      ? ['-c', 'model_providers.airlock.requires_openai_auth=true', '-c', 'cli_auth_credentials_store="file"', '-c', `chatgpt_base_url=${toml(`${base}/backend-api/`)}`]
+      : ['-c', 'model_providers.airlock.env_key="OPENAI_API_KEY"'];
     const argv = [
       'codex', 'exec', '--json', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox',
       '--cd', workspace,
@@ -29,22 +38,43 @@ export const codexAdapter: AgentAdapter = {
       '-c', 'model_provider="airlock"',
       '-c', `model_providers.airlock.name=${toml('Airlock proxy')}`,
       '-c', `model_providers.airlock.base_url=${toml(OPENAI_BASE_URL!)}`,
-      '-c', 'model_providers.airlock.env_key="OPENAI_API_KEY"',
+      ...auth,
       '-c', 'model_providers.airlock.wire_api="responses"',
+      // A follow-up continues the one carried session, the newest (and only) one in the sandbox.
+      ...(ctx.session?.resume ? ['resume', '--last'] : []),
       '--', ctx.task,
     ];
-    return {
-      // CODEX_HOME must exist; the root filesystem is read-only, so it lives in scratch space.
-      // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
-      argv: ['sh', '-c', 'mkdir -p "$CODEX_HOME" && exec "$@" </dev/null', 'sh', ...argv],
-      env: { OPENAI_BASE_URL: OPENAI_BASE_URL!, OPENAI_API_KEY: OPENAI_API_KEY!, CODEX_HOME: `${AGENT_SCRATCH_DIR}/codex` },
-      cwd: workspace,
-    };
+    // CODEX_HOME must exist; the root filesystem is read-only, so it lives in scratch space.
+    // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
+    const prepare = signin
+      ? 'mkdir -p "$CODEX_HOME" && (umask 077 && printf \'%s\' "$AIRLOCK_CODEX_AUTH" > "$CODEX_HOME/auth.json") && unset AIRLOCK_CODEX_AUTH && exec "$@" </dev/null'
+      : 'mkdir -p "$CODEX_HOME" && exec "$@" </dev/null';
+    const env: Record<string, string> = { OPENAI_BASE_URL: OPENAI_BASE_URL!, CODEX_HOME: `${AGENT_SCRATCH_DIR}/codex` };
+    if (signin) {
+      env.AIRLOCK_CODEX_AUTH = codexAuthJson(ctx.token, signin);
+      env.CODEX_REFRESH_TOKEN_URL_OVERRIDE = `${base}/oauth/token`;
+    } else {
+      env.OPENAI_API_KEY = OPENAI_API_KEY!;
+    }
+    return { argv: ['sh', '-c', prepare, 'sh', ...argv], env, cwd: workspace, ...(signin ? { unsetEnv: ['OPENAI_API_KEY'] } : {}) };
   },
   createParser() {
     return createCodexParser();
   },
 };
+
+/**
+ * Codex's auth.json for a ChatGPT sign-in with placeholders only: the access token is the run token,
+ * the refresh token a run-scoped placeholder the proxy answers, the id token unsigned with the
+ * account's non-secret claims (plan, account id) that Codex reads.
+ */
+export function codexAuthJson(runToken: string, signin: { refreshToken: string; idToken: string; accountId: string }): string {
+  return JSON.stringify({
+    OPENAI_API_KEY: null,
+    tokens: { id_token: signin.idToken, access_token: runToken, refresh_token: signin.refreshToken, account_id: signin.accountId },
+    last_refresh: new Date().toISOString(),
+  });
+}
 
 /** Maps `codex exec --json` lines (thread.* / turn.* / item.* / error) to events. */
 export function createCodexParser(workspace = DEFAULT_WORKSPACE) {

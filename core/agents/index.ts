@@ -6,7 +6,7 @@ import { claudeCodeAdapter } from './claude-code-adapter';
 import { codexAdapter } from './codex-adapter';
 import { customAdapter } from './custom-adapter';
 
-export type { AgentAdapter, AgentCommand, AgentCommandContext, AgentOutputParser } from './agent-adapter';
+export type { AgentAdapter, AgentCommand, AgentCommandContext, AgentOutputParser, AgentSessionFiles } from './agent-adapter';
 export { commandOutputBytes, commandOutputEvent } from './agent-adapter';
 export { AGENT_DIR_IN_IMAGE, AGENT_SCRIPT_IN_IMAGE, AGENT_SCRATCH_DIR } from './agent-image-paths';
 

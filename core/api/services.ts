@@ -41,5 +41,6 @@ export type DiffsService = AirlockServices['diffs'];
 export type TerminalsService = AirlockServices['terminals'];
 export type SettingsService = AirlockServices['settings'];
 export type AuditService = AirlockServices['audit'];
+export type ProjectsService = AirlockServices['projects'];
 
 export type { Disposable };

@@ -74,6 +74,8 @@ export interface AuditRecordData {
   apply: {
     /** `resolve`: the user's resolution of a conflicted file, written from the merge view. */
     mode: 'working-tree' | 'branch' | 'patch' | 'resolve';
+    /** `thread`: a follow-up turn's thread total was applied, not the turn's own change. */
+    scope?: 'thread';
     /** The folder applied to (the project, or `--to`); for `patch`, where the patch went (a file, `download`, `clipboard`). */
     target: string;
     branch?: string;
@@ -93,6 +95,11 @@ export interface AuditRecordData {
   error: { kind: string; message: string };
   /** `AuditLog.open` found a torn last line (a crash mid-write) and cut it off. */
   log_repaired: { droppedBytes: number; droppedSha256: string };
+  /**
+   * A follow-up turn (docs/architecture.md §15): what it continues, and what crossed from the
+   * parent (the result's files, the agent's session files with their sizes and SHA-256).
+   */
+  thread: { rootRunId: string; parentRunId: string; turn: number; conversation: 'carried' | 'fresh'; parentWipedAt?: string; resultFiles: number; sessionFiles: { path: string; bytes: number; sha256: string }[] };
   /** Free-form note for anything else worth recording. */
   note: { message: string; [key: string]: unknown };
   /** The log was closed for good; anything after it, or a log without it once the run ended, is suspect. */

@@ -82,3 +82,23 @@ describe('airlock CLI arguments (README: exit 2 on bad usage)', () => {
     expect(help.out).toContain('usage: airlock runs');
   });
 });
+
+describe('--engine-host and the engineHost setting choose the engine for any command (docs/architecture.md §13)', () => {
+  it('--engine-host wins over the setting; a refused address is a failed engine check that says why', async () => {
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(path.join(home, 'settings.json'), JSON.stringify({ engineHost: 'no-such-context' }));
+    try {
+      const fromSetting = await cli('doctor', '--no-build');
+      expect(fromSetting.out + fromSetting.err).toMatch(/context 'no-such-context' was not found/);
+      const fromFlag = await cli('doctor', '--no-build', '--engine-host', 'tcp://build-box.invalid:2375');
+      expect(fromFlag.out + fromFlag.err).toMatch(/plain, unencrypted TCP/);
+      expect(fromFlag.out + fromFlag.err).not.toMatch(/no-such-context/);
+      expect(fromFlag.code).not.toBe(ExitCode.ok);
+      const missing = await cli('doctor', '--engine-host');
+      expect(missing.code).toBe(ExitCode.usage);
+      expect(missing.err).toMatch(/--engine-host needs an address/);
+    } finally {
+      await rm(path.join(home, 'settings.json'), { force: true });
+    }
+  }, 60_000);
+});

@@ -22,7 +22,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
 
 function usage(): string {
   const names = Object.keys(commands).join(', ');
-  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\n`;
+  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\nAny command: --engine-host ssh://user@host | tcp://host:2376 | unix:///path | <docker context> picks the container engine.\n`;
 }
 
 /** Runs the CLI and returns its exit code. */
@@ -38,22 +38,14 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     return ExitCode.usage;
   }
   const command = await load();
-  let engine: { host: string | undefined; choice: string | undefined; args: string[] };
   try {
-    engine = takeEngineHost(rest);
-  } catch (err) {
-    io.stderr.write(`airlock ${name}: ${(err as Error).message}\nusage: ${command.usage}\n`);
-    return ExitCode.usage;
-  }
-  rest.splice(0, rest.length, ...engine.args);
-  if (engine.host !== undefined) io = { ...io, env: { ...io.env, AIRLOCK_ENGINE_HOST: engine.host } };
-  if (engine.choice !== undefined) io = { ...io, env: { ...io.env, AIRLOCK_ENGINE: engine.choice } };
-  if (rest.includes('--help') || rest.includes('-h')) {
-    io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
-    return ExitCode.ok;
-  }
-  try {
-    return await command.run(rest, io);
+    const { host, choice, args } = takeEngineHost(rest);
+    if (args.includes('--help') || args.includes('-h')) {
+      io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
+      return ExitCode.ok;
+    }
+    const env = { ...io.env, ...(host === undefined ? {} : { AIRLOCK_ENGINE_HOST: host }), ...(choice === undefined ? {} : { AIRLOCK_ENGINE: choice }) };
+    return await command.run(args, { ...io, env });
   } catch (err) {
     if (err instanceof CliUsageError) {
       io.stderr.write(`airlock ${name}: ${err.message}\nusage: ${command.usage}\n`);

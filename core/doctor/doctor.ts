@@ -3,9 +3,10 @@ import { AirlockError, toErrorInfo, type ErrorKind } from '../../contracts/error
 import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
+import { installationId } from '../common/installation-id';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
-import { connectEngine, engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
-import { describeEngine, engineChoiceFrom } from '../sandbox/docker/engine-endpoint';
+import { engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
+import { describeEngine } from '../sandbox/docker/engine-endpoint';
 import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
@@ -72,10 +73,8 @@ export const engineCheck: ReadinessCheck = {
   id: 'docker.engine',
   label: 'Container engine',
   async run(ctx) {
-    const { SettingsStore } = await import('../app');
-    const { airlockHome } = await import('../common/paths');
-    const settings = await new SettingsStore(airlockHome(ctx.env)).get();
-    const engine = await connectEngine(ctx.env, { host: settings.engineHost, allowInsecure: settings.engineAllowInsecure, choice: engineChoiceFrom(ctx.env, settings.engine ?? 'auto') });
+    const { connectConfiguredEngine } = await import('../app');
+    const engine = await connectConfiguredEngine(ctx.env);
     const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
       engine.dispose();
       throw err;
@@ -129,7 +128,10 @@ export const helperCheck: ReadinessCheck = {
     const engine = ctx.state.get('engine') as Engine | undefined;
     const image = ctx.state.get('image') as string | undefined;
     if (!engine || !image) return { status: 'skipped', detail: 'needs the engine and the image' };
-    const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env }));
+    const { airlockHome } = await import('../common/paths');
+    // Labelled with this installation, so a reaper can take it on a shared engine if the check is cut short.
+    const installation = await installationId(airlockHome(ctx.env));
+    const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env, installationId: installation }), { installationId: installation });
     const runId = newRunId();
     const t0 = Date.now();
     try {
@@ -226,9 +228,14 @@ export const isolationCheck: ReadinessCheck = {
     const { vmAccel } = await new SettingsStore(airlockHome(ctx.env)).get();
     const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
     const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
-    return probes.some((p) => p.kind !== 'docker' && p.available)
-      ? { status: 'ok', detail: line }
-      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.' };
+    // The driver `--isolation vm` uses on this platform (as RunService picks it); the New run form
+    // offers "Virtual machine" only when it is available.
+    const vmKind = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
+    const probe = probes.find((p) => p.kind === vmKind);
+    const vm = { available: Boolean(probe?.available), reason: probe?.reason ?? `no VM driver for ${process.platform}` };
+    return probe?.available
+      ? { status: 'ok', detail: line, vm }
+      : { status: 'warn', detail: line, fix: 'VM isolation is optional: on Linux run scripts/prepare-vm-assets.sh (QEMU); on macOS install Lima.', vm };
   },
 };
 

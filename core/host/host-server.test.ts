@@ -158,6 +158,32 @@ describe('host server (real HTTP and WebSocket on loopback)', () => {
     c.ws.close();
   });
 
+  it('serves a patch download only to a same-origin POST with the token, as an attachment', async () => {
+    const cookie = `airlock_token_${host.port}=${host.token}`;
+    const post = (headers: Record<string, string>, body: string) => new Promise<Reply>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: host.port, path: '/api/patch', method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    const run = await services.runs.start({ projectDir: '/p', task: 't', agent: 'builtin', provider: 'anthropic', model: 'm', approval: 'auto', isolation: 'container', network: 'none', limits: { timeoutSec: 60 } });
+    const body = JSON.stringify({ runId: run.id, files: ['README.md'] });
+    expect((await post({ origin }, body)).status).toBe(403); // no token
+    expect((await post({ cookie }, body)).status).toBe(403); // no Origin
+    expect((await post({ cookie, origin: 'http://evil.example' }, body)).status).toBe(403);
+    expect((await post({ cookie, origin, host: `attacker.invalid:${host.port}` }, body)).status).toBe(403);
+    expect((await post({ cookie, origin }, '{not json')).status).toBe(400);
+    expect((await post({ cookie, origin }, JSON.stringify({ runId: run.id, selection: [{ path: 'a', lines: ['7'] }] }))).status).toBe(400);
+    const ok = await post({ cookie, origin }, body);
+    expect(ok.status).toBe(200);
+    expect(ok.headers['content-disposition']).toBe(`attachment; filename="airlock-${run.id}.patch"`);
+    expect(ok.headers['content-security-policy']).toBeTruthy();
+    expect(ok.body).toBe('diff --git');
+  });
+
   it('streams terminal output as binary records to a same-origin POST with the token, and refuses anything else', async () => {
     const cookie = `airlock_token_${host.port}=${host.token}`;
     const post = (headers: Record<string, string>) => openStream(host.port, headers);

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { PATCH_DOWNLOAD_PATH, PATCH_SHA256_HEADER, PatchDownloadInput } from '../../contracts/diffs';
 import { HOST_TERMINAL_STREAM_ACK_PARAM, HOST_TERMINAL_STREAM_PATH, HOST_TOKEN_PARAM, HOST_WS_PATH } from '../../contracts/transport';
 import type { Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
@@ -110,11 +111,15 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', `http://${BIND}:${port}`);
     const isStream = url.pathname === HOST_TERMINAL_STREAM_PATH;
-    // The stream is a POST so the browser always sends its Origin, which must be ours.
-    const refusal = check(req, url, isStream);
+    // The stream and the patch download are POSTs so the browser always sends its Origin, which must be ours.
+    const refusal = check(req, url, isStream || url.pathname === PATCH_DOWNLOAD_PATH);
     if (refusal) {
       res.writeHead(403, { ...securityHeaders(), 'content-type': 'text/plain; charset=utf-8' })
         .end(refusal === 'bad-token' ? 'Open the URL printed by `airlock serve` (it carries the session token).\n' : 'Forbidden\n');
+      return;
+    }
+    if (url.pathname === PATCH_DOWNLOAD_PATH && req.method === 'POST') {
+      void servePatchDownload(req, res, opts.router, securityHeaders()).catch(() => res.destroy());
       return;
     }
     if (isStream && req.method === 'POST') {
@@ -176,4 +181,47 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Largest JSON body the patch download takes (a selection of many lines). */
+const DOWNLOAD_BODY_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The patch of a selection as a file download (`Content-Disposition: attachment`), rendered by the
+ * same contract as everywhere (`diffs:exportPatch`, recorded in the apply log as a download). The
+ * caller has checked Host, Origin and token.
+ */
+async function servePatchDownload(req: IncomingMessage, res: ServerResponse, router: ApiRouter, headers: Record<string, string>): Promise<void> {
+  const fail = (status: number, message: string) => res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8' }).end(`${message}\n`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > DOWNLOAD_BODY_BYTES) return void fail(413, 'The selection is too large.');
+    chunks.push(chunk);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return void fail(400, 'The request body must be JSON: { runId, files?, selection? }.');
+  }
+  const input = PatchDownloadInput.safeParse(body);
+  if (!input.success) return void fail(400, `Bad selection: ${input.error.issues[0]?.message ?? 'invalid'}.`);
+  const out = await router.invoke('diffs:exportPatch', { ...input.data, to: 'download' });
+  if (!out.ok) return void fail(out.error.kind === 'NOT_FOUND' ? 404 : out.error.kind === 'INVALID_INPUT' ? 400 : 409, out.error.message);
+  const value = out.value as { text?: string; sha256?: string; bytes: number };
+  if (value.text === undefined) return void fail(413, `The patch is ${value.bytes} bytes, too large to download here; write it with 'airlock patch ${input.data.runId} --out FILE'.`);
+  const bytes = Buffer.from(value.text, 'utf8');
+  if (value.sha256 && createHash('sha256').update(bytes).digest('hex') !== value.sha256) {
+    return void fail(409, `The patch is not UTF-8 text, so it cannot be downloaded byte for byte here; write it with 'airlock patch ${input.data.runId} --out FILE'.`);
+  }
+  res.writeHead(200, {
+    ...headers,
+    'content-type': 'text/x-diff; charset=utf-8',
+    'content-disposition': `attachment; filename="airlock-${input.data.runId}.patch"`,
+    'content-length': String(bytes.length),
+    'cache-control': 'no-store',
+    ...(value.sha256 ? { [PATCH_SHA256_HEADER]: value.sha256 } : {}),
+  }).end(bytes);
 }

@@ -6,6 +6,7 @@ import { checkKeyFormat } from './key-format';
 import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
 import type { ProviderCatalog } from './provider-catalog';
 import { Secret } from './secret';
+import { deserializeSignin, parseClaudeSetupToken, parseCodexAuthJson, serializeSignin, storeCommand, type ChatgptSignin } from './subscription-credentials';
 
 /** A key ready for use, and where it came from. */
 export interface ResolvedKey {
@@ -47,6 +48,9 @@ export class KeyVault {
   /** Stores a provider's key (keychain by default, or `session` for memory only). */
   async set(provider: string, key: string | Secret, opts: { storage?: 'keychain' | 'session'; baseUrl?: string } = {}): Promise<KeyInfo> {
     const config = await this.catalog.get(provider);
+    if (config.credential) {
+      throw new AirlockError('INVALID_INPUT', `'${provider}' holds a subscription sign-in, not an API key; store it with \`${storeCommand(provider, config.credential)}\` or under Settings → Keys.`, { field: 'key' });
+    }
     const secret = key instanceof Secret ? key : new Secret(key);
     const value = secret.reveal().trim();
     if (value.length < 8 || /[\s\u0000-\u001f]/.test(value)) {
@@ -54,8 +58,37 @@ export class KeyVault {
     }
     checkKeyFormat(config, opts.baseUrl ?? config.baseUrl, value);
     if (opts.baseUrl) await this.catalog.setBaseUrl(provider, opts.baseUrl);
+    return this.store(provider, value, opts.storage ?? 'keychain');
+  }
+
+  /** Stores a Claude Pro/Max setup token (`claude setup-token`) as the `claude-subscription` credential. */
+  async setClaudeSubscription(token: string | Secret, opts: { storage?: 'keychain' | 'session' } = {}): Promise<KeyInfo> {
+    const value = parseClaudeSetupToken(token instanceof Secret ? token.reveal() : token);
+    return this.store('claude-subscription', value, opts.storage ?? 'keychain');
+  }
+
+  /** Imports a ChatGPT sign-in from the text of Codex's auth.json as the `chatgpt-signin` credential. */
+  async importChatgptSignin(authJson: string | Secret, opts: { storage?: 'keychain' | 'session' } = {}): Promise<KeyInfo> {
+    const signin = parseCodexAuthJson(authJson instanceof Secret ? authJson.reveal() : authJson);
+    return this.store('chatgpt-signin', serializeSignin(signin), opts.storage ?? 'keychain');
+  }
+
+  /** The stored ChatGPT sign-in and where it lives, or undefined without one. */
+  async chatgptSignin(provider = 'chatgpt-signin'): Promise<{ signin: Secret<ChatgptSignin>; storage: KeyStorage } | undefined> {
+    const found = await this.resolve(provider);
+    return found ? { signin: new Secret(deserializeSignin(found.secret.reveal())), storage: found.storage } : undefined;
+  }
+
+  /** Replaces a refreshed ChatGPT sign-in where it was kept (keychain or this session). */
+  async updateChatgptSignin(signin: ChatgptSignin, storage: KeyStorage, provider = 'chatgpt-signin'): Promise<void> {
+    const value = serializeSignin(signin);
+    if (storage === 'keychain') await this.backend.set(provider, value);
+    else (storage === 'env' ? this.fromEnv : this.session).set(provider, { secret: new Secret(value), addedAt: new Date().toISOString() });
+    this.didChange.fire({ provider });
+  }
+
+  private async store(provider: string, value: string, storage: 'keychain' | 'session'): Promise<KeyInfo> {
     const addedAt = new Date().toISOString();
-    const storage = opts.storage ?? 'keychain';
     if (storage === 'keychain') {
       await this.backend.set(provider, value);
       this.session.delete(provider);
@@ -69,6 +102,16 @@ export class KeyVault {
   }
 
   /**
+   * Points a provider at another upstream (a gateway, a local server) and keeps its key as it is:
+   * nothing is written to the keychain; the answer is the usual `KeyInfo` (last 4 only).
+   */
+  async setBaseUrl(provider: string, baseUrl: string): Promise<KeyInfo> {
+    await this.catalog.setBaseUrl(provider, baseUrl);
+    this.didChange.fire({ provider });
+    return this.info(provider);
+  }
+
+  /**
    * Takes a provider's key from a host environment variable for this process (headless use).
    * It is then used exactly like a keychain key and, like one, never reaches a sandbox.
    */
@@ -77,7 +120,9 @@ export class KeyVault {
     if (!value) {
       throw new AirlockError('KEY_MISSING', `environment variable ${variable} is empty or not set; export it with the ${provider} key, or store the key with \`airlock keys set ${provider}\``);
     }
-    this.fromEnv.set(provider, { secret: new Secret(value), addedAt: new Date().toISOString() });
+    // A subscription from the environment: a setup token (e.g. CLAUDE_CODE_OAUTH_TOKEN), or auth.json text.
+    const stored = provider === 'claude-subscription' ? parseClaudeSetupToken(value) : provider === 'chatgpt-signin' ? serializeSignin(parseCodexAuthJson(value)) : value;
+    this.fromEnv.set(provider, { secret: new Secret(stored), addedAt: new Date().toISOString() });
     this.didChange.fire({ provider });
   }
 
@@ -120,10 +165,14 @@ export class KeyVault {
     const key = await this.resolveForDisplay(provider);
     const record = await this.catalog.keyRecord(provider);
     const memAddedAt = this.fromEnv.get(provider)?.addedAt ?? this.session.get(provider)?.addedAt;
+    // A sign-in shows when it expires, never a hint of its tokens.
+    const signin = key && config.credential === 'chatgpt-signin' ? safeSignin(key.secret) : undefined;
     return {
       provider,
       hasKey: key !== undefined,
-      last4: key ? key.secret.last4() || null : null,
+      last4: key && config.credential !== 'chatgpt-signin' ? key.secret.last4() || null : null,
+      ...(config.credential ? { credential: config.credential } : {}),
+      ...(signin?.expiresAt ? { expiresAt: signin.expiresAt } : {}),
       baseUrl: config.baseUrl,
       addedAt: key ? (key.storage === 'keychain' ? (record?.addedAt ?? null) : (memAddedAt ?? null)) : null,
       ...(key ? { storage: key.storage } : {}),
@@ -148,6 +197,9 @@ export class KeyVault {
   /** "Test connection": ok / bad-key / unreachable / rate-limited, through the proxy's upstream client. */
   async test(provider: string): Promise<KeyTestResult> {
     const config = await this.catalog.get(provider);
+    if (config.credential) {
+      return { provider, status: 'error', message: `a subscription sign-in is used only by its own client; start a ${config.credential === 'claude-subscription' ? 'Claude Code' : 'Codex CLI'} run to use it` };
+    }
     const key = await this.resolve(provider);
     if (!key && config.requiresKey) {
       return { provider, status: 'bad-key', message: `no key stored for '${provider}'; add one first` };
@@ -159,5 +211,13 @@ export class KeyVault {
     this.session.clear();
     this.fromEnv.clear();
     this.didChange.dispose();
+  }
+}
+
+function safeSignin(secret: Secret): ChatgptSignin | undefined {
+  try {
+    return deserializeSignin(secret.reveal());
+  } catch {
+    return undefined;
   }
 }

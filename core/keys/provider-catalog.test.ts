@@ -15,7 +15,7 @@ describe('ProviderCatalog', () => {
 
   it('lists the built-ins, adds, re-points and removes OpenAI-compatible providers, persisting them', async () => {
     const cat = new ProviderCatalog({ home });
-    expect((await cat.list()).map((p) => p.id)).toEqual(['anthropic', 'openai']);
+    expect((await cat.list()).map((p) => p.id)).toEqual(['anthropic', 'openai', 'claude-subscription', 'chatgpt-signin']);
     await cat.add({ id: 'ollama', baseUrl: 'http://127.0.0.1:11434/v1/', requiresKey: false });
     await cat.setBaseUrl('anthropic', 'https://gateway.example.test/anthropic/v1');
     const again = new ProviderCatalog({ home });

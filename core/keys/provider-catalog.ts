@@ -5,6 +5,7 @@ import { AirlockError } from '../../contracts/errors';
 import { ProviderId } from '../../contracts/ids';
 import type { KeyStorage, ProviderKind } from '../../contracts/keys';
 import { airlockHome } from '../common/paths';
+import type { CredentialKind } from './subscription-credentials';
 
 /** A model provider as the proxy sees it: where to send requests and in which wire format. */
 export interface ProviderConfig {
@@ -25,6 +26,10 @@ export interface ProviderConfig {
    * the user allowed for this provider by name. Empty by default: the proxy strips them all.
    */
   allowSideDoors?: string[];
+  /** A subscription credential instead of an API key: it serves only its vendor's client (§6). */
+  credential?: CredentialKind;
+  /** Where a ChatGPT sign-in is refreshed (`<authBaseUrl>/oauth/token`). */
+  authBaseUrl?: string;
 }
 
 /** Non-secret facts about a stored key, kept in providers.json (the key itself is in the keychain). */
@@ -52,6 +57,28 @@ export const BUILTIN_PROVIDERS: readonly ProviderConfig[] = [
     builtin: true,
     models: ['gpt-5', 'gpt-5-mini', 'gpt-4.1'],
   },
+  {
+    id: 'claude-subscription',
+    label: 'Claude subscription (Claude Code only)',
+    kind: 'anthropic',
+    baseUrl: 'https://api.anthropic.com',
+    requiresKey: true,
+    builtin: true,
+    models: ['claude-sonnet-4-5', 'claude-opus-4-1', 'claude-haiku-4-5'],
+    credential: 'claude-subscription',
+  },
+  {
+    id: 'chatgpt-signin',
+    label: 'ChatGPT sign-in (Codex CLI only)',
+    kind: 'openai',
+    // The ChatGPT backend Codex talks to when signed in; the proxy appends `/responses`.
+    baseUrl: 'https://chatgpt.com/backend-api/codex',
+    requiresKey: true,
+    builtin: true,
+    models: ['gpt-5', 'gpt-5-codex'],
+    credential: 'chatgpt-signin',
+    authBaseUrl: 'https://auth.openai.com',
+  },
 ];
 
 const CustomProvider = z.object({
@@ -71,6 +98,8 @@ const CatalogFile = z.object({
   keys: z.record(z.string(), z.object({ addedAt: z.string(), storage: z.enum(['keychain', 'session', 'env']) })).default({}),
   /** Per provider: side doors the user allowed by name (explicit; each use is in the run's audit log). */
   sideDoors: z.record(z.string(), z.array(z.string().min(1).max(200))).default({}),
+  /** Auth endpoint overrides for sign-in credentials (enterprise proxies, tests). */
+  authBaseUrls: z.record(z.string(), z.string()).default({}),
 });
 type CatalogFile = z.infer<typeof CatalogFile>;
 
@@ -117,7 +146,7 @@ export class ProviderCatalog {
       data = CatalogFile.parse(JSON.parse(await readFile(this.file, 'utf8')));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof SyntaxError) && !(err instanceof z.ZodError)) throw err;
-      data = { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {} };
+      data = { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {}, authBaseUrls: {} };
     }
     this.cache = data;
     return data;
@@ -141,7 +170,8 @@ export class ProviderCatalog {
   async list(): Promise<ProviderConfig[]> {
     const data = await this.load();
     const doors = (id: string) => (data.sideDoors[id]?.length ? { allowSideDoors: [...(data.sideDoors[id] as string[])] } : {});
-    const builtins = BUILTIN_PROVIDERS.map((p) => ({ ...p, models: [...p.models], baseUrl: data.baseUrls[p.id] ?? p.baseUrl, ...doors(p.id) }));
+    const auth = (p: ProviderConfig) => (p.authBaseUrl ? { authBaseUrl: data.authBaseUrls[p.id] ?? p.authBaseUrl } : {});
+    const builtins = BUILTIN_PROVIDERS.map((p) => ({ ...p, models: [...p.models], baseUrl: data.baseUrls[p.id] ?? p.baseUrl, ...doors(p.id), ...auth(p) }));
     return [...builtins, ...data.custom.map((c) => ({ ...c, builtin: false, ...doors(c.id) }))];
   }
 
@@ -215,6 +245,17 @@ export class ProviderCatalog {
       else data.custom = data.custom.map((c) => (c.id === id ? { ...c, baseUrl: normalized } : c));
     });
     return { ...provider, baseUrl: normalized };
+  }
+
+  /** Points a sign-in credential's refresh at another auth server (`<url>/oauth/token`). */
+  async setAuthBaseUrl(id: string, url: string): Promise<ProviderConfig> {
+    const provider = await this.get(id);
+    if (!provider.authBaseUrl) throw new AirlockError('INVALID_INPUT', `'${id}' has no sign-in to refresh; only chatgpt-signin has an auth URL`);
+    const normalized = normalizeBaseUrl(url, 'openai');
+    await this.save((data) => {
+      data.authBaseUrls[id] = normalized;
+    });
+    return { ...provider, authBaseUrl: normalized };
   }
 
   async keyRecord(id: string): Promise<KeyRecord | undefined> {

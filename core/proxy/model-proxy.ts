@@ -7,14 +7,19 @@ import { Emitter, toDisposable, type Disposable, type Event } from '../common/di
 import type { KeyVault } from '../keys/key-vault';
 import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
+import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
+import { credentialRefusal, credentialServes, storeCommand, unsignedIdToken } from '../keys/subscription-credentials';
+import { ChatgptSession } from './chatgpt-session';
+import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
-import { clientHeaders, keyRedactor, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
 
-export type { RunBudget } from './run-tokens';
+export type { BudgetStop, RunBudget } from './budget';
+export type { SandboxCredential } from './sandbox-signin';
 
 /** One model call through the proxy, for the audit log and the UI. Never carries a key. */
 export interface ModelCallEvent {
@@ -56,6 +61,13 @@ export interface SideDoorEvent {
 export interface ResolvedUpstream {
   config: ProviderConfig;
   key?: Secret;
+  /** A ChatGPT sign-in: its current access token replaces `key`, and it refreshes itself. */
+  chatgpt?: ChatgptSession;
+}
+
+/** The credential to present upstream now (a sign-in's token changes when it is refreshed). */
+function currentKey(resolved: ResolvedUpstream): Secret | undefined {
+  return resolved.chatgpt?.accessToken ?? resolved.key;
 }
 
 /** Looks up a provider's configuration and key (keychain, session or env), once per run. */
@@ -83,19 +95,40 @@ export interface IssueTokenOptions {
   /** When set, only these model ids are allowed. */
   models?: string[];
   budget?: RunBudget;
+  /** The run's agent: a subscription credential serves only its vendor's client (§6). */
+  agent?: string;
 }
 
 interface RunState {
   grant: TokenGrant;
   usage: CallUsage & { costUsd: number; costKnown: boolean; requests: number };
+  /** Tokens and cost held by calls in flight (their input estimate and output limit). */
+  held: BudgetAmount;
+  /** The budget refusal that stopped the run, when one did (host-observed, for the run's error). */
+  budgetStop?: BudgetStop;
   upstreams?: Promise<Map<string, ResolvedUpstream | AirlockError>>;
   active: Set<UpstreamHandle>;
 }
 
-/** Builds a resolver over the catalog and the vault. A provider that needs no key gets none. */
+/**
+ * Builds a resolver over the catalog and the vault. A provider that needs no key gets none. A
+ * ChatGPT sign-in becomes one session per stored sign-in, shared by runs, so a refresh happens once.
+ */
 export function vaultResolver(catalog: ProviderCatalog, vault: KeyVault): UpstreamResolver {
+  const sessions = new Map<string, ChatgptSession>();
   return async (providerId) => {
     const config = await catalog.get(providerId);
+    if (config.credential === 'chatgpt-signin') {
+      const stored = await vault.chatgptSignin(providerId);
+      if (!stored) return { config };
+      let session = sessions.get(providerId);
+      if (!session?.holds(stored.signin)) {
+        session = new ChatgptSession(stored.signin, { authBaseUrl: config.authBaseUrl ?? '', persist: (next) => vault.updateChatgptSignin(next, stored.storage, providerId) });
+        sessions.set(providerId, session);
+      }
+      return { config, chatgpt: session };
+    }
+    if (config.credential) return { config, ...(await vault.resolve(providerId).then((k) => (k ? { key: k.secret } : {}))) };
     const key = config.requiresKey ? await vault.require(providerId) : (await vault.resolve(providerId))?.secret;
     return key ? { config, key } : { config };
   };
@@ -148,6 +181,8 @@ interface AdmittedCall extends Caller, PickedUpstream {
   parsed?: Record<string, unknown>;
   model: string;
   stream: boolean;
+  /** What this call holds of the run's budget until it finishes. */
+  hold: BudgetAmount;
 }
 
 /** Claude Code probes its base URL with `HEAD /` before the first call: answered at once, no token needed. */
@@ -157,6 +192,13 @@ function answerProbe(target: RequestTarget, res: ServerResponse): boolean {
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': head ? 0 : 2 });
   res.end(head ? undefined : 'ok');
   return true;
+}
+
+/** An `anthropic-beta` header without Claude Code's OAuth marker (undefined when nothing else is left). */
+function withoutOauthBeta(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const rest = (Array.isArray(header) ? header.join(',') : header).split(',').map((v) => v.trim()).filter((v) => v && v !== OAUTH_BETA);
+  return rest.length ? rest.join(',') : undefined;
 }
 
 /** The body as a JSON object, or undefined when it is anything else. */
@@ -178,8 +220,10 @@ export class ModelProxy implements Disposable {
   private readonly tokens = new RunTokenRegistry();
   private readonly runs = new Map<string, RunState>();
   private readonly sockets = new Set<Socket>();
+  private readonly signins = new SandboxSignins();
   private readonly didCall = new Emitter<ModelCallEvent>();
   private readonly didSideDoor = new Emitter<SideDoorEvent>();
+  private readonly didRefreshSignin = new Emitter<{ runId: string; provider: string; reason: 'expiring' | 'refused' }>();
   private prices: PriceTable;
   private readonly maxBody: number;
   private port = 0;
@@ -188,6 +232,8 @@ export class ModelProxy implements Disposable {
   readonly onDidCall: Event<ModelCallEvent> = this.didCall.event;
   /** Fires for each call with a side door stripped, refused or allowed by setting (for the audit log). */
   readonly onDidSideDoor: Event<SideDoorEvent> = this.didSideDoor.event;
+  /** Fires when a run's call made the proxy refresh a ChatGPT sign-in (for the audit log; no token). */
+  readonly onDidRefreshSignin: Event<{ runId: string; provider: string; reason: 'expiring' | 'refused' }> = this.didRefreshSignin.event;
 
   constructor(private readonly opts: ModelProxyOptions) {
     this.prices = opts.prices ?? DEFAULT_PRICES;
@@ -231,21 +277,42 @@ export class ModelProxy implements Disposable {
   issueToken(opts: IssueTokenOptions): { token: string } & Disposable {
     if (!opts.runId) throw new AirlockError('INVALID_INPUT', 'a run token needs a run id');
     if (opts.providers.length === 0) throw new AirlockError('INVALID_INPUT', 'a run token needs at least one provider');
-    const grant: TokenGrant = { runId: opts.runId, providers: [...opts.providers], models: opts.models ? [...opts.models] : undefined, budget: opts.budget };
+    const grant: TokenGrant = { runId: opts.runId, providers: [...opts.providers], models: opts.models ? [...opts.models] : undefined, budget: opts.budget, ...(opts.agent ? { agent: opts.agent } : {}) };
     const existing = this.runs.get(opts.runId);
     if (existing) {
       existing.grant = grant;
       existing.upstreams = undefined;
     } else {
-      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, active: new Set() });
+      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, held: { tokens: 0, costUsd: 0 }, active: new Set() });
     }
     const issued = this.tokens.issue(grant);
     return { token: issued.token, ...toDisposable(() => issued.revoke()) };
   }
 
+  /**
+   * What the run's client needs in place of its subscription credential (docs/architecture.md §6):
+   * for a Claude subscription, nothing but the run token in CLAUDE_CODE_OAUTH_TOKEN; for a ChatGPT
+   * sign-in, a refresh placeholder and an unsigned id token with the account's non-secret claims.
+   * Undefined when the run's provider uses an API key (or none).
+   */
+  async sandboxCredential(runId: string, token: string): Promise<SandboxCredential | undefined> {
+    const run = this.runs.get(runId);
+    if (!run || !this.tokens.check(token)) return undefined;
+    for (const resolved of (await this.upstreamsFor(run)).values()) {
+      if (resolved instanceof AirlockError || !resolved.config.credential) continue;
+      if (!credentialServes(resolved.config.credential, run.grant.agent)) continue;
+      if (resolved.config.credential === 'claude-subscription') return { kind: 'claude-subscription' };
+      if (!resolved.chatgpt) return undefined;
+      const claims = resolved.chatgpt.claims;
+      return this.signins.issue(runId, token, unsignedIdToken(claims), claims.accountId ?? '');
+    }
+    return undefined;
+  }
+
   /** Ends a run: its tokens stop working, its calls in flight are aborted, its cached keys dropped. */
   revokeRun(runId: string): void {
     this.tokens.revokeRun(runId);
+    this.signins.revokeRun(runId);
     const run = this.runs.get(runId);
     if (!run) return;
     for (const h of run.active) h.abort();
@@ -264,6 +331,11 @@ export class ModelProxy implements Disposable {
     if (!u) return { ...noUsage(), requests: 0 };
     const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests } = u;
     return { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, requests, ...(u.costKnown ? { costUsd: u.costUsd } : {}) };
+  }
+
+  /** The budget refusal that stopped a run's agent, when one did (docs/architecture.md §9). */
+  budgetStop(runId: string): BudgetStop | undefined {
+    return this.runs.get(runId)?.budgetStop;
   }
 
   async stop(): Promise<void> {
@@ -373,13 +445,35 @@ export class ModelProxy implements Disposable {
     const q = rawUrl.indexOf('?');
     const target: RequestTarget = { method: req.method ?? 'GET', path: q < 0 ? rawUrl : rawUrl.slice(0, q), query: q < 0 ? '' : rawUrl.slice(q) };
     if (answerProbe(target, res)) return;
+    // The client refreshing its sign-in: answered here with the same placeholders (§6).
+    if (target.path === '/oauth/token' && target.method === 'POST') {
+      const body = await this.readBody(req);
+      answerSandboxRefresh(this.signins, body === 'too-large' ? undefined : body, res);
+      return;
+    }
     const caller = this.authorize(req, res, target);
     if (!caller) return;
     const upstream = await this.pickUpstream(req, res, target, caller);
     if (!upstream) return;
     const call = await this.readCall(req, res, target, caller, upstream);
     if (!call) return;
+    if (!(await this.freshen(res, call, started))) return;
     this.forward(req, res, call, started);
+  }
+
+  /** Refreshes a ChatGPT sign-in that is about to expire before the call goes out; false when that failed (answered). */
+  private async freshen(res: ServerResponse, call: AdmittedCall, started: number): Promise<boolean> {
+    const session = call.resolved.chatgpt;
+    if (!session?.expiresSoon()) return true;
+    try {
+      if (await session.refresh()) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: call.providerId, reason: 'expiring' });
+      return true;
+    } catch (err) {
+      this.send(res, call.format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
+      // Recorded like any refused call, which also releases what the budget held for it.
+      this.recordCall(call, 401, noUsage(), false, started);
+      return false;
+    }
   }
 
   /** The run behind the presented token, or a 401 (nothing is read from a caller without one). */
@@ -456,7 +550,9 @@ export class ModelProxy implements Disposable {
       return undefined;
     }
     // Side doors: provider-side tools and MCP servers would carry data out with the network off.
-    const doors = applySideDoorPolicy({ format, parsed, betaHeader: req.headers['anthropic-beta'], allow: resolved.config.allowSideDoors ?? [] });
+    // A subscription's OAuth beta is the proxy's own to set (upstream-client.ts), not a side door.
+    const betaHeader = resolved.config.credential === 'claude-subscription' ? withoutOauthBeta(req.headers['anthropic-beta']) : req.headers['anthropic-beta'];
+    const doors = applySideDoorPolicy({ format, parsed, betaHeader, allow: resolved.config.allowSideDoors ?? [] });
     if (doors.stripped.length || doors.allowed.length || doors.refusal) {
       this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
     }
@@ -479,27 +575,70 @@ export class ModelProxy implements Disposable {
       parsed.stream_options = { include_usage: true };
       body = Buffer.from(JSON.stringify(parsed));
     }
-    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body, parsed, model, stream };
+    const budget = this.applyBudget(caller.run, upstream, parsed, body, model);
+    if ('refused' in budget) {
+      this.send(res, format, 429, budget.refused);
+      return undefined;
+    }
+    return { ...caller, ...upstream, method: target.method, pathAndQuery: upstream.routePath + target.query, headers, body: budget.body, parsed: budget.parsed, model, stream, hold: budget.hold };
   }
 
-  /** Why an otherwise well-formed call may not go out: a model outside the grant, a spent budget, no key. */
-  private refusalFor({ grant, run }: Caller, resolved: ResolvedUpstream, providerId: string, model: string): { status: number; message: string } | undefined {
+  /**
+   * Holds the call's share of the run's budget, lowering its output limit to what is left or
+   * refusing it when too little is (budget.ts). A lowered limit re-serialises the body.
+   */
+  private applyBudget(run: RunState, upstream: PickedUpstream, parsed: Record<string, unknown> | undefined, body: Buffer | undefined, model: string):
+    { body?: Buffer; parsed?: Record<string, unknown>; hold: BudgetAmount } | { refused: string } {
+    const u = run.usage;
+    const decision = checkBudget({
+      budget: run.grant.budget,
+      used: { tokens: u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens, costUsd: u.costUsd, requests: u.requests },
+      held: run.held,
+      bodyBytes: body?.length ?? 0,
+      output: parsed ? outputLimitOf(upstream.routePath, upstream.resolved.config.kind, parsed) : undefined,
+      model,
+      prices: this.prices,
+    });
+    if (decision.action === 'refuse') {
+      run.budgetStop = decision.stop;
+      return { refused: AGENT_PREFIX + budgetMessage(decision.stop) };
+    }
+    let out = { body, parsed };
+    if (decision.action === 'lower' && parsed) {
+      const lowered = lowerOutput(parsed, decision.field, decision.maxOutput);
+      if (!lowered) {
+        run.budgetStop = decision.stop;
+        return { refused: AGENT_PREFIX + budgetMessage(decision.stop) };
+      }
+      out = { parsed: lowered, body: Buffer.from(JSON.stringify(lowered)) };
+    }
+    run.held = { tokens: run.held.tokens + decision.hold.tokens, costUsd: run.held.costUsd + decision.hold.costUsd };
+    return { ...out, hold: decision.hold };
+  }
+
+  /** Why an otherwise well-formed call may not go out: a model outside the grant, no key. */
+  private refusalFor({ grant }: Caller, resolved: ResolvedUpstream, providerId: string, model: string): { status: number; message: string } | undefined {
     if (grant.models && model && !grant.models.includes(model)) {
       return { status: 403, message: `model '${model.slice(0, 100)}' is not allowed for this run (allowed: ${grant.models.join(', ')})` };
     }
-    const over = this.budgetExceeded(run);
-    if (over) return { status: 429, message: over };
-    if (resolved.config.requiresKey && !resolved.key) {
-      return { status: 403, message: `no key stored for '${providerId}'; add one with \`airlock keys set ${providerId}\`` };
+    if (resolved.config.credential && !credentialServes(resolved.config.credential, grant.agent)) {
+      return { status: 403, message: credentialRefusal(resolved.config.credential, providerId, grant.agent) };
+    }
+    if (resolved.config.requiresKey && !currentKey(resolved)) {
+      return { status: 403, message: `no ${resolved.config.credential ? 'sign-in' : 'key'} stored for '${providerId}'; add one with \`${storeCommand(providerId, resolved.config.credential)}\`` };
     }
     return undefined;
   }
 
-  /** Sends the call upstream with the real key and relays the answer; meters it once it is complete. */
-  private forward(req: IncomingMessage, res: ServerResponse, call: AdmittedCall, started: number): void {
+  /**
+   * Sends the call upstream with the real key and relays the answer; meters it once it is complete.
+   * A ChatGPT sign-in that the upstream refuses (401) is refreshed and the call sent once more.
+   */
+  private forward(req: IncomingMessage, res: ServerResponse, call: AdmittedCall, started: number, retry = false): void {
     const { run, format, providerId, resolved } = call;
-    const key = resolved.key;
-    run.usage.requests += 1;
+    const key = currentKey(resolved);
+    const session = resolved.chatgpt;
+    if (!retry) run.usage.requests += 1;
     let done = false;
     /** Marks the call complete; false when it already was (each call is metered once). */
     const settle = (): boolean => {
@@ -516,6 +655,7 @@ export class ModelProxy implements Disposable {
       pathAndQuery: call.pathAndQuery,
       headers: call.headers,
       body: call.body,
+      ...(session ? { extraHeaders: { 'chatgpt-account-id': session.accountId } } : {}),
       onError: (err) => {
         if (!settle()) return;
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
@@ -524,6 +664,23 @@ export class ModelProxy implements Disposable {
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
+        if (status === 401 && session && key && !retry) {
+          up.resume();
+          // This attempt ends here; the refreshed one records the call.
+          if (!settle()) return;
+          session.refresh(key).then(
+            (refreshed) => {
+              if (refreshed) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
+              if (!res.destroyed) this.forward(req, res, call, started, true);
+              else record(499, noUsage(), true);
+            },
+            (err: unknown) => {
+              this.send(res, format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');
+              record(401, noUsage());
+            },
+          );
+          return;
+        }
         if (status >= 400) this.relayError(up, res, key, () => settle() && record(status, noUsage()));
         else this.relayAnswer(up, res, key, settle, (usage) => record(status, usage));
       },
@@ -592,6 +749,7 @@ export class ModelProxy implements Disposable {
   private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number): void {
     const { run, grant } = call;
     const cost = costOf(this.prices, call.model, usage);
+    run.held = { tokens: Math.max(0, run.held.tokens - call.hold.tokens), costUsd: Math.max(0, run.held.costUsd - call.hold.costUsd) };
     run.usage.inputTokens += usage.inputTokens;
     run.usage.outputTokens += usage.outputTokens;
     run.usage.cacheReadTokens += usage.cacheReadTokens;
@@ -644,16 +802,5 @@ export class ModelProxy implements Disposable {
       onDone();
     });
     up.on('error', () => res.destroy());
-  }
-
-  private budgetExceeded(run: RunState): string | undefined {
-    const b = run.grant.budget;
-    if (!b) return undefined;
-    const u = run.usage;
-    if (b.maxRequests !== undefined && u.requests >= b.maxRequests) return `Airlock budget exceeded: this run reached its limit of ${b.maxRequests} requests (maxRequests)`;
-    const tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
-    if (b.maxTokens !== undefined && tokens >= b.maxTokens) return `Airlock budget exceeded: this run used ${tokens} of its ${b.maxTokens} tokens (maxTokens)`;
-    if (b.maxCostUsd !== undefined && u.costUsd >= b.maxCostUsd) return `Airlock budget exceeded: this run spent $${u.costUsd.toFixed(4)} of its $${b.maxCostUsd} (maxCostUsd)`;
-    return undefined;
   }
 }

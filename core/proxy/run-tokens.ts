@@ -1,17 +1,15 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { RunBudget } from './budget';
 
-/** What a run may spend through the proxy. */
-export interface RunBudget {
-  maxRequests?: number;
-  maxTokens?: number;
-  maxCostUsd?: number;
-}
+export type { RunBudget } from './budget';
 
 export interface TokenGrant {
   runId: string;
   providers: string[];
   models?: string[];
   budget?: RunBudget;
+  /** The run's agent; a subscription credential serves only its vendor's client. */
+  agent?: string;
 }
 
 function digest(token: string): Buffer {

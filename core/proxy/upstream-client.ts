@@ -13,7 +13,7 @@ const DROP_REQUEST = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding', 'expect',
   'authorization', 'x-api-key', 'api-key', 'cookie', 'x-goog-api-key', 'openai-organization', 'openai-project',
-  'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via',
+  'chatgpt-account-id', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via',
 ]);
 
 const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te', 'set-cookie']);
@@ -25,8 +25,15 @@ export function upstreamUrl(provider: ProviderConfig, pathAndQuery: string): URL
   return new URL(provider.baseUrl.replace(/\/+$/, '') + rest);
 }
 
-/** Copies the client's headers minus hop-by-hop and credential headers; sets the real key. */
-export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttpHeaders, key: Secret | undefined, bodyLength: number | undefined): OutgoingHttpHeaders {
+/** Claude Code's marker for a subscription (OAuth) token; the API refuses such a token without it. */
+export const OAUTH_BETA = 'oauth-2025-04-20';
+
+/**
+ * Copies the client's headers minus hop-by-hop and credential headers; sets the real key: `x-api-key`
+ * for Anthropic, `Authorization: Bearer` for OpenAI and for subscription credentials (which also get
+ * their vendor's headers: the OAuth beta for Claude, the account id for ChatGPT via `extra`).
+ */
+export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttpHeaders, key: Secret | undefined, bodyLength: number | undefined, extra?: OutgoingHttpHeaders): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) {
     if (value === undefined || DROP_REQUEST.has(name)) continue;
@@ -36,9 +43,14 @@ export function upstreamHeaders(provider: ProviderConfig, incoming: IncomingHttp
   out['accept-encoding'] = 'identity';
   if (bodyLength !== undefined) out['content-length'] = bodyLength;
   if (key) {
-    if (provider.kind === 'anthropic') out['x-api-key'] = key.reveal();
+    if (provider.kind === 'anthropic' && !provider.credential) out['x-api-key'] = key.reveal();
     else out.authorization = `Bearer ${key.reveal()}`;
   }
+  if (provider.credential === 'claude-subscription') {
+    const betas = String(out['anthropic-beta'] ?? '').split(',').map((b) => b.trim()).filter(Boolean);
+    if (!betas.includes(OAUTH_BETA)) out['anthropic-beta'] = [...betas, OAUTH_BETA].join(',');
+  }
+  if (extra) Object.assign(out, extra);
   return out;
 }
 
@@ -63,6 +75,8 @@ export interface UpstreamCall {
   pathAndQuery: string;
   headers: IncomingHttpHeaders;
   body: Buffer | undefined;
+  /** Headers the proxy sets itself (a sign-in's account id); they replace the client's. */
+  extraHeaders?: OutgoingHttpHeaders;
   /** Called with the upstream response (headers received, body still streaming). */
   onResponse(res: IncomingMessage): void;
   /** Connection-level failure: refused, reset, DNS, TLS. Never includes the key. */
@@ -104,7 +118,7 @@ function targetOf(provider: ProviderConfig): Target {
 export function sendUpstream(call: UpstreamCall): UpstreamHandle {
   const target = targetOf(call.provider);
   const rest = call.provider.kind === 'anthropic' ? call.pathAndQuery : call.pathAndQuery.replace(/^\/v1(?=[/?]|$)/, '');
-  const headers = upstreamHeaders(call.provider, call.headers, call.key, call.body?.length ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0));
+  const headers = upstreamHeaders(call.provider, call.headers, call.key, call.body?.length ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0), call.extraHeaders);
   headers.host = target.port === (target.secure ? 443 : 80) ? target.hostname : `${target.hostname}:${target.port}`;
   const secure = target.secure;
   let aborted = false;

@@ -1,7 +1,7 @@
 import type { FileChange } from '../workspace/changes';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ApplyResult } from '../../contracts/diffs';
+import type { ApplyResult, ChangeScope } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
 import { applyResult } from '../workspace/apply';
@@ -14,20 +14,33 @@ import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
 
-/** Where a run's host-derived result lives: patch, listing and object store. */
-export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string } {
+/** Where a run's host-derived result lives: patch, listing and object store; `thread*` for a follow-up turn's total. */
+export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string; threadPatch: string; threadResult: string } {
   const p = store.paths(runId);
-  return { patch: p.patch, result: path.join(p.artifacts, 'result.json'), objects: path.join(p.artifacts, 'objects.git') };
+  return {
+    patch: p.patch,
+    result: path.join(p.artifacts, 'result.json'),
+    objects: path.join(p.artifacts, 'objects.git'),
+    threadPatch: path.join(p.artifacts, 'thread.patch'),
+    threadResult: path.join(p.artifacts, 'thread-result.json'),
+  };
 }
 
-/** Saves a collected result beside the run: patch and listing (the object store is already there). */
-export async function storeRunResult(store: RunStore, runId: string, collected: { result: StoredResult; patch: Buffer }): Promise<void> {
+/**
+ * Saves a collected result beside the run: patch and listing (the object store is already there),
+ * and for a follow-up turn the thread's total as well (docs/architecture.md §15).
+ */
+export async function storeRunResult(store: RunStore, runId: string, collected: { result: StoredResult; patch: Buffer }, thread?: { result: StoredResult; patch: Buffer }): Promise<void> {
   const rp = resultPaths(store, runId);
   await mkdir(path.dirname(rp.result), { recursive: true });
   await writeFile(rp.patch, collected.patch);
   await writeFile(rp.result, JSON.stringify(collected.result));
-  // Apply reads only these blobs; the rest of the baseline copy goes.
-  const keep = collected.result.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
+  if (thread) {
+    await writeFile(rp.threadPatch, thread.patch);
+    await writeFile(rp.threadResult, JSON.stringify(thread.result));
+  }
+  // Apply reads only these blobs (and the next turn its overlay and thread base); the rest of the baseline copy goes.
+  const keep = [...collected.result.changes, ...(thread?.result.changes ?? [])].flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
   await HostRepo.open(rp.objects).keepOnly(keep);
 }
 
@@ -38,20 +51,34 @@ export interface LoadedResult {
   repo: HostRepo;
 }
 
-/** Reads a run's collected result; NOT_FOUND when there is none, INVALID_INPUT for an older format. */
-export async function loadRunResult(store: RunStore, runId: string): Promise<LoadedResult> {
+/**
+ * Reads a run's collected result; NOT_FOUND when there is none, INVALID_INPUT for an older format.
+ * `thread`: the thread's total up to this run; a run that continues nothing has its own result as total.
+ */
+export async function loadRunResult(store: RunStore, runId: string, scope: ChangeScope = 'turn'): Promise<LoadedResult> {
   const rp = resultPaths(store, runId);
-  let result: StoredResult;
-  let patch: Buffer;
+  if (scope === 'thread') {
+    const total = await readResult(rp.threadResult, rp.threadPatch).catch(() => undefined);
+    if (total) return { ...checkedVersion(runId, total), repo: HostRepo.open(rp.objects) };
+  }
+  let loaded: { result: StoredResult; patch: Buffer };
   try {
-    [result, patch] = [JSON.parse(await readFile(rp.result, 'utf8')) as StoredResult, await readFile(rp.patch)];
+    loaded = await readResult(rp.result, rp.patch);
   } catch {
     const legacy = await readFile(path.join(store.paths(runId).artifacts, 'baseline.json')).then(() => true, () => false);
     if (legacy) throw new AirlockError('INVALID_INPUT', `Run ${runId} was collected by an older Airlock whose result was not derived on the host; export its patch ('airlock patch ${runId} --out FILE'), read it, and apply it with git.`);
     throw new AirlockError('NOT_FOUND', `Run ${runId} has no collected result.`);
   }
-  if (result.version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
-  return { result, patch, repo: HostRepo.open(rp.objects) };
+  return { ...checkedVersion(runId, loaded), repo: HostRepo.open(rp.objects) };
+}
+
+async function readResult(resultFile: string, patchFile: string): Promise<{ result: StoredResult; patch: Buffer }> {
+  return { result: JSON.parse(await readFile(resultFile, 'utf8')) as StoredResult, patch: await readFile(patchFile) };
+}
+
+function checkedVersion<T extends { result: StoredResult }>(runId: string, loaded: T): T {
+  if (loaded.result.version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
+  return loaded;
 }
 
 /**
@@ -78,6 +105,8 @@ export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: str
 
 /** What to take of a result: whole files (all when omitted) and hunks/lines of some of them. */
 export interface Selection {
+  /** A follow-up turn's own change (default) or the thread's total up to it (docs/architecture.md §15). */
+  scope?: ChangeScope;
   files?: string[];
   selection?: FileSelection[];
 }
@@ -88,8 +117,11 @@ export function patchOfSelection(loaded: LoadedResult, sel: Selection): Promise<
 }
 
 /** The selection as the apply log records it (only partly taken files). */
-function loggedSelection(sel: Selection): { selection?: FileSelection[] } {
-  return sel.selection?.length ? { selection: sel.selection.map((s) => ({ path: s.path, ...(s.hunks ? { hunks: s.hunks } : {}), ...(s.lines ? { lines: s.lines } : {}) })) } : {};
+function loggedSelection(sel: Selection): { selection?: FileSelection[]; scope?: 'thread' } {
+  return {
+    ...(sel.scope === 'thread' ? { scope: 'thread' as const } : {}),
+    ...(sel.selection?.length ? { selection: sel.selection.map((s) => ({ path: s.path, ...(s.hunks ? { hunks: s.hunks } : {}), ...(s.lines ? { lines: s.lines } : {}) })) } : {}),
+  };
 }
 
 /**
@@ -136,7 +168,7 @@ export async function applyRunResult(opts: Selection & {
   reviewedSha256: string;
 }): Promise<ApplyResult> {
   const paths = opts.store.paths(opts.run.id);
-  const loaded = await loadRunResult(opts.store, opts.run.id).catch((err: unknown) => {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope).catch((err: unknown) => {
     if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${opts.run.id} has no collected result to apply (status ${opts.run.status}).`);
     throw err;
   });
@@ -166,8 +198,9 @@ export async function applyRunResult(opts: Selection & {
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
     });
+    // The record says where the result went only when something went there.
     await opts.store.update(opts.run.id, {
-      applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied },
+      ...(result.applied.length ? { applied: { at: new Date().toISOString(), target: opts.targetDir ?? opts.run.projectDir, ...(result.branch ? { branch: result.branch } : {}), files: result.applied } } : {}),
       applyLog: { count: log.count, head: log.head },
     });
     return result;
@@ -183,13 +216,13 @@ export async function applyRunResult(opts: Selection & {
  */
 export async function writeRecordedPatch(opts: Selection & { store: RunStore; runId: string; dest: string; write?: boolean }): Promise<{ patch: Buffer; bytes: number; sha256: string }> {
   const partOf = opts.files || opts.selection?.length;
-  const legacy = partOf ? undefined : await loadLegacyResult(opts.store, opts.runId);
+  const legacy = partOf || opts.scope === 'thread' ? undefined : await loadLegacyResult(opts.store, opts.runId);
   let patch: Buffer;
   let applied: string[];
   if (legacy) {
     [patch, applied] = [legacy.patch, legacy.files.map((c) => c.path)];
   } else {
-    const sel = await patchOfSelection(await loadRunResult(opts.store, opts.runId), opts);
+    const sel = await patchOfSelection(await loadRunResult(opts.store, opts.runId, opts.scope), opts);
     [patch, applied] = [sel.patch, sel.changes.map((c) => c.path)];
   }
   const paths = opts.store.paths(opts.runId);
@@ -208,8 +241,8 @@ export async function writeRecordedPatch(opts: Selection & { store: RunStore; ru
 }
 
 /** The merge view of a file apply refused, against the run's project (or `targetDir`). */
-export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; targetDir?: string }): Promise<MergeViewData> {
-  const loaded = await loadRunResult(opts.store, opts.run.id);
+export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; scope?: ChangeScope; targetDir?: string }): Promise<MergeViewData> {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
   return mergeViewOf({ projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir, repo: loaded.repo, result: loaded.result, path: opts.path });
 }
 
@@ -217,8 +250,8 @@ export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; pa
  * Writes the user's resolution of a conflicted file (only while the project's file is still the
  * one the merge view showed) and records it in the apply log.
  */
-export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; targetDir?: string }): Promise<{ path: string; sha256: string }> {
-  const loaded = await loadRunResult(opts.store, opts.run.id);
+export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; scope?: ChangeScope; targetDir?: string }): Promise<{ path: string; sha256: string }> {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
   const paths = opts.store.paths(opts.run.id);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
@@ -232,6 +265,7 @@ export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun
       // The resolution is the user's text, not a part of the result patch: its own digest.
       patchSha256: done.writtenSha256,
       resolved: { path: opts.path, ...done },
+      ...(opts.scope === 'thread' ? { scope: 'thread' as const } : {}),
     });
     await opts.store.update(opts.run.id, { applyLog: { count: log.count, head: log.head } });
     return { path: opts.path, sha256: done.writtenSha256 };

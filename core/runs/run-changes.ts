@@ -1,4 +1,4 @@
-import type { ChangedFile, FileDiff } from '../../contracts/diffs';
+import type { ChangeScope, ChangedFile, FileDiff } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { fileDiff, listChanges, type FileChange } from '../workspace/changes';
 import { wholeFileOnly } from '../workspace/partial';
@@ -20,15 +20,15 @@ export class RunChanges {
   ) {}
 
   /** The changed files, risky first, and the digest of the result patch once there is one. */
-  async list(runId: string): Promise<{ files: ChangedFile[]; patchSha256?: string }> {
-    const { files, stored } = await this.changes(runId);
+  async list(runId: string, scope: ChangeScope = 'turn'): Promise<{ files: ChangedFile[]; patchSha256?: string }> {
+    const { files, stored } = await this.changes(runId, scope);
     const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
     const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
     return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
   }
 
-  async file(runId: string, file: string): Promise<FileDiff> {
-    const { files, stored } = await this.changes(runId);
+  async file(runId: string, file: string, scope: ChangeScope = 'turn'): Promise<FileDiff> {
+    const { files, stored } = await this.changes(runId, scope);
     const change = files.find((c) => c.path === file);
     if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
     const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: toChangedFile(change).status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
@@ -37,13 +37,13 @@ export class RunChanges {
     const view = { ...base, ...(whole ? { wholeFileOnly: whole } : {}) };
     if (change.binary || change.tooLarge) return { ...view, diff: '' };
     if (sandbox) return { ...view, diff: (await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) })).diff };
-    return { ...view, diff: diffOf(stored ?? (await this.storedResult(runId)), file) ?? '' };
+    return { ...view, diff: diffOf(stored ?? (await this.storedResult(runId, scope)), file) ?? '' };
   }
 
   /** The result the host derived at the end of the run (patch, listing, object store). */
-  async storedResult(runId: string): Promise<LoadedResult> {
+  async storedResult(runId: string, scope: ChangeScope = 'turn'): Promise<LoadedResult> {
     try {
-      return await loadRunResult(this.store, runId);
+      return await loadRunResult(this.store, runId, scope);
     } catch (err) {
       const run = await this.store.get(runId);
       if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${runId} has no result patch (status ${run.status}); a run's patch is collected when the agent stops.`);
@@ -51,7 +51,8 @@ export class RunChanges {
     }
   }
 
-  private async changes(runId: string): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
+  /** While the run is live, its own listing (a hint) whatever the scope; after, the stored result of the scope. */
+  private async changes(runId: string, scope: ChangeScope): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
     const sandbox = this.runs.sandboxOf(runId);
     if (sandbox) {
       try {
@@ -61,7 +62,7 @@ export class RunChanges {
       }
     }
     try {
-      const stored = await loadRunResult(this.store, runId);
+      const stored = await loadRunResult(this.store, runId, scope);
       return { files: stored.result.changes, stored };
     } catch (err) {
       await this.store.get(runId); // NOT_FOUND for an unknown run

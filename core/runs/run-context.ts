@@ -6,7 +6,7 @@ import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
 import type { PreviewPorts } from '../network/preview-ports';
-import type { ModelProxy } from '../proxy/model-proxy';
+import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { watchChanges } from '../workspace/changes';
@@ -18,6 +18,7 @@ import type { CommandLedger } from './command-ledger';
 import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
+import type { Continuation } from './run-thread';
 import type { StoredRun } from './run-record';
 
 /**
@@ -26,7 +27,7 @@ import type { StoredRun } from './run-record';
  */
 
 /** What the run uses of the model proxy. */
-export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage'>;
+export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueToken' | 'revokeRun' | 'usage' | 'budgetStop'> & Partial<Pick<ModelProxy, 'sandboxCredential' | 'onDidRefreshSignin'>>;
 
 /**
  * The workspace operations of a run, one function each; `realWorkspace` in the app, fakes in the
@@ -45,8 +46,8 @@ export interface RunWorkspace {
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
   collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string> }): Promise<CollectedResult>;
-  /** Keeps a collected result with the run (patch, listing, the blobs apply needs). */
-  store(store: RunStore, runId: string, collected: CollectedResult): Promise<void>;
+  /** Keeps a collected result with the run (patch, listing, the blobs apply needs), and a follow-up turn's thread total. */
+  store(store: RunStore, runId: string, collected: CollectedResult, thread?: CollectedResult): Promise<void>;
 }
 
 /** A hydrated sandbox, and the run's host object store holding the baseline (docs/architecture.md §11). */
@@ -88,6 +89,8 @@ export interface RunServiceDeps {
   proxyPort: number;
   /** Which wire format a provider speaks. */
   providerFormat(provider: string): Promise<'anthropic' | 'openai'>;
+  /** Throws (FORBIDDEN, field `provider`) when the agent may not use the provider's credential (§6). */
+  checkProviderAccess?(provider: string, agent: string): Promise<void>;
   agent(kind: StartRunArgs['agent']): AgentAdapter;
   /** Workspace operations (default: the real ones). */
   workspace?: RunWorkspace;
@@ -127,6 +130,10 @@ export interface LiveRun {
   id: string;
   input: StartRunArgs;
   agent: AgentAdapter;
+  /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
+  sessionId: string;
+  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §15). */
+  continuation?: Continuation;
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;
   sandbox?: Sandbox;
@@ -135,7 +142,7 @@ export interface LiveRun {
   /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
   changeHints: Set<string>;
   /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
-  grant?: { token: string; sandboxPort: number };
+  grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
   network?: RunNetwork;
   agentProcess?: ChannelProcess;
   /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */

@@ -13,8 +13,6 @@ import type { FileChange } from '../workspace/changes';
 /** The sandbox that ran the run: which driver, which image, the engine's id while it exists. */
 export const RunSandbox = z.object({
   driver: z.enum(['docker', 'gvisor', 'qemu', 'lima', 'wsl']),
-  /** Containers: the engine that ran it, e.g. `podman 4.3.1 (rootful) at unix:///run/podman/podman.sock`. */
-  engine: z.string().max(500).optional(),
   image: z.string().optional(),
   /** The engine's id of the sandbox (for the reaper after a crash). */
   id: z.string().optional(),
@@ -23,6 +21,8 @@ export const RunSandbox = z.object({
   accelNote: z.string().optional(),
   /** VMs: restored from the image's snapshot, or a cold kernel boot. */
   vmStartedFrom: z.enum(['snapshot', 'boot']).optional(),
+  /** Containers: which engine and where ("Docker 20.10.24 over SSH at build-box (ssh://me@build-box)"). */
+  engine: z.string().max(500).optional(),
 });
 export type RunSandbox = z.infer<typeof RunSandbox>;
 

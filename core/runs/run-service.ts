@@ -1,15 +1,16 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { isFinalStatus, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { PROCESS_OWNER } from '../common/process-alive';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
+import { budgetMessage } from '../proxy/budget';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { CommandLedger } from './command-ledger';
@@ -17,6 +18,7 @@ import { runHostCommand } from './host-command';
 import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
+import { resolveContinuation, type Continuation } from './run-thread';
 import type { RunUpdate } from './run-store';
 import { ownerIsGone } from './run-owner';
 import { RunTerminal } from './run-terminal';
@@ -74,6 +76,14 @@ export class RunService implements Disposable {
         if (live) this.auditLater(live, 'side_door', { provider: e.provider, path: e.path, stripped: e.stripped, allowed: e.allowed, ...(e.refused ? { refused: e.refused } : {}) });
       }),
     );
+    if (deps.proxy.onDidRefreshSignin) {
+      this.subscriptions.add(
+        deps.proxy.onDidRefreshSignin((e) => {
+          const live = this.live.get(e.runId);
+          if (live) this.auditLater(live, 'note', { message: `the proxy refreshed the ${e.provider} sign-in (${e.reason === 'expiring' ? 'its access token was about to expire' : 'the provider refused the access token'}); the new tokens were stored where the sign-in is kept` });
+        }),
+      );
+    }
   }
 
   /** Runs still in progress in this process. */
@@ -120,12 +130,22 @@ export class RunService implements Disposable {
     return interrupted;
   }
 
+  /**
+   * Queues a follow-up turn of a finished run (docs/architecture.md §15): same project, starting from
+   * the parent's result, the agent's conversation carried when the agent and wire format stay.
+   */
+  async continue(args: ContinueRunArgs): Promise<StoredRun> {
+    const { input, continuation, sessionId } = await resolveContinuation(this.deps.store, args, this.deps);
+    return this.start(input, { continuation, sessionId });
+  }
+
   /** Queues a run and starts it in the background; resolves with the queued record. */
-  async start(input: StartRunArgs): Promise<StoredRun> {
+  async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }): Promise<StoredRun> {
     const agent = this.deps.agent(input.agent);
     if (input.approval === 'ask' && !agent.supportsApproval) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
+    await this.deps.checkProviderAccess?.(input.provider, input.agent);
     const format = await this.deps.providerFormat(input.provider);
     if (!agent.providerFormats.includes(format)) {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
@@ -154,6 +174,8 @@ export class RunService implements Disposable {
       },
       owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+      gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
+      ...(follow ? { thread: follow.continuation.thread } : {}),
     });
     const paths = this.deps.store.paths(id);
     const audit = await AuditLog.open(paths.audit);
@@ -168,11 +190,22 @@ export class RunService implements Disposable {
       approval: input.approval,
       taskSha256: createHash('sha256').update(input.task).digest('hex'),
     });
+    if (follow) {
+      const { thread, parentWipedAt, previous, session } = follow.continuation;
+      await audit.append('thread', {
+        ...thread,
+        parentWipedAt,
+        resultFiles: previous.result.changes.length,
+        sessionFiles: (session?.files ?? []).map((f) => ({ path: f.path, bytes: f.bytes, sha256: f.sha256 })),
+      });
+    }
     await audit.append('lifecycle', { from: null, to: 'queued' });
     const live: LiveRun = {
       id,
       input,
       agent,
+      sessionId: follow?.sessionId ?? randomUUID(),
+      ...(follow ? { continuation: follow.continuation } : {}),
       cancelRequested: false,
       timedOut: false,
       seq: 0,
@@ -300,8 +333,9 @@ export class RunService implements Disposable {
     for (const c of live.hostCommands) c.kill('SIGKILL');
     if (live.cancelRequested) return;
     if (live.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `The run reached its time limit (${live.input.limits.timeoutSec} s); the agent was stopped.`);
-    const budget = live.agentErrors.find((e) => e.status === 429 && /budget/i.test(e.message));
-    if (budget) throw new AirlockError('BUDGET_EXCEEDED', budget.message);
+    // Judged on the host: the proxy refused a call for the budget (the agent's own words are not trusted).
+    const budget = this.deps.proxy.budgetStop(live.id);
+    if (budget) throw new AirlockError('BUDGET_EXCEEDED', `${budgetMessage(budget)} The changes made so far are kept for review.`);
     // The built-in agent exits 2 when it reached its step limit: a normal stop, its diff is the result.
     const stepLimit = exit.exitCode === 2 && live.finishReason === 'max_steps';
     if (stepLimit) live.terminal.write('\r\n[airlock] the agent stopped at its step limit\r\n');

@@ -10,6 +10,11 @@ import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
 import { toChangedFile, type StoredRun } from './run-record';
+import { captureSession, restoreSession, saveSession } from './run-session';
+import { sessionFile } from './run-thread';
+import type { Sandbox } from '../sandbox/sandbox';
+import { overlaySnapshot } from '../workspace/overlay-snapshot';
+import { collectThreadResult, overlayOf } from '../workspace/thread-result';
 
 /** How many changed paths the live feed may leave as hints for collect. */
 const MAX_CHANGE_HINTS = 100_000;
@@ -49,9 +54,11 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const accel = vmAccelOf(sandbox.info);
-  const engine = sandbox.info.engine ? { engine: sandbox.info.engine } : {};
-  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...engine, ...accel } }));
+  const engine = sandbox.info.engine;
+  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel, ...(engine ? { engine: engine.description } : {}) } }));
   if (accel.accelNote) await run.audit.append('note', { message: `VM accelerator ${accel.accel}: ${accel.accelNote}` });
+  // Where the project copy went is part of the record (docs/architecture.md §13).
+  if (engine?.remote) await run.audit.append('note', { message: `sandbox on a remote engine: ${engine.description}; the project copy and the run token are there, provider keys stay on this machine` });
   throwIfStopped(run);
 }
 
@@ -68,6 +75,8 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
+  // A follow-up turn starts from the previous result: laid over the project, it is this run's baseline.
+  if (run.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(run.continuation.previous));
   const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
   run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
   const repo = run.hydrated.sandboxRepo;
@@ -89,6 +98,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     host.deps.proxy.issueToken({
       runId: id,
       providers: [input.provider],
+      agent: input.agent,
       budget: {
         ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
         ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
@@ -96,7 +106,10 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
     }),
   );
   const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1')));
-  run.grant = { token: grant.token, sandboxPort: exposed.port };
+  // A subscription credential: placeholders for the client's own credential slot (§6).
+  const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
+  run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
+  if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
@@ -141,9 +154,12 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     token: grant.token,
     approval: input.approval,
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
+    ...(grant.credential ? { credential: grant.credential } : {}),
   };
+  if (run.agent.session) ctx.session = { id: run.sessionId, resume: await restoreAgentSession(run, sandbox) };
   const command = run.agent.command(ctx);
-  const env = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  const env: Record<string, string> = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
   await host.runAgent(run, command.argv, env, command.cwd);
 }
@@ -154,7 +170,9 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
   const hydrated = required(run.hydrated, 'collect', 'hydrate');
   await host.transition(run, 'collecting', 'collecting the result');
   const { result, patch } = await host.workspace.collect(sandbox, { snapshot: required(run.snapshot, 'collect', 'prepare'), hydrated, hints: run.changeHints });
-  await host.workspace.store(host.deps.store, run.id, { result, patch });
+  const thread = run.continuation ? await collectThreadResult(hydrated.repo, result, run.continuation.previous) : undefined;
+  await host.workspace.store(host.deps.store, run.id, { result, patch }, thread);
+  await keepAgentSession(host, run, sandbox);
   if (result.changes.length) {
     await run.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
   }
@@ -164,6 +182,41 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
     baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
   });
   return result.changes.length;
+}
+
+/**
+ * A follow-up turn's conversation: the parent agent's session files, put where the agent keeps them.
+ * Returns whether the agent resumes; a session that cannot be put back means a fresh conversation.
+ */
+async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<boolean> {
+  const session = run.continuation?.session;
+  if (!session || !run.agent.session) return false;
+  try {
+    await restoreSession(sandbox.channel, run.agent.session, session);
+    return true;
+  } catch (err) {
+    const message = `the previous conversation could not be put in place (${toErrorInfo(err).message}); the agent starts a fresh one`;
+    await run.audit.append('note', { message });
+    run.terminal.write(`\x1b[33m[airlock] ${message}\x1b[0m\r\n`);
+    return false;
+  }
+}
+
+/**
+ * Keeps the agent's session files with the run, for a follow-up turn (docs/architecture.md §15).
+ * Hostile bytes, read under caps with the run token removed; a failure loses only the follow-up's
+ * memory, never the run.
+ */
+async function keepAgentSession(host: StepHost, run: LiveRun, sandbox: Sandbox): Promise<void> {
+  if (!run.agent.session) return;
+  try {
+    const session = await captureSession(sandbox.channel, run.agent.session, run.sessionId, run.tokenBytes);
+    if (!session) return;
+    await saveSession(sessionFile(host.deps.store, run.id), session);
+    await run.audit.append('note', { message: 'kept the agent session for a follow-up', files: session.files.map((f) => ({ path: f.path, bytes: f.bytes, sha256: f.sha256 })) });
+  } catch (err) {
+    await run.audit.append('note', { message: `the agent session was not kept for a follow-up: ${toErrorInfo(err).message}` });
+  }
 }
 
 /**

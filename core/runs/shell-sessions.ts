@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
+import { MAX_SHELLS_PER_RUN } from '../../contracts/terminals';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
@@ -15,8 +16,9 @@ interface Shell {
 
 /**
  * Interactive shells in live runs' sandboxes (`runs:openShell`, `terminals:write|resize|close`).
- * Each shell's output goes to its own log (`shell-<n>.log`) and to `onOutput`; a shell ends by
- * itself or with its sandbox.
+ * Each shell is its own PTY and bash (own cwd and environment), at most `MAX_SHELLS_PER_RUN` per
+ * run. Its output goes to its own log (`shell-<n>.log`) and to `onOutput`; a shell ends by itself,
+ * when closed (SIGHUP, like a closed terminal window) or with its sandbox.
  */
 export class ShellSessions implements Disposable {
   private readonly shells = new Map<string, Shell>();
@@ -31,6 +33,10 @@ export class ShellSessions implements Disposable {
   open(runId: string, cols: number, rows: number): { terminalId: string } {
     const sandbox = this.runs.sandboxOf(runId);
     if (!sandbox) throw new AirlockError('CONFLICT', 'The run has no live sandbox (it has ended, or not started yet); a shell opens only while the run is in progress.');
+    const open = [...this.shells.values()].filter((s) => s.runId === runId).length;
+    if (open >= MAX_SHELLS_PER_RUN) {
+      throw new AirlockError('CONFLICT', `This run already has ${MAX_SHELLS_PER_RUN} shells open, the most one run can have; close one of them to open another.`);
+    }
     const n = ++this.counter;
     const terminalId = `shell:${runId}:${n}`;
     const terminal = new RunTerminal(terminalId, runId, path.join(this.store.paths(runId).dir, `shell-${n}.log`), this.onOutput);

@@ -37,10 +37,10 @@ export interface SandboxInfo {
   createdAt: string;
   /** `<hostname>:<pid>` of the process that created it, where the driver records one (reaper safety). */
   owner?: string;
-  /** Containers: which engine runs it and where (`podman 4.3.1 (rootful) at unix:///run/podman/podman.sock`). */
-  engine?: string;
   /** The installation id of the Airlock that created it (label `airlock.installation`), where recorded. */
   installation?: string;
+  /** Which engine runs it and where ("Docker 20.10 over SSH at build-box"), when the driver has one. */
+  engine?: { description: string; remote: boolean };
 }
 
 /** Who made a sandbox's resources, as the reaper needs to know. */

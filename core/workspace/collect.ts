@@ -179,44 +179,65 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
 
-  // One diff for listing and patch: NUL-terminated raw and numstat records, an empty record, then
-  // the patch (paths are never empty, so the first empty record is the boundary).
-  const out = await opts.repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-p', '--binary', '-z', '--no-abbrev', opts.baseCommit, resultCommit], undefined, 'diffing the result');
-  const boundary = out.indexOf('\0\0');
-  const raw = parseRawNumstat(boundary < 0 ? out : out.subarray(0, boundary + 1));
-  const patch = boundary < 0 ? Buffer.alloc(0) : out.subarray(boundary + 2);
   // Sizes of what the host holds: base sizes from its manifest, new ones from the bytes it read.
   const sizes = new Map<string, number>();
   for (const f of manifest.values()) sizes.set(f.oid, f.size);
   for (const f of files.values()) sizes.set(blobOid(f.content), f.content.length);
-  const sections = splitHostPatch(patch, raw);
-
-  // Names that one case-insensitive or normalising file system would see as one file.
   const deleted = new Set(ops.filter((o) => 'delete' in o).map((o) => o.path));
   const tree = new Set([...manifest.keys()].filter((p) => !deleted.has(p)));
   for (const o of ops) if (!('delete' in o)) tree.add(o.path);
-  const collisions = new Map<string, string[]>();
-  for (const group of foldCollisions(tree).values()) for (const p of group) collisions.set(p, group.filter((q) => q !== p));
+  return describeResult(opts.repo, opts.baseCommit, resultCommit, { sizes, linkTargets, tree, skipped, ...(opts.headCommit ? { headCommit: opts.headCommit } : {}), ...(opts.diffCapBytes ? { diffCapBytes: opts.diffCapBytes } : {}) });
+}
 
-  const cap = opts.diffCapBytes ?? DEFAULT_DIFF_CAP;
+/** What the host knows about a result tree beyond its commit, for `describeResult`. */
+export interface ResultFacts {
+  /** Sizes of the blobs on both sides (a missing one reads as 0). */
+  sizes: Map<string, number>;
+  /** Targets of the result's new symlinks (review flags). */
+  linkTargets: Map<string, string>;
+  /** Every path of the result tree (name clashes). */
+  tree: Set<string>;
+  skipped: StoredResult['skipped'];
+  headCommit?: string;
+  diffCapBytes?: number;
+}
+
+/**
+ * The stored result of two commits of a host object store: the file list, modes, binary flags,
+ * renames, review flags and patch, all from one host `git diff-tree` (docs/architecture.md §11).
+ */
+export async function describeResult(repo: HostRepo, baseCommit: string, resultCommit: string, facts: ResultFacts): Promise<CollectedResult> {
+  // One diff for listing and patch: NUL-terminated raw and numstat records, an empty record, then
+  // the patch (paths are never empty, so the first empty record is the boundary).
+  const out = await repo.git(['diff-tree', ...NO_DRIVERS, '--raw', '--numstat', '-p', '--binary', '-z', '--no-abbrev', baseCommit, resultCommit], undefined, 'diffing the result');
+  const boundary = out.indexOf('\0\0');
+  const raw = parseRawNumstat(boundary < 0 ? out : out.subarray(0, boundary + 1));
+  const patch = boundary < 0 ? Buffer.alloc(0) : out.subarray(boundary + 2);
+  const sections = splitHostPatch(patch, raw);
+
+  // Names that one case-insensitive or normalising file system would see as one file.
+  const collisions = new Map<string, string[]>();
+  for (const group of foldCollisions(facts.tree).values()) for (const p of group) collisions.set(p, group.filter((q) => q !== p));
+
+  const cap = facts.diffCapBytes ?? DEFAULT_DIFF_CAP;
   const changes: ResultChange[] = raw.map((c, i) => {
-    const size = c.newOid === ZERO_OID ? 0 : (sizes.get(c.newOid) ?? 0);
-    const oldSize = c.oldOid === ZERO_OID ? 0 : (sizes.get(c.oldOid) ?? 0);
+    const size = c.newOid === ZERO_OID ? 0 : (facts.sizes.get(c.newOid) ?? 0);
+    const oldSize = c.oldOid === ZERO_OID ? 0 : (facts.sizes.get(c.oldOid) ?? 0);
     const warnings: string[] = [];
     const clash = collidingPrefix(c.path, collisions);
     if (clash) warnings.push(`name clash: ${clash} differ only in letter case or Unicode form (one file on macOS and Windows)`);
-    const target = linkTargets.get(c.path);
+    const target = facts.linkTargets.get(c.path);
     if (c.newMode === '120000' && target !== undefined && symlinkLeavesProject(c.path, target)) warnings.push(`symlink pointing outside the project (${target.slice(0, 200)})`);
     return { ...c, size, oldSize, tooLarge: size > cap || oldSize > cap, ...(warnings.length ? { warnings } : {}), section: sections[i] as ResultChange['section'] };
   });
   const result: StoredResult = {
     version: 2,
-    baseCommit: opts.baseCommit,
+    baseCommit,
     resultCommit,
-    ...(opts.headCommit ? { headCommit: opts.headCommit } : {}),
+    ...(facts.headCommit ? { headCommit: facts.headCommit } : {}),
     patchSha256: sha256(patch),
     changes,
-    skipped,
+    skipped: facts.skipped,
   };
   return { result, patch };
 }

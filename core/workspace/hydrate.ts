@@ -3,7 +3,7 @@ import { baselineCommitOid } from './git-objects';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
 import type { GitMode } from './git-objects';
 import type { HostRepo } from './host-repo';
-import { buildSandboxRepo, installSandboxRepo, summaryOf, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
+import { provideSandboxRepo, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
   BASELINE_IDENT,
@@ -141,8 +141,8 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   }
   // The agent's repository: built on the host once the stream has ended (every exclusion known),
   // installed while the baseline below records in the background.
-  const sandboxRepo = opts.gitHistory === undefined ? undefined : await buildSandboxRepo(snapshot, opts.gitHistory);
-  const installed = sandboxRepo ? installSandboxRepo(shell, sandboxRepo, { layout, timeoutMs }) : undefined;
+  const sandboxRepo = opts.gitHistory === undefined ? undefined : provideSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
+  sandboxRepo?.catch(() => undefined);
   const baselineScript = [
     'spool=$1; js=$2; ident=$3; shift 3',
     `node -e "$js" ${BASELINE_REF} "$ident" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
@@ -184,7 +184,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     }
   });
   baselineReady.catch(() => undefined);
-  if (installed) await installed;
+  const repoSummary = await sandboxRepo;
   if (opts.waitForBaseline ?? true) await baselineReady;
   return {
     files: files.length,
@@ -195,6 +195,6 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     excluded: snapshot.excluded,
     manifest: files,
     ...(hostBaseline ? { hostBaseline } : {}),
-    ...(sandboxRepo ? { sandboxRepo: summaryOf(sandboxRepo) } : {}),
+    ...(repoSummary ? { sandboxRepo: repoSummary } : {}),
   };
 }

@@ -1,7 +1,8 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanupTemps, collectLocal, git, gitRepo, localSandbox, tempDir, writeTree, type LocalSandbox } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalSandbox } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 
@@ -28,7 +29,10 @@ function projectWithHistory(extra: Record<string, string> = {}): string {
 describe('the sandbox repository (real git, local shell)', () => {
   it("holds the user's commits and shows the uncommitted edit as uncommitted; no remote, credential or hook", async () => {
     const project = projectWithHistory();
+    const before = fingerprint(project);
     const sb = await localSandbox(project, undefined, undefined, { gitHistory: 50 });
+    // The project's own .git was only read.
+    expect(fingerprint(project)).toBe(before);
     expect(sb.hydrated.sandboxRepo).toMatchObject({ kind: 'history', commits: 3, rewritten: false });
     // The same commits as the user's, in the same order.
     expect(agentGit(sb, ['log', '--format=%H %s'])).toBe(git(project, ['log', '--format=%H %s']));
@@ -54,6 +58,14 @@ describe('the sandbox repository (real git, local shell)', () => {
     expect(agentGit(none, ['log', '--format=%an %s'])).toMatch(/^Airlock The project as checked out at/);
     expect(agentGit(none, ['rev-parse', 'HEAD^{tree}'])).toBe(git(project, ['rev-parse', 'HEAD^{tree}']));
     expect(agentGit(none, ['status', '--porcelain']).split('\n').filter(Boolean).sort()).toEqual([' M README.md', '?? notes.txt']);
+  });
+
+  it('keeps a detached HEAD detached', async () => {
+    const project = projectWithHistory();
+    git(project, ['checkout', '-q', '--detach', 'HEAD~1']);
+    const sb = await localSandbox(project, undefined, undefined, { gitHistory: 50 });
+    expect(readFileSync(sb.at('.git/HEAD'), 'utf8').trim()).toBe(git(project, ['rev-parse', 'HEAD']).trim());
+    expect(agentGit(sb, ['log', '--format=%s'])).toBe('second\ninitial\n');
   });
 
   it('removes files left out of the copy from every commit it ships, old credential files included', async () => {
@@ -83,6 +95,21 @@ describe('the sandbox repository (real git, local shell)', () => {
     expect(agentGit(sb, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
     expect(agentGit(sb, ['ls-files']).split('\n').filter(Boolean).sort()).toEqual(['a.txt', 'sub/b.txt']);
     expect(agentGit(sb, ['status', '--porcelain'])).toBe('');
+
+    // An empty folder still gets a repository with its one (empty) commit.
+    const empty = await localSandbox(tempDir('airlock-proj-'), undefined, undefined, { gitHistory: 50 });
+    expect(agentGit(empty, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
+  });
+
+  it('falls back to a fresh repository, with a note, when the history cannot be read whole', async () => {
+    const project = gitRepo({ 'a.txt': 'a\n', 'b.txt': 'b\n' });
+    // A damaged store (or a partial clone): one blob of HEAD is missing.
+    const blob = git(project, ['rev-parse', 'HEAD:b.txt']).trim();
+    rmSync(path.join(project, '.git', 'objects', blob.slice(0, 2), blob.slice(2)));
+    const sb = await localSandbox(project, undefined, undefined, { gitHistory: 50 });
+    expect(sb.hydrated.sandboxRepo?.kind).toBe('fresh');
+    expect(sb.hydrated.sandboxRepo?.note).toMatch(/^history left out: /);
+    expect(agentGit(sb, ['ls-files']).split('\n').filter(Boolean).sort()).toEqual(['a.txt', 'b.txt']);
   });
 
   it("never lets the agent's commits, resets or a deleted .git change the result", async () => {
@@ -97,6 +124,13 @@ describe('the sandbox repository (real git, local shell)', () => {
     const { result } = await collectLocal(sb);
     expect(result.changes.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added new.txt', 'modified src/a.txt']);
     expect(result.changes.some((c) => c.path.startsWith('.git'))).toBe(false);
+
+    // Where the stat listing fails (no `find`), the sandbox's git tracking stands in: it reads
+    // Airlock's own baseline, so the agent's commits do not hide its changes there either.
+    const bin = tempDir('airlock-nofind-');
+    for (const tool of ['sh', 'git', 'tar']) symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`]).toString().trim(), path.join(bin, tool));
+    const viaGit = await collectLocal(sb, { layout: { ...sb.layout, env: { PATH: bin } } });
+    expect(viaGit.result.changes.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added new.txt', 'modified src/a.txt']);
 
     // A deleted (or replaced) .git is not a change either.
     rmSync(sb.at('.git'), { recursive: true });

@@ -40,11 +40,29 @@ export interface SandboxRepo {
 }
 
 /** What a sandbox repository holds, without its bytes (for records and notes). */
-export type SandboxRepoSummary = Omit<SandboxRepo, 'files'>;
+export type SandboxRepoSummary = Omit<SandboxRepo, 'files'> & {
+  /** Bytes of the `.git` streamed in. */
+  bytes: number;
+  /** Building it on the host plus installing it in the sandbox. */
+  durationMs: number;
+};
 
-export function summaryOf(repo: SandboxRepo): SandboxRepoSummary {
-  const { files: _files, ...rest } = repo;
-  return rest;
+/**
+ * Gives the workspace its repository: builds it on the host, streams it in, finishes it inside.
+ * The hydrate step calls it once the copy is in place; a continued run can call it on a workspace
+ * that holds the project plus an earlier result (that result then shows as uncommitted changes).
+ */
+export async function provideSandboxRepo(
+  shell: WorkspaceShell,
+  snapshot: ProjectSnapshot,
+  history: GitHistory,
+  opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {},
+): Promise<SandboxRepoSummary> {
+  const started = performance.now();
+  const repo = await buildSandboxRepo(snapshot, history);
+  await installSandboxRepo(shell, repo, opts);
+  const { files, ...rest } = repo;
+  return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: performance.now() - started };
 }
 
 /** Who commits inside the sandbox, and who wrote `none`'s one commit: never the user's identity. */
@@ -132,7 +150,8 @@ async function buildFromHistory(snapshot: ProjectSnapshot, head: string, history
   await mkdir(packDir);
   const packName = (await git(['-c', 'pack.compression=1', 'pack-objects', '-q', path.join(packDir, 'pack')], `${packInput.join('\n')}\n`)).toString('latin1').trim();
   if (!/^[0-9a-f]{40}$/.test(packName)) throw new AirlockError('INTERNAL', `git pack-objects gave no pack name (${packName.slice(0, 80)}).`);
-  const validBranch = /^refs\/heads\/[^\0\n]+$/.test(branch) ? branch : undefined;
+  // A name git itself would accept (check-ref-format's rules that matter for a file path), else detached.
+  const validBranch = /^refs\/heads\/[^\0-\x20~^:?*[\\\x7f]+$/.test(branch) && !/(^|\/)\.|\.\.|\/\/|\.lock(\/|$)|\/$/.test(branch) ? branch : undefined;
   const files = skeleton(validBranch ? `ref: ${validBranch}\n` : `${tip}\n`);
   if (validBranch) files.push({ path: validBranch, content: Buffer.from(`${tip}\n`) });
   if (shallow.length) files.push({ path: 'shallow', content: Buffer.from(`${shallow.join('\n')}\n`) });
@@ -205,6 +224,10 @@ async function droppedPaths(
     for (const o of inspect) {
       const nl = out.indexOf(0x0a, pos);
       const [, type, size] = out.subarray(pos, nl).toString('latin1').split(' ');
+      if (size === undefined) {
+        pos = nl + 1; // "<oid> missing": nothing to judge, nothing shipped
+        continue;
+      }
       const content = out.subarray(nl + 1, nl + 1 + Number(size));
       if (type === 'blob' && exclusionByContent(o.path, content)) files.add(o.path);
       pos = nl + 1 + Number(size) + 1;
@@ -223,13 +246,13 @@ const deflateAsync = promisify(deflate);
 /**
  * Writes a copy of the commits (oldest first) whose trees lack the dropped paths, into the scratch
  * store; parents outside the shipped set are dropped, so the copy needs no `shallow` file. Author,
- * committer and message are kept (signatures go: they no longer match). With `fresh`, the one
+ * committer and message are kept (signatures go: they no longer match). With `noHistory`, the one
  * commit is a new one by Airlock, with no metadata of the user's.
  */
 async function rewrite(
   commits: CommitInfo[],
   pathspecs: string[],
-  fresh: boolean,
+  noHistory: boolean,
   gitDir: string,
   git: (args: string[], stdin?: string, env?: Record<string, string>) => Promise<Buffer>,
 ): Promise<string> {
@@ -245,7 +268,7 @@ async function rewrite(
       tree = (await git(['write-tree'], undefined, env)).toString('latin1').trim();
       trees.set(c.tree, tree);
     }
-    const body = fresh
+    const body = noHistory
       ? Buffer.from(`tree ${tree}\nauthor ${SNAPSHOT_IDENT}\ncommitter ${SNAPSHOT_IDENT}\n\nThe project as checked out at ${c.oid.slice(0, 12)} (history left out: git history "none")\n`)
       : rewriteCommit(c, tree, c.parents.map((p) => mapped.get(p)).filter((p): p is string => !!p));
     tip = await writeLooseObject(gitDir, 'commit', body);
@@ -282,9 +305,9 @@ async function writeLooseObject(gitDir: string, type: string, body: Buffer): Pro
 
 /**
  * Streams the repository into `<workDir>/.git` through the same channel as the copy and finishes it
- * there, as the agent's user: the index from HEAD (refreshed against the copied files, so status is
- * instant and shows the user's uncommitted changes), or, for a fresh repository, one commit of the
- * copied-in tree. Run it after the copy is in place.
+ * there, as the agent's user: the index from HEAD (so `git status` shows the user's uncommitted
+ * changes as unstaged), or, for a fresh repository, one commit of the copied-in tree. Run it after
+ * the copy is in place.
  */
 export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRepo, opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {}): Promise<void> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
@@ -298,8 +321,10 @@ export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRep
   writing.catch((err: unknown) => tar.destroy(err instanceof Error ? err : new Error(String(err))));
   const finish =
     repo.kind === 'history'
-      ? ['git read-tree HEAD', 'git update-index -q --refresh >/dev/null 2>&1 || true']
-      : ['git add -A', `git commit -q --no-verify -m 'The project as copied in by Airlock'`];
+      ? // No refresh here (it reads every file, competing with the baseline on the copy's critical
+        // path): the agent's first `git status` compares contents once and records the stat data.
+        ['git read-tree HEAD']
+      : ['git add -A', `git commit -q --no-verify --allow-empty -m 'The project as copied in by Airlock'`];
   const script = ['set -e', 'cd "$1"', 'mkdir .git', 'tar -x -f - -C .git --no-same-owner', ...finish].join('\n');
   await runChecked(
     shell,

@@ -29,6 +29,11 @@ export interface SnapshotEntry {
   size: number;
   mtimeMs: number;
   linkTarget?: string;
+  /**
+   * The file's bytes, when they come from the host's own store rather than the project folder
+   * (a follow-up turn's previous result, overlay-snapshot.ts); never read from disk, never excluded.
+   */
+  content?: Buffer;
 }
 
 export interface ExcludedEntry {
@@ -84,8 +89,8 @@ export interface ProjectSnapshot {
    * out by the project's own ignore rules as read on the host (`.gitignore` files, `exclude`).
    */
   isIgnored(rel: string): boolean;
-  /** Produces the streams; the project is read, never written. `onFile` sees each file's bytes as they stream. */
-  open(onProgress?: (p: SnapshotProgress) => void, onFile?: SnapshotFileSink): SnapshotStreams;
+  /** Produces the streams of `this.entries`; the project is read, never written. `onFile` sees each file's bytes as they stream. */
+  open(this: ProjectSnapshot, onProgress?: (p: SnapshotProgress) => void, onFile?: SnapshotFileSink): SnapshotStreams;
 }
 
 const DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024;
@@ -152,7 +157,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
       const isDir = d.isDirectory();
       if (isGitMetadataName(d.name)) {
-        excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (the sandbox keeps its own baseline)' });
+        excluded.push({ path: isDir ? `${rel}/` : rel, kind: 'git', reason: 'git metadata (never copied; the sandbox gets a repository built on the host)' });
         continue;
       }
       const force = isForced(rel, isDir);
@@ -221,7 +226,10 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
       }
       return false;
     },
-    open: (onProgress, onFile) => openStreams(snapshot, (rel) => isForced(rel, false), onProgress, onFile),
+    // A method: a copy with other entries (overlay-snapshot.ts) streams its own entries.
+    open(onProgress, onFile) {
+      return openStreams(this, (rel) => isForced(rel, false), onProgress, onFile);
+    },
   };
   return snapshot;
 }
@@ -248,7 +256,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
     while (nextRead < entries.length && reads.size < READ_AHEAD_FILES && aheadBytes < READ_AHEAD_BYTES) {
       const idx = nextRead++;
       const e = entries[idx] as SnapshotEntry;
-      if (e.type !== 'file') continue;
+      if (e.type !== 'file' || e.content) continue;
       aheadBytes += e.size;
       reads.set(idx, readFile(path.join(snapshot.projectDir, e.path)).catch(() => undefined));
     }
@@ -280,12 +288,12 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
         const content = Buffer.from(target);
         await addBlob({ path: e.path, oid: blobOid(content), size: content.length, mode: '120000', mtime: Math.floor(e.mtimeMs / 1000) }, content);
       } else {
-        const content = await takeRead(idx);
+        const content = e.content ?? (await takeRead(idx));
         if (!content) {
           snapshot.excluded.push({ path: e.path, kind: 'special', reason: 'could not be read (vanished or permission denied)' });
           continue;
         }
-        const secret = isForced(e.path) ? undefined : exclusionByContent(e.path, content);
+        const secret = isForced(e.path) || e.content ? undefined : exclusionByContent(e.path, content);
         if (secret) {
           snapshot.excluded.push({ path: e.path, ...secret });
           continue;

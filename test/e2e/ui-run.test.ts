@@ -7,6 +7,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAirlockServices } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
+import { StartRunInput } from '../../contracts/runs';
 import { createServeCommand } from '../../core/cli/commands/serve';
 import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
@@ -28,7 +29,7 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 async function terminalText(page: Page): Promise<string> {
-  return (await page.locator('.xterm-rows').first().textContent()) ?? '';
+  return (await page.locator('.terminal-view:not([hidden]) .xterm-rows').first().textContent()) ?? '';
 }
 
 describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, with the real core (Chromium, Docker, fake upstream)', () => {
@@ -129,6 +130,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await page.locator('#r-provider').selectOption('anthropic');
     await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
     await page.getByLabel('Ask before each command').check();
+    // Sent with the run and checked by the runs:start contract.
+    await page.getByLabel('Git history').selectOption('10');
     await expect.poll(() => page.getByRole('region', { name: 'Excluded files' }).textContent(), { timeout: 15_000 }).toContain('.env');
     await shot(page, '03-new-run');
     await page.getByRole('button', { name: 'Start run' }).click();
@@ -153,7 +156,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await shot(page, '05-run-live-terminal');
 
     // An interactive shell into the live sandbox.
-    await page.getByRole('tab', { name: 'Open shell' }).click();
+    await page.getByRole('button', { name: 'New shell' }).click();
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').waitFor({ timeout: 30_000 });
     await page.locator('.terminal-host[data-terminal-id^="shell:"]').click();
     await page.keyboard.type('echo shell-$((40+2)) && id -u\r');
@@ -223,10 +226,59 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     await expect.poll(() => terminalText(page), { timeout: 20_000 }).toContain('hello-from-sandbox');
     await expect.poll(() => page.getByRole('log', { name: 'Transcript' }).textContent(), { timeout: 20_000 }).toContain('Let me change the answer.');
     await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 20_000 }).toContain('ci.yml');
-    await page.getByRole('button', { name: 'Verify audit log' }).click();
-    await expect.poll(() => page.locator('.run-header + .row [role=status]').textContent(), { timeout: 20_000 }).toMatch(/^intact/);
+    await expect.poll(() => page.getByRole('status', { name: 'Audit log verified' }).textContent(), { timeout: 20_000 }).toMatch(/^✓ Audit log verified/);
     await shot(page, '10-replay');
     expect(await page.content()).not.toContain(KEY);
     expect(pageErrors).toEqual([]);
+  });
+  it('continues a run from its view: the follow-up carries the conversation and result, History shows the thread, review applies the whole thread', async () => {
+    // Its own first turn (through the same core), so this test stands on the key added above only.
+    upstream.setScript([
+      { toolCalls: [{ name: 'write_file', input: { path: 'notes/plan.md', content: 'turn-one-plan\n' } }], usage: { input: 100, output: 10 } },
+      { toolCalls: [{ name: 'finish', input: { summary: 'Wrote the plan.' } }], usage: { input: 110, output: 10 } },
+    ]);
+    const first = await (services as AirlockServices).runs.start(StartRunInput.parse({ projectDir: project, task: 'Write the plan', provider: 'anthropic', model: 'claude-sonnet-4-5' }));
+    await expect.poll(async () => (await (services as AirlockServices).runs.get({ runId: first.id })).status, { timeout: 240_000 }).toBe('done');
+    await page.getByRole('button', { name: /History/ }).click();
+    await page.locator(`tr[data-run="${first.id}"]`).click();
+
+    upstream.setScript([
+      { toolCalls: [{ name: 'read_file', input: { path: 'notes/plan.md' } }], usage: { input: 300, output: 20 } },
+      { toolCalls: [{ name: 'write_file', input: { path: 'src/empty.js', content: 'export const empty = [];\n' } }], usage: { input: 320, output: 20 } },
+      { toolCalls: [{ name: 'finish', input: { summary: 'Handled the empty case.' } }], usage: { input: 340, output: 10 } },
+    ]);
+    const before = upstream.requests.length;
+    await page.getByLabel('Follow-up task').fill('Also handle the empty case');
+    await page.getByRole('button', { name: 'Continue', exact: true }).click();
+    await expect.poll(() => page.getByLabel('Thread').textContent(), { timeout: 30_000 }).toContain(`Turn 2 of a thread · continues${first.id}`);
+    await expect.poll(() => page.locator('.run-header .badge').first().textContent(), { timeout: 240_000 }).toBe('done');
+    const followUp = (await page.locator('.run-header + .row .mono').first().textContent()) ?? '';
+    expect(followUp).not.toBe(first.id);
+    // The model saw turn 1 in turn 2's first request, and read turn 1's file in the new sandbox.
+    const turnTwo = upstream.requests.slice(before).filter((r) => r.method === 'POST');
+    expect(JSON.stringify(turnTwo[0]?.body)).toContain('Write the plan');
+    expect(JSON.stringify(turnTwo[1]?.body)).toContain('turn-one-plan');
+    await shot(page, '11-follow-up');
+
+    await page.getByRole('button', { name: /History/ }).click();
+    await page.locator(`tr[data-run="${followUp}"]`).waitFor();
+    const rows = await page.locator('tr[data-run]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.run));
+    expect(rows.indexOf(followUp)).toBe(rows.indexOf(first.id) + 1);
+    expect(await page.locator(`tr[data-run="${first.id}"]`).textContent()).toContain('thread · 2 turns');
+    expect(await page.locator(`tr[data-run="${followUp}"]`).textContent()).toContain('↳ turn 2');
+    await shot(page, '12-history-thread');
+
+    await page.locator(`tr[data-run="${followUp}"]`).click();
+    await page.getByRole('button', { name: 'Review & apply' }).click();
+    await page.locator('.file-row[data-path="src/empty.js"]').waitFor();
+    expect(await page.locator('.file-row').count()).toBe(1);
+    await page.getByLabel(/The whole thread/).check();
+    await page.locator('.file-row[data-path="notes/plan.md"]').waitFor();
+    await page.getByRole('button', { name: /^Apply 2 file/ }).click();
+    await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('Applied 2 file');
+    expect(await readFile(join(project, 'src', 'empty.js'), 'utf8')).toBe('export const empty = [];\n');
+    expect(await readFile(join(project, 'notes', 'plan.md'), 'utf8')).toBe('turn-one-plan\n');
+    await shot(page, '13-thread-applied');
+    expect(await page.content()).not.toContain(KEY);
   });
 });

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
@@ -97,4 +98,59 @@ describe.skipIf(!docker.ok)('third-party agent CLIs in the sandbox (real Docker,
     });
     expect(events.find((e) => e.type === 'command_exited')).toMatchObject({ exitCode: 0 });
   });
+
+  /**
+   * A follow-up turn (docs/architecture.md §15): the CLI's own session file is carried out of the
+   * first sandbox and into the second, and the CLI resumes it with its own option; the model's
+   * first request of turn 2 carries turn 1, and turn 1's file is there to read.
+   */
+  async function continueAndCheck(opts: { agent: 'claude-code' | 'codex'; provider: 'anthropic' | 'openai'; model: string; first: ScriptedTurn[]; second: ScriptedTurn[]; marker: string }) {
+    const generation = () => f.upstream.requests.filter((r) => r.method === 'POST' && (r.path === '/v1/messages' || r.path === '/v1/responses'));
+    const { run: first } = await runAndCheck({ agent: opts.agent, provider: opts.provider, model: opts.model, script: opts.first, marker: opts.marker });
+    const session = JSON.parse(await readFile(path.join(f.core.store.paths(first.id).artifacts, 'session.json'), 'utf8')) as { files: Array<{ path: string; data: string }> };
+    expect(session.files.length).toBeGreaterThanOrEqual(1);
+    for (const file of session.files) expect(Buffer.from(file.data, 'base64').toString('utf8')).not.toContain(CANARY_KEY);
+    const before = generation().length;
+    f.upstream.setScript(opts.second);
+    const second = await f.core.runs.wait((await f.services.runs.continue({ runId: first.id, task: 'Now copy out.txt to back.txt.' })).id);
+    const events = await eventsOf(f, second.id);
+    expect(second.status, JSON.stringify({ error: second.error, events: events.slice(-10) }).slice(0, 3000)).toBe('done');
+    expect(second.thread).toEqual({ rootRunId: first.id, parentRunId: first.id, turn: 2, conversation: 'carried' });
+    expect(Date.parse(first.wipe?.at as string)).toBeLessThan(Date.parse(second.createdAt));
+    // The first request of turn 2, as the upstream received it, holds turn 1's task and work, then the new task.
+    const sent = JSON.stringify(generation()[before]?.body ?? null);
+    expect(sent).toContain('Create out.txt with a greeting.');
+    expect(sent).toContain(opts.marker);
+    expect(sent).toContain('Now copy out.txt to back.txt.');
+    // The sandbox started from turn 1's result: back.txt is a copy of out.txt.
+    expect(second.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['added back.txt']);
+    expect(await readFile(f.core.store.paths(second.id).patch, 'utf8')).toContain(`+${opts.marker}`);
+    expect((await f.services.diffs.list({ runId: second.id, scope: 'thread' })).files.map((c) => c.path).sort()).toEqual(['back.txt', 'out.txt']);
+    expect(await filesContaining(f.core.store.paths(second.id).dir, CANARY_KEY)).toEqual([]);
+  }
+
+  it('Claude Code continues its own session in a follow-up turn (--session-id, then --resume)', async () => {
+    const marker = 'hello-again-claude';
+    await continueAndCheck({
+      agent: 'claude-code',
+      provider: 'anthropic',
+      model: 'claude-sonnet-4-5',
+      marker,
+      first: [{ toolCalls: [{ name: 'Bash', input: { command: `echo ${marker} > out.txt && cat out.txt`, description: 'write the file' } }] }, { text: 'All done here.' }],
+      second: [{ toolCalls: [{ name: 'Bash', input: { command: 'cp out.txt back.txt', description: 'copy the file' } }] }, { text: 'Copied.' }],
+    });
+  });
+
+  it('Codex CLI continues its own session in a follow-up turn (exec resume --last)', async () => {
+    const marker = 'hello-again-codex';
+    await continueAndCheck({
+      agent: 'codex',
+      provider: 'openai',
+      model: 'gpt-5',
+      marker,
+      first: [{ toolCalls: [{ name: 'exec_command', input: { cmd: `echo ${marker} > out.txt && cat out.txt` } }] }, { text: 'All done here.' }],
+      second: [{ toolCalls: [{ name: 'exec_command', input: { cmd: 'cp out.txt back.txt' } }] }, { text: 'Copied.' }],
+    });
+  });
 });
+

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -71,6 +71,21 @@ describe.skipIf(!keychain.ok)('airlock keys / providers CLI', () => {
     expect(test.out()).toContain(`${id}: ok`);
     expect(up.requests.at(-1)?.headers.authorization).toBe(`Bearer ${KEY}`);
 
+    // A new base URL, the key left as it is: the keychain entry still works against the new URL.
+    const up2 = await startFakeUpstream({ expectedKey: KEY });
+    try {
+      const url = io(env);
+      expect(await keysCommand.run(['set-url', id, `${up2.url}/v1`], url.io), url.err()).toBe(0);
+      expect(url.out()).toBe(`${id} now calls ${up2.url}/v1; its key (…${KEY.slice(-4)}) is unchanged\n`);
+      const retest = io(env);
+      expect(await keysCommand.run(['test', id], retest.io)).toBe(0);
+      expect(up2.requests.at(-1)?.headers.authorization).toBe(`Bearer ${KEY}`);
+      await expect(keysCommand.run(['set-url', id, 'ftp://nope'], io(env).io)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('http(s) URL') });
+      seen.push(url.out(), retest.out());
+    } finally {
+      await up2.close();
+    }
+
     const del = io(env);
     expect(await keysCommand.run(['rm', id], del.io)).toBe(0);
     const test2 = io(env);
@@ -90,5 +105,36 @@ describe.skipIf(!keychain.ok)('airlock keys / providers CLI', () => {
     await expect(keysCommand.run(['set', id], empty.io)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
     await expect(keysCommand.run(['bogus'], io(env).io)).rejects.toMatchObject({ name: 'CliUsageError', kind: 'INVALID_INPUT' });
     await expect(providersCommand.run(['add', 'x-y'], io(env).io)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+  });
+  it('stores a Claude setup token from stdin and imports a Codex sign-in from a file, printing neither', async () => {
+    const subEnv = { ...env, AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-cli-${randomBytes(3).toString('hex')}` };
+    const token = `sk-ant-oat01-${randomBytes(16).toString('hex')}`;
+    const refresh = `rt-${randomBytes(16).toString('hex')}`;
+    const access = `at-${randomBytes(16).toString('hex')}`;
+    const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const idToken = `${part({ alg: 'RS256' })}.${part({ 'https://api.openai.com/auth': { chatgpt_account_id: 'acct-cli' } })}.sig`;
+    const authFile = path.join(home, 'codex-auth.json');
+    await writeFile(authFile, JSON.stringify({ tokens: { id_token: idToken, access_token: access, refresh_token: refresh, account_id: 'acct-cli' }, last_refresh: new Date().toISOString() }, null, 2));
+    try {
+      const sub = io(subEnv, `${token}\n`);
+      expect(await keysCommand.run(['set-subscription', 'claude'], sub.io), sub.err()).toBe(0);
+      expect(sub.out()).toContain('serves only Claude Code');
+      const imp = io(subEnv);
+      expect(await keysCommand.run(['import-codex', '--from', authFile], imp.io), imp.err()).toBe(0);
+      expect(imp.out()).toContain('serves only Codex');
+      const list = io(subEnv);
+      expect(await keysCommand.run(['list'], list.io)).toBe(0);
+      expect(list.out()).toMatch(/claude-subscription\s+subscription …\w{4}\s+keychain/);
+      expect(list.out()).toMatch(/chatgpt-signin\s+signed in\s+keychain/);
+      // An API key cannot go where a subscription belongs, and the other way round.
+      await expect(keysCommand.run(['set', 'claude-subscription'], io(subEnv, `${token}\n`).io)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('set-subscription claude') });
+      const missing = io(subEnv);
+      await expect(keysCommand.run(['import-codex', '--from', path.join(home, 'nope.json')], missing.io)).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('codex login') });
+      for (const text of [sub.out(), sub.err(), imp.out(), imp.err(), list.out()]) for (const secret of [token, refresh, access]) expect(text).not.toContain(secret);
+    } finally {
+      await keysCommand.run(['rm', 'claude-subscription'], io(subEnv).io).catch(() => undefined);
+      await keysCommand.run(['rm', 'chatgpt-signin'], io(subEnv).io).catch(() => undefined);
+      await rm(authFile, { force: true });
+    }
   });
 });

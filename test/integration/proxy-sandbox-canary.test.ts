@@ -20,6 +20,7 @@ import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
 import { SANDBOX_VARIANTS, sandboxImage, type SandboxVariant } from './sandbox-support';
+import { enc, SEARCH_SCRIPT } from '../support/sandbox-search';
 
 const docker = await requirePrerequisite('docker');
 const keychain = docker.ok ? await requirePrerequisite('keychain') : docker;
@@ -58,53 +59,6 @@ function streamMatcher(needles: Buffer[]): { push(b: Buffer): void; hits: number
   return state;
 }
 
-/**
- * Runs inside the sandbox as the sandbox user. Needles arrive XOR-encoded so the canary itself is
- * never put into the sandbox by the test (not even in this process's argv).
- */
-const SEARCH_SCRIPT = `
-const fs = require('fs'), path = require('path');
-const dec = (h) => Buffer.from(Buffer.from(h, 'hex').map((b) => b ^ 0x5a));
-const [canary, envControl, fileControl] = process.argv.slice(1).map(dec);
-const out = { files: 0, bytes: 0, unreadable: 0, environs: 0, cmdlines: 0, hits: [], control: { environ: false, file: false } };
-for (const pid of fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p))) {
-  for (const kind of ['environ', 'cmdline']) {
-    try {
-      const b = fs.readFileSync('/proc/' + pid + '/' + kind);
-      out[kind === 'environ' ? 'environs' : 'cmdlines'] += 1;
-      if (b.includes(canary)) out.hits.push('/proc/' + pid + '/' + kind);
-      if (kind === 'environ' && b.includes(envControl)) out.control.environ = true;
-    } catch { out.unreadable += 1; }
-  }
-}
-const walk = (p) => {
-  let st;
-  try { st = fs.lstatSync(p); } catch { out.unreadable += 1; return; }
-  if (st.isDirectory()) {
-    let names;
-    try { names = fs.readdirSync(p); } catch { out.unreadable += 1; return; }
-    for (const n of names) walk(path.join(p, n));
-    return;
-  }
-  if (!st.isFile()) return;
-  if (st.size > 64 * 1024 * 1024) { out.unreadable += 1; return; }
-  try {
-    const b = fs.readFileSync(p);
-    out.files += 1; out.bytes += b.length;
-    if (b.includes(canary)) out.hits.push(p);
-    if (b.includes(fileControl)) out.control.file = true;
-  } catch { out.unreadable += 1; }
-};
-// The read-only root is the image, searched in full from the host (docker export). Here: every other
-// mount — tmpfs scratch, the workspace and state volumes, the files Docker binds (/etc/hosts …).
-const pseudo = new Set(['proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'mqueue', 'devtmpfs', 'securityfs']);
-out.mounts = fs.readFileSync('/proc/self/mounts', 'utf8').split('\\n').map((l) => l.split(' '))
-  .filter((f) => f.length > 2 && !pseudo.has(f[2]) && f[1] !== '/' && !/^\\/(proc|sys|dev)(\\/|$)/.test(f[1])).map((f) => f[1]);
-for (const m of out.mounts) walk(m);
-console.log(JSON.stringify(out));
-`;
-
-const enc = (s: string) => Buffer.from(Buffer.from(s).map((b) => b ^ 0x5a)).toString('hex');
 
 // Under every way a sandbox runs: runc and gVisor on Docker, runc on Podman (sandbox-support.ts).
 for (const variant of SANDBOX_VARIANTS) canarySuite(variant);
@@ -205,7 +159,7 @@ describe.skipIf(!available.get(variant.name)?.ok || !keychain.ok)(`canary key th
     const write = await client.run({ argv: ['sh', '-c', 'printf %s "$0" > /home/airlock/control.txt', fileControl] });
     expect(write.exitCode).toBe(0);
     const search = await client.run({
-      argv: ['node', '-e', SEARCH_SCRIPT, enc(CANARY), enc(env.OPENAI_API_KEY!), enc(fileControl)],
+      argv: ['node', '-e', SEARCH_SCRIPT, enc(env.OPENAI_API_KEY!), enc(fileControl), enc(CANARY)],
       env,
       timeoutMs: 170_000,
       maxOutputBytes: 1 << 20,

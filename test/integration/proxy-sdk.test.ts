@@ -149,21 +149,21 @@ describe('model proxy with the official SDKs', () => {
     expect(up.requests.length).toBe(before + 1);
   });
 
-  it('budgets: past maxRequests / maxTokens / maxCostUsd the answer is 429 naming the budget', async () => {
+  it('budgets: past maxRequests / maxTokens / maxCostUsd the answer is 429 with a plain budget message', async () => {
     const byRequests = new OpenAI({ apiKey: run('r-b-1', { maxRequests: 1 }).token, baseURL: `${base}/v1`, maxRetries: 0 });
     await byRequests.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] });
-    await expect(byRequests.chat.completions.create({ model: 'm', messages: [] })).rejects.toMatchObject({ status: 429, message: expect.stringContaining('maxRequests') });
-    up.setScript([{ text: 'big', usage: { input: 60, output: 60 } }]);
-    const byTokens = new Anthropic({ apiKey: run('r-b-2', { maxTokens: 100 }).token, baseURL: base, maxRetries: 0 });
-    await byTokens.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
-    await expect(byTokens.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    await expect(byRequests.chat.completions.create({ model: 'm', messages: [] })).rejects.toMatchObject({ status: 429, message: expect.stringContaining('made its 1 allowed model calls') });
+    // The upstream reports more input than the proxy estimated: the next call is refused.
+    up.setScript([{ text: 'big', usage: { input: 800, output: 60 } }]);
+    const byTokens = new Anthropic({ apiKey: run('r-b-2', { maxTokens: 1000 }).token, baseURL: base, maxRetries: 0 });
+    await byTokens.messages.create({ model: 'claude-test', max_tokens: 300, messages: [{ role: 'user', content: 'x' }] });
+    await expect(byTokens.messages.create({ model: 'claude-test', max_tokens: 300, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
       status: 429,
-      error: { error: { type: 'rate_limit_error', message: expect.stringContaining('maxTokens') } },
+      error: { error: { type: 'rate_limit_error', message: expect.stringContaining('used 860 of its 1,000 tokens') } },
     });
-    up.setScript([{ text: 'pricey', usage: { input: 1, output: 1 } }]);
+    // 'claude-test' costs $1 per token here: even the input estimate is past a $1.50 budget.
     const byCost = new Anthropic({ apiKey: run('r-b-3', { maxCostUsd: 1.5 }).token, baseURL: base, maxRetries: 0 });
-    await byCost.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
-    await expect(byCost.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 429, message: expect.stringContaining('maxCostUsd') });
+    await expect(byCost.messages.create({ model: 'claude-test', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 429, message: expect.stringContaining('of its $1.50') });
   });
 
   it('model allow-list: other models are refused with 403', async () => {

@@ -13,7 +13,8 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
-import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
+import { AirlockError } from '../../contracts/errors';
+import { connectEngine, pingEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { SandboxManager } from '../../core/sandbox/sandbox';
 import { testRunId } from './sandbox-support';
 import { ensureSandboxImage } from '../../core/sandbox/image';
@@ -57,10 +58,20 @@ function waitForOutput(f: RunFixture, runId: string, marker: string): Promise<vo
   });
 }
 
-/** Edit, pause until the host has searched the sandbox, add a file, finish. */
+/** Edit, serve the workspace on a preview port, pause until the host has searched the sandbox, add a file, finish. */
 const REMOTE_SCRIPT: ScriptedTurn[] = [
   { toolCalls: [{ name: 'edit_file', input: { path: 'src/app.js', old_text: 'return 1;', new_text: 'return 42;' } }] },
-  { toolCalls: [{ name: 'run_command', input: { command: 'echo remote-ready; until [ -f /tmp/airlock-go ]; do sleep 0.2; done; echo resumed' } }] },
+  {
+    toolCalls: [
+      {
+        name: 'run_command',
+        input: {
+          command:
+            'setsid -f python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.2; done; echo remote-ready; until [ -f /tmp/airlock-go ]; do sleep 0.2; done; echo resumed',
+        },
+      },
+    ],
+  },
   { toolCalls: [{ name: 'write_file', input: { path: 'docs/NEW.md', content: 'made on a remote engine\n' } }] },
   { toolCalls: [{ name: 'finish', input: { summary: 'Changed the answer to 42 remotely.' } }] },
 ];
@@ -110,6 +121,10 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         const inspect = JSON.stringify(await remote.docker.getContainer(container!.Id).inspect());
         expect(inspect).toContain('airlock.run');
         expect(inspect).not.toContain(CANARY_KEY);
+        // Nothing of this machine is mounted on the engine: its own volumes and tmpfs only.
+        const config = await remote.docker.getContainer(container!.Id).inspect();
+        expect(config.HostConfig.Binds ?? []).toEqual([]);
+        expect(config.Mounts.map((m) => m.Type)).toEqual(['volume', 'volume']);
         const inside = await remoteExec(remote, container!.Id, ['sh', '-c', 'cat /proc/[0-9]*/environ 2>/dev/null; tar cf - /workspace /airlock /tmp /home/airlock 2>/dev/null']);
         expect(inside.includes('airlock-run-')).toBe(true);
         expect(inside.includes('export function answer')).toBe(true);
@@ -120,6 +135,12 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         const volumes = await remote.docker.listVolumes({ filters: { label: [`airlock.run=${started.id}`] } });
         expect(volumes.Volumes ?? []).toHaveLength(2);
         expect(JSON.stringify(volumes)).not.toContain(CANARY_KEY);
+
+        // A preview port crosses the channel, like the model proxy: nothing is published on the engine.
+        const published = await f.core.runs.publishPort(started.id, 8000);
+        expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+        expect(await (await fetch(`${published.url}src/app.js`)).text()).toContain('return 42;');
+        expect((await remote.docker.getContainer(container!.Id).inspect()).NetworkSettings.Ports ?? {}).toEqual({});
 
         await remoteExec(remote, container!.Id, ['touch', '/tmp/airlock-go']);
         const run = await f.core.runs.wait(started.id);
@@ -134,6 +155,9 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(await remoteLeftovers(remote, run.id)).toEqual([]);
         const { records } = await f.services.audit.read({ runId: run.id, offset: 0, limit: 1000 });
         expect(records.find((r) => r.type === 'wipe')?.data.verified).toBe(true);
+        // The record and the audit log say where the project copy went.
+        expect(run.sandbox.engine).toContain(`over ${name} at 127.0.0.1`);
+        expect(records.some((r) => r.type === 'note' && String(r.data.message).startsWith('sandbox on a remote engine: Docker'))).toBe(true);
 
         // The upstream saw the real key (it stayed on this machine); nothing Airlock wrote holds it.
         expect(f.upstream.requests.some((r) => r.headers['x-api-key'] === CANARY_KEY)).toBe(true);
@@ -149,6 +173,37 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
       }
     }, 300_000);
   }
+
+  it('an engine address refused as unsafe (plain TCP to another host) does not stop Airlock: the doctor and a run say why and what to do', async () => {
+    // Refused before any connection is tried: `.invalid` names never resolve anyway.
+    const f = await createRunFixture({ env: { DOCKER_HOST: 'tcp://build-box.invalid:2375' } });
+    try {
+      const engineCheck = (await f.services.sandboxes.doctor({})).checks.find((c) => c.id === 'docker.engine');
+      expect(engineCheck?.status).toBe('fail');
+      expect(engineCheck?.detail).toMatch(/plain, unencrypted TCP.*ssh:\/\/user@build-box\.invalid/);
+      const started = await f.start({ projectDir: await f.project(), script: [{ toolCalls: [{ name: 'finish', input: { summary: 'never reached' } }] }] });
+      const run = await f.core.runs.wait(started.id);
+      expect(run.status).toBe('failed');
+      expect(run.error?.kind).toBe('INVALID_INPUT');
+      expect(run.error?.message).toMatch(/engineAllowInsecure/);
+      expect(f.upstream.requests).toHaveLength(0);
+    } finally {
+      await f.close();
+    }
+  }, 120_000);
+
+  it('an SSH host whose key ssh does not know is refused at once, with how to accept it', async () => {
+    const env = { ...process.env, ...sshEngine.unknownHostEnv };
+    const engine = await connectEngine(env);
+    try {
+      const err = await pingEngine(engine, env).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(AirlockError);
+      expect((err as AirlockError).kind).toBe('DOCKER_UNREACHABLE');
+      expect((err as AirlockError).message).toMatch(/host key.*ssh 127\.0\.0\.1/);
+    } finally {
+      engine.dispose();
+    }
+  }, 60_000);
 
   it('builds the sandbox image over TLS: the build context is streamed through the API', async () => {
     const remote = await connectEngine({ ...process.env, ...tlsEngine.env });

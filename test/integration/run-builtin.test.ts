@@ -218,13 +218,15 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(await leftoversOf(run.id)).toEqual([]);
   });
 
-  it('fails with BUDGET_EXCEEDED when the token budget runs out, keeping the diff so far', async () => {
+  it('stops at the token budget before passing it: lowered max_tokens, then BUDGET_EXCEEDED, keeping the diff so far', async () => {
     const projectDir = await f.project();
+    const seenBefore = f.upstream.requests.length;
     const started = await f.start({
       projectDir,
-      limits: { timeoutSec: 300, budgetTokens: 500 },
+      limits: { timeoutSec: 300, budgetTokens: 4000 },
       script: [
-        { toolCalls: [{ name: 'write_file', input: { path: 'first.txt', content: 'before the budget ran out\n' } }], usage: { input: 300, output: 100 } },
+        // The agent asks for 8192 output tokens; only what is left of 4000 goes upstream.
+        { toolCalls: [{ name: 'write_file', input: { path: 'first.txt', content: 'before the budget ran out\n' } }], usage: { input: 3000, output: 100 } },
         { toolCalls: [{ name: 'write_file', input: { path: 'second.txt', content: 'x\n' } }], usage: { input: 300, output: 100 } },
         { toolCalls: [{ name: 'finish', input: { summary: 'never reached' } }] },
       ],
@@ -232,6 +234,12 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     const run = await f.core.runs.wait(started.id);
     expect(run.status).toBe('failed');
     expect(run.error?.kind).toBe('BUDGET_EXCEEDED');
+    expect(run.error?.message).toMatch(/^This run used 3,100 of its 4,000 tokens; 900 are left\. The next call needs about [\d,]+\. Run again with a higher token budget/);
+    const u = run.usage;
+    expect(u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens).toBeLessThanOrEqual(4000);
+    const sent = f.upstream.requests.slice(seenBefore).filter((r) => r.path === '/v1/messages');
+    expect(sent).toHaveLength(1);
+    expect((sent[0]?.body as { max_tokens: number }).max_tokens).toBeLessThan(4000);
     expect(run.changedFiles.map((c) => c.path)).toContain('first.txt');
     expect(await leftoversOf(run.id)).toEqual([]);
   });

@@ -99,6 +99,23 @@ describe.skipIf(!docker.ok)('the sandbox is a git repository (real Docker, real 
     expect((await exec('git', ['log', '--format=%s'], { cwd: projectDir })).stdout).toBe('third\nsecond\ninit\n');
   });
 
+  it("in a continued run, the previous result shows as uncommitted changes on top of the user's HEAD", async () => {
+    const projectDir = await projectWithHistory();
+    const first = await f.core.runs.wait(
+      (await f.start({ projectDir, gitHistory: 2, script: [{ toolCalls: [{ name: 'write_file', input: { path: 'src/a.txt', content: 'turn one\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'one' } }] }] })).id,
+    );
+    expect(first.status).toBe('done');
+    expect(first.gitHistory).toBe(2);
+    f.upstream.setScript([{ toolCalls: [{ name: 'run_command', input: { command: PROBE } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'probed' } }] }]);
+    const second = await f.core.runs.wait((await f.services.runs.continue({ runId: first.id, task: 'look around' })).id);
+    expect(second.status).toBe('done');
+    // The follow-up turn keeps the first turn's history depth.
+    expect(second.gitHistory).toBe(2);
+    const log = await f.terminalLog(second.id);
+    expect(marker(log, 'LOG')).toBe('third,second,');
+    expect(marker(log, 'STATUS')).toBe(' M README.md, M src/a.txt,');
+  });
+
   it('history none gives one commit; a project that is not a git repository gets a fresh one', async () => {
     const withHistory = await projectWithHistory();
     const none = await f.core.runs.wait((await f.start({ projectDir: withHistory, gitHistory: 'none', script: [{ toolCalls: [{ name: 'run_command', input: { command: PROBE } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'probed' } }] }] })).id);

@@ -42,13 +42,17 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
     cleanupTemps();
   });
 
-  it('an agent that deletes the sandbox baseline changes nothing: the host still lists, flags and applies what it read', async () => {
+  it('an agent that commits its work and deletes the sandbox baseline changes nothing: the host still lists, flags and applies what it read', async () => {
     const project = gitRepo({ 'a.txt': 'a\n', 'run.sh': 'echo\n' });
     const snapshot = await snapshotProject(project);
     const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
-    const hydrated = await hydrate(sandbox.channel, snapshot, { hostRepo: repo });
+    const hydrated = await hydrate(sandbox.channel, snapshot, { hostRepo: repo, gitHistory: 50 });
+    // The agent's repository works the same in a VM: the user's commit, a clean status.
+    const probe = await sandbox.channel.run({ argv: ['sh', '-c', 'cd /workspace && git log --format=%s && git status --porcelain'] });
+    expect(probe.stdout.toString()).toBe('initial\n');
+    // ...and committing its work there changes nothing the host derives.
     const agent = await sandbox.channel.run({
-      argv: ['sh', '-c', 'cd /workspace && echo A > a.txt && chmod +x run.sh && echo new > new.txt && ln -s /etc/passwd out && rm -rf /airlock/baseline.git'],
+      argv: ['sh', '-c', 'cd /workspace && echo A > a.txt && chmod +x run.sh && echo new > new.txt && ln -s /etc/passwd out && git add -A && git commit -qm agent-work && rm -rf /airlock/baseline.git'],
     });
     expect(agent.exitCode).toBe(0);
     // The sandbox's own tracking is gone.

@@ -166,6 +166,30 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         keyChange.fire({ provider: args.provider });
         return info;
       },
+      async setBaseUrl({ provider, baseUrl }) {
+        log('keys:setBaseUrl', { provider, baseUrl });
+        const p = providers.get(provider);
+        if (p) p.baseUrl = baseUrl;
+        const info: KeyInfo = { ...(keys.get(provider) ?? { provider, hasKey: false, last4: null, addedAt: null }), baseUrl };
+        if (keys.has(provider)) keys.set(provider, info);
+        keyChange.fire({ provider });
+        return info;
+      },
+      async setSubscription(args) {
+        const provider = args.kind;
+        log('keys:setSubscription', { kind: args.kind });
+        const info: KeyInfo = { provider, hasKey: true, last4: null, baseUrl: providers.get(provider)?.baseUrl ?? null, addedAt: now(), storage: args.storage, credential: args.kind };
+        keys.set(provider, info);
+        keyChange.fire({ provider });
+        return info;
+      },
+      async importCodex(args) {
+        log('keys:importCodex', args);
+        const info: KeyInfo = { provider: 'chatgpt-signin', hasKey: true, last4: null, baseUrl: null, addedAt: now(), storage: args.storage, credential: 'chatgpt-signin' };
+        keys.set('chatgpt-signin', info);
+        keyChange.fire({ provider: 'chatgpt-signin' });
+        return info;
+      },
       async remove({ provider }) {
         const removed = keys.delete(provider);
         const p = providers.get(provider);
@@ -208,6 +232,24 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
           usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0,
           isolation: args.isolation, network: args.network, approval: args.approval, limits: args.limits,
           excludedFiles: [{ path: '.env', reason: 'environment file (may hold secrets)' }],
+        };
+        runs.set(id, { record, events: [], files: [], log: '', termSeq: 0 });
+        void script(id);
+        return summary(record);
+      },
+      // Like the core: the parent must have ended; its agent, provider, model and policies carry over.
+      async continue(args) {
+        log('runs:continue', args);
+        const parent = get(args.runId).record;
+        if (!isFinalStatus(parent.status)) throw new AirlockError('CONFLICT', `Run ${parent.id} is still ${parent.status}; continue it once it has ended.`);
+        const id = newRunId(Date.now() + ++counter);
+        const agentKind = args.agent ?? parent.agent;
+        const record: RunRecord = {
+          ...parent,
+          id, task: args.task, agent: agentKind, provider: args.provider ?? parent.provider, model: args.model ?? parent.model,
+          status: 'queued', createdAt: now(), startedAt: null, endedAt: null, applied: undefined,
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0,
+          thread: { rootRunId: parent.thread?.rootRunId ?? parent.id, parentRunId: parent.id, turn: (parent.thread?.turn ?? 1) + 1, conversation: agentKind === parent.agent ? 'carried' : 'fresh' },
         };
         runs.set(id, { record, events: [], files: [], log: '', termSeq: 0 });
         void script(id);
@@ -281,7 +323,9 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       onDidEvent: runEvent.event,
     },
     diffs: {
-      async list({ runId }) {
+      async list(args) {
+        const { runId } = args;
+        log('diffs:list', args);
         return { files: get(runId).files, patchSha256: FAKE_PATCH_SHA256 };
       },
       async file({ runId, path }) {
@@ -364,6 +408,14 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async read({ runId }) {
         const records = get(runId).events.map((e, index) => ({ index, at: e.at, type: e.event.type, data: { ...e.event }, hash: index.toString(16).padStart(64, '0') }));
         return { records, total: records.length };
+      },
+    },
+    projects: {
+      async pickFolder() {
+        return { native: false, path: null };
+      },
+      async listFolders({ path: dir }) {
+        return { path: dir ?? '/home/fake', parent: dir ? '/home/fake' : null, home: '/home/fake', folders: dir ? [] : ['code'], truncated: false };
       },
     },
   };

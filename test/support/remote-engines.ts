@@ -100,6 +100,8 @@ export interface SshEngine {
   port: number;
   /** DOCKER_HOST and the ssh client config (key, known host) for a client of this sshd. */
   env: Record<string, string>;
+  /** The same, but ssh does not know the host key (and shares no connection with `env`'s). */
+  unknownHostEnv: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -151,6 +153,9 @@ export async function startSshEngine(): Promise<SshEngine> {
     clientConfig,
     ['Host 127.0.0.1', `  Port ${port}`, '  User root', `  IdentityFile ${path.join(dir, 'client_key')}`, '  IdentitiesOnly yes', `  UserKnownHostsFile ${path.join(dir, 'known_hosts')}`, '  StrictHostKeyChecking yes', ''].join('\n'),
   );
+  const unknownHostConfig = path.join(dir, 'ssh_config_unknown_host');
+  await writeFile(path.join(dir, 'known_hosts_empty'), '');
+  await writeFile(unknownHostConfig, (await readFile(clientConfig, 'utf8')).replace(path.join(dir, 'known_hosts'), path.join(dir, 'known_hosts_empty')));
   const sshd: ChildProcess = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   sshd.stderr?.on('data', (b: Buffer) => (log = (log + b.toString()).slice(-4000)));
@@ -171,6 +176,7 @@ export async function startSshEngine(): Promise<SshEngine> {
   return {
     port,
     env: { DOCKER_HOST: `ssh://root@127.0.0.1:${port}`, AIRLOCK_SSH_CONFIG: clientConfig },
+    unknownHostEnv: { DOCKER_HOST: `ssh://root@127.0.0.1:${port}`, AIRLOCK_SSH_CONFIG: unknownHostConfig, AIRLOCK_SSH_NO_MUX: '1' },
     async close() {
       sshd.kill();
       await rm(dir, { recursive: true, force: true });

@@ -105,6 +105,7 @@ export async function createRunFakes(): Promise<RunFakes> {
       liveTokens.clear();
     },
     usage: () => ({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }),
+    budgetStop: () => undefined,
   };
 
   const snapshot: ProjectSnapshot = { projectDir: home, isGit: false, entries: [], excluded: [{ path: '.env', kind: 'secret-name', reason: 'environment file' }], fileCount: 0 } as unknown as ProjectSnapshot;

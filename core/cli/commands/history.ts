@@ -92,13 +92,15 @@ export const runsCommand: CliCommand = {
 export const showCommand: CliCommand = {
   name: 'show',
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
-  usage: 'airlock show <runId> [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines)',
+  usage: 'airlock show <runId> [--thread] [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines; --thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' }, thread: { type: 'boolean' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
+    const scope = values.thread ? 'thread' : 'turn';
+    const scopeFlag = values.thread ? ' --thread' : '';
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
-      const { files, patchSha256 } = await s.diffs.list({ runId });
+      const { files, patchSha256 } = await s.diffs.list({ runId, scope });
       if (values.json) {
         io.stdout.write(`${JSON.stringify({ ...run, files, ...(patchSha256 ? { patchSha256 } : {}) })}\n`);
         return ExitCode.ok;
@@ -106,13 +108,14 @@ export const showCommand: CliCommand = {
       const out = io.stdout;
       out.write(`run ${run.id}  ${run.status}${run.error ? ` (${describeError(run.error).title}: ${run.error.message})` : ''}\n`);
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
+      if (run.thread) out.write(`thread: turn ${run.thread.turn}, continues ${run.thread.parentRunId} (first run ${run.thread.rootRunId}), conversation ${run.thread.conversation}; showing ${values.thread ? "the thread's total change" : "this turn's own change (--thread: the total)"}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
-      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId} --reviewed ${patchSha256})\n`);
+      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
-      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
+      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId, scope })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       if (values.hunks) await printHunks(out, s, runId, files);
       return ExitCode.ok;
     });
@@ -122,9 +125,9 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4] [--json]   (SHA256: from airlock show, or airlock patch with the same selection)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--thread] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
@@ -136,6 +139,7 @@ export const applyCommand: CliCommand = {
     return withServices(io, async (s) => {
       const result = await s.diffs.apply({
         runId,
+        ...(values.thread ? { scope: 'thread' as const } : {}),
         reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
@@ -160,15 +164,15 @@ export const applyCommand: CliCommand = {
 export const patchCommand: CliCommand = {
   name: 'patch',
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--out FILE] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
+  usage: 'airlock patch <runId> [--thread] [--out FILE] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     const selection = selectionOf(values.hunks, values.lines);
     const files = selectedFiles(fileList(values.files), selection);
-    const again = [files?.length ? ` --files ${files.join(',')}` : '', ...(values.hunks ?? []).map((h) => ` --hunks ${h}`), ...(values.lines ?? []).map((l) => ` --lines ${l}`)].join('');
+    const again = [values.thread ? ' --thread' : '', files?.length ? ` --files ${files.join(',')}` : '', ...(values.hunks ?? []).map((h) => ` --hunks ${h}`), ...(values.lines ?? []).map((l) => ` --lines ${l}`)].join('');
     return withServices(io, async (s) => {
-      const result = await s.diffs.exportPatch({ runId, ...(files?.length ? { files } : {}), ...(selection ? { selection } : {}), ...(values.out ? { destPath: values.out } : {}) });
+      const result = await s.diffs.exportPatch({ runId, ...(values.thread ? { scope: 'thread' as const } : {}), ...(files?.length ? { files } : {}), ...(selection ? { selection } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);

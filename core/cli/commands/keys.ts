@@ -1,5 +1,7 @@
 import { AirlockError } from '../../../contracts/errors';
+import { SetBaseUrlInput } from '../../../contracts/keys';
 import { airlockHome } from '../../common/paths';
+import { codexAuthPath, readCodexAuthFile } from '../../keys/codex-auth-file';
 import { KeyVault } from '../../keys/key-vault';
 import { ProviderCatalog } from '../../keys/provider-catalog';
 import { Secret } from '../../keys/secret';
@@ -62,10 +64,27 @@ export async function readSecretFromStdin(io: CliIo, prompt: string): Promise<Se
 
 function vaultFor(io: CliIo): { vault: KeyVault; catalog: ProviderCatalog } {
   const catalog = new ProviderCatalog({ home: airlockHome(io.env) });
-  return { vault: new KeyVault(catalog), catalog };
+  // The same keychain service as the core, so the CLI and a run see the same entries.
+  return { vault: new KeyVault(catalog, { service: io.env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock' }), catalog };
+}
+
+/** All of stdin (an auth.json piped in), bounded. */
+async function readAllStdin(io: CliIo): Promise<Secret> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of io.stdin) {
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
+    size += b.length;
+    if (size > 65_536) throw new AirlockError('INVALID_INPUT', 'stdin holds more than an auth.json; pipe just the file (`airlock keys import-codex --from - < ~/.codex/auth.json`)');
+    chunks.push(b);
+  }
+  return new Secret(Buffer.concat(chunks).toString('utf8'));
 }
 
 const usage = `airlock keys set <provider> [--base-url URL] [--session]   (the key is read from stdin)
+       airlock keys set-url <provider> <url>   (changes the base URL; the stored key stays as it is)
+       airlock keys set-subscription claude [--session]   (the token from \`claude setup-token\`, read from stdin)
+       airlock keys import-codex [--from PATH|-] [--session]   (the ChatGPT sign-in of \`codex login\`)
        airlock keys list [--json]
        airlock keys rm <provider>
        airlock keys test <provider> [--json]`;
@@ -77,7 +96,7 @@ export const keysCommand: CliCommand = {
   usage,
   async run(args, io) {
     // A key pasted in the wrong place must not be echoed back in the error.
-    const { values, positionals } = parseCliArgs(args, { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' } }, { sensitive: true });
+    const { values, positionals } = parseCliArgs(args, { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' }, from: { type: 'string' } }, { sensitive: true });
     const [sub, provider, ...extra] = positionals;
     const { vault } = vaultFor(io);
     try {
@@ -92,6 +111,33 @@ export const keysCommand: CliCommand = {
           io.stdout.write(`stored the ${provider} key (…${info.last4 ?? ''}) in ${info.storage === 'session' ? 'memory for this session only' : 'the OS keychain'}; base URL ${info.baseUrl}\n`);
           return ExitCode.ok;
         }
+        case 'set-url': {
+          const [url, ...more] = extra;
+          if (!provider || !url || more.length) break;
+          const parsed = SetBaseUrlInput.safeParse({ provider, baseUrl: url });
+          if (!parsed.success) throw new AirlockError('INVALID_INPUT', parsed.error.issues[0]?.message ?? 'not a valid base URL');
+          const info = await vault.setBaseUrl(provider, parsed.data.baseUrl);
+          io.stdout.write(`${provider} now calls ${info.baseUrl}; ${info.hasKey ? `its key (…${info.last4 ?? ''}) is unchanged` : 'no key is stored for it'}\n`);
+          return ExitCode.ok;
+        }
+        case 'set-subscription': {
+          if (provider !== 'claude' || extra.length > 0) {
+            throw new AirlockError('INVALID_INPUT', 'usage: `airlock keys set-subscription claude`, then paste the token from `claude setup-token` (a ChatGPT sign-in is imported with `airlock keys import-codex`)');
+          }
+          const secret = await readSecretFromStdin(io, 'Paste the token from `claude setup-token` (input hidden), then Enter: ');
+          const info = await vault.setClaudeSubscription(secret, { storage: values.session ? 'session' : 'keychain' });
+          io.stdout.write(`stored the Claude subscription token in ${info.storage === 'session' ? 'memory for this session only' : 'the OS keychain'}; it serves only Claude Code runs (--agent claude-code --provider claude-subscription)\n`);
+          return ExitCode.ok;
+        }
+        case 'import-codex': {
+          if (provider) break;
+          const from = values.from ?? codexAuthPath(io.env);
+          const text = from === '-' ? await readAllStdin(io) : await readCodexAuthFile(from);
+          const info = await vault.importChatgptSignin(text, { storage: values.session ? 'session' : 'keychain' });
+          const where = info.storage === 'session' ? 'memory for this session only' : 'the OS keychain';
+          io.stdout.write(`imported the ChatGPT sign-in${from === '-' ? '' : ` from ${from}`} into ${where}${info.expiresAt ? ` (access token valid until ${info.expiresAt}; Airlock refreshes it)` : ''}; it serves only Codex runs (--agent codex --provider chatgpt-signin)\n`);
+          return ExitCode.ok;
+        }
         case 'list': {
           if (provider) break;
           const [list, status] = await Promise.all([vault.list(), vault.status()]);
@@ -100,7 +146,8 @@ export const keysCommand: CliCommand = {
             return ExitCode.ok;
           }
           if (!status.available) io.stderr.write(`warning: ${status.message}\n`);
-          const rows = list.map((k) => [k.provider, k.hasKey ? `…${k.last4 ?? '????'}` : '—', k.storage ?? '', k.baseUrl ?? '', k.addedAt ?? '']);
+          const shown = (k: (typeof list)[number]) => (!k.hasKey ? '—' : k.credential === 'chatgpt-signin' ? 'signed in' : k.credential ? `subscription …${k.last4 ?? '????'}` : `…${k.last4 ?? '????'}`);
+          const rows = list.map((k) => [k.provider, shown(k), k.storage ?? '', k.baseUrl ?? '', k.addedAt ?? '']);
           const head = ['PROVIDER', 'KEY', 'STORED IN', 'BASE URL', 'ADDED'];
           const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
           for (const r of [head, ...rows]) io.stdout.write(`${r.map((c, i) => (c ?? '').padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);

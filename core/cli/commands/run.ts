@@ -2,17 +2,21 @@ import { createInterface } from 'node:readline';
 import type { RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
-import { StartRunInput, type GitHistory } from '../../../contracts/runs';
+import { runAgainInput } from '../../../contracts/run-again';
+import { AgentKind, StartRunInput, type GitHistory } from '../../../contracts/runs';
+import { freshConversationReason } from '../../runs/run-thread';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { isFinal, printChangedFiles, usageLine } from '../run-format';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
-const USAGE = `airlock run <projectDir> --task "…" [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
+const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
+       [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
        [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
-       [--git-history none|N|all] [--json]`;
+       [--git-history none|N|all] [--json]
+       airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -40,8 +44,15 @@ export const runCommand: CliCommand = {
       publish: { type: 'string', multiple: true },
       'git-history': { type: 'string' },
       json: { type: 'boolean' },
+      again: { type: 'string' },
+      continue: { type: 'string' },
     });
-    const [projectDir] = positionalsExactly(positionals, '<projectDir>');
+    const again = values.again;
+    // A follow-up turn takes its project (and its settings) from the run it continues.
+    const parentId = values.continue;
+    if (again && parentId) throw new CliUsageError('--again starts a new run like a past one; --continue follows one up. Use one of them.');
+    const [projectDir] = (again || parentId) && positionals.length === 0 ? [undefined] : positionalsExactly(positionals, '<projectDir>');
+    if (parentId && projectDir) throw new CliUsageError(`--continue works on the project of run ${parentId}; leave out the project folder.`);
     const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
@@ -52,36 +63,64 @@ export const runCommand: CliCommand = {
     const services = servicesFor(core);
     try {
       const settings = await core.settings.get();
-      const provider = values.provider ?? settings.defaultProvider ?? 'anthropic';
+      const parent = parentId ? await services.runs.get({ runId: parentId }) : undefined;
+      // `--again`: the past run's settings, under whatever flags were given (contracts/run-again.ts).
+      const base = again ? runAgainInput(await services.runs.get({ runId: again })) : undefined;
+      const provider = values.provider ?? parent?.provider ?? base?.provider ?? settings.defaultProvider ?? 'anthropic';
       const config = await core.catalog.get(provider);
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
-      const model = values.model ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
-      if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
-      const input = StartRunInput.parse({
-        projectDir,
-        task: values.task ?? '',
-        agent: values.agent ?? settings.defaultAgent,
-        ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
-        provider,
-        model,
-        approval: values['approve-commands'] ? 'ask' : 'auto',
-        isolation: values.isolation ?? settings.defaultIsolation,
-        network: values.network ?? settings.defaultNetwork,
-        ...(values.allow?.length ? { allowlist: values.allow } : {}),
-        ...(gitHistory !== undefined ? { gitHistory } : {}),
-        limits: {
-          timeoutSec: timeoutSec ?? settings.defaultTimeoutSec,
-          ...(budgetTokens ? { budgetTokens } : {}),
-          ...(budgetUsd ? { budgetUsd } : {}),
-        },
-      });
+      const startInput = () => {
+        const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
+        if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
+        const tokens = budgetTokens ?? base?.limits?.budgetTokens;
+        const usd = budgetUsd ?? base?.limits?.budgetUsd;
+        return StartRunInput.parse({
+          projectDir: projectDir ?? base?.projectDir,
+          task: values.task ?? base?.task ?? '',
+          agent: values.agent ?? base?.agent ?? settings.defaultAgent,
+          ...(values['custom-command'] ? { customCommand: values['custom-command'] } : base?.customCommand ? { customCommand: base.customCommand } : {}),
+          provider,
+          model,
+          approval: values['approve-commands'] ? 'ask' : (base?.approval ?? 'auto'),
+          isolation: values.isolation ?? base?.isolation ?? settings.defaultIsolation,
+          network: values.network ?? base?.network ?? settings.defaultNetwork,
+          ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
+          ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
+          limits: {
+            timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
+            ...(tokens ? { budgetTokens: tokens } : {}),
+            ...(usd ? { budgetUsd: usd } : {}),
+          },
+        });
+      };
       const json = values.json === true;
       const view = json ? jsonView(io) : liveView(io);
       const subs = [
         services.runs.onDidEvent((e) => view.event(e)),
         services.runs.onDidChangeStatus((s) => view.status(s)),
       ];
-      const started = await services.runs.start(input);
+      let started: RunSummary;
+      if (parent) {
+        // The parent's agent, provider, model and policies stay unless given here.
+        started = await services.runs.continue({
+          runId: parent.id,
+          task: values.task ?? '',
+          ...(values.agent ? { agent: AgentKind.parse(values.agent) } : {}),
+          ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
+          ...(values.provider ? { provider: values.provider } : {}),
+          ...(values.model ? { model: values.model } : {}),
+          ...(values['approve-commands'] ? { approval: 'ask' as const } : {}),
+          ...(timeoutSec || budgetTokens || budgetUsd ? { limits: { timeoutSec: timeoutSec ?? parent.limits.timeoutSec, ...(budgetTokens ? { budgetTokens } : {}), ...(budgetUsd ? { budgetUsd } : {}) } } : {}),
+        });
+        if (!json) io.stdout.write(`continuing ${parent.id}: turn ${started.thread?.turn ?? 2} of thread ${started.thread?.rootRunId ?? parent.id}\n`);
+        if (started.thread?.conversation === 'fresh') {
+          const why = freshConversationReason(parent, started);
+          if (json) io.stdout.write(`${JSON.stringify({ type: 'note', message: why })}\n`);
+          else io.stderr.write(`note: ${why}; the sandbox still starts from the previous result\n`);
+        }
+      } else {
+        started = await services.runs.start(startInput());
+      }
       const runId = started.id;
       view.started(started);
       if (publish.length) {
@@ -107,7 +146,7 @@ export const runCommand: CliCommand = {
         void services.runs.cancel({ runId });
       };
       process.on('SIGINT', onSigint);
-      const approvals = input.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
+      const approvals = started.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);
       approvals?.close();
@@ -153,6 +192,7 @@ function jsonView(io: CliIo): RunView {
         patchPath: run.patchPath ?? null,
         usage: run.usage,
         ...(run.error ? { error: run.error } : {}),
+        ...(run.thread ? { thread: run.thread } : {}),
         wipe: run.wipe ?? null,
       }),
   };
@@ -221,7 +261,8 @@ function liveView(io: CliIo): RunView {
       out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${describeError(run.error).title}: ${run.error.message}` : ''}\n${run.error ? describeError(run.error).actions.map((a) => `  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`).join('') : ''}`);
       printChangedFiles(out, files);
       out.write(`${usageLine(run.usage)}\n`);
-      if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}\n`);
+      if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}${run.thread ? '   (this turn; --thread for the whole thread)' : ''}\n`);
+      if (run.status !== 'cancelled' && run.patchPath) out.write(`follow up: airlock run --continue ${run.id} --task "…"\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}\n`);
     },
   };

@@ -1,7 +1,11 @@
 import { newRunId } from '../../../contracts/ids';
 import { writeFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
+import { connectConfiguredEngine } from '../../app';
+import { installationId } from '../../common/installation-id';
+import { airlockHome } from '../../common/paths';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
+import type { Engine } from '../../sandbox/docker/engine';
 import { ensureSandboxImage } from '../../sandbox/image';
 import { SandboxManager, type Sandbox } from '../../sandbox/sandbox';
 import { finalPatch, listChanges, type FileChange } from '../../workspace/changes';
@@ -84,13 +88,24 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
   const snapshot = await snapshotProject(args.projectDir, { include: args.include, exclude: args.exclude });
   say(`project ${snapshot.projectDir}: ${snapshot.fileCount} files, ${formatBytes(snapshot.totalBytes)}`);
 
+  const engine = await connectConfiguredEngine(io.env);
+  try {
+    return await execWithEngine(args, io, engine, snapshot, say);
+  } finally {
+    engine.dispose();
+  }
+}
+
+async function execWithEngine(args: ExecArgs, io: CliIo, engine: Engine, snapshot: Awaited<ReturnType<typeof snapshotProject>>, say: (line: string) => void): Promise<number> {
   const image = await ensureSandboxImage({
+    engine,
     ...(args.image ? { image: args.image } : {}),
     onProgress: (p) => {
       if (p.phase !== 'build' || /^step /.test(p.message)) say(`image: ${p.message}`);
     },
   });
-  const manager = new SandboxManager(new DockerDriver({ env: io.env }));
+  const installation = await installationId(airlockHome(io.env));
+  const manager = new SandboxManager(new DockerDriver({ env: io.env, engine, installationId: installation }), { installationId: installation });
   const runId = newRunId();
   let sandbox: Sandbox | undefined;
   let interrupted = false;

@@ -162,8 +162,19 @@ export class DockerDriver implements SandboxDriver {
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
     const installation = this.opts.installationId;
-    const engineLine = describeEngine({ ...engine.endpoint.description, kind: identity.kind, rootless: identity.rootless }, identity.version);
-    return { id: container.id, runId: spec.runId, kind: this.kind, state: 'running', createdAt: new Date().toISOString(), owner: PROCESS_OWNER, engine: engineLine, ...(installation ? { installation } : {}) };
+    const where = engine.endpoint;
+    // What the engine says it is (Docker or Podman, its version, rootless) over what the address suggested.
+    const description = { ...where.description, kind: identity.kind, rootless: identity.rootless || where.description.rootless };
+    return {
+      id: container.id,
+      runId: spec.runId,
+      kind: this.kind,
+      state: 'running',
+      createdAt: new Date().toISOString(),
+      owner: PROCESS_OWNER,
+      ...(installation ? { installation } : {}),
+      engine: { description: `${describeEngine(description, identity.version)} (${where.display})`, remote: where.description.remote },
+    };
   }
 
   async openChannel(sandboxId: string): Promise<ChannelStream> {

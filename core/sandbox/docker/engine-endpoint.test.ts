@@ -104,6 +104,7 @@ describe('engine endpoint resolution', () => {
     expect(sshFailureCode('ssh: connect to host box port 22: Connection refused', 255)).toBe('ECONNREFUSED');
     expect(sshFailureCode('bash: line 1: docker: command not found', 127)).toBe('ENODOCKER');
     expect(sshFailureCode('Timeout, server box not responding.', 255)).toBe('ETIMEDOUT');
+    expect(sshFailureCode('mux_client_request_session: session request failed: Session open refused by peer', 255)).toBe('ESSHSESSIONS');
   });
 });
 

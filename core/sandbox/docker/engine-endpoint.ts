@@ -248,7 +248,9 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
     const target = parseSshHost(address);
     const sshPath = await findTool('ssh', ctx.env);
     if (!sshPath) throw new AirlockError('INVALID_INPUT', `${address} needs the OpenSSH client (ssh), which is not on PATH. Install it (openssh-client) and retry.`);
-    const agent = new SshDialAgent(sshPath, target, await privateControlDir().catch(() => undefined), ctx.env.AIRLOCK_SSH_CONFIG || undefined, ctx.env);
+    // AIRLOCK_SSH_NO_MUX=1: one ssh connection per stream (a server whose MaxSessions is too low for sharing).
+    const controlDir = ctx.env.AIRLOCK_SSH_NO_MUX === '1' ? undefined : await privateControlDir().catch(() => undefined);
+    const agent = new SshDialAgent(sshPath, target, controlDir, ctx.env.AIRLOCK_SSH_CONFIG || undefined, ctx.env);
     const display = `ssh://${target.user ? `${target.user}@` : ''}${target.host}${target.port ? `:${target.port}` : ''}`;
     return {
       display,

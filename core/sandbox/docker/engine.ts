@@ -85,6 +85,8 @@ function remoteConnectError(code: string | undefined, endpoint: EngineEndpoint, 
       return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh does not know or does not trust the host key (${detail}). Connect once with \`ssh ${endpoint.description.location}\` to check and accept its key, then retry.`, { cause: err });
     case 'EAUTH':
       return new AirlockError('DOCKER_UNREACHABLE', `${where}: ssh could not log in without a prompt (${detail}). Load your key into ssh-agent or name it in ~/.ssh/config (IdentityFile) so \`ssh ${endpoint.description.location} docker version\` works, then retry.`, { cause: err });
+    case 'ESSHSESSIONS':
+      return new AirlockError('DOCKER_UNREACHABLE', `${where}: the ssh server refused another session on the shared connection (${detail}). Raise MaxSessions in its sshd_config (default 10), or set AIRLOCK_SSH_NO_MUX=1 to open one ssh connection per stream.`, { cause: err });
     case 'ENODOCKER':
       return new AirlockError('DOCKER_UNREACHABLE', `${where}: the remote host has no docker CLI on its PATH for the ssh session (${detail}). Install Docker there (Airlock runs \`docker system dial-stdio\` on it).`, { cause: err });
     case 'ENOTFOUND':

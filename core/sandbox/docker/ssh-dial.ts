@@ -46,6 +46,7 @@ export async function privateControlDir(base = os.tmpdir()): Promise<string | un
 
 /** ssh's own words for why it failed, as an errno-like code the engine error mapping understands. */
 export function sshFailureCode(stderr: string, exitCode: number | null): string {
+  if (/session open refused|administratively prohibited/i.test(stderr)) return 'ESSHSESSIONS';
   if (/host key verification failed|remote host identification has changed/i.test(stderr)) return 'EHOSTKEY';
   if (/permission denied/i.test(stderr)) return 'EAUTH';
   if (/could not resolve hostname/i.test(stderr)) return 'ENOTFOUND';
@@ -62,29 +63,43 @@ export function sshFailureCode(stderr: string, exitCode: number | null): string 
  */
 class SshStdioSocket extends Duplex {
   private stderr = '';
-  private ended = false;
 
   constructor(private readonly child: ChildProcessWithoutNullStreams) {
     super({ allowHalfOpen: true });
+    let outEnded = false;
+    let exit: { code: number | null } | undefined;
+    // The end of the stream is told only once ssh has exited: a failed ssh (unknown host key,
+    // refused login) must reach the HTTP client as that error, not as a bare "socket hang up".
+    const settle = () => {
+      if (!outEnded || !exit) return;
+      if (exit.code === 0) {
+        child.stderr.destroy(); // a background ssh master (ControlPersist) keeps stderr open
+        this.push(null);
+        return;
+      }
+      // Give stderr a moment to arrive after the exit, then say why.
+      setTimeout(() => {
+        child.stderr.destroy();
+        const text = this.stderr.trim().split('\n').slice(-3).join(' ').replace(/\s+/g, ' ').slice(0, 500);
+        const err = Object.assign(new Error(`ssh exited ${exit?.code ?? 'on a signal'}${text ? `: ${text}` : ''}`), { code: sshFailureCode(text, exit?.code ?? null) });
+        this.destroy(err);
+      }, 50).unref();
+    };
     child.stdout.on('data', (chunk: Buffer) => {
       if (!this.push(chunk)) child.stdout.pause();
     });
     child.stdout.on('end', () => {
-      this.ended = true;
-      this.push(null);
+      outEnded = true;
+      settle();
     });
     child.stderr.on('data', (chunk: Buffer) => {
       if (this.stderr.length < 4096) this.stderr += chunk.toString('utf8');
     });
-    child.stdin.on('error', () => undefined); // reported through 'exit'
+    child.stdin.on('error', () => undefined); // reported through the exit
     child.on('error', (err) => this.destroy(err));
     child.on('exit', (code) => {
-      // A background ssh master keeps stderr open (ControlPersist): do not wait for it.
-      child.stderr.destroy();
-      if (this.ended && code === 0) return;
-      const text = this.stderr.trim().split('\n').slice(-3).join(' ').slice(0, 500);
-      const err = Object.assign(new Error(`ssh exited ${code ?? 'on a signal'}${text ? `: ${text}` : ''}`), { code: sshFailureCode(text, code) });
-      this.destroy(err);
+      exit = { code };
+      settle();
     });
   }
 

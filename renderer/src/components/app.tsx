@@ -2,13 +2,15 @@ import { useEffect, useMemo } from 'react';
 import { isFinalStatus } from '../../../contracts';
 import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
-import { useSettingsStore } from '../stores/settings-store';
+import { useDocumentTheme } from '../lib/theme';
+import { AuditView } from './audit-view';
 import { DoctorScreen } from './doctor-screen';
 import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
 import { ReviewScreen } from './review-screen';
 import { RunView } from './run-view';
+import { ThemeToggle } from './theme-toggle';
 
 const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'new' }, label: 'New run', key: '1' },
@@ -25,21 +27,18 @@ function Screen({ route }: { route: Route }) {
     case 'history': return <HistoryScreen />;
     case 'run': return <RunView runId={route.runId} />;
     case 'review': return <ReviewScreen runId={route.runId} />;
+    case 'audit': return <AuditView runId={route.runId} />;
   }
 }
 
 /** The shell of the UI: sidebar (screens, live runs), the current screen, notices. */
 export function App() {
   const { route, navigate, connected, notices, dismiss } = useAppStore();
-  const theme = useSettingsStore((s) => s.settings?.theme);
   const runs = useRunsStore((s) => s.runs);
   const order = useRunsStore((s) => s.order);
   const activeRuns = useMemo(() => order.map((id) => runs[id]).filter((r) => r && !isFinalStatus(r.status)), [runs, order]);
 
-  useEffect(() => {
-    if (theme && theme !== 'system') document.documentElement.dataset.theme = theme;
-    else delete document.documentElement.dataset.theme;
-  }, [theme]);
+  useDocumentTheme();
   useEffect(() => {
     // Alt+1…4 switch screens from anywhere, also while typing.
     const onKey = (e: KeyboardEvent) => {
@@ -72,6 +71,7 @@ export function App() {
         ))}
         <div style={{ flex: 1 }} />
         {!connected && <div className="badge fail" role="status">disconnected — retrying</div>}
+        <ThemeToggle />
       </nav>
       <main className="main">
         <Screen route={route} />

@@ -12,6 +12,11 @@ import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { ReviewScreen } from './review-screen';
 
+/** Apply is enabled once the host has rendered the selection's patch (its digest is what apply sends). */
+async function clickApply(label = 'Apply 1 file(s)') {
+  await waitFor(() => expect(screen.getByText(label).closest('button')?.disabled).toBe(false));
+  fireEvent.click(screen.getByText(label));
+}
 
 describe('screens (jsdom, fake services through the real router)', () => {
   let services: FakeServices;
@@ -59,10 +64,29 @@ describe('screens (jsdom, fake services through the real router)', () => {
     expect(rows[0]?.textContent).toContain('CI workflow');
     expect((within(rows[0]!).getByRole('checkbox') as HTMLInputElement).checked).toBe(false);
     expect((within(rows[1]!).getByRole('checkbox') as HTMLInputElement).checked).toBe(true);
-    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await clickApply();
     await waitFor(() => expect(services.calls.some((c) => c.channel === 'diffs:apply')).toBe(true));
     expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ files: ['README.md'], mode: 'working-tree', reviewedSha256: 'ab'.repeat(32) });
     await waitFor(() => expect(screen.queryByText(/Applied 1 file/) !== null).toBe(true));
+  });
+
+  it('review: ticking a risky file asks first; Cancel leaves it out, Include takes it', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 't', provider: 'anthropic', model: 'm' });
+    await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'done' || services.calls.length > 0).toBe(true));
+    render(<ReviewScreen runId={run.id} />);
+    await waitFor(() => expect(document.querySelectorAll('.file-row').length === 2).toBe(true));
+    const box = () => screen.getByLabelText('apply .github/workflows/ci.yml') as HTMLInputElement;
+    fireEvent.click(box());
+    const ask = screen.getByRole('alertdialog');
+    expect(ask.textContent).toContain('CI workflow');
+    expect(box().checked).toBe(false);
+    fireEvent.click(within(ask).getByText('Cancel'));
+    expect(screen.queryByRole('alertdialog')).toBeNull();
+    expect(box().checked).toBe(false);
+    fireEvent.click(box());
+    fireEvent.click(within(screen.getByRole('alertdialog')).getByText('Include'));
+    expect(box().checked).toBe(true);
+    await waitFor(() => expect(screen.getByText('Apply 2 file(s)').closest('button')?.disabled).toBe(false));
   });
 
   it('review: a branch apply sends the commit message (prefilled with the task), and a re-apply offers a free branch name', async () => {
@@ -75,19 +99,19 @@ describe('screens (jsdom, fake services through the real router)', () => {
     expect(message.value).toBe('Add a greeting to the README');
     fireEvent.change(message, { target: { value: 'Greet readers\n\nBody text' } });
     const branch = (screen.getByLabelText('Branch name') as HTMLInputElement).value;
-    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await clickApply();
     await waitFor(() => expect(screen.queryByText(/Applied 1 file\(s\) on branch/) !== null).toBe(true));
     expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ mode: 'branch', branch, message: 'Greet readers\n\nBody text' });
     expect(screen.getByText(/as Test User <test@example.invalid>/)).toBeTruthy();
 
     // Again to the same branch: the old success line goes, the refusal names a free name to use.
-    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await clickApply();
     await waitFor(() => expect(screen.queryByText(`Use ${branch}-2`) !== null).toBe(true));
     expect(screen.queryByText(/Applied 1 file\(s\) on branch/)).toBeNull();
     expect(document.body.textContent).toContain(`Branch '${branch}' already exists`);
     fireEvent.click(screen.getByText(`Use ${branch}-2`));
     expect((screen.getByLabelText('Branch name') as HTMLInputElement).value).toBe(`${branch}-2`);
-    fireEvent.click(screen.getByText('Apply 1 file(s)'));
+    await clickApply();
     await waitFor(() => expect(screen.queryByText(new RegExp(`on branch ${branch}-2`)) !== null).toBe(true));
   });
 

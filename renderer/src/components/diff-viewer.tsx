@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState, type ReactElement } from 'react';
-import type { FileDiff } from '../../../contracts';
+import type { ChangeScope, FileDiff } from '../../../contracts';
 import { formatBytes } from '../lib/format';
+import { hunkIds, lineId } from '../lib/selection';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
 import { diffKey, useDiffStore } from '../stores/diff-store';
 
@@ -18,7 +19,28 @@ function Cell({ line, side }: { line?: DiffLine; side: 'old' | 'new' }) {
   );
 }
 
-export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'split' }) {
+/** Hunk and line picking in a diff: the ids picked (undefined: all) and how to change them. */
+export interface DiffPick {
+  picked?: ReadonlySet<string>;
+  /** Turns these change ids on or off. */
+  set(ids: string[], on: boolean): void;
+}
+
+/** A checkbox that shows "some" as indeterminate. */
+function PickBox({ state, label, onChange }: { state: 'all' | 'some' | 'none'; label: string; onChange(on: boolean): void }) {
+  return (
+    <input
+      type="checkbox"
+      className="pick"
+      aria-label={label}
+      checked={state === 'all'}
+      ref={(el) => { if (el) el.indeterminate = state === 'some'; }}
+      onChange={(e) => onChange(e.target.checked)}
+    />
+  );
+}
+
+export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified' | 'split'; pick?: DiffPick }) {
   const [showAll, setShowAll] = useState(false);
   const hunks = useMemo(() => parseUnifiedDiff(diff.diff), [diff.diff]);
   if (diff.binary) {
@@ -31,14 +53,26 @@ export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'sp
   const total = countLines(hunks);
   let budget = showAll ? Number.POSITIVE_INFINITY : MAX_RENDERED_LINES;
   const rows: ReactElement[] = [];
+  const isPicked = (id: string) => !pick?.picked || pick.picked.has(id);
+  const cols = (mode === 'split' ? 4 : 3) + (pick ? 1 : 0);
   for (const [hi, h] of hunks.entries()) {
     if (budget <= 0) break;
-    rows.push(<tr className="hunk" key={`h${hi}`}><td colSpan={mode === 'split' ? 4 : 3}>{h.header}</td></tr>);
+    const ids = hunkIds(h);
+    const on = ids.filter(isPicked).length;
+    rows.push(
+      <tr className="hunk" key={`h${hi}`} data-hunk={hi}>
+        {pick && <td className="pick-cell"><PickBox state={on === ids.length ? 'all' : on ? 'some' : 'none'} label={`hunk ${hi}`} onChange={(v) => pick.set(ids, v)} /></td>}
+        <td colSpan={cols - (pick ? 1 : 0)}>{pick && <span className="hunk-no">hunk {hi}</span>}{h.header}</td>
+      </tr>,
+    );
     if (mode === 'unified') {
       for (const [li, l] of h.lines.slice(0, budget).entries()) {
         const cls = l.kind === 'add' ? 'add' : l.kind === 'del' ? 'del' : '';
+        const id = lineId(l);
+        const off = id !== undefined && !isPicked(id);
         rows.push(
-          <tr key={`${hi}-${li}`}>
+          <tr key={`${hi}-${li}`} className={off ? 'unpicked' : undefined} data-line={id}>
+            {pick && <td className={`pick-cell ${cls}`}>{id !== undefined && <PickBox state={off ? 'none' : 'all'} label={`line ${id}`} onChange={(v) => pick.set([id], v)} />}</td>}
             <td className={`ln ${cls}`}>{l.oldNo ?? ''}</td>
             <td className={`ln ${cls}`}>{l.newNo ?? ''}</td>
             <td className={cls}>{l.kind === 'add' ? '+' : l.kind === 'del' ? '-' : ' '}{l.text}</td>
@@ -47,7 +81,7 @@ export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'sp
       }
     } else {
       for (const [ri, r] of toSplitRows(h).slice(0, budget).entries()) {
-        rows.push(<tr key={`${hi}-${ri}`}><Cell line={r.left} side="old" /><Cell line={r.right} side="new" /></tr>);
+        rows.push(<tr key={`${hi}-${ri}`}>{pick && <td className="pick-cell" />}<Cell line={r.left} side="old" /><Cell line={r.right} side="new" /></tr>);
       }
     }
     budget -= h.lines.length;
@@ -62,13 +96,16 @@ export function DiffBody({ diff, mode }: { diff: FileDiff; mode: 'unified' | 'sp
   );
 }
 
-/** Loads and shows one file's diff, unified or side by side. */
-export function DiffViewer({ runId, path }: { runId: string; path?: string }) {
-  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path)] : undefined));
+/**
+ * Loads and shows one file's diff, unified or side by side. With `pick`, hunks and (in the unified
+ * layout) changed lines get checkboxes, when the host says this file's parts can be picked.
+ */
+export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ChangeScope; pick?: DiffPick }) {
+  const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));
   const [mode, setMode] = useState<'unified' | 'split'>('unified');
   useEffect(() => {
-    if (path) void useDiffStore.getState().loadFile(runId, path);
-  }, [runId, path]);
+    if (path) void useDiffStore.getState().loadFile(runId, path, scope);
+  }, [runId, path, scope]);
   if (!path) return <div className="empty">Select a file to see its diff.</div>;
   return (
     <div className="stack" style={{ minHeight: 0, flex: 1 }}>
@@ -82,7 +119,8 @@ export function DiffViewer({ runId, path }: { runId: string; path?: string }) {
       <div className="diff" aria-label={`Diff of ${path}`}>
         {!entry && <div className="empty">Loading…</div>}
         {entry && 'error' in entry && <div className="empty del-n">{entry.error}</div>}
-        {entry && !('error' in entry) && <DiffBody diff={entry} mode={mode} />}
+        {entry && !('error' in entry) && pick && entry.wholeFileOnly && entry.diff && <div className="muted whole-only" role="note">Whole file only: {entry.wholeFileOnly}.</div>}
+        {entry && !('error' in entry) && <DiffBody diff={entry} mode={mode} {...(pick && !entry.wholeFileOnly ? { pick } : {})} />}
       </div>
     </div>
   );

@@ -3,7 +3,9 @@ import { isFinalStatus } from '../../../contracts';
 import { errorMessage } from '../api';
 import { costUnknownWhy, formatTime, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
+import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
+import { threadRows } from '../lib/threads';
 import { appliedText, StatusBadge } from './common';
 
 /** Past and current runs; open one to replay it. */
@@ -20,6 +22,7 @@ export function HistoryScreen() {
     void load().catch((err) => useAppStore.getState().notify('error', errorMessage(err)));
   }, [load]);
   const list = order.map((id) => runs[id]).filter((r) => r !== undefined);
+  const rows = threadRows(list);
   return (
     <>
       <h1>History</h1>
@@ -29,12 +32,15 @@ export function HistoryScreen() {
           <table aria-label="Runs">
             <thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Model</th><th>Cost</th><th>Files</th><th>Started</th><th /></tr></thead>
             <tbody>
-              {list.map((r) => (
-                <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id}
+              {rows.map(({ run: r, depth, followUps }) => (
+                <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id} data-thread={r.thread?.rootRunId ?? (followUps ? r.id : undefined)}
                   onClick={() => navigate({ name: 'run', runId: r.id })}
                   onKeyDown={(e) => { if (e.key === 'Enter') navigate({ name: 'run', runId: r.id }); }}>
                   <td><StatusBadge status={r.status} />{r.applied && <div className="badge" title={appliedText(r.applied)} aria-label={appliedText(r.applied)}>{r.applied.branch ? `applied → ${r.applied.branch}` : 'applied'}</div>}</td>
-                  <td>{r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
+                  <td style={depth ? { paddingLeft: 24 } : undefined}>
+                    {r.thread && <span className="badge" title={`continues ${r.thread.parentRunId}${r.thread.conversation === 'fresh' ? ', fresh conversation' : ''}`}>↳ turn {r.thread.turn}</span>}{' '}
+                    {followUps > 0 && <span className="badge">thread · {followUps + 1} turns</span>}{' '}
+                    {r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
                   <td>{r.agent}</td>
                   <td className="mono">{r.provider}/{r.model}</td>
                   <td className="mono" title={r.usage.costUsd === undefined ? costUnknownWhy(r.model) : undefined}>{formatUsd(r.usage.costUsd)}</td>
@@ -42,7 +48,11 @@ export function HistoryScreen() {
                   <td>{formatTime(r.createdAt)}</td>
                   <td>
                     {isFinalStatus(r.status) && confirming !== r.id && (
-                      <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
+                      <span className="row" style={{ gap: 6, flexWrap: 'nowrap' }}>
+                        <button className="btn small" title="Open the New run form filled with this run's settings"
+                          onClick={(e) => { e.stopPropagation(); void runAgain(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Run again</button>
+                        <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
+                      </span>
                     )}
                     {isFinalStatus(r.status) && confirming === r.id && (
                       <span role="group" aria-label="Confirm delete" className="row" style={{ gap: 6 }} onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>

@@ -4,13 +4,15 @@ import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { ErrorBanner } from './common';
+import { SubscriptionKeys } from './subscription-keys';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
   const test = useKeysStore((s) => s.tests[provider.id]);
-  const { setKey, removeKey, testKey, removeProvider } = useKeysStore.getState();
+  const { setKey, setBaseUrl: saveBaseUrl, removeKey, testKey, removeProvider } = useKeysStore.getState();
   const notify = useAppStore((s) => s.notify);
   const [editing, setEditing] = useState(false);
+  const [editingUrl, setEditingUrl] = useState(false);
   const [draft, setDraft] = useState('');
   const currentUrl = info?.baseUrl ?? provider.baseUrl;
   const [baseUrl, setBaseUrl] = useState(currentUrl);
@@ -33,10 +35,37 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
     }
   };
 
+  const saveUrl = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      const info = await saveBaseUrl(provider.id, baseUrl.trim());
+      setEditingUrl(false);
+      notify('success', `${provider.label} now calls ${info.baseUrl}${info.hasKey ? '; its key is unchanged' : ''}`);
+    } catch (err) {
+      notify('error', errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
   return (
     <tr data-provider={provider.id}>
       <td><b>{provider.label}</b><div className="muted mono">{provider.id}</div></td>
-      <td className="mono">{info?.baseUrl ?? provider.baseUrl}</td>
+      <td className="mono">
+        {editingUrl ? (
+          <form className="row" onSubmit={saveUrl} aria-label={`Change the ${provider.label} base URL`}>
+            <input type="url" aria-label={`${provider.label} new base URL`} value={baseUrl} onChange={(e) => setBaseUrl(e.target.value)} required autoFocus style={{ minWidth: 260 }} />
+            <button className="btn primary" disabled={busy || !baseUrl.trim() || baseUrl.trim() === currentUrl}>Save URL</button>
+            <button type="button" className="btn" onClick={() => setEditingUrl(false)}>Cancel</button>
+          </form>
+        ) : (
+          <span className="row" style={{ gap: 6 }}>
+            {currentUrl}
+            {!editing && <button className="btn small" title="Point this provider at another server; the stored key stays as it is" onClick={() => { setBaseUrl(currentUrl); setEditingUrl(true); }}>Change URL</button>}
+          </span>
+        )}
+      </td>
       <td>
         {info?.hasKey ? (
           <span className="mono" aria-label={`key ending in ${info.last4}`}>••••{info.last4}</span>
@@ -75,7 +104,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
           </form>
         ) : (
           <div className="row">
-            <button className="btn" onClick={() => { setBaseUrl(currentUrl); setEditing(true); }}>{info?.hasKey ? 'Replace key' : 'Add key'}</button>
+            <button className="btn" onClick={() => { setBaseUrl(currentUrl); setEditingUrl(false); setEditing(true); }}>{info?.hasKey ? 'Replace key' : 'Add key'}</button>
             <button className="btn" onClick={() => void testKey(provider.id)} disabled={provider.requiresKey && !info?.hasKey}>Test</button>
             {info?.hasKey && <button className="btn danger" onClick={() => void removeKey(provider.id)}>Remove key</button>}
             {!provider.builtin && <button className="btn danger" onClick={() => void removeProvider(provider.id)}>Remove provider</button>}
@@ -171,10 +200,11 @@ export function KeysScreen() {
         <table>
           <thead><tr><th>Provider</th><th>Base URL</th><th>Key</th><th /></tr></thead>
           <tbody>
-            {providers.map((p) => <KeyRow key={p.id} provider={p} sessionOnly={Boolean(noKeychain && sessionOnly)} />)}
+            {providers.filter((p) => !p.credential).map((p) => <KeyRow key={p.id} provider={p} sessionOnly={Boolean(noKeychain && sessionOnly)} />)}
           </tbody>
         </table>
       </section>
+      <SubscriptionKeys providers={providers.filter((p) => p.credential)} storage={noKeychain && sessionOnly ? 'session' : 'keychain'} />
       <AddProviderForm />
     </>
   );

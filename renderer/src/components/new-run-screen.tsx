@@ -1,11 +1,14 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import type { AgentKind, ApprovalMode, ErrorInfo, ExcludedPreview, Isolation, NetworkPolicy } from '../../../contracts';
-import { api, errorInfo } from '../api';
+import { DEFAULT_GIT_HISTORY, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
+import { api, errorInfo, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
+import { useDoctorStore } from '../stores/doctor-store';
 import { useKeysStore } from '../stores/keys-store';
+import { useNewRunForm } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
+import { FolderBrowser } from './folder-browser';
 
 function useExcludedPreview(projectDir: string) {
   const [preview, setPreview] = useState<ExcludedPreview>();
@@ -36,28 +39,78 @@ const ISOLATION_EXPLAINER: Record<Isolation, string> = {
   vm: 'A micro-VM with its own kernel and no network card: the strongest wall, slower to start.',
 };
 
-/** New run: project, task, agent, provider/model, approval, isolation, network, limits. */
+/** Whether the setup check says gVisor cannot run here (its `gvisor` check warns; false until known). */
+function useGvisorBlocked(): boolean {
+  return useDoctorStore((s) => s.report?.checks.find((c) => c.id === 'gvisor')?.status === 'warn');
+}
+
+/** Whether the setup check says "Virtual machine" isolation works here (undefined until known). */
+function useVmAvailability(): { available: boolean; reason: string } | undefined {
+  const report = useDoctorStore((s) => s.report);
+  const checking = useDoctorStore((s) => s.checking);
+  useEffect(() => {
+    if (!report && !checking) void useDoctorStore.getState().check();
+  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+  return report?.checks.find((c) => c.id === 'isolation')?.vm;
+}
+
+function lastSegment(dir: string): string {
+  return dir.replace(/[\\/]+$/, '').split(/[\\/]/).pop() || dir;
+}
+
+/** The project folder: typed, picked (system dialog or the host folder browser), or one of the recent ones. */
+function ProjectField({ problem }: { problem?: string }) {
+  const projectDir = useNewRunForm((s) => s.draft.projectDir);
+  const set = useNewRunForm((s) => s.set);
+  const recent = useSettingsStore((s) => s.settings?.recentProjects) ?? [];
+  const [browsing, setBrowsing] = useState(false);
+  const pick = async () => {
+    try {
+      const picked = await api().call('projects:pickFolder', projectDir.trim() ? { defaultPath: projectDir.trim() } : {});
+      if (!picked.native) setBrowsing(true);
+      else if (picked.path) set({ projectDir: picked.path });
+    } catch (err) {
+      useAppStore.getState().notify('error', errorMessage(err));
+    }
+  };
+  return (
+    <div className="stack" style={{ gap: 6 }}>
+      <div className="row" style={{ flexWrap: 'nowrap' }}>
+        <input id="r-project" type="text" placeholder="/home/you/code/project" value={projectDir} onChange={(e) => set({ projectDir: e.target.value })} required spellCheck={false}
+          style={{ flex: 1 }} aria-invalid={problem ? true : undefined} aria-describedby={problem ? 'r-project-problem' : undefined} />
+        <button type="button" className="btn" onClick={() => void pick()} aria-expanded={browsing}>Browse…</button>
+      </div>
+      {problem && <div id="r-project-problem" className="del-n" role="alert">{problem}</div>}
+      {browsing && <FolderBrowser start={projectDir.trim()} onCancel={() => setBrowsing(false)} onChoose={(dir) => { set({ projectDir: dir }); setBrowsing(false); }} />}
+      {recent.length > 0 && (
+        <div className="recent" role="group" aria-label="Recent projects">
+          <span className="muted">Recent:</span>
+          {recent.map((dir) => (
+            <button key={dir} type="button" className="chip" title={dir} aria-pressed={dir === projectDir.trim()} onClick={() => set({ projectDir: dir })}>{lastSegment(dir)}</button>
+          ))}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/**
+ * New run: project, task, agent, provider/model, approval, isolation, network, limits. The draft
+ * lives in a store (new-run-form-store.ts), so it survives leaving the screen; "Run again" fills it.
+ */
 export function NewRunScreen() {
   const providers = useKeysStore((s) => s.providers);
   const settings = useSettingsStore((s) => s.settings);
   const start = useRunsStore((s) => s.start);
   const navigate = useAppStore((s) => s.navigate);
-  const [projectDir, setProjectDir] = useState('');
-  const [task, setTask] = useState('');
-  const [agent, setAgent] = useState<AgentKind>(settings?.defaultAgent ?? 'builtin');
-  const [customCommand, setCustomCommand] = useState('');
-  const [provider, setProvider] = useState(settings?.defaultProvider ?? '');
-  const [model, setModel] = useState(settings?.defaultModel ?? '');
-  const [approval, setApproval] = useState<ApprovalMode>(settings?.defaultApproval ?? 'auto');
-  const [isolation, setIsolation] = useState<Isolation>(settings?.defaultIsolation ?? 'container');
-  const [network, setNetwork] = useState<NetworkPolicy>(settings?.defaultNetwork ?? 'none');
-  const [allowlist, setAllowlist] = useState('');
-  const [timeoutMin, setTimeoutMin] = useState(String(Math.round((settings?.defaultTimeoutSec ?? 1800) / 60)));
-  const [budgetTokens, setBudgetTokens] = useState('');
-  const [budgetUsd, setBudgetUsd] = useState('');
+  const { draft: d, set, againFrom } = useNewRunForm();
+  const gitHistory: GitHistory = d.gitHistory ?? settings?.gitHistory ?? DEFAULT_GIT_HISTORY;
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
-  const { preview, error: previewError } = useExcludedPreview(projectDir);
+  const { preview, error: previewError } = useExcludedPreview(d.projectDir);
+  const vm = useVmAvailability();
+  const vmBlocked = vm !== undefined && !vm.available;
+  const gvisorBlocked = useGvisorBlocked();
   // A folder known not to exist (or not a folder) blocks Start at the field, before a run is made.
   const folderProblem = previewError?.field === 'projectDir' ? previewError.message : undefined;
 
@@ -65,16 +118,16 @@ export function NewRunScreen() {
     void useKeysStore.getState().load();
   }, []);
   useEffect(() => {
+    if (settings) useNewRunForm.getState().seed(settings);
+  }, [settings]);
+  useEffect(() => {
     // Default to the first provider that can be used (has a key or needs none).
-    if (!provider && providers.length) {
+    if (!d.provider && providers.length) {
       const usable = providers.find((p) => p.hasKey || !p.requiresKey) ?? providers[0];
-      if (usable) {
-        setProvider(usable.id);
-        if (!model && usable.models[0]) setModel(usable.models[0]);
-      }
+      if (usable) set({ provider: usable.id, ...(!d.model && usable.models[0] ? { model: usable.models[0] } : {}) });
     }
-  }, [providers, provider, model]);
-  const chosen = providers.find((p) => p.id === provider);
+  }, [providers, d.provider, d.model, set]);
+  const chosen = providers.find((p) => p.id === d.provider);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -83,22 +136,24 @@ export function NewRunScreen() {
     try {
       if (typeof Notification !== 'undefined' && Notification.permission === 'default') void Notification.requestPermission().catch(() => {});
       const run = await start({
-        projectDir: projectDir.trim(),
-        task,
-        agent,
-        customCommand: agent === 'custom' ? customCommand : undefined,
-        provider,
-        model: model.trim(),
-        approval,
-        isolation,
-        network,
-        allowlist: network === 'allowlist' ? allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+        projectDir: d.projectDir.trim(),
+        task: d.task,
+        agent: d.agent,
+        customCommand: d.agent === 'custom' ? d.customCommand : undefined,
+        provider: d.provider,
+        model: d.model.trim(),
+        approval: d.approval,
+        isolation: d.isolation,
+        network: d.network,
+        allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+        gitHistory,
         limits: {
-          timeoutSec: Math.max(10, Math.round(Number(timeoutMin || '30') * 60)),
-          budgetTokens: budgetTokens ? Number(budgetTokens) : undefined,
-          budgetUsd: budgetUsd ? Number(budgetUsd) : undefined,
+          timeoutSec: Math.max(10, Math.round(Number(d.timeoutMin || '30') * 60)),
+          budgetTokens: d.budgetTokens ? Number(d.budgetTokens) : undefined,
+          budgetUsd: d.budgetUsd ? Number(d.budgetUsd) : undefined,
         },
       });
+      useNewRunForm.getState().started();
       navigate({ name: 'run', runId: run.id });
     } catch (err) {
       setError(errorInfo(err));
@@ -110,73 +165,93 @@ export function NewRunScreen() {
   return (
     <form className="stack" onSubmit={submit} aria-label="New run">
       <h1>New run</h1>
+      {againFrom && (
+        <div className="banner info" role="status">
+          Filled in from run <span className="mono">{againFrom}</span>: same project, task, agent, model, isolation, network and limits. Change anything, then start.
+        </div>
+      )}
       <section className="panel grid-form">
         <label htmlFor="r-project">Project folder</label>
-        <div className="stack" style={{ gap: 4 }}>
-          <input id="r-project" type="text" placeholder="/home/you/code/project" value={projectDir} onChange={(e) => setProjectDir(e.target.value)} required spellCheck={false}
-            aria-invalid={folderProblem ? true : undefined} aria-describedby={folderProblem ? 'r-project-problem' : undefined} />
-          {folderProblem && <div id="r-project-problem" className="del-n" role="alert">{folderProblem}</div>}
-        </div>
+        <ProjectField problem={folderProblem} />
         <label htmlFor="r-task">Task</label>
-        <textarea id="r-task" placeholder="What should the agent do?" value={task} onChange={(e) => setTask(e.target.value)} required
+        <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required
           onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
-          <select id="r-agent" value={agent} onChange={(e) => setAgent(e.target.value as AgentKind)}>
+          <select id="r-agent" value={d.agent} onChange={(e) => set({ agent: e.target.value as AgentKind })}>
             <option value="builtin">Built-in agent</option>
             <option value="claude-code">Claude Code</option>
             <option value="codex">Codex CLI</option>
             <option value="custom">Custom command</option>
           </select>
-          {agent === 'custom' && (
-            <input type="text" aria-label="Custom command" placeholder="aider --yes --message-file /task.md" value={customCommand} onChange={(e) => setCustomCommand(e.target.value)} style={{ flex: 1 }} />
+          {d.agent === 'custom' && (
+            <input type="text" aria-label="Custom command" placeholder="aider --yes --message-file /task.md" value={d.customCommand} onChange={(e) => set({ customCommand: e.target.value })} style={{ flex: 1 }} />
           )}
         </div>
         <label htmlFor="r-provider">Provider and model</label>
         <div className="row">
-          <select id="r-provider" value={provider} onChange={(e) => setProvider(e.target.value)} required>
+          <select id="r-provider" value={d.provider} onChange={(e) => set({ provider: e.target.value })} required>
             <option value="" disabled>choose…</option>
             {providers.map((p) => (
               <option key={p.id} value={p.id}>{p.label}{p.requiresKey && !p.hasKey ? ' (no key)' : ''}</option>
             ))}
           </select>
-          <input type="text" aria-label="Model" list="r-models" placeholder="model id" value={model} onChange={(e) => setModel(e.target.value)} required />
+          <input type="text" aria-label="Model" list="r-models" placeholder="model id" value={d.model} onChange={(e) => set({ model: e.target.value })} required />
           <datalist id="r-models">{chosen?.models.map((m) => <option key={m} value={m} />)}</datalist>
           {chosen && chosen.requiresKey && !chosen.hasKey && <span className="badge warn">add a key first</span>}
         </div>
         <label>Commands</label>
         <div className="row" role="radiogroup" aria-label="Approval mode">
-          <label className="row"><input type="radio" name="approval" checked={approval === 'auto'} onChange={() => setApproval('auto')} /> Run freely (the sandbox is the boundary)</label>
-          <label className="row"><input type="radio" name="approval" checked={approval === 'ask'} onChange={() => setApproval('ask')} /> Ask before each command</label>
+          <label className="row"><input type="radio" name="approval" checked={d.approval === 'auto'} onChange={() => set({ approval: 'auto' })} /> Run freely (the sandbox is the boundary)</label>
+          <label className="row"><input type="radio" name="approval" checked={d.approval === 'ask'} onChange={() => set({ approval: 'ask' })} /> Ask before each command</label>
         </div>
         <label htmlFor="r-isolation">Isolation</label>
-        <div className="row">
-          <select id="r-isolation" value={isolation} onChange={(e) => setIsolation(e.target.value as Isolation)}>
-            <option value="container">Container</option>
-            <option value="gvisor">gVisor container</option>
-            <option value="vm">Virtual machine</option>
-          </select>
-          <select aria-label="Network" value={network} onChange={(e) => setNetwork(e.target.value as NetworkPolicy)}>
-            <option value="none">No network (model only)</option>
-            <option value="allowlist">Allow-listed domains</option>
-            <option value="open">Open internet</option>
-          </select>
-          {network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={allowlist} onChange={(e) => setAllowlist(e.target.value)} />}
-          {network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
+        <div className="stack" style={{ gap: 4 }}>
+          <div className="row">
+            <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: e.target.value as Isolation })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
+              <option value="container">Container</option>
+              <option value="gvisor" disabled={gvisorBlocked}>{gvisorBlocked ? 'gVisor container (unavailable)' : 'gVisor container'}</option>
+              <option value="vm" disabled={vmBlocked}>{vmBlocked ? 'Virtual machine (unavailable)' : 'Virtual machine'}</option>
+            </select>
+            <select aria-label="Network" value={d.network} onChange={(e) => set({ network: e.target.value as NetworkPolicy })}>
+              <option value="none">No network (model only)</option>
+              <option value="allowlist">Allow-listed domains</option>
+              <option value="open">Open internet</option>
+            </select>
+            {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
+            {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
+          </div>
+          <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[d.isolation]}</p>
+          {vmBlocked && (
+            <div className={d.isolation === 'vm' ? 'del-n' : 'hint'} id="r-vm-why" role={d.isolation === 'vm' ? 'alert' : undefined}>
+              Virtual machine isolation is not available here: {vm.reason}.{' '}
+              {d.isolation === 'vm' && 'Choose Container, or fix it in '}
+              <button type="button" className="btn small" onClick={() => navigate({ name: 'doctor' })}>Setup check</button>
+            </div>
+          )}
         </div>
-        <span />
-        <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[isolation]}</p>
         <label htmlFor="r-timeout">Limits</label>
         <div className="row">
-          <input id="r-timeout" type="number" min={1} style={{ width: 80 }} value={timeoutMin} onChange={(e) => setTimeoutMin(e.target.value)} /> <span className="muted">minutes</span>
-          <input type="number" min={1} aria-label="Token budget" placeholder="token budget" style={{ width: 130 }} value={budgetTokens} onChange={(e) => setBudgetTokens(e.target.value)} />
-          <input type="number" min={0} step="0.01" aria-label="Cost budget in USD" placeholder="$ budget" style={{ width: 100 }} value={budgetUsd} onChange={(e) => setBudgetUsd(e.target.value)} />
+          <input id="r-timeout" type="number" min={1} step="any" style={{ width: 80 }} value={d.timeoutMin} onChange={(e) => set({ timeoutMin: e.target.value })} /> <span className="muted">minutes</span>
+          <input type="number" min={1} aria-label="Token budget" placeholder="token budget" style={{ width: 130 }} value={d.budgetTokens} onChange={(e) => set({ budgetTokens: e.target.value })} />
+          <input type="number" min={0} step="0.01" aria-label="Cost budget in USD" placeholder="$ budget" style={{ width: 100 }} value={d.budgetUsd} onChange={(e) => set({ budgetUsd: e.target.value })} />
+          <span className="hint">A budget is never passed: near the end the model's answers are shortened, then the run stops.</span>
+        </div>
+        <label htmlFor="r-git-history">Git history</label>
+        <div className="row">
+          <select id="r-git-history" value={String(gitHistory)} onChange={(e) => set({ gitHistory: /^\d+$/.test(e.target.value) ? Number(e.target.value) : (e.target.value as 'none' | 'all') })}>
+            <option value="none">None: one commit of the checked-out files</option>
+            {[...new Set([10, 50, ...(typeof settings?.gitHistory === 'number' ? [settings.gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
+            <option value="all">All of it</option>
+          </select>
+          <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
         </div>
       </section>
       <section className="panel" aria-label="Excluded files">
         <h2>Left out of the copy</h2>
-        {!projectDir.trim() && <div className="muted">Choose a project folder to see which files stay out of the sandbox.</div>}
+        {!d.projectDir.trim() && <div className="muted">Choose a project folder to see which files stay out of the sandbox.</div>}
         {previewError && !folderProblem && <div className="del-n">{previewError.message}</div>}
+        {d.projectDir.trim() && !preview && !previewError && <div className="muted">Reading the folder…</div>}
         {preview && (
           <>
             <div className="muted">
@@ -190,7 +265,7 @@ export function NewRunScreen() {
       </section>
       <ErrorBanner error={error} />
       <div className="row">
-        <button className="btn primary" disabled={busy || !!folderProblem || !projectDir.trim() || !task.trim() || !provider || !model.trim()}>{busy ? 'Starting…' : 'Start run'}</button>
+        <button className="btn primary" disabled={busy || !!folderProblem || !d.projectDir.trim() || !d.task.trim() || !d.provider || !d.model.trim() || (vmBlocked && d.isolation === 'vm')}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>
       </div>
     </form>

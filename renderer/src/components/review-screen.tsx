@@ -1,50 +1,139 @@
 import { useEffect, useMemo, useState } from 'react';
-import type { ApplyResult } from '../../../contracts';
+import type { ApplyResult, ChangeScope, ChangedFile, FileSelection, SelectionPatch } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
+import { fileSelectionOf, hunkIds } from '../lib/selection';
+import { parseUnifiedDiff } from '../lib/unified-diff';
 import { useAppStore } from '../stores/app-store';
-import { useDiffStore } from '../stores/diff-store';
+import { diffKey, useDiffStore, viewKey } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, ErrorBanner } from './common';
 import { DiffViewer } from './diff-viewer';
+import { MergeViewPanel } from './merge-view';
+import { PatchExport } from './patch-export';
+
+interface Pending {
+  paths: string[];
+  then(): void;
+}
 
 /**
- * Review & apply: risky files (CI, hooks, lifecycle scripts, IDE tasks, agent config, rc files,
- * Makefiles) first with their reason and not pre-selected; apply to the working tree or a new
- * branch, or export a patch; conflicts are listed and left untouched.
+ * Review & apply, like a git client: tick files, and hunks or single lines of a text file; the
+ * host renders the patch of exactly that selection (shown below the diff) and apply sends back
+ * its digest. Risky files (CI, hooks, lifecycle scripts, IDE tasks, agent config, rc files,
+ * Makefiles) come first, are not pre-selected, and ticking one asks first. Apply to the working
+ * tree or a new branch, or export the patch; a file refused because the project changed it too can
+ * be resolved in a three-way merge view.
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
-  const files = useDiffStore((s) => s.files[runId]);
-  const reviewedSha256 = useDiffStore((s) => s.patchSha256[runId]);
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15).
+  const [scope, setScope] = useState<ChangeScope>('turn');
+  const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
+  const diffs = useDiffStore((s) => s.diffs);
+  const collected = useDiffStore((s) => s.patchSha256[viewKey(runId, scope)]);
   const navigate = useAppStore((s) => s.navigate);
   const ordered = useMemo(() => orderForReview(files ?? []), [files]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
+  /** Partly picked files: the change ids picked; a file not here is taken whole. */
+  const [picks, setPicks] = useState<Record<string, Set<string>>>({});
+  const [pending, setPending] = useState<Pending>();
   const [focused, setFocused] = useState<string>();
   const [mode, setMode] = useState<'working-tree' | 'branch'>('working-tree');
   const [branch, setBranch] = useState(`airlock/${runId.slice(-8)}`);
   const [message, setMessage] = useState<string>();
   const [suggested, setSuggested] = useState<string>();
   const [result, setResult] = useState<ApplyResult>();
-  const [patch, setPatch] = useState<string>();
+  const [preview, setPreview] = useState<SelectionPatch & { key: string }>();
+  const [resolving, setResolving] = useState<string>();
+  const [resolved, setResolved] = useState<Set<string>>(new Set());
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
 
+  const haveRun = Boolean(run);
   useEffect(() => {
-    if (!run) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
-    useDiffStore.getState().load(runId).catch((err) => setError(errorMessage(err)));
-  }, [runId, run]);
+    if (!haveRun) void useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
+    useDiffStore.getState().load(runId, scope).catch((err) => setError(errorMessage(err)));
+  }, [runId, haveRun, scope]);
+  // A new result (not a refetch of the same one, e.g. after an apply) resets the selection.
+  const resultKey = `${scope}\0${collected ?? ''}\0${(files ?? []).map((f) => f.path).join('\0')}`;
   useEffect(() => {
     setSelected(defaultSelection(files ?? []));
-  }, [files]);
+    setPicks({});
+    setFocused((f) => f ?? orderForReview(files ?? [])[0]?.path);
+  }, [resultKey]);
 
-  const toggle = (path: string) => setSelected((s) => {
-    const next = new Set(s);
-    if (next.has(path)) next.delete(path);
-    else next.add(path);
-    return next;
+  const byPath = useMemo(() => new Map(ordered.map((f) => [f.path, f])), [ordered]);
+  /** The change ids of a file whose diff is loaded. */
+  const idsOf = (path: string): string[] | undefined => {
+    const d = diffs[diffKey(runId, path, scope)];
+    return d && !('error' in d) ? parseUnifiedDiff(d.diff).flatMap(hunkIds) : undefined;
+  };
+
+  /** Runs `then` now, or after the user confirms ticking the risky files among `paths`. */
+  const confirmRisky = (paths: string[], then: () => void) => {
+    const risky = paths.filter((p) => byPath.get(p)?.risky && !selected.has(p));
+    if (risky.length) setPending({ paths: risky, then });
+    else then();
+  };
+  const setFile = (path: string, on: boolean) => {
+    setPicks(({ [path]: _, ...rest }) => rest);
+    setSelected((s) => {
+      const next = new Set(s);
+      if (on) next.add(path);
+      else next.delete(path);
+      return next;
+    });
+  };
+  const toggle = (path: string) => (selected.has(path) ? setFile(path, false) : confirmRisky([path], () => setFile(path, true)));
+  const selectAll = () => confirmRisky(ordered.map((f) => f.path), () => {
+    setPicks({});
+    setSelected(new Set(ordered.map((f) => f.path)));
   });
-  const risky = ordered.filter((f) => f.risky);
+  /** Ticks or unticks changes of the focused file (a file with nothing picked is left out). */
+  const setLines = (path: string, ids: string[], on: boolean) => {
+    const all = idsOf(path) ?? [];
+    const now = new Set(selected.has(path) ? (picks[path] ?? all) : []);
+    for (const id of ids) {
+      if (on) now.add(id);
+      else now.delete(id);
+    }
+    const commit = () => {
+      if (now.size === 0) return setFile(path, false);
+      setSelected((s) => new Set(s).add(path));
+      setPicks(({ [path]: _, ...rest }) => (now.size === all.length ? rest : { ...rest, [path]: now }));
+    };
+    if (on) confirmRisky([path], commit);
+    else commit();
+  };
+
+  // What is sent to the host: files, and hunks/lines of the partly picked ones.
+  const request = useMemo(() => {
+    const selection: FileSelection[] = [];
+    for (const [path, ids] of Object.entries(picks)) {
+      const d = diffs[diffKey(runId, path, scope)];
+      if (!selected.has(path) || !d || 'error' in d) continue;
+      const sel = fileSelectionOf(path, parseUnifiedDiff(d.diff), ids);
+      if (typeof sel === 'object') selection.push(sel);
+    }
+    return { files: ordered.filter((f) => selected.has(f.path)).map((f) => f.path), selection };
+  }, [picks, selected, diffs, ordered, runId, scope]);
+  const key = JSON.stringify(request);
+  // The host renders the selection's patch; its digest is what apply sends back.
+  useEffect(() => {
+    if (!collected || request.files.length === 0) return setPreview(undefined);
+    let stale = false;
+    const t = setTimeout(() => {
+      api().call('diffs:preview', { runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}) })
+        .then((p) => { if (!stale) setPreview({ ...p, key }); })
+        .catch((err) => { if (!stale) setError(errorMessage(err)); });
+    }, 120);
+    return () => {
+      stale = true;
+      clearTimeout(t);
+    };
+  }, [key, collected, runId, scope, request]);
+  const reviewed = preview?.key === key ? preview : undefined;
 
   const apply = async () => {
     setBusy(true);
@@ -52,12 +141,13 @@ export function ReviewScreen({ runId }: { runId: string }) {
     setSuggested(undefined);
     // A new apply starts: the previous outcome no longer describes the project.
     setResult(undefined);
+    setResolving(undefined);
+    setResolved(new Set());
     try {
-      // The digest of the result this list shows: the host refuses to apply anything else.
-      if (!reviewedSha256) throw new Error('The result is not collected yet; apply once the run has ended.');
+      if (!reviewed) throw new Error('The result is not collected yet; apply once the run has ended.');
       const commitMessage = (message ?? run?.task ?? '').trim();
       const r = await api().call('diffs:apply', {
-        runId, files: [...selected], mode, reviewedSha256,
+        runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
       });
       setResult(r);
@@ -74,27 +164,28 @@ export function ReviewScreen({ runId }: { runId: string }) {
       setBusy(false);
     }
   };
-  const exportPatch = async () => {
-    try {
-      const r = await api().call('diffs:exportPatch', { runId, files: [...selected] });
-      setPatch(r.path);
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  };
 
-  const row = (f: (typeof ordered)[number]) => (
-    <div className={`file-row ${f.risky ? 'risky' : ''}`} key={f.path} data-path={f.path}>
-      <input type="checkbox" aria-label={`apply ${f.path}`} checked={selected.has(f.path)} onChange={() => toggle(f.path)} />
-      <button className="tree-file" style={{ width: 'auto', flex: 1 }} aria-selected={focused === f.path} onClick={() => setFocused(f.path)}>
-        <span className={`st ${f.status}`}>{f.status[0]?.toUpperCase()}</span>
-        <span className="mono">{f.oldPath ? `${f.oldPath} → ` : ''}{f.path}</span>
-        {f.modeChange && <span className="badge">{f.modeChange}</span>}
-        <span className="counts">{f.binary ? 'binary' : <><span className="add-n">+{f.additions}</span> <span className="del-n">-{f.deletions}</span></>}</span>
-      </button>
-      {f.risky && <span className="risk-reason">{f.risky}</span>}
-    </div>
-  );
+  const risky = ordered.filter((f) => f.risky);
+  const partCount = request.selection.length;
+  const focusedFile = focused ? byPath.get(focused) : undefined;
+  const focusedIds = focused ? idsOf(focused) : undefined;
+
+  const row = (f: ChangedFile) => {
+    const part = picks[f.path] !== undefined && selected.has(f.path);
+    return (
+      <div className={`file-row ${f.risky ? 'risky' : ''}`} key={f.path} data-path={f.path}>
+        <input type="checkbox" aria-label={`apply ${f.path}`} checked={selected.has(f.path) && !part} ref={(el) => { if (el) el.indeterminate = part; }} onChange={() => toggle(f.path)} />
+        <button className="tree-file" style={{ width: 'auto', flex: 1 }} aria-selected={focused === f.path} onClick={() => setFocused(f.path)}>
+          <span className={`st ${f.status}`}>{f.status[0]?.toUpperCase()}</span>
+          <span className="mono">{f.oldPath ? `${f.oldPath} → ` : ''}{f.path}</span>
+          {f.modeChange && <span className="badge">{f.modeChange}</span>}
+          {part && <span className="badge">part</span>}
+          <span className="counts">{f.binary ? 'binary' : <><span className="add-n">+{f.additions}</span> <span className="del-n">-{f.deletions}</span></>}</span>
+        </button>
+        {f.risky && <span className="risk-reason">{f.risky}</span>}
+      </div>
+    );
+  };
 
   return (
     <>
@@ -104,24 +195,59 @@ export function ReviewScreen({ runId }: { runId: string }) {
       </div>
       {run && <div className="muted">{run.task} · <span className="mono">{run.projectDir}</span></div>}
       {run?.applied && <div className="muted" aria-label="Applied status">{appliedText(run.applied)}</div>}
+      {run?.thread && (
+        <div className="row" role="radiogroup" aria-label="Which change">
+          <label className="row"><input type="radio" name="scope" checked={scope === 'turn'} onChange={() => { setScope('turn'); setResult(undefined); }} /> This turn's change (turn {run.thread.turn})</label>
+          <label className="row"><input type="radio" name="scope" checked={scope === 'thread'} onChange={() => { setScope('thread'); setResult(undefined); }} /> The whole thread (turns 1–{run.thread.turn})</label>
+        </div>
+      )}
       <ErrorBanner message={error} />
       {risky.length > 0 && (
         <div className="banner" role="note">
           <b>{risky.length} change(s) can alter what runs on your machine later.</b> They are listed first and not selected: read them before applying.
         </div>
       )}
+      {pending && (
+        <div className="banner confirm" role="alertdialog" aria-label="Include risky files?">
+          <b>Include {pending.paths.length === 1 ? 'a risky file' : `${pending.paths.length} risky files`}?</b>
+          <ul>{pending.paths.map((p) => <li key={p}><span className="mono">{p}</span> — {byPath.get(p)?.risky}</li>)}</ul>
+          <div className="row">
+            <button className="btn primary" onClick={() => { pending.then(); setPending(undefined); }}>Include</button>
+            <button className="btn" onClick={() => setPending(undefined)}>Cancel</button>
+          </div>
+        </div>
+      )}
       <section className="panel" aria-label="Files to apply">
         <div className="row spread" style={{ marginBottom: 6 }}>
-          <h2 style={{ margin: 0 }}>{selected.size} of {ordered.length} files selected</h2>
+          <h2 style={{ margin: 0 }}>{selected.size} of {ordered.length} files selected{partCount ? ` (${partCount} in part)` : ''}</h2>
           <div className="row">
-            <button className="btn small" onClick={() => setSelected(new Set(ordered.map((f) => f.path)))}>Select all</button>
-            <button className="btn small" onClick={() => setSelected(new Set())}>Select none</button>
+            <button className="btn small" onClick={selectAll}>Select all</button>
+            <button className="btn small" onClick={() => { setPicks({}); setSelected(new Set()); }}>Select none</button>
           </div>
         </div>
         {ordered.length === 0 && <div className="empty">This run changed no files.</div>}
         {ordered.map(row)}
       </section>
+      {focused && (
+        <section className="panel stack diff-panel" aria-label="Diff">
+          {focusedIds && focusedIds.length > 0 && collected && <div className="muted pick-hint">Tick hunks or lines to apply only those; unticked changes stay as they are in your project.</div>}
+          <DiffViewer
+            runId={runId}
+            path={focused}
+            scope={scope}
+            {...(collected && focusedFile && !focusedFile.binary
+              ? { pick: { picked: selected.has(focused) ? picks[focused] : new Set<string>(), set: (ids: string[], on: boolean) => setLines(focused, ids, on) } }
+              : {})}
+          />
+        </section>
+      )}
       <section className="panel stack" aria-label="Apply">
+        <details className="patch-preview">
+          <summary>
+            Patch to apply: {reviewed ? <><span className="mono">{reviewed.files.length} file(s), {reviewed.bytes} bytes</span> · sha256 <span className="mono" aria-label="Selection digest">{reviewed.sha256.slice(0, 16)}…</span></> : request.files.length ? 'rendering…' : 'nothing selected'}
+          </summary>
+          {reviewed?.text !== undefined ? <pre className="diff patch-text" aria-label="Patch to apply">{reviewed.text}</pre> : reviewed && <div className="empty">The patch is too large to show here; save it to read it.</div>}
+        </details>
         <div className="row" role="radiogroup" aria-label="Apply to">
           <label className="row"><input type="radio" name="mode" checked={mode === 'working-tree'} onChange={() => setMode('working-tree')} /> Working tree (uncommitted changes)</label>
           <label className="row"><input type="radio" name="mode" checked={mode === 'branch'} onChange={() => setMode('branch')} /> New branch with a commit</label>
@@ -135,24 +261,48 @@ export function ReviewScreen({ runId }: { runId: string }) {
           </label>
         )}
         <div className="row">
-          <button className="btn primary" onClick={() => void apply()} disabled={busy || selected.size === 0 || !reviewedSha256}>{busy ? 'Applying…' : `Apply ${selected.size} file(s)`}</button>
-          <button className="btn" onClick={() => void exportPatch()} disabled={selected.size === 0}>Export patch</button>
-          {patch && <span className="mono" role="status">Patch written to {patch}</span>}
+          <button className="btn primary" onClick={() => void apply()} disabled={busy || !reviewed || !collected}>
+            {busy ? 'Applying…' : `Apply ${request.files.length} file(s)${partCount ? `, ${partCount} in part` : ''}`}
+          </button>
+          <PatchExport runId={runId} scope={scope} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
         </div>
         {result && (
           <div className="stack" role="status" aria-label="Apply result">
-            <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
+            {result.applied.length > 0
+              ? <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
+              : <div className="muted">No file was applied.</div>}
             {result.authorFallback && <div className="banner" role="note">git has no user.name/user.email for this project, so the commit is authored by Airlock. Set them with <span className="mono">git config user.name</span> / <span className="mono">user.email</span> to author it yourself.</div>}
             {result.conflicts.length > 0 && (
               <div className="banner error">
-                <b>{result.conflicts.length} file(s) not applied</b> because your project changed under them. Nothing of yours was overwritten; resolve them from the exported patch.
-                <ul>{result.conflicts.map((c) => <li key={c.path}><span className="mono">{c.path}</span> — {c.reason}</li>)}</ul>
+                <b>{result.conflicts.length} file(s) not applied</b> because your project changed under them. Nothing of yours was overwritten{result.branch ? '; export the patch to apply them by hand' : '; resolve each one in a merge view'}.
+                <ul>
+                  {result.conflicts.map((c) => (
+                    <li key={c.path}>
+                      <span className="mono">{c.path}</span> — {c.reason}{' '}
+                      {resolved.has(c.path)
+                        ? <span className="add-n" aria-label={`${c.path} resolved`}>✓ resolved</span>
+                        : !result.branch && <button className="btn small" onClick={() => setResolving(c.path)}>Resolve</button>}
+                    </li>
+                  ))}
+                </ul>
               </div>
             )}
           </div>
         )}
       </section>
-      {focused && <section className="panel" style={{ minHeight: 300, display: 'flex' }}><DiffViewer runId={runId} path={focused} /></section>}
+      {resolving && (
+        <MergeViewPanel
+          runId={runId}
+          scope={scope}
+          path={resolving}
+          onClose={() => setResolving(undefined)}
+          onResolved={(p) => {
+            setResolved((s) => new Set(s).add(p));
+            setResolving(undefined);
+            useAppStore.getState().notify('success', `Resolved ${p}`);
+          }}
+        />
+      )}
     </>
   );
 }

@@ -1,15 +1,17 @@
 import { useEffect, useState } from 'react';
-import { isFinalStatus, runTerminalId, type AuditVerifyResult } from '../../../contracts';
+import { isFinalStatus, type RunRecord } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
+import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
 import { RunNetworkPanel } from './run-network-panel';
-import { TerminalView } from './terminal-view';
+import { RunReport } from './run-report';
+import { TerminalPanel } from './terminal-panel';
 import { TranscriptView } from './transcript-view';
 
 function ApprovalPrompt({ runId }: { runId: string }) {
@@ -38,27 +40,41 @@ function ApprovalPrompt({ runId }: { runId: string }) {
   );
 }
 
-function AuditCheck({ runId }: { runId: string }) {
-  const [result, setResult] = useState<AuditVerifyResult>();
+/**
+ * A follow-up turn of a finished run (docs/architecture.md §15): the same agent continues from this
+ * run's result with its conversation. On a turn that already has a follow-up, the same box forks
+ * the thread from here.
+ */
+export function ContinuePanel({ runId }: { runId: string }) {
+  const fork = useRunsStore((s) => Object.values(s.runs).some((r) => r.thread?.parentRunId === runId));
+  const navigate = useAppStore((s) => s.navigate);
+  const [task, setTask] = useState('');
+  const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
-  const verify = async () => {
+  const submit = async () => {
+    setBusy(true);
+    setError(undefined);
     try {
-      setResult(await api().call('audit:verify', { runId }));
-      setError(undefined);
+      const next = await useRunsStore.getState().continueRun({ runId, task });
+      setTask('');
+      navigate({ name: 'run', runId: next.id });
     } catch (err) {
       setError(errorMessage(err));
+    } finally {
+      setBusy(false);
     }
   };
   return (
-    <span className="row">
-      <button className="btn" onClick={() => void verify()}>Verify audit log</button>
-      {result && (
-        <span className={result.intact ? 'add-n' : 'del-n'} role="status">
-          {result.intact ? `intact (${result.records} records)` : `broken at record ${result.firstBroken?.index}: ${result.firstBroken?.reason}`}
-        </span>
-      )}
-      {error && <span className="del-n">{error}</span>}
-    </span>
+    <section className="panel stack" aria-label={fork ? 'Fork from here' : 'Continue'}>
+      <label className="stack">
+        <span className="muted">{fork ? 'Fork from here: another follow-up to this turn (the later turns stay as they are)' : 'Follow up: the agent continues from this result, with its conversation (nothing is applied first)'}</span>
+        <textarea aria-label="Follow-up task" rows={2} value={task} placeholder="also handle the empty case" onChange={(e) => setTask(e.target.value)} />
+      </label>
+      <div className="row">
+        <button className="btn primary" onClick={() => void submit()} disabled={busy || !task.trim()}>{fork ? 'Fork from here' : 'Continue'}</button>
+        {error && <span className="del-n" role="alert">{error}</span>}
+      </div>
+    </section>
   );
 }
 
@@ -69,16 +85,18 @@ export function RunView({ runId }: { runId: string }) {
   const files = useDiffStore((s) => s.files[runId]);
   const navigate = useAppStore((s) => s.navigate);
   const [selected, setSelected] = useState<string>();
-  const [tab, setTab] = useState<'terminal' | 'shell'>('terminal');
-  const [shellId, setShellId] = useState<string>();
   const [error, setError] = useState<string>();
   const final = run ? isFinalStatus(run.status) : false;
   const now = useNow(Boolean(run && !final));
+  // The whole record (wipe proof, exclusions, limits) once the run has ended.
+  const [record, setRecord] = useState<RunRecord>();
+  useEffect(() => {
+    setRecord(undefined);
+    if (final) api().call('runs:get', { runId }).then(setRecord, (err) => setError(errorMessage(err)));
+  }, [runId, final]);
 
   useEffect(() => {
     setSelected(undefined);
-    setShellId(undefined);
-    setTab('terminal');
     useRunsStore.getState().open(runId).catch((err) => setError(errorMessage(err)));
     useDiffStore.getState().load(runId).catch(() => {});
   }, [runId]);
@@ -90,16 +108,6 @@ export function RunView({ runId }: { runId: string }) {
   if (!run) return <><ErrorBanner message={error} /><div className="empty">Loading run…</div></>;
   const started = run.startedAt ?? run.createdAt;
   const elapsed = (run.endedAt ? Date.parse(run.endedAt) : now) - Date.parse(started);
-
-  const openShell = async () => {
-    try {
-      const { terminalId } = await api().call('runs:openShell', { runId });
-      setShellId(terminalId);
-      setTab('shell');
-    } catch (err) {
-      useAppStore.getState().notify('error', errorMessage(err));
-    }
-  };
 
   return (
     <>
@@ -118,32 +126,32 @@ export function RunView({ runId }: { runId: string }) {
           <span>calls <b>{run.usage.requests}</b></span>
         </div>
         {!final && <button className="btn danger" onClick={() => void useRunsStore.getState().cancel(runId)}>Stop</button>}
+        {final && <button className="btn" onClick={() => void runAgain(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)))}>Run again</button>}
         {final && run.changedFiles > 0 && <button className="btn primary" onClick={() => navigate({ name: 'review', runId })}>Review &amp; apply</button>}
       </div>
       <div className="row muted" style={{ fontSize: 13 }}>
         <span className="mono">{run.id}</span>·<span>{run.agent}</span>·<span>{run.provider} / {run.model}</span>·<span>{run.isolation}</span>·
         <span className={run.network === 'none' ? '' : 'risk-reason'}>network: {run.network}</span>·<span className="mono">{run.projectDir}</span>
-        {final && <AuditCheck runId={runId} />}
       </div>
+      {run.thread && (
+        <div className="row muted" style={{ fontSize: 13 }} aria-label="Thread">
+          Turn {run.thread.turn} of a thread · continues
+          <button className="btn small" onClick={() => navigate({ name: 'run', runId: run.thread!.parentRunId })}>{run.thread.parentRunId}</button>
+          {run.thread.conversation === 'fresh' && <span>· a fresh conversation (another agent or wire format)</span>}
+        </div>
+      )}
       {run.error && <ErrorBanner error={run.error} />}
       <ApprovalPrompt runId={runId} />
+      {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
+      {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
       <div className="run-grid">
         <section className="panel" aria-label="Agent">
           <h2>Transcript</h2>
           <TranscriptView events={live?.events ?? []} />
         </section>
         <section className="panel" aria-label="Terminal">
-          <div className="tabs" role="tablist">
-            <button className="tab" role="tab" aria-selected={tab === 'terminal'} onClick={() => setTab('terminal')}>Terminal</button>
-            {shellId ? (
-              <button className="tab" role="tab" aria-selected={tab === 'shell'} onClick={() => setTab('shell')}>Shell</button>
-            ) : (
-              !final && <button className="tab" role="tab" aria-selected={false} onClick={() => void openShell()}>Open shell</button>
-            )}
-          </div>
-          {tab === 'terminal' && <TerminalView key={runTerminalId(runId)} terminalId={runTerminalId(runId)} label="Run terminal" />}
-          {tab === 'shell' && shellId && <TerminalView key={shellId} terminalId={shellId} interactive label="Sandbox shell" />}
+          <TerminalPanel runId={runId} live={!final} />
         </section>
         <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
           <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>

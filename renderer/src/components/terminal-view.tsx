@@ -1,25 +1,67 @@
-import { useEffect, useRef } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { FitAddon } from '@xterm/addon-fit';
+import { SearchAddon } from '@xterm/addon-search';
+import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { api } from '../api';
-import { TerminalSink } from '../terminal/terminal-sink';
+import { useResolvedTheme } from '../lib/theme';
+import { useAppStore } from '../stores/app-store';
+import { bufferText } from '../terminal/buffer-text';
+import { newPart } from '../terminal/live-after-replay';
+import { openExternalLink } from '../terminal/open-link';
 import { terminalFlow } from '../terminal/terminal-flow';
 import { terminalHub } from '../terminal/terminal-hub';
-import { newPart } from '../terminal/live-after-replay';
+import { TerminalSink } from '../terminal/terminal-sink';
+import { xtermTheme } from '../terminal/xterm-theme';
+import { TerminalSearch } from './terminal-search';
 
 const encoder = new TextEncoder();
+/** Resizes settle before the PTY hears of them: a dragged window sends one resize, not fifty. */
+const RESIZE_DEBOUNCE_MS = 80;
 
-function xtermTheme() {
-  return { background: '#0d1117', foreground: '#e6edf3', cursor: '#e6edf3', selectionBackground: '#264f78' };
+function openLink(uri: string): void {
+  if (openExternalLink(uri)) return;
+  useAppStore.getState().notify('error', `Not opened: ${uri.slice(0, 120)}. Terminal links open only for https pages and published preview ports (http://127.0.0.1:…); publish a sandbox port under Network to preview it.`);
+}
+
+async function copyText(text: string, what: string): Promise<void> {
+  try {
+    await navigator.clipboard.writeText(text);
+    useAppStore.getState().notify('success', `Copied ${what}`);
+  } catch {
+    useAppStore.getState().notify('error', 'Could not copy: the clipboard was refused. Select the text and press Ctrl+C (⌘C) instead.');
+  }
+}
+
+interface Xterm {
+  term: Terminal;
+  search: SearchAddon;
 }
 
 /**
  * An xterm fed directly by the terminal hub (never through React state): the on-disk log is
- * replayed first, then live chunks follow through a batched, bounded sink.
+ * replayed first, then live chunks follow through a batched, bounded sink. An interactive one (a
+ * shell) takes the keyboard when shown and keeps its PTY at the view's size. Ctrl/⌘+F searches;
+ * links open through the app's one link rule (contracts/external-links.ts).
  */
-export function TerminalView({ terminalId, interactive = false, label }: { terminalId: string; interactive?: boolean; label: string }) {
+export function TerminalView({ terminalId, interactive = false, label, active = true, onExit }: {
+  terminalId: string;
+  interactive?: boolean;
+  label: string;
+  /** Shown (tabs keep hidden terminals mounted, so their screen and scrollback stay). */
+  active?: boolean;
+  onExit?: (code: number | null) => void;
+}) {
   const host = useRef<HTMLDivElement>(null);
+  const xterm = useRef<Xterm>(undefined);
+  const fitNow = useRef<() => void>(() => {});
+  const exitRef = useRef(onExit);
+  exitRef.current = onExit;
+  const theme = useResolvedTheme();
+  const themeRef = useRef(theme);
+  themeRef.current = theme;
+  const [searching, setSearching] = useState(false);
 
   useEffect(() => {
     const el = host.current;
@@ -32,14 +74,29 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
       fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace',
       disableStdin: !interactive,
       cursorBlink: interactive,
-      theme: xtermTheme(),
+      theme: xtermTheme(themeRef.current),
+      // The search addon draws its highlights as decorations, which xterm 6 still marks as proposed API.
+      allowProposedApi: true,
+      // OSC 8 hyperlinks go through the same rule as plain links; never xterm's own opener.
+      linkHandler: { activate: (_e, uri) => openLink(uri), allowNonHttpProtocols: false },
     });
     const fit = new FitAddon();
+    const search = new SearchAddon({ highlightLimit: 1000 });
     term.loadAddon(fit);
+    term.loadAddon(search);
+    term.loadAddon(new WebLinksAddon((_e, uri) => openLink(uri)));
+    term.attachCustomKeyEventHandler((e) => {
+      if (e.type === 'keydown' && (e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === 'f') {
+        e.preventDefault();
+        setSearching(true);
+        return false;
+      }
+      return true;
+    });
     term.open(el);
-    try { fit.fit(); } catch { /* not laid out yet */ }
+    xterm.current = { term, search };
     const sink = new TerminalSink(term, { flow: terminalFlow });
-    // For tests and the benchmark: the page can read how much reached the terminal.
+    // For tests and the benchmark: the page can read how much reached the terminal, and its size.
     el.dataset.terminalId = terminalId;
     const stats = () => {
       el.dataset.rendered = String(sink.stats.renderedBytes);
@@ -48,6 +105,27 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
       el.dataset.gaps = String(sink.stats.gaps);
     };
     sink.onRendered = stats;
+
+    // The PTY follows the view: at open, and after every resize has settled.
+    const sendSize = () => {
+      el.dataset.cols = String(term.cols);
+      el.dataset.rows = String(term.rows);
+      if (interactive) void api().call('terminals:resize', { terminalId, cols: term.cols, rows: term.rows }).catch(() => {});
+    };
+    const resized = term.onResize(sendSize);
+    fitNow.current = () => {
+      // A hidden tab has no size; it fits when shown.
+      if (!el.clientWidth || !el.clientHeight) return;
+      try { fit.fit(); } catch { /* not laid out yet */ }
+    };
+    fitNow.current();
+    sendSize();
+    let debounce: ReturnType<typeof setTimeout> | undefined;
+    const observer = new ResizeObserver(() => {
+      clearTimeout(debounce);
+      debounce = setTimeout(() => fitNow.current(), RESIZE_DEBOUNCE_MS);
+    });
+    observer.observe(el);
 
     // Live chunks that arrive while the log replays are held; afterwards, only what the replay
     // did not already show is written (chunks carry their end offset in the log), whichever of
@@ -66,7 +144,10 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     const detach = terminalHub()?.attach(terminalId, {
       write,
       gap,
-      exit: (code) => sink.write(`\r\n\x1b[2m[exited${code === null ? '' : ` with ${code}`}]\x1b[0m\r\n`),
+      exit: (code) => {
+        sink.write(`\r\n\x1b[2m[exited${code === null ? '' : ` with ${code}`}]\x1b[0m\r\n`);
+        exitRef.current?.(code);
+      },
     });
     let cancelled = false;
     void (async () => {
@@ -87,19 +168,54 @@ export function TerminalView({ terminalId, interactive = false, label }: { termi
     })();
 
     const input = interactive ? term.onData((data) => void api().call('terminals:write', { terminalId, data }).catch(() => {})) : undefined;
-    const resize = interactive ? term.onResize(({ cols, rows }) => void api().call('terminals:resize', { terminalId, cols, rows }).catch(() => {})) : undefined;
-    const observer = new ResizeObserver(() => { try { fit.fit(); } catch { /* hidden */ } });
-    observer.observe(el);
     return () => {
       cancelled = true;
+      clearTimeout(debounce);
       observer.disconnect();
       input?.dispose();
-      resize?.dispose();
+      resized.dispose();
       detach?.();
       sink.dispose();
+      xterm.current = undefined;
+      fitNow.current = () => {};
       term.dispose();
     };
   }, [terminalId, interactive]);
 
-  return <div className="terminal-host" ref={host} role="log" aria-label={label} />;
+  useEffect(() => {
+    if (xterm.current) xterm.current.term.options.theme = xtermTheme(theme);
+  }, [theme]);
+
+  useEffect(() => {
+    if (!active) return;
+    fitNow.current();
+    if (interactive && !searching) xterm.current?.term.focus();
+  }, [active, interactive, searching, terminalId]);
+
+  const copySelection = () => {
+    const text = xterm.current?.term.getSelection();
+    if (text) void copyText(text, 'the selection');
+    else useAppStore.getState().notify('info', 'Nothing is selected: select text in the terminal first, or use Copy all.');
+  };
+
+  const closeSearch = () => {
+    setSearching(false);
+    xterm.current?.search.clearDecorations();
+  };
+
+  return (
+    <div className="terminal-view" hidden={!active}>
+      <div className="terminal-toolbar" role="toolbar" aria-label={`${label} tools`}>
+        {searching && xterm.current ? (
+          <TerminalSearch search={xterm.current.search} theme={theme} label={label} onClose={closeSearch} />
+        ) : (
+          <button className="btn small" onClick={() => setSearching(true)} title="Search (Ctrl+F / ⌘F)">Search</button>
+        )}
+        <span style={{ flex: 1 }} />
+        <button className="btn small" title="Copy the selected text" onClick={copySelection}>Copy</button>
+        <button className="btn small" onClick={() => xterm.current && void copyText(bufferText(xterm.current.term.buffer.active), 'the whole terminal')}>Copy all</button>
+      </div>
+      <div className="terminal-host" ref={host} role="log" aria-label={label} />
+    </div>
+  );
 }

@@ -6,6 +6,7 @@ export type Route =
   | { name: 'new' }
   | { name: 'run'; runId: string }
   | { name: 'review'; runId: string }
+  | { name: 'audit'; runId: string }
   | { name: 'history' };
 
 export interface Notice {

@@ -1,36 +1,44 @@
 import { create } from 'zustand';
-import type { ChangedFile, FileDiff } from '../../../contracts';
+import type { ChangeScope, ChangedFile, FileDiff } from '../../../contracts';
 import { api, errorMessage } from '../api';
 
+/**
+ * Where a run's change is kept: its own by run id, a follow-up's whole-thread change beside it
+ * (docs/architecture.md §15).
+ */
+export const viewKey = (runId: string, scope: ChangeScope = 'turn') => (scope === 'thread' ? `${runId}#thread` : runId);
+
 interface DiffState {
+  /** By `viewKey`. */
   files: Record<string, ChangedFile[] | undefined>;
   /** Digest of the collected result whose files are shown (absent while a run is live); apply sends it back. */
   patchSha256: Record<string, string | undefined>;
-  /** `${runId}\0${path}` → diff */
+  /** `${viewKey}\0${path}` → diff */
   diffs: Record<string, FileDiff | { error: string } | undefined>;
-  load(runId: string): Promise<void>;
-  loadFile(runId: string, path: string): Promise<void>;
+  load(runId: string, scope?: ChangeScope): Promise<void>;
+  loadFile(runId: string, path: string, scope?: ChangeScope): Promise<void>;
   /** `diffs:onDidChange`: refetch what is loaded for that run (debounced by the caller). */
   invalidate(runId: string): Promise<void>;
 }
 
-export const diffKey = (runId: string, path: string) => `${runId}\0${path}`;
+export const diffKey = (runId: string, path: string, scope?: ChangeScope) => `${viewKey(runId, scope)}\0${path}`;
 
 /** Changed files and diffs: event ⇒ invalidate ⇒ refetch (docs/architecture.md §5). */
 export const useDiffStore = create<DiffState>()((set, get) => ({
   files: {},
   patchSha256: {},
   diffs: {},
-  async load(runId) {
-    const { files, patchSha256 } = await api().call('diffs:list', { runId });
-    set((s) => ({ files: { ...s.files, [runId]: files }, patchSha256: { ...s.patchSha256, [runId]: patchSha256 } }));
+  async load(runId, scope) {
+    const { files, patchSha256 } = await api().call('diffs:list', { runId, ...(scope ? { scope } : {}) });
+    const key = viewKey(runId, scope);
+    set((s) => ({ files: { ...s.files, [key]: files }, patchSha256: { ...s.patchSha256, [key]: patchSha256 } }));
   },
-  async loadFile(runId, path) {
+  async loadFile(runId, path, scope) {
     try {
-      const diff = await api().call('diffs:file', { runId, path });
-      set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path)]: diff } }));
+      const diff = await api().call('diffs:file', { runId, path, ...(scope ? { scope } : {}) });
+      set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path, scope)]: diff } }));
     } catch (err) {
-      set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path)]: { error: errorMessage(err) } } }));
+      set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path, scope)]: { error: errorMessage(err) } } }));
     }
   },
   async invalidate(runId) {

@@ -11,6 +11,12 @@ interface KeysState {
   load(): Promise<void>;
   /** Saves a key; the caller clears its input field right away (the key is not kept here). */
   setKey(input: ChannelInput<'keys:set'>): Promise<KeyInfo>;
+  /** Points a provider at another base URL; its key is not sent, read or changed. */
+  setBaseUrl(provider: string, baseUrl: string): Promise<KeyInfo>;
+  /** Saves a subscription credential (setup token or auth.json text); the caller clears its field first. */
+  setSubscription(input: ChannelInput<'keys:setSubscription'>): Promise<KeyInfo>;
+  /** Imports this machine's Codex sign-in. */
+  importCodex(input: ChannelInput<'keys:importCodex'>): Promise<KeyInfo>;
   removeKey(provider: string): Promise<void>;
   testKey(provider: string): Promise<void>;
   addProvider(input: ChannelInput<'providers:add'>): Promise<ProviderInfo>;
@@ -32,6 +38,21 @@ export const useKeysStore = create<KeysState>()((set, get) => ({
   },
   async setKey(input) {
     const info = await api().call('keys:set', input);
+    await get().load();
+    return info;
+  },
+  async setBaseUrl(provider, baseUrl) {
+    const info = await api().call('keys:setBaseUrl', { provider, baseUrl });
+    await get().load();
+    return info;
+  },
+  async setSubscription(input) {
+    const info = await api().call('keys:setSubscription', input);
+    await get().load();
+    return info;
+  },
+  async importCodex(input) {
+    const info = await api().call('keys:importCodex', input);
     await get().load();
     return info;
   },

@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import type { RunEvent, RunRecord, RunSummary, StartRunInput } from '../../../contracts';
+import type { ContinueRunInput, RunEvent, RunRecord, RunSummary, StartRunInput } from '../../../contracts';
 import { api } from '../api';
 
 /** Events kept in memory per run for the transcript; command output lives in the terminal instead. */
@@ -20,6 +20,8 @@ interface RunsState {
   loaded: boolean;
   load(): Promise<void>;
   start(input: StartRunInput): Promise<RunSummary>;
+  /** A follow-up turn of a finished run (or a fork, from an earlier turn), docs/architecture.md §15. */
+  continueRun(input: ContinueRunInput): Promise<RunSummary>;
   /** Loads a run's record and replays its stored events (history, or a reload mid-run). */
   open(runId: string): Promise<void>;
   cancel(runId: string): Promise<void>;
@@ -48,60 +50,68 @@ function appendEvents(live: RunLive | undefined, events: RunEvent[]): RunLive {
 }
 
 /** Runs: summaries for lists, live state (events, record) for the runs being looked at. */
-export const useRunsStore = create<RunsState>()((set, get) => ({
-  runs: {},
-  order: [],
-  live: {},
-  loaded: false,
-  async load() {
-    const list = await api().call('runs:list', {});
-    set((s) => ({ runs: { ...s.runs, ...Object.fromEntries(list.map((r) => [r.id, r])) }, order: list.map((r) => r.id), loaded: true }));
-  },
-  async start(input) {
-    const summary = await api().call('runs:start', input);
+export const useRunsStore = create<RunsState>()((set, get) => {
+  /** A run just queued here: listed, and its events kept from the first one. */
+  const watchNew = (summary: RunSummary): RunSummary => {
     get().applyStatus(summary);
     set((s) => ({ live: { ...s.live, [summary.id]: s.live[summary.id] ?? { events: [], lastSeq: -1, replaying: false } } }));
     return summary;
-  },
-  async open(runId) {
-    set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] ?? { events: [], lastSeq: -1 }), replaying: true } } }));
-    const record = await api().call('runs:get', { runId });
-    get().applyStatus(record);
-    let after = -1;
-    for (;;) {
-      const page = await api().call('runs:events', { runId, afterSeq: after, limit: 1000 });
-      set((s) => ({ live: { ...s.live, [runId]: appendEvents(s.live[runId], page.events) } }));
-      if (page.done || page.events.length === 0) break;
-      after = page.nextSeq;
-    }
-    set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] as RunLive), record, replaying: false } } }));
-  },
-  async cancel(runId) {
-    get().applyStatus(await api().call('runs:cancel', { runId }));
-  },
-  async approve(runId, requestId, approved) {
-    await api().call('runs:approve', { runId, requestId, approved });
-    const run = get().runs[runId];
-    if (run?.pendingApproval?.requestId === requestId) get().applyStatus({ ...run, pendingApproval: undefined });
-  },
-  async remove(runId) {
-    await api().call('runs:delete', { runId });
-    set((s) => {
-      const { [runId]: _r, ...runs } = s.runs;
-      const { [runId]: _l, ...live } = s.live;
-      return { runs, live, order: s.order.filter((id) => id !== runId) };
-    });
-  },
-  applyStatus(summary) {
-    set((s) => ({
-      runs: { ...s.runs, [summary.id]: { ...s.runs[summary.id], ...summary } },
-      order: s.order.includes(summary.id) ? s.order : [summary.id, ...s.order],
-    }));
-  },
-  applyEvent(event) {
-    const live = get().live[event.runId];
-    if (!live) return; // nobody is looking at this run; it replays from disk when opened
-    if (!keep(event)) return; // command output belongs to the terminal, not to React state
-    set((s) => ({ live: { ...s.live, [event.runId]: appendEvents(s.live[event.runId], [event]) } }));
-  },
-}));
+  };
+  return {
+    runs: {},
+    order: [],
+    live: {},
+    loaded: false,
+    async load() {
+      const list = await api().call('runs:list', {});
+      set((s) => ({ runs: { ...s.runs, ...Object.fromEntries(list.map((r) => [r.id, r])) }, order: list.map((r) => r.id), loaded: true }));
+    },
+    async start(input) {
+      return watchNew(await api().call('runs:start', input));
+    },
+    async continueRun(input) {
+      return watchNew(await api().call('runs:continue', input));
+    },
+    async open(runId) {
+      set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] ?? { events: [], lastSeq: -1 }), replaying: true } } }));
+      const record = await api().call('runs:get', { runId });
+      get().applyStatus(record);
+      let after = -1;
+      for (;;) {
+        const page = await api().call('runs:events', { runId, afterSeq: after, limit: 1000 });
+        set((s) => ({ live: { ...s.live, [runId]: appendEvents(s.live[runId], page.events) } }));
+        if (page.done || page.events.length === 0) break;
+        after = page.nextSeq;
+      }
+      set((s) => ({ live: { ...s.live, [runId]: { ...(s.live[runId] as RunLive), record, replaying: false } } }));
+    },
+    async cancel(runId) {
+      get().applyStatus(await api().call('runs:cancel', { runId }));
+    },
+    async approve(runId, requestId, approved) {
+      await api().call('runs:approve', { runId, requestId, approved });
+      const run = get().runs[runId];
+      if (run?.pendingApproval?.requestId === requestId) get().applyStatus({ ...run, pendingApproval: undefined });
+    },
+    async remove(runId) {
+      await api().call('runs:delete', { runId });
+      set((s) => {
+        const { [runId]: _r, ...runs } = s.runs;
+        const { [runId]: _l, ...live } = s.live;
+        return { runs, live, order: s.order.filter((id) => id !== runId) };
+      });
+    },
+    applyStatus(summary) {
+      set((s) => ({
+        runs: { ...s.runs, [summary.id]: { ...s.runs[summary.id], ...summary } },
+        order: s.order.includes(summary.id) ? s.order : [summary.id, ...s.order],
+      }));
+    },
+    applyEvent(event) {
+      const live = get().live[event.runId];
+      if (!live) return; // nobody is looking at this run; it replays from disk when opened
+      if (!keep(event)) return; // command output belongs to the terminal, not to React state
+      set((s) => ({ live: { ...s.live, [event.runId]: appendEvents(s.live[event.runId], [event]) } }));
+    },
+  };
+});

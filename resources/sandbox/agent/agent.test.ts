@@ -122,6 +122,36 @@ async function start(script: ScriptedTurn[], expectedKey = TOKEN): Promise<void>
 }
 
 describe.each<Format>(['anthropic', 'openai'])('built-in agent, %s format', (format) => {
+  it('keeps its conversation in AIRLOCK_TRANSCRIPT and continues it in a follow-up turn (docs/architecture.md §15)', async () => {
+    const transcript = path.join(workspace, '.session', 'transcript.json');
+    await start([
+      { toolCalls: [{ name: 'write_file', input: { path: 'plan.md', content: 'turn-one-plan\n' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'wrote the plan' } }] },
+      { toolCalls: [{ name: 'read_file', input: { path: 'plan.md' } }] },
+      { text: 'Both turns done.' },
+    ]);
+    const first = await runAgent(format, { env: { AIRLOCK_TRANSCRIPT: transcript } });
+    expect(first.code).toBe(0);
+    const kept = JSON.parse(await readFile(transcript, 'utf8')) as { version: number; format: string; messages: unknown[] };
+    expect(kept).toMatchObject({ version: 1, format });
+    const second = await runAgent(format, { env: { AIRLOCK_TRANSCRIPT: transcript, AIRLOCK_RESUME: '1', AIRLOCK_TASK: 'Also handle the empty case.' } });
+    expect(second.code).toBe(0);
+    expect(ofType(second, 'agent_error')).toEqual([]);
+    // The follow-up's first request carries the first turn: its task, its tool call, its result; then the new task.
+    const posts = upstream.requests.filter((r) => r.method === 'POST');
+    const sent = JSON.stringify((posts[2]!.body as { messages: unknown[] }).messages);
+    expect(sent).toContain('Change the greeting in hello.txt');
+    expect(sent).toContain('turn-one-plan');
+    expect(sent.indexOf('Also handle the empty case.')).toBeGreaterThan(sent.indexOf('turn-one-plan'));
+    expect((posts[2]!.body as { messages: unknown[] }).messages.length).toBeGreaterThan((posts[1]!.body as { messages: unknown[] }).messages.length);
+    // A transcript in the other wire format is refused and said, and the turn starts fresh.
+    await writeFile(transcript, JSON.stringify({ ...kept, format: format === 'anthropic' ? 'openai' : 'anthropic' }));
+    upstream.setScript([{ text: 'fresh' }]);
+    const third = await runAgent(format, { env: { AIRLOCK_TRANSCRIPT: transcript, AIRLOCK_RESUME: '1' } });
+    expect(third.code).toBe(0);
+    expect(ofType(third, 'agent_error')[0]?.message).toMatch(/could not be continued.*format/);
+  });
+
   it('reads a file, runs a command, edits a file and finishes', async () => {
     await writeFile(path.join(workspace, 'hello.txt'), 'hello world\nsecond line\n');
     await start([

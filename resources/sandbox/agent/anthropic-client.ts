@@ -26,8 +26,25 @@ export class AnthropicClient implements ModelClient {
   private readonly messages: Message[] = [];
   private readonly results: CompactableResult[] = [];
 
-  constructor(private readonly opts: AnthropicOptions, task: string) {
-    this.messages.push({ role: 'user', content: task });
+  /** `previous`: an earlier turn's history (a follow-up); the task is added as the next user message. */
+  constructor(private readonly opts: AnthropicOptions, task: string, previous: Array<Record<string, unknown>> = []) {
+    for (const m of previous as Message[]) {
+      this.messages.push(m);
+      // Earlier tool outputs can be elided like this turn's.
+      if (m.role === 'user' && Array.isArray(m.content)) {
+        for (const b of m.content as Array<{ type?: string; content?: unknown }>) {
+          if (b?.type === 'tool_result' && typeof b.content === 'string') this.results.push({ get: () => b.content as string, set: (t) => (b.content = t) });
+        }
+      }
+    }
+    const last = this.messages.at(-1);
+    // Roles alternate: a history that ends with tool results takes the task in the same message.
+    if (last?.role === 'user') last.content = [...(typeof last.content === 'string' ? [{ type: 'text', text: last.content }] : last.content), { type: 'text', text: task }];
+    else this.messages.push({ role: 'user', content: task });
+  }
+
+  history(): Array<Record<string, unknown>> {
+    return this.messages;
   }
 
   async turn(onTextDelta: (delta: string) => void): Promise<TurnResult> {

@@ -20,6 +20,10 @@ export interface AgentConfig {
   retries: number;
   /** History size (characters) above which older tool outputs are elided. */
   contextChars: number;
+  /** Where the conversation is kept (docs/architecture.md §15); none: not kept. */
+  transcriptFile?: string;
+  /** Continue the conversation in `transcriptFile` (a follow-up turn). */
+  resume: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -59,5 +63,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     maxTokens: int(env, 'AIRLOCK_MAX_TOKENS', 8192, 1),
     retries: int(env, 'AIRLOCK_RETRIES', 2, 0),
     contextChars: int(env, 'AIRLOCK_CONTEXT_CHARS', 400_000, 1000),
+    ...(env.AIRLOCK_TRANSCRIPT ? { transcriptFile: env.AIRLOCK_TRANSCRIPT } : {}),
+    resume: env.AIRLOCK_RESUME === '1' && !!env.AIRLOCK_TRANSCRIPT,
   };
 }

@@ -15,6 +15,7 @@ import { emit, redact, setRedaction } from './events';
 import { UpstreamError, type ModelClient, type ToolResultMessage } from './model';
 import { OpenAiClient } from './openai-client';
 import { runTool, TOOLS } from './tools';
+import { loadTranscript, saveTranscript } from './transcript';
 
 function systemPrompt(config: AgentConfig): string {
   return [
@@ -27,16 +28,38 @@ function systemPrompt(config: AgentConfig): string {
   ].join('\n');
 }
 
-function makeClient(config: AgentConfig): ModelClient & { addUser(text: string): void } {
+function makeClient(config: AgentConfig, previous: Array<Record<string, unknown>>): ModelClient & { addUser(text: string): void } {
   const system = systemPrompt(config);
   if (config.format === 'anthropic') {
-    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task);
+    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
   }
-  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task);
+  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
+}
+
+/** An earlier turn's conversation (a follow-up turn), or none; one that cannot be read is said and dropped. */
+function previousConversation(config: AgentConfig): Array<Record<string, unknown>> {
+  if (!config.resume || !config.transcriptFile) return [];
+  try {
+    return loadTranscript(config.transcriptFile, config.format);
+  } catch (err) {
+    emit({ type: 'agent_error', message: `The previous turn's conversation could not be continued (${(err as Error).message}); starting a fresh one.` });
+    return [];
+  }
 }
 
 async function run(config: AgentConfig, approvals: ApprovalReader): Promise<number> {
-  const client = makeClient(config);
+  const client = makeClient(config, previousConversation(config));
+  let keepFailed = false;
+  const keep = () => {
+    if (!config.transcriptFile || keepFailed) return;
+    try {
+      saveTranscript(config.transcriptFile, config.format, client.history());
+    } catch (err) {
+      // The turn goes on; only a follow-up would miss the conversation.
+      keepFailed = true;
+      emit({ type: 'agent_error', message: `Could not keep the conversation for a follow-up: ${(err as Error).message}` });
+    }
+  };
   const approve = async (id: string, command: string): Promise<boolean> => {
     if (config.approval !== 'ask') return true;
     emit({ type: 'approval_request', id, command });
@@ -50,6 +73,7 @@ async function run(config: AgentConfig, approvals: ApprovalReader): Promise<numb
   let nudged = false;
   for (let step = 1; step <= config.maxSteps; step++) {
     const turn = await client.turn((delta) => emit({ type: 'assistant_text', delta }));
+    keep();
     emit({ type: 'usage', inputTokens: turn.usage.inputTokens, outputTokens: turn.usage.outputTokens });
     if (turn.calls.length === 0) {
       if (turn.stopReason === 'max_tokens' || turn.stopReason === 'length') {
@@ -75,6 +99,7 @@ async function run(config: AgentConfig, approvals: ApprovalReader): Promise<numb
       if ('finished' in outcome && outcome.finished !== undefined) finished = outcome.finished;
     }
     client.addToolResults(results);
+    keep();
     if (finished !== undefined) {
       emit({ type: 'finished', summary: finished, reason: 'finish' });
       return 0;

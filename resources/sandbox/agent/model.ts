@@ -35,6 +35,8 @@ export interface ModelClient {
   turn(onTextDelta: (delta: string) => void): Promise<TurnResult>;
   /** Appends the results of the last turn's tool calls. */
   addToolResults(results: ToolResultMessage[]): void;
+  /** The history in the provider's wire format (the transcript a follow-up turn continues). */
+  history(): Array<Record<string, unknown>>;
 }
 
 /** The provider answered with an error, or could not be reached. Messages never hold the key. */

@@ -21,8 +21,21 @@ export class OpenAiClient implements ModelClient {
   /** Some OpenAI-compatible servers reject stream_options; then it is left out from there on. */
   private streamOptions = true;
 
-  constructor(private readonly opts: OpenAiOptions, task: string) {
-    this.messages.push({ role: 'system', content: opts.system }, { role: 'user', content: task });
+  /** `previous`: an earlier turn's history (a follow-up, system message first); the task is added as the next user message. */
+  constructor(private readonly opts: OpenAiOptions, task: string, previous: ChatMessage[] = []) {
+    if (previous.length) {
+      for (const m of previous) {
+        this.messages.push(m);
+        if (m.role === 'tool' && typeof m.content === 'string') this.results.push({ get: () => m.content as string, set: (t) => (m.content = t) });
+      }
+    } else {
+      this.messages.push({ role: 'system', content: opts.system });
+    }
+    this.messages.push({ role: 'user', content: task });
+  }
+
+  history(): ChatMessage[] {
+    return this.messages;
   }
 
   async turn(onTextDelta: (delta: string) => void): Promise<TurnResult> {

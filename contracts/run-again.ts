@@ -1,0 +1,27 @@
+import type { RunRecord, StartRunInput } from './runs';
+
+/**
+ * The start input that repeats a past run: the same project, task, agent, provider and model,
+ * approval mode, isolation, network policy (and allow-list) and limits. The UI's "Run again" fills
+ * the New run form with it; `airlock run --again <runId>` starts it, with any flags given on top.
+ */
+export function runAgainInput(run: RunRecord): StartRunInput {
+  return {
+    projectDir: run.projectDir,
+    task: run.task,
+    agent: run.agent,
+    ...(run.customCommand ? { customCommand: run.customCommand } : {}),
+    provider: run.provider,
+    model: run.model,
+    approval: run.approval,
+    isolation: run.isolation,
+    network: run.network,
+    ...(run.allowlist?.length ? { allowlist: [...run.allowlist] } : {}),
+    ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
+    limits: {
+      timeoutSec: run.limits.timeoutSec,
+      ...(run.limits.budgetTokens !== undefined ? { budgetTokens: run.limits.budgetTokens } : {}),
+      ...(run.limits.budgetUsd !== undefined ? { budgetUsd: run.limits.budgetUsd } : {}),
+    },
+  };
+}

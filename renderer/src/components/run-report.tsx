@@ -1,0 +1,82 @@
+import type { RunEvent, RunRecord } from '../../../contracts';
+import { auditHighlights } from '../lib/audit-summary';
+import { formatTime } from '../lib/format';
+import { useAppStore } from '../stores/app-store';
+import { AuditVerdict, useAuditLog } from './audit-view';
+
+function WipeProof({ wipe }: { wipe: RunRecord['wipe'] }) {
+  if (!wipe) return <div className="muted">No wipe was recorded (the run did not get that far, or it was interrupted; the sandbox is reaped at the next start).</div>;
+  return (
+    <>
+      <div className={wipe.verified ? 'add-n' : 'del-n'}>
+        {wipe.verified ? '✓ Verified gone: nothing of this run is left' : `✗ Left behind: ${wipe.leftovers.join(', ')}`}
+      </div>
+      {wipe.removed.length > 0 && (
+        <ul aria-label="Removed">{wipe.removed.map((r) => <li key={r} className="mono">{r}</li>)}</ul>
+      )}
+      <div className="muted" style={{ fontSize: 12 }}>{formatTime(wipe.at)}{wipe.durationMs !== undefined ? ` · took ${wipe.durationMs < 1000 ? `${Math.round(wipe.durationMs)} ms` : `${(wipe.durationMs / 1000).toFixed(1)} s`}` : ''}</div>
+    </>
+  );
+}
+
+/**
+ * What a finished run leaves as proof: the audit log's verdict, the wipe, the files kept out of
+ * the sandbox, the approvals asked and answered, and the network attempts. Approvals and network
+ * come from the audit log (the host's own record); wipe and exclusions from the run record.
+ */
+export function RunReport({ run, events }: { run: RunRecord; events: readonly RunEvent[] }) {
+  const navigate = useAppStore((s) => s.navigate);
+  const { verify, records, error } = useAuditLog(run.id, run.applied?.at);
+  const h = auditHighlights(records ?? [], events);
+  const loading = !records && !error;
+  return (
+    <section className="panel stack" aria-label="Run report">
+      <AuditVerdict verify={verify} error={error}>
+        <span style={{ flex: 1 }} />
+        <button className="btn" onClick={() => navigate({ name: 'audit', runId: run.id })}>Open audit log</button>
+      </AuditVerdict>
+      <div className="report-grid">
+        <section aria-label="Sandbox wipe">
+          <h3>Sandbox wipe</h3>
+          <WipeProof wipe={run.wipe} />
+        </section>
+        <section aria-label="Kept out of the sandbox">
+          <h3>Kept out of the sandbox</h3>
+          {run.excludedFiles.length === 0 ? <div className="muted">Nothing: no credential-looking files in the project.</div> : (
+            <ul>{run.excludedFiles.map((f) => <li key={f.path}><span className="mono">{f.path}</span> <span className="muted">— {f.reason}</span></li>)}</ul>
+          )}
+        </section>
+        <section aria-label="Approvals">
+          <h3>Approvals</h3>
+          {run.approval === 'auto' && h.approvals.length === 0 && <div className="muted">Not asked: commands ran freely inside the sandbox.</div>}
+          {run.approval === 'ask' && h.approvals.length === 0 && !loading && <div className="muted">No command was asked about.</div>}
+          {h.approvals.length > 0 && (
+            <ul>
+              {h.approvals.map((a, i) => (
+                <li key={i}><span className={a.approved ? 'add-n' : 'del-n'}>{a.approved ? 'approved' : 'denied'}</span> <code>{a.command}</code> <span className="muted">{formatTime(a.at)}</span></li>
+              ))}
+            </ul>
+          )}
+        </section>
+        <section aria-label="Network">
+          <h3>Network</h3>
+          <div>
+            Policy <b>{run.network}</b>
+            {h.policy?.allow.length ? <span className="muted"> — allowed: <span className="mono">{h.policy.allow.join(', ')}</span></span> : null}
+          </div>
+          {h.attempts.length === 0 && !loading && <div className="muted">{run.network === 'none' ? 'No network: the sandbox reached only the model, through Airlock.' : 'No connections through the egress proxy were recorded.'}</div>}
+          {h.attempts.length > 0 && (
+            <ul aria-label="Network attempts">
+              {h.attempts.map((a, i) => (
+                <li key={i}>
+                  <span className={a.allowed ? 'add-n' : 'del-n'}>{a.allowed ? 'allowed' : 'blocked'}</span> <span className="mono">{a.host}{a.port ? `:${a.port}` : ''}</span>
+                  {a.reason && <span className="muted"> — {a.reason}</span>}
+                </li>
+              ))}
+            </ul>
+          )}
+        </section>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,136 @@
+import { create } from 'zustand';
+import { createJSONStorage, persist } from 'zustand/middleware';
+import { runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
+import { api } from '../api';
+import { useAppStore } from './app-store';
+
+/** What the New run form holds, as typed (numbers as text until Start). */
+export interface NewRunDraft {
+  projectDir: string;
+  task: string;
+  agent: AgentKind;
+  customCommand: string;
+  provider: string;
+  model: string;
+  approval: ApprovalMode;
+  isolation: Isolation;
+  network: NetworkPolicy;
+  /** Domains, space separated. */
+  allowlist: string;
+  timeoutMin: string;
+  budgetTokens: string;
+  budgetUsd: string;
+  /** History in the sandbox's repository; undefined: the `gitHistory` setting. */
+  gitHistory?: GitHistory;
+}
+
+interface NewRunFormState {
+  draft: NewRunDraft;
+  /** Whether the draft took the settings' defaults yet (once per session). */
+  seeded: boolean;
+  /** A run to repeat was loaded ("Run again"): the form says so until the next edit. */
+  againFrom?: string;
+  set(patch: Partial<NewRunDraft>): void;
+  /** Takes the user's defaults, once, for fields the user has not filled. */
+  seed(settings: Settings): void;
+  /** Fills every field from a past run (contracts/run-again.ts). */
+  fillFrom(input: StartRunInput, runId: string): void;
+  /** After a start: the task is used up; project and settings stay for the next run. */
+  started(): void;
+}
+
+const EMPTY: NewRunDraft = {
+  projectDir: '',
+  task: '',
+  agent: 'builtin',
+  customCommand: '',
+  provider: '',
+  model: '',
+  approval: 'auto',
+  isolation: 'container',
+  network: 'none',
+  allowlist: '',
+  timeoutMin: '30',
+  budgetTokens: '',
+  budgetUsd: '',
+};
+
+/** sessionStorage where there is one (the draft lasts as long as the window); memory otherwise. */
+function sessionStore(): Storage {
+  try {
+    if (typeof sessionStorage !== 'undefined') return sessionStorage;
+  } catch {
+    // storage blocked
+  }
+  const mem = new Map<string, string>();
+  return {
+    get length() { return mem.size; },
+    clear: () => mem.clear(),
+    getItem: (k) => mem.get(k) ?? null,
+    key: (i) => [...mem.keys()][i] ?? null,
+    removeItem: (k) => void mem.delete(k),
+    setItem: (k, v) => void mem.set(k, v),
+  };
+}
+
+/**
+ * The New run form's draft: it outlives the screen (navigate away and back, or reload the window)
+ * for the session; nothing here is a secret.
+ */
+export const useNewRunForm = create<NewRunFormState>()(
+  persist(
+    (set, get) => ({
+      draft: EMPTY,
+      seeded: false,
+      set: (patch) => set((s) => ({ draft: { ...s.draft, ...patch }, againFrom: undefined })),
+      seed(settings) {
+        if (get().seeded) return;
+        set((s) => ({
+          seeded: true,
+          draft: {
+            ...s.draft,
+            agent: settings.defaultAgent,
+            provider: s.draft.provider || settings.defaultProvider || '',
+            model: s.draft.model || settings.defaultModel || '',
+            approval: settings.defaultApproval,
+            isolation: settings.defaultIsolation,
+            network: settings.defaultNetwork,
+            allowlist: s.draft.allowlist || settings.defaultAllowlist.join(' '),
+            timeoutMin: String(Math.round(settings.defaultTimeoutSec / 60)),
+          },
+        }));
+      },
+      fillFrom(input, runId) {
+        set({
+          seeded: true,
+          againFrom: runId,
+          draft: {
+            projectDir: input.projectDir,
+            task: input.task,
+            agent: input.agent ?? 'builtin',
+            customCommand: input.customCommand ?? '',
+            provider: input.provider,
+            model: input.model,
+            approval: input.approval ?? 'auto',
+            isolation: input.isolation ?? 'container',
+            network: input.network ?? 'none',
+            allowlist: (input.allowlist ?? []).join(' '),
+            timeoutMin: String(Math.max(1, Math.round((input.limits?.timeoutSec ?? 1800) / 60))),
+            budgetTokens: input.limits?.budgetTokens !== undefined ? String(input.limits.budgetTokens) : '',
+            budgetUsd: input.limits?.budgetUsd !== undefined ? String(input.limits.budgetUsd) : '',
+            ...(input.gitHistory !== undefined ? { gitHistory: input.gitHistory } : {}),
+          },
+        });
+      },
+      started: () => set((s) => ({ draft: { ...s.draft, task: '' }, againFrom: undefined })),
+    }),
+    { name: 'airlock.new-run-form', storage: createJSONStorage(sessionStore), partialize: (s) => ({ draft: s.draft, seeded: s.seeded, againFrom: s.againFrom }) },
+  ),
+);
+
+/** "Run again": the past run's settings into the form, then the form (the user starts it). */
+export async function runAgain(runId: string): Promise<void> {
+  const record = await api().call('runs:get', { runId });
+  useNewRunForm.getState().fillFrom(runAgainInput(record), runId);
+  useAppStore.getState().navigate({ name: 'new' });
+}
