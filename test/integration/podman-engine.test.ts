@@ -69,7 +69,7 @@ describe.skipIf(!podman.ok)('Podman as the engine (real Podman API)', () => {
   it('the sandbox\'s volumes carry the run\'s labels, so the wipe finds them and proves them gone', async () => {
     const runId = testRunId();
     const info = await driver.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
-    expect(info.engine).toMatch(/Podman/);
+    expect(info.engine).toMatchObject({ description: expect.stringMatching(/^Podman \d/), remote: false });
     const filters = { label: [`airlock.run=${runId}`] };
     expect(((await docker.listVolumes({ filters })).Volumes ?? []).map((v) => v.Name).sort()).toEqual([`airlock-${runId}-state`, `airlock-${runId}-workspace`]);
     const proof = await driver.destroy(runId);
