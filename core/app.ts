@@ -105,7 +105,8 @@ export class AirlockCore {
 
   /**
    * The container engine every container sandbox, image build and the reaper use: the `engineHost`
-   * setting (or `--engine-host`), else DOCKER_HOST, CONTAINER_HOST (the `engine` choice: Docker, Podman or auto), the Docker context, the well-known sockets.
+   * setting (or `--engine-host`), else DOCKER_HOST, CONTAINER_HOST, the Docker context, the well-known
+   * sockets, limited to Docker or Podman by the `engine` setting (or `--engine`).
    */
   engine(): Promise<Engine> {
     if (!this.enginePromise) {
