@@ -14,7 +14,7 @@ export interface BenchResult {
 export interface Benchmark {
   name: string;
   /** What must be present (Docker, Chromium…); when missing the bench is reported as not run. */
-  requires?: Array<'docker' | 'chromium' | 'qemu'>;
+  requires?: Array<'docker' | 'chromium' | 'qemu' | 'runsc' | 'podman'>;
   run(): Promise<BenchResult[]>;
 }
 

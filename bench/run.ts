@@ -18,6 +18,8 @@ const probes = {
   docker: () => has('docker', ['info']),
   chromium: () => has('/usr/bin/chromium', ['--version']),
   qemu: () => has('qemu-system-x86_64', ['--version']),
+  runsc: () => has('sh', ['-c', "docker info --format '{{json .Runtimes}}' | grep -q runsc"]),
+  podman: () => has('curl', ['-sf', '--unix-socket', process.env.AIRLOCK_TEST_PODMAN_SOCKET || '/run/podman/podman.sock', 'http://d/_ping']),
 };
 
 function fmt(n: number | undefined, digits = 3): string {

@@ -48,6 +48,7 @@ const TITLE: Record<ErrorKind, string> = {
   UPSTREAM_ERROR: 'The provider answered with an error',
   BUDGET_EXCEEDED: 'Budget reached',
   VM_UNAVAILABLE: 'Virtual machine isolation is not available',
+  GVISOR_UNAVAILABLE: 'gVisor isolation is not available',
   CANCELLED: 'Stopped',
   INTERNAL: 'Something went wrong inside Airlock',
 };
@@ -62,6 +63,7 @@ const SETUP: ReadonlySet<ErrorKind> = new Set([
   'DISK_FULL',
   'KEYCHAIN_UNAVAILABLE',
   'VM_UNAVAILABLE',
+  'GVISOR_UNAVAILABLE',
   'CHANNEL_CLOSED',
 ]);
 

@@ -27,6 +27,7 @@ export const ErrorKind = z.enum([
   'UPSTREAM_ERROR',
   'BUDGET_EXCEEDED',
   'VM_UNAVAILABLE',
+  'GVISOR_UNAVAILABLE',
   'CANCELLED',
   'INTERNAL',
 ]);

@@ -16,7 +16,11 @@ export type AgentKind = z.infer<typeof AgentKind>;
 export const ApprovalMode = z.enum(['auto', 'ask']);
 export type ApprovalMode = z.infer<typeof ApprovalMode>;
 
-export const Isolation = z.enum(['container', 'vm']);
+/**
+ * `container`: a hardened container (runc); `gvisor`: the same container under gVisor's user-space
+ * kernel (runsc), so the agent never talks to the host kernel directly; `vm`: a micro-VM with its own kernel.
+ */
+export const Isolation = z.enum(['container', 'gvisor', 'vm']);
 export type Isolation = z.infer<typeof Isolation>;
 
 /** `none`: loopback + the model proxy only. Wider policies are explicit choices, audited. */

@@ -40,6 +40,11 @@ export const Settings = z.object({
    */
   vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
   /**
+   * Which container engine to use: `auto` (default) takes DOCKER_HOST, CONTAINER_HOST, then the first
+   * Docker or Podman socket found; `docker`/`podman` look only for that engine. `AIRLOCK_ENGINE` wins.
+   */
+  engine: z.enum(['auto', 'docker', 'podman']).optional(),
+  /**
    * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
    * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker
    * context's name. `--engine-host` wins for one command. Read at start.

@@ -16,6 +16,8 @@ import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
 import { installationId } from './common/installation-id';
 import { DockerDriver } from './sandbox/docker/docker-driver';
 import { connectEngine, type Engine } from './sandbox/docker/engine';
+import { engineChoiceFrom } from './sandbox/docker/engine-endpoint';
+import type { Isolation } from '../contracts/runs';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
 import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './network/egress-proxy';
@@ -103,7 +105,8 @@ export class AirlockCore {
 
   /**
    * The container engine every container sandbox, image build and the reaper use: the `engineHost`
-   * setting (or `--engine-host`), else DOCKER_HOST, the Docker context, the well-known sockets.
+   * setting (or `--engine-host`), else DOCKER_HOST, CONTAINER_HOST, the Docker context, the well-known
+   * sockets, limited to Docker or Podman by the `engine` setting (or `--engine`).
    */
   engine(): Promise<Engine> {
     if (!this.enginePromise) {
@@ -113,8 +116,11 @@ export class AirlockCore {
     return this.enginePromise;
   }
 
-  /** The sandbox manager of an isolation level; VMs need QEMU (Linux), Lima (macOS) or WSL2. */
-  sandboxes(isolation: 'container' | 'vm'): Promise<SandboxManager> {
+  /**
+   * The sandbox manager of an isolation level: containers (runc) and gVisor (runsc) on the container
+   * engine; VMs need QEMU (Linux), Lima (macOS) or WSL2.
+   */
+  sandboxes(isolation: Isolation): Promise<SandboxManager> {
     let manager = this.managers.get(isolation);
     if (!manager) {
       manager = this.createManager(isolation);
@@ -124,10 +130,10 @@ export class AirlockCore {
     return manager;
   }
 
-  private async createManager(isolation: 'container' | 'vm'): Promise<SandboxManager> {
-    if (isolation === 'container') {
+  private async createManager(isolation: Isolation): Promise<SandboxManager> {
+    if (isolation !== 'vm') {
       const installation = await installationId(this.home);
-      return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), installationId: installation }), { installationId: installation });
+      return new SandboxManager(new DockerDriver({ env: this.env, engine: await this.engine(), installationId: installation, isolation }), { installationId: installation });
     }
     if (process.platform === 'win32') {
       // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
@@ -157,7 +163,7 @@ export class AirlockCore {
    * The sandbox image for a variant, built once per process when missing (progress is pushed). For
    * VM isolation on macOS it is built inside the Lima VM (no Docker engine needed on the Mac).
    */
-  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void, isolation: 'container' | 'vm' = 'container'): Promise<string> {
+  image(variant: 'base' | 'agents', onProgress?: (p: ImageProgress) => void, isolation: Isolation = 'container'): Promise<string> {
     if (isolation === 'vm' && process.platform === 'darwin') return this.limaImage(variant);
     let ref = this.images.get(variant);
     if (!ref) {
@@ -217,11 +223,12 @@ export class AirlockCore {
 
 /**
  * The engine the user chose for this home: `--engine-host` (AIRLOCK_ENGINE_HOST) or the `engineHost`
- * setting, else DOCKER_HOST, the Docker context, the local sockets (docs/architecture.md §13).
+ * setting, else DOCKER_HOST, CONTAINER_HOST, the Docker context, the local sockets
+ * (docs/architecture.md §13), limited to Docker or Podman by `--engine`/the `engine` setting.
  */
 export async function connectConfiguredEngine(env: NodeJS.ProcessEnv, home = airlockHome(env)): Promise<Engine> {
   const s = await new SettingsStore(home).get();
-  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure });
+  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(env, s.engine ?? 'auto') });
 }
 
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */

@@ -15,6 +15,8 @@ command -v git >/dev/null || need_pkgs+=(git)
 # gVisor's runsc (--isolation gvisor), Podman (a second Docker-API engine), sshd and openssl (remote engines on loopback).
 command -v runsc >/dev/null || need_pkgs+=(runsc)
 command -v podman >/dev/null || need_pkgs+=(podman)
+# Podman's --init (the sandbox's PID 1 under Podman).
+[ -x /usr/libexec/podman/catatonit ] || need_pkgs+=(catatonit)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -66,6 +68,14 @@ log "runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end
 
 # Podman as a second Docker-API engine (test/integration/podman-engine.test.ts): its rootful API
 # service on /run/podman/podman.sock. cgroupfs and file events: there is no systemd here.
+# Rootful Podman raises nofile/nproc in every container to values above this machine's hard limits
+# (no CAP_SYS_RESOURCE here), and then no container starts: cap them at what we have.
+if command -v podman >/dev/null; then
+  mkdir -p /etc/containers/containers.conf.d
+  nproc=$(ulimit -Hu); pidmax=$(cat /proc/sys/kernel/pid_max)
+  { [ "$nproc" = unlimited ] || [ "$nproc" -gt "$pidmax" ]; } && nproc=$pidmax
+  printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n' "$(ulimit -Hn)" "$(ulimit -Hn)" "$nproc" "$nproc" >/etc/containers/containers.conf.d/airlock-ci.conf
+fi
 if command -v podman >/dev/null && ! curl -sf --unix-socket /run/podman/podman.sock http://d/_ping >/dev/null 2>&1; then
   log "starting podman system service"
   mkdir -p /run/podman

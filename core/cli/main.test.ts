@@ -65,6 +65,16 @@ describe('airlock CLI arguments (README: exit 2 on bad usage)', () => {
     }
   });
 
+  it('--engine takes docker, podman or auto on any command; anything else is exit 2 naming the choices', async () => {
+    for (const argv of [['doctor', '--engine', 'lxc'], ['runs', '--engine'], ['run', './p', '--engine=containerd']]) {
+      const r = await cli(...argv);
+      expect(r.code, argv.join(' ')).toBe(ExitCode.usage);
+      expect(r.err, argv.join(' ')).toContain('--engine needs one of auto, docker, podman');
+    }
+    // Accepted and taken out before the command parses its own options.
+    expect((await cli('runs', '--engine', 'podman')).code).toBe(ExitCode.ok);
+  });
+
   it('exits 2 for an unknown command and 0 for --help', async () => {
     expect((await cli('frobnicate')).code).toBe(ExitCode.usage);
     const help = await cli('runs', '--help');

@@ -1,3 +1,4 @@
+import { ENGINE_CHOICES } from '../sandbox/docker/engine-endpoint';
 import { ERROR_ACTION_CLI, describeError } from '../../contracts/error-help';
 import { toErrorInfo } from '../../contracts/errors';
 import { CliUsageError } from './args';
@@ -38,12 +39,13 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
   }
   const command = await load();
   try {
-    const { host, args } = takeEngineHost(rest);
+    const { host, choice, args } = takeEngineHost(rest);
     if (args.includes('--help') || args.includes('-h')) {
       io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
       return ExitCode.ok;
     }
-    return await command.run(args, host === undefined ? io : { ...io, env: { ...io.env, AIRLOCK_ENGINE_HOST: host } });
+    const env = { ...io.env, ...(host === undefined ? {} : { AIRLOCK_ENGINE_HOST: host }), ...(choice === undefined ? {} : { AIRLOCK_ENGINE: choice }) };
+    return await command.run(args, { ...io, env });
   } catch (err) {
     if (err instanceof CliUsageError) {
       io.stderr.write(`airlock ${name}: ${err.message}\nusage: ${command.usage}\n`);
@@ -59,10 +61,12 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
 /**
  * `--engine-host ADDRESS|CONTEXT` works with every command: the container engine for this command
  * (over the `engineHost` setting, DOCKER_HOST and the Docker context), passed on as AIRLOCK_ENGINE_HOST.
+ * So does `--engine docker|podman|auto` (over the `engine` setting), passed on as AIRLOCK_ENGINE.
  */
-function takeEngineHost(args: string[]): { host: string | undefined; args: string[] } {
+function takeEngineHost(args: string[]): { host: string | undefined; choice: string | undefined; args: string[] } {
   const out: string[] = [];
   let host: string | undefined;
+  let choice: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
     if (a === '--') {
@@ -75,9 +79,15 @@ function takeEngineHost(args: string[]): { host: string | undefined; args: strin
       host = value;
       continue;
     }
+    if (a === '--engine' || a.startsWith('--engine=')) {
+      const value = a === '--engine' ? args[++i] : a.slice('--engine='.length);
+      if (!value || !(ENGINE_CHOICES as readonly string[]).includes(value)) throw new CliUsageError(`--engine needs one of ${ENGINE_CHOICES.join(', ')}`);
+      choice = value;
+      continue;
+    }
     out.push(a);
   }
-  return { host, args: out };
+  return { host, choice, args: out };
 }
 
 function defaultIo(): CliIo {

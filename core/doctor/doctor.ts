@@ -5,8 +5,9 @@ import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
 import { installationId } from '../common/installation-id';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
-import { pingEngine, type Engine } from '../sandbox/docker/engine';
+import { engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
 import { describeEngine } from '../sandbox/docker/engine-endpoint';
+import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
 import { SandboxManager } from '../sandbox/sandbox';
@@ -238,9 +239,26 @@ export const isolationCheck: ReadinessCheck = {
   },
 };
 
+/**
+ * Whether `--isolation gvisor` can run: the engine lists gVisor's `runsc` among its runtimes (engine
+ * info `Runtimes`). Optional, so a missing runtime is a warning with how to register it.
+ */
+export const gvisorCheck: ReadinessCheck = {
+  id: 'gvisor',
+  label: 'gVisor (runsc)',
+  async run(ctx) {
+    const engine = ctx.state.get('engine') as Engine | undefined;
+    if (!engine) return { status: 'skipped', detail: 'needs the container engine' };
+    const id = await engineIdentity(engine);
+    const name = id.kind === 'podman' ? 'Podman' : 'Docker';
+    if (id.runtimes.includes(GVISOR_RUNTIME)) return { status: 'ok', detail: `runsc is registered with the ${name} engine: --isolation gvisor is available (runtimes: ${id.runtimes.join(', ')})` };
+    return { status: 'warn', detail: `the ${name} engine has no runsc runtime (runtimes: ${id.runtimes.join(', ') || 'none listed'}), so --isolation gvisor cannot run`, fix: gvisorFix(id.kind) };
+  },
+};
+
 /** The checks both the CLI and the UI run, in order. */
 export function defaultDoctorChecks(): ReadinessCheck[] {
-  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck];
+  return [resourcesCheck, engineCheck, imageCheck, helperCheck, keychainCheck, providerKeysCheck, isolationCheck, gvisorCheck];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
-import type { GitHistory, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
+import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
@@ -81,9 +81,9 @@ export const realWorkspace: RunWorkspace = {
 export interface RunServiceDeps {
   store: RunStore;
   /** The sandbox manager for an isolation level (throws VM_UNAVAILABLE where there is none). */
-  sandboxes(isolation: 'container' | 'vm'): Promise<Pick<SandboxManager, 'create' | 'reapOrphans'>>;
+  sandboxes(isolation: Isolation): Promise<Pick<SandboxManager, 'create' | 'reapOrphans'>>;
   /** The image for an agent's variant on an isolation level, built on first use. */
-  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: 'container' | 'vm'): Promise<string>;
+  image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: Isolation): Promise<string>;
   proxy: RunProxy;
   /** The model proxy's loopback port on the host. */
   proxyPort: number;

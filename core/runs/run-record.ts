@@ -12,7 +12,7 @@ import type { FileChange } from '../workspace/changes';
 
 /** The sandbox that ran the run: which driver, which image, the engine's id while it exists. */
 export const RunSandbox = z.object({
-  driver: z.enum(['docker', 'qemu', 'lima', 'wsl']),
+  driver: z.enum(['docker', 'gvisor', 'qemu', 'lima', 'wsl']),
   image: z.string().optional(),
   /** The engine's id of the sandbox (for the reaper after a crash). */
   id: z.string().optional(),

@@ -166,7 +166,7 @@ export class RunService implements Disposable {
       updatedAt: now,
       isolation: input.isolation,
       network: input.network,
-      sandbox: { driver: input.isolation === 'vm' ? VM_KIND : 'docker' },
+      sandbox: { driver: input.isolation === 'vm' ? VM_KIND : input.isolation === 'gvisor' ? 'gvisor' : 'docker' },
       limits: {
         timeoutSec: input.limits.timeoutSec,
         ...(input.limits.budgetTokens ? { budgetTokens: input.limits.budgetTokens } : {}),

@@ -1,7 +1,7 @@
 import type { Event } from '../common/disposable';
 
 /** Which isolation a sandbox uses. */
-export type IsolationKind = 'docker' | 'qemu' | 'lima' | 'wsl';
+export type IsolationKind = 'docker' | 'gvisor' | 'qemu' | 'lima' | 'wsl';
 
 /** Network policy of a sandbox. `none` leaves only loopback; the model proxy arrives through the channel. */
 export type NetworkMode = 'none' | 'open';

@@ -11,6 +11,7 @@ import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
+const runsc = docker.ok ? await requirePrerequisite('runsc') : docker;
 
 describe.skipIf(!docker.ok)('one doctor for the CLI and the UI (real engine)', () => {
   let home: string;
@@ -38,5 +39,10 @@ describe.skipIf(!docker.ok)('one doctor for the CLI and the UI (real engine)', (
     // The UI now starts a throwaway sandbox too, and sees it wiped.
     expect(ui.checks.find((c) => c.id === 'helper')).toMatchObject({ status: expect.stringMatching(/^(ok|warn)$/), detail: expect.stringContaining('with nothing left') });
     for (const c of ui.checks) expect(['ok', 'warn', 'fail', 'skipped']).toContain(c.status);
+    // Which engine answered, its version and where; and whether gVisor can run on it.
+    expect(ui.checks.find((c) => c.id === 'docker.engine')?.detail).toMatch(/^(rootless )?(Docker|Podman) \d+\.\S* /);
+    const gvisor = ui.checks.find((c) => c.id === 'gvisor');
+    if (runsc.ok) expect(gvisor).toMatchObject({ status: 'ok', detail: expect.stringContaining('runsc is registered with the Docker engine') });
+    else expect(gvisor).toMatchObject({ status: 'warn', fix: expect.stringContaining('"runtimeArgs": ["--network=none"]') });
   }, 120_000);
 });

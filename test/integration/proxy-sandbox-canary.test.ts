@@ -17,21 +17,25 @@ import { ProviderCatalog } from '../../core/keys/provider-catalog';
 import { ModelProxy, proxyEnvFor, vaultResolver, type ModelCallEvent } from '../../core/proxy/model-proxy';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
-import { ensureSandboxImage } from '../../core/sandbox/image';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
-import { requirePrerequisite } from '../support/prerequisites';
+import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
+import { SANDBOX_VARIANTS, sandboxImage, type SandboxVariant } from './sandbox-support';
 import { enc, SEARCH_SCRIPT } from '../support/sandbox-search';
 
 const docker = await requirePrerequisite('docker');
 const keychain = docker.ok ? await requirePrerequisite('keychain') : docker;
+const available = new Map<string, PrerequisiteStatus>();
+for (const v of SANDBOX_VARIANTS) available.set(v.name, v.prerequisite === 'docker' ? docker : await requirePrerequisite(v.prerequisite));
 
-/** Runs a host command and feeds its stdout through `onChunk`; resolves with the exit code. */
-function hostCommand(cmd: string, args: string[], onChunk: (b: Buffer) => void): Promise<number | null> {
+/** Runs a host command and feeds its stdout through `onChunk`; resolves with the exit code (and stderr's tail when it failed). */
+function hostCommand(cmd: string, args: string[], onChunk: (b: Buffer) => void): Promise<number | string | null> {
   return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
     p.stdout.on('data', onChunk);
+    p.stderr.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-2000)));
     p.on('error', reject);
-    p.on('close', resolve);
+    p.on('close', (code) => resolve(code === 0 ? 0 : `${code}: ${stderr.trim()}`));
   });
 }
 
@@ -56,11 +60,17 @@ function streamMatcher(needles: Buffer[]): { push(b: Buffer): void; hits: number
 }
 
 
-describe.skipIf(!docker.ok || !keychain.ok)('canary key through a hardened sandbox', () => {
+// Under every way a sandbox runs: runc and gVisor on Docker, runc on Podman (sandbox-support.ts).
+for (const variant of SANDBOX_VARIANTS) canarySuite(variant);
+
+function canarySuite(variant: SandboxVariant): void {
+describe.skipIf(!available.get(variant.name)?.ok || !keychain.ok)(`canary key through a hardened sandbox: ${variant.name}`, () => {
+  // The engine's own CLI inspects from the host (Podman's reads the same storage as its API service).
+  const cli = variant.name === 'podman' ? 'podman' : 'docker';
   const CANARY = `sk-ant-canary-${randomBytes(20).toString('hex')}`;
   const service = `airlock-test-${randomBytes(4).toString('hex')}`;
   const runId = `canary-${randomBytes(4).toString('hex')}`;
-  const driver = new DockerDriver();
+  let driver: DockerDriver;
   let home: string;
   let up: FakeUpstream;
   let vault: KeyVault;
@@ -85,7 +95,9 @@ describe.skipIf(!docker.ok || !keychain.ok)('canary key through a hardened sandb
     proxy.onDidCall((e) => events.push(e));
     const { port: proxyPort } = await proxy.start();
 
-    imageRef = (await ensureSandboxImage()).ref;
+    const engine = await variant.engine();
+    driver = new DockerDriver({ isolation: variant.isolation, ...(engine ? { engine } : {}) });
+    imageRef = await sandboxImage(engine);
     sandboxId = (await driver.create({ runId, image: imageRef, limits: DEFAULT_LIMITS, network: 'none' })).id;
     client = await ChannelClient.connect(await driver.openChannel(sandboxId));
     const grant = proxy.issueToken({ runId, providers: ['anthropic', 'openai'] });
@@ -164,15 +176,17 @@ describe.skipIf(!docker.ok || !keychain.ok)('canary key through a hardened sandb
     // From the host: the container's whole filesystem (every file, whatever its owner), its config, the image.
     const needles = [Buffer.from(CANARY), Buffer.from('/opt/airlock')];
     const exported = streamMatcher(needles);
-    expect(await hostCommand('docker', ['export', sandboxId], (b) => exported.push(b))).toBe(0);
+    // Through the engine's API (`podman export` cannot write to a pipe it did not get as a tty or file).
+    const tar = await (await driver.engine()).docker.getContainer(sandboxId).export();
+    for await (const chunk of tar) exported.push(chunk as Buffer);
     expect(exported.bytes).toBeGreaterThan(10_000_000);
     expect(exported.hits[1]).toBeGreaterThan(0); // control: the helper path is in the image's files
     expect(exported.hits[0]).toBe(0);
     for (const args of [['inspect', sandboxId], ['image', 'inspect', imageRef], ['image', 'history', '--no-trunc', imageRef]]) {
       const m = streamMatcher([Buffer.from(CANARY), Buffer.from(args[0] === 'inspect' ? env.OPENAI_API_KEY!.slice(0, 8) : 'airlock')]);
-      expect(await hostCommand('docker', args, (b) => m.push(b))).toBe(0);
+      expect(await hostCommand(cli, args, (b) => m.push(b))).toBe(0);
       expect(m.bytes).toBeGreaterThan(0);
-      expect(m.hits[0], `canary in docker ${args.join(' ')}`).toBe(0);
+      expect(m.hits[0], `canary in ${cli} ${args.join(' ')}`).toBe(0);
     }
 
     // What left the proxy toward the sandbox and toward the app.
@@ -192,3 +206,4 @@ describe.skipIf(!docker.ok || !keychain.ok)('canary key through a hardened sandb
     expect(r.stdout.toString()).toBe('401');
   });
 });
+}

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
-import { requirePrerequisite } from '../support/prerequisites';
+import { podmanTestSocket, requirePrerequisite } from '../support/prerequisites';
 import {
   CANARY_KEY,
   createRunFixture,
@@ -415,3 +415,43 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     await expect(fetch(published.url)).rejects.toThrow();
   });
 });
+
+// The same run under gVisor (`--isolation gvisor`) and on Podman (`--engine podman`): the record says
+// which isolation and engine ran, the result is the same, the wipe is verified on that engine.
+const gvisor = docker.ok ? await requirePrerequisite('runsc') : docker;
+const podman = await requirePrerequisite('podman');
+const otherWays = [
+  { name: 'gvisor', ok: gvisor.ok, isolation: 'gvisor' as const, env: {} as Record<string, string>, cli: 'docker' as const, engine: /^Docker .* on the local socket/ },
+  // CONTAINER_HOST and the podman choice: how a Podman user points Airlock at their socket.
+  { name: 'podman', ok: podman.ok, isolation: 'container' as const, env: { AIRLOCK_ENGINE: 'podman', CONTAINER_HOST: `unix://${podmanTestSocket()}` } as Record<string, string>, cli: 'podman' as const, engine: /^Podman 4\S* on the local socket/ },
+];
+for (const way of otherWays) {
+  describe.skipIf(!way.ok)(`a built-in agent run: ${way.name}`, () => {
+    let f: RunFixture;
+    beforeAll(async () => {
+      f = await createRunFixture({ env: way.env });
+    });
+    afterAll(async () => {
+      await f?.close();
+    });
+
+    it('completes end to end; the record says which isolation and engine ran; wiped on that engine', async () => {
+      const projectDir = await f.project();
+      const started = await f.start({ projectDir, script: EDIT_SCRIPT, isolation: way.isolation });
+      const run = await f.core.runs.wait(started.id);
+      expect(run.error).toBeUndefined();
+      expect(run.status).toBe('done');
+      expect(run.changedFiles.map((c) => `${c.status} ${c.path}`).sort()).toEqual(['added docs/NEW.md', 'modified src/app.js']);
+      expect(await readFile(f.core.store.paths(run.id).patch, 'utf8')).toContain('+  return 42;');
+      expect(await f.terminalLog(run.id)).toContain('hello-from-sandbox');
+      const stored = await f.core.store.get(run.id);
+      expect(stored.isolation).toBe(way.isolation);
+      expect(stored.sandbox.driver).toBe(way.isolation === 'gvisor' ? 'gvisor' : 'docker');
+      expect(stored.sandbox.engine).toMatch(way.engine);
+      expect((await f.services.runs.get({ runId: run.id })).isolation).toBe(way.isolation);
+      expect(run.wipe?.leftovers).toEqual([]);
+      expect(await leftoversOf(run.id, way.cli)).toEqual([]);
+      expect(await filesContaining(f.core.store.paths(run.id).dir, CANARY_KEY)).toEqual([]);
+    });
+  });
+}

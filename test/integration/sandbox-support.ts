@@ -1,19 +1,54 @@
 import { newRunId } from '../../contracts/ids';
+import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { ensureSandboxImage } from '../../core/sandbox/image';
+import { podmanTestSocket, type Prerequisite } from '../support/prerequisites';
 
 /** A fresh run id in the format RunService uses. */
 export function testRunId(): string {
   return newRunId();
 }
 
-let image: Promise<string> | undefined;
+const images = new Map<string, Promise<string>>();
 
-/** The Airlock sandbox image, built once per test process (cached by content hash across runs). */
-export function sandboxImage(): Promise<string> {
-  image ??= ensureSandboxImage({
-    onProgress: (p) => {
-      if (p.phase === 'build' && p.message.startsWith('step ')) console.log(`[image] ${p.message}`);
-    },
-  }).then((r) => r.ref);
+/**
+ * The Airlock sandbox image, built once per test process and engine (cached by content hash across
+ * runs). Podman builds its own copy through its API: engines do not share image stores.
+ */
+export function sandboxImage(engine?: Engine): Promise<string> {
+  const key = engine?.endpoint.display ?? 'default';
+  let image = images.get(key);
+  if (!image) {
+    image = ensureSandboxImage({
+      ...(engine ? { engine } : {}),
+      onProgress: (p) => {
+        if (p.phase === 'build' && p.message.startsWith('step ')) console.log(`[image ${key}] ${p.message}`);
+      },
+    }).then((r) => r.ref);
+    images.set(key, image);
+  }
   return image;
+}
+
+/**
+ * The ways a container sandbox runs, for tests parametrised over them: runc on the Docker engine
+ * (the default), gVisor's runsc on the Docker engine (`--isolation gvisor`), and runc on Podman's
+ * Docker-compatible API (`AIRLOCK_TEST_PODMAN_SOCKET`, else the rootful socket).
+ */
+export interface SandboxVariant {
+  name: 'runc' | 'gvisor' | 'podman';
+  prerequisite: Prerequisite;
+  isolation: 'container' | 'gvisor';
+  /** The engine to use; undefined: the default resolution (the Docker engine here). */
+  engine(): Promise<Engine | undefined>;
+}
+
+export const SANDBOX_VARIANTS: readonly SandboxVariant[] = [
+  { name: 'runc', prerequisite: 'docker', isolation: 'container', engine: async () => undefined },
+  { name: 'gvisor', prerequisite: 'runsc', isolation: 'gvisor', engine: async () => undefined },
+  { name: 'podman', prerequisite: 'podman', isolation: 'container', engine: () => connectEngine(process.env, { host: `unix://${podmanTestSocket()}` }) },
+];
+
+/** One variant by name. */
+export function sandboxVariant(name: SandboxVariant['name']): SandboxVariant {
+  return SANDBOX_VARIANTS.find((v) => v.name === name) as SandboxVariant;
 }

@@ -1,7 +1,28 @@
 import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
+import { request } from 'node:http';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman';
+
+/** The Podman API socket the Podman tests use (`AIRLOCK_TEST_PODMAN_SOCKET`, else the rootful one). */
+export function podmanTestSocket(): string {
+  return process.env.AIRLOCK_TEST_PODMAN_SOCKET || '/run/podman/podman.sock';
+}
+
+/** GET `path` on a unix socket; the body, or undefined when nothing answers. */
+function getOnSocket(socketPath: string, path: string, timeoutMs = 10_000): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath, path, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve(res.statusCode === 200 ? body : undefined));
+    });
+    req.on('error', () => resolve(undefined));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
 
 export interface PrerequisiteStatus {
   ok: boolean;
@@ -46,6 +67,17 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
       return (await probe('openssl', ['version']))
         ? { ok: true, reason: '' }
         : { ok: false, reason: 'openssl not installed (apt-get install openssl; scripts/ci-setup.sh does)' };
+    case 'runsc': {
+      const info = await getOnSocket('/var/run/docker.sock', '/info');
+      const runtimes = info ? Object.keys((JSON.parse(info) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {}) : [];
+      return runtimes.includes('runsc')
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'the Docker engine has no runsc runtime (apt-get install runsc and register it in /etc/docker/daemon.json; scripts/ci-setup.sh does)' };
+    }
+    case 'podman':
+      return (await getOnSocket(podmanTestSocket(), '/_ping')) === 'OK'
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: `no Podman API service answers on ${podmanTestSocket()} (podman system service --time=0 unix://${podmanTestSocket()} &; scripts/ci-setup.sh starts one; AIRLOCK_TEST_PODMAN_SOCKET picks another)` };
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

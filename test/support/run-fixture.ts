@@ -116,10 +116,10 @@ export async function filesContaining(dir: string, needle: string): Promise<stri
   return hits;
 }
 
-/** Containers and volumes the engine still has for a run (by label). */
-export async function leftoversOf(runId: string): Promise<string[]> {
-  const containers = (await exec('docker', ['ps', '-aq', '--filter', `label=airlock.run=${runId}`])).stdout.trim();
-  const volumes = (await exec('docker', ['volume', 'ls', '-q', '--filter', `label=airlock.run=${runId}`])).stdout.trim();
+/** Containers and volumes the engine still has for a run (by label), asked through the engine's own CLI. */
+export async function leftoversOf(runId: string, cli: 'docker' | 'podman' = 'docker'): Promise<string[]> {
+  const containers = (await exec(cli, ['ps', '-aq', '--filter', `label=airlock.run=${runId}`])).stdout.trim();
+  const volumes = (await exec(cli, ['volume', 'ls', '-q', '--filter', `label=airlock.run=${runId}`])).stdout.trim();
   return [...containers.split('\n'), ...volumes.split('\n')].filter(Boolean);
 }
 

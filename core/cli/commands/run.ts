@@ -14,7 +14,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|vm] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
+       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--json]
        airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 

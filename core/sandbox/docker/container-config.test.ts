@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
-import { hardenedContainerConfig, volumeNames } from './container-config';
+import { GVISOR_PIDS_HEADROOM } from './gvisor';
+import { hardenedContainerConfig, sandboxVolumes, volumeNames } from './container-config';
 
 const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
 
@@ -41,5 +42,27 @@ describe('hardenedContainerConfig', () => {
   it('rejects nonsense limits with INVALID_INPUT', () => {
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, pids: 0 } })).toThrow(/pids limit/);
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, memoryBytes: 1000 } })).toThrow(/memory limit/);
+  });
+
+  it('gVisor changes the runtime and the pids headroom; the rest of the hardening is the same', () => {
+    const runc = hardenedContainerConfig(spec);
+    const gvisor = hardenedContainerConfig(spec, { runtime: 'runsc' });
+    expect(runc.HostConfig!.Runtime).toBeUndefined();
+    expect(gvisor.HostConfig!.Runtime).toBe('runsc');
+    // The pids cgroup also holds the Sentry's threads under gVisor: the limit gets their headroom.
+    expect(gvisor.HostConfig!.PidsLimit).toBe(DEFAULT_LIMITS.pids + GVISOR_PIDS_HEADROOM);
+    expect({ ...gvisor.HostConfig, Runtime: undefined, PidsLimit: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined, PidsLimit: undefined });
+  });
+
+  it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {
+    const h = hardenedContainerConfig(spec, { engine: 'podman' }).HostConfig!;
+    expect(h.Tmpfs?.['/home/airlock']).toMatch(/(^|,)U(,|$)/);
+    expect(h.Tmpfs?.['/home/airlock']).not.toMatch(/uid=/);
+    expect(h.Ulimits?.map((u) => u.Name).sort()).toEqual(['core', 'nofile', 'nproc']);
+    expect(h.Ulimits?.find((u) => u.Name === 'core')).toMatchObject({ Soft: 0, Hard: 0 });
+    expect(hardenedContainerConfig(spec).HostConfig!.Tmpfs?.['/home/airlock']).toMatch(/uid=1000,gid=1000/);
+    const vols = sandboxVolumes(spec.runId, 'inst-1');
+    expect(vols.map((v) => v.Name)).toEqual(Object.values(volumeNames(spec.runId)));
+    for (const v of vols) expect(v.Labels).toMatchObject({ 'airlock.run': spec.runId, 'airlock.installation': 'inst-1' });
   });
 });

@@ -3,6 +3,8 @@ import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
+import type { EngineKind } from './engine-endpoint';
+import { GVISOR_PIDS_HEADROOM, GVISOR_RUNTIME } from './gvisor';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -15,11 +17,38 @@ export const HELPER_NODE = '/opt/airlock/node/node';
 /** Starts the helper with its own Node, or with the image's `node` in an image made without it. */
 export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, HELPER_PATH];
 
-/** Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. */
-const TMPFS: Record<string, string> = {
-  '/tmp': 'rw,nosuid,nodev,size=1g,mode=1777',
-  '/home/airlock': 'rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0755',
-};
+/**
+ * Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. The home belongs to
+ * the sandbox user: Docker says so with uid=/gid=, Podman (which refuses those) with `U` (chown to the
+ * container's user).
+ */
+function tmpfs(engine: EngineKind): Record<string, string> {
+  const owner = engine === 'podman' ? 'U' : 'uid=1000,gid=1000';
+  return {
+    '/tmp': 'rw,nosuid,nodev,size=1g,mode=1777',
+    '/home/airlock': `rw,nosuid,nodev,size=512m,${owner},mode=0755`,
+  };
+}
+
+/**
+ * Podman: once a container names any ulimit, rootful Podman raises open files and processes to
+ * 1048576/4194304 itself, and the container fails to start on hosts whose hard limits are lower.
+ * Stated bounds (plenty for builds; the pids cgroup is the real process limit) always start.
+ */
+const PODMAN_ULIMITS = [
+  { Name: 'nofile', Soft: 8192, Hard: 8192 },
+  { Name: 'nproc', Soft: 32768, Hard: 32768 },
+];
+
+/** How the engine and runtime differ for one sandbox: gVisor's `runsc`, Podman's dialect. */
+export interface ContainerConfigOptions {
+  /** OCI runtime (`runsc` under gVisor); the engine's default (runc) when absent. */
+  runtime?: string;
+  /** The engine the config is for (default docker). */
+  engine?: EngineKind;
+  /** This installation's id, labelled on the container and its volumes (the reaper's test on shared engines). */
+  installation?: string;
+}
 
 export function containerName(runId: string): string {
   return `airlock-${runId}`;
@@ -36,18 +65,34 @@ function validateLimits(spec: SandboxSpec): void {
   if (!(Number.isInteger(pids) && pids >= 32)) throw new AirlockError('INVALID_INPUT', `pids limit ${pids} must be an integer of at least 32`);
 }
 
+/** This process (`<hostname>:<pid>`) and installation as the owner of what a sandbox creates. */
+function ownerLabels(installation?: string): Record<string, string> {
+  return { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
+}
+
+/**
+ * The run's two volumes with their labels (run, kind, which, owner). Docker labels them from the
+ * mount's VolumeOptions when it creates them with the container; Podman ignores those, so the driver
+ * creates them first through the volume API (an unlabelled volume would escape the wipe's check).
+ */
+export function sandboxVolumes(runId: string, installation?: string): Array<{ Name: string; Labels: Record<string, string>; target: string }> {
+  const names = volumeNames(runId);
+  // The owner on volumes too: another Airlock's reaper must not take a volume whose container is on its way.
+  const labels = (which: string): Record<string, string> => ({ ...runLabels(runId, 'volume'), [LABEL_VOLUME]: which, ...ownerLabels(installation) });
+  return [
+    { Name: names.workspace, Labels: labels('workspace'), target: WORKSPACE_DIR },
+    { Name: names.state, Labels: labels('state'), target: STATE_DIR },
+  ];
+}
+
 /**
  * The hardened container of docs/architecture.md §2.3: non-root, no capabilities, no-new-privileges, default
  * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
-export function hardenedContainerConfig(spec: SandboxSpec, installation?: string): Docker.ContainerCreateOptions {
+export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfigOptions = {}): Docker.ContainerCreateOptions {
   validateLimits(spec);
-  const volumes = volumeNames(spec.runId);
-  // This process (`<hostname>:<pid>`) and installation as the owner, on volumes too: another
-  // Airlock's reaper must not take a volume whose container is on its way.
-  const owner: Record<string, string> = { [LABEL_OWNER]: PROCESS_OWNER, ...(installation ? { [LABEL_INSTALLATION]: installation } : {}) };
-  const volumeLabels = (which: string): Record<string, string> => ({ ...runLabels(spec.runId, 'volume'), [LABEL_VOLUME]: which, ...owner });
+  const owner = ownerLabels(opts.installation);
   return {
     name: containerName(spec.runId),
     Image: spec.image,
@@ -68,30 +113,29 @@ export function hardenedContainerConfig(spec: SandboxSpec, installation?: string
     AttachStdout: true,
     AttachStderr: true,
     HostConfig: {
+      // `runsc` for --isolation gvisor: the same hardening, under gVisor's user-space kernel (§2.3).
+      ...(opts.runtime ? { Runtime: opts.runtime } : {}),
       Init: true,
       Privileged: false,
       CapDrop: ['ALL'],
       CapAdd: [],
       SecurityOpt: ['no-new-privileges'],
       ReadonlyRootfs: true,
-      Tmpfs: { ...TMPFS },
-      Mounts: [
-        { Type: 'volume', Source: volumes.workspace, Target: WORKSPACE_DIR, VolumeOptions: { NoCopy: false, Labels: volumeLabels('workspace'), DriverConfig: { Name: 'local', Options: {} } } },
-        { Type: 'volume', Source: volumes.state, Target: STATE_DIR, VolumeOptions: { NoCopy: false, Labels: volumeLabels('state'), DriverConfig: { Name: 'local', Options: {} } } },
-      ],
+      Tmpfs: tmpfs(opts.engine ?? 'docker'),
+      Mounts: sandboxVolumes(spec.runId, opts.installation).map((v) => ({ Type: 'volume' as const, Source: v.Name, Target: v.target, VolumeOptions: { NoCopy: false, Labels: v.Labels, DriverConfig: { Name: 'local', Options: {} } } })),
       Binds: [],
       Memory: spec.limits.memoryBytes,
       // Same as Memory: no swap on top of the limit, so a memory bomb meets the OOM killer.
       MemorySwap: spec.limits.memoryBytes,
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
-      PidsLimit: spec.limits.pids,
+      PidsLimit: spec.limits.pids + (opts.runtime === GVISOR_RUNTIME ? GVISOR_PIDS_HEADROOM : 0),
       NetworkMode: spec.network === 'open' ? 'bridge' : 'none',
       IpcMode: 'private',
       PidMode: '',
       UTSMode: '',
       UsernsMode: '',
       // Core dumps of a crashing agent could hold prompt text; keep none.
-      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, ...(opts.engine === 'podman' ? PODMAN_ULIMITS : [])],
       AutoRemove: false,
       RestartPolicy: { Name: 'no' },
       LogConfig: { Type: 'none', Config: {} },

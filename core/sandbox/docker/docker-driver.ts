@@ -7,9 +7,10 @@ import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig } from './container-config';
-import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
-import { describeEngine } from './engine-endpoint';
+import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
+import { describeEngine, type EngineIdentity } from './engine-endpoint';
+import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
 
 export interface DockerDriverOptions {
@@ -20,6 +21,11 @@ export interface DockerDriverOptions {
   installationId?: string;
   /** Receives the helper's stderr (debug output); it never enters the channel. */
   debugSink?: (sandboxId: string, text: string) => void;
+  /**
+   * `gvisor` runs every container under gVisor's `runsc` runtime, with the same hardening; the engine
+   * must have it registered (GVISOR_UNAVAILABLE otherwise, never a silent runc). Default `container` (runc).
+   */
+  isolation?: 'container' | 'gvisor';
 }
 
 
@@ -32,12 +38,52 @@ function messageOf(err: unknown): string {
 }
 
 /**
+ * Hijacks the container's stdio (before start). Not `container.attach()`: dockerode sends its options
+ * as a JSON body too, which Docker ignores but Podman hands to the helper's stdin. Here the options
+ * travel in the query and the body is empty (an empty buffer still flushes the request headers).
+ */
+function attachStdio(docker: Docker, id: string): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    docker.modem.dial(
+      {
+        path: `/containers/${encodeURIComponent(id)}/attach?`,
+        method: 'POST',
+        isStream: true,
+        hijack: true,
+        openStdin: true,
+        file: Buffer.alloc(0),
+        statusCodes: { 101: true, 200: true, 404: 'no such container', 409: 'container not ready', 500: 'server error' },
+        options: { _query: { stream: true, stdin: true, stdout: true, stderr: true } },
+      },
+      (err: unknown, stream: unknown) => (err ? reject(err) : resolve(stream as Duplex)),
+    );
+  });
+}
+
+/**
+ * Force-removes a container with its anonymous volumes. Podman refuses (500, "container state
+ * improper") when the container stops by itself while it is being killed (the helper exits as its
+ * channel closes); the next attempt finds it stopped and removes it.
+ */
+async function forceRemove(docker: Docker, id: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await docker.getContainer(id).remove({ force: true, v: true });
+      return;
+    } catch (err) {
+      if (attempt >= 3 || statusCodeOf(err) !== 500 || !/state improper|could not be stopped/i.test(messageOf(err))) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
+
+/**
  * SandboxDriver over any Docker-API engine (Docker Engine/Desktop, Colima, OrbStack, Podman).
  * Containers are hardened (see container-config.ts); the helper is the container's own process and
  * the first channel is its attached stdin/stdout (no exec on the ready path); later channels are execs.
  */
 export class DockerDriver implements SandboxDriver {
-  readonly kind: IsolationKind = 'docker';
+  readonly kind: IsolationKind;
   private readonly emitter = new Emitter<SandboxEvent>();
   readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
   private enginePromise: Promise<Engine> | undefined;
@@ -48,6 +94,18 @@ export class DockerDriver implements SandboxDriver {
   constructor(private readonly opts: DockerDriverOptions = {}) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
     this.enginePromise?.catch(() => undefined);
+    this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
+  }
+
+  /**
+   * What the container config depends on: the engine's dialect (Docker or Podman, asked once) and the
+   * OCI runtime (`runsc` under gVisor, after checking the engine has it: never a silent runc).
+   */
+  private async configOptions(engine: Engine): Promise<ContainerConfigOptions & { identity: EngineIdentity }> {
+    const identity = await engineIdentity(engine).catch((err: unknown) => this.fail(err, 'Could not ask the engine what it is'));
+    if (this.kind === 'gvisor') assertGvisorRegistered(identity);
+    const installation = this.opts.installationId;
+    return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}), ...(installation ? { installation } : {}) };
   }
 
   /** The engine client (resolved once). */
@@ -74,12 +132,19 @@ export class DockerDriver implements SandboxDriver {
 
   async create(spec: SandboxSpec): Promise<SandboxInfo> {
     assertSafeRunId(spec.runId);
-    const config = hardenedContainerConfig(spec, this.opts.installationId);
-    const docker = await this.docker();
+    const engine = await this.engine();
+    const docker = engine.docker;
+    const { identity, ...configOpts } = await this.configOptions(engine);
+    const config = hardenedContainerConfig(spec, configOpts);
     let container: Docker.Container;
     try {
+      if (identity.kind === 'podman') {
+        await Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
+      }
       container = await docker.createContainer(config);
     } catch (err) {
+      // Volumes made ahead of the container (Podman) go with the failed create.
+      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(() => undefined);
       if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
       }
@@ -88,7 +153,7 @@ export class DockerDriver implements SandboxDriver {
     this.emitter.fire({ type: 'created', runId: spec.runId, id: container.id });
     try {
       // Attached before start, so not a byte of the helper's hello is missed.
-      const attached = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+      const attached = await attachStdio(docker, container.id);
       this.attached.set(container.id, { runId: spec.runId, socket: attached });
       await container.start();
     } catch (err) {
@@ -98,16 +163,18 @@ export class DockerDriver implements SandboxDriver {
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
     const installation = this.opts.installationId;
-    const where = (await this.engine()).endpoint;
+    const where = engine.endpoint;
+    // What the engine says it is (Docker or Podman, its version, rootless) over what the address suggested.
+    const description = { ...where.description, kind: identity.kind, rootless: identity.rootless || where.description.rootless };
     return {
       id: container.id,
       runId: spec.runId,
-      kind: 'docker',
+      kind: this.kind,
       state: 'running',
       createdAt: new Date().toISOString(),
       owner: PROCESS_OWNER,
       ...(installation ? { installation } : {}),
-      engine: { description: `${describeEngine(where.description)} (${where.display})`, remote: where.description.remote },
+      engine: { description: `${describeEngine(description, identity.version)} (${where.display})`, remote: where.description.remote },
     };
   }
 
@@ -204,10 +271,7 @@ export class DockerDriver implements SandboxDriver {
       // labelled with the run (three sequential rounds instead of five: wipe is on the budget).
       const name = containerName(runId);
       const [named, containers, volumes, networks] = await Promise.all([
-        docker
-          .getContainer(name)
-          .remove({ force: true, v: true })
-          .then(() => true, ignoreGone),
+        forceRemove(docker, name).then(() => true, ignoreGone),
         docker.listContainers({ all: true, filters }),
         docker.listVolumes({ filters }),
         docker.listNetworks({ filters }),
@@ -217,7 +281,7 @@ export class DockerDriver implements SandboxDriver {
       const others = containers.filter((c) => !c.Names.includes(`/${name}`));
       await Promise.all(
         others.map(async (c) => {
-          if (await docker.getContainer(c.Id).remove({ force: true, v: true }).then(() => true, ignoreGone)) removed.push(`container:${c.Id.slice(0, 12)}`);
+          if (await forceRemove(docker, c.Id).then(() => true, ignoreGone)) removed.push(`container:${c.Id.slice(0, 12)}`);
         }),
       );
       await Promise.all([

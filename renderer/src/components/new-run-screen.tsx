@@ -32,6 +32,18 @@ function useExcludedPreview(projectDir: string) {
   return { preview, error };
 }
 
+/** One line per isolation level: what it stops (docs/architecture.md §2.3). */
+const ISOLATION_EXPLAINER: Record<Isolation, string> = {
+  container: 'A hardened container on your engine: fast; shares the host kernel.',
+  gvisor: "A hardened container under gVisor's user-space kernel: the agent never makes a system call to the host kernel. Needs runsc registered with Docker.",
+  vm: 'A micro-VM with its own kernel and no network card: the strongest wall, slower to start.',
+};
+
+/** Whether the setup check says gVisor cannot run here (its `gvisor` check warns; false until known). */
+function useGvisorBlocked(): boolean {
+  return useDoctorStore((s) => s.report?.checks.find((c) => c.id === 'gvisor')?.status === 'warn');
+}
+
 /** Whether the setup check says "Virtual machine" isolation works here (undefined until known). */
 function useVmAvailability(): { available: boolean; reason: string } | undefined {
   const report = useDoctorStore((s) => s.report);
@@ -98,6 +110,7 @@ export function NewRunScreen() {
   const { preview, error: previewError } = useExcludedPreview(d.projectDir);
   const vm = useVmAvailability();
   const vmBlocked = vm !== undefined && !vm.available;
+  const gvisorBlocked = useGvisorBlocked();
   // A folder known not to exist (or not a folder) blocks Start at the field, before a run is made.
   const folderProblem = previewError?.field === 'projectDir' ? previewError.message : undefined;
 
@@ -196,7 +209,8 @@ export function NewRunScreen() {
         <div className="stack" style={{ gap: 4 }}>
           <div className="row">
             <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: e.target.value as Isolation })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
-              <option value="container">Container (Docker)</option>
+              <option value="container">Container</option>
+              <option value="gvisor" disabled={gvisorBlocked}>{gvisorBlocked ? 'gVisor container (unavailable)' : 'gVisor container'}</option>
               <option value="vm" disabled={vmBlocked}>{vmBlocked ? 'Virtual machine (unavailable)' : 'Virtual machine'}</option>
             </select>
             <select aria-label="Network" value={d.network} onChange={(e) => set({ network: e.target.value as NetworkPolicy })}>
@@ -207,6 +221,7 @@ export function NewRunScreen() {
             {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
             {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
           </div>
+          <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[d.isolation]}</p>
           {vmBlocked && (
             <div className={d.isolation === 'vm' ? 'del-n' : 'hint'} id="r-vm-why" role={d.isolation === 'vm' ? 'alert' : undefined}>
               Virtual machine isolation is not available here: {vm.reason}.{' '}
