@@ -45,6 +45,8 @@ export type SandboxRepoSummary = Omit<SandboxRepo, 'files'> & {
   bytes: number;
   /** Building it on the host plus installing it in the sandbox. */
   durationMs: number;
+  /** Of which after `finish()` was called: what it added to the copy's time (hydrate's critical path). */
+  waitMs: number;
 };
 
 /** A sandbox repository on its way in; see `startSandboxRepo`. */
@@ -75,12 +77,14 @@ export function startSandboxRepo(
   early.catch(() => undefined);
   return {
     async finish() {
+      const finishing = performance.now();
       let repo = await early;
       const late = repo.kind === 'history' && snapshot.excluded.length > seen;
       if (late) repo = await buildSandboxRepo(snapshot, history);
       if (late || repo.kind === 'fresh') await installSandboxRepo(shell, repo, { ...opts, replace: late });
       const { files, ...rest } = repo;
-      return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: performance.now() - started };
+      const now = performance.now();
+      return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: now - started, waitMs: now - finishing };
     },
   };
 }
