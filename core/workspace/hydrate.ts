@@ -3,7 +3,7 @@ import { baselineCommitOid } from './git-objects';
 import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } from './snapshot';
 import type { GitMode } from './git-objects';
 import type { HostRepo } from './host-repo';
-import { provideSandboxRepo, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
+import { startSandboxRepo, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
 import {
   BASELINE_IDENT,
@@ -102,6 +102,8 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   // stream, not from the work tree, so the agent's first edits cannot leak into it.
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
   const spool = `${layout.stateDir}/hydrate.tar`;
+  // The agent's repository is built and installed while the copy streams (sandbox-repo.ts).
+  const sandboxRepo = opts.gitHistory === undefined ? undefined : startSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
   const importer = opts.hostRepo ? await opts.hostRepo.importer() : undefined;
   const imported: Array<{ path: string; mode: GitMode; mark: number }> = [];
   const streams = snapshot.open(
@@ -139,10 +141,9 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   if (manifest.status === 'rejected') {
     throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(manifest.reason as Error).message}`);
   }
-  // The agent's repository: built on the host once the stream has ended (every exclusion known),
-  // installed while the baseline below records in the background.
-  const sandboxRepo = opts.gitHistory === undefined ? undefined : provideSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
-  sandboxRepo?.catch(() => undefined);
+  // Settles while the baseline below records in the background.
+  const repoReady = sandboxRepo?.finish();
+  repoReady?.catch(() => undefined);
   const baselineScript = [
     'spool=$1; js=$2; ident=$3; shift 3',
     `node -e "$js" ${BASELINE_REF} "$ident" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
@@ -184,7 +185,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     }
   });
   baselineReady.catch(() => undefined);
-  const repoSummary = await sandboxRepo;
+  const repoSummary = await repoReady;
   if (opts.waitForBaseline ?? true) await baselineReady;
   return {
     files: files.length,

@@ -87,6 +87,17 @@ describe('the sandbox repository (real git, local shell)', () => {
     expect(agentGit(sb, ['status', '--porcelain'])).toBe('');
   });
 
+  it('builds again when the stream leaves out a committed file by its content (found only while copying)', async () => {
+    const key = `-----BEGIN RSA PRIVATE KEY-----\n${'MIIEowIBAAKCAQEAx'.repeat(8)}\n-----END RSA PRIVATE KEY-----\n`;
+    const project = gitRepo({ 'app.js': 'x\n', 'config/deploy.txt': key });
+    const sb = await localSandbox(project, undefined, undefined, { gitHistory: 50 });
+    expect(sb.hydrated.excluded.map((e) => e.path)).toContain('config/deploy.txt');
+    expect(sb.hydrated.sandboxRepo).toMatchObject({ kind: 'history', commits: 1, rewritten: true });
+    expect(agentGit(sb, ['rev-list', '--objects', '--all'])).not.toContain('deploy.txt');
+    expect(agentGit(sb, ['cat-file', '--batch-all-objects', '--batch'])).not.toContain('PRIVATE KEY');
+    expect(agentGit(sb, ['status', '--porcelain'])).toBe('');
+  });
+
   it('gives a project that is not a git repository a fresh one whose single commit is the copied tree', async () => {
     const project = tempDir('airlock-proj-');
     writeTree(project, { 'a.txt': 'a\n', 'sub/b.txt': 'b\n', '.env': 'SECRET=1\n' });

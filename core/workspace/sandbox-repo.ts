@@ -45,24 +45,61 @@ export type SandboxRepoSummary = Omit<SandboxRepo, 'files'> & {
   bytes: number;
   /** Building it on the host plus installing it in the sandbox. */
   durationMs: number;
+  /** Of which after `finish()` was called: what it added to the copy's time (hydrate's critical path). */
+  waitMs: number;
 };
 
+/** A sandbox repository on its way in; see `startSandboxRepo`. */
+export interface PendingSandboxRepo {
+  /** Call once the copy is in place (and its stream has ended): settles when the repository is ready. */
+  finish(): Promise<SandboxRepoSummary>;
+}
+
 /**
- * Gives the workspace its repository: builds it on the host, streams it in, finishes it inside.
- * The hydrate step calls it once the copy is in place; a continued run can call it on a workspace
- * that holds the project plus an earlier result (that result then shows as uncommitted changes).
+ * Starts giving the workspace its repository while the copy streams in: a repository with history
+ * is built on the host and installed at once (it does not need the copied files). `finish()`
+ * installs a fresh repository (it commits the copied files), and builds again when the stream left
+ * out files the first build did not know of (exclusions judged by content), so no excluded path
+ * survives in the shipped history. Call it before the snapshot's stream is opened.
  */
-export async function provideSandboxRepo(
+export function startSandboxRepo(
+  shell: WorkspaceShell,
+  snapshot: ProjectSnapshot,
+  history: GitHistory,
+  opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {},
+): PendingSandboxRepo {
+  const started = performance.now();
+  const seen = snapshot.excluded.length;
+  const early = buildSandboxRepo(snapshot, history).then(async (repo) => {
+    if (repo.kind === 'history') await installSandboxRepo(shell, repo, opts);
+    return repo;
+  });
+  early.catch(() => undefined);
+  return {
+    async finish() {
+      const finishing = performance.now();
+      let repo = await early;
+      const late = repo.kind === 'history' && snapshot.excluded.length > seen;
+      if (late) repo = await buildSandboxRepo(snapshot, history);
+      if (late || repo.kind === 'fresh') await installSandboxRepo(shell, repo, { ...opts, replace: late });
+      const { files, ...rest } = repo;
+      const now = performance.now();
+      return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: now - started, waitMs: now - finishing };
+    },
+  };
+}
+
+/**
+ * Gives a workspace whose copy is already in place its repository. A continued run can call it on a
+ * workspace that holds the project plus an earlier result (that result shows as uncommitted changes).
+ */
+export function provideSandboxRepo(
   shell: WorkspaceShell,
   snapshot: ProjectSnapshot,
   history: GitHistory,
   opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {},
 ): Promise<SandboxRepoSummary> {
-  const started = performance.now();
-  const repo = await buildSandboxRepo(snapshot, history);
-  await installSandboxRepo(shell, repo, opts);
-  const { files, ...rest } = repo;
-  return { ...rest, bytes: files.reduce((n, f) => n + f.content.length, 0), durationMs: performance.now() - started };
+  return startSandboxRepo(shell, snapshot, history, opts).finish();
 }
 
 /** Who commits inside the sandbox, and who wrote `none`'s one commit: never the user's identity. */
@@ -306,10 +343,10 @@ async function writeLooseObject(gitDir: string, type: string, body: Buffer): Pro
 /**
  * Streams the repository into `<workDir>/.git` through the same channel as the copy and finishes it
  * there, as the agent's user: the index from HEAD (so `git status` shows the user's uncommitted
- * changes as unstaged), or, for a fresh repository, one commit of the copied-in tree. Run it after
- * the copy is in place.
+ * changes as unstaged), or, for a fresh repository, one commit of the copied-in tree (run that
+ * one after the copy is in place). `replace` drops a repository installed before.
  */
-export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRepo, opts: { layout?: WorkspaceLayout; timeoutMs?: number } = {}): Promise<void> {
+export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRepo, opts: { layout?: WorkspaceLayout; timeoutMs?: number; replace?: boolean } = {}): Promise<void> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
   const tar = new TarWriter();
   const mtime = new Date(946684800_000);
@@ -325,7 +362,7 @@ export async function installSandboxRepo(shell: WorkspaceShell, repo: SandboxRep
         // path): the agent's first `git status` compares contents once and records the stat data.
         ['git read-tree HEAD']
       : ['git add -A', `git commit -q --no-verify --allow-empty -m 'The project as copied in by Airlock'`];
-  const script = ['set -e', 'cd "$1"', 'mkdir .git', 'tar -x -f - -C .git --no-same-owner', ...finish].join('\n');
+  const script = ['set -e', 'cd "$1"', ...(opts.replace ? ['rm -rf .git'] : []), 'mkdir .git', 'tar -x -f - -C .git --no-same-owner', ...finish].join('\n');
   await runChecked(
     shell,
     { argv: ['sh', '-c', script, 'sh', layout.workDir], stdin: tar.stream, env: gitEnv(layout), timeoutMs: opts.timeoutMs ?? 30 * 60_000 },
