@@ -5,13 +5,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAirlockServices } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
-import { createServeCommand } from '../../core/cli/commands/serve';
-import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
 const exec = promisify(execFile);
@@ -33,8 +31,7 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
   let project: string;
   let upstream: FakeUpstream;
   let services: AirlockServices | undefined;
-  let stop: () => void;
-  let served: Promise<number>;
+  let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let page: Page;
   const serviceName = `airlock-e2e-errors-${process.pid}`;
@@ -50,20 +47,11 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await exec('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', 'commit', '-qm', 'init'], { cwd: project });
     upstream = await startFakeUpstream({ expectedKey: GOOD_KEY, script: [{ toolCalls: [{ name: 'finish', input: { summary: 'never reached' } }] }] });
 
-    let resolveStop!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStop = r));
-    stop = resolveStop;
-    let onListening!: (h: HostServer) => void;
-    const listening = new Promise<HostServer>((r) => (onListening = r));
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };
-    const command = createServeCommand({
-      createServices: async (e) => (services = await createAirlockServices({ env: e, warm: false })),
-      untilStopped: () => ({ stopped, done: () => {} }),
-      onListening,
-    });
-    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
-    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
-    const host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+    const ui = await serveUi({ env, rendererDir, warm: false });
+    stopServe = ui.stop;
+    services = ui.services;
+    const host = ui.host;
     const b = await launchChromium();
     closeBrowser = b.close;
     page = await b.browser.newPage();
@@ -73,8 +61,7 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
   afterAll(async () => {
     await closeBrowser?.();
     if (services) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
-    stop?.();
-    await served?.catch(() => undefined);
+    await stopServe?.();
     await upstream?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });

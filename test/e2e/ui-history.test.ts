@@ -6,12 +6,10 @@ import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
-import { createAirlockServices } from '../../core/app-services';
-import { createServeCommand } from '../../core/cli/commands/serve';
-import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
 const exec = promisify(execFile);
@@ -34,8 +32,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('history you can read, and Run again
   let emptyVmAssets: string;
   let upstream: FakeUpstream;
   let services: AirlockServices | undefined;
-  let stop: () => void;
-  let served: Promise<number>;
+  let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let page: Page;
   const pageErrors: string[] = [];
@@ -52,20 +49,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('history you can read, and Run again
     await exec('git', ['init', '-q', '-b', 'main'], { cwd: project });
 
     upstream = await startFakeUpstream({ expectedKey: KEY });
-    let resolveStop!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStop = r));
-    stop = resolveStop;
-    let onListening!: (h: HostServer) => void;
-    const listening = new Promise<HostServer>((r) => (onListening = r));
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-e2e-history-${process.pid}`, AIRLOCK_VM_ASSETS: emptyVmAssets };
-    const command = createServeCommand({
-      createServices: async (e) => (services = await createAirlockServices({ env: e })),
-      untilStopped: () => ({ stopped, done: () => {} }),
-      onListening,
-    });
-    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
-    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
-    const host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+    const ui = await serveUi({ env, rendererDir });
+    stopServe = ui.stop;
+    services = ui.services;
+    const host = ui.host;
     // The key (and the fake upstream's URL) straight through the services: the keys screen has its own e2e.
     await services?.keys.set({ provider: 'anthropic', key: KEY, baseUrl: upstream.url, storage: keychain.ok ? 'keychain' : 'session' });
 
@@ -79,8 +67,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('history you can read, and Run again
   afterAll(async () => {
     await closeBrowser?.();
     if (services) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
-    stop?.();
-    await served?.catch(() => undefined);
+    await stopServe?.();
     await upstream?.close();
     for (const dir of [home, project, emptyVmAssets]) if (dir) await rm(dir, { recursive: true, force: true });
   });

@@ -5,14 +5,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAirlockServices } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
 import { StartRunInput } from '../../contracts/runs';
-import { createServeCommand } from '../../core/cli/commands/serve';
 import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
 const exec = promisify(execFile);
@@ -38,8 +37,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
   let upstream: FakeUpstream;
   let services: AirlockServices | undefined;
   let host: HostServer;
-  let stop: () => void;
-  let served: Promise<number>;
+  let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let page: Page;
   const pageErrors: string[] = [];
@@ -67,20 +65,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
       { toolCalls: [{ name: 'finish', input: { summary: 'The answer is now 42.' } }], usage: { input: 240, output: 20 } },
     ]);
 
-    let resolveStop!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStop = r));
-    stop = resolveStop;
-    let onListening!: (h: HostServer) => void;
-    const listening = new Promise<HostServer>((r) => (onListening = r));
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };
-    const command = createServeCommand({
-      createServices: async (e) => (services = await createAirlockServices({ env: e })),
-      untilStopped: () => ({ stopped, done: () => {} }),
-      onListening,
-    });
-    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
-    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
-    host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+    const ui = await serveUi({ env, rendererDir });
+    stopServe = ui.stop;
+    services = ui.services;
+    host = ui.host;
 
     const b = await launchChromium();
     closeBrowser = b.close;
@@ -92,8 +81,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
   afterAll(async () => {
     await closeBrowser?.();
     if (services && keychain.ok) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
-    stop?.();
-    await served?.catch(() => undefined);
+    await stopServe?.();
     await upstream?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });

@@ -4,12 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAirlockServices } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
-import { createServeCommand } from '../../core/cli/commands/serve';
-import type { HostServer } from '../../core/host/host-server';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
 const chromium = await requirePrerequisite('chromium');
@@ -27,8 +25,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
   let home: string;
   let codexHome: string;
   let services: AirlockServices | undefined;
-  let stop: () => void;
-  let served: Promise<number>;
+  let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let page: Page;
   const token = `sk-ant-oat01-${randomBytes(20).toString('hex')}`;
@@ -41,20 +38,11 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
     codexHome = await mkdtemp(join(tmpdir(), 'airlock-e2e-codex-'));
     const idToken = `${part({ alg: 'RS256' })}.${part({ 'https://api.openai.com/auth': { chatgpt_plan_type: 'pro', chatgpt_account_id: 'acct-ui' } })}.sig`;
     await writeFile(join(codexHome, 'auth.json'), JSON.stringify({ OPENAI_API_KEY: null, tokens: { id_token: idToken, access_token: access, refresh_token: refresh, account_id: 'acct-ui' }, last_refresh: new Date().toISOString() }));
-    let resolveStop!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStop = r));
-    stop = resolveStop;
-    let onListening!: (h: HostServer) => void;
-    const listening = new Promise<HostServer>((r) => (onListening = r));
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-e2e-subs-${process.pid}`, CODEX_HOME: codexHome };
-    const command = createServeCommand({
-      createServices: async (e) => (services = await createAirlockServices({ env: e, warm: false })),
-      untilStopped: () => ({ stopped, done: () => {} }),
-      onListening,
-    });
-    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
-    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
-    const host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+    const ui = await serveUi({ env, rendererDir, warm: false });
+    stopServe = ui.stop;
+    services = ui.services;
+    const host = ui.host;
     const b = await launchChromium();
     closeBrowser = b.close;
     page = await b.browser.newPage();
@@ -64,8 +52,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
   afterAll(async () => {
     await closeBrowser?.();
     for (const provider of ['claude-subscription', 'chatgpt-signin']) await services?.keys.remove({ provider }).catch(() => undefined);
-    stop?.();
-    await served?.catch(() => undefined);
+    await stopServe?.();
     await rm(home, { recursive: true, force: true });
     await rm(codexHome, { recursive: true, force: true });
   });

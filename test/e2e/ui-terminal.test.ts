@@ -6,13 +6,12 @@ import { promisify } from 'node:util';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_SHELLS_PER_RUN, isFinalStatus } from '../../contracts';
-import { createAirlockServices } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
-import { createServeCommand } from '../../core/cli/commands/serve';
 import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
 const exec = promisify(execFile);
@@ -101,8 +100,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the terminal panel with the real co
   let upstream: FakeUpstream;
   let services: AirlockServices | undefined;
   let host: HostServer;
-  let stop: () => void;
-  let served: Promise<number>;
+  let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let context: BrowserContext;
   let page: Page;
@@ -127,20 +125,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('the terminal panel with the real co
       { toolCalls: [{ name: 'finish', input: { summary: 'done' } }], usage: { input: 100, output: 10 } },
     ]);
 
-    let resolveStop!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStop = r));
-    stop = resolveStop;
-    let onListening!: (h: HostServer) => void;
-    const listening = new Promise<HostServer>((r) => (onListening = r));
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };
-    const command = createServeCommand({
-      createServices: async (e) => (services = await createAirlockServices({ env: e })),
-      untilStopped: () => ({ stopped, done: () => {} }),
-      onListening,
-    });
-    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
-    served = command.run(['--no-open', '--renderer-dir', rendererDir], { stdout: sink, stderr: sink, stdin: process.stdin, env });
-    host = await Promise.race([listening, served.then((code) => { throw new Error(`serve exited with ${code}`); })]);
+    const ui = await serveUi({ env, rendererDir });
+    stopServe = ui.stop;
+    services = ui.services;
+    host = ui.host;
     await services!.keys.set({ provider: 'anthropic', key: KEY, baseUrl: upstream.url, storage: keychain.ok ? 'keychain' : 'session' });
 
     const b = await launchChromium();
@@ -172,8 +161,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the terminal panel with the real co
       await vi.waitFor(async () => expect(isFinalStatus((await services!.runs.get({ runId })).status)).toBe(true), { timeout: 120_000, interval: 500 }).catch(() => undefined);
     }
     if (services && keychain.ok) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
-    stop?.();
-    await served?.catch(() => undefined);
+    await stopServe?.();
     await upstream?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });
