@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AirlockError } from './airlock-error';
 
 /**
  * Every error that crosses a process boundary has a kind from this list and a message that says
@@ -51,25 +52,7 @@ export function envelopeSchema<T extends z.ZodType>(value: T) {
   ]);
 }
 
-/** A typed error; `kind` travels across processes, `message` is shown to the user. */
-export class AirlockError extends Error {
-  constructor(
-    readonly kind: ErrorKind,
-    message: string,
-    options?: { cause?: unknown; field?: string },
-  ) {
-    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
-    this.name = 'AirlockError';
-    this.field = options?.field;
-  }
-
-  /** The input field the error is about, when there is one. */
-  readonly field: string | undefined;
-
-  toInfo(): ErrorInfo {
-    return { kind: this.kind, message: this.message, ...(this.field ? { field: this.field } : {}) };
-  }
-}
+export { AirlockError } from './airlock-error';
 
 /** Turns anything thrown into an ErrorInfo without leaking stack traces or unknown fields. */
 export function toErrorInfo(err: unknown): ErrorInfo {

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { AirlockError } from '../../contracts/errors';
+import { AirlockError } from '../../contracts/airlock-error';
 
 /**
  * Bad usage of a command: `main` prints the message and the command's usage and exits 2 (README,

@@ -1,6 +1,4 @@
-import { ENGINE_CHOICES } from '../sandbox/docker/engine-endpoint';
-import { ERROR_ACTION_CLI, describeError } from '../../contracts/error-help';
-import { toErrorInfo } from '../../contracts/errors';
+import { ENGINE_CHOICES } from '../sandbox/docker/engine-choice';
 import { CliUsageError } from './args';
 import { ExitCode, type CliCommand, type CliIo } from './command';
 
@@ -51,6 +49,8 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
       io.stderr.write(`airlock ${name}: ${err.message}\nusage: ${command.usage}\n`);
       return ExitCode.usage;
     }
+    // Loaded only on failure: the error contracts pull in zod, which `--help` and a good run's start do not need.
+    const [{ toErrorInfo }, { ERROR_ACTION_CLI, describeError }] = await Promise.all([import('../../contracts/errors'), import('../../contracts/error-help')]);
     const info = toErrorInfo(err);
     const help = describeError(info);
     io.stderr.write(`airlock ${name}: ${help.title}: ${help.message}\n${help.actions.map((a) => `  → ${ERROR_ACTION_CLI[a]}\n`).join('')}`);

@@ -17,12 +17,8 @@ import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
  * API differences live in the driver.
  */
 
-/** The engines Airlock knows by name. Both speak the Docker Engine API. */
-export type EngineKind = 'docker' | 'podman';
-
-/** The user's choice (`--engine`, the `engine` setting, `AIRLOCK_ENGINE`): `auto` takes the first engine found. */
-export type EngineChoice = 'auto' | EngineKind;
-export const ENGINE_CHOICES: readonly EngineChoice[] = ['auto', 'docker', 'podman'];
+export { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
+import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
