@@ -23,8 +23,8 @@ export async function readCodexAuthFile(file: string): Promise<Secret> {
     if (err instanceof AirlockError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
-      throw new AirlockError('NOT_FOUND', `No Codex sign-in at ${file}. Run \`codex login\` and sign in with ChatGPT (with cli_auth_credentials_store = "file"), or pass --from PATH, or paste the auth.json in Settings → Keys.`, { field: 'from' });
+      throw new AirlockError('NOT_FOUND', `No Codex sign-in at ${file}. Sign in with \`codex login\` (ChatGPT, with cli_auth_credentials_store = "file") and import again, or give Airlock the content of an auth.json (Paste auth.json in Keys, or \`airlock keys import-codex --from FILE\`).`, { field: 'from' });
     }
-    throw new AirlockError('INVALID_INPUT', `Could not read ${file} (${code ?? 'error'}); check its permissions or pass --from PATH.`, { field: 'from' });
+    throw new AirlockError('INVALID_INPUT', `Could not read ${file} (${code ?? 'error'}); check its permissions, or give Airlock the content of the auth.json (Paste auth.json in Keys, or \`airlock keys import-codex --from FILE\`).`, { field: 'from' });
   }
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -57,6 +57,13 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
     await rm(codexHome, { recursive: true, force: true });
   });
 
+  /** Waits for the row to say "signed in"; if the app shows an error first, fails with its words. */
+  async function signedInOrSaid(row: Locator): Promise<void> {
+    const alert = page.locator('.notice-area [role="alert"]');
+    await row.getByText('signed in').or(alert).first().waitFor();
+    if (await alert.count()) expect.fail(`the app said: ${await alert.first().textContent()}`);
+  }
+
   it('pastes a setup token and imports the Codex sign-in; says whom each serves; shows no credential', async () => {
     await page.getByRole('button', { name: /Keys & providers/ }).click();
     const section = page.getByRole('region', { name: 'Subscription sign-in' });
@@ -68,12 +75,12 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
     await claude.getByRole('button', { name: 'Paste setup token' }).click();
     await claude.getByLabel('Claude subscription (Claude Code only) setup token').fill(token);
     await claude.getByRole('button', { name: 'Save' }).click();
-    await claude.getByText('signed in').waitFor();
+    await signedInOrSaid(claude);
 
     const chatgpt = section.locator('tr[data-provider="chatgpt-signin"]');
     expect(await chatgpt.locator('[data-note="serves-only"]').textContent()).toContain('Serves only Codex CLI');
     await chatgpt.getByRole('button', { name: 'Import from Codex' }).click();
-    await chatgpt.getByText('signed in').waitFor();
+    await signedInOrSaid(chatgpt);
     expect(await chatgpt.textContent()).toContain('token valid until');
 
     // Stored in the keychain (the core reads them back), shown nowhere.
