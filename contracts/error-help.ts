@@ -49,6 +49,7 @@ const TITLE: Record<ErrorKind, string> = {
   BUDGET_EXCEEDED: 'Budget reached',
   VM_UNAVAILABLE: 'Virtual machine isolation is not available',
   GVISOR_UNAVAILABLE: 'gVisor isolation is not available',
+  ENGINE_LIMITS_UNSUPPORTED: 'The container engine cannot limit a sandbox',
   CANCELLED: 'Stopped',
   INTERNAL: 'Something went wrong inside Airlock',
 };
@@ -64,6 +65,7 @@ const SETUP: ReadonlySet<ErrorKind> = new Set([
   'KEYCHAIN_UNAVAILABLE',
   'VM_UNAVAILABLE',
   'GVISOR_UNAVAILABLE',
+  'ENGINE_LIMITS_UNSUPPORTED',
   'CHANNEL_CLOSED',
 ]);
 

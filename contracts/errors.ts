@@ -29,6 +29,8 @@ export const ErrorKind = z.enum([
   'BUDGET_EXCEEDED',
   'VM_UNAVAILABLE',
   'GVISOR_UNAVAILABLE',
+  /** The engine would run a sandbox without its memory/CPU/process limits (rootless on cgroup v1). */
+  'ENGINE_LIMITS_UNSUPPORTED',
   'CANCELLED',
   'INTERNAL',
 ]);

@@ -17,6 +17,8 @@ command -v runsc >/dev/null || need_pkgs+=(runsc)
 command -v podman >/dev/null || need_pkgs+=(podman)
 # Podman's --init (the sandbox's PID 1 under Podman).
 [ -x /usr/libexec/podman/catatonit ] || need_pkgs+=(catatonit)
+# Rootless Podman (newuidmap/newgidmap for its user namespace).
+command -v newuidmap >/dev/null || need_pkgs+=(uidmap)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -87,4 +89,22 @@ if command -v podman >/dev/null && ! podman image exists docker.io/library/debia
   docker save debian:bookworm-slim | podman load -q >/dev/null
   podman tag localhost/debian:bookworm-slim docker.io/library/debian:bookworm-slim
   log "seeded debian:bookworm-slim into podman"
+fi
+
+# Rootless Podman (test/integration/podman-rootless.test.ts): a user of its own with subordinate ids,
+# its API service on /run/airlock-rl/podman/podman.sock. On a cgroup v1 host it cannot apply a
+# sandbox's limits, and the test checks that Airlock refuses it and says why.
+if command -v podman >/dev/null && command -v newuidmap >/dev/null; then
+  id airlock-rl >/dev/null 2>&1 || useradd -m -s /bin/bash airlock-rl
+  grep -q '^airlock-rl:' /etc/subuid || echo 'airlock-rl:100000:65536' >>/etc/subuid
+  grep -q '^airlock-rl:' /etc/subgid || echo 'airlock-rl:100000:65536' >>/etc/subgid
+  if ! curl -sf --unix-socket /run/airlock-rl/podman/podman.sock http://d/_ping >/dev/null 2>&1; then
+    log "starting rootless podman system service (user airlock-rl)"
+    install -d -m 0700 -o airlock-rl -g airlock-rl /run/airlock-rl /run/airlock-rl/podman
+    (cd / && exec setsid runuser -u airlock-rl -- env HOME=/home/airlock-rl XDG_RUNTIME_DIR=/run/airlock-rl \
+      podman --cgroup-manager=cgroupfs --events-backend=file system service --time=0 unix:///run/airlock-rl/podman/podman.sock \
+      </dev/null >/var/log/airlock-podman-rootless.log 2>&1 &)
+    for i in $(seq 1 30); do curl -sf --unix-socket /run/airlock-rl/podman/podman.sock http://d/_ping >/dev/null 2>&1 && break; sleep 1; done
+    curl -sf --unix-socket /run/airlock-rl/podman/podman.sock http://d/_ping >/dev/null 2>&1 || { log "rootless podman did not start:"; tail -20 /var/log/airlock-podman-rootless.log; }
+  fi
 fi

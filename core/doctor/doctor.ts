@@ -7,6 +7,7 @@ import { installationId } from '../common/installation-id';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
 import { engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
 import { describeEngine } from '../sandbox/docker/engine-endpoint';
+import { assertLimitsEnforced } from '../sandbox/docker/engine-limits';
 import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
@@ -59,6 +60,7 @@ const FIXES: Partial<Record<ErrorKind, string>> = {
   DISK_FULL: 'Free disk space for the engine (`docker system prune`), then run `airlock doctor` again.',
   IMAGE_INCOMPATIBLE: "Install the missing tools in your image, or drop --image to use Airlock's image.",
   NOT_FOUND: 'Run `airlock doctor` without --no-build to build the image, or pull the image you named.',
+  ENGINE_LIMITS_UNSUPPORTED: 'Use rootful Podman or Docker (engine setting, --engine-host, CONTAINER_HOST/DOCKER_HOST), or move the host to cgroup v2 with memory, pids and cpu delegated to your user.',
 };
 
 /** A failed check, with the fix for its error kind. */
@@ -79,8 +81,15 @@ export const engineCheck: ReadinessCheck = {
       engine.dispose();
       throw err;
     });
+    // An engine that would drop the sandbox's limits fails here, with what to use instead.
+    const identity = await engineIdentity(engine)
+      .then((id) => (assertLimitsEnforced(id), id))
+      .catch((err: unknown) => {
+        engine.dispose();
+        throw err;
+      });
     ctx.state.set('engine', engine);
-    const description = { ...engine.endpoint.description, kind: v.podman ? ('podman' as const) : engine.endpoint.description.kind };
+    const description = { ...engine.endpoint.description, kind: identity.kind, rootless: identity.rootless || engine.endpoint.description.rootless };
     const detail = `${describeEngine(description, v.version)} (API ${v.apiVersion}, ${v.os}; ${engine.endpoint.display}, from ${description.source})`;
     if (!description.remote) return { status: 'ok', detail };
     // Say plainly what a remote engine's operator can see (docs/architecture.md §13).

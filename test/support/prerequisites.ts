@@ -2,11 +2,16 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless';
 
 /** The Podman API socket the Podman tests use (`AIRLOCK_TEST_PODMAN_SOCKET`, else the rootful one). */
 export function podmanTestSocket(): string {
   return process.env.AIRLOCK_TEST_PODMAN_SOCKET || '/run/podman/podman.sock';
+}
+
+/** A rootless Podman's API socket, served by a user of its own (`AIRLOCK_TEST_PODMAN_ROOTLESS_SOCKET`; scripts/ci-setup.sh starts it). */
+export function rootlessPodmanTestSocket(): string {
+  return process.env.AIRLOCK_TEST_PODMAN_ROOTLESS_SOCKET || '/run/airlock-rl/podman/podman.sock';
 }
 
 /** GET `path` on a unix socket; the body, or undefined when nothing answers. */
@@ -78,6 +83,10 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
       return (await getOnSocket(podmanTestSocket(), '/_ping')) === 'OK'
         ? { ok: true, reason: '' }
         : { ok: false, reason: `no Podman API service answers on ${podmanTestSocket()} (podman system service --time=0 unix://${podmanTestSocket()} &; scripts/ci-setup.sh starts one; AIRLOCK_TEST_PODMAN_SOCKET picks another)` };
+    case 'podman-rootless':
+      return (await getOnSocket(rootlessPodmanTestSocket(), '/_ping')) === 'OK'
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: `no rootless Podman API service answers on ${rootlessPodmanTestSocket()} (scripts/ci-setup.sh starts one as the user airlock-rl; AIRLOCK_TEST_PODMAN_ROOTLESS_SOCKET picks another)` };
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

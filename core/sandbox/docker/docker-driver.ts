@@ -8,6 +8,7 @@ import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
 import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { assertLimitsEnforced } from './engine-limits';
 import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
 import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
@@ -103,6 +104,8 @@ export class DockerDriver implements SandboxDriver {
    */
   private async configOptions(engine: Engine): Promise<ContainerConfigOptions & { identity: EngineIdentity }> {
     const identity = await engineIdentity(engine).catch((err: unknown) => this.fail(err, 'Could not ask the engine what it is'));
+    // Never a sandbox without its limits (a rootless engine on cgroup v1 drops them silently).
+    assertLimitsEnforced(identity);
     if (this.kind === 'gvisor') assertGvisorRegistered(identity);
     const installation = this.opts.installationId;
     return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}), ...(installation ? { installation } : {}) };

@@ -19,6 +19,7 @@ import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
 
 export { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
+import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -356,18 +357,37 @@ export interface EngineIdentity {
   rootless: boolean;
   /** OCI runtimes the engine knows by name (`runc`, `runsc`, `crun`, …). */
   runtimes: string[];
+  /** Whether it applies a sandbox's memory, CPU and process limits (engine-limits.ts). */
+  limits: EngineLimitSupport;
 }
 
-/** Reads kind/version/rootless/runtimes from `GET /version` and `GET /info` (Podman names itself in Components). */
-export function identifyEngine(version: Docker.DockerVersion, info: { SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }): EngineIdentity {
+/** The parts of `GET /info` that `identifyEngine` reads. */
+export type EngineInfo = EngineInfoLimits & { SecurityOptions?: string[]; Runtimes?: Record<string, unknown> };
+
+/** Whether `GET /version` names Podman (in its Components). */
+export function isPodmanVersion(version: Docker.DockerVersion): boolean {
+  return podmanComponent(version) !== undefined;
+}
+
+function podmanComponent(version: Docker.DockerVersion): { Name?: string; Version?: string } | undefined {
   const components = (version as { Components?: Array<{ Name?: string; Version?: string }> }).Components ?? [];
-  const podman = components.find((c) => /podman/i.test(c.Name ?? ''));
+  return components.find((c) => /podman/i.test(c.Name ?? ''));
+}
+
+/**
+ * Reads kind/version/rootless/runtimes/limits from `GET /version` and `GET /info`, and for Podman its
+ * own `GET /libpod/info` (rootless and the cgroup controllers are only told truly there).
+ */
+export function identifyEngine(version: Docker.DockerVersion, info: EngineInfo, libpod?: LibpodHostInfo): EngineIdentity {
+  const podman = podmanComponent(version);
+  const rootless = (info.SecurityOptions ?? []).some((o) => /name=rootless/.test(o)) || libpod?.security?.rootless === true;
   return {
     kind: podman ? 'podman' : 'docker',
     version: podman?.Version ?? version.Version,
     apiVersion: version.ApiVersion,
-    rootless: (info.SecurityOptions ?? []).some((o) => /name=rootless/.test(o)),
+    rootless,
     runtimes: Object.keys(info.Runtimes ?? {}),
+    limits: limitSupportFrom(info, rootless, libpod),
   };
 }
 

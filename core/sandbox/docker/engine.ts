@@ -2,7 +2,8 @@ import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
-import { describeEngine, engineChoiceFrom, identifyEngine, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
+import { describeEngine, engineChoiceFrom, identifyEngine, isPodmanVersion, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineInfo, type EngineKind, type EngineSelection } from './engine-endpoint';
+import type { LibpodHostInfo } from './engine-limits';
 
 export { candidateSockets, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
@@ -143,11 +144,20 @@ const identities = new WeakMap<Engine, Promise<EngineIdentity>>();
 export function engineIdentity(engine: Engine): Promise<EngineIdentity> {
   let id = identities.get(engine);
   if (!id) {
-    id = Promise.all([engine.docker.version(), engine.docker.info() as Promise<{ SecurityOptions?: string[]; Runtimes?: Record<string, unknown> }>]).then(([v, i]) => identifyEngine(v, i));
+    id = Promise.all([engine.docker.version(), engine.docker.info() as Promise<EngineInfo>]).then(async ([v, i]) => identifyEngine(v, i, isPodmanVersion(v) ? await libpodHostInfo(engine) : undefined));
     identities.set(engine, id);
     id.catch(() => identities.delete(engine));
   }
   return id;
+}
+
+/** Podman's own `GET /libpod/info` host part; undefined when it does not answer (an old Podman). */
+async function libpodHostInfo(engine: Engine): Promise<LibpodHostInfo | undefined> {
+  const answer = await new Promise<unknown>((resolve) => {
+    engine.docker.modem.dial({ path: '/v4.0.0/libpod/info', method: 'GET', statusCodes: { 200: true }, options: {} }, (err: unknown, data: unknown) => resolve(err ? undefined : data));
+  });
+  const host = (answer as { host?: unknown } | undefined)?.host;
+  return host && typeof host === 'object' ? (host as LibpodHostInfo) : undefined;
 }
 
 /** Asks the engine for its version; typed errors when it cannot be reached. */

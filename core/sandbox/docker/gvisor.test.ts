@@ -3,7 +3,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { describeError } from '../../../contracts/error-help';
 import { assertGvisorRegistered } from './gvisor';
 
-const identity = { kind: 'docker' as const, version: '20.10.24', apiVersion: '1.41', rootless: false };
+const identity = { kind: 'docker' as const, version: '20.10.24', apiVersion: '1.41', rootless: false, limits: { enforced: true, missing: [] } };
 
 describe('gVisor availability', () => {
   it('passes when the engine lists runsc', () => {
