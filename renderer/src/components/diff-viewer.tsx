@@ -94,7 +94,7 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
         );
       }
     } else {
-      // The same ids as the unified layout (lineId), so the same ticks make the same selection.
+      // The same ids as the unified layout (lineId), so the same ticks make the same selection (docs/architecture.md §11).
       for (const [ri, r] of toSplitRows(h).slice(0, budget).entries()) {
         const leftId = r.left?.kind === 'del' ? lineId(r.left) : undefined;
         const rightId = r.right?.kind === 'add' ? lineId(r.right) : undefined;
