@@ -108,6 +108,11 @@ export const MergeView = z.object({
   theirs: z.string(),
   /** SHA-256 of the project's file as read for this view: a resolution is written only if it still has it. */
   oursSha256: z.string(),
+  /** SHA-256 of the base and of the run's side shown (host object store); `diffs:resolve` sends `theirsSha256` back. */
+  baseSha256: z.string(),
+  theirsSha256: z.string(),
+  /** Which change is merged: a turn's own (base: where the turn started) or the whole thread's (base: where its first turn started). */
+  scope: ChangeScope,
   /** `git merge-file` of the three, in regions; the conflicts are where both sides changed the same lines. */
   regions: z.array(MergeRegion),
   conflicts: z.number().int().nonnegative(),
@@ -196,10 +201,20 @@ export const diffsContracts = {
   'diffs:mergeView': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), targetDir: z.string().min(1).optional() }), output: MergeView },
   /**
    * Writes the user's resolution of a conflicted file into the project, only if the project's file
-   * still has `oursSha256` (CONFLICT otherwise: it changed again; reload the view). Recorded in the apply log.
+   * still has `oursSha256` (CONFLICT otherwise: it changed again; reload the view). Recorded in the
+   * apply log with its scope.
    */
   'diffs:resolve': {
-    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), content: z.string().max(50 * 1024 * 1024), oursSha256: z.string().regex(/^[0-9a-f]{64}$/), targetDir: z.string().min(1).optional() }),
+    input: z.strictObject({
+      runId: RunId,
+      scope: ChangeScope.optional(),
+      path: z.string().min(1),
+      content: z.string().max(50 * 1024 * 1024),
+      oursSha256: z.string().regex(/^[0-9a-f]{64}$/),
+      /** The view's `theirsSha256`: saving against another result than the one shown (another scope) is refused. */
+      theirsSha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+      targetDir: z.string().min(1).optional(),
+    }),
     output: z.object({ path: z.string(), sha256: z.string() }),
   },
 } as const;

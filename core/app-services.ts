@@ -300,9 +300,9 @@ function diffsService(parts: ServiceParts): DiffsService {
       ended(runId, 'resolve its files');
       return mergeViewOfRun({ store, run: await store.get(runId), path: file, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
-    async resolve({ runId, scope, path: file, content, oursSha256, targetDir }) {
+    async resolve({ runId, scope, path: file, content, oursSha256, theirsSha256, targetDir }) {
       ended(runId, 'resolve its files');
-      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
+      return resolveRunConflict({ store, run: await store.get(runId), path: file, content, oursSha256, ...(theirsSha256 ? { theirsSha256 } : {}), ...(scope ? { scope } : {}), ...(targetDir ? { targetDir } : {}) });
     },
     onDidChange: runs.onDidChangeFiles,
   };

@@ -74,8 +74,11 @@ export interface AuditRecordData {
   apply: {
     /** `resolve`: the user's resolution of a conflicted file, written from the merge view. */
     mode: 'working-tree' | 'branch' | 'patch' | 'resolve';
-    /** `thread`: a follow-up turn's thread total was applied, not the turn's own change. */
-    scope?: 'thread';
+    /**
+     * `thread`: a follow-up turn's thread total was applied, not the turn's own change. A
+     * `resolve` always names its scope (`turn` or `thread`): the base and result it merged against.
+     */
+    scope?: 'turn' | 'thread';
     /** The folder applied to (the project, or `--to`); for `patch`, where the patch went (a file, `download`, `clipboard`). */
     target: string;
     branch?: string;
@@ -88,8 +91,11 @@ export interface AuditRecordData {
     patchSha256: string;
     /** Hunks and lines picked in partly applied files (the rest of those files was left as it was). */
     selection?: { path: string; hunks?: number[]; lines?: string[] }[];
-    /** For `resolve`: SHA-256 of the project's file the resolution replaced, and of what was written. */
-    resolved?: { path: string; replacedSha256: string; writtenSha256: string };
+    /**
+     * For `resolve`: SHA-256 of the project's file the resolution replaced and of what was written,
+     * and of the base and the run's side (host object store, in `scope`) it was merged against.
+     */
+    resolved?: { path: string; replacedSha256: string; writtenSha256: string; baseSha256: string; theirsSha256: string };
   };
   /** An error the run hit (kind + message, no secrets). */
   error: { kind: string; message: string };

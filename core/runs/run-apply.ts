@@ -57,9 +57,16 @@ export interface LoadedResult {
  */
 export async function loadRunResult(store: RunStore, runId: string, scope: ChangeScope = 'turn'): Promise<LoadedResult> {
   const rp = resultPaths(store, runId);
-  if (scope === 'thread') {
-    const total = await readResult(rp.threadResult, rp.threadPatch).catch(() => undefined);
-    if (total) return { ...checkedVersion(runId, total), repo: HostRepo.open(rp.objects) };
+  // Whether this run is a follow-up is the host's own record (run.json), never a guess from which files are there:
+  // a follow-up's total is its thread-result, and a missing one is an error, not its own change passed off as the total.
+  if (scope === 'thread' && (await store.get(runId)).thread) {
+    let total: { result: StoredResult; patch: Buffer };
+    try {
+      total = await readResult(rp.threadResult, rp.threadPatch);
+    } catch {
+      throw new AirlockError('NOT_FOUND', `Run ${runId} is a follow-up turn but its thread total (artifacts/thread-result.json) is missing or unreadable; review this turn's own change instead, or continue from the first turn again.`);
+    }
+    return { ...checkedVersion(runId, total), repo: HostRepo.open(rp.objects) };
   }
   let loaded: { result: StoredResult; patch: Buffer };
   try {
@@ -240,32 +247,43 @@ export async function writeRecordedPatch(opts: Selection & { store: RunStore; ru
   }
 }
 
-/** The merge view of a file apply refused, against the run's project (or `targetDir`). */
-export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; scope?: ChangeScope; targetDir?: string }): Promise<MergeViewData> {
-  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
-  return mergeViewOf({ projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir, repo: loaded.repo, result: loaded.result, path: opts.path });
+/** A merge view as the host serves it: which change it merges (`scope`) and its three versions. */
+export type RunMergeView = MergeViewData & { scope: ChangeScope };
+
+/**
+ * The merge view of a file apply refused, against the run's project (or `targetDir`). With scope
+ * `thread` (a follow-up turn, docs/architecture.md §15) base and result are the thread's: the file
+ * as the thread's first turn read it and the thread's total, both from this run's host object store.
+ */
+export async function mergeViewOfRun(opts: { store: RunStore; run: StoredRun; path: string; scope?: ChangeScope; targetDir?: string }): Promise<RunMergeView> {
+  const scope = opts.scope ?? 'turn';
+  const loaded = await loadRunResult(opts.store, opts.run.id, scope);
+  return { ...(await mergeViewOf({ projectDir: opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir, repo: loaded.repo, result: loaded.result, path: opts.path })), scope };
 }
 
 /**
  * Writes the user's resolution of a conflicted file (only while the project's file is still the
- * one the merge view showed) and records it in the apply log.
+ * one the merge view showed, and — when `theirsSha256` is given — the run's side is still the
+ * one it showed, i.e. the same scope) and records it in the apply log with its scope.
  */
-export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; scope?: ChangeScope; targetDir?: string }): Promise<{ path: string; sha256: string }> {
-  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope);
+export async function resolveRunConflict(opts: { store: RunStore; run: StoredRun; path: string; content: string; oursSha256: string; theirsSha256?: string; scope?: ChangeScope; targetDir?: string }): Promise<{ path: string; sha256: string }> {
+  const scope = opts.scope ?? 'turn';
+  const loaded = await loadRunResult(opts.store, opts.run.id, scope);
   const paths = opts.store.paths(opts.run.id);
   const log = await openApplyLog(paths.audit, paths.applyLog);
   try {
     const projectDir = opts.targetDir ? path.resolve(opts.targetDir) : opts.run.projectDir;
-    const done = await writeResolution({ projectDir, repo: loaded.repo, result: loaded.result, path: opts.path, content: opts.content, oursSha256: opts.oursSha256 });
+    const done = await writeResolution({ projectDir, repo: loaded.repo, result: loaded.result, path: opts.path, content: opts.content, oursSha256: opts.oursSha256, ...(opts.theirsSha256 ? { theirsSha256: opts.theirsSha256 } : {}) });
     await log.append('apply', {
       mode: 'resolve',
+      // Always named for a resolution: which base and result the user merged against.
+      scope,
       target: projectDir,
       applied: [opts.path],
       refused: [],
       // The resolution is the user's text, not a part of the result patch: its own digest.
       patchSha256: done.writtenSha256,
       resolved: { path: opts.path, ...done },
-      ...(opts.scope === 'thread' ? { scope: 'thread' as const } : {}),
     });
     await opts.store.update(opts.run.id, { applyLog: { count: log.count, head: log.head } });
     return { path: opts.path, sha256: done.writtenSha256 };

@@ -19,6 +19,9 @@ export interface MergeViewData {
   theirs: string;
   /** SHA-256 of the project's file as read: a resolution is written only while it still has it. */
   oursSha256: string;
+  /** SHA-256 of the base and of the run's side (host object store): a resolution names the view it was made in. */
+  baseSha256: string;
+  theirsSha256: string;
   regions: MergeRegion[];
   conflicts: number;
 }
@@ -60,18 +63,37 @@ async function projectFile(projectDir: string, rel: string): Promise<{ full: str
  * them, split into clean and conflicting regions. Text files the run modified or added only.
  */
 export async function mergeViewOf(src: MergeSource): Promise<MergeViewData> {
+  const { base, theirs } = await runSides(src);
+  const mine = await projectFile(src.projectDir, src.path);
+  const ours = utf8Text(mine.content, "The project's file", src.path);
+  const regions = await mergeRegions(ours, base.text, theirs.text);
+  return {
+    path: src.path,
+    base: base.text,
+    ours,
+    theirs: theirs.text,
+    oursSha256: sha256(mine.content),
+    baseSha256: base.sha256,
+    theirsSha256: theirs.sha256,
+    regions,
+    conflicts: regions.filter((r) => r.kind === 'conflict').length,
+  };
+}
+
+/** Base and result of a mergeable change, read from the host object store (never a sandbox's copy). */
+async function runSides(src: MergeSource): Promise<{ base: { text: string; sha256: string }; theirs: { text: string; sha256: string } }> {
   const change = selectChanges(src.result, [src.path]).find((c) => c.path === src.path);
   if (!change) throw new AirlockError('INVALID_INPUT', `${src.path} is not a changed file of the run (a renamed file is named by its new path).`);
   if (change.binary || change.newOid === ZERO_OID || change.newMode === '120000' || change.oldMode === '120000') {
     throw new AirlockError('INVALID_INPUT', `${src.path} is ${change.binary ? 'binary' : change.newOid === ZERO_OID ? 'deleted by the run' : 'a symlink'}; it cannot be merged line by line. Resolve it by hand.`);
   }
   const blobs = await src.repo.readBlobs([change.oldOid, change.newOid].filter((o) => o !== ZERO_OID));
-  const base = change.oldOid === ZERO_OID ? '' : utf8Text(blobs.get(change.oldOid) as Buffer, 'The base', src.path);
-  const theirs = utf8Text(blobs.get(change.newOid) as Buffer, "The run's result", src.path);
-  const mine = await projectFile(src.projectDir, src.path);
-  const ours = utf8Text(mine.content, "The project's file", src.path);
-  const regions = await mergeRegions(ours, base, theirs);
-  return { path: src.path, base, ours, theirs, oursSha256: sha256(mine.content), regions, conflicts: regions.filter((r) => r.kind === 'conflict').length };
+  const baseBuf = change.oldOid === ZERO_OID ? Buffer.alloc(0) : (blobs.get(change.oldOid) as Buffer);
+  const theirsBuf = blobs.get(change.newOid) as Buffer;
+  return {
+    base: { text: utf8Text(baseBuf, 'The base', src.path), sha256: sha256(baseBuf) },
+    theirs: { text: utf8Text(theirsBuf, "The run's result", src.path), sha256: sha256(theirsBuf) },
+  };
 }
 
 /** A marker length no line of the three inputs starts with, so markers in the output are git's own. */
@@ -126,11 +148,15 @@ function parseMerged(text: string, size: number): MergeRegion[] {
 /**
  * Writes the user's resolution of a conflicted file into the project, only if the project's file
  * still has the digest the merge view was opened with (CONFLICT otherwise: it changed again, the
- * view must be reloaded). Only a changed file of the run, only a regular file inside the project;
- * the file's executable bit is kept.
+ * view must be reloaded) and, when `theirsSha256` is given, the result it is saved against is the
+ * one the view showed (CONFLICT otherwise: the view was of another scope). Only a mergeable
+ * changed file of the result, only a regular file inside the project; its executable bit is kept.
  */
-export async function writeResolution(src: MergeSource & { content: string; oursSha256: string }): Promise<{ replacedSha256: string; writtenSha256: string }> {
-  if (!selectChanges(src.result, [src.path]).some((c) => c.path === src.path)) throw new AirlockError('INVALID_INPUT', `${src.path} is not a changed file of the run.`);
+export async function writeResolution(src: MergeSource & { content: string; oursSha256: string; theirsSha256?: string }): Promise<{ replacedSha256: string; writtenSha256: string; baseSha256: string; theirsSha256: string }> {
+  const { base, theirs } = await runSides(src);
+  if (src.theirsSha256 !== undefined && src.theirsSha256 !== theirs.sha256) {
+    throw new AirlockError('CONFLICT', `The merge view of ${src.path} showed another result than the one being saved to (a turn's change against the whole thread's?); reload the view and resolve it again. Nothing was written.`);
+  }
   const mine = await projectFile(src.projectDir, src.path);
   const now = sha256(mine.content);
   if (now !== src.oursSha256) {
@@ -138,5 +164,5 @@ export async function writeResolution(src: MergeSource & { content: string; ours
   }
   const content = Buffer.from(src.content, 'utf8');
   await writeStateAtomic(mine.full, { kind: 'file', content, exec: mine.exec });
-  return { replacedSha256: now, writtenSha256: sha256(content) };
+  return { replacedSha256: now, writtenSha256: sha256(content), baseSha256: base.sha256, theirsSha256: theirs.sha256 };
 }

@@ -8,9 +8,13 @@ import { diffKey, useDiffStore } from '../stores/diff-store';
 /** Past this many lines a diff is cut until the user asks for all of it. */
 export const MAX_RENDERED_LINES = 3000;
 
-function Cell({ line, side }: { line?: DiffLine; side: 'old' | 'new' }) {
+function kindClass(line?: DiffLine): string {
+  return line?.kind === 'add' ? 'add' : line?.kind === 'del' ? 'del' : '';
+}
+
+function Cell({ line, side, off }: { line?: DiffLine; side: 'old' | 'new'; off?: boolean }) {
   const no = side === 'old' ? line?.oldNo : line?.newNo;
-  const cls = line?.kind === 'add' ? 'add' : line?.kind === 'del' ? 'del' : '';
+  const cls = `${kindClass(line)}${off ? ' unpicked' : ''}`;
   return (
     <>
       <td className={`ln ${cls}`}>{no ?? ''}</td>
@@ -54,7 +58,17 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
   let budget = showAll ? Number.POSITIVE_INFINITY : MAX_RENDERED_LINES;
   const rows: ReactElement[] = [];
   const isPicked = (id: string) => !pick?.picked || pick.picked.has(id);
-  const cols = (mode === 'split' ? 4 : 3) + (pick ? 1 : 0);
+  // Split: a pick column before each side (removals tick on the left, additions on the right).
+  const cols = mode === 'split' ? 4 + (pick ? 2 : 0) : 3 + (pick ? 1 : 0);
+  /** The checkbox cell of one side of a split row: only a removal (left) or an addition (right) has one. */
+  const sidePick = (line: DiffLine | undefined, side: 'old' | 'new') => {
+    const id = line && line.kind === (side === 'old' ? 'del' : 'add') ? lineId(line) : undefined;
+    return (
+      <td className={`pick-cell ${id ? kindClass(line) : ''}`}>
+        {pick && id !== undefined && <PickBox state={isPicked(id) ? 'all' : 'none'} label={`line ${id}`} onChange={(v) => pick.set([id], v)} />}
+      </td>
+    );
+  };
   for (const [hi, h] of hunks.entries()) {
     if (budget <= 0) break;
     const ids = hunkIds(h);
@@ -80,8 +94,18 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
         );
       }
     } else {
+      // The same ids as the unified layout (lineId), so the same ticks make the same selection (docs/architecture.md §11).
       for (const [ri, r] of toSplitRows(h).slice(0, budget).entries()) {
-        rows.push(<tr key={`${hi}-${ri}`}>{pick && <td className="pick-cell" />}<Cell line={r.left} side="old" /><Cell line={r.right} side="new" /></tr>);
+        const leftId = r.left?.kind === 'del' ? lineId(r.left) : undefined;
+        const rightId = r.right?.kind === 'add' ? lineId(r.right) : undefined;
+        rows.push(
+          <tr key={`${hi}-${ri}`} data-left={leftId} data-right={rightId}>
+            {pick && sidePick(r.left, 'old')}
+            <Cell line={r.left} side="old" off={leftId !== undefined && !isPicked(leftId)} />
+            {pick && sidePick(r.right, 'new')}
+            <Cell line={r.right} side="new" off={rightId !== undefined && !isPicked(rightId)} />
+          </tr>,
+        );
       }
     }
     budget -= h.lines.length;
@@ -97,8 +121,9 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
 }
 
 /**
- * Loads and shows one file's diff, unified or side by side. With `pick`, hunks and (in the unified
- * layout) changed lines get checkboxes, when the host says this file's parts can be picked.
+ * Loads and shows one file's diff, unified or side by side. With `pick`, hunks and changed lines get
+ * checkboxes, when the host says this file's parts can be picked: in the split layout a removed line
+ * is ticked in the left column and an added one in the right, with the same ids as unified.
  */
 export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ChangeScope; pick?: DiffPick }) {
   const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));

@@ -31,8 +31,9 @@ function hasMarkers(text: string): boolean {
 /**
  * Resolve a file apply refused because the project changed it too: base, your file and the run's
  * result side by side per conflict, "Take mine / Take theirs / Both", and an editable result.
- * Saving writes only if your file is still what the view was opened with; otherwise the view
- * says so and reloads.
+ * `scope` is the Review screen's: a turn's own change, or the whole thread's (base: where its first
+ * turn started). Saving writes only if your file is still what the view was opened with (and the
+ * run's side the one shown); otherwise the view says so and reloads.
  */
 export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { runId: string; scope?: ChangeScope; path: string; onClose(): void; onResolved(path: string): void }) {
   const [view, setView] = useState<MergeView>();
@@ -75,7 +76,8 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
     setError(undefined);
     setNote(undefined);
     try {
-      await api().call('diffs:resolve', { runId, ...(scope ? { scope } : {}), path, content: text, oursSha256: view.oursSha256 });
+      // The scope the host says the view is of, and its digests: the host saves only against that same view.
+      await api().call('diffs:resolve', { runId, scope: view.scope, path, content: text, oursSha256: view.oursSha256, theirsSha256: view.theirsSha256 });
       onResolved(path);
     } catch (err) {
       if (err instanceof ApiError && err.kind === 'CONFLICT') {
@@ -89,6 +91,9 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
   };
 
   let conflictNo = 0;
+  const labels = view?.scope === 'thread'
+    ? { base: 'Base (when the thread started)', theirs: "The whole thread's result" }
+    : { base: 'Base (when the run started)', theirs: "Run's result" };
   return (
     <section ref={panel} className="panel stack merge-view" aria-label={`Resolve ${path}`}>
       <div className="row spread">
@@ -100,6 +105,7 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
       {!view && !error && <div className="empty">Loading…</div>}
       {view && (
         <>
+          {view.scope === 'thread' && <div className="muted" aria-label="Merge scope">Merging the whole thread: all its turns against the file as the first turn read it.</div>}
           <div className="muted">
             {view.conflicts} conflict(s) where you and the run changed the same lines. The rest merges cleanly. Choose a side for each conflict, or edit the result below.
           </div>
@@ -110,8 +116,8 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
               <div className="merge-conflict" key={i} aria-label={`Conflict ${n + 1}`}>
                 <div className="merge-sides">
                   <div><div className="merge-label">Yours (project now)</div><pre className="merge-text mine">{r.ours || '(nothing)'}</pre></div>
-                  <div><div className="merge-label">Base (when the run started)</div><pre className="merge-text">{r.base || '(nothing)'}</pre></div>
-                  <div><div className="merge-label">Run's result</div><pre className="merge-text theirs">{r.theirs || '(nothing)'}</pre></div>
+                  <div><div className="merge-label">{labels.base}</div><pre className="merge-text">{r.base || '(nothing)'}</pre></div>
+                  <div><div className="merge-label">{labels.theirs}</div><pre className="merge-text theirs">{r.theirs || '(nothing)'}</pre></div>
                 </div>
                 <div className="row" role="group" aria-label={`Choose for conflict ${n + 1}`}>
                   <button className="btn small" aria-pressed={choices[n] === 'mine'} onClick={() => choose(n, 'mine')}>Take mine</button>
