@@ -399,6 +399,10 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
       async appInfo() {
         return { version: '0.1.0-test', platform: process.platform, dataDir: '/tmp/airlock-fake' };
       },
+      async checkEngine() {
+        // No engine behind the fakes: the real check lives in core (test/e2e/ui-settings.test.ts).
+        return { check: { id: 'docker.engine', label: 'Container engine', status: 'skipped', detail: 'no engine in the fake services' } };
+      },
       onDidChange: settingsChange.event,
     },
     audit: {
