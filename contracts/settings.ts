@@ -48,7 +48,8 @@ export const Settings = z.object({
   /**
    * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
    * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker
-   * context's name. `--engine-host` wins for one command. Read at start.
+   * context's name. `--engine-host` wins for one command. A saved change applies from the next sandbox; runs in
+   * progress keep theirs (docs/architecture.md §13, "Changing engines").
    */
   engineHost: z.string().max(500).optional(),
   /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
