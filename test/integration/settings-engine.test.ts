@@ -13,10 +13,14 @@ import type { AirlockServices } from '../../core/api/services';
 import { createAirlockCore, type AirlockCore } from '../../core/app';
 import { servicesFor } from '../../core/app-services';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
+import { QemuDriver } from '../../core/sandbox/qemu/qemu-driver';
+import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
+// VM managers are made (not booted) when QEMU and the prepared kernel are here.
+const vmReady = process.platform === 'linux' && (await new QemuDriver({}).checkAvailable().then(() => true, () => false));
 const SOCKET = '/var/run/docker.sock';
 
 async function refusal(p: Promise<unknown>): Promise<AirlockError> {
@@ -37,8 +41,9 @@ describe.skipIf(!docker.ok)('engine settings (real core, real engine)', () => {
   beforeAll(async () => {
     home = await mkdtemp(path.join(tmpdir(), 'airlock-settings-engine-'));
     // No overrides from the environment: the settings alone decide.
-    const { AIRLOCK_ENGINE_HOST: _h, AIRLOCK_ENGINE: _e, ...env } = process.env;
-    core = await createAirlockCore({ env: { ...env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-settings-engine-${process.pid}` }, home, recover: false });
+    const { AIRLOCK_ENGINE_HOST: _h, AIRLOCK_ENGINE: _e, AIRLOCK_VM_ACCEL: _v, ...env } = process.env;
+    // The machine's prepared VM kernel (it lives under the default home); only read, never booted here.
+    core = await createAirlockCore({ env: { ...env, AIRLOCK_HOME: home, AIRLOCK_VM_ASSETS: vmPaths(process.env).assetsDir, AIRLOCK_KEYCHAIN_SERVICE: `airlock-settings-engine-${process.pid}` }, home, recover: false });
     services = servicesFor(core);
   });
 
@@ -117,11 +122,24 @@ describe.skipIf(!docker.ok)('engine settings (real core, real engine)', () => {
       await retiring;
       expect(retired).toBe(true);
 
-      // Unrelated settings do not switch engines.
+      // Unrelated settings do not switch engines (nor does a VM setting).
       await services.settings.update({ theme: 'light' });
       expect(await core.engine()).toBe(next);
     } finally {
       await sandbox.destroy().catch(() => undefined);
     }
+  });
+
+  it.skipIf(!vmReady)('a saved vmAccel change gives the next VM a driver with it; the engine stays', async () => {
+    await services.settings.update({ vmAccel: 'kvm' });
+    const engine = await core.engine();
+    const first = await core.sandboxes('vm');
+    expect((await (first.driver as QemuDriver).accel()).accel).toBe('kvm');
+    await services.settings.update({ vmAccel: 'tcg' });
+    const next = await core.sandboxes('vm');
+    expect(next).not.toBe(first);
+    expect(await (next.driver as QemuDriver).accel()).toMatchObject({ accel: 'tcg', reason: 'software emulation chosen by the vmAccel setting' });
+    await first.retire(); // nothing was running on it: retired at once
+    expect(await core.engine()).toBe(engine);
   });
 });

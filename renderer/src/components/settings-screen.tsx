@@ -103,9 +103,9 @@ function EngineCheckView({ result }: { result: EngineCheckResult }) {
     return (
       <div className="engine-check ok" role="status" data-testid="engine-check">
         <span className="badge ok">connected</span>{' '}
-        <b>{engine.kind === 'podman' ? 'Podman' : 'Docker'} {engine.version}</b>{' '}
         <span className="badge">{engine.remote ? 'remote' : 'local'}</span>{' '}
-        <span className="muted">{engine.summary} (API {engine.apiVersion})</span>
+        {/* "Docker 28.2 over SSH at build-box": name, version and where, as the setup check says it. */}
+        <b>{engine.summary}</b> <span className="muted">API {engine.apiVersion}</span>
         {engine.remote && <div className="hint">Remote: the project copy and the run token go to that machine; provider keys stay on this one.</div>}
       </div>
     );
