@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ProviderId } from './ids';
 import { AgentKind, ApprovalMode, GitHistory, Isolation, NetworkPolicy } from './runs';
+import { DoctorCheck } from './sandboxes';
 
 /** A model's price in USD per million tokens; cache rates default to the input rate when absent. */
 export const ModelPrice = z.strictObject({
@@ -47,7 +48,8 @@ export const Settings = z.object({
   /**
    * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
    * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker
-   * context's name. `--engine-host` wins for one command. Read at start.
+   * context's name. `--engine-host` wins for one command. A saved change applies from the next sandbox; runs in
+   * progress keep theirs (docs/architecture.md §13, "Changing engines").
    */
   engineHost: z.string().max(500).optional(),
   /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
@@ -62,14 +64,57 @@ export const AppInfo = z.object({
   version: z.string(),
   platform: z.string(),
   dataDir: z.string(),
+  /**
+   * Environment variables of this process that win over settings (`AIRLOCK_ENGINE_HOST` from
+   * `--engine-host`, `AIRLOCK_ENGINE`, `AIRLOCK_ENGINE_ALLOW_INSECURE`, `AIRLOCK_VM_ACCEL`): the
+   * Settings screen says the saved value waits for a start without them.
+   */
+  overrides: z.array(z.string()).optional(),
 });
 export type AppInfo = z.infer<typeof AppInfo>;
+
+/** The engine fields of the Settings screen as entered, not saved yet. */
+export const EngineCheckInput = z.strictObject({
+  engine: Settings.shape.engine,
+  engineHost: Settings.shape.engineHost,
+  engineAllowInsecure: Settings.shape.engineAllowInsecure,
+});
+export type EngineCheckInput = z.infer<typeof EngineCheckInput>;
+
+/** What Check connection found: the setup check's engine result, and the engine when it answered. */
+export const EngineCheckResult = z.object({
+  /** The same check as `airlock doctor`'s `docker.engine`: status, what was found, what to do. */
+  check: DoctorCheck,
+  engine: z
+    .object({
+      kind: z.enum(['docker', 'podman']),
+      version: z.string(),
+      apiVersion: z.string(),
+      /** `unix:///var/run/docker.sock`, `ssh://me@box`, `tcp://box:2376`. */
+      address: z.string(),
+      transport: z.enum(['unix', 'npipe', 'tcp', 'tls', 'ssh']),
+      /** Reached over the network (tcp, tls, ssh): the project copy and the run token go there. */
+      remote: z.boolean(),
+      /** What chose it: the address entered, DOCKER_HOST, a Docker context, a local socket. */
+      source: z.string(),
+      /** "Docker 28.2 over SSH at build-box". */
+      summary: z.string(),
+    })
+    .optional(),
+});
+export type EngineCheckResult = z.infer<typeof EngineCheckResult>;
 
 export const settingsContracts = {
   'settings:get': { input: z.strictObject({}).default({}), output: Settings },
   /** Merges the given fields and returns the result. */
   'settings:update': { input: Settings.partial().strict(), output: Settings },
   'settings:appInfo': { input: z.strictObject({}).default({}), output: AppInfo },
+  /**
+   * Check connection: validates the entered engine address (INVALID_INPUT, field `engineHost`) and
+   * runs the setup check's engine check against it. Nothing is saved; overrides from the
+   * environment are left out, so the values entered are what is checked.
+   */
+  'settings:checkEngine': { input: EngineCheckInput, output: EngineCheckResult },
 } as const;
 
 export const settingsEvents = {

@@ -4,13 +4,15 @@ import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import type { ProviderInfo } from '../contracts/keys';
+import type { Settings } from '../contracts/settings';
 import type { AirlockServices, AuditService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
-import { defaultDoctorChecks, runDoctorChecks } from './doctor/doctor';
+import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
+import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { codexAuthPath, readCodexAuthFile } from './keys/codex-auth-file';
 import { credentialAgent } from './keys/subscription-credentials';
@@ -320,14 +322,86 @@ function terminalsService(parts: ServiceParts): TerminalsService {
   };
 }
 
-/** Settings (no secrets) and what the app is. */
+const ENGINE_FIELDS = ['engine', 'engineHost', 'engineAllowInsecure'] as const;
+
+/** Environment variables that win over the engine and VM settings in this process. */
+const SETTING_OVERRIDES = ['AIRLOCK_ENGINE_HOST', 'AIRLOCK_ENGINE', 'AIRLOCK_ENGINE_ALLOW_INSECURE', 'AIRLOCK_VM_ACCEL'] as const;
+
+/** The environment without the variables that override the engine settings: what the settings alone give. */
+function withoutEngineOverrides(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { AIRLOCK_ENGINE_HOST: _h, AIRLOCK_ENGINE: _e, AIRLOCK_ENGINE_ALLOW_INSECURE: _i, ...rest } = env;
+  return rest;
+}
+
+/**
+ * The engine fields as they would be saved, checked with the parser every connection uses; a bad
+ * address is INVALID_INPUT on the `engineHost` field, so the form marks it and nothing is saved.
+ */
+async function validateEngineSettings(env: NodeJS.ProcessEnv, s: Pick<Settings, 'engine' | 'engineHost' | 'engineAllowInsecure'>): Promise<void> {
+  const host = s.engineHost?.trim();
+  if (!host) return;
+  try {
+    await validateEngineSelection(withoutEngineOverrides(env), { host, allowInsecure: s.engineAllowInsecure === true, choice: s.engine ?? 'auto' });
+  } catch (err) {
+    if (err instanceof AirlockError && err.kind === 'INVALID_INPUT') throw new AirlockError('INVALID_INPUT', err.message, { field: 'engineHost', cause: err });
+    throw err;
+  }
+}
+
+/** Settings (no secrets), what the app is, and Check connection for the engine fields. */
 function settingsService(parts: ServiceParts): SettingsService {
   const { core } = parts;
   return {
     get: () => core.settings.get(),
-    update: (patch) => core.settings.update(patch),
+    async update(patch) {
+      const current = await core.settings.get();
+      // Checked when they change (a saved address whose context has gone does not block saving the theme).
+      if (ENGINE_FIELDS.some((f) => f in patch && patch[f] !== current[f])) await validateEngineSettings(core.env, { ...current, ...patch });
+      // The core switches engines for the next sandbox when these change (AirlockCore.onSettingsChanged).
+      return core.settings.update(patch);
+    },
     async appInfo() {
-      return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home };
+      const overrides = SETTING_OVERRIDES.filter((name) => core.env[name]);
+      return { version: APP_VERSION, platform: `${process.platform}-${process.arch}`, dataDir: core.home, ...(overrides.length ? { overrides } : {}) };
+    },
+    async checkEngine(input) {
+      await validateEngineSettings(core.env, input);
+      const host = input.engineHost?.trim();
+      const ctx: DoctorContext = {
+        env: withoutEngineOverrides(core.env),
+        options: { build: false, agents: false },
+        state: new Map(),
+        engineSelection: { ...(host ? { host } : {}), allowInsecure: input.engineAllowInsecure === true, choice: input.engine ?? 'auto' },
+        progress: () => undefined,
+        progressDone: () => undefined,
+      };
+      // The setup check's own engine check, on the values entered (docs/architecture.md §13).
+      let finding: DoctorFinding;
+      try {
+        finding = await engineCheck.run(ctx);
+      } catch (err) {
+        finding = failedFinding(err);
+      } finally {
+        (ctx.state.get('engine') as { dispose(): void } | undefined)?.dispose();
+      }
+      const found = ctx.state.get('engineFound') as EngineFound | undefined;
+      return {
+        check: { id: engineCheck.id, label: engineCheck.label, ...finding },
+        ...(found && finding.status === 'ok'
+          ? {
+              engine: {
+                kind: found.description.kind,
+                version: found.version,
+                apiVersion: found.apiVersion,
+                address: found.display,
+                transport: found.description.transport,
+                remote: found.description.remote,
+                source: found.description.source,
+                summary: describeEngine(found.description, found.version),
+              },
+            }
+          : {}),
+      };
     },
     onDidChange: core.settings.onDidChange,
   };

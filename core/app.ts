@@ -15,7 +15,7 @@ import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
 import { installationId } from './common/installation-id';
 import { DockerDriver } from './sandbox/docker/docker-driver';
-import { connectEngine, type Engine } from './sandbox/docker/engine';
+import { connectEngine, type Engine, type EngineSelection } from './sandbox/docker/engine';
 import { engineChoiceFrom } from './sandbox/docker/engine-endpoint';
 import type { Isolation } from '../contracts/runs';
 import { ensureSandboxImage } from './sandbox/image';
@@ -84,12 +84,19 @@ export class SettingsStore {
  * store and the run service. Electron-free; `main/`, `airlock serve` and the CLI all build on it.
  */
 export class AirlockCore {
-  private readonly managers = new Map<string, Promise<SandboxManager>>();
+  private readonly managers = new Map<Isolation, Promise<SandboxManager>>();
   private readonly buildProgress = new Emitter<ImageProgress & { variant: string }>();
   /** Image build progress of any build this core starts. */
   readonly onDidBuildProgress: Event<ImageProgress & { variant: string }> = this.buildProgress.event;
   private readonly images = new Map<string, Promise<string>>();
   private enginePromise: Promise<Engine> | undefined;
+  /** The engine settings `enginePromise` was made from (`engineSettingsKey`). */
+  private engineInUse: string | undefined;
+  /** Managers and engines replaced by a settings change, kept until their last sandbox is gone. */
+  private readonly retiring = new Set<Promise<void>>();
+  private readonly retiredParts = new Set<Promise<SandboxManager | Engine | undefined>>();
+  /** `warm()` was asked for: a new engine gets its warm sandbox too. */
+  private keepWarm = false;
   runs!: RunService;
   proxyPort = 0;
 
@@ -110,10 +117,58 @@ export class AirlockCore {
    */
   engine(): Promise<Engine> {
     if (!this.enginePromise) {
-      this.enginePromise = connectConfiguredEngine(this.env, this.home);
-      this.enginePromise.catch(() => (this.enginePromise = undefined));
+      const made = this.settings.get().then((s) => {
+        if (this.enginePromise === made) this.engineInUse = engineSettingsKey(s);
+        return connectEngine(this.env, engineSelectionOf(this.env, s));
+      });
+      this.enginePromise = made;
+      made.catch(() => {
+        if (this.enginePromise === made) this.enginePromise = undefined;
+      });
     }
     return this.enginePromise;
+  }
+
+  /**
+   * A settings change: a different engine (`engine`, `engineHost`, `engineAllowInsecure`) is used from
+   * the next sandbox on, and a different `vmAccel` from the next VM. Runs in progress keep the engine
+   * (or VM driver) they started on; the old one is closed once their sandboxes are gone
+   * (docs/architecture.md §13, "Changing engines").
+   */
+  onSettingsChanged(s: Settings): void {
+    if (this.enginePromise && this.engineInUse !== engineSettingsKey(s)) {
+      const old = this.enginePromise;
+      this.enginePromise = undefined;
+      this.engineInUse = undefined;
+      // Images were checked or built on the old engine; the new one is asked again.
+      this.images.clear();
+      this.retire([...this.managers.keys()].filter((i) => i !== 'vm'), old);
+      if (this.keepWarm) void this.warm();
+    }
+    if (this.vmAccelInUse !== undefined && this.vmAccelInUse !== (s.vmAccel ?? 'auto')) {
+      this.vmAccelInUse = undefined;
+      this.retire(['vm']);
+    }
+  }
+
+  /** The `vmAccel` the current VM manager was made with. */
+  private vmAccelInUse: string | undefined;
+
+  private retire(isolations: Isolation[], engine?: Promise<Engine>): void {
+    const managers = isolations.flatMap((i) => {
+      const m = this.managers.get(i);
+      this.managers.delete(i);
+      return m ? [m.catch(() => undefined)] : [];
+    });
+    const parts = [...managers, ...(engine ? [engine.catch(() => undefined)] : [])];
+    for (const p of parts) this.retiredParts.add(p);
+    const done = (async () => {
+      for (const m of managers) await (await m)?.retire();
+      (await engine?.catch(() => undefined))?.dispose();
+      for (const p of parts) this.retiredParts.delete(p);
+    })();
+    this.retiring.add(done);
+    void done.finally(() => this.retiring.delete(done));
   }
 
   /**
@@ -154,7 +209,9 @@ export class AirlockCore {
       return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: 180_000 });
     }
     const { QemuDriver } = await import('./sandbox/qemu/qemu-driver');
-    const driver = new QemuDriver({ env: this.env, accelSetting: (await this.settings.get()).vmAccel });
+    const { vmAccel } = await this.settings.get();
+    this.vmAccelInUse = vmAccel ?? 'auto';
+    const driver = new QemuDriver({ env: this.env, accelSetting: vmAccel });
     await driver.checkAvailable();
     return new SandboxManager(driver, { helloTimeoutMs: 180_000 });
   }
@@ -187,6 +244,7 @@ export class AirlockCore {
    * starts a multi-minute build behind the user's back. Failures are ignored — runs start cold.
    */
   async warm(): Promise<void> {
+    this.keepWarm = true;
     try {
       const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false, engine: this.engine() });
       const manager = await this.sandboxes('container');
@@ -216,6 +274,8 @@ export class AirlockCore {
     this.runs.dispose();
     await this.proxy.stop();
     for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    // Replaced managers and engines: their runs were just shut down.
+    for (const p of this.retiredParts) (await p)?.dispose();
     (await this.enginePromise?.catch(() => undefined))?.dispose();
     await this.store.close();
   }
@@ -227,8 +287,17 @@ export class AirlockCore {
  * (docs/architecture.md §13), limited to Docker or Podman by `--engine`/the `engine` setting.
  */
 export async function connectConfiguredEngine(env: NodeJS.ProcessEnv, home = airlockHome(env)): Promise<Engine> {
-  const s = await new SettingsStore(home).get();
-  return connectEngine(env, { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(env, s.engine ?? 'auto') });
+  return connectEngine(env, engineSelectionOf(env, await new SettingsStore(home).get()));
+}
+
+/** The engine the settings name (the environment's `AIRLOCK_ENGINE*` still wins in `connectEngine`). */
+function engineSelectionOf(env: NodeJS.ProcessEnv, s: Settings): EngineSelection {
+  return { host: s.engineHost, allowInsecure: s.engineAllowInsecure, choice: engineChoiceFrom(env, s.engine ?? 'auto') };
+}
+
+/** What an engine connection is made from, to tell whether a settings change needs another one. */
+function engineSettingsKey(s: Settings): string {
+  return JSON.stringify([s.engine ?? 'auto', s.engineHost?.trim() ?? '', s.engineAllowInsecure === true]);
 }
 
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */
@@ -242,10 +311,15 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
   const settings = new SettingsStore(home);
   const initial = await settings.get();
   const proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault), transcripts: initial.transcripts, prices: priceTableFor(initial.prices) });
-  // A corrected price applies from the next call on; the store outlives the proxy's listeners.
-  settings.onDidChange((s) => proxy.setPrices(priceTableFor(s.prices)));
   const store = new RunStore({ home });
   const core = new AirlockCore(env, home, store, catalog, vault, proxy, settings);
+  // A corrected price and the transcripts switch apply from the next call on, the engine and the VM
+  // accelerator from the next sandbox; the store outlives these listeners.
+  settings.onDidChange((s) => {
+    proxy.setPrices(priceTableFor(s.prices));
+    proxy.setTranscripts(s.transcripts);
+    core.onSettingsChanged(s);
+  });
   core.proxyPort = (await proxy.start()).port;
   core.runs = new RunService({
     store,

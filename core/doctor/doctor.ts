@@ -5,8 +5,8 @@ import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
 import { installationId } from '../common/installation-id';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
-import { engineIdentity, pingEngine, type Engine } from '../sandbox/docker/engine';
-import { describeEngine } from '../sandbox/docker/engine-endpoint';
+import { connectEngine, engineIdentity, pingEngine, type Engine, type EngineSelection } from '../sandbox/docker/engine';
+import { describeEngine, type EngineDescription } from '../sandbox/docker/engine-endpoint';
 import { assertLimitsEnforced } from '../sandbox/docker/engine-limits';
 import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
@@ -33,8 +33,13 @@ export interface DoctorOptions {
 export interface DoctorContext {
   env: NodeJS.ProcessEnv;
   options: DoctorOptions;
-  /** Values left by earlier checks for later ones (`engine`, `image`). */
+  /** Values left by earlier checks for later ones (`engine`, `image`, `engineFound`). */
   state: Map<string, unknown>;
+  /**
+   * Check this engine instead of the configured one (the Settings screen's Check connection, on the
+   * values entered but not saved yet).
+   */
+  engineSelection?: EngineSelection;
   /** Image build progress while the image check builds. */
   progress(p: ImageProgress): void;
   /** The build, if any, is over (a progress bar can be cleared). */
@@ -70,13 +75,22 @@ export function failedFinding(err: unknown): DoctorFinding {
   return { status: 'fail', detail: `${info.message} [${info.kind}]`, ...(fix ? { fix } : {}) };
 }
 
-/** The container engine answers. Leaves `engine` in the state. */
+/** What the engine check found (state `engineFound`), for callers that show more than the line. */
+export interface EngineFound {
+  description: EngineDescription;
+  display: string;
+  version: string;
+  apiVersion: string;
+  os: string;
+}
+
+/** The container engine answers. Leaves `engine` (and `engineFound`) in the state. */
 export const engineCheck: ReadinessCheck = {
   id: 'docker.engine',
   label: 'Container engine',
   async run(ctx) {
     const { connectConfiguredEngine } = await import('../app');
-    const engine = await connectConfiguredEngine(ctx.env);
+    const engine = ctx.engineSelection ? await connectEngine(ctx.env, ctx.engineSelection) : await connectConfiguredEngine(ctx.env);
     const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
       engine.dispose();
       throw err;
@@ -90,6 +104,7 @@ export const engineCheck: ReadinessCheck = {
       });
     ctx.state.set('engine', engine);
     const description = { ...engine.endpoint.description, kind: identity.kind, rootless: identity.rootless || engine.endpoint.description.rootless };
+    ctx.state.set('engineFound', { description, display: engine.endpoint.display, version: v.version, apiVersion: v.apiVersion, os: v.os } satisfies EngineFound);
     const detail = `${describeEngine(description, v.version)} (API ${v.apiVersion}, ${v.os}; ${engine.endpoint.display}, from ${description.source})`;
     if (!description.remote) return { status: 'ok', detail };
     // Say plainly what a remote engine's operator can see (docs/architecture.md §13).

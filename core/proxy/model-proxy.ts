@@ -320,6 +320,11 @@ export class ModelProxy implements Disposable {
     run.upstreams = undefined;
   }
 
+  /** Keeps request bodies in `onDidCall` events from the next call on, or stops (the `transcripts` setting changed). */
+  setTranscripts(on: boolean): void {
+    this.opts.transcripts = on;
+  }
+
   /** Replaces the price table for calls that finish from now on (the user's `prices` setting changed). */
   setPrices(table: PriceTable): void {
     this.prices = table;

@@ -81,6 +81,11 @@ export class SandboxManager implements Disposable {
   /** Runs whose wipe could not be verified (the engine was unreachable): retried before the next create. */
   private readonly unverifiedWipes = new Set<string>();
   private disposed = false;
+  /** Replaced (the engine setting changed): no refills; sandboxes in use keep running (see `retire`). */
+  private retired = false;
+  /** Creates in progress, so `retire` does not call a manager idle while one is being made. */
+  private creating = 0;
+  private readonly idleWaiters: Array<() => void> = [];
 
   constructor(
     readonly driver: SandboxDriver,
@@ -94,6 +99,16 @@ export class SandboxManager implements Disposable {
    */
   async create(spec: SandboxSpec): Promise<Sandbox> {
     if (this.disposed) throw new AirlockError('CANCELLED', 'the sandbox manager is shut down');
+    this.creating++;
+    try {
+      return await this.createNow(spec);
+    } finally {
+      this.creating--;
+      this.wakeIfIdle();
+    }
+  }
+
+  private async createNow(spec: SandboxSpec): Promise<Sandbox> {
     this.retryUnverifiedWipes();
     const entry = this.pool.get(poolKey(spec));
     const warm = entry?.ready.shift();
@@ -137,6 +152,27 @@ export class SandboxManager implements Disposable {
     this.live.delete(s);
     if (verified) this.unverifiedWipes.delete(s.info.runId);
     else this.unverifiedWipes.add(s.info.runId);
+    this.wakeIfIdle();
+  }
+
+  private wakeIfIdle(): void {
+    if (this.live.size > 0 || this.creating > 0) return;
+    for (const wake of this.idleWaiters.splice(0)) wake();
+  }
+
+  /**
+   * Steps aside for a manager on another engine (the engine setting changed): the warm pool is
+   * wiped now and never refilled; sandboxes in use keep their engine until their runs end. Resolves
+   * once the last of them is destroyed, so the caller can close the old engine's connections.
+   */
+  async retire(): Promise<void> {
+    this.retired = true;
+    await this.whenPoolReady();
+    const pooled: Sandbox[] = [];
+    for (const e of this.pool.values()) pooled.push(...e.ready.splice(0));
+    this.pool.clear();
+    await Promise.allSettled(pooled.map((s) => s.destroy()));
+    while (this.live.size > 0 || this.creating > 0) await new Promise<void>((wake) => this.idleWaiters.push(wake));
   }
 
   /** Wipes again, in the background, what an unreachable engine kept from being wiped and verified. */
@@ -179,13 +215,13 @@ export class SandboxManager implements Disposable {
   }
 
   private refill(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
-    while (!this.disposed && entry.ready.length + entry.filling < entry.size) {
+    while (!this.disposed && !this.retired && entry.ready.length + entry.filling < entry.size) {
       entry.filling++;
       const runId = poolRunId();
       const p = this.start({ ...entry.spec, runId, labels: { ...(entry.spec.labels ?? {}), [LABEL_POOL]: 'true' } })
         .then(
           (s) => {
-            if (this.disposed || entry.ready.length >= entry.size) s.dispose();
+            if (this.disposed || this.retired || entry.ready.length >= entry.size) s.dispose();
             else entry.ready.push(s);
           },
           () => undefined, // A failed refill leaves the pool short; create() then starts fresh.

@@ -270,6 +270,14 @@ describe('model proxy with the official SDKs', () => {
       expect(JSON.stringify(h)).not.toContain(token);
       expect(seen[0]).toMatchObject({ provider: 'ollama', model: 'llama3', status: 200 });
       expect(JSON.stringify(seen[0]?.request)).toContain('secret prompt text');
+      // Turned off in Settings: the next call's prompt is not kept (ModelProxy.setTranscripts).
+      p.setTranscripts(false);
+      local.setScript([{ text: 'second answer' }]);
+      await c.chat.completions.create({ model: 'llama3', messages: [{ role: 'user', content: 'second secret prompt' }] });
+      await expect.poll(() => seen.length).toBe(2);
+      expect(seen[1]).toMatchObject({ provider: 'ollama', status: 200 });
+      expect(seen[1]?.request).toBeUndefined();
+      expect(JSON.stringify(seen)).not.toContain('second secret prompt');
       await p.stop();
       // And with transcripts off (the default, as in the other tests here), no prompt in events.
       expect(JSON.stringify(events)).not.toContain('"messages"');

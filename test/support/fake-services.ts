@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import type { AgentEvent, ChangedFile, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import type { AgentEvent, ChangedFile, EngineCheckInput, EngineCheckResult, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
 import { isFinalStatus, runTerminalId } from '../../contracts';
 import { Emitter } from '../../core/common/disposable';
 import type { AirlockServices } from '../../core/api/services';
@@ -25,12 +25,23 @@ export interface FakeServices extends AirlockServices {
 
 const now = () => new Date().toISOString();
 
-export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeServices {
+export interface FakeServicesOptions {
+  autoFinish?: boolean;
+  /** More providers than Anthropic and OpenAI (subscription credentials, say). */
+  providers?: ProviderInfo[];
+  /** Stands in for the core's checks on `settings:update` (throw to refuse; nothing is saved then). */
+  checkSettings?: (patch: Partial<Settings>) => void;
+  /** Stands in for `settings:checkEngine` (the real check needs the core and an engine). */
+  checkEngine?: (input: EngineCheckInput) => Promise<EngineCheckResult>;
+}
+
+export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices {
   const calls: FakeServices['calls'] = [];
   const keys = new Map<string, KeyInfo>();
   const providers = new Map<string, ProviderInfo>([
     ['anthropic', { id: 'anthropic', label: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', requiresKey: true, builtin: true, models: ['claude-sonnet-4-5'], hasKey: false }],
     ['openai', { id: 'openai', label: 'OpenAI', kind: 'openai', baseUrl: 'https://api.openai.com/v1', requiresKey: true, builtin: true, models: ['gpt-5'], hasKey: false }],
+    ...(opts.providers ?? []).map((p): [string, ProviderInfo] => [p.id, { ...p }]),
   ]);
   const runs = new Map<string, { record: RunRecord; events: RunEvent[]; files: ChangedFile[]; log: string; termSeq: number }>();
   let settings: Settings = {
@@ -180,6 +191,8 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         log('keys:setSubscription', { kind: args.kind });
         const info: KeyInfo = { provider, hasKey: true, last4: null, baseUrl: providers.get(provider)?.baseUrl ?? null, addedAt: now(), storage: args.storage, credential: args.kind };
         keys.set(provider, info);
+        const p = providers.get(provider);
+        if (p) p.hasKey = true;
         keyChange.fire({ provider });
         return info;
       },
@@ -392,12 +405,19 @@ export function createFakeServices(opts: { autoFinish?: boolean } = {}): FakeSer
         return settings;
       },
       async update(patch) {
+        opts.checkSettings?.(patch);
         settings = { ...settings, ...patch };
         settingsChange.fire(settings);
         return settings;
       },
       async appInfo() {
         return { version: '0.1.0-test', platform: process.platform, dataDir: '/tmp/airlock-fake' };
+      },
+      async checkEngine(input) {
+        log('settings:checkEngine', input);
+        if (opts.checkEngine) return opts.checkEngine(input);
+        // No engine behind the fakes: the real check lives in core (test/e2e/ui-settings.test.ts).
+        return { check: { id: 'docker.engine', label: 'Container engine', status: 'skipped', detail: 'no engine in the fake services' } };
       },
       onDidChange: settingsChange.event,
     },

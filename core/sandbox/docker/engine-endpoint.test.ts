@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeEngine, engineChoiceFrom, identifyEngine, parseSshHost, podmanSockets, resolveEngineEndpoint, type EngineEndpoint } from './engine-endpoint';
+import { describeEngine, engineChoiceFrom, identifyEngine, parseSshHost, podmanSockets, resolveEngineEndpoint, validateEngineSelection, type EngineEndpoint } from './engine-endpoint';
 import { sshFailureCode } from './ssh-dial';
 
 let dir: string;
@@ -69,6 +69,19 @@ describe('engine endpoint resolution', () => {
     expect((await resolve({ DOCKER_HOST: 'tcp://10.1.2.3:2375' }, { allowInsecure: true })).description.transport).toBe('tcp');
     // Missing TLS files: what is missing, and where to put them.
     await expect(resolve({ DOCKER_HOST: 'tcp://build-box:2376', DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: path.join(dir, 'none') })).rejects.toThrow(/ca\.pem, cert\.pem and key\.pem could not be read/);
+  });
+
+  it('the engineHost setting: an address or a context name, anything else refused in plain words', async () => {
+    const env = { PATH: process.env.PATH, HOME: dir };
+    for (const bad of ['ftp://build-box', 'tcp://build-box', 'http://x', 'build box', '-oProxyCommand=x', 'box:2376']) {
+      await expect(validateEngineSelection(env, { host: bad }), bad).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringMatching(/is not an engine address Airlock understands.*unix:\/\/\/var\/run\/docker\.sock.*docker context ls/) });
+    }
+    expect((await validateEngineSelection(env, { host: 'unix:///var/run/docker.sock' })).description).toMatchObject({ transport: 'unix', source: 'setting', remote: false });
+    // An ssh:// check holds no connection afterwards; the description is what the UI shows.
+    expect((await validateEngineSelection(env, { host: 'ssh://me@build-box' })).description).toMatchObject({ transport: 'ssh', location: 'build-box', remote: true });
+    await expect(validateEngineSelection(env, { host: 'tcp://build-box:2375' })).rejects.toThrow(/plain, unencrypted TCP/);
+    expect((await validateEngineSelection(env, { host: 'tcp://build-box:2375', allowInsecure: true })).description.transport).toBe('tcp');
+    await expect(validateEngineSelection(env, { host: 'no-such-context' })).rejects.toThrow(/context 'no-such-context' was not found/);
   });
 
   it('refuses malformed or option-like ssh addresses', async () => {

@@ -259,6 +259,7 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
   }
   const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(address);
   if (!m) {
+    if (ctx.source === 'setting') throw badEngineAddress(address);
     throw new AirlockError(
       'INVALID_INPUT',
       `${ctx.source === 'CONTAINER_HOST' ? 'CONTAINER_HOST' : 'DOCKER_HOST'}='${address}' is not understood. Use unix:///path/to/docker.sock, tcp://host:port, ssh://user@host or npipe:////./pipe/docker_engine, or unset it to use the default socket.`,
@@ -317,6 +318,29 @@ async function contextEndpoint(name: string, source: EngineDescription['source']
   return parseAddress(host, { env, selection, source, contextTls: { dir: tlsDir, skipVerify: meta.Endpoints?.docker?.SkipTLSVerify === true, name } });
 }
 
+/** A Docker context's name as the docker CLI accepts it (`docker context create`). */
+const CONTEXT_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.+-]*$/;
+
+/** The user's engine address (setting, `--engine-host`) is neither an address nor a context name. */
+function badEngineAddress(address: string): AirlockError {
+  return new AirlockError(
+    'INVALID_INPUT',
+    `'${address.slice(0, 200)}' is not an engine address Airlock understands. Use unix:///var/run/docker.sock, ssh://user@host, tcp://host:2376 (with TLS), npipe:////./pipe/docker_engine, or the name of a Docker context (\`docker context ls\`).`,
+  );
+}
+
+/**
+ * Checks an engine choice without contacting the engine: the address parses (the same parser every
+ * connection uses), a named context exists, its TLS files are readable, and an insecure transport is
+ * allowed. Throws INVALID_INPUT saying what to fix; the Settings screen validates `engineHost` with it.
+ */
+export async function validateEngineSelection(env: NodeJS.ProcessEnv, selection: EngineSelection): Promise<EngineEndpoint> {
+  const endpoint = await resolveEngineEndpoint(env, selection);
+  // An ssh:// endpoint holds an agent (no process yet); nothing is kept from a check.
+  endpoint.options.agent?.destroy();
+  return endpoint;
+}
+
 /**
  * Resolves the engine as the docker CLI would, with the user's explicit choice first: the
  * `engineHost` setting / `--engine-host` (an address or a context name); then, by engine choice
@@ -328,7 +352,12 @@ async function contextEndpoint(name: string, source: EngineDescription['source']
 export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<EngineEndpoint> {
   const chosen = selection.host?.trim();
   if (chosen) {
-    return chosen.includes('://') ? parseAddress(chosen, { env, selection, source: 'setting' }) : contextEndpoint(chosen, 'setting', env, selection);
+    if (chosen.includes('://')) {
+      if (!/^(unix|npipe|ssh|tcp|http|https):\/\//.test(chosen)) throw badEngineAddress(chosen);
+      return parseAddress(chosen, { env, selection, source: 'setting' });
+    }
+    if (!CONTEXT_NAME.test(chosen)) throw badEngineAddress(chosen);
+    return contextEndpoint(chosen, 'setting', env, selection);
   }
   const choice = selection.choice ?? engineChoiceFrom(env);
   const dockerHost = env.DOCKER_HOST?.trim();

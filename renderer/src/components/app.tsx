@@ -9,6 +9,7 @@ import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
 import { ReviewScreen } from './review-screen';
+import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
 
@@ -17,6 +18,7 @@ const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'history' }, label: 'History', key: '2' },
   { route: { name: 'keys' }, label: 'Keys & providers', key: '3' },
   { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
+  { route: { name: 'settings' }, label: 'Settings', key: '5' },
 ];
 
 function Screen({ route }: { route: Route }) {
@@ -25,6 +27,7 @@ function Screen({ route }: { route: Route }) {
     case 'keys': return <KeysScreen />;
     case 'new': return <NewRunScreen />;
     case 'history': return <HistoryScreen />;
+    case 'settings': return <SettingsScreen />;
     case 'run': return <RunView runId={route.runId} />;
     case 'review': return <ReviewScreen runId={route.runId} />;
     case 'audit': return <AuditView runId={route.runId} />;
@@ -40,7 +43,7 @@ export function App() {
 
   useDocumentTheme();
   useEffect(() => {
-    // Alt+1…4 switch screens from anywhere, also while typing.
+    // Alt+1…5 switch screens from anywhere, also while typing.
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey || e.ctrlKey || e.metaKey) return;
       const item = NAV.find((n) => n.key === e.key);

@@ -9,6 +9,7 @@ import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
 import { FolderBrowser } from './folder-browser';
+import { AGENT_LABEL, fittingProvider, isUsable, servesAgent } from '../lib/provider-fit';
 
 function useExcludedPreview(projectDir: string) {
   const [preview, setPreview] = useState<ExcludedPreview>();
@@ -120,14 +121,30 @@ export function NewRunScreen() {
   useEffect(() => {
     if (settings) useNewRunForm.getState().seed(settings);
   }, [settings]);
+  // Only providers that serve the chosen agent (a subscription serves only its vendor's CLI).
+  const offered = providers.filter((p) => servesAgent(p, d.agent));
+  /** The last automatic switch of provider, said under the field until the next choice. */
+  const [switched, setSwitched] = useState<{ from: string; servesOnly?: string; to?: string }>();
   useEffect(() => {
-    // Default to the first provider that can be used (has a key or needs none).
-    if (!d.provider && providers.length) {
-      const usable = providers.find((p) => p.hasKey || !p.requiresKey) ?? providers[0];
-      if (usable) set({ provider: usable.id, ...(!d.model && usable.models[0] ? { model: usable.models[0] } : {}) });
+    if (!providers.length) return;
+    const current = providers.find((p) => p.id === d.provider);
+    // A provider the list does not know (removed since) stays as typed; Start says what is wrong.
+    if (d.provider && !current) return;
+    if (current && servesAgent(current, d.agent)) return;
+    // Nothing chosen yet: the first usable provider for this agent. Chosen but not for this agent: switch, and say so.
+    const next = fittingProvider(providers, d.agent, d.provider);
+    if (current) {
+      const only = current.credential?.agent;
+      setSwitched({ from: current.label, ...(only && only in AGENT_LABEL ? { servesOnly: AGENT_LABEL[only as AgentKind] } : {}), ...(next ? { to: next.label } : {}) });
     }
-  }, [providers, d.provider, d.model, set]);
+    if (!next) {
+      if (d.provider) set({ provider: '' });
+      return;
+    }
+    set({ provider: next.id, ...(next.models.length && !next.models.includes(d.model.trim()) && (current || !d.model) ? { model: next.models[0] } : {}) });
+  }, [providers, d.agent, d.provider, d.model, set]);
   const chosen = providers.find((p) => p.id === d.provider);
+  const noneUsable = providers.length > 0 && !offered.some(isUsable);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -178,7 +195,7 @@ export function NewRunScreen() {
           onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
-          <select id="r-agent" value={d.agent} onChange={(e) => set({ agent: e.target.value as AgentKind })}>
+          <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: e.target.value as AgentKind }); }}>
             <option value="builtin">Built-in agent</option>
             <option value="claude-code">Claude Code</option>
             <option value="codex">Codex CLI</option>
@@ -190,16 +207,35 @@ export function NewRunScreen() {
         </div>
         <label htmlFor="r-provider">Provider and model</label>
         <div className="row">
-          <select id="r-provider" value={d.provider} onChange={(e) => set({ provider: e.target.value })} required>
-            <option value="" disabled>choose…</option>
-            {providers.map((p) => (
-              <option key={p.id} value={p.id}>{p.label}{p.requiresKey && !p.hasKey ? ' (no key)' : ''}</option>
+          <select id="r-provider" value={d.provider} onChange={(e) => { setSwitched(undefined); set({ provider: e.target.value }); }} required>
+            <option value="" disabled>{offered.length ? 'choose…' : 'none for this agent'}</option>
+            {offered.map((p) => (
+              <option key={p.id} value={p.id}>{p.label}{p.requiresKey && !p.hasKey ? (p.credential ? ' (not signed in)' : ' (no key)') : ''}</option>
             ))}
           </select>
           <input type="text" aria-label="Model" list="r-models" placeholder="model id" value={d.model} onChange={(e) => set({ model: e.target.value })} required />
           <datalist id="r-models">{chosen?.models.map((m) => <option key={m} value={m} />)}</datalist>
           {chosen && chosen.requiresKey && !chosen.hasKey && <span className="badge warn">add a key first</span>}
         </div>
+        {(switched || noneUsable) && (
+          <>
+            <span />
+            <div className="stack" style={{ gap: 4 }}>
+              {switched && (
+                <div className="hint" role="status" data-testid="provider-switched">
+                  {switched.from} serves only {switched.servesOnly ?? 'its own CLI'}
+                  {switched.to ? `; switched to ${switched.to} for the ${AGENT_LABEL[d.agent]}.` : '.'}
+                </div>
+              )}
+              {noneUsable && (
+                <div className="del-n" role="alert" data-testid="no-provider">
+                  No provider with a key serves the {AGENT_LABEL[d.agent]}.{' '}
+                  <button type="button" className="btn small" onClick={() => navigate({ name: 'keys' })}>Add a key</button>
+                </div>
+              )}
+            </div>
+          </>
+        )}
         <label>Commands</label>
         <div className="row" role="radiogroup" aria-label="Approval mode">
           <label className="row"><input type="radio" name="approval" checked={d.approval === 'auto'} onChange={() => set({ approval: 'auto' })} /> Run freely (the sandbox is the boundary)</label>

@@ -7,7 +7,8 @@ export type Route =
   | { name: 'run'; runId: string }
   | { name: 'review'; runId: string }
   | { name: 'audit'; runId: string }
-  | { name: 'history' };
+  | { name: 'history' }
+  | { name: 'settings' };
 
 export interface Notice {
   id: number;

@@ -33,6 +33,8 @@ interface NewRunFormState {
   set(patch: Partial<NewRunDraft>): void;
   /** Takes the user's defaults, once, for fields the user has not filled. */
   seed(settings: Settings): void;
+  /** The defaults changed (Settings screen): the form takes them again. */
+  reseed(settings: Settings): void;
   /** Fills every field from a past run (contracts/run-again.ts). */
   fillFrom(input: StartRunInput, runId: string): void;
   /** After a start: the task is used up; project and settings stay for the next run. */
@@ -99,6 +101,10 @@ export const useNewRunForm = create<NewRunFormState>()(
             timeoutMin: String(Math.round(settings.defaultTimeoutSec / 60)),
           },
         }));
+      },
+      reseed(settings) {
+        set({ seeded: false });
+        get().seed(settings);
       },
       fillFrom(input, runId) {
         set({
