@@ -323,9 +323,9 @@ function hardeningSuite(variant: SandboxVariant): void {
       it('gVisor: a memory bomb gets that whole sandbox OOM-killed at the memory limit (no OOM killer inside gVisor), never above it; the engine and other sandboxes stay usable, the wipe leaves nothing', async () => {
         const victim = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
         const container = engine.getContainer(victim.info.id);
-        // 4 MiB every 50 ms: the engine's stats see it grow before the end.
+        // 4 MiB every 100 ms (~6 s to the limit): the engine's stats, sampled meanwhile, see it grow.
         const outcome = victim.channel.run({
-          argv: ['python3', '-c', 'import time\nb=[]\nwhile True:\n  b.append(b"x" * (4*1024*1024)); time.sleep(0.05)'],
+          argv: ['python3', '-c', 'import time\nb=[]\nwhile True:\n  b.append(b"x" * (4*1024*1024)); time.sleep(0.1)'],
           timeoutMs: 90_000,
         }).then(
           (r) => `returned ${r.exitCode}`,
