@@ -9,7 +9,7 @@ import { createServer, connect as netConnect, type Server } from 'node:net';
 import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
-import { GVISOR_PIDS_HEADROOM } from '../../core/sandbox/docker/gvisor';
+import { gvisorHostPidsLimit } from '../../core/sandbox/docker/gvisor';
 import type { SandboxLimits } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
@@ -100,8 +100,12 @@ function hardeningSuite(variant: SandboxVariant): void {
         expect(inspect.HostConfig.Tmpfs?.['/tmp']).toMatch(/size=/);
       });
       it('has pids, memory and CPU limits', () => {
-        // Under gVisor the pids cgroup also holds the Sentry's threads (see gvisor.ts).
-        expect(inspect.HostConfig.PidsLimit).toBe(LIMITS.pids + (gvisor ? GVISOR_PIDS_HEADROOM : 0));
+        // Under gVisor the pids cgroup holds the Sentry's threads (see gvisor.ts); the agent's processes
+        // are bounded by RLIMIT_NPROC, which gVisor's kernel enforces per sandbox.
+        expect(inspect.HostConfig.PidsLimit).toBe(gvisor ? gvisorHostPidsLimit(LIMITS.pids) : LIMITS.pids);
+        const nproc = (inspect.HostConfig.Ulimits ?? []).filter((u) => u.Name === 'nproc');
+        if (gvisor) expect(nproc).toEqual([{ Name: 'nproc', Soft: LIMITS.pids, Hard: LIMITS.pids }]);
+        else if (!podman) expect(nproc).toEqual([]);
         expect(inspect.HostConfig.Memory).toBe(LIMITS.memoryBytes);
         expect(inspect.HostConfig.MemorySwap).toBe(LIMITS.memoryBytes);
         expect(inspect.HostConfig.NanoCpus).toBe(LIMITS.cpus * 1e9);
@@ -214,72 +218,142 @@ function hardeningSuite(variant: SandboxVariant): void {
       }
     });
 
-    // Under gVisor the sandbox's processes are the Sentry's, not the host's: the pids and memory
-    // cgroups bound the Sentry, and a bomb ends the whole sandbox instead of one process tree.
-    it.runIf(gvisor)('gVisor: a fork bomb or a memory bomb ends that sandbox, never the host or the engine; the wipe still leaves nothing', async () => {
-      const bombs = {
-        fork: ['bash', '-c', 'bomb() { bomb | bomb & }; bomb; sleep 60'],
-        memory: ['python3', '-c', 'b=[]\nwhile True: b.append(b"x" * (8*1024*1024))'],
-      };
-      for (const [name, argv] of Object.entries(bombs)) {
+    // The bombs: separate cases per runtime, each named for what holds there.
+    if (gvisor) gvisorBombs();
+    else runcBombs();
+
+    function runcBombs(): void {
+      it('a fork bomb is contained by the pids limit; the sandbox and the engine stay usable', async () => {
+        // The leader forks a sleeper first (while it still can), starts the bomb and waits: the
+        // per-command timeout then kills the whole tree.
+        const bomb = await sh('sleep 60 & s=$!; bomb() { bomb | bomb & }; bomb; wait $s', 8_000);
+        expect(bomb.timedOut).toBe(true);
+        // The tree kill escalates from SIGTERM to SIGKILL; until the last bomb process is reaped new
+        // processes may fail with EAGAIN. Then the sandbox answers through the channel again.
+        expect((await shAfterBomb('echo alive')).out).toBe('alive');
+        // The pids cgroup says the limit was hit and held (v1 and v2 layouts).
+        const events = await shAfterBomb('cat /sys/fs/cgroup/pids/pids.events 2>/dev/null || cat /sys/fs/cgroup/pids.events');
+        expect(Number(/max (\d+)/.exec(events.out)?.[1] ?? 0)).toBeGreaterThan(0);
+        const max = await shAfterBomb('cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max');
+        expect(max.out).toBe(String(LIMITS.pids));
+        expect(bomb.err).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
+        // Every bomb process goes (the only bash left is the one running ps); dying ones may linger a while.
+        let bashes = Number.POSITIVE_INFINITY;
+        for (let i = 0; i < 120 && bashes > 1; i++) {
+          if (i > 0) await new Promise((r) => setTimeout(r, 500));
+          bashes = Number((await shAfterBomb('ps -e -o comm= | grep -c bash || true')).out);
+        }
+        expect(bashes).toBeLessThanOrEqual(1);
+        expect((await engine.ping()).toString()).toBe('OK');
+        expect((await engine.getContainer(sandbox.info.id).inspect()).State.Running).toBe(true);
+      });
+
+      it('a memory bomb is killed at the memory limit; the sandbox and the engine stay usable', async () => {
+        const bomb = await sandbox.channel.run({
+          argv: ['python3', '-c', 'b=[]\nwhile True: b.append(b"x" * (8*1024*1024))'],
+          timeoutMs: 60_000,
+        });
+        expect(bomb.timedOut).toBe(false);
+        expect(bomb.exitCode === 137 || bomb.signal === 'SIGKILL').toBe(true);
+        // The OOM killer of the sandbox's memory cgroup did it (v1: memory.oom_control, v2: memory.events).
+        const oom = await sh('grep -hE "^oom_kill " /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null | head -1 | cut -d" " -f2');
+        expect(Number(oom.out)).toBeGreaterThan(0);
+        const peak = await sh('cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak 2>/dev/null || echo 0');
+        expect(Number(peak.out)).toBeLessThanOrEqual(LIMITS.memoryBytes);
+        expect((await sh('echo alive')).out).toBe('alive');
+        expect((await engine.ping()).toString()).toBe('OK');
+        expect((await engine.getContainer(sandbox.info.id).inspect()).State.Running).toBe(true);
+      });
+    }
+
+    /**
+     * gVisor (docs/architecture.md §2.3): the agent's processes are the Sentry's tasks. The host pids
+     * cgroup bounds the Sentry's threads, and when it is full the Sentry dies instead of answering
+     * EAGAIN; so the agent's limit is RLIMIT_NPROC, which gVisor's kernel enforces per sandbox. There
+     * is no OOM killer inside gVisor: at the memory limit the host's kills the Sentry, which ends that
+     * sandbox. Each bomb runs in a sandbox of its own; this suite's sandbox is the bystander.
+     */
+    function gvisorBombs(): void {
+      async function victimSh(victim: Sandbox, script: string, timeoutMs?: number) {
+        const r = await victim.channel.run({ argv: ['bash', '-c', script], timeoutMs });
+        return { ...r, out: r.stdout.toString('utf8').trim(), err: r.stderr.toString('utf8').trim() };
+      }
+      async function victimShAfterBomb(victim: Sandbox, script: string) {
+        for (let i = 0; ; i++) {
+          try {
+            return await victimSh(victim, script);
+          } catch (err) {
+            if (i >= 240 || !/EAGAIN/.test(String((err as Error).message))) throw err;
+            await new Promise((r) => setTimeout(r, 500));
+          }
+        }
+      }
+
+      it('gVisor: a fork bomb fails to fork at the nproc limit (gVisor\'s kernel) and is killed by the timeout; that sandbox answers again, the Sentry stays within its host pids limit, the engine and other sandboxes stay usable', async () => {
         const victim = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
-        const outcome = victim.channel.run({ argv, timeoutMs: 90_000 }).then(
+        try {
+          expect((await victimSh(victim, 'ulimit -u')).out).toBe(String(LIMITS.pids));
+          const bomb = await victimSh(victim, 'sleep 60 & s=$!; bomb() { bomb | bomb & }; bomb; wait $s', 8_000);
+          expect(bomb.timedOut).toBe(true);
+          // EAGAIN from gVisor's RLIMIT_NPROC check, as bash reports it: the bomb hit the agent's limit.
+          expect(bomb.err).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
+          expect((await victimShAfterBomb(victim, 'echo alive')).out).toBe('alive');
+          let bashes = Number.POSITIVE_INFINITY;
+          for (let i = 0; i < 120 && bashes > 1; i++) {
+            if (i > 0) await new Promise((r) => setTimeout(r, 500));
+            bashes = Number((await victimShAfterBomb(victim, 'ps -e -o comm= | grep -c bash || true')).out);
+          }
+          expect(bashes).toBeLessThanOrEqual(1);
+          // The host side: the Sentry never reached its pids limit (it would have died, exit 2), and the
+          // engine reports the container running under that limit.
+          const container = engine.getContainer(victim.info.id);
+          const state = (await container.inspect()).State;
+          expect(state.Running).toBe(true);
+          const stats = await container.stats({ stream: false });
+          expect(stats.pids_stats?.limit).toBe(gvisorHostPidsLimit(LIMITS.pids));
+          expect(stats.pids_stats?.current ?? Number.POSITIVE_INFINITY).toBeLessThan(gvisorHostPidsLimit(LIMITS.pids));
+          console.log(`[gvisor fork bomb] host threads of the Sentry after the bomb: ${stats.pids_stats?.current} of ${stats.pids_stats?.limit}`);
+          expect((await engine.ping()).toString()).toBe('OK');
+          expect((await sh('echo alive')).out).toBe('alive');
+        } finally {
+          expect((await victim.destroy()).leftovers).toEqual([]);
+        }
+      });
+
+      it('gVisor: a memory bomb gets that whole sandbox OOM-killed at the memory limit (no OOM killer inside gVisor), never above it; the engine and other sandboxes stay usable, the wipe leaves nothing', async () => {
+        const victim = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
+        const container = engine.getContainer(victim.info.id);
+        // 4 MiB every 100 ms (~6 s to the limit): the engine's stats, sampled meanwhile, see it grow.
+        const outcome = victim.channel.run({
+          argv: ['python3', '-c', 'import time\nb=[]\nwhile True:\n  b.append(b"x" * (4*1024*1024)); time.sleep(0.1)'],
+          timeoutMs: 90_000,
+        }).then(
           (r) => `returned ${r.exitCode}`,
           (err: unknown) => `failed: ${(err as Error).message}`,
         );
-        await vi.waitFor(async () => expect((await engine.getContainer(victim.info.id).inspect()).State.Running, name).toBe(false), { timeout: 90_000, interval: 500 });
-        const state = (await engine.getContainer(victim.info.id).inspect()).State;
-        if (name === 'memory') expect(state.OOMKilled || state.ExitCode === 137).toBe(true);
+        // The host cgroup's high-water mark as the engine reports it (cgroup v1 max_usage; v2 has none, use usage).
+        let peak = 0;
+        await vi.waitFor(async () => {
+          const stats = await container.stats({ stream: false }).catch(() => undefined);
+          const m = stats?.memory_stats;
+          if (m && m.limit) {
+            expect(m.limit).toBe(LIMITS.memoryBytes);
+            peak = Math.max(peak, m.max_usage ?? 0, m.usage ?? 0);
+          }
+          expect((await container.inspect()).State.Running).toBe(false);
+        }, { timeout: 90_000, interval: 200 });
+        const state = (await container.inspect()).State;
+        expect(state.OOMKilled).toBe(true);
+        expect(state.ExitCode).toBe(137);
         expect(await outcome).toMatch(/channel is closed|returned 137/);
+        console.log(`[gvisor memory bomb] peak usage seen by the engine: ${(peak / 1024 ** 2).toFixed(0)} MiB of ${LIMITS.memoryBytes / 1024 ** 2} MiB`);
+        expect(peak).toBeGreaterThan(LIMITS.memoryBytes / 2);
+        expect(peak).toBeLessThanOrEqual(LIMITS.memoryBytes);
         expect((await engine.ping()).toString()).toBe('OK');
-        const proof = await victim.destroy();
-        expect(proof.leftovers).toEqual([]);
-      }
-      // This suite's own sandbox never noticed.
-      expect((await sh('echo alive')).out).toBe('alive');
-    });
-
-    it.skipIf(gvisor)('a fork bomb is contained by the pids limit; the sandbox and the engine stay usable', async () => {
-      // The leader forks a sleeper first (while it still can), starts the bomb and waits: the
-      // per-command timeout then kills the whole tree.
-      const bomb = await sh('sleep 60 & s=$!; bomb() { bomb | bomb & }; bomb; wait $s', 8_000);
-      expect(bomb.timedOut).toBe(true);
-      // The tree kill escalates from SIGTERM to SIGKILL; until the last bomb process is reaped new
-      // processes may fail with EAGAIN. Then the sandbox answers through the channel again.
-      expect((await shAfterBomb('echo alive')).out).toBe('alive');
-      // The pids cgroup says the limit was hit and held (v1 and v2 layouts).
-      const events = await shAfterBomb('cat /sys/fs/cgroup/pids/pids.events 2>/dev/null || cat /sys/fs/cgroup/pids.events');
-      expect(Number(/max (\d+)/.exec(events.out)?.[1] ?? 0)).toBeGreaterThan(0);
-      const max = await shAfterBomb('cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max');
-      expect(max.out).toBe(String(LIMITS.pids));
-      expect(bomb.err).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
-      // Every bomb process goes (the only bash left is the one running ps); dying ones may linger a while.
-      let bashes = Number.POSITIVE_INFINITY;
-      for (let i = 0; i < 120 && bashes > 1; i++) {
-        if (i > 0) await new Promise((r) => setTimeout(r, 500));
-        bashes = Number((await shAfterBomb('ps -e -o comm= | grep -c bash || true')).out);
-      }
-      expect(bashes).toBeLessThanOrEqual(1);
-      expect((await engine.ping()).toString()).toBe('OK');
-      expect((await engine.getContainer(sandbox.info.id).inspect()).State.Running).toBe(true);
-    });
-
-    it.skipIf(gvisor)('a memory bomb is killed at the memory limit; the sandbox and the engine stay usable', async () => {
-      const bomb = await sandbox.channel.run({
-        argv: ['python3', '-c', 'b=[]\nwhile True: b.append(b"x" * (8*1024*1024))'],
-        timeoutMs: 60_000,
+        expect((await sh('echo alive')).out).toBe('alive');
+        expect((await victim.destroy()).leftovers).toEqual([]);
       });
-      expect(bomb.timedOut).toBe(false);
-      expect(bomb.exitCode === 137 || bomb.signal === 'SIGKILL').toBe(true);
-      // The OOM killer of the sandbox's memory cgroup did it (v1: memory.oom_control, v2: memory.events).
-      const oom = await sh('grep -hE "^oom_kill " /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null | head -1 | cut -d" " -f2');
-      expect(Number(oom.out)).toBeGreaterThan(0);
-      const peak = await sh('cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak 2>/dev/null || echo 0');
-      expect(Number(peak.out)).toBeLessThanOrEqual(LIMITS.memoryBytes);
-      expect((await sh('echo alive')).out).toBe('alive');
-      expect((await engine.ping()).toString()).toBe('OK');
-      expect((await engine.getContainer(sandbox.info.id).inspect()).State.Running).toBe(true);
-    });
+    }
 
     it('wipe removes the container and both volumes and proves it by label', async () => {
       const proof = await sandbox.destroy();

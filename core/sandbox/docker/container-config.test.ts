@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
-import { GVISOR_PIDS_HEADROOM } from './gvisor';
+import { GVISOR_HOST_PIDS_CAP, GVISOR_PIDS_HEADROOM, gvisorHostPidsLimit } from './gvisor';
 import { hardenedContainerConfig, sandboxVolumes, volumeNames } from './container-config';
 
 const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
@@ -44,14 +44,29 @@ describe('hardenedContainerConfig', () => {
     expect(() => hardenedContainerConfig({ ...spec, limits: { ...DEFAULT_LIMITS, memoryBytes: 1000 } })).toThrow(/memory limit/);
   });
 
-  it('gVisor changes the runtime and the pids headroom; the rest of the hardening is the same', () => {
+  it('gVisor changes the runtime, bounds the agent by nproc and gives the Sentry host threads; the rest of the hardening is the same', () => {
     const runc = hardenedContainerConfig(spec);
     const gvisor = hardenedContainerConfig(spec, { runtime: 'runsc' });
     expect(runc.HostConfig!.Runtime).toBeUndefined();
     expect(gvisor.HostConfig!.Runtime).toBe('runsc');
-    // The pids cgroup also holds the Sentry's threads under gVisor: the limit gets their headroom.
-    expect(gvisor.HostConfig!.PidsLimit).toBe(DEFAULT_LIMITS.pids + GVISOR_PIDS_HEADROOM);
-    expect({ ...gvisor.HostConfig, Runtime: undefined, PidsLimit: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined, PidsLimit: undefined });
+    // The agent's processes: RLIMIT_NPROC, enforced by gVisor's kernel (never set under runc: host-wide per uid).
+    expect(gvisor.HostConfig!.Ulimits).toContainEqual({ Name: 'nproc', Soft: DEFAULT_LIMITS.pids, Hard: DEFAULT_LIMITS.pids });
+    expect(runc.HostConfig!.Ulimits!.map((u) => u.Name)).not.toContain('nproc');
+    // The host pids cgroup holds the Sentry's threads under gVisor: the limit gets their room, capped.
+    expect(gvisor.HostConfig!.PidsLimit).toBe(gvisorHostPidsLimit(DEFAULT_LIMITS.pids));
+    expect(gvisor.HostConfig!.PidsLimit).toBeGreaterThan(DEFAULT_LIMITS.pids);
+    expect({ ...gvisor.HostConfig, Runtime: undefined, PidsLimit: undefined, Ulimits: undefined }).toEqual({ ...runc.HostConfig, Runtime: undefined, PidsLimit: undefined, Ulimits: undefined });
+  });
+
+  it('the gVisor host pids limit: 32 threads per agent process plus headroom, capped, never below pids + headroom', () => {
+    expect(gvisorHostPidsLimit(128)).toBe(128 * 32 + GVISOR_PIDS_HEADROOM);
+    expect(gvisorHostPidsLimit(512)).toBe(GVISOR_HOST_PIDS_CAP);
+    expect(gvisorHostPidsLimit(20_000)).toBe(20_000 + GVISOR_PIDS_HEADROOM);
+  });
+
+  it('gVisor on Podman: nproc is the pids limit, not Podman\'s stated bound', () => {
+    const h = hardenedContainerConfig(spec, { runtime: 'runsc', engine: 'podman' }).HostConfig!;
+    expect(h.Ulimits!.filter((u) => u.Name === 'nproc')).toEqual([{ Name: 'nproc', Soft: DEFAULT_LIMITS.pids, Hard: DEFAULT_LIMITS.pids }]);
   });
 
   it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {

@@ -4,7 +4,7 @@ import type { SandboxSpec } from '../driver';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 import type { EngineKind } from './engine-endpoint';
-import { GVISOR_PIDS_HEADROOM, GVISOR_RUNTIME } from './gvisor';
+import { GVISOR_RUNTIME, gvisorHostPidsLimit } from './gvisor';
 
 /** The unprivileged user every sandbox process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -39,6 +39,17 @@ const PODMAN_ULIMITS = [
   { Name: 'nofile', Soft: 8192, Hard: 8192 },
   { Name: 'nproc', Soft: 32768, Hard: 32768 },
 ];
+
+/**
+ * Core dumps of a crashing agent could hold prompt text: keep none. Under gVisor RLIMIT_NPROC is the
+ * agent's process limit (the Sentry's kernel counts uid 1000's tasks in this sandbox only; under runc
+ * it would count the host's uid 1000 everywhere, so runc keeps the pids cgroup alone).
+ */
+function ulimits(engine: EngineKind, gvisor: boolean, pids: number): { Name: string; Soft: number; Hard: number }[] {
+  const nproc = gvisor ? [{ Name: 'nproc', Soft: pids, Hard: pids }] : [];
+  const podman = engine === 'podman' ? PODMAN_ULIMITS.filter((u) => !(gvisor && u.Name === 'nproc')) : [];
+  return [{ Name: 'core', Soft: 0, Hard: 0 }, ...podman, ...nproc];
+}
 
 /** How the engine and runtime differ for one sandbox: gVisor's `runsc`, Podman's dialect. */
 export interface ContainerConfigOptions {
@@ -93,6 +104,7 @@ export function sandboxVolumes(runId: string, installation?: string): Array<{ Na
 export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfigOptions = {}): Docker.ContainerCreateOptions {
   validateLimits(spec);
   const owner = ownerLabels(opts.installation);
+  const gvisor = opts.runtime === GVISOR_RUNTIME;
   return {
     name: containerName(spec.runId),
     Image: spec.image,
@@ -128,14 +140,14 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       // Same as Memory: no swap on top of the limit, so a memory bomb meets the OOM killer.
       MemorySwap: spec.limits.memoryBytes,
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
-      PidsLimit: spec.limits.pids + (opts.runtime === GVISOR_RUNTIME ? GVISOR_PIDS_HEADROOM : 0),
+      // Under gVisor the host cgroup bounds the Sentry; the agent's processes are bounded by nproc below.
+      PidsLimit: gvisor ? gvisorHostPidsLimit(spec.limits.pids) : spec.limits.pids,
       NetworkMode: spec.network === 'open' ? 'bridge' : 'none',
       IpcMode: 'private',
       PidMode: '',
       UTSMode: '',
       UsernsMode: '',
-      // Core dumps of a crashing agent could hold prompt text; keep none.
-      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, ...(opts.engine === 'podman' ? PODMAN_ULIMITS : [])],
+      Ulimits: ulimits(opts.engine ?? 'docker', gvisor, spec.limits.pids),
       AutoRemove: false,
       RestartPolicy: { Name: 'no' },
       LogConfig: { Type: 'none', Config: {} },

@@ -5,12 +5,26 @@ import type { EngineIdentity } from './engine-endpoint';
 export const GVISOR_RUNTIME = 'runsc';
 
 /**
- * Under gVisor the sandbox's pids cgroup counts the Sentry's and the gofer's host threads (~90 when
- * idle), not the agent's processes, which are the Sentry's own tasks. Without headroom a busy sandbox
- * at a small limit loses its Sentry (a Go runtime fatal, exit 2). The agent's process count is then
- * bounded by the memory limit: a fork bomb ends the sandbox (docs/architecture.md §2.3).
+ * Under gVisor the agent's processes are the Sentry's own tasks, and the host pids cgroup counts the
+ * Sentry's, the gofer's and (ptrace platform) the stub threads it makes for each agent process (~50
+ * idle, ~8 per idle agent process, more for busy ones and never handed back while the sandbox lives).
+ * When that cgroup is full the Sentry dies (a Go runtime fatal, exit 2): it cannot answer EAGAIN. So
+ * the agent's own limit is RLIMIT_NPROC (`nproc` = the pids limit), which gVisor's kernel enforces
+ * per sandbox, and the host cgroup gets room for the Sentry's threads on top (docs/architecture.md §2.3).
  */
 export const GVISOR_PIDS_HEADROOM = 512;
+
+/** Host threads allowed per agent process (a fork bomb held at 128 processes for 8 s peaked at ~20). */
+export const GVISOR_THREADS_PER_PROCESS = 32;
+
+/** Upper bound of the host pids limit: one sandbox never gets more than a quarter of a 32768 pid_max. */
+export const GVISOR_HOST_PIDS_CAP = 8192;
+
+/** The host pids cgroup limit for a gVisor sandbox whose agent may run `pids` processes. */
+export function gvisorHostPidsLimit(pids: number): number {
+  const wanted = Math.min(pids * GVISOR_THREADS_PER_PROCESS + GVISOR_PIDS_HEADROOM, GVISOR_HOST_PIDS_CAP);
+  return Math.max(pids + GVISOR_PIDS_HEADROOM, wanted);
+}
 
 /**
  * The engine configuration that registers gVisor. `--network=none`: Airlock's sandboxes have no
