@@ -81,6 +81,8 @@ export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
   private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
   private readonly refills = new Set<Promise<void>>();
+  /** Delayed refills not started yet (refillLater): shutdown() starts them at once, to do nothing. */
+  private readonly refillWaits = new Set<() => void>();
   /** Runs whose wipe could not be verified (the engine was unreachable): retried before the next create. */
   private readonly unverifiedWipes = new Set<string>();
   private disposed = false;
@@ -189,7 +191,18 @@ export class SandboxManager implements Disposable {
    * it; a run that comes sooner starts fresh, as with an empty pool.
    */
   private refillLater(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
-    const p: Promise<void> = new Promise<void>((resolve) => setTimeout(resolve, REFILL_DELAY_MS))
+    const p: Promise<void> = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.refillWaits.delete(early);
+        resolve();
+      }, REFILL_DELAY_MS);
+      // shutdown() does not wait out the delay: refill() then does nothing.
+      const early = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.refillWaits.add(early);
+    })
       .then(() => this.refill(entry))
       .finally(() => this.refills.delete(p));
     this.refills.add(p);
@@ -293,6 +306,8 @@ export class SandboxManager implements Disposable {
   /** Destroys the pool and every sandbox still held. */
   async shutdown(): Promise<WipeProof[]> {
     this.disposed = true;
+    for (const start of [...this.refillWaits]) start();
+    this.refillWaits.clear();
     await this.whenPoolReady();
     const all = [...this.live];
     for (const e of this.pool.values()) all.push(...e.ready.splice(0));
