@@ -17,6 +17,7 @@ import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type U
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
+import { bodyLength, serializeBody, type BodyParts } from './json-body';
 
 export type { BudgetStop, RunBudget } from './budget';
 export type { SandboxCredential } from './sandbox-signin';
@@ -177,7 +178,8 @@ interface AdmittedCall extends Caller, PickedUpstream {
   pathAndQuery: string;
   /** The client's headers, less any `anthropic-beta` values the side-door policy removed. */
   headers: IncomingMessage['headers'];
-  body?: Buffer;
+  /** Whole as received, or re-serialised in parts (json-body.ts). */
+  body?: Buffer | BodyParts;
   parsed?: Record<string, unknown>;
   model: string;
   stream: boolean;
@@ -529,8 +531,10 @@ export class ModelProxy implements Disposable {
   /** Reads the body (bounded, a JSON object) and checks model, budget and key; or refuses the call. */
   private async readCall(req: IncomingMessage, res: ServerResponse, target: RequestTarget, caller: Caller, upstream: PickedUpstream): Promise<AdmittedCall | undefined> {
     const { format, providerId, resolved } = upstream;
-    let body: Buffer | undefined;
+    let body: Buffer | BodyParts | undefined;
     let parsed: Record<string, unknown> | undefined;
+    /** The text as received and its parse: a re-serialised body copies its conversation from it (json-body.ts). */
+    let source: { raw: Buffer; parsed: Record<string, unknown> } | undefined;
     if (target.method === 'POST') {
       const read = await this.readBody(req);
       if (read === 'too-large') {
@@ -543,6 +547,7 @@ export class ModelProxy implements Disposable {
         return undefined;
       }
       body = read;
+      source = { raw: read, parsed };
     } else {
       this.discard(req);
     }
@@ -565,9 +570,10 @@ export class ModelProxy implements Disposable {
       this.send(res, format, doors.refusal.status, doors.refusal.message);
       return undefined;
     }
+    let reserialise = false;
     if (doors.body) {
       parsed = doors.body;
-      body = Buffer.from(JSON.stringify(parsed));
+      reserialise = true;
     }
     let headers = req.headers;
     if (doors.beta) {
@@ -578,9 +584,11 @@ export class ModelProxy implements Disposable {
     if (parsed && stream && upstream.routePath === '/v1/chat/completions' && parsed.stream_options === undefined) {
       // Without this, streamed Chat Completions carry no usage and token budgets could not hold.
       parsed.stream_options = { include_usage: true };
-      body = Buffer.from(JSON.stringify(parsed));
+      reserialise = true;
     }
-    const budget = this.applyBudget(caller.run, upstream, parsed, body, model);
+    // Once, after every change: what goes upstream is exactly what the policy read.
+    if (reserialise && parsed) body = serializeBody(parsed, source);
+    const budget = this.applyBudget(caller.run, upstream, parsed, body, model, source);
     if ('refused' in budget) {
       this.send(res, format, 429, budget.refused);
       return undefined;
@@ -592,14 +600,14 @@ export class ModelProxy implements Disposable {
    * Holds the call's share of the run's budget, lowering its output limit to what is left or
    * refusing it when too little is (budget.ts). A lowered limit re-serialises the body.
    */
-  private applyBudget(run: RunState, upstream: PickedUpstream, parsed: Record<string, unknown> | undefined, body: Buffer | undefined, model: string):
-    { body?: Buffer; parsed?: Record<string, unknown>; hold: BudgetAmount } | { refused: string } {
+  private applyBudget(run: RunState, upstream: PickedUpstream, parsed: Record<string, unknown> | undefined, body: Buffer | BodyParts | undefined, model: string, source?: { raw: Buffer; parsed: Record<string, unknown> }):
+    { body?: Buffer | BodyParts; parsed?: Record<string, unknown>; hold: BudgetAmount } | { refused: string } {
     const u = run.usage;
     const decision = checkBudget({
       budget: run.grant.budget,
       used: { tokens: u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens, costUsd: u.costUsd, requests: u.requests },
       held: run.held,
-      bodyBytes: body?.length ?? 0,
+      bodyBytes: body ? bodyLength(body) : 0,
       output: parsed ? outputLimitOf(upstream.routePath, upstream.resolved.config.kind, parsed) : undefined,
       model,
       prices: this.prices,
@@ -615,7 +623,7 @@ export class ModelProxy implements Disposable {
         run.budgetStop = decision.stop;
         return { refused: AGENT_PREFIX + budgetMessage(decision.stop) };
       }
-      out = { parsed: lowered, body: Buffer.from(JSON.stringify(lowered)) };
+      out = { parsed: lowered, body: serializeBody(lowered, source) };
     }
     run.held = { tokens: run.held.tokens + decision.hold.tokens, costUsd: run.held.costUsd + decision.hold.costUsd };
     return { ...out, hold: decision.hold };

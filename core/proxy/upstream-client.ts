@@ -3,6 +3,7 @@ import https from 'node:https';
 import type { ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { REDACTED, StreamRedactor } from '../common/stream-redactor';
+import { bodyLength, type BodyParts } from './json-body';
 
 /** Keep-alive pools: a fresh TCP (and TLS) handshake per call would cost more than the whole proxy budget. */
 const httpAgent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
@@ -74,7 +75,8 @@ export interface UpstreamCall {
   method: string;
   pathAndQuery: string;
   headers: IncomingHttpHeaders;
-  body: Buffer | undefined;
+  /** Whole, or in parts written one after another (a re-serialised body, json-body.ts). */
+  body: Buffer | BodyParts | undefined;
   /** Headers the proxy sets itself (a sign-in's account id); they replace the client's. */
   extraHeaders?: OutgoingHttpHeaders;
   /** Called with the upstream response (headers received, body still streaming). */
@@ -118,7 +120,7 @@ function targetOf(provider: ProviderConfig): Target {
 export function sendUpstream(call: UpstreamCall): UpstreamHandle {
   const target = targetOf(call.provider);
   const rest = call.provider.kind === 'anthropic' ? call.pathAndQuery : call.pathAndQuery.replace(/^\/v1(?=[/?]|$)/, '');
-  const headers = upstreamHeaders(call.provider, call.headers, call.key, call.body?.length ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0), call.extraHeaders);
+  const headers = upstreamHeaders(call.provider, call.headers, call.key, (call.body ? bodyLength(call.body) : undefined) ?? (call.method === 'GET' || call.method === 'HEAD' ? undefined : 0), call.extraHeaders);
   headers.host = target.port === (target.secure ? 443 : 80) ? target.hostname : `${target.hostname}:${target.port}`;
   const secure = target.secure;
   let aborted = false;
@@ -144,7 +146,16 @@ export function sendUpstream(call: UpstreamCall): UpstreamHandle {
       }
       call.onError(err);
     });
-    req.end(call.body);
+    const body = call.body;
+    if (body === undefined || Buffer.isBuffer(body)) {
+      req.end(body);
+    } else {
+      // Corked: headers and every part leave in one writev, as one buffer would.
+      req.cork();
+      for (const part of body) req.write(part);
+      req.end();
+      req.uncork();
+    }
   };
   attempt(true);
   return {

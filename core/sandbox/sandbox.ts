@@ -61,6 +61,9 @@ export interface SandboxManagerOptions {
   installationId?: string;
 }
 
+/** How long after a claim the pool starts replacing the sandbox taken (see refillLater). */
+const REFILL_DELAY_MS = 1000;
+
 function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
   return JSON.stringify([spec.image, spec.network, spec.limits.memoryBytes, spec.limits.cpus, spec.limits.pids]);
 }
@@ -78,6 +81,8 @@ export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
   private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
   private readonly refills = new Set<Promise<void>>();
+  /** Delayed refills not started yet (refillLater): shutdown() starts them at once, to do nothing. */
+  private readonly refillWaits = new Set<() => void>();
   /** Runs whose wipe could not be verified (the engine was unreachable): retried before the next create. */
   private readonly unverifiedWipes = new Set<string>();
   private disposed = false;
@@ -113,7 +118,7 @@ export class SandboxManager implements Disposable {
     const entry = this.pool.get(poolKey(spec));
     const warm = entry?.ready.shift();
     if (entry && warm) {
-      this.refill(entry);
+      this.refillLater(entry);
       if (!warm.channel.isClosed) {
         const claimed = new Sandbox(warm.info, warm.channel, warm.stream, this.driver, (s, verified) => this.onDestroyed(s, verified), spec.runId);
         this.live.add(claimed);
@@ -214,11 +219,37 @@ export class SandboxManager implements Disposable {
     while (this.refills.size > 0) await Promise.allSettled([...this.refills]);
   }
 
+  /**
+   * Refills a slot the claiming run just took, REFILL_DELAY_MS later: starting the next sandbox (for
+   * a VM, QEMU, the state load and its first command: about a core for a second under TCG) at the
+   * moment of the claim competed with the claiming run's first command, the latency the pool is
+   * for (a pooled VM's first command took 0.2–0.5 s instead of ~0.1 s). whenPoolReady() waits for
+   * it; a run that comes sooner starts fresh, as with an empty pool.
+   */
+  private refillLater(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
+    const p: Promise<void> = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.refillWaits.delete(early);
+        resolve();
+      }, REFILL_DELAY_MS);
+      // shutdown() does not wait out the delay: refill() then does nothing.
+      const early = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.refillWaits.add(early);
+    })
+      .then(() => this.refill(entry))
+      .finally(() => this.refills.delete(p));
+    this.refills.add(p);
+  }
+
   private refill(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
     while (!this.disposed && !this.retired && entry.ready.length + entry.filling < entry.size) {
       entry.filling++;
       const runId = poolRunId();
       const p = this.start({ ...entry.spec, runId, labels: { ...(entry.spec.labels ?? {}), [LABEL_POOL]: 'true' } })
+        .then((s) => this.firstCommand(s))
         .then(
           (s) => {
             if (this.disposed || this.retired || entry.ready.length >= entry.size) s.dispose();
@@ -231,6 +262,32 @@ export class SandboxManager implements Disposable {
           this.refills.delete(p);
         });
       this.refills.add(p);
+    }
+  }
+
+  /**
+   * Runs one command (`echo`: the helper's spawn and output paths) in a pooled sandbox before it
+   * counts as ready, so what a sandbox's first command pays once is paid while the pool fills, not
+   * by the run that claims it: a VM restored from a snapshot under TCG translates the guest's code
+   * afresh (its first command took ~0.3–0.5 s, later ones ~0.09 s; docs/architecture.md §4). Best
+   * effort: an image without `echo` still pools; a sandbox whose channel closed or that does not
+   * answer in time is wiped (the pool stays short; create() then starts fresh).
+   */
+  private async firstCommand(s: Sandbox): Promise<Sandbox> {
+    const timeoutMs = this.opts.helloTimeoutMs ?? 15_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    try {
+      const r = await Promise.race([s.channel.run({ argv: ['echo', 'airlock-warm-up'] }).catch(() => 'failed' as const), timedOut]);
+      if (r === 'timeout' || s.channel.isClosed) {
+        throw new AirlockError('SANDBOX_FAILED', r === 'timeout' ? `a pooled sandbox did not run a first command within ${timeoutMs} ms` : 'a pooled sandbox closed its channel');
+      }
+      return s;
+    } catch (err) {
+      await s.destroy().catch(() => undefined);
+      throw err;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -285,6 +342,8 @@ export class SandboxManager implements Disposable {
   /** Destroys the pool and every sandbox still held. */
   async shutdown(): Promise<WipeProof[]> {
     this.disposed = true;
+    for (const start of [...this.refillWaits]) start();
+    this.refillWaits.clear();
     await this.whenPoolReady();
     const all = [...this.live];
     for (const e of this.pool.values()) all.push(...e.ready.splice(0));

@@ -165,6 +165,22 @@ describe('model proxy side doors', () => {
     expect((up.requests.at(-1)!.body as Record<string, unknown>).tools).toEqual([{ name: 'read_file', type: 'custom', input_schema: { type: 'object' } }]);
   });
 
+  it('a stripped call keeps its conversation byte for byte; a duplicated conversation goes out once, as the proxy read it', async () => {
+    up.setScript([{ text: 'ok' }]);
+    // The conversation as the client spelled it (spacing, escapes): copied, not re-serialised (json-body.ts).
+    const conversation = '[ {"role":"user", "content":"a \\"quoted\\" \\\\ line\\n \\u00e9"} ]';
+    const raw = `{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"dropped"}],"tools":[${JSON.stringify(clientTool)},{"type":"web_search_20250305","name":"web_search"}],"messages" : ${conversation},"mcp_servers":[{"type":"url","url":"https://attacker.example/mcp","name":"x"}]}`;
+    const r = await post('/v1/messages', raw, { 'anthropic-version': '2023-06-01' });
+    expect(r.status).toBe(200);
+    const sent = up.requests.at(-1)!.raw as string;
+    expect(sent).toContain(`"messages":${conversation}`);
+    expect(sent).not.toContain('dropped');
+    expect(sent).not.toContain('web_search');
+    expect(sent).not.toContain('attacker');
+    expect(JSON.parse(sent)).toEqual({ model: 'claude-x', max_tokens: 10, messages: JSON.parse(conversation), tools: [clientTool] });
+    expect(events).toEqual([expect.objectContaining({ stripped: ['mcp_servers', 'web_search'] })]);
+  });
+
   it('a call without side doors is forwarded unchanged and reports nothing', async () => {
     up.setScript([{ text: 'ok' }]);
     const r = await post('/v1/messages', { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [clientTool] }, { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219' });

@@ -199,7 +199,11 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
       expect(proof.leftovers).toEqual([]);
       expect(proof.runId).toBe(runId);
       expect(proof.labelRunId).toBe(sandbox.info.runId);
+      // The claimed slot is refilled (a moment after the claim, so the claiming run's first command
+      // has the machine to itself), and whenPoolReady() waits for that refill too.
       await manager.whenPoolReady();
+      const refilled = (await driver.list()).filter((s) => s.runId.startsWith('w-') && s.id !== sandbox.info.id);
+      expect(refilled.length).toBeGreaterThanOrEqual(1);
     } finally {
       const proofs = await manager.shutdown();
       for (const p of proofs) expect(p.leftovers).toEqual([]);

@@ -29,7 +29,7 @@ export function snapshotFiles(dir: string): SnapshotFiles {
 }
 
 /** Bump when what a snapshot holds changes (guest init protocol, devices), so old ones are not restored. */
-const SNAPSHOT_FORMAT = 'airlock-vm-snapshot/3';
+const SNAPSHOT_FORMAT = 'airlock-vm-snapshot/4';
 
 async function stamp(file: string): Promise<string> {
   const st = await stat(file).catch(() => undefined);
