@@ -5,7 +5,7 @@ import { keychainError } from './keychain-backend';
 import { Secret } from './secret';
 
 /*
- * Where Codex CLI keeps its sign-in when `cli_auth_credentials_store = "keyring"` (or "auto" with a
+ * (docs/architecture.md §6 "Where the Codex import looks") Where Codex CLI keeps its sign-in when `cli_auth_credentials_store = "keyring"` (or "auto" with a
  * keyring present), read from its public source, openai/codex `codex-rs/core/src/auth/storage.rs`
  * (commits f793618e7b4d32961d4891b75550dcaced1f033b and 0786633811edd2d01dd664d893cd720adbdab215)
  * and `codex-rs/keyring-store/src/lib.rs` (commit dfc7c9ecf8688519c289d045b217f6cca29b76ed), through

@@ -45,18 +45,18 @@ function call(provider: ProviderConfig, key: Secret, req: { method: string; path
 }
 
 /** Plain words for an answer; a refusal says how to replace the credential. */
-function verdict(provider: ProviderConfig, what: string, replace: string, answer: Answer, key: Secret | undefined, started: number): KeyTestResult {
+function verdict(provider: ProviderConfig, vendor: string, what: string, replace: string, answer: Answer, key: Secret | undefined, started: number): KeyTestResult {
   const done = (status: KeyTestResult['status'], message: string): KeyTestResult => ({ provider: provider.id, status, message: redactKey(message, key), latencyMs: Math.round(performance.now() - started) });
   if ('unreachable' in answer) return done('unreachable', `${answer.unreachable}; check your connection (and the base URL), then test again`);
   const s = answer.status;
-  if (s >= 200 && s < 300) return done('ok', `the ${what} is valid`);
+  if (s >= 200 && s < 300) return done('ok', `the ${what} works (${vendor} accepted it)`);
   if (s === 401 || s === 403) return done('bad-key', `the ${what} was refused (HTTP ${s}); replace it: ${replace}`);
   if (s === 429) return done('rate-limited', `the ${what} is valid but rate-limited or out of quota right now (HTTP 429)`);
   return done('error', `${provider.label} answered HTTP ${s}; the ${what} could not be checked, try again later`);
 }
 
 /**
- * "Test" for a Claude subscription token (docs/architecture.md §6): the smallest Messages call, sent
+ * "Test" for a Claude subscription token (docs/architecture.md §6 "Test"): the smallest Messages call, sent
  * the way the proxy sends it (`Authorization: Bearer`, the OAuth beta, no `x-api-key`).
  */
 export async function testClaudeSubscription(provider: ProviderConfig, token: Secret): Promise<KeyTestResult> {
@@ -68,7 +68,7 @@ export async function testClaudeSubscription(provider: ProviderConfig, token: Se
     headers: { 'anthropic-version': '2023-06-01' },
     body: { model, max_tokens: 1, system: CLAUDE_CODE_SYSTEM, messages: [{ role: 'user', content: 'ping' }] },
   });
-  return verdict(provider, 'Claude subscription token', 'store a new token from `claude setup-token`', answer, token, started);
+  return verdict(provider, 'Anthropic', 'Claude subscription token', 'store a new token from `claude setup-token`', answer, token, started);
 }
 
 /**
@@ -104,5 +104,5 @@ export async function testChatgptSignin(provider: ProviderConfig, session: Chatg
     token = session.accessToken;
     answer = await ask(token);
   }
-  return verdict(provider, what, replace, answer, token, started);
+  return verdict(provider, 'ChatGPT', what, replace, answer, token, started);
 }

@@ -198,7 +198,7 @@ describe.skipIf(!keychain.ok)('subscription sign-ins: import from Codex\'s keyri
     up.setExpectedKey(token);
     const ok = await vault.test('claude-subscription');
     expect(ok).toMatchObject({ provider: 'claude-subscription', status: 'ok' });
-    expect(ok.message).toContain('valid');
+    expect(ok.message).toBe('the Claude subscription token works (Anthropic accepted it)');
     const seen = up.requests;
     expect(seen.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/messages']);
     expect(seen[0]!.headers.authorization).toBe(`Bearer ${token}`);
