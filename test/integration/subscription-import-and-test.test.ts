@@ -179,6 +179,23 @@ describe.skipIf(!keychain.ok)('subscription sign-ins: import from Codex\'s keyri
     expect(fromFile.text.reveal()).toContain('acct-file');
   });
 
+  it('reads a single entry that Codex split into chunks (CODEX_CHUNKED header plus <account>:<i> entries)', async () => {
+    const codexHome = await newCodexHome();
+    const t = signinTokens(3600, 'acct-chunked');
+    const account = await codexAccount(codexHome);
+    const value = authDotJson(t, 'acct-chunked');
+    // keyring-store/src/lib.rs at dfc7c9ecf8688519c289d045b217f6cca29b76ed: chunks of 512 characters.
+    const chunks = value.match(/[\s\S]{1,512}/g) ?? [];
+    expect(chunks.length).toBeGreaterThan(1);
+    const entries: Array<[string, string]> = chunks.map((c, i) => (i === 0 ? [account, `CODEX_CHUNKED:${chunks.length}:${c}`] : [`${account}:${i}`, c]));
+    for (const [a, v] of entries) {
+      written.push(a);
+      await new AsyncEntry(CODEX_SERVICE, a).setPassword(v);
+    }
+    const found = await readCodexSignin({ CODEX_HOME: codexHome });
+    expect(found.text.reveal()).toBe(value);
+  });
+
   it('with neither auth.json nor a keyring entry, the message names both places and how to sign in', async () => {
     const codexHome = await newCodexHome();
     const err = await readCodexSignin({ CODEX_HOME: codexHome }).then(() => undefined, (e: unknown) => e);
