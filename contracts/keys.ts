@@ -113,7 +113,7 @@ export const keysContracts = {
   'keys:setBaseUrl': { input: SetBaseUrlInput, output: KeyInfo },
   /** Stores a subscription credential (serves only Claude Code / Codex CLI). */
   'keys:setSubscription': { input: SetSubscriptionInput, output: KeyInfo },
-  /** Imports this machine's Codex sign-in (`~/.codex/auth.json`, or `$CODEX_HOME/auth.json`). */
+  /** Imports this machine's Codex sign-in: `$CODEX_HOME/auth.json` (default `~/.codex`), else Codex's OS keyring entry for that home. */
   'keys:importCodex': { input: z.strictObject({ storage: z.enum(['keychain', 'session']).default('keychain') }), output: KeyInfo },
   'keys:remove': { input: ProviderRef, output: z.object({ removed: z.boolean() }) },
   /** A cheap authenticated call through the proxy's code path. */

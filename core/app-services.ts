@@ -14,7 +14,7 @@ import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
-import { codexAuthPath, readCodexAuthFile } from './keys/codex-auth-file';
+import { readCodexSignin } from './keys/codex-auth-file';
 import { credentialAgent } from './keys/subscription-credentials';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
@@ -133,7 +133,7 @@ function keysService(parts: ServiceParts): KeysService {
       return kind === 'claude-subscription' ? vault.setClaudeSubscription(secret, { storage }) : vault.importChatgptSignin(secret, { storage });
     },
     async importCodex({ storage }) {
-      return vault.importChatgptSignin(await readCodexAuthFile(codexAuthPath(parts.core.env)), { storage });
+      return vault.importChatgptSignin((await readCodexSignin(parts.core.env)).text, { storage });
     },
     async remove({ provider }) {
       return { removed: await vault.remove(provider) };

@@ -1,11 +1,13 @@
 import { AirlockError } from '../../contracts/errors';
 import type { KeychainStatus, KeyInfo, KeyStorage, KeyTestResult } from '../../contracts/keys';
 import { Emitter, type Event } from '../common/disposable';
+import { ChatgptSession } from '../proxy/chatgpt-session';
 import { testConnection } from './connection-test';
 import { checkKeyFormat } from './key-format';
 import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
 import type { ProviderCatalog } from './provider-catalog';
 import { Secret } from './secret';
+import { testChatgptSignin, testClaudeSubscription } from './subscription-test';
 import { deserializeSignin, parseClaudeSetupToken, parseCodexAuthJson, serializeSignin, storeCommand, type ChatgptSignin } from './subscription-credentials';
 
 /** A key ready for use, and where it came from. */
@@ -25,6 +27,8 @@ export class KeyVault {
   private readonly session = new Map<string, { secret: Secret; addedAt: string }>();
   private readonly fromEnv = new Map<string, { secret: Secret; addedAt: string }>();
   private readonly didChange = new Emitter<{ provider: string }>();
+  /** One live session per stored ChatGPT sign-in, shared by the proxy and "Test": one refresh serves all. */
+  private readonly chatgptSessions = new Map<string, ChatgptSession>();
   /** Fires when a key is set or removed (for `keys:onDidChange`). */
   readonly onDidChange: Event<{ provider: string }> = this.didChange.event;
 
@@ -77,6 +81,21 @@ export class KeyVault {
   async chatgptSignin(provider = 'chatgpt-signin'): Promise<{ signin: Secret<ChatgptSignin>; storage: KeyStorage } | undefined> {
     const found = await this.resolve(provider);
     return found ? { signin: new Secret(deserializeSignin(found.secret.reveal())), storage: found.storage } : undefined;
+  }
+
+  /**
+   * The session for the stored ChatGPT sign-in (undefined without one). It is replaced when the
+   * stored sign-in changed under it (re-imported), so a refresh never uses a spent refresh token.
+   */
+  async chatgptSession(provider: string, authBaseUrl: string): Promise<ChatgptSession | undefined> {
+    const stored = await this.chatgptSignin(provider);
+    if (!stored) return undefined;
+    let session = this.chatgptSessions.get(provider);
+    if (!session?.holds(stored.signin)) {
+      session = new ChatgptSession(stored.signin, { authBaseUrl, persist: (next) => this.updateChatgptSignin(next, stored.storage, provider) });
+      this.chatgptSessions.set(provider, session);
+    }
+    return session;
   }
 
   /** Replaces a refreshed ChatGPT sign-in where it was kept (keychain or this session). */
@@ -194,11 +213,21 @@ export class KeyVault {
     }
   }
 
-  /** "Test connection": ok / bad-key / unreachable / rate-limited, through the proxy's upstream client. */
+  /**
+   * "Test connection": ok / bad-key / unreachable / rate-limited, through the proxy's upstream client.
+   * A subscription credential gets its own check (subscription-test.ts, docs/architecture.md §6).
+   */
   async test(provider: string): Promise<KeyTestResult> {
     const config = await this.catalog.get(provider);
-    if (config.credential) {
-      return { provider, status: 'error', message: `a subscription sign-in is used only by its own client; start a ${config.credential === 'claude-subscription' ? 'Claude Code' : 'Codex CLI'} run to use it` };
+    if (config.credential === 'chatgpt-signin') {
+      const session = await this.chatgptSession(provider, config.authBaseUrl ?? '');
+      if (!session) return { provider, status: 'bad-key', message: `no ChatGPT sign-in stored for '${provider}'; import one first (${storeCommand(provider, config.credential)})` };
+      return testChatgptSignin(config, session);
+    }
+    if (config.credential === 'claude-subscription') {
+      const token = await this.resolve(provider);
+      if (!token) return { provider, status: 'bad-key', message: `no Claude subscription token stored for '${provider}'; add one first (${storeCommand(provider, config.credential)})` };
+      return testClaudeSubscription(config, token.secret);
     }
     const key = await this.resolve(provider);
     if (!key && config.requiresKey) {
@@ -210,6 +239,7 @@ export class KeyVault {
   dispose(): void {
     this.session.clear();
     this.fromEnv.clear();
+    this.chatgptSessions.clear();
     this.didChange.dispose();
   }
 }

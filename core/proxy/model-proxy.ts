@@ -9,7 +9,7 @@ import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
 import { credentialRefusal, credentialServes, storeCommand, unsignedIdToken } from '../keys/subscription-credentials';
-import { ChatgptSession } from './chatgpt-session';
+import type { ChatgptSession } from './chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
@@ -113,21 +113,15 @@ interface RunState {
 
 /**
  * Builds a resolver over the catalog and the vault. A provider that needs no key gets none. A
- * ChatGPT sign-in becomes one session per stored sign-in, shared by runs, so a refresh happens once.
+ * ChatGPT sign-in becomes the vault's one session per stored sign-in, shared by runs, so a refresh happens once.
  */
 export function vaultResolver(catalog: ProviderCatalog, vault: KeyVault): UpstreamResolver {
-  const sessions = new Map<string, ChatgptSession>();
   return async (providerId) => {
     const config = await catalog.get(providerId);
     if (config.credential === 'chatgpt-signin') {
-      const stored = await vault.chatgptSignin(providerId);
-      if (!stored) return { config };
-      let session = sessions.get(providerId);
-      if (!session?.holds(stored.signin)) {
-        session = new ChatgptSession(stored.signin, { authBaseUrl: config.authBaseUrl ?? '', persist: (next) => vault.updateChatgptSignin(next, stored.storage, providerId) });
-        sessions.set(providerId, session);
-      }
-      return { config, chatgpt: session };
+      // The vault's session: shared with "Test", so a refresh there is the one runs use too.
+      const session = await vault.chatgptSession(providerId, config.authBaseUrl ?? '');
+      return session ? { config, chatgpt: session } : { config };
     }
     if (config.credential) return { config, ...(await vault.resolve(providerId).then((k) => (k ? { key: k.secret } : {}))) };
     const key = config.requiresKey ? await vault.require(providerId) : (await vault.resolve(providerId))?.secret;

@@ -1,10 +1,11 @@
 import { AirlockError } from '../../../contracts/errors';
 import { SetBaseUrlInput } from '../../../contracts/keys';
 import { airlockHome } from '../../common/paths';
-import { codexAuthPath, readCodexAuthFile } from '../../keys/codex-auth-file';
+import { readCodexAuthFile, readCodexSignin } from '../../keys/codex-auth-file';
 import { KeyVault } from '../../keys/key-vault';
 import { ProviderCatalog } from '../../keys/provider-catalog';
 import { Secret } from '../../keys/secret';
+import { storeCommand } from '../../keys/subscription-credentials';
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
@@ -84,10 +85,10 @@ async function readAllStdin(io: CliIo): Promise<Secret> {
 const usage = `airlock keys set <provider> [--base-url URL] [--session]   (the key is read from stdin)
        airlock keys set-url <provider> <url>   (changes the base URL; the stored key stays as it is)
        airlock keys set-subscription claude [--session]   (the token from \`claude setup-token\`, read from stdin)
-       airlock keys import-codex [--from PATH|-] [--session]   (the ChatGPT sign-in of \`codex login\`)
+       airlock keys import-codex [--from PATH|-] [--session]   (the ChatGPT sign-in of \`codex login\`: its auth.json, else its OS keyring entry)
        airlock keys list [--json]
        airlock keys rm <provider>
-       airlock keys test <provider> [--json]`;
+       airlock keys test <provider> [--json]   (API key, Claude subscription token or ChatGPT sign-in)`;
 
 /** `airlock keys …`: store, list, remove and test provider keys in the OS keychain. */
 export const keysCommand: CliCommand = {
@@ -98,7 +99,7 @@ export const keysCommand: CliCommand = {
     // A key pasted in the wrong place must not be echoed back in the error.
     const { values, positionals } = parseCliArgs(args, { 'base-url': { type: 'string' }, session: { type: 'boolean' }, json: { type: 'boolean' }, from: { type: 'string' } }, { sensitive: true });
     const [sub, provider, ...extra] = positionals;
-    const { vault } = vaultFor(io);
+    const { vault, catalog } = vaultFor(io);
     try {
       switch (sub) {
         case 'set': {
@@ -131,11 +132,12 @@ export const keysCommand: CliCommand = {
         }
         case 'import-codex': {
           if (provider) break;
-          const from = values.from ?? codexAuthPath(io.env);
-          const text = from === '-' ? await readAllStdin(io) : await readCodexAuthFile(from);
-          const info = await vault.importChatgptSignin(text, { storage: values.session ? 'session' : 'keychain' });
+          // No --from: where Codex keeps it (its auth.json, else its OS keyring entry).
+          const from = values.from;
+          const found = from === undefined ? await readCodexSignin(io.env) : { text: from === '-' ? await readAllStdin(io) : await readCodexAuthFile(from), from: from === '-' ? undefined : from };
+          const info = await vault.importChatgptSignin(found.text, { storage: values.session ? 'session' : 'keychain' });
           const where = info.storage === 'session' ? 'memory for this session only' : 'the OS keychain';
-          io.stdout.write(`imported the ChatGPT sign-in${from === '-' ? '' : ` from ${from}`} into ${where}${info.expiresAt ? ` (access token valid until ${info.expiresAt}; Airlock refreshes it)` : ''}; it serves only Codex runs (--agent codex --provider chatgpt-signin)\n`);
+          io.stdout.write(`imported the ChatGPT sign-in${found.from ? ` from ${found.from}` : ''} into ${where}${info.expiresAt ? ` (access token valid until ${info.expiresAt}; Airlock refreshes it)` : ''}; it serves only Codex runs (--agent codex --provider chatgpt-signin)\n`);
           return ExitCode.ok;
         }
         case 'list': {
@@ -166,7 +168,10 @@ export const keysCommand: CliCommand = {
           else {
             io.stdout.write(`${provider}: ${result.status} — ${result.message}${result.latencyMs !== undefined ? ` (${result.latencyMs} ms)` : ''}\n`);
             // The shared message names no command (the UI shows it too); the terminal's fix is this one.
-            if (result.status === 'bad-key') io.stdout.write(`  → store a valid key: airlock keys set ${provider}\n`);
+            if (result.status === 'bad-key') {
+              const { credential } = await catalog.get(provider);
+              io.stdout.write(credential ? `  → replace it: ${storeCommand(provider, credential)}\n` : `  → store a valid key: airlock keys set ${provider}\n`);
+            }
           }
           return result.status === 'ok' ? ExitCode.ok : ExitCode.failure;
         }

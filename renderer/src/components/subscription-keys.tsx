@@ -1,5 +1,5 @@
 import { useState, type FormEvent } from 'react';
-import type { KeyInfo, ProviderInfo } from '../../../contracts';
+import type { KeyInfo, KeyTestResult, ProviderInfo } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
@@ -9,10 +9,20 @@ const CLIENT: Record<NonNullable<KeyInfo['credential']>, { client: string; how: 
   'chatgpt-signin': { client: 'Codex CLI', how: 'Sign in with `codex login` (ChatGPT) on this machine, then import it — or paste the content of ~/.codex/auth.json.' },
 };
 
+/** A test result in plain words (the message says what to do). */
+const TEST_WORDS: Record<KeyTestResult['status'], string> = {
+  ok: 'Valid',
+  'bad-key': 'Refused',
+  unreachable: 'Could not reach',
+  'rate-limited': 'Valid, rate-limited',
+  error: 'Could not check',
+};
+
 function SubscriptionRow({ provider, storage }: { provider: ProviderInfo; storage: 'keychain' | 'session' }) {
   const kind = provider.credential!.kind;
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
-  const { setSubscription, importCodex, removeKey } = useKeysStore.getState();
+  const test = useKeysStore((s) => s.tests[provider.id]);
+  const { setSubscription, importCodex, removeKey, testKey } = useKeysStore.getState();
   const notify = useAppStore((s) => s.notify);
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState('');
@@ -45,6 +55,12 @@ function SubscriptionRow({ provider, storage }: { provider: ProviderInfo; storag
         {info?.hasKey ? <span>signed in{info.last4 ? <span className="mono"> ••••{info.last4}</span> : null}</span> : <span className="muted">not set</span>}
         {info?.expiresAt && <div className="muted">token valid until {new Date(info.expiresAt).toLocaleString()} (refreshed by Airlock)</div>}
         {info?.storage === 'session' && <span className="badge warn" style={{ marginLeft: 6 }}>this session only</span>}
+        {test && (
+          <div className={test.status === 'ok' ? 'add-n' : test.status === 'testing' ? 'muted' : 'del-n'} role="status" data-test-result={test.status}>
+            {test.status === 'testing' ? 'testing…' : `${TEST_WORDS[test.status]}: ${test.message}`}
+            {test.status === 'bad-key' && !editing && <button className="btn small" style={{ marginLeft: 6 }} onClick={() => setEditing(true)}>Replace</button>}
+          </div>
+        )}
         <div className="muted" data-note="serves-only">Serves only {client} (agent <span className="mono">{provider.credential!.agent}</span>).</div>
       </td>
       <td>
@@ -67,6 +83,7 @@ function SubscriptionRow({ provider, storage }: { provider: ProviderInfo; storag
               <button className="btn" disabled={busy} onClick={() => void act(() => importCodex({ storage }), 'Imported the ChatGPT sign-in from this machine')}>Import from Codex</button>
             )}
             <button className="btn" onClick={() => setEditing(true)}>{kind === 'claude-subscription' ? 'Paste setup token' : 'Paste auth.json'}</button>
+            {info?.hasKey && <button className="btn" disabled={test?.status === 'testing'} onClick={() => void testKey(provider.id)}>Test</button>}
             {info?.hasKey && <button className="btn danger" onClick={() => void removeKey(provider.id)}>Remove</button>}
           </div>
         )}

@@ -48,11 +48,14 @@ export const useKeysStore = create<KeysState>()((set, get) => ({
   },
   async setSubscription(input) {
     const info = await api().call('keys:setSubscription', input);
+    // A new credential: the last test result was about the old one.
+    set((s) => ({ tests: { ...s.tests, [info.provider]: undefined } }));
     await get().load();
     return info;
   },
   async importCodex(input) {
     const info = await api().call('keys:importCodex', input);
+    set((s) => ({ tests: { ...s.tests, [info.provider]: undefined } }));
     await get().load();
     return info;
   },
