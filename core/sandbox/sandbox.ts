@@ -124,7 +124,7 @@ export class SandboxManager implements Disposable {
         this.live.add(claimed);
         return claimed;
       }
-      warm.dispose();
+      await warm.destroy().catch(() => undefined);
     }
     const sandbox = await this.start(spec);
     this.live.add(sandbox);
@@ -251,8 +251,9 @@ export class SandboxManager implements Disposable {
       const p = this.start({ ...entry.spec, runId, labels: { ...(entry.spec.labels ?? {}), [LABEL_POOL]: 'true' } })
         .then((s) => this.firstCommand(s))
         .then(
-          (s) => {
-            if (this.disposed || this.retired || entry.ready.length >= entry.size) s.dispose();
+          async (s) => {
+            // Wiped before this refill counts as done, so shutdown() never returns with it half-gone.
+            if (this.disposed || this.retired || entry.ready.length >= entry.size) await s.destroy().catch(() => undefined);
             else entry.ready.push(s);
           },
           () => undefined, // A failed refill leaves the pool short; create() then starts fresh.

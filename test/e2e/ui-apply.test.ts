@@ -1,9 +1,7 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
@@ -12,9 +10,9 @@ import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream'
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
 import { serveUi } from './support/serve-ui';
+import { git, gitProject } from './support/git-project';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
-const exec = promisify(execFile);
 const docker = await requirePrerequisite('docker');
 const chromium = await requirePrerequisite('chromium');
 const keychain = await requirePrerequisite('keychain');
@@ -32,7 +30,6 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(SHOTS, `apply-${name}.png`), fullPage: true });
 }
 
-const git = async (cwd: string, ...args: string[]) => (await exec('git', args, { cwd })).stdout;
 
 describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client (Chromium, real core, Docker, fake upstream)', () => {
   let home: string;
@@ -61,15 +58,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await mkdir(SHOTS, { recursive: true });
     const rendererDir = await ensureBuiltRenderer();
     home = await mkdtemp(join(tmpdir(), 'airlock-e2e-home-'));
-    project = await mkdtemp(join(tmpdir(), 'airlock-e2e-apply-'));
-    await mkdir(join(project, 'src'));
-    await writeFile(join(project, 'src', 'big.txt'), BIG);
-    await writeFile(join(project, 'src', 'conflict.txt'), CONFLICT);
-    await git(project, 'init', '-q', '-b', 'main');
-    await git(project, 'config', 'user.name', 'Apply Person');
-    await git(project, 'config', 'user.email', 'apply@example.invalid');
-    await git(project, 'add', '-A');
-    await git(project, 'commit', '-qm', 'init');
+    project = await gitProject('airlock-e2e-apply-', { 'src/big.txt': BIG, 'src/conflict.txt': CONFLICT }, { name: 'Apply Person', email: 'apply@example.invalid' });
 
     upstream = await startFakeUpstream({ expectedKey: KEY });
     upstream.setScript([

@@ -1,8 +1,6 @@
-import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
@@ -12,6 +10,7 @@ import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
 import { ensureBuiltRenderer } from './support/built-renderer';
 import { serveUi } from './support/serve-ui';
+import { git, gitProject } from './support/git-project';
 
 /*
  * Review of a 2-turn thread in Chromium against the real core and Docker (docs/architecture.md §11
@@ -19,7 +18,6 @@ import { serveUi } from './support/serve-ui';
  * layout applied to a branch, and a conflict of the whole thread resolved in the merge view.
  */
 
-const exec = promisify(execFile);
 const docker = await requirePrerequisite('docker');
 const chromium = await requirePrerequisite('chromium');
 const keychain = await requirePrerequisite('keychain');
@@ -42,7 +40,6 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(SHOTS, `thread-review-${name}.png`), fullPage: true });
 }
 
-const git = async (cwd: string, ...args: string[]) => (await exec('git', args, { cwd })).stdout;
 
 describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout lines and a thread-scope merge (Chromium, real core, Docker, fake upstream)', () => {
   let home: string;
@@ -77,15 +74,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await mkdir(SHOTS, { recursive: true });
     const rendererDir = await ensureBuiltRenderer();
     home = await mkdtemp(join(tmpdir(), 'airlock-e2e-home-'));
-    project = await mkdtemp(join(tmpdir(), 'airlock-e2e-thread-'));
-    await mkdir(join(project, 'src'));
-    await writeFile(join(project, 'src', 'lines.txt'), LINES);
-    await writeFile(join(project, 'src', 'merge.txt'), MERGE);
-    await git(project, 'init', '-q', '-b', 'main');
-    await git(project, 'config', 'user.name', 'Thread Person');
-    await git(project, 'config', 'user.email', 'thread@example.invalid');
-    await git(project, 'add', '-A');
-    await git(project, 'commit', '-qm', 'init');
+    project = await gitProject('airlock-e2e-thread-', { 'src/lines.txt': LINES, 'src/merge.txt': MERGE }, { name: 'Thread Person', email: 'thread@example.invalid' });
 
     upstream = await startFakeUpstream({ expectedKey: KEY });
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName };

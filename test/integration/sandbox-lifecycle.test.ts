@@ -15,6 +15,7 @@ import { connectEngine } from '../../core/sandbox/docker/engine';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../../core/sandbox/image';
 import { SandboxManager, checkEngine } from '../../core/sandbox/sandbox';
+import { PROCESS_OWNER } from '../../core/common/process-alive';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
 
@@ -186,10 +187,14 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
 
   it('a warm pool hands out a pre-started sandbox that works and wipes like any other', async () => {
     const manager = new SandboxManager(driver);
+    const made = new Set<string>();
     try {
       await manager.warm({ image, limits: DEFAULT_LIMITS, network: 'none' }, 1);
-      const pooled = (await driver.list()).filter((s) => s.runId.startsWith('w-'));
+      // This process's pool only: another test file's may be on the same engine.
+      const ours = async () => (await driver.list()).filter((s) => s.runId.startsWith('w-') && s.owner === PROCESS_OWNER);
+      const pooled = await ours();
       expect(pooled.length).toBeGreaterThanOrEqual(1);
+      for (const s of pooled) made.add(s.id);
       const runId = testRunId();
       const sandbox = await manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
       expect(sandbox.runId).toBe(runId);
@@ -202,12 +207,14 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
       // The claimed slot is refilled (a moment after the claim, so the claiming run's first command
       // has the machine to itself), and whenPoolReady() waits for that refill too.
       await manager.whenPoolReady();
-      const refilled = (await driver.list()).filter((s) => s.runId.startsWith('w-') && s.id !== sandbox.info.id);
+      const refilled = (await ours()).filter((s) => !pooled.some((p) => p.id === s.id));
       expect(refilled.length).toBeGreaterThanOrEqual(1);
+      for (const s of refilled) made.add(s.id);
     } finally {
       const proofs = await manager.shutdown();
       for (const p of proofs) expect(p.leftovers).toEqual([]);
     }
-    expect((await driver.list()).filter((s) => s.runId.startsWith('w-'))).toEqual([]);
+    // Everything this pool made is gone when shutdown() returns (other processes' pools are not ours to judge).
+    expect((await driver.list()).filter((s) => made.has(s.id))).toEqual([]);
   });
 });
