@@ -2,9 +2,13 @@
  * Isolation levels and engines (docs/architecture.md §8), each against a baseline measured in the same run:
  * - sandbox.ready.gvisor: hardened create → `true` through the channel under gVisor (runsc), vs the
  *   same hardened sandbox under runc, interleaved sample by sample
+ * - sandbox.ready.gvisor.bare: what gVisor itself costs for the same kind of start, without Airlock:
+ *   `docker run --rm --runtime=runsc IMAGE node -e 0` vs the same under runc (the helper is Node)
  * - sandbox.ready.podman: the hardened sandbox on Podman's Docker-compatible API, vs the same on the
  *   Docker engine, interleaved
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { newRunId } from '../contracts/ids';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 import { DockerDriver, type DockerDriverOptions } from '../core/sandbox/docker/docker-driver';
@@ -40,8 +44,26 @@ class ReadyTimer {
   }
 }
 
+/** A bare `docker run --rm --network none [flags] IMAGE node -e 0` (Node, as the helper is). */
+class BareRunTimer {
+  constructor(
+    private readonly image: string,
+    private readonly flags: string[],
+  ) {}
+
+  async once(): Promise<number> {
+    const t0 = performance.now();
+    await promisify(execFile)('docker', ['run', '--rm', '--network', 'none', ...this.flags, this.image, 'node', '-e', '0']);
+    return performance.now() - t0;
+  }
+
+  async dispose(): Promise<void> {}
+}
+
+type Timer = Pick<ReadyTimer, 'once' | 'dispose'>;
+
 /** p50s of two timers, interleaved so load drift on a shared machine hits both alike (one warm-up each). */
-async function interleaved(ours: ReadyTimer, base: ReadyTimer): Promise<{ ours: number; base: number }> {
+async function interleaved(ours: Timer, base: Timer): Promise<{ ours: number; base: number }> {
   try {
     await ours.once();
     await base.once();
@@ -68,7 +90,11 @@ const readyGvisor: Benchmark = {
   async run(): Promise<BenchResult[]> {
     const image = await imageOn();
     const { ours, base } = await interleaved(new ReadyTimer({ isolation: 'gvisor' }, image), new ReadyTimer({}, image));
-    return [withRatio({ name: 'sandbox.ready.gvisor', value: ours, unit: 'ms', baseline: base, budget: '≤ 2×', note: `p50 of ${SAMPLES}; baseline the hardened runc sandbox (sandbox.ready's path)` })];
+    const bare = await interleaved(new BareRunTimer(image, ['--runtime=runsc']), new BareRunTimer(image, []));
+    return [
+      withRatio({ name: 'sandbox.ready.gvisor', value: ours, unit: 'ms', baseline: base, budget: '≤ 2×', note: `p50 of ${SAMPLES}; baseline the hardened runc sandbox (sandbox.ready's path)` }),
+      withRatio({ name: 'sandbox.ready.gvisor.bare', value: bare.ours, unit: 'ms', baseline: bare.base, note: `gVisor's own cost, no Airlock: docker run --runtime=runsc IMAGE node -e 0 vs runc, p50 of ${SAMPLES}` }),
+    ];
   },
 };
 
