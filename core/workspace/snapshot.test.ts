@@ -136,6 +136,23 @@ describe('snapshotProject', () => {
     expect(fingerprint(dir)).toBe(before);
   });
 
+  it('lists entries in sorted depth-first order with each file’s own size, though a folder’s lstats run concurrently', async () => {
+    const dir = tempDir();
+    const spec: Record<string, string> = {};
+    // Sizes unrelated to names: a stat result paired with the wrong name would show.
+    for (let i = 0; i < 300; i++) spec[`big/f${String(i).padStart(3, '0')}.txt`] = 'x'.repeat((i * 7919) % 1000);
+    spec['a/z/deep.txt'] = 'deep';
+    spec['a/b.txt'] = 'bb';
+    spec['c.txt'] = 'c';
+    writeTree(dir, spec);
+    const snap = await snapshotProject(dir);
+    const expected = ['a', 'a/b.txt', 'a/z', 'a/z/deep.txt', 'big', ...Array.from({ length: 300 }, (_, i) => `big/f${String(i).padStart(3, '0')}.txt`), 'c.txt'];
+    expect(snap.entries.map((e) => e.path)).toEqual(expected);
+    for (const e of snap.entries) if (e.type === 'file') expect(e.size).toBe(Buffer.byteLength(spec[e.path] as string));
+    const { manifest } = snap.open();
+    expect((await manifest).map((f) => f.path)).toEqual(expected.filter((p) => p in spec));
+  });
+
   it('refuses a missing project folder with a typed error', async () => {
     await expect(snapshotProject('/nonexistent/airlock-project')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
   });
