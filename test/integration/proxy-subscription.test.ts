@@ -1,16 +1,9 @@
 import { AsyncEntry } from '@napi-rs/keyring';
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KeyVault } from '../../core/keys/key-vault';
-import { ProviderCatalog } from '../../core/keys/provider-catalog';
 import { jwtPayload } from '../../core/keys/subscription-credentials';
 import { CODEX_OAUTH_CLIENT_ID } from '../../core/proxy/chatgpt-session';
-import { ModelProxy, vaultResolver } from '../../core/proxy/model-proxy';
-import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
+import { canary, jwt, startSubscriptionRig, type SubscriptionRig } from '../support/subscription-rig';
 
 /**
  * Subscription credentials through the real proxy, the real keychain and the fake upstream (which
@@ -21,54 +14,23 @@ import { requirePrerequisite } from '../support/prerequisites';
 
 const keychain = await requirePrerequisite('keychain');
 
-const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
-/** A JWT-shaped token (the fake does not check signatures; neither does Codex). */
-function jwt(payload: Record<string, unknown>): string {
-  return `${part({ alg: 'RS256', typ: 'JWT' })}.${part(payload)}.${randomBytes(24).toString('base64url')}`;
-}
-const canary = (label: string) => `${label}-${randomBytes(20).toString('hex')}-CANARY`;
 
 describe.skipIf(!keychain.ok)('subscription credentials through the model proxy', () => {
-  const service = `airlock-test-subs-${randomBytes(4).toString('hex')}`;
-  let home: string;
-  let catalog: ProviderCatalog;
-  let vault: KeyVault;
-  let proxy: ModelProxy;
-  let up: FakeUpstream;
+  let service: string;
+  let vault: SubscriptionRig['vault'];
+  let proxy: SubscriptionRig['proxy'];
+  let up: SubscriptionRig['up'];
   let base: string;
-  const secrets: string[] = [];
+  let secrets: string[];
+  let rig: SubscriptionRig | undefined;
   let runN = 0;
 
   beforeAll(async () => {
-    home = await mkdtemp(path.join(os.tmpdir(), 'airlock-subs-'));
-    up = await startFakeUpstream();
-    catalog = new ProviderCatalog({ home });
-    await catalog.setBaseUrl('claude-subscription', up.url);
-    await catalog.setBaseUrl('chatgpt-signin', `${up.url}/backend-api/codex`);
-    await catalog.setAuthBaseUrl('chatgpt-signin', up.url);
-    vault = new KeyVault(catalog, { service });
-    proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault) });
-    base = `http://127.0.0.1:${(await proxy.start()).port}`;
+    rig = await startSubscriptionRig('subs');
+    ({ service, vault, proxy, up, base, secrets } = rig);
   });
-  afterAll(async () => {
-    await vault?.remove('claude-subscription').catch(() => undefined);
-    await vault?.remove('chatgpt-signin').catch(() => undefined);
-    vault?.dispose();
-    await proxy?.stop();
-    await up?.close();
-    // Nothing Airlock wrote holds a credential.
-    for (const e of await readdir(home, { withFileTypes: true, recursive: true })) {
-      if (!e.isFile()) continue;
-      const text = await readFile(path.join(e.parentPath, e.name), 'utf8');
-      for (const s of secrets) expect(text).not.toContain(s);
-    }
-    await rm(home, { recursive: true, force: true });
-  });
-  beforeEach(() => {
-    up.requests.length = 0;
-    up.setScript([]);
-    up.setAuth(undefined);
-  });
+  afterAll(() => rig?.close());
+  beforeEach(() => rig!.reset());
 
   function run(agent: string, provider: string) {
     return proxy.issueToken({ runId: `r-subs-${++runN}`, providers: [provider], agent });

@@ -1,19 +1,16 @@
 import { AsyncEntry } from '@napi-rs/keyring';
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { keysCommand } from '../../core/cli/commands/keys';
 import { readCodexSignin } from '../../core/keys/codex-auth-file';
-import { KeyVault } from '../../core/keys/key-vault';
-import { ProviderCatalog } from '../../core/keys/provider-catalog';
 import { CODEX_OAUTH_CLIENT_ID } from '../../core/proxy/chatgpt-session';
-import { ModelProxy, vaultResolver } from '../../core/proxy/model-proxy';
-import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { captureIo } from '../support/cli-io';
 import { requirePrerequisite } from '../support/prerequisites';
+import { canary, jwt, startSubscriptionRig, type SubscriptionRig } from '../support/subscription-rig';
 
 /**
  * Subscription sign-ins, part two (docs/architecture.md §6), with the real keychain (Secret Service),
@@ -28,11 +25,6 @@ import { requirePrerequisite } from '../support/prerequisites';
 
 const keychain = await requirePrerequisite('keychain');
 
-const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
-function jwt(payload: Record<string, unknown>): string {
-  return `${part({ alg: 'RS256', typ: 'JWT' })}.${part(payload)}.${randomBytes(24).toString('base64url')}`;
-}
-const canary = (label: string) => `${label}-${randomBytes(20).toString('hex')}-CANARY`;
 
 /**
  * The keyring account Codex uses for a CODEX_HOME, derived here on its own from Codex's source
@@ -46,51 +38,30 @@ async function codexAccount(codexHome: string): Promise<string> {
 const CODEX_SERVICE = 'Codex Auth';
 
 describe.skipIf(!keychain.ok)('subscription sign-ins: import from Codex\'s keyring, and Test', () => {
-  const service = `airlock-test-subs2-${randomBytes(4).toString('hex')}`;
+  let service: string;
   let home: string;
-  let catalog: ProviderCatalog;
-  let vault: KeyVault;
-  let proxy: ModelProxy;
-  let up: FakeUpstream;
+  let catalog: SubscriptionRig['catalog'];
+  let vault: SubscriptionRig['vault'];
+  let proxy: SubscriptionRig['proxy'];
+  let up: SubscriptionRig['up'];
   let base: string;
-  const secrets: string[] = [];
+  let secrets: string[];
+  let rig: SubscriptionRig | undefined;
   /** Codex keyring entries written by this test, removed afterwards. */
   const written: string[] = [];
   const codexHomes: string[] = [];
   let runN = 0;
 
   beforeAll(async () => {
-    home = await mkdtemp(path.join(os.tmpdir(), 'airlock-subs2-'));
-    up = await startFakeUpstream();
-    catalog = new ProviderCatalog({ home });
-    await catalog.setBaseUrl('claude-subscription', up.url);
-    await catalog.setBaseUrl('chatgpt-signin', `${up.url}/backend-api/codex`);
-    await catalog.setAuthBaseUrl('chatgpt-signin', up.url);
-    vault = new KeyVault(catalog, { service });
-    proxy = new ModelProxy({ resolveUpstream: vaultResolver(catalog, vault) });
-    base = `http://127.0.0.1:${(await proxy.start()).port}`;
+    rig = await startSubscriptionRig('subs2');
+    ({ service, home, catalog, vault, proxy, up, base, secrets } = rig);
   });
   afterAll(async () => {
     for (const account of written) await new AsyncEntry(CODEX_SERVICE, account).deleteCredential().catch(() => undefined);
-    await vault?.remove('claude-subscription').catch(() => undefined);
-    await vault?.remove('chatgpt-signin').catch(() => undefined);
-    vault?.dispose();
-    await proxy?.stop();
-    await up?.close();
-    for (const e of await readdir(home, { withFileTypes: true, recursive: true })) {
-      if (!e.isFile()) continue;
-      const text = await readFile(path.join(e.parentPath, e.name), 'utf8');
-      for (const s of secrets) expect(text).not.toContain(s);
-    }
-    await rm(home, { recursive: true, force: true });
+    await rig?.close();
     for (const h of codexHomes) await rm(h, { recursive: true, force: true });
   });
-  beforeEach(() => {
-    up.requests.length = 0;
-    up.setScript([]);
-    up.setAuth(undefined);
-    up.setExpectedKey(undefined);
-  });
+  beforeEach(() => rig!.reset());
 
   async function newCodexHome(): Promise<string> {
     const h = await mkdtemp(path.join(os.tmpdir(), 'airlock-codex-home-'));
