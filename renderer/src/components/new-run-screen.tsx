@@ -51,7 +51,7 @@ function useVmAvailability(): { available: boolean; reason: string } | undefined
   const checking = useDoctorStore((s) => s.checking);
   useEffect(() => {
     if (!report && !checking) void useDoctorStore.getState().check();
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+  }, []); // once per mount: the report is shared through the doctor store
   return report?.checks.find((c) => c.id === 'isolation')?.vm;
 }
 
@@ -180,7 +180,7 @@ export function NewRunScreen() {
   };
 
   return (
-    <form className="stack" onSubmit={submit} aria-label="New run">
+    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run">
       <h1>New run</h1>
       {againFrom && (
         <div className="banner info" role="status">
