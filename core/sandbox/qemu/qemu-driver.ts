@@ -62,7 +62,7 @@ export interface QemuSandboxInfo extends SandboxInfo {
   owner?: string;
 }
 
-interface RunRecord {
+interface VmRunRecord {
   runId: string;
   image: string;
   createdAt: string;
@@ -287,7 +287,7 @@ export class QemuDriver implements SandboxDriver {
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
     const owner = PROCESS_OWNER;
-    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
+    const record: VmRunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
     const id = `${ID_PREFIX}${spec.runId}`;
     const info: QemuSandboxInfo = {
       id,
@@ -655,7 +655,7 @@ export class QemuDriver implements SandboxDriver {
       const st = await stat(files.dir).catch(() => undefined);
       if (!st?.isDirectory()) continue;
       const record = await readFile(files.record, 'utf8')
-        .then((t) => JSON.parse(t) as RunRecord)
+        .then((t) => JSON.parse(t) as VmRunRecord)
         .catch(() => undefined);
       const pid = await readPidfile(files.pidfile);
       const running = pid !== undefined && (await isRunQemu(pid, files.dir));
