@@ -194,7 +194,9 @@ export class AirlockCore {
       // One WSL2 distribution per run, imported from the sandbox image's file system (exported once
       // per image version through Docker Desktop). Unverified on real Windows: resources/vm/README.md.
       const ref = await this.image('base');
-      const rootfsTar = path.join(this.home, 'wsl', `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
+      const { wslDataDir } = await import('./sandbox/wsl/wsl-driver');
+      // Local AppData (not Roaming): the rootfs and the per-run disks are large and machine-bound.
+      const rootfsTar = path.join(wslDataDir(this.env), `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
       if (!(await exists(rootfsTar))) {
         const { exportWslRootfs } = await import('./sandbox/wsl/wsl-rootfs');
         await mkdir(path.dirname(rootfsTar), { recursive: true });
@@ -202,7 +204,7 @@ export class AirlockCore {
         await rename(`${rootfsTar}.partial`, rootfsTar);
       }
       const { WslDriver } = await import('./sandbox/wsl/wsl-driver');
-      return new SandboxManager(new WslDriver({ rootfsTar }), { helloTimeoutMs: 180_000 });
+      return new SandboxManager(new WslDriver({ rootfsTar, distrosDir: wslDataDir(this.env) }), { helloTimeoutMs: 180_000 });
     }
     if (process.platform === 'darwin') {
       const { LimaDriver } = await import('./sandbox/lima/lima-driver');

@@ -1,5 +1,6 @@
 import { readFile, realpath } from 'node:fs/promises';
 import path from 'node:path';
+import { resolveStaticPath, staticContentType } from '../core/host/static-files';
 
 /**
  * The UI's own origin, `app://airlock` (docs/architecture.md §2.7): a privileged standard scheme
@@ -12,22 +13,7 @@ export const APP_ORIGIN = 'app://airlock';
 export const APP_INDEX_URL = `${APP_ORIGIN}/index.html`;
 
 /** What `protocol.registerSchemesAsPrivileged` needs, before the app is ready. */
-export const APP_SCHEME_PRIVILEGES = { standard: true, secure: true, supportFetchAPI: true, codeCache: true } as const;
-
-const TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.ico': 'image/x-icon',
-  '.woff': 'font/woff',
-  '.woff2': 'font/woff2',
-  '.ttf': 'font/ttf',
-  '.wasm': 'application/wasm',
-};
+export const APP_SCHEME_PRIVILEGES = { standard: true, secure: true, supportFetchAPI: true, corsEnabled: true, codeCache: true } as const;
 
 /**
  * The `app:` protocol handler: GET/HEAD of files inside `rendererDir` only (no `..`, no symlink out,
@@ -45,21 +31,15 @@ export function appProtocolHandler(rendererDir: string, csp: string): (request: 
       return refuse(404);
     }
     if (`${url.protocol}//${url.host}` !== APP_ORIGIN) return refuse(404);
-    let rel: string;
-    try {
-      rel = decodeURIComponent(url.pathname);
-    } catch {
-      return refuse(404);
-    }
-    if (rel.includes('\0')) return refuse(404);
-    const file = path.resolve(rootDir, `.${path.posix.normalize(rel === '/' ? '/index.html' : rel)}`);
+    const file = resolveStaticPath(rootDir, url.pathname);
+    if (!file) return refuse(404);
     try {
       const real = await realpath(file);
       const realRoot = await realpath(rootDir);
       if (real !== realRoot && !real.startsWith(`${realRoot}${path.sep}`)) return refuse(404);
       const body = await readFile(real);
       const headers = {
-        'Content-Type': TYPES[path.extname(real).toLowerCase()] ?? 'application/octet-stream',
+        'Content-Type': staticContentType(real),
         'Content-Security-Policy': csp,
         'X-Content-Type-Options': 'nosniff',
       };
