@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
+import type * as Keyring from '@napi-rs/keyring';
 import { AirlockError } from '../../contracts/errors';
 
-type KeyringModule = typeof import('@napi-rs/keyring');
+type KeyringModule = typeof Keyring;
 
 let loaded: Promise<KeyringModule> | undefined;
 
