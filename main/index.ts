@@ -83,9 +83,10 @@ if (!app.requestSingleInstanceLock()) {
       return;
     }
     registerIpcRouter(createApiRouter(withPatchSaveDialog(services, () => win)), { isTrustedSender });
-    win = createMainWindow(paths);
+    const previews = () => services?.previewPorts() ?? [];
+    win = createMainWindow(paths, previews);
     app.on('activate', () => {
-      if (BrowserWindow.getAllWindows().length === 0) win = createMainWindow(paths);
+      if (BrowserWindow.getAllWindows().length === 0) win = createMainWindow(paths, previews);
     });
   });
 }

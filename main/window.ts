@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BrowserWindow, shell } from 'electron';
-import { externalLinkUrl } from '../contracts/external-links';
+import { externalLinkUrl, type LinkablePreview } from '../contracts/external-links';
 import type { ResourcePaths } from '../core/common/resources';
 import { contentSecurityPolicy } from './csp';
 import { grantsPermission } from './permissions';
@@ -27,8 +27,11 @@ export function rendererFileUrl(paths: WindowPaths): string {
 }
 
 
-/** Creates the main window: locked down, no navigation, no new windows, CSP on every response. */
-export function createMainWindow(paths: WindowPaths): BrowserWindow {
+/**
+ * Creates the main window: locked down, no navigation, no new windows, CSP on every response.
+ * `previews` lists the ports live runs have published: the only loopback links that open.
+ */
+export function createMainWindow(paths: WindowPaths, previews: () => readonly LinkablePreview[] = () => []): BrowserWindow {
   const win = new BrowserWindow({
     width: 1280,
     height: 840,
@@ -43,10 +46,11 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
   wc.session.webRequest.onHeadersReceived((details, callback) => {
     callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(Boolean(paths.devServerUrl))] } });
   });
-  // The UI never navigates: links to the web, and published preview ports (loopback only), open in
-  // the user's browser; everything else is refused (contracts/external-links.ts).
+  // The UI never navigates: links to the web, and ports live runs have published (checked here
+  // again, on the host), open in the user's browser; everything else is refused
+  // (contracts/external-links.ts).
   const openOutside = (raw: string) => {
-    const url = externalLinkUrl(raw);
+    const url = externalLinkUrl(raw, previews());
     if (url) void shell.openExternal(url);
   };
   wc.on('will-navigate', (e, url) => {

@@ -271,6 +271,16 @@ export class RunService implements Disposable {
     return { sandboxPort, hostPort: p.hostPort, url: p.url };
   }
 
+  /** The ports a live run has published (none once it has ended). */
+  previewPorts(runId: string): Array<{ sandboxPort: number; hostPort: number; url: string }> {
+    return this.live.get(runId)?.previews?.list() ?? [];
+  }
+
+  /** Every port published by a live run (the desktop app opens only these loopback links). */
+  allPreviewPorts(): Array<{ sandboxPort: number; hostPort: number; url: string }> {
+    return [...this.live.values()].flatMap((l) => l.previews?.list() ?? []);
+  }
+
   /** Allows a host the run's egress proxy denied (allow-list policy), while the run goes on. */
   async allowNetwork(runId: string, host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void> {
     const live = this.live.get(runId);

@@ -406,7 +406,7 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
       });
     });
     const published = await f.core.runs.publishPort(started.id, 8000);
-    expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    expect(published.url).toMatch(/^http:\/\/localhost:\d+\/$/);
     const body = await (await fetch(`${published.url}index.html`)).text();
     expect(body).toContain('preview-works');
     await f.services.runs.cancel({ runId: started.id });
