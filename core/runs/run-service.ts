@@ -267,7 +267,7 @@ export class RunService implements Disposable {
     const live = this.live.get(runId);
     if (!live?.previews) throw new AirlockError('CONFLICT', 'The run has no live sandbox (not started yet, or already ended); ports are published while it runs.');
     const p = await live.previews.publish(sandboxPort);
-    await this.note(live, `published sandbox port ${sandboxPort} on 127.0.0.1:${p.hostPort}`);
+    await this.note(live, `published sandbox port ${sandboxPort} at ${p.url}`);
     return { sandboxPort, hostPort: p.hostPort, url: p.url };
   }
 

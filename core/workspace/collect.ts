@@ -164,10 +164,6 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
   // Repositories planted in the result (with the project's own files): their config is refused
   // outright (docs/architecture.md §11, "Git-steering files").
   const planted = plantedGitDirs([...manifest.keys(), ...files.keys()].filter((p) => files.has(p) || !candidates.has(p) || unreadable.has(p)));
-  const refuse = (p: string, reason: string) => {
-    unreadable.add(p);
-    if (skipped.length < 1000) skipped.push({ path: p, reason });
-  };
 
   // The result tree on the host: baseline + what was read. Unchanged bytes and mode: no change.
   const ops: Array<{ path: string; mode: GitMode; mark: number } | { path: string; delete: true }> = [];
@@ -180,13 +176,14 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
       if (base) ops.push({ path: p, delete: true });
       continue;
     }
-    const refusal = plantedRepoRefusal(p, planted) ?? (f.kind === 'symlink' ? unsafeSymlinkReason(p) : undefined);
-    if (refusal) {
-      if (!base || base.mode !== (f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644') || base.oid !== blobOid(f.content)) refuse(p, refusal);
-      continue;
-    }
     const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
     if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
+    // Left out and listed: the base (if any) stays as it is.
+    const refusal = plantedRepoRefusal(p, planted) ?? (f.kind === 'symlink' ? unsafeSymlinkReason(p) : undefined);
+    if (refusal) {
+      if (skipped.length < 1000) skipped.push({ path: p, reason: refusal });
+      continue;
+    }
     if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
     ops.push({ path: p, mode, mark: await importer.blob(f.content) });
   }

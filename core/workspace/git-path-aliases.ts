@@ -80,13 +80,24 @@ export const GIT_CONTROL_FILES = [
   { name: 'mailmap', shortPrefix: 'maba30' },
 ] as const;
 
+/**
+ * Every alias starts with `.`, `g`, `m` or `~` (the short-name prefixes), or with a non-ASCII code
+ * point (one HFS+ ignores): any other name is none, without the checks below (the fast path for
+ * the thousands of names a collect checks).
+ */
+function mayBeAlias(component: string): boolean {
+  const c = component.charCodeAt(0);
+  return c === 0x2e || c === 0x67 || c === 0x47 || c === 0x6d || c === 0x4d || c === 0x7e || c > 0x7f;
+}
+
 /** Whether `component` is `.git` on NTFS (Windows) or HFS+ (macOS). */
 export function isDotGitAlias(component: string): boolean {
-  return isNtfsDotGit(component) || isHfsDot(component, 'git');
+  return mayBeAlias(component) && (isNtfsDotGit(component) || isHfsDot(component, 'git'));
 }
 
 /** Which git control file (`.gitmodules`, `.gitattributes`, `.gitignore`, `.mailmap`) `component` is on some file system, if any. */
 export function gitControlFileAlias(component: string): string | undefined {
+  if (!mayBeAlias(component)) return undefined;
   for (const f of GIT_CONTROL_FILES) if (isNtfsDot(component, f.name, f.shortPrefix) || isHfsDot(component, f.name)) return `.${f.name}`;
   return undefined;
 }

@@ -18,12 +18,14 @@ export function plantedGitDirs(tree: Iterable<string>): Set<string> {
   const heads = new Set<string>();
   const marked = new Set<string>();
   for (const p of tree) {
-    const parts = p.split('/');
-    const name = parts[parts.length - 1] as string;
-    const dir = parts.slice(0, -1).join('/');
+    const slash = p.lastIndexOf('/');
+    const name = p.slice(slash + 1);
+    const dir = slash < 0 ? '' : p.slice(0, slash);
     if (name === 'HEAD') heads.add(dir);
     if (GIT_DIR_MARKERS.has(name)) marked.add(dir);
-    // `<dir>/objects/…` or `<dir>/refs/…` at any depth below the candidate.
+    // `<dir>/objects/…` or `<dir>/refs/…` at any depth below the candidate (most paths have neither).
+    if (!p.includes('objects/') && !p.includes('refs/')) continue;
+    const parts = p.split('/');
     for (let i = 0; i < parts.length - 1; i++) if (parts[i] === 'objects' || parts[i] === 'refs') marked.add(parts.slice(0, i).join('/'));
   }
   return new Set([...heads].filter((d) => marked.has(d)));
