@@ -108,7 +108,6 @@ const RESERVED_DEVICE = /^(?:con|prn|aux|nul|com[1-9]|lpt[1-9]|conin\$|conout\$)
 /** Why Windows cannot hold `component` as a file name (git's `is_valid_win32_path`), or undefined. */
 export function windowsNameReason(component: string): string | undefined {
   if (RESERVED_DEVICE.test(component)) return `a Windows device name (${component.slice(0, 40)})`;
-  // eslint-disable-next-line no-control-regex
   const bad = /[:<>"|?*\x01-\x1f]/.exec(component);
   if (bad) return bad[0] === ':' ? '":" in a name (an NTFS alternate data stream on Windows)' : `a character Windows does not allow in names (${JSON.stringify(bad[0])})`;
   // Windows drops trailing spaces and periods ("a." is "a"), so the name would be another file.
