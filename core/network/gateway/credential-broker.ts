@@ -61,7 +61,7 @@ export class CredentialBroker {
    * git configuration through the environment (no file in the sandbox holds it): a credential helper
    * that answers with the placeholder for the bound hosts, ahead of any other helper.
    */
-  gitEnv(): Record<string, string> {
+  gitEnv(ports: (host: string) => number[]): Record<string, string> {
     const pairs: Array<[string, string]> = [];
     for (const e of this.entries) {
       if (!e.binding.git) continue;
@@ -69,9 +69,12 @@ export class CredentialBroker {
       const user = basic?.type === 'basic' ? basic.username : 'x-access-token';
       for (const h of e.binding.hosts) {
         if (h.startsWith('*.')) continue;
-        // An empty helper first resets inherited helpers for this host; `!` runs it with sh.
-        pairs.push([`credential.https://${h}.helper`, '']);
-        pairs.push([`credential.https://${h}.helper`, `!f() { test "$1" = get && printf 'username=${user}\\npassword=${e.placeholder}\\n'; }; f`]);
+        for (const port of ports(h)) {
+          // git matches a credential URL's port exactly; an empty helper first resets inherited ones.
+          const url = `https://${port === 443 ? h : `${h}:${port}`}`;
+          pairs.push([`credential.${url}.helper`, '']);
+          pairs.push([`credential.${url}.helper`, `!f() { test "$1" = get && printf 'username=${user}\\npassword=${e.placeholder}\\n'; }; f`]);
+        }
       }
     }
     if (pairs.length === 0) return {};
@@ -84,13 +87,13 @@ export class CredentialBroker {
   }
 
   /** Lines for a user `.npmrc` in the sandbox: the placeholder as the token of each bound registry. */
-  npmrcLines(registryPorts: (host: string) => number[]): string[] {
+  npmrcLines(ports: (host: string) => number[]): string[] {
     const lines: string[] = [];
     for (const e of this.entries) {
       if (!e.binding.npm) continue;
       for (const h of e.binding.hosts) {
         if (h.startsWith('*.')) continue;
-        for (const port of registryPorts(h)) {
+        for (const port of ports(h)) {
           lines.push(`//${port === 443 ? h : `${h}:${port}`}/:_authToken=${e.placeholder}`);
         }
       }

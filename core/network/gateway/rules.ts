@@ -159,7 +159,8 @@ function apply(c: CompiledRule, req: RuleRequest, path: string): RuleDecision | 
         ? { allowed: false, rule: rule.text, reason: 'git push is refused (git-fetch: fetch and clone only)' }
         : { allowed: true, rule: rule.text, reason: 'git-fetch allows it' };
     case 'git-push':
-      return git === 'receive-pack'
+      // The ref updates are in the POST's body; the GET that discovers refs before it carries none.
+      return git === 'receive-pack' && req.method === 'POST'
         ? { allowed: true, rule: rule.text, reason: `push allowed to branches under ${rule.pushPrefix}`, pushPrefix: rule.pushPrefix as string }
         : { allowed: true, rule: rule.text, reason: 'git-push allows it' };
     default: {
@@ -238,20 +239,25 @@ export interface RefUpdate {
  * Reads the ref-update commands at the start of a git receive-pack request body (pkt-lines up to
  * the first flush-pkt). Returns undefined while more bytes are needed; throws on a malformed body.
  */
-export function parseRefUpdates(buf: Buffer): { updates: RefUpdate[]; end: number } | undefined {
+export function parseRefUpdates(buf: Buffer): { updates: RefUpdate[]; capabilities: string[]; end: number } | undefined {
   const updates: RefUpdate[] = [];
+  let capabilities: string[] = [];
   let at = 0;
   for (;;) {
     if (buf.length < at + 4) return undefined;
     const lenText = buf.subarray(at, at + 4).toString('latin1');
     if (!/^[0-9a-f]{4}$/i.test(lenText)) throw new Error('not a git pkt-line');
     const len = parseInt(lenText, 16);
-    if (len === 0) return { updates, end: at + 4 };
+    if (len === 0) return { updates, capabilities, end: at + 4 };
     if (len < 4) throw new Error('unexpected special pkt-line among ref updates');
     if (buf.length < at + len) return undefined;
     let line = buf.subarray(at + 4, at + len).toString('utf8');
     at += len;
-    line = line.split('\0')[0] as string;
+    const nul = line.indexOf('\0');
+    if (nul >= 0) {
+      if (updates.length === 0) capabilities = line.slice(nul + 1).trim().split(' ');
+      line = line.slice(0, nul);
+    }
     line = line.replace(/\n$/, '');
     // `push-cert` blocks and shallow lines are not ref updates; git sends neither for a plain push.
     const m = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$/.exec(line);
@@ -266,4 +272,24 @@ export function pushOutsidePrefix(updates: RefUpdate[], prefix: string): string 
   const bad = updates.filter((u) => !u.ref.startsWith(base) || u.ref.includes('..'));
   if (bad.length === 0) return undefined;
   return `push to ${bad.map((u) => u.ref).join(', ')} is outside refs/heads/${prefix}`;
+}
+
+function pkt(text: string | Buffer): Buffer {
+  const body = typeof text === 'string' ? Buffer.from(text) : text;
+  return Buffer.concat([Buffer.from((body.length + 4).toString(16).padStart(4, '0')), body]);
+}
+
+/**
+ * A receive-pack result refusing every ref with `reason`, so git prints
+ * `! [remote rejected] … (reason)` — readable to an agent, unlike a bare HTTP 403 on the POST.
+ */
+export function refusedPushResult(updates: RefUpdate[], capabilities: string[], reason: string): Buffer {
+  const why = reason.replace(/[\r\n]/g, ' ').slice(0, 400);
+  const report = Buffer.concat([pkt('unpack ok\n'), ...updates.map((u) => pkt(`ng ${u.ref} ${why}\n`)), Buffer.from('0000')]);
+  const sideband = capabilities.includes('side-band-64k') || capabilities.includes('side-band');
+  if (!sideband) return report;
+  const max = capabilities.includes('side-band-64k') ? 65515 : 995;
+  const frames: Buffer[] = [pkt(Buffer.concat([Buffer.from([2]), Buffer.from(`airlock: ${why}\n`)]))];
+  for (let i = 0; i < report.length; i += max) frames.push(pkt(Buffer.concat([Buffer.from([1]), report.subarray(i, i + max)])));
+  return Buffer.concat([...frames, Buffer.from('0000')]);
 }

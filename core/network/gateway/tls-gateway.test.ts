@@ -156,7 +156,7 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     const s2 = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
     const denied = await request(s2, 'ro.airlock.test', { method: 'POST', path: '/repo', body: Buffer.from('hello') });
     expect(denied.status).toBe(403);
-    expect(denied.body.toString()).toContain('POST https://ro.airlock.test/repo refused — POST is not allowed (read-only: GET, HEAD, OPTIONS and git fetch) (rule: ro.airlock.test read-only)');
+    expect(denied.body.toString()).toContain(`POST https://ro.airlock.test:${upstream.port}/repo refused — POST is not allowed (read-only: GET, HEAD, OPTIONS and git fetch) (rule: ro.airlock.test read-only)`);
     expect(denied.body.toString()).toContain('To go on:');
     expect(upstream.seen.length).toBe(before);
     await vi.waitFor(() => expect(events.filter((e) => e.host === 'ro.airlock.test').length).toBeGreaterThanOrEqual(2));

@@ -6,7 +6,7 @@ import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
 import type { CredentialBroker } from './credential-broker';
 import type { RunCa } from './run-ca';
-import { decideWithProject, parseRefUpdates, pushOutsidePrefix, type RuleDecision, type RuleSet } from './rules';
+import { decideWithProject, parseRefUpdates, pushOutsidePrefix, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 
 /**
  * The intercepting half of the egress gateway (docs/architecture.md §2.8). The egress proxy has
@@ -213,8 +213,9 @@ export class TlsGateway implements Disposable {
   }
 
   private denialBody(t: Target, method: string, path: string, rule: string | undefined, reason: string): string {
-    const ask = this.opts.howToAsk?.(t.host, method, path) ?? `ask the user to allow it from the run view, or check the rule with \`airlock network check https://${t.host}${path} --method ${method}\``;
-    return `airlock: ${method} https://${t.host}${path} refused — ${reason}${rule ? ` (rule: ${rule})` : ''}.\nTo go on: ${ask}.\n`;
+    const origin = `https://${t.host}${t.port === 443 ? '' : `:${t.port}`}`;
+    const ask = this.opts.howToAsk?.(t.host, method, path) ?? `ask the user to allow it from the run view, or check the rule with \`airlock network check ${origin}${path} --method ${method}\``;
+    return `airlock: ${method} ${origin}${path} refused — ${reason}${rule ? ` (rule: ${rule})` : ''}.\nTo go on: ${ask}.\n`;
   }
 
   private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -325,7 +326,17 @@ export class TlsGateway implements Disposable {
       req.off('data', onData);
       const outside = pushOutsidePrefix(parsed.updates, prefix);
       if (outside) {
-        stop(outside);
+        // Answer in git's own words (the rest of the pack is read and dropped, never forwarded).
+        upstream.destroy();
+        done = true;
+        req.resume();
+        req.once('end', () => {
+          if (res.headersSent) return;
+          const result = refusedPushResult(parsed.updates, parsed.capabilities, `${outside} (rule: ${decision.rule})`);
+          res.writeHead(200, { 'Content-Type': 'application/x-git-receive-pack-result', 'Content-Length': result.length, 'Cache-Control': 'no-cache' });
+          res.end(result);
+          t.onRequest({ ...base, allowed: false, status: 200, rule: decision.rule, reason: outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
+        });
         return;
       }
       bytesUp += buf.length;
