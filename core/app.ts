@@ -20,7 +20,8 @@ import { engineChoiceFrom } from './sandbox/docker/engine-endpoint';
 import type { Isolation } from '../contracts/runs';
 import { ensureSandboxImage } from './sandbox/image';
 import { SandboxManager, type Sandbox } from './sandbox/sandbox';
-import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './network/egress-proxy';
+import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS as ALLOW_LOOPBACK, type ALLOW_LOOPBACK_TARGETS_FOR_TESTS, type EgressProxyOptions } from './network/egress-proxy';
+import { SecretStore } from './network/gateway/secret-store';
 import { applyNetworkPolicy } from './network/network-policy';
 import { PRESET_NAMES } from './network/presets';
 
@@ -35,7 +36,7 @@ export interface AirlockCoreOptions {
    * may dial loopback), so integration tests reach a fake registry on this machine. Code-only on
    * purpose: no setting, environment variable or CLI flag can reach it.
    */
-  egressProxyForTests?: Pick<EgressProxyOptions, 'resolve' | typeof ALLOW_LOOPBACK_TARGETS_FOR_TESTS>;
+  egressProxyForTests?: Pick<EgressProxyOptions, 'resolve' | typeof ALLOW_LOOPBACK_TARGETS_FOR_TESTS> & { upstreamCa?: string[] };
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -330,7 +331,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     providerFormat: (p) => core.providerFormat(p),
     checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
-    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
+    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock', opts.egressProxyForTests),
   });
   if (opts.recover !== false) {
     // Recovery needs the engine; without one (not running, unreachable, or an address refused as
@@ -352,8 +353,9 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
  */
 async function applyRunNetwork(
   sandbox: Sandbox,
-  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
+  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; projectDir: string },
   home: string,
+  keychainService: string,
   proxyOptions?: AirlockCoreOptions['egressProxyForTests'],
 ) {
   const presets = run.allowlist.filter((a) => a.startsWith('preset:')).map((a) => a.slice('preset:'.length));
@@ -362,12 +364,16 @@ async function applyRunNetwork(
   const policy =
     run.policy === 'open'
       ? ({ mode: 'open' } as const)
-      : { mode: 'allowlist' as const, presets: presets as Array<(typeof PRESET_NAMES)[number]>, allow: run.allowlist.filter((a) => !a.startsWith('preset:')) };
+      : { mode: 'allowlist' as const, presets: presets as Array<(typeof PRESET_NAMES)[number]>, allow: run.allowlist.filter((a) => !a.startsWith('preset:')), rules: run.egressRules };
+  // Only the secrets chosen for this run leave the keychain, and only into this process.
+  const secrets = run.secrets.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
   const applied = await applyNetworkPolicy(sandbox, policy, {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
     projectPath: run.projectDir,
     home,
-    ...(proxyOptions ? { proxyOptions } : {}),
+    ...(secrets.length ? { secrets } : {}),
+    ...(proxyOptions?.upstreamCa ? { upstreamCa: proxyOptions.upstreamCa } : {}),
+    ...(proxyOptions ? { proxyOptions: { resolve: proxyOptions.resolve, ...(proxyOptions[ALLOW_LOOPBACK] ? { [ALLOW_LOOPBACK]: true as const } : {}) } } : {}),
   });
   return {
     env: applied.env,

@@ -225,7 +225,7 @@ export function decideWithProject(user: RuleSet, project: RuleSet | undefined, r
     const prefix = [u.pushPrefix, p?.pushPrefix].filter((x): x is string => !!x).sort((a, b) => b.length - a.length)[0];
     return prefix ? { ...u, pushPrefix: prefix } : u;
   }
-  return p;
+  return p ? { ...p, rule: `${p.rule} (project policy)` } : undefined;
 }
 
 /** One ref update in a receive-pack request. */
