@@ -107,10 +107,11 @@ export class TlsGateway implements Disposable {
   private readonly server: http.Server;
   private readonly targets = new WeakMap<net.Socket, Served>();
   private readonly agents = new Map<string, https.Agent>();
-  private readonly trust: string[] | undefined;
+  /** Built once: an agent keys its pool by its options, and hashing 140 root PEMs per request costs ms. */
+  private readonly trust: tls.SecureContext | undefined;
 
   constructor(private readonly opts: TlsGatewayOptions) {
-    this.trust = opts.upstreamCa?.length ? [...tls.rootCertificates, ...opts.upstreamCa] : undefined;
+    this.trust = opts.upstreamCa?.length ? tls.createSecureContext({ ca: [...tls.rootCertificates, ...opts.upstreamCa] }) : undefined;
     // Never listens: sockets are handed to it one by one after TLS is terminated.
     this.server = http.createServer({ requestTimeout: 0, keepAliveTimeout: 5_000, maxHeaderSize: 32 * 1024 });
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => this.onRequest(req, res));
@@ -139,6 +140,8 @@ export class TlsGateway implements Disposable {
       // HTTP/1.1 only: a client offering h2 falls back (docs/architecture.md §2.8).
       ALPNProtocols: ['http/1.1'],
     });
+    // Small requests must not wait on Nagle's algorithm (a header and body written apart).
+    client.setNoDelay(true);
     secure.on('error', () => secure.destroy());
     secure.once('close', () => client.destroy());
     secure.setTimeout(this.opts.idleTimeoutMs, () => secure.destroy());
@@ -171,8 +174,9 @@ export class TlsGateway implements Disposable {
       const addresses = t.addresses;
       agent = new https.Agent({
         keepAlive: true,
+        noDelay: true,
         maxSockets: 32,
-        ...(this.trust ? { ca: this.trust } : {}),
+        ...(this.trust ? { secureContext: this.trust } : {}),
         // Connect to exactly the addresses the proxy checked: the name is never looked up again.
         lookup: ((_h: string, o: { all?: boolean }, cb: (...args: unknown[]) => void) => {
           const list = addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
