@@ -9,7 +9,7 @@ import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy } from '../core/network/e
 import { RunCa } from '../core/network/gateway/run-ca';
 import { RuleSet } from '../core/network/gateway/rules';
 import { TlsGateway } from '../core/network/gateway/tls-gateway';
-import { percentile, sample, withRatio, type Benchmark, type BenchResult } from './harness';
+import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 
 const BIG = 64 * 1024 * 1024;
 

@@ -38,10 +38,10 @@ describe.skipIf(!keychain.ok)('airlock secrets / network check', () => {
     expect(listed.out).toMatch(/^gh {2}hosts github.com,api.github.com,\*.githubusercontent.com {2}as bearer,basic:x-access-token {2}env GH_TOKEN,GITHUB_TOKEN/);
     const file = await readFile(path.join(home, 'egress-secrets.json'), 'utf8');
     expect(file + set.out + listed.out).not.toContain(value);
-    const [resolved] = await secretStoreFor({ ...env, AIRLOCK_HOME: home }).resolve(['gh']);
+    const [resolved] = await secretStoreFor({ home, keychainService: env.AIRLOCK_KEYCHAIN_SERVICE }).resolve(['gh']);
     expect(resolved!.value.reveal()).toBe(value);
     expect((await run(secretsCommand, ['rm', 'gh'], home)).out).toContain('removed gh');
-    await expect(secretStoreFor({ ...env, AIRLOCK_HOME: home }).resolve(['gh'])).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await expect(secretStoreFor({ home, keychainService: env.AIRLOCK_KEYCHAIN_SERVICE }).resolve(['gh'])).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     await expect(run(secretsCommand, ['set', 'Bad Name', '--preset', 'github'], home, 'xxxxyyyy\n')).rejects.toThrow();
   });
 
