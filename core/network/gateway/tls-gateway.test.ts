@@ -185,6 +185,14 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     expect(refused.body.toString()).toContain('the placeholder of secret "gh" was sent to other.airlock.test, which it is not bound to');
     expect(upstream.seen.length).toBe(before);
     o.destroy();
+
+    // The tunnel is to the bound host, but the request names another (domain fronting): refused.
+    const f = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    const fronted = await request(f, 'other.airlock.test', { path: '/echo-auth', headers: { authorization: `Bearer ${placeholder}` } });
+    expect(fronted.status).toBe(403);
+    expect(fronted.body.toString()).toContain('does not name api.airlock.test');
+    expect(upstream.seen.length).toBe(before);
+    f.destroy();
     await vi.waitFor(() => expect(events.some((e) => e.host === 'other.airlock.test' && !e.allowed)).toBe(true));
     expect(events.find((e) => e.host === 'api.airlock.test')).toMatchObject({ secret: 'gh', status: 200, allowed: true });
     expect(events.find((e) => e.host === 'other.airlock.test')).toMatchObject({ secret: 'gh', status: 403, allowed: false });

@@ -89,6 +89,14 @@ function endToEnd(raw: string[], keepUpgrade = false): string[] {
   return out;
 }
 
+/** The one Host header, lower-cased; '' when there are several (never a match). */
+function hostHeaderOf(raw: string[]): string | undefined {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === 'host') values.push((raw[i + 1] as string).trim().toLowerCase());
+  if (values.length === 0) return undefined;
+  return values.length === 1 ? (values[0] as string).replace(/\.$/, '').replace(/\.:/, ':') : '';
+}
+
 /** `/p?a=1&b=2` → `/p?a=…&b=…`: names stay (they say what was asked), values go (they may be secrets). */
 export function redactQuery(url: string): string {
   const q = url.indexOf('?');
@@ -196,6 +204,12 @@ export class TlsGateway implements Disposable {
     const path = q < 0 ? url : url.slice(0, q);
     const method = req.method ?? 'GET';
     const broker = this.opts.broker;
+    // The request must name the host the tunnel was admitted for: a CDN that routes by Host would
+    // otherwise carry an injected secret to another site behind it (domain fronting).
+    const named = hostHeaderOf(req.rawHeaders);
+    if (named !== undefined && named !== t.host && named !== `${t.host}:${t.port}`) {
+      return { status: 403, reason: `the Host header (${named.slice(0, 100)}) does not name ${t.host}, the host this connection was opened to` };
+    }
     const inUrl = broker?.inUrl(url);
     if (inUrl) return { status: 403, reason: `the placeholder of secret "${inUrl}" is in the URL; secrets are sent only in headers`, secret: inUrl };
     const decision = decideWithProject(this.opts.rules, this.opts.projectRules, { host: t.host, method, path, query: q < 0 ? '' : url.slice(q + 1) });
