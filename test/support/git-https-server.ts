@@ -8,6 +8,7 @@ import tls from 'node:tls';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import { RunCa } from '../../core/network/gateway/run-ca';
+import { tarFile } from './run-fixture';
 
 const exec = promisify(execFile);
 
@@ -30,24 +31,6 @@ export interface GitHttpsServer {
   /** Every request: host, method, url, and whether the right token came with it. */
   requests: Array<{ host: string; method: string; url: string; authorized: boolean }>;
   close(): Promise<void>;
-}
-
-function tarFile(name: string, data: Buffer): Buffer {
-  const header = Buffer.alloc(512);
-  header.write(name, 0, 100);
-  header.write('0000644\0', 100);
-  header.write('0000000\0', 108);
-  header.write('0000000\0', 116);
-  header.write(`${data.length.toString(8).padStart(11, '0')}\0`, 124);
-  header.write('00000000000\0', 136);
-  header.write('        ', 148);
-  header.write('0', 156);
-  header.write('ustar\0', 257);
-  header.write('00', 263);
-  let sum = 0;
-  for (const b of header) sum += b;
-  header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
-  return Buffer.concat([header, data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
 }
 
 export async function startGitHttpsServer(token: string): Promise<GitHttpsServer> {
