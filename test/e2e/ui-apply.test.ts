@@ -99,7 +99,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await page.locator('.file-row[data-path="src/big.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 28 (agent)');
     // Leave out the middle hunk, and the added "line 3b" (new line 4) of the first.
-    await diff().getByLabel('hunk 1', { exact: true }).uncheck();
+    await diff().getByLabel('hunk 2', { exact: true }).uncheck();
     await diff().getByLabel('line +4', { exact: true }).uncheck();
     await page.getByLabel('apply src/conflict.txt').uncheck();
     await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
@@ -181,7 +181,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await page.getByRole('button', { name: 'Select none' }).click();
     await page.locator('.file-row[data-path="src/big.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 15 (agent)');
-    await diff().getByLabel('hunk 1', { exact: true }).check();
+    await diff().getByLabel('hunk 2', { exact: true }).check();
     await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download patch' }).click()]);
     expect(download.suggestedFilename()).toBe(`airlock-${runId}.patch`);

@@ -124,7 +124,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.locator('.file-row[data-path="src/lines.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 15 (turn 2)');
     await page.getByRole('button', { name: 'Split' }).click();
-    // Thread total of lines.txt: hunk 0 is turn 1's (-3, +3, +4 "line 3b"), hunk 1 turn 2's (-15, +16).
+    // Thread total of lines.txt: hunk 1 is turn 1's (-3, +3, +4 "line 3b"), hunk 2 turn 2's (-15, +16).
     const removed = diff().getByLabel('line -3', { exact: true });
     const added = diff().getByLabel('line +4', { exact: true });
     await removed.waitFor();

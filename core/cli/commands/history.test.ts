@@ -3,7 +3,7 @@ import { selectionOf } from './history';
 
 describe('apply/patch --hunks and --lines', () => {
   it('groups hunks and lines per path, splitting at the last colon', () => {
-    expect(selectionOf(['src/a.ts:0,2', 'odd:name.txt:1'], ['src/a.ts:-3,+4'])).toEqual([
+    expect(selectionOf(['src/a.ts:1,3', 'odd:name.txt:2'], ['src/a.ts:-3,+4'])).toEqual([
       { path: 'src/a.ts', hunks: [0, 2], lines: ['-3', '+4'] },
       { path: 'odd:name.txt', hunks: [1] },
     ]);
@@ -13,6 +13,8 @@ describe('apply/patch --hunks and --lines', () => {
   it('says what is wrong with a malformed selection, naming the option', () => {
     expect(() => selectionOf(['src/a.ts'], undefined)).toThrow(expect.objectContaining({ kind: 'INVALID_INPUT', field: 'hunks' }));
     expect(() => selectionOf(['src/a.ts:x'], undefined)).toThrow(/'x' is not a hunk number/);
+    // Numbered from 1, as `show --hunks` and the review screen print them.
+    expect(() => selectionOf(['src/a.ts:0'], undefined)).toThrow(/'0' is not a hunk number \(1, 2/);
     expect(() => selectionOf(undefined, ['src/a.ts:12'])).toThrow(/'12' is not a line id/);
   });
 });

@@ -1,7 +1,7 @@
 import { useEffect, useState, type ReactNode } from 'react';
 import { ERROR_ACTION_LABEL, describeError, type ErrorAction, type ErrorInfo, type RunApplied, type RunStatus } from '../../../contracts';
 import { useAppStore } from '../stores/app-store';
-import { formatTime } from '../lib/format';
+import { countOf, formatTime } from '../lib/format';
 
 export function StatusBadge({ status }: { status: RunStatus | 'ok' | 'warn' | 'fail' | 'skipped' }) {
   return <span className={`badge ${status}`}>{status}</span>;
@@ -64,5 +64,5 @@ export function Field({ label, htmlFor, children }: { label: string; htmlFor: st
 /** Where and when a run's result was applied: a branch of the project, or its working tree. */
 export function appliedText(applied: RunApplied): string {
   const where = applied.branch ? `to branch ${applied.branch}` : 'to the working tree';
-  return `Applied ${where} of ${applied.target} (${applied.files.length} file(s), ${formatTime(applied.at)})`;
+  return `Applied ${where} of ${applied.target} (${countOf(applied.files.length, 'file')}, ${formatTime(applied.at)})`;
 }
