@@ -135,7 +135,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.getByLabel('apply src/lines.txt').check();
     await added.uncheck();
     await diff().getByLabel('line +16', { exact: true }).uncheck();
-    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
+    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file, 1 in part');
     const selection = [{ path: 'src/lines.txt', lines: ['-3', '+3', '-15'] }];
     const hostPatch = await (services as AirlockServices).diffs.preview({ runId: followUp, scope: 'thread', files: ['src/lines.txt'], selection });
     await expect.poll(() => page.getByLabel('Selection digest').textContent(), { timeout: 20_000 }).toBe(`${hostPatch.sha256.slice(0, 16)}…`);
@@ -173,7 +173,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.getByLabel(/Working tree/).check();
     await applyButton().click();
     const outcome = page.getByRole('status', { name: 'Apply result' });
-    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('1 file(s) not applied');
+    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('Nothing was written. 1 file of this change conflicts');
     await outcome.getByRole('button', { name: 'Resolve' }).click();
     const merge = page.getByRole('region', { name: 'Resolve src/merge.txt' });
     await expect.poll(() => merge.textContent(), { timeout: 20_000 }).toContain('two (mine)');

@@ -167,7 +167,7 @@ export function applyReport(result: ApplyResult, again: string): string {
   if (result.branch) lines.push(`branch ${result.branch} at ${result.commit ?? '?'}${result.author ? ` by ${result.author}` : ''}`);
   if (result.authorFallback) lines.push('git has no user.name/user.email for this project, so the commit is authored by Airlock; set them with git config and apply again to author it yourself.');
   if (result.conflicts.length && !result.applied.length) {
-    lines.push(`Nothing was written: ${files(result.conflicts.length)} conflict with changes in your project. Resolve ${result.conflicts.length === 1 ? 'it' : 'them'} (the app's merge view), or leave ${result.conflicts.length === 1 ? 'it' : 'them'} out with --files.`);
+    lines.push(`Nothing was written: ${files(result.conflicts.length)} ${result.conflicts.length === 1 ? 'conflicts' : 'conflict'} with changes in your project. Resolve ${result.conflicts.length === 1 ? 'it' : 'them'} (the app's merge view), or leave ${result.conflicts.length === 1 ? 'it' : 'them'} out with --files.`);
     if (result.held.length) lines.push(`To write the ${files(result.held.length)} that do not conflict anyway: ${again} --skip-conflicts (your project then has the run's changes to those, not to ${result.conflicts.map((c) => c.path).join(', ')}, and may not build or pass its tests until you bring those in).`);
   } else if (result.conflicts.length) {
     lines.push(`${files(result.conflicts.length)} left untouched because the project changed under them (nothing was overwritten); the project now has only part of the result.`);
