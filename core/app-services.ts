@@ -108,7 +108,7 @@ function sandboxesService(parts: ServiceParts): SandboxesService {
   const { core } = parts;
   return {
     // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
-    doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
+    doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, keys: { vault: core.vault, catalog: core.catalog }, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
     async buildImage({ variant }) {
       const buildId = `b-${randomBytes(4).toString('hex')}`;
       const started = performance.now();

@@ -40,6 +40,8 @@ export interface DoctorContext {
    * values entered but not saved yet).
    */
   engineSelection?: EngineSelection;
+  /** The running app's key vault and catalog; without them the checks open the home's own. */
+  keys?: { vault: import('../keys/key-vault').KeyVault; catalog: import('../keys/provider-catalog').ProviderCatalog };
   /** Image build progress while the image check builds. */
   progress(p: ImageProgress): void;
   /** The build, if any, is over (a progress bar can be cleared). */
@@ -180,13 +182,15 @@ export const helperCheck: ReadinessCheck = {
   },
 };
 
-/** The key vault of the home being checked, disposed after `fn`. */
+/** The key vault of the home being checked: the running app's (session keys included), else one opened for the check and disposed after `fn`. */
 async function withVault<T>(ctx: DoctorContext, fn: (v: { vault: import('../keys/key-vault').KeyVault; catalog: import('../keys/provider-catalog').ProviderCatalog }) => Promise<T>): Promise<T> {
+  if (ctx.keys) return fn(ctx.keys);
   const { KeyVault } = await import('../keys/key-vault');
   const { ProviderCatalog } = await import('../keys/provider-catalog');
   const { airlockHome } = await import('../common/paths');
   const catalog = new ProviderCatalog({ home: airlockHome(ctx.env) });
-  const vault = new KeyVault(catalog);
+  // The same keychain service as the app (tests and side-by-side installs keep their own entries).
+  const vault = new KeyVault(catalog, { service: ctx.env.AIRLOCK_KEYCHAIN_SERVICE ?? 'airlock' });
   try {
     return await fn({ vault, catalog });
   } finally {
@@ -208,17 +212,30 @@ export const keychainCheck: ReadinessCheck = {
   },
 };
 
-/** Some provider can be called: a key is stored (or in the environment), or a provider needs none. */
+/**
+ * The provider a run will use can be called: the default provider (Settings), else the first with a
+ * key, tested with the same minimal authenticated call as the Keys screen's Test connection — a key
+ * that is stored but refused, or a base URL nothing answers on, is not "ready".
+ */
 export const providerKeysCheck: ReadinessCheck = {
   id: 'provider-keys',
-  label: 'Provider key',
+  label: 'Provider',
   async run(ctx) {
     return withVault(ctx, async ({ vault, catalog }): Promise<DoctorFinding> => {
-      const keyless = (await catalog.list()).filter((p) => !p.requiresKey).map((p) => p.id);
+      const providers = await catalog.list();
       const withKey = (await vault.list()).filter((k) => k.hasKey).map((k) => k.provider);
-      if (withKey.length) return { status: 'ok', detail: `key stored for ${withKey.join(', ')}` };
-      if (keyless.length) return { status: 'ok', detail: `no key stored; ${keyless.join(', ')} need${keyless.length === 1 ? 's' : ''} none` };
-      return { status: 'warn', detail: 'no provider key is stored, so a run cannot call a model', fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+      const chosen = (await defaultProvider(ctx.env)) ?? withKey[0] ?? providers.find((p) => !p.requiresKey)?.id;
+      const config = providers.find((p) => p.id === chosen);
+      if (!chosen || !config || (config.requiresKey && !withKey.includes(chosen))) {
+        const which = chosen && config ? `the default provider, ${chosen}, has no key` : 'no provider key is stored';
+        return { status: 'warn', detail: `${which}, so a run cannot call a model`, fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+      }
+      const t = await vault.test(chosen);
+      const where = `${chosen} at ${config.baseUrl}`;
+      if (t.status === 'ok') return { status: 'ok', detail: `${where}: ${t.message}${t.latencyMs !== undefined ? ` (${t.latencyMs} ms)` : ''}` };
+      if (t.status === 'rate-limited') return { status: 'warn', detail: `${where}: ${t.message}`, fix: 'Wait, or check your plan with the provider.' };
+      if (t.status === 'bad-key') return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Replace the key (Keys & providers, or \`airlock keys set ${chosen}\`).`, fixAction: 'add-key' };
+      return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Open Keys & providers, check ${chosen}'s base URL (Change URL) and Test connection (\`airlock keys test ${chosen}\`).`, fixAction: 'open-keys' };
     }).catch((err: unknown): DoctorFinding => {
       // No keychain is the keychain check's finding; here it only means keys cannot be listed.
       if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') return { status: 'skipped', detail: 'the keychain is not available' };
@@ -226,6 +243,13 @@ export const providerKeysCheck: ReadinessCheck = {
     });
   },
 };
+
+/** `defaultProvider` from the home's settings.json, if set. */
+async function defaultProvider(env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  const { SettingsStore } = await import('../app');
+  const { airlockHome } = await import('../common/paths');
+  return (await new SettingsStore(airlockHome(env)).get()).defaultProvider;
+}
 
 /** Airlock's own files (sandbox Dockerfiles and payload, VM init, UI): a broken install shows here. */
 export const resourcesCheck: ReadinessCheck = {

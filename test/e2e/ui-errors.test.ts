@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -147,5 +148,60 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('group', { name: 'Confirm delete' }).getByRole('button', { name: 'Delete run' }).click();
     await expect.poll(() => page.locator('tr[data-run]').count(), { timeout: 15_000 }).toBe(0);
+  });
+
+  it('an unreachable provider: the setup check fails naming its base URL, and a run says what Test says, with Test connection and Open Keys', async () => {
+    // A loopback port that was just free: nothing listens there.
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer();
+      srv.listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const baseUrl = `http://127.0.0.1:${closed}`;
+    const said = `could not reach ${baseUrl} (ECONNREFUSED); check the base URL and that the server is running`;
+    await (services as AirlockServices).keys.set({ provider: 'anthropic', key: GOOD_KEY, baseUrl, storage: 'keychain' });
+
+    await page.getByRole('button', { name: /Setup check/ }).click();
+    await page.getByRole('button', { name: 'Check again' }).click();
+    const banner = page.locator('.banner[role=status]');
+    await expect.poll(() => banner.textContent(), { timeout: 60_000 }).toContain('Not ready yet');
+    const check = page.locator('[data-check="provider-keys"]');
+    expect(await check.textContent()).toContain(`anthropic at ${baseUrl}: ${said}`);
+    expect(await check.getByRole('button', { name: 'Open Keys' }).count()).toBe(1);
+    await shot(page, 'errors-07-setup-unreachable');
+
+    await page.getByRole('button', { name: /New run/ }).click();
+    await page.getByLabel('Project folder').fill(project);
+    await page.getByLabel('Task').fill('Say hello');
+    await page.locator('#r-provider').selectOption('anthropic');
+    await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
+    await expect.poll(() => page.getByRole('button', { name: 'Start run' }).isDisabled(), { timeout: 15_000 }).toBe(false);
+    await page.getByRole('button', { name: 'Start run' }).click();
+    await expect.poll(() => page.locator('.run-header .badge').textContent(), { timeout: 240_000 }).toBe('failed');
+    const error = page.locator('.banner.error[role=alert]');
+    const text = (await error.textContent()) ?? '';
+    expect(text).toContain('The model provider failed.');
+    expect(text).toContain(said);
+    expect(text).not.toContain('exited with');
+    const transcript = (await page.getByRole('log', { name: 'Transcript' }).textContent()) ?? '';
+    expect(transcript).not.toContain('Finished.');
+    expect(transcript).toContain(said);
+    await page.setViewportSize({ width: 800, height: 600 });
+    await shot(page, 'errors-08-run-unreachable-800');
+    await page.setViewportSize({ width: 1360, height: 900 });
+    const runId = (await (services as AirlockServices).runs.list({ limit: 1 }))[0]?.id ?? '';
+
+    // The CLI says the same, with the same two things to do.
+    const cli = await exec('node', [join(import.meta.dirname, '..', '..', 'bin', 'airlock.js'), 'show', runId], { env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName } });
+    expect(cli.stdout).toContain(said);
+    expect(cli.stdout).toContain('airlock keys test anthropic');
+
+    // Test connection goes to Keys and runs the same test there.
+    await error.getByRole('button', { name: 'Test connection' }).click();
+    const status = page.locator('tr[data-provider="anthropic"] [role=status]');
+    await expect.poll(() => status.textContent(), { timeout: 20_000 }).toContain(said);
+    await shot(page, 'errors-09-keys-test-unreachable');
   });
 });

@@ -1,5 +1,5 @@
 import type { ApplyResult, ChangedFile, FileSelection } from '../../../contracts/diffs';
-import { describeError } from '../../../contracts/error-help';
+import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { parseSection } from '../../workspace/partial';
 import { createAirlockCore } from '../../app';
@@ -108,6 +108,7 @@ export const showCommand: CliCommand = {
       }
       const out = io.stdout;
       out.write(`run ${run.id}  ${run.status}${run.error ? ` (${describeError(run.error).title}: ${run.error.message})` : ''}\n`);
+      if (run.error) for (const a of describeError(run.error).actions) out.write(`  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`);
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
       if (run.thread) out.write(`thread: turn ${run.thread.turn}, continues ${run.thread.parentRunId} (first run ${run.thread.rootRunId}), conversation ${run.thread.conversation}; showing ${values.thread ? "the thread's total change" : "this turn's own change (--thread: the total)"}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);

@@ -1,6 +1,7 @@
 import { useEffect, useState, type ReactNode } from 'react';
 import { ERROR_ACTION_LABEL, describeError, type ErrorAction, type ErrorInfo, type RunApplied, type RunStatus } from '../../../contracts';
 import { useAppStore } from '../stores/app-store';
+import { useKeysStore } from '../stores/keys-store';
 import { countOf, formatTime } from '../lib/format';
 
 export function StatusBadge({ status }: { status: RunStatus | 'ok' | 'warn' | 'fail' | 'skipped' }) {
@@ -8,9 +9,13 @@ export function StatusBadge({ status }: { status: RunStatus | 'ok' | 'warn' | 'f
 }
 
 /** Runs an error's action: each opens the screen where the fix is made. */
-export function runErrorAction(action: ErrorAction): void {
+export function runErrorAction(action: ErrorAction, provider?: string): void {
   const { navigate } = useAppStore.getState();
-  if (action === 'replace-key' || action === 'add-key') navigate({ name: 'keys' });
+  if (action === 'replace-key' || action === 'add-key' || action === 'open-keys') navigate({ name: 'keys' });
+  else if (action === 'test-connection') {
+    navigate({ name: 'keys' });
+    if (provider) void useKeysStore.getState().testKey(provider);
+  }
   else if (action === 'open-setup-check') navigate({ name: 'doctor' });
   else {
     navigate({ name: 'new' });
@@ -23,7 +28,7 @@ export function runErrorAction(action: ErrorAction): void {
  * An error in plain words (contracts/error-help.ts): a title, the message and buttons for the fix.
  * A plain string is shown as it is (messages from the UI itself).
  */
-export function ErrorBanner({ message, error }: { message?: string; error?: ErrorInfo }) {
+export function ErrorBanner({ message, error, provider }: { message?: string; error?: ErrorInfo; provider?: string }) {
   if (error) {
     const help = describeError(error);
     return (
@@ -31,7 +36,7 @@ export function ErrorBanner({ message, error }: { message?: string; error?: Erro
         <b>{help.title}.</b> {help.message}
         {help.actions.length > 0 && (
           <span className="row" style={{ display: 'inline-flex', gap: 8, marginLeft: 8 }}>
-            {help.actions.map((a) => <button key={a} className="btn small" onClick={() => runErrorAction(a)}>{ERROR_ACTION_LABEL[a]}</button>)}
+            {help.actions.map((a) => <button key={a} className="btn small" onClick={() => runErrorAction(a, provider)}>{ERROR_ACTION_LABEL[a]}</button>)}
           </span>
         )}
       </div>

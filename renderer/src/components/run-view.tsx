@@ -140,7 +140,7 @@ export function RunView({ runId }: { runId: string }) {
           {run.thread.conversation === 'fresh' && <span>· a fresh conversation (another agent or wire format)</span>}
         </div>
       )}
-      {run.error && <ErrorBanner error={run.error} />}
+      {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
