@@ -19,9 +19,11 @@ export interface Notice {
 interface AppState {
   route: Route;
   connected: boolean;
+  /** While disconnected: what to do when retrying will not help (an Airlock restarted with a new address). */
+  disconnectedWhy?: string;
   notices: Notice[];
   navigate(route: Route): void;
-  setConnected(connected: boolean): void;
+  setConnected(connected: boolean, why?: string): void;
   notify(tone: Notice['tone'], text: string): void;
   dismiss(id: number): void;
 }
@@ -34,7 +36,7 @@ export const useAppStore = create<AppState>()((set) => ({
   connected: true,
   notices: [],
   navigate: (route) => set({ route }),
-  setConnected: (connected) => set({ connected }),
+  setConnected: (connected, why) => set({ connected, disconnectedWhy: connected ? undefined : why }),
   notify: (tone, text) => {
     const id = ++noticeId;
     set((s) => ({ notices: [...s.notices.slice(-4), { id, tone, text }] }));
