@@ -76,6 +76,7 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await shot(page, 'errors-01-setup-no-key');
     await banner.getByRole('button', { name: 'Add key' }).click();
     await page.locator('tr[data-provider="anthropic"]').waitFor();
+    expect(await page.getByRole('note', { name: 'Start here' }).textContent()).toContain('Start here: add one provider key.');
   });
 
   it('refuses an OpenAI key offered as the Anthropic key, and says why', async () => {
@@ -84,7 +85,13 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     // At Anthropic's own base URL (the default) the format is unambiguous.
     await row.getByLabel('Anthropic API key').fill('sk-proj-e2e-0123456789abcdef0123');
     await row.getByRole('button', { name: 'Save' }).click();
-    await expect.poll(() => page.getByRole('alert').first().textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
+    // Said at the field (not a far-away notice), and the field keeps what was typed to correct it.
+    const fieldError = row.locator('#k-anthropic-key-error');
+    await expect.poll(() => fieldError.textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
+    expect(await row.getByLabel('Anthropic API key').inputValue()).toBe('sk-proj-e2e-0123456789abcdef0123');
+    expect(await row.getByLabel('Anthropic API key').getAttribute('aria-invalid')).toBe('true');
+    expect(await row.getByText('API key', { exact: true }).isVisible()).toBe(true);
+    expect(await page.locator('.notice').count()).toBe(0);
     await shot(page, 'errors-02-openai-key-as-anthropic');
     expect(await page.content()).not.toContain('0123456789abcdef0123');
   });
@@ -203,5 +210,22 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     const status = page.locator('tr[data-provider="anthropic"] [role=status]');
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toContain(said);
     await shot(page, 'errors-09-keys-test-unreachable');
+  });
+
+  it('Remove key asks first: Keep leaves the key, Remove key removes it', async () => {
+    const row = page.locator('tr[data-provider="anthropic"]');
+    await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('••••GOOD');
+    await row.getByRole('button', { name: 'Remove key' }).click();
+    const confirm = row.getByRole('group', { name: 'Confirm remove key' });
+    expect(await confirm.textContent()).toContain('Remove the Anthropic key from the OS keychain?');
+    expect(await confirm.getByRole('button', { name: 'Keep' }).evaluate((el) => el === document.activeElement)).toBe(true);
+    await shot(page, 'errors-10-confirm-remove-key');
+    await confirm.getByRole('button', { name: 'Keep' }).click();
+    expect(await row.textContent()).toContain('••••GOOD');
+    expect((await (services as AirlockServices).keys.list({})).find((k) => k.provider === 'anthropic')?.hasKey).toBe(true);
+    await row.getByRole('button', { name: 'Remove key' }).click();
+    await row.getByRole('group', { name: 'Confirm remove key' }).getByRole('button', { name: 'Remove key' }).click();
+    await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('no key');
+    expect((await (services as AirlockServices).keys.list({})).find((k) => k.provider === 'anthropic')?.hasKey ?? false).toBe(false);
   });
 });

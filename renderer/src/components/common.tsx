@@ -71,3 +71,25 @@ export function appliedText(applied: RunApplied): string {
   const where = applied.branch ? `to branch ${applied.branch}` : 'to the working tree';
   return `Applied ${where} of ${applied.target} (${countOf(applied.files.length, 'file')}, ${formatTime(applied.at)})`;
 }
+
+/**
+ * Asks before something that cannot be undone, in place: the question, the action and a way back.
+ * The way back has the focus, so a stray Enter keeps things as they are.
+ */
+export function ConfirmInline({ label, question, confirm, cancel, onConfirm, onCancel }: {
+  /** The group's accessible name, e.g. "Confirm remove key". */
+  label: string;
+  question: ReactNode;
+  confirm: string;
+  cancel: string;
+  onConfirm(): void;
+  onCancel(): void;
+}) {
+  return (
+    <span role="group" aria-label={label} className="row confirm-inline" style={{ gap: 6, flexWrap: 'wrap' }} onClick={(e) => e.stopPropagation()} onKeyDown={(e) => { e.stopPropagation(); if (e.key === 'Escape') onCancel(); }}>
+      <span className="muted">{question}</span>
+      <button className="btn small danger" onClick={onConfirm}>{confirm}</button>
+      <button className="btn small" autoFocus onClick={onCancel}>{cancel}</button>
+    </span>
+  );
+}

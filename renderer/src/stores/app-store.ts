@@ -19,6 +19,9 @@ export interface Notice {
 interface AppState {
   route: Route;
   connected: boolean;
+  /** Until the first screen is chosen (keys loaded): nothing is drawn in the main area yet. */
+  booting: boolean;
+  setBooted(): void;
   /** While disconnected: what to do when retrying will not help (an Airlock restarted with a new address). */
   disconnectedWhy?: string;
   notices: Notice[];
@@ -34,6 +37,8 @@ let noticeId = 0;
 export const useAppStore = create<AppState>()((set) => ({
   route: { name: 'new' },
   connected: true,
+  booting: true,
+  setBooted: () => set({ booting: false }),
   notices: [],
   navigate: (route) => set({ route }),
   setConnected: (connected, why) => set({ connected, disconnectedWhy: connected ? undefined : why }),
