@@ -3,6 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { airlockHome } from '../../common/paths';
 import type { AirlockServices } from '../../api/services';
+import type { AppContext } from '../../app-context';
 import { createApiRouter } from '../../api/router';
 import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
@@ -29,7 +30,8 @@ export function parseServeArgs(args: string[]): ServeOptions {
 }
 
 export interface ServeDeps {
-  createServices(env: NodeJS.ProcessEnv): Promise<AirlockServices>;
+  /** The services over the command's shared pieces (`app`, made by `main` from `env`), when given. */
+  createServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices>;
   /**
    * Resolves when the server should stop (SIGINT/SIGTERM/SIGHUP by default); `done` is called once
    * everything is cleaned up, so signals arriving meanwhile can be answered instead of killing us.
@@ -41,9 +43,9 @@ export interface ServeDeps {
 }
 
 /** The real core (`core/app-services.ts`), loaded only when serving. */
-async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServices> {
+async function createCoreServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices> {
   const { createAirlockServices } = await import('../../app-services');
-  return createAirlockServices({ env });
+  return createAirlockServices({ env, ...(app ? { app } : {}) });
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -123,11 +125,11 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
       let host: HostServer | undefined;
       let services: AirlockServices | undefined;
       try {
-        services = await deps.createServices(io.env);
+        services = await deps.createServices(io.env, io.app);
         // `npm start` serves through us when Electron cannot start: name what the user actually ran.
         const launchCommand = io.env.npm_lifecycle_event === 'start' ? 'npm start' : 'airlock serve';
         const start = (port: number) => startHostServer({ router: createApiRouter(services as AirlockServices), rendererDir, port, launchCommand, ...(services?.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
-        const home = airlockHome(io.env);
+        const home = io.app?.home ?? airlockHome(io.env);
         const last = opts.port === undefined ? await lastServePort(home) : undefined;
         let note = '';
         if (last !== undefined) {

@@ -68,7 +68,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       <td><b>{provider.label}</b><div className="muted mono">{provider.id}</div></td>
       <td className="mono">
         {editingUrl ? (
-          <form className="stack" onSubmit={saveUrl} aria-label={`Change the ${provider.label} base URL`}>
+          <form className="stack" onSubmit={(e) => void saveUrl(e)} aria-label={`Change the ${provider.label} base URL`}>
             <label className="field-label" htmlFor={`${urlId}-new`}>New base URL</label>
             <div className="row">
               <input id={`${urlId}-new`} type="url" aria-label={`${provider.label} new base URL`} aria-invalid={fieldError?.field === 'baseUrl'} aria-describedby={fieldError?.field === 'baseUrl' ? `${urlId}-error` : undefined} value={baseUrl} onChange={(e) => setBaseUrl(e.target.value)} required autoFocus style={{ minWidth: 220 }} />
@@ -97,7 +97,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       </td>
       <td>
         {editing ? (
-          <form className="stack" onSubmit={save}>
+          <form className="stack" onSubmit={(e) => void save(e)}>
             <label className="field-label" htmlFor={urlId}>Base URL</label>
             <input
               id={urlId}
@@ -185,7 +185,7 @@ function AddProviderForm() {
   };
 
   return (
-    <form className="panel stack" onSubmit={submit} aria-label="Add an OpenAI-compatible provider">
+    <form className="panel stack" onSubmit={(e) => void submit(e)} aria-label="Add an OpenAI-compatible provider">
       <h2>Add an OpenAI-compatible server</h2>
       <p className="muted" style={{ margin: 0 }}>Ollama, LM Studio, llama.cpp, vLLM, OpenRouter or a company gateway.</p>
       <div className="grid-form">

@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import { DEFAULT_GIT_HISTORY, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
+import { DEFAULT_GIT_HISTORY, newRunDefaults, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
 import { api, errorInfo, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useDoctorStore } from '../stores/doctor-store';
@@ -51,7 +51,7 @@ function useVmAvailability(): { available: boolean; reason: string } | undefined
   const checking = useDoctorStore((s) => s.checking);
   useEffect(() => {
     if (!report && !checking) void useDoctorStore.getState().check();
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+  }, []); // once per mount: the report is shared through the doctor store
   return report?.checks.find((c) => c.id === 'isolation')?.vm;
 }
 
@@ -105,7 +105,7 @@ export function NewRunScreen() {
   const start = useRunsStore((s) => s.start);
   const navigate = useAppStore((s) => s.navigate);
   const { draft: d, set, againFrom } = useNewRunForm();
-  const gitHistory: GitHistory = d.gitHistory ?? settings?.gitHistory ?? DEFAULT_GIT_HISTORY;
+  const gitHistory: GitHistory = d.gitHistory ?? (settings ? newRunDefaults(settings).effectiveGitHistory : DEFAULT_GIT_HISTORY);
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
   const { preview, error: previewError } = useExcludedPreview(d.projectDir);
@@ -146,8 +146,18 @@ export function NewRunScreen() {
   const chosen = providers.find((p) => p.id === d.provider);
   const noneUsable = providers.length > 0 && !offered.some(isUsable);
 
+  /** Why Start run is disabled, in words (shown beside it), or undefined when it can start. */
+  const blocked = !d.projectDir.trim() ? 'Choose a project folder.'
+    : folderProblem ? 'Fix the project folder (see its field).'
+    : !d.task.trim() ? 'Describe the task.'
+    : !d.provider ? (noneUsable ? 'Add a provider key first (Keys & providers).' : 'Choose a provider.')
+    : !d.model.trim() ? 'Enter a model id.'
+    : vmBlocked && d.isolation === 'vm' ? 'Virtual machine isolation is not available here; choose another isolation.'
+    : undefined;
+
   const submit = async (e: FormEvent) => {
     e.preventDefault();
+    if (blocked) return;
     setBusy(true);
     setError(undefined);
     try {
@@ -170,7 +180,7 @@ export function NewRunScreen() {
           budgetUsd: d.budgetUsd ? Number(d.budgetUsd) : undefined,
         },
       });
-      useNewRunForm.getState().started();
+      useNewRunForm.getState().started(settings);
       navigate({ name: 'run', runId: run.id });
     } catch (err) {
       setError(errorInfo(err));
@@ -180,7 +190,13 @@ export function NewRunScreen() {
   };
 
   return (
-    <form className="stack" onSubmit={submit} aria-label="New run">
+    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run"
+      // Ctrl+Enter (⌘+Enter) starts the run from any field of the form, as it says next to Start run.
+      onKeyDown={(e) => {
+        if (e.key !== 'Enter' || !(e.metaKey || e.ctrlKey)) return;
+        e.preventDefault();
+        if (!blocked) e.currentTarget.requestSubmit();
+      }}>
       <h1>New run</h1>
       {againFrom && (
         <div className="banner info" role="status">
@@ -191,8 +207,7 @@ export function NewRunScreen() {
         <label htmlFor="r-project">Project folder</label>
         <ProjectField problem={folderProblem} />
         <label htmlFor="r-task">Task</label>
-        <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required
-          onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
+        <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
           <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: e.target.value as AgentKind }); }}>
@@ -301,8 +316,9 @@ export function NewRunScreen() {
       </section>
       <ErrorBanner error={error} />
       <div className="row">
-        <button className="btn primary" disabled={busy || !!folderProblem || !d.projectDir.trim() || !d.task.trim() || !d.provider || !d.model.trim() || (vmBlocked && d.isolation === 'vm')}>{busy ? 'Starting…' : 'Start run'}</button>
+        <button className="btn primary" disabled={busy || !!blocked} aria-describedby={blocked ? 'r-start-why' : undefined}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>
+        {blocked && !busy && <span id="r-start-why" className="muted" aria-label="Why Start run is disabled">{blocked}</span>}
       </div>
     </form>
   );

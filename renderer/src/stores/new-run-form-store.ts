@@ -1,6 +1,6 @@
 import { create } from 'zustand';
 import { createJSONStorage, persist } from 'zustand/middleware';
-import { runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
+import { newRunDefaults, runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 import { useAppStore } from './app-store';
 
@@ -37,8 +37,11 @@ interface NewRunFormState {
   reseed(settings: Settings): void;
   /** Fills every field from a past run (contracts/run-again.ts). */
   fillFrom(input: StartRunInput, runId: string): void;
-  /** After a start: the task is used up; project and settings stay for the next run. */
-  started(): void;
+  /**
+   * After a start: the task is used up; project and most settings stay for the next run, but the
+   * network policy goes back to the Settings default — a wider one never carries over silently.
+   */
+  started(settings?: Settings): void;
 }
 
 const EMPTY: NewRunDraft = {
@@ -87,18 +90,19 @@ export const useNewRunForm = create<NewRunFormState>()(
       set: (patch) => set((s) => ({ draft: { ...s.draft, ...patch }, againFrom: undefined })),
       seed(settings) {
         if (get().seeded) return;
+        const defaults = newRunDefaults(settings);
         set((s) => ({
           seeded: true,
           draft: {
             ...s.draft,
-            agent: settings.defaultAgent,
-            provider: s.draft.provider || settings.defaultProvider || '',
+            agent: defaults.agent,
+            provider: s.draft.provider || defaults.provider || '',
             model: s.draft.model || settings.defaultModel || '',
-            approval: settings.defaultApproval,
-            isolation: settings.defaultIsolation,
-            network: settings.defaultNetwork,
-            allowlist: s.draft.allowlist || settings.defaultAllowlist.join(' '),
-            timeoutMin: String(Math.round(settings.defaultTimeoutSec / 60)),
+            approval: defaults.approval,
+            isolation: defaults.isolation,
+            network: defaults.network,
+            allowlist: s.draft.allowlist || defaults.allowlist.join(' '),
+            timeoutMin: String(Math.round(defaults.timeoutSec / 60)),
           },
         }));
       },
@@ -128,7 +132,10 @@ export const useNewRunForm = create<NewRunFormState>()(
           },
         });
       },
-      started: () => set((s) => ({ draft: { ...s.draft, task: '' }, againFrom: undefined })),
+      started: (settings) => set((s) => {
+        const defaults = settings ? newRunDefaults(settings) : { network: EMPTY.network, allowlist: [] as string[] };
+        return { draft: { ...s.draft, task: '', network: defaults.network, allowlist: defaults.allowlist.join(' ') }, againFrom: undefined };
+      }),
     }),
     { name: 'airlock.new-run-form', storage: createJSONStorage(sessionStore), partialize: (s) => ({ draft: s.draft, seeded: s.seeded, againFrom: s.againFrom }) },
   ),
