@@ -181,11 +181,20 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
 
     await page.getByRole('button', { name: /New run/ }).click();
     await page.getByLabel('Project folder').fill(project);
+    await page.getByLabel('Task').fill('');
+    // A disabled Start run says why.
+    await expect.poll(() => page.getByLabel('Why Start run is disabled').textContent(), { timeout: 15_000 }).toBe('Describe the task.');
+    expect(await page.getByRole('button', { name: 'Start run' }).isDisabled()).toBe(true);
     await page.getByLabel('Task').fill('Say hello');
     await page.locator('#r-provider').selectOption('anthropic');
     await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
+    // A wider network policy for this run only.
+    await page.getByLabel('Network', { exact: true }).selectOption('allowlist');
+    await page.getByLabel('Allowed domains').fill('example.invalid');
     await expect.poll(() => page.getByRole('button', { name: 'Start run' }).isDisabled(), { timeout: 15_000 }).toBe(false);
-    await page.getByRole('button', { name: 'Start run' }).click();
+    expect(await page.getByLabel('Why Start run is disabled').count()).toBe(0);
+    // Ctrl+Enter starts it from any field (here the model's), not only the task.
+    await page.getByLabel('Model', { exact: true }).press('Control+Enter');
     await expect.poll(() => page.locator('.run-header .badge').textContent(), { timeout: 240_000 }).toBe('failed');
     const error = page.locator('.banner.error[role=alert]');
     const text = (await error.textContent()) ?? '';
@@ -204,6 +213,13 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     const cli = await exec('node', [join(import.meta.dirname, '..', '..', 'bin', 'airlock.js'), 'show', runId], { env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName } });
     expect(cli.stdout).toContain(said);
     expect(cli.stdout).toContain('airlock keys test anthropic');
+
+    // The next New run form is back on the Settings default: the wider policy did not carry over.
+    await page.getByRole('button', { name: /New run/ }).click();
+    expect(await page.getByLabel('Network', { exact: true }).inputValue()).toBe('none');
+    await page.getByRole('button', { name: /History/ }).click();
+    await page.locator(`tr[data-run="${runId}"]`).click();
+    await page.locator('.banner.error[role=alert]').waitFor();
 
     // Test connection goes to Keys and runs the same test there.
     await error.getByRole('button', { name: 'Test connection' }).click();
