@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'react';
 import { defaultCommitMessage, type ApplyResult, type ChangeScope, type ChangedFile, type FileSelection, type SelectionPatch } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { api, errorInfo, errorMessage } from '../api';
 import { countOf } from '../lib/format';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { fileSelectionOf, hunkIds } from '../lib/selection';
@@ -164,11 +164,10 @@ export function ReviewScreen({ runId }: { runId: string }) {
       if (r.conflicts.length) notify('error', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}; ${countOf(r.conflicts.length, 'conflict')} left untouched` : `Nothing applied: ${countOf(r.conflicts.length, 'file')} ${r.conflicts.length === 1 ? 'conflicts' : 'conflict'} with your edits`);
       else notify('success', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}` : 'Nothing to apply: your project already has this change');
     } catch (err) {
-      const text = errorMessage(err);
-      setError(text);
-      // The host names a free branch when the chosen one exists: offer it.
-      const free = /already exists.*such as '([^']+)'/.exec(text)?.[1];
-      if (free) setSuggested(free);
+      setError(errorMessage(err));
+      // The host names a free branch when the chosen one exists (typed, not read from the message): offer it.
+      const info = errorInfo(err);
+      if (info.field === 'branch' && info.suggestion) setSuggested(info.suggestion);
     } finally {
       setBusy(false);
     }
