@@ -173,6 +173,8 @@ export interface LiveRun {
   agentErrors: Array<{ message: string; status?: number }>;
   /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
   keyRefused?: { provider: string; status: number };
+  /** The provider's server failed the last call (unreachable, or a 5xx), as the proxy saw it; a later answer clears it. */
+  upstreamFailed?: { provider: string; baseUrl?: string; code?: string; status: number };
   summary?: string;
   finishReason?: string;
   done: Promise<StoredRun>;

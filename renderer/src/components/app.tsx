@@ -36,7 +36,7 @@ function Screen({ route }: { route: Route }) {
 
 /** The shell of the UI: sidebar (screens, live runs), the current screen, notices. */
 export function App() {
-  const { route, navigate, connected, notices, dismiss } = useAppStore();
+  const { route, navigate, connected, disconnectedWhy, booting, notices, dismiss } = useAppStore();
   const runs = useRunsStore((s) => s.runs);
   const order = useRunsStore((s) => s.order);
   const activeRuns = useMemo(() => order.map((id) => runs[id]).filter((r) => r && !isFinalStatus(r.status)), [runs, order]);
@@ -73,11 +73,12 @@ export function App() {
           </button>
         ))}
         <div style={{ flex: 1 }} />
-        {!connected && <div className="badge fail" role="status">disconnected — retrying</div>}
+        {!connected && !disconnectedWhy && <div className="badge fail" role="status">disconnected — retrying</div>}
         <ThemeToggle />
       </nav>
       <main className="main">
-        <Screen route={route} />
+        {!connected && disconnectedWhy && <div className="banner error" role="alert" aria-label="Connection lost">{disconnectedWhy}</div>}
+        {booting ? <div className="empty" aria-busy="true">Loading…</div> : <Screen route={route} />}
       </main>
       <div className="notice-area" aria-live="polite">
         {notices.map((n) => (
