@@ -1,0 +1,4 @@
+export * from './devcontainer-config';
+export * from './devcontainer-files';
+export * from './environment-choice';
+export { parseJsonc } from './jsonc';
