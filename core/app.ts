@@ -10,6 +10,7 @@ import { ProviderCatalog } from './keys/provider-catalog';
 import { assertCredentialServes } from './keys/subscription-credentials';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { priceTableFor } from './proxy/price-table';
+import { prepareRunEnvironment } from './environment/run-environment';
 import { RunService } from './runs/run-service';
 import { RunStore } from './runs/run-store';
 import { DEFAULT_LIMITS, type ImageProgress } from './sandbox/driver';
@@ -325,6 +326,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     store,
     sandboxes: (isolation) => core.sandboxes(isolation),
     image: (variant, onProgress, isolation) => core.image(variant, onProgress, isolation),
+    environment: (input, onProgress) => prepareRunEnvironment({ home, engine: () => core.engine(), airlockImage: (p) => core.image('base', p) }, input, onProgress),
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),

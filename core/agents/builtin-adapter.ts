@@ -1,4 +1,5 @@
 import { AgentEvent } from '../../contracts/agent-events';
+import { HELPER_NODE } from '../sandbox/docker/container-config';
 import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } from './agent-adapter';
 
@@ -31,7 +32,8 @@ export const builtinAdapter: AgentAdapter = {
       env.AIRLOCK_TRANSCRIPT = `${SESSION_DIR}/transcript.json`;
       if (ctx.session.resume) env.AIRLOCK_RESUME = '1';
     }
-    return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };
+    // Airlock's own Node where the image has it (every derived image does: the user's image may have none).
+    return { argv: ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {
     return jsonLinesParser((o) => {

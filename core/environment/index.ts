@@ -2,3 +2,7 @@ export * from './devcontainer-config';
 export * from './devcontainer-files';
 export * from './environment-choice';
 export { parseJsonc } from './jsonc';
+export * from './derived-image';
+export * from './environment-image';
+export * from './environment-trust';
+export * from './run-environment';
