@@ -15,7 +15,7 @@ import { engineBuild, imageId, type BuildFailure } from './engine-build';
  */
 
 /** Bump when the recipe below changes: every derived image is rebuilt. */
-export const DERIVE_RECIPE = 'airlock-derive-v1';
+export const DERIVE_RECIPE = 'airlock-derive-v2';
 export const DERIVED_REPOSITORY = 'airlock-env';
 /** Base images are tagged here by their id while derived images build FROM them. */
 export const BASE_REPOSITORY = 'airlock-env-base';
@@ -44,7 +44,7 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
   const tools = TOOLS.map(
     (t) =>
       `p=$(command -v ${t}); cp "$p" $t/libexec/${t}; ldd "$p" | awk '$2 == "=>" { print $3 }' | xargs -r -I{} cp -Ln {} $t/lib/; ` +
-      `printf '#!/bin/sh\\n${t === 'git' ? `GIT_EXEC_PATH=${AIRLOCK_TOOLS_BIN} ` : ''}exec /opt/airlock/lib/ld.so --library-path /opt/airlock/lib /opt/airlock/libexec/${t} "$@"\\n' > $t/bin/${t}; chmod 755 $t/bin/${t}; `,
+      `printf '#!/bin/sh\\n${t === 'git' ? `GIT_EXEC_PATH=${AIRLOCK_TOOLS_BIN} GIT_TEMPLATE_DIR=/opt/airlock/git-templates ` : ''}exec /opt/airlock/lib/ld.so --library-path /opt/airlock/lib /opt/airlock/libexec/${t} "$@"\\n' > $t/bin/${t}; chmod 755 $t/bin/${t}; `,
   ).join('');
   const check = [
     'set -e',
@@ -61,7 +61,7 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
     `FROM ${airlockRef} AS airlock`,
     'USER 0:0',
     `RUN set -e; t=/opt/airlock-tools; mkdir -p $t/bin $t/lib $t/libexec; ${tools}` +
-      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node`,
+      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates`,
     `FROM ${baseRef}`,
     'USER 0:0',
     'COPY --from=airlock /opt/airlock /opt/airlock',

@@ -39,7 +39,7 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     return { derived, record: recordOf(`image:${env.ref}`, 'image', derived, []) };
   }
   const cfg = env.config;
-  refuseUnbuildable(cfg);
+  assertBuildable(cfg);
   let baseRef: string;
   let contextExcluded: string[] | undefined;
   if (cfg.source.kind === 'image') {
@@ -50,7 +50,7 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     baseRef = built.ref;
     contextExcluded = built.excluded;
   } else {
-    throw new AirlockError('INVALID_INPUT', `${cfg.configPath} uses dockerComposeFile; compose environments are not supported by this version of Airlock yet. Use an image or build.dockerfile, or --environment airlock.`, { field: 'environment' });
+    throw new AirlockError('INTERNAL', 'compose environments are refused by assertBuildable');
   }
   const derived = await deriveSandboxImage(docker, { baseRef, airlockRef: o.airlockRef, emit: o.emit, what: `the devcontainer of ${cfg.configPath}` });
   const record = recordOf(`devcontainer:${cfg.configPath}`, 'devcontainer', derived, cfg.notApplied);
@@ -63,8 +63,14 @@ function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage,
   return { name, kind, image: d.ref, imageId: d.id, baseImage: d.baseRef, baseImageId: d.baseId, notApplied, ...(d.imageUser ? { imageUser: d.imageUser } : {}) };
 }
 
-/** Features are named in the error: built-in support for them is not there yet. */
-function refuseUnbuildable(cfg: DevcontainerEnvironment): void {
+/**
+ * What this version cannot build, refused before anything runs: compose configurations, and
+ * features (named in the error).
+ */
+export function assertBuildable(cfg: DevcontainerEnvironment): void {
+  if (cfg.source.kind === 'compose') {
+    throw new AirlockError('INVALID_INPUT', `${cfg.configPath} uses dockerComposeFile; compose environments are not supported by this version of Airlock yet. Use an image or build.dockerfile, or --environment airlock.`, { field: 'environment' });
+  }
   if (cfg.features.length === 0) return;
   const names = cfg.features.map((f) => f.id).join(', ');
   throw new AirlockError(

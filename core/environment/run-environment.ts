@@ -5,7 +5,7 @@ import type { Isolation } from '../../contracts/runs';
 import type { Engine } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
-import { prepareEnvironmentImage } from './environment-image';
+import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 
 /** What a run asks of its environment. */
@@ -42,6 +42,7 @@ export interface RunEnvironmentDeps {
 export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest): Promise<ResolvedEnvironment> {
   const resolved = await resolveEnvironment(req.projectDir, parseEnvironmentChoice(req.environment), { allowedLocalEnv: req.allowLocalEnv ?? [] });
   if (resolved.kind !== 'devcontainer') return resolved;
+  assertBuildable(resolved.config);
   const trust = new EnvironmentTrust(path.resolve(req.projectDir), home);
   if (req.trustEnvironment) {
     await trust.accept(resolved.config);
