@@ -78,6 +78,8 @@ export const StartRunInput = z
     environment: EnvironmentChoiceText.optional(),
     /** Host variables the devcontainer may read through `${localEnv:NAME}` (explicit, recorded; never secrets). */
     allowLocalEnv: z.array(LocalEnvName).max(50).optional(),
+    /** Hosts the setup phase may reach beyond the registries the project's manifests imply (allow-list entries). */
+    setupAllowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
     /** The user accepts the project's devcontainer as it is now (building it runs the project's code); recorded. */
     trustEnvironment: z.boolean().optional(),
   })

@@ -6,3 +6,4 @@ export * from './derived-image';
 export * from './environment-image';
 export * from './environment-trust';
 export * from './run-environment';
+export * from './setup-plan';

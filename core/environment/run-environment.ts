@@ -7,6 +7,7 @@ import type { ImageProgress } from '../sandbox/driver';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
 import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
+import { setupPlan, type SetupPlan } from './setup-plan';
 
 /** What a run asks of its environment. */
 export interface RunEnvironmentRequest {
@@ -25,6 +26,8 @@ export interface PreparedRunEnvironment {
   /** The image's environment and the devcontainer's containerEnv/remoteEnv, for the agent and its commands. */
   env: Record<string, string>;
   record: RunEnvironment;
+  /** The setup phase, when the devcontainer has lifecycle commands. */
+  setup?: SetupPlan;
 }
 
 export interface RunEnvironmentDeps {
@@ -76,7 +79,8 @@ export async function prepareRunEnvironment(
   const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
-  return { image: prepared.derived.ref, env, record: prepared.record };
+  const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;
+  return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
 }
 
 function imageEnv(lines: string[]): Record<string, string> {

@@ -3,6 +3,7 @@ import type { AgentEventOf } from '../../contracts/agent-events';
 import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
 import type { PreparedRunEnvironment } from '../environment/run-environment';
+import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
@@ -157,6 +158,8 @@ export interface LiveRun {
   hostCommands: Set<ChannelProcess>;
   /** The project environment's variables (image env, containerEnv, remoteEnv), under the agent's own. */
   environmentEnv?: Record<string, string>;
+  /** The environment's setup phase (lifecycle commands), run after hydrate and before the network step. */
+  setup?: SetupPlan;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

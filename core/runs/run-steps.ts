@@ -10,6 +10,7 @@ import { proxyEnvFor } from '../proxy/model-proxy';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
+import { setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
 import { captureSession, restoreSession, saveSession } from './run-session';
 import { sessionFile } from './run-thread';
@@ -46,6 +47,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const environment = host.deps.environment ? await host.deps.environment({ ...input, agentVariant: run.agent.imageVariant }, onProgress) : undefined;
   if (environment) {
     run.environmentEnv = environment.env;
+    if (environment.setup) run.setup = environment.setup;
     await host.update(run, { environment: environment.record });
     await run.audit.append('note', { message: environmentNote(environment.record) });
     for (const n of environment.record.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);
@@ -283,6 +285,8 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
   try {
     await prepareStep(host, run);
     await hydrateStep(host, run);
+    // Lifecycle commands, before the run token exists (docs/architecture.md §16).
+    await setupStep(host, run, run.setup);
     await networkStep(host, run);
     const agentFailure = await agentStep(host, run).then(
       () => undefined,

@@ -16,7 +16,7 @@ import { engineBuild } from '../../core/environment/engine-build';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
 import { NODELESS_DOCKERFILE, nodelessImage } from '../support/environment-images';
 import { requirePrerequisite } from '../support/prerequisites';
-import { createRunFixture, filesContaining, leftoversOf, type RunFixture } from '../support/run-fixture';
+import { createRunFixture, FAKE_PACKAGE, FAKE_REGISTRY_HOST, fakeRegistryProject, filesContaining, leftoversOf, startFakeRegistry, type FakeRegistry, type RunFixture } from '../support/run-fixture';
 
 const docker = await requirePrerequisite('docker');
 
@@ -165,5 +165,62 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     expect(noShell.error?.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(noShell.error?.message).toMatch(/no POSIX shell at \/bin\/sh/);
     expect(f.upstream.requests.length).toBe(calls);
+  });
+});
+
+describe.skipIf(!docker.ok)('the setup phase (real Docker, a local registry stand-in, fake upstream)', () => {
+  let f: RunFixture;
+  let registry: FakeRegistry;
+  let airlockImage: string;
+
+  beforeAll(async () => {
+    registry = await startFakeRegistry();
+    f = await createRunFixture({ egressProxy: registry.egressProxy });
+    // Airlock's own image has npm: the devcontainer names it as any project would name its image.
+    airlockImage = await f.core.image('base');
+  });
+  afterAll(async () => {
+    await f?.close();
+    await registry?.close();
+  });
+
+  function nodeProject(postCreateCommand: string) {
+    return f.project({
+      ...fakeRegistryProject(registry),
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: airlockImage, postCreateCommand }),
+    });
+  }
+
+  it('postCreateCommand installs through the allowlist before the agent, without the run token; its changes are not the agent\'s work', async () => {
+    const projectDir = await nodeProject(`npm install --no-audit --no-fund ${FAKE_PACKAGE.name} && echo "token=[$ANTHROPIC_API_KEY]"`);
+    f.upstream.setScript(script(`test -f node_modules/${FAKE_PACKAGE.name}/package.json && echo installed-by-setup; test -f package-lock.json && echo lock-present; echo "hi" > agent.txt`));
+    const started = await f.services.runs.start(
+      StartRunInput.parse({ projectDir, task: 't', provider: 'anthropic', model: 'claude-sonnet-4-5', trustEnvironment: true, setupAllowlist: [`${FAKE_REGISTRY_HOST}:${registry.port}`] }),
+    );
+    const run = await f.core.runs.wait(started.id);
+    expect(run.error).toBeUndefined();
+    expect(registry.requests).toContainEqual({ host: `${FAKE_REGISTRY_HOST}:${registry.port}`, path: `/${FAKE_PACKAGE.name}` });
+    const sent = f.upstream.requests.map((r) => JSON.stringify(r.body)).join('\n');
+    expect(sent).toContain('installed-by-setup');
+    expect(sent).toContain('lock-present');
+    // Review shows only what the agent changed: setup's package.json edit and lock file are the baseline.
+    expect(run.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['added agent.txt']);
+    const log = await f.terminalLog(run.id);
+    expect(log).toContain('── Setup (.devcontainer/devcontainer.json) ──');
+    expect(log).toContain('token=[]');
+    const audit = await readFile(f.core.store.paths(run.id).audit, 'utf8');
+    expect(audit).toMatch(/setup: postCreateCommand from \.devcontainer\/devcontainer\.json; network allowlist .*registry\.airlock\.test.*\(implied by package\.json\)/);
+  });
+
+  it('a failing setup command ends the run before any model call, with its status and output', async () => {
+    const projectDir = await nodeProject('echo setup-went-wrong >&2; exit 7');
+    const calls = f.upstream.requests.length;
+    f.upstream.setScript(script('echo never'));
+    const started = await f.services.runs.start(StartRunInput.parse({ projectDir, task: 't', provider: 'anthropic', model: 'claude-sonnet-4-5', trustEnvironment: true }));
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status).toBe('failed');
+    expect(run.error?.message).toMatch(/^Setup failed: postCreateCommand \(echo setup-went-wrong >&2; exit 7\) exited with status 7\. The agent was not started[\s\S]*setup-went-wrong/);
+    expect(f.upstream.requests.length).toBe(calls);
+    expect(await leftoversOf(run.id)).toEqual([]);
   });
 });

@@ -16,7 +16,7 @@ const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <r
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
        [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
-       [--trust-environment] [--allow-local-env NAME]… [--json]
+       [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
        airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
 /**
@@ -47,6 +47,7 @@ export const runCommand: CliCommand = {
       environment: { type: 'string' },
       'trust-environment': { type: 'boolean' },
       'allow-local-env': { type: 'string', multiple: true },
+      'setup-allow': { type: 'string', multiple: true },
       json: { type: 'boolean' },
       again: { type: 'string' },
       continue: { type: 'string' },
@@ -93,6 +94,7 @@ export const runCommand: CliCommand = {
           ...((values.environment ?? base?.environment) ? { environment: values.environment ?? base?.environment } : {}),
           ...(values['allow-local-env']?.length ? { allowLocalEnv: values['allow-local-env'] } : base?.allowLocalEnv ? { allowLocalEnv: base.allowLocalEnv } : {}),
           ...(values['trust-environment'] ? { trustEnvironment: true } : {}),
+          ...(values['setup-allow']?.length ? { setupAllowlist: values['setup-allow'] } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
             ...(tokens ? { budgetTokens: tokens } : {}),
