@@ -1,6 +1,5 @@
 import { AgentEvent } from '../../contracts/agent-events';
-import { HELPER_NODE } from '../sandbox/docker/container-config';
-import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
+import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE, AIRLOCK_NODE_IN_IMAGE } from './agent-image-paths';
 import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } from './agent-adapter';
 
 /**
@@ -33,7 +32,7 @@ export const builtinAdapter: AgentAdapter = {
       if (ctx.session.resume) env.AIRLOCK_RESUME = '1';
     }
     // Airlock's own Node where the image has it (every derived image does: the user's image may have none).
-    return { argv: ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, AGENT_SCRIPT_IN_IMAGE], env };
+    return { argv: ['/bin/sh', '-c', `if [ -x ${AIRLOCK_NODE_IN_IMAGE} ]; then exec ${AIRLOCK_NODE_IN_IMAGE} "$0"; fi; exec node "$0"`, AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {
     return jsonLinesParser((o) => {

@@ -123,15 +123,19 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     const projectDir = await f.project(GO_PROJECT);
     const started = await start({ projectDir, environment: 'image:debian:bookworm-slim' }, script('id -u; echo "home=$HOME"; touch "$HOME/probe" && echo home-writable; touch /usr/probe 2>/dev/null || echo root-read-only; command -v node || echo no-node'));
     let inspect: { User: string; CapDrop: string[] | null; ReadonlyRootfs: boolean; NetworkMode: string } | undefined;
-    const sub = f.services.runs.onDidChangeStatus(async (s) => {
-      if (s.id !== started.id || s.status !== 'running' || inspect) return;
+    const look = async () => {
       const [c] = await engine.docker.listContainers({ filters: { label: [`airlock.run=${started.id}`] } });
       if (!c) return;
       const i = await engine.docker.getContainer(c.Id).inspect();
       inspect = { User: i.Config.User, CapDrop: i.HostConfig.CapDrop ?? null, ReadonlyRootfs: i.HostConfig.ReadonlyRootfs ?? false, NetworkMode: i.HostConfig.NetworkMode ?? '' };
+    };
+    let looked: Promise<void> | undefined;
+    const sub = f.services.runs.onDidChangeStatus((s) => {
+      if (s.id === started.id && s.status === 'running' && !looked) looked = look();
     });
     const run = await f.core.runs.wait(started.id);
     sub.dispose();
+    await looked;
     expect(run.error).toBeUndefined();
     const sent = sentToModel();
     expect(sent).toMatch(/1000\\nhome=\/home\/airlock\\nhome-writable\\nroot-read-only\\nno-node/);
