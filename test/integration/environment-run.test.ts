@@ -25,6 +25,8 @@ const GO_PROJECT = {
   'calc.go': 'package calc\n\n// Add returns a + b.\nfunc Add(a, b int) int { return a - b }\n',
   'calc_test.go': 'package calc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf("Add(2, 3) = %d, want 5", got)\n\t}\n}\n',
 };
+/** Debian's own Node (a different build and version from the helper's official one). */
+const DEBIAN_NODE_DOCKERFILE = 'FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends nodejs && rm -rf /var/lib/apt/lists/*\n';
 const HOST_SECRET = 'host-secret-canary-5b1e0c';
 
 function script(command: string): ScriptedTurn[] {
@@ -115,6 +117,25 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     await writeFile(path.join(projectDir, '.devcontainer/Dockerfile'), `${NODELESS_DOCKERFILE}RUN echo changed\n`);
     const changed = await failure(start(base, []));
     expect(changed.message).toMatch(/changed since you accepted it/);
+  });
+
+  it("a Node project whose devcontainer brings another Node than Airlock's own: the project's runs its tests", async () => {
+    const projectDir = await f.project({
+      'package.json': '{"name":"n","version":"1.0.0","private":true}\n',
+      'test.js': "const assert = require('node:assert');\nassert.strictEqual([1, 2, 3].at(-1), 2, 'last element');\n",
+      '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
+      '.devcontainer/Dockerfile': DEBIAN_NODE_DOCKERFILE,
+    });
+    const started = await start({ projectDir, trustEnvironment: true }, script(`echo "project-node=$(node -p 'process.execPath + " shared=" + process.config.variables.node_shared')"; echo "airlock-node=$(/opt/airlock/node/node -p 'process.execPath + " shared=" + process.config.variables.node_shared')"; node test.js 2>&1; echo "node-exit=$?"`));
+    const run = await f.core.runs.wait(started.id);
+    expect(run.error).toBeUndefined();
+    const sent = sentToModel();
+    // Debian's nodejs (its own build, on Debian's shared libnode), not the official build Airlock's
+    // helper and agent run on. (Debian 12 ships the same 18.x line here; the builds differ.)
+    expect(sent).toContain('project-node=/usr/bin/node shared=true');
+    expect(sent).toMatch(/airlock-node=\/opt\/airlock\/node\/\S* shared=false/);
+    expect(sent).toContain('last element');
+    expect(sent).toContain('node-exit=1');
   });
 
   it('an image whose default user is root runs as uid 1000 with a writable home, hardened', async () => {
