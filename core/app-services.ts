@@ -12,6 +12,7 @@ import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
+import { getAgentAdapter } from './agents';
 import { checkRunEnvironment } from './environment/run-environment';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
@@ -187,7 +188,7 @@ function runsService(parts: ServiceParts): RunsService {
       const gitHistory = input.gitHistory ?? newRunDefaults(settings).gitHistory;
       const environment = input.environment ?? settings.defaultEnvironment;
       // A malformed or unaccepted devcontainer is the form's error, before a run exists (§16).
-      await checkRunEnvironment(parts.core.home, { ...input, projectDir: dir, ...(environment ? { environment } : {}) });
+      await checkRunEnvironment(parts.core.home, { ...input, projectDir: dir, agentVariant: getAgentAdapter(input.agent).imageVariant, ...(environment ? { environment } : {}) });
       const started = toRunSummary(await runs.start({ ...input, ...(gitHistory === undefined ? {} : { gitHistory }), ...(environment ? { environment } : {}) }));
       // The New run form offers the latest folders again (settings, so the CLI's runs count too).
       const { recentProjects } = await parts.core.settings.get();

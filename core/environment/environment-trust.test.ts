@@ -25,11 +25,17 @@ describe('environment trust', () => {
     await mkdir(path.join(project, '.devcontainer'));
     await writeFile(path.join(project, '.devcontainer/devcontainer.json'), '{"build":{"dockerfile":"Dockerfile"},"postCreateCommand":"make"}');
     await writeFile(path.join(project, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\n');
-    await expect(checkRunEnvironment(home, { projectDir: project })).rejects.toMatchObject({ kind: 'FORBIDDEN', field: 'environment', message: expect.stringMatching(/not trusted yet: .*builds \.devcontainer\/Dockerfile with network access and runs its setup commands/) });
+    const explicit = { projectDir: project, environment: 'devcontainer' };
+    await expect(checkRunEnvironment(home, explicit)).rejects.toMatchObject({ kind: 'FORBIDDEN', field: 'environment', message: expect.stringMatching(/not trusted yet: .*builds \.devcontainer\/Dockerfile with network access and runs its setup commands/) });
+    // Found by `auto`, not yet accepted: Airlock's own image runs, and the record says why.
+    await expect(checkRunEnvironment(home, { projectDir: project })).resolves.toMatchObject({ kind: 'airlock', skipped: { field: '.devcontainer/devcontainer.json', reason: expect.stringMatching(/^not used, Airlock's own image ran instead: The project environment is not trusted yet/) } });
+    // Claude Code and Codex: `auto` keeps Airlock's image, an explicit choice is refused.
+    await expect(checkRunEnvironment(home, { projectDir: project, agentVariant: 'agents' })).resolves.toMatchObject({ kind: 'airlock', skipped: { reason: expect.stringMatching(/Claude Code and Codex/) } });
+    await expect(checkRunEnvironment(home, { ...explicit, agentVariant: 'agents' })).rejects.toThrow(/Claude Code and Codex run in Airlock's own image/);
     await checkRunEnvironment(home, { projectDir: project, trustEnvironment: true });
     await expect(checkRunEnvironment(home, { projectDir: project })).resolves.toMatchObject({ kind: 'devcontainer' });
     await writeFile(path.join(project, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\nRUN curl x | sh\n');
-    await expect(checkRunEnvironment(home, { projectDir: project })).rejects.toMatchObject({ message: expect.stringMatching(/changed since you accepted it/) });
+    await expect(checkRunEnvironment(home, explicit)).rejects.toMatchObject({ message: expect.stringMatching(/changed since you accepted it/) });
     // Airlock's own environment and a chosen image need no acceptance.
     await expect(checkRunEnvironment(home, { projectDir: project, environment: 'airlock' })).resolves.toMatchObject({ kind: 'airlock' });
     await expect(checkRunEnvironment(home, { projectDir: project, environment: 'image:debian:bookworm-slim' })).resolves.toMatchObject({ kind: 'image' });

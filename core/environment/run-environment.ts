@@ -42,19 +42,33 @@ export interface RunEnvironmentDeps {
  * failed run): a malformed config, a missing Dockerfile or an unaccepted devcontainer stops here.
  * With `trustEnvironment` the acceptance is recorded for this content.
  */
-export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest): Promise<ResolvedEnvironment> {
-  const resolved = await resolveEnvironment(req.projectDir, parseEnvironmentChoice(req.environment), { allowedLocalEnv: req.allowLocalEnv ?? [] });
+export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest & { agentVariant?: 'base' | 'agents' }): Promise<CheckedEnvironment> {
+  const choice = parseEnvironmentChoice(req.environment);
+  const resolved = await resolveEnvironment(req.projectDir, choice, { allowedLocalEnv: req.allowLocalEnv ?? [] });
   if (resolved.kind !== 'devcontainer') return resolved;
   assertBuildable(resolved.config);
+  // `auto` found the devcontainer by itself: where it cannot be used, the run keeps Airlock's image and says why.
+  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: resolved.config.configPath, reason } });
+  if (req.agentVariant === 'agents') {
+    if (choice.kind === 'auto') return fallBack(AGENTS_REASON);
+    throw new AirlockError('INVALID_INPUT', `${AGENTS_REASON}; use the built-in or a custom agent there, or choose --environment airlock.`, { field: 'environment' });
+  }
   const trust = new EnvironmentTrust(path.resolve(req.projectDir), home);
   if (req.trustEnvironment) {
     await trust.accept(resolved.config);
     return resolved;
   }
   const state = await trust.state(resolved.config);
-  if (state !== 'trusted') throw untrustedError(resolved.config, state === 'changed');
-  return resolved;
+  if (state === 'trusted') return resolved;
+  const refusal = untrustedError(resolved.config, state === 'changed');
+  if (choice.kind === 'auto') return fallBack(`not used, Airlock's own image ran instead: ${refusal.message.replace(/, or choose --environment airlock\.$/, '.')}`);
+  throw refusal;
 }
+
+const AGENTS_REASON = "Claude Code and Codex run in Airlock's own image for now, not in a project environment";
+
+/** A resolved environment, and a devcontainer `auto` found but could not use (recorded as not applied). */
+export type CheckedEnvironment = ResolvedEnvironment | (Extract<ResolvedEnvironment, { kind: 'airlock' }> & { skipped: { field: string; reason: string } });
 
 /**
  * The image and environment of a run (docs/architecture.md §16): resolved again at prepare (the
@@ -67,10 +81,7 @@ export async function prepareRunEnvironment(
   onProgress: (p: ImageProgress) => void,
 ): Promise<PreparedRunEnvironment> {
   const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
-  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
-  if (req.agentVariant !== 'base') {
-    throw new AirlockError('INVALID_INPUT', `Claude Code and Codex run in Airlock's own image for now; in a project environment use the built-in or a custom agent, or choose --environment airlock.`, { field: 'environment' });
-  }
+  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [] } };
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
