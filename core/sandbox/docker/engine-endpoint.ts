@@ -178,7 +178,9 @@ async function readTls(dir: string, what: string): Promise<TlsMaterial> {
 
 function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  // Only `localhost` and literal loopback addresses: `*.localhost` is resolved by whatever the
+  // system resolver (or an ssh/proxy in front) says, which need not be this machine.
+  if (h === 'localhost') return true;
   if (isIP(h) === 4) return h.startsWith('127.');
   return h === '::1';
 }
@@ -220,11 +222,33 @@ export function parseSshHost(address: string): SshTarget {
   } catch {
     url = new URL('invalid://');
   }
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (url.protocol !== 'ssh:' || !host || host.startsWith('-') || (url.pathname && url.pathname !== '/') || url.search || url.password) {
+  const bracketed = /^\[.*\]$/.test(url.hostname);
+  const host = safeDecode(url.hostname.replace(/^\[|\]$/g, ''));
+  const user = url.username ? safeDecode(url.username) : undefined;
+  if (url.protocol !== 'ssh:' || !host || host.startsWith('-') || (url.pathname && url.pathname !== '/') || url.search || url.hash || url.password) {
     throw new AirlockError('INVALID_INPUT', `'${address}' is not an engine address Airlock understands. Use ssh://user@host or ssh://user@host:port.`);
   }
-  return { host, ...(url.username ? { user: decodeURIComponent(url.username) } : {}), ...(url.port ? { port: Number(url.port) } : {}) };
+  // ssh hands user and host to the user's ssh config (`%u`, `%h` in ProxyCommand, Match exec…),
+  // where older OpenSSH expands them into a shell command line: only plain names get there.
+  if (!(bracketed ? SSH_IPV6 : SSH_NAME).test(host) || (user !== undefined && !SSH_NAME.test(user))) {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `'${address.slice(0, 200)}' has characters that are not allowed in an ssh:// engine's user or host name (letters, digits, '.', '_' and '-' only, not starting with '-'), since ssh may pass them to a shell. Put an alias in your ssh config (Host build-box, with HostName and User) and use ssh://build-box.`,
+    );
+  }
+  return { host, ...(user ? { user } : {}), ...(url.port ? { port: Number(url.port) } : {}) };
+}
+
+/** A user or host name ssh may pass to a shell safely. */
+const SSH_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
+const SSH_IPV6 = /^[0-9A-Fa-f:.]+$/;
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return '\0';
+  }
 }
 
 interface ParseContext {
