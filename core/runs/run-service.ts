@@ -174,6 +174,8 @@ export class RunService implements Disposable {
       },
       owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+      ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
+      ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
     });

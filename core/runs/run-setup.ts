@@ -29,7 +29,8 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   const allow = [...plan.presets.map((p) => `preset:${p}`), ...(run.input.setupAllowlist ?? [])];
   let net: RunNetwork | undefined;
   if (allow.length && host.deps.network) {
-    net = await host.deps.network(sandbox, { runId: run.id, policy: 'allowlist', allowlist: allow, projectDir: run.input.projectDir });
+    // No rules and no secrets: setup never holds a credential (docs/architecture.md §16).
+    net = await host.deps.network(sandbox, { runId: run.id, policy: 'allowlist', allowlist: allow, egressRules: [], secrets: [], projectDir: run.input.projectDir });
     net.onDidConnect((e) => host.auditLater(run, 'network', { policy: 'allowlist', host: e.host, port: e.port, allowed: e.allowed }));
   }
   const implied = plan.impliedBy.length ? ` (implied by ${plan.impliedBy.join(', ')})` : '';

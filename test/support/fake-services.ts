@@ -363,7 +363,7 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         const files = args.files ?? get(args.runId).files.map((f) => f.path);
         if (args.mode === 'branch' && args.branch) {
           // Like the core: an existing branch is refused, naming a free one.
-          if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`);
+          if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`, { field: 'branch', suggestion: `${args.branch}-2` });
           branches.add(args.branch);
           const r = get(args.runId);
           r.record.applied = { at: new Date().toISOString(), target: r.record.projectDir, branch: args.branch, files };

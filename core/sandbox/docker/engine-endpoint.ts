@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { access, constants, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
@@ -20,6 +20,7 @@ import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
 export { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
+import { pathExists } from '../../common/path-exists';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -134,14 +135,6 @@ function describeSocketPath(socketPath: string, uid = currentUid()): Pick<Engine
   return { kind, ...(rootless === undefined ? {} : { rootless }) };
 }
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p, constants.F_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** docker-modem merges its own reading of process.env under ours: every key is set so none leaks in. */
 const CLEAN: EngineOptions = { socketPath: undefined, host: undefined, port: undefined, protocol: undefined, ca: undefined, cert: undefined, key: undefined, username: undefined, agent: undefined };
@@ -291,7 +284,7 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
   }
   const host = m[2] as string;
   const port = Number(m[3]);
-  let tls = ctx.contextTls ? (ctx.contextTls.skipVerify ? 'no-verify' : (await exists(path.join(ctx.contextTls.dir, 'ca.pem'))) ? 'verify' : 'none') : tlsModeOf(ctx.env);
+  let tls = ctx.contextTls ? (ctx.contextTls.skipVerify ? 'no-verify' : (await pathExists(path.join(ctx.contextTls.dir, 'ca.pem'))) ? 'verify' : 'none') : tlsModeOf(ctx.env);
   if (m[1] === 'https' && tls === 'none') tls = 'verify';
   assertSafeTransport(host, address, tls, ctx.selection);
   const description: EngineDescription = { kind: ctx.kindHint ?? 'docker', location: `${host}:${port}`, transport: tls === 'none' ? 'tcp' : 'tls', remote: true, source: ctx.source, ...(context ? { context } : {}) };
@@ -395,7 +388,7 @@ export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env
   }
   const candidates = candidateSockets(env, choice);
   for (const c of candidates) {
-    if (process.platform === 'win32' || (await exists(c.path))) return socketEndpoint(c.path, `unix://${c.path}`, 'socket', false, undefined, c.kind);
+    if (process.platform === 'win32' || (await pathExists(c.path))) return socketEndpoint(c.path, `unix://${c.path}`, 'socket', false, undefined, c.kind);
   }
   const fallback = candidates[0] ?? { path: '/var/run/docker.sock', kind: 'docker' as const };
   return socketEndpoint(fallback.path, `unix://${fallback.path}`, 'default', true, undefined, fallback.kind);
