@@ -11,6 +11,7 @@ import { terminalsContracts, terminalsEvents } from './terminals';
 export * from './agent-events';
 export * from './audit';
 export * from './diffs';
+export * from './environments';
 export * from './errors';
 export * from './external-links';
 export * from './error-help';

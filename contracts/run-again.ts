@@ -18,6 +18,7 @@ export function runAgainInput(run: RunRecord): StartRunInput {
     network: run.network,
     ...(run.allowlist?.length ? { allowlist: [...run.allowlist] } : {}),
     ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
+    ...(run.environment && run.environment.kind !== 'airlock' ? { environment: run.environment.name } : {}),
     limits: {
       timeoutSec: run.limits.timeoutSec,
       ...(run.limits.budgetTokens !== undefined ? { budgetTokens: run.limits.budgetTokens } : {}),

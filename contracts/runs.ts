@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentEvent } from './agent-events';
+import { EnvironmentChoiceText, LocalEnvName, RunEnvironment } from './environments';
 import { ErrorInfo } from './errors';
 import { ProviderId, RunId } from './ids';
 
@@ -77,6 +78,14 @@ export const StartRunInput = z
     limits: RunLimits.default({ timeoutSec: 1800 }),
     /** History in the sandbox's repository; absent: the `gitHistory` setting. */
     gitHistory: GitHistory.optional(),
+    /** The project environment (docs/architecture.md §16); absent: the `defaultEnvironment` setting, else `auto`. */
+    environment: EnvironmentChoiceText.optional(),
+    /** Host variables the devcontainer may read through `${localEnv:NAME}` (explicit, recorded; never secrets). */
+    allowLocalEnv: z.array(LocalEnvName).max(50).optional(),
+    /** Hosts the setup phase may reach beyond the registries the project's manifests imply (allow-list entries). */
+    setupAllowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
+    /** The user accepts the project's devcontainer as it is now (building it runs the project's code); recorded. */
+    trustEnvironment: z.boolean().optional(),
   })
   .superRefine((v, ctx) => {
     if (v.agent === 'custom' && !v.customCommand) {
@@ -177,6 +186,8 @@ export const RunRecord = RunSummary.extend({
   gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
   excludedFiles: z.array(ExcludedFile),
+  /** The project environment that ran, and what of its configuration was not applied (§16). */
+  environment: RunEnvironment.optional(),
   /** The agent's closing summary. */
   summary: z.string().optional(),
   /** Path of the final patch on the host, once collected. */

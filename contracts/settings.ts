@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EnvironmentChoiceText } from './environments';
 import { ProviderId } from './ids';
 import { AgentKind, ApprovalMode, GitHistory, Isolation, NetworkPolicy } from './runs';
 import { DoctorCheck } from './sandboxes';
@@ -30,6 +31,8 @@ export const Settings = z.object({
   defaultAllowlist: z.array(z.string()),
   /** How much git history the sandbox's repository holds (default 50 commits; `none`, N or `all`). */
   gitHistory: GitHistory.optional(),
+  /** The project environment a run uses when it names none (docs/architecture.md §16); absent: `auto`. */
+  defaultEnvironment: EnvironmentChoiceText.optional(),
   /**
    * Prices that add a model to the built-in price table or correct one, keyed by model-id prefix
    * (docs/architecture.md §9). They drive the cost shown and `--budget-usd`.

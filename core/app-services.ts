@@ -12,6 +12,8 @@ import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
+import { getAgentAdapter } from './agents';
+import { checkRunEnvironment } from './environment/run-environment';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
@@ -185,8 +187,12 @@ function runsService(parts: ServiceParts): RunsService {
       const st = await stat(dir).catch(() => undefined);
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
-      const gitHistory = input.gitHistory ?? newRunDefaults(await parts.core.settings.get()).gitHistory;
-      const started = toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
+      const settings = await parts.core.settings.get();
+      const gitHistory = input.gitHistory ?? newRunDefaults(settings).gitHistory;
+      const environment = input.environment ?? settings.defaultEnvironment;
+      // A malformed or unaccepted devcontainer is the form's error, before a run exists (§16).
+      await checkRunEnvironment(parts.core.home, { ...input, projectDir: dir, agentVariant: getAgentAdapter(input.agent).imageVariant, ...(environment ? { environment } : {}) });
+      const started = toRunSummary(await runs.start({ ...input, ...(gitHistory === undefined ? {} : { gitHistory }), ...(environment ? { environment } : {}) }));
       // The New run form offers the latest folders again (settings, so the CLI's runs count too).
       const { recentProjects } = await parts.core.settings.get();
       if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(() => undefined);

@@ -7,6 +7,7 @@ import { assertCredentialServes } from './keys/subscription-credentials';
 import { applyRunNetwork, type EgressProxyForTests } from './network/run-network';
 import { ModelProxy, vaultResolver } from './proxy/model-proxy';
 import { priceTableFor } from './proxy/price-table';
+import { prepareRunEnvironment } from './environment/run-environment';
 import { RunService } from './runs/run-service';
 import type { ImageProgress } from './sandbox/driver';
 import type { Engine } from './sandbox/docker/engine';
@@ -115,6 +116,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     store,
     sandboxes: (isolation) => core.sandboxes(isolation),
     image: (variant, onProgress, isolation) => core.image(variant, onProgress, isolation),
+    environment: (input, onProgress) => prepareRunEnvironment({ home, engine: () => core.engine(), airlockImage: (p) => core.image('base', p) }, input, onProgress),
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),

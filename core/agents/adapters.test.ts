@@ -185,7 +185,8 @@ describe('builtin parser', () => {
 describe('adapter commands', () => {
   it('builtin: node on the bundle with the provider settings and the token as key', () => {
     const cmd = getAgentAdapter('builtin').command(ctx);
-    expect(cmd.argv).toEqual(['node', '/opt/airlock/agent/agent.js']);
+    // Airlock's own Node first: a derived image may have none (docs/architecture.md §16).
+    expect(cmd.argv).toEqual(['/bin/sh', '-c', 'if [ -x /opt/airlock/node/node ]; then exec /opt/airlock/node/node "$0"; fi; exec node "$0"', '/opt/airlock/agent/agent.js']);
     expect(cmd.env).toMatchObject({
       AIRLOCK_TASK: '-fix the bug', AIRLOCK_MODEL: 'm-1', AIRLOCK_PROVIDER_FORMAT: 'anthropic', AIRLOCK_MAX_STEPS: '7', AIRLOCK_APPROVAL: 'auto',
       ANTHROPIC_BASE_URL: 'http://127.0.0.1:41000', OPENAI_BASE_URL: 'http://127.0.0.1:41000/v1', ANTHROPIC_API_KEY: ctx.token, OPENAI_API_KEY: ctx.token,

@@ -1,5 +1,5 @@
 import { AgentEvent } from '../../contracts/agent-events';
-import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
+import { AGENT_SCRATCH_DIR, AGENT_SCRIPT_IN_IMAGE, AIRLOCK_NODE_IN_IMAGE } from './agent-image-paths';
 import { DEFAULT_WORKSPACE, jsonLinesParser, providerEnv, type AgentAdapter } from './agent-adapter';
 
 /**
@@ -31,7 +31,8 @@ export const builtinAdapter: AgentAdapter = {
       env.AIRLOCK_TRANSCRIPT = `${SESSION_DIR}/transcript.json`;
       if (ctx.session.resume) env.AIRLOCK_RESUME = '1';
     }
-    return { argv: ['node', AGENT_SCRIPT_IN_IMAGE], env };
+    // Airlock's own Node where the image has it (every derived image does: the user's image may have none).
+    return { argv: ['/bin/sh', '-c', `if [ -x ${AIRLOCK_NODE_IN_IMAGE} ]; then exec ${AIRLOCK_NODE_IN_IMAGE} "$0"; fi; exec node "$0"`, AGENT_SCRIPT_IN_IMAGE], env };
   },
   createParser() {
     return jsonLinesParser((o) => {

@@ -2,6 +2,8 @@ import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
 import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
+import type { PreparedRunEnvironment } from '../environment/run-environment';
+import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
@@ -84,6 +86,11 @@ export interface RunServiceDeps {
   sandboxes(isolation: Isolation): Promise<Pick<SandboxManager, 'create' | 'reapOrphans'>>;
   /** The image for an agent's variant on an isolation level, built on first use. */
   image(variant: 'base' | 'agents', onProgress: (p: ImageProgress) => void, isolation: Isolation): Promise<string>;
+  /**
+   * The project environment of a run (docs/architecture.md §16): its derived image (none for
+   * Airlock's own), the environment for the agent and its commands, and what to record.
+   */
+  environment?(input: StartRunArgs & { agentVariant: 'base' | 'agents' }, onProgress: (p: ImageProgress) => void): Promise<PreparedRunEnvironment>;
   proxy: RunProxy;
   /** The model proxy's loopback port on the host. */
   proxyPort: number;
@@ -156,6 +163,10 @@ export interface LiveRun {
   agentProcess?: ChannelProcess;
   /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
   hostCommands: Set<ChannelProcess>;
+  /** The project environment's variables (image env, containerEnv, remoteEnv), under the agent's own. */
+  environmentEnv?: Record<string, string>;
+  /** The environment's setup phase (lifecycle commands), run after hydrate and before the network step. */
+  setup?: SetupPlan;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import path from 'node:path';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
+import type { RunEnvironment } from '../../contracts/environments';
 import { DEFAULT_GIT_HISTORY } from '../../contracts/runs';
 import type { AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
@@ -9,6 +10,7 @@ import { proxyEnvFor } from '../proxy/model-proxy';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
+import { setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
 import { captureSession, restoreSession, saveSession } from './run-session';
 import { sessionFile } from './run-thread';
@@ -41,7 +43,16 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const onProgress = (p: { phase: string; message: string }) => {
     if (p.phase === 'build') host.updateLater(run, { phase: `building image: ${p.message}`.slice(0, 200) });
   };
-  const image = await host.deps.image(run.agent.imageVariant, onProgress, input.isolation);
+  // The project's environment (docs/architecture.md §16): a derived image, or Airlock's own.
+  const environment = host.deps.environment ? await host.deps.environment({ ...input, agentVariant: run.agent.imageVariant }, onProgress) : undefined;
+  if (environment) {
+    run.environmentEnv = environment.env;
+    if (environment.setup) run.setup = environment.setup;
+    await host.update(run, { environment: environment.record });
+    await run.audit.append('note', { message: environmentNote(environment.record) });
+    for (const n of environment.record.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);
+  }
+  const image = environment?.image ?? (await host.deps.image(run.agent.imageVariant, onProgress, input.isolation));
   await host.update(run, { phase: 'starting sandbox' });
   const manager = await host.deps.sandboxes(input.isolation);
   const sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none' });
@@ -60,6 +71,14 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   // Where the project copy went is part of the record (docs/architecture.md §13).
   if (engine?.remote) await run.audit.append('note', { message: `sandbox on a remote engine: ${engine.description}; the project copy and the run token are there, provider keys stay on this machine` });
   throwIfStopped(run);
+}
+
+/** The audit's words for the environment that runs: its name, the image id, what was not applied. */
+function environmentNote(e: RunEnvironment): string {
+  const image = e.imageId ? `; image ${e.image} (${e.imageId}) derived from ${e.baseImage} (${e.baseImageId})` : '';
+  const not = e.notApplied.length ? `; not applied: ${e.notApplied.map((n) => n.field).join(', ')}` : '';
+  const local = e.localEnvUsed?.length ? `; host variables allowed by name: ${e.localEnvUsed.join(', ')}` : '';
+  return `environment ${e.name}${image}${not}${local}`;
 }
 
 /** A VM sandbox's accelerator and why, and how it started (QemuSandboxInfo), for the run record; nothing for containers. */
@@ -175,7 +194,7 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
   };
   if (run.agent.session) ctx.session = { id: run.sessionId, resume: await (run.sessionRestored ?? false) };
   const command = run.agent.command(ctx);
-  const env: Record<string, string> = { ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
+  const env: Record<string, string> = { ...(run.environmentEnv ?? {}), ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
   for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
   await host.runAgent(run, command.argv, env, command.cwd);
@@ -281,6 +300,8 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
   try {
     await prepareStep(host, run);
     await hydrateStep(host, run);
+    // Lifecycle commands, before the run token exists (docs/architecture.md §16).
+    await setupStep(host, run, run.setup);
     await networkStep(host, run);
     const agentFailure = await agentStep(host, run).then(
       () => undefined,

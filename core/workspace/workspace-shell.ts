@@ -34,7 +34,8 @@ export interface WorkspaceLayout {
 export const SANDBOX_LAYOUT: WorkspaceLayout = {
   workDir: '/workspace',
   stateDir: '/airlock',
-  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
+  // /opt/airlock/bin first: a derived image's own git, tar and find for Airlock's commands (docs/architecture.md §16).
+  env: { PATH: '/opt/airlock/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
 };
 
 export function baselineGitDir(layout: WorkspaceLayout): string {

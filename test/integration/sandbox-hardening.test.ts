@@ -13,10 +13,11 @@ import { gvisorHostPidsLimit } from '../../core/sandbox/docker/gvisor';
 import type { SandboxLimits } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
-import { SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant } from './sandbox-support';
+import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant } from './sandbox-support';
 
 const available = new Map<string, PrerequisiteStatus>();
-for (const v of SANDBOX_VARIANTS) available.set(v.name, await requirePrerequisite(v.prerequisite));
+const VARIANTS = [...SANDBOX_VARIANTS, ...DERIVED_SANDBOX_VARIANTS];
+for (const v of VARIANTS) available.set(v.name, await requirePrerequisite(v.prerequisite));
 
 /** Capabilities Podman drops by name when asked to drop ALL (its default set; nothing is added back). */
 const PODMAN_DEFAULT_CAPS = ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'NET_RAW', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'];
@@ -24,10 +25,10 @@ const PODMAN_DEFAULT_CAPS = ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', '
 // Small limits so the bombs hit them quickly; the defaults are checked in the unit test.
 const LIMITS: SandboxLimits = { memoryBytes: 256 * 1024 ** 2, cpus: 1, pids: 128 };
 
-for (const variant of SANDBOX_VARIANTS) hardeningSuite(variant);
+for (const variant of VARIANTS) hardeningSuite(variant);
 
 function hardeningSuite(variant: SandboxVariant): void {
-  const gvisor = variant.name === 'gvisor';
+  const gvisor = variant.isolation === 'gvisor';
   const podman = variant.name === 'podman';
   describe.skipIf(!available.get(variant.name)?.ok)(`hardened sandbox (live): ${variant.name}`, () => {
     let driver: DockerDriver;
@@ -62,7 +63,7 @@ function hardeningSuite(variant: SandboxVariant): void {
       const chosen = await variant.engine();
       driver = new DockerDriver({ isolation: variant.isolation, ...(chosen ? { engine: chosen } : {}) });
       manager = new SandboxManager(driver);
-      image = await sandboxImage(chosen);
+      image = await (variant.image?.(chosen) ?? sandboxImage(chosen));
       engine = (await driver.engine()).docker;
       sandbox = await manager.create({ runId, image, limits: LIMITS, network: 'none' });
       inspect = await engine.getContainer(sandbox.info.id).inspect();
@@ -81,6 +82,10 @@ function hardeningSuite(variant: SandboxVariant): void {
         if (podman) expect(inspect.HostConfig.CapDrop).toEqual(expect.arrayContaining(PODMAN_DEFAULT_CAPS));
         else expect(inspect.HostConfig.CapDrop).toEqual(['ALL']);
         expect(inspect.HostConfig.CapAdd ?? []).toEqual([]);
+      });
+      it.runIf(variant.image !== undefined)('is the derived sandbox of an image without Node: the helper runs on Airlock\'s own', async () => {
+        const r = await sh('command -v node || echo no-node; test -x /opt/airlock/node/node && echo airlock-node; go version');
+        expect(r.out).toMatch(/^no-node\nairlock-node\ngo version go1\./);
       });
       it(`runs under the ${gvisor ? 'runsc (gVisor)' : 'default'} runtime`, () => {
         if (gvisor) expect(inspect.HostConfig.Runtime).toBe('runsc');

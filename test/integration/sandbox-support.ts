@@ -35,17 +35,31 @@ export function sandboxImage(engine?: Engine): Promise<string> {
  * Docker-compatible API (`AIRLOCK_TEST_PODMAN_SOCKET`, else the rootful socket).
  */
 export interface SandboxVariant {
-  name: 'runc' | 'gvisor' | 'podman';
+  name: 'runc' | 'gvisor' | 'podman' | 'runc-derived' | 'gvisor-derived';
   prerequisite: Prerequisite;
   isolation: 'container' | 'gvisor';
   /** The engine to use; undefined: the default resolution (the Docker engine here). */
   engine(): Promise<Engine | undefined>;
+  /** The image; undefined: Airlock's own sandbox image. */
+  image?(engine: Engine | undefined): Promise<string>;
+}
+
+/** A project's Node-less image with Airlock's runtime added (docs/architecture.md §16). */
+async function derivedNodeless(engine: Engine | undefined): Promise<string> {
+  const { nodelessImage, derivedImage } = await import('../support/environment-images');
+  return derivedImage(await nodelessImage(engine), engine);
 }
 
 export const SANDBOX_VARIANTS: readonly SandboxVariant[] = [
   { name: 'runc', prerequisite: 'docker', isolation: 'container', engine: async () => undefined },
   { name: 'gvisor', prerequisite: 'runsc', isolation: 'gvisor', engine: async () => undefined },
   { name: 'podman', prerequisite: 'podman', isolation: 'container', engine: () => connectEngine(process.env, { host: `unix://${podmanTestSocket()}` }) },
+];
+
+/** The same, on the derived sandbox of a project image that has no Node (runc and gVisor). */
+export const DERIVED_SANDBOX_VARIANTS: readonly SandboxVariant[] = [
+  { name: 'runc-derived', prerequisite: 'docker', isolation: 'container', engine: async () => undefined, image: derivedNodeless },
+  { name: 'gvisor-derived', prerequisite: 'runsc', isolation: 'gvisor', engine: async () => undefined, image: derivedNodeless },
 ];
 
 /** One variant by name. */

@@ -16,7 +16,8 @@ const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <r
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
        [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--publish PORT]… [--key-env VAR]
-       [--git-history none|N|all] [--json]
+       [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
+       [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
        airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
 /**
@@ -46,6 +47,10 @@ export const runCommand: CliCommand = {
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
       'git-history': { type: 'string' },
+      environment: { type: 'string' },
+      'trust-environment': { type: 'boolean' },
+      'allow-local-env': { type: 'string', multiple: true },
+      'setup-allow': { type: 'string', multiple: true },
       json: { type: 'boolean' },
       again: { type: 'string' },
       continue: { type: 'string' },
@@ -92,6 +97,10 @@ export const runCommand: CliCommand = {
           ...(values.rule?.length ? { egressRules: values.rule } : base?.egressRules ? { egressRules: base.egressRules } : {}),
           ...(values.secret?.length ? { secrets: values.secret } : base?.secrets ? { secrets: base.secrets } : {}),
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
+          ...((values.environment ?? base?.environment) ? { environment: values.environment ?? base?.environment } : {}),
+          ...(values['allow-local-env']?.length ? { allowLocalEnv: values['allow-local-env'] } : base?.allowLocalEnv ? { allowLocalEnv: base.allowLocalEnv } : {}),
+          ...(values['trust-environment'] ? { trustEnvironment: true } : {}),
+          ...(values['setup-allow']?.length ? { setupAllowlist: values['setup-allow'] } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? defaults.timeoutSec,
             ...(tokens ? { budgetTokens: tokens } : {}),
@@ -125,7 +134,7 @@ export const runCommand: CliCommand = {
           else io.stderr.write(`note: ${why}; the sandbox still starts from the previous result\n`);
         }
       } else {
-        started = await services.runs.start(startInput());
+        started = await startTrusting(io, json, (trust) => services.runs.start({ ...startInput(), ...(trust ? { trustEnvironment: true } : {}) }));
       }
       const runId = started.id;
       view.started(started);
@@ -282,6 +291,27 @@ function liveView(io: CliIo): RunView {
  * Answers approval requests from stdin: each line (`y`/`n` on a TTY prompt, or
  * `{"approved":true}` with --json) answers the oldest open request. No answer means no run.
  */
+/**
+ * Starts a run; when the project's devcontainer is not accepted yet (building it runs the project's
+ * code, docs/architecture.md §16) and a person is at the terminal, shows why and asks once.
+ */
+async function startTrusting(io: CliIo, json: boolean, start: (trust: boolean) => Promise<RunSummary>): Promise<RunSummary> {
+  try {
+    return await start(false);
+  } catch (err) {
+    if (!(err instanceof AirlockError && err.kind === 'FORBIDDEN' && err.field === 'environment') || json || !io.stdin.isTTY) throw err;
+    io.stderr.write(`${err.message}\nBuild and run this environment? [y/N] `);
+    const rl = createInterface({ input: io.stdin, terminal: false });
+    const answer = await new Promise<string>((resolve) => {
+      rl.once('line', resolve);
+      rl.once('close', () => resolve(''));
+    });
+    rl.close();
+    if (!/^y(es)?$/i.test(answer.trim())) throw err;
+    return start(true);
+  }
+}
+
 function answerApprovals(io: CliIo, runId: string, services: ReturnType<typeof servicesFor>, json: boolean): { close(): void } {
   const rl = createInterface({ input: io.stdin, terminal: false });
   const waiting: string[] = [];

@@ -72,6 +72,7 @@ describe('hardenedContainerConfig', () => {
   it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {
     const h = hardenedContainerConfig(spec, { engine: 'podman' }).HostConfig!;
     expect(h.Tmpfs?.['/home/airlock']).toMatch(/(^|,)U(,|$)/);
+    expect(h.Tmpfs?.['/tmp']).toMatch(/^rw,exec,nosuid,nodev,/);
     expect(h.Tmpfs?.['/home/airlock']).not.toMatch(/uid=/);
     expect(h.Ulimits?.map((u) => u.Name).sort()).toEqual(['core', 'nofile', 'nproc']);
     expect(h.Ulimits?.find((u) => u.Name === 'core')).toMatchObject({ Soft: 0, Hard: 0 });

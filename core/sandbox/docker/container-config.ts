@@ -20,12 +20,14 @@ export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then 
 /**
  * Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. The home belongs to
  * the sandbox user: Docker says so with uid=/gid=, Podman (which refuses those) with `U` (chown to the
- * container's user).
+ * container's user). `/tmp` is `exec` (engines default tmpfs to noexec): test runners build and run
+ * binaries there (`go test`), and noexec would add nothing, since the agent can write and run files
+ * in /workspace anyway (docs/architecture.md §16).
  */
 function tmpfs(engine: EngineKind): Record<string, string> {
   const owner = engine === 'podman' ? 'U' : 'uid=1000,gid=1000';
   return {
-    '/tmp': 'rw,nosuid,nodev,size=1g,mode=1777',
+    '/tmp': 'rw,exec,nosuid,nodev,size=1g,mode=1777',
     '/home/airlock': `rw,nosuid,nodev,size=512m,${owner},mode=0755`,
   };
 }

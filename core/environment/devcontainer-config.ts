@@ -1,0 +1,273 @@
+import { createHash } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { AirlockError } from '../../contracts/errors';
+import { parseJsonc } from './jsonc';
+import { substituteDeep, type Substitution, type VariableContext } from './devcontainer-variables';
+
+/** The sandbox's workspace, where `${containerWorkspaceFolder}` points. */
+export const CONTAINER_WORKSPACE = '/workspace';
+
+/** One command of a lifecycle hook: a shell line runs under `/bin/sh -c`, an array as argv. */
+export interface LifecycleStep {
+  /** The key in the object form (the spec runs those in parallel). */
+  name?: string;
+  argv: string[];
+}
+
+export const LIFECYCLE_HOOKS = ['onCreateCommand', 'updateContentCommand', 'postCreateCommand', 'postStartCommand'] as const;
+export type LifecycleHook = (typeof LIFECYCLE_HOOKS)[number];
+
+/** An option of the config that Airlock does not apply, and why (shown in the form, the CLI, the run record). */
+export interface NotApplied {
+  field: string;
+  reason: string;
+}
+
+export type EnvironmentSource =
+  | { kind: 'image'; image: string }
+  | {
+      kind: 'build';
+      /** Project-relative paths (forward slashes); both inside the project. */
+      dockerfile: string;
+      context: string;
+      args: Record<string, string>;
+      target?: string;
+    }
+  | { kind: 'compose'; files: string[]; service: string; runServices?: string[] };
+
+export interface DevcontainerFeature {
+  id: string;
+  options: Record<string, unknown>;
+  /** `./name` features live in the project; everything else comes from a registry. */
+  local: boolean;
+}
+
+/** A devcontainer.json, resolved (docs/architecture.md §16). */
+export interface DevcontainerEnvironment {
+  /** Project-relative path of the devcontainer.json. */
+  configPath: string;
+  name?: string;
+  source: EnvironmentSource;
+  containerEnv: Record<string, string>;
+  remoteEnv: Record<string, string>;
+  containerUser?: string;
+  remoteUser?: string;
+  lifecycle: Partial<Record<LifecycleHook, LifecycleStep[]>>;
+  forwardPorts: number[];
+  features: DevcontainerFeature[];
+  notApplied: NotApplied[];
+  /** Host variables the user allowed by name and that the config uses. */
+  localEnvUsed: string[];
+  /** sha256 of the config and the files it builds from (Dockerfile, compose files): what trust is given to. */
+  contentHash: string;
+}
+
+export interface ResolveOptions {
+  env?: NodeJS.ProcessEnv;
+  /** `${localEnv:NAME}` names the user allowed (non-secret, explicit, recorded). */
+  allowedLocalEnv?: readonly string[];
+}
+
+/** Options that would weaken the sandbox, never applied (docs/architecture.md §16). */
+const REFUSED: Record<string, string> = {
+  initializeCommand: 'it runs on the host, outside any sandbox',
+  runArgs: "extra engine options are not applied: every sandbox gets Airlock's hardened settings",
+  mounts: 'host mounts are not applied: the project is copied in, nothing of the host is mounted',
+  workspaceMount: 'host mounts are not applied: the project is copied in, nothing of the host is mounted',
+  privileged: 'privileged containers are never run',
+  capAdd: 'capabilities are never added: the sandbox drops them all',
+  securityOpt: "security options are not applied: the sandbox keeps no-new-privileges and the engine's default seccomp",
+  appPort: 'ports are not published on the host; forwarded ports are offered as preview ports',
+  workspaceFolder: `the project is copied to ${CONTAINER_WORKSPACE}`,
+};
+
+/** runArgs that ask for something specific, named in the message. */
+const RUN_ARG_HINTS: Array<[RegExp, string]> = [
+  [/^--(network|net)(=|$)/, 'host or other networking (the sandbox has no network but its channel)'],
+  [/^--gpus(=|$)/, 'GPU access'],
+  [/^--privileged$/, 'privileged mode'],
+  [/^--cap-add(=|$)/, 'added capabilities'],
+  [/^(-v|--volume|--mount)(=|$)/, 'host mounts'],
+  [/^--device(=|$)/, 'host devices'],
+];
+
+/** Reads and resolves one devcontainer.json of a project. */
+export async function loadDevcontainer(projectDir: string, configPath: string, opts: ResolveOptions = {}): Promise<DevcontainerEnvironment> {
+  const root = path.resolve(projectDir);
+  const abs = path.resolve(root, configPath);
+  let text: string;
+  try {
+    text = await readFile(abs, 'utf8');
+  } catch (err) {
+    throw new AirlockError('NOT_FOUND', `${configPath} is not readable (${(err as NodeJS.ErrnoException).code ?? 'error'}). Check the path, or choose another environment (--environment airlock).`, { cause: err, field: 'environment' });
+  }
+  const raw = parseJsonc(text, configPath);
+  if (!isRecord(raw)) throw invalid(configPath, 'the file must hold one JSON object');
+
+  const refusedLocalEnv: Substitution = { refusedLocalEnv: new Set() };
+  const allowed = opts.allowedLocalEnv ?? [];
+  const ctx: VariableContext = {
+    localWorkspaceFolder: root,
+    containerWorkspaceFolder: CONTAINER_WORKSPACE,
+    env: opts.env ?? process.env,
+    allowedLocalEnv: allowed,
+    devcontainerId: createHash('sha256').update(`${root}\0${configPath}`).digest('hex').slice(0, 16),
+  };
+  const containerEnv = stringMap(substituteDeep(raw.containerEnv, ctx, refusedLocalEnv), configPath, 'containerEnv');
+  const cfg = substituteDeep(raw, { ...ctx, containerEnv }, refusedLocalEnv);
+  const configDir = path.dirname(abs);
+  const hashed: Buffer[] = [Buffer.from(text)];
+
+  const source = await resolveSource(cfg, { root, configDir, configPath, hashed });
+  const notApplied: NotApplied[] = [];
+  for (const [field, reason] of Object.entries(REFUSED)) {
+    const v = cfg[field];
+    if (v === undefined || v === false || (Array.isArray(v) && v.length === 0)) continue;
+    notApplied.push({ field, reason: field === 'runArgs' ? runArgsReason(v, reason) : reason });
+  }
+  const gpu = isRecord(cfg.hostRequirements) ? cfg.hostRequirements.gpu : undefined;
+  if (gpu !== undefined && gpu !== false) notApplied.push({ field: 'hostRequirements.gpu', reason: 'GPU access is not given to a sandbox' });
+  for (const name of [...refusedLocalEnv.refusedLocalEnv].sort()) {
+    notApplied.push({ field: `\${localEnv:${name}}`, reason: `host environment variables are not copied into the sandbox (they often hold secrets); it was left empty or at its default. Allow it by name only if it is not a secret` });
+  }
+
+  const lifecycle: DevcontainerEnvironment['lifecycle'] = {};
+  for (const hook of LIFECYCLE_HOOKS) {
+    const steps = lifecycleSteps(cfg[hook], configPath, hook);
+    if (steps) lifecycle[hook] = steps;
+  }
+  if (source.kind === 'compose') {
+    for (const f of source.files) hashed.push(await readInside(root, f, configPath, 'dockerComposeFile'));
+  }
+  const h = createHash('sha256');
+  for (const b of hashed) h.update(createHash('sha256').update(b).digest());
+
+  return {
+    configPath,
+    ...(typeof cfg.name === 'string' ? { name: cfg.name } : {}),
+    source,
+    containerEnv,
+    remoteEnv: stringMap(cfg.remoteEnv, configPath, 'remoteEnv'),
+    ...(optionalString(cfg.containerUser, configPath, 'containerUser') ? { containerUser: cfg.containerUser as string } : {}),
+    ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
+    lifecycle,
+    forwardPorts: forwardPorts(cfg.forwardPorts, configPath),
+    features: features(cfg.features, configPath),
+    notApplied,
+    localEnvUsed: allowed.filter((n) => text.includes(`localEnv:${n}`) || text.includes(`env:${n}`)),
+    contentHash: h.digest('hex'),
+  };
+}
+
+interface SourceCtx {
+  root: string;
+  configDir: string;
+  configPath: string;
+  hashed: Buffer[];
+}
+
+async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promise<EnvironmentSource> {
+  const build = isRecord(cfg.build) ? cfg.build : undefined;
+  const dockerfile = build?.dockerfile ?? build?.dockerFile ?? cfg.dockerFile;
+  if (cfg.dockerComposeFile !== undefined) {
+    const files = (Array.isArray(cfg.dockerComposeFile) ? cfg.dockerComposeFile : [cfg.dockerComposeFile]).map((f) => {
+      if (typeof f !== 'string' || !f) throw invalid(c.configPath, 'dockerComposeFile must be a path or a list of paths');
+      return inside(c, f, 'dockerComposeFile');
+    });
+    if (typeof cfg.service !== 'string' || !cfg.service) throw invalid(c.configPath, 'a dockerComposeFile configuration needs "service": the service the agent works in');
+    const runServices = Array.isArray(cfg.runServices) ? cfg.runServices.filter((s): s is string => typeof s === 'string') : undefined;
+    return { kind: 'compose', files, service: cfg.service, ...(runServices ? { runServices } : {}) };
+  }
+  if (dockerfile !== undefined) {
+    if (typeof dockerfile !== 'string' || !dockerfile) throw invalid(c.configPath, 'build.dockerfile must be a path');
+    const rel = inside(c, dockerfile, 'build.dockerfile');
+    c.hashed.push(await readInside(c.root, rel, c.configPath, 'build.dockerfile'));
+    const context = inside(c, typeof (build?.context ?? cfg.context) === 'string' ? ((build?.context ?? cfg.context) as string) : '.', 'build.context');
+    const ctxStat = await stat(path.join(c.root, context)).catch(() => undefined);
+    if (!ctxStat?.isDirectory()) throw invalid(c.configPath, `build.context '${context || '.'}' is not a folder of the project`);
+    const args = stringMap(build?.args, c.configPath, 'build.args');
+    const target = build?.target;
+    if (target !== undefined && typeof target !== 'string') throw invalid(c.configPath, 'build.target must be a string');
+    return { kind: 'build', dockerfile: rel, context, args, ...(target ? { target } : {}) };
+  }
+  if (typeof cfg.image === 'string' && cfg.image.trim()) return { kind: 'image', image: cfg.image.trim() };
+  throw invalid(c.configPath, 'it names no image, build.dockerfile or dockerComposeFile, so there is nothing to run');
+}
+
+/** A path the config names, relative to its folder, as a project-relative path; refused when it leaves the project. */
+function inside(c: SourceCtx, p: string, field: string): string {
+  const abs = path.resolve(c.configDir, p);
+  const rel = path.relative(c.root, abs);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) throw invalid(c.configPath, `${field} '${p}' points outside the project; only the project's own files are sent to the engine`);
+  return rel.split(path.sep).join('/');
+}
+
+async function readInside(root: string, rel: string, configPath: string, field: string): Promise<Buffer> {
+  try {
+    return await readFile(path.join(root, rel));
+  } catch {
+    throw new AirlockError('NOT_FOUND', `${configPath}: ${field} '${rel}' does not exist in the project. Add the file or fix the path in ${configPath}.`, { field: 'environment' });
+  }
+}
+
+function lifecycleSteps(v: unknown, file: string, hook: string): LifecycleStep[] | undefined {
+  if (v === undefined || v === null) return undefined;
+  const one = (x: unknown, name?: string): LifecycleStep => {
+    if (typeof x === 'string' && x.trim()) return { ...(name ? { name } : {}), argv: ['/bin/sh', '-c', x] };
+    if (Array.isArray(x) && x.length > 0 && x.every((a) => typeof a === 'string')) return { ...(name ? { name } : {}), argv: x };
+    throw invalid(file, `${hook}${name ? `.${name}` : ''} must be a command line, an array of arguments, or an object of those`);
+  };
+  if (isRecord(v)) return Object.entries(v).map(([name, x]) => one(x, name));
+  return [one(v)];
+}
+
+function forwardPorts(v: unknown, file: string): number[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) throw invalid(file, 'forwardPorts must be a list of ports');
+  const ports: number[] = [];
+  for (const p of v) {
+    // "service:port" names a compose service's port; the agent's own are numbers.
+    const n = typeof p === 'number' ? p : typeof p === 'string' && /^\d+$/.test(p) ? Number(p) : NaN;
+    if (Number.isInteger(n) && n > 0 && n < 65536) ports.push(n);
+  }
+  return ports;
+}
+
+function features(v: unknown, file: string): DevcontainerFeature[] {
+  if (v === undefined) return [];
+  if (!isRecord(v)) throw invalid(file, 'features must be an object of feature ids to options');
+  return Object.entries(v).map(([id, options]) => ({ id, options: isRecord(options) ? options : {}, local: id.startsWith('./') || id.startsWith('../') }));
+}
+
+function runArgsReason(v: unknown, reason: string): string {
+  const args = Array.isArray(v) ? v.filter((a): a is string => typeof a === 'string') : [];
+  const named = [...new Set(args.flatMap((a) => RUN_ARG_HINTS.filter(([re]) => re.test(a)).map(([, what]) => what)))];
+  return named.length ? `${reason} (asked for: ${named.join(', ')})` : reason;
+}
+
+function stringMap(v: unknown, file: string, field: string): Record<string, string> {
+  if (v === undefined || v === null) return {};
+  if (!isRecord(v)) throw invalid(file, `${field} must be an object of names to strings`);
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x === 'string') out[k] = x;
+    else if (typeof x === 'number' || typeof x === 'boolean') out[k] = String(x);
+    else if (x !== null) throw invalid(file, `${field}.${k} must be a string`);
+  }
+  return out;
+}
+
+function optionalString(v: unknown, file: string, field: string): boolean {
+  if (v === undefined) return false;
+  if (typeof v !== 'string') throw invalid(file, `${field} must be a string`);
+  return v.length > 0;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function invalid(file: string, what: string): AirlockError {
+  return new AirlockError('INVALID_INPUT', `${file}: ${what}. Fix the file, or choose another environment (--environment airlock).`, { field: 'environment' });
+}

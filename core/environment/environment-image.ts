@@ -1,0 +1,121 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import type { RunEnvironment } from '../../contracts/environments';
+import { AirlockError } from '../../contracts/errors';
+import type { ImageProgress } from '../sandbox/driver';
+import { snapshotProject } from '../workspace/snapshot';
+import type { DevcontainerEnvironment } from './devcontainer-config';
+import { BASE_REPOSITORY, deriveSandboxImage, type DerivedImage } from './derived-image';
+import { engineBuild, imageId, pullImage } from './engine-build';
+import type { ResolvedEnvironment } from './environment-choice';
+
+/** What a run records about its environment (run record `environment`, audit `note`). */
+export type EnvironmentRecord = RunEnvironment;
+
+export interface PreparedImage {
+  derived: DerivedImage;
+  record: EnvironmentRecord;
+}
+
+export interface PrepareImageOptions {
+  projectDir: string;
+  /** Airlock's sandbox image (for the built-in and custom agents: the base variant). */
+  airlockRef: string;
+  emit: (p: ImageProgress) => void;
+}
+
+/**
+ * The image a run's environment runs in, built through the engine connection: the user's image
+ * (pulled, or built from the devcontainer's Dockerfile with a context that leaves credential-looking
+ * files out) plus Airlock's runtime. Undefined for Airlock's own environment.
+ */
+export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvironment, o: PrepareImageOptions): Promise<PreparedImage | undefined> {
+  if (env.kind === 'airlock') return undefined;
+  if (env.kind === 'image') {
+    const what = `image ${env.ref}`;
+    if (!(await imageId(docker, env.ref))) await pullImage(docker, env.ref, o.emit);
+    const derived = await deriveSandboxImage(docker, { baseRef: env.ref, airlockRef: o.airlockRef, emit: o.emit, what });
+    return { derived, record: recordOf(`image:${env.ref}`, 'image', derived, []) };
+  }
+  const cfg = env.config;
+  assertBuildable(cfg);
+  let baseRef: string;
+  let contextExcluded: string[] | undefined;
+  if (cfg.source.kind === 'image') {
+    baseRef = cfg.source.image;
+    if (!(await imageId(docker, baseRef))) await pullImage(docker, baseRef, o.emit);
+  } else if (cfg.source.kind === 'build') {
+    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit);
+    baseRef = built.ref;
+    contextExcluded = built.excluded;
+  } else {
+    throw new AirlockError('INTERNAL', 'compose environments are refused by assertBuildable');
+  }
+  const derived = await deriveSandboxImage(docker, { baseRef, airlockRef: o.airlockRef, emit: o.emit, what: `the devcontainer of ${cfg.configPath}` });
+  const record = recordOf(`devcontainer:${cfg.configPath}`, 'devcontainer', derived, cfg.notApplied);
+  if (cfg.localEnvUsed.length) record.localEnvUsed = cfg.localEnvUsed;
+  if (contextExcluded?.length) record.contextExcluded = contextExcluded;
+  return { derived, record };
+}
+
+function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage, notApplied: EnvironmentRecord['notApplied']): EnvironmentRecord {
+  return { name, kind, image: d.ref, imageId: d.id, baseImage: d.baseRef, baseImageId: d.baseId, notApplied, ...(d.imageUser ? { imageUser: d.imageUser } : {}) };
+}
+
+/**
+ * What this version cannot build, refused before anything runs: compose configurations, and
+ * features (named in the error).
+ */
+export function assertBuildable(cfg: DevcontainerEnvironment): void {
+  if (cfg.source.kind === 'compose') {
+    throw new AirlockError('INVALID_INPUT', `${cfg.configPath} uses dockerComposeFile; compose environments are not supported by this version of Airlock yet. Use an image or build.dockerfile, or --environment airlock.`, { field: 'environment' });
+  }
+  if (cfg.features.length === 0) return;
+  const names = cfg.features.map((f) => f.id).join(', ');
+  throw new AirlockError(
+    'INVALID_INPUT',
+    `${cfg.configPath} asks for devcontainer features (${names}); Airlock does not install features yet, and published ones would be fetched from their registry during the build. Install the tools in the Dockerfile (build.dockerfile) instead, or choose --environment airlock.`,
+    { field: 'environment' },
+  );
+}
+
+/**
+ * Builds the devcontainer's Dockerfile. The context is the project folder it names, read as a run's
+ * copy-in reads the project (credential-looking files stay on the host, and `.dockerignore` is
+ * honoured), so a Dockerfile cannot COPY a secret into a layer.
+ */
+async function buildDevcontainerImage(
+  docker: Docker,
+  projectDir: string,
+  cfg: DevcontainerEnvironment,
+  src: Extract<DevcontainerEnvironment['source'], { kind: 'build' }>,
+  emit: (p: ImageProgress) => void,
+): Promise<{ ref: string; excluded: string[] }> {
+  const contextDir = path.join(projectDir, src.context);
+  const dockerfile = path.posix.relative(src.context, src.dockerfile);
+  if (dockerfile.startsWith('..')) throw new AirlockError('INVALID_INPUT', `${cfg.configPath}: build.dockerfile '${src.dockerfile}' is outside build.context '${src.context || '.'}'; move it into the context.`, { field: 'environment' });
+  const snapshot = await snapshotProject(contextDir, { respectGitignore: false, exclude: await dockerignore(contextDir), maxFileBytes: 512 * 1024 * 1024 });
+  const streams = snapshot.open();
+  const ref = `${BASE_REPOSITORY}:build-${cfg.contentHash.slice(0, 20)}`;
+  emit({ phase: 'build', message: `building the devcontainer image of ${cfg.configPath}`, variant: 'custom' });
+  await engineBuild(
+    docker,
+    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels: { 'airlock.devcontainer': cfg.configPath }, what: `the devcontainer image of ${cfg.configPath}`, emit },
+    (f) =>
+      new AirlockError(
+        'IMAGE_BUILD_FAILED',
+        `Building the devcontainer image of ${cfg.configPath} failed at ${f.where}: ${f.error}\n--- last output of that step ---\n${f.tail}\n---\nFix ${src.dockerfile} (try \`docker build -f ${src.dockerfile} ${src.context || '.'}\`), or choose --environment airlock.`,
+        { field: 'environment' },
+      ),
+  );
+  return { ref, excluded: snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path) };
+}
+
+async function dockerignore(contextDir: string): Promise<string[]> {
+  try {
+    return (await readFile(path.join(contextDir, '.dockerignore'), 'utf8')).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,104 @@
+import path from 'node:path';
+import type { RunEnvironment } from '../../contracts/environments';
+import { AirlockError } from '../../contracts/errors';
+import type { Isolation } from '../../contracts/runs';
+import type { Engine } from '../sandbox/docker/engine';
+import type { ImageProgress } from '../sandbox/driver';
+import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
+import { assertBuildable, prepareEnvironmentImage } from './environment-image';
+import { EnvironmentTrust, untrustedError } from './environment-trust';
+import { setupPlan, type SetupPlan } from './setup-plan';
+
+/** What a run asks of its environment. */
+export interface RunEnvironmentRequest {
+  projectDir: string;
+  /** `auto` when absent. */
+  environment?: string;
+  allowLocalEnv?: string[];
+  /** The user accepted the devcontainer's current content for this project (recorded). */
+  trustEnvironment?: boolean;
+}
+
+/** The environment a run's sandbox starts in. */
+export interface PreparedRunEnvironment {
+  /** The derived image, or undefined for Airlock's own image. */
+  image?: string;
+  /** The image's environment and the devcontainer's containerEnv/remoteEnv, for the agent and its commands. */
+  env: Record<string, string>;
+  record: RunEnvironment;
+  /** The setup phase, when the devcontainer has lifecycle commands. */
+  setup?: SetupPlan;
+}
+
+export interface RunEnvironmentDeps {
+  home: string;
+  engine(): Promise<Engine>;
+  /** Airlock's sandbox image (base variant), built on first use. */
+  airlockImage(onProgress: (p: ImageProgress) => void): Promise<string>;
+}
+
+/**
+ * Resolves a run's environment and checks trust, before anything is built (a form's error, not a
+ * failed run): a malformed config, a missing Dockerfile or an unaccepted devcontainer stops here.
+ * With `trustEnvironment` the acceptance is recorded for this content.
+ */
+export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest & { agentVariant?: 'base' | 'agents' }): Promise<CheckedEnvironment> {
+  const choice = parseEnvironmentChoice(req.environment);
+  const resolved = await resolveEnvironment(req.projectDir, choice, { allowedLocalEnv: req.allowLocalEnv ?? [] });
+  if (resolved.kind !== 'devcontainer') return resolved;
+  assertBuildable(resolved.config);
+  // `auto` found the devcontainer by itself: where it cannot be used, the run keeps Airlock's image and says why.
+  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: resolved.config.configPath, reason } });
+  if (req.agentVariant === 'agents') {
+    if (choice.kind === 'auto') return fallBack(AGENTS_REASON);
+    throw new AirlockError('INVALID_INPUT', `${AGENTS_REASON}; use the built-in or a custom agent there, or choose --environment airlock.`, { field: 'environment' });
+  }
+  const trust = new EnvironmentTrust(path.resolve(req.projectDir), home);
+  if (req.trustEnvironment) {
+    await trust.accept(resolved.config);
+    return resolved;
+  }
+  const state = await trust.state(resolved.config);
+  if (state === 'trusted') return resolved;
+  const refusal = untrustedError(resolved.config, state === 'changed');
+  if (choice.kind === 'auto') return fallBack(`not used, Airlock's own image ran instead: ${refusal.message.replace(/, or choose --environment airlock\.$/, '.')}`);
+  throw refusal;
+}
+
+const AGENTS_REASON = "Claude Code and Codex run in Airlock's own image for now, not in a project environment";
+
+/** A resolved environment, and a devcontainer `auto` found but could not use (recorded as not applied). */
+export type CheckedEnvironment = ResolvedEnvironment | (Extract<ResolvedEnvironment, { kind: 'airlock' }> & { skipped: { field: string; reason: string } });
+
+/**
+ * The image and environment of a run (docs/architecture.md §16): resolved again at prepare (the
+ * content built is the content accepted: a change since start is refused), built through the
+ * engine connection, derived with Airlock's runtime.
+ */
+export async function prepareRunEnvironment(
+  deps: RunEnvironmentDeps,
+  req: RunEnvironmentRequest & { agentVariant: 'base' | 'agents'; isolation: Isolation },
+  onProgress: (p: ImageProgress) => void,
+): Promise<PreparedRunEnvironment> {
+  const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
+  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [] } };
+  const engine = await deps.engine();
+  const airlockRef = await deps.airlockImage(onProgress);
+  const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
+  if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
+  const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
+  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
+  // The sandbox's home is its own tmpfs whatever the image says.
+  delete env.HOME;
+  const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;
+  return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
+}
+
+function imageEnv(lines: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const l of lines) {
+    const eq = l.indexOf('=');
+    if (eq > 0) out[l.slice(0, eq)] = l.slice(eq + 1);
+  }
+  return out;
+}
