@@ -7,10 +7,12 @@
  * `JSON.stringify` of a 40 KB conversation cost ~80 µs per call, most of the side-door overhead.
  * Those fields, when unchanged, are copied as the byte span of their value in the received text
  * (the last one of a duplicated key, as `JSON.parse` reads it); every other field is serialised
- * from the parsed value, and each key appears once.
+ * from the parsed value, and each key appears once. The one policy that reads the conversation
+ * (URL-sourced content, url-content.ts) makes the caller pass copies of those fields instead when
+ * the text names any key twice (`hasDuplicateKey`), so they are serialised from the parse too.
  */
 
-/** Top-level fields the proxy never reads (no policy, budget or metering decision depends on them). */
+/** Top-level fields no budget or meter reads; copied as received unless a policy replaced them. */
 const UNREAD_FIELDS: ReadonlySet<string> = new Set(['messages', 'input', 'system', 'instructions']);
 
 const QUOTE = 0x22;
@@ -73,7 +75,7 @@ function valueEnd(b: Buffer, i: number): number {
  * duplicated key, the last (the one `JSON.parse` keeps). Undefined when the text is not a JSON object
  * this scanner can follow (the caller then serialises everything). Assumes `raw` already parsed.
  */
-export function topLevelSpans(raw: Buffer): Map<string, [number, number]> | undefined {
+export function topLevelSpans(raw: Buffer, repeats?: { found: boolean }): Map<string, [number, number]> | undefined {
   const spans = new Map<string, [number, number]>();
   let i = skipSpace(raw, 0);
   if (raw[i] !== 0x7b) return undefined;
@@ -91,12 +93,55 @@ export function topLevelSpans(raw: Buffer): Map<string, [number, number]> | unde
     const start = skipSpace(raw, i + 1);
     const end = valueEnd(raw, start);
     if (end < 0) return undefined;
+    if (repeats && spans.has(key)) repeats.found = true;
     spans.set(key, [start, end]);
     i = skipSpace(raw, end);
     if (raw[i] === 0x7d) return spans;
     if (raw[i] !== 0x2c) return undefined;
     i = skipSpace(raw, i + 1);
   }
+}
+
+/**
+ * Whether any object in the JSON text `raw[start, end)` (well formed: it already parsed) names a key twice.
+ * Parsers disagree on which duplicate wins, so a body the proxy's policy read (URL-sourced content,
+ * url-content.ts) is copied as received only when this is false. Strings are skipped with memchr
+ * (stringEnd); only keys are decoded.
+ */
+export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boolean {
+  const stack: Array<Set<string> | null> = [];
+  let expectKey = false;
+  let j = start;
+  while (j < end) {
+    const c = raw[j] as number;
+    if (c === QUOTE) {
+      const close = stringEnd(raw, j);
+      if (close < 0) return true;
+      const keys = stack[stack.length - 1];
+      if (expectKey && keys) {
+        const text = raw.toString('utf8', j, close);
+        const key = text.includes('\\') ? (JSON.parse(text) as string) : text.slice(1, -1);
+        if (keys.has(key)) return true;
+        keys.add(key);
+        expectKey = false;
+      }
+      j = close;
+      continue;
+    }
+    if (c === 0x7b) {
+      stack.push(new Set());
+      expectKey = true;
+    } else if (c === 0x5b) {
+      stack.push(null);
+      expectKey = false;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+    } else if (c === 0x2c) {
+      expectKey = stack[stack.length - 1] instanceof Set;
+    }
+    j++;
+  }
+  return false;
 }
 
 /** A JSON text as consecutive pieces, sent one after another (a conversation is not copied into a new buffer). */

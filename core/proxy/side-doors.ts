@@ -11,8 +11,12 @@
  * Names: Anthropic server tools by type without the date (`web_search`, `web_fetch`,
  * `code_execution`, …), `mcp_servers`, `container`; OpenAI hosted tools by type (`web_search`,
  * `web_search_preview`, `mcp`, `file_search`, `code_interpreter`, `image_generation`,
- * `computer_use_preview`, …), `web_search_options`; beta headers as `anthropic-beta:<value>`.
+ * `computer_use_preview`, …), `web_search_options`; beta headers as `anthropic-beta:<value>`;
+ * URL-sourced images, documents and files anywhere in the conversation as `url_content`
+ * (url-content.ts: each is replaced by a text note, so the conversation stays meaningful).
  */
+import { hasDuplicateKey, topLevelSpans } from './json-body';
+import { CONTENT_FIELDS, ContentTooDeep, MAX_CONTENT_DEPTH, URL_CONTENT, mayHoldUrlContent, stripUrlContent } from './url-content';
 import type { WireFormat } from './wire-format';
 
 /** `anthropic-beta` values for client-side features (agents need them; none makes the provider reach out). */
@@ -86,6 +90,8 @@ export function sideDoorOfTool(format: WireFormat, tool: unknown): string | unde
 export function applySideDoorPolicy(input: {
   format: WireFormat;
   parsed: Record<string, unknown> | undefined;
+  /** The text `parsed` came from: when absent, the conversation is always walked. */
+  raw?: Buffer;
   betaHeader: string | string[] | undefined;
   /** Side-door names the provider's setting allows. */
   allow: readonly string[];
@@ -114,9 +120,49 @@ export function applySideDoorPolicy(input: {
   if (!parsed) return result;
   let body: Record<string, unknown> | undefined;
   const edit = (): Record<string, unknown> => (body ??= { ...parsed });
+  /**
+   * The policy read the conversation, so it may go out as received only where no parser can read it
+   * another way: a content field naming a key twice inside is serialised from the parse, and a body
+   * repeating a top-level key goes out re-serialised (each key once, json-body.ts).
+   */
+  const readOnce = (raw: Buffer): void => {
+    const repeats = { found: false };
+    const spans = topLevelSpans(raw, repeats);
+    for (const key of CONTENT_FIELDS) {
+      const b = body ?? parsed;
+      const v = b[key];
+      if (v !== parsed[key] || typeof v !== 'object' || v === null) continue;
+      const span = spans?.get(key);
+      if (!span || hasDuplicateKey(raw, span[0], span[1])) edit()[key] = Array.isArray(v) ? v.slice() : { ...v };
+    }
+    if (repeats.found) edit();
+  };
 
   for (const key of format === 'anthropic' ? ['mcp_servers', 'container'] : ['web_search_options']) {
     if (parsed[key] !== undefined && note(key)) delete edit()[key];
+  }
+
+  // URL-sourced content anywhere in the conversation (url-content.ts); walked only when the text could hold any.
+  if (!input.raw || mayHoldUrlContent(input.raw)) {
+    const found = { count: 0 };
+    const keep = allowSet.has(URL_CONTENT);
+    try {
+      for (const key of CONTENT_FIELDS) {
+        const v = parsed[key];
+        const w = stripUrlContent(v, keep, found);
+        if (w !== v) edit()[key] = w;
+      }
+    } catch (err) {
+      if (!(err instanceof ContentTooDeep)) throw err;
+      result.refusal = {
+        status: 400,
+        name: URL_CONTENT,
+        message: `Airlock's model proxy could not check this request's content for URL-sourced items: it nests deeper than ${MAX_CONTENT_DEPTH} levels. Send flatter content.`,
+      };
+      return result;
+    }
+    if (found.count) note(URL_CONTENT);
+    if (input.raw) readOnce(input.raw);
   }
 
   const removed = new Set<string>();

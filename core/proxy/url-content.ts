@@ -1,0 +1,117 @@
+/**
+ * URL-sourced content as a side door (docs/architecture.md §12, "URL-sourced content"): an image,
+ * document or file whose source is a URL makes the *provider's* servers fetch that URL, so with the
+ * network off data could still leave (in the URL itself, or by what the fetch answers), and a carried
+ * conversation would resend it every turn. The proxy replaces each such item with a short text note
+ * in the same place and records it; inline content (base64, `data:` URLs) and provider file ids (a
+ * file already stored with the provider, nothing fetched) stay.
+ *
+ * What counts, in every format (a compatible gateway may translate one into another):
+ * - Anthropic: any block with a `source` object of `type: "url"` (or any `source.url`): `image`,
+ *   `document`, at any depth — user turns, `tool_result` content, `system` arrays, nested documents;
+ * - OpenAI Chat / Responses and compatible APIs: any object with a `*_url` member whose value is a URL
+ *   (or `{ url }`) other than `data:` — `image_url`, `input_image.image_url`, `input_file.file_url`,
+ *   `document_url`, `audio_url`, `video_url` — or one level down (`file: { file_url }`), in `input`
+ *   items at any depth, `function_call_output` content included.
+ *
+ * Cost: the walk runs only when the received text could hold such an item at all (`mayHoldUrlContent`);
+ * a conversation of plain text is never walked.
+ */
+
+/** The side-door name (for `allowSideDoors` and the audit record). */
+export const URL_CONTENT = 'url_content';
+
+/** Top-level fields that carry conversation content. */
+export const CONTENT_FIELDS = ['messages', 'input', 'system', 'instructions', 'prompt'] as const;
+
+/** Deeper than this, the walk refuses the call rather than guess (real conversations nest ~10 levels). */
+export const MAX_CONTENT_DEPTH = 100;
+
+export const URL_CONTENT_NOTE =
+  "[Airlock removed content the provider would have fetched from a URL outside the sandbox. Send it inline (base64 or a data: URL) instead.]";
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A URL the provider would fetch: any non-empty string that is not a `data:` URL. */
+function isFetchedUrl(v: unknown): boolean {
+  return typeof v === 'string' && v.trim() !== '' && !/^\s*data:/i.test(v);
+}
+
+function urlMemberOf(o: Record<string, unknown>): boolean {
+  for (const k in o) {
+    if (!k.endsWith('_url')) continue;
+    const v = o[k];
+    if (isFetchedUrl(v) || (isObj(v) && isFetchedUrl(v.url))) return true;
+  }
+  return false;
+}
+
+/** Whether this object is a content item the provider would fill by fetching a URL. */
+export function isUrlSourced(o: Record<string, unknown>): boolean {
+  const source = o.source;
+  if (isObj(source) && (source.type === 'url' || typeof source.url === 'string')) return true;
+  if (urlMemberOf(o)) return true;
+  for (const k in o) {
+    const v = o[k];
+    if (isObj(v) && k !== 'source' && urlMemberOf(v)) return true;
+  }
+  return false;
+}
+
+/**
+ * Needles without which no JSON parser can read a URL-sourced item in `raw`: the keys `source` and
+ * `*_url`, spelled plainly, and `\u` (a key can spell its letters as escapes). Absent all three, the
+ * body needs no walk — and whichever way a parser reads duplicate keys, it finds none either.
+ */
+export function mayHoldUrlContent(raw: Buffer): boolean {
+  return raw.includes('"source"') || raw.includes('_url"') || raw.includes('\\u');
+}
+
+export class ContentTooDeep extends Error {}
+
+function placeholder(o: Record<string, unknown>): Record<string, unknown> {
+  return { type: typeof o.type === 'string' && o.type.startsWith('input_') ? 'input_text' : 'text', text: URL_CONTENT_NOTE };
+}
+
+/** Sets an own property even for `__proto__` (a JSON key like any other). */
+function setOwn(o: Record<string, unknown> | unknown[], k: string | number, v: unknown): void {
+  Object.defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
+}
+
+/**
+ * Walks one content field. Returns it unchanged (the same reference) when nothing was found or
+ * `keep` is set, else a copy with each URL-sourced item replaced by a text note (copy-on-write: the
+ * input is never mutated). `found` counts the items. Throws `ContentTooDeep` past `MAX_CONTENT_DEPTH`.
+ */
+export function stripUrlContent(value: unknown, keep: boolean, found: { count: number }): unknown {
+  const walk = (node: unknown, depth: number): unknown => {
+    if (typeof node !== 'object' || node === null) return node;
+    if (depth > MAX_CONTENT_DEPTH) throw new ContentTooDeep();
+    let out: Record<string, unknown> | unknown[] | undefined;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const v = node[i];
+        if (typeof v !== 'object' || v === null) continue;
+        const w = walk(v, depth + 1);
+        if (w !== v) setOwn((out ??= node.slice()), i, w);
+      }
+      return out ?? node;
+    }
+    const o = node as Record<string, unknown>;
+    if (isUrlSourced(o)) {
+      found.count++;
+      return keep ? o : placeholder(o);
+    }
+    // A tool call's arguments are the model's own output, not content the provider fetches.
+    const skipInput = o.type === 'tool_use' || o.type === 'server_tool_use';
+    for (const k in o) {
+      if (skipInput && k === 'input') continue;
+      const v = o[k];
+      if (typeof v !== 'object' || v === null) continue;
+      const w = walk(v, depth + 1);
+      if (w !== v) setOwn((out ??= { ...o }), k, w);
+    }
+    return out ?? o;
+  };
+  return walk(value, 0);
+}
