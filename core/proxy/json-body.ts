@@ -103,13 +103,15 @@ export function topLevelSpans(raw: Buffer, repeats?: { found: boolean }): Map<st
 }
 
 /**
- * Whether any object in the JSON text `raw[start, end)` (well formed: it already parsed) names a key twice.
- * Parsers disagree on which duplicate wins, so a body the proxy's policy read (URL-sourced content,
- * url-content.ts) is copied as received only when this is false. Strings are skipped with memchr
- * (stringEnd); only keys are decoded.
+ * Whether any object in the JSON text `raw[start, end)` (well formed: it already parsed) names a key
+ * twice, or names one with an escape (`"\u0074ype"`, which this does not decode: the caller treats it
+ * like a duplicate). Parsers disagree on which duplicate wins, so a body the proxy's policy read
+ * (URL-sourced content, url-content.ts) is copied as received only when this is false. Strings are
+ * skipped with memchr (stringEnd); keys are compared as bytes, most objects having a handful.
  */
 export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boolean {
-  const stack: Array<Set<string> | null> = [];
+  // Per open container: its keys so far, or null for an array.
+  const stack: Array<string[] | null> = [];
   let expectKey = false;
   let j = start;
   while (j < end) {
@@ -117,27 +119,25 @@ export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boole
     if (c === QUOTE) {
       const close = stringEnd(raw, j);
       if (close < 0) return true;
-      const keys = stack[stack.length - 1];
-      if (expectKey && keys) {
-        const text = raw.toString('utf8', j, close);
-        const key = text.includes('\\') ? (JSON.parse(text) as string) : text.slice(1, -1);
-        if (keys.has(key)) return true;
-        keys.add(key);
+      if (expectKey) {
+        const key = raw.toString('latin1', j + 1, close - 1);
+        const keys = stack[stack.length - 1] as string[];
+        if (key.includes('\\') || keys.includes(key)) return true;
+        keys.push(key);
         expectKey = false;
       }
       j = close;
       continue;
     }
     if (c === 0x7b) {
-      stack.push(new Set());
+      stack.push([]);
       expectKey = true;
     } else if (c === 0x5b) {
       stack.push(null);
-      expectKey = false;
     } else if (c === 0x7d || c === 0x5d) {
       stack.pop();
     } else if (c === 0x2c) {
-      expectKey = stack[stack.length - 1] instanceof Set;
+      expectKey = stack[stack.length - 1] !== null;
     }
     j++;
   }

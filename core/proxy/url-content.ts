@@ -46,26 +46,35 @@ function urlMemberOf(o: Record<string, unknown>): boolean {
   return false;
 }
 
-/** Whether this object is a content item the provider would fill by fetching a URL. */
+/** Whether this object is a content item the provider would fill by fetching a URL (one pass over its keys). */
 export function isUrlSourced(o: Record<string, unknown>): boolean {
-  const source = o.source;
-  if (isObj(source) && (source.type === 'url' || typeof source.url === 'string')) return true;
-  if (urlMemberOf(o)) return true;
   for (const k in o) {
     const v = o[k];
-    if (isObj(v) && k !== 'source' && urlMemberOf(v)) return true;
+    if (k === 'source') {
+      if (isObj(v) && (v.type === 'url' || typeof v.url === 'string')) return true;
+    } else if (k.endsWith('_url')) {
+      if (isFetchedUrl(v) || (isObj(v) && isFetchedUrl(v.url))) return true;
+    } else if (isObj(v) && urlMemberOf(v)) {
+      return true;
+    }
   }
   return false;
 }
 
 /**
- * Needles without which no JSON parser can read a URL-sourced item in `raw`: the keys `source` and
- * `*_url`, spelled plainly, and `\u` (a key can spell its letters as escapes). Absent all three, the
- * body needs no walk — and whichever way a parser reads duplicate keys, it finds none either.
+ * Bytes without which no JSON parser can read a URL-sourced item in `raw`: every rule above needs
+ * the token `"url"` (Anthropic's `source.type`/`source.url`) or a key ending `_url"`, unless a key or
+ * value spells its letters as `\u` escapes. Absent all three, the body needs no walk — and whichever
+ * way a parser reads duplicate keys, it finds none either. (~7 µs on 58 KB; `"source"` alone took
+ * ~70, since memchr stops at every quote.)
  */
 export function mayHoldUrlContent(raw: Buffer): boolean {
-  return raw.includes('"source"') || raw.includes('_url"') || raw.includes('\\u');
+  return raw.includes(URL_TOKEN) || raw.includes(URL_KEY_END) || raw.includes(ESCAPE);
 }
+
+const URL_TOKEN = Buffer.from('"url"');
+const URL_KEY_END = Buffer.from('_url"');
+const ESCAPE = Buffer.from('\\u');
 
 export class ContentTooDeep extends Error {}
 
