@@ -74,8 +74,25 @@ function valueEnd(b: Buffer, i: number): number {
  * The byte span `[start, end)` of each top-level member's value in a JSON object text, by key; for a
  * duplicated key, the last (the one `JSON.parse` keeps). Undefined when the text is not a JSON object
  * this scanner can follow (the caller then serialises everything). Assumes `raw` already parsed.
+ * `repeats.found` is set when a top-level key occurs twice.
  */
 export function topLevelSpans(raw: Buffer, repeats?: { found: boolean }): Map<string, [number, number]> | undefined {
+  // The side-door policy and serializeBody both need them for one body: scanned once.
+  const known = scanned.get(raw);
+  if (known) {
+    if (repeats && known.repeats) repeats.found = true;
+    return known.spans;
+  }
+  const seen = { found: false };
+  const spans = scanSpans(raw, seen);
+  scanned.set(raw, { spans, repeats: seen.found });
+  if (repeats && seen.found) repeats.found = true;
+  return spans;
+}
+
+const scanned = new WeakMap<Buffer, { spans: Map<string, [number, number]> | undefined; repeats: boolean }>();
+
+function scanSpans(raw: Buffer, repeats: { found: boolean }): Map<string, [number, number]> | undefined {
   const spans = new Map<string, [number, number]>();
   let i = skipSpace(raw, 0);
   if (raw[i] !== 0x7b) return undefined;
@@ -93,7 +110,7 @@ export function topLevelSpans(raw: Buffer, repeats?: { found: boolean }): Map<st
     const start = skipSpace(raw, i + 1);
     const end = valueEnd(raw, start);
     if (end < 0) return undefined;
-    if (repeats && spans.has(key)) repeats.found = true;
+    if (spans.has(key)) repeats.found = true;
     spans.set(key, [start, end]);
     i = skipSpace(raw, end);
     if (raw[i] === 0x7d) return spans;

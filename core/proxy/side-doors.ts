@@ -138,12 +138,25 @@ export function applySideDoorPolicy(input: {
     if (repeats.found) edit();
   };
 
+  /** The needles of url-content.ts, in the whole text first (a memchr pass), then in the content fields only. */
+  const contentMayHoldUrls = (raw: Buffer): boolean => {
+    if (!mayHoldUrlContent(raw)) return false;
+    // A repeated top-level key: the copy JSON.parse skipped is not among the spans.
+    const repeats = { found: false };
+    const spans = topLevelSpans(raw, repeats);
+    if (!spans || repeats.found) return true;
+    return CONTENT_FIELDS.some((key) => {
+      const span = spans.get(key);
+      return span !== undefined && mayHoldUrlContent(raw, span[0], span[1]);
+    });
+  };
+
   for (const key of format === 'anthropic' ? ['mcp_servers', 'container'] : ['web_search_options']) {
     if (parsed[key] !== undefined && note(key)) delete edit()[key];
   }
 
   // URL-sourced content anywhere in the conversation (url-content.ts); walked only when the text could hold any.
-  if (!input.raw || mayHoldUrlContent(input.raw)) {
+  if (!input.raw || contentMayHoldUrls(input.raw)) {
     const found = { count: 0 };
     const keep = allowSet.has(URL_CONTENT);
     try {
