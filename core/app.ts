@@ -257,10 +257,12 @@ export class AirlockCore {
   private async limaImage(variant: 'base' | 'agents'): Promise<string> {
     if (variant !== 'base') throw new AirlockError('VM_UNAVAILABLE', 'Claude Code and Codex need the agents image, which the Lima VM does not build yet; use the built-in agent, or container isolation.');
     const { describeSandboxImage } = await import('./sandbox/image');
-    const { ref, context } = await describeSandboxImage();
     const { LimaDriver } = await import('./sandbox/lima/lima-driver');
     const driver = (await this.sandboxes('vm')).driver;
-    if (driver instanceof LimaDriver) await driver.ensureImage(ref, context);
+    if (!(driver instanceof LimaDriver)) throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on macOS needs the Lima driver.');
+    // Built for the VM's own architecture (arm64 on Apple Silicon), with the tag naming it.
+    const { ref, context, buildargs } = await describeSandboxImage({ arch: await driver.vmArch() });
+    await driver.ensureImage(ref, context, buildargs);
     return ref;
   }
 
