@@ -15,8 +15,7 @@
  * URL-sourced images, documents and files anywhere in the conversation as `url_content`
  * (url-content.ts: each is replaced by a text note, so the conversation stays meaningful).
  */
-import { hasDuplicateKey, topLevelSpans } from './json-body';
-import { CONTENT_FIELDS, ContentTooDeep, MAX_CONTENT_DEPTH, URL_CONTENT, mayHoldUrlContent, stripUrlContent } from './url-content';
+import { MAX_CONTENT_DEPTH, URL_CONTENT, urlContentPolicy } from './url-content';
 import type { WireFormat } from './wire-format';
 
 /** `anthropic-beta` values for client-side features (agents need them; none makes the provider reach out). */
@@ -120,63 +119,22 @@ export function applySideDoorPolicy(input: {
   if (!parsed) return result;
   let body: Record<string, unknown> | undefined;
   const edit = (): Record<string, unknown> => (body ??= { ...parsed });
-  /**
-   * The policy read the conversation, so it may go out as received only where no parser can read it
-   * another way: a content field naming a key twice inside is serialised from the parse, and a body
-   * repeating a top-level key goes out re-serialised (each key once, json-body.ts).
-   */
-  const readOnce = (raw: Buffer): void => {
-    const repeats = { found: false };
-    const spans = topLevelSpans(raw, repeats);
-    for (const key of CONTENT_FIELDS) {
-      const b = body ?? parsed;
-      const v = b[key];
-      if (v !== parsed[key] || typeof v !== 'object' || v === null) continue;
-      const span = spans?.get(key);
-      if (!span || hasDuplicateKey(raw, span[0], span[1])) edit()[key] = Array.isArray(v) ? v.slice() : { ...v };
-    }
-    if (repeats.found) edit();
-  };
-
-  /** The needles of url-content.ts, in the whole text first (a memchr pass), then in the content fields only. */
-  const contentMayHoldUrls = (raw: Buffer): boolean => {
-    if (!mayHoldUrlContent(raw)) return false;
-    // A repeated top-level key: the copy JSON.parse skipped is not among the spans.
-    const repeats = { found: false };
-    const spans = topLevelSpans(raw, repeats);
-    if (!spans || repeats.found) return true;
-    return CONTENT_FIELDS.some((key) => {
-      const span = spans.get(key);
-      return span !== undefined && mayHoldUrlContent(raw, span[0], span[1]);
-    });
-  };
-
   for (const key of format === 'anthropic' ? ['mcp_servers', 'container'] : ['web_search_options']) {
     if (parsed[key] !== undefined && note(key)) delete edit()[key];
   }
 
-  // URL-sourced content anywhere in the conversation (url-content.ts); walked only when the text could hold any.
-  if (!input.raw || contentMayHoldUrls(input.raw)) {
-    const found = { count: 0 };
-    const keep = allowSet.has(URL_CONTENT);
-    try {
-      for (const key of CONTENT_FIELDS) {
-        const v = parsed[key];
-        const w = stripUrlContent(v, keep, found);
-        if (w !== v) edit()[key] = w;
-      }
-    } catch (err) {
-      if (!(err instanceof ContentTooDeep)) throw err;
-      result.refusal = {
-        status: 400,
-        name: URL_CONTENT,
-        message: `Airlock's model proxy could not check this request's content for URL-sourced items: it nests deeper than ${MAX_CONTENT_DEPTH} levels. Send flatter content.`,
-      };
-      return result;
-    }
-    if (found.count) note(URL_CONTENT);
-    if (input.raw) readOnce(input.raw);
+  // URL-sourced content anywhere in the conversation (url-content.ts).
+  const urls = urlContentPolicy(parsed, input.raw, allowSet.has(URL_CONTENT));
+  if (urls === 'too-deep') {
+    result.refusal = {
+      status: 400,
+      name: URL_CONTENT,
+      message: `Airlock's model proxy could not check this request's content for URL-sourced items: it nests deeper than ${MAX_CONTENT_DEPTH} levels. Send flatter content.`,
+    };
+    return result;
   }
+  if (urls.found) note(URL_CONTENT);
+  if (urls.reserialise) Object.assign(edit(), urls.fields);
 
   const removed = new Set<string>();
   if (Array.isArray(parsed.tools)) {

@@ -18,6 +18,8 @@
  * a conversation of plain text is never walked.
  */
 
+import { hasDuplicateKey, topLevelSpans } from './json-body';
+
 /** The side-door name (for `allowSideDoors` and the audit record). */
 export const URL_CONTENT = 'url_content';
 
@@ -77,7 +79,7 @@ const URL_TOKEN = Buffer.from('"url"');
 const URL_KEY_END = Buffer.from('_url"');
 const ESCAPE = Buffer.from('\\u');
 
-export class ContentTooDeep extends Error {}
+class ContentTooDeep extends Error {}
 
 function placeholder(o: Record<string, unknown>): Record<string, unknown> {
   return { type: typeof o.type === 'string' && o.type.startsWith('input_') ? 'input_text' : 'text', text: URL_CONTENT_NOTE };
@@ -124,4 +126,59 @@ export function stripUrlContent(value: unknown, keep: boolean, found: { count: n
     return out ?? o;
   };
   return walk(value, 0);
+}
+
+/** What the policy does to one body: the content fields to forward in place of the parsed ones. */
+export interface UrlContentOutcome {
+  /** URL-sourced items found (replaced, or kept when allowed). */
+  found: number;
+  /** Set when the body must go out re-serialised; `fields` then holds the content fields that changed. */
+  reserialise: boolean;
+  fields: Record<string, unknown>;
+}
+
+/**
+ * Applies the rule to a parsed body (never mutated). With `raw`, walks only when the content fields'
+ * text holds a needle, and keeps a field copyable as received only where no parser can read it
+ * another way: a field naming a key twice inside is handed back as a copy (json-body.ts then
+ * serialises it from the parse), and a repeated top-level key asks for re-serialisation (each key
+ * once). Without `raw`, always walks. 'too-deep' past `MAX_CONTENT_DEPTH`.
+ */
+export function urlContentPolicy(parsed: Record<string, unknown>, raw: Buffer | undefined, keep: boolean): UrlContentOutcome | 'too-deep' {
+  const out: UrlContentOutcome = { found: 0, reserialise: false, fields: {} };
+  const repeats = { found: false };
+  if (raw) {
+    // The whole text first (one memchr pass), then the content fields' spans only: a server tool's or
+    // an MCP server's "url" starts no walk. A repeated top-level key hides the copy JSON.parse skipped.
+    if (!mayHoldUrlContent(raw)) return out;
+    const spans = topLevelSpans(raw, repeats);
+    const hit = !spans || repeats.found || CONTENT_FIELDS.some((key) => {
+      const span = spans.get(key);
+      return span !== undefined && mayHoldUrlContent(raw, span[0], span[1]);
+    });
+    if (!hit) return out;
+  }
+  const found = { count: 0 };
+  try {
+    for (const key of CONTENT_FIELDS) {
+      const v = parsed[key];
+      const w = stripUrlContent(v, keep, found);
+      if (w !== v) out.fields[key] = w;
+    }
+  } catch (err) {
+    if (err instanceof ContentTooDeep) return 'too-deep';
+    throw err;
+  }
+  out.found = found.count;
+  if (raw) {
+    const spans = topLevelSpans(raw);
+    for (const key of CONTENT_FIELDS) {
+      const v = parsed[key];
+      if (key in out.fields || typeof v !== 'object' || v === null) continue;
+      const span = spans?.get(key);
+      if (!span || hasDuplicateKey(raw, span[0], span[1])) out.fields[key] = Array.isArray(v) ? v.slice() : { ...v };
+    }
+  }
+  out.reserialise = repeats.found || Object.keys(out.fields).length > 0;
+  return out;
 }
