@@ -19,6 +19,7 @@ export * from './keys';
 export * from './projects';
 export * from './runs';
 export * from './run-again';
+export * from './run-defaults';
 export * from './sandboxes';
 export * from './settings';
 export * from './terminals';

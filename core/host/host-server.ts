@@ -50,7 +50,7 @@ export function contentSecurityPolicy(port: number): string {
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "font-src 'self' data:",
-    `connect-src 'self' ws://${BIND}:${port} ws://localhost:${port}`,
+    `connect-src 'self' ws://${BIND}:${port}`,
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
@@ -83,7 +83,9 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
   const cookieName = () => `${AIRLOCK_COOKIE_PREFIX}${port}`;
-  const allowedHosts = () => [`${BIND}:${port}`, `localhost:${port}`];
+  // 127.0.0.1 only: `localhost` is where published previews live (another site, so a preview can
+  // never set or shadow the UI's cookies; docs/architecture.md §12).
+  const allowedHosts = () => [`${BIND}:${port}`];
   const allowedOrigins = () => allowedHosts().map((h) => `http://${h}`);
   const tokenOk = (candidate: string | undefined | null) => Boolean(candidate) && timingSafeEqual(digest(candidate as string), tokenDigest);
 

@@ -9,15 +9,15 @@ import type { ProviderCatalog, ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
 import { AGENT_PREFIX, budgetMessage, checkBudget, lowerOutput, outputLimitOf, type BudgetAmount, type BudgetStop } from './budget';
 import { credentialRefusal, credentialServes, storeCommand, unsignedIdToken } from '../keys/subscription-credentials';
-import type { ChatgptSession } from './chatgpt-session';
+import type { ChatgptSession } from '../keys/chatgpt-session';
 import { answerSandboxRefresh, SandboxSignins, type SandboxCredential } from './sandbox-signin';
 import { costOf, DEFAULT_PRICES, type PriceTable } from './price-table';
 import { presentedToken, RunTokenRegistry, type RunBudget, type TokenGrant } from './run-tokens';
-import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type UpstreamHandle } from './upstream-client';
+import { clientHeaders, keyRedactor, OAUTH_BETA, redactKey, sendUpstream, type UpstreamHandle } from '../upstream/upstream-client';
 import { noUsage, SseUsageScanner, usageFromJson, type CallUsage } from './usage-meter';
 import { errorBody, formatOfKind, matchRoute, type WireFormat } from './wire-format';
 import { applySideDoorPolicy } from './side-doors';
-import { bodyLength, serializeBody, type BodyParts } from './json-body';
+import { bodyLength, serializeBody, type BodyParts } from '../upstream/json-body';
 
 export type { BudgetStop, RunBudget } from './budget';
 export type { SandboxCredential } from './sandbox-signin';
@@ -671,15 +671,20 @@ export class ModelProxy implements Disposable {
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
-        if (status === 401 && session && key && !retry) {
+        if (status === 401 && session && key) {
           up.resume();
-          // This attempt ends here; the refreshed one records the call.
+          // This attempt ends here; the refreshed one records the call. One refresh per refused
+          // token and one retry per call: a token refused right after its refresh is a clear error.
           if (!settle()) return;
-          session.refresh(key).then(
+          session.refreshAfterRefusal(key).then(
             (refreshed) => {
               if (refreshed) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
-              if (!res.destroyed) this.forward(req, res, call, started, true);
-              else record(499, noUsage(), true);
+              if (res.destroyed) record(499, noUsage(), true);
+              else if (!retry) this.forward(req, res, call, started, true);
+              else {
+                this.send(res, format, 401, 'ChatGPT refused the sign-in twice in a row; retry the request, or sign in again (`codex login`, then `airlock keys import-codex`) if it keeps happening.');
+                record(401, noUsage());
+              }
             },
             (err: unknown) => {
               this.send(res, format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { applySideDoorPolicy } from './side-doors';
-import { hasDuplicateKey } from './json-body';
+import { hasDuplicateKey } from '../upstream/json-body';
 import { URL_CONTENT_NOTE, mayHoldUrlContent } from './url-content';
 
 const NOTE = { type: 'text', text: URL_CONTENT_NOTE };

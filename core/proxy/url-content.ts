@@ -18,7 +18,7 @@
  * a conversation of plain text is never walked.
  */
 
-import { hasDuplicateKey, topLevelSpans } from './json-body';
+import { hasDuplicateKey, topLevelSpans } from '../upstream/json-body';
 
 /** The side-door name (for `allowSideDoors` and the audit record). */
 export const URL_CONTENT = 'url_content';

@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process';
 import type { AirlockServices } from '../../api/services';
+import type { AppContext } from '../../app-context';
 import { createApiRouter } from '../../api/router';
 import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { findTool } from '../../common/resolve-tool';
+import { hostToolCwd } from '../../common/host-tool-env';
 
 export interface ServeOptions {
   port: number;
@@ -25,7 +27,8 @@ export function parseServeArgs(args: string[]): ServeOptions {
 }
 
 export interface ServeDeps {
-  createServices(env: NodeJS.ProcessEnv): Promise<AirlockServices>;
+  /** The services over the command's shared pieces (`app`, made by `main` from `env`), when given. */
+  createServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices>;
   /**
    * Resolves when the server should stop (SIGINT/SIGTERM/SIGHUP by default); `done` is called once
    * everything is cleaned up, so signals arriving meanwhile can be answered instead of killing us.
@@ -37,9 +40,9 @@ export interface ServeDeps {
 }
 
 /** The real core (`core/app-services.ts`), loaded only when serving. */
-async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServices> {
+async function createCoreServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices> {
   const { createAirlockServices } = await import('../../app-services');
-  return createAirlockServices({ env });
+  return createAirlockServices({ env, ...(app ? { app } : {}) });
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -76,7 +79,7 @@ async function openInBrowser(url: string): Promise<void> {
   const cmd = await findTool(process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open');
   if (!cmd) return; // no opener installed: the printed URL is enough
   try {
-    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
+    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true, cwd: hostToolCwd() });
     child.on('error', () => {}); // no opener installed: the printed URL is enough
     child.unref();
   } catch {
@@ -101,7 +104,7 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
       let host: HostServer | undefined;
       let services: AirlockServices | undefined;
       try {
-        services = await deps.createServices(io.env);
+        services = await deps.createServices(io.env, io.app);
         host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port, ...(services.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
         io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);
