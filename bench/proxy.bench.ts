@@ -156,6 +156,17 @@ export const benchmarks: Benchmark[] = [
         const doorsBody = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: conversation, tools: [...clientTools, { type: 'web_search_20250305', name: 'web_search' }], mcp_servers: [{ type: 'url', url: 'https://mcp.invalid', name: 'x' }] });
         // The same conversation without tools: what a 44 KB body costs the proxy anyway.
         const plainBody = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: conversation });
+        // A Claude Code-shaped conversation (content blocks: text, tool_use, tool_result) whose last turn
+        // carries a URL image: the content walk reads every block, replaces the image, and the
+        // conversation goes out serialised from the parse (url-content.ts).
+        const blocks: Array<{ role: string; content: unknown[] }> = Array.from({ length: 60 }, (_, i) =>
+          i % 2
+            ? { role: 'assistant', content: [{ type: 'text', text: `step ${i} `.repeat(30) }, { type: 'tool_use', id: `toolu_${i}`, name: 'Bash', input: { command: 'ls -la src', description: 'list' } }] }
+            : { role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${i - 1}`, content: [{ type: 'text', text: `out ${i}\n`.repeat(50) }] }] });
+        blocks.push({ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://example.invalid/x.png' } }] });
+        const urlBody = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: blocks, tools: clientTools });
+        const urlDirect: number[] = [];
+        const urlVia: number[] = [];
         const doorsDirect: number[] = [];
         const doorsVia: number[] = [];
         const plainDirect: number[] = [];
@@ -165,6 +176,8 @@ export const benchmarks: Benchmark[] = [
           doorsVia.push((await call(proxied, '/v1/messages', doorsBody, auth))[1]);
           plainDirect.push((await call(up.url, '/v1/messages', plainBody, auth))[1]);
           plainVia.push((await call(proxied, '/v1/messages', plainBody, auth))[1]);
+          urlDirect.push((await call(up.url, '/v1/messages', urlBody, auth))[1]);
+          urlVia.push((await call(proxied, '/v1/messages', urlBody, auth))[1]);
         }
         const d50 = percentile(direct, 50);
         const d95 = percentile(direct, 95);
@@ -177,6 +190,7 @@ export const benchmarks: Benchmark[] = [
           { name: 'proxy.overhead.bare_passthrough_p50', value: b50 - d50, unit: 'ms added', note: 'reference: a bare Node http pass-through, same run' },
           { name: 'proxy.overhead.side_doors_p50', value: percentile(doorsVia, 50) - percentile(doorsDirect, 50), unit: 'ms added', budget: '≤ 0.3 ms', note: `${(Buffer.byteLength(doorsBody) / 1024).toFixed(0)} KB Messages call with a server tool and mcp_servers stripped: ${percentile(doorsVia, 50).toFixed(3)} ms via proxy vs ${percentile(doorsDirect, 50).toFixed(3)} ms direct (n=1000)` },
           { name: 'proxy.overhead.large_body_p50', value: percentile(plainVia, 50) - percentile(plainDirect, 50), unit: 'ms added', note: `reference for the row above: the same conversation without tools (${(Buffer.byteLength(plainBody) / 1024).toFixed(0)} KB), nothing to strip (n=1000)` },
+          { name: 'proxy.overhead.url_content_p50', value: percentile(urlVia, 50) - percentile(urlDirect, 50), unit: 'ms added', note: `reported: ${(Buffer.byteLength(urlBody) / 1024).toFixed(0)} KB Claude Code-shaped conversation (${blocks.length} turns of content blocks) with a URL image replaced: the content walk reads it all and the conversation is serialised (n=1000)` },
           { name: 'proxy.ttfb.p50', value: percentile(firstVia, 50) - percentile(firstDirect, 50), unit: 'ms added', budget: '≤ 0.3 ms', note: `first streamed byte: ${percentile(firstVia, 50).toFixed(3)} ms via proxy vs ${percentile(firstDirect, 50).toFixed(3)} ms direct (n=1000)` },
         );
 

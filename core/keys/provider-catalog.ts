@@ -22,7 +22,7 @@ export interface ProviderConfig {
   builtin: boolean;
   models: string[];
   /**
-   * Side doors (provider-side tools, `mcp_servers`, `anthropic-beta:<value>`; see proxy/side-doors.ts)
+   * Side doors (provider-side tools, `mcp_servers`, `anthropic-beta:<value>`, `url_content`; see proxy/side-doors.ts)
    * the user allowed for this provider by name. Empty by default: the proxy strips them all.
    */
   allowSideDoors?: string[];
@@ -177,7 +177,7 @@ export class ProviderCatalog {
 
   /**
    * Sets the side doors the proxy lets through for a provider (names as in proxy/side-doors.ts,
-   * e.g. `web_search`, `mcp_servers`, `anthropic-beta:<value>`); an empty list closes them all again.
+   * e.g. `web_search`, `mcp_servers`, `anthropic-beta:<value>`, `url_content`); an empty list closes them all again.
    */
   async setAllowedSideDoors(id: string, names: string[]): Promise<void> {
     await this.get(id);

@@ -48,7 +48,7 @@ export interface ModelCallEvent {
 
 /**
  * The proxy stripped, refused or (by the provider's setting) let through a side door of a call:
- * a provider-side tool, `mcp_servers`, an unknown `anthropic-beta` (see side-doors.ts).
+ * a provider-side tool, `mcp_servers`, an unknown `anthropic-beta`, URL-sourced content (see side-doors.ts).
  */
 export interface SideDoorEvent {
   runId: string;
@@ -558,7 +558,7 @@ export class ModelProxy implements Disposable {
     // Side doors: provider-side tools and MCP servers would carry data out with the network off.
     // A subscription's OAuth beta is the proxy's own to set (upstream-client.ts), not a side door.
     const betaHeader = resolved.config.credential === 'claude-subscription' ? withoutOauthBeta(req.headers['anthropic-beta']) : req.headers['anthropic-beta'];
-    const doors = applySideDoorPolicy({ format, parsed, betaHeader, allow: resolved.config.allowSideDoors ?? [] });
+    const doors = applySideDoorPolicy({ format, parsed, raw: source?.raw, betaHeader, allow: resolved.config.allowSideDoors ?? [] });
     if (doors.stripped.length || doors.allowed.length || doors.refusal) {
       this.didSideDoor.fire({ runId: caller.grant.runId, provider: providerId, path: upstream.routePath, stripped: doors.stripped, allowed: doors.allowed, ...(doors.refusal ? { refused: doors.refusal.name } : {}) });
     }

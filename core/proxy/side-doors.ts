@@ -11,8 +11,11 @@
  * Names: Anthropic server tools by type without the date (`web_search`, `web_fetch`,
  * `code_execution`, …), `mcp_servers`, `container`; OpenAI hosted tools by type (`web_search`,
  * `web_search_preview`, `mcp`, `file_search`, `code_interpreter`, `image_generation`,
- * `computer_use_preview`, …), `web_search_options`; beta headers as `anthropic-beta:<value>`.
+ * `computer_use_preview`, …), `web_search_options`; beta headers as `anthropic-beta:<value>`;
+ * URL-sourced images, documents and files anywhere in the conversation as `url_content`
+ * (url-content.ts: each is replaced by a text note, so the conversation stays meaningful).
  */
+import { MAX_CONTENT_DEPTH, URL_CONTENT, urlContentPolicy } from './url-content';
 import type { WireFormat } from './wire-format';
 
 /** `anthropic-beta` values for client-side features (agents need them; none makes the provider reach out). */
@@ -86,6 +89,8 @@ export function sideDoorOfTool(format: WireFormat, tool: unknown): string | unde
 export function applySideDoorPolicy(input: {
   format: WireFormat;
   parsed: Record<string, unknown> | undefined;
+  /** The text `parsed` came from: when absent, the conversation is always walked. */
+  raw?: Buffer;
   betaHeader: string | string[] | undefined;
   /** Side-door names the provider's setting allows. */
   allow: readonly string[];
@@ -114,10 +119,22 @@ export function applySideDoorPolicy(input: {
   if (!parsed) return result;
   let body: Record<string, unknown> | undefined;
   const edit = (): Record<string, unknown> => (body ??= { ...parsed });
-
   for (const key of format === 'anthropic' ? ['mcp_servers', 'container'] : ['web_search_options']) {
     if (parsed[key] !== undefined && note(key)) delete edit()[key];
   }
+
+  // URL-sourced content anywhere in the conversation (url-content.ts).
+  const urls = urlContentPolicy(parsed, input.raw, allowSet.has(URL_CONTENT));
+  if (urls === 'too-deep') {
+    result.refusal = {
+      status: 400,
+      name: URL_CONTENT,
+      message: `Airlock's model proxy could not check this request's content for URL-sourced items: it nests deeper than ${MAX_CONTENT_DEPTH} levels. Send flatter content.`,
+    };
+    return result;
+  }
+  if (urls.found) note(URL_CONTENT);
+  if (urls.reserialise) Object.assign(edit(), urls.fields);
 
   const removed = new Set<string>();
   if (Array.isArray(parsed.tools)) {

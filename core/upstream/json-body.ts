@@ -7,10 +7,12 @@
  * `JSON.stringify` of a 40 KB conversation cost ~80 µs per call, most of the side-door overhead.
  * Those fields, when unchanged, are copied as the byte span of their value in the received text
  * (the last one of a duplicated key, as `JSON.parse` reads it); every other field is serialised
- * from the parsed value, and each key appears once.
+ * from the parsed value, and each key appears once. The one policy that reads the conversation
+ * (URL-sourced content, url-content.ts) makes the caller pass copies of those fields instead when
+ * the text names any key twice (`hasDuplicateKey`), so they are serialised from the parse too.
  */
 
-/** Top-level fields the proxy never reads (no policy, budget or metering decision depends on them). */
+/** Top-level fields no budget or meter reads; copied as received unless a policy replaced them. */
 const UNREAD_FIELDS: ReadonlySet<string> = new Set(['messages', 'input', 'system', 'instructions']);
 
 const QUOTE = 0x22;
@@ -72,8 +74,25 @@ function valueEnd(b: Buffer, i: number): number {
  * The byte span `[start, end)` of each top-level member's value in a JSON object text, by key; for a
  * duplicated key, the last (the one `JSON.parse` keeps). Undefined when the text is not a JSON object
  * this scanner can follow (the caller then serialises everything). Assumes `raw` already parsed.
+ * `repeats.found` is set when a top-level key occurs twice.
  */
-export function topLevelSpans(raw: Buffer): Map<string, [number, number]> | undefined {
+export function topLevelSpans(raw: Buffer, repeats?: { found: boolean }): Map<string, [number, number]> | undefined {
+  // The side-door policy and serializeBody both need them for one body: scanned once.
+  const known = scanned.get(raw);
+  if (known) {
+    if (repeats && known.repeats) repeats.found = true;
+    return known.spans;
+  }
+  const seen = { found: false };
+  const spans = scanSpans(raw, seen);
+  scanned.set(raw, { spans, repeats: seen.found });
+  if (repeats && seen.found) repeats.found = true;
+  return spans;
+}
+
+const scanned = new WeakMap<Buffer, { spans: Map<string, [number, number]> | undefined; repeats: boolean }>();
+
+function scanSpans(raw: Buffer, repeats: { found: boolean }): Map<string, [number, number]> | undefined {
   const spans = new Map<string, [number, number]>();
   let i = skipSpace(raw, 0);
   if (raw[i] !== 0x7b) return undefined;
@@ -91,12 +110,55 @@ export function topLevelSpans(raw: Buffer): Map<string, [number, number]> | unde
     const start = skipSpace(raw, i + 1);
     const end = valueEnd(raw, start);
     if (end < 0) return undefined;
+    if (spans.has(key)) repeats.found = true;
     spans.set(key, [start, end]);
     i = skipSpace(raw, end);
     if (raw[i] === 0x7d) return spans;
     if (raw[i] !== 0x2c) return undefined;
     i = skipSpace(raw, i + 1);
   }
+}
+
+/**
+ * Whether any object in the JSON text `raw[start, end)` (well formed: it already parsed) names a key
+ * twice, or names one with an escape (`"\u0074ype"`, which this does not decode: the caller treats it
+ * like a duplicate). Parsers disagree on which duplicate wins, so a body the proxy's policy read
+ * (URL-sourced content, url-content.ts) is copied as received only when this is false. Strings are
+ * skipped with memchr (stringEnd); keys are compared as bytes, most objects having a handful.
+ */
+export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boolean {
+  // Per open container: its keys so far, or null for an array.
+  const stack: Array<string[] | null> = [];
+  let expectKey = false;
+  let j = start;
+  while (j < end) {
+    const c = raw[j] as number;
+    if (c === QUOTE) {
+      const close = stringEnd(raw, j);
+      if (close < 0) return true;
+      if (expectKey) {
+        const key = raw.toString('latin1', j + 1, close - 1);
+        const keys = stack[stack.length - 1] as string[];
+        if (key.includes('\\') || keys.includes(key)) return true;
+        keys.push(key);
+        expectKey = false;
+      }
+      j = close;
+      continue;
+    }
+    if (c === 0x7b) {
+      stack.push([]);
+      expectKey = true;
+    } else if (c === 0x5b) {
+      stack.push(null);
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+    } else if (c === 0x2c) {
+      expectKey = stack[stack.length - 1] !== null;
+    }
+    j++;
+  }
+  return false;
 }
 
 /** A JSON text as consecutive pieces, sent one after another (a conversation is not copied into a new buffer). */

