@@ -173,6 +173,8 @@ export async function applyRunResult(opts: Selection & {
   targetDir?: string;
   /** SHA-256 of the patch the user reviewed (whole result or selection). */
   reviewedSha256: string;
+  /** Who said yes when an MCP client asked (recorded in the apply log). */
+  approval?: { via: 'mcp'; client: string; by: 'user' | 'server-flag'; requestId?: string };
 }): Promise<ApplyResult> {
   const paths = opts.store.paths(opts.run.id);
   const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope).catch((err: unknown) => {
@@ -204,6 +206,7 @@ export async function applyRunResult(opts: Selection & {
       refused: result.conflicts.map((c) => ({ path: c.path, reason: c.reason })),
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
+      ...(opts.approval ? { approval: opts.approval } : {}),
     });
     // The record says where the result went only when something went there.
     await opts.store.update(opts.run.id, {
