@@ -61,10 +61,16 @@ const RunStatusOut = z.object({
  * capped and wiped like runs; commands run by the host and recorded first-hand; apply only with the
  * user's yes (or `--allow-apply`). Nothing returned carries a key, a credential or a run token.
  */
-export function createMcpConnection(deps: McpDeps): McpConnection {
-  const limits: McpLimits = { ...DEFAULT_MCP_LIMITS, ...deps.limits };
-  const { core, services } = deps;
-  const runs = core.runs;
+export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, limitsIn: Partial<McpLimits> = {}): McpConnection {
+  // The core may still be starting (stdio answers the client's initialize at once); tools wait for it.
+  const ready = Promise.resolve(depsOrPromise);
+  let deps: McpDeps | undefined;
+  void ready.then((d) => (deps = d), () => undefined);
+  const the = (): McpDeps => {
+    if (!deps) throw new AirlockError('INTERNAL', 'Airlock is still starting');
+    return deps;
+  };
+  const limits: McpLimits = { ...DEFAULT_MCP_LIMITS, ...limitsIn, ...(depsOrPromise instanceof Promise ? {} : depsOrPromise.limits) };
   const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { capabilities: { logging: {} }, instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
   const sandboxes = new Set<string>();
   const lastUsed = new Map<string, number>();
@@ -82,7 +88,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
   const end = async (sandboxId: string, reason: string): Promise<StoredRun> => {
     sandboxes.delete(sandboxId);
     lastUsed.delete(sandboxId);
-    return runs.endSession(sandboxId, reason);
+    return the().core.runs.endSession(sandboxId, reason);
   };
 
   const idleTimer = setInterval(() => {
@@ -95,6 +101,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
   function tool<I extends z.ZodObject, O extends z.ZodObject>(name: string, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
     server.registerTool(name, { description, inputSchema: input, outputSchema: output }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
       try {
+        await ready;
         const { value, text } = await handler(args, extra);
         return { content: [{ type: 'text', text }], structuredContent: value as Record<string, unknown> };
       } catch (err) {
@@ -135,8 +142,8 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
       if (network === 'allowlist' && !args.allow?.length) throw new AirlockError('INVALID_INPUT', 'List at least one domain in allow for the allowlist policy.', { field: 'allow' });
       const say = progress(extra);
       say('creating the sandbox');
-      const settings = await core.settings.get();
-      const record = await runs.startSession({
+      const settings = await the().core.settings.get();
+      const record = await the().core.runs.startSession({
         projectDir: args.projectDir,
         client: clientName(),
         isolation: args.isolation ?? 'container',
@@ -152,7 +159,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
         throw new AirlockError('CONFLICT', 'This MCP connection closed while the sandbox was made; it was wiped.');
       }
       const previews = [];
-      for (const port of args.publish ?? []) previews.push(await runs.publishPort(record.id, port));
+      for (const port of args.publish ?? []) previews.push(await the().core.runs.publishPort(record.id, port));
       const excluded = record.excludedFiles.map((e) => ({ path: e.path, reason: e.reason }));
       return {
         value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, excludedFiles: excluded, previews },
@@ -176,7 +183,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
       const cwd = workspacePath(args.cwd ?? WORKSPACE, 'cwd');
       const say = progress(extra);
       let streamed = 0;
-      const result = await runs.execInSession(id, { command: args.command, cwd, timeoutSec: args.timeoutSec ?? 600, capBytes: limits.outputBytes, signal: extra.signal }, (_stream, bytes) => {
+      const result = await the().core.runs.execInSession(id, { command: args.command, cwd, timeoutSec: args.timeoutSec ?? 600, capBytes: limits.outputBytes, signal: extra.signal }, (_stream, bytes) => {
         lastUsed.set(id, Date.now());
         if (streamed >= limits.outputBytes) return;
         streamed += bytes.length;
@@ -199,7 +206,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     async (args) => {
       const id = own(args.sandboxId);
       const file = workspacePath(args.path);
-      const data = await runs.sessionSandbox(id).channel.readFile(file, { maxBytes: limits.fileBytes }).catch((err: unknown) => {
+      const data = await the().core.runs.sessionSandbox(id).channel.readFile(file, { maxBytes: limits.fileBytes }).catch((err: unknown) => {
         const info = toErrorInfo(err);
         throw new AirlockError(info.kind, /more than|too large|maxBytes/i.test(info.message) ? `${file} is larger than the ${limits.fileBytes}-byte cap of sandbox_read_file; read part of it with sandbox_exec (head, tail, sed).` : info.message);
       });
@@ -220,12 +227,12 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
       if (file === WORKSPACE) throw new AirlockError('INVALID_INPUT', 'Name a file inside the workspace, not the workspace itself.', { field: 'path' });
       const data = Buffer.from(args.content, args.encoding ?? 'utf8');
       if (data.length > limits.fileBytes) throw new AirlockError('INVALID_INPUT', `The file is ${data.length} bytes; sandbox_write_file takes at most ${limits.fileBytes}. Nothing was written.`, { field: 'content' });
-      const sandbox = runs.sessionSandbox(id);
+      const sandbox = the().core.runs.sessionSandbox(id);
       const mk = await sandbox.channel.run({ argv: ['mkdir', '-p', '--', path.posix.dirname(file)] });
       if (mk.exitCode !== 0) throw new AirlockError('INVALID_INPUT', `Could not make the folder ${path.posix.dirname(file)}: ${mk.stderr.toString('utf8').slice(0, 300)}`);
       await sandbox.channel.writeFile(file, data, { mode: args.executable ? 0o755 : 0o644 });
       const sha256 = createHash('sha256').update(data).digest('hex');
-      await runs.noteOn(id, `MCP client wrote ${file} (${data.length} bytes)`, { path: file, bytes: data.length, sha256 });
+      await the().core.runs.noteOn(id, `MCP client wrote ${file} (${data.length} bytes)`, { path: file, bytes: data.length, sha256 });
       return { value: { path: file, bytes: data.length, sha256 }, text: `wrote ${file} (${data.length} bytes)` };
     },
   );
@@ -238,7 +245,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     async (args) => {
       const id = own(args.sandboxId);
       const dir = workspacePath(args.path ?? WORKSPACE);
-      const all = await runs.sessionSandbox(id).channel.list(dir);
+      const all = await the().core.runs.sessionSandbox(id).channel.list(dir);
       const entries = all.slice(0, limits.listEntries).map((e) => ({ name: e.name, type: e.type, size: e.size }));
       const truncated = all.length > entries.length;
       return { value: { path: dir, entries, truncated }, text: `${dir}:\n${entries.map((e) => `${e.type === 'dir' ? 'd' : e.type === 'symlink' ? 'l' : '-'} ${e.name}${e.type === 'dir' ? '/' : ''}`).join('\n')}${truncated ? `\n… ${all.length - entries.length} more` : ''}` };
@@ -259,7 +266,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     DiffOut,
     async (args) => {
       const id = own(args.sandboxId);
-      const { result, patch } = await runs.collectSession(id);
+      const { result, patch } = await the().core.runs.collectSession(id);
       const files = result.changes.map(changedView);
       const view = patchView(patch);
       return { value: { files, ...view }, text: files.length ? `${files.length} file(s) changed (patch sha256 ${view.patchSha256}):\n${files.map((f) => `  ${f.status} ${f.path}`).join('\n')}\n\n${view.patch}` : 'no changes' };
@@ -272,7 +279,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     z.strictObject({ sandboxId: SandboxId, port: z.number().int().min(1).max(65535) }),
     PreviewOut,
     async (args) => {
-      const p = await runs.publishPort(own(args.sandboxId), args.port);
+      const p = await the().core.runs.publishPort(own(args.sandboxId), args.port);
       return { value: p, text: `sandbox port ${p.sandboxPort} → ${p.url}` };
     },
   );
@@ -285,7 +292,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     async (args) => {
       const id = own(args.sandboxId);
       const record = await end(id, 'sandbox_destroy');
-      const listed = await services.diffs.list({ runId: id }).catch(() => undefined);
+      const listed = await the().services.diffs.list({ runId: id }).catch(() => undefined);
       const wipe = record.wipe ? { verified: record.wipe.verified, removed: record.wipe.removed, leftovers: record.wipe.leftovers, ...(record.wipe.durationMs !== undefined ? { durationMs: record.wipe.durationMs } : {}), at: record.wipe.at } : undefined;
       return {
         value: { sandboxId: id, status: record.status, ...(wipe ? { wipe } : {}), changedFiles: record.changedFiles.length, ...(listed?.patchSha256 ? { patchSha256: listed.patchSha256 } : {}) },
@@ -323,11 +330,11 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     }),
     RunStatusOut,
     async (args) => {
-      const s = await core.settings.get();
+      const s = await the().core.settings.get();
       const provider = args.provider ?? s.defaultProvider;
       const model = args.model ?? (provider === s.defaultProvider ? s.defaultModel : undefined);
       if (!provider || !model) throw new AirlockError('INVALID_INPUT', 'Name provider and model (no default is set in Airlock settings).', { field: provider ? 'model' : 'provider' });
-      const started = await services.runs.start(StartRunInput.parse({
+      const started = await the().services.runs.start(StartRunInput.parse({
         projectDir: args.projectDir,
         task: args.task,
         agent: args.agent ?? s.defaultAgent,
@@ -344,7 +351,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
   );
 
   tool('run_status', 'Status of a run (or of a destroyed sandbox, by its id).', z.strictObject({ runId: RunId }), RunStatusOut, async (args) => {
-    const v = statusView(await services.runs.get({ runId: args.runId }));
+    const v = statusView(await the().services.runs.get({ runId: args.runId }));
     return { value: v, text: statusText(v) };
   });
 
@@ -354,10 +361,10 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     z.strictObject({ runId: RunId }),
     z.object({ runId: z.string(), status: z.string(), summary: z.string().optional(), files: z.array(ChangedFileOut), patch: z.string(), patchBytes: z.number(), patchSha256: z.string(), truncated: z.boolean() }),
     async (args) => {
-      const run = await services.runs.get({ runId: args.runId });
-      if (runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still ${run.status}; its result is collected when it ends (run_status).`);
-      const listed = await services.diffs.list({ runId: args.runId });
-      const whole = await services.diffs.preview({ runId: args.runId });
+      const run = await the().services.runs.get({ runId: args.runId });
+      if (the().core.runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still ${run.status}; its result is collected when it ends (run_status).`);
+      const listed = await the().services.diffs.list({ runId: args.runId });
+      const whole = await the().services.diffs.preview({ runId: args.runId });
       const text = whole.text ?? '';
       const truncated = whole.text === undefined || whole.bytes > limits.patchBytes;
       const value = { runId: run.id, status: run.status, ...(run.summary ? { summary: run.summary } : {}), files: listed.files.map(changedView), patch: text.slice(0, limits.patchBytes), patchBytes: whole.bytes, patchSha256: whole.sha256, truncated };
@@ -371,15 +378,15 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     z.strictObject({ runId: RunId, task: z.string().min(1).max(100_000), agent: AgentKind.optional(), provider: z.string().max(40).optional(), model: z.string().max(200).optional() }),
     RunStatusOut,
     async (args) => {
-      const started = await services.runs.continue({ runId: args.runId, task: args.task, ...(args.agent ? { agent: args.agent } : {}), ...(args.provider ? { provider: args.provider } : {}), ...(args.model ? { model: args.model } : {}) });
+      const started = await the().services.runs.continue({ runId: args.runId, task: args.task, ...(args.agent ? { agent: args.agent } : {}), ...(args.provider ? { provider: args.provider } : {}), ...(args.model ? { model: args.model } : {}) });
       const v = statusView(started);
       return { value: v, text: statusText(v) };
     },
   );
 
   tool('run_cancel', 'Cancel a run: the agent stops, its changes so far are kept for review, the sandbox is wiped.', z.strictObject({ runId: RunId }), RunStatusOut, async (args) => {
-    await services.runs.cancel({ runId: args.runId });
-    const v = statusView(await runs.wait(args.runId));
+    await the().services.runs.cancel({ runId: args.runId });
+    const v = statusView(await the().core.runs.wait(args.runId));
     return { value: v, text: statusText(v) };
   });
 
@@ -396,9 +403,9 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     }),
     z.object({ applied: z.array(z.string()), conflicts: z.array(z.object({ path: z.string(), reason: z.string() })), branch: z.string().optional(), commit: z.string().optional(), patchSha256: z.string().optional(), approvedBy: z.enum(['user', 'server-flag']) }),
     async (args, extra) => {
-      if (runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still in progress; apply its result once it has ended (sandbox_destroy a sandbox first).`);
-      const run = await core.store.get(args.runId);
-      const reviewed = await services.diffs.preview({ runId: args.runId, ...(args.files ? { files: args.files } : {}) });
+      if (the().core.runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still in progress; apply its result once it has ended (sandbox_destroy a sandbox first).`);
+      const run = await the().core.store.get(args.runId);
+      const reviewed = await the().services.diffs.preview({ runId: args.runId, ...(args.files ? { files: args.files } : {}) });
       if (reviewed.sha256 !== args.reviewedSha256) {
         throw new AirlockError('CONFLICT', `reviewedSha256 does not match the result (its patch${args.files ? ' for these files' : ''} has sha256 ${reviewed.sha256}); read it again with run_result and pass that digest.`, { field: 'reviewedSha256' });
       }
@@ -406,21 +413,21 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
       const client = clientName();
       let by: 'user' | 'server-flag' = 'server-flag';
       let requestId: string | undefined;
-      if (!deps.allowApply) {
-        const req = await deps.approvals.request(
+      if (!the().allowApply) {
+        const req = await the().approvals.request(
           { runId: run.id, client, projectDir: run.projectDir, target: run.projectDir, mode: args.branch ? 'branch' : 'working-tree', ...(args.branch ? { branch: args.branch } : {}), files: reviewed.files, reviewedSha256: args.reviewedSha256, patchBytes: reviewed.bytes },
           (args.waitSec ?? 300) * 1000,
         );
         requestId = req.requestId;
         progress(extra)(`waiting for the user's answer in Airlock (request ${req.requestId.slice(0, 8)})`);
-        const answer = await deps.approvals.wait(req.requestId, extra.signal);
-        const how = deps.approveHint ?? 'Open the Airlock app (or `airlock serve`): the request is shown there with the exact change to approve';
+        const answer = await the().approvals.wait(req.requestId, extra.signal);
+        const how = the().approveHint ?? 'Open the Airlock app (or `airlock serve`): the request is shown there with the exact change to approve';
         if (answer === 'refused') throw new AirlockError('FORBIDDEN', `The user refused to apply run ${run.id}; nothing was written.`);
         if (answer === 'expired') throw new AirlockError('FORBIDDEN', `Not applied: run_apply needs the user's yes and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there. (An MCP server started with 'airlock mcp --allow-apply' applies without asking, recorded in the audit log.)`);
         by = 'user';
       }
       const result = await applyRunResult({
-        store: core.store,
+        store: the().core.store,
         run,
         reviewedSha256: args.reviewedSha256,
         mode: args.branch ? 'branch' : 'working-tree',
@@ -434,7 +441,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
     },
   );
 
-  registerResources(server, deps, limits);
+  registerResources(server, async () => { await ready; return the(); }, limits);
 
   return {
     server,
@@ -449,8 +456,7 @@ export function createMcpConnection(deps: McpDeps): McpConnection {
 }
 
 /** A run's terminal log, events, diff and audit verification, as `airlock://runs/<id>/…` resources. */
-function registerResources(server: McpServer, deps: McpDeps, limits: McpLimits): void {
-  const { core, services } = deps;
+function registerResources(server: McpServer, ready: () => Promise<McpDeps>, limits: McpLimits): void {
   const runIdOf = (v: string | string[] | undefined) => {
     const id = Array.isArray(v) ? v[0] : v;
     if (!id || !RunId.safeParse(id).success) throw new AirlockError('INVALID_INPUT', `'${String(id).slice(0, 80)}' is not a run id.`);
@@ -460,6 +466,7 @@ function registerResources(server: McpServer, deps: McpDeps, limits: McpLimits):
   const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
 
   server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log (the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+    const { core } = await ready();
     const id = runIdOf(vars.runId);
     await core.store.get(id);
     const file = path.join(core.store.paths(id).dir, 'terminal.log');
@@ -476,14 +483,17 @@ function registerResources(server: McpServer, deps: McpDeps, limits: McpLimits):
     }
   });
   server.registerResource('run-events', template('events'), { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+    const { services } = await ready();
     const page = await services.runs.events({ runId: runIdOf(vars.runId), afterSeq: -1, limit: 5000 });
     return text(uri, JSON.stringify(page.events), 'application/json');
   });
   server.registerResource('run-diff', template('diff'), { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
+    const { services } = await ready();
     const whole = await services.diffs.preview({ runId: runIdOf(vars.runId) });
     return text(uri, (whole.text ?? '').slice(0, limits.patchBytes), 'text/x-diff');
   });
   server.registerResource('run-audit', template('audit'), { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+    const { services } = await ready();
     const result = await services.audit.verify({ runId: runIdOf(vars.runId) });
     return text(uri, JSON.stringify(result), 'application/json');
   });

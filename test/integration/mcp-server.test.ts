@@ -223,7 +223,8 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
   }, 600_000);
 
   it('a crashed airlock mcp: its sandbox is reaped and the session marked interrupted at the next start', async () => {
-    const crashing = stdioClient(fx.home);
+    // --foreground: no worker to finish the job when this process dies.
+    const crashing = stdioClient(fx.home, ['--foreground']);
     await crashing.client.connect(crashing.transport);
     const { sandboxId } = await ok<{ sandboxId: string }>(crashing.client, 'sandbox_create', { projectDir });
     expect((await leftoversOf(sandboxId)).length).toBeGreaterThan(0);
