@@ -234,8 +234,9 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     const next = stdioClient(fx.home);
     await next.client.connect(next.transport);
     try {
+      // Tools answer once the core has started, recovery included.
+      expect(await ok(next.client, 'run_status', { runId: sandboxId })).toMatchObject({ status: 'interrupted', agent: 'mcp' });
       expect(await leftoversOf(sandboxId)).toEqual([]);
-      expect((await fx.services.runs.get({ runId: sandboxId })).status).toBe('interrupted');
     } finally {
       await next.client.close();
     }

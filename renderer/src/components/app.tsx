@@ -12,6 +12,7 @@ import { ReviewScreen } from './review-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
+import { McpApplyRequests } from './mcp-panels';
 
 const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'new' }, label: 'New run', key: '1' },
@@ -77,6 +78,7 @@ export function App() {
         <ThemeToggle />
       </nav>
       <main className="main">
+        <McpApplyRequests />
         <Screen route={route} />
       </main>
       <div className="notice-area" aria-live="polite">

@@ -5,6 +5,7 @@ import { useAppStore } from '../stores/app-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
+import { McpSettingsPanel } from './mcp-panels';
 
 /**
  * Settings (docs/architecture.md §5, "Settings"): every preference the app keeps, each with one line
@@ -154,7 +155,12 @@ export function SettingsScreen() {
     if (!settings) void useSettingsStore.getState().load();
   }, [settings]);
   if (!settings) return <div className="muted">Loading settings…</div>;
-  return <SettingsForm settings={settings} />;
+  return (
+    <>
+      <SettingsForm settings={settings} />
+      <McpSettingsPanel />
+    </>
+  );
 }
 
 function SettingsForm({ settings }: { settings: Settings }) {
