@@ -23,15 +23,28 @@ async function copy(text: string): Promise<void> {
 export function McpSettingsPanel() {
   const [info, setInfo] = useState<McpInfo>();
   const [error, setError] = useState<ReturnType<typeof errorInfo>>();
-  const load = useCallback(() => {
-    api().call('mcp:info', {}).then(setInfo, (e: unknown) => setError(errorInfo(e)));
+  const [enabled, setEnabled] = useState<boolean>();
+  const load = useCallback(async (): Promise<McpInfo | undefined> => {
+    try {
+      const next = await api().call('mcp:info', {});
+      setInfo(next);
+      return next;
+    } catch (e) {
+      setError(errorInfo(e));
+      return undefined;
+    }
   }, []);
-  useEffect(load, [load]);
+  useEffect(() => void load(), [load]);
   const toggle = async (on: boolean) => {
+    setEnabled(on);
     try {
       await api().call('settings:update', { mcpHttp: on });
-      // The door opens in the background; ask again for its address.
-      setTimeout(load, 300);
+      // The door opens in the background: ask again until it has an address (or says why not).
+      for (let i = 0; i < 20; i++) {
+        const next = await load();
+        if (!on || !next || next.http.url || next.http.error) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
     } catch (e) {
       setError(errorInfo(e));
     }
@@ -42,7 +55,7 @@ export function McpSettingsPanel() {
       <p className="muted">Host agents create sandboxes and runs through <span className="mono">airlock mcp</span>. Nothing is applied to a project without your yes here.</p>
       {error && <ErrorBanner error={error} />}
       <label className="row check-label">
-        <input id="s-mcp-http" type="checkbox" checked={info?.http.enabled ?? false} onChange={(e) => void toggle(e.target.checked)} /> Serve MCP over HTTP on 127.0.0.1 while the app runs (token required)
+        <input id="s-mcp-http" type="checkbox" checked={enabled ?? info?.http.enabled ?? false} onChange={(e) => void toggle(e.target.checked)} /> Serve MCP over HTTP on 127.0.0.1 while the app runs (token required)
       </label>
       {info?.http.url && <div className="mono" data-mcp-url>{info.http.url}</div>}
       {info?.http.error && <ErrorBanner message={`The HTTP door did not open: ${info.http.error}`} />}
