@@ -21,6 +21,7 @@ export * from './mcp';
 export * from './projects';
 export * from './runs';
 export * from './run-again';
+export * from './run-defaults';
 export * from './sandboxes';
 export * from './settings';
 export * from './terminals';

@@ -3,10 +3,11 @@ import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
+import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
 import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
-import { AirlockCore, createAirlockCore, type AirlockCoreOptions } from './app';
+import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
 import { Emitter, type Event } from './common/disposable';
@@ -114,7 +115,7 @@ function sandboxesService(parts: ServiceParts): SandboxesService {
   const { core } = parts;
   return {
     // The same checks as `airlock doctor`; the image is not built here (the UI offers it as a fix).
-    doctor: () => runDoctorChecks(defaultDoctorChecks(), { env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
+    doctor: () => runDoctorChecks(defaultDoctorChecks(), { app: core.app, env: core.env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined }),
     async buildImage({ variant }) {
       const buildId = `b-${randomBytes(4).toString('hex')}`;
       const started = performance.now();
@@ -187,7 +188,7 @@ function runsService(parts: ServiceParts): RunsService {
       const st = await stat(dir).catch(() => undefined);
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
-      const gitHistory = input.gitHistory ?? (await parts.core.settings.get()).gitHistory;
+      const gitHistory = input.gitHistory ?? newRunDefaults(await parts.core.settings.get()).gitHistory;
       const started = toRunSummary(await runs.start(gitHistory === undefined ? input : { ...input, gitHistory }));
       // The New run form offers the latest folders again (settings, so the CLI's runs count too).
       const { recentProjects } = await parts.core.settings.get();
@@ -363,7 +364,7 @@ function settingsService(parts: ServiceParts): SettingsService {
       const current = await core.settings.get();
       // Checked when they change (a saved address whose context has gone does not block saving the theme).
       if (ENGINE_FIELDS.some((f) => f in patch && patch[f] !== current[f])) await validateEngineSettings(core.env, { ...current, ...patch });
-      // The core switches engines for the next sandbox when these change (AirlockCore.onSettingsChanged).
+      // The core switches engines for the next sandbox when these change (SandboxManagers.onSettingsChanged).
       return core.settings.update(patch);
     },
     async appInfo() {
@@ -374,6 +375,7 @@ function settingsService(parts: ServiceParts): SettingsService {
       await validateEngineSettings(core.env, input);
       const host = input.engineHost?.trim();
       const ctx: DoctorContext = {
+        app: core.app,
         env: withoutEngineOverrides(core.env),
         options: { build: false, agents: false },
         state: new Map(),

@@ -12,9 +12,15 @@ set -euo pipefail
 log() { printf '[prepare-vm-assets] %s\n' "$*"; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then
-  log "only Linux x86-64 is prepared by this script (macOS: use the Lima driver; see resources/vm/README.md)"
+# The QEMU driver boots an x86-64 guest (Debian's cloud-amd64 kernel, q35, ttyS0) and refuses other
+# hosts itself (core/sandbox/qemu/qemu-driver.ts checkAvailable); an arm64 kernel here would boot nothing.
+if [ "$(uname -s)" != Linux ]; then
+  log "only Linux hosts are prepared by this script (macOS: the Lima driver; Windows: WSL2; see resources/vm/README.md)"
   exit 0
+fi
+if [ "$(uname -m)" != x86_64 ]; then
+  log "this host is $(uname -m): Airlock's QEMU VM isolation supports x86-64 Linux hosts only; use container isolation here (resources/vm/README.md)"
+  exit 1
 fi
 
 home=${AIRLOCK_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/airlock}

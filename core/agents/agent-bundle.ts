@@ -1,4 +1,4 @@
-import { readBuiltBundle, type BuiltBundle } from '../sandbox/built-bundle';
+import { readBuiltBundle, type BuiltBundle } from '../common/built-bundle';
 
 export { AGENT_DIR_IN_IMAGE, AGENT_SCRIPT_IN_IMAGE } from './agent-image-paths';
 

@@ -3,7 +3,7 @@
  * Node 18 (scripts/build.mjs). The sandbox image copies `files` into /opt/airlock/ and is tagged by
  * `hash`, so a changed helper gives a new image.
  */
-import { readBuiltBundle, type BuiltBundle } from '../sandbox/built-bundle';
+import { readBuiltBundle, type BuiltBundle } from '../common/built-bundle';
 
 export type HelperBundle = BuiltBundle;
 

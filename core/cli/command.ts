@@ -1,9 +1,16 @@
+import type { AppContext } from '../app-context';
+
 /** Streams and environment a CLI command works with (injected so tests can capture them). */
 export interface CliIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
   env: NodeJS.ProcessEnv;
+  /**
+   * The shared pieces (home, settings, catalog, vault, store, engine) made once from `env` by `main`;
+   * a command called directly without it gets one made from `env` (`withApp`).
+   */
+  app?: AppContext;
 }
 
 /** Exit codes scripts can rely on. */

@@ -44,7 +44,14 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
       return ExitCode.ok;
     }
     const env = { ...io.env, ...(host === undefined ? {} : { AIRLOCK_ENGINE_HOST: host }), ...(choice === undefined ? {} : { AIRLOCK_ENGINE: choice }) };
-    return await command.run(args, { ...io, env });
+    // One set of shared pieces for the whole command line, from this one environment.
+    const { createAppContext } = await import('../app-context');
+    const app = createAppContext({ env });
+    try {
+      return await command.run(args, { ...io, env, app });
+    } finally {
+      await app.close();
+    }
   } catch (err) {
     if (err instanceof CliUsageError) {
       io.stderr.write(`airlock ${name}: ${err.message}\nusage: ${command.usage}\n`);

@@ -3,7 +3,9 @@ import { AirlockError, toErrorInfo, type ErrorKind } from '../../contracts/error
 import type { DoctorCheck, DoctorReport } from '../../contracts/sandboxes';
 import { newRunId } from '../../contracts/ids';
 import { missingResources, resourcePaths } from '../common/resources';
-import { installationId } from '../common/installation-id';
+import type { KeyVault } from '../keys/key-vault';
+import type { ProviderCatalog } from '../keys/provider-catalog';
+import type { SettingsStore } from '../settings/settings-store';
 import { DockerDriver } from '../sandbox/docker/docker-driver';
 import { connectEngine, engineIdentity, pingEngine, type Engine, type EngineSelection } from '../sandbox/docker/engine';
 import { describeEngine, type EngineDescription } from '../sandbox/docker/engine-endpoint';
@@ -29,8 +31,23 @@ export interface DoctorOptions {
   prune?: boolean;
 }
 
-/** What checks share: options, environment, values earlier checks found (engine, image ref). */
+/**
+ * The pieces of the app being checked (`AppContext` is one): the same data folder, settings, keychain
+ * service and engine as the core's, so the check sees what a run would.
+ */
+export interface DoctorApp {
+  readonly home: string;
+  readonly settings: Pick<SettingsStore, 'get'>;
+  readonly catalog: ProviderCatalog;
+  readonly vault: KeyVault;
+  installationId(): Promise<string>;
+  /** A new connection to the engine the settings choose; the caller disposes it. */
+  connectEngine(): Promise<Engine>;
+}
+
+/** What checks share: the app, options, environment, values earlier checks found (engine, image ref). */
 export interface DoctorContext {
+  app: DoctorApp;
   env: NodeJS.ProcessEnv;
   options: DoctorOptions;
   /** Values left by earlier checks for later ones (`engine`, `image`, `engineFound`). */
@@ -89,8 +106,7 @@ export const engineCheck: ReadinessCheck = {
   id: 'docker.engine',
   label: 'Container engine',
   async run(ctx) {
-    const { connectConfiguredEngine } = await import('../app');
-    const engine = ctx.engineSelection ? await connectEngine(ctx.env, ctx.engineSelection) : await connectConfiguredEngine(ctx.env);
+    const engine = ctx.engineSelection ? await connectEngine(ctx.env, ctx.engineSelection) : await ctx.app.connectEngine();
     const v = await pingEngine(engine, ctx.env).catch((err: unknown) => {
       engine.dispose();
       throw err;
@@ -152,9 +168,8 @@ export const helperCheck: ReadinessCheck = {
     const engine = ctx.state.get('engine') as Engine | undefined;
     const image = ctx.state.get('image') as string | undefined;
     if (!engine || !image) return { status: 'skipped', detail: 'needs the engine and the image' };
-    const { airlockHome } = await import('../common/paths');
     // Labelled with this installation, so a reaper can take it on a shared engine if the check is cut short.
-    const installation = await installationId(airlockHome(ctx.env));
+    const installation = await ctx.app.installationId();
     const manager = new SandboxManager(new DockerDriver({ engine, env: ctx.env, installationId: installation }), { installationId: installation });
     const runId = newRunId();
     const t0 = Date.now();
@@ -180,31 +195,15 @@ export const helperCheck: ReadinessCheck = {
   },
 };
 
-/** The key vault of the home being checked, disposed after `fn`. */
-async function withVault<T>(ctx: DoctorContext, fn: (v: { vault: import('../keys/key-vault').KeyVault; catalog: import('../keys/provider-catalog').ProviderCatalog }) => Promise<T>): Promise<T> {
-  const { KeyVault } = await import('../keys/key-vault');
-  const { ProviderCatalog } = await import('../keys/provider-catalog');
-  const { airlockHome } = await import('../common/paths');
-  const catalog = new ProviderCatalog({ home: airlockHome(ctx.env) });
-  const vault = new KeyVault(catalog);
-  try {
-    return await fn({ vault, catalog });
-  } finally {
-    vault.dispose();
-  }
-}
-
 /** The OS keychain answers (a missing one is a warning: keys can be kept for the session only). */
 export const keychainCheck: ReadinessCheck = {
   id: 'keychain',
   label: 'OS keychain',
   async run(ctx) {
-    return withVault(ctx, async ({ vault }): Promise<DoctorFinding> => {
-      const status = await vault.status();
-      return status.available
-        ? { status: 'ok', detail: 'provider keys are stored in the OS keychain' }
-        : { status: 'warn', detail: status.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet), or keep keys for this session only.' };
-    });
+    const status = await ctx.app.vault.status();
+    return status.available
+      ? { status: 'ok', detail: 'provider keys are stored in the OS keychain' }
+      : { status: 'warn', detail: status.message ?? 'no keychain', fix: 'Start a Secret Service (GNOME Keyring, KWallet), or keep keys for this session only.' };
   },
 };
 
@@ -213,13 +212,14 @@ export const providerKeysCheck: ReadinessCheck = {
   id: 'provider-keys',
   label: 'Provider key',
   async run(ctx) {
-    return withVault(ctx, async ({ vault, catalog }): Promise<DoctorFinding> => {
+    const { vault, catalog } = ctx.app;
+    return (async (): Promise<DoctorFinding> => {
       const keyless = (await catalog.list()).filter((p) => !p.requiresKey).map((p) => p.id);
       const withKey = (await vault.list()).filter((k) => k.hasKey).map((k) => k.provider);
       if (withKey.length) return { status: 'ok', detail: `key stored for ${withKey.join(', ')}` };
       if (keyless.length) return { status: 'ok', detail: `no key stored; ${keyless.join(', ')} need${keyless.length === 1 ? 's' : ''} none` };
       return { status: 'warn', detail: 'no provider key is stored, so a run cannot call a model', fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
-    }).catch((err: unknown): DoctorFinding => {
+    })().catch((err: unknown): DoctorFinding => {
       // No keychain is the keychain check's finding; here it only means keys cannot be listed.
       if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') return { status: 'skipped', detail: 'the keychain is not available' };
       throw err;
@@ -247,9 +247,7 @@ export const isolationCheck: ReadinessCheck = {
   async run(ctx) {
     const { probeIsolation } = await import('../sandbox/probe-isolation');
     const engineOk = ctx.state.has('engine');
-    const { SettingsStore } = await import('../app');
-    const { airlockHome } = await import('../common/paths');
-    const { vmAccel } = await new SettingsStore(airlockHome(ctx.env)).get();
+    const { vmAccel } = await ctx.app.settings.get();
     const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
     const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
     // The driver `--isolation vm` uses on this platform (as RunService picks it); the New run form

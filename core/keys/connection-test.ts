@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { KeyTestResult } from '../../contracts/keys';
-import { redactKey, sendUpstream } from '../proxy/upstream-client';
+import { redactKey, sendUpstream } from '../upstream/upstream-client';
 import type { ProviderConfig } from './provider-catalog';
 import type { Secret } from './secret';
 

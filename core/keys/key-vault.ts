@@ -1,7 +1,7 @@
 import { AirlockError } from '../../contracts/errors';
 import type { KeychainStatus, KeyInfo, KeyStorage, KeyTestResult } from '../../contracts/keys';
 import { Emitter, type Event } from '../common/disposable';
-import { ChatgptSession } from '../proxy/chatgpt-session';
+import { ChatgptSession } from './chatgpt-session';
 import { testConnection } from './connection-test';
 import { checkKeyFormat } from './key-format';
 import { OsKeychainBackend, type KeyBackend } from './keychain-backend';

@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { AirlockError } from '../../contracts/errors';
 import type { KeyTestResult } from '../../contracts/keys';
-import type { ChatgptSession } from '../proxy/chatgpt-session';
-import { redactKey, sendUpstream } from '../proxy/upstream-client';
+import type { ChatgptSession } from './chatgpt-session';
+import { redactKey, sendUpstream } from '../upstream/upstream-client';
 import type { ProviderConfig } from './provider-catalog';
 import type { Secret } from './secret';
 

@@ -13,7 +13,7 @@ import type { AirlockCore } from '../app';
 import { APP_VERSION } from '../common/app-version';
 import { applyRunResult } from '../runs/run-apply';
 import type { StoredRun } from '../runs/run-record';
-import { ApplyApprovals } from './apply-approvals';
+import type { ApplyApprovals } from './apply-approvals';
 import { DEFAULT_MCP_LIMITS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§16). */

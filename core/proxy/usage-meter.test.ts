@@ -3,7 +3,7 @@ import { AirlockError } from '../../contracts/errors';
 import { costOf, DEFAULT_PRICES, priceOf, priceTableFor, withOverrides } from './price-table';
 import { SseUsageScanner, usageFromJson } from './usage-meter';
 import { matchRoute } from './wire-format';
-import { upstreamUrl } from './upstream-client';
+import { upstreamUrl } from '../upstream/upstream-client';
 
 const u = (inputTokens: number, outputTokens: number, cacheReadTokens = 0, cacheWriteTokens = 0) => ({ inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens });
 

@@ -133,7 +133,7 @@ describe('writeRecordedPatch', () => {
   });
 
   it('refuses, without writing, when the audit log is not sealed', async () => {
-    const { store, run, patch } = await finishedRun({ seal: false });
+    const { store, run } = await finishedRun({ seal: false });
     const dest = path.join(home, 'out.patch');
     await expect(writeRecordedPatch({ store, runId: run.id, dest })).rejects.toMatchObject({ kind: 'CONFLICT' });
     await expect(readFile(dest)).rejects.toMatchObject({ code: 'ENOENT' });

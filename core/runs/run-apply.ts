@@ -5,7 +5,7 @@ import type { ApplyResult, ChangeScope } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
 import { applyResult } from '../workspace/apply';
-import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
+import { sectionsOf, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
 import { ZERO_OID } from '../workspace/git-objects';
 import { HostRepo } from '../workspace/host-repo';
 import { mergeViewOf, writeResolution, type MergeViewData } from '../workspace/merge-view';

@@ -10,6 +10,7 @@ import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './
 import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
+import { engineArch, sandboxArchFrom, sandboxBuildArgs, type SandboxArch } from './sandbox-arch';
 
 export const IMAGE_REPOSITORY = 'airlock-sandbox';
 
@@ -31,6 +32,11 @@ export interface EnsureImageOptions {
   force?: boolean;
   /** false: report a missing image as NOT_FOUND instead of building it (`airlock doctor --no-build`). */
   allowBuild?: boolean;
+  /**
+   * Build for this architecture instead of the engine's own (`AIRLOCK_SANDBOX_ARCH`; needs the
+   * engine to emulate it, e.g. binfmt + qemu-user-static). Default: what the engine reports.
+   */
+  arch?: SandboxArch;
 }
 
 export interface EnsureImageResult {
@@ -145,32 +151,51 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
       return { ref: opts.image, built: false };
     }
     const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
-    emit({ phase: 'context', message: 'preparing the sandbox payload', variant: 'base' });
-    const { ref: baseRef, context } = await describeSandboxImage(opts);
-    const base = await buildOnce(engine, baseRef, opts, context, {}, 'base', emit);
+    const native = await engineArch(engine);
+    const arch = opts.arch ?? archOverride() ?? native;
+    // A foreign architecture is asked for explicitly; the native one needs no platform parameter (old engines lack it).
+    const platform = arch === native ? undefined : `linux/${arch}`;
+    emit({ phase: 'context', message: `preparing the sandbox payload (${arch})`, variant: 'base' });
+    const { ref: baseRef, context, buildargs } = await describeSandboxImage({ ...opts, arch });
+    const base = await buildOnce(engine, baseRef, opts, context, { buildargs, platform }, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
 
     const agentsDockerfile = await readFile(path.join(resourcesDir, 'agents.Dockerfile'));
-    const agentsRef = `${IMAGE_REPOSITORY}:agents-${contextHash(agentsDockerfile, { files: {}, hash: '' }, baseRef)}`;
-    const agents = await buildOnce(engine, agentsRef, opts, () => buildContextTar(agentsDockerfile), { BASE: baseRef }, 'agents', emit);
+    const agentsRef = `${IMAGE_REPOSITORY}:agents-${arch}-${contextHash(agentsDockerfile, { files: {}, hash: '' }, baseRef)}`;
+    const agents = await buildOnce(engine, agentsRef, opts, () => buildContextTar(agentsDockerfile), { buildargs: { BASE: baseRef, ...buildargs }, platform }, 'agents', emit);
     return { ref: agents.ref, built: agents.built || base.built };
   } catch (err) {
     throw (await engineConnectError(err, engine.endpoint)) ?? err;
   }
 }
 
+/** `AIRLOCK_SANDBOX_ARCH` (amd64/arm64), when set: build for that architecture under the engine's emulation. */
+function archOverride(env: NodeJS.ProcessEnv = process.env): SandboxArch | undefined {
+  const v = env.AIRLOCK_SANDBOX_ARCH?.trim();
+  return v ? sandboxArchFrom(v, 'AIRLOCK_SANDBOX_ARCH') : undefined;
+}
+
+/** The base image's tag: its architecture, then the content hash of the build inputs (the architecture included). */
+export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: SandboxPayload, certs: Record<string, Buffer> = {}): string {
+  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}`, certs)}`;
+}
+
 /**
- * The base image's content-hash tag and its build context, without an engine: for builders other
- * than a local Docker engine (the Lima VM's nerdctl).
+ * The base image's tag, build context and build arguments for one architecture, without an engine:
+ * also for builders other than a local Docker engine (the Lima VM's nerdctl). The Dockerfile refuses
+ * to build when its build arguments name another architecture than the build's own.
  */
-export async function describeSandboxImage(opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir'> = {}): Promise<{ ref: string; context: () => Promise<Buffer> }> {
+export async function describeSandboxImage(
+  opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir'> & { arch: SandboxArch },
+): Promise<{ ref: string; context: () => Promise<Buffer>; buildargs: Record<string, string> }> {
   const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
   const payload = await (opts.payload ?? defaultPayload)();
   const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
   const certs = await hostExtraCaCerts();
   return {
-    ref: `${IMAGE_REPOSITORY}:${contextHash(dockerfile, payload, '', certs)}`,
+    ref: baseImageRef(opts.arch, dockerfile, payload, certs),
     context: () => buildContextTar(dockerfile, payload, certs),
+    buildargs: sandboxBuildArgs(opts.arch),
   };
 }
 
@@ -179,7 +204,7 @@ async function buildOnce(
   ref: string,
   opts: EnsureImageOptions,
   context: () => Promise<Buffer>,
-  buildargs: Record<string, string>,
+  build: BuildParams,
   variant: 'base' | 'agents',
   emit: (p: ImageProgress) => void,
 ): Promise<EnsureImageResult> {
@@ -194,17 +219,23 @@ async function buildOnce(
   // Concurrent callers share one build of the same tag.
   let p = inFlight.get(ref);
   if (!p) {
-    p = buildImage(engine.docker, ref, context, buildargs, variant, emit).finally(() => inFlight.delete(ref));
+    p = buildImage(engine.docker, ref, context, build, variant, emit).finally(() => inFlight.delete(ref));
     inFlight.set(ref, p);
   }
   return p;
+}
+
+/** What the engine's build endpoint is given besides the context: build arguments and, for a foreign architecture, the platform. */
+interface BuildParams {
+  buildargs: Record<string, string>;
+  platform?: string;
 }
 
 async function buildImage(
   docker: Docker,
   ref: string,
   context: () => Promise<Buffer>,
-  buildargs: Record<string, string>,
+  { buildargs, platform }: BuildParams,
   variant: 'base' | 'agents',
   emit: (p: ImageProgress) => void,
 ): Promise<EnsureImageResult> {
@@ -216,6 +247,7 @@ async function buildImage(
     rm: true,
     forcerm: true,
     buildargs,
+    ...(platform ? { platform } : {}),
     labels: { [LABEL_KIND]: 'image', 'airlock.variant': variant },
   });
   await new Promise<void>((resolve, reject) => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeError } from '../../contracts/error-help';
 import { AirlockError } from '../../contracts/errors';
 import type { RunEvent, StartRunInput } from '../../contracts/runs';
-import { CODEX_OAUTH_CLIENT_ID } from '../../core/proxy/chatgpt-session';
+import { CODEX_OAUTH_CLIENT_ID } from '../../core/keys/chatgpt-session';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { createRunFixture, filesContaining, leftoversOf, type RunFixture } from '../support/run-fixture';

@@ -7,7 +7,9 @@ import { pathToFileURL } from 'node:url';
 import { extractAll, listPackage, statFile } from '@electron/asar';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { connectEngine } from '../../core/sandbox/docker/engine';
 import { describeSandboxImage } from '../../core/sandbox/image';
+import { engineArch } from '../../core/sandbox/sandbox-arch';
 import { ensureBuilt, root } from '../../scripts/build.mjs';
 import { CHROMIUM } from '../e2e/support/browser';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -168,7 +170,8 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     });
 
     it('builds (or finds) the sandbox image from the packaged Dockerfile and payload: the same tag as this checkout', async () => {
-      const expected = (await describeSandboxImage()).ref;
+      const engine = await connectEngine();
+      const expected = (await describeSandboxImage({ arch: await engineArch(engine).finally(() => engine.dispose()) })).ref;
       const built = (await invoke('sandboxes:buildImage', { variant: 'base' })) as { ok: boolean; value?: { image: string } };
       expect(built).toMatchObject({ ok: true, value: { image: expected } });
     });

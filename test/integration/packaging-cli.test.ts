@@ -103,9 +103,9 @@ describe.skipIf(!docker.ok)('the npm package: pack, install -g into a clean pref
   it('airlock doctor builds the sandbox image from the installed files, and sandbox exec runs in it', async () => {
     await appendFile(path.join(pkgDir, 'out', 'sandbox', 'helper.js'), `\n${marker}\n`);
     const doctor = await run(airlock, ['doctor'], { cwd: tmp, env });
-    imageTag = /airlock-sandbox:[0-9a-f]{20}/.exec(doctor.stdout + doctor.stderr)?.[0];
+    imageTag = /airlock-sandbox:(?:amd64|arm64)-[0-9a-f]{20}/.exec(doctor.stdout + doctor.stderr)?.[0];
     expect(doctor.code, `${doctor.stdout}\n${doctor.stderr}`).toBe(0);
-    expect(doctor.stdout + doctor.stderr).toMatch(/built airlock-sandbox:[0-9a-f]{20}|building airlock-sandbox:[0-9a-f]{20}/);
+    expect(doctor.stdout + doctor.stderr).toMatch(/built airlock-sandbox:(?:amd64|arm64)-[0-9a-f]{20}|building airlock-sandbox:(?:amd64|arm64)-[0-9a-f]{20}/);
 
     const project = path.join(tmp, 'project');
     await run('mkdir', ['-p', project]);

@@ -8,6 +8,7 @@
 import { statfs } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
+import { createAppContext } from '../../core/app-context';
 import { engineCheck, runDoctorChecks } from '../../core/doctor/doctor';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { connectEngine, engineIdentity, type Engine } from '../../core/sandbox/docker/engine';
@@ -63,7 +64,7 @@ describe.skipIf(!rootless.ok)('rootless Podman as the engine (real Podman API, i
     expect(await engine.docker.listContainers({ all: true, filters })).toEqual([]);
     expect((await engine.docker.listVolumes({ filters })).Volumes ?? []).toEqual([]);
 
-    const report = await runDoctorChecks([engineCheck], { env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined });
+    const report = await runDoctorChecks([engineCheck], { app: createAppContext({ env }), env, options: { build: false, agents: false }, progress: () => undefined, progressDone: () => undefined });
     const check = report.checks.find((c) => c.id === 'docker.engine');
     expect(check).toMatchObject({ status: 'fail', detail: expect.stringMatching(/cannot apply cgroup limits.*\[ENGINE_LIMITS_UNSUPPORTED\]/s), fix: expect.stringMatching(/rootful Podman or Docker/) });
   });

@@ -28,7 +28,7 @@ function raw(port: number, data: Buffer | string | (Buffer | string)[], opts: { 
     });
     sock.on('close', finish);
     sock.on('error', () => undefined);
-    sock.on('connect', async () => {
+    const send = async (): Promise<void> => {
       const parts = Array.isArray(data) ? data : [data];
       for (const p of parts) {
         if (sock.destroyed) break;
@@ -36,7 +36,8 @@ function raw(port: number, data: Buffer | string | (Buffer | string)[], opts: { 
         if (opts.gapMs) await new Promise((r) => setTimeout(r, opts.gapMs));
       }
       arm();
-    });
+    };
+    sock.on('connect', () => void send());
   });
 }
 

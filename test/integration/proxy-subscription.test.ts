@@ -1,7 +1,7 @@
 import { AsyncEntry } from '@napi-rs/keyring';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jwtPayload } from '../../core/keys/subscription-credentials';
-import { CODEX_OAUTH_CLIENT_ID } from '../../core/proxy/chatgpt-session';
+import { CODEX_OAUTH_CLIENT_ID } from '../../core/keys/chatgpt-session';
 import { requirePrerequisite } from '../support/prerequisites';
 import { canary, jwt, startSubscriptionRig, type SubscriptionRig } from '../support/subscription-rig';
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { keysCommand } from '../../core/cli/commands/keys';
 import { readCodexSignin } from '../../core/keys/codex-auth-file';
-import { CODEX_OAUTH_CLIENT_ID } from '../../core/proxy/chatgpt-session';
+import { CODEX_OAUTH_CLIENT_ID } from '../../core/keys/chatgpt-session';
 import { captureIo } from '../support/cli-io';
 import { requirePrerequisite } from '../support/prerequisites';
 import { canary, jwt, startSubscriptionRig, type SubscriptionRig } from '../support/subscription-rig';

@@ -1,11 +1,25 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 // @ts-expect-error plain ESM script without types
-const { findViolations, findImportCycles } = (await import('../../scripts/check-boundaries.mjs')) as { findViolations(): Promise<string[]>; findImportCycles(): Promise<string[]> };
+const { findViolations, findImportCycles, findFolderViolations, findResourceViolations } = (await import('../../scripts/check-boundaries.mjs')) as Record<
+  'findViolations' | 'findImportCycles' | 'findFolderViolations' | 'findResourceViolations',
+  (root?: string) => Promise<string[]>
+>;
+
+/** A throwaway tree of `files` (path → text) to run the checker on. */
+async function fixture(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-boundaries-'));
+  for (const [file, text] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, file)), { recursive: true });
+    await writeFile(path.join(dir, file), text);
+  }
+  return dir;
+}
 
 describe('import boundaries (docs/architecture.md §3)', () => {
   it('holds for the whole tree', async () => {
@@ -38,6 +52,64 @@ describe('import boundaries (docs/architecture.md §3)', () => {
       await writeFile(path.join(dir, 'd.ts'), "import { c } from './c';\nexport const d = c;\n");
       const cycles = await findImportCycles();
       expect(cycles.filter((c) => c.includes('__cycle_probe__'))).toEqual(['core/__cycle_probe__/a.ts → core/__cycle_probe__/b.ts → core/__cycle_probe__/a.ts']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("core's folders follow the declared order, with no cycle between them, and in-sandbox code imports only the wire protocol", async () => {
+    expect(await findFolderViolations()).toEqual([]);
+    expect(await findResourceViolations()).toEqual([]);
+  });
+
+  it('fails on a cycle between two folders (an import against the order, and the cycle named with the imports that make it)', async () => {
+    const dir = await fixture({
+      'core/keys/vault.ts': "import { relay } from '../proxy/relay';\nexport const vault = () => relay;\n",
+      'core/proxy/relay.ts': "import { vault } from '../keys/vault';\nexport const relay = () => vault;\n",
+      // Type-only imports are erased: they make no edge.
+      'core/keys/types.ts': "import type { relay } from '../proxy/relay';\nexport type R = typeof relay;\n",
+    });
+    try {
+      const v = await findFolderViolations(dir);
+      expect(v).toContain("core/keys/vault.ts: core/keys/ may not import '../proxy/relay' (core/proxy/ comes after core/keys/ in the folder order)");
+      expect(v).toContain("folder cycle in core: keys → proxy → keys (core/keys/vault.ts: import '../proxy/relay'; core/proxy/relay.ts: import '../keys/vault')");
+      expect(v.filter((l) => l.includes('types.ts'))).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails on a lazy import against the order and on a folder with no place in it', async () => {
+    const dir = await fixture({
+      'core/doctor/check.ts': "export async function check() { return (await import('../app')).x; }\n",
+      'core/app.ts': 'export const x = 1;\n',
+      'core/gadgets/thing.ts': 'export const t = 1;\n',
+    });
+    try {
+      const v = await findFolderViolations(dir);
+      expect(v.some((l) => l.startsWith("core/doctor/check.ts: core/doctor/ may not import '../app'"))).toBe(true);
+      expect(v.some((l) => l.startsWith('core/gadgets/thing.ts: core/gadgets/ has no place in the folder order'))).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails when in-sandbox code imports keys, even for a type, or an allowed file reaches further', async () => {
+    const dir = await fixture({
+      'resources/sandbox/helper/main.ts': "import { FrameType } from '../../../core/channel/protocol';\nimport type { Secret } from '../../../core/keys/secret';\nexport const f = FrameType;\nexport type S = Secret;\n",
+      'resources/sandbox/agent/run.ts': "import { KeyVault } from '../../../core/keys/key-vault';\nexport const k = KeyVault;\n",
+      'core/channel/protocol.ts': "import { runs } from '../runs/run-store';\nexport const FrameType = runs;\n",
+      'core/keys/secret.ts': 'export class Secret {}\n',
+      'core/keys/key-vault.ts': 'export class KeyVault {}\n',
+      'core/runs/run-store.ts': 'export const runs = 1;\n',
+    });
+    try {
+      const v = await findResourceViolations(dir);
+      expect([...v].sort()).toEqual([
+        expect.stringMatching(/^core\/channel\/protocol\.ts: in-sandbox code may not import '\.\.\/runs\/run-store'/),
+        expect.stringMatching(/^resources\/sandbox\/agent\/run\.ts: in-sandbox code may not import '\.\.\/\.\.\/\.\.\/core\/keys\/key-vault'/),
+        expect.stringMatching(/^resources\/sandbox\/helper\/main\.ts: in-sandbox code may not import '\.\.\/\.\.\/\.\.\/core\/keys\/secret'/),
+      ]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -3,6 +3,7 @@ import type { DoctorCheck } from '../../../contracts/sandboxes';
 import type { ImageProgress } from '../../sandbox/driver';
 import { parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { withApp } from '../with-app';
 
 /** `airlock doctor`: the readiness checks of core/doctor, printed as they finish. */
 
@@ -63,12 +64,15 @@ function progressWriter(io: CliIo, json: boolean): { progress(p: ImageProgress):
 /** Runs `checks` in order, prints each with its fix as it finishes, and returns the exit code. */
 export async function runDoctor(checks: ReadinessCheck[], io: CliIo, options: DoctorOptions & { json: boolean }): Promise<number> {
   const writer = progressWriter(io, options.json);
-  const report = await runDoctorChecks(checks, { env: io.env, options, progress: writer.progress, progressDone: writer.done }, (result) => {
-    writer.done();
-    if (options.json) return;
-    io.stdout.write(`${MARK[result.status]}  ${result.label}: ${result.detail}\n`);
-    if (result.fix && (result.status === 'fail' || result.status === 'warn')) io.stdout.write(`      fix: ${result.fix}\n`);
-  });
+  // The core's home, settings, keychain service and engine: the check sees what a run would.
+  const report = await withApp(io, (app) =>
+    runDoctorChecks(checks, { app, env: io.env, options, progress: writer.progress, progressDone: writer.done }, (result) => {
+      writer.done();
+      if (options.json) return;
+      io.stdout.write(`${MARK[result.status]}  ${result.label}: ${result.detail}\n`);
+      if (result.fix && (result.status === 'fail' || result.status === 'warn')) io.stdout.write(`      fix: ${result.fix}\n`);
+    }),
+  );
   if (options.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else io.stdout.write(report.ready ? 'Airlock is ready.\n' : 'Airlock is not ready: fix the checks marked FAIL and run `airlock doctor` again.\n');
   return report.ready ? ExitCode.ok : ExitCode.unavailable;

@@ -11,7 +11,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 /** Runs `fn` with the real services (no crash recovery: history commands only read and apply). */
 async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>): Promise<T> {
-  const services = servicesFor(await createAirlockCore({ env: io.env, recover: false }));
+  const services = servicesFor(await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}), recover: false }));
   try {
     return await fn(services);
   } finally {

@@ -1,11 +1,12 @@
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
-import { airlockHome } from '../../common/paths';
+import type { AppContext } from '../../app-context';
 import { formatAllowEntry, parseAllowEntry } from '../../network/allowlist';
 import { derivePresets, PRESET_NAMES } from '../../network/presets';
 import { ProjectNetworkStore } from '../../network/project-network-store';
 import { CliUsageError, parseCliArgs } from '../args';
-import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { ExitCode, type CliCommand } from '../command';
+import { withApp } from '../with-app';
 
 const USAGE = `airlock network presets [--json]
        airlock network list   (--project DIR | --run RUN_ID) [--json]
@@ -13,18 +14,11 @@ const USAGE = `airlock network presets [--json]
        airlock network remove HOST_PATTERN … (--project DIR | --run RUN_ID)`;
 
 /** The project a `--project`/`--run` option names; a run is looked up in the run history. */
-async function projectFor(values: { project?: string; run?: string }, io: CliIo): Promise<string> {
+async function projectFor(values: { project?: string; run?: string }, app: AppContext): Promise<string> {
   if (values.project && values.run) throw new AirlockError('INVALID_INPUT', 'give either --project or --run, not both');
   if (values.project) return path.resolve(values.project);
   if (values.run) {
-    const { RunStore } = await import('../../runs/run-store');
-    const store = new RunStore({ home: airlockHome(io.env) });
-    try {
-      const record = await store.get(values.run);
-      return record.projectDir;
-    } finally {
-      store.dispose();
-    }
+    return (await app.store.get(values.run)).projectDir;
   }
   throw new AirlockError('INVALID_INPUT', 'name the project with --project DIR or a run with --run RUN_ID');
 }
@@ -63,8 +57,10 @@ export const networkCommand: CliCommand = {
       case 'list':
       case 'allow':
       case 'remove': {
-        const project = await projectFor(values, io);
-        const store = new ProjectNetworkStore(project, airlockHome(io.env));
+        const { project, store } = await withApp(io, async (app) => {
+          const dir = await projectFor(values, app);
+          return { project: dir, store: new ProjectNetworkStore(dir, app.home) };
+        });
         if (sub !== 'list' && rest.length === 0) throw new CliUsageError(`name at least one host to ${sub}`);
         let entries = await store.load();
         if (sub === 'allow') {

@@ -3,6 +3,7 @@ import type { RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { runAgainInput } from '../../../contracts/run-again';
+import { defaultModelFor, newRunDefaults } from '../../../contracts/run-defaults';
 import { AgentKind, StartRunInput, type GitHistory } from '../../../contracts/runs';
 import { freshConversationReason } from '../../runs/run-thread';
 import { createAirlockCore } from '../../app';
@@ -59,35 +60,36 @@ export const runCommand: CliCommand = {
     const gitHistory = gitHistoryOption(values['git-history']);
     const publish = (values.publish ?? []).map((p) => numberOption(p, 'publish', { integer: true, min: 1, max: 65535 }) as number);
 
-    const core = await createAirlockCore({ env: io.env });
+    const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
     const services = servicesFor(core);
     try {
       const settings = await core.settings.get();
+      const defaults = newRunDefaults(settings);
       const parent = parentId ? await services.runs.get({ runId: parentId }) : undefined;
       // `--again`: the past run's settings, under whatever flags were given (contracts/run-again.ts).
       const base = again ? runAgainInput(await services.runs.get({ runId: again })) : undefined;
-      const provider = values.provider ?? parent?.provider ?? base?.provider ?? settings.defaultProvider ?? 'anthropic';
+      const provider = values.provider ?? parent?.provider ?? base?.provider ?? defaults.provider ?? 'anthropic';
       const config = await core.catalog.get(provider);
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
       const startInput = () => {
-        const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? (provider === settings.defaultProvider ? settings.defaultModel : undefined) ?? config.models[0];
+        const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? defaultModelFor(settings, config);
         if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
         const tokens = budgetTokens ?? base?.limits?.budgetTokens;
         const usd = budgetUsd ?? base?.limits?.budgetUsd;
         return StartRunInput.parse({
           projectDir: projectDir ?? base?.projectDir,
           task: values.task ?? base?.task ?? '',
-          agent: values.agent ?? base?.agent ?? settings.defaultAgent,
+          agent: values.agent ?? base?.agent ?? defaults.agent,
           ...(values['custom-command'] ? { customCommand: values['custom-command'] } : base?.customCommand ? { customCommand: base.customCommand } : {}),
           provider,
           model,
           approval: values['approve-commands'] ? 'ask' : (base?.approval ?? 'auto'),
-          isolation: values.isolation ?? base?.isolation ?? settings.defaultIsolation,
-          network: values.network ?? base?.network ?? settings.defaultNetwork,
+          isolation: values.isolation ?? base?.isolation ?? defaults.isolation,
+          network: values.network ?? base?.network ?? defaults.network,
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           limits: {
-            timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? settings.defaultTimeoutSec,
+            timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? defaults.timeoutSec,
             ...(tokens ? { budgetTokens: tokens } : {}),
             ...(usd ? { budgetUsd: usd } : {}),
           },

@@ -1,9 +1,7 @@
 import { newRunId } from '../../../contracts/ids';
 import { writeFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
-import { connectConfiguredEngine } from '../../app';
-import { installationId } from '../../common/installation-id';
-import { airlockHome } from '../../common/paths';
+import type { AppContext } from '../../app-context';
 import { DockerDriver } from '../../sandbox/docker/docker-driver';
 import type { Engine } from '../../sandbox/docker/engine';
 import { ensureSandboxImage } from '../../sandbox/image';
@@ -15,6 +13,7 @@ import { formatBytes } from '../../../contracts/format';
 import { snapshotProject } from '../../workspace/snapshot';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { withApp } from '../with-app';
 
 interface ExecArgs {
   projectDir: string;
@@ -88,15 +87,17 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
   const snapshot = await snapshotProject(args.projectDir, { include: args.include, exclude: args.exclude });
   say(`project ${snapshot.projectDir}: ${snapshot.fileCount} files, ${formatBytes(snapshot.totalBytes)}`);
 
-  const engine = await connectConfiguredEngine(io.env);
-  try {
-    return await execWithEngine(args, io, engine, snapshot, say);
-  } finally {
-    engine.dispose();
-  }
+  return withApp(io, async (app) => {
+    const engine = await app.connectEngine();
+    try {
+      return await execWithEngine(args, io, app, engine, snapshot, say);
+    } finally {
+      engine.dispose();
+    }
+  });
 }
 
-async function execWithEngine(args: ExecArgs, io: CliIo, engine: Engine, snapshot: Awaited<ReturnType<typeof snapshotProject>>, say: (line: string) => void): Promise<number> {
+async function execWithEngine(args: ExecArgs, io: CliIo, app: AppContext, engine: Engine, snapshot: Awaited<ReturnType<typeof snapshotProject>>, say: (line: string) => void): Promise<number> {
   const image = await ensureSandboxImage({
     engine,
     ...(args.image ? { image: args.image } : {}),
@@ -104,7 +105,7 @@ async function execWithEngine(args: ExecArgs, io: CliIo, engine: Engine, snapsho
       if (p.phase !== 'build' || /^step /.test(p.message)) say(`image: ${p.message}`);
     },
   });
-  const installation = await installationId(airlockHome(io.env));
+  const installation = await app.installationId();
   const manager = new SandboxManager(new DockerDriver({ env: io.env, engine, installationId: installation }), { installationId: installation });
   const runId = newRunId();
   let sandbox: Sandbox | undefined;

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { AirlockServices } from '../../api/services';
+import type { AppContext } from '../../app-context';
 import { createApiRouter } from '../../api/router';
 import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
@@ -25,7 +26,8 @@ export function parseServeArgs(args: string[]): ServeOptions {
 }
 
 export interface ServeDeps {
-  createServices(env: NodeJS.ProcessEnv): Promise<AirlockServices>;
+  /** The services over the command's shared pieces (`app`, made by `main` from `env`), when given. */
+  createServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices>;
   /**
    * Resolves when the server should stop (SIGINT/SIGTERM/SIGHUP by default); `done` is called once
    * everything is cleaned up, so signals arriving meanwhile can be answered instead of killing us.
@@ -37,9 +39,9 @@ export interface ServeDeps {
 }
 
 /** The real core (`core/app-services.ts`), loaded only when serving. */
-async function createCoreServices(env: NodeJS.ProcessEnv): Promise<AirlockServices> {
+async function createCoreServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices> {
   const { createAirlockServices } = await import('../../app-services');
-  return createAirlockServices({ env });
+  return createAirlockServices({ env, ...(app ? { app } : {}) });
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -101,7 +103,7 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
       let host: HostServer | undefined;
       let services: AirlockServices | undefined;
       try {
-        services = await deps.createServices(io.env);
+        services = await deps.createServices(io.env, io.app);
         host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port, ...(services.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
         io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);

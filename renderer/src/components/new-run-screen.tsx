@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import { DEFAULT_GIT_HISTORY, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
+import { DEFAULT_GIT_HISTORY, newRunDefaults, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
 import { api, errorInfo, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useDoctorStore } from '../stores/doctor-store';
@@ -51,7 +51,7 @@ function useVmAvailability(): { available: boolean; reason: string } | undefined
   const checking = useDoctorStore((s) => s.checking);
   useEffect(() => {
     if (!report && !checking) void useDoctorStore.getState().check();
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+  }, []); // once per mount: the report is shared through the doctor store
   return report?.checks.find((c) => c.id === 'isolation')?.vm;
 }
 
@@ -105,7 +105,7 @@ export function NewRunScreen() {
   const start = useRunsStore((s) => s.start);
   const navigate = useAppStore((s) => s.navigate);
   const { draft: d, set, againFrom } = useNewRunForm();
-  const gitHistory: GitHistory = d.gitHistory ?? settings?.gitHistory ?? DEFAULT_GIT_HISTORY;
+  const gitHistory: GitHistory = d.gitHistory ?? (settings ? newRunDefaults(settings).effectiveGitHistory : DEFAULT_GIT_HISTORY);
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
   const { preview, error: previewError } = useExcludedPreview(d.projectDir);
@@ -180,7 +180,7 @@ export function NewRunScreen() {
   };
 
   return (
-    <form className="stack" onSubmit={submit} aria-label="New run">
+    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run">
       <h1>New run</h1>
       {againFrom && (
         <div className="banner info" role="status">

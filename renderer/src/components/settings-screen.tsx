@@ -245,7 +245,7 @@ function SettingsForm({ settings }: { settings: Settings }) {
   const hostProblem = problems.engineHost;
 
   return (
-    <form className="stack settings-screen" onSubmit={save} aria-label="Settings" noValidate>
+    <form className="stack settings-screen" onSubmit={(e) => void save(e)} aria-label="Settings" noValidate>
       <div className="row spread">
         <h1>Settings</h1>
         <div className="row">

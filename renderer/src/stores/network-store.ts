@@ -28,7 +28,7 @@ interface NetworkState {
   closeRun(runId: string): void;
 }
 
-export const useNetworkStore = create<NetworkState>()((set, get) => ({
+export const useNetworkStore = create<NetworkState>()((set) => ({
   ports: {},
   blocked: {},
   async publish(runId, port) {

@@ -1,6 +1,6 @@
 import { create } from 'zustand';
 import { createJSONStorage, persist } from 'zustand/middleware';
-import { runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
+import { newRunDefaults, runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 import { useAppStore } from './app-store';
 
@@ -87,18 +87,19 @@ export const useNewRunForm = create<NewRunFormState>()(
       set: (patch) => set((s) => ({ draft: { ...s.draft, ...patch }, againFrom: undefined })),
       seed(settings) {
         if (get().seeded) return;
+        const defaults = newRunDefaults(settings);
         set((s) => ({
           seeded: true,
           draft: {
             ...s.draft,
-            agent: settings.defaultAgent,
-            provider: s.draft.provider || settings.defaultProvider || '',
+            agent: defaults.agent,
+            provider: s.draft.provider || defaults.provider || '',
             model: s.draft.model || settings.defaultModel || '',
-            approval: settings.defaultApproval,
-            isolation: settings.defaultIsolation,
-            network: settings.defaultNetwork,
-            allowlist: s.draft.allowlist || settings.defaultAllowlist.join(' '),
-            timeoutMin: String(Math.round(settings.defaultTimeoutSec / 60)),
+            approval: defaults.approval,
+            isolation: defaults.isolation,
+            network: defaults.network,
+            allowlist: s.draft.allowlist || defaults.allowlist.join(' '),
+            timeoutMin: String(Math.round(defaults.timeoutSec / 60)),
           },
         }));
       },

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, afterEach, describe, expect, it } from 'vitest';
-import { AgentEvent } from '../../../contracts/agent-events';
+import type { AgentEvent } from '../../../contracts/agent-events';
 import { loadAgentBundle } from '../../../core/agents/agent-bundle';
 import { builtinAdapter } from '../../../core/agents/builtin-adapter';
 import { ChannelClient } from '../../../core/channel/channel-client';

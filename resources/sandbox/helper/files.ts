@@ -107,7 +107,8 @@ export function writeFileFrom(
       fail(new HelperError('CANCELLED', `writeFile ${path}: the host aborted (${reason})`));
     },
   };
-  (async () => {
+  // Errors end in `fail`, which rejects `done`: nothing is left to catch here.
+  void (async () => {
     try {
       requirePath(path, 'writeFile');
       await mkdir(dirname(path), { recursive: true });

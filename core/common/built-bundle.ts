@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
-import { resourcePaths } from '../common/resources';
+import { resourcePaths } from './resources';
 
 /** Files of one prebuilt in-sandbox bundle (relative to its folder) and their SHA-256. */
 export interface BuiltBundle {

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import { AirlockError } from '../../contracts/errors';
-import { Secret } from '../keys/secret';
-import { jwtExpiry, signinClaims, type ChatgptSignin, type SigninClaims } from '../keys/subscription-credentials';
+import { Secret } from './secret';
+import { jwtExpiry, signinClaims, type ChatgptSignin, type SigninClaims } from './subscription-credentials';
 
 /** Codex CLI's public OAuth client id: a refresh must name the client the sign-in was issued to. */
 export const CODEX_OAUTH_CLIENT_ID = 'app_EMoamEEZ73f0CkXaXp7hrann';

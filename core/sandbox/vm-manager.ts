@@ -1,0 +1,45 @@
+import { access, mkdir, rename } from 'node:fs/promises';
+import path from 'node:path';
+import type { Settings } from '../../contracts/settings';
+import { SandboxManager } from './sandbox';
+
+/** VM sandboxes announce themselves later than containers (a kernel boots first). */
+const VM_HELLO_TIMEOUT_MS = 180_000;
+
+export interface VmManagerOptions {
+  env: NodeJS.ProcessEnv;
+  /** Airlock's data folder (WSL keeps its exported root file systems there). */
+  home: string;
+  /** The `vmAccel` setting (QEMU only). */
+  vmAccel: Settings['vmAccel'];
+  /** The sandbox image of a variant (WSL imports its file system). */
+  image(variant: 'base'): Promise<string>;
+}
+
+/**
+ * The VM sandbox manager of this platform: QEMU micro-VMs on Linux, Lima on macOS, one WSL2
+ * distribution per run on Windows (unverified on real Windows: resources/vm/README.md).
+ */
+export async function createVmManager(opts: VmManagerOptions): Promise<SandboxManager> {
+  if (process.platform === 'win32') {
+    // Imported from the sandbox image's file system, exported once per image version through Docker Desktop.
+    const ref = await opts.image('base');
+    const rootfsTar = path.join(opts.home, 'wsl', `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
+    if (!(await access(rootfsTar).then(() => true, () => false))) {
+      const { exportWslRootfs } = await import('./wsl/wsl-rootfs');
+      await mkdir(path.dirname(rootfsTar), { recursive: true });
+      await exportWslRootfs(ref, `${rootfsTar}.partial`);
+      await rename(`${rootfsTar}.partial`, rootfsTar);
+    }
+    const { WslDriver } = await import('./wsl/wsl-driver');
+    return new SandboxManager(new WslDriver({ rootfsTar }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+  }
+  if (process.platform === 'darwin') {
+    const { LimaDriver } = await import('./lima/lima-driver');
+    return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+  }
+  const { QemuDriver } = await import('./qemu/qemu-driver');
+  const driver = new QemuDriver({ env: opts.env, accelSetting: opts.vmAccel });
+  await driver.checkAvailable();
+  return new SandboxManager(driver, { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+}
