@@ -76,7 +76,7 @@ const execRoundtrip: Benchmark = {
         mcp.push(await timed(() => rig.call('sandbox_exec', { sandboxId, command: 'true' })));
       }
       await rig.call('sandbox_destroy', { sandboxId });
-      return [withRatio({ name: 'mcp.exec.roundtrip', value: p50(mcp), unit: 'ms', baseline: p50(channel), budget: '≤ 2×', note: `p50 of ${mcp.length} sandbox_exec of true over stdio (bash -lc, recorded) vs channel.roundtrip run(['true'])` })];
+      return [withRatio({ name: 'mcp.exec.roundtrip', value: p50(mcp), unit: 'ms', baseline: p50(channel), budget: '≤ 2×', note: `p50 of ${mcp.length} sandbox_exec of true over stdio (bash -c, recorded) vs channel.roundtrip run(['true'])` })];
     } finally {
       await rig.close();
       await sandbox.destroy();

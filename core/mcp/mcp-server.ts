@@ -170,7 +170,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
 
   tool(
     'sandbox_exec',
-    'Run a shell command (bash -lc) in a sandbox; output streams as progress notifications. Returns exitCode, stdout, stderr (head and tail past the cap).',
+    'Run a shell command (bash -c, in /workspace by default) in a sandbox; output streams as progress notifications. Returns exitCode, stdout, stderr (head and tail past the cap).',
     z.strictObject({
       sandboxId: SandboxId,
       command: z.string().min(1).max(100_000),

@@ -84,9 +84,11 @@ export interface HostCommandResult {
  * terminal, the hash and the audit first-hand (`onEvent` receives started, output and exited, token
  * removed), and `onOutput` sees the same redacted bytes as they come (MCP progress).
  */
-export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest, 'id' | 'command' | 'cwd' | 'timeoutSec' | 'capBytes'> & { signal?: AbortSignal }, onEvent: (event: AgentEvent) => void, onOutput?: (stream: Stream, bytes: Buffer) => void): Promise<HostCommandResult> {
+export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest, 'id' | 'command' | 'cwd' | 'timeoutSec' | 'capBytes'> & { signal?: AbortSignal; loginShell?: boolean }, onEvent: (event: AgentEvent) => void, onOutput?: (stream: Stream, bytes: Buffer) => void): Promise<HostCommandResult> {
   const started = Date.now();
-  onEvent({ type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
+  // A login shell (the agent's commands) reads the profile first; that costs tens of ms per command.
+  const argv = ['bash', req.loginShell === false ? '-c' : '-lc', req.command];
+  onEvent({ type: 'command_started', id: req.id, command: req.command, argv, cwd: req.cwd });
   const result: HostCommandResult = { exitCode: null, timedOut: false, durationMs: 0, output: new OutputCapture(req.capBytes), stdout: new OutputCapture(req.capBytes), stderr: new OutputCapture(req.capBytes) };
   const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => {
     result[stream].add(bytes);
@@ -96,7 +98,7 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
   if (!run.sandbox || !(run.agentProcess || run.session?.open)) result.failure = 'the run is ending';
   else {
     try {
-      const proc = run.sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
+      const proc = run.sandbox.channel.spawn({ argv, cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
       run.hostCommands.add(proc);
       // The caller went away (an MCP client cancelled or vanished): the command goes too.
       const onAbort = () => proc.kill('SIGKILL');

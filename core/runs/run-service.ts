@@ -222,7 +222,8 @@ export class RunService implements Disposable {
   async execInSession(runId: string, req: { command: string; cwd: string; timeoutSec: number; capBytes: number; signal?: AbortSignal }, onOutput?: (stream: 'stdout' | 'stderr', bytes: Buffer) => void): Promise<HostCommandResult> {
     const live = this.liveSession(runId);
     const id = `mcp-${randomUUID()}`;
-    return executeHostCommand(live, { id, ...req }, (e) => this.onAgentEvent(live, e, true), onOutput);
+    // `bash -c` in the sandbox's environment: no login profile to read before each command.
+    return executeHostCommand(live, { id, ...req, loginShell: false }, (e) => this.onAgentEvent(live, e, true), onOutput);
   }
 
   /**

@@ -54,8 +54,9 @@ describe.skipIf(!docker.ok || !clis.ok)('host MCP clients drive Airlock (real Cl
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
       DISABLE_AUTOUPDATER: '1',
       DISABLE_TELEMETRY: '1',
-      // Print mode waits for MCP servers to connect before the first turn.
+      // Print mode waits for MCP servers to connect before the first turn (a loaded CI machine may take seconds).
       MCP_CONNECTION_NONBLOCKING: 'false',
+      MCP_TIMEOUT: '60000',
     };
     // As the README says, with this checkout's airlock and the test's data folder.
     await run(claude, ['mcp', 'add', 'airlock', '--scope', 'user', '-e', `AIRLOCK_HOME=${fx.home}`, '--', process.execPath, cli, 'mcp'], { env });
