@@ -1,36 +1,52 @@
-import { app, BrowserWindow, dialog, type IpcMainEvent, type IpcMainInvokeEvent } from 'electron';
+import { app, BrowserWindow, dialog, protocol, type IpcMainEvent, type IpcMainInvokeEvent } from 'electron';
 import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
 import { createAirlockServices } from '../core/app-services';
 import { resourcePaths } from '../core/common/resources';
+import { APP_SCHEME, APP_SCHEME_PRIVILEGES, appProtocolHandler } from './app-protocol';
+import { contentSecurityPolicy } from './csp';
 import { registerIpcRouter } from './ipc-router';
 import { installMenu } from './menu';
 import { withPatchSaveDialog } from './save-patch';
 import { isTrustedRendererUrl } from './sender-policy';
-import { createMainWindow, rendererFileUrl, windowPaths } from './window';
+import { createMainWindow } from './window';
+import { windowPaths } from './window-paths';
 
 /**
  * The Electron composition root: one core, one window, one IPC router. Everything else lives in
  * core/ (Electron-free) and renderer/ (a plain web page).
  */
+// The UI's origin (main/app-protocol.ts); schemes are registered before the app is ready.
+protocol.registerSchemesAsPrivileged([{ scheme: APP_SCHEME, privileges: APP_SCHEME_PRIVILEGES }]);
+
 if (!app.requestSingleInstanceLock()) {
   app.quit();
 } else {
   let services: AirlockServices | undefined;
   let win: BrowserWindow | undefined;
   let quitting = false;
-  const paths = windowPaths(resourcePaths());
-  const trusted = { rendererFileUrl: rendererFileUrl(paths), devServerUrl: paths.devServerUrl };
+  const paths = windowPaths(resourcePaths(), { packaged: app.isPackaged });
+  const trusted = { devServerUrl: paths.devServerUrl };
+  let ready = false;
+
+  /** The window, re-created when it was closed (a second launch, the Dock, "Keep running"). */
+  const showWindow = () => {
+    if (!ready) return;
+    if (!win || win.isDestroyed()) {
+      win = createMainWindow(paths);
+      return;
+    }
+    if (win.isMinimized()) win.restore();
+    win.show();
+    win.focus();
+  };
 
   const isTrustedSender = (event: IpcMainEvent | IpcMainInvokeEvent) =>
     Boolean(win && !win.isDestroyed() && event.sender.id === win.webContents.id && event.senderFrame && event.senderFrame === event.sender.mainFrame
       && isTrustedRendererUrl(event.senderFrame.url, trusted));
 
-  app.on('second-instance', () => {
-    if (!win) return;
-    if (win.isMinimized()) win.restore();
-    win.focus();
-  });
+  // A second launch brings the app back, also after its window was closed with runs kept running.
+  app.on('second-instance', showWindow);
 
   app.on('web-contents-created', (_e, contents) => {
     // Defence in depth for any web contents, not just our window.
@@ -53,7 +69,11 @@ if (!app.requestSingleInstanceLock()) {
           message: `${active.length} run(s) still in progress`,
           detail: 'Quitting stops them, keeps what they changed so far for review, and wipes their sandboxes.',
         });
-        if (response !== 0) return;
+        // Kept running: the window comes back (closing it is what asked to quit on Windows and Linux).
+        if (response !== 0) {
+          showWindow();
+          return;
+        }
       }
       quitting = true;
       await services.dispose().catch(() => {});
@@ -82,10 +102,12 @@ if (!app.requestSingleInstanceLock()) {
       app.exit(1);
       return;
     }
+    protocol.handle(APP_SCHEME, appProtocolHandler(paths.rendererDir, contentSecurityPolicy(false)));
     registerIpcRouter(createApiRouter(withPatchSaveDialog(services, () => win)), { isTrustedSender });
-    win = createMainWindow(paths);
+    ready = true;
+    showWindow();
     app.on('activate', () => {
-      if (BrowserWindow.getAllWindows().length === 0) win = createMainWindow(paths);
+      if (BrowserWindow.getAllWindows().length === 0) showWindow();
     });
   });
 }

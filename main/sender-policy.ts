@@ -1,9 +1,11 @@
+import { APP_INDEX_URL } from './app-protocol';
+
 /**
- * Which renderer URLs may call the API: the packaged UI (file:// under the renderer folder) or,
- * in development, the electron-vite dev server. Anything else (a navigated-away page, an iframe,
- * an injected window) is refused.
+ * Which renderer URLs may call the API: the UI at `app://airlock/index.html` (main/app-protocol.ts)
+ * or, in an unpackaged development build only, the electron-vite dev server. Anything else (a
+ * navigated-away page, an iframe, an injected window, a file:// page) is refused.
  */
-export function isTrustedRendererUrl(url: string | undefined, allowed: { rendererFileUrl: string; devServerUrl?: string }): boolean {
+export function isTrustedRendererUrl(url: string | undefined, allowed: { devServerUrl?: string } = {}): boolean {
   if (!url) return false;
   let parsed: URL;
   try {
@@ -11,10 +13,8 @@ export function isTrustedRendererUrl(url: string | undefined, allowed: { rendere
   } catch {
     return false;
   }
-  if (parsed.protocol === 'file:') {
-    const want = new URL(allowed.rendererFileUrl);
-    return parsed.pathname === want.pathname;
-  }
+  const app = new URL(APP_INDEX_URL);
+  if (parsed.protocol === app.protocol) return parsed.host === app.host && parsed.pathname === app.pathname;
   if (allowed.devServerUrl) {
     const dev = new URL(allowed.devServerUrl);
     return parsed.origin === dev.origin;

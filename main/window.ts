@@ -1,33 +1,15 @@
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { BrowserWindow, shell } from 'electron';
 import { externalLinkUrl } from '../contracts/external-links';
-import type { ResourcePaths } from '../core/common/resources';
+import { APP_INDEX_URL } from './app-protocol';
 import { contentSecurityPolicy } from './csp';
-import { grantsPermission } from './permissions';
+import { passesPermissionCheck } from './permissions';
 import { LOCKED_DOWN_PREFERENCES } from './web-preferences';
+import type { WindowPaths } from './window-paths';
 
-export interface WindowPaths {
-  preload: string;
-  rendererIndex: string;
-  devServerUrl?: string;
-}
-
-/** The built preload and UI, as core/common/resources.ts finds them (checkout or packaged app). */
-export function windowPaths(resources: Pick<ResourcePaths, 'preloadFile' | 'rendererDir'>): WindowPaths {
-  return {
-    preload: resources.preloadFile,
-    rendererIndex: join(resources.rendererDir, 'index.html'),
-    devServerUrl: process.env.ELECTRON_RENDERER_URL,
-  };
-}
-
-export function rendererFileUrl(paths: WindowPaths): string {
-  return pathToFileURL(paths.rendererIndex).href;
-}
-
-
-/** Creates the main window: locked down, no navigation, no new windows, CSP on every response. */
+/**
+ * Creates the main window: locked down, no navigation, no new windows, permissions denied but the
+ * two the UI uses (requests and checks), the UI loaded from app:// with its one CSP.
+ */
 export function createMainWindow(paths: WindowPaths): BrowserWindow {
   const win = new BrowserWindow({
     width: 1280,
@@ -40,9 +22,12 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
     webPreferences: { ...LOCKED_DOWN_PREFERENCES, preload: paths.preload },
   });
   const wc = win.webContents;
-  wc.session.webRequest.onHeadersReceived((details, callback) => {
-    callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(Boolean(paths.devServerUrl))] } });
-  });
+  // app:// responses carry the CSP themselves (main/app-protocol.ts); the dev server's get it here.
+  if (paths.devServerUrl) {
+    wc.session.webRequest.onHeadersReceived((details, callback) => {
+      callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(true)] } });
+    });
+  }
   // The UI never navigates: links to the web, and published preview ports (loopback only), open in
   // the user's browser; everything else is refused (contracts/external-links.ts).
   const openOutside = (raw: string) => {
@@ -59,9 +44,9 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
     return { action: 'deny' };
   });
   wc.on('will-attach-webview', (e) => e.preventDefault());
-  wc.session.setPermissionRequestHandler((_wc, permission, callback) => callback(grantsPermission(permission)));
+  wc.session.setPermissionRequestHandler((_wc, permission, callback, details) => callback(passesPermissionCheck(permission, details.requestingUrl, paths.devServerUrl)));
+  wc.session.setPermissionCheckHandler((_wc, permission, requestingOrigin) => passesPermissionCheck(permission, requestingOrigin, paths.devServerUrl));
   win.once('ready-to-show', () => win.show());
-  if (paths.devServerUrl) void win.loadURL(paths.devServerUrl);
-  else void win.loadFile(paths.rendererIndex);
+  void win.loadURL(paths.devServerUrl ?? APP_INDEX_URL);
   return win;
 }

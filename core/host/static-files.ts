@@ -12,9 +12,17 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
   '.png': 'image/png',
   '.ico': 'image/x-icon',
+  '.woff': 'font/woff',
   '.woff2': 'font/woff2',
+  '.ttf': 'font/ttf',
+  '.wasm': 'application/wasm',
   '.map': 'application/json',
 };
+
+/** The Content-Type of a built renderer file (also the Electron app:// handler's, main/app-protocol.ts). */
+export function staticContentType(file: string): string {
+  return TYPES[extname(file).toLowerCase()] ?? 'application/octet-stream';
+}
 
 /** Resolves a URL path inside `root`, or undefined when it would leave it. */
 export function resolveStaticPath(root: string, urlPath: string): string | undefined {
@@ -38,7 +46,7 @@ export async function serveStatic(root: string, urlPath: string, res: ServerResp
     res.writeHead(404, { ...headers, 'content-type': 'text/plain; charset=utf-8' }).end('not found\n');
     return;
   }
-  const type = TYPES[extname(file)] ?? 'application/octet-stream';
+  const type = staticContentType(file);
   // index.html carries no secret, but must be re-fetched so a rebuilt UI is picked up.
   const cache = file.endsWith('index.html') ? 'no-store' : 'private, max-age=3600';
   res.writeHead(200, { ...headers, 'content-type': type, 'content-length': String(info.size), 'cache-control': cache });

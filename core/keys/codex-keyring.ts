@@ -1,7 +1,7 @@
-import { AsyncEntry, findCredentialsAsync } from '@napi-rs/keyring';
 import { createHash } from 'node:crypto';
 import { realpath } from 'node:fs/promises';
 import { keychainError } from './keychain-backend';
+import { loadKeyring } from './native-keyring';
 import { Secret } from './secret';
 
 /*
@@ -36,6 +36,7 @@ export async function codexKeyringAccount(codexHome: string): Promise<string> {
  */
 export async function readCodexKeyring(codexHome: string, service = CODEX_KEYRING_SERVICE): Promise<Secret | undefined> {
   const base = await codexKeyringAccount(codexHome);
+  const { AsyncEntry, findCredentialsAsync } = await loadKeyring();
   // Reading an entry succeeds silently without a Secret Service; listing fails loudly, so probe first.
   await findCredentialsAsync(service, null, AbortSignal.timeout(TIMEOUT_MS)).catch((err: unknown) => {
     throw keychainError(err);

@@ -1,5 +1,5 @@
-import { AsyncEntry, findCredentialsAsync } from '@napi-rs/keyring';
 import { AirlockError } from '../../contracts/errors';
+import { loadKeyring } from './native-keyring';
 
 /** Where keys persist. The OS keychain in production; tests may pass another service name. */
 export interface KeyBackend {
@@ -54,21 +54,25 @@ export class OsKeychainBackend implements KeyBackend {
 
   async probe(): Promise<void> {
     // Reading an entry succeeds silently without a Secret Service; listing fails loudly, so probe with it.
+    const { findCredentialsAsync } = await loadKeyring();
     await guarded((signal) => findCredentialsAsync(this.service, null, signal));
   }
 
   async get(account: string): Promise<string | undefined> {
     await this.probe();
+    const { AsyncEntry } = await loadKeyring();
     const value = await guarded((signal) => new AsyncEntry(this.service, account).getPassword(signal));
     return value ?? undefined;
   }
 
   async set(account: string, value: string): Promise<void> {
+    const { AsyncEntry } = await loadKeyring();
     await guarded((signal) => new AsyncEntry(this.service, account).setPassword(value, signal));
   }
 
   async delete(account: string): Promise<boolean> {
     await this.probe();
+    const { AsyncEntry } = await loadKeyring();
     return guarded((signal) => new AsyncEntry(this.service, account).deleteCredential(signal));
   }
 }

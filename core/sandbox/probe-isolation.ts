@@ -71,8 +71,21 @@ async function probeLima(o: ProbeIsolationOptions): Promise<IsolationProbe> {
 async function probeWsl(o: ProbeIsolationOptions): Promise<IsolationProbe> {
   const platform = o.platform ?? process.platform;
   if (platform !== 'win32') return { kind: 'wsl', available: false, reason: 'the WSL2 driver is for Windows' };
-  const v = await answers('wsl.exe', ['--status'], { ...(o.env ?? process.env), WSL_UTF8: '1' });
+  const env = o.env ?? process.env;
+  const v = await answers('wsl.exe', ['--status'], { ...env, WSL_UTF8: '1' });
   if (!v.ok) return { kind: 'wsl', available: false, reason: 'WSL2 is not installed or not enabled: run `wsl --install` as administrator' };
+  // `wsl --status` exits 0 even when WSL2 cannot start (it only prints a localized note:
+  // microsoft/WSL src/windows/common/WslClient.cpp). Ask what it asks, without its words: is the
+  // vmcompute service there (sc.exe exits 1060 when not), and is a hypervisor running (firmware virtualization on)?
+  const vmcompute = await answers('sc.exe', ['query', 'vmcompute'], env);
+  const hypervisor = await answers('powershell.exe', ['-NoProfile', '-NonInteractive', '-Command', '(Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent'], env);
+  if (!vmcompute.ok || hypervisor.out.split('\n').pop()?.trim() !== 'True') {
+    return {
+      kind: 'wsl',
+      available: false,
+      reason: `WSL2 cannot start VMs here (${!vmcompute.ok ? 'the Virtual Machine Platform is not installed' : 'no hypervisor is running: virtualization is off in the firmware, or the Virtual Machine Platform is off'}). Run \`wsl.exe --install --no-distribution\` as administrator, turn on virtualization in the firmware settings, and restart.`,
+    };
+  }
   return { kind: 'wsl', available: true, reason: "not verified on a real Windows machine by Airlock's CI; see resources/vm/README.md" };
 }
 

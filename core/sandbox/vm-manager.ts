@@ -8,7 +8,7 @@ const VM_HELLO_TIMEOUT_MS = 180_000;
 
 export interface VmManagerOptions {
   env: NodeJS.ProcessEnv;
-  /** Airlock's data folder (WSL keeps its exported root file systems there). */
+  /** Airlock's data folder. */
   home: string;
   /** The `vmAccel` setting (QEMU only). */
   vmAccel: Settings['vmAccel'];
@@ -24,15 +24,17 @@ export async function createVmManager(opts: VmManagerOptions): Promise<SandboxMa
   if (process.platform === 'win32') {
     // Imported from the sandbox image's file system, exported once per image version through Docker Desktop.
     const ref = await opts.image('base');
-    const rootfsTar = path.join(opts.home, 'wsl', `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
+    const { wslDataDir, WslDriver } = await import('./wsl/wsl-driver');
+    // Local AppData (not Roaming): the rootfs and the per-run disks are large and machine-bound.
+    const dataDir = wslDataDir(opts.env);
+    const rootfsTar = path.join(dataDir, `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
     if (!(await access(rootfsTar).then(() => true, () => false))) {
       const { exportWslRootfs } = await import('./wsl/wsl-rootfs');
       await mkdir(path.dirname(rootfsTar), { recursive: true });
       await exportWslRootfs(ref, `${rootfsTar}.partial`);
       await rename(`${rootfsTar}.partial`, rootfsTar);
     }
-    const { WslDriver } = await import('./wsl/wsl-driver');
-    return new SandboxManager(new WslDriver({ rootfsTar }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+    return new SandboxManager(new WslDriver({ rootfsTar, distrosDir: dataDir }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
   }
   if (process.platform === 'darwin') {
     const { LimaDriver } = await import('./lima/lima-driver');

@@ -1,9 +1,9 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { access, chmod, cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { pathToFileURL } from 'node:url';
 import { extractAll, listPackage, statFile } from '@electron/asar';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -41,6 +41,7 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
   let unpacked: string;
   let resources: string;
   let asarFiles: string[];
+  let fpmRecord: string;
 
   beforeAll(async () => {
     await ensureBuilt(['bundles', 'app']);
@@ -49,11 +50,17 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     await execOk('mkdir', ['-p', standIn]);
     await writeFile(path.join(standIn, 'electron'), `#!/bin/sh\necho "stand-in Electron distribution for packaging tests; not Electron" >&2\nexit 1\n# ${FUSE_SENTINEL}\u0001\u0008${STAND_IN_FUSES}\n`);
     await chmod(path.join(standIn, 'electron'), 0o755);
+    // fpm (which electron-builder downloads; this machine cannot) is replaced by a recorder of the
+    // command line electron-builder computes for the .deb: its metadata and dependencies.
+    fpmRecord = path.join(tmp, 'fpm-args.txt');
+    const fpm = path.join(tmp, 'fpm-recorder');
+    await writeFile(fpm, `#!/bin/sh\n: > "${fpmRecord}"\nprev=\nfor a in "$@"; do printf '%s\\n' "$a" >> "${fpmRecord}"; if [ "$prev" = --package ]; then : > "$a"; fi; prev=$a; done\n`);
+    await chmod(fpm, 0o755);
     await execOk(process.execPath, [
       path.join(root, 'node_modules', 'electron-builder', 'cli.js'),
-      '--config', 'electron-builder.yml', '--dir', '--linux', '--x64',
+      '--config', 'electron-builder.yml', '--linux', 'dir', 'deb', '--x64',
       `-c.electronDist=${standIn}`, `-c.directories.output=${path.join(tmp, 'dist')}`,
-    ], { cwd: root, env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
+    ], { cwd: root, env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1', CUSTOM_FPM_PATH: fpm } });
     unpacked = path.join(tmp, 'dist', 'linux-unpacked');
     resources = path.join(unpacked, 'resources');
     asarFiles = listPackage(path.join(resources, 'app.asar'), { isPack: false }).map((f) => f.replace(/\\/g, '/'));
@@ -75,6 +82,26 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     for (const dev of ['tsx', 'esbuild', 'typescript', 'vitest', 'vite', 'electron', 'electron-builder', 'electron-vite', 'react', 'node', 'playwright-core']) expect(modules).not.toContain(dev);
   });
 
+  it('the .deb: the project homepage, and electron-builder’s default dependencies (GTK, NSS, X, xdg-utils) with libsecret kept', async () => {
+    const args = (await readFile(fpmRecord, 'utf8')).split('\n');
+    const value = (flag: string) => {
+      const i = args.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
+      return i < 0 ? undefined : args[i]!.includes('=') ? args[i]!.slice(flag.length + 1) : args[i + 1];
+    };
+    const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { homepage: string };
+    expect(value('-t')).toBe('deb');
+    expect(value('--url')).toBe(pkg.homepage);
+    expect(value('--architecture')).toBe('amd64');
+    expect(value('--maintainer')).toBe('Airlock contributors');
+    const depends = args.flatMap((a, i) => (a === '-d' ? [args[i + 1]] : []));
+    // electron-builder 26's own default list (app-builder-lib FpmTarget.getDefaultDepends('deb')), which `deb.depends` would replace.
+    const FpmTarget = (createRequire(import.meta.url)('app-builder-lib/out/targets/FpmTarget.js') as { default: { prototype: { getDefaultDepends(t: string): string[] } } }).default;
+    const defaults = FpmTarget.prototype.getDefaultDepends('deb');
+    expect(defaults).toEqual(expect.arrayContaining(['libgtk-3-0', 'libnss3', 'xdg-utils']));
+    expect(depends).toEqual(expect.arrayContaining([...defaults, 'libsecret-1-0']));
+    await access(value('--package') as string);
+  });
+
   it('native modules are unpacked beside the asar', async () => {
     const natives = asarFiles.filter((f) => f.endsWith('.node'));
     expect(natives.length).toBeGreaterThan(0);
@@ -90,15 +117,16 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       await access(path.join(resources, f));
     }
     const extra = (await readdir(resources)).sort();
-    expect(extra).toEqual(['app.asar', 'app.asar.unpacked', 'sandbox', 'vm']);
+    // apparmor-profile: the .deb's AppArmor profile (electron-builder adds it for Ubuntu 24+ when the deb is built).
+    expect(extra).toEqual(['app.asar', 'app.asar.unpacked', 'apparmor-profile', 'sandbox', 'vm']);
   });
 
   it('the fuses are set in the packaged executable', async () => {
     const exe = await readFile(path.join(unpacked, 'airlock'));
     const at = exe.indexOf(FUSE_SENTINEL) + FUSE_SENTINEL.length;
     // runAsNode off, cookie encryption on, NODE_OPTIONS off, --inspect off, asar integrity on,
-    // only load from asar on, browser V8 snapshot off, file protocol privileges left on.
-    expect(exe.subarray(at + 2, at + 10).toString('latin1')).toBe('01001101');
+    // only load from asar on, browser V8 snapshot off, file protocol privileges off (the UI is app://).
+    expect(exe.subarray(at + 2, at + 10).toString('latin1')).toBe('01001100');
   });
 
   describe('started from the packaged tree with only `electron` replaced', () => {
@@ -110,11 +138,16 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     let home: string;
 
     async function invoke(channel: string, input: unknown): Promise<unknown> {
+      return command({ channel, input });
+    }
+
+    /** One stand-in command (test/fixtures/electron-stand-in/index.js); its answer. */
+    async function command(msg: Record<string, unknown>): Promise<unknown> {
       const id = ++nextId;
-      child.stdin!.write(`${JSON.stringify({ id, channel, input })}\n`);
+      child.stdin!.write(`${JSON.stringify({ id, ...msg })}\n`);
       return vi.waitFor(() => {
         const m = messages.find((x) => x.type === 'result' && x.id === id);
-        if (!m) throw new Error(`no answer to ${channel} yet`);
+        if (!m) throw new Error(`no answer to ${JSON.stringify(msg)} yet`);
         return m.envelope;
       }, { timeout: 600_000, interval: 50 });
     }
@@ -129,7 +162,8 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       home = path.join(tmp, 'home');
       child = spawn(process.execPath, [path.join(app, 'out', 'main', 'index.js')], {
         cwd: tmp,
-        env: { ...process.env, AIRLOCK_HOME: home, NODE_OPTIONS: '', AIRLOCK_RENDERER_DIR: '' },
+        // ELECTRON_RENDERER_URL is set: a packaged app must not obey it (it would load that page with the bridge).
+        env: { ...process.env, AIRLOCK_HOME: home, NODE_OPTIONS: '', AIRLOCK_RENDERER_DIR: '', ELECTRON_RENDERER_URL: 'http://127.0.0.1:9/not-the-ui' },
         stdio: ['pipe', 'pipe', 'pipe'],
       });
       createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -149,16 +183,37 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       child?.kill('SIGKILL');
     });
 
+    // Chromium cannot open app://; it gets the same responses, from the app's own protocol handler,
+    // on a stand-in origin (routed, never on the network), so it enforces the CSP the app sends.
+    const UI_ORIGIN = 'http://airlock-ui.invalid';
+    async function openUi() {
+      browser ??= await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      });
+      const page = await browser.newPage();
+      await page.route(`${UI_ORIGIN}/**`, async (route) => {
+        const url = new URL(route.request().url());
+        const r = (await command({ cmd: 'fetch', url: `app://airlock${url.pathname}` })) as { status: number; headers: Record<string, string>; body: string };
+        await route.fulfill({ status: r.status, headers: r.headers, body: Buffer.from(r.body, 'base64') });
+      });
+      return page;
+    }
+
     it('finds every resource in the packaged tree', async () => {
       const win = await vi.waitFor(() => {
         const m = messages.find((x) => x.type === 'window');
         if (!m) throw new Error(`main opened no window yet; stderr: ${stderr}; messages: ${JSON.stringify(messages)}`);
-        return m as { file: string; preload: string; resourcesPath: string };
+        return m as { url: string; preload: string; resourcesPath: string };
       }, { timeout: 60_000, interval: 50 });
       expect(messages.filter((m) => m.type === 'error')).toEqual([]);
       const app = path.join(resources, 'app');
-      // The window: the UI and the preload from the app.
-      expect(win.file).toBe(path.join(app, 'out', 'renderer', 'index.html'));
+      // The window: the UI from the app, on its app:// origin (not the URL in the environment), and the app's preload.
+      expect(win.url).toBe('app://airlock/index.html');
+      const index = (await command({ cmd: 'fetch', url: win.url })) as { status: number; body: string };
+      expect(index.status).toBe(200);
+      expect(Buffer.from(index.body, 'base64').equals(await readFile(path.join(app, 'out', 'renderer', 'index.html')))).toBe(true);
       expect(win.preload).toBe(path.join(app, 'out', 'preload', 'index.cjs'));
       await access(win.preload);
       // The core: its own check of every file it needs, found beside the app (not in this checkout).
@@ -169,6 +224,62 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       expect(await invoke('settings:appInfo', {})).toMatchObject({ ok: true, value: { version: pkg.version } });
     });
 
+    it('registers app:// as a privileged standard scheme and serves the UI with one CSP, which the loaded document obeys', async () => {
+      const schemes = messages.find((m) => m.type === 'schemes') as { schemes: Array<{ scheme: string; privileges: Record<string, boolean> }> } | undefined;
+      expect(schemes?.schemes).toEqual([{ scheme: 'app', privileges: expect.objectContaining({ standard: true, secure: true }) }]);
+      // The dev server's header hook is not installed in the packaged app: app:// responses carry the one CSP.
+      expect(messages.some((m) => m.type === 'headers-hook')).toBe(false);
+      const index = (await command({ cmd: 'fetch', url: 'app://airlock/index.html' })) as { headers: Record<string, string>; body: string };
+      const csp = index.headers['content-security-policy'] ?? '';
+      expect(csp).toContain("script-src 'self'");
+      expect(csp).not.toMatch(/ws:|localhost|unsafe-eval|script-src[^;]*unsafe-inline/);
+      expect(Buffer.from(index.body, 'base64').toString('utf8')).not.toMatch(/http-equiv="Content-Security-Policy"/i);
+      const page = await openUi();
+      await page.goto(`${UI_ORIGIN}/index.html`);
+      const probe = await page.evaluate(async () => {
+        const violations: string[] = [];
+        document.addEventListener('securitypolicyviolation', (e) => violations.push(e.violatedDirective));
+        const s = document.createElement('script');
+        s.textContent = 'window.__inlineRan = true';
+        document.head.append(s);
+        const connect = await fetch('ws://127.0.0.1:9/').then(() => 'allowed', () => 'blocked');
+        await new Promise((r) => setTimeout(r, 50));
+        return { inlineRan: (window as unknown as { __inlineRan?: boolean }).__inlineRan === true, violations, connect, metas: document.querySelectorAll('meta[http-equiv]').length };
+      });
+      expect(probe).toMatchObject({ inlineRan: false, connect: 'blocked', metas: 0 });
+      expect(probe.violations).toEqual(expect.arrayContaining(['script-src-elem']));
+      await page.close();
+    });
+
+    it('denies permission checks (hid, serial, usb, …) and requests except the UI’s two, for its own origin only', async () => {
+      for (const permission of ['hid', 'serial', 'usb', 'media', 'clipboard-read', 'geolocation']) {
+        expect(await command({ cmd: 'permission', kind: 'check', permission, origin: 'app://airlock' }), permission).toBe(false);
+        expect(await command({ cmd: 'permission', kind: 'request', permission, origin: 'app://airlock/index.html' }), permission).toBe(false);
+      }
+      expect(await command({ cmd: 'permission', kind: 'check', permission: 'notifications', origin: 'app://airlock' })).toBe(true);
+      expect(await command({ cmd: 'permission', kind: 'check', permission: 'notifications', origin: 'https://example.invalid' })).toBe(false);
+      expect(await command({ cmd: 'permission', kind: 'request', permission: 'clipboard-sanitized-write', origin: 'app://airlock/index.html' })).toBe(true);
+    });
+
+    it('never lets the window name a host path: diffs:exportPatch with destPath is refused', async () => {
+      const dest = path.join(tmp, 'written-by-the-page.patch');
+      const r = (await invoke('diffs:exportPatch', { runId: 'r-mh0abc12-abcdef12', destPath: dest })) as { ok: boolean; error?: { kind: string; message: string } };
+      expect(r).toMatchObject({ ok: false, error: { kind: 'FORBIDDEN' } });
+      await expect(access(dest)).rejects.toThrow();
+    });
+
+    it('comes back after its window was closed: a second launch re-creates the window, whose bridge works', async () => {
+      expect(await command({ cmd: 'close-window' })).toEqual({ windows: 0 });
+      expect(await command({ cmd: 'second-instance' })).toEqual({ windows: 1 });
+      const wins = messages.filter((m) => m.type === 'window') as Array<{ url: string; webContentsId: number }>;
+      expect(wins).toHaveLength(2);
+      expect(wins[1]).toMatchObject({ url: 'app://airlock/index.html' });
+      expect(wins[1]!.webContentsId).not.toBe(wins[0]!.webContentsId);
+      expect(await invoke('settings:appInfo', {})).toMatchObject({ ok: true });
+      // Another launch now just shows it.
+      expect(await command({ cmd: 'second-instance' })).toEqual({ windows: 1 });
+    });
+
     it('builds (or finds) the sandbox image from the packaged Dockerfile and payload: the same tag as this checkout', async () => {
       const engine = await connectEngine();
       const expected = (await describeSandboxImage({ arch: await engineArch(engine).finally(() => engine.dispose()) })).ref;
@@ -177,15 +288,7 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     });
 
     it('the packaged UI runs in Chromium, its bridge answered by the packaged main process', async () => {
-      const win = messages.find((x) => x.type === 'window') as { file: string };
-      expect(win).toBeDefined();
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        // Electron grants file:// pages module loading (the grantFileProtocolExtraPrivileges fuse); Chromium needs this flag.
-        args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--allow-file-access-from-files'],
-      });
-      const page = await browser.newPage();
+      const page = await openUi();
       const pageErrors: string[] = [];
       page.on('pageerror', (e) => pageErrors.push(e.message));
       // The preload's bridge (invoke/on/ackTerminal), forwarded to the main process's IPC handler.
@@ -194,7 +297,7 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
         const w = window as unknown as { airlock: unknown; __standInInvoke(c: string, i: unknown): Promise<unknown> };
         w.airlock = Object.freeze({ invoke: (c: string, i: unknown) => w.__standInInvoke(c, i), on: () => () => undefined, ackTerminal: () => undefined });
       });
-      await page.goto(pathToFileURL(win.file).href);
+      await page.goto(`${UI_ORIGIN}/index.html`);
       await page.getByRole('button', { name: /Setup check/ }).click();
       await expect.poll(() => page.locator('[data-check="docker.engine"]').textContent(), { timeout: 60_000 }).toContain('Container engine');
       await expect.poll(() => page.locator('[data-check="image"]').textContent(), { timeout: 60_000 }).toContain('airlock-sandbox:');

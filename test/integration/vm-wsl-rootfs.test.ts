@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { extract } from 'tar-stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { exportWslRootfs, WSL_CONF } from '../../core/sandbox/wsl/wsl-rootfs';
+import { exportWslRootfs, WSL_CONF, WSL_DISTRIBUTION_CONF, WSL_HOSTS } from '../../core/sandbox/wsl/wsl-rootfs';
 import { requirePrerequisite } from '../support/prerequisites';
 
 const docker = await requirePrerequisite('docker');
@@ -31,7 +31,7 @@ describe.skipIf(!docker.ok)('exportWslRootfs', () => {
       const chunks: Buffer[] = [];
       stream.on('data', (c: unknown) => chunks.push(c as Buffer));
       stream.on('end', () => {
-        seen.set(h.name.replace(/^\.?\//, ''), h.name.endsWith('wsl.conf') || h.name.endsWith('passwd') ? Buffer.concat(chunks).toString('utf8') : '');
+        seen.set(h.name.replace(/^\.?\//, ''), /(wsl\.conf|wsl-distribution\.conf|passwd|hosts)$/.test(h.name) ? Buffer.concat(chunks).toString('utf8') : '');
         next();
       });
     });
@@ -41,6 +41,9 @@ describe.skipIf(!docker.ok)('exportWslRootfs', () => {
       createReadStream(out).pipe(ex);
     });
     expect(seen.get('etc/wsl.conf')).toBe(WSL_CONF);
+    // docker export's /etc/hosts is empty; the distribution's names localhost.
+    expect(seen.get('etc/hosts')).toBe(WSL_HOSTS);
+    expect(seen.get('etc/wsl-distribution.conf')).toBe(WSL_DISTRIBUTION_CONF);
     expect(seen.get('etc/passwd')).toMatch(/^root:x:0:0:/);
     expect(seen.has('opt/airlock-vm/busybox')).toBe(true);
     expect(seen.size).toBeGreaterThan(1000);

@@ -6,12 +6,14 @@
  * (no Windows); see resources/vm/README.md.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChannelClient } from '../../core/channel/channel-client';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { spawnChannelStream } from '../../core/sandbox/qemu/child-channel';
 import { runTool } from '../../core/common/run-tool';
-import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { wslHelperScript } from '../../core/sandbox/wsl/wsl-cli';
 import type { ChannelStream } from '../../core/sandbox/driver';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -22,18 +24,21 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
   const name = `airlock-wsl-script-${randomBytes(4).toString('hex')}`;
   let stream: ChannelStream;
   let channel: ChannelClient;
+  let share: string;
 
   beforeAll(async () => {
     const { ref } = await ensureSandboxImage();
-    // The static busybox prepareWslRootfs() adds; the QEMU assets carry the same one, else the host's.
-    const busybox = (await runTool('test', ['-x', vmPaths().busybox])).code === 0 ? vmPaths().busybox : '/bin/busybox';
+    // Nothing added to the image: the app imports its files as they are (plus /etc files), so `ip` must be its own.
+    // What WSL mounts into every distribution (/mnt/wsl, shared by all of them), with something another distribution left there.
+    share = await mkdtemp(path.join(os.tmpdir(), 'airlock-wsl-share-'));
+    await writeFile(path.join(share, 'left-by-another-distro'), 'secret');
     const script = wslHelperScript({ uid: 1000, gid: 1000, home: '/home/airlock', pids: 256 });
     // Root with the capabilities root has in a WSL distribution (network namespace and lo setup).
     stream = spawnChannelStream('docker', [
       // The default bridge network: the container has eth0, which the script's namespace must hide.
       'run', '--rm', '-i', '--name', name, '--user', 'root',
       '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
-      '-v', `${busybox}:/opt/airlock-vm/busybox:ro`, '--label', 'airlock.test=wsl-script',
+      '-v', `${share}:/mnt/wsl`, '--label', 'airlock.test=wsl-script',
       ref, '/bin/sh', '-c', script,
     ]);
     channel = await ChannelClient.connect(stream, { helloTimeoutMs: 60_000 });
@@ -43,6 +48,14 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     channel?.dispose();
     stream?.close();
     await runTool('docker', ['rm', '-f', name], { timeoutMs: 30_000 });
+    if (share) await rm(share, { recursive: true, force: true });
+  });
+
+  it('hides what every WSL distribution shares (/mnt/wsl) in the helper’s own mount namespace', async () => {
+    const r = await channel.run({ argv: ['sh', '-c', 'ls -A /mnt/wsl; grep " /mnt/wsl " /proc/self/mountinfo; touch /mnt/wsl/x 2>&1 || echo refused'] });
+    expect(r.stdout.toString()).not.toContain('left-by-another-distro');
+    expect(r.stdout.toString()).toMatch(/ \/mnt\/wsl ro,.* - tmpfs airlock-masked/);
+    expect(r.stdout.toString()).toContain('refused');
   });
 
   it('runs the helper as uid 1000 with no capabilities and no_new_privs', async () => {

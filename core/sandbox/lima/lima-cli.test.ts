@@ -1,11 +1,14 @@
 /**
  * RECORDED-BEHAVIOUR TESTS (no Lima here): outputs below follow Lima's documented formats
- * (`limactl list --json` = pkg/store Instance as JSON lines; nerdctl ps `{{json .}}` = docker-compatible
- * keys). They were NOT captured on a real Mac; see resources/vm/README.md.
+ * (`limactl list --json` = pkg/limatype/lima_instance.go Instance as JSON lines, its `config` the
+ * pkg/limatype/lima_yaml.go LimaYAML after pkg/limayaml/defaults.go FillDefault, read at lima-vm/lima
+ * 183a60d; nerdctl ps `{{json .}}` = docker-compatible keys). They were NOT captured on a real Mac;
+ * see resources/vm/README.md.
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
 import {
+  limaTemplateFor,
   limactlCreateArgs,
   limactlShellArgs,
   limaTemplate,
@@ -31,8 +34,8 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
   it('parses limactl list --json lines, including the mounts of the effective config', () => {
     const list = parseLimaList(RECORDED_LIMA_LIST);
     expect(list).toEqual([
-      { name: 'airlock', status: 'Running', vmType: 'vz', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 42949672960, dir: '/Users/dev/.lima/airlock', mounts: 0 },
-      { name: 'default', status: 'Stopped', vmType: 'qemu', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 107374182400, dir: '/Users/dev/.lima/default', mounts: 2 },
+      { name: 'airlock', status: 'Running', vmType: 'vz', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 42949672960, dir: '/Users/dev/.lima/airlock', mounts: 0, exposures: [] },
+      { name: 'default', status: 'Stopped', vmType: 'qemu', arch: 'aarch64', cpus: 4, memory: 4294967296, disk: 107374182400, dir: '/Users/dev/.lima/default', mounts: 2, exposures: [] },
     ]);
     // Older limactl printed a JSON array; no instance prints nothing.
     expect(parseLimaList('[{"name":"x","status":"Stopped"}]').map((i) => i.name)).toEqual(['x']);
@@ -45,6 +48,17 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
     expect(c?.name).toBe('airlock-r-abc-12345678');
     expect(parseNerdctlPs('{"ID":"a","Labels":{"airlock.run":"r1"}}')[0]?.labels).toEqual({ 'airlock.run': 'r1' });
     expect(parseNerdctlPs('time="..." level=warning msg="x"\n')).toEqual([]);
+  });
+
+  it('the VM takes the Mac’s architecture and is sized for concurrent runs from the Mac’s memory and cores', () => {
+    const m1 = limaTemplateFor({ memoryBytes: 16 * 1024 ** 3, cpus: 10, arch: 'arm64' });
+    expect(m1).toMatchObject({ arch: 'aarch64', memoryGiB: 8, cpus: 5 });
+    expect(limaTemplate(m1)).toMatch(/^arch: aarch64$/m);
+    expect(limaTemplate(m1)).toMatch(/^memory: "8GiB"$/m);
+    expect(limaTemplateFor({ memoryBytes: 8 * 1024 ** 3, cpus: 4, arch: 'x64' })).toMatchObject({ arch: 'x86_64', memoryGiB: 4, cpus: 2 });
+    expect(limaTemplateFor({ memoryBytes: 128 * 1024 ** 3, cpus: 32, arch: 'arm64' })).toMatchObject({ memoryGiB: 16, cpus: 8 });
+    // The guard against the Mac's loopback (host.lima.internal) is provisioned at every boot.
+    expect(limaTemplate(m1)).toMatch(/provision:\n- mode: system[\s\S]*ip daddr 192\.168\.5\.2 ct state new reject/);
   });
 
   it('the template shares nothing of the Mac: no mounts, every port ignored, no agent, no proxy env', () => {
@@ -78,8 +92,10 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
     expect(pairs('--cpus')).toEqual(['1.5']);
     expect(pairs('--user')).toEqual(['1000:1000']);
     expect(pairs('--label')).toEqual(['airlock.run=r-1', 'airlock.kind=sandbox']);
-    expect(pairs('--tmpfs').map((t) => t?.split(':')[0])).toEqual(['/workspace', '/airlock', '/tmp', '/home/airlock']);
+    // Scratch only on tmpfs (noexec by nerdctl's default, as Docker's); the workspace and state on the run's own named volumes, no host path.
+    expect(pairs('--tmpfs').map((t) => t?.split(':')[0])).toEqual(['/tmp', '/home/airlock']);
+    expect(pairs('--volume')).toEqual(['airlock-r-1-workspace:/workspace', 'airlock-r-1-state:/airlock']);
     expect(args).not.toContain('--privileged');
-    expect(args.join(' ')).not.toMatch(/-v |--volume|--mount|-p |--publish/);
+    expect(args.join(' ')).not.toMatch(/-v |--mount|-p |--publish/);
   });
 });

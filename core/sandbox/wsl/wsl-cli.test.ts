@@ -39,8 +39,11 @@ describe('wsl.exe CLI (recorded behaviour, not run on Windows)', () => {
     const args = wslHelperArgs('airlock-r-1', { uid: 1000, gid: 1000, home: '/home/airlock', pids: 256 });
     expect(args.slice(0, 9)).toEqual(['--distribution', 'airlock-r-1', '--user', 'root', '--cd', '/', '--exec', '/bin/sh', '-c']);
     const script = wslHelperScript({ uid: 1000, gid: 1000, home: '/home/airlock', pids: 256 });
-    expect(script).toMatch(/^exec unshare --net --fork -- \/bin\/sh -c '/);
-    expect(script).toContain('ip link set lo up');
+    expect(script).toMatch(/^exec unshare --net --mount --propagation private --fork -- \/bin\/sh -c '/);
+    // The image's own ip (iproute2) brings lo up: the rootfs the app makes needs no extra busybox.
+    expect(script).toContain('(ip link set lo up || /opt/airlock-vm/busybox ip link set lo up)');
+    for (const p of ['/mnt/wsl', '/mnt/wslg', '/tmp/.X11-unix', '/usr/lib/wsl']) expect(script).toContain(`if [ -d ${p} ]; then mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k airlock-masked ${p} || exit 1; fi`);
+    expect(script).toContain('mount --bind /dev/null /dev/dxg');
     expect(script).toContain('setpriv --reuid=1000 --regid=1000 --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all');
     expect(script).toContain('prlimit --nproc=256:256');
     expect(script).toMatch(/node \/opt\/airlock\/helper\.js'$/);

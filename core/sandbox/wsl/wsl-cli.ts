@@ -44,19 +44,30 @@ export interface WslHelperOptions {
 }
 
 /**
- * The script run as root in the distribution to start the helper: new network namespace with
- * only `lo` up, then the non-root user with no capabilities and no_new_privs, a process limit, a
- * clean environment. `/opt/airlock-vm/busybox` (added by prepareWslRootfs) brings `lo` up when the
- * image has no `ip`.
+ * What every WSL2 distribution shares and wsl.conf cannot turn off, hidden from the helper by its own
+ * mount namespace: /mnt/wsl (mounted into every distribution: microsoft/WSL src/linux/init/main.cpp
+ * CROSS_DISTRO_SHARE_PATH), WSLg's sockets and the GPU libraries (/mnt/wslg, /tmp/.X11-unix,
+ * /usr/lib/wsl), and the GPU device /dev/dxg.
+ */
+export const WSL_MASKED_PATHS = ['/mnt/wsl', '/mnt/wslg', '/tmp/.X11-unix', '/usr/lib/wsl'] as const;
+
+/**
+ * The script run as root in the distribution to start the helper: new network and mount namespaces
+ * (only `lo`, up; the shared paths masked), then the non-root user with no capabilities and
+ * no_new_privs, a process limit, a clean environment. The image's `ip` (iproute2) brings `lo` up;
+ * `/opt/airlock-vm/busybox`, when a rootfs carries one, is the fallback.
  */
 export function wslHelperScript(o: WslHelperOptions): string {
+  const masks = WSL_MASKED_PATHS.map((p) => `if [ -d ${p} ]; then mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k airlock-masked ${p} || exit 1; fi`);
   const inner = [
-    '(/opt/airlock-vm/busybox ip link set lo up || ip link set lo up) >/dev/null 2>&1 || { echo "airlock: cannot bring up lo" >&2; exit 1; }',
+    '(ip link set lo up || /opt/airlock-vm/busybox ip link set lo up) >/dev/null 2>&1 || { echo "airlock: cannot bring up lo" >&2; exit 1; }',
+    ...masks,
+    'if [ -e /dev/dxg ]; then mount --bind /dev/null /dev/dxg || exit 1; fi',
     'cd /workspace 2>/dev/null || cd /',
     `exec prlimit --nproc=${o.pids}:${o.pids} -- setpriv --reuid=${o.uid} --regid=${o.gid} --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all ` +
       `env -i HOME=${o.home} PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 ${WSL_HELPER.join(' ')}`,
   ].join('; ');
-  return `exec unshare --net --fork -- /bin/sh -c '${inner.replaceAll("'", `'\\''`)}'`;
+  return `exec unshare --net --mount --propagation private --fork -- /bin/sh -c '${inner.replaceAll("'", `'\\''`)}'`;
 }
 
 /** `wsl.exe -d <name> -u root --cd / -- /bin/sh -c <script>`: its stdin/stdout are the channel. */
@@ -114,7 +125,17 @@ export function isDistroNotFound(output: string): boolean {
   return /WSL_E_DISTRO_NOT_FOUND|There is no distribution with the supplied name/i.test(output);
 }
 
-/** No distribution at all makes `wsl --list` exit non-zero with WSL_E_DEFAULT_DISTRO_NOT_FOUND. */
+/**
+ * No distribution at all makes `wsl --list` fail with WSL_E_DEFAULT_DISTRO_NOT_FOUND, but current
+ * wsl.exe prints only the localized message for it, without the code (microsoft/WSL
+ * src/windows/common/WslClient.cpp), so this English check is a hint only: WslDriver confirms a
+ * distribution is gone with `wslProbeArgs`, whose WSL_E_DISTRO_NOT_FOUND is printed in every language.
+ */
 export function isNoDistributions(output: string): boolean {
   return /WSL_E_DEFAULT_DISTRO_NOT_FOUND|has no installed distributions/i.test(output);
+}
+
+/** `wsl.exe -d <name> --exec /bin/true`: fails with WSL_E_DISTRO_NOT_FOUND (code printed) when `name` is not registered. */
+export function wslProbeArgs(name: string): string[] {
+  return ['--distribution', name, '--exec', '/bin/true'];
 }

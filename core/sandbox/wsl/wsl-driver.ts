@@ -12,12 +12,12 @@ import {
   decodeWslOutput,
   distroName,
   isDistroNotFound,
-  isNoDistributions,
   parseWslList,
   WSL_DISTRO_PREFIX,
   wslHelperArgs,
   wslImportArgs,
   wslListArgs,
+  wslProbeArgs,
   wslTerminateArgs,
   wslUnregisterArgs,
 } from './wsl-cli';
@@ -28,7 +28,7 @@ export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promi
 export interface WslDriverOptions {
   /** The distribution root filesystem: `docker export` of the sandbox image passed through prepareWslRootfs(). */
   rootfsTar: string;
-  /** Where per-run distributions keep their virtual disks; default `<airlockHome()>/wsl`. */
+  /** Where per-run distributions keep their virtual disks; default `wslDataDir()`. */
   distrosDir?: string;
   /** Default `wsl.exe`. */
   wsl?: string;
@@ -36,6 +36,15 @@ export interface WslDriverOptions {
   user?: { uid: number; gid: number; home: string };
   runner?: WslRunner;
   openStream?: (args: string[]) => ChannelStream;
+}
+
+/**
+ * Where the WSL root filesystem and the per-run virtual disks live: Local AppData (`%LOCALAPPDATA%\\Airlock\\wsl`),
+ * never the Roaming profile (which domain logons copy around), unless AIRLOCK_HOME names a home.
+ */
+export function wslDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (!env.AIRLOCK_HOME && env.LOCALAPPDATA) return path.win32.join(env.LOCALAPPDATA, 'Airlock', 'wsl');
+  return path.join(airlockHome(env), 'wsl');
 }
 
 async function exists(p: string): Promise<boolean> {
@@ -62,7 +71,7 @@ export class WslDriver implements SandboxDriver {
     const bin = opts.wsl ?? 'wsl.exe';
     // WSL_UTF8=1 makes newer wsl.exe print UTF-8; decodeWslOutput handles both.
     this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, env: { ...process.env, WSL_UTF8: '1' } }));
-    this.distrosDir = opts.distrosDir ?? path.join(airlockHome(), 'wsl');
+    this.distrosDir = opts.distrosDir ?? wslDataDir();
   }
 
   private async wsl(args: string[], timeoutMs = 120_000): Promise<{ code: number | null; text: string }> {
@@ -103,14 +112,19 @@ export class WslDriver implements SandboxDriver {
     return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe'), args);
   }
 
-  private async distros(): Promise<string[]> {
+  /**
+   * Whether `name` is no longer registered. `wsl --list` answers when other distributions remain;
+   * when none does, it fails with a localized message and no code, so that failure is confirmed by
+   * starting `name`, which fails with the (never localized) WSL_E_DISTRO_NOT_FOUND when it is gone.
+   */
+  private async gone(name: string): Promise<boolean> {
     const r = await this.run(wslListArgs(), { timeoutMs: 60_000 });
-    const text = decodeWslOutput(r.stdout);
-    if (r.code !== 0) {
-      if (isNoDistributions(`${text}\n${r.stderr}`)) return [];
-      throw new AirlockError('VM_UNAVAILABLE', `wsl --list failed: ${`${text}\n${r.stderr}`.trim().slice(-500)}`);
-    }
-    return parseWslList(text).map((d) => d.name);
+    if (r.code === 0) return !parseWslList(decodeWslOutput(r.stdout)).some((d) => d.name === name);
+    const probe = await this.wsl(wslProbeArgs(name), 60_000);
+    if (probe.code !== 0 && isDistroNotFound(probe.text)) return true;
+    if (probe.code === 0) return false;
+    const listed = `${decodeWslOutput(r.stdout)}\n${r.stderr}`.trim();
+    throw new AirlockError('VM_UNAVAILABLE', `Could not check that the WSL distribution ${name} is gone: wsl --list failed (${listed.slice(-300)}) and so did starting it (${probe.text.slice(-300)}).`);
   }
 
   async destroy(runId: string): Promise<WipeProof> {
@@ -128,7 +142,7 @@ export class WslDriver implements SandboxDriver {
     }
     this.limits.delete(name);
     const leftovers: string[] = [];
-    if ((await this.distros()).includes(name)) leftovers.push(`distribution:${name}`);
+    if (!(await this.gone(name))) leftovers.push(`distribution:${name}`);
     if (await exists(dir)) leftovers.push(`dir:${dir}`);
     const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
     this.emitter.fire({ type: 'destroyed', runId, proof });

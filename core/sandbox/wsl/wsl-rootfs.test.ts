@@ -1,7 +1,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
-import { prepareWslRootfs, WSL_CONF } from './wsl-rootfs';
+import { prepareWslRootfs, WSL_CONF, WSL_DISTRIBUTION_CONF, WSL_HOSTS } from './wsl-rootfs';
 
 async function tarOf(entries: Array<{ name: string; body?: string; mode?: number; uid?: number; type?: 'file' | 'directory' | 'symlink'; linkname?: string }>): Promise<Buffer> {
   const p = pack();
@@ -52,5 +52,25 @@ describe('prepareWslRootfs (runs here: a real tar through tar-stream)', () => {
     expect([...entries.keys()].filter((n) => n === 'etc/wsl.conf')).toHaveLength(1);
     expect(WSL_CONF).toMatch(/\[automount\]\nenabled = false\nmountFsTab = false/);
     expect(WSL_CONF).toMatch(/\[interop\]\nenabled = false\nappendWindowsPath = false/);
+  });
+
+  it('turns off WSLg, the GPU, the Start-menu shortcut and the Terminal profile, and gives localhost a name', async () => {
+    // `docker export` leaves /etc/hosts empty (Docker mounts its own at run time).
+    const input = await tarOf([{ name: 'etc/', type: 'directory', mode: 0o755 }, { name: 'etc/hosts', body: '' }, { name: 'etc/wsl-distribution.conf', body: '[shortcut]\nenabled = true\n' }]);
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on('data', (c: Buffer) => chunks.push(c));
+    await prepareWslRootfs(Readable.from([input]), out);
+    const entries = await entriesOf(Buffer.concat(chunks));
+    // The keys WSL's init reads (microsoft/WSL src/linux/init/WslDistributionConfig.h, main.cpp).
+    expect(WSL_CONF).toMatch(/\[general\]\nguiApplications = false/);
+    expect(WSL_CONF).toMatch(/\[gpu\]\nenabled = false/);
+    expect(entries.get('etc/wsl-distribution.conf')?.body).toBe(WSL_DISTRIBUTION_CONF);
+    expect(WSL_DISTRIBUTION_CONF).toMatch(/\[shortcut\]\nenabled = false\n\n\[windowsterminal\]\nenabled = false/);
+    expect(entries.get('etc/hosts')?.body).toBe(WSL_HOSTS);
+    expect(WSL_HOSTS).toMatch(/^127\.0\.0\.1\tlocalhost$/m);
+    expect([...entries.keys()].filter((n) => n === 'etc/hosts' || n === 'etc/wsl-distribution.conf')).toHaveLength(2);
+    // No busybox unless given: the image's own ip brings lo up.
+    expect(entries.has('opt/airlock-vm/busybox')).toBe(false);
   });
 });

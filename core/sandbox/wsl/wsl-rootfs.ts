@@ -6,7 +6,9 @@ import { withImageFilesystem } from '../docker/image-export';
 /**
  * /etc/wsl.conf of every Airlock distribution: no Windows drives (automount off, no fstab), no
  * Windows interop (cannot start .exe files, no Windows PATH), no generated hosts/resolv.conf from the
- * Windows host, no systemd, the image's non-root user by default.
+ * Windows host, no systemd, no WSLg (`general.guiApplications`) and no GPU paravirtualization
+ * (`gpu.enabled`), the image's non-root user by default. Keys as WSL's init reads them
+ * (microsoft/WSL src/linux/init/WslDistributionConfig.cpp/.h).
  */
 export const WSL_CONF = `# Airlock sandbox distribution: nothing of Windows is reachable from here.
 [automount]
@@ -25,8 +27,34 @@ hostname = airlock
 [boot]
 systemd = false
 
+[general]
+guiApplications = false
+
+[gpu]
+enabled = false
+appendLibPath = false
+
 [user]
 default = airlock
+`;
+
+/**
+ * /etc/wsl-distribution.conf: without it WSL's init asks Windows for a Start-menu shortcut and a
+ * Windows Terminal profile for each imported distribution, which a crash would leave behind
+ * (microsoft/WSL src/linux/init/main.cpp: `shortcut.enabled`, `windowsterminal.enabled`, both default true).
+ */
+export const WSL_DISTRIBUTION_CONF = `# Airlock sandbox distribution: nothing is added to Windows for it.
+[shortcut]
+enabled = false
+
+[windowsterminal]
+enabled = false
+`;
+
+/** /etc/hosts: \`docker export\` leaves it empty and \`generateHosts = false\` keeps WSL from writing one, so localhost would not resolve. */
+export const WSL_HOSTS = `127.0.0.1\tlocalhost
+::1\tlocalhost ip6-localhost ip6-loopback
+127.0.1.1\tairlock
 `;
 
 export interface WslRootfsOptions {
@@ -36,7 +64,7 @@ export interface WslRootfsOptions {
   wslConf?: string;
 }
 
-const REPLACED = new Set(['etc/wsl.conf', 'opt/airlock-vm/busybox']);
+const REPLACED = new Set(['etc/wsl.conf', 'etc/wsl-distribution.conf', 'etc/hosts', 'opt/airlock-vm/busybox']);
 
 function normalize(name: string): string {
   return name.replace(/^\.?\/+/, '').replace(/\/+$/, '');
@@ -44,7 +72,8 @@ function normalize(name: string): string {
 
 /**
  * Turns the image's root filesystem tar (`docker export`) into the tar `wsl --import` takes: every
- * entry copied unchanged (owners, modes, links), /etc/wsl.conf and the busybox added. Streams: the
+ * entry copied unchanged (owners, modes, links), /etc/wsl.conf, /etc/wsl-distribution.conf and
+ * /etc/hosts replaced, and the optional busybox added (the image has `ip` itself). Streams: the
  * image is never held in memory.
  */
 export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, opts: WslRootfsOptions = {}): Promise<void> {
@@ -60,8 +89,11 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
     stream.pipe(entry);
   });
   ex.on('finish', () => {
-    const conf = Buffer.from(opts.wslConf ?? WSL_CONF, 'utf8');
-    out.entry({ name: 'etc/wsl.conf', mode: 0o644, uid: 0, gid: 0, size: conf.length, mtime: new Date(0) }, conf);
+    const files: Array<[string, string]> = [['etc/wsl.conf', opts.wslConf ?? WSL_CONF], ['etc/wsl-distribution.conf', WSL_DISTRIBUTION_CONF], ['etc/hosts', WSL_HOSTS]];
+    for (const [name, text] of files) {
+      const body = Buffer.from(text, 'utf8');
+      out.entry({ name, mode: 0o644, uid: 0, gid: 0, size: body.length, mtime: new Date(0) }, body);
+    }
     if (opts.busybox) {
       out.entry({ name: 'opt/airlock-vm/', type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: new Date(0) });
       out.entry({ name: 'opt/airlock-vm/busybox', mode: 0o755, uid: 0, gid: 0, size: opts.busybox.length, mtime: new Date(0) }, opts.busybox);
