@@ -41,6 +41,11 @@ export const ErrorInfo = z.object({
   message: z.string(),
   /** The input field the error is about (e.g. `projectDir`), so a form can mark it and offer the fix. */
   field: z.string().max(100).optional(),
+  /**
+   * A value the user can take for `field` instead (a free branch name when the chosen one exists):
+   * a screen offers it from here, never by reading it out of the message.
+   */
+  suggestion: z.string().max(500).optional(),
 });
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 

@@ -246,7 +246,7 @@ export type RunEvent = z.infer<typeof RunEvent>;
 export const PreviewPort = z.object({
   sandboxPort: z.number().int(),
   hostPort: z.number().int(),
-  /** `http://127.0.0.1:<hostPort>/` */
+  /** `http://localhost:<hostPort>/`: another site than the browser UI on 127.0.0.1 (docs/architecture.md §12). */
   url: z.string(),
 });
 export type PreviewPort = z.infer<typeof PreviewPort>;
@@ -319,6 +319,8 @@ export const runsContracts = {
     input: z.strictObject({ runId: RunId, port: z.number().int().min(1, 'a port is 1–65535').max(65535, 'a port is 1–65535') }),
     output: PreviewPort,
   },
+  /** The ports a live run has published (however they were published); empty once it has ended. Terminal links open only these. */
+  'runs:previewPorts': { input: RunRef, output: z.array(PreviewPort) },
   /**
    * Lets a host the egress proxy denied through, while the run goes on (allow-list policy only):
    * `once` for the next connection, `run` for the rest of this run, `project` for later runs too.

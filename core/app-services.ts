@@ -97,6 +97,9 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     projects: projectsService(pickFolder),
     mcp: mcp.service,
     onDidTerminalOutput: terminalOutput.event,
+    previewPorts() {
+      return runs.allPreviewPorts();
+    },
     async activeRunIds() {
       return runs.activeRunIds();
     },
@@ -253,6 +256,9 @@ function runsService(parts: ServiceParts): RunsService {
     },
     publishPort({ runId, port }) {
       return runs.publishPort(runId, port);
+    },
+    async previewPorts({ runId }) {
+      return runs.previewPorts(runId);
     },
     async allowNetwork({ runId, host, port, scope }) {
       await runs.allowNetwork(runId, host, port, scope);

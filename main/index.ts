@@ -33,7 +33,8 @@ if (!app.requestSingleInstanceLock()) {
   const showWindow = () => {
     if (!ready) return;
     if (!win || win.isDestroyed()) {
-      win = createMainWindow(paths);
+      // The ports live runs have published: the only loopback links the window opens.
+      win = createMainWindow(paths, () => services?.previewPorts() ?? []);
       return;
     }
     if (win.isMinimized()) win.restore();

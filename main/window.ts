@@ -1,5 +1,5 @@
 import { BrowserWindow, shell } from 'electron';
-import { externalLinkUrl } from '../contracts/external-links';
+import { externalLinkUrl, type LinkablePreview } from '../contracts/external-links';
 import { APP_INDEX_URL } from './app-protocol';
 import { contentSecurityPolicy } from './csp';
 import { passesPermissionCheck } from './permissions';
@@ -8,9 +8,10 @@ import type { WindowPaths } from './window-paths';
 
 /**
  * Creates the main window: locked down, no navigation, no new windows, permissions denied but the
- * two the UI uses (requests and checks), the UI loaded from app:// with its one CSP.
+ * two the UI uses (requests and checks), the UI loaded from app:// with its one CSP. `previews` lists
+ * the ports live runs have published: the only loopback links that open.
  */
-export function createMainWindow(paths: WindowPaths): BrowserWindow {
+export function createMainWindow(paths: WindowPaths, previews: () => readonly LinkablePreview[] = () => []): BrowserWindow {
   const win = new BrowserWindow({
     width: 1280,
     height: 840,
@@ -28,10 +29,11 @@ export function createMainWindow(paths: WindowPaths): BrowserWindow {
       callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(true)] } });
     });
   }
-  // The UI never navigates: links to the web, and published preview ports (loopback only), open in
-  // the user's browser; everything else is refused (contracts/external-links.ts).
+  // The UI never navigates: links to the web, and ports live runs have published (checked here
+  // again, on the host), open in the user's browser; everything else is refused
+  // (contracts/external-links.ts).
   const openOutside = (raw: string) => {
-    const url = externalLinkUrl(raw);
+    const url = externalLinkUrl(raw, previews());
     if (url) void shell.openExternal(url);
   };
   wc.on('will-navigate', (e, url) => {

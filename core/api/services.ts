@@ -24,6 +24,8 @@ export type DomainService<D extends string> = {
 export type AirlockServices = { [D in Domain]: DomainService<D> } & {
   /** Runs that have not reached a final state (asked before quitting). */
   activeRunIds(): Promise<string[]>;
+  /** Every port a live run has published (the desktop app's window opens only these loopback links). */
+  previewPorts(): Array<{ sandboxPort: number; hostPort: number }>;
   /** Stops everything: cancels and wipes live runs, closes the proxy. */
   dispose(): Promise<void>;
   /**

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { Readable } from 'node:stream';
 import { AirlockError } from '../../contracts/errors';
+import { hostToolCwd, hostToolEnv } from './host-tool-env';
 import { findTool } from './resolve-tool';
 
 export interface ToolResult {
@@ -16,6 +17,7 @@ export interface RunToolOptions {
   /** Written (or piped) to the tool's stdin, which is then closed. */
   input?: string | Buffer | Readable;
   env?: NodeJS.ProcessEnv;
+  /** Default: the user's home folder, never the current folder (often the project: docs/architecture.md §12). */
   cwd?: string;
   /** Stdout kept in memory at most (bytes); the rest is dropped. Default 16 MiB. */
   maxStdoutBytes?: number;
@@ -35,8 +37,8 @@ export async function runTool(cmd: string, args: readonly string[], opts: RunToo
   return new Promise((resolve, reject) => {
     const child = spawn(bin, [...args], {
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: opts.env ?? process.env,
-      cwd: opts.cwd,
+      env: hostToolEnv(opts.env ?? process.env),
+      cwd: opts.cwd ?? hostToolCwd(),
       windowsHide: true,
     });
     const out: Buffer[] = [];

@@ -50,7 +50,7 @@ export function contentSecurityPolicy(port: number): string {
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "font-src 'self' data:",
-    `connect-src 'self' ws://${BIND}:${port} ws://localhost:${port}`,
+    `connect-src 'self' ws://${BIND}:${port}`,
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
@@ -75,7 +75,9 @@ function cookieToken(req: IncomingMessage, name: string): string | undefined {
  * loopback port (against DNS rebinding) and, when present or required, an `Origin` of it too.
  */
 export function loopbackRefusal(req: IncomingMessage, port: number, requireOrigin: boolean): Exclude<Refusal, 'bad-token'> | undefined {
-  const hosts = [`${BIND}:${port}`, `localhost:${port}`];
+  // 127.0.0.1 only: `localhost` is where published previews live (another site, so a preview can
+  // never set or shadow the UI's cookies; docs/architecture.md §12).
+  const hosts = [`${BIND}:${port}`];
   if (!hosts.includes(req.headers.host ?? '')) return 'bad-host';
   const origin = req.headers.origin;
   if (origin !== undefined || requireOrigin) {

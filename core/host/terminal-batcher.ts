@@ -2,7 +2,7 @@ import type { TerminalChunk } from '../../contracts';
 import type { Disposable } from '../common/disposable';
 import type { TerminalBytes } from '../common/terminal-output';
 
-type GapOrExit = Exclude<TerminalChunk, { kind: 'data' }>;
+export type GapOrExit = Exclude<TerminalChunk, { kind: 'data' }>;
 type Gap = { fromSeq: number; toSeq: number; droppedBytes: number; end?: number };
 
 /** How the batcher handles one kind of data chunk: text (WebSocket, IPC) or bytes (the browser stream). */

@@ -10,6 +10,8 @@ export const CODEX_OAUTH_CLIENT_ID = 'app_EMoamEEZ73f0CkXaXp7hrann';
 const REFRESH_MARGIN_MS = 5 * 60_000;
 const REFRESH_TIMEOUT_MS = 20_000;
 const MAX_ANSWER = 1024 * 1024;
+/** After a refresh that failed for a reason other than a refusal (auth server down), wait this long before asking again. */
+const FAILED_REFRESH_BACKOFF_MS = 30_000;
 
 export interface ChatgptSessionOptions {
   /** The auth server, e.g. `https://auth.openai.com`; the refresh goes to `<authBaseUrl>/oauth/token`. */
@@ -23,10 +25,20 @@ export interface ChatgptSessionOptions {
  * token and account id, and refreshes with the real refresh token — once for any number of callers
  * at a time — when the token is near expiry or the upstream refused it. The real refresh token is
  * used only here, toward the auth server; it never reaches a sandbox.
+ *
+ * No refresh storm: each access token is refreshed at most once because the upstream refused it,
+ * and a token that a refusal-triggered refresh just issued and that the upstream refuses too is a
+ * clear error (the account, not the token, is the problem), never another refresh. A refresh the
+ * auth server refused is not asked again for the same token; one that failed otherwise (the auth
+ * server unreachable) waits `FAILED_REFRESH_BACKOFF_MS` before the next try.
  */
 export class ChatgptSession {
   #signin: ChatgptSignin;
   private refreshing: Promise<void> | undefined;
+  /** The access token the last refusal-triggered refresh issued. */
+  #issuedAfterRefusal: string | undefined;
+  /** The last refresh that failed: for which access token, why, and until when it stands. */
+  #failed: { token: string; error: unknown; until: number } | undefined;
 
   constructor(signin: Secret<ChatgptSignin>, private readonly opts: ChatgptSessionOptions) {
     this.#signin = { ...signin.reveal() };
@@ -65,10 +77,41 @@ export class ChatgptSession {
   refresh(usedToken?: Secret): Promise<boolean> {
     if (usedToken && usedToken.reveal() !== this.#signin.accessToken) return Promise.resolve(false);
     if (this.refreshing) return this.refreshing.then(() => false);
-    this.refreshing = this.doRefresh().finally(() => {
-      this.refreshing = undefined;
-    });
+    const failed = this.#failed;
+    if (failed && failed.token === this.#signin.accessToken && Date.now() < failed.until) return Promise.reject(failed.error);
+    const token = this.#signin.accessToken;
+    this.refreshing = this.doRefresh().then(
+      () => {
+        this.refreshing = undefined;
+        this.#failed = undefined;
+      },
+      (error: unknown) => {
+        this.refreshing = undefined;
+        const refused = error instanceof AirlockError && error.kind === 'UNAUTHORIZED';
+        this.#failed = { token, error, until: refused ? Infinity : Date.now() + FAILED_REFRESH_BACKOFF_MS };
+        throw error;
+      },
+    );
     return this.refreshing.then(() => true);
+  }
+
+  /**
+   * The upstream refused `usedToken` (HTTP 401): refreshes once for that token (resolves true for
+   * the caller that started it, false when another call already replaced the token: retry with the
+   * current one). A token that such a refresh issued and that is refused again rejects with a clear
+   * UNAUTHORIZED error instead of refreshing again.
+   */
+  refreshAfterRefusal(usedToken: Secret): Promise<boolean> {
+    const used = usedToken.reveal();
+    if (used === this.#signin.accessToken && used === this.#issuedAfterRefusal) {
+      return Promise.reject(
+        new AirlockError('UNAUTHORIZED', 'ChatGPT refused the sign-in again right after it was refreshed, so the account (not the token) is refused: check the ChatGPT plan of this account, then run `codex login` on this machine and `airlock keys import-codex`.'),
+      );
+    }
+    return this.refresh(usedToken).then((started) => {
+      if (started) this.#issuedAfterRefusal = this.#signin.accessToken;
+      return started;
+    });
   }
 
   private async doRefresh(): Promise<void> {

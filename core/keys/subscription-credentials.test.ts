@@ -53,6 +53,17 @@ describe('subscription credentials', () => {
     expect(() => deserializeSignin('garbage')).toThrow(/import it again/);
   });
 
+  it('refuses a damaged stored sign-in naming the field of the keychain entry, never a value', () => {
+    const good = { v: 1, accessToken: 'at-secret-7', refreshToken: 'rt-secret-7', idToken: 'id-secret-7', accountId: 'acct-7' };
+    expect(deserializeSignin(JSON.stringify(good))).toEqual({ accessToken: 'at-secret-7', refreshToken: 'rt-secret-7', idToken: 'id-secret-7', accountId: 'acct-7' });
+    const { refreshToken: _r, ...noRefresh } = good;
+    const e = thrown(() => deserializeSignin(JSON.stringify(noRefresh)));
+    expect(e).toMatchObject({ kind: 'KEY_MISSING', message: expect.stringContaining('field refreshToken of its keychain entry') });
+    expect(e.message).not.toMatch(/secret-7/);
+    expect(thrown(() => deserializeSignin(JSON.stringify({ ...good, v: 2 }))).message).toContain('field v ');
+    expect(thrown(() => deserializeSignin(JSON.stringify({ ...good, accountId: 7 }))).message).toContain('field accountId ');
+  });
+
   it('gives the sandbox an unsigned id token with only plan, account and user', () => {
     const id = jwt({ email: 'a@b.invalid', sub: 'secret-sub', 'https://api.openai.com/auth': { chatgpt_plan_type: 'team', chatgpt_account_id: 'acct-2', user_id: 'u-2', extra: 'x' } });
     const claims = signinClaims(id);

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 
 /**
@@ -160,15 +161,33 @@ export function serializeSignin(s: ChatgptSignin): string {
   return JSON.stringify({ v: 1, ...s });
 }
 
-/** Reads a keychain entry back; a broken entry is a clear error, not a crash. */
+/** The keychain entry of a ChatGPT sign-in (`serializeSignin`), version 1. */
+const StoredSignin = z.object({
+  v: z.literal(1),
+  accessToken: z.string().min(1),
+  refreshToken: z.string().min(1),
+  idToken: z.string().min(1),
+  accountId: z.string().min(1),
+  expiresAt: z.string().optional(),
+  lastRefresh: z.string().optional(),
+});
+
+/**
+ * Reads a keychain entry back; a broken entry is a clear error naming the field, not a crash. The
+ * message never holds a value of the entry (they are tokens).
+ */
 export function deserializeSignin(stored: string): ChatgptSignin {
+  let raw: unknown;
   try {
-    const o = JSON.parse(stored) as Partial<ChatgptSignin> & { v?: number };
-    if (o.v === 1 && o.accessToken && o.refreshToken && o.idToken && o.accountId) {
-      return { accessToken: o.accessToken, refreshToken: o.refreshToken, idToken: o.idToken, accountId: o.accountId, ...(o.expiresAt ? { expiresAt: o.expiresAt } : {}), ...(o.lastRefresh ? { lastRefresh: o.lastRefresh } : {}) };
-    }
+    raw = JSON.parse(stored);
   } catch {
-    // fall through
+    throw new AirlockError('KEY_MISSING', 'The stored ChatGPT sign-in is unreadable (its keychain entry is not JSON); import it again with `airlock keys import-codex`.');
   }
-  throw new AirlockError('KEY_MISSING', 'The stored ChatGPT sign-in is unreadable; import it again with `airlock keys import-codex`.');
+  const parsed = StoredSignin.safeParse(raw);
+  if (!parsed.success) {
+    const field = parsed.error.issues[0]?.path.join('.') || 'entry';
+    throw new AirlockError('KEY_MISSING', `The stored ChatGPT sign-in is unreadable (field ${field} of its keychain entry is missing or wrong); import it again with \`airlock keys import-codex\`.`);
+  }
+  const { v: _v, expiresAt, lastRefresh, ...signin } = parsed.data;
+  return { ...signin, ...(expiresAt ? { expiresAt } : {}), ...(lastRefresh ? { lastRefresh } : {}) };
 }

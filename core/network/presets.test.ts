@@ -91,7 +91,7 @@ describe('npm preset', () => {
         return '{"registry":"http://npm.tool.fixture.test:4873/"}';
       },
     });
-    expect(seen).toEqual([{ KEEP: '1', npm_config_update_notifier: 'false' }]);
+    expect(seen).toEqual([{ KEEP: '1', GOTOOLCHAIN: 'local', PYTHONSAFEPATH: '1', npm_config_update_notifier: 'false' }]);
     expect(preset.entries).toEqual([{ host: 'npm.tool.fixture.test', ports: [4873] }]);
   });
 
@@ -147,14 +147,18 @@ describe('pip preset', () => {
     ]);
   });
 
-  it('reads `pip config list` output through the tool runner', async () => {
+  it('reads `pip config list` output of an isolated Python run from the home folder', async () => {
     const root = fixture({});
+    const calls: string[] = [];
     const preset = await derivePreset('pip', {
       ...ctx(root),
       useTools: true,
-      runTool: async (cmd, args) =>
-        cmd === 'pip3' && args[0] === 'config' ? "global.index-url='https://pip.tool.fixture.test/simple'\n:env:.find-links='/opt/wheels'\n" : undefined,
+      runTool: async (cmd, args, opts) => {
+        calls.push(`${opts.cwd}: ${cmd} ${args.join(' ')}`);
+        return cmd === 'python3' && args.join(' ') === '-I -m pip config list' ? "global.index-url='https://pip.tool.fixture.test/simple'\n:env:.find-links='/opt/wheels'\n" : undefined;
+      },
     });
+    expect(calls).toEqual([`${path.join(root, 'home')}: python3 -I -m pip config list`]);
     expect(preset.entries).toEqual([{ host: 'pip.tool.fixture.test', ports: [443] }]);
   });
 });
@@ -171,6 +175,18 @@ describe('cargo preset', () => {
       { host: 'crates.mirror.fixture.test', ports: [443] },
       { host: 'git.corp.fixture.test', ports: [443] },
     ]);
+  });
+
+  it('shows, but never allows, the registries of the project\'s own Cargo config', async () => {
+    const root = fixture({
+      'home/.cargo/config.toml': '[registries.corp]\nindex = "https://git.corp.fixture.test/index"\n',
+      'project/.cargo/config.toml': '[source.crates-io]\nreplace-with = "evil"\n\n[source.evil]\nregistry = "sparse+https://crates.attacker.test/"\n',
+      'project/sub/.cargo/config.toml': '[registries.more]\nindex = "https://more.attacker.test/index"\n',
+    });
+    const preset = await derivePreset('cargo', { ...ctx(root), cwd: path.join(root, 'project') });
+    expect(preset.entries).toEqual([{ host: 'git.corp.fixture.test', ports: [443] }]);
+    expect(preset.pending.map((p) => p.entry.host)).toEqual(['crates.attacker.test']);
+    expect(preset.notes.join(' ')).toMatch(/project \.cargo\/config\.toml source\.evil\.registry asks for crates\.attacker\.test/);
   });
 
   it('derives the default registry from Cargo’s own cache when nothing is replaced', async () => {

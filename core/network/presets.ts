@@ -6,12 +6,19 @@ import { AirlockError } from '../../contracts/errors';
 import { Allowlist, type AllowEntry } from './allowlist';
 import { isIpLiteral, normalizeHostName } from './address-checks';
 import { findTool } from '../common/resolve-tool';
+import { hostToolEnv, isInsideFolder } from '../common/host-tool-env';
 
 /**
  * Allow-list presets for package managers, DERIVED FROM THIS MACHINE'S OWN CONFIGURATION of each
  * tool (the registry npm is set to, the apt sources, the pip index, GOPROXY, Cargo source
  * replacement…), so mirrors and corporate registries just work. No registry host name is written
  * in this file: when a tool is neither configured nor installed, its preset is empty and says so.
+ *
+ * The project is not the machine: no tool runs in the project folder or reads its configuration
+ * from there (docs/architecture.md §12, "Host tools never run the project's code"). Tools run from
+ * the home folder with `hostToolEnv` (toolchains pinned, Python's safe path), Python isolated (`-I`);
+ * registries the project's own files name (`.npmrc`, `.cargo/config.toml`) are shown as pending,
+ * never allowed by the preset.
  */
 
 export const PRESET_NAMES = ['npm', 'pip', 'cargo', 'go', 'apt'] as const;
@@ -31,7 +38,10 @@ export interface Preset {
   pending: Array<{ entry: AllowEntry; from: string }>;
 }
 
-/** Runs a host tool; resolves stdout on exit 0, undefined otherwise (missing tool, error, timeout). */
+/**
+ * Runs a host tool; resolves stdout on exit 0, undefined otherwise (missing tool, error, timeout).
+ * `cwd` is always the user's home folder and `env` already pinned (`hostToolEnv`).
+ */
 export type ToolRunner = (cmd: string, args: string[], opts: { env: NodeJS.ProcessEnv; cwd: string }) => Promise<string | undefined>;
 
 export interface PresetContext {
@@ -39,7 +49,7 @@ export interface PresetContext {
   env?: NodeJS.ProcessEnv;
   /** Home directory for per-user config files (default `os.homedir()`). */
   homeDir?: string;
-  /** The project directory (project-level `.npmrc`, `.cargo/config.toml`, `pip.conf` search). */
+  /** The project directory: its `.npmrc` and `.cargo/config.toml` registries are shown as pending. No tool runs there. */
   cwd?: string;
   /** Root under which `etc/apt` and `etc/pip.conf` are read (default `/`; tests point it at fixtures). */
   rootDir?: string;
@@ -51,7 +61,7 @@ export interface PresetContext {
 
 /** The default tool runner: execFile with a timeout and no shell. */
 export const execTool: ToolRunner = async (cmd, args, opts) => {
-  // Run with the project as cwd: the tool itself must come from PATH, never from that folder.
+  // The tool itself comes from PATH, never from the current folder.
   const bin = await findTool(cmd, opts.env ?? process.env);
   if (!bin) return undefined;
   return new Promise((resolve) => {
@@ -71,14 +81,14 @@ interface Ctx {
 }
 
 function resolveCtx(c: PresetContext = {}): Ctx {
-  return {
-    env: c.env ?? process.env,
-    home: c.homeDir ?? os.homedir(),
-    cwd: c.cwd ?? process.cwd(),
-    root: c.rootDir ?? '/',
-    useTools: c.useTools ?? true,
-    run: c.runTool ?? execTool,
-  };
+  const home = c.homeDir ?? os.homedir();
+  const cwd = c.cwd ?? process.cwd();
+  const env = hostToolEnv(c.env ?? process.env);
+  // Tools run from the home folder; a project that holds it (the home folder opened as a project,
+  // or `/`) could plant what they read there, so then no tool runs and the files are read instead.
+  const useTools = (c.useTools ?? true) && !isInsideFolder(home, cwd);
+  const run = c.runTool ?? execTool;
+  return { env, home, cwd, root: c.rootDir ?? '/', useTools, run: (cmd, args, opts) => run(cmd, args, { ...opts, cwd: home }) };
 }
 
 async function readText(file: string): Promise<string | undefined> {
@@ -146,7 +156,9 @@ class Collector {
     if (this.list.entries().length === 0) {
       this.note(`no ${name} registry is configured on this machine; add its host as a custom entry`);
     }
-    return { name, entries: this.list.entries(), sources: this.sources, notes: this.notes, pending: this.pending };
+    // A host the machine's own config allows after all (found later) is not pending.
+    const allowed = (e: AllowEntry) => this.list.entries().some((a) => a.host === e.host && (!a.ports || (e.ports?.[0] !== undefined && a.ports.includes(e.ports[0]))));
+    return { name, entries: this.list.entries(), sources: this.sources, notes: this.notes, pending: this.pending.filter((p) => !allowed(p.entry)) };
   }
 }
 
@@ -193,7 +205,7 @@ async function npmMachinePreset(ctx: Ctx, c: Collector): Promise<void> {
   if (ctx.useTools) {
     // npm's update check would ask the registry for its own latest version: reading config must not.
     const env = { ...ctx.env, npm_config_update_notifier: 'false' };
-    // Run from the home folder, not the project: npm merges the .npmrc of the folder it runs in.
+    // From the home folder, not the project: npm merges the .npmrc of the package folder it runs in.
     const json = await ctx.run('npm', ['config', 'list', '--json'], { env, cwd: ctx.home });
     if (json) {
       try {
@@ -269,9 +281,9 @@ async function pipPreset(ctx: Ctx): Promise<Preset> {
   }
   let listed = false;
   if (ctx.useTools) {
-    const out =
-      (await ctx.run('pip3', ['config', 'list'], { env: ctx.env, cwd: ctx.cwd })) ??
-      (await ctx.run('python3', ['-m', 'pip', 'config', 'list'], { env: ctx.env, cwd: ctx.cwd }));
+    // Python isolated (`-I`: no working directory or user site on the import path, no PYTHON*
+    // variables), never the `pip3` launcher script, whose interpreter runs without it.
+    const out = await ctx.run('python3', ['-I', '-m', 'pip', 'config', 'list'], { env: ctx.env, cwd: ctx.home });
     if (out !== undefined) {
       listed = true;
       for (const line of out.split(/\r?\n/)) {
@@ -299,8 +311,8 @@ async function pipPreset(ctx: Ctx): Promise<Preset> {
     // No index configured: ask the installed pip for its built-in default index and file host.
     const out = await ctx.run(
       'python3',
-      ['-c', 'from pip._internal.models.index import PyPI\nprint(PyPI.simple_url)\nprint("https://" + PyPI.file_storage_domain + "/")'],
-      { env: ctx.env, cwd: ctx.cwd },
+      ['-I', '-c', 'from pip._internal.models.index import PyPI\nprint(PyPI.simple_url)\nprint("https://" + PyPI.file_storage_domain + "/")'],
+      { env: ctx.env, cwd: ctx.home },
     );
     if (out) for (const line of out.split(/\r?\n/).filter(Boolean)) c.addUrl(line, "pip's built-in default index");
   }
@@ -340,22 +352,25 @@ async function cargoPreset(ctx: Ctx): Promise<Preset> {
     if (path.dirname(dir) === dir) break;
   }
   files.push(path.join(cargoHome, 'config.toml'), path.join(cargoHome, 'config'));
-  const config = new Map<string, { value: string; from: string }>();
+  const config = new Map<string, { value: string; from: string; project: boolean }>();
   for (const file of files.reverse()) {
     const text = await readText(file);
     if (text === undefined) continue;
-    for (const [k, v] of parseCargoToml(text)) config.set(k, { value: v, from: file });
+    // The project's own Cargo config (and its folders') is the project's say, not this machine's.
+    const project = isInsideFolder(file, ctx.cwd);
+    for (const [k, v] of parseCargoToml(text)) config.set(k, { value: v, from: file, project });
   }
   for (const [k, v] of Object.entries(ctx.env)) {
     const m = /^CARGO_REGISTRIES_([A-Z0-9_]+)_INDEX$/.exec(k);
-    if (m && v) config.set(`registries.${m[1]!.toLowerCase().replace(/_/g, '-')}.index`, { value: v, from: k });
+    if (m && v) config.set(`registries.${m[1]!.toLowerCase().replace(/_/g, '-')}.index`, { value: v, from: k, project: false });
   }
   let replaced = false;
-  for (const [key, { value, from }] of config) {
-    if (/^registries\.[^.]+\.index$/.test(key)) c.addUrl(value, `${from} ${key}`);
+  for (const [key, { value, from, project }] of config) {
+    const add = (url: string) => (project ? c.addPending(url, `project ${path.relative(ctx.cwd, from)} ${key}`) : c.addUrl(url, `${from} ${key}`));
+    if (/^registries\.[^.]+\.index$/.test(key)) add(value);
     const src = /^source\.([^.]+)\.(registry|replace-with)$/.exec(key);
-    if (src && src[2] === 'registry') c.addUrl(value, `${from} ${key}`);
-    if (key === 'source.crates-io.replace-with') replaced = true;
+    if (src && src[2] === 'registry') add(value);
+    if (key === 'source.crates-io.replace-with' && !project) replaced = true;
   }
   if (!replaced) {
     // The default registry is not configured anywhere; Cargo's own cache on this machine names it
@@ -403,7 +418,9 @@ async function goPreset(ctx: Ctx): Promise<Preset> {
   let gosumdb = ctx.env.GOSUMDB;
   let fromWhere = 'environment';
   if ((goproxy === undefined || gosumdb === undefined) && ctx.useTools) {
-    const out = await ctx.run('go', ['env', 'GOPROXY', 'GOSUMDB'], { env: ctx.env, cwd: ctx.cwd });
+    // From the home folder with GOTOOLCHAIN=local: a project's go.mod `toolchain` line never makes
+    // go download and run another toolchain, and no go.work of the project applies.
+    const out = await ctx.run('go', ['env', 'GOPROXY', 'GOSUMDB'], { env: ctx.env, cwd: ctx.home });
     if (out !== undefined) {
       const [p, s] = out.split(/\r?\n/);
       goproxy ??= p;

@@ -43,7 +43,7 @@ function connectOutcome(port: number): Promise<'refused' | 'closed' | 'open'> {
     s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED' ? 'refused' : 'closed'));
     s.on('close', () => resolve('closed'));
     s.on('connect', () => {
-      s.write(`GET / HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      s.write(`GET / HTTP/1.0\r\nHost: localhost:${port}\r\n\r\n`);
       s.once('data', () => {
         s.destroy();
         resolve('open');
@@ -82,9 +82,9 @@ describe('publishPort', () => {
     }
   });
 
-  it('pipes a host 127.0.0.1 port to the sandbox port and closes on dispose', async () => {
+  it('pipes a host loopback port (127.0.0.1 and ::1) to the sandbox port as http://localhost:<port> and closes on dispose', async () => {
     const published = await publishPort(client, appPort);
-    expect(published.url).toBe(`http://127.0.0.1:${published.hostPort}/`);
+    expect(published.url).toBe(`http://localhost:${published.hostPort}/`);
     expect(published.hostPort).not.toBe(appPort);
     expect(await get(`${published.url}hello`)).toBe('preview says /hello');
     const bodies = await Promise.all(Array.from({ length: 10 }, (_, i) => get(`${published.url}n${i}`)));
@@ -191,7 +191,7 @@ describe('publishPort refuses other Host names (DNS rebinding)', () => {
     calls = 0;
   });
 
-  it.each(['127.0.0.1', 'localhost', 'LocalHost'])('forwards a request for %s:<port> with its bytes unchanged', async (name) => {
+  it.each(['localhost', 'LocalHost'])('forwards a request for %s:<port> with its bytes unchanged', async (name) => {
     const published = await publishPort(counting, web.port);
     const request = `GET /app?x=1 HTTP/1.1\r\nHost: ${name}:${published.hostPort}\r\nConnection: close\r\n\r\n`;
     const response = await exchange(published.hostPort, [request]);
@@ -202,7 +202,7 @@ describe('publishPort refuses other Host names (DNS rebinding)', () => {
 
   it('forwards a request head split across many small writes', async () => {
     const published = await publishPort(counting, web.port);
-    const request = `POST /x HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\nX-Pad: ${'p'.repeat(200)}\r\nConnection: close\r\n\r\n`;
+    const request = `POST /x HTTP/1.1\r\nHost: localhost:${published.hostPort}\r\nX-Pad: ${'p'.repeat(200)}\r\nConnection: close\r\n\r\n`;
     const parts = request.match(/[\s\S]{1,3}/g) ?? [];
     const response = await exchange(published.hostPort, parts, { gapMs: 1 });
     expect(statusOf(response)).toBe('HTTP/1.1 200 OK');
@@ -214,10 +214,13 @@ describe('publishPort refuses other Host names (DNS rebinding)', () => {
     ['another host name', (p) => `GET / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nConnection: close\r\n\r\n`],
     ['no Host header', () => 'GET / HTTP/1.1\r\nConnection: close\r\n\r\n'],
     ['no Host header (HTTP/1.0)', () => 'GET / HTTP/1.0\r\n\r\n'],
-    ['another port', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p === 65535 ? 1 : p + 1}\r\n\r\n`],
+    ['another port', (p) => `GET / HTTP/1.1\r\nHost: localhost:${p === 65535 ? 1 : p + 1}\r\n\r\n`],
     ['a loopback name without the port', () => 'GET / HTTP/1.1\r\nHost: localhost\r\n\r\n'],
-    ['a second Host header', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\nHost: rebind.airlock-test.invalid:${p}\r\n\r\n`],
-    ['a folded Host header', (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\n rebind.airlock-test.invalid\r\n\r\n`],
+    // Issue 22, item 6: 127.0.0.1 is the browser UI's site; a preview answering there could set or shadow its cookies.
+    ["the UI's site 127.0.0.1", (p) => `GET / HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\n\r\n`],
+    ['[::1]', (p) => `GET / HTTP/1.1\r\nHost: [::1]:${p}\r\n\r\n`],
+    ['a second Host header', (p) => `GET / HTTP/1.1\r\nHost: localhost:${p}\r\nHost: rebind.airlock-test.invalid:${p}\r\n\r\n`],
+    ['a folded Host header', (p) => `GET / HTTP/1.1\r\nHost: localhost:${p}\r\n rebind.airlock-test.invalid\r\n\r\n`],
     ['a WebSocket upgrade', (p) => `GET /ws HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`],
     ['an unusual method', (p) => `PROPFIND / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\n\r\n`],
     ['a lowercase method', (p) => `patch / HTTP/1.1\r\nHost: rebind.airlock-test.invalid:${p}\r\nContent-Length: 2\r\n\r\nhi`],
@@ -226,7 +229,7 @@ describe('publishPort refuses other Host names (DNS rebinding)', () => {
     const published = await publishPort(counting, web.port);
     const response = await exchange(published.hostPort, [request(published.hostPort)]);
     expect(statusOf(response)).toBe('HTTP/1.1 421 Misdirected Request');
-    expect(bodyOf(response)).toContain(`open http://127.0.0.1:${published.hostPort}/ instead`);
+    expect(bodyOf(response)).toContain(`open http://localhost:${published.hostPort}/ instead`);
     expect(bodyOf(response)).toContain('DNS rebinding');
     expect({ calls, connections: web.connections }).toEqual({ calls: 0, connections: 0 });
     await published.close();
@@ -241,9 +244,9 @@ describe('publishPort refuses other Host names (DNS rebinding)', () => {
 
   it('cuts off a request head that is too slow or too long', async () => {
     const published = await publishPort(counting, web.port, { headTimeoutMs: 150 });
-    const slow = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\n`]);
+    const slow = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: localhost:${published.hostPort}\r\n`]);
     expect(statusOf(slow)).toBe('HTTP/1.1 408 Request Timeout');
-    const long = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: 127.0.0.1:${published.hostPort}\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`]);
+    const long = await exchange(published.hostPort, [`GET / HTTP/1.1\r\nHost: localhost:${published.hostPort}\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`]);
     expect(statusOf(long)).toBe('HTTP/1.1 431 Request Header Fields Too Large');
     expect({ calls, connections: web.connections }).toEqual({ calls: 0, connections: 0 });
     await published.close();

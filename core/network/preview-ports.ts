@@ -13,7 +13,7 @@ export interface SandboxPortConnector {
 export interface PublishedPort extends Disposable {
   readonly sandboxPort: number;
   readonly hostPort: number;
-  /** `http://127.0.0.1:<hostPort>/` — what the UI shows as a link. */
+  /** `http://localhost:<hostPort>/` — what the UI shows as a link (the previews' own site, not the UI's 127.0.0.1). */
   readonly url: string;
   /** Connections currently piped. */
   readonly activeConnections: number;
@@ -97,8 +97,8 @@ function printable(text: string): string {
 
 function refuse(status: string, what: string, hostPort: number): FirstBytes {
   const message =
-    `Airlock preview: refused ${what} — open http://127.0.0.1:${hostPort}/ instead; ` +
-    'requests with other host names are refused to stop DNS rebinding.\n';
+    `Airlock preview: refused ${what} — open http://localhost:${hostPort}/ instead; ` +
+    'previews answer only there: other host names are refused to stop DNS rebinding, and 127.0.0.1 is the site of Airlock\'s own UI.\n';
   return { kind: 'refuse', status, message };
 }
 
@@ -116,7 +116,10 @@ function checkHead(bytes: Buffer, hostPort: number, ended: boolean): FirstBytes 
     return undefined;
   }
   const hosts = hostHeaders(text.slice(0, end));
-  const allowed = new Set([`127.0.0.1:${hostPort}`, `localhost:${hostPort}`, `[::1]:${hostPort}`]);
+  // Only `localhost`: cookies are scoped by host name, not port, so a preview served as
+  // 127.0.0.1 would share the cookie jar of Airlock's browser UI (127.0.0.1) and could set or
+  // shadow its cookies. `localhost` is another site (docs/architecture.md §12).
+  const allowed = new Set([`localhost:${hostPort}`]);
   if (hosts?.length === 1 && allowed.has(hosts[0]!.toLowerCase())) return forward;
   if (hosts?.length === 1) return refuse('421 Misdirected Request', `a request for host ${printable(hosts[0]!)}`, hostPort);
   return refuse('421 Misdirected Request', hosts?.length === 0 ? 'a request without a Host header' : 'a request with an ambiguous Host header', hostPort);
@@ -229,34 +232,46 @@ export async function publishPort(channel: SandboxPortConnector, sandboxPort: nu
     else socket.pipe(scrub);
   };
 
-  const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
+  const onConnection = (socket: net.Socket) => {
     open.add(socket);
     socket.once('close', () => open.delete(socket));
     socket.on('error', () => socket.destroy());
     void admit(socket);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // 127.0.0.1 explicitly: never 0.0.0.0 or ::, so nothing on the LAN can reach the preview.
-    server.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  hostPort = (server.address() as net.AddressInfo).port;
+  };
+  // Loopback explicitly: never 0.0.0.0 or ::, so nothing on the LAN can reach the preview. The
+  // link is `localhost`, which a browser tries as ::1 first: the same port on ::1 is taken too, so
+  // no other local process listening there receives the preview's requests.
+  let servers: net.Server[] = [];
+  for (let attempt = 0; ; attempt++) {
+    const v4 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
+    await listenOn(v4, '127.0.0.1', 0);
+    hostPort = (v4.address() as net.AddressInfo).port;
+    const v6 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
+    const taken = await listenOn(v6, '::1', hostPort).then(
+      () => false,
+      (err: NodeJS.ErrnoException) => err.code === 'EADDRINUSE',
+    );
+    if (!taken) {
+      servers = v6.listening ? [v4, v6] : [v4];
+      break;
+    }
+    await new Promise<void>((resolve) => v4.close(() => resolve()));
+    if (attempt >= 8) throw new AirlockError('SANDBOX_FAILED', 'could not find a free loopback port for the preview (127.0.0.1 and ::1); try again');
+  }
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
-    closing ??= new Promise<void>((resolve) => {
+    closing ??= (async () => {
       closed = true;
-      server.close(() => resolve());
+      const done = Promise.all(servers.map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
       for (const s of open) s.destroy();
-    });
+      await done;
+    })();
     return closing;
   };
   return {
     sandboxPort: port,
     hostPort,
-    url: `http://127.0.0.1:${hostPort}/`,
+    url: `http://localhost:${hostPort}/`,
     get activeConnections() {
       let n = 0;
       for (const s of open) if (s instanceof net.Socket) n += 1;
@@ -265,6 +280,17 @@ export async function publishPort(channel: SandboxPortConnector, sandboxPort: nu
     close,
     dispose: () => void close(),
   };
+}
+
+/** Listens on `host:port` (exclusive); rejects with the listen error. */
+function listenOn(server: net.Server, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port, exclusive: true }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }
 
 export type PreviewPortEvent =

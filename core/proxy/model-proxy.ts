@@ -671,15 +671,20 @@ export class ModelProxy implements Disposable {
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
-        if (status === 401 && session && key && !retry) {
+        if (status === 401 && session && key) {
           up.resume();
-          // This attempt ends here; the refreshed one records the call.
+          // This attempt ends here; the refreshed one records the call. One refresh per refused
+          // token and one retry per call: a token refused right after its refresh is a clear error.
           if (!settle()) return;
-          session.refresh(key).then(
+          session.refreshAfterRefusal(key).then(
             (refreshed) => {
               if (refreshed) this.didRefreshSignin.fire({ runId: call.grant.runId, provider: providerId, reason: 'refused' });
-              if (!res.destroyed) this.forward(req, res, call, started, true);
-              else record(499, noUsage(), true);
+              if (res.destroyed) record(499, noUsage(), true);
+              else if (!retry) this.forward(req, res, call, started, true);
+              else {
+                this.send(res, format, 401, 'ChatGPT refused the sign-in twice in a row; retry the request, or sign in again (`codex login`, then `airlock keys import-codex`) if it keeps happening.');
+                record(401, noUsage());
+              }
             },
             (err: unknown) => {
               this.send(res, format, 401, err instanceof AirlockError ? err.message : 'the ChatGPT sign-in could not be refreshed');

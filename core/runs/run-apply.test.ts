@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, sha256Hex, verifyAuditLog } from '../audit/audit-log';
 import type { AuditRecord } from '../audit/audit-records';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../../test/support/workspace-fixtures';
-import { applyRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
+import { applyRunResult, loadRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
 import { toRunRecordView, toRunSummary } from './run-record';
@@ -137,5 +137,27 @@ describe('writeRecordedPatch', () => {
     const dest = path.join(home, 'out.patch');
     await expect(writeRecordedPatch({ store, runId: run.id, dest })).rejects.toMatchObject({ kind: 'CONFLICT' });
     await expect(readFile(dest)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
+
+describe('a damaged result.json (what apply trusts)', () => {
+  it('is refused naming the file and the field, before anything is applied; a missing one is still "no result"', async () => {
+    const { store, run, projectDir, reviewedSha256 } = await finishedRun();
+    const file = resultPaths(store, run.id).result;
+    const good = JSON.parse(await readFile(file, 'utf8')) as { changes: Array<{ section: { sha256: string } }> };
+    expect((await loadRunResult(store, run.id)).result.changes).toHaveLength(2);
+    const before = fingerprint(projectDir);
+
+    (good.changes[1] as { section: unknown }).section = { offset: 0, length: -4, sha256: 'x' };
+    await writeFile(file, JSON.stringify(good));
+    await expect(loadRunResult(store, run.id)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${file} is damaged: field changes.1.section.length:`) });
+    await expect(applyRunResult({ store, run, reviewedSha256, mode: 'working-tree' })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(file) });
+    expect(fingerprint(projectDir)).toEqual(before);
+
+    await writeFile(file, '{"version": 2, "changes": [');
+    await expect(loadRunResult(store, run.id)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringMatching(/is damaged: not valid JSON.*airlock patch/) });
+
+    await rm(file);
+    await expect(loadRunResult(store, run.id)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
   });
 });

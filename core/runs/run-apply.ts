@@ -11,6 +11,8 @@ import { HostRepo } from '../workspace/host-repo';
 import { mergeViewOf, writeResolution, type MergeViewData } from '../workspace/merge-view';
 import { selectionPatch, type FileSelection, type SelectionPatch } from '../workspace/partial';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
+import { parseStoredJson } from '../common/stored-json';
+import { StoredResultSchema } from '../workspace/stored-result';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
 
@@ -62,30 +64,43 @@ export async function loadRunResult(store: RunStore, runId: string, scope: Chang
   if (scope === 'thread' && (await store.get(runId)).thread) {
     let total: { result: StoredResult; patch: Buffer };
     try {
-      total = await readResult(rp.threadResult, rp.threadPatch);
-    } catch {
+      total = await readResult(runId, rp.threadResult, rp.threadPatch);
+    } catch (err) {
+      if (isDamaged(err)) throw err;
       throw new AirlockError('NOT_FOUND', `Run ${runId} is a follow-up turn but its thread total (artifacts/thread-result.json) is missing or unreadable; review this turn's own change instead, or continue from the first turn again.`);
     }
-    return { ...checkedVersion(runId, total), repo: HostRepo.open(rp.objects) };
+    return { ...total, repo: HostRepo.open(rp.objects) };
   }
   let loaded: { result: StoredResult; patch: Buffer };
   try {
-    loaded = await readResult(rp.result, rp.patch);
-  } catch {
+    loaded = await readResult(runId, rp.result, rp.patch);
+  } catch (err) {
+    if (isDamaged(err)) throw err;
     const legacy = await readFile(path.join(store.paths(runId).artifacts, 'baseline.json')).then(() => true, () => false);
     if (legacy) throw new AirlockError('INVALID_INPUT', `Run ${runId} was collected by an older Airlock whose result was not derived on the host; export its patch ('airlock patch ${runId} --out FILE'), read it, and apply it with git.`);
     throw new AirlockError('NOT_FOUND', `Run ${runId} has no collected result.`);
   }
-  return { ...checkedVersion(runId, loaded), repo: HostRepo.open(rp.objects) };
+  return { ...loaded, repo: HostRepo.open(rp.objects) };
 }
 
-async function readResult(resultFile: string, patchFile: string): Promise<{ result: StoredResult; patch: Buffer }> {
-  return { result: JSON.parse(await readFile(resultFile, 'utf8')) as StoredResult, patch: await readFile(patchFile) };
+/** A result file that is there but damaged (`parseStoredJson`): said as it is, not as "no result". */
+function isDamaged(err: unknown): boolean {
+  return err instanceof AirlockError && err.kind === 'INVALID_INPUT';
 }
 
-function checkedVersion<T extends { result: StoredResult }>(runId: string, loaded: T): T {
-  if (loaded.result.version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
-  return loaded;
+/** A result and its patch; a damaged result file is INVALID_INPUT naming the file and field. */
+async function readResult(runId: string, resultFile: string, patchFile: string): Promise<{ result: StoredResult; patch: Buffer }> {
+  const text = await readFile(resultFile, 'utf8');
+  const version = (() => {
+    try {
+      return (JSON.parse(text) as { version?: unknown } | null)?.version;
+    } catch {
+      return undefined;
+    }
+  })();
+  if (typeof version === 'number' && version !== 2) throw new AirlockError('INVALID_INPUT', `Run ${runId}'s result has an unknown format; export its patch instead.`);
+  const result = parseStoredJson(StoredResultSchema, resultFile, text, `nothing can be applied from it; export the run's patch ('airlock patch ${runId} --out FILE') and apply it with git.`);
+  return { result, patch: await readFile(patchFile) };
 }
 
 /**

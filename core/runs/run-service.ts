@@ -397,8 +397,18 @@ export class RunService implements Disposable {
     const live = this.live.get(runId);
     if (!live?.previews) throw new AirlockError('CONFLICT', 'The run has no live sandbox (not started yet, or already ended); ports are published while it runs.');
     const p = await live.previews.publish(sandboxPort);
-    await this.note(live, `published sandbox port ${sandboxPort} on 127.0.0.1:${p.hostPort}`);
+    await this.note(live, `published sandbox port ${sandboxPort} at ${p.url}`);
     return { sandboxPort, hostPort: p.hostPort, url: p.url };
+  }
+
+  /** The ports a live run has published (none once it has ended). */
+  previewPorts(runId: string): Array<{ sandboxPort: number; hostPort: number; url: string }> {
+    return this.live.get(runId)?.previews?.list() ?? [];
+  }
+
+  /** Every port published by a live run (the desktop app opens only these loopback links). */
+  allPreviewPorts(): Array<{ sandboxPort: number; hostPort: number; url: string }> {
+    return [...this.live.values()].flatMap((l) => l.previews?.list() ?? []);
   }
 
   /** Allows a host the run's egress proxy denied (allow-list policy), while the run goes on. */

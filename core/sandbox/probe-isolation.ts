@@ -1,8 +1,8 @@
-import { access } from 'node:fs/promises';
 import type { IsolationKind } from './driver';
 import { accelCacheFile, detectAccel, type VmAccel, type VmAccelChoice } from './qemu/accel';
 import { runTool } from '../common/run-tool';
 import { vmPaths } from './qemu/vm-paths';
+import { pathExists } from '../common/path-exists';
 
 /** One isolation level and whether this machine can use it. */
 export interface IsolationProbe {
@@ -29,12 +29,6 @@ async function answers(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Pr
   return { ok: r?.code === 0, out: r ? `${r.stdout.toString('utf8')}${r.stderr}`.trim() : '' };
 }
 
-async function exists(p: string): Promise<boolean> {
-  return access(p).then(
-    () => true,
-    () => false,
-  );
-}
 
 async function probeQemu(o: ProbeIsolationOptions): Promise<IsolationProbe> {
   const platform = o.platform ?? process.platform;
@@ -48,7 +42,7 @@ async function probeQemu(o: ProbeIsolationOptions): Promise<IsolationProbe> {
   }
   const paths = vmPaths(o.env);
   for (const f of [paths.kernel, paths.initramfs, paths.busybox]) {
-    if (!(await exists(f))) return { kind: 'qemu', available: false, reason: `the VM kernel/initramfs are not prepared (${f} missing): run scripts/prepare-vm-assets.sh` };
+    if (!(await pathExists(f))) return { kind: 'qemu', available: false, reason: `the VM kernel/initramfs are not prepared (${f} missing): run scripts/prepare-vm-assets.sh` };
   }
   try {
     // Boots a tiny guest under KVM once per QEMU/kernel version (remembered next to the assets).

@@ -1,6 +1,7 @@
-import { access, mkdir, rename } from 'node:fs/promises';
+import { mkdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { Settings } from '../../contracts/settings';
+import { pathExists } from '../common/path-exists';
 import { SandboxManager } from './sandbox';
 
 /** VM sandboxes announce themselves later than containers (a kernel boots first). */
@@ -28,7 +29,7 @@ export async function createVmManager(opts: VmManagerOptions): Promise<SandboxMa
     // Local AppData (not Roaming): the rootfs and the per-run disks are large and machine-bound.
     const dataDir = wslDataDir(opts.env);
     const rootfsTar = path.join(dataDir, `rootfs-${ref.split(':').pop() ?? 'base'}.tar`);
-    if (!(await access(rootfsTar).then(() => true, () => false))) {
+    if (!(await pathExists(rootfsTar))) {
       const { exportWslRootfs } = await import('./wsl/wsl-rootfs');
       await mkdir(path.dirname(rootfsTar), { recursive: true });
       await exportWslRootfs(ref, `${rootfsTar}.partial`);

@@ -262,6 +262,8 @@ describe('applyResult (branch commit identity and message)', () => {
     const err = applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/again' });
     await expect(err).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining("Branch 'airlock/again' already exists") });
     await expect(err).rejects.toMatchObject({ message: expect.stringContaining("'airlock/again-3'") });
+    // Typed, so the review screen offers it without reading the message.
+    await expect(err).rejects.toMatchObject({ field: 'branch', suggestion: 'airlock/again-3' });
     expect(git(dir, ['for-each-ref'])).toBe(refs);
     const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/again-3' });
     expect(out.branch).toBe('airlock/again-3');

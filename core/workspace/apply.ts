@@ -353,7 +353,7 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
   const exists = async (name: string) => (await git(['rev-parse', '--verify', '-q', `refs/heads/${name}`])).code === 0;
   if (await exists(branch)) {
     const free = await freeBranchName(branch, exists);
-    throw new AirlockError('CONFLICT', `Branch '${branch}' already exists (this result may have been applied before); apply to a new branch such as '${free}'. Nothing was applied.`);
+    throw new AirlockError('CONFLICT', `Branch '${branch}' already exists (this result may have been applied before); apply to a new branch such as '${free}'. Nothing was applied.`, { field: 'branch', suggestion: free });
   }
   const startCandidates = [opts.result.headCommit, 'HEAD'].filter((c): c is string => !!c);
   let start: string | undefined;

@@ -46,7 +46,8 @@ export interface ChangesOptions {
   diffCapBytes?: number;
 }
 
-export interface FileDiff {
+/** Raw `git diff` text of one file in the sandbox (the contract's `FileDiff` is the parsed, host-derived view). */
+export interface WorkspaceFileDiff {
   path: string;
   diff: string;
   binary: boolean;
@@ -165,7 +166,7 @@ export function listChanges(shell: WorkspaceShell, opts: ChangesOptions = {}): P
 }
 
 /** The unified diff of one file against the baseline (pass `oldPath` for a rename). */
-export function fileDiff(shell: WorkspaceShell, path: string, opts: ChangesOptions & { oldPath?: string; maxBytes?: number } = {}): Promise<FileDiff> {
+export function fileDiff(shell: WorkspaceShell, path: string, opts: ChangesOptions & { oldPath?: string; maxBytes?: number } = {}): Promise<WorkspaceFileDiff> {
   const layout = opts.layout ?? SANDBOX_LAYOUT;
   const maxBytes = opts.maxBytes ?? DEFAULT_DIFF_CAP;
   const paths = opts.oldPath && opts.oldPath !== path ? [opts.oldPath, path] : [path];

@@ -4,7 +4,8 @@ import { parseRawNumstat, refreshedGit, type FileChange } from './changes';
 import { ZERO_OID, blobOid, quoteC, type GitMode } from './git-objects';
 import type { FastImport, HostRepo } from './host-repo';
 import { parseHostileTar } from './hostile-tar';
-import { foldCollisions, symlinkLeavesProject, unsafePathReason } from './result-paths';
+import { foldCollisions, symlinkLeavesProject, unsafePathReason, unsafeSymlinkReason } from './result-paths';
+import { plantedGitDirs, plantedRepoFlag, plantedRepoRefusal } from './git-steering';
 import type { ManifestFile } from './snapshot';
 import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
 
@@ -160,6 +161,10 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
     }
   }
 
+  // Repositories planted in the result (with the project's own files): their config is refused
+  // outright (docs/architecture.md §11, "Git-steering files").
+  const planted = plantedGitDirs([...manifest.keys(), ...files.keys()].filter((p) => files.has(p) || !candidates.has(p) || unreadable.has(p)));
+
   // The result tree on the host: baseline + what was read. Unchanged bytes and mode: no change.
   const ops: Array<{ path: string; mode: GitMode; mark: number } | { path: string; delete: true }> = [];
   const linkTargets = new Map<string, string>();
@@ -173,6 +178,12 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
     }
     const mode: GitMode = f.kind === 'symlink' ? '120000' : f.exec ? '100755' : '100644';
     if (base && base.mode === mode && base.oid === blobOid(f.content)) continue;
+    // Left out and listed: the base (if any) stays as it is.
+    const refusal = plantedRepoRefusal(p, planted) ?? (f.kind === 'symlink' ? unsafeSymlinkReason(p) : undefined);
+    if (refusal) {
+      if (skipped.length < 1000) skipped.push({ path: p, reason: refusal });
+      continue;
+    }
     if (f.kind === 'symlink') linkTargets.set(p, f.content.toString('utf8'));
     ops.push({ path: p, mode, mark: await importer.blob(f.content) });
   }
@@ -218,6 +229,7 @@ export async function describeResult(repo: HostRepo, baseCommit: string, resultC
   // Names that one case-insensitive or normalising file system would see as one file.
   const collisions = new Map<string, string[]>();
   for (const group of foldCollisions(facts.tree).values()) for (const p of group) collisions.set(p, group.filter((q) => q !== p));
+  const planted = plantedGitDirs(facts.tree);
 
   const cap = facts.diffCapBytes ?? DEFAULT_DIFF_CAP;
   const changes: ResultChange[] = raw.map((c, i) => {
@@ -226,6 +238,8 @@ export async function describeResult(repo: HostRepo, baseCommit: string, resultC
     const warnings: string[] = [];
     const clash = collidingPrefix(c.path, collisions);
     if (clash) warnings.push(`name clash: ${clash} differ only in letter case or Unicode form (one file on macOS and Windows)`);
+    const repo = plantedRepoFlag(c.path, planted);
+    if (repo) warnings.push(repo);
     const target = facts.linkTargets.get(c.path);
     if (c.newMode === '120000' && target !== undefined && symlinkLeavesProject(c.path, target)) warnings.push(`symlink pointing outside the project (${target.slice(0, 200)})`);
     return { ...c, size, oldSize, tooLarge: size > cap || oldSize > cap, ...(warnings.length ? { warnings } : {}), section: sections[i] as ResultChange['section'] };

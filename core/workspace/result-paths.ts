@@ -1,8 +1,11 @@
 import path from 'node:path';
+import { gitControlFileAlias, isDotGitAlias, windowsNameReason } from './git-path-aliases';
 
 /**
  * Path rules for anything that came out of a sandbox and may be written into a project. One place,
- * used by collect (what can be part of a result) and apply (what may be written).
+ * used by collect (what can be part of a result) and apply (what may be written). A name is refused
+ * if git's `verify_path` would refuse it on any OS (`git-path-aliases.ts`), since a result read here
+ * may be applied on Windows or macOS (docs/architecture.md §11).
  */
 
 /** Why a project-relative path can never be part of a result, or undefined when it can. */
@@ -15,10 +18,21 @@ export function unsafePathReason(p: string): string | undefined {
   if (p.startsWith('/') || /^[A-Za-z]:/.test(p)) return 'absolute path';
   for (const c of p.split('/')) {
     if (c === '' || c === '.' || c === '..') return 'empty, "." or ".." path component';
-    // `.git` in any case and any Unicode form: git metadata is never written from a result.
-    if (foldName(c) === '.git' || /^\.git[\s.]*$/i.test(c) || /^git~\d+$/i.test(c)) return '.git metadata';
+    // `.git` in any case and any Unicode form, and every name Windows or macOS reads as `.git`
+    // (git's verify_path on every OS: a result may be applied on another machine).
+    if (foldName(c) === '.git' || /^\.git[\s.]*$/i.test(c) || /^git~\d+$/i.test(c) || isDotGitAlias(c)) return '.git metadata (or a name Windows or macOS reads as .git)';
+    const control = gitControlFileAlias(c);
+    if (control && c !== control) return `a name Windows or macOS reads as ${control}`;
+    const windows = windowsNameReason(c);
+    if (windows) return windows;
   }
   return undefined;
+}
+
+/** Why a symlink may not have this name (git refuses a symlinked `.gitmodules`; the other control files are read through it as well). */
+export function unsafeSymlinkReason(p: string): string | undefined {
+  const control = gitControlFileAlias(p.slice(p.lastIndexOf('/') + 1));
+  return control ? `a symlink named ${control} (git would read the file it points to)` : undefined;
 }
 
 /** A name as a case-insensitive, normalisation-insensitive file system sees it (macOS, Windows). */

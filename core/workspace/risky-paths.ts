@@ -34,7 +34,17 @@ const RULES: Rule[] = [
   { test: (_p, n) => ['setup.py', 'setup.cfg', 'pyproject.toml', 'conftest.py', 'noxfile.py', 'tox.ini', 'build.rs'].includes(n), reason: 'Python/Rust build or test hook: runs on install, build or test' },
   { test: (p) => /(^|\/)\.cargo\/config(\.toml)?$/.test(p) || /(^|\/)(gradlew|gradle-wrapper\.properties|build\.gradle(\.kts)?|settings\.gradle(\.kts)?)$/.test(p), reason: 'build tool config: runs on build' },
   { test: (_p, n) => ['.npmrc', '.yarnrc', '.yarnrc.yml', '.pnpmfile.cjs', 'bunfig.toml', 'pip.conf', '.pypirc'].includes(n), reason: 'package manager config: registry or install-script behaviour' },
+  // Git-steering files (docs/architecture.md §11, "Git-steering files").
+  { test: (_p, n) => n === '.gitmodules', reason: 'git submodules: your git clones and checks out these URLs and paths (clone --recursive, submodule update)' },
+  { test: (_p, n) => n === '.gitattributes', reason: 'git attributes: name filters and diff drivers your git runs on checkout, diff and commit' },
+  { test: (_p, n) => n === '.lfsconfig', reason: 'Git LFS config: where git-lfs fetches from and pushes to' },
+  { test: (_p, n) => n === '.gitignore', reason: 'git ignore rules: decide which files git status and commits leave out' },
+  { test: (_p, n) => /^\.git(?!hub|lab|pod|ea)/i.test(n) && !['.gitmodules', '.gitattributes', '.gitignore', '.gitkeep'].includes(n), reason: 'git control file: read by git or git tools' },
+  { test: (_p, n) => n === '.mailmap', reason: 'git mailmap: rewrites the authors git shows' },
 ];
+
+/** Lines of git config that name a command or another config (a `config` file anywhere, planted or not). */
+const GIT_CONFIG_COMMAND_LINE = /^\+\s*(?:\[\s*(?:include|includeif|filter|diff|merge|credential|gpg|core|alias|sequence|uploadpack|receive|remote)\b|(?:fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|textconv|clean|smudge|process|external|program|helper|driver|command|proxycommand|uploadpack|receivepack|path)\s*=)/im;
 
 const LIFECYCLE = ['preinstall', 'install', 'postinstall', 'prepare', 'prepublish', 'prepublishOnly', 'prepack', 'postpack', 'preuninstall', 'uninstall', 'postuninstall'];
 const LIFECYCLE_LINE = new RegExp(`^[+-]\\s*"(${LIFECYCLE.join('|')})"\\s*:`, 'm');
@@ -50,6 +60,7 @@ export function classifyRiskyPaths(changes: RiskInput[]): RiskyPath[] {
       const name = p.slice(p.lastIndexOf('/') + 1);
       for (const rule of RULES) if (rule.test(p, name)) reasons.push(rule.reason);
       if (name === 'package.json') reasons.push(...packageJsonReasons(change.diff));
+      if ((name === 'config' || name === 'config.worktree') && change.diff !== undefined && GIT_CONFIG_COMMAND_LINE.test(change.diff)) reasons.push('git config that names commands or other config (fsmonitor, hooksPath, filters, includes…): runs when git reads this folder');
     }
     if (change.newMode === '100755' && change.oldMode !== '100755') reasons.push('made executable');
     if (change.newMode === '120000' && change.oldMode !== '120000') reasons.push('now a symlink: check where it points');

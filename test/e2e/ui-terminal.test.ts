@@ -221,23 +221,32 @@ describe.skipIf(!docker.ok || !chromium.ok)('the terminal panel with the real co
     await expect.poll(() => screenText(page), { timeout: 20_000 }).toContain('\ntyped-after-search');
   });
 
-  it('opens links through the guard: a loopback preview link opens, javascript: and other http hosts do not', async () => {
-    const port = new URL(host.url).port;
+  it('opens links through the guard: only this run\'s published preview ports, on localhost; javascript:, other ports and the UI\'s own port do not', async () => {
+    const uiPort = new URL(host.url).port;
     await dismissNotices(page);
     await clearScreen(page);
+    // A server in the sandbox, published: the link it prints names its sandbox port.
+    await run(page, 'clear; (python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp >/dev/null 2>&1 &)');
+    const published = await services!.runs.publishPort({ runId, port: 8000 });
+    await vi.waitFor(async () => expect((await fetch(`${published.url}`)).status).toBe(200), { timeout: 20_000, interval: 200 });
     // printf builds the links, so only the output rows hold them (not the command line).
     await run(page, `printf '\\e]8;;%s\\e\\\\js-link-here\\e]8;;\\e\\\\\\n' 'javascript:alert(document.domain)'`, '\njs-link-here');
     await run(page, `printf 'dev %s://localhost:3000/app\\n' http`, 'dev http://localhost:3000/app');
-    await run(page, `printf 'open %s://127.0.0.1:${port}/tl now\\n' http`, '/tl now');
+    await run(page, `printf 'ui %s://127.0.0.1:${uiPort}/x\\n' http`, `/x`);
+    await run(page, `printf 'open %s://127.0.0.1:8000/tl now\\n' http`, '/tl now');
 
     await clickText(page, 'js-link-here');
     await clickText(page, 'localhost:3000/app');
     await expect.poll(() => page.getByRole('alert').allTextContents()).toContainEqual(expect.stringContaining('Not opened: http://localhost:3000/app'));
+    await dismissNotices(page);
+    // Issue 22, item 6: any loopback port used to open, the UI's own included.
+    await clickText(page, `127.0.0.1:${uiPort}/x`);
+    await expect.poll(() => page.getByRole('alert').allTextContents()).toContainEqual(expect.stringContaining(`Not opened: http://127.0.0.1:${uiPort}/x`));
     const popup = context.waitForEvent('page', { timeout: 20_000 });
     await dismissNotices(page);
-    await clickText(page, '127.0.0.1:');
+    await clickText(page, '127.0.0.1:8000');
     const opened = await popup;
-    await expect.poll(() => opened.url()).toBe(`http://127.0.0.1:${port}/tl`);
+    await expect.poll(() => opened.url()).toBe(`http://localhost:${published.hostPort}/tl`);
     await opened.close();
     expect(popups).toHaveLength(1);
     expect(dialogs).toEqual([]);

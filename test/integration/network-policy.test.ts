@@ -196,12 +196,12 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
     expect(curl.exitCode).not.toBe(0);
   });
 
-  it('preview: a server in the sandbox answers on a 127.0.0.1-only host port, gone after the run', async () => {
+  it('preview: a server in the sandbox answers on a loopback-only host port, linked as localhost, gone after the run', async () => {
     const server = isolated.channel.spawn({ argv: ['python3', '-m', 'http.server', '8000', '--bind', '127.0.0.1', '--directory', '/tmp'] });
     const ports = new PreviewPorts(isolated.channel);
     try {
       const published = await ports.publish(8000);
-      expect(published.url).toBe(`http://127.0.0.1:${published.hostPort}/`);
+      expect(published.url).toBe(`http://localhost:${published.hostPort}/`);
       // The in-sandbox http.server starts answering.
       const page = await vi.waitFor(async () => {
         const res = await httpGet(published.url);
@@ -210,8 +210,10 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
       }, { timeout: 20_000, interval: 100 });
       expect(page.body).toContain('Directory listing for /');
       expect(page.body).toContain('np/');
-      // Bound to 127.0.0.1 only: one listening socket, on 0100007F (127.0.0.1), none on any/other addresses.
-      expect(await hostListenAddresses(published.hostPort)).toEqual(['0100007F']);
+      // Bound to loopback only: 0100007F (127.0.0.1), none on any/other addresses...
+      // ...and on ::1 too where the host has it (a browser tries `localhost` there first).
+      const v6Loopback = (await readFile('/proc/net/if_inet6', 'utf8').catch(() => '')).includes('00000000000000000000000000000001');
+      expect(await hostListenAddresses(published.hostPort)).toEqual(v6Loopback ? ['0100007F', '00000000000000000000000001000000'] : ['0100007F']);
       await ports.closeAll();
       expect(await connectOutcome(published.hostPort)).toBe('refused');
       expect(await hostListenAddresses(published.hostPort)).toEqual([]);

@@ -171,6 +171,27 @@ describe.skipIf(!keychain.ok)('subscription credentials through the model proxy'
     grant.dispose();
   });
 
+  // Issue 22, item 6: an upstream that refuses every token (the account, not the token) used to
+  // make every call refresh the sign-in again.
+  it('ChatGPT sign-in: an upstream that keeps refusing gets one refresh per token, then a clear error — no refresh storm', async () => {
+    const real = await importSignin(3600);
+    const next = nextTokens();
+    up.setAuth({ clientId: CODEX_OAUTH_CLIENT_ID, refreshToken: real.refresh, next });
+    up.setScript(Array.from({ length: 30 }, () => ({ status: 401 })));
+    const grant = run('codex', 'chatgpt-signin');
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody));
+    results.push(...(await Promise.all([1, 2, 3].map(() => post('/v1/responses', { authorization: `Bearer ${grant.token}` }, responsesBody)))));
+    expect(results.map((r) => r.status)).toEqual(Array(7).fill(401));
+    expect(up.requests.filter((r) => r.path === '/oauth/token')).toHaveLength(1);
+    // The first call tried the old token and the refreshed one; every later call the refreshed one, once.
+    const calls = up.requests.filter((r) => r.url === '/backend-api/codex/responses').map((r) => r.headers.authorization);
+    expect(calls).toEqual([`Bearer ${real.access}`, ...Array(7).fill(`Bearer ${next.access_token}`)]);
+    for (const r of results.slice(1)) expect(r.text).toMatch(/refused the sign-in again right after it was refreshed|refused the sign-in twice/);
+    expect(results[0]!.text).toMatch(/refused the sign-in again right after it was refreshed/);
+    grant.dispose();
+  });
+
   it('ChatGPT sign-in: a token about to expire is refreshed exactly once before use, however many calls arrive at once', async () => {
     const real = await importSignin(60);
     const next = nextTokens();

@@ -138,7 +138,7 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
 
         // A preview port crosses the channel, like the model proxy: nothing is published on the engine.
         const published = await f.core.runs.publishPort(started.id, 8000);
-        expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+        expect(published.url).toMatch(/^http:\/\/localhost:\d+\/$/);
         expect(await (await fetch(`${published.url}src/app.js`)).text()).toContain('return 42;');
         expect((await remote.docker.getContainer(container!.Id).inspect()).NetworkSettings.Ports ?? {}).toEqual({});
 

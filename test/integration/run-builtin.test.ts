@@ -388,7 +388,7 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
     expect(registry.requests.slice(seenBefore)).toContainEqual({ host: `${FAKE_REGISTRY_HOST}:${registry.port}`, path: `/${FAKE_PACKAGE.name}` });
   });
 
-  it('publishes a preview port on 127.0.0.1 while the run lives, and closes it at the end', async () => {
+  it('publishes a preview port on loopback, linked as localhost, while the run lives, and closes it at the end', async () => {
     const projectDir = await f.project({ 'index.html': '<h1>preview-works</h1>\n' });
     const started = await f.start({
       projectDir,
@@ -406,7 +406,7 @@ describe.skipIf(!docker.ok)('a run under the allow-list network policy (real Doc
       });
     });
     const published = await f.core.runs.publishPort(started.id, 8000);
-    expect(published.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    expect(published.url).toMatch(/^http:\/\/localhost:\d+\/$/);
     const body = await (await fetch(`${published.url}index.html`)).text();
     expect(body).toContain('preview-works');
     await f.services.runs.cancel({ runId: started.id });

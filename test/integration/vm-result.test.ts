@@ -18,6 +18,7 @@ import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
+import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 
 const qemu = await requirePrerequisite('qemu');
 const docker = qemu.ok ? await requirePrerequisite('docker') : qemu;
@@ -51,21 +52,27 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
     const probe = await sandbox.channel.run({ argv: ['sh', '-c', 'cd /workspace && git log --format=%s && git status --porcelain'] });
     expect(probe.stdout.toString()).toBe('initial\n');
     // ...and committing its work there changes nothing the host derives.
+    // It also plants git-steering files and .git aliases (issue 22, items 2 and 4).
+    const marker = gitSteeringMarker();
     const agent = await sandbox.channel.run({
-      argv: ['sh', '-c', 'cd /workspace && echo A > a.txt && chmod +x run.sh && echo new > new.txt && ln -s /etc/passwd out && git add -A && git commit -qm agent-work && rm -rf /airlock/baseline.git'],
+      argv: ['sh', '-c', `cd /workspace && echo A > a.txt && chmod +x run.sh && echo new > new.txt && ln -s /etc/passwd out && git add -A && git commit -qm agent-work && rm -rf /airlock/baseline.git\n${gitSteeringPlantScript(marker)}`],
     });
+    expect(agent.stderr.toString()).toBe('');
     expect(agent.exitCode).toBe(0);
     // The sandbox's own tracking is gone.
     await expect(listChanges(sandbox.channel)).rejects.toMatchObject({ kind: 'SANDBOX_FAILED' });
 
-    const { result, patch } = await collectResult(sandbox.channel, {
+    const collected = await collectResult(sandbox.channel, {
       repo,
       baseCommit: await (hydrated.hostBaseline as Promise<string>),
       manifest: hydrated.manifest,
       isIgnored: snapshot.isIgnored,
       ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
     });
-    expect(result.changes.map((c) => `${c.status} ${c.path} ${c.oldMode ?? '-'}→${c.newMode ?? '-'}`)).toEqual([
+    const { result, patch } = collected;
+    expectGitSteeringRefused(collected);
+    const own = new Set(['a.txt', 'new.txt', 'out', 'run.sh']);
+    expect(result.changes.filter((c) => own.has(c.path)).map((c) => `${c.status} ${c.path} ${c.oldMode ?? '-'}→${c.newMode ?? '-'}`)).toEqual([
       'modified a.txt 100644→100644',
       'added new.txt -→100644',
       'added out -→120000',
@@ -78,5 +85,6 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
     expect(await readFile(path.join(project, 'a.txt'), 'utf8')).toBe('A\n');
     expect((await lstat(path.join(project, 'run.sh'))).mode & 0o100).not.toBe(0);
     expect(await readlink(path.join(project, 'out'))).toBe('/etc/passwd');
+    expectPlantedRepoInert(project, marker);
   });
 });

@@ -15,6 +15,7 @@ import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
+import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 import { sandboxImage, testRunId } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
@@ -165,6 +166,34 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
       expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toBe('export const a = 1;\nexport const b = 3;\n');
       expect(existsSync(path.join(dir, 'src/old.ts'))).toBe(false);
       expect(existsSync(path.join(dir, 'node_modules'))).toBe(false);
+    });
+  });
+
+  // Issue 22, items 2 and 4: a hostile agent plants a repository whose config runs a command
+  // when the user's git enters its folder, git control files, and names that are .git on Windows
+  // or macOS. The config and the aliases never reach the result; the rest is flagged; once the
+  // whole result is applied, the user's own git runs nothing there.
+  it('a planted repository, git control files and .git aliases from a live sandbox: refused or flagged, and inert once applied', async () => {
+    const dir = gitRepo({ 'README.md': 'hi\n' });
+    const marker = gitSteeringMarker();
+    await withSandbox(async (sb) => {
+      const snapshot = await snapshotProject(dir);
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
+      const run = await sb.channel.run({ argv: ['sh', '-c', gitSteeringPlantScript(marker)] });
+      expect(run.stderr.toString()).toBe('');
+      expect(run.exitCode).toBe(0);
+      const collected = await collectResult(sb.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
+        manifest: hydrated.manifest,
+        isIgnored: snapshot.isIgnored,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      });
+      expectGitSteeringRefused(collected);
+      const applied = await applyResult({ projectDir: dir, repo, result: collected.result, patch: collected.patch, reviewedSha256: collected.result.patchSha256, mode: 'working-tree' });
+      expect(applied.conflicts).toEqual([]);
+      expectPlantedRepoInert(dir, marker);
     });
   });
 

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import type { AgentEvent, ChangedFile, EngineCheckInput, EngineCheckResult, KeyInfo, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import type { AgentEvent, ChangedFile, EngineCheckInput, EngineCheckResult, KeyInfo, PreviewPort, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
 import { isFinalStatus, runTerminalId } from '../../contracts';
 import { Emitter } from '../../core/common/disposable';
 import type { AirlockServices } from '../../core/api/services';
@@ -43,7 +43,7 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
     ['openai', { id: 'openai', label: 'OpenAI', kind: 'openai', baseUrl: 'https://api.openai.com/v1', requiresKey: true, builtin: true, models: ['gpt-5'], hasKey: false }],
     ...(opts.providers ?? []).map((p): [string, ProviderInfo] => [p.id, { ...p }]),
   ]);
-  const runs = new Map<string, { record: RunRecord; events: RunEvent[]; files: ChangedFile[]; log: string; termSeq: number }>();
+  const runs = new Map<string, { record: RunRecord; events: RunEvent[]; files: ChangedFile[]; log: string; termSeq: number; previews?: PreviewPort[] }>();
   let settings: Settings = {
     theme: 'system', notifications: true, transcripts: false, defaultAgent: 'builtin', defaultApproval: 'auto',
     defaultIsolation: 'container', defaultNetwork: 'none', defaultTimeoutSec: 1800, defaultAllowlist: [],
@@ -136,6 +136,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
     emitOutput,
     emitEvent: push,
     finish,
+    previewPorts() {
+      return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).flatMap((r) => r.previews ?? []);
+    },
     async activeRunIds() {
       return [...runs.values()].filter((r) => !isFinalStatus(r.record.status)).map((r) => r.record.id);
     },
@@ -322,7 +325,12 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         const r = get(args.runId);
         if (isFinalStatus(r.record.status)) throw new AirlockError('CONFLICT', 'the run has ended; its published ports are closed');
         const hostPort = 40000 + args.port; // deterministic, so tests can assert the link
-        return { sandboxPort: args.port, hostPort, url: `http://127.0.0.1:${hostPort}/` };
+        r.previews = [...(r.previews ?? []).filter((p) => p.sandboxPort !== args.port), { sandboxPort: args.port, hostPort, url: `http://localhost:${hostPort}/` }];
+        return { sandboxPort: args.port, hostPort, url: `http://localhost:${hostPort}/` };
+      },
+      async previewPorts({ runId }) {
+        const r = get(runId);
+        return isFinalStatus(r.record.status) ? [] : (r.previews ?? []);
       },
       async allowNetwork(args) {
         log('runs:allowNetwork', args);
@@ -355,7 +363,7 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         const files = args.files ?? get(args.runId).files.map((f) => f.path);
         if (args.mode === 'branch' && args.branch) {
           // Like the core: an existing branch is refused, naming a free one.
-          if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`);
+          if (branches.has(args.branch)) throw new AirlockError('CONFLICT', `Branch '${args.branch}' already exists (this result may have been applied before); apply to a new branch such as '${args.branch}-2'. Nothing was applied.`, { field: 'branch', suggestion: `${args.branch}-2` });
           branches.add(args.branch);
           const r = get(args.runId);
           r.record.applied = { at: new Date().toISOString(), target: r.record.projectDir, branch: args.branch, files };

@@ -7,6 +7,7 @@ import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { findTool } from '../../common/resolve-tool';
+import { hostToolCwd } from '../../common/host-tool-env';
 
 export interface ServeOptions {
   port: number;
@@ -78,7 +79,7 @@ async function openInBrowser(url: string): Promise<void> {
   const cmd = await findTool(process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open');
   if (!cmd) return; // no opener installed: the printed URL is enough
   try {
-    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
+    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true, cwd: hostToolCwd() });
     child.on('error', () => {}); // no opener installed: the printed URL is enough
     child.unref();
   } catch {

@@ -91,6 +91,30 @@ describe('engine endpoint resolution', () => {
     await expect(resolve({ DOCKER_HOST: 'ftp://box' })).rejects.toThrow(/not understood/);
   });
 
+  // Issue 22, item 6: user and host reach the user's ssh config (%u, %h), which older OpenSSH
+  // expands into a shell command line.
+  it('refuses shell metacharacters in an ssh:// user or host, percent-encoded or not', async () => {
+    for (const address of [
+      'ssh://me;id@box', 'ssh://me%3Bid@box', 'ssh://$(id)@box', 'ssh://me%60id%60@box', "ssh://me'x@box", 'ssh://me%20x@box', 'ssh://me%7Cx@box', 'ssh://-me@box',
+      'ssh://me@box%3Bid', 'ssh://me@box$(id)', 'ssh://me@b%26x', 'ssh://me@b%0Ax', 'ssh://me@%2Dbox', 'ssh://me%00@box',
+    ]) {
+      expect(() => parseSshHost(address), address).toThrow(/not allowed in an ssh:\/\/ engine's user or host|ssh:\/\/user@host/);
+    }
+    await expect(resolve({ DOCKER_HOST: 'ssh://me%3Bid@box' })).rejects.toThrow(/ssh config/);
+    expect(parseSshHost('ssh://deploy_bot@build-box.corp.example:22')).toEqual({ host: 'build-box.corp.example', user: 'deploy_bot', port: 22 });
+    expect(parseSshHost('ssh://me@[::1]:2222')).toEqual({ host: '::1', user: 'me', port: 2222 });
+    expect(parseSshHost('ssh://my.alias')).toEqual({ host: 'my.alias' });
+  });
+
+  it('counts only literal loopback addresses and localhost as loopback for plain TCP, never *.localhost', async () => {
+    for (const ok of ['tcp://127.0.0.1:2375', 'tcp://127.8.9.10:2375', 'tcp://localhost:2375', 'tcp://LOCALHOST:2375', 'tcp://[::1]:2375']) {
+      await expect(resolve({ DOCKER_HOST: ok }), ok).resolves.toMatchObject({ description: { transport: 'tcp' } });
+    }
+    for (const bad of ['tcp://engine.localhost:2375', 'tcp://localhost.attacker.invalid:2375', 'tcp://127.0.0.1.nip.invalid:2375']) {
+      await expect(resolve({ DOCKER_HOST: bad }), bad).rejects.toThrow(/plain, unencrypted TCP/);
+    }
+  });
+
   it('uses the Docker context: DOCKER_CONTEXT, else currentContext in config.json, with its TLS files', async () => {
     await context('build', 'tcp://build-box:2376', {});
     await context('box-ssh', 'ssh://me@box');

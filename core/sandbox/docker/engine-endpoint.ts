@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { access, constants, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
@@ -20,6 +20,7 @@ import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
 export { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
+import { pathExists } from '../../common/path-exists';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -134,14 +135,6 @@ function describeSocketPath(socketPath: string, uid = currentUid()): Pick<Engine
   return { kind, ...(rootless === undefined ? {} : { rootless }) };
 }
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p, constants.F_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** docker-modem merges its own reading of process.env under ours: every key is set so none leaks in. */
 const CLEAN: EngineOptions = { socketPath: undefined, host: undefined, port: undefined, protocol: undefined, ca: undefined, cert: undefined, key: undefined, username: undefined, agent: undefined };
@@ -178,7 +171,9 @@ async function readTls(dir: string, what: string): Promise<TlsMaterial> {
 
 function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  // Only `localhost` and literal loopback addresses: `*.localhost` is resolved by whatever the
+  // system resolver (or an ssh/proxy in front) says, which need not be this machine.
+  if (h === 'localhost') return true;
   if (isIP(h) === 4) return h.startsWith('127.');
   return h === '::1';
 }
@@ -220,11 +215,33 @@ export function parseSshHost(address: string): SshTarget {
   } catch {
     url = new URL('invalid://');
   }
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (url.protocol !== 'ssh:' || !host || host.startsWith('-') || (url.pathname && url.pathname !== '/') || url.search || url.password) {
+  const bracketed = /^\[.*\]$/.test(url.hostname);
+  const host = safeDecode(url.hostname.replace(/^\[|\]$/g, ''));
+  const user = url.username ? safeDecode(url.username) : undefined;
+  if (url.protocol !== 'ssh:' || !host || host.startsWith('-') || (url.pathname && url.pathname !== '/') || url.search || url.hash || url.password) {
     throw new AirlockError('INVALID_INPUT', `'${address}' is not an engine address Airlock understands. Use ssh://user@host or ssh://user@host:port.`);
   }
-  return { host, ...(url.username ? { user: decodeURIComponent(url.username) } : {}), ...(url.port ? { port: Number(url.port) } : {}) };
+  // ssh hands user and host to the user's ssh config (`%u`, `%h` in ProxyCommand, Match exec…),
+  // where older OpenSSH expands them into a shell command line: only plain names get there.
+  if (!(bracketed ? SSH_IPV6 : SSH_NAME).test(host) || (user !== undefined && !SSH_NAME.test(user))) {
+    throw new AirlockError(
+      'INVALID_INPUT',
+      `'${address.slice(0, 200)}' has characters that are not allowed in an ssh:// engine's user or host name (letters, digits, '.', '_' and '-' only, not starting with '-'), since ssh may pass them to a shell. Put an alias in your ssh config (Host build-box, with HostName and User) and use ssh://build-box.`,
+    );
+  }
+  return { host, ...(user ? { user } : {}), ...(url.port ? { port: Number(url.port) } : {}) };
+}
+
+/** A user or host name ssh may pass to a shell safely. */
+const SSH_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
+const SSH_IPV6 = /^[0-9A-Fa-f:.]+$/;
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return '\0';
+  }
 }
 
 interface ParseContext {
@@ -267,7 +284,7 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
   }
   const host = m[2] as string;
   const port = Number(m[3]);
-  let tls = ctx.contextTls ? (ctx.contextTls.skipVerify ? 'no-verify' : (await exists(path.join(ctx.contextTls.dir, 'ca.pem'))) ? 'verify' : 'none') : tlsModeOf(ctx.env);
+  let tls = ctx.contextTls ? (ctx.contextTls.skipVerify ? 'no-verify' : (await pathExists(path.join(ctx.contextTls.dir, 'ca.pem'))) ? 'verify' : 'none') : tlsModeOf(ctx.env);
   if (m[1] === 'https' && tls === 'none') tls = 'verify';
   assertSafeTransport(host, address, tls, ctx.selection);
   const description: EngineDescription = { kind: ctx.kindHint ?? 'docker', location: `${host}:${port}`, transport: tls === 'none' ? 'tcp' : 'tls', remote: true, source: ctx.source, ...(context ? { context } : {}) };
@@ -371,7 +388,7 @@ export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env
   }
   const candidates = candidateSockets(env, choice);
   for (const c of candidates) {
-    if (process.platform === 'win32' || (await exists(c.path))) return socketEndpoint(c.path, `unix://${c.path}`, 'socket', false, undefined, c.kind);
+    if (process.platform === 'win32' || (await pathExists(c.path))) return socketEndpoint(c.path, `unix://${c.path}`, 'socket', false, undefined, c.kind);
   }
   const fallback = candidates[0] ?? { path: '/var/run/docker.sock', kind: 'docker' as const };
   return socketEndpoint(fallback.path, `unix://${fallback.path}`, 'default', true, undefined, fallback.kind);

@@ -1,20 +1,12 @@
-import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import { describeEngine, engineChoiceFrom, identifyEngine, isPodmanVersion, resolveEngineEndpoint, type EngineEndpoint, type EngineIdentity, type EngineInfo, type EngineKind, type EngineSelection } from './engine-endpoint';
 import type { LibpodHostInfo } from './engine-limits';
+import { pathExists } from '../../common/path-exists';
 
 export { candidateSockets, resolveEngineEndpoint, type EngineChoice, type EngineEndpoint, type EngineIdentity, type EngineKind, type EngineSelection } from './engine-endpoint';
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p, constants.F_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function dockerCliInstalled(env: NodeJS.ProcessEnv): Promise<boolean> {
   const names = process.platform === 'win32' ? ['docker.exe', 'podman.exe'] : ['docker', 'podman'];
@@ -22,7 +14,7 @@ async function dockerCliInstalled(env: NodeJS.ProcessEnv): Promise<boolean> {
   const extra = process.platform === 'darwin' ? ['/Applications/Docker.app/Contents/Resources/bin', '/usr/local/bin', '/opt/homebrew/bin'] : [];
   for (const dir of [...dirs, ...extra]) {
     for (const name of names) {
-      if (await exists(path.join(dir, name))) return true;
+      if (await pathExists(path.join(dir, name))) return true;
     }
   }
   return false;

@@ -4,6 +4,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Duplex } from 'node:stream';
+import { hostToolCwd } from '../../common/host-tool-env';
 
 /** Where an `ssh://` engine lives: what `ssh` is told to connect to. */
 export interface SshTarget {
@@ -163,7 +164,7 @@ export class SshDialAgent extends http.Agent {
   }
 
   override createConnection(): Duplex {
-    const child = spawn(this.sshPath, sshArgs(this.target, this.controlDir, this.configFile), { stdio: ['pipe', 'pipe', 'pipe'], env: this.env, windowsHide: true });
+    const child = spawn(this.sshPath, sshArgs(this.target, this.controlDir, this.configFile), { stdio: ['pipe', 'pipe', 'pipe'], env: this.env, cwd: hostToolCwd(), windowsHide: true });
     const socket = new SshStdioSocket(child);
     this.sockets_.add(socket);
     socket.once('close', () => this.sockets_.delete(socket));

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { runTool } from '../../common/run-tool';
+import { hostToolCwd } from '../../common/host-tool-env';
 
 /** How QEMU executes the guest: hardware virtualization (KVM, HVF) or software emulation (TCG). */
 export type VmAccel = 'kvm' | 'hvf' | 'tcg';
@@ -226,7 +227,7 @@ export function probeKvmBoot(o: ProbeBootOptions): Promise<BootVerdict> {
     let out = '';
     let err = '';
     let settled = false;
-    const child = spawn(o.qemuBinary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(o.qemuBinary, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: hostToolCwd() });
     const finish = (v: BootVerdict) => {
       if (settled) return;
       settled = true;

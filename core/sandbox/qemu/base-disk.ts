@@ -5,6 +5,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { runToolOk } from '../../common/run-tool';
 import { inspectImageConfig, withImageFilesystem, type ImageConfig } from '../docker/image-export';
 import type { VmPaths } from './vm-paths';
+import { pathExists } from '../../common/path-exists';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/1';
@@ -81,12 +82,6 @@ async function sha256File(file: string): Promise<string> {
   return createHash('sha256').update(await readFile(file)).digest('hex');
 }
 
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(
-    () => true,
-    () => false,
-  );
-}
 
 const building = new Map<string, Promise<BaseDisk>>();
 
@@ -127,7 +122,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
   const key = createHash('sha256').update(`${BASE_FORMAT}\n${config.id}\n${initHash}\n${busyboxHash}`).digest('hex').slice(0, 20);
   const diskPath = path.join(paths.baseDir, `${key}.img`);
   const metaPath = path.join(paths.baseDir, `${key}.json`);
-  if ((await exists(diskPath)) && (await exists(metaPath))) {
+  if ((await pathExists(diskPath)) && (await pathExists(metaPath))) {
     const meta = JSON.parse(await readFile(metaPath, 'utf8')) as { user: GuestUser; sizeBytes: number };
     return { path: diskPath, imageId: config.id, user: meta.user, sizeBytes: meta.sizeBytes };
   }

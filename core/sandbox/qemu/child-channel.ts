@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { hostToolCwd, hostToolEnv } from '../../common/host-tool-env';
 import type { ChannelStream } from '../driver';
 
 /**
@@ -7,7 +8,7 @@ import type { ChannelStream } from '../driver';
  * close() ends stdin and kills the process.
  */
 export function spawnChannelStream(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv } = {}): ChannelStream {
-  const child = spawn(cmd, [...args], { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env, windowsHide: true });
+  const child = spawn(cmd, [...args], { stdio: ['pipe', 'pipe', 'pipe'], env: hostToolEnv(opts.env ?? process.env), cwd: hostToolCwd(), windowsHide: true });
   let tail = '';
   child.stderr.on('data', (c: Buffer) => {
     tail = (tail + c.toString('utf8')).slice(-4000);

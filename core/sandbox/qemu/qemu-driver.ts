@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import path from 'node:path';
@@ -18,6 +18,7 @@ import { runTool, runToolOk } from '../../common/run-tool';
 import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from './vm-process';
 import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
 import { configureGuest, loadVmState, readOneFrame, saveVmState, snapshotFiles, snapshotKey, type SnapshotFiles } from './vm-snapshot';
+import { pathExists } from '../../common/path-exists';
 
 export interface QemuDriverOptions {
   env?: NodeJS.ProcessEnv;
@@ -62,7 +63,7 @@ export interface QemuSandboxInfo extends SandboxInfo {
   owner?: string;
 }
 
-interface RunRecord {
+interface VmRunRecord {
   runId: string;
   image: string;
   createdAt: string;
@@ -101,12 +102,6 @@ interface VmShape {
 const ID_PREFIX = 'qemu-';
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function exists(p: string): Promise<boolean> {
-  return access(p).then(
-    () => true,
-    () => false,
-  );
-}
 
 async function tail(file: string, bytes = 2000): Promise<string> {
   const fh = await open(file, 'r').catch(() => undefined);
@@ -234,7 +229,7 @@ export class QemuDriver implements SandboxDriver {
       throw new AirlockError('VM_UNAVAILABLE', `QEMU (${this.qemu}) is not installed: run scripts/prepare-vm-assets.sh, or apt-get install qemu-system-x86 qemu-utils.`);
     }
     for (const f of [this.paths.kernel, this.paths.initramfs, this.paths.busybox]) {
-      if (!(await exists(f))) {
+      if (!(await pathExists(f))) {
         throw new AirlockError('VM_UNAVAILABLE', `The VM kernel/initramfs are not prepared (${f} is missing): run scripts/prepare-vm-assets.sh.`);
       }
     }
@@ -253,7 +248,7 @@ export class QemuDriver implements SandboxDriver {
     if (Buffer.byteLength(files.channelSocket) > MAX_SOCKET_PATH) {
       throw new AirlockError('INVALID_INPUT', `The VM run directory path is too long for a Unix socket (${files.channelSocket}); set AIRLOCK_VM_RUNS to a shorter directory.`);
     }
-    if (this.live.has(spec.runId) || (await exists(files.dir))) {
+    if (this.live.has(spec.runId) || (await pathExists(files.dir))) {
       throw new AirlockError('CONFLICT', `A VM for run ${spec.runId} already exists; destroy it first.`);
     }
     await this.checkAvailable();
@@ -287,7 +282,7 @@ export class QemuDriver implements SandboxDriver {
     await mkdir(files.dir, { recursive: true, mode: 0o700 });
     const createdAt = new Date().toISOString();
     const owner = PROCESS_OWNER;
-    const record: RunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
+    const record: VmRunRecord = { runId: spec.runId, image: spec.image, createdAt, accel: probe.accel, ...(accelRetry ? { accelRetry } : {}), owner };
     const id = `${ID_PREFIX}${spec.runId}`;
     const info: QemuSandboxInfo = {
       id,
@@ -416,7 +411,7 @@ export class QemuDriver implements SandboxDriver {
   private async makeSnapshot(key: string, shape: VmShape): Promise<SnapshotFiles> {
     const root = path.join(this.paths.assetsDir, 'snapshots');
     const final = snapshotFiles(path.join(root, key));
-    if (await exists(final.meta)) return final;
+    if (await pathExists(final.meta)) return final;
     this.opts.onProgress?.('making the VM snapshot (once per image version)');
     const t0 = performance.now();
     const buildId = `b-${randomBytes(4).toString('hex')}`;
@@ -450,7 +445,7 @@ export class QemuDriver implements SandboxDriver {
       await mkdir(root, { recursive: true });
       await rename(files.dir, final.dir).catch(async (err: NodeJS.ErrnoException) => {
         // Another process made it meanwhile: use theirs.
-        if (!(await exists(final.meta))) throw err;
+        if (!(await pathExists(final.meta))) throw err;
         await rm(files.dir, { recursive: true, force: true });
       });
       await pruneSnapshots(root, 3);
@@ -625,7 +620,7 @@ export class QemuDriver implements SandboxDriver {
       }
       await waitGone(pid, 10_000);
     }
-    if (await exists(files.dir)) {
+    if (await pathExists(files.dir)) {
       const names = await readdir(files.dir).catch(() => [] as string[]);
       await rm(files.dir, { recursive: true, force: true, maxRetries: 3 });
       removed.push(...names.map((n) => `file:${runId}/${n}`), `dir:${files.dir}`);
@@ -641,7 +636,7 @@ export class QemuDriver implements SandboxDriver {
   async leftovers(runId: string): Promise<string[]> {
     const files = runFiles(this.paths.runsDir, runId);
     const out: string[] = [];
-    if (await exists(files.dir)) out.push(`dir:${files.dir}`);
+    if (await pathExists(files.dir)) out.push(`dir:${files.dir}`);
     for (const pid of await processesMentioning(`${files.dir}/`)) out.push(`process:${pid}`);
     return out;
   }
@@ -655,7 +650,7 @@ export class QemuDriver implements SandboxDriver {
       const st = await stat(files.dir).catch(() => undefined);
       if (!st?.isDirectory()) continue;
       const record = await readFile(files.record, 'utf8')
-        .then((t) => JSON.parse(t) as RunRecord)
+        .then((t) => JSON.parse(t) as VmRunRecord)
         .catch(() => undefined);
       const pid = await readPidfile(files.pidfile);
       const running = pid !== undefined && (await isRunQemu(pid, files.dir));

@@ -9,7 +9,7 @@ import { HEADER_BYTES } from '../../channel/protocol';
 import { qmpCommand } from './qmp';
 
 /**
- * A VM snapshot (DESIGN.md §8 "VM ready, restored from a snapshot"): one VM booted to the helper's
+ * A VM snapshot (docs/architecture.md §8, `vm.ready`): one VM booted to the helper's
  * hello and paused, its state saved once per image version and VM shape. Every file is read-only
  * once made and shared by the runs restored from it; each run writes only to its own overlays.
  */

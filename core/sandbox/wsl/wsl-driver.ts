@@ -1,5 +1,5 @@
 import { resolveTool } from '../../common/resolve-tool';
-import { access, mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { airlockHome } from '../../common/paths';
@@ -21,6 +21,7 @@ import {
   wslTerminateArgs,
   wslUnregisterArgs,
 } from './wsl-cli';
+import { pathExists } from '../../common/path-exists';
 
 /** Runs `wsl.exe` (tests substitute a recorder). */
 export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promise<ToolResult>;
@@ -47,12 +48,6 @@ export function wslDataDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(airlockHome(env), 'wsl');
 }
 
-async function exists(p: string): Promise<boolean> {
-  return access(p).then(
-    () => true,
-    () => false,
-  );
-}
 
 /**
  * SandboxDriver for Windows over WSL2: one imported distribution per run (see wsl-cli.ts). The
@@ -82,7 +77,7 @@ export class WslDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<SandboxInfo> {
     if (!isSafeRunId(spec.runId)) throw new AirlockError('INVALID_INPUT', `run id '${spec.runId}' must be letters, digits, '.', '_' or '-'.`);
     if (spec.network !== 'none') throw new AirlockError('INVALID_INPUT', `The WSL sandbox supports only the 'none' network policy for now; got '${spec.network}'.`);
-    if (!(await exists(this.opts.rootfsTar))) {
+    if (!(await pathExists(this.opts.rootfsTar))) {
       throw new AirlockError('VM_UNAVAILABLE', `The WSL root filesystem ${this.opts.rootfsTar} is missing; prepare it from the sandbox image (resources/vm/README.md).`);
     }
     const name = distroName(spec.runId);
@@ -136,14 +131,14 @@ export class WslDriver implements SandboxDriver {
     const un = await this.wsl(wslUnregisterArgs(name), 120_000);
     if (un.code === 0) removed.push(`distribution:${name}`);
     else if (!isDistroNotFound(un.text)) throw new AirlockError('SANDBOX_FAILED', `wsl --unregister ${name} failed: ${un.text.slice(-500)}`);
-    if (await exists(dir)) {
+    if (await pathExists(dir)) {
       await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
       removed.push(`dir:${dir}`);
     }
     this.limits.delete(name);
     const leftovers: string[] = [];
     if (!(await this.gone(name))) leftovers.push(`distribution:${name}`);
-    if (await exists(dir)) leftovers.push(`dir:${dir}`);
+    if (await pathExists(dir)) leftovers.push(`dir:${dir}`);
     const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
     this.emitter.fire({ type: 'destroyed', runId, proof });
     return proof;

@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import { DEFAULT_GIT_HISTORY, newRunDefaults, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation, type NetworkPolicy } from '../../../contracts';
+import { DEFAULT_GIT_HISTORY, newRunDefaults, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation } from '../../../contracts';
 import { api, errorInfo, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useDoctorStore } from '../stores/doctor-store';
@@ -7,6 +7,7 @@ import { useKeysStore } from '../stores/keys-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
+import { AGENT_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
 import { FolderBrowser } from './folder-browser';
 import { AGENT_LABEL, fittingProvider, isUsable, servesAgent } from '../lib/provider-fit';
@@ -195,11 +196,8 @@ export function NewRunScreen() {
           onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
-          <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: e.target.value as AgentKind }); }}>
-            <option value="builtin">Built-in agent</option>
-            <option value="claude-code">Claude Code</option>
-            <option value="codex">Codex CLI</option>
-            <option value="custom">Custom command</option>
+          <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: AGENT_OPTIONS.parse(e.target.value) }); }}>
+            {AGENT_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
           </select>
           {d.agent === 'custom' && (
             <input type="text" aria-label="Custom command" placeholder="aider --yes --message-file /task.md" value={d.customCommand} onChange={(e) => set({ customCommand: e.target.value })} style={{ flex: 1 }} />
@@ -244,15 +242,14 @@ export function NewRunScreen() {
         <label htmlFor="r-isolation">Isolation</label>
         <div className="stack" style={{ gap: 4 }}>
           <div className="row">
-            <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: e.target.value as Isolation })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
-              <option value="container">Container</option>
-              <option value="gvisor" disabled={gvisorBlocked}>{gvisorBlocked ? 'gVisor container (unavailable)' : 'gVisor container'}</option>
-              <option value="vm" disabled={vmBlocked}>{vmBlocked ? 'Virtual machine (unavailable)' : 'Virtual machine'}</option>
+            <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: ISOLATION_OPTIONS.parse(e.target.value) })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
+              {ISOLATION_OPTIONS.options.map((o) => {
+                const blocked = (o.value === 'gvisor' && gvisorBlocked) || (o.value === 'vm' && vmBlocked);
+                return <option key={o.value} value={o.value} disabled={blocked}>{blocked ? `${o.label} (unavailable)` : o.label}</option>;
+              })}
             </select>
-            <select aria-label="Network" value={d.network} onChange={(e) => set({ network: e.target.value as NetworkPolicy })}>
-              <option value="none">No network (model only)</option>
-              <option value="allowlist">Allow-listed domains</option>
-              <option value="open">Open internet</option>
+            <select aria-label="Network" value={d.network} onChange={(e) => set({ network: NETWORK_OPTIONS.parse(e.target.value) })}>
+              {NETWORK_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
             {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
             {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'react';
 import type { ApplyResult, ChangeScope, ChangedFile, FileSelection, SelectionPatch } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { api, errorInfo, errorMessage } from '../api';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { fileSelectionOf, hunkIds } from '../lib/selection';
 import { parseUnifiedDiff } from '../lib/unified-diff';
@@ -155,11 +155,10 @@ export function ReviewScreen({ runId }: { runId: string }) {
       void useRunsStore.getState().open(runId).catch(() => undefined);
       useAppStore.getState().notify(r.conflicts.length ? 'error' : 'success', `Applied ${r.applied.length} file(s)${r.conflicts.length ? `, ${r.conflicts.length} conflict(s) left untouched` : ''}`);
     } catch (err) {
-      const text = errorMessage(err);
-      setError(text);
-      // The host names a free branch when the chosen one exists: offer it.
-      const free = /already exists.*such as '([^']+)'/.exec(text)?.[1];
-      if (free) setSuggested(free);
+      setError(errorMessage(err));
+      // The host names a free branch when the chosen one exists (typed, not read from the message): offer it.
+      const info = errorInfo(err);
+      if (info.field === 'branch' && info.suggestion) setSuggested(info.suggestion);
     } finally {
       setBusy(false);
     }

@@ -37,7 +37,7 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     await waitFor(() => expect(screen.queryByRole('link') !== null).toBe(true));
     expect(callsOf('runs:publishPort')).toEqual([{ runId, port: 3000 }]);
     const link = screen.getByRole('link') as HTMLAnchorElement;
-    expect(link.getAttribute('href')).toBe('http://127.0.0.1:43000/');
+    expect(link.getAttribute('href')).toBe('http://localhost:43000/');
     expect(link.target).toBe('_blank');
     expect(link.rel).toContain('noopener');
     expect((screen.getByLabelText('Preview port') as HTMLInputElement).value).toBe('');

@@ -23,7 +23,7 @@ async function copy(text: string): Promise<void> {
   }
 }
 
-/** Publishes sandbox ports of a live run on 127.0.0.1 and lists them as links. */
+/** Publishes sandbox ports of a live run on the host's loopback and lists them as links (on localhost: not the UI's site). */
 export function PreviewPortsForm({ runId }: { runId: string }) {
   const ports = useNetworkStore((s) => s.ports[runId] ?? EMPTY);
   const [port, setPort] = useState('');
@@ -67,7 +67,7 @@ export function PreviewPortsForm({ runId }: { runId: string }) {
           aria-describedby={error ? `pp-err-${runId}` : undefined}
         />
         <button className="btn" type="submit" disabled={busy || !port.trim()}>{busy ? 'Publishing…' : 'Publish'}</button>
-        <span className="muted" style={{ fontSize: 12 }}>on 127.0.0.1 only; closed when the run ends</span>
+        <span className="muted" style={{ fontSize: 12 }}>on this machine's loopback only, as localhost; closed when the run ends</span>
       </form>
       {error && <div id={`pp-err-${runId}`} className="del-n" role="alert">{error}</div>}
       {ports.length > 0 && (

@@ -4,6 +4,7 @@ import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useSettingsStore } from '../stores/settings-store';
+import { AGENT_OPTIONS, APPROVAL_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
 import { McpSettingsPanel } from './mcp-panels';
 
@@ -289,31 +290,23 @@ function SettingsForm({ settings }: { settings: Settings }) {
         <h2 id="s-defaults-title">New run defaults</h2>
         <div className="grid-form">
           <SettingRow id="s-agent" label="Agent" hint="The agent the New run form starts with." when="Takes effect: in the New run form, once saved.">
-            <select id="s-agent" value={d.defaultAgent} onChange={(e) => set({ defaultAgent: e.target.value as AgentKind })}>
-              <option value="builtin">Built-in agent</option>
-              <option value="claude-code">Claude Code</option>
-              <option value="codex">Codex CLI</option>
-              <option value="custom">Custom command</option>
+            <select id="s-agent" value={d.defaultAgent} onChange={(e) => set({ defaultAgent: AGENT_OPTIONS.parse(e.target.value) })}>
+              {AGENT_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-approval" label="Commands" hint="Run freely (the sandbox is the boundary) or ask before each command." when="Takes effect: in the New run form, once saved.">
-            <select id="s-approval" value={d.defaultApproval} onChange={(e) => set({ defaultApproval: e.target.value as ApprovalMode })}>
-              <option value="auto">Run freely</option>
-              <option value="ask">Ask before each command</option>
+            <select id="s-approval" value={d.defaultApproval} onChange={(e) => set({ defaultApproval: APPROVAL_OPTIONS.parse(e.target.value) })}>
+              {APPROVAL_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-isolation" label="Isolation" hint="Container is fastest; gVisor keeps the agent off the host kernel; a virtual machine is the strongest wall." when="Takes effect: in the New run form, once saved.">
-            <select id="s-isolation" value={d.defaultIsolation} onChange={(e) => set({ defaultIsolation: e.target.value as Isolation })}>
-              <option value="container">Container</option>
-              <option value="gvisor">gVisor container</option>
-              <option value="vm">Virtual machine</option>
+            <select id="s-isolation" value={d.defaultIsolation} onChange={(e) => set({ defaultIsolation: ISOLATION_OPTIONS.parse(e.target.value) })}>
+              {ISOLATION_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-network" label="Network" hint="What the sandbox may reach besides the model: nothing, allow-listed domains, or the internet." when="Takes effect: in the New run form, once saved.">
-            <select id="s-network" value={d.defaultNetwork} onChange={(e) => set({ defaultNetwork: e.target.value as NetworkPolicy })}>
-              <option value="none">No network (model only)</option>
-              <option value="allowlist">Allow-listed domains</option>
-              <option value="open">Open internet</option>
+            <select id="s-network" value={d.defaultNetwork} onChange={(e) => set({ defaultNetwork: NETWORK_OPTIONS.parse(e.target.value) })}>
+              {NETWORK_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-timeout" label="Time limit" hint="A run is stopped and its sandbox wiped after this long." when="Takes effect: in the New run form, once saved.">

@@ -90,11 +90,12 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
         )}
       </div>
       {notice && <div className="terminal-notice" role="alert">{notice}</div>}
-      <TerminalView key={runTerminal} terminalId={runTerminal} label="Run terminal" active={current === runTerminal} />
+      <TerminalView key={runTerminal} terminalId={runTerminal} runId={runId} label="Run terminal" active={current === runTerminal} />
       {tabs.map((t) => (
         <TerminalView
           key={t.terminalId}
           terminalId={t.terminalId}
+          runId={runId}
           interactive
           label={t.label}
           active={current === t.terminalId}

@@ -9,7 +9,7 @@ import { useResolvedTheme } from '../lib/theme';
 import { useAppStore } from '../stores/app-store';
 import { bufferText } from '../terminal/buffer-text';
 import { newPart } from '../terminal/live-after-replay';
-import { openExternalLink } from '../terminal/open-link';
+import { needsPreviewPorts, openExternalLink } from '../terminal/open-link';
 import { terminalFlow } from '../terminal/terminal-flow';
 import { terminalHub } from '../terminal/terminal-hub';
 import { TerminalSink } from '../terminal/terminal-sink';
@@ -20,9 +20,25 @@ const encoder = new TextEncoder();
 /** Resizes settle before the PTY hears of them: a dragged window sends one resize, not fifty. */
 const RESIZE_DEBOUNCE_MS = 80;
 
-function openLink(uri: string): void {
-  if (openExternalLink(uri)) return;
-  useAppStore.getState().notify('error', `Not opened: ${uri.slice(0, 120)}. Terminal links open only for https pages and published preview ports (http://127.0.0.1:…); publish a sandbox port under Network to preview it.`);
+function refuseLink(uri: string): void {
+  useAppStore.getState().notify('error', `Not opened: ${uri.slice(0, 120)}. Terminal links open only for https pages and this run's published preview ports; publish the sandbox port under Network to preview it.`);
+}
+
+/** Opens a terminal link; a loopback one only for a port the run has published (asked from the host, however it was published). */
+function openLink(uri: string, runId: string | undefined): void {
+  if (!needsPreviewPorts(uri)) {
+    if (!openExternalLink(uri)) refuseLink(uri);
+    return;
+  }
+  if (!runId) return refuseLink(uri);
+  void api()
+    .call('runs:previewPorts', { runId })
+    .then(
+      (ports) => {
+        if (!openExternalLink(uri, ports)) refuseLink(uri);
+      },
+      () => refuseLink(uri),
+    );
 }
 
 async function copyText(text: string, what: string): Promise<void> {
@@ -45,8 +61,10 @@ interface Xterm {
  * shell) takes the keyboard when shown and keeps its PTY at the view's size. Ctrl/⌘+F searches;
  * links open through the app's one link rule (contracts/external-links.ts).
  */
-export function TerminalView({ terminalId, interactive = false, label, active = true, focusTick, onExit }: {
+export function TerminalView({ terminalId, runId, interactive = false, label, active = true, focusTick, onExit }: {
   terminalId: string;
+  /** The run the terminal belongs to: its published ports are the loopback links that open. */
+  runId?: string;
   interactive?: boolean;
   label: string;
   /** Shown (tabs keep hidden terminals mounted, so their screen and scrollback stay). */
@@ -60,6 +78,8 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
   const fitNow = useRef<() => void>(() => {});
   const exitRef = useRef(onExit);
   exitRef.current = onExit;
+  const runIdRef = useRef(runId);
+  runIdRef.current = runId;
   const theme = useResolvedTheme();
   const themeRef = useRef(theme);
   themeRef.current = theme;
@@ -80,13 +100,13 @@ export function TerminalView({ terminalId, interactive = false, label, active = 
       // The search addon draws its highlights as decorations, which xterm 6 still marks as proposed API.
       allowProposedApi: true,
       // OSC 8 hyperlinks go through the same rule as plain links; never xterm's own opener.
-      linkHandler: { activate: (_e, uri) => openLink(uri), allowNonHttpProtocols: false },
+      linkHandler: { activate: (_e, uri) => openLink(uri, runIdRef.current), allowNonHttpProtocols: false },
     });
     const fit = new FitAddon();
     const search = new SearchAddon({ highlightLimit: 1000 });
     term.loadAddon(fit);
     term.loadAddon(search);
-    term.loadAddon(new WebLinksAddon((_e, uri) => openLink(uri)));
+    term.loadAddon(new WebLinksAddon((_e, uri) => openLink(uri, runIdRef.current)));
     term.attachCustomKeyEventHandler((e) => {
       if (e.type === 'keydown' && (e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === 'f') {
         e.preventDefault();

@@ -26,9 +26,5 @@ export function fittingProvider(providers: readonly ProviderInfo[], agent: Agent
   return fitting.find(isUsable) ?? fitting[0];
 }
 
-export const AGENT_LABEL: Record<AgentKind, string> = {
-  builtin: 'Built-in agent',
-  'claude-code': 'Claude Code',
-  codex: 'Codex CLI',
-  custom: 'Custom command',
-};
+/** An agent's name in the UI (one label map: `option-labels.ts`). */
+export { AGENT_LABELS as AGENT_LABEL } from './option-labels';
