@@ -130,7 +130,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       network: NetworkPolicy.optional().describe('none (default), allowlist (with allow), or open'),
       allow: z.array(z.string().min(1).max(253)).max(200).optional().describe('domains reachable under the allowlist policy (preset:npm etc. allowed)'),
       environment: z.string().max(200).optional().describe('project environment; only the default image in this build'),
-      publish: z.array(z.number().int().min(1).max(65535)).max(10).optional().describe('sandbox ports to publish on 127.0.0.1 right away'),
+      publish: z.array(z.number().int().min(1).max(65535)).max(10).optional().describe('sandbox ports to publish on loopback right away'),
     }),
     z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
     async (args, extra) => {
@@ -275,7 +275,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
 
   tool(
     'sandbox_publish_port',
-    'Publish a port a process in the sandbox listens on, on a random 127.0.0.1 port of this machine; returns its URL.',
+    'Publish a port a process in the sandbox listens on, on a random loopback port of this machine; returns its URL.',
     z.strictObject({ sandboxId: SandboxId, port: z.number().int().min(1).max(65535) }),
     PreviewOut,
     async (args) => {

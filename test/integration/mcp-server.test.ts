@@ -97,7 +97,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     // A preview port: a server in the sandbox, reached from the host on 127.0.0.1 only.
     await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & sleep 1` });
     const pub = await ok<{ url: string }>(client, 'sandbox_publish_port', { sandboxId: id, port: 8123 });
-    expect(pub.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+/);
+    expect(pub.url).toMatch(/^http:\/\/(127\.0\.0\.1|localhost):\d+/);
     expect(await httpGet(pub.url)).toBe('preview-ok');
 
     const destroyed = await ok<{ status: string; wipe: { verified: boolean }; patchSha256: string; changedFiles: number }>(client, 'sandbox_destroy', { sandboxId: id });
