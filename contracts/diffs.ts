@@ -138,6 +138,11 @@ export const ApplyInput = z
      * `diffs:list`'s `patchSha256` when whole files are applied. Apply refuses anything else.
      */
     reviewedSha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'),
+    /**
+     * Write the files that merge cleanly even when others conflict. Without it an apply is whole or
+     * nothing: one conflicting file and nothing is written (the conflicts come back to resolve).
+     */
+    skipConflicts: z.boolean().optional(),
   })
   .superRefine((v, ctx) => {
     if (v.mode === 'branch' && !v.branch) ctx.addIssue({ code: 'custom', path: ['branch'], message: 'name the new branch' });
@@ -157,6 +162,10 @@ export const ApplyResult = z.object({
   applied: z.array(z.string()),
   /** Files left untouched because the project changed under them; nothing was overwritten. */
   conflicts: z.array(Conflict),
+  /** Files that would have applied cleanly but were not written because others conflict (whole or nothing). */
+  held: z.array(z.string()).default([]),
+  /** Files the project already has as the result (applied before, or resolved in a merge view). */
+  unchanged: z.array(z.string()).default([]),
   branch: z.string().optional(),
   commit: z.string().optional(),
   /** Author of the branch commit, `Name <email>`. */
@@ -167,6 +176,15 @@ export const ApplyResult = z.object({
   patchSha256: z.string().optional(),
 });
 export type ApplyResult = z.infer<typeof ApplyResult>;
+
+/**
+ * A branch commit's default message: the agent's summary (its first line the subject), the task in
+ * the body; the task alone when the agent left no summary.
+ */
+export function defaultCommitMessage(task: string, summary?: string): string {
+  const said = summary?.trim();
+  return said ? `${said}\n\nTask: ${task.trim()}` : task.trim();
+}
 
 export const diffsContracts = {
   'diffs:list': {

@@ -17,5 +17,7 @@ describe('describeError: the one mapping from error kinds to what a person reads
     expect(describeError({ kind: 'DOCKER_NOT_RUNNING', message: 'x' }).actions).toEqual(['open-setup-check']);
     expect(describeError({ kind: 'NOT_FOUND', message: 'x', field: 'projectDir' }).actions).toEqual(['choose-folder']);
     expect(describeError({ kind: 'NOT_FOUND', message: 'x' }).actions).toEqual([]);
+    // A provider that failed a run: test it and see where it points.
+    expect(describeError({ kind: 'UPSTREAM_ERROR', message: 'x', field: 'provider' }).actions).toEqual(['test-connection', 'open-keys']);
   });
 });

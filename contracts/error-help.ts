@@ -1,7 +1,7 @@
 import type { ErrorInfo, ErrorKind } from './errors';
 
 /** What a person can do about an error; the UI renders each as a button, the CLI as a hint. */
-export type ErrorAction = 'replace-key' | 'add-key' | 'open-setup-check' | 'choose-folder';
+export type ErrorAction = 'replace-key' | 'add-key' | 'open-setup-check' | 'choose-folder' | 'test-connection' | 'open-keys';
 
 /** An error as a person reads it: a plain title, the message, and what to do next. */
 export interface ErrorHelp {
@@ -16,6 +16,8 @@ export const ERROR_ACTION_LABEL: Record<ErrorAction, string> = {
   'add-key': 'Add key',
   'open-setup-check': 'Open setup check',
   'choose-folder': 'Choose another folder',
+  'test-connection': 'Test connection',
+  'open-keys': 'Open Keys',
 };
 
 /** The same actions for the terminal. */
@@ -24,6 +26,8 @@ export const ERROR_ACTION_CLI: Record<ErrorAction, string> = {
   'add-key': 'add a key: airlock keys set <provider>',
   'open-setup-check': 'check the setup: airlock doctor',
   'choose-folder': 'pass a project folder that exists',
+  'test-connection': 'test the provider: airlock keys test <provider>',
+  'open-keys': 'see its base URL: airlock keys list (change it: airlock keys set-url <provider> <url>)',
 };
 
 const TITLE: Record<ErrorKind, string> = {
@@ -45,7 +49,7 @@ const TITLE: Record<ErrorKind, string> = {
   KEYCHAIN_UNAVAILABLE: 'The keychain is not available',
   KEY_MISSING: 'No key for this provider',
   PROVIDER_UNKNOWN: 'Unknown provider',
-  UPSTREAM_ERROR: 'The provider answered with an error',
+  UPSTREAM_ERROR: 'The model provider failed',
   BUDGET_EXCEEDED: 'Budget reached',
   VM_UNAVAILABLE: 'Virtual machine isolation is not available',
   GVISOR_UNAVAILABLE: 'gVisor isolation is not available',
@@ -72,6 +76,8 @@ const SETUP: ReadonlySet<ErrorKind> = new Set([
 function actionsFor(info: ErrorInfo): ErrorAction[] {
   if (info.kind === 'UNAUTHORIZED') return ['replace-key'];
   if (info.kind === 'KEY_MISSING') return ['add-key'];
+  // The provider's server failed a run (unreachable, 5xx): test it, and check where it points.
+  if (info.kind === 'UPSTREAM_ERROR' && info.field === 'provider') return ['test-connection', 'open-keys'];
   if (SETUP.has(info.kind)) return ['open-setup-check'];
   if (info.field === 'projectDir') return ['choose-folder'];
   return [];

@@ -77,6 +77,10 @@ export const StartRunInput = z
     network: NetworkPolicy.default('none'),
     /** Domains reachable through the logging egress proxy when `network` is `allowlist`. */
     allowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
+    /** Egress gateway rules (`HOST read-only`, `HOST git-push=agent/`…), in order; allow-list policy only. */
+    egressRules: z.array(z.string().min(1).max(400)).max(200).optional(),
+    /** Names of the gateway secrets this run may use (values stay in the keychain). */
+    secrets: z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/)).max(20).optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
     /** History in the sandbox's repository; absent: the `gitHistory` setting. */
     gitHistory: GitHistory.optional(),
@@ -84,6 +88,9 @@ export const StartRunInput = z
   .superRefine((v, ctx) => {
     if (v.agent === 'custom' && !v.customCommand) {
       ctx.addIssue({ code: 'custom', path: ['customCommand'], message: 'the custom agent needs a command line' });
+    }
+    if (v.network !== 'allowlist' && (v.egressRules?.length || v.secrets?.length)) {
+      ctx.addIssue({ code: 'custom', path: ['network'], message: 'gateway rules and secrets need the allow-list network policy' });
     }
     if (v.network === 'allowlist' && !v.allowlist?.length) {
       ctx.addIssue({ code: 'custom', path: ['allowlist'], message: 'list at least one domain for the allow-list policy' });
@@ -173,6 +180,8 @@ export type ExcludedFile = z.infer<typeof ExcludedFile>;
 export const RunRecord = RunSummary.extend({
   customCommand: z.string().optional(),
   allowlist: z.array(z.string()).optional(),
+  egressRules: z.array(z.string()).optional(),
+  secrets: z.array(z.string()).optional(),
   /** History the sandbox's repository held (a follow-up turn keeps it). */
   gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
@@ -223,6 +232,10 @@ export const NetworkBlockedEvent = z.object({
   port: z.number().int().min(1).max(65535),
   method: z.string().max(20),
   reason: z.string().max(500).optional(),
+  /** An intercepted request (egress gateway): its path, query values redacted. */
+  path: z.string().max(500).optional(),
+  /** The gateway rule that refused it. */
+  rule: z.string().max(400).optional(),
 });
 export type NetworkBlockedEvent = z.infer<typeof NetworkBlockedEvent>;
 

@@ -286,10 +286,10 @@ function diffsService(parts: ServiceParts): DiffsService {
       const sel = await patchOfSelection(await changes.storedResult(runId, scope), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
       return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };
     },
-    async apply({ runId, scope, files, selection, mode, branch, message, targetDir, reviewedSha256 }) {
+    async apply({ runId, scope, files, selection, mode, branch, message, targetDir, reviewedSha256, skipConflicts }) {
       ended(runId, 'apply its result');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}), ...(skipConflicts ? { skipConflicts } : {}) });
     },
     async exportPatch({ runId, scope, files, selection, destPath, to }) {
       const sel = { ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}) };

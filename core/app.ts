@@ -120,7 +120,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     providerFormat: (p) => core.providerFormat(p),
     checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
-    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests),
+    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
   });
   if (opts.recover !== false) {
     // Recovery needs the engine; without one (not running, unreachable, or an address refused as

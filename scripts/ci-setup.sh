@@ -81,7 +81,9 @@ fi
 if command -v podman >/dev/null && ! curl -sf --unix-socket /run/podman/podman.sock http://d/_ping >/dev/null 2>&1; then
   log "starting podman system service"
   mkdir -p /run/podman
-  (setsid podman --cgroup-manager=cgroupfs --events-backend=file system service --time=0 unix:///run/podman/podman.sock >/var/log/airlock-podman.log 2>&1 &)
+  # From /: conmon writes an empty \`oom\` marker into the service's working directory when a container
+  # is OOM-killed (the hardening test's memory bomb), which must not land in the checkout.
+  (cd / && exec setsid podman --cgroup-manager=cgroupfs --events-backend=file system service --time=0 unix:///run/podman/podman.sock </dev/null >/var/log/airlock-podman.log 2>&1 &)
   for i in $(seq 1 30); do curl -sf --unix-socket /run/podman/podman.sock http://d/_ping >/dev/null 2>&1 && break; sleep 1; done
 fi
 # No registry here: seed Podman's storage from Docker's copy, under the name a Dockerfile's FROM resolves to.

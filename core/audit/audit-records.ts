@@ -89,6 +89,10 @@ export interface AuditRecordData {
     applied: string[];
     /** Files left untouched because the project changed under them, with why. */
     refused: { path: string; reason: string }[];
+    /** Clean files not written because others conflicted (an apply is whole or nothing unless asked). */
+    held?: string[];
+    /** Files the target already had as the result (applied before, or resolved): nothing written. */
+    unchanged?: string[];
     /** SHA-256 (hex) of the patch text that was applied (the selected files' part of it). */
     patchSha256: string;
     /** Hunks and lines picked in partly applied files (the rest of those files was left as it was). */

@@ -17,6 +17,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   keys: async () => (await import('./commands/keys')).keysCommand,
   providers: async () => (await import('./commands/providers')).providersCommand,
   network: async () => (await import('./commands/network')).networkCommand,
+  secrets: async () => (await import('./commands/secrets')).secretsCommand,
 };
 
 function usage(): string {

@@ -207,18 +207,31 @@ export const keychainCheck: ReadinessCheck = {
   },
 };
 
-/** Some provider can be called: a key is stored (or in the environment), or a provider needs none. */
+/**
+ * The provider a run will use can be called: the default provider (Settings), else the first with a
+ * key, tested with the same minimal authenticated call as the Keys screen's Test connection — a key
+ * that is stored but refused, or a base URL nothing answers on, is not "ready".
+ */
 export const providerKeysCheck: ReadinessCheck = {
   id: 'provider-keys',
-  label: 'Provider key',
+  label: 'Provider',
   async run(ctx) {
-    const { vault, catalog } = ctx.app;
+    const { vault, catalog, settings } = ctx.app;
     return (async (): Promise<DoctorFinding> => {
-      const keyless = (await catalog.list()).filter((p) => !p.requiresKey).map((p) => p.id);
+      const providers = await catalog.list();
       const withKey = (await vault.list()).filter((k) => k.hasKey).map((k) => k.provider);
-      if (withKey.length) return { status: 'ok', detail: `key stored for ${withKey.join(', ')}` };
-      if (keyless.length) return { status: 'ok', detail: `no key stored; ${keyless.join(', ')} need${keyless.length === 1 ? 's' : ''} none` };
-      return { status: 'warn', detail: 'no provider key is stored, so a run cannot call a model', fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+      const chosen = (await settings.get()).defaultProvider ?? withKey[0] ?? providers.find((p) => !p.requiresKey)?.id;
+      const config = providers.find((p) => p.id === chosen);
+      if (!chosen || !config || (config.requiresKey && !withKey.includes(chosen))) {
+        const which = chosen && config ? `the default provider, ${chosen}, has no key` : 'no provider key is stored';
+        return { status: 'warn', detail: `${which}, so a run cannot call a model`, fix: 'Add the API key of the provider you use (Keys, or `airlock keys set <provider>` in a terminal).', fixAction: 'add-key' };
+      }
+      const t = await vault.test(chosen);
+      const where = `${chosen} at ${config.baseUrl}`;
+      if (t.status === 'ok') return { status: 'ok', detail: `${where}: ${t.message}${t.latencyMs !== undefined ? ` (${t.latencyMs} ms)` : ''}` };
+      if (t.status === 'rate-limited') return { status: 'warn', detail: `${where}: ${t.message}`, fix: 'Wait, or check your plan with the provider.' };
+      if (t.status === 'bad-key') return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Replace the key (Keys & providers, or \`airlock keys set ${chosen}\`).`, fixAction: 'add-key' };
+      return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Open Keys & providers, check ${chosen}'s base URL (Change URL) and Test connection (\`airlock keys test ${chosen}\`).`, fixAction: 'open-keys' };
     })().catch((err: unknown): DoctorFinding => {
       // No keychain is the keychain check's finding; here it only means keys cannot be listed.
       if (err instanceof AirlockError && err.kind === 'KEYCHAIN_UNAVAILABLE') return { status: 'skipped', detail: 'the keychain is not available' };

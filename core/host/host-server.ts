@@ -23,6 +23,8 @@ export interface HostServerOptions {
   token?: string;
   /** Terminal output as bytes (`AirlockServices.onDidTerminalOutput`); else the router's text is re-encoded. */
   terminalOutput?: Event<TerminalOutput>;
+  /** The command the user ran to start this server (`npm start`, `airlock serve`), named on the 403 page. */
+  launchCommand?: string;
 }
 
 export interface HostServer {
@@ -32,6 +34,14 @@ export interface HostServer {
   readonly token: string;
   /** Closes every WebSocket and the server. */
   close(): Promise<void>;
+}
+
+/**
+ * The 403 page for a missing or old token: each start has a new token, so a tab left open from the
+ * last start lands here (the renderer shows this text when it cannot reconnect).
+ */
+export function staleTokenText(launchCommand: string): string {
+  return `Airlock restarted: open the new address printed by \`${launchCommand}\` (it carries the session token; this address is from an earlier session).\n`;
 }
 
 /** Refusal reasons, exported for tests. */
@@ -131,7 +141,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
     const refusal = check(req, url, isStream || url.pathname === PATCH_DOWNLOAD_PATH);
     if (refusal) {
       res.writeHead(403, { ...securityHeaders(), 'content-type': 'text/plain; charset=utf-8' })
-        .end(refusal === 'bad-token' ? 'Open the URL printed by `airlock serve` (it carries the session token).\n' : 'Forbidden\n');
+        .end(refusal === 'bad-token' ? staleTokenText(opts.launchCommand ?? 'airlock serve') : 'Forbidden\n');
       return;
     }
     if (url.pathname === PATCH_DOWNLOAD_PATH && req.method === 'POST') {

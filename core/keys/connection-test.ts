@@ -7,6 +7,14 @@ import type { Secret } from './secret';
 const TIMEOUT_MS = 15_000;
 
 /**
+ * What to tell a person when a provider's server did not answer: the same words from Test
+ * connection, a failed run, the CLI and the setup check.
+ */
+export function unreachableMessage(baseUrl: string, code: string): string {
+  return `could not reach ${baseUrl} (${code}); check the base URL and that the server is running`;
+}
+
+/**
  * "Test connection": a cheap authenticated call (`GET /v1/models`) through the proxy's own upstream
  * client, so a key that tests ok is a key the proxy can use. Never includes the key in the result.
  */
@@ -32,7 +40,7 @@ export function testConnection(provider: ProviderConfig, key: Secret | undefined
       body: undefined,
       onError: (err) => {
         const code = (err as NodeJS.ErrnoException).code ?? err.message;
-        settle('unreachable', `could not reach ${provider.baseUrl} (${code}); check the base URL and that the server is running`);
+        settle('unreachable', unreachableMessage(provider.baseUrl, code));
       },
       onResponse: (res) => {
         res.resume();

@@ -85,6 +85,22 @@ export function blockedAddressReason(address: string): string | undefined {
   return undefined;
 }
 
+const PRIVATE = new net.BlockList();
+PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
+PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
+PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
+PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
+PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+
+/**
+ * True for LAN-style addresses (RFC 1918, CGNAT, unique-local IPv6): what an internal host the user
+ * named may resolve to. Loopback, link-local and metadata addresses are never private here.
+ */
+export function isPrivateAddress(address: string): boolean {
+  const f = family(address);
+  return f !== undefined && PRIVATE.check(address, f);
+}
+
 /** True for 127.0.0.0/8 and ::1 (including the IPv4-mapped forms). */
 export function isLoopbackAddress(address: string): boolean {
   const f = family(address);

@@ -9,9 +9,11 @@ import {
   blockedAddressReason,
   isIpLiteral,
   isLoopbackAddress,
+  isPrivateAddress,
   normalizeHostName,
   reservedNameReason,
 } from './address-checks';
+import type { TlsGateway } from './gateway/tls-gateway';
 import type { ProjectNetworkStore } from './project-network-store';
 
 /**
@@ -52,6 +54,16 @@ export interface EgressEvent {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** Set for a request the gateway intercepted (TLS terminated on the host): one event per request. */
+  intercepted?: true;
+  /** Intercepted requests: the path with query values redacted. */
+  path?: string;
+  /** Intercepted requests: the HTTP status the client got. */
+  status?: number;
+  /** Intercepted requests: the rule that decided. */
+  rule?: string;
+  /** Intercepted requests: the secret injected (or whose placeholder was misused), by name. */
+  secret?: string;
 }
 
 export interface EgressProxyOptions {
@@ -74,6 +86,16 @@ export interface EgressProxyOptions {
   maxConnections?: number;
   /** How the denial text tells the user to allow a host from the CLI. */
   allowCommand?: (host: string, port: number) => string;
+  /**
+   * The intercepting gateway (docs/architecture.md §2.8): admitted CONNECTs to hosts it names are
+   * handed to it instead of being piped; plain-HTTP requests to those hosts are refused.
+   */
+  gateway?: TlsGateway;
+  /**
+   * Host names the user chose, by name, to reach although they resolve to private (LAN) addresses.
+   * Exact names only; loopback, link-local and metadata addresses stay refused for them too.
+   */
+  internalHosts?: Iterable<string>;
   [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]?: true;
 }
 
@@ -169,6 +191,7 @@ export class EgressProxy implements Disposable {
   private readonly connectTimeoutMs: number;
   private readonly idleTimeoutMs: number;
   private readonly allowLoopback: boolean;
+  private readonly internalHosts: Set<string>;
   private closing: Promise<void> | undefined;
   private listenPort = 0;
   private whenNoSockets: (() => void) | undefined;
@@ -200,6 +223,7 @@ export class EgressProxy implements Disposable {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.allowLoopback = options[ALLOW_LOOPBACK_TARGETS_FOR_TESTS] === true;
+    this.internalHosts = new Set([...(options.internalHosts ?? [])].map(internalHostName));
     this.server = http.createServer({
       maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
       // HTTP/1.0-style requests without Host are fine: the target is in the request line.
@@ -399,8 +423,10 @@ export class EgressProxy implements Disposable {
     if (addresses.length === 0) {
       throw new Refusal(502, 'DNS lookup returned no address', `airlock: ${host} has no address`, true);
     }
+    const internal = this.internalHosts.has(host);
     for (const address of addresses) {
       if (this.allowLoopback && isLoopbackAddress(address)) continue;
+      if (internal && net.isIP(address) && isPrivateAddress(address)) continue;
       const blocked = net.isIP(address) ? blockedAddressReason(address) : 'not an IP address';
       if (blocked) {
         // Any bad record refuses the name: a rebinding answer must not win on a retry.
@@ -517,10 +543,21 @@ export class EgressProxy implements Disposable {
       this.refuseSocket(client, new Refusal(403, smuggled, `airlock: CONNECT refused — ${smuggled}`), ctx);
       return;
     }
+    const gateway = this.options.gateway;
     this.decide('connect', target.host, target.port)
-      .then(async ({ host, addresses }) => ({ host, ...(await this.dial(host, addresses, target.port)) }))
+      .then(async ({ host, addresses }) => {
+        if (gateway?.intercepts(host)) {
+          // Judged request by request from here on; each one fires its own event.
+          await gateway.handle(client, head, { host, port: target.port, addresses }, (e) => this.fire({ ...e, intercepted: true }));
+          return undefined;
+        }
+        return { host, ...(await this.dial(host, addresses, target.port)) };
+      })
+      .then((opened) => {
+        if (opened) this.openTunnel(client, head, { ...ctx, host: opened.host }, opened.socket, opened.address);
+      })
       .then(
-        ({ host, socket, address }) => this.openTunnel(client, head, { ...ctx, host }, socket, address),
+        () => undefined,
         (err: unknown) => this.refuseSocket(client, this.asRefusal(err), ctx),
       );
   }
@@ -646,6 +683,11 @@ export class EgressProxy implements Disposable {
       refuse(new Refusal(403, smuggled, `airlock: request refused — ${smuggled}`), hostLabel, target.port);
       return;
     }
+    const plainRefusal = this.options.gateway?.plainHttpRefusal(hostLabel, raw, req.rawHeaders);
+    if (plainRefusal) {
+      refuse(new Refusal(403, plainRefusal, `airlock: request refused — ${plainRefusal}`), hostLabel, target.port);
+      return;
+    }
     this.decide('http', target.host, target.port)
       .then(async ({ host, addresses }) => ({ host, ...(await this.dial(host, addresses, target.port)) }))
       .then(
@@ -756,6 +798,15 @@ export class EgressProxy implements Disposable {
       }
     });
   }
+}
+
+/** An internal host must be named exactly: no wildcard, no address. */
+function internalHostName(raw: string): string {
+  const host = normalizeHostName(raw.trim());
+  if (!host || raw.includes('*') || isIpLiteral(raw)) {
+    throw new AirlockError('INVALID_INPUT', `"${raw}": an internal host must be one exact host name (no wildcard, no IP address)`);
+  }
+  return host;
 }
 
 /** Formats a list of entries for records and the UI. */

@@ -29,6 +29,9 @@ function sandboxWith(procfs: { dev: string; route: string }): PolicySandbox & { 
     channel: {
       exposeHostService: (port, connect) => client.exposeHostService(port, connect),
       readFile: async (p) => Buffer.from(p === '/proc/net/dev' ? procfs.dev : procfs.route),
+      writeFile: async () => {
+        throw new Error('no gateway in these policies: nothing is written into the sandbox');
+      },
     },
   };
 }

@@ -5,6 +5,12 @@ import { DisposableStore, Emitter, type Disposable, type Event } from '../common
 import type { NetworkMode } from '../sandbox/driver';
 import { formatAllowEntry, toAllowEntry, type AllowEntry } from './allowlist';
 import { EgressProxy, type EgressEvent, type EgressProxyOptions } from './egress-proxy';
+import { CredentialBroker, type BrokeredSecret } from './gateway/credential-broker';
+import { loadProjectRules } from './gateway/project-rules';
+import { RunCa } from './gateway/run-ca';
+import { parseRule, RuleSet } from './gateway/rules';
+import { installRunCa } from './gateway/sandbox-trust';
+import { TlsGateway } from './gateway/tls-gateway';
 import { derivePresets, PRESET_NAMES, type Preset, type PresetContext } from './presets';
 import { ProjectNetworkStore } from './project-network-store';
 
@@ -23,6 +29,10 @@ export const NetworkPolicySchema = z.discriminatedUnion('mode', [
       presets: z.array(z.enum(PRESET_NAMES)).default([]),
       /** Custom entries: `host`, `*.example.com`, `host:8443`, or a URL. */
       allow: z.array(z.string().min(1).max(300)).max(500).default([]),
+      /** Ordered gateway rules (`HOST read-only`, `HOST allow GET /path/**`…): their hosts are intercepted. */
+      rules: z.array(z.string().min(1).max(400)).max(200).default([]),
+      /** Hosts reachable although they resolve to LAN addresses: exact names, chosen by the user. */
+      internalHosts: z.array(z.string().min(1).max(253)).max(50).default([]),
     })
     .strict(),
   z.object({ mode: z.literal('open') }).strict(),
@@ -33,6 +43,7 @@ export type NetworkPolicy = z.input<typeof NetworkPolicySchema>;
 export interface PolicyChannel {
   exposeHostService(sandboxPort: number, connect: () => Socket): Promise<{ port: number } & Disposable>;
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
+  writeFile(path: string, data: Buffer | string, opts?: { mode?: number }): Promise<void>;
 }
 
 /** What the policy needs from a sandbox (core/sandbox's Sandbox satisfies it). */
@@ -53,7 +64,11 @@ export interface ApplyNetworkPolicyOptions {
   /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
   sandboxProxyPort?: number;
   /** Extra proxy settings (timeouts; tests inject a resolver). */
-  proxyOptions?: Omit<EgressProxyOptions, 'runId' | 'allow' | 'projectStore'>;
+  proxyOptions?: Omit<EgressProxyOptions, 'runId' | 'allow' | 'projectStore' | 'gateway' | 'internalHosts'>;
+  /** The secrets chosen for this run, resolved from the keychain (values stay on the host). */
+  secrets?: BrokeredSecret[];
+  /** Extra CAs trusted for upstream servers on top of the bundled roots (a company CA; tests). */
+  upstreamCa?: string[];
 }
 
 /** How the run record shows the policy (and the UI warns for `open`). */
@@ -71,6 +86,8 @@ export interface NetworkRecord {
   defaultRoute: boolean;
   /** Shown by the UI beside the run. */
   warning?: string;
+  /** The gateway, when any host is intercepted: its rules, the secrets by name, and the CA's subject. */
+  gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] };
 }
 
 /** The applied policy: environment for processes in the sandbox, the record, and what to tear down. */
@@ -169,11 +186,31 @@ export async function applyNetworkPolicy(
   const custom: AllowEntry[] = parsed.allow.map((e) => toAllowEntry(e));
   const projectStore = opts.projectPath ? new ProjectNetworkStore(opts.projectPath, opts.home) : undefined;
   const projectAllow = projectStore ? await projectStore.load() : [];
+  const rules = new RuleSet(parsed.rules.map(parseRule));
+  const projectRules = opts.projectPath ? await loadProjectRules(opts.projectPath) : undefined;
+  const broker = opts.secrets?.length ? new CredentialBroker(opts.secrets) : undefined;
+  let gateway: TlsGateway | undefined;
+  let trustEnv: Record<string, string> = {};
+  if (rules.rules.length || projectRules?.rules.length || broker) {
+    const ca = await RunCa.create(sandbox.runId);
+    gateway = new TlsGateway({
+      ca,
+      rules,
+      ...(projectRules ? { projectRules } : {}),
+      ...(broker ? { broker } : {}),
+      ...(opts.upstreamCa ? { upstreamCa: opts.upstreamCa } : {}),
+      idleTimeoutMs: opts.proxyOptions?.idleTimeoutMs ?? 300_000,
+    });
+    store.add(gateway);
+    trustEnv = await installRunCa(sandbox.channel, ca.certificatePem);
+  }
   const proxy = await EgressProxy.start({
     ...opts.proxyOptions,
     runId: sandbox.runId,
     allow: [...presets.flatMap((p) => p.entries), ...custom],
     ...(projectStore ? { projectStore } : {}),
+    ...(gateway ? { gateway } : {}),
+    internalHosts: parsed.internalHosts,
   });
   store.add({ dispose: () => void proxy.close() });
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));
@@ -198,7 +235,18 @@ export async function applyNetworkPolicy(
     npm_config_proxy: url,
     npm_config_https_proxy: url,
     npm_config_noproxy: noProxy,
+    ...trustEnv,
+    ...broker?.env(),
   };
+  // The ports each bound host is allowed on: git and npm name a registry by host and port.
+  const portsOf = (host: string) => proxy.entries().find((e) => e.host === host)?.ports?.filter((p) => p !== 80) ?? [443];
+  if (broker) Object.assign(env, broker.gitEnv(portsOf));
+  const npmrc = broker?.npmrcLines(portsOf);
+  if (npmrc?.length) {
+    // Only placeholders: the sandbox's npm sends one, the gateway swaps it toward the registry.
+    await sandbox.channel.writeFile('/tmp/.airlock-egress/npmrc', `${npmrc.join('\n')}\n`, { mode: 0o644 });
+    env.NPM_CONFIG_USERCONFIG = '/tmp/.airlock-egress/npmrc';
+  }
   // What the project's own config asks for and the user has not allowed: said, not granted.
   const granted = proxy.entries().map(formatAllowEntry);
   const asked = presets.flatMap((p) => p.pending.map((q) => ({ text: formatAllowEntry(q.entry), from: q.from }))).filter((q) => !granted.includes(q.text) && !granted.includes(q.text.replace(/:\d+$/, '')));
@@ -214,6 +262,9 @@ export async function applyNetworkPolicy(
         allow: proxy.entries().map(formatAllowEntry),
         presets: presets.map((p) => ({ name: p.name, allow: p.entries.map(formatAllowEntry), sources: p.sources, notes: p.notes })),
         ...(projectStore ? { projectAllow: projectAllow.map(formatAllowEntry) } : {}),
+        ...(gateway
+          ? { gateway: { rules: rules.rules.map((r) => r.text), projectRules: projectRules?.rules.map((r) => r.text) ?? [], secrets: broker?.names ?? [], internalHosts: parsed.internalHosts } }
+          : {}),
         ...seen,
       },
     },

@@ -1,22 +1,26 @@
 import { AirlockError } from '../../contracts/errors';
 import type { Sandbox } from '../sandbox/sandbox';
-import type { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxyOptions } from './egress-proxy';
+import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, type EgressProxyOptions } from './egress-proxy';
+import { SecretStore } from './gateway/secret-store';
 import { applyNetworkPolicy, type NetworkPolicy } from './network-policy';
 import { PRESET_NAMES, type PresetName } from './presets';
 
 /** Tests only: the egress proxy's resolver (and loopback switch), so tests reach a fake registry here. */
-export type EgressProxyForTests = Pick<EgressProxyOptions, 'resolve' | typeof ALLOW_LOOPBACK_TARGETS_FOR_TESTS>;
+export type EgressProxyForTests = Pick<EgressProxyOptions, 'resolve' | typeof ALLOW_LOOPBACK_TARGETS_FOR_TESTS> & {
+  /** The test server's CA, trusted for upstream TLS on top of the bundled roots (verification stays on). */
+  upstreamCa?: string[];
+};
 
 /**
  * A run's network policy from its input: allow-list entries named `preset:npm` (pip, cargo, go, apt)
  * are presets, the rest hosts. An unknown preset is INVALID_INPUT naming the ones there are.
  */
-export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: readonly string[]): NetworkPolicy {
+export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: readonly string[], rules: readonly string[] = []): NetworkPolicy {
   if (policy === 'open') return { mode: 'open' };
   const presets = allowlist.filter((a) => a.startsWith('preset:')).map((a) => a.slice('preset:'.length));
   const unknown = presets.filter((p) => !(PRESET_NAMES as readonly string[]).includes(p));
   if (unknown.length) throw new AirlockError('INVALID_INPUT', `Unknown network preset ${unknown.join(', ')}; presets are ${PRESET_NAMES.map((p) => `preset:${p}`).join(', ')}.`);
-  return { mode: 'allowlist', presets: presets as PresetName[], allow: allowlist.filter((a) => !a.startsWith('preset:')) };
+  return { mode: 'allowlist', presets: presets as PresetName[], allow: allowlist.filter((a) => !a.startsWith('preset:')), rules: [...rules] };
 }
 
 /**
@@ -25,15 +29,22 @@ export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: r
  */
 export async function applyRunNetwork(
   sandbox: Sandbox,
-  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string },
+  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; projectDir: string },
   home: string,
   proxyOptions?: EgressProxyForTests,
+  keychainService = 'airlock',
 ) {
-  const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist), {
+  // Only the secrets chosen for this run leave the keychain, and only into this process (docs/architecture.md §2.8).
+  const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
+  const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
     projectPath: run.projectDir,
     home,
-    ...(proxyOptions ? { proxyOptions } : {}),
+    ...(secrets.length ? { secrets } : {}),
+    ...(proxyOptions?.upstreamCa ? { upstreamCa: proxyOptions.upstreamCa } : {}),
+    ...(proxyOptions
+      ? { proxyOptions: { ...(proxyOptions.resolve ? { resolve: proxyOptions.resolve } : {}), ...(proxyOptions[ALLOW_LOOPBACK_TARGETS_FOR_TESTS] ? { [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true as const } : {}) } }
+      : {}),
   });
   return {
     env: applied.env,

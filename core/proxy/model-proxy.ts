@@ -37,6 +37,8 @@ export interface ModelCallEvent {
   latencyMs: number;
   /** HTTP status returned to the client (the proxy's own 4xx included). */
   status: number;
+  /** The provider's server could not be reached (no HTTP answer): where the proxy tried, and why. */
+  unreachable?: { baseUrl: string; code: string };
   stream: boolean;
   /** The client went away before the answer was complete (the upstream request was aborted). */
   aborted?: boolean;
@@ -667,7 +669,7 @@ export class ModelProxy implements Disposable {
         if (!settle()) return;
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
         this.send(res, format, 502, redactKey(`could not reach ${providerId} upstream (${code})`, key));
-        record(502, noUsage());
+        this.recordCall(call, 502, noUsage(), false, started, { baseUrl: resolved.config.baseUrl, code });
       },
       onResponse: (up) => {
         const status = up.statusCode ?? 502;
@@ -758,7 +760,7 @@ export class ModelProxy implements Disposable {
   }
 
   /** Adds a finished call to its run's usage and cost, and tells listeners (audit, UI). */
-  private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number): void {
+  private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number, unreachable?: ModelCallEvent['unreachable']): void {
     const { run, grant } = call;
     const cost = costOf(this.prices, call.model, usage);
     run.held = { tokens: Math.max(0, run.held.tokens - call.hold.tokens), costUsd: Math.max(0, run.held.costUsd - call.hold.costUsd) };
@@ -785,6 +787,7 @@ export class ModelProxy implements Disposable {
       status,
       stream: call.stream,
       ...(aborted ? { aborted } : {}),
+      ...(unreachable ? { unreachable } : {}),
       ...(this.opts.transcripts && call.parsed ? { request: call.parsed } : {}),
     });
   }

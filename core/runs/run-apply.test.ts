@@ -55,7 +55,11 @@ describe('applyRunResult', () => {
     expect(git(home, ['--git-dir', resultPaths(store, run.id).objects, 'count-objects', '-v'])).toMatch(/^in-pack: 4$/m);
     // The user edits b.ts in an overlapping way: it is refused, a.ts is applied.
     await writeFile(path.join(projectDir, 'src/b.ts'), 'export const b = 3;\n');
-    const first = await applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 });
+    // Whole or nothing by default: nothing written, a.ts held back.
+    const refused = await applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 });
+    expect(refused).toMatchObject({ applied: [], held: ['src/a.ts'], conflicts: [{ path: 'src/b.ts' }] });
+    expect((await store.get(run.id)).applied).toBeUndefined();
+    const first = await applyRunResult({ store, run, mode: 'working-tree', reviewedSha256, skipConflicts: true });
     expect(first.applied).toEqual(['src/a.ts']);
     expect(first.conflicts.map((c) => c.path)).toEqual(['src/b.ts']);
     const second = await applyRunResult({ store, run, mode: 'branch', branch: 'airlock/t', files: ['src/a.ts'], reviewedSha256 });
@@ -66,7 +70,8 @@ describe('applyRunResult', () => {
 
     const paths = store.paths(run.id);
     const recs = await applyRecords(paths.applyLog);
-    expect(recs.map((r) => r.type)).toEqual(['apply', 'apply', 'apply']);
+    expect(recs.map((r) => r.type)).toEqual(['apply', 'apply', 'apply', 'apply']);
+    expect(recs.shift()!.data).toMatchObject({ applied: [], held: ['src/a.ts'] });
     expect(recs[0]!.data).toEqual({
       mode: 'working-tree',
       target: projectDir,
@@ -77,11 +82,11 @@ describe('applyRunResult', () => {
     expect(recs[1]!.data).toMatchObject({ mode: 'branch', branch: 'airlock/t', applied: ['src/a.ts'], commit: second.commit });
     expect(recs[1]!.data.patchSha256).not.toBe(sha256Hex(patch)); // only a.ts's part
     const record = await store.get(run.id);
-    expect(record.applyLog).toEqual({ count: 3, head: recs[2]!.hash });
+    expect(record.applyLog).toEqual({ count: 4, head: recs[2]!.hash });
     // History and Review read where the run was applied (the latest apply) from its summary.
     expect(toRunSummary(record).applied).toMatchObject({ target: projectDir, branch: 'airlock/t2', files: ['src/a.ts'] });
     expect(toRunRecordView(record).applied?.branch).toBe('airlock/t2');
-    expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 3 });
+    expect(await verifyAuditLog(paths.audit, { sealed: true, applyLog: paths.applyLog, applyAnchor: record.applyLog! })).toMatchObject({ ok: true, sealed: true, applies: 4 });
   });
 
   it('refuses, before touching the project, a run whose audit log is not sealed', async () => {

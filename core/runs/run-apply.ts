@@ -1,7 +1,7 @@
 import type { FileChange } from '../workspace/changes';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ApplyResult, ChangeScope } from '../../contracts/diffs';
+import { defaultCommitMessage, type ApplyResult, type ChangeScope } from '../../contracts/diffs';
 import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
 import { applyResult } from '../workspace/apply';
@@ -183,13 +183,15 @@ export async function applyRunResult(opts: Selection & {
   run: StoredRun;
   mode: 'working-tree' | 'branch';
   branch?: string;
-  /** Commit message in branch mode; defaults to the run's task. */
+  /** Commit message in branch mode; defaults to the agent's summary with the task in the body. */
   message?: string;
   targetDir?: string;
   /** SHA-256 of the patch the user reviewed (whole result or selection). */
   reviewedSha256: string;
   /** Who said yes when an MCP client asked (recorded in the apply log). */
   approval?: { via: 'mcp'; client: string; by: 'user' | 'server-flag'; requestId?: string };
+  /** Write the files that do not conflict even when some do (default: whole or nothing). */
+  skipConflicts?: boolean;
 }): Promise<ApplyResult> {
   const paths = opts.store.paths(opts.run.id);
   const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope).catch((err: unknown) => {
@@ -210,7 +212,9 @@ export async function applyRunResult(opts: Selection & {
       ...(opts.files ? { files: opts.files } : {}),
       ...(opts.selection?.length ? { selection: opts.selection } : {}),
       ...(opts.branch ? { branch: opts.branch } : {}),
-      message: opts.message?.trim() ? opts.message : opts.run.task,
+      message: opts.message?.trim() ? opts.message : defaultCommitMessage(opts.run.task, opts.run.summary),
+      ...(opts.skipConflicts ? { skipConflicts: true } : {}),
+      resolved: await resolutionsOf(paths.applyLog, projectDir, opts.scope ?? 'turn'),
     });
     await log.append('apply', {
       mode: opts.mode,
@@ -219,6 +223,8 @@ export async function applyRunResult(opts: Selection & {
       ...(result.commit ? { commit: result.commit } : {}),
       applied: result.applied,
       refused: result.conflicts.map((c) => ({ path: c.path, reason: c.reason })),
+      ...(result.held.length ? { held: result.held } : {}),
+      ...(result.unchanged.length ? { unchanged: result.unchanged } : {}),
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
       ...(opts.approval ? { approval: opts.approval } : {}),
@@ -232,6 +238,25 @@ export async function applyRunResult(opts: Selection & {
   } finally {
     await log.close();
   }
+}
+
+/**
+ * What the user saved in merge views for this target and scope (path → SHA-256 written), from the
+ * run's own apply log: a file still holding its resolution is not a conflict on the next apply.
+ */
+async function resolutionsOf(applyLog: string, target: string, scope: ChangeScope): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const text = await readFile(applyLog, 'utf8').catch(() => '');
+  for (const line of text.split('\n')) {
+    try {
+      const r = JSON.parse(line) as { type?: string; data?: { mode?: string; target?: string; scope?: string; resolved?: { path: string; writtenSha256: string } } };
+      const d = r.data;
+      if (r.type === 'apply' && d?.mode === 'resolve' && d.target === target && (d.scope ?? 'turn') === scope && d.resolved) out.set(d.resolved.path, d.resolved.writtenSha256);
+    } catch {
+      // a torn line: `airlock audit verify` reports it
+    }
+  }
+  return out;
 }
 
 /**

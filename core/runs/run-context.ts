@@ -98,7 +98,7 @@ export interface RunServiceDeps {
    * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
    * channel); returns the environment the agent needs and what to record.
    */
-  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; projectDir: string }): Promise<RunNetwork>;
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; projectDir: string }): Promise<RunNetwork>;
   limits?: SandboxLimits;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
@@ -107,7 +107,7 @@ export interface RunServiceDeps {
 /** A wider network policy in force for one run. */
 export interface RunNetwork extends Disposable {
   env: Record<string, string>;
-  record: { policy: string; allow: string[]; warning?: string };
+  record: { policy: string; allow: string[]; warning?: string; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
   onDidConnect: Event<EgressAttempt>;
   /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
   allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
@@ -123,6 +123,13 @@ export interface EgressAttempt {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** The egress gateway intercepted this request (TLS terminated on the host): the fields below are set. */
+  intercepted?: true;
+  path?: string;
+  status?: number;
+  rule?: string;
+  /** The secret injected, or whose placeholder was misused, by name. */
+  secret?: string;
 }
 
 /**
@@ -186,6 +193,8 @@ export interface LiveRun {
   agentErrors: Array<{ message: string; status?: number }>;
   /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
   keyRefused?: { provider: string; status: number };
+  /** The provider's server failed the last call (unreachable, or a 5xx), as the proxy saw it; a later answer clears it. */
+  upstreamFailed?: { provider: string; baseUrl?: string; code?: string; status: number };
   summary?: string;
   finishReason?: string;
   done: Promise<StoredRun>;

@@ -10,6 +10,7 @@ import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
 import { PROCESS_OWNER } from '../common/process-alive';
 import { DisposableStore, Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
 import type { TerminalOutput } from '../common/terminal-output';
+import { unreachableMessage } from '../keys/connection-test';
 import { budgetMessage } from '../proxy/budget';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
@@ -301,6 +302,8 @@ export class RunService implements Disposable {
       },
       owner: PROCESS_OWNER,
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
+      ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
+      ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
     });
@@ -487,6 +490,7 @@ export class RunService implements Disposable {
         const { provider, status } = live.keyRefused;
         throw new AirlockError('UNAUTHORIZED', `The provider refused your ${provider} key (HTTP ${status}). Replace the key, then run again.`);
       }
+      if (live.upstreamFailed) throw upstreamFailure(live.upstreamFailed);
       const last = live.agentErrors.at(-1)?.message;
       throw new AirlockError('SANDBOX_FAILED', `The agent exited with ${exit.exitCode ?? exit.signal}${last ? `: ${last}` : ''}.`);
     }
@@ -548,6 +552,9 @@ export class RunService implements Disposable {
     // The proxy records only calls it admitted and sent upstream (its own refusals, a bad run token
     // included, are not calls), so a 401/403 here is the provider refusing the real key.
     if (e.status === 401 || e.status === 403) live.keyRefused ??= { provider: e.provider, status: e.status };
+    if (e.unreachable) live.upstreamFailed = { provider: e.provider, baseUrl: e.unreachable.baseUrl, code: e.unreachable.code, status: e.status };
+    else if (e.status >= 500) live.upstreamFailed = { provider: e.provider, status: e.status };
+    else if (e.status < 400) live.upstreamFailed = undefined;
     this.auditLater(live, 'model_call', {
       provider: e.provider,
       model: e.model,
@@ -628,3 +635,11 @@ export class RunService implements Disposable {
   }
 }
 
+/**
+ * A run stopped because the provider failed, in the words of the Keys screen's Test connection
+ * (where, why, what to do) — judged from the proxy's own calls, never the agent's output.
+ */
+function upstreamFailure(f: NonNullable<LiveRun['upstreamFailed']>): AirlockError {
+  const what = f.baseUrl && f.code ? unreachableMessage(f.baseUrl, f.code) : `${f.provider}'s server answered HTTP ${f.status}; it may be down or overloaded, try again later or check the base URL`;
+  return new AirlockError('UPSTREAM_ERROR', `The agent stopped: ${what}. Test the connection to ${f.provider} (Keys & providers), then run again.`, { field: 'provider' });
+}

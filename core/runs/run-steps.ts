@@ -125,18 +125,33 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
     return;
   }
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], projectDir: path.resolve(input.projectDir) }));
+  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], projectDir: path.resolve(input.projectDir) }));
   run.network = net;
   // An MCP session's commands reach the egress proxy the same way an agent's would.
   if (run.session) run.commandEnv = commandEnv(net.env);
-  await run.audit.append('network', { policy: input.network, allow: net.record.allow });
+  await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(
     net.onDidConnect((e) => {
-      host.auditLater(run, 'network', { policy: input.network, host: e.host, port: e.port, allowed: e.allowed });
+      // An intercepted request is audited in full: method, redacted path, status, bytes, rule, secret by name.
+      host.auditLater(run, 'network', {
+        policy: input.network,
+        host: e.host,
+        port: e.port,
+        allowed: e.allowed,
+        ...(e.intercepted ? { intercepted: true, method: e.method, path: e.path, status: e.status, bytesUp: e.bytesUp, bytesDown: e.bytesDown, ...(e.rule ? { rule: e.rule } : {}), ...(e.secret ? { secret: e.secret } : {}), ...(e.reason ? { reason: e.reason } : {}) } : {}),
+      });
       if (e.allowed) return;
       // The typed event is what the UI and CLI act on; the terminal line is for people only.
-      host.emitEvent(run, { type: 'network_blocked', host: e.host.slice(0, 300), port: e.port, method: e.method.slice(0, 20), ...(e.reason ? { reason: e.reason.slice(0, 500) } : {}) });
+      host.emitEvent(run, {
+        type: 'network_blocked',
+        host: e.host.slice(0, 300),
+        port: e.port,
+        method: e.method.slice(0, 20),
+        ...(e.reason ? { reason: e.reason.slice(0, 500) } : {}),
+        ...(e.path ? { path: e.path.slice(0, 500) } : {}),
+        ...(e.rule ? { rule: e.rule.slice(0, 400) } : {}),
+      });
       run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
     }),
   );

@@ -68,6 +68,8 @@ export async function resolveContinuation(
     isolation: parent.isolation,
     network: parent.network,
     ...(parent.allowlist ? { allowlist: parent.allowlist } : {}),
+    ...(parent.egressRules ? { egressRules: parent.egressRules } : {}),
+    ...(parent.secrets ? { secrets: parent.secrets } : {}),
     ...(parent.gitHistory !== undefined ? { gitHistory: parent.gitHistory } : {}),
     limits: args.limits ?? parent.limits,
   });

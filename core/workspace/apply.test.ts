@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -73,14 +74,54 @@ describe('applyResult (working tree)', () => {
     expect(existsSync(path.join(dir, 'docs'))).toBe(false);
   });
 
-  it('refuses a file the user edited in an overlapping way, applies the rest, merges non-overlapping edits, loses nothing', async () => {
+  it('writes nothing when one file conflicts (whole or nothing), naming the conflicts and the files held back', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
+    const before = git(dir, ['status', '--porcelain', '-uall']);
+    const diffBefore = git(dir, ['diff']);
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
+    expect(out.applied).toEqual([]);
+    expect(out.conflicts.map((c) => c.path)).toEqual(['src/conflict.ts']);
+    expect(out.held.sort()).toEqual(['current', 'docs/delete-me.md', 'img/new.bin', 'img/pic.bin', 'bin/tool.sh', 'src/added.ts', 'src/app.ts', 'src/renamed.ts'].sort());
+    // git sees exactly the user's own edit, nothing of the run's.
+    expect(git(dir, ['status', '--porcelain', '-uall'])).toBe(before);
+    expect(git(dir, ['diff'])).toBe(diffBefore);
+    // Branch mode: no branch is made either.
+    git(dir, ['commit', '-qam', 'user edit']);
+    const { headCommit: _omit, ...onHead } = result.result;
+    const branch = await applyResult({ projectDir: dir, ...reviewed(result), result: onHead, mode: 'branch', branch: 'airlock/none' });
+    expect(branch).toMatchObject({ applied: [], conflicts: [{ path: 'src/conflict.ts' }] });
+    expect(branch.branch).toBeUndefined();
+    expect(git(dir, ['branch', '--list', 'airlock/none'])).toBe('');
+  });
+
+  it('after a resolution the file counts as applied, and applying again has nothing to write', async () => {
+    const dir = gitRepo(PROJECT);
+    const result = await runOn(dir);
+    writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
+    const resolution = 'export const value = 3; // user, and the run\'s 2\n';
+    writeFileSync(path.join(dir, 'src/conflict.ts'), resolution);
+    const resolved = new Map([['src/conflict.ts', createHash('sha256').update(resolution).digest('hex')]]);
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree', resolved });
+    expect(out.conflicts).toEqual([]);
+    expect(out.unchanged).toEqual(['src/conflict.ts']);
+    expect(out.applied).toContain('src/app.ts');
+    expect(read(dir, 'src/conflict.ts').toString()).toBe(resolution);
+    const again = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree', resolved });
+    expect(again.applied).toEqual([]);
+    expect(again.conflicts).toEqual([]);
+    expect(again.unchanged).toHaveLength(out.applied.length + 1);
+  });
+
+  it('with skipConflicts: refuses a file the user edited in an overlapping way, applies the rest, merges non-overlapping edits, loses nothing', async () => {
     const dir = gitRepo(PROJECT);
     const result = await runOn(dir);
     // Meanwhile the user edits: same line as the agent (conflict), a far line (merges), and makes a binary edit.
     writeFileSync(path.join(dir, 'src/conflict.ts'), 'export const value = 3; // user\n');
     writeFileSync(path.join(dir, 'src/app.ts'), PROJECT['src/app.ts'].replace('line 1\n', 'line 1 (user)\n'));
     writeFileSync(path.join(dir, 'img/pic.bin'), Buffer.from([1, 0, 1]));
-    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree' });
+    const out = await applyResult({ projectDir: dir, ...reviewed(result), mode: 'working-tree', skipConflicts: true });
     expect(out.conflicts.map((c) => c.path).sort()).toEqual(['img/pic.bin', 'src/conflict.ts']);
     for (const c of out.conflicts) expect(c.reason).toMatch(/since the run started/);
     expect(read(dir, 'src/conflict.ts').toString()).toBe('export const value = 3; // user\n');
@@ -197,7 +238,7 @@ describe('applyResult (branch)', () => {
     await expect(applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/from-start' })).rejects.toMatchObject({ kind: 'CONFLICT' });
     // Without a recorded start commit, it builds on HEAD and the overlapping file is refused.
     const { headCommit: _omit, ...noStart } = result.result;
-    const out2 = await applyResult({ projectDir: dir, ...reviewed(result), result: noStart, mode: 'branch', branch: 'airlock/on-head' });
+    const out2 = await applyResult({ projectDir: dir, ...reviewed(result), result: noStart, mode: 'branch', branch: 'airlock/on-head', skipConflicts: true });
     expect(out2.conflicts.map((c) => c.path)).toEqual(['src/conflict.ts']);
     expect(git(dir, ['show', 'airlock/on-head:src/conflict.ts'])).toBe('export const value = 3; // user\n');
   });
@@ -272,8 +313,8 @@ describe('applyResult (branch commit identity and message)', () => {
 
 describe('commitMessage', () => {
   it('keeps a short task as the subject and a default without one', () => {
-    expect(commitMessage('Fix the bug', 2, [])).toBe('Fix the bug\n\nApplied: 2 file(s)\n');
-    expect(commitMessage('  \n ', 1, ['a.ts'])).toBe('Airlock run result\n\nApplied: 1 file(s); left out (conflicts): a.ts\n');
+    expect(commitMessage('Fix the bug', 2, [])).toBe('Fix the bug\n\nApplied: 2 files\n');
+    expect(commitMessage('  \n ', 1, ['a.ts'])).toBe('Airlock run result\n\nApplied: 1 file; left out (conflicts): a.ts\n');
     const long = commitMessage('x'.repeat(100), 1, []);
     expect(long.split('\n')[0]?.length).toBeLessThanOrEqual(72);
     expect(long.replace(/[^x]/g, '').length).toBe(100);

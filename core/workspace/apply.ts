@@ -33,6 +33,16 @@ export interface ApplyOptions {
   branch?: string;
   /** Commit message for `branch` mode (e.g. the run's task); a first line over 72 characters is wrapped into the body. */
   message?: string;
+  /**
+   * Write the files that merge cleanly even when others conflict. Off (the default), a change set
+   * is applied whole or not at all, like a git client: one conflicting file and nothing is written.
+   */
+  skipConflicts?: boolean;
+  /**
+   * Files the user resolved in a merge view (path → SHA-256 of what was saved, from the apply log):
+   * a project file still holding that resolution counts as applied, not as a conflict.
+   */
+  resolved?: ReadonlyMap<string, string>;
 }
 
 export interface ApplyConflict {
@@ -45,6 +55,10 @@ export interface ApplyOutcome {
   applied: string[];
   /** Paths left untouched because the project changed them too; nothing of the user's was overwritten. */
   conflicts: ApplyConflict[];
+  /** Files that would apply cleanly but were not written because others conflict (whole-or-nothing). */
+  held: string[];
+  /** Files the project already has as the result (applied before, or resolved by the user): nothing to write. */
+  unchanged: string[];
   branch?: string;
   commit?: string;
   /** Author of the branch commit (`Name <email>`). */
@@ -121,7 +135,7 @@ export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
   const entries = await entriesOf(opts.repo, selected, picked.partial);
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'airlock-apply-'));
   try {
-    const outcome = opts.mode === 'branch' ? await applyToBranch(projectDir, entries, opts, scratch) : await applyToWorkingTree(projectDir, entries, scratch);
+    const outcome = opts.mode === 'branch' ? await applyToBranch(projectDir, entries, opts, scratch) : await applyToWorkingTree(projectDir, entries, opts, scratch);
     return { ...outcome, patchSha256 };
   } finally {
     await rm(scratch, { recursive: true, force: true });
@@ -186,12 +200,13 @@ async function decide(scratch: string, base: FileState, ours: FileState, theirs:
 interface Plan {
   applied: string[];
   conflicts: ApplyConflict[];
+  unchanged: string[];
   /** Final state per path, deletions included. */
   writes: Map<string, FileState>;
 }
 
-async function plan(entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>, refuse: (p: string) => Promise<string | undefined>): Promise<Plan> {
-  const out: Plan = { applied: [], conflicts: [], writes: new Map() };
+async function plan(entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>, refuse: (p: string) => Promise<string | undefined>, resolved?: ReadonlyMap<string, string>): Promise<Plan> {
+  const out: Plan = { applied: [], conflicts: [], unchanged: [], writes: new Map() };
   for (const e of entries) {
     const label = e.dst ?? (e.src as string);
     const refused = (e.dst && (await refuse(e.dst))) || undefined;
@@ -200,6 +215,14 @@ async function plan(entries: Entry[], scratch: string, ours: (p: string) => Prom
       continue;
     }
     const oursSrc = e.src ? await ours(e.src) : ABSENT;
+    // Already there: the result itself (applied before), or the user's own resolution of it.
+    const oursNow = e.dst && e.dst !== e.src ? await ours(e.dst) : oursSrc;
+    const gone = !e.src || e.src === e.dst || oursSrc.kind === 'absent';
+    const resolvedSha = resolved?.get(label);
+    if (gone && (sameState(oursNow, e.theirs) || (resolvedSha !== undefined && oursNow.kind === 'file' && sha256(oursNow.content) === resolvedSha))) {
+      out.unchanged.push(label);
+      continue;
+    }
     if (e.src && e.dst && e.src !== e.dst) {
       // A rename: the destination must be free (or already hold the result), the source merges.
       const oursDst = await ours(e.dst);
@@ -232,10 +255,10 @@ async function plan(entries: Entry[], scratch: string, ours: (p: string) => Prom
   return out;
 }
 
-async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
+async function applyToWorkingTree(projectDir: string, entries: Entry[], opts: ApplyOptions, scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
   const folded = foldedTogether(entries);
   const refuse = async (rel: string) => folded.get(rel) ?? (await projectNameClash(projectDir, rel));
-  const p = await plan(entries, scratch, (rel) => readState(path.join(projectDir, rel)), refuse);
+  const p = await plan(entries, scratch, (rel) => readState(path.join(projectDir, rel)), refuse, opts.resolved);
   const conflicts = [...p.conflicts];
   const failed = new Set<string>();
   // Parents must be real directories inside the project: never write through a symlink.
@@ -247,6 +270,8 @@ async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch:
       conflicts.push({ path: rel, reason: problem });
     }
   }
+  // Whole or nothing (docs/architecture.md §14): one conflict and no file is written.
+  if (conflicts.length && !opts.skipConflicts) return { applied: [], conflicts, held: p.applied.filter((a) => !failed.has(a)), unchanged: p.unchanged };
   // Deletions first (a file may become a directory), then writes.
   const ordered = [...p.writes].sort(([, a], [, b]) => Number(a.kind !== 'absent') - Number(b.kind !== 'absent'));
   for (const [rel, state] of ordered) {
@@ -268,7 +293,7 @@ async function applyToWorkingTree(projectDir: string, entries: Entry[], scratch:
       conflicts.push({ path: rel, reason: `could not be written: ${(err as Error).message}` });
     }
   }
-  return { applied: p.applied.filter((a) => !failed.has(a)), conflicts };
+  return { applied: p.applied.filter((a) => !failed.has(a)), conflicts, held: [], unchanged: p.unchanged };
 }
 
 /**
@@ -399,7 +424,9 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
     }
     return undefined;
   };
-  const p = await plan(entries, scratch, ours, refuse);
+  const p = await plan(entries, scratch, ours, refuse, opts.resolved);
+  // Whole or nothing, as in the working tree; and no empty commit when the branch start already has it all.
+  if ((p.conflicts.length && !opts.skipConflicts) || p.writes.size === 0) return { applied: [], conflicts: p.conflicts, held: p.conflicts.length ? p.applied : [], unchanged: p.unchanged };
   const index = path.join(scratch, 'branch.index');
   const env = { GIT_INDEX_FILE: index };
   const lines: string[] = [];
@@ -426,7 +453,7 @@ async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOp
     : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
   const commit = (await hostGitOk(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: identEnv, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
   await gitOk(['update-ref', '-m', 'airlock: apply run result', `refs/heads/${branch}`, commit, '0'.repeat(40)]);
-  return { applied: p.applied, conflicts: p.conflicts, branch, commit, author: ident ?? 'Airlock <airlock@localhost>', ...(ident ? {} : { authorFallback: true }) };
+  return { applied: p.applied, conflicts: p.conflicts, held: [], unchanged: p.unchanged, branch, commit, author: ident ?? 'Airlock <airlock@localhost>', ...(ident ? {} : { authorFallback: true }) };
 }
 
 /** `Name <email>` from the user's git config for the project (local, then global), or undefined. */
@@ -452,7 +479,7 @@ export async function freeBranchName(base: string, exists: (name: string) => Pro
  * characters (a longer first line is cut at a word and continued in the body), or a default.
  */
 export function commitMessage(text: string | undefined, applied: number, leftOut: string[]): string {
-  const footer = `Applied: ${applied} file(s)${leftOut.length ? `; left out (conflicts): ${leftOut.join(', ')}` : ''}`;
+  const footer = `Applied: ${applied} ${applied === 1 ? 'file' : 'files'}${leftOut.length ? `; left out (conflicts): ${leftOut.join(', ')}` : ''}`;
   const lines = (text ?? '').replace(/\r\n?/g, '\n').trim().split('\n');
   let subject = (lines.shift() ?? '').trim();
   let body = lines.join('\n').trim();

@@ -24,7 +24,7 @@ export interface Api {
   readonly transportKind: Transport['kind'];
   call<C extends Channel>(channel: C, ...input: undefined extends ChannelInput<C> ? [ChannelInput<C>?] : [ChannelInput<C>]): Promise<ChannelOutput<C>>;
   on<E extends EventName>(event: E, listener: (payload: EventPayload<E>) => void): () => void;
-  onConnectionChange(listener: (connected: boolean) => void): () => void;
+  onConnectionChange(listener: (connected: boolean, why?: string) => void): () => void;
 }
 
 export function createApi(transport: Transport): Api {

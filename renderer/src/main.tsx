@@ -17,15 +17,19 @@ setApi(api);
 setTerminalHub(new TerminalHub(api));
 connectStores(api);
 
-// First run: send the user to the setup check when something is missing, to keys when no key is set.
+// First run: keys first when none is set (decided before anything is drawn, so New run never flashes
+// first), then the setup check when something is missing.
 void (async () => {
   await Promise.allSettled([useSettingsStore.getState().load(), useKeysStore.getState().load(), useRunsStore.getState().load()]);
+  const { providers } = useKeysStore.getState();
+  const app = useAppStore.getState();
+  const first = app.route.name === 'new' && providers.length && !providers.some((p) => p.hasKey || !p.requiresKey) ? 'keys' : app.route.name;
+  if (first !== app.route.name) app.navigate({ name: 'keys' });
+  app.setBooted();
   await useDoctorStore.getState().check();
   const report = useDoctorStore.getState().report;
-  const { providers } = useKeysStore.getState();
-  if (useAppStore.getState().route.name !== 'new') return;
+  if (useAppStore.getState().route.name !== first) return;
   if (report && !report.ready) useAppStore.getState().navigate({ name: 'doctor' });
-  else if (providers.length && !providers.some((p) => p.hasKey || !p.requiresKey)) useAppStore.getState().navigate({ name: 'keys' });
 })();
 
 createRoot(document.getElementById('root') as HTMLElement).render(

@@ -99,10 +99,10 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await page.locator('.file-row[data-path="src/big.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 28 (agent)');
     // Leave out the middle hunk, and the added "line 3b" (new line 4) of the first.
-    await diff().getByLabel('hunk 1', { exact: true }).uncheck();
+    await diff().getByLabel('hunk 2', { exact: true }).uncheck();
     await diff().getByLabel('line +4', { exact: true }).uncheck();
     await page.getByLabel('apply src/conflict.txt').uncheck();
-    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
+    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file, 1 in part');
     await page.locator('.patch-preview summary').click();
     const shown = page.getByLabel('Patch to apply');
     await expect.poll(() => shown.textContent(), { timeout: 20_000 }).toContain('+line 28 (agent)');
@@ -116,12 +116,14 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await shot(page, '01-hunks');
 
     await page.getByLabel('New branch with a commit').check();
+    // The message starts as the agent's summary, the task in its body.
+    expect(await page.getByLabel('Commit message').inputValue()).toBe('Edited two files.\n\nTask: Edit two files');
     await page.getByLabel('Branch name').fill('airlock/two-hunks');
     await page.getByLabel('Commit message').fill('Take two hunks\n\nThe middle one stays out.');
     await applyButton().click();
     await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('on branch airlock/two-hunks');
     // The selection stays as it was applied (the run record's refetch does not reset it).
-    expect(await applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
+    expect(await applyButton().textContent()).toBe('Apply 1 file, 1 in part');
     await shot(page, '02-branch');
 
     const show = await git(project, 'show', '--format=%an <%ae>%n%B', 'airlock/two-hunks');
@@ -140,22 +142,39 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     expect(log.at(-1)?.data).toMatchObject({ mode: 'branch', branch: 'airlock/two-hunks', patchSha256: host.sha256, selection: [{ path: 'src/big.txt', hunks: [2], lines: ['-3', '+3'] }] });
   });
 
-  it('refuses a file the user changed too and resolves it in the merge view, reloading when the file changes again', async () => {
+  it('applies whole or nothing: a conflict writes nothing (git agrees) and opens the merge view; the rest only on request; resolved, the banner updates; again, nothing to apply', async () => {
     await writeFile(join(project, 'src', 'conflict.txt'), 'value = 3 // mine\n');
+    const statusBefore = await git(project, 'status', '--porcelain', '-uall');
+    const diffBefore = await git(project, 'diff');
+    expect(statusBefore).toBe(' M src/conflict.txt\n');
     await page.reload();
     await openReview();
-    await page.getByRole('button', { name: 'Select none' }).click();
-    await page.getByLabel('apply src/conflict.txt').check();
+    await expect.poll(() => applyButton().textContent()).toBe('Apply 2 files');
     await applyButton().click();
     const outcome = page.getByRole('status', { name: 'Apply result' });
-    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('1 file(s) not applied');
-    await outcome.getByRole('button', { name: 'Resolve' }).click();
+    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('Nothing was written.');
+    expect(await outcome.textContent()).toContain('1 file of this change conflicts with edits in your project');
+    // git sees only the user's own edit: not one byte of the run's was written.
+    expect(await git(project, 'status', '--porcelain', '-uall')).toBe(statusBefore);
+    expect(await git(project, 'diff')).toBe(diffBefore);
+    expect(await readFile(join(project, 'src', 'big.txt'), 'utf8')).toBe(BIG);
+    // The conflict opens first, in the merge view.
     const merge = page.getByRole('region', { name: 'Resolve src/conflict.txt' });
     await expect.poll(() => merge.textContent(), { timeout: 20_000 }).toContain('value = 3 // mine');
     expect(await merge.textContent()).toContain('value = 2 // run');
+    // The partial apply is there, and says what it leaves inconsistent.
+    const leaves = await outcome.getByLabel('What a partial apply leaves').textContent();
+    expect(leaves).toContain('(src/big.txt) leaves src/conflict.txt as it is in your project, without the run\'s changes');
+    await shot(page, '03-nothing-written');
+
+    await outcome.getByRole('button', { name: "Apply the 1 file that doesn't conflict" }).click();
+    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('Applied 1 file.');
+    expect(await outcome.textContent()).toContain('1 file not applied');
+    expect(await readFile(join(project, 'src', 'big.txt'), 'utf8')).toBe(BIG_RUN);
+    expect(await readFile(join(project, 'src', 'conflict.txt'), 'utf8')).toBe('value = 3 // mine\n');
+    await merge.waitFor();
     await merge.getByRole('button', { name: 'Both' }).click();
     expect(await merge.getByLabel('Merged result').inputValue()).toBe('value = 3 // mine\nvalue = 2 // run\n');
-    await shot(page, '03-merge');
 
     // The user edits the file again before saving: nothing is written, the view reloads.
     await writeFile(join(project, 'src', 'conflict.txt'), 'value = 4 // mine again\n');
@@ -169,10 +188,28 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await merge.getByLabel('Merged result').fill('value = 4 // mine again\nvalue = 2 // run, kept by hand\n');
     await merge.getByRole('button', { name: 'Save resolution' }).click();
     await page.getByLabel('src/conflict.txt resolved').waitFor({ timeout: 20_000 });
+    // The banner follows: no open conflict is left.
+    await expect.poll(() => outcome.getByLabel('All resolved').textContent()).toContain('All conflicts resolved.');
+    expect(await outcome.locator('.banner.error').count()).toBe(0);
     expect(await readFile(join(project, 'src', 'conflict.txt'), 'utf8')).toBe('value = 4 // mine again\nvalue = 2 // run, kept by hand\n');
-    await shot(page, '05-resolved');
     const log = (await readFile(join(home, 'runs', runId, 'apply.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { data: Record<string, unknown> });
     expect(log.at(-1)?.data).toMatchObject({ mode: 'resolve', applied: ['src/conflict.txt'] });
+    expect(log.at(-3)?.data).toMatchObject({ mode: 'working-tree', applied: [], held: ['src/big.txt'] });
+    await shot(page, '05-resolved');
+
+    // Applying the same result again: the project has it all (the resolution counts), so nothing is written.
+    const stateBefore = await git(project, 'diff');
+    await applyButton().click();
+    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('Nothing to apply: your project already has these 2 files.');
+    const nothing = page.getByRole('button', { name: 'Nothing to apply' });
+    expect(await nothing.isDisabled()).toBe(true);
+    expect(await git(project, 'diff')).toBe(stateBefore);
+    await shot(page, '06-nothing-to-apply');
+    await page.setViewportSize({ width: 800, height: 600 });
+    await shot(page, '06-nothing-to-apply-800');
+    await page.setViewportSize({ width: 1360, height: 900 });
+    // Back to the committed files for the next test.
+    await git(project, 'checkout', '--', 'src/big.txt', 'src/conflict.txt');
   });
 
   it('downloads the patch of a selection: the bytes are the host patch, with its SHA-256', async () => {
@@ -181,8 +218,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     await page.getByRole('button', { name: 'Select none' }).click();
     await page.locator('.file-row[data-path="src/big.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 15 (agent)');
-    await diff().getByLabel('hunk 1', { exact: true }).check();
-    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
+    await diff().getByLabel('hunk 2', { exact: true }).check();
+    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file, 1 in part');
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download patch' }).click()]);
     expect(download.suggestedFilename()).toBe(`airlock-${runId}.patch`);
     const bytes = await readFile((await download.path()) as string);
@@ -190,7 +227,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     expect(bytes.toString('utf8')).toBe(hostPatch.text);
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(hostPatch.sha256);
     await expect.poll(() => page.getByRole('status', { name: 'Export result' }).textContent()).toContain(hostPatch.sha256.slice(0, 16));
-    await shot(page, '06-download');
+    await shot(page, '07-download');
     // git takes it as it is (the project's big.txt is still the base).
     await writeFile(join(home, 'dl.patch'), bytes);
     await git(project, 'apply', '--check', join(home, 'dl.patch'));

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -75,6 +76,7 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await shot(page, 'errors-01-setup-no-key');
     await banner.getByRole('button', { name: 'Add key' }).click();
     await page.locator('tr[data-provider="anthropic"]').waitFor();
+    expect(await page.getByRole('note', { name: 'Start here' }).textContent()).toContain('Start here: add one provider key.');
   });
 
   it('refuses an OpenAI key offered as the Anthropic key, and says why', async () => {
@@ -83,7 +85,13 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     // At Anthropic's own base URL (the default) the format is unambiguous.
     await row.getByLabel('Anthropic API key').fill('sk-proj-e2e-0123456789abcdef0123');
     await row.getByRole('button', { name: 'Save' }).click();
-    await expect.poll(() => page.getByRole('alert').first().textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
+    // Said at the field (not a far-away notice), and the field keeps what was typed to correct it.
+    const fieldError = row.locator('#k-anthropic-key-error');
+    await expect.poll(() => fieldError.textContent(), { timeout: 20_000 }).toContain('looks like an OpenAI key');
+    expect(await row.getByLabel('Anthropic API key').inputValue()).toBe('sk-proj-e2e-0123456789abcdef0123');
+    expect(await row.getByLabel('Anthropic API key').getAttribute('aria-invalid')).toBe('true');
+    expect(await row.getByText('API key', { exact: true }).isVisible()).toBe(true);
+    expect(await page.locator('.notice').count()).toBe(0);
     await shot(page, 'errors-02-openai-key-as-anthropic');
     expect(await page.content()).not.toContain('0123456789abcdef0123');
   });
@@ -147,5 +155,93 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('group', { name: 'Confirm delete' }).getByRole('button', { name: 'Delete run' }).click();
     await expect.poll(() => page.locator('tr[data-run]').count(), { timeout: 15_000 }).toBe(0);
+  });
+
+  it('an unreachable provider: the setup check fails naming its base URL, and a run says what Test says, with Test connection and Open Keys', async () => {
+    // A loopback port that was just free: nothing listens there.
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer();
+      srv.listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const baseUrl = `http://127.0.0.1:${closed}`;
+    const said = `could not reach ${baseUrl} (ECONNREFUSED); check the base URL and that the server is running`;
+    await (services as AirlockServices).keys.set({ provider: 'anthropic', key: GOOD_KEY, baseUrl, storage: 'keychain' });
+
+    await page.getByRole('button', { name: /Setup check/ }).click();
+    await page.getByRole('button', { name: 'Check again' }).click();
+    const banner = page.locator('.banner[role=status]');
+    await expect.poll(() => banner.textContent(), { timeout: 60_000 }).toContain('Not ready yet');
+    const check = page.locator('[data-check="provider-keys"]');
+    expect(await check.textContent()).toContain(`anthropic at ${baseUrl}: ${said}`);
+    expect(await check.getByRole('button', { name: 'Open Keys' }).count()).toBe(1);
+    await shot(page, 'errors-07-setup-unreachable');
+
+    await page.getByRole('button', { name: /New run/ }).click();
+    await page.getByLabel('Project folder').fill(project);
+    await page.getByLabel('Task').fill('');
+    // A disabled Start run says why.
+    await expect.poll(() => page.getByLabel('Why Start run is disabled').textContent(), { timeout: 15_000 }).toBe('Describe the task.');
+    expect(await page.getByRole('button', { name: 'Start run' }).isDisabled()).toBe(true);
+    await page.getByLabel('Task').fill('Say hello');
+    await page.locator('#r-provider').selectOption('anthropic');
+    await page.getByLabel('Model', { exact: true }).fill('claude-sonnet-4-5');
+    // A wider network policy for this run only.
+    await page.getByLabel('Network', { exact: true }).selectOption('allowlist');
+    await page.getByLabel('Allowed domains').fill('example.invalid');
+    await expect.poll(() => page.getByRole('button', { name: 'Start run' }).isDisabled(), { timeout: 15_000 }).toBe(false);
+    expect(await page.getByLabel('Why Start run is disabled').count()).toBe(0);
+    // Ctrl+Enter starts it from any field (here the model's), not only the task.
+    await page.getByLabel('Model', { exact: true }).press('Control+Enter');
+    await expect.poll(() => page.locator('.run-header .badge').textContent(), { timeout: 240_000 }).toBe('failed');
+    const error = page.locator('.banner.error[role=alert]');
+    const text = (await error.textContent()) ?? '';
+    expect(text).toContain('The model provider failed.');
+    expect(text).toContain(said);
+    expect(text).not.toContain('exited with');
+    const transcript = (await page.getByRole('log', { name: 'Transcript' }).textContent()) ?? '';
+    expect(transcript).not.toContain('Finished.');
+    expect(transcript).toContain(said);
+    await page.setViewportSize({ width: 800, height: 600 });
+    await shot(page, 'errors-08-run-unreachable-800');
+    await page.setViewportSize({ width: 1360, height: 900 });
+    const runId = (await (services as AirlockServices).runs.list({ limit: 1 }))[0]?.id ?? '';
+
+    // The CLI says the same, with the same two things to do.
+    const cli = await exec('node', [join(import.meta.dirname, '..', '..', 'bin', 'airlock.js'), 'show', runId], { env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName } });
+    expect(cli.stdout).toContain(said);
+    expect(cli.stdout).toContain('airlock keys test anthropic');
+
+    // The next New run form is back on the Settings default: the wider policy did not carry over.
+    await page.getByRole('button', { name: /New run/ }).click();
+    expect(await page.getByLabel('Network', { exact: true }).inputValue()).toBe('none');
+    await page.getByRole('button', { name: /History/ }).click();
+    await page.locator(`tr[data-run="${runId}"]`).click();
+    await page.locator('.banner.error[role=alert]').waitFor();
+
+    // Test connection goes to Keys and runs the same test there.
+    await error.getByRole('button', { name: 'Test connection' }).click();
+    const status = page.locator('tr[data-provider="anthropic"] [role=status]');
+    await expect.poll(() => status.textContent(), { timeout: 20_000 }).toContain(said);
+    await shot(page, 'errors-09-keys-test-unreachable');
+  });
+
+  it('Remove key asks first: Keep leaves the key, Remove key removes it', async () => {
+    const row = page.locator('tr[data-provider="anthropic"]');
+    await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('••••GOOD');
+    await row.getByRole('button', { name: 'Remove key' }).click();
+    const confirm = row.getByRole('group', { name: 'Confirm remove key' });
+    expect(await confirm.textContent()).toContain('Remove the Anthropic key from the OS keychain?');
+    expect(await confirm.getByRole('button', { name: 'Keep' }).evaluate((el) => el === document.activeElement)).toBe(true);
+    await shot(page, 'errors-10-confirm-remove-key');
+    await confirm.getByRole('button', { name: 'Keep' }).click();
+    expect(await row.textContent()).toContain('••••GOOD');
+    expect((await (services as AirlockServices).keys.list({})).find((k) => k.provider === 'anthropic')?.hasKey).toBe(true);
+    await row.getByRole('button', { name: 'Remove key' }).click();
+    await row.getByRole('group', { name: 'Confirm remove key' }).getByRole('button', { name: 'Remove key' }).click();
+    await expect.poll(() => row.textContent(), { timeout: 20_000 }).toContain('no key');
+    expect((await (services as AirlockServices).keys.list({})).find((k) => k.provider === 'anthropic')?.hasKey ?? false).toBe(false);
   });
 });

@@ -128,12 +128,28 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     const approval = page.getByRole('alertdialog', { name: 'Approve command' });
     await approval.waitFor({ timeout: 240_000 });
     expect(await approval.textContent()).toContain('hello-from-sandbox');
+    // The question has the focus, not Approve: a stray Enter answers nothing. The header says who is waited for.
+    expect(await approval.evaluate((el) => el === document.activeElement)).toBe(true);
+    await page.keyboard.press('Enter');
+    expect(await approval.textContent()).toContain('hello-from-sandbox');
+    expect(await approval.locator(':focus').count()).toBe(0);
     runId = (await page.locator('.run-header + .row .mono').first().textContent()) ?? '';
     expect(runId).toMatch(/^r-/);
     await expect.poll(() => page.getByRole('tree', { name: 'Changed files' }).textContent(), { timeout: 30_000 }).toContain('app.js');
     await page.locator('.tree-file[data-path="src/app.js"]').click();
     await expect.poll(() => page.getByLabel('Diff of src/app.js').textContent(), { timeout: 20_000 }).toContain('return 42;');
     await shot(page, '04-run-approval');
+    expect(await page.locator('.run-header').getByLabel('Waiting for you').textContent()).toBe('waiting for you');
+    // Stop asks first; Keep running leaves the run as it is.
+    await page.locator('.run-header').getByRole('button', { name: 'Stop' }).click();
+    const confirmStop = page.getByRole('group', { name: 'Confirm stop' });
+    expect(await confirmStop.textContent()).toContain('Stop this run?');
+    expect(await confirmStop.getByRole('button', { name: 'Keep running' }).evaluate((el) => el === document.activeElement)).toBe(true);
+    await page.setViewportSize({ width: 800, height: 600 });
+    await shot(page, '04b-confirm-stop-800');
+    await page.setViewportSize({ width: 1360, height: 900 });
+    await confirmStop.getByRole('button', { name: 'Keep running' }).click();
+    expect(await page.locator('.run-header .badge').first().textContent()).toBe('running');
     await approval.getByRole('button', { name: 'Approve' }).click();
 
     // The second command waits too: the run is still going, and the first one's output is on screen.

@@ -124,7 +124,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.locator('.file-row[data-path="src/lines.txt"] .tree-file').click();
     await expect.poll(() => diff().textContent(), { timeout: 20_000 }).toContain('line 15 (turn 2)');
     await page.getByRole('button', { name: 'Split' }).click();
-    // Thread total of lines.txt: hunk 0 is turn 1's (-3, +3, +4 "line 3b"), hunk 1 turn 2's (-15, +16).
+    // Thread total of lines.txt: hunk 1 is turn 1's (-3, +3, +4 "line 3b"), hunk 2 turn 2's (-15, +16).
     const removed = diff().getByLabel('line -3', { exact: true });
     const added = diff().getByLabel('line +4', { exact: true });
     await removed.waitFor();
@@ -135,7 +135,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.getByLabel('apply src/lines.txt').check();
     await added.uncheck();
     await diff().getByLabel('line +16', { exact: true }).uncheck();
-    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file(s), 1 in part');
+    await expect.poll(() => applyButton().textContent()).toBe('Apply 1 file, 1 in part');
     const selection = [{ path: 'src/lines.txt', lines: ['-3', '+3', '-15'] }];
     const hostPatch = await (services as AirlockServices).diffs.preview({ runId: followUp, scope: 'thread', files: ['src/lines.txt'], selection });
     await expect.poll(() => page.getByLabel('Selection digest').textContent(), { timeout: 20_000 }).toBe(`${hostPatch.sha256.slice(0, 16)}…`);
@@ -173,7 +173,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('reviewing a thread: split-layout li
     await page.getByLabel(/Working tree/).check();
     await applyButton().click();
     const outcome = page.getByRole('status', { name: 'Apply result' });
-    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('1 file(s) not applied');
+    await expect.poll(() => outcome.textContent(), { timeout: 20_000 }).toContain('Nothing was written. 1 file of this change conflicts');
     await outcome.getByRole('button', { name: 'Resolve' }).click();
     const merge = page.getByRole('region', { name: 'Resolve src/merge.txt' });
     await expect.poll(() => merge.textContent(), { timeout: 20_000 }).toContain('two (mine)');

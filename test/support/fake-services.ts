@@ -368,9 +368,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
           const r = get(args.runId);
           r.record.applied = { at: new Date().toISOString(), target: r.record.projectDir, branch: args.branch, files };
           status.fire(summary(r.record));
-          return { applied: files, conflicts: [], branch: args.branch, commit: 'c0ffee'.repeat(6) + 'abcd', author: 'Test User <test@example.invalid>' };
+          return { applied: files, conflicts: [], held: [], unchanged: [], branch: args.branch, commit: 'c0ffee'.repeat(6) + 'abcd', author: 'Test User <test@example.invalid>' };
         }
-        return { applied: files, conflicts: [], branch: args.mode === 'branch' ? args.branch : undefined };
+        return { applied: files, conflicts: [], held: [], unchanged: [], branch: args.mode === 'branch' ? args.branch : undefined };
       },
       async exportPatch({ runId }) {
         return { path: `/tmp/${runId}.patch`, bytes: 10, text: 'diff --git' };

@@ -151,7 +151,7 @@ export interface FakeRegistry {
 }
 
 /** One ustar entry (a regular file): enough for npm to unpack a package tarball. */
-function tarFile(name: string, data: Buffer): Buffer {
+export function tarFile(name: string, data: Buffer): Buffer {
   const header = Buffer.alloc(512);
   header.write(name, 0, 100);
   header.write('0000644\0', 100);

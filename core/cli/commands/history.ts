@@ -1,5 +1,5 @@
-import type { ChangedFile, FileSelection } from '../../../contracts/diffs';
-import { describeError } from '../../../contracts/error-help';
+import type { ApplyResult, ChangedFile, FileSelection } from '../../../contracts/diffs';
+import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { parseSection } from '../../workspace/partial';
 import { createAirlockCore } from '../../app';
@@ -25,8 +25,9 @@ function fileList(values: string[] | undefined): string[] | undefined {
 }
 
 /**
- * `--hunks PATH:0,2` and `--lines PATH:-3,+4` (repeatable; the last `:` splits, so a path may
- * hold one) as the contract's selection: per path, hunk indexes and line ids.
+ * `--hunks PATH:1,3` and `--lines PATH:-3,+4` (repeatable; the last `:` splits, so a path may
+ * hold one) as the contract's selection: per path, hunk indexes and line ids. Hunks are numbered
+ * from 1 for people (as `show --hunks` and the review screen print them); the contract's are 0-based.
  */
 export function selectionOf(hunks: string[] | undefined, lines: string[] | undefined): FileSelection[] | undefined {
   const byPath = new Map<string, FileSelection>();
@@ -34,12 +35,12 @@ export function selectionOf(hunks: string[] | undefined, lines: string[] | undef
     const at = arg.lastIndexOf(':');
     const file = arg.slice(0, at);
     const items = arg.slice(at + 1).split(',').filter(Boolean);
-    if (at <= 0 || !items.length) throw new AirlockError('INVALID_INPUT', `--${option} takes PATH:${option === 'hunks' ? '0,2' : '-3,+4'} (got '${arg}'); 'airlock show <runId> --hunks' numbers them.`, { field: option });
+    if (at <= 0 || !items.length) throw new AirlockError('INVALID_INPUT', `--${option} takes PATH:${option === 'hunks' ? '1,3' : '-3,+4'} (got '${arg}'); 'airlock show <runId> --hunks' numbers them.`, { field: option });
     const sel = byPath.get(file) ?? { path: file };
     if (option === 'hunks') {
-      const bad = items.find((i) => !/^[0-9]+$/.test(i));
-      if (bad !== undefined) throw new AirlockError('INVALID_INPUT', `--hunks ${arg}: '${bad}' is not a hunk number (0, 1, …).`, { field: option });
-      sel.hunks = [...(sel.hunks ?? []), ...items.map(Number)];
+      const bad = items.find((i) => !/^[1-9][0-9]*$/.test(i));
+      if (bad !== undefined) throw new AirlockError('INVALID_INPUT', `--hunks ${arg}: '${bad}' is not a hunk number (1, 2, …, as 'airlock show <runId> --hunks' prints them).`, { field: option });
+      sel.hunks = [...(sel.hunks ?? []), ...items.map((i) => Number(i) - 1)];
     } else {
       const bad = items.find((i) => !/^[+-][0-9]+$/.test(i));
       if (bad !== undefined) throw new AirlockError('INVALID_INPUT', `--lines ${arg}: '${bad}' is not a line id (-<old line> or +<new line>).`, { field: option });
@@ -65,7 +66,7 @@ async function printHunks(out: NodeJS.WritableStream, s: AirlockServices, runId:
     out.write(`\n${f.path}${d.wholeFileOnly ? `  (whole file only: ${d.wholeFileOnly})` : ''}\n`);
     if (d.wholeFileOnly && !d.diff) continue;
     for (const [i, h] of parseSection(d.diff, f.path).hunks.entries()) {
-      out.write(`  hunk ${i}  ${h.header}\n`);
+      out.write(`  hunk ${i + 1}  ${h.header}\n`);
       for (const l of h.lines) out.write(l.id ? `    ${l.id.padEnd(7)}${l.kind}${l.text}\n` : '');
     }
   }
@@ -107,6 +108,7 @@ export const showCommand: CliCommand = {
       }
       const out = io.stdout;
       out.write(`run ${run.id}  ${run.status}${run.error ? ` (${describeError(run.error).title}: ${run.error.message})` : ''}\n`);
+      if (run.error) for (const a of describeError(run.error).actions) out.write(`  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`);
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
       if (run.thread) out.write(`thread: turn ${run.thread.turn}, continues ${run.thread.parentRunId} (first run ${run.thread.rootRunId}), conversation ${run.thread.conversation}; showing ${values.thread ? "the thread's total change" : "this turn's own change (--thread: the total)"}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
@@ -125,9 +127,9 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--thread] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--thread] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4] [--skip-conflicts] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn; whole or nothing: one conflicting file and nothing is written, unless --skip-conflicts writes the files that do not conflict)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' }, 'skip-conflicts': { type: 'boolean' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
@@ -147,24 +149,41 @@ export const applyCommand: CliCommand = {
         ...(files?.length ? { files } : {}),
         ...(selection ? { selection } : {}),
         ...(values.to ? { targetDir: values.to } : {}),
+        ...(values['skip-conflicts'] ? { skipConflicts: true } : {}),
       });
       if (values.json) io.stdout.write(`${JSON.stringify(result)}\n`);
-      else {
-        for (const p of result.applied) io.stdout.write(`applied  ${p}\n`);
-        for (const c of result.conflicts) io.stdout.write(`REFUSED  ${c.path}: ${c.reason}\n`);
-        if (result.branch) io.stdout.write(`branch ${result.branch} at ${result.commit ?? '?'}${result.author ? ` by ${result.author}` : ''}\n`);
-        if (result.authorFallback) io.stdout.write(`git has no user.name/user.email for this project, so the commit is authored by Airlock; set them with git config and apply again to author it yourself.\n`);
-        if (result.conflicts.length) io.stdout.write(`${result.conflicts.length} file(s) left untouched because the project changed under them; nothing was overwritten.\n`);
-      }
+      else io.stdout.write(applyReport(result, `airlock apply ${args.join(' ')}`));
       return result.conflicts.length ? ExitCode.conflict : ExitCode.ok;
     });
   },
 };
 
+/** What an apply did, in words: written, conflicting, held back (whole or nothing), already there. */
+export function applyReport(result: ApplyResult, again: string): string {
+  const lines: string[] = [];
+  for (const p of result.applied) lines.push(`applied    ${p}`);
+  for (const p of result.unchanged) lines.push(`unchanged  ${p} (the project already has it)`);
+  for (const c of result.conflicts) lines.push(`CONFLICT   ${c.path}: ${c.reason}`);
+  for (const p of result.held) lines.push(`held       ${p} (not written: it applies cleanly, but the set is applied whole or not at all)`);
+  if (result.branch) lines.push(`branch ${result.branch} at ${result.commit ?? '?'}${result.author ? ` by ${result.author}` : ''}`);
+  if (result.authorFallback) lines.push('git has no user.name/user.email for this project, so the commit is authored by Airlock; set them with git config and apply again to author it yourself.');
+  if (result.conflicts.length && !result.applied.length) {
+    lines.push(`Nothing was written: ${files(result.conflicts.length)} ${result.conflicts.length === 1 ? 'conflicts' : 'conflict'} with changes in your project. Resolve ${result.conflicts.length === 1 ? 'it' : 'them'} (the app's merge view), or leave ${result.conflicts.length === 1 ? 'it' : 'them'} out with --files.`);
+    if (result.held.length) lines.push(`To write the ${files(result.held.length)} that do not conflict anyway: ${again} --skip-conflicts (your project then has the run's changes to those, not to ${result.conflicts.map((c) => c.path).join(', ')}, and may not build or pass its tests until you bring those in).`);
+  } else if (result.conflicts.length) {
+    lines.push(`${files(result.conflicts.length)} left untouched because the project changed under them (nothing was overwritten); the project now has only part of the result.`);
+  } else if (!result.applied.length) {
+    lines.push('Nothing to apply: the project already has these changes.');
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+const files = (n: number): string => `${n} ${n === 1 ? 'file' : 'files'}`;
+
 export const patchCommand: CliCommand = {
   name: 'patch',
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--thread] [--out FILE] [--files a,b,…] [--hunks PATH:0,2] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
+  usage: 'airlock patch <runId> [--thread] [--out FILE] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true } });
     const [runId] = positionalsExactly(positionals, '<runId>');

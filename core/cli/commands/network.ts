@@ -11,7 +11,8 @@ import { withApp } from '../with-app';
 const USAGE = `airlock network presets [--json]
        airlock network list   (--project DIR | --run RUN_ID) [--json]
        airlock network allow  HOST[:PORT,…]|URL … (--project DIR | --run RUN_ID)
-       airlock network remove HOST_PATTERN … (--project DIR | --run RUN_ID)`;
+       airlock network remove HOST_PATTERN … (--project DIR | --run RUN_ID)
+       airlock network check URL [--method M] [--project DIR] [--allow HOST]… [--rule 'HOST read-only']… [--secret NAME]… [--json]`;
 
 /** The project a `--project`/`--run` option names; a run is looked up in the run history. */
 async function projectFor(values: { project?: string; run?: string }, app: AppContext): Promise<string> {
@@ -37,6 +38,10 @@ export const networkCommand: CliCommand = {
       project: { type: 'string' },
       run: { type: 'string' },
       json: { type: 'boolean', default: false },
+      method: { type: 'string', default: 'GET' },
+      allow: { type: 'string', multiple: true },
+      rule: { type: 'string', multiple: true },
+      secret: { type: 'string', multiple: true },
     });
     const [sub, ...rest] = positionals;
     const print = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
@@ -76,6 +81,30 @@ export const networkCommand: CliCommand = {
           print(entries.length ? entries.map((e) => `  ${formatAllowEntry(e)}`).join('\n') : '  (none)');
         }
         return ExitCode.ok;
+      }
+      case 'check': {
+        // Which layer decides a request, with what a run of this project would start with; nothing is sent.
+        if (rest.length !== 1) throw new CliUsageError('name one URL: airlock network check https://host/path --method POST');
+        const { checkRequest } = await import('../../network/gateway/check');
+        const { loadProjectRules } = await import('../../network/gateway/project-rules');
+        const { secretStoreFor } = await import('./secrets');
+        const project = values.project ? path.resolve(values.project) : undefined;
+        const chosen = new Set(values.secret ?? []);
+        const { remembered, bindings } = await withApp(io, async (app) => ({
+          remembered: project ? await new ProjectNetworkStore(project, app.home).load() : [],
+          bindings: chosen.size ? (await secretStoreFor(app).list()).filter((s) => chosen.has(s.name)) : [],
+        }));
+        const missing = [...chosen].filter((n) => !bindings.some((b) => b.name === n));
+        if (missing.length) throw new AirlockError('NOT_FOUND', `no secret named ${missing.join(', ')} (see \`airlock secrets list\`)`);
+        const projectRules = project ? await loadProjectRules(project) : undefined;
+        const result = checkRequest({ url: rest[0] as string, method: values.method, allow: [...remembered, ...(values.allow ?? [])], rules: values.rule ?? [], ...(projectRules ? { projectRules } : {}), secrets: bindings });
+        if (values.json) print(JSON.stringify(result));
+        else {
+          print(`${result.allowed ? 'allowed' : 'refused'}: ${result.method} ${result.url}`);
+          print(`  decided by ${result.decidedBy}${result.rule ? ` (${result.rule})` : ''}: ${result.reason}`);
+          print(`  ${result.intercepted ? 'intercepted (TLS terminated on this machine)' : 'not intercepted'}${result.secrets.length ? `; secret injected: ${result.secrets.join(', ')}` : ''}`);
+        }
+        return result.allowed ? ExitCode.ok : ExitCode.failure;
       }
       default:
         throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand');

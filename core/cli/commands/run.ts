@@ -15,7 +15,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--publish PORT]… [--key-env VAR]
+       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--json]
        airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
@@ -41,6 +41,8 @@ export const runCommand: CliCommand = {
       isolation: { type: 'string' },
       network: { type: 'string' },
       allow: { type: 'string', multiple: true },
+      rule: { type: 'string', multiple: true },
+      secret: { type: 'string', multiple: true },
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
       'git-history': { type: 'string' },
@@ -87,6 +89,8 @@ export const runCommand: CliCommand = {
           isolation: values.isolation ?? base?.isolation ?? defaults.isolation,
           network: values.network ?? base?.network ?? defaults.network,
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
+          ...(values.rule?.length ? { egressRules: values.rule } : base?.egressRules ? { egressRules: base.egressRules } : {}),
+          ...(values.secret?.length ? { secrets: values.secret } : base?.secrets ? { secrets: base.secrets } : {}),
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? defaults.timeoutSec,
@@ -248,7 +252,11 @@ function liveView(io: CliIo): RunView {
           break;
         case 'network_blocked':
           endText();
-          out.write(`! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`);
+          out.write(
+            event.rule
+              ? `! network: refused ${event.method} ${event.host}${event.path ?? ''} (${event.reason ?? 'refused'}; rule: ${event.rule})\n`
+              : `! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`,
+          );
           break;
         case 'finished':
           endText();

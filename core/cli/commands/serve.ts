@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { airlockHome } from '../../common/paths';
 import type { AirlockServices } from '../../api/services';
 import type { AppContext } from '../../app-context';
 import { createApiRouter } from '../../api/router';
@@ -10,7 +13,8 @@ import { findTool } from '../../common/resolve-tool';
 import { hostToolCwd } from '../../common/host-tool-env';
 
 export interface ServeOptions {
-  port: number;
+  /** Given with --port (0: any free port); absent: the port this data folder used last, if free. */
+  port?: number;
   open: boolean;
   rendererDir?: string;
 }
@@ -18,9 +22,9 @@ export interface ServeOptions {
 export function parseServeArgs(args: string[]): ServeOptions {
   const { values, positionals } = parseCliArgs(args, { port: { type: 'string' }, 'no-open': { type: 'boolean' }, 'renderer-dir': { type: 'string' } });
   positionalsExactly(positionals);
+  const port = numberOption(values.port, 'port', { integer: true, min: 0, max: 65535 });
   return {
-    // 0 picks a free port.
-    port: numberOption(values.port, 'port', { integer: true, min: 0, max: 65535 }) ?? 0,
+    ...(port !== undefined ? { port } : {}),
     open: values['no-open'] !== true,
     ...(values['renderer-dir'] ? { rendererDir: values['renderer-dir'] } : {}),
   };
@@ -87,11 +91,29 @@ async function openInBrowser(url: string): Promise<void> {
   }
 }
 
+/** Where `serve` remembers its port for a data folder: `<AIRLOCK_HOME>/serve.json`. */
+const servePortFile = (home: string) => path.join(home, 'serve.json');
+
+/** The port this data folder served on last, if recorded. */
+export async function lastServePort(home: string): Promise<number | undefined> {
+  try {
+    const { port } = JSON.parse(await readFile(servePortFile(home), 'utf8')) as { port?: unknown };
+    return typeof port === 'number' && Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function saveServePort(home: string, port: number): Promise<void> {
+  await mkdir(home, { recursive: true, mode: 0o700 }).catch(() => undefined);
+  await writeFile(servePortFile(home), `${JSON.stringify({ port })}\n`).catch(() => undefined); // best effort: only a convenience
+}
+
 export function createServeCommand(deps: ServeDeps): CliCommand {
   return {
     name: 'serve',
     summary: 'Serve the Airlock UI in your browser on 127.0.0.1 (the app without Electron).',
-    usage: 'airlock serve [--port N] [--no-open] [--renderer-dir DIR]',
+    usage: 'airlock serve [--port N] [--no-open] [--renderer-dir DIR]   (without --port: the port this data folder used last when it is free, else any free one)',
     async run(args: string[], io: CliIo): Promise<number> {
       const opts = parseServeArgs(args);
       const rendererDir = opts.rendererDir ?? (await defaultRendererDir(io.env));
@@ -105,8 +127,23 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
       let services: AirlockServices | undefined;
       try {
         services = await deps.createServices(io.env, io.app);
-        host = await startHostServer({ router: createApiRouter(services), rendererDir, port: opts.port, ...(services.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
-        io.stdout.write(`Airlock is running at ${host.url}\nOpen that URL (it carries this session's token). Ctrl+C stops it.\n`);
+        // `npm start` serves through us when Electron cannot start: name what the user actually ran.
+        const launchCommand = io.env.npm_lifecycle_event === 'start' ? 'npm start' : 'airlock serve';
+        const start = (port: number) => startHostServer({ router: createApiRouter(services as AirlockServices), rendererDir, port, launchCommand, ...(services?.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
+        const home = io.app?.home ?? airlockHome(io.env);
+        const last = opts.port === undefined ? await lastServePort(home) : undefined;
+        let note = '';
+        if (last !== undefined) {
+          host = await start(last).catch((err: NodeJS.ErrnoException) => {
+            if (err.code !== 'EADDRINUSE' && err.code !== 'EACCES') throw err;
+            note = `Port ${last}, used last time, is taken; serving on another one (choose with --port N).\n`;
+            return undefined;
+          });
+          if (host) note = `Same port as last time (${last}, kept for this data folder), with a new token: reload an open tab from the address below.\n`;
+        }
+        host ??= await start(opts.port ?? 0);
+        if (opts.port === undefined) await saveServePort(home, host.port);
+        io.stdout.write(`Airlock is running at ${host.url}\n${note}Open that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);
         if (opts.open) (deps.openBrowser ?? openInBrowser)(host.url);
         await stop.stopped;

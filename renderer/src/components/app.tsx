@@ -37,7 +37,7 @@ function Screen({ route }: { route: Route }) {
 
 /** The shell of the UI: sidebar (screens, live runs), the current screen, notices. */
 export function App() {
-  const { route, navigate, connected, notices, dismiss } = useAppStore();
+  const { route, navigate, connected, disconnectedWhy, booting, notices, dismiss } = useAppStore();
   const runs = useRunsStore((s) => s.runs);
   const order = useRunsStore((s) => s.order);
   const activeRuns = useMemo(() => order.map((id) => runs[id]).filter((r) => r && !isFinalStatus(r.status)), [runs, order]);
@@ -74,12 +74,13 @@ export function App() {
           </button>
         ))}
         <div style={{ flex: 1 }} />
-        {!connected && <div className="badge fail" role="status">disconnected — retrying</div>}
+        {!connected && !disconnectedWhy && <div className="badge fail" role="status">disconnected — retrying</div>}
         <ThemeToggle />
       </nav>
       <main className="main">
+        {!connected && disconnectedWhy && <div className="banner error" role="alert" aria-label="Connection lost">{disconnectedWhy}</div>}
         <McpApplyRequests />
-        <Screen route={route} />
+        {booting ? <div className="empty" aria-busy="true">Loading…</div> : <Screen route={route} />}
       </main>
       <div className="notice-area" aria-live="polite">
         {notices.map((n) => (

@@ -13,7 +13,7 @@ import { KeysScreen } from './keys-screen';
 import { ReviewScreen } from './review-screen';
 
 /** Apply is enabled once the host has rendered the selection's patch (its digest is what apply sends). */
-async function clickApply(label = 'Apply 1 file(s)') {
+async function clickApply(label = 'Apply 1 file') {
   await waitFor(() => expect(screen.getByText(label).closest('button')?.disabled).toBe(false));
   fireEvent.click(screen.getByText(label));
 }
@@ -86,7 +86,7 @@ describe('screens (jsdom, fake services through the real router)', () => {
     fireEvent.click(box());
     fireEvent.click(within(screen.getByRole('alertdialog')).getByText('Include'));
     expect(box().checked).toBe(true);
-    await waitFor(() => expect(screen.getByText('Apply 2 file(s)').closest('button')?.disabled).toBe(false));
+    await waitFor(() => expect(screen.getByText('Apply 2 files').closest('button')?.disabled).toBe(false));
   });
 
   it('review: a branch apply sends the commit message (prefilled with the task), and a re-apply offers a free branch name', async () => {
@@ -100,14 +100,14 @@ describe('screens (jsdom, fake services through the real router)', () => {
     fireEvent.change(message, { target: { value: 'Greet readers\n\nBody text' } });
     const branch = (screen.getByLabelText('Branch name') as HTMLInputElement).value;
     await clickApply();
-    await waitFor(() => expect(screen.queryByText(/Applied 1 file\(s\) on branch/) !== null).toBe(true));
+    await waitFor(() => expect(screen.queryByText(/Applied 1 file on branch/) !== null).toBe(true));
     expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ mode: 'branch', branch, message: 'Greet readers\n\nBody text' });
     expect(screen.getByText(/as Test User <test@example.invalid>/)).toBeTruthy();
 
     // Again to the same branch: the old success line goes, the refusal names a free name to use.
     await clickApply();
     await waitFor(() => expect(screen.queryByText(`Use ${branch}-2`) !== null).toBe(true));
-    expect(screen.queryByText(/Applied 1 file\(s\) on branch/)).toBeNull();
+    expect(screen.queryByText(/Applied 1 file on branch/)).toBeNull();
     expect(document.body.textContent).toContain(`Branch '${branch}' already exists`);
     fireEvent.click(screen.getByText(`Use ${branch}-2`));
     expect((screen.getByLabelText('Branch name') as HTMLInputElement).value).toBe(`${branch}-2`);
@@ -123,6 +123,6 @@ describe('screens (jsdom, fake services through the real router)', () => {
     await waitFor(() => expect(document.querySelector(`tr[data-run="${run.id}"]`)?.textContent).toContain('applied → airlock/shown'));
     cleanup();
     render(<ReviewScreen runId={run.id} />);
-    await waitFor(() => expect(screen.getByLabelText('Applied status').textContent).toMatch(/^Applied to branch airlock\/shown of \/p \([12] file\(s\)/));
+    await waitFor(() => expect(screen.getByLabelText('Applied status').textContent).toMatch(/^Applied to branch airlock\/shown of \/p \([12] files?/));
   });
 });

@@ -107,7 +107,7 @@ describe('line picking in the split layout', () => {
     expect(box('line -3').checked).toBe(false);
     expect(box('line +3').checked).toBe(true);
     expect([...row.cells].filter((c) => c.classList.contains('unpicked')).map((c) => c.cellIndex)).toEqual([1, 2]);
-    expect((screen.getByLabelText('hunk 0', { exact: true }) as HTMLInputElement).indeterminate).toBe(true);
+    expect((screen.getByLabelText('hunk 1', { exact: true }) as HTMLInputElement).indeterminate).toBe(true);
   });
 
   it('the same ticks give the same selection in split and unified', () => {

@@ -75,8 +75,8 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
     const on = ids.filter(isPicked).length;
     rows.push(
       <tr className="hunk" key={`h${hi}`} data-hunk={hi}>
-        {pick && <td className="pick-cell"><PickBox state={on === ids.length ? 'all' : on ? 'some' : 'none'} label={`hunk ${hi}`} onChange={(v) => pick.set(ids, v)} /></td>}
-        <td colSpan={cols - (pick ? 1 : 0)}>{pick && <span className="hunk-no">hunk {hi}</span>}{h.header}</td>
+        {pick && <td className="pick-cell"><PickBox state={on === ids.length ? 'all' : on ? 'some' : 'none'} label={`hunk ${hi + 1}`} onChange={(v) => pick.set(ids, v)} /></td>}
+        <td colSpan={cols - (pick ? 1 : 0)}>{pick && <span className="hunk-no">hunk {hi + 1}</span>}{h.header}</td>
       </tr>,
     );
     if (mode === 'unified') {

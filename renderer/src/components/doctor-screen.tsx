@@ -39,8 +39,8 @@ export function DoctorScreen() {
             <div className="stack" style={{ gap: 4 }}>
               <div><b>{c.label}</b> <span className="muted">— {c.detail}</span></div>
               {c.status !== 'ok' && c.fix && <div className="fix"><b>Fix:</b> {c.fix}</div>}
-              {c.fixAction === 'add-key' && c.status !== 'ok' && (
-                <div className="row"><button className="btn" onClick={() => navigate({ name: 'keys' })}>Add key</button></div>
+              {(c.fixAction === 'add-key' || c.fixAction === 'open-keys') && c.status !== 'ok' && (
+                <div className="row"><button className="btn" onClick={() => navigate({ name: 'keys' })}>{c.fixAction === 'add-key' ? 'Add key' : 'Open Keys'}</button></div>
               )}
               {c.fixAction === 'build-image' && c.status !== 'ok' && (
                 <div className="row">

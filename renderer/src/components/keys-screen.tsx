@@ -1,9 +1,9 @@
-import { useEffect, useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import type { ProviderInfo } from '../../../contracts';
-import { errorMessage } from '../api';
+import { ApiError, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
-import { ErrorBanner } from './common';
+import { ConfirmInline, ErrorBanner } from './common';
 import { SubscriptionKeys } from './subscription-keys';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
@@ -13,37 +13,51 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
   const notify = useAppStore((s) => s.notify);
   const [editing, setEditing] = useState(false);
   const [editingUrl, setEditingUrl] = useState(false);
-  const [draft, setDraft] = useState('');
+  // The key is never React state: an uncontrolled field holds it (no value attribute in the page), so a
+  // refused key stays in its field to be corrected without being written into the markup.
+  const keyField = useRef<HTMLInputElement>(null);
+  const [hasDraft, setHasDraft] = useState(false);
   const currentUrl = info?.baseUrl ?? provider.baseUrl;
   const [baseUrl, setBaseUrl] = useState(currentUrl);
   const [busy, setBusy] = useState(false);
+  const [removing, setRemoving] = useState(false);
+  /** A refusal, shown at the field it is about (the key stays in its field to be corrected). */
+  const [fieldError, setFieldError] = useState<{ field: 'key' | 'baseUrl'; message: string }>();
+  const keyId = `k-${provider.id}-key`;
+  const urlId = `k-${provider.id}-url`;
 
   const save = async (e: FormEvent) => {
     e.preventDefault();
     setBusy(true);
-    const key = draft;
-    setDraft(''); // the key leaves the UI now: it is never shown or kept again
+    setFieldError(undefined);
     try {
       const url = baseUrl.trim();
-      await setKey({ provider: provider.id, key, storage: sessionOnly ? 'session' : 'keychain', baseUrl: url && url !== currentUrl ? url : undefined });
+      await setKey({ provider: provider.id, key: keyField.current?.value ?? '', storage: sessionOnly ? 'session' : 'keychain', baseUrl: url && url !== currentUrl ? url : undefined });
+      // Stored: the key leaves the UI, never shown or kept again.
+      if (keyField.current) keyField.current.value = '';
+      setHasDraft(false);
       setEditing(false);
       notify('success', `Saved the ${provider.label} key`);
     } catch (err) {
-      notify('error', errorMessage(err));
+      setFieldError({ field: err instanceof ApiError && err.info.field === 'baseUrl' ? 'baseUrl' : 'key', message: errorMessage(err) });
     } finally {
       setBusy(false);
     }
   };
+  const errorAt = (field: 'key' | 'baseUrl') => fieldError?.field === field
+    ? <div className="field-error" role="alert" id={`${field === 'key' ? keyId : urlId}-error`}>{fieldError.message}</div>
+    : null;
 
   const saveUrl = async (e: FormEvent) => {
     e.preventDefault();
     setBusy(true);
+    setFieldError(undefined);
     try {
       const info = await saveBaseUrl(provider.id, baseUrl.trim());
       setEditingUrl(false);
       notify('success', `${provider.label} now calls ${info.baseUrl}${info.hasKey ? '; its key is unchanged' : ''}`);
     } catch (err) {
-      notify('error', errorMessage(err));
+      setFieldError({ field: 'baseUrl', message: errorMessage(err) });
     } finally {
       setBusy(false);
     }
@@ -54,10 +68,14 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       <td><b>{provider.label}</b><div className="muted mono">{provider.id}</div></td>
       <td className="mono">
         {editingUrl ? (
-          <form className="row" onSubmit={(e) => void saveUrl(e)} aria-label={`Change the ${provider.label} base URL`}>
-            <input type="url" aria-label={`${provider.label} new base URL`} value={baseUrl} onChange={(e) => setBaseUrl(e.target.value)} required autoFocus style={{ minWidth: 260 }} />
-            <button className="btn primary" disabled={busy || !baseUrl.trim() || baseUrl.trim() === currentUrl}>Save URL</button>
-            <button type="button" className="btn" onClick={() => setEditingUrl(false)}>Cancel</button>
+          <form className="stack" onSubmit={(e) => void saveUrl(e)} aria-label={`Change the ${provider.label} base URL`}>
+            <label className="field-label" htmlFor={`${urlId}-new`}>New base URL</label>
+            <div className="row">
+              <input id={`${urlId}-new`} type="url" aria-label={`${provider.label} new base URL`} aria-invalid={fieldError?.field === 'baseUrl'} aria-describedby={fieldError?.field === 'baseUrl' ? `${urlId}-error` : undefined} value={baseUrl} onChange={(e) => setBaseUrl(e.target.value)} required autoFocus style={{ minWidth: 220 }} />
+              <button className="btn primary" disabled={busy || !baseUrl.trim() || baseUrl.trim() === currentUrl}>Save URL</button>
+              <button type="button" className="btn" onClick={() => { setEditingUrl(false); setFieldError(undefined); }}>Cancel</button>
+            </div>
+            {errorAt('baseUrl')}
           </form>
         ) : (
           <span className="row" style={{ gap: 6 }}>
@@ -80,33 +98,53 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       <td>
         {editing ? (
           <form className="stack" onSubmit={(e) => void save(e)}>
+            <label className="field-label" htmlFor={urlId}>Base URL</label>
             <input
+              id={urlId}
               type="url"
               aria-label={`${provider.label} base URL`}
+              aria-invalid={fieldError?.field === 'baseUrl'}
+              aria-describedby={fieldError?.field === 'baseUrl' ? `${urlId}-error` : undefined}
               title="Upstream base URL (change it for a gateway or a local server)"
               value={baseUrl}
               onChange={(e) => setBaseUrl(e.target.value)}
             />
+            {errorAt('baseUrl')}
+            <label className="field-label" htmlFor={keyId}>API key</label>
             <div className="row">
             <input
+              id={keyId}
               type="password"
               autoComplete="off"
               spellCheck={false}
               aria-label={`${provider.label} API key`}
+              aria-invalid={fieldError?.field === 'key'}
+              aria-describedby={fieldError?.field === 'key' ? `${keyId}-error` : undefined}
               placeholder="paste the key"
-              value={draft}
-              onChange={(e) => setDraft(e.target.value)}
+              ref={keyField}
+              onChange={(e) => { setHasDraft(e.target.value.trim().length > 0); setFieldError(undefined); }}
               autoFocus
             />
-            <button className="btn primary" disabled={busy || draft.trim().length === 0}>Save</button>
-            <button type="button" className="btn" onClick={() => { setDraft(''); setEditing(false); }}>Cancel</button>
+            <button className="btn primary" disabled={busy || !hasDraft}>Save</button>
+            <button type="button" className="btn" onClick={() => { setHasDraft(false); setEditing(false); setFieldError(undefined); }}>Cancel</button>
             </div>
+            {errorAt('key')}
           </form>
         ) : (
           <div className="row">
             <button className="btn" onClick={() => { setBaseUrl(currentUrl); setEditingUrl(false); setEditing(true); }}>{info?.hasKey ? 'Replace key' : 'Add key'}</button>
             <button className="btn" onClick={() => void testKey(provider.id)} disabled={provider.requiresKey && !info?.hasKey}>Test</button>
-            {info?.hasKey && <button className="btn danger" onClick={() => void removeKey(provider.id)}>Remove key</button>}
+            {info?.hasKey && !removing && <button className="btn danger" onClick={() => setRemoving(true)}>Remove key</button>}
+            {info?.hasKey && removing && (
+              <ConfirmInline
+                label="Confirm remove key"
+                question={<>Remove the {provider.label} key{info.storage === 'keychain' ? ' from the OS keychain' : ''}? Runs with {provider.id} stop working until you add one again.</>}
+                confirm="Remove key"
+                cancel="Keep"
+                onConfirm={() => { setRemoving(false); void removeKey(provider.id); }}
+                onCancel={() => setRemoving(false)}
+              />
+            )}
             {!provider.builtin && <button className="btn danger" onClick={() => void removeProvider(provider.id)}>Remove provider</button>}
           </div>
         )}
@@ -174,8 +212,9 @@ function AddProviderForm() {
 
 /** Keys & providers: add, test, remove; a saved key is never shown again (only its last 4). */
 export function KeysScreen() {
-  const { providers, keychain, error, load } = useKeysStore();
+  const { providers, keys, keychain, error, load, loaded } = useKeysStore();
   const [sessionOnly, setSessionOnly] = useState(false);
+  const noneYet = loaded && !keys.some((k) => k.hasKey);
   useEffect(() => {
     void load();
   }, [load]);
@@ -188,6 +227,11 @@ export function KeysScreen() {
         Keys are stored in your OS keychain and never enter a sandbox: each run gets a one-time token that only Airlock's local proxy accepts.
       </p>
       <ErrorBanner message={error} />
+      {noneYet && (
+        <div className="banner start-here" role="note" aria-label="Start here">
+          <b>Start here: add one provider key.</b> Press <b>Add key</b> next to Anthropic or OpenAI (or add a local server below) — that is all a first run needs.
+        </div>
+      )}
       {noKeychain && (
         <div className="banner" role="alert">
           <b>No keychain available.</b> {keychain.message}

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ChangeScope, MergeRegion, MergeView } from '../../../contracts';
 import { api, ApiError, errorMessage } from '../api';
+import { countOf } from '../lib/format';
 import { ErrorBanner } from './common';
 
 type Choice = 'mine' | 'theirs' | 'both';
@@ -107,7 +108,7 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
         <>
           {view.scope === 'thread' && <div className="muted" aria-label="Merge scope">Merging the whole thread: all its turns against the file as the first turn read it.</div>}
           <div className="muted">
-            {view.conflicts} conflict(s) where you and the run changed the same lines. The rest merges cleanly. Choose a side for each conflict, or edit the result below.
+            {countOf(view.conflicts, 'conflict')} where you and the run changed the same lines. The rest merges cleanly. Choose a side for each conflict, or edit the result below.
           </div>
           {view.regions.map((r, i) => {
             if (r.kind === 'clean') return null;

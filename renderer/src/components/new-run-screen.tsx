@@ -147,8 +147,18 @@ export function NewRunScreen() {
   const chosen = providers.find((p) => p.id === d.provider);
   const noneUsable = providers.length > 0 && !offered.some(isUsable);
 
+  /** Why Start run is disabled, in words (shown beside it), or undefined when it can start. */
+  const blocked = !d.projectDir.trim() ? 'Choose a project folder.'
+    : folderProblem ? 'Fix the project folder (see its field).'
+    : !d.task.trim() ? 'Describe the task.'
+    : !d.provider ? (noneUsable ? 'Add a provider key first (Keys & providers).' : 'Choose a provider.')
+    : !d.model.trim() ? 'Enter a model id.'
+    : vmBlocked && d.isolation === 'vm' ? 'Virtual machine isolation is not available here; choose another isolation.'
+    : undefined;
+
   const submit = async (e: FormEvent) => {
     e.preventDefault();
+    if (blocked) return;
     setBusy(true);
     setError(undefined);
     try {
@@ -171,7 +181,7 @@ export function NewRunScreen() {
           budgetUsd: d.budgetUsd ? Number(d.budgetUsd) : undefined,
         },
       });
-      useNewRunForm.getState().started();
+      useNewRunForm.getState().started(settings);
       navigate({ name: 'run', runId: run.id });
     } catch (err) {
       setError(errorInfo(err));
@@ -181,7 +191,13 @@ export function NewRunScreen() {
   };
 
   return (
-    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run">
+    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run"
+      // Ctrl+Enter (⌘+Enter) starts the run from any field of the form, as it says next to Start run.
+      onKeyDown={(e) => {
+        if (e.key !== 'Enter' || !(e.metaKey || e.ctrlKey)) return;
+        e.preventDefault();
+        if (!blocked) e.currentTarget.requestSubmit();
+      }}>
       <h1>New run</h1>
       {againFrom && (
         <div className="banner info" role="status">
@@ -192,8 +208,7 @@ export function NewRunScreen() {
         <label htmlFor="r-project">Project folder</label>
         <ProjectField problem={folderProblem} />
         <label htmlFor="r-task">Task</label>
-        <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required
-          onKeyDown={(e) => { if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) e.currentTarget.form?.requestSubmit(); }} />
+        <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
           <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: AGENT_OPTIONS.parse(e.target.value) }); }}>
@@ -298,8 +313,9 @@ export function NewRunScreen() {
       </section>
       <ErrorBanner error={error} />
       <div className="row">
-        <button className="btn primary" disabled={busy || !!folderProblem || !d.projectDir.trim() || !d.task.trim() || !d.provider || !d.model.trim() || (vmBlocked && d.isolation === 'vm')}>{busy ? 'Starting…' : 'Start run'}</button>
+        <button className="btn primary" disabled={busy || !!blocked} aria-describedby={blocked ? 'r-start-why' : undefined}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>
+        {blocked && !busy && <span id="r-start-why" className="muted" aria-label="Why Start run is disabled">{blocked}</span>}
       </div>
     </form>
   );

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from 'react';
-import type { ApplyResult, ChangeScope, ChangedFile, FileSelection, SelectionPatch } from '../../../contracts';
+import { defaultCommitMessage, type ApplyResult, type ChangeScope, type ChangedFile, type FileSelection, type SelectionPatch } from '../../../contracts';
 import { api, errorInfo, errorMessage } from '../api';
+import { countOf } from '../lib/format';
 import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { fileSelectionOf, hunkIds } from '../lib/selection';
 import { parseUnifiedDiff } from '../lib/unified-diff';
@@ -8,6 +9,7 @@ import { useAppStore } from '../stores/app-store';
 import { diffKey, useDiffStore, viewKey } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, ErrorBanner } from './common';
+import { ApplyOutcome } from './apply-outcome';
 import { DiffViewer } from './diff-viewer';
 import { MergeViewPanel } from './merge-view';
 import { PatchExport } from './patch-export';
@@ -27,6 +29,7 @@ interface Pending {
  */
 export function ReviewScreen({ runId }: { runId: string }) {
   const run = useRunsStore((s) => s.runs[runId]);
+  const summary = useRunsStore((s) => s.live[runId]?.record?.summary);
   // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15).
   const [scope, setScope] = useState<ChangeScope>('turn');
   const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
@@ -43,7 +46,8 @@ export function ReviewScreen({ runId }: { runId: string }) {
   const [branch, setBranch] = useState(`airlock/${runId.slice(-8)}`);
   const [message, setMessage] = useState<string>();
   const [suggested, setSuggested] = useState<string>();
-  const [result, setResult] = useState<ApplyResult>();
+  /** The last apply's outcome, with the selection and mode it was for (`key`). */
+  const [result, setResult] = useState<ApplyResult & { key: string }>();
   const [preview, setPreview] = useState<SelectionPatch & { key: string }>();
   const [resolving, setResolving] = useState<string>();
   const [resolved, setResolved] = useState<Set<string>>(new Set());
@@ -135,7 +139,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
   }, [key, collected, runId, scope, request]);
   const reviewed = preview?.key === key ? preview : undefined;
 
-  const apply = async () => {
+  const apply = async (skipConflicts = false) => {
     setBusy(true);
     setError(undefined);
     setSuggested(undefined);
@@ -145,15 +149,20 @@ export function ReviewScreen({ runId }: { runId: string }) {
     setResolved(new Set());
     try {
       if (!reviewed) throw new Error('The result is not collected yet; apply once the run has ended.');
-      const commitMessage = (message ?? run?.task ?? '').trim();
+      const commitMessage = (message ?? defaultMessage).trim();
       const r = await api().call('diffs:apply', {
         runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
+        ...(skipConflicts ? { skipConflicts: true } : {}),
       });
-      setResult(r);
+      setResult({ ...r, key: `${mode}\0${key}` });
       // The run record now says where it was applied.
       void useRunsStore.getState().open(runId).catch(() => undefined);
-      useAppStore.getState().notify(r.conflicts.length ? 'error' : 'success', `Applied ${r.applied.length} file(s)${r.conflicts.length ? `, ${r.conflicts.length} conflict(s) left untouched` : ''}`);
+      // Whole or nothing: the conflicts open first, in the merge view (working tree only).
+      if (r.conflicts.length && mode === 'working-tree') setResolving(r.conflicts[0]?.path);
+      const notify = useAppStore.getState().notify;
+      if (r.conflicts.length) notify('error', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}; ${countOf(r.conflicts.length, 'conflict')} left untouched` : `Nothing applied: ${countOf(r.conflicts.length, 'file')} ${r.conflicts.length === 1 ? 'conflicts' : 'conflict'} with your edits`);
+      else notify('success', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}` : 'Nothing to apply: your project already has this change');
     } catch (err) {
       setError(errorMessage(err));
       // The host names a free branch when the chosen one exists (typed, not read from the message): offer it.
@@ -165,6 +174,9 @@ export function ReviewScreen({ runId }: { runId: string }) {
   };
 
   const risky = ordered.filter((f) => f.risky);
+  const defaultMessage = run ? defaultCommitMessage(run.task, summary) : '';
+  // Re-applying what the project already has: the button says so until the selection or mode changes.
+  const nothingToApply = result?.key === `${mode}\0${key}` && result.applied.length === 0 && result.conflicts.length === 0;
   const partCount = request.selection.length;
   const focusedFile = focused ? byPath.get(focused) : undefined;
   const focusedIds = focused ? idsOf(focused) : undefined;
@@ -243,7 +255,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       <section className="panel stack" aria-label="Apply">
         <details className="patch-preview">
           <summary>
-            Patch to apply: {reviewed ? <><span className="mono">{reviewed.files.length} file(s), {reviewed.bytes} bytes</span> · sha256 <span className="mono" aria-label="Selection digest">{reviewed.sha256.slice(0, 16)}…</span></> : request.files.length ? 'rendering…' : 'nothing selected'}
+            Patch to apply: {reviewed ? <><span className="mono">{countOf(reviewed.files.length, 'file')}, {reviewed.bytes} bytes</span> · sha256 <span className="mono" aria-label="Selection digest">{reviewed.sha256.slice(0, 16)}…</span></> : request.files.length ? 'rendering…' : 'nothing selected'}
           </summary>
           {reviewed?.text !== undefined ? <pre className="diff patch-text" aria-label="Patch to apply">{reviewed.text}</pre> : reviewed && <div className="empty">The patch is too large to show here; save it to read it.</div>}
         </details>
@@ -256,38 +268,16 @@ export function ReviewScreen({ runId }: { runId: string }) {
         {mode === 'branch' && (
           <label className="stack">
             <span className="muted">Commit message (first line is the subject)</span>
-            <textarea aria-label="Commit message" rows={3} value={message ?? run?.task ?? ''} onChange={(e) => setMessage(e.target.value)} />
+            <textarea aria-label="Commit message" rows={4} value={message ?? defaultMessage} onChange={(e) => setMessage(e.target.value)} />
           </label>
         )}
         <div className="row">
-          <button className="btn primary" onClick={() => void apply()} disabled={busy || !reviewed || !collected}>
-            {busy ? 'Applying…' : `Apply ${request.files.length} file(s)${partCount ? `, ${partCount} in part` : ''}`}
+          <button className="btn primary" onClick={() => void apply()} disabled={busy || !reviewed || !collected || nothingToApply}>
+            {busy ? 'Applying…' : nothingToApply ? 'Nothing to apply' : `Apply ${countOf(request.files.length, 'file')}${partCount ? `, ${partCount} in part` : ''}`}
           </button>
           <PatchExport runId={runId} scope={scope} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
         </div>
-        {result && (
-          <div className="stack" role="status" aria-label="Apply result">
-            {result.applied.length > 0
-              ? <div className="add-n">Applied {result.applied.length} file(s){result.branch ? ` on branch ${result.branch}` : ''}{result.commit ? ` (${result.commit.slice(0, 10)})` : ''}{result.author ? ` as ${result.author}` : ''}.</div>
-              : <div className="muted">No file was applied.</div>}
-            {result.authorFallback && <div className="banner" role="note">git has no user.name/user.email for this project, so the commit is authored by Airlock. Set them with <span className="mono">git config user.name</span> / <span className="mono">user.email</span> to author it yourself.</div>}
-            {result.conflicts.length > 0 && (
-              <div className="banner error">
-                <b>{result.conflicts.length} file(s) not applied</b> because your project changed under them. Nothing of yours was overwritten{result.branch ? '; export the patch to apply them by hand' : '; resolve each one in a merge view'}.
-                <ul>
-                  {result.conflicts.map((c) => (
-                    <li key={c.path}>
-                      <span className="mono">{c.path}</span> — {c.reason}{' '}
-                      {resolved.has(c.path)
-                        ? <span className="add-n" aria-label={`${c.path} resolved`}>✓ resolved</span>
-                        : !result.branch && <button className="btn small" onClick={() => setResolving(c.path)}>Resolve</button>}
-                    </li>
-                  ))}
-                </ul>
-              </div>
-            )}
-          </div>
-        )}
+        {result && <ApplyOutcome result={result} resolved={resolved} busy={busy} onResolve={setResolving} onApplyOthers={() => void apply(true)} />}
       </section>
       {resolving && (
         <MergeViewPanel

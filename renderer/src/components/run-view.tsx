@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { isFinalStatus, type RunRecord } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
@@ -6,7 +6,7 @@ import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
-import { ErrorBanner, StatusBadge, useNow } from './common';
+import { ConfirmInline, ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
 import { RunNetworkPanel } from './run-network-panel';
@@ -17,6 +17,9 @@ import { TranscriptView } from './transcript-view';
 function ApprovalPrompt({ runId }: { runId: string }) {
   const pending = useRunsStore((s) => s.runs[runId]?.pendingApproval);
   const [busy, setBusy] = useState(false);
+  const box = useRef<HTMLDivElement>(null);
+  // Each new question takes the focus once, neither answer: a stray Enter or Space must not approve.
+  useEffect(() => box.current?.focus(), [pending?.requestId]);
   if (!pending) return null;
   const answer = async (approved: boolean) => {
     setBusy(true);
@@ -29,12 +32,12 @@ function ApprovalPrompt({ runId }: { runId: string }) {
     }
   };
   return (
-    <div className="approval" role="alertdialog" aria-label="Approve command">
+    <div className="approval" role="alertdialog" aria-label="Approve command" tabIndex={-1} ref={box}>
       <span>The agent wants to run</span>
       <code>{pending.command}</code>
       {pending.cwd && <span className="muted">in {pending.cwd}</span>}
       <span style={{ flex: 1 }} />
-      <button className="btn primary" onClick={() => void answer(true)} disabled={busy} autoFocus>Approve</button>
+      <button className="btn primary" onClick={() => void answer(true)} disabled={busy}>Approve</button>
       <button className="btn danger" onClick={() => void answer(false)} disabled={busy}>Deny</button>
     </div>
   );
@@ -85,6 +88,7 @@ export function RunView({ runId }: { runId: string }) {
   const files = useDiffStore((s) => s.files[runId]);
   const navigate = useAppStore((s) => s.navigate);
   const [selected, setSelected] = useState<string>();
+  const [stopping, setStopping] = useState(false);
   const [error, setError] = useState<string>();
   const final = run ? isFinalStatus(run.status) : false;
   const now = useNow(Boolean(run && !final));
@@ -114,7 +118,9 @@ export function RunView({ runId }: { runId: string }) {
       <div className="run-header">
         <h1 style={{ flex: '1 1 320px' }} title={run.task}>{run.task.length > 90 ? `${run.task.slice(0, 90)}…` : run.task}</h1>
         <StatusBadge status={run.status} />
-        {run.phase && !final && <span className="muted">{run.phase}</span>}
+        {run.pendingApproval && !final
+          ? <span className="waiting-for-you" aria-label="Waiting for you">waiting for you</span>
+          : run.phase && !final && <span className="muted">{run.phase}</span>}
         <span className="mono" aria-label="Elapsed">{formatElapsed(elapsed)}</span>
         <div className="meter" aria-label="Usage">
           <span>in <b>{formatTokens(run.usage.inputTokens)}</b></span>
@@ -125,7 +131,17 @@ export function RunView({ runId }: { runId: string }) {
           <span title={run.usage.costUsd === undefined ? costUnknownWhy(run.model) : undefined}>cost <b>{formatUsd(run.usage.costUsd)}</b>{run.usage.costUsd === undefined && run.usage.requests > 0 && <span className="muted"> (no price for {run.model})</span>}</span>
           <span>calls <b>{run.usage.requests}</b></span>
         </div>
-        {!final && <button className="btn danger" onClick={() => void useRunsStore.getState().cancel(runId)}>Stop</button>}
+        {!final && !stopping && <button className="btn danger" onClick={() => setStopping(true)}>Stop</button>}
+        {!final && stopping && (
+          <ConfirmInline
+            label="Confirm stop"
+            question="Stop this run? The agent is stopped, its changes so far are kept for review, and the sandbox is wiped."
+            confirm="Stop run"
+            cancel="Keep running"
+            onConfirm={() => { setStopping(false); void useRunsStore.getState().cancel(runId); }}
+            onCancel={() => setStopping(false)}
+          />
+        )}
         {final && <button className="btn" onClick={() => void runAgain(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)))}>Run again</button>}
         {final && run.changedFiles > 0 && <button className="btn primary" onClick={() => navigate({ name: 'review', runId })}>Review &amp; apply</button>}
       </div>
@@ -140,7 +156,7 @@ export function RunView({ runId }: { runId: string }) {
           {run.thread.conversation === 'fresh' && <span>· a fresh conversation (another agent or wire format)</span>}
         </div>
       )}
-      {run.error && <ErrorBanner error={run.error} />}
+      {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}

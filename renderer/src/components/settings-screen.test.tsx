@@ -37,7 +37,7 @@ describe('Settings screen (jsdom, fake services through the real router)', () =>
   beforeEach(() => {
     sessionStorage.clear();
     useNewRunForm.setState({ draft: useNewRunForm.getInitialState().draft, seeded: false, againFrom: undefined });
-    useAppStore.setState({ route: { name: 'new' }, notices: [] });
+    useAppStore.setState({ route: { name: 'new' }, notices: [], booting: false });
   });
   afterEach(() => {
     cleanup();
@@ -188,7 +188,7 @@ describe('New run form: providers by agent (jsdom, fake services through the rea
     useKeysStore.setState({ keys: [], providers: [], tests: {} });
     useDoctorStore.setState({ report: { ready: true, checkedAt: new Date().toISOString(), checks: [] }, checking: false });
     useNewRunForm.setState({ draft: useNewRunForm.getInitialState().draft, seeded: false, againFrom: undefined });
-    useAppStore.setState({ route: { name: 'new' }, notices: [] });
+    useAppStore.setState({ route: { name: 'new' }, notices: [], booting: false });
     await useSettingsStore.getState().load();
   });
   afterEach(() => {

@@ -27,3 +27,8 @@ export function formatTime(iso: string | null | undefined): string {
   const d = new Date(iso);
   return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 }
+
+/** `1 file`, `2 files`: a count with its noun, singular for one. */
+export function countOf(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : plural}`;
+}

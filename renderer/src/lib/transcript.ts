@@ -80,7 +80,8 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
         items.push({ kind: 'error', key, message: e.message });
         break;
       case 'finished':
-        items.push({ kind: 'finished', key, summary: e.summary });
+        // An agent that stopped on an error did not finish: its error and the run's status say what happened.
+        if (e.reason !== 'error') items.push({ kind: 'finished', key, summary: e.summary });
         break;
       default:
         break; // command_output → terminal; file_changed → files panel; usage → meter

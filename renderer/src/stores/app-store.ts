@@ -19,9 +19,14 @@ export interface Notice {
 interface AppState {
   route: Route;
   connected: boolean;
+  /** Until the first screen is chosen (keys loaded): nothing is drawn in the main area yet. */
+  booting: boolean;
+  setBooted(): void;
+  /** While disconnected: what to do when retrying will not help (an Airlock restarted with a new address). */
+  disconnectedWhy?: string;
   notices: Notice[];
   navigate(route: Route): void;
-  setConnected(connected: boolean): void;
+  setConnected(connected: boolean, why?: string): void;
   notify(tone: Notice['tone'], text: string): void;
   dismiss(id: number): void;
 }
@@ -32,9 +37,11 @@ let noticeId = 0;
 export const useAppStore = create<AppState>()((set) => ({
   route: { name: 'new' },
   connected: true,
+  booting: true,
+  setBooted: () => set({ booting: false }),
   notices: [],
   navigate: (route) => set({ route }),
-  setConnected: (connected) => set({ connected }),
+  setConnected: (connected, why) => set({ connected, disconnectedWhy: connected ? undefined : why }),
   notify: (tone, text) => {
     const id = ++noticeId;
     set((s) => ({ notices: [...s.notices.slice(-4), { id, tone, text }] }));

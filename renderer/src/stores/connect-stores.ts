@@ -55,7 +55,7 @@ export function connectStores(api: Api): () => void {
     api.on('keys:onDidChange', () => void useKeysStore.getState().load()),
     api.on('sandboxes:onDidBuildProgress', (p) => useDoctorStore.getState().onProgress(p)),
     api.on('settings:onDidChange', (s) => useSettingsStore.getState().apply(s)),
-    api.onConnectionChange((c) => useAppStore.getState().setConnected(c)),
+    api.onConnectionChange((c, why) => useAppStore.getState().setConnected(c, why)),
   ];
   return () => {
     for (const off of offs) off();

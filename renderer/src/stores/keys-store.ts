@@ -5,6 +5,8 @@ import { api, errorMessage } from '../api';
 interface KeysState {
   keys: KeyInfo[];
   providers: ProviderInfo[];
+  /** The first load answered (the screen can tell "no key yet" from "not loaded yet"). */
+  loaded: boolean;
   keychain?: KeychainStatus;
   tests: Record<string, KeyTestResult | { status: 'testing' } | undefined>;
   error?: string;
@@ -27,11 +29,12 @@ interface KeysState {
 export const useKeysStore = create<KeysState>()((set, get) => ({
   keys: [],
   providers: [],
+  loaded: false,
   tests: {},
   async load() {
     try {
       const [keys, providers, keychain] = await Promise.all([api().call('keys:list', {}), api().call('providers:list', {}), api().call('keys:status', {})]);
-      set({ keys, providers, keychain, error: undefined });
+      set({ keys, providers, keychain, loaded: true, error: undefined });
     } catch (err) {
       set({ error: errorMessage(err) });
     }

@@ -37,8 +37,11 @@ interface NewRunFormState {
   reseed(settings: Settings): void;
   /** Fills every field from a past run (contracts/run-again.ts). */
   fillFrom(input: StartRunInput, runId: string): void;
-  /** After a start: the task is used up; project and settings stay for the next run. */
-  started(): void;
+  /**
+   * After a start: the task is used up; project and most settings stay for the next run, but the
+   * network policy goes back to the Settings default — a wider one never carries over silently.
+   */
+  started(settings?: Settings): void;
 }
 
 const EMPTY: NewRunDraft = {
@@ -129,7 +132,10 @@ export const useNewRunForm = create<NewRunFormState>()(
           },
         });
       },
-      started: () => set((s) => ({ draft: { ...s.draft, task: '' }, againFrom: undefined })),
+      started: (settings) => set((s) => {
+        const defaults = settings ? newRunDefaults(settings) : { network: EMPTY.network, allowlist: [] as string[] };
+        return { draft: { ...s.draft, task: '', network: defaults.network, allowlist: defaults.allowlist.join(' ') }, againFrom: undefined };
+      }),
     }),
     { name: 'airlock.new-run-form', storage: createJSONStorage(sessionStore), partialize: (s) => ({ draft: s.draft, seeded: s.seeded, againFrom: s.againFrom }) },
   ),

@@ -9,8 +9,11 @@ export interface Transport {
   invoke(channel: string, input: unknown): Promise<Envelope<unknown>>;
   /** Subscribes to a push event; returns the unsubscribe function. */
   on(event: string, listener: (payload: unknown) => void): () => void;
-  /** Connection state for the status bar (IPC is always connected). */
-  onConnectionChange?(listener: (connected: boolean) => void): () => void;
+  /**
+   * Connection state for the status bar (IPC is always connected); `why` says what to do when
+   * retrying will not help (the server restarted with a new token, or has not answered for long).
+   */
+  onConnectionChange?(listener: (connected: boolean, why?: string) => void): () => void;
 }
 
 /** The bridge the preload script exposes as `window.airlock` (see preload/index.ts). */

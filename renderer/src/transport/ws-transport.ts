@@ -33,7 +33,7 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
   const create = opts.createSocket ?? ((u: string) => new WebSocket(u));
   const listeners = new Map<string, Set<(payload: unknown) => void>>();
   const pending = new Map<number, (e: Envelope<unknown>) => void>();
-  const connListeners = new Set<(c: boolean) => void>();
+  const connListeners = new Set<(c: boolean, why?: string) => void>();
   let queue: string[] = [];
   let nextId = 1;
   let socket: WebSocket | undefined;
@@ -47,9 +47,34 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
     if (open && socket) socket.send(text);
     else queue.push(text);
   };
-  const setOpen = (v: boolean) => {
+  const setOpen = (v: boolean, why?: string) => {
     open = v;
-    for (const l of connListeners) l(v);
+    for (const l of connListeners) l(v, why);
+  };
+  // Served by `airlock serve` (not a test socket): a lost connection can be asked why.
+  const probe = !opts.url && !opts.createSocket && typeof fetch === 'function';
+  let everOpen = false;
+  let failures = 0;
+  let stale = false;
+  /**
+   * Each start of `airlock serve` has a new token: a page left open from the last start gets 403
+   * from the same port. That answer (our own server's, plain text) says to open the new address;
+   * retrying would never help, so it stops.
+   */
+  const whyLost = async (): Promise<void> => {
+    if (!probe || !everOpen) return;
+    let said: string | undefined;
+    try {
+      const res = await fetch(location.href, { cache: 'no-store' });
+      if (res.status === 403) said = (await res.text()).trim().slice(0, 300);
+    } catch {
+      // nothing answers on this address (stopped, or restarted on another port)
+    }
+    if (open) return;
+    if (said) {
+      stale = true;
+      setOpen(false, said);
+    } else if (failures >= 5) setOpen(false, 'Cannot reach Airlock. If you stopped or restarted it, open the address it printed (npm start or airlock serve).');
   };
 
   const connect = () => {
@@ -57,6 +82,8 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
     socket = ws;
     ws.onopen = () => {
       retry = 0;
+      failures = 0;
+      everOpen = true;
       setOpen(true);
       for (const event of listeners.keys()) if (!(useStream && event === TERMINAL_EVENT)) ws.send(JSON.stringify({ t: 'sub', event } satisfies ClientFrame));
       const q = queue;
@@ -79,7 +106,10 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
       for (const resolve of pending.values()) resolve({ ok: false, error: { kind: 'CHANNEL_CLOSED', message: 'lost the connection to Airlock; retrying' } });
       pending.clear();
       retry = Math.min(retry + 1, 6);
-      setTimeout(connect, 200 * 2 ** retry);
+      failures += 1;
+      void whyLost().then(() => {
+        if (!stale) setTimeout(connect, 200 * 2 ** retry);
+      });
     };
   };
   connect();
@@ -120,7 +150,7 @@ export function createWsTransport(opts: WsTransportOptions = {}): Transport {
         }
       };
     },
-    onConnectionChange(listener) {
+    onConnectionChange(listener: (c: boolean, why?: string) => void) {
       connListeners.add(listener);
       return () => connListeners.delete(listener);
     },

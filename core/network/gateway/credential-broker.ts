@@ -1,0 +1,220 @@
+import { randomBytes } from 'node:crypto';
+import { Transform, type TransformCallback } from 'node:stream';
+import type { Secret } from '../../keys/secret';
+import { hostMatches } from '../allowlist';
+import type { SecretBinding } from './secret-store';
+
+/**
+ * The per-run half of the credential broker (docs/architecture.md §2.8). Each chosen secret gets a
+ * random placeholder; the sandbox sees only placeholders (in `GH_TOKEN`, npm's config, git's
+ * credential helper). On the way out, the gateway calls `swap`: a placeholder toward a bound host
+ * (and path) in one of the binding's forms is replaced by the value; a placeholder anywhere else
+ * refuses the request. Responses from bound hosts pass `scrubber`, which replaces the value by the
+ * placeholder should the upstream echo it.
+ */
+export interface BrokeredSecret {
+  binding: SecretBinding;
+  value: Secret<string>;
+}
+
+export interface SwapResult {
+  /** The rewritten headers (flat raw list), when nothing was refused. */
+  headers: string[];
+  /** The name of the secret injected, if any. */
+  injected?: string;
+}
+
+export interface SwapRefusal {
+  refused: string;
+  /** The secret whose placeholder was misused. */
+  secret: string;
+}
+
+interface Entry extends BrokeredSecret {
+  placeholder: string;
+}
+
+export class CredentialBroker {
+  private readonly entries: Entry[];
+
+  constructor(secrets: BrokeredSecret[]) {
+    this.entries = secrets.map((s) => ({ ...s, placeholder: `airlock-placeholder-${s.binding.name}-${randomBytes(16).toString('hex')}` }));
+  }
+
+  get names(): string[] {
+    return this.entries.map((e) => e.binding.name);
+  }
+
+  /** Hosts the broker must see requests for (so they are intercepted). */
+  covers(host: string): boolean {
+    return this.entries.some((e) => e.binding.hosts.some((h) => hostMatches(h, host)));
+  }
+
+  /** Variables for every process in the sandbox: placeholders only. */
+  env(): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const e of this.entries) for (const name of e.binding.env) env[name] = e.placeholder;
+    return env;
+  }
+
+  /**
+   * git configuration through the environment (no file in the sandbox holds it): a credential helper
+   * that answers with the placeholder for the bound hosts, ahead of any other helper.
+   */
+  gitEnv(ports: (host: string) => number[]): Record<string, string> {
+    const pairs: Array<[string, string]> = [];
+    for (const e of this.entries) {
+      if (!e.binding.git) continue;
+      const basic = e.binding.forms.find((f) => f.type === 'basic');
+      const user = basic?.type === 'basic' ? basic.username : 'x-access-token';
+      for (const h of e.binding.hosts) {
+        if (h.startsWith('*.')) continue;
+        for (const port of ports(h)) {
+          // git matches a credential URL's port exactly; an empty helper first resets inherited ones.
+          const url = `https://${port === 443 ? h : `${h}:${port}`}`;
+          pairs.push([`credential.${url}.helper`, '']);
+          pairs.push([`credential.${url}.helper`, `!f() { test "$1" = get && printf 'username=${user}\\npassword=${e.placeholder}\\n'; }; f`]);
+        }
+      }
+    }
+    if (pairs.length === 0) return {};
+    const env: Record<string, string> = { GIT_CONFIG_COUNT: String(pairs.length) };
+    pairs.forEach(([k, v], i) => {
+      env[`GIT_CONFIG_KEY_${i}`] = k;
+      env[`GIT_CONFIG_VALUE_${i}`] = v;
+    });
+    return env;
+  }
+
+  /** Lines for a user `.npmrc` in the sandbox: the placeholder as the token of each bound registry. */
+  npmrcLines(ports: (host: string) => number[]): string[] {
+    const lines: string[] = [];
+    for (const e of this.entries) {
+      if (!e.binding.npm) continue;
+      for (const h of e.binding.hosts) {
+        if (h.startsWith('*.')) continue;
+        for (const port of ports(h)) {
+          lines.push(`//${port === 443 ? h : `${h}:${port}`}/:_authToken=${e.placeholder}`);
+        }
+      }
+    }
+    return lines;
+  }
+
+  /**
+   * Rewrites a request's headers for `host` and `path`. Every header value is searched for every
+   * placeholder; one found outside a bound host, path and form refuses the whole request.
+   */
+  swap(host: string, path: string, rawHeaders: string[]): SwapResult | SwapRefusal {
+    const out = [...rawHeaders];
+    let injected: string | undefined;
+    for (let i = 0; i + 1 < out.length; i += 2) {
+      const name = (out[i] as string).toLowerCase();
+      let value = out[i + 1] as string;
+      const decoded = name === 'authorization' ? decodeBasic(value) : undefined;
+      for (const e of this.entries) {
+        const inValue = value.includes(e.placeholder);
+        const inBasic = decoded?.password.includes(e.placeholder) === true;
+        if (!inValue && !inBasic) continue;
+        if (!this.bound(e, host, path)) {
+          return { refused: `the placeholder of secret "${e.binding.name}" was sent to ${host}, which it is not bound to`, secret: e.binding.name };
+        }
+        const real = e.value.reveal();
+        if (inBasic && decoded && e.binding.forms.some((f) => f.type === 'basic') && decoded.password === e.placeholder) {
+          value = `Basic ${Buffer.from(`${decoded.user}:${real}`).toString('base64')}`;
+        } else if (name === 'authorization' && e.binding.forms.some((f) => f.type === 'bearer') && /^(bearer|token) /i.test(value) && value.slice(value.indexOf(' ') + 1).trim() === e.placeholder) {
+          value = `${value.slice(0, value.indexOf(' '))} ${real}`;
+        } else if (e.binding.forms.some((f) => f.type === 'header' && f.name.toLowerCase() === name) && value.trim() === e.placeholder) {
+          value = real;
+        } else {
+          return { refused: `the placeholder of secret "${e.binding.name}" is in the ${out[i]} header, which is not how it is sent`, secret: e.binding.name };
+        }
+        injected = e.binding.name;
+      }
+      out[i + 1] = value;
+    }
+    return injected ? { headers: out, injected } : { headers: out };
+  }
+
+  /** A placeholder in a URL (path or query) is never swapped: refuse, and name the secret. */
+  inUrl(url: string): string | undefined {
+    let decoded = url;
+    try {
+      decoded = decodeURIComponent(url);
+    } catch {
+      // keep the raw form
+    }
+    return this.entries.find((e) => url.includes(e.placeholder) || decoded.includes(e.placeholder))?.binding.name;
+  }
+
+  /** A stream that replaces every injected value by its placeholder (undefined when nothing can echo). */
+  scrubber(host: string): Transform | undefined {
+    const pairs = this.entries.filter((e) => e.binding.hosts.some((h) => hostMatches(h, host))).map((e) => ({ from: Buffer.from(e.value.reveal()), to: Buffer.from(e.placeholder) }));
+    return pairs.length ? new ScrubStream(pairs) : undefined;
+  }
+
+  /** Replaces values by placeholders in a header value. */
+  scrubText(text: string): string {
+    let out = text;
+    for (const e of this.entries) out = out.split(e.value.reveal()).join(e.placeholder);
+    return out;
+  }
+
+  private bound(e: Entry, host: string, path: string): boolean {
+    if (!e.binding.hosts.some((h) => hostMatches(h, host))) return false;
+    const prefixes = e.binding.pathPrefixes;
+    return !prefixes || prefixes.some((p) => path === p || path.startsWith(p.endsWith('/') ? p : `${p}/`));
+  }
+}
+
+function decodeBasic(value: string): { user: string; password: string } | undefined {
+  const m = /^basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(value);
+  if (!m) return undefined;
+  const text = Buffer.from(m[1] as string, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  return colon < 0 ? undefined : { user: text.slice(0, colon), password: text.slice(colon + 1) };
+}
+
+/**
+ * Replaces byte strings in a stream, also across chunk boundaries: it holds back the last
+ * (longest needle − 1) bytes of each chunk until the next one arrives.
+ */
+class ScrubStream extends Transform {
+  private tail: Buffer = Buffer.alloc(0);
+  private readonly keep: number;
+
+  constructor(private readonly pairs: Array<{ from: Buffer; to: Buffer }>) {
+    super();
+    this.keep = Math.max(...pairs.map((p) => p.from.length)) - 1;
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    const buf = this.tail.length ? Buffer.concat([this.tail, chunk]) : chunk;
+    const { text, safeEnd } = this.replace(buf, false);
+    this.tail = text.subarray(safeEnd);
+    if (safeEnd > 0) this.push(text.subarray(0, safeEnd));
+    done();
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (this.tail.length) this.push(this.replace(this.tail, true).text);
+    done();
+  }
+
+  /** Replaces every needle; `safeEnd` is how much can be sent without splitting a possible match. */
+  private replace(buf: Buffer, final: boolean): { text: Buffer; safeEnd: number } {
+    let text = buf;
+    for (const { from, to } of this.pairs) {
+      if (text.indexOf(from) < 0) continue;
+      const parts: Buffer[] = [];
+      let at = 0;
+      for (let i = text.indexOf(from); i >= 0; i = text.indexOf(from, at)) {
+        parts.push(text.subarray(at, i), to);
+        at = i + from.length;
+      }
+      parts.push(text.subarray(at));
+      text = Buffer.concat(parts);
+    }
+    return { text, safeEnd: final ? text.length : Math.max(0, text.length - this.keep) };
+  }
+}

@@ -1,0 +1,177 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { AirlockError } from '../../../contracts/errors';
+import { airlockHome } from '../../common/paths';
+import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
+import { Secret } from '../../keys/secret';
+import { normalizeHostPattern } from '../allowlist';
+
+/**
+ * Secrets the egress gateway injects on the way out (docs/architecture.md §2.8). The value lives in
+ * the OS keychain — the same backend as provider keys, under its own account namespace
+ * (`egress-secret:<name>`) so no secret can shadow a provider key; the binding (hosts, path prefixes,
+ * how it is sent) is plain metadata in `<home>/egress-secrets.json`, which never holds a value.
+ */
+
+/** How a secret travels: what the gateway looks for (the placeholder) and swaps. */
+export const InjectFormSchema = z.discriminatedUnion('type', [
+  /** `Authorization: Bearer <v>` (and GitHub's `token <v>`). */
+  z.object({ type: z.literal('bearer') }).strict(),
+  /** `Authorization: Basic base64(user:<v>)`: git over HTTPS, through the credential helper. */
+  z.object({ type: z.literal('basic'), username: z.string().min(1).max(100).regex(/^[^:\s]+$/) }).strict(),
+  /** A named header whose whole value is the secret (`PRIVATE-TOKEN`, `X-Api-Key`). */
+  z.object({ type: z.literal('header'), name: z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/) }).strict(),
+]);
+export type InjectForm = z.infer<typeof InjectFormSchema>;
+
+const NAME = /^[a-z][a-z0-9_-]{0,39}$/;
+
+export const SecretBindingSchema = z
+  .object({
+    name: z.string().regex(NAME),
+    hosts: z.array(z.string().min(1).max(260)).min(1).max(20),
+    /** Only requests under one of these paths get the value; undefined = every path of the hosts. */
+    pathPrefixes: z.array(z.string().startsWith('/').max(300)).max(20).optional(),
+    forms: z.array(InjectFormSchema).min(1).max(4),
+    /** Sandbox variables that hold the placeholder (`GH_TOKEN`). */
+    env: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/)).max(8).default([]),
+    /** Whether git's credential helper answers with the placeholder for these hosts. */
+    git: z.boolean().default(false),
+    /** Whether npm's user config names the placeholder as the auth token for these hosts. */
+    npm: z.boolean().default(false),
+    preset: z.string().max(40).optional(),
+  })
+  .strict();
+export type SecretBinding = z.infer<typeof SecretBindingSchema>;
+export type SecretBindingInput = z.input<typeof SecretBindingSchema>;
+
+export const SECRET_PRESETS = ['github', 'npm'] as const;
+export type SecretPreset = (typeof SECRET_PRESETS)[number];
+
+/**
+ * Bindings for the known services. GitHub: the API takes a bearer token, git over HTTPS takes it as
+ * the Basic password (any user name); `gh` reads `GH_TOKEN`. npm-style registries take a bearer
+ * token; `host` is the registry's host (`registry.npmjs.org`, a company registry, …).
+ */
+export function presetBinding(preset: SecretPreset, name: string, host?: string): SecretBindingInput {
+  if (preset === 'github') {
+    return {
+      name,
+      preset,
+      hosts: host ? [host] : ['github.com', 'api.github.com', '*.githubusercontent.com'],
+      forms: [{ type: 'bearer' }, { type: 'basic', username: 'x-access-token' }],
+      env: ['GH_TOKEN', 'GITHUB_TOKEN'],
+      git: true,
+    };
+  }
+  if (!host) throw new AirlockError('INVALID_INPUT', 'the npm preset needs the registry host (--host registry.example.com)');
+  return { name, preset, hosts: [host], forms: [{ type: 'bearer' }], env: ['NPM_TOKEN'], npm: true };
+}
+
+const StoreFile = z.object({ version: z.literal(1), secrets: z.array(SecretBindingSchema) }).strict();
+
+/** What list shows: the binding and whether a value is stored; never the value or a hint of it. */
+export interface SecretSummary extends SecretBinding {
+  hasValue: boolean;
+}
+
+export class SecretStore {
+  readonly file: string;
+  private readonly backend: KeyBackend;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(opts: { home?: string; backend?: KeyBackend; service?: string } = {}) {
+    this.file = path.join(opts.home ?? airlockHome(), 'egress-secrets.json');
+    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+  }
+
+  /** Stores (or replaces) a secret and its binding. The value goes to the keychain only. */
+  async set(input: SecretBindingInput, value: string): Promise<SecretBinding> {
+    const binding = normalizeBinding(input);
+    const v = value.replace(/\r?\n$/, '');
+    if (v.length < 4 || v.length > 16_384 || /[\r\n\0]/.test(v)) {
+      throw new AirlockError('INVALID_INPUT', 'the secret value must be one line of 4 to 16384 characters (pipe it on stdin)');
+    }
+    return this.serialized(async () => {
+      await this.backend.probe();
+      await this.backend.set(account(binding.name), v);
+      const all = (await this.read()).filter((s) => s.name !== binding.name);
+      await this.write([...all, binding]);
+      return binding;
+    });
+  }
+
+  async list(): Promise<SecretSummary[]> {
+    const all = await this.read();
+    return Promise.all(all.map(async (s) => ({ ...s, hasValue: (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
+  }
+
+  /** Removes the value and the binding; false when there was neither. */
+  async remove(name: string): Promise<boolean> {
+    return this.serialized(async () => {
+      const all = await this.read();
+      const had = all.some((s) => s.name === name);
+      const deleted = await this.backend.delete(account(name));
+      if (had) await this.write(all.filter((s) => s.name !== name));
+      return had || deleted;
+    });
+  }
+
+  /** The bindings and values for a run's chosen secrets; a name that is not stored is an error. */
+  async resolve(names: string[]): Promise<Array<{ binding: SecretBinding; value: Secret<string> }>> {
+    const all = await this.read();
+    const out: Array<{ binding: SecretBinding; value: Secret<string> }> = [];
+    for (const name of [...new Set(names)]) {
+      const binding = all.find((s) => s.name === name);
+      const value = binding ? await this.backend.get(account(name)) : undefined;
+      if (!binding || value === undefined) {
+        throw new AirlockError('NOT_FOUND', `no secret named "${name}"; add it with \`airlock secrets set ${name} --preset github\` (the value on stdin)`);
+      }
+      out.push({ binding, value: new Secret(value) });
+    }
+    return out;
+  }
+
+  private async read(): Promise<SecretBinding[]> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    const parsed = StoreFile.safeParse(JSON.parse(text));
+    if (!parsed.success) throw new AirlockError('INVALID_INPUT', `${this.file} is not a valid secrets file; fix or remove it (it holds no values)`);
+    return parsed.data.secrets;
+  }
+
+  private async write(secrets: SecretBinding[]): Promise<void> {
+    await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    await writeFile(tmp, `${JSON.stringify({ version: 1, secrets }, null, 2)}\n`, { mode: 0o600 });
+    await rename(tmp, this.file);
+  }
+
+  private serialized<T>(op: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(op, op);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+function account(name: string): string {
+  return `egress-secret:${name}`;
+}
+
+/** Validates a binding; host patterns are normalized like allowlist entries (no IPs, no bare TLDs). */
+export function normalizeBinding(input: SecretBindingInput): SecretBinding {
+  const parsed = SecretBindingSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.join('.') ?? '';
+    const hint = where === 'name' ? 'names are lower-case letters, digits, - and _ (up to 40), starting with a letter' : (issue?.message ?? 'invalid');
+    throw new AirlockError('INVALID_INPUT', `invalid secret binding${where ? ` (${where})` : ''}: ${hint}`);
+  }
+  return { ...parsed.data, hosts: [...new Set(parsed.data.hosts.map(normalizeHostPattern))] };
+}

@@ -1,0 +1,248 @@
+/**
+ * The intercepting gateway behind a real egress proxy, against real TLS servers on loopback (under
+ * made-up `.test` names only the injected resolver knows). The upstream's own test CA is passed to
+ * the gateway explicitly; verification stays on.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type net from 'node:net';
+import tls from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Secret } from '../../keys/secret';
+import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy, type EgressEvent } from '../egress-proxy';
+import { CredentialBroker } from './credential-broker';
+import { RunCa } from './run-ca';
+import { RuleSet } from './rules';
+import { normalizeBinding } from './secret-store';
+import { TlsGateway } from './tls-gateway';
+
+const TOKEN = 'ghp_canaryTOKENvalue0123456789abcdef';
+
+interface Seen {
+  host: string;
+  method: string;
+  url: string;
+  authorization?: string;
+  body: number;
+}
+
+async function startUpstream(ca: RunCa, hosts: string[]): Promise<{ port: number; seen: Seen[]; close(): Promise<void> }> {
+  const seen: Seen[] = [];
+  const ctx = new Map<string, tls.SecureContext>();
+  for (const h of hosts) ctx.set(h, tls.createSecureContext({ key: ca.leafKeyPem, cert: await ca.leafFor(h) }));
+  const server = https.createServer({ key: ca.leafKeyPem, cert: await ca.leafFor(hosts[0] as string), SNICallback: (name, cb) => cb(null, ctx.get(name)) }, (req, res) => {
+    let body = 0;
+    req.on('data', (c: Buffer) => (body += c.length));
+    req.on('end', () => {
+      seen.push({ host: req.headers.host ?? '', method: req.method ?? '', url: req.url ?? '', ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}), body });
+      if (req.url === '/echo-auth') {
+        res.end(`you sent ${req.headers.authorization ?? 'nothing'}`);
+      } else if (req.url?.startsWith('/big')) {
+        res.writeHead(200, { 'Content-Length': 8 * 1024 * 1024 });
+        const chunk = Buffer.alloc(64 * 1024, 7);
+        let left = 128;
+        const pump = () => {
+          while (left > 0) {
+            left--;
+            if (!res.write(chunk)) return void res.once('drain', pump);
+          }
+          res.end();
+        };
+        pump();
+      } else res.end(`ok ${req.method} ${req.url} ${body}`);
+    });
+  });
+  server.on('upgrade', (req, socket) => {
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+    socket.on('data', (d: Buffer) => socket.write(d));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    seen,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** Opens a CONNECT tunnel through the proxy and TLS inside it, trusting only `ca`. */
+function tunnel(proxyPort: number, host: string, port: number, ca: string): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: `${host}:${port}`, headers: { host: `${host}:${port}` } });
+    req.on('connect', (res, socket) => {
+      if (res.statusCode !== 200) {
+        let text = "";
+        socket.on("data", (d: Buffer) => (text += d.toString()));
+        socket.on("end", () => reject(new Error(`CONNECT ${res.statusCode} ${text}`)));
+        return;
+      }
+      const s = tls.connect({ socket, servername: host, ca, ALPNProtocols: ['h2', 'http/1.1'] }, () => resolve(s));
+      s.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function request(socket: tls.TLSSocket, host: string, opts: { method?: string; path: string; headers?: Record<string, string>; body?: Buffer }): Promise<{ status: number; body: Buffer; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const agent = new https.Agent({ maxSockets: 1 });
+    (agent as unknown as { createConnection: () => net.Socket }).createConnection = () => socket;
+    const req = https.request({ host, method: opts.method ?? 'GET', path: opts.path, headers: { host, ...opts.headers }, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+describe('TLS gateway (interception only where a rule or secret needs it)', () => {
+  let upstreamCa: RunCa;
+  let runCa: RunCa;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  let proxy: EgressProxy;
+  let broker: CredentialBroker;
+  const events: EgressEvent[] = [];
+  const HOSTS = ['api.airlock.test', 'ro.airlock.test', 'plain.airlock.test', 'other.airlock.test'];
+
+  beforeAll(async () => {
+    [upstreamCa, runCa] = await Promise.all([RunCa.create('upstream-test'), RunCa.create('run-test')]);
+    upstream = await startUpstream(upstreamCa, HOSTS);
+    broker = new CredentialBroker([{ binding: normalizeBinding({ name: 'gh', hosts: ['api.airlock.test'], forms: [{ type: 'bearer' }], env: ['GH_TOKEN'] }), value: new Secret(TOKEN) }]);
+    const gateway = new TlsGateway({
+      ca: runCa,
+      rules: new RuleSet(['ro.airlock.test read-only', 'other.airlock.test allow GET']),
+      broker,
+      upstreamCa: [upstreamCa.certificatePem],
+      idleTimeoutMs: 30_000,
+    });
+    proxy = await EgressProxy.start({
+      runId: 'gw-test',
+      allow: HOSTS.map((h) => `${h}:${upstream.port}`),
+      resolve: async () => ['127.0.0.1'],
+      gateway,
+      [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true,
+    });
+    proxy.onDidConnect((e) => events.push(e));
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await upstream?.close();
+  });
+
+  it('a host with no rule and no secret stays a plain tunnel: the client sees the upstream certificate', async () => {
+    // Trusting only the upstream's CA works, so the gateway did not terminate TLS.
+    const s = await tunnel(proxy.port, 'plain.airlock.test', upstream.port, upstreamCa.certificatePem);
+    expect(s.getPeerCertificate().issuer.CN).toContain('upstream-test');
+    const r = await request(s, 'plain.airlock.test', { path: '/x' });
+    expect(r.body.toString()).toBe('ok GET /x 0');
+    s.destroy();
+  });
+
+  it('a read-only host is intercepted with the run CA; GET passes, POST gets a readable 403, both audited', async () => {
+    await expect(tunnel(proxy.port, 'ro.airlock.test', upstream.port, upstreamCa.certificatePem)).rejects.toThrow();
+    const s = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+    expect(s.getPeerCertificate().issuer.CN).toContain('run-test');
+    expect(s.alpnProtocol).toBe('http/1.1');
+    const ok = await request(s, 'ro.airlock.test', { path: '/repo?token=abc&page=2' });
+    expect(ok.body.toString()).toBe('ok GET /repo?token=abc&page=2 0');
+    const before = upstream.seen.length;
+    const s2 = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+    const denied = await request(s2, 'ro.airlock.test', { method: 'POST', path: '/repo', body: Buffer.from('hello') });
+    expect(denied.status).toBe(403);
+    expect(denied.body.toString()).toContain(`POST https://ro.airlock.test:${upstream.port}/repo refused — POST is not allowed (read-only: GET, HEAD, OPTIONS and git fetch) (rule: ro.airlock.test read-only)`);
+    expect(denied.body.toString()).toContain('To go on:');
+    expect(upstream.seen.length).toBe(before);
+    await vi.waitFor(() => expect(events.filter((e) => e.host === 'ro.airlock.test').length).toBeGreaterThanOrEqual(2));
+    const ro = events.filter((e) => e.host === 'ro.airlock.test');
+    expect(ro[0]).toMatchObject({ intercepted: true, method: 'GET', path: '/repo?token=…&page=…', status: 200, allowed: true, rule: 'ro.airlock.test read-only' });
+    expect(ro[0]!.bytesDown).toBeGreaterThan(0);
+    expect(ro[1]).toMatchObject({ intercepted: true, method: 'POST', status: 403, allowed: false, rule: 'ro.airlock.test read-only' });
+    s.destroy();
+    s2.destroy();
+  });
+
+  it('the placeholder becomes the secret toward the bound host only, and an echo of it is scrubbed', async () => {
+    const placeholder = broker.env().GH_TOKEN as string;
+    expect(placeholder).not.toContain(TOKEN);
+    const s = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    const r = await request(s, 'api.airlock.test', { path: '/echo-auth', headers: { authorization: `Bearer ${placeholder}` } });
+    expect(upstream.seen.at(-1)?.authorization).toBe(`Bearer ${TOKEN}`);
+    expect(r.body.toString()).toBe(`you sent Bearer ${placeholder}`);
+    expect(r.body.toString()).not.toContain(TOKEN);
+    s.destroy();
+
+    const before = upstream.seen.length;
+    const o = await tunnel(proxy.port, 'other.airlock.test', upstream.port, runCa.certificatePem);
+    const refused = await request(o, 'other.airlock.test', { path: '/echo-auth', headers: { authorization: `Bearer ${placeholder}` } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.toString()).toContain('the placeholder of secret "gh" was sent to other.airlock.test, which it is not bound to');
+    expect(upstream.seen.length).toBe(before);
+    o.destroy();
+
+    // The tunnel is to the bound host, but the request names another (domain fronting): refused.
+    const f = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    const fronted = await request(f, 'other.airlock.test', { path: '/echo-auth', headers: { authorization: `Bearer ${placeholder}` } });
+    expect(fronted.status).toBe(403);
+    expect(fronted.body.toString()).toContain('does not name api.airlock.test');
+    expect(upstream.seen.length).toBe(before);
+    f.destroy();
+    await vi.waitFor(() => expect(events.some((e) => e.host === 'other.airlock.test' && !e.allowed)).toBe(true));
+    expect(events.find((e) => e.host === 'api.airlock.test')).toMatchObject({ secret: 'gh', status: 200, allowed: true });
+    expect(events.find((e) => e.host === 'other.airlock.test')).toMatchObject({ secret: 'gh', status: 403, allowed: false });
+    expect(JSON.stringify(events)).not.toContain(TOKEN);
+  });
+
+  it('a plain-HTTP request carrying the placeholder is refused', async () => {
+    const placeholder = broker.env().GH_TOKEN as string;
+    const r = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port: proxy.port, path: `http://plain.airlock.test:${upstream.port}/x`, headers: { host: `plain.airlock.test:${upstream.port}`, authorization: `Bearer ${placeholder}` } }, (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        })
+        .on('error', reject);
+    });
+    expect(r.status).toBe(403);
+    expect(r.body).toContain('the placeholder of secret "gh" was sent over plain HTTP');
+  });
+
+  it('keep-alive, a large download and an upgrade all pass intercepted', async () => {
+    const s = await tunnel(proxy.port, 'other.airlock.test', upstream.port, runCa.certificatePem);
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+    (agent as unknown as { createConnection: () => net.Socket }).createConnection = () => s;
+    const get = (path: string) =>
+      new Promise<number>((resolve, reject) => {
+        https
+          .get({ host: 'other.airlock.test', path, agent }, (res) => {
+            let n = 0;
+            res.on('data', (c: Buffer) => (n += c.length));
+            res.on('end', () => resolve(n));
+          })
+          .on('error', reject);
+      });
+    expect(await get('/big')).toBe(8 * 1024 * 1024);
+    expect(await get('/a')).toBeGreaterThan(0); // same socket, second request
+    agent.destroy();
+
+    const w = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    w.write('GET /ws HTTP/1.1\r\nHost: api.airlock.test\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+    const echoed = await new Promise<string>((resolve) => {
+      let text = '';
+      w.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text.includes('\r\n\r\n') && !text.includes('ping')) w.write('ping');
+        if (text.endsWith('ping')) resolve(text);
+      });
+    });
+    expect(echoed).toMatch(/^HTTP\/1.1 101/);
+    w.destroy();
+  });
+});
