@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { auditContracts } from './audit';
 import { diffsContracts, diffsEvents } from './diffs';
 import { keysContracts, keysEvents } from './keys';
+import { mcpContracts, mcpEvents } from './mcp';
 import { projectsContracts } from './projects';
 import { runsContracts, runsEvents } from './runs';
 import { sandboxesContracts, sandboxesEvents } from './sandboxes';
@@ -17,6 +18,7 @@ export * from './external-links';
 export * from './error-help';
 export * from './ids';
 export * from './keys';
+export * from './mcp';
 export * from './projects';
 export * from './runs';
 export * from './run-again';
@@ -44,6 +46,7 @@ export const contracts = {
   ...settingsContracts,
   ...auditContracts,
   ...projectsContracts,
+  ...mcpContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */
@@ -54,6 +57,7 @@ export const events = {
   ...diffsEvents,
   ...terminalsEvents,
   ...settingsEvents,
+  ...mcpEvents,
 } as const satisfies Record<string, z.ZodType>;
 
 export type Channel = keyof typeof contracts;

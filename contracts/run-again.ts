@@ -9,7 +9,8 @@ export function runAgainInput(run: RunRecord): StartRunInput {
   return {
     projectDir: run.projectDir,
     task: run.task,
-    agent: run.agent,
+    // An MCP session had no agent of its own: running its task again takes the default one.
+    agent: run.agent === 'mcp' ? 'builtin' : run.agent,
     ...(run.customCommand ? { customCommand: run.customCommand } : {}),
     provider: run.provider,
     model: run.model,

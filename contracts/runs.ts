@@ -13,6 +13,13 @@ import { ProviderId, RunId } from './ids';
 export const AgentKind = z.enum(['builtin', 'claude-code', 'codex', 'custom']);
 export type AgentKind = z.infer<typeof AgentKind>;
 
+/**
+ * Who drove a run: one of the agents, or `mcp` — an MCP session, where a client on the host (Claude
+ * Code, Codex, an IDE) drove the sandbox through `airlock mcp` (docs/architecture.md §17).
+ */
+export const RunAgent = z.enum([...AgentKind.options, 'mcp']);
+export type RunAgent = z.infer<typeof RunAgent>;
+
 /** `ask` pauses before each shell command until the user approves or denies it. */
 export const ApprovalMode = z.enum(['auto', 'ask']);
 export type ApprovalMode = z.infer<typeof ApprovalMode>;
@@ -148,7 +155,9 @@ export const RunSummary = z.object({
   id: RunId,
   task: z.string(),
   projectDir: z.string(),
-  agent: AgentKind,
+  agent: RunAgent,
+  /** MCP sessions: the client's name and version as it introduced itself (a claim, for display). */
+  mcpClient: z.string().max(200).optional(),
   provider: ProviderId,
   model: z.string(),
   status: RunStatus,

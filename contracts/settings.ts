@@ -57,6 +57,11 @@ export const Settings = z.object({
   engineHost: z.string().max(500).optional(),
   /** Allow a remote engine over plain tcp:// or TLS without certificate checks (off: refused, with why). */
   engineAllowInsecure: z.boolean().optional(),
+  /**
+   * Serve the MCP door over Streamable HTTP on 127.0.0.1 from the app (off by default): a bearer
+   * token, and the UI host's Host and Origin checks (docs/architecture.md §17).
+   */
+  mcpHttp: z.boolean().optional(),
   /** Project folders of the latest runs, newest first (at most 8): the New run form offers them. */
   recentProjects: z.array(z.string()).max(8).optional(),
 });

@@ -6,7 +6,7 @@ import { AirlockError } from '../contracts/errors';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
-import type { AirlockServices, AuditService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -28,6 +28,9 @@ import { replayTerminal } from './runs/terminal-replay';
 import { sha256 } from './workspace/collect';
 import { listFolders, withRecentProject } from './workspace/folder-listing';
 import { snapshotProject } from './workspace/snapshot';
+import { ApplyApprovals } from './mcp/apply-approvals';
+import { startMcpHttpServer, type McpHttpServer } from './mcp/mcp-http';
+import { mcpSetupLines } from './mcp/mcp-setup';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -83,6 +86,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     },
   };
 
+  const mcp = mcpService(parts, () => services);
   const services: AirlockServices = {
     sandboxes: sandboxesService(parts),
     keys: keysService(parts),
@@ -93,6 +97,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     settings: settingsService(parts),
     audit: auditService(parts),
     projects: projectsService(pickFolder),
+    mcp: mcp.service,
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -103,6 +108,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     async dispose() {
       forwardRunTerminals.dispose();
       parts.shells.dispose();
+      await mcp.dispose();
       await core.dispose();
     },
   };
@@ -432,6 +438,57 @@ function projectsService(pickFolder: FolderPicker | undefined): ProjectsService 
 }
 
 /** A run's audit and apply logs: verify and read. */
+/**
+ * The MCP door's UI side (docs/architecture.md §17): apply requests from MCP clients (any process,
+ * shared through `<home>/mcp/approvals`) answered by the user, and the app's own door over HTTP on
+ * loopback, started and stopped by the `mcpHttp` setting.
+ */
+function mcpService(parts: ServiceParts, services: () => AirlockServices): { service: McpService; dispose(): Promise<void> } {
+  const { core } = parts;
+  const approvals = new ApplyApprovals(core.home);
+  const watcher = approvals.watch();
+  let door: Promise<McpHttpServer> | undefined;
+  let doorError: string | undefined;
+  const sync = async (s: Settings) => {
+    if (s.mcpHttp && !door) {
+      doorError = undefined;
+      door = startMcpHttpServer({ core, services: services(), approvals, allowApply: false, approveHint: 'Approve it in this app (a banner shows the exact change)' });
+      door.catch((err: unknown) => {
+        doorError = (err as Error).message;
+        door = undefined;
+      });
+    } else if (!s.mcpHttp && door) {
+      const closing = door;
+      door = undefined;
+      await (await closing.catch(() => undefined))?.close();
+    }
+  };
+  const settingsSub = core.settings.onDidChange((s) => void sync(s));
+  void core.settings.get().then(sync);
+  return {
+    service: {
+      async info() {
+        const s = await core.settings.get();
+        const http = s.mcpHttp ? await door?.catch(() => undefined) : undefined;
+        return {
+          http: { enabled: s.mcpHttp === true, ...(http ? { url: http.url, token: http.token } : {}), ...(doorError ? { error: doorError } : {}) },
+          setup: mcpSetupLines(http ? { url: http.url, token: http.token } : undefined),
+        };
+      },
+      applyRequests: () => approvals.pending(),
+      answerApply: async ({ requestId, approved }) => ({ answered: await approvals.answer(requestId, approved) }),
+      onDidChangeApplyRequests: watcher.onDidChange,
+    },
+    async dispose() {
+      settingsSub.dispose();
+      watcher.dispose();
+      const closing = door;
+      door = undefined;
+      await (await closing?.catch(() => undefined))?.close();
+    },
+  };
+}
+
 function auditService(parts: ServiceParts): AuditService {
   const { store, logsOf } = parts;
   return {

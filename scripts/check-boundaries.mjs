@@ -117,7 +117,7 @@ export async function findImportCycles(root = repoRoot) {
  * is core's own top-level files (the composition root: app-context.ts, app.ts, app-services.ts).
  * A new folder gets its place here (docs/architecture.md §3).
  */
-export const CORE_FOLDER_ORDER = ['common', 'settings', 'channel', 'agents', 'upstream', 'keys', 'audit', 'workspace', 'sandbox', 'proxy', 'network', 'environment', 'doctor', 'runs', 'api', 'host', '(root)', 'cli'];
+export const CORE_FOLDER_ORDER = ['common', 'settings', 'channel', 'agents', 'upstream', 'keys', 'audit', 'workspace', 'sandbox', 'proxy', 'network', 'environment', 'doctor', 'runs', 'api', 'host', 'mcp', '(root)', 'cli'];
 
 /** Files in-sandbox code (resources/) may import from outside resources/: the wire protocol and a few helpers. */
 export const RESOURCES_MAY_IMPORT = ['core/channel/protocol.ts', 'core/channel/mux.ts', 'core/channel/channel-duplex.ts', 'core/common/command-env.ts', 'contracts/agent-events.ts'];

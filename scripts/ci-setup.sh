@@ -110,3 +110,13 @@ if command -v podman >/dev/null && command -v newuidmap >/dev/null; then
     curl -sf --unix-socket /run/airlock-rl/podman/podman.sock http://d/_ping >/dev/null 2>&1 || { log "rootless podman did not start:"; tail -20 /var/log/airlock-podman-rootless.log; }
   fi
 fi
+
+# Claude Code and Codex on the host, as a user installs them, for the MCP client tests
+# (test/integration/mcp-clients.test.ts): a prefix of their own, outside the repo's dependencies, so
+# `npm ci` stays small. The same packages the agents image installs; ~40 s once, offline afterwards.
+AGENT_CLIS=${AIRLOCK_TEST_AGENT_CLIS:-/opt/airlock-test-clis}
+if [ ! -x "$AGENT_CLIS/node_modules/.bin/claude" ] || [ ! -x "$AGENT_CLIS/node_modules/.bin/codex" ]; then
+  log "installing Claude Code and Codex under $AGENT_CLIS (MCP client tests)"
+  mkdir -p "$AGENT_CLIS"
+  npm install --prefix "$AGENT_CLIS" --no-audit --no-fund --no-update-notifier @anthropic-ai/claude-code @openai/codex >/dev/null
+fi

@@ -44,5 +44,6 @@ export type TerminalsService = AirlockServices['terminals'];
 export type SettingsService = AirlockServices['settings'];
 export type AuditService = AirlockServices['audit'];
 export type ProjectsService = AirlockServices['projects'];
+export type McpService = AirlockServices['mcp'];
 
 export type { Disposable };

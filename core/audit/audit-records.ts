@@ -15,6 +15,8 @@ export interface AuditRecordData {
     approval: string;
     /** SHA-256 of the task text (the task itself is in the run record). */
     taskSha256: string;
+    /** An MCP session: the client as it named itself (docs/architecture.md §17). */
+    mcpClient?: string;
   };
   /** A lifecycle transition (queued → preparing → …). */
   lifecycle: { from: string | null; to: string; reason?: string };
@@ -100,6 +102,8 @@ export interface AuditRecordData {
      * and of the base and the run's side (host object store, in `scope`) it was merged against.
      */
     resolved?: { path: string; replacedSha256: string; writtenSha256: string; baseSha256: string; theirsSha256: string };
+    /** Applied for an MCP client (`run_apply`): the user's yes in the UI, or the server's `--allow-apply` flag. */
+    approval?: { via: 'mcp'; client: string; by: 'user' | 'server-flag'; requestId?: string };
   };
   /** An error the run hit (kind + message, no secrets). */
   error: { kind: string; message: string };

@@ -13,6 +13,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   patch: async () => (await import('./commands/history')).patchCommand,
   audit: async () => (await import('./commands/audit')).auditCommand,
   serve: async () => (await import('./commands/serve')).serveCommand,
+  mcp: async () => (await import('./commands/mcp')).mcpCommand,
   keys: async () => (await import('./commands/keys')).keysCommand,
   providers: async () => (await import('./commands/providers')).providersCommand,
   network: async () => (await import('./commands/network')).networkCommand,

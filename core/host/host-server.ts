@@ -68,7 +68,7 @@ export function contentSecurityPolicy(port: number): string {
   ].join('; ');
 }
 
-function digest(s: string): Buffer {
+export function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
@@ -78,6 +78,27 @@ function cookieToken(req: IncomingMessage, name: string): string | undefined {
     if (k === name) return v.join('=');
   }
   return undefined;
+}
+
+/**
+ * The loopback checks every server of the app shares (UI host, MCP over HTTP): a `Host` of this
+ * loopback port (against DNS rebinding) and, when present or required, an `Origin` of it too.
+ */
+export function loopbackRefusal(req: IncomingMessage, port: number, requireOrigin: boolean): Exclude<Refusal, 'bad-token'> | undefined {
+  // 127.0.0.1 only: `localhost` is where published previews live (another site, so a preview can
+  // never set or shadow the UI's cookies; docs/architecture.md §12).
+  const hosts = [`${BIND}:${port}`];
+  if (!hosts.includes(req.headers.host ?? '')) return 'bad-host';
+  const origin = req.headers.origin;
+  if (origin !== undefined || requireOrigin) {
+    if (!origin || !hosts.map((h) => `http://${h}`).includes(origin)) return 'bad-origin';
+  }
+  return undefined;
+}
+
+/** Compares a presented token with the expected one's SHA-256, in constant time. */
+export function tokenMatches(candidate: string | undefined | null, expectedDigest: Buffer): boolean {
+  return Boolean(candidate) && timingSafeEqual(digest(candidate as string), expectedDigest);
 }
 
 /**
@@ -93,11 +114,7 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const terminalOutput = opts.terminalOutput ?? bytesFromRouter(opts.router);
   let port = 0;
   const cookieName = () => `${AIRLOCK_COOKIE_PREFIX}${port}`;
-  // 127.0.0.1 only: `localhost` is where published previews live (another site, so a preview can
-  // never set or shadow the UI's cookies; docs/architecture.md §12).
-  const allowedHosts = () => [`${BIND}:${port}`];
-  const allowedOrigins = () => allowedHosts().map((h) => `http://${h}`);
-  const tokenOk = (candidate: string | undefined | null) => Boolean(candidate) && timingSafeEqual(digest(candidate as string), tokenDigest);
+  const tokenOk = (candidate: string | undefined | null) => tokenMatches(candidate, tokenDigest);
 
   const securityHeaders = (): Record<string, string> => ({
     'content-security-policy': contentSecurityPolicy(port),
@@ -111,11 +128,8 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
 
   /** Checks host, origin and token; returns why a request is refused, or undefined. */
   const check = (req: IncomingMessage, url: URL, requireOrigin: boolean): Refusal | undefined => {
-    if (!allowedHosts().includes(req.headers.host ?? '')) return 'bad-host';
-    const origin = req.headers.origin;
-    if (origin !== undefined || requireOrigin) {
-      if (!origin || !allowedOrigins().includes(origin)) return 'bad-origin';
-    }
+    const refusal = loopbackRefusal(req, port, requireOrigin);
+    if (refusal) return refusal;
     if (!tokenOk(url.searchParams.get(HOST_TOKEN_PARAM)) && !tokenOk(cookieToken(req, cookieName()))) return 'bad-token';
     return undefined;
   };

@@ -66,6 +66,68 @@ export class CommandOutput {
   }
 }
 
+/** What the host saw of a command it ran: exit, timing and its output under a cap per stream. */
+export interface HostCommandResult {
+  exitCode: number | null;
+  timedOut: boolean;
+  durationMs: number;
+  /** Head and tail of both streams together, in order (what a model should see). */
+  output: OutputCapture;
+  stdout: OutputCapture;
+  stderr: OutputCapture;
+  /** Set when the command could not be started (the run is ending, the channel closed). */
+  failure?: string;
+}
+
+/**
+ * Runs a command in a live run's sandbox through the channel, as the host: its output reaches the
+ * terminal, the hash and the audit first-hand (`onEvent` receives started, output and exited, token
+ * removed), and `onOutput` sees the same redacted bytes as they come (MCP progress).
+ */
+export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest, 'id' | 'command' | 'cwd' | 'timeoutSec' | 'capBytes'> & { signal?: AbortSignal; loginShell?: boolean }, onEvent: (event: AgentEvent) => void, onOutput?: (stream: Stream, bytes: Buffer) => void): Promise<HostCommandResult> {
+  const started = Date.now();
+  // A login shell (the agent's commands) reads the profile first; that costs tens of ms per command.
+  const argv = ['bash', req.loginShell === false ? '-c' : '-lc', req.command];
+  onEvent({ type: 'command_started', id: req.id, command: req.command, argv, cwd: req.cwd });
+  const result: HostCommandResult = { exitCode: null, timedOut: false, durationMs: 0, output: new OutputCapture(req.capBytes), stdout: new OutputCapture(req.capBytes), stderr: new OutputCapture(req.capBytes) };
+  const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => {
+    result[stream].add(bytes);
+    onOutput?.(stream, bytes);
+    onEvent(commandOutputEvent(req.id, stream, bytes));
+  });
+  if (!run.sandbox || !(run.agentProcess || run.session?.open)) result.failure = 'the run is ending';
+  else {
+    try {
+      const proc = run.sandbox.channel.spawn({ argv, cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
+      run.hostCommands.add(proc);
+      // The caller went away (an MCP client cancelled or vanished): the command goes too.
+      const onAbort = () => proc.kill('SIGKILL');
+      if (req.signal?.aborted) onAbort();
+      req.signal?.addEventListener('abort', onAbort, { once: true });
+      const onChunk = (stream: Stream) => (chunk: Buffer) => {
+        result.output.add(chunk);
+        output.push(stream, chunk);
+      };
+      const subs = [proc.onStdout(onChunk('stdout')), proc.onStderr(onChunk('stderr'))];
+      // An MCP client has no stdin to give: a command that reads it sees its end, not a hang.
+      if (run.session) proc.end();
+      try {
+        ({ exitCode: result.exitCode, timedOut: result.timedOut } = await proc.exited);
+      } finally {
+        for (const d of subs) d.dispose();
+        req.signal?.removeEventListener('abort', onAbort);
+        run.hostCommands.delete(proc);
+      }
+    } catch (err) {
+      result.failure = (err as Error).message;
+    }
+  }
+  output.end();
+  result.durationMs = Date.now() - started;
+  onEvent({ type: 'command_exited', id: req.id, exitCode: result.exitCode, durationMs: result.durationMs, timedOut: result.timedOut, outputBytes: result.output.bytes });
+  return result;
+}
+
 /**
  * Runs a command for the agent through the channel (host-run commands): its output reaches the
  * terminal, the hash and the audit first-hand, without a relay through the agent, and the agent gets
@@ -73,37 +135,8 @@ export class CommandOutput {
  * command's events (started, output, exited) as if the agent had sent them.
  */
 export async function runHostCommand(run: LiveRun, req: CommandRequest, onEvent: (event: AgentEvent) => void): Promise<void> {
-  const started = Date.now();
-  onEvent({ type: 'command_started', id: req.id, command: req.command, argv: ['bash', '-lc', req.command], cwd: req.cwd });
-  const capture = new OutputCapture(req.capBytes);
-  const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => onEvent(commandOutputEvent(req.id, stream, bytes)));
-  let exitCode: number | null = null;
-  let timedOut = false;
-  let failure: string | undefined;
-  if (!run.sandbox || !run.agentProcess) failure = 'the run is ending';
-  else {
-    try {
-      const proc = run.sandbox.channel.spawn({ argv: ['bash', '-lc', req.command], cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
-      run.hostCommands.add(proc);
-      const onOutput = (stream: Stream) => (chunk: Buffer) => {
-        capture.add(chunk);
-        output.push(stream, chunk);
-      };
-      const subs = [proc.onStdout(onOutput('stdout')), proc.onStderr(onOutput('stderr'))];
-      try {
-        ({ exitCode, timedOut } = await proc.exited);
-      } finally {
-        for (const d of subs) d.dispose();
-        run.hostCommands.delete(proc);
-      }
-    } catch (err) {
-      failure = (err as Error).message;
-    }
-  }
-  output.end();
-  const durationMs = Date.now() - started;
+  const { exitCode, timedOut, durationMs, output: capture, failure } = await executeHostCommand(run, req, onEvent);
   const outputBytes = capture.bytes;
-  onEvent({ type: 'command_exited', id: req.id, exitCode, durationMs, timedOut, outputBytes });
   if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
   const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
   run.agentProcess?.write(`${JSON.stringify(result)}\n`);

@@ -188,6 +188,8 @@ export async function applyRunResult(opts: Selection & {
   targetDir?: string;
   /** SHA-256 of the patch the user reviewed (whole result or selection). */
   reviewedSha256: string;
+  /** Who said yes when an MCP client asked (recorded in the apply log). */
+  approval?: { via: 'mcp'; client: string; by: 'user' | 'server-flag'; requestId?: string };
   /** Write the files that do not conflict even when some do (default: whole or nothing). */
   skipConflicts?: boolean;
 }): Promise<ApplyResult> {
@@ -225,6 +227,7 @@ export async function applyRunResult(opts: Selection & {
       ...(result.unchanged.length ? { unchanged: result.unchanged } : {}),
       patchSha256: result.patchSha256,
       ...loggedSelection(opts),
+      ...(opts.approval ? { approval: opts.approval } : {}),
     });
     // The record says where the result went only when something went there.
     await opts.store.update(opts.run.id, {

@@ -139,10 +139,30 @@ export interface EgressAttempt {
   secret?: string;
 }
 
+/**
+ * An MCP session's control (docs/architecture.md §17): the run's agent step is the client's use of
+ * the sandbox, from `ready` until `end()` (destroy, disconnect, idle timeout, time limit).
+ */
+export interface SessionControl {
+  /** What the client called itself (a claim; display only). */
+  client: string;
+  /** The sandbox accepts commands (false once the session is ending). */
+  open: boolean;
+  /** Settles when the sandbox is running and hydrated. */
+  ready: Promise<void>;
+  markReady(): void;
+  /** Settles when the session was ended. */
+  ended: Promise<void>;
+  end(reason: string): void;
+  endReason?: string;
+}
+
 /** One run in progress in this process: its input, what each step produced, and its bookkeeping. */
 export interface LiveRun {
   id: string;
   input: StartRunArgs;
+  /** Set for an MCP session: no agent, no run token; the client drives the sandbox. */
+  session?: SessionControl;
   agent: AgentAdapter;
   /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
   sessionId: string;

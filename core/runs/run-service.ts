@@ -14,9 +14,11 @@ import { unreachableMessage } from '../keys/connection-test';
 import { budgetMessage } from '../proxy/budget';
 import type { ModelCallEvent } from '../proxy/model-proxy';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
+import type { CollectedResult } from '../workspace/collect';
 import { CommandLedger } from './command-ledger';
-import { runHostCommand } from './host-command';
-import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
+import { executeHostCommand, runHostCommand, type HostCommandResult } from './host-command';
+import { realWorkspace, type LiveRun, type RunServiceDeps, type SessionControl, type StepHost } from './run-context';
+import type { AgentAdapter } from '../agents';
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
 import { resolveContinuation, type Continuation } from './run-thread';
@@ -30,6 +32,32 @@ export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 const VM_KIND = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';
 
 const MAX_TERMINAL_ECHO = 2000;
+
+/** What an MCP session is made from (docs/architecture.md §17). */
+export interface SessionStartArgs {
+  projectDir: string;
+  /** The MCP client's own name and version (display only). */
+  client: string;
+  isolation: StartRunArgs['isolation'];
+  network: StartRunArgs['network'];
+  allowlist?: string[];
+  /** Wall-clock limit of the whole session. */
+  timeoutSec: number;
+  gitHistory?: StartRunArgs['gitHistory'];
+}
+
+/** The run's "agent" in an MCP session: none runs; the client on the host drives the sandbox. */
+const MCP_SESSION_AGENT: AgentAdapter = {
+  id: 'mcp',
+  imageVariant: 'base',
+  supportsApproval: false,
+  providerFormats: [],
+  terminal: 'commands',
+  command() {
+    throw new AirlockError('INTERNAL', 'an MCP session starts no agent');
+  },
+  createParser: () => ({ push: () => [], end: () => [] }),
+};
 
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
@@ -142,14 +170,112 @@ export class RunService implements Disposable {
 
   /** Queues a run and starts it in the background; resolves with the queued record. */
   async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }): Promise<StoredRun> {
-    const agent = this.deps.agent(input.agent);
-    if (input.approval === 'ask' && !agent.supportsApproval) {
-      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
+    return (await this.launch(input, this.deps.agent(input.agent), follow)).record;
+  }
+
+  /**
+   * Starts an MCP session (docs/architecture.md §17): a run with no agent and no run token whose
+   * sandbox a client on the host drives (`execInSession`) until `endSession`. Recorded, audited and
+   * wiped like every run; resolves once the sandbox is hydrated and running.
+   */
+  async startSession(input: SessionStartArgs): Promise<StoredRun> {
+    let markReady = () => {};
+    let end: (reason: string) => void = () => {};
+    const session: SessionControl = {
+      client: input.client,
+      open: true,
+      ready: new Promise<void>((resolve) => (markReady = resolve)),
+      markReady: () => markReady(),
+      ended: new Promise<void>((resolve) => (end = () => resolve())),
+      end(reason) {
+        if (!session.open) return;
+        session.open = false;
+        session.endReason = reason;
+        end(reason);
+      },
+    };
+    const args: StartRunArgs = {
+      projectDir: input.projectDir,
+      task: `MCP session (${input.client})`,
+      agent: 'builtin', // unused: a session has no agent; the record says 'mcp'
+      provider: 'none',
+      model: '',
+      approval: 'auto',
+      isolation: input.isolation,
+      network: input.network,
+      ...(input.allowlist?.length ? { allowlist: input.allowlist } : {}),
+      limits: { timeoutSec: input.timeoutSec },
+      gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
+    };
+    const { record, live } = await this.launch(args, MCP_SESSION_AGENT, undefined, session);
+    const outcome = await Promise.race([session.ready.then(() => undefined), live.done]);
+    if (outcome) {
+      const failed = outcome.error ?? { kind: 'SANDBOX_FAILED', message: `The sandbox ended before it was ready (${outcome.status}).` };
+      throw new AirlockError(failed.kind, failed.message);
     }
-    await this.deps.checkProviderAccess?.(input.provider, input.agent);
-    const format = await this.deps.providerFormat(input.provider);
-    if (!agent.providerFormats.includes(format)) {
-      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
+    return this.deps.store.get(record.id).catch(() => record);
+  }
+
+  /**
+   * Runs a command in a live MCP session's sandbox, as the host: recorded first-hand (terminal, events,
+   * audit `command`), with `onOutput` seeing its output as it comes. The command gets no run token.
+   */
+  async execInSession(runId: string, req: { command: string; cwd: string; timeoutSec: number; capBytes: number; signal?: AbortSignal }, onOutput?: (stream: 'stdout' | 'stderr', bytes: Buffer) => void): Promise<HostCommandResult> {
+    const live = this.liveSession(runId);
+    const id = `mcp-${randomUUID()}`;
+    // `bash -c` in the sandbox's environment: no login profile to read before each command.
+    return executeHostCommand(live, { id, ...req, loginShell: false }, (e) => this.onAgentEvent(live, e, true), onOutput);
+  }
+
+  /**
+   * An MCP session's changes so far, derived on the host (the same collect as at the end of a run,
+   * docs/architecture.md §11): the change list, the patch and its digest.
+   */
+  async collectSession(runId: string): Promise<CollectedResult> {
+    const live = this.liveSession(runId);
+    const { sandbox, hydrated, snapshot } = live;
+    if (!sandbox || !hydrated || !snapshot) throw new AirlockError('CONFLICT', `Sandbox ${runId} is still starting; ask again once sandbox_create has returned.`);
+    return this.host.workspace.collect(sandbox, { snapshot, hydrated, hints: live.changeHints });
+  }
+
+  /** A live MCP session's sandbox (file reads, writes, listings), or CONFLICT saying why there is none. */
+  sessionSandbox(runId: string): Sandbox {
+    const sandbox = this.liveSession(runId).sandbox;
+    if (!sandbox) throw new AirlockError('CONFLICT', `Sandbox ${runId} is still starting.`);
+    return sandbox;
+  }
+
+  /** Adds a note to a live run's audit log (what an MCP client did besides commands: file writes). */
+  async noteOn(runId: string, message: string, data?: Record<string, unknown>): Promise<void> {
+    const live = this.live.get(runId);
+    if (live) await live.audit.append('note', { message, ...(data ?? {}) }).catch(() => undefined);
+  }
+
+  private liveSession(runId: string): LiveRun {
+    const live = this.live.get(runId);
+    if (!live?.session?.open) throw new AirlockError('CONFLICT', `Sandbox ${runId} is not live (destroyed, timed out, or never made here); create one with sandbox_create.`);
+    return live;
+  }
+
+  /** Ends an MCP session: its result is collected, its sandbox wiped; resolves with the final record. */
+  async endSession(runId: string, reason: string): Promise<StoredRun> {
+    const live = this.live.get(runId);
+    if (!live) return this.deps.store.get(runId);
+    if (!live.session) throw new AirlockError('CONFLICT', `Run ${runId} is an agent run, not an MCP session; cancel it instead.`);
+    live.session.end(reason);
+    return live.done;
+  }
+
+  private async launch(input: StartRunArgs, agent: AgentAdapter, follow?: { continuation: Continuation; sessionId: string }, session?: SessionControl): Promise<{ record: StoredRun; live: LiveRun }> {
+    if (!session) {
+      if (input.approval === 'ask' && !agent.supportsApproval) {
+        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
+      }
+      await this.deps.checkProviderAccess?.(input.provider, input.agent);
+      const format = await this.deps.providerFormat(input.provider);
+      if (!agent.providerFormats.includes(format)) {
+        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
+      }
     }
     const id = newRunId();
     const now = new Date().toISOString();
@@ -157,7 +283,8 @@ export class RunService implements Disposable {
       id,
       task: input.task,
       projectDir: path.resolve(input.projectDir),
-      agent: input.agent,
+      agent: agent.id,
+      ...(session ? { mcpClient: session.client } : {}),
       ...(input.customCommand ? { customCommand: input.customCommand } : {}),
       provider: input.provider,
       model: input.model,
@@ -185,7 +312,8 @@ export class RunService implements Disposable {
     await audit.append('run_created', {
       runId: id,
       projectDir: record.projectDir,
-      agent: input.agent,
+      agent: agent.id,
+      ...(session ? { mcpClient: session.client } : {}),
       provider: input.provider,
       model: input.model,
       isolation: input.isolation,
@@ -206,6 +334,7 @@ export class RunService implements Disposable {
     const live: LiveRun = {
       id,
       input,
+      ...(session ? { session } : {}),
       agent,
       sessionId: follow?.sessionId ?? randomUUID(),
       ...(follow ? { continuation: follow.continuation } : {}),
@@ -227,7 +356,7 @@ export class RunService implements Disposable {
     this.live.set(id, live);
     live.done = this.execute(live).finally(() => this.live.delete(id));
     this.statusEmitter.fire(record);
-    return record;
+    return { record, live };
   }
 
   /** Resolves with the final record once the run has ended (at once for a finished run). */
@@ -244,6 +373,7 @@ export class RunService implements Disposable {
       live.cancelRequested = true;
       await this.note(live, 'cancel requested by the user');
       live.agentProcess?.kill('SIGTERM');
+      live.session?.end('cancelled');
     }
     return this.deps.store.get(runId);
   }
@@ -314,6 +444,7 @@ export class RunService implements Disposable {
       live.timedOut = true;
       void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
       live.agentProcess?.kill('SIGTERM');
+      live.session?.end(`time limit of ${input.limits.timeoutSec} s reached`);
     }, input.limits.timeoutSec * 1000);
     live.disposables.add(toDisposable(() => clearTimeout(wallClock)));
     const { failure, wipe } = await runSteps(this.host, live);

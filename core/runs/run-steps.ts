@@ -132,6 +132,13 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };
   if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
+  await policyStep(host, run);
+}
+
+/** Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy. */
+async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
+  const { input, id } = run;
+  const sandbox = required(run.sandbox, 'network', 'prepare');
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
     return;
@@ -139,6 +146,8 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
   const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], projectDir: path.resolve(input.projectDir) }));
   run.network = net;
+  // An MCP session's commands reach the egress proxy the same way an agent's would.
+  if (run.session) run.commandEnv = commandEnv(net.env);
   await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(
@@ -198,6 +207,29 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
   for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
   await host.runAgent(run, command.argv, env, command.cwd);
+}
+
+/**
+ * An MCP session's middle (docs/architecture.md §17): the sandbox is live for the client's commands
+ * until the session ends. No run token was minted: nothing in the sandbox can reach a model.
+ */
+export async function sessionStep(host: StepHost, run: LiveRun): Promise<void> {
+  const session = required(run.session, 'session', 'startSession');
+  const sandbox = required(run.sandbox, 'session', 'prepare');
+  run.disposables.add(
+    await host.workspace.watch(sandbox, (paths) => {
+      for (const p of paths) if (run.changeHints.size < MAX_CHANGE_HINTS) run.changeHints.add(p);
+      host.filesChanged(run);
+    }),
+  );
+  throwIfStopped(run);
+  await host.transition(run, 'running', `MCP session: ${session.client}`.slice(0, 200));
+  session.markReady();
+  await session.ended;
+  session.open = false;
+  for (const c of run.hostCommands) c.kill('SIGKILL');
+  await run.audit.append('note', { message: `MCP session ended: ${session.endReason ?? 'ended'}` });
+  throwIfStopped(run);
 }
 
 /** Derives the result on the host and stores it with the run: patch, changed files, baseline. Returns how many files changed. */
@@ -300,10 +332,16 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
   try {
     await prepareStep(host, run);
     await hydrateStep(host, run);
+<<<<<<< HEAD
     // Lifecycle commands, before the run token exists (docs/architecture.md §16).
     await setupStep(host, run, run.setup);
     await networkStep(host, run);
     const agentFailure = await agentStep(host, run).then(
+=======
+    if (run.session) await policyStep(host, run);
+    else await networkStep(host, run);
+    const agentFailure = await (run.session ? sessionStep(host, run) : agentStep(host, run)).then(
+>>>>>>> wip/mcp
       () => undefined,
       (err: unknown) => err,
     );

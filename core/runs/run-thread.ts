@@ -51,7 +51,8 @@ export async function resolveContinuation(
     if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('CONFLICT', `Run ${parent.id} has no collected result to continue from; start a new run instead.`);
     throw err;
   });
-  const agent = args.agent ?? parent.agent;
+  if (!args.agent && parent.agent === 'mcp') throw new AirlockError('INVALID_INPUT', `Run ${parent.id} was an MCP session, driven by a client outside Airlock; name the agent that should continue from its result.`, { field: 'agent' });
+  const agent = args.agent ?? (parent.agent as StartRunArgs['agent']);
   const provider = args.provider ?? parent.provider;
   const model = args.model ?? (provider === parent.provider ? parent.model : undefined);
   if (!model) throw new AirlockError('INVALID_INPUT', `Name the model for provider ${provider} (the parent run used ${parent.provider}).`, { field: 'model' });
@@ -88,7 +89,7 @@ export async function resolveContinuation(
 }
 
 /** Why a follow-up starts a fresh conversation, in words (CLI and run log). */
-export function freshConversationReason(parent: Pick<StoredRun, 'agent' | 'provider'>, input: Pick<StartRunArgs, 'agent' | 'provider'>): string {
+export function freshConversationReason(parent: Pick<StoredRun, 'agent' | 'provider'>, input: Pick<StoredRun, 'agent' | 'provider'>): string {
   if (parent.agent !== input.agent) return `a different agent (${input.agent}) than the parent's (${parent.agent}) starts a fresh conversation`;
   if (parent.provider !== input.provider) return `another provider's wire format starts a fresh conversation`;
   return `the parent run kept no conversation to continue`;

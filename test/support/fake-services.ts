@@ -446,6 +446,18 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         return { path: dir ?? '/home/fake', parent: dir ? '/home/fake' : null, home: '/home/fake', folders: dir ? [] : ['code'], truncated: false };
       },
     },
+    mcp: {
+      async info() {
+        return { http: { enabled: false }, setup: [] };
+      },
+      async applyRequests() {
+        return [];
+      },
+      async answerApply() {
+        return { answered: false };
+      },
+      onDidChangeApplyRequests: () => ({ dispose() {} }),
+    },
   };
   return services;
 }

@@ -2,7 +2,12 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless' | 'host-agent-clis';
+
+/** Where the host copies of Claude Code and Codex live for the MCP client tests (scripts/ci-setup.sh installs them). */
+export function hostAgentClisDir(): string {
+  return process.env.AIRLOCK_TEST_AGENT_CLIS || '/opt/airlock-test-clis';
+}
 
 /** The Podman API socket the Podman tests use (`AIRLOCK_TEST_PODMAN_SOCKET`, else the rootful one). */
 export function podmanTestSocket(): string {
@@ -87,6 +92,12 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
       return (await getOnSocket(rootlessPodmanTestSocket(), '/_ping')) === 'OK'
         ? { ok: true, reason: '' }
         : { ok: false, reason: `no rootless Podman API service answers on ${rootlessPodmanTestSocket()} (scripts/ci-setup.sh starts one as the user airlock-rl; AIRLOCK_TEST_PODMAN_ROOTLESS_SOCKET picks another)` };
+    case 'host-agent-clis': {
+      const bin = `${hostAgentClisDir()}/node_modules/.bin`;
+      return (await probe(`${bin}/claude`, ['--version'])) && (await probe(`${bin}/codex`, ['--version']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: `Claude Code and Codex are not installed under ${hostAgentClisDir()} (npm install --prefix ${hostAgentClisDir()} @anthropic-ai/claude-code @openai/codex; scripts/ci-setup.sh does; AIRLOCK_TEST_AGENT_CLIS picks another prefix)` };
+    }
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

@@ -12,6 +12,7 @@ import { ReviewScreen } from './review-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
+import { McpApplyRequests } from './mcp-panels';
 
 const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'new' }, label: 'New run', key: '1' },
@@ -78,6 +79,7 @@ export function App() {
       </nav>
       <main className="main">
         {!connected && disconnectedWhy && <div className="banner error" role="alert" aria-label="Connection lost">{disconnectedWhy}</div>}
+        <McpApplyRequests />
         {booting ? <div className="empty" aria-busy="true">Loading…</div> : <Screen route={route} />}
       </main>
       <div className="notice-area" aria-live="polite">

@@ -6,6 +6,7 @@ import { useNewRunForm } from '../stores/new-run-form-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { AGENT_OPTIONS, APPROVAL_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
+import { McpSettingsPanel } from './mcp-panels';
 
 /**
  * Settings (docs/architecture.md §5, "Settings"): every preference the app keeps, each with one line
@@ -155,7 +156,12 @@ export function SettingsScreen() {
     if (!settings) void useSettingsStore.getState().load();
   }, [settings]);
   if (!settings) return <div className="muted">Loading settings…</div>;
-  return <SettingsForm settings={settings} />;
+  return (
+    <>
+      <SettingsForm settings={settings} />
+      <McpSettingsPanel />
+    </>
+  );
 }
 
 function SettingsForm({ settings }: { settings: Settings }) {

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { RunId } from './ids';
+
+/**
+ * The MCP door (docs/architecture.md §17): `airlock mcp` over stdio, and the same server over
+ * Streamable HTTP on 127.0.0.1 from the app (Settings switch `mcpHttp`, off by default). An MCP
+ * client's `run_apply` waits for the user's yes here: the UI lists what is asked and answers it.
+ */
+
+/** A client's request to apply a reviewed result to the project, waiting for the user. */
+export const McpApplyRequest = z.object({
+  requestId: z.string().regex(/^[0-9a-f]{32}$/),
+  runId: RunId,
+  /** The MCP client as it named itself (a claim: shown as such). */
+  client: z.string(),
+  projectDir: z.string(),
+  /** Where the apply would go: the project (or `targetDir`). */
+  target: z.string(),
+  mode: z.enum(['working-tree', 'branch']),
+  branch: z.string().optional(),
+  /** The files of the reviewed patch and its digest: apply writes exactly these bytes or nothing. */
+  files: z.array(z.string()),
+  reviewedSha256: z.string().regex(/^[0-9a-f]{64}$/),
+  patchBytes: z.number().int().nonnegative(),
+  requestedAt: z.string(),
+  expiresAt: z.string(),
+});
+export type McpApplyRequest = z.infer<typeof McpApplyRequest>;
+
+/** The door over HTTP and how to set clients up (Settings shows it with copy buttons). */
+export const McpInfo = z.object({
+  http: z.object({
+    enabled: z.boolean(),
+    /** `http://127.0.0.1:<port>/mcp` while enabled. */
+    url: z.string().optional(),
+    /** The bearer token clients send (`Authorization: Bearer …`); new each time the app starts the door. */
+    token: z.string().optional(),
+    error: z.string().optional(),
+  }),
+  /** One-line setups: `claude mcp add …`, a Codex `config.toml` block, a Cursor / VS Code `mcp.json`. */
+  setup: z.array(z.object({ client: z.string(), label: z.string(), text: z.string() })),
+});
+export type McpInfo = z.infer<typeof McpInfo>;
+
+export const mcpContracts = {
+  'mcp:info': { input: z.strictObject({}).default({}), output: McpInfo },
+  /** Apply requests from MCP clients waiting for the user's answer, oldest first. */
+  'mcp:applyRequests': { input: z.strictObject({}).default({}), output: z.array(McpApplyRequest) },
+  /** The user's answer to an apply request; `answered: false` when it expired or was answered already. */
+  'mcp:answerApply': {
+    input: z.strictObject({ requestId: McpApplyRequest.shape.requestId, approved: z.boolean() }),
+    output: z.object({ answered: z.boolean() }),
+  },
+} as const;
+
+export const mcpEvents = {
+  /** The waiting apply requests changed: refetch `mcp:applyRequests`. */
+  'mcp:onDidChangeApplyRequests': z.object({ count: z.number().int().nonnegative() }),
+} as const;

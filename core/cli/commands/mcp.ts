@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Readable, Writable } from 'node:stream';
+import { createAirlockCore } from '../../app';
+import { servicesFor } from '../../app-services';
+import { ApplyApprovals } from '../../mcp/apply-approvals';
+import { createMcpConnection } from '../../mcp/mcp-server';
+import { parseCliArgs, positionalsExactly } from '../args';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { untilSignal } from './serve';
+
+/**
+ * Clients stop their MCP servers hard (Claude Code sends SIGINT, SIGTERM and SIGKILL within a
+ * fraction of a second), too fast to collect a session's result and wipe its sandbox. So `airlock
+ * mcp` relays stdio to a worker in a session of its own: when the client goes, however it goes,
+ * the worker sees its input end, keeps each result, wipes each sandbox, and exits.
+ */
+async function relayToWorker(io: CliIo, allowApply: boolean): Promise<number> {
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'mcp', '--worker', ...(allowApply ? ['--allow-apply'] : [])], { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env: io.env });
+  io.stdin.pipe(child.stdin);
+  child.stdout.pipe(io.stdout);
+  child.stderr.pipe(io.stderr);
+  child.stdin.on('error', () => undefined);
+  const stop = () => child.stdin.end();
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const sig of signals) process.on(sig, stop);
+  try {
+    return await new Promise<number>((resolve) => {
+      child.once('error', () => resolve(ExitCode.failure));
+      child.once('exit', (code) => resolve(code ?? ExitCode.failure));
+    });
+  } finally {
+    for (const sig of signals) process.off(sig, stop);
+  }
+}
+
+/** Largest JSON-RPC message read from stdin: a capped file write in base64, with room. */
+const STDIO_MESSAGE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * `airlock mcp [--allow-apply]`: the MCP server over stdio (docs/architecture.md §17), for a client
+ * that starts it (`claude mcp add airlock -- airlock mcp`). stdout is the protocol; notes go to
+ * stderr. When the client goes (stdin ends) or a signal comes, every sandbox it made is wiped.
+ */
+export const mcpCommand: CliCommand = {
+  name: 'mcp',
+  summary: 'Serve Airlock sandboxes and runs to an MCP client (Claude Code, Codex, Cursor, VS Code) over stdio.',
+  usage: 'airlock mcp [--allow-apply] [--foreground]   (--allow-apply: run_apply writes without asking the user, recorded in the audit log; --foreground: serve in this process, see docs/architecture.md §17)',
+  async run(args: string[], io: CliIo): Promise<number> {
+    const { values, positionals } = parseCliArgs(args, { 'allow-apply': { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
+    positionalsExactly(positionals);
+    const allowApply = values['allow-apply'] === true;
+    if (!values.foreground && !values.worker && process.argv[1]) return relayToWorker(io, allowApply);
+    if (values.worker) {
+      // The relay may be gone (its client killed it): writes then fail, and the sandboxes are still wiped.
+      io.stdout.on('error', () => undefined);
+      io.stderr.on('error', () => undefined);
+    }
+    const stop = untilSignal(io.stderr);
+    // The client's initialize is answered while the core starts (crash recovery included); tools wait for it.
+    const starting = createAirlockCore({ env: io.env }).then((core) => ({
+      core,
+      services: servicesFor(core),
+      approvals: new ApplyApprovals(core.home),
+      allowApply,
+      approveHint: 'Open the Airlock app (or run `airlock serve`): the request is shown there with the exact change to approve',
+    }));
+    starting.catch((err: unknown) => io.stderr.write(`airlock mcp: Airlock could not start: ${(err as Error).message}\n`));
+    const connection = createMcpConnection(starting);
+    const transport = new StdioServerTransport(io.stdin as Readable, io.stdout as Writable, { maxBufferSize: STDIO_MESSAGE_BYTES });
+    const gone = new Promise<string>((resolve) => {
+      transport.onclose = () => resolve('the client disconnected');
+      io.stdin.once('end', () => resolve('the client disconnected'));
+      io.stdin.once('close', () => resolve('the client disconnected'));
+      void stop.stopped.then(() => resolve('airlock mcp was stopped'));
+    });
+    try {
+      io.stderr.write(`airlock mcp: serving over stdio${allowApply ? ' (--allow-apply: run_apply writes without asking; recorded)' : ''}\n`);
+      await connection.server.connect(transport);
+      const reason = await gone;
+      await connection.close(reason);
+      return ExitCode.ok;
+    } finally {
+      try {
+        await connection.close('airlock mcp stopped');
+        await transport.close().catch(() => undefined);
+        await (await starting.catch(() => undefined))?.services.dispose();
+      } finally {
+        stop.done();
+      }
+    }
+  },
+};

@@ -1,0 +1,97 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { digest, loopbackRefusal, tokenMatches } from '../host/host-server';
+import { createMcpConnection, type McpConnection, type McpDeps } from './mcp-server';
+
+/** The path clients are given: `http://127.0.0.1:<port>/mcp`. */
+export const MCP_HTTP_PATH = '/mcp';
+/** Largest JSON-RPC request body (a capped file write in base64, with room). */
+const BODY_BYTES = 32 * 1024 * 1024;
+/** Client sessions at once over HTTP; each holds its own capped sandboxes. */
+const MAX_SESSIONS = 32;
+
+export interface McpHttpServer {
+  readonly url: string;
+  readonly port: number;
+  readonly token: string;
+  /** Live client sessions. */
+  readonly sessions: number;
+  /** Ends every session (their sandboxes are wiped) and closes the server. */
+  close(): Promise<void>;
+}
+
+/**
+ * The MCP door over Streamable HTTP (docs/architecture.md §17), on 127.0.0.1 only, with the UI
+ * host's checks: a loopback `Host` (DNS rebinding), an `Origin` only from this host (so no web page
+ * can drive it), and a bearer token. Each client session is one MCP connection with its own
+ * sandboxes, wiped when the session is deleted or the server closes.
+ */
+export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; token?: string } = {}): Promise<McpHttpServer> {
+  const token = opts.token ?? randomBytes(32).toString('base64url');
+  const tokenDigest = digest(token);
+  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; connection: McpConnection }>();
+  let port = 0;
+
+  const refuse = (res: ServerResponse, status: number, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', `http://127.0.0.1:${port}`);
+    const refusal = loopbackRefusal(req, port, false);
+    if (refusal) return refuse(res, 403, refusal === 'bad-host' ? 'Forbidden: the Host header must be this loopback address.' : 'Forbidden: requests from web pages are refused.');
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (!tokenMatches(bearer, tokenDigest)) return refuse(res, 401, "Unauthorized: send 'Authorization: Bearer <token>' with the token Airlock's Settings show for MCP.");
+    if (url.pathname !== MCP_HTTP_PATH) return refuse(res, 404, `Not found: the MCP endpoint is ${MCP_HTTP_PATH}.`);
+    const sessionId = req.headers['mcp-session-id'];
+    const known = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
+    if (known) return known.transport.handleRequest(req, res);
+    if (sessionId !== undefined) return refuse(res, 404, 'Unknown or ended MCP session; initialize a new one.');
+    if (req.method !== 'POST') return refuse(res, 400, 'Start with an initialize request (POST).');
+    if (sessions.size >= MAX_SESSIONS) return refuse(res, 429, `Too many MCP sessions (${MAX_SESSIONS}); end one first.`);
+    const connection = createMcpConnection(deps);
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      maxRequestBodySize: BODY_BYTES,
+      onsessioninitialized: (id) => void sessions.set(id, { transport, connection }),
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+      void connection.close('the client ended its session');
+    };
+    await connection.server.connect(transport);
+    await transport.handleRequest(req, res);
+    // Not an initialize request (or a malformed one): nothing was opened, nothing is kept.
+    if (!transport.sessionId) await connection.close('no session was opened');
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) refuse(res, 500, 'Internal error');
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
+  });
+  port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}${MCP_HTTP_PATH}`,
+    port,
+    token,
+    get sessions() {
+      return sessions.size;
+    },
+    async close() {
+      const all = [...sessions.values()];
+      sessions.clear();
+      await Promise.all(all.map(({ connection }) => connection.close('Airlock stopped serving MCP over HTTP')));
+      await Promise.all(all.map(({ transport }) => transport.close().catch(() => undefined)));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

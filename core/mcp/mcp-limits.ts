@@ -1,0 +1,48 @@
+import path from 'node:path';
+import { AirlockError } from '../../contracts/errors';
+
+/** Caps of the MCP door (docs/architecture.md §17); every one is checked on the host. */
+export interface McpLimits {
+  /** Live sandboxes one client connection may hold at once. */
+  sandboxesPerClient: number;
+  /** Bytes of stdout and of stderr a `sandbox_exec` result keeps (head and tail). */
+  outputBytes: number;
+  /** Largest file `sandbox_read_file` returns and `sandbox_write_file` takes. */
+  fileBytes: number;
+  /** Entries `sandbox_list_files` returns. */
+  listEntries: number;
+  /** Bytes of patch text a diff or result carries (the digest always covers the whole patch). */
+  patchBytes: number;
+  /** A sandbox nobody used for this long is wiped. */
+  idleMs: number;
+  /** Wall-clock limit of one sandbox. */
+  sessionTimeoutSec: number;
+  /** Longest `sandbox_exec` timeout a client may ask for. */
+  maxExecTimeoutSec: number;
+}
+
+export const DEFAULT_MCP_LIMITS: McpLimits = {
+  sandboxesPerClient: 4,
+  outputBytes: 1024 * 1024,
+  fileBytes: 10 * 1024 * 1024,
+  listEntries: 5000,
+  patchBytes: 2 * 1024 * 1024,
+  idleMs: 30 * 60_000,
+  sessionTimeoutSec: 8 * 3600,
+  maxExecTimeoutSec: 3600,
+};
+
+export const WORKSPACE = '/workspace';
+
+/**
+ * A client's path as an absolute path inside the sandbox's workspace, or INVALID_INPUT: relative
+ * paths are taken from `/workspace`, and nothing may lead out of it (`..`, another absolute path).
+ */
+export function workspacePath(input: string, field = 'path'): string {
+  if (input.includes('\0')) throw new AirlockError('INVALID_INPUT', `The ${field} contains a NUL byte.`, { field });
+  const resolved = path.posix.resolve(WORKSPACE, input.replace(/\\/g, '/'));
+  if (resolved !== WORKSPACE && !resolved.startsWith(`${WORKSPACE}/`)) {
+    throw new AirlockError('INVALID_INPUT', `${JSON.stringify(input.slice(0, 200))} is outside the workspace; paths are relative to ${WORKSPACE} (or absolute under it).`, { field });
+  }
+  return resolved;
+}

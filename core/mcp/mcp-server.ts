@@ -1,0 +1,500 @@
+import { createHash } from 'node:crypto';
+import { open, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { z } from 'zod';
+import { AirlockError, toErrorInfo } from '../../contracts/errors';
+import { RunId } from '../../contracts/ids';
+import { AgentKind, Isolation, NetworkPolicy, StartRunInput } from '../../contracts/runs';
+import type { AirlockServices } from '../api/services';
+import type { AirlockCore } from '../app';
+import { APP_VERSION } from '../common/app-version';
+import { applyRunResult } from '../runs/run-apply';
+import type { StoredRun } from '../runs/run-record';
+import type { ApplyApprovals } from './apply-approvals';
+import { DEFAULT_MCP_LIMITS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
+
+/** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
+export interface McpDeps {
+  core: AirlockCore;
+  services: AirlockServices;
+  approvals: ApplyApprovals;
+  /** `airlock mcp --allow-apply`: run_apply goes ahead without asking, recorded as such. */
+  allowApply: boolean;
+  limits?: Partial<McpLimits>;
+  /** Where the user answers apply requests, for the refusal text. */
+  approveHint?: string;
+}
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** One client's connection: its server and the sandboxes it made (wiped when it goes). */
+export interface McpConnection {
+  readonly server: McpServer;
+  /** Sandboxes (MCP session run ids) this client holds. */
+  readonly sandboxes: ReadonlySet<string>;
+  /** Wipes every sandbox of this client (disconnect); resolves when they are gone. */
+  close(reason: string): Promise<void>;
+}
+
+const SandboxId = RunId.describe('the sandboxId sandbox_create returned');
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex');
+
+const ChangedFileOut = z.object({ path: z.string(), oldPath: z.string().optional(), status: z.string(), binary: z.boolean(), additions: z.number(), deletions: z.number() });
+const WipeOut = z.object({ verified: z.boolean(), removed: z.array(z.string()), leftovers: z.array(z.string()), durationMs: z.number().optional(), at: z.string() });
+const PreviewOut = z.object({ sandboxPort: z.number(), hostPort: z.number(), url: z.string() });
+const RunStatusOut = z.object({
+  runId: z.string(),
+  status: z.string(),
+  phase: z.string().optional(),
+  agent: z.string(),
+  changedFiles: z.number(),
+  usage: z.object({ inputTokens: z.number(), outputTokens: z.number(), requests: z.number(), costUsd: z.number().optional() }),
+  error: z.object({ kind: z.string(), message: z.string() }).optional(),
+});
+
+/**
+ * The MCP server of one client connection (docs/architecture.md §17): the tools and resources
+ * over Airlock's own services. Sandboxes are MCP sessions of the run service — recorded, audited,
+ * capped and wiped like runs; commands run by the host and recorded first-hand; apply only with the
+ * user's yes (or `--allow-apply`). Nothing returned carries a key, a credential or a run token.
+ */
+export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, limitsIn: Partial<McpLimits> = {}): McpConnection {
+  // The core may still be starting (stdio answers the client's initialize at once); tools wait for it.
+  const ready = Promise.resolve(depsOrPromise);
+  let deps: McpDeps | undefined;
+  void ready.then((d) => (deps = d), () => undefined);
+  const the = (): McpDeps => {
+    if (!deps) throw new AirlockError('INTERNAL', 'Airlock is still starting');
+    return deps;
+  };
+  const limits: McpLimits = { ...DEFAULT_MCP_LIMITS, ...limitsIn, ...(depsOrPromise instanceof Promise ? {} : depsOrPromise.limits) };
+  const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { capabilities: { logging: {} }, instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
+  const sandboxes = new Set<string>();
+  const lastUsed = new Map<string, number>();
+  let closed = false;
+
+  const clientName = () => {
+    const v = server.server.getClientVersion();
+    return v ? `${v.name.slice(0, 80)} ${v.version.slice(0, 40)}`.trim() : 'unknown MCP client';
+  };
+  const own = (sandboxId: string) => {
+    if (!sandboxes.has(sandboxId)) throw new AirlockError('NOT_FOUND', `No live sandbox ${sandboxId} in this MCP connection (destroyed, wiped after ${Math.round(limits.idleMs / 60000)} min idle, or made by another client); create one with sandbox_create.`);
+    lastUsed.set(sandboxId, Date.now());
+    return sandboxId;
+  };
+  const end = async (sandboxId: string, reason: string): Promise<StoredRun> => {
+    sandboxes.delete(sandboxId);
+    lastUsed.delete(sandboxId);
+    return the().core.runs.endSession(sandboxId, reason);
+  };
+
+  const idleTimer = setInterval(() => {
+    const now = Date.now();
+    for (const [id, at] of lastUsed) if (now - at >= limits.idleMs) void end(id, `idle for ${Math.round((now - at) / 1000)} s`).catch(() => undefined);
+  }, Math.max(50, Math.min(30_000, limits.idleMs / 4)));
+  idleTimer.unref();
+
+  /** Registers a tool whose handler returns the structured value and its readable text. */
+  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: string, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
+    server.registerTool(name, { description, inputSchema: input, outputSchema: output }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
+      try {
+        await ready;
+        const { value, text } = await handler(args, extra);
+        return { content: [{ type: 'text', text }], structuredContent: value as Record<string, unknown> };
+      } catch (err) {
+        const info = toErrorInfo(err);
+        return { isError: true, content: [{ type: 'text', text: `${info.kind}: ${info.message}` }] };
+      }
+    }) as never);
+  }
+
+  const progress = (extra: Extra) => {
+    const token = extra._meta?.progressToken;
+    let n = 0;
+    return (message: string) => {
+      if (token === undefined) return;
+      n += 1;
+      void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+    };
+  };
+
+  tool(
+    'sandbox_create',
+    'Create a disposable, hardened sandbox holding a copy of a project folder on this machine (credential-looking files left out). Returns its sandboxId. Network: none by default.',
+    z.strictObject({
+      projectDir: z.string().min(1).describe('absolute path of the project folder on this machine (read, never written)'),
+      isolation: Isolation.optional(),
+      network: NetworkPolicy.optional().describe('none (default), allowlist (with allow), or open'),
+      allow: z.array(z.string().min(1).max(253)).max(200).optional().describe('domains reachable under the allowlist policy (preset:npm etc. allowed)'),
+      environment: z.string().max(200).optional().describe('project environment; only the default image in this build'),
+      publish: z.array(z.number().int().min(1).max(65535)).max(10).optional().describe('sandbox ports to publish on loopback right away'),
+    }),
+    z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
+    async (args, extra) => {
+      if (closed) throw new AirlockError('CONFLICT', 'This MCP connection is closing.');
+      if (args.environment && args.environment !== 'default') throw new AirlockError('INVALID_INPUT', `Project environments are not available through MCP in this build; leave environment out (the default sandbox image is used).`, { field: 'environment' });
+      if (sandboxes.size >= limits.sandboxesPerClient) throw new AirlockError('CONFLICT', `This client already holds ${sandboxes.size} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
+      if (!path.isAbsolute(args.projectDir)) throw new AirlockError('INVALID_INPUT', `projectDir must be an absolute path on this machine (got ${JSON.stringify(args.projectDir.slice(0, 200))}).`, { field: 'projectDir' });
+      const network = args.network ?? 'none';
+      if (network === 'allowlist' && !args.allow?.length) throw new AirlockError('INVALID_INPUT', 'List at least one domain in allow for the allowlist policy.', { field: 'allow' });
+      const say = progress(extra);
+      say('creating the sandbox');
+      const settings = await the().core.settings.get();
+      const record = await the().core.runs.startSession({
+        projectDir: args.projectDir,
+        client: clientName(),
+        isolation: args.isolation ?? 'container',
+        network,
+        ...(args.allow?.length ? { allowlist: args.allow } : {}),
+        timeoutSec: limits.sessionTimeoutSec,
+        ...(settings.gitHistory !== undefined ? { gitHistory: settings.gitHistory } : {}),
+      });
+      sandboxes.add(record.id);
+      lastUsed.set(record.id, Date.now());
+      if (closed) {
+        await end(record.id, 'the client disconnected');
+        throw new AirlockError('CONFLICT', 'This MCP connection closed while the sandbox was made; it was wiped.');
+      }
+      const previews = [];
+      for (const port of args.publish ?? []) previews.push(await the().core.runs.publishPort(record.id, port));
+      const excluded = record.excludedFiles.map((e) => ({ path: e.path, reason: e.reason }));
+      return {
+        value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, excludedFiles: excluded, previews },
+        text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}`,
+      };
+    },
+  );
+
+  tool(
+    'sandbox_exec',
+    'Run a shell command (bash -c, in /workspace by default) in a sandbox; output streams as progress notifications. Returns exitCode, stdout, stderr (head and tail past the cap).',
+    z.strictObject({
+      sandboxId: SandboxId,
+      command: z.string().min(1).max(100_000),
+      cwd: z.string().max(4096).optional().describe(`working directory inside ${WORKSPACE} (default ${WORKSPACE})`),
+      timeoutSec: z.number().positive().max(limits.maxExecTimeoutSec).optional().describe('default 600'),
+    }),
+    z.object({ exitCode: z.number().nullable(), timedOut: z.boolean(), durationMs: z.number(), stdout: z.string(), stderr: z.string(), truncated: z.boolean(), outputBytes: z.number() }),
+    async (args, extra) => {
+      const id = own(args.sandboxId);
+      const cwd = workspacePath(args.cwd ?? WORKSPACE, 'cwd');
+      const say = progress(extra);
+      let streamed = 0;
+      const result = await the().core.runs.execInSession(id, { command: args.command, cwd, timeoutSec: args.timeoutSec ?? 600, capBytes: limits.outputBytes, signal: extra.signal }, (_stream, bytes) => {
+        lastUsed.set(id, Date.now());
+        if (streamed >= limits.outputBytes) return;
+        streamed += bytes.length;
+        say(bytes.subarray(0, 16 * 1024).toString('utf8'));
+      });
+      lastUsed.set(id, Date.now());
+      if (result.failure) throw new AirlockError('CONFLICT', `The command could not run: ${result.failure}.`);
+      const truncated = result.stdout.truncated || result.stderr.truncated;
+      const value = { exitCode: result.exitCode, timedOut: result.timedOut, durationMs: result.durationMs, stdout: result.stdout.text(), stderr: result.stderr.text(), truncated, outputBytes: result.output.bytes };
+      const status = result.timedOut ? `timed out after ${args.timeoutSec ?? 600} s` : `exit ${result.exitCode ?? 'by signal'}`;
+      return { value, text: `${status} (${result.durationMs} ms)${truncated ? ', output truncated' : ''}\n${value.stdout}${value.stderr ? `\n[stderr]\n${value.stderr}` : ''}` };
+    },
+  );
+
+  tool(
+    'sandbox_read_file',
+    `Read a file of the sandbox's workspace (paths relative to ${WORKSPACE}).`,
+    z.strictObject({ sandboxId: SandboxId, path: z.string().min(1).max(4096) }),
+    z.object({ path: z.string(), bytes: z.number(), encoding: z.enum(['utf8', 'base64']), content: z.string(), sha256: z.string() }),
+    async (args) => {
+      const id = own(args.sandboxId);
+      const file = workspacePath(args.path);
+      const data = await the().core.runs.sessionSandbox(id).channel.readFile(file, { maxBytes: limits.fileBytes }).catch((err: unknown) => {
+        const info = toErrorInfo(err);
+        throw new AirlockError(info.kind, /more than|too large|maxBytes/i.test(info.message) ? `${file} is larger than the ${limits.fileBytes}-byte cap of sandbox_read_file; read part of it with sandbox_exec (head, tail, sed).` : info.message);
+      });
+      const utf8 = data.toString('utf8');
+      const text = Buffer.from(utf8, 'utf8').equals(data);
+      return { value: { path: file, bytes: data.length, encoding: text ? ('utf8' as const) : ('base64' as const), content: text ? utf8 : data.toString('base64'), sha256: createHash('sha256').update(data).digest('hex') }, text: text ? utf8 : `${file}: ${data.length} bytes of binary data (base64 in structuredContent)` };
+    },
+  );
+
+  tool(
+    'sandbox_write_file',
+    `Write a file in the sandbox's workspace (paths relative to ${WORKSPACE}); parent folders are made.`,
+    z.strictObject({ sandboxId: SandboxId, path: z.string().min(1).max(4096), content: z.string(), encoding: z.enum(['utf8', 'base64']).optional(), executable: z.boolean().optional() }),
+    z.object({ path: z.string(), bytes: z.number(), sha256: z.string() }),
+    async (args) => {
+      const id = own(args.sandboxId);
+      const file = workspacePath(args.path);
+      if (file === WORKSPACE) throw new AirlockError('INVALID_INPUT', 'Name a file inside the workspace, not the workspace itself.', { field: 'path' });
+      const data = Buffer.from(args.content, args.encoding ?? 'utf8');
+      if (data.length > limits.fileBytes) throw new AirlockError('INVALID_INPUT', `The file is ${data.length} bytes; sandbox_write_file takes at most ${limits.fileBytes}. Nothing was written.`, { field: 'content' });
+      const sandbox = the().core.runs.sessionSandbox(id);
+      const mk = await sandbox.channel.run({ argv: ['mkdir', '-p', '--', path.posix.dirname(file)] });
+      if (mk.exitCode !== 0) throw new AirlockError('INVALID_INPUT', `Could not make the folder ${path.posix.dirname(file)}: ${mk.stderr.toString('utf8').slice(0, 300)}`);
+      await sandbox.channel.writeFile(file, data, { mode: args.executable ? 0o755 : 0o644 });
+      const sha256 = createHash('sha256').update(data).digest('hex');
+      await the().core.runs.noteOn(id, `MCP client wrote ${file} (${data.length} bytes)`, { path: file, bytes: data.length, sha256 });
+      return { value: { path: file, bytes: data.length, sha256 }, text: `wrote ${file} (${data.length} bytes)` };
+    },
+  );
+
+  tool(
+    'sandbox_list_files',
+    `List a folder of the sandbox's workspace (default ${WORKSPACE}).`,
+    z.strictObject({ sandboxId: SandboxId, path: z.string().max(4096).optional() }),
+    z.object({ path: z.string(), entries: z.array(z.object({ name: z.string(), type: z.string(), size: z.number() })), truncated: z.boolean() }),
+    async (args) => {
+      const id = own(args.sandboxId);
+      const dir = workspacePath(args.path ?? WORKSPACE);
+      const all = await the().core.runs.sessionSandbox(id).channel.list(dir);
+      const entries = all.slice(0, limits.listEntries).map((e) => ({ name: e.name, type: e.type, size: e.size }));
+      const truncated = all.length > entries.length;
+      return { value: { path: dir, entries, truncated }, text: `${dir}:\n${entries.map((e) => `${e.type === 'dir' ? 'd' : e.type === 'symlink' ? 'l' : '-'} ${e.name}${e.type === 'dir' ? '/' : ''}`).join('\n')}${truncated ? `\n… ${all.length - entries.length} more` : ''}` };
+    },
+  );
+
+  const DiffOut = z.object({ files: z.array(ChangedFileOut), patch: z.string(), patchBytes: z.number(), patchSha256: z.string(), truncated: z.boolean() });
+  const patchView = (patch: Buffer) => {
+    const truncated = patch.length > limits.patchBytes;
+    return { patch: patch.subarray(0, limits.patchBytes).toString('utf8'), patchBytes: patch.length, patchSha256: createHash('sha256').update(patch).digest('hex'), truncated };
+  };
+  const changedView = (c: { path: string; oldPath?: string; status: string; binary: boolean; additions: number; deletions: number }) => ({ path: c.path, ...(c.oldPath ? { oldPath: c.oldPath } : {}), status: c.status, binary: c.binary, additions: c.additions, deletions: c.deletions });
+
+  tool(
+    'sandbox_diff',
+    'The changes in the sandbox against the copy it started from, derived on the host: changed files, the patch and its SHA-256.',
+    z.strictObject({ sandboxId: SandboxId }),
+    DiffOut,
+    async (args) => {
+      const id = own(args.sandboxId);
+      const { result, patch } = await the().core.runs.collectSession(id);
+      const files = result.changes.map(changedView);
+      const view = patchView(patch);
+      return { value: { files, ...view }, text: files.length ? `${files.length} file(s) changed (patch sha256 ${view.patchSha256}):\n${files.map((f) => `  ${f.status} ${f.path}`).join('\n')}\n\n${view.patch}` : 'no changes' };
+    },
+  );
+
+  tool(
+    'sandbox_publish_port',
+    'Publish a port a process in the sandbox listens on, on a random loopback port of this machine; returns its URL.',
+    z.strictObject({ sandboxId: SandboxId, port: z.number().int().min(1).max(65535) }),
+    PreviewOut,
+    async (args) => {
+      const p = await the().core.runs.publishPort(own(args.sandboxId), args.port);
+      return { value: p, text: `sandbox port ${p.sandboxPort} → ${p.url}` };
+    },
+  );
+
+  tool(
+    'sandbox_destroy',
+    'Destroy a sandbox: its changes are kept as a reviewable result (apply with run_apply, sandboxId as runId), the sandbox is wiped and checked gone.',
+    z.strictObject({ sandboxId: SandboxId }),
+    z.object({ sandboxId: z.string(), status: z.string(), wipe: WipeOut.optional(), changedFiles: z.number(), patchSha256: z.string().optional() }),
+    async (args) => {
+      const id = own(args.sandboxId);
+      const record = await end(id, 'sandbox_destroy');
+      const listed = await the().services.diffs.list({ runId: id }).catch(() => undefined);
+      const wipe = record.wipe ? { verified: record.wipe.verified, removed: record.wipe.removed, leftovers: record.wipe.leftovers, ...(record.wipe.durationMs !== undefined ? { durationMs: record.wipe.durationMs } : {}), at: record.wipe.at } : undefined;
+      return {
+        value: { sandboxId: id, status: record.status, ...(wipe ? { wipe } : {}), changedFiles: record.changedFiles.length, ...(listed?.patchSha256 ? { patchSha256: listed.patchSha256 } : {}) },
+        text: `Sandbox ${id} ${record.status}; ${wipe ? (wipe.verified ? `wiped and verified gone (${wipe.removed.length} resource(s) removed)` : `LEFTOVERS: ${wipe.leftovers.join(', ')}`) : 'no wipe recorded'}. ${record.changedFiles.length} file(s) changed${listed?.patchSha256 ? `; apply with run_apply {runId: "${id}", reviewedSha256: "${listed.patchSha256}"}` : ''}.`,
+      };
+    },
+  );
+
+  const statusView = (r: { id: string; status: string; phase?: string | undefined; agent: string; changedFiles: number | unknown[]; usage: { inputTokens: number; outputTokens: number; requests: number; costUsd?: number | undefined }; error?: { kind: string; message: string } | undefined }) => ({
+    runId: r.id,
+    status: r.status,
+    ...(r.phase ? { phase: r.phase } : {}),
+    agent: r.agent,
+    changedFiles: Array.isArray(r.changedFiles) ? r.changedFiles.length : r.changedFiles,
+    usage: { inputTokens: r.usage.inputTokens, outputTokens: r.usage.outputTokens, requests: r.usage.requests, ...(r.usage.costUsd !== undefined ? { costUsd: r.usage.costUsd } : {}) },
+    ...(r.error ? { error: { kind: r.error.kind, message: r.error.message } } : {}),
+  });
+  const statusText = (v: z.output<typeof RunStatusOut>) => `run ${v.runId}: ${v.status}${v.phase ? ` (${v.phase})` : ''}, ${v.changedFiles} file(s) changed${v.error ? `; ${v.error.kind}: ${v.error.message}` : ''}`;
+
+  tool(
+    'run_start',
+    'Start an Airlock run: an agent works on a task in its own sandbox on a copy of the project, with provider keys kept outside. Returns the runId at once; follow with run_status / run_result.',
+    z.strictObject({
+      projectDir: z.string().min(1),
+      task: z.string().min(1).max(100_000),
+      agent: AgentKind.optional(),
+      provider: z.string().max(40).optional().describe('default: the provider chosen in Airlock settings'),
+      model: z.string().max(200).optional(),
+      isolation: Isolation.optional(),
+      network: NetworkPolicy.optional(),
+      allow: z.array(z.string().min(1).max(253)).max(200).optional(),
+      timeoutSec: z.number().int().min(10).max(7 * 24 * 3600).optional(),
+      budgetTokens: z.number().int().positive().optional(),
+      budgetUsd: z.number().positive().optional(),
+    }),
+    RunStatusOut,
+    async (args) => {
+      const s = await the().core.settings.get();
+      const provider = args.provider ?? s.defaultProvider;
+      const model = args.model ?? (provider === s.defaultProvider ? s.defaultModel : undefined);
+      if (!provider || !model) throw new AirlockError('INVALID_INPUT', 'Name provider and model (no default is set in Airlock settings).', { field: provider ? 'model' : 'provider' });
+      const started = await the().services.runs.start(StartRunInput.parse({
+        projectDir: args.projectDir,
+        task: args.task,
+        agent: args.agent ?? s.defaultAgent,
+        provider,
+        model,
+        isolation: args.isolation ?? s.defaultIsolation,
+        network: args.network ?? 'none',
+        ...(args.allow?.length ? { allowlist: args.allow } : {}),
+        limits: { timeoutSec: args.timeoutSec ?? s.defaultTimeoutSec, ...(args.budgetTokens ? { budgetTokens: args.budgetTokens } : {}), ...(args.budgetUsd ? { budgetUsd: args.budgetUsd } : {}) },
+      }));
+      const v = statusView(started);
+      return { value: v, text: statusText(v) };
+    },
+  );
+
+  tool('run_status', 'Status of a run (or of a destroyed sandbox, by its id).', z.strictObject({ runId: RunId }), RunStatusOut, async (args) => {
+    const v = statusView(await the().services.runs.get({ runId: args.runId }));
+    return { value: v, text: statusText(v) };
+  });
+
+  tool(
+    'run_result',
+    "A finished run's result: summary, changed files, the patch and its SHA-256 (pass it to run_apply as reviewedSha256).",
+    z.strictObject({ runId: RunId }),
+    z.object({ runId: z.string(), status: z.string(), summary: z.string().optional(), files: z.array(ChangedFileOut), patch: z.string(), patchBytes: z.number(), patchSha256: z.string(), truncated: z.boolean() }),
+    async (args) => {
+      const run = await the().services.runs.get({ runId: args.runId });
+      if (the().core.runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still ${run.status}; its result is collected when it ends (run_status).`);
+      const listed = await the().services.diffs.list({ runId: args.runId });
+      const whole = await the().services.diffs.preview({ runId: args.runId });
+      const text = whole.text ?? '';
+      const truncated = whole.text === undefined || whole.bytes > limits.patchBytes;
+      const value = { runId: run.id, status: run.status, ...(run.summary ? { summary: run.summary } : {}), files: listed.files.map(changedView), patch: text.slice(0, limits.patchBytes), patchBytes: whole.bytes, patchSha256: whole.sha256, truncated };
+      return { value, text: `run ${run.id} ${run.status}${run.summary ? `: ${run.summary}` : ''}\n${value.files.length} file(s), patch sha256 ${whole.sha256}\n\n${value.patch}` };
+    },
+  );
+
+  tool(
+    'run_continue',
+    'Start a follow-up turn of a finished run: a fresh sandbox from the project plus that run\'s result.',
+    z.strictObject({ runId: RunId, task: z.string().min(1).max(100_000), agent: AgentKind.optional(), provider: z.string().max(40).optional(), model: z.string().max(200).optional() }),
+    RunStatusOut,
+    async (args) => {
+      const started = await the().services.runs.continue({ runId: args.runId, task: args.task, ...(args.agent ? { agent: args.agent } : {}), ...(args.provider ? { provider: args.provider } : {}), ...(args.model ? { model: args.model } : {}) });
+      const v = statusView(started);
+      return { value: v, text: statusText(v) };
+    },
+  );
+
+  tool('run_cancel', 'Cancel a run: the agent stops, its changes so far are kept for review, the sandbox is wiped.', z.strictObject({ runId: RunId }), RunStatusOut, async (args) => {
+    await the().services.runs.cancel({ runId: args.runId });
+    const v = statusView(await the().core.runs.wait(args.runId));
+    return { value: v, text: statusText(v) };
+  });
+
+  tool(
+    'run_apply',
+    "Apply a finished run's (or destroyed sandbox's) reviewed result to the real project. Needs the user's yes in the Airlock app, which shows the exact change; the call waits for the answer.",
+    z.strictObject({
+      runId: RunId,
+      reviewedSha256: Sha256.describe('patchSha256 from run_result or sandbox_destroy: apply writes exactly that patch or nothing'),
+      files: z.array(z.string().min(1).max(4096)).max(10_000).optional().describe('apply only these files (reviewedSha256 is then their part of the patch)'),
+      branch: z.string().min(1).max(200).optional().describe('commit onto this new branch instead of the working tree'),
+      message: z.string().max(20_000).optional(),
+      waitSec: z.number().int().min(0).max(600).optional().describe("how long to wait for the user's answer (default 300)"),
+    }),
+    z.object({ applied: z.array(z.string()), conflicts: z.array(z.object({ path: z.string(), reason: z.string() })), branch: z.string().optional(), commit: z.string().optional(), patchSha256: z.string().optional(), approvedBy: z.enum(['user', 'server-flag']) }),
+    async (args, extra) => {
+      if (the().core.runs.activeRunIds().includes(args.runId)) throw new AirlockError('CONFLICT', `Run ${args.runId} is still in progress; apply its result once it has ended (sandbox_destroy a sandbox first).`);
+      const run = await the().core.store.get(args.runId);
+      const reviewed = await the().services.diffs.preview({ runId: args.runId, ...(args.files ? { files: args.files } : {}) });
+      if (reviewed.sha256 !== args.reviewedSha256) {
+        throw new AirlockError('CONFLICT', `reviewedSha256 does not match the result (its patch${args.files ? ' for these files' : ''} has sha256 ${reviewed.sha256}); read it again with run_result and pass that digest.`, { field: 'reviewedSha256' });
+      }
+      if (!reviewed.files.length) throw new AirlockError('INVALID_INPUT', `Run ${args.runId} changed no files${args.files ? ' among those named' : ''}; there is nothing to apply.`);
+      const client = clientName();
+      let by: 'user' | 'server-flag' = 'server-flag';
+      let requestId: string | undefined;
+      if (!the().allowApply) {
+        const req = await the().approvals.request(
+          { runId: run.id, client, projectDir: run.projectDir, target: run.projectDir, mode: args.branch ? 'branch' : 'working-tree', ...(args.branch ? { branch: args.branch } : {}), files: reviewed.files, reviewedSha256: args.reviewedSha256, patchBytes: reviewed.bytes },
+          (args.waitSec ?? 300) * 1000,
+        );
+        requestId = req.requestId;
+        progress(extra)(`waiting for the user's answer in Airlock (request ${req.requestId.slice(0, 8)})`);
+        const answer = await the().approvals.wait(req.requestId, extra.signal);
+        const how = the().approveHint ?? 'Open the Airlock app (or `airlock serve`): the request is shown there with the exact change to approve';
+        if (answer === 'refused') throw new AirlockError('FORBIDDEN', `The user refused to apply run ${run.id}; nothing was written.`);
+        if (answer === 'expired') throw new AirlockError('FORBIDDEN', `Not applied: run_apply needs the user's yes and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there. (An MCP server started with 'airlock mcp --allow-apply' applies without asking, recorded in the audit log.)`);
+        by = 'user';
+      }
+      const result = await applyRunResult({
+        store: the().core.store,
+        run,
+        reviewedSha256: args.reviewedSha256,
+        mode: args.branch ? 'branch' : 'working-tree',
+        ...(args.files ? { files: args.files } : {}),
+        ...(args.branch ? { branch: args.branch } : {}),
+        ...(args.message ? { message: args.message } : {}),
+        approval: { via: 'mcp', client, by, ...(requestId ? { requestId } : {}) },
+      });
+      const value = { applied: result.applied, conflicts: result.conflicts, ...(result.branch ? { branch: result.branch } : {}), ...(result.commit ? { commit: result.commit } : {}), ...(result.patchSha256 ? { patchSha256: result.patchSha256 } : {}), approvedBy: by };
+      return { value, text: `applied ${result.applied.length} file(s) to ${result.branch ? `branch ${result.branch}` : run.projectDir}${result.conflicts.length ? `; ${result.conflicts.length} left untouched (the project changed under them): ${result.conflicts.map((c) => c.path).join(', ')}` : ''} (approved by ${by === 'user' ? 'the user' : 'the --allow-apply flag'})` };
+    },
+  );
+
+  registerResources(server, async () => { await ready; return the(); }, limits);
+
+  return {
+    server,
+    sandboxes,
+    async close(reason) {
+      if (closed) return;
+      closed = true;
+      clearInterval(idleTimer);
+      await Promise.all([...sandboxes].map((id) => end(id, reason).catch(() => undefined)));
+    },
+  };
+}
+
+/** A run's terminal log, events, diff and audit verification, as `airlock://runs/<id>/…` resources. */
+function registerResources(server: McpServer, ready: () => Promise<McpDeps>, limits: McpLimits): void {
+  const runIdOf = (v: string | string[] | undefined) => {
+    const id = Array.isArray(v) ? v[0] : v;
+    if (!id || !RunId.safeParse(id).success) throw new AirlockError('INVALID_INPUT', `'${String(id).slice(0, 80)}' is not a run id.`);
+    return id;
+  };
+  const text = (uri: URL, body: string, mimeType = 'text/plain') => ({ contents: [{ uri: uri.href, mimeType, text: body }] });
+  const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
+
+  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log (the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+    const { core } = await ready();
+    const id = runIdOf(vars.runId);
+    await core.store.get(id);
+    const file = path.join(core.store.paths(id).dir, 'terminal.log');
+    const size = await stat(file).then((s) => s.size, () => 0);
+    const from = Math.max(0, size - limits.patchBytes);
+    const handle = await open(file, 'r').catch(() => undefined);
+    if (!handle) return text(uri, '');
+    try {
+      const buf = Buffer.alloc(size - from);
+      await handle.read(buf, 0, buf.length, from);
+      return text(uri, buf.toString('utf8'));
+    } finally {
+      await handle.close();
+    }
+  });
+  server.registerResource('run-events', template('events'), { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+    const { services } = await ready();
+    const page = await services.runs.events({ runId: runIdOf(vars.runId), afterSeq: -1, limit: 5000 });
+    return text(uri, JSON.stringify(page.events), 'application/json');
+  });
+  server.registerResource('run-diff', template('diff'), { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
+    const { services } = await ready();
+    const whole = await services.diffs.preview({ runId: runIdOf(vars.runId) });
+    return text(uri, (whole.text ?? '').slice(0, limits.patchBytes), 'text/x-diff');
+  });
+  server.registerResource('run-audit', template('audit'), { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+    const { services } = await ready();
+    const result = await services.audit.verify({ runId: runIdOf(vars.runId) });
+    return text(uri, JSON.stringify(result), 'application/json');
+  });
+}

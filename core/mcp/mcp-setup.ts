@@ -1,0 +1,24 @@
+import type { McpInfo } from '../../contracts/mcp';
+
+/**
+ * How each client is pointed at Airlock (README "Use Airlock from Claude Code, Codex, Cursor or VS
+ * Code"; Settings shows these with copy buttons). stdio starts `airlock mcp`; over HTTP, the app's
+ * loopback door with its bearer token.
+ */
+export function mcpSetupLines(http?: { url: string; token: string }): McpInfo['setup'] {
+  const lines: McpInfo['setup'] = [
+    { client: 'claude-code', label: 'Claude Code', text: 'claude mcp add airlock -- airlock mcp' },
+    { client: 'codex', label: 'Codex (~/.codex/config.toml)', text: '[mcp_servers.airlock]\ncommand = "airlock"\nargs = ["mcp"]' },
+    { client: 'cursor', label: 'Cursor (.cursor/mcp.json)', text: JSON.stringify({ mcpServers: { airlock: { command: 'airlock', args: ['mcp'] } } }, null, 2) },
+    { client: 'vscode', label: 'VS Code (.vscode/mcp.json)', text: JSON.stringify({ servers: { airlock: { type: 'stdio', command: 'airlock', args: ['mcp'] } } }, null, 2) },
+  ];
+  if (http) {
+    const auth = `Bearer ${http.token}`;
+    lines.push(
+      { client: 'claude-code-http', label: 'Claude Code, over HTTP (while the app runs)', text: `claude mcp add --transport http airlock-app ${http.url} --header "Authorization: ${auth}"` },
+      { client: 'codex-http', label: 'Codex, over HTTP', text: `[mcp_servers.airlock-app]\nurl = "${http.url}"\nhttp_headers = { Authorization = "${auth}" }` },
+      { client: 'vscode-http', label: 'VS Code / Cursor, over HTTP', text: JSON.stringify({ servers: { 'airlock-app': { type: 'http', url: http.url, headers: { Authorization: auth } } } }, null, 2) },
+    );
+  }
+  return lines;
+}

@@ -1,0 +1,125 @@
+import { useCallback, useEffect, useState } from 'react';
+import type { McpApplyRequest, McpInfo } from '../../../contracts';
+import { api, errorInfo } from '../api';
+import { useAppStore } from '../stores/app-store';
+import { ErrorBanner } from './common';
+
+/**
+ * The MCP door in the UI (docs/architecture.md §17): Settings' switch for the loopback HTTP door and
+ * the setup lines with copy buttons; and the banner where the user answers an MCP client's request
+ * to apply a result, seeing who asks and the exact change.
+ */
+
+async function copy(text: string): Promise<void> {
+  try {
+    await navigator.clipboard.writeText(text);
+    useAppStore.getState().notify('info', 'Copied.');
+  } catch {
+    useAppStore.getState().notify('error', 'Could not copy: the clipboard was refused. Select the text and press Ctrl+C (⌘C) instead.');
+  }
+}
+
+/** Settings → MCP: the HTTP switch (off by default) and one setup line per client, each with Copy. */
+export function McpSettingsPanel() {
+  const [info, setInfo] = useState<McpInfo>();
+  const [error, setError] = useState<ReturnType<typeof errorInfo>>();
+  const [enabled, setEnabled] = useState<boolean>();
+  const load = useCallback(async (): Promise<McpInfo | undefined> => {
+    try {
+      const next = await api().call('mcp:info', {});
+      setInfo(next);
+      return next;
+    } catch (e) {
+      setError(errorInfo(e));
+      return undefined;
+    }
+  }, []);
+  useEffect(() => void load(), [load]);
+  const toggle = async (on: boolean) => {
+    setEnabled(on);
+    try {
+      await api().call('settings:update', { mcpHttp: on });
+      // The door opens in the background: ask again until it has an address (or says why not).
+      for (let i = 0; i < 20; i++) {
+        const next = await load();
+        if (!on || !next || next.http.url || next.http.error) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } catch (e) {
+      setError(errorInfo(e));
+    }
+  };
+  return (
+    <section className="panel" aria-labelledby="s-mcp-title">
+      <h2 id="s-mcp-title">MCP (Claude Code, Codex, Cursor, VS Code)</h2>
+      <p className="muted">Host agents create sandboxes and runs through <span className="mono">airlock mcp</span>. Nothing is applied to a project without your yes here.</p>
+      {error && <ErrorBanner error={error} />}
+      <label className="row check-label">
+        <input id="s-mcp-http" type="checkbox" checked={enabled ?? info?.http.enabled ?? false} onChange={(e) => void toggle(e.target.checked)} /> Serve MCP over HTTP on 127.0.0.1 while the app runs (token required)
+      </label>
+      {info?.http.url && <div className="mono" data-mcp-url>{info.http.url}</div>}
+      {info?.http.error && <ErrorBanner message={`The HTTP door did not open: ${info.http.error}`} />}
+      {info?.setup.map((line) => (
+        <div key={line.client} className="mcp-setup" data-client={line.client}>
+          <div className="row"><strong>{line.label}</strong><button type="button" onClick={() => void copy(line.text)} aria-label={`Copy the ${line.label} setup`}>Copy</button></div>
+          <pre className="mono">{line.text}</pre>
+        </div>
+      ))}
+    </section>
+  );
+}
+
+/** One waiting request, with the host's rendering of exactly the patch it would apply. */
+function ApplyRequestCard({ req, onAnswered }: { req: McpApplyRequest; onAnswered: () => void }) {
+  const [patch, setPatch] = useState<{ text?: string; sha256: string; bytes: number }>();
+  const [error, setError] = useState<ReturnType<typeof errorInfo>>();
+  useEffect(() => {
+    api().call('diffs:preview', { runId: req.runId, files: req.files }).then(setPatch, (e: unknown) => setError(errorInfo(e)));
+  }, [req.runId, req.files]);
+  // The digest the client reviewed must be the host's own rendering of what would be written.
+  const matches = patch?.sha256 === req.reviewedSha256;
+  const answer = async (approved: boolean) => {
+    try {
+      const { answered } = await api().call('mcp:answerApply', { requestId: req.requestId, approved });
+      useAppStore.getState().notify(answered ? 'info' : 'error', answered ? (approved ? 'Approved: the change is being applied.' : 'Refused: nothing is written.') : 'That request expired or was answered already.');
+      onAnswered();
+    } catch (e) {
+      setError(errorInfo(e));
+    }
+  };
+  return (
+    <div className="panel mcp-apply" role="dialog" aria-label={`Apply request from ${req.client}`} data-request={req.requestId}>
+      <h2>An MCP client asks to apply a change</h2>
+      <p>
+        <strong data-client-name>{req.client}</strong> (as it names itself) asks to apply run <span className="mono">{req.runId}</span> to{' '}
+        <span className="mono">{req.target}</span>{req.branch ? <> as branch <span className="mono">{req.branch}</span></> : ' (working tree)'}.
+      </p>
+      <p className="muted">{req.files.length} file(s): {req.files.join(', ')} · {req.patchBytes} bytes · sha256 <span className="mono">{req.reviewedSha256.slice(0, 16)}…</span></p>
+      {error && <ErrorBanner error={error} />}
+      {patch && !matches && <ErrorBanner message="The patch Airlock has for this run is not the one the client reviewed; refuse this request." />}
+      {patch?.text !== undefined ? <pre className="mono mcp-patch" data-patch>{patch.text}</pre> : patch && <p className="muted">The patch is too large to show here; open the run's Review screen.</p>}
+      <div className="row">
+        <button type="button" className="primary" disabled={!matches} onClick={() => void answer(true)}>Approve and apply</button>
+        <button type="button" onClick={() => void answer(false)}>Refuse</button>
+      </div>
+    </div>
+  );
+}
+
+/** Every waiting apply request of an MCP client, refetched when the core says they changed. */
+export function McpApplyRequests() {
+  const [requests, setRequests] = useState<McpApplyRequest[]>([]);
+  const load = useCallback(() => {
+    api().call('mcp:applyRequests', {}).then(setRequests, () => undefined);
+  }, []);
+  useEffect(() => {
+    load();
+    return api().on('mcp:onDidChangeApplyRequests', load);
+  }, [load]);
+  if (!requests.length) return null;
+  return (
+    <div className="mcp-apply-area">
+      {requests.map((r) => <ApplyRequestCard key={r.requestId} req={r} onAnswered={load} />)}
+    </div>
+  );
+}

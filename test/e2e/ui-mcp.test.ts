@@ -1,0 +1,91 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AirlockServices } from '../../core/api/services';
+import { requirePrerequisite } from '../support/prerequisites';
+import { launchChromium } from './support/browser';
+import { ensureBuiltRenderer } from './support/built-renderer';
+import { gitProject } from './support/git-project';
+import { serveUi, type ServedUi } from './support/serve-ui';
+
+const docker = await requirePrerequisite('docker');
+const chromium = await requirePrerequisite('chromium');
+
+/**
+ * The MCP door through the served UI in Chromium (docs/architecture.md §17): Settings opens the HTTP
+ * door and shows the setup lines; an MCP client (the official SDK over that door) makes a change in a
+ * sandbox and asks to apply it; the browser shows who asks and the exact patch; the user's click
+ * applies exactly the reviewed bytes.
+ */
+describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser UI (Chromium, real core, Docker, SDK client)', () => {
+  let home: string;
+  let project: string;
+  let ui: ServedUi;
+  let services: AirlockServices;
+  let closeBrowser: () => Promise<void>;
+  let page: Page;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    const rendererDir = await ensureBuiltRenderer();
+    home = await mkdtemp(join(tmpdir(), 'airlock-e2e-mcp-home-'));
+    project = await gitProject('airlock-e2e-mcp-', { 'hello.txt': 'hello\n' }, { name: 'Mcp Person', email: 'mcp@example.invalid' });
+    ui = await serveUi({ env: { ...process.env, AIRLOCK_HOME: home }, rendererDir, warm: false });
+    services = ui.services;
+    const b = await launchChromium();
+    closeBrowser = b.close;
+    page = await b.browser.newPage();
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    await page.goto(ui.host.url);
+  }, 300_000);
+
+  afterAll(async () => {
+    await closeBrowser?.();
+    await ui?.stop();
+    await rm(home, { recursive: true, force: true });
+    await rm(project, { recursive: true, force: true });
+  });
+
+  it('Settings opens the door; the user approves a client\'s apply after seeing the exact patch', async () => {
+    await page.getByRole('button', { name: /Settings/ }).click();
+    const panel = page.getByRole('region', { name: /MCP/ });
+    await expect.poll(() => panel.locator('[data-client="claude-code"] pre').textContent()).toBe('claude mcp add airlock -- airlock mcp');
+    expect((await services.settings.get({})).mcpHttp).toBeFalsy();
+    await panel.getByLabel(/Serve MCP over HTTP/).check();
+    await expect.poll(() => panel.locator('[data-mcp-url]').textContent(), { timeout: 20_000 }).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const info = await services.mcp.info({});
+    expect(await panel.locator('[data-client="claude-code-http"] pre').textContent()).toContain(`Bearer ${info.http.token}`);
+
+    const client = new Client({ name: 'e2e-mcp-client', version: '3.1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(info.http.url as string), { requestInit: { headers: { authorization: `Bearer ${info.http.token}` } } }));
+    const call = async (name: string, args: Record<string, unknown>) => (await client.callTool({ name, arguments: args }, undefined, { timeout: 300_000 })) as CallToolResult;
+    const value = async <T,>(name: string, args: Record<string, unknown>) => {
+      const r = await call(name, args);
+      if (r.isError) throw new Error(JSON.stringify(r.content));
+      return r.structuredContent as T;
+    };
+    const { sandboxId } = await value<{ sandboxId: string }>('sandbox_create', { projectDir: project });
+    await value('sandbox_write_file', { sandboxId, path: 'hello.txt', content: 'hello from the mcp client\n' });
+    const { patchSha256 } = await value<{ patchSha256: string }>('sandbox_destroy', { sandboxId });
+
+    const applying = call('run_apply', { runId: sandboxId, reviewedSha256: patchSha256, waitSec: 120 });
+    const dialog = page.getByRole('dialog', { name: /Apply request from e2e-mcp-client 3\.1/ });
+    await dialog.waitFor({ timeout: 30_000 });
+    expect(await dialog.locator('[data-client-name]').textContent()).toBe('e2e-mcp-client 3.1');
+    await expect.poll(() => dialog.locator('[data-patch]').textContent(), { timeout: 20_000 }).toContain('+hello from the mcp client');
+    expect(await readFile(join(project, 'hello.txt'), 'utf8')).toBe('hello\n');
+    await dialog.getByRole('button', { name: 'Approve and apply' }).click();
+    const result = await applying;
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    expect(result.structuredContent).toMatchObject({ applied: ['hello.txt'], approvedBy: 'user' });
+    expect(await readFile(join(project, 'hello.txt'), 'utf8')).toBe('hello from the mcp client\n');
+    await dialog.waitFor({ state: 'detached', timeout: 20_000 });
+    await client.close();
+    expect(pageErrors).toEqual([]);
+  }, 300_000);
+});
