@@ -332,16 +332,11 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
   try {
     await prepareStep(host, run);
     await hydrateStep(host, run);
-<<<<<<< HEAD
     // Lifecycle commands, before the run token exists (docs/architecture.md §16).
     await setupStep(host, run, run.setup);
-    await networkStep(host, run);
-    const agentFailure = await agentStep(host, run).then(
-=======
     if (run.session) await policyStep(host, run);
     else await networkStep(host, run);
     const agentFailure = await (run.session ? sessionStep(host, run) : agentStep(host, run)).then(
->>>>>>> wip/mcp
       () => undefined,
       (err: unknown) => err,
     );
