@@ -12,6 +12,7 @@ import { main } from '../../core/cli/main';
 import { keychainCheck, providerKeysCheck, runDoctorChecks } from '../../core/doctor/doctor';
 import { KeyVault } from '../../core/keys/key-vault';
 import { ProviderCatalog } from '../../core/keys/provider-catalog';
+import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 
 const keychain = await requirePrerequisite('keychain');
@@ -48,8 +49,11 @@ describe.skipIf(!keychain.ok)('one keychain service and one home for every CLI c
   let env: NodeJS.ProcessEnv;
   /** The vault under the test's service, read directly: what is really in the keychain. */
   let direct: KeyVault;
+  /** The setup check makes one real call with the stored key (the provider it will use): a model that answers. */
+  let up: FakeUpstream;
 
   beforeAll(async () => {
+    up = await startFakeUpstream({ expectedKey: KEY });
     home = await mkdtemp(path.join(os.tmpdir(), 'airlock-root-'));
     env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: service };
     direct = new KeyVault(new ProviderCatalog({ home }), { service });
@@ -57,11 +61,12 @@ describe.skipIf(!keychain.ok)('one keychain service and one home for every CLI c
   afterAll(async () => {
     await direct.remove(id).catch(() => false);
     direct.dispose();
+    await up.close();
     await rm(home, { recursive: true, force: true });
   });
 
   it('keys, providers list/rm, the CLI doctor and the core see and remove the same entry', async () => {
-    expect((await run(env, ['providers', 'add', id, '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm'])).code).toBe(0);
+    expect((await run(env, ['providers', 'add', id, '--base-url', `${up.url}/v1`, '--model', 'm'])).code).toBe(0);
     const set = await run(env, ['keys', 'set', id], `${KEY}\n`);
     expect(set.code, set.err).toBe(0);
     expect((await direct.info(id)).hasKey).toBe(true);

@@ -258,7 +258,8 @@ describe.skipIf(!docker.ok)('runs with the built-in agent (real Docker, fake ups
     expect(run.status).toBe('done');
     // The user edits a.txt meanwhile.
     await writeFile(path.join(projectDir, 'a.txt'), 'alpha edited by the user\n');
-    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
+    // Whole-or-nothing is the default (ui-apply covers it); the explicit partial apply writes the rest.
+    const result = await f.services.diffs.apply({ runId: run.id, mode: 'working-tree', skipConflicts: true, reviewedSha256: (await f.services.diffs.list({ runId: run.id })).patchSha256 as string });
     expect(result.applied).toEqual(['b.txt']);
     expect(result.conflicts.map((c) => c.path)).toEqual(['a.txt']);
     expect(await readFile(path.join(projectDir, 'a.txt'), 'utf8')).toBe('alpha edited by the user\n');

@@ -115,7 +115,14 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
 
       // Apply to the original while the user edited a neighbouring line meanwhile: refused, kept.
       execFileSync('sh', ['-c', `printf 'export const a = 10;\\nexport const b = 2;\\n// user\\n' > ${path.join(dir, 'src/app.ts')}`]);
-      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
+      // Whole or nothing by default: the conflict holds every file back.
+      const held = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
+      expect(held.conflicts).toEqual([{ path: 'src/app.ts', reason: expect.stringMatching(/overlap/) }]);
+      expect(held.applied).toEqual([]);
+      expect(existsSync(path.join(dir, 'src/new.ts'))).toBe(false);
+      expect(existsSync(path.join(dir, 'docs/gone.md'))).toBe(true);
+      // The explicit partial apply writes the files that do not conflict.
+      const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree', skipConflicts: true });
       expect(applied.conflicts).toEqual([{ path: 'src/app.ts', reason: expect.stringMatching(/overlap/) }]);
       expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toContain('// user');
       expect(existsSync(path.join(dir, 'src/new.ts'))).toBe(true);

@@ -65,8 +65,8 @@ describe('threads (jsdom, fake services through the real router)', () => {
     await waitFor(() => expect(services.calls.some((c) => c.channel === 'diffs:list' && (c.args as { scope?: string }).scope === 'thread')).toBe(true));
     await waitFor(() => expect(document.querySelectorAll('.file-row').length).toBeGreaterThan(0));
     // Apply is enabled once the host has rendered the selection's patch (its digest is what apply sends).
-    await waitFor(() => expect(screen.getByText(/^Apply \d+ file\(s\)$/).closest('button')?.disabled).toBe(false));
-    fireEvent.click(screen.getByText(/^Apply \d+ file\(s\)$/));
+    await waitFor(() => expect(screen.getByText(/^Apply \d+ files?$/).closest('button')?.disabled).toBe(false));
+    fireEvent.click(screen.getByText(/^Apply \d+ files?$/));
     await waitFor(() => expect(services.calls.some((c) => c.channel === 'diffs:apply')).toBe(true));
     expect(services.calls.find((c) => c.channel === 'diffs:apply')?.args).toMatchObject({ runId: second, scope: 'thread' });
   });
