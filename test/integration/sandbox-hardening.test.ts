@@ -303,22 +303,35 @@ function hardeningSuite(variant: SandboxVariant): void {
           const bomb = await victimSh(victim, 'sleep 60 & s=$!; bomb() { bomb | bomb & }; bomb; wait $s', 3_000).catch((err: unknown) => err as Error);
           const state = (await container.inspect()).State;
           if (state.Running) {
-            // The usual outcome here: the sandbox outlives the bomb, with the Sentry under its host limit.
-            if (bomb instanceof Error) throw bomb;
-            expect(bomb.timedOut).toBe(true);
-            // EAGAIN from gVisor's RLIMIT_NPROC check, as bash reports it: the bomb hit the agent's limit.
-            expect(bomb.err).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
-            expect((await victimShAfterBomb(victim, 'echo alive')).out).toBe('alive');
-            let bashes = Number.POSITIVE_INFINITY;
-            for (let i = 0; i < 120 && bashes > 1; i++) {
-              if (i > 0) await new Promise((r) => setTimeout(r, 500));
-              bashes = Number((await victimShAfterBomb(victim, 'ps -e -o comm= | grep -c bash || true')).out);
+            try {
+              // The usual outcome here: the sandbox outlives the bomb, with the Sentry under its host limit.
+              if (bomb instanceof Error) throw bomb;
+              expect(bomb.timedOut).toBe(true);
+              // EAGAIN from gVisor's RLIMIT_NPROC check, as bash reports it: the bomb hit the agent's limit.
+              expect(bomb.err).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
+              expect((await victimShAfterBomb(victim, 'echo alive')).out).toBe('alive');
+              let bashes = Number.POSITIVE_INFINITY;
+              for (let i = 0; i < 120 && bashes > 1; i++) {
+                if (i > 0) await new Promise((r) => setTimeout(r, 500));
+                bashes = Number((await victimShAfterBomb(victim, 'ps -e -o comm= | grep -c bash || true')).out);
+              }
+              expect(bashes).toBeLessThanOrEqual(1);
+              const stats = await container.stats({ stream: false });
+              expect(stats.pids_stats?.limit).toBe(gvisorHostPidsLimit(LIMITS.pids));
+              expect(stats.pids_stats?.current ?? Number.POSITIVE_INFINITY).toBeLessThan(gvisorHostPidsLimit(LIMITS.pids));
+              console.log(`[gvisor fork bomb] sandbox survived; host threads of the Sentry: ${stats.pids_stats?.current} of ${stats.pids_stats?.limit}`);
+            } catch (err) {
+              // The Sentry can reach its host pids limit just after the bomb: that sandbox then ends late,
+              // which is the documented other outcome (docs/architecture.md §2.3), seen under a loaded CI.
+              if (!/channel is closed/.test(String((err as Error).message))) throw err;
+              let running = true;
+              for (let i = 0; i < 40 && running; i++) {
+                if (i > 0) await new Promise((r) => setTimeout(r, 250));
+                running = (await container.inspect()).State.Running;
+              }
+              if (running) throw err;
+              console.log('[gvisor fork bomb] sandbox ended after the bomb; contained');
             }
-            expect(bashes).toBeLessThanOrEqual(1);
-            const stats = await container.stats({ stream: false });
-            expect(stats.pids_stats?.limit).toBe(gvisorHostPidsLimit(LIMITS.pids));
-            expect(stats.pids_stats?.current ?? Number.POSITIVE_INFINITY).toBeLessThan(gvisorHostPidsLimit(LIMITS.pids));
-            console.log(`[gvisor fork bomb] sandbox survived; host threads of the Sentry: ${stats.pids_stats?.current} of ${stats.pids_stats?.limit}`);
           } else {
             // The documented other outcome (a bomb that piles up threads faster): the Sentry reached its
             // host pids limit and that sandbox ended; nothing outside it noticed.
