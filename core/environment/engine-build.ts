@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import { AirlockError } from '../../contracts/errors';
-import { BuildProgressParser } from '../sandbox/build-progress';
+import { BuildProgressParser, consumeBuildStream } from '../sandbox/build-progress';
 import { statusCodeOf } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
 import { LABEL_KIND } from '../sandbox/labels';
@@ -40,15 +40,7 @@ export async function engineBuild(docker: Docker, b: EngineBuild, onFailure: (f:
     buildargs: b.buildargs ?? {},
     labels: { [LABEL_KIND]: 'image', ...(b.labels ?? {}) },
   });
-  await new Promise<void>((resolve, reject) => {
-    stream.setEncoding?.('utf8');
-    stream.on('data', (c: Buffer | string) => parser.feed(typeof c === 'string' ? c : c.toString('utf8')));
-    stream.on('end', () => {
-      parser.end();
-      resolve();
-    });
-    stream.on('error', reject);
-  });
+  await consumeBuildStream(stream, parser);
   if (parser.error) {
     const where = parser.step ? `step ${parser.step}/${parser.totalSteps} (${parser.stepTitle.slice(0, 160)})` : 'the build';
     throw onFailure({ where, error: parser.error, tail: parser.outputTail(40) });

@@ -99,3 +99,16 @@ export class BuildProgressParser {
 function truncate(s: string, n: number): string {
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
+
+/** Feeds an engine build's JSON stream to `parser` until it ends (Airlock's image and derived environments alike). */
+export function consumeBuildStream(stream: NodeJS.ReadableStream, parser: BuildProgressParser): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    stream.setEncoding?.('utf8');
+    stream.on('data', (c: Buffer | string) => parser.feed(typeof c === 'string' ? c : c.toString('utf8')));
+    stream.on('end', () => {
+      parser.end();
+      resolve();
+    });
+    stream.on('error', reject);
+  });
+}

@@ -5,7 +5,7 @@ import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { resourcePaths } from '../common/resources';
-import { BuildProgressParser } from './build-progress';
+import { BuildProgressParser, consumeBuildStream } from './build-progress';
 import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './docker/engine';
 import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
@@ -250,15 +250,7 @@ async function buildImage(
     ...(platform ? { platform } : {}),
     labels: { [LABEL_KIND]: 'image', 'airlock.variant': variant },
   });
-  await new Promise<void>((resolve, reject) => {
-    stream.setEncoding?.('utf8');
-    stream.on('data', (c: Buffer | string) => parser.feed(typeof c === 'string' ? c : c.toString('utf8')));
-    stream.on('end', () => {
-      parser.end();
-      resolve();
-    });
-    stream.on('error', reject);
-  });
+  await consumeBuildStream(stream, parser);
   if (parser.error) throw buildFailure(parser);
   if (!(await imageExists(docker, ref))) {
     throw new AirlockError('IMAGE_BUILD_FAILED', `The engine finished building ${ref} but the image is not there. Run \`airlock doctor\` again.`);
