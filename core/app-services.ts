@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { RunEvent } from '../contracts';
+import { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
@@ -246,7 +246,7 @@ function runsService(parts: ServiceParts): RunsService {
       await store.get(runId);
       const events: RunEvent[] = [];
       let more = false;
-      for await (const e of store.readEvents<RunEvent>(runId)) {
+      for await (const e of store.readEvents(runId, { schema: RunEvent })) {
         if (e.seq <= afterSeq) continue;
         if (events.length >= limit) {
           more = true;

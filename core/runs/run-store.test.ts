@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { newRunId } from '../../contracts/ids';
-import { RunRecord } from '../../contracts/runs';
+import { RunEvent, RunRecord } from '../../contracts/runs';
 import { toRunRecordView, toRunSummary, type StoredRunInput } from './run-record';
 import { RunStore } from './run-store';
 
@@ -227,6 +227,20 @@ describe('RunStore events', () => {
     for await (const e of fresh.readEvents(id, { onSkipped: (n) => skipped.push(n) })) seen.push(e);
     expect(seen).toEqual([{ n: 1 }, { n: 2 }, { n: 4 }]);
     expect(skipped).toEqual([3]);
+  });
+  it('names the file, line and field of an event line that parses but is not an event (damage, not a torn write)', async () => {
+    const id = newRunId();
+    await store.create(input(id, '2026-01-01T00:00:00.000Z'));
+    const at = '2026-01-01T00:00:01.000Z';
+    store.appendEvents(id, [{ runId: id, seq: 1, at, event: { type: 'assistant_text', delta: 'hi' } }]);
+    await store.flushEvents(id);
+    await appendFile(store.paths(id).events, `${JSON.stringify({ runId: id, seq: 'two', at, event: { type: 'assistant_text', delta: 'x' } })}\n`);
+    const seen: RunEvent[] = [];
+    const read = async (): Promise<void> => {
+      for await (const e of store.readEvents(id, { schema: RunEvent })) seen.push(e);
+    };
+    await expect(read()).rejects.toThrow(new RegExp(`${store.paths(id).events.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is damaged: line 2, field seq`));
+    expect(seen.map((e) => e.seq)).toEqual([1]);
   });
 });
 

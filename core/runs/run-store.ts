@@ -1,6 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import { RunId, requireRunId } from '../../contracts/ids';
 import { airlockHome } from '../common/paths';
@@ -291,9 +292,11 @@ export class RunStore implements Disposable {
 
   /**
    * Reads a run's events in order (pending buffered events are flushed first). Lines that do not
-   * parse — a torn line left by a crash — are skipped; `onSkipped` hears about them.
+   * parse — a torn line left by a crash — are skipped; `onSkipped` hears about them. With `schema`,
+   * a line that parses but is not an event is damage, not a torn write: an error naming the file,
+   * the line and the field (never a half-read history).
    */
-  async *readEvents<T = unknown>(runId: string, options: { onSkipped?: (lineNumber: number) => void } = {}): AsyncGenerator<T> {
+  async *readEvents<T = unknown>(runId: string, options: { schema?: z.ZodType<T>; onSkipped?: (lineNumber: number) => void } = {}): AsyncGenerator<T> {
     await this.flushEvents(runId);
     const file = this.paths(runId).events;
     let handle;
@@ -310,11 +313,23 @@ export class RunStore implements Disposable {
       for await (const line of rl) {
         n += 1;
         if (line === '') continue;
+        let value: unknown;
         try {
-          yield JSON.parse(line) as T;
+          value = JSON.parse(line);
         } catch {
           options.onSkipped?.(n);
+          continue;
         }
+        if (!options.schema) {
+          yield value as T;
+          continue;
+        }
+        const parsed = options.schema.safeParse(value);
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0];
+          throw new AirlockError('INVALID_INPUT', `${file} is damaged: line ${n}, field ${issue?.path.join('.') || '(top level)'}: ${issue?.message ?? 'invalid'}; the run's other files are intact — remove that line, or delete the run in History.`);
+        }
+        yield parsed.data;
       }
     } finally {
       rl.close();

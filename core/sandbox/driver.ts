@@ -41,6 +41,11 @@ export interface SandboxInfo {
   installation?: string;
   /** Which engine runs it and where ("Docker 20.10 over SSH at build-box"), when the driver has one. */
   engine?: { description: string; remote: boolean };
+  /**
+   * Why the driver's own record of this sandbox could not be read (damaged), when it could not.
+   * Crash recovery leaves such a sandbox alone while it runs: its owner is unknown.
+   */
+  recordProblem?: string;
 }
 
 /** Who made a sandbox's resources, as the reaper needs to know. */

@@ -321,6 +321,8 @@ export class SandboxManager implements Disposable {
     const sandboxes = await this.driver.list();
     const candidates = new Set<string>();
     for (const info of sandboxes) {
+      // A damaged record hides the owner, which reads as "gone": a running sandbox is left alone.
+      if (info.recordProblem && info.state !== 'exited') continue;
       if (!keep(info.runId) && ours(info)) candidates.add(info.runId);
     }
     // Resources without a container: reap unless a container of the same run was kept above, or

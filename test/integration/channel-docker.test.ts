@@ -134,8 +134,12 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     proc.write('stty size; tty\n');
     await vi.waitFor(() => expect(/24 80/.test(out) && /\/dev\/pts\//.test(out), 'initial size').toBe(true), { timeout: 10_000, interval: 50 });
     proc.resize(132, 40);
-    await new Promise((r) => setTimeout(r, 200));
-    proc.write('stty size; exit 5\n');
+    // Asked again until the terminal reports the new size: the resize is a request of its own.
+    await vi.waitFor(() => {
+      proc.write('stty size\n');
+      expect(out).toMatch(/40 132/);
+    }, { timeout: 10_000, interval: 200 });
+    proc.write('exit 5\n');
     const info = await proc.exited;
     expect(out).toMatch(/40 132/);
     expect(info.exitCode).toBe(5);
@@ -165,7 +169,9 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
         cwd: '/workspace/w',
       });
       await vi.waitFor(() => expect(seen.has('src/deep/a.ts') && seen.has('b.txt'), 'changes reported').toBe(true), { timeout: 10_000, interval: 50 });
-      await new Promise((r) => setTimeout(r, 200));
+      // A change made after the excluded ones arrives after anything they could have reported.
+      await client.run({ argv: ['sh', '-c', 'echo m > marker.txt'], cwd: '/workspace/w' });
+      await vi.waitFor(() => expect(seen.has('marker.txt'), 'marker reported').toBe(true), { timeout: 10_000, interval: 50 });
       for (const p of seen) expect(p).not.toMatch(/node_modules|\.git/);
     } finally {
       watch.dispose();

@@ -238,12 +238,18 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
       await page.goto(`${UI_ORIGIN}/index.html`);
       const probe = await page.evaluate(async () => {
         const violations: string[] = [];
-        document.addEventListener('securitypolicyviolation', (e) => violations.push(e.violatedDirective));
+        const inlineRefused = new Promise<void>((resolve) => {
+          document.addEventListener('securitypolicyviolation', (e) => {
+            violations.push(e.violatedDirective);
+            if (e.violatedDirective === 'script-src-elem') resolve();
+          });
+        });
         const s = document.createElement('script');
         s.textContent = 'window.__inlineRan = true';
         document.head.append(s);
         const connect = await fetch('ws://127.0.0.1:9/').then(() => 'allowed', () => 'blocked');
-        await new Promise((r) => setTimeout(r, 50));
+        // The violation event is queued as a task: wait for it (bounded) rather than for a fixed time.
+        await Promise.race([inlineRefused, new Promise((r) => setTimeout(r, 5000))]);
         return { inlineRan: (window as unknown as { __inlineRan?: boolean }).__inlineRan === true, violations, connect, metas: document.querySelectorAll('meta[http-equiv]').length };
       });
       expect(probe).toMatchObject({ inlineRan: false, connect: 'blocked', metas: 0 });

@@ -6,6 +6,8 @@ import { runToolOk } from '../../common/run-tool';
 import { inspectImageConfig, withImageFilesystem, type ImageConfig } from '../docker/image-export';
 import type { VmPaths } from './vm-paths';
 import { pathExists } from '../../common/path-exists';
+import { z } from 'zod';
+import { parseStoredJson } from '../../common/stored-json';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/1';
@@ -19,6 +21,12 @@ export interface GuestUser {
   home: string;
   workdir: string;
 }
+
+/** What is read back of a base disk's `<key>.json` (written next to the disk by `buildBaseDisk`). */
+const BaseDiskMeta = z.object({
+  user: z.object({ uid: z.number().int().nonnegative(), gid: z.number().int().nonnegative(), home: z.string().min(1), workdir: z.string().min(1) }),
+  sizeBytes: z.number().int().nonnegative(),
+});
 
 export interface BaseDisk {
   /** Raw ext4 image of the sandbox image's filesystem; read-only, shared by every run of this image version. */
@@ -123,7 +131,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
   const diskPath = path.join(paths.baseDir, `${key}.img`);
   const metaPath = path.join(paths.baseDir, `${key}.json`);
   if ((await pathExists(diskPath)) && (await pathExists(metaPath))) {
-    const meta = JSON.parse(await readFile(metaPath, 'utf8')) as { user: GuestUser; sizeBytes: number };
+    const meta = parseStoredJson(BaseDiskMeta, metaPath, await readFile(metaPath, 'utf8'), `delete it and ${diskPath}; the next VM run builds them again.`);
     return { path: diskPath, imageId: config.id, user: meta.user, sizeBytes: meta.sizeBytes };
   }
   let pending = building.get(key);

@@ -59,6 +59,19 @@ describe('QemuDriver without booting', () => {
     await expect(access(files.dir)).rejects.toThrow();
   });
 
+  it('names the file and field of a damaged VM record instead of inventing an owner (which would read as "gone")', async () => {
+    const files = runFiles(driver.paths.runsDir, 'r-damaged-1');
+    await mkdir(files.dir, { recursive: true });
+    await writeFile(files.record, JSON.stringify({ runId: 'r-damaged-1', image: 'x', createdAt: '2026-01-01T00:00:00.000Z', accel: 'warp', owner: 'elsewhere:1' }));
+    const [info] = (await driver.list()).filter((i) => i.runId === 'r-damaged-1');
+    expect(info?.owner).toBeUndefined();
+    expect(info?.recordProblem).toMatch(new RegExp(`${files.record.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is damaged: field accel`));
+    await writeFile(files.record, '{"runId": "r-dam');
+    const [torn] = (await driver.list()).filter((i) => i.runId === 'r-damaged-1');
+    expect(torn?.recordProblem).toMatch(/is damaged: not valid JSON/);
+    await driver.destroy('r-damaged-1');
+  });
+
   it('wiping an unknown run is a verified no-op', async () => {
     const proof = await driver.destroy('r-never-existed');
     expect(proof).toMatchObject({ runId: 'r-never-existed', removed: [], leftovers: [] });

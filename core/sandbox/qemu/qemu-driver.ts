@@ -19,6 +19,7 @@ import { isAlive, isRunQemu, processesMentioning, readPidfile, waitGone } from '
 import { isSafeRunId, MAX_SOCKET_PATH, runFiles, vmPaths, type RunFiles, type VmPaths } from './vm-paths';
 import { configureGuest, loadVmState, readOneFrame, saveVmState, snapshotFiles, snapshotKey, type SnapshotFiles } from './vm-snapshot';
 import { pathExists } from '../../common/path-exists';
+import { readVmRunRecord, type VmRunRecord } from './vm-run-record';
 
 export interface QemuDriverOptions {
   env?: NodeJS.ProcessEnv;
@@ -61,15 +62,6 @@ export interface QemuSandboxInfo extends SandboxInfo {
   snapshotNote?: string;
   /** `<hostname>:<pid>` of the process that started the VM (reaper safety). */
   owner?: string;
-}
-
-interface VmRunRecord {
-  runId: string;
-  image: string;
-  createdAt: string;
-  accel: VmAccel;
-  accelRetry?: string;
-  owner: string;
 }
 
 interface LiveVm {
@@ -649,9 +641,7 @@ export class QemuDriver implements SandboxDriver {
       const files = runFiles(this.paths.runsDir, runId);
       const st = await stat(files.dir).catch(() => undefined);
       if (!st?.isDirectory()) continue;
-      const record = await readFile(files.record, 'utf8')
-        .then((t) => JSON.parse(t) as VmRunRecord)
-        .catch(() => undefined);
+      const { record, problem } = await readVmRunRecord(files.record);
       const pid = await readPidfile(files.pidfile);
       const running = pid !== undefined && (await isRunQemu(pid, files.dir));
       const live = this.live.get(runId);
@@ -665,6 +655,7 @@ export class QemuDriver implements SandboxDriver {
         accelReason: live?.info.accelReason ?? '',
         ...(record?.accelRetry ? { accelRetry: record.accelRetry } : {}),
         ...(record?.owner ? { owner: record.owner } : {}),
+        ...(problem ? { recordProblem: problem } : {}),
       });
     }
     return out;
