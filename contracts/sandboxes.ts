@@ -49,6 +49,10 @@ export const BuildImageInput = z.strictObject({
   force: z.boolean().default(false),
 });
 
+/** An error Airlock handled by itself (a best-effort step that failed); see core/common/debug-log.ts. */
+export const DebugNote = z.object({ at: z.string(), where: z.string(), message: z.string() });
+export type DebugNote = z.infer<typeof DebugNote>;
+
 export const sandboxesContracts = {
   /** Runs every readiness check. */
   'sandboxes:doctor': { input: z.strictObject({}).default({}), output: DoctorReport },
@@ -57,6 +61,8 @@ export const sandboxesContracts = {
     input: BuildImageInput,
     output: z.object({ buildId: z.string(), image: z.string(), durationMs: z.number() }),
   },
+  /** The last errors Airlock handled by itself, oldest first (`airlock --debug` prints them live). */
+  'sandboxes:debugLog': { input: z.strictObject({}).default({}), output: z.object({ notes: z.array(DebugNote) }) },
 } as const;
 
 export const sandboxesEvents = {

@@ -3,6 +3,7 @@ import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
+import { debugLog } from './common/debug-log';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
@@ -127,6 +128,7 @@ function sandboxesService(parts: ServiceParts): SandboxesService {
       const image = await core.image(variant);
       return { buildId, image, durationMs: Math.round(performance.now() - started) };
     },
+    debugLog: () => Promise.resolve({ notes: debugLog.recent() }),
     onDidBuildProgress: mapEvent(core.onDidBuildProgress, (p) => ({ buildId: p.variant, phase: p.phase, message: p.message, ...(p.fraction !== undefined ? { fraction: p.fraction } : {}) })),
   };
 }

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureIo } from '../../test/support/cli-io';
+import { debugLog } from '../common/debug-log';
 import { ExitCode } from './command';
 import { commands, main } from './main';
 
@@ -101,4 +102,27 @@ describe('--engine-host and the engineHost setting choose the engine for any com
       await rm(path.join(home, 'settings.json'), { force: true });
     }
   }, 60_000);
+
+  it('--debug (any command, before --) prints the errors Airlock handled by itself while the command runs', async () => {
+    const run = async (...argv: string[]) => {
+      const { io, err } = captureIo({ AIRLOCK_HOME: home, PATH: process.env.PATH });
+      // A best-effort step failing mid-command, deterministically: when the command first prints.
+      const write = io.stdout.write.bind(io.stdout);
+      let noted = false;
+      io.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+        if (!noted) debugLog.note('test.cleanup', new Error('could not remove a scratch file\nsecond line'));
+        noted = true;
+        return write(chunk, ...rest);
+      }) as typeof io.stdout.write;
+      const code = await main(argv, io);
+      return { code, err: err() };
+    };
+    const debug = await run('runs', '--debug', '--json');
+    expect(debug.code).toBe(ExitCode.ok);
+    expect(debug.err).toContain('[debug] test.cleanup: could not remove a scratch file\n');
+    expect(debug.err).not.toContain('second line');
+    const quiet = await run('runs', '--json');
+    expect(quiet.code).toBe(ExitCode.ok);
+    expect(quiet.err).not.toContain('[debug]');
+  });
 });

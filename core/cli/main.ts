@@ -22,7 +22,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
 
 function usage(): string {
   const names = Object.keys(commands).join(', ');
-  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\nAny command: --engine-host ssh://user@host | tcp://host:2376 | unix:///path | <docker context> picks the container engine.\n`;
+  return `usage: airlock <command> [options]\ncommands: ${names}\nRun 'airlock <command> --help' for a command's options.\nAny command: --engine-host ssh://user@host | tcp://host:2376 | unix:///path | <docker context> picks the container engine;\n  --debug prints the errors Airlock handles by itself (best-effort cleanups that failed), as they happen.\n`;
 }
 
 /** Runs the CLI and returns its exit code. */
@@ -38,8 +38,15 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     return ExitCode.usage;
   }
   const command = await load();
+  // `--debug` (any command) or AIRLOCK_DEBUG=1: errors Airlock handles by itself are printed as they happen.
+  // Only before `--`: what follows is a command to run in the sandbox, its flags its own.
+  const dash = rest.indexOf('--');
+  const own = dash < 0 ? rest : rest.slice(0, dash);
+  const debug = own.includes('--debug') || io.env.AIRLOCK_DEBUG === '1';
+  const { debugLog } = await import('../common/debug-log');
+  const debugSub = debug ? debugLog.onDidNote((n) => io.stderr.write(`[debug] ${n.where}: ${n.message}\n`)) : undefined;
   try {
-    const { host, choice, args } = takeEngineHost(rest);
+    const { host, choice, args } = takeEngineHost([...own.filter((a) => a !== '--debug'), ...(dash < 0 ? [] : rest.slice(dash))]);
     if (args.includes('--help') || args.includes('-h')) {
       io.stdout.write(`${command.summary}\n\nusage: ${command.usage}\n`);
       return ExitCode.ok;
@@ -64,6 +71,8 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     const help = describeError(info);
     io.stderr.write(`airlock ${name}: ${help.title}: ${help.message}\n${help.actions.map((a) => `  → ${ERROR_ACTION_CLI[a]}\n`).join('')}`);
     return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;
+  } finally {
+    debugSub?.dispose();
   }
 }
 

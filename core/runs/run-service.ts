@@ -25,6 +25,7 @@ import { resolveContinuation, type Continuation } from './run-thread';
 import type { RunUpdate } from './run-store';
 import { ownerIsGone } from './run-owner';
 import { RunTerminal } from './run-terminal';
+import { debugLog } from '../common/debug-log';
 
 export type { EgressAttempt, RunNetwork, RunServiceDeps } from './run-context';
 
@@ -248,7 +249,7 @@ export class RunService implements Disposable {
   /** Adds a note to a live run's audit log (what an MCP client did besides commands: file writes). */
   async noteOn(runId: string, message: string, data?: Record<string, unknown>): Promise<void> {
     const live = this.live.get(runId);
-    if (live) await live.audit.append('note', { message, ...(data ?? {}) }).catch(() => undefined);
+    if (live) await live.audit.append('note', { message, ...(data ?? {}) }).catch(debugLog.swallow('run.audit.note'));
   }
 
   private liveSession(runId: string): LiveRun {
@@ -615,16 +616,16 @@ export class RunService implements Disposable {
 
   /** Appends without waiting (event handlers); a record after the seal is dropped, never thrown. */
   private auditLater<T extends AuditRecordType>(live: LiveRun, type: T, data: AuditRecordData[T]): void {
-    live.audit.append(type, data).catch(() => undefined);
+    live.audit.append(type, data).catch(debugLog.swallow('run.audit.append'));
   }
 
   /** Updates without waiting (event handlers); a failed write is retried by the next update. */
   private updateLater(live: LiveRun, patch: RunUpdate): void {
-    this.update(live, patch).catch(() => undefined);
+    this.update(live, patch).catch(debugLog.swallow('run.record.update'));
   }
 
   private async note(live: LiveRun, message: string): Promise<void> {
-    await live.audit.append('note', { message }).catch(() => undefined);
+    await live.audit.append('note', { message }).catch(debugLog.swallow('run.audit.note'));
   }
 
   private emitEvent(live: LiveRun, event: RunEventBody): void {

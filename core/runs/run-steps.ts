@@ -17,6 +17,7 @@ import { sessionFile } from './run-thread';
 import type { Sandbox } from '../sandbox/sandbox';
 import { overlaySnapshot } from '../workspace/overlay-snapshot';
 import { collectThreadResult, overlayOf } from '../workspace/thread-result';
+import { debugLog } from '../common/debug-log';
 
 /** How many changed paths the live feed may leave as hints for collect. */
 const MAX_CHANGE_HINTS = 100_000;
@@ -265,7 +266,7 @@ async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<bool
     return true;
   } catch (err) {
     const message = `the previous conversation could not be put in place (${toErrorInfo(err).message}); the agent starts a fresh one`;
-    await run.audit.append('note', { message }).catch(() => undefined);
+    await run.audit.append('note', { message }).catch(debugLog.swallow('run.audit.note'));
     run.terminal.write(`\x1b[33m[airlock] ${message}\x1b[0m\r\n`);
     return false;
   }
@@ -309,12 +310,12 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
       // What was collected is already stored on the host; the sandbox is wiped once the engine answers.
       const message = `${info.message} The remote wipe could not be verified; Airlock removes the sandbox (label airlock.run=${run.sandbox?.info.runId ?? run.id}) and checks it is gone before the next run on that engine or at the next start.`;
       wipe = { verified: false, removed: [], leftovers: ['unverified: engine unreachable'], at: new Date().toISOString() };
-      await run.audit.append('wipe', { removed: [], leftovers: wipe.leftovers, verified: false, durationMs: 0, verifiedAt: wipe.at, unverified: info.message }).catch(() => undefined);
+      await run.audit.append('wipe', { removed: [], leftovers: wipe.leftovers, verified: false, durationMs: 0, verifiedAt: wipe.at, unverified: info.message }).catch(debugLog.swallow('run.audit.wipe'));
       // The link is the cause of a channel that closed under the run, too: say so, not "channel closed".
       failure = !failure || failure.kind === 'CHANNEL_CLOSED' ? { kind: 'DOCKER_UNREACHABLE', message } : { ...failure, message: `${failure.message} ${message}` };
     } else {
       failure ??= { kind: info.kind, message: `Wiping the sandbox failed: ${info.message}` };
-      await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(() => undefined);
+      await run.audit.append('error', { kind: info.kind, message: `wipe failed: ${info.message}` }).catch(debugLog.swallow('run.audit.wipe-error'));
     }
   } finally {
     host.deps.proxy.revokeRun(run.id);
@@ -365,7 +366,7 @@ async function recordFailure(run: LiveRun, err: unknown): Promise<ErrorInfo> {
     // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
     if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${run.id}: ${(err as Error).stack ?? String(err)}\n`);
   }
-  await run.audit.append('error', { kind: failure.kind, message: failure.message }).catch(() => undefined);
+  await run.audit.append('error', { kind: failure.kind, message: failure.message }).catch(debugLog.swallow('run.audit.error'));
   return failure;
 }
 

@@ -6,6 +6,7 @@ import { connectEngine, pingEngine, type Engine } from './docker/engine';
 import type { ChannelStream, SandboxDriver, SandboxInfo, SandboxSpec, WipeProof } from './driver';
 import { LABEL_POOL } from './labels';
 import { ownerStatus } from '../common/process-alive';
+import { debugLog } from '../common/debug-log';
 
 /**
  * A started sandbox with its channel connected and the helper's hello checked. Destroying it wipes
@@ -50,7 +51,7 @@ export class Sandbox implements Disposable {
 
   /** Fire-and-forget destroy (for DisposableStore); await `destroy()` to get the proof. */
   dispose(): void {
-    this.destroy().catch(() => undefined);
+    this.destroy().catch(debugLog.swallow('sandbox.dispose'));
   }
 }
 
@@ -124,7 +125,7 @@ export class SandboxManager implements Disposable {
         this.live.add(claimed);
         return claimed;
       }
-      await warm.destroy().catch(() => undefined);
+      await warm.destroy().catch(debugLog.swallow('sandbox.pool.stale-warm'));
     }
     const sandbox = await this.start(spec);
     this.live.add(sandbox);
@@ -145,7 +146,7 @@ export class SandboxManager implements Disposable {
     } catch (err) {
       const diagnostics = stream?.stderrTail?.().trim();
       stream?.close();
-      await this.driver.destroy(spec.runId).catch(() => undefined);
+      await this.driver.destroy(spec.runId).catch(debugLog.swallow('sandbox.create.cleanup'));
       if (err instanceof AirlockError && diagnostics) {
         throw new AirlockError(err.kind, `${err.message}\nhelper stderr: ${diagnostics.slice(-1000)}`, { cause: err });
       }
@@ -209,7 +210,7 @@ export class SandboxManager implements Disposable {
       this.pool.set(key, entry);
     }
     entry.size = size;
-    for (const extra of entry.ready.splice(size)) await extra.destroy().catch(() => undefined);
+    for (const extra of entry.ready.splice(size)) await extra.destroy().catch(debugLog.swallow('sandbox.pool.shrink'));
     this.refill(entry);
     await this.whenPoolReady();
   }
@@ -253,7 +254,7 @@ export class SandboxManager implements Disposable {
         .then(
           async (s) => {
             // Wiped before this refill counts as done, so shutdown() never returns with it half-gone.
-            if (this.disposed || this.retired || entry.ready.length >= entry.size) await s.destroy().catch(() => undefined);
+            if (this.disposed || this.retired || entry.ready.length >= entry.size) await s.destroy().catch(debugLog.swallow('sandbox.pool.refill-extra'));
             else entry.ready.push(s);
           },
           () => undefined, // A failed refill leaves the pool short; create() then starts fresh.
@@ -285,7 +286,7 @@ export class SandboxManager implements Disposable {
       }
       return s;
     } catch (err) {
-      await s.destroy().catch(() => undefined);
+      await s.destroy().catch(debugLog.swallow('sandbox.pool.drain'));
       throw err;
     } finally {
       clearTimeout(timer);
@@ -355,7 +356,7 @@ export class SandboxManager implements Disposable {
   }
 
   dispose(): void {
-    this.shutdown().catch(() => undefined);
+    this.shutdown().catch(debugLog.swallow('sandbox.shutdown'));
   }
 }
 

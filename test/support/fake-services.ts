@@ -156,6 +156,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
           ],
         };
       },
+      async debugLog() {
+        return { notes: [{ at: now(), where: 'sandbox.destroy', message: 'the engine did not answer' }] };
+      },
       async buildImage(args) {
         log('sandboxes:buildImage', args);
         const buildId = `b${++counter}`;

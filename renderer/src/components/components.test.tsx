@@ -54,6 +54,15 @@ describe('screens (jsdom, fake services through the real router)', () => {
     expect(useDoctorStore.getState().progress?.phase).toBe('done');
   });
 
+  it('doctor: the debug log shows the errors Airlock handled by itself when opened', async () => {
+    render(<DoctorScreen />);
+    const panel = screen.getByLabelText('Debug log') as HTMLDetailsElement;
+    expect(services.calls.some((c) => c.channel === 'sandboxes:debugLog')).toBe(false);
+    panel.open = true;
+    fireEvent(panel, new Event('toggle'));
+    await waitFor(() => expect(panel.textContent).toContain('sandbox.destroy: the engine did not answer'));
+  });
+
   it('review: risky files are listed first with their reason and are not selected', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 't', provider: 'anthropic', model: 'm' });
     await waitFor(() => expect(useRunsStore.getState().runs[run.id]?.status === 'done' || services.calls.length > 0).toBe(true));

@@ -2,6 +2,7 @@ import { useEffect } from 'react';
 import { useDoctorStore } from '../stores/doctor-store';
 import { useAppStore } from '../stores/app-store';
 import { ErrorBanner, StatusBadge } from './common';
+import { DebugLogPanel } from './debug-log-panel';
 
 /** First run / doctor: readiness checks, each failure with its fix, and the image build. */
 export function DoctorScreen() {
@@ -58,6 +59,7 @@ export function DoctorScreen() {
           <div className="mono muted">{progress.message}</div>
         </section>
       )}
+      <DebugLogPanel />
     </>
   );
 }
