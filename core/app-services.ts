@@ -26,12 +26,13 @@ import { asRead } from './runs/run-owner';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
 import { ShellSessions } from './runs/shell-sessions';
 import { replayTerminal } from './runs/terminal-replay';
-import { sha256 } from './workspace/collect';
+
 import { listFolders, withRecentProject } from './workspace/folder-listing';
 import { snapshotProject } from './workspace/snapshot';
 import { ApplyApprovals } from './mcp/apply-approvals';
 import { startMcpHttpServer, type McpHttpServer } from './mcp/mcp-http';
 import { mcpSetupLines } from './mcp/mcp-setup';
+import { sha256Hex } from './common/sha256';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
   return (listener) => event((a) => listener(fn(a)));
@@ -314,7 +315,7 @@ function diffsService(parts: ServiceParts): DiffsService {
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);
       }
-      return { path: dest, bytes: patch.length, sha256: sha256(patch), ...(patch.length <= PATCH_TEXT_BYTES ? { text: patch.toString('utf8') } : {}) };
+      return { path: dest, bytes: patch.length, sha256: sha256Hex(patch), ...(patch.length <= PATCH_TEXT_BYTES ? { text: patch.toString('utf8') } : {}) };
     },
     async savePatch() {
       throw new AirlockError('INVALID_INPUT', 'Saving through a dialog needs the desktop app; in a browser, use Download patch.');

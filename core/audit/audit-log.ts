@@ -1,13 +1,10 @@
-import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { canonicalJson } from './canonical-json';
 import { GENESIS_HASH, type AuditRecord, type AuditRecordData, type AuditRecordType } from './audit-records';
+import { sha256Hex } from '../common/sha256';
 
-export function sha256Hex(data: string | Buffer): string {
-  return createHash('sha256').update(data).digest('hex');
-}
 
 /** The hash of a record: SHA-256 over the canonical JSON of everything but `hash`. */
 export function hashAuditRecord(record: Omit<AuditRecord, 'hash'>): string {

@@ -1,4 +1,4 @@
-export { AuditLog, verifyAuditLog, hashAuditRecord, sha256Hex, type AuditVerifyResult, type AuditExpectation, type AuditLogOptions, type ChainStart } from './audit-log';
+export { AuditLog, verifyAuditLog, hashAuditRecord, type AuditVerifyResult, type AuditExpectation, type AuditLogOptions, type ChainStart } from './audit-log';
 export { openApplyLog } from './apply-log';
 export { GENESIS_HASH, type AuditRecord, type AuditRecordData, type AuditRecordType } from './audit-records';
 export { canonicalJson } from './canonical-json';

@@ -12,6 +12,7 @@ import { serveStatic } from './static-files';
 import { bytesFromRouter, serveTerminalStream, type TerminalStream } from './terminal-stream';
 import { WsSession } from './ws-session';
 import { AIRLOCK_COOKIE_PREFIX } from '../network/cookie-scrub';
+import { sha256Hex } from '../common/sha256';
 
 export interface HostServerOptions {
   router: ApiRouter;
@@ -239,7 +240,7 @@ async function servePatchDownload(req: IncomingMessage, res: ServerResponse, rou
   const value = out.value as { text?: string; sha256?: string; bytes: number };
   if (value.text === undefined) return void fail(413, `The patch is ${value.bytes} bytes, too large to download here; write it with 'airlock patch ${input.data.runId} --out FILE'.`);
   const bytes = Buffer.from(value.text, 'utf8');
-  if (value.sha256 && createHash('sha256').update(bytes).digest('hex') !== value.sha256) {
+  if (value.sha256 && sha256Hex(bytes) !== value.sha256) {
     return void fail(409, `The patch is not UTF-8 text, so it cannot be downloaded byte for byte here; write it with 'airlock patch ${input.data.runId} --out FILE'.`);
   }
   res.writeHead(200, {

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { realpath } from 'node:fs/promises';
 import { keychainError } from './keychain-backend';
 import { loadKeyring } from './native-keyring';
 import { Secret } from './secret';
+import { sha256Hex } from '../common/sha256';
 
 /*
  * (docs/architecture.md §6 "Where the Codex import looks") Where Codex CLI keeps its sign-in when `cli_auth_credentials_store = "keyring"` (or "auto" with a
@@ -27,7 +27,7 @@ const TIMEOUT_MS = 10_000;
 /** The keyring account Codex uses for a CODEX_HOME (it hashes the canonical path). */
 export async function codexKeyringAccount(codexHome: string): Promise<string> {
   const canonical = await realpath(codexHome).catch(() => codexHome);
-  return `cli|${createHash('sha256').update(canonical).digest('hex').slice(0, 16)}`;
+  return `cli|${sha256Hex(canonical).slice(0, 16)}`;
 }
 
 /**

@@ -1,14 +1,15 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import { airlockHome } from '../common/paths';
 import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
+import { sha256Hex } from '../common/sha256';
 
 /** `<airlockHome()>/projects/<hash>`: per-project data; the hash is of the project's absolute path. */
 export function projectDataDir(projectPath: string, home: string = airlockHome()): string {
-  const hash = createHash('sha256').update(path.resolve(projectPath)).digest('hex').slice(0, 16);
+  const hash = sha256Hex(path.resolve(projectPath)).slice(0, 16);
   return path.join(home, 'projects', hash);
 }
 

@@ -1,5 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { sha256Hex } from '../common/sha256';
 
 /**
  * What a sandbox gets instead of a subscription credential (docs/architecture.md §6). A Claude
@@ -18,7 +19,7 @@ interface Placeholders {
   idToken: string;
 }
 
-const digest = (v: string) => createHash('sha256').update(v).digest('hex');
+const digest = (v: string) => sha256Hex(v);
 
 /** The refresh placeholders handed to sandboxes, by digest; they die with their run. */
 export class SandboxSignins {

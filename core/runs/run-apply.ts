@@ -5,7 +5,7 @@ import { defaultCommitMessage, type ApplyResult, type ChangeScope } from '../../
 import { AirlockError } from '../../contracts/errors';
 import { openApplyLog } from '../audit/apply-log';
 import { applyResult } from '../workspace/apply';
-import { sectionsOf, sha256, type ResultChange, type StoredResult } from '../workspace/collect';
+import { sectionsOf, type ResultChange, type StoredResult } from '../workspace/collect';
 import { ZERO_OID } from '../workspace/git-objects';
 import { HostRepo } from '../workspace/host-repo';
 import { mergeViewOf, writeResolution, type MergeViewData } from '../workspace/merge-view';
@@ -15,6 +15,7 @@ import { parseStoredJson } from '../common/stored-json';
 import { StoredResultSchema } from '../workspace/stored-result';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
+import { sha256Hex } from '../common/sha256';
 
 /** Where a run's host-derived result lives: patch, listing and object store; `thread*` for a follow-up turn's total. */
 export function resultPaths(store: RunStore, runId: string): { patch: string; result: string; objects: string; threadPatch: string; threadResult: string } {
@@ -282,9 +283,9 @@ export async function writeRecordedPatch(opts: Selection & { store: RunStore; ru
       await mkdir(path.dirname(opts.dest), { recursive: true });
       await writeFile(opts.dest, patch);
     }
-    await log.append('apply', { mode: 'patch', target: opts.dest, applied, refused: [], patchSha256: sha256(patch), ...loggedSelection(opts) });
+    await log.append('apply', { mode: 'patch', target: opts.dest, applied, refused: [], patchSha256: sha256Hex(patch), ...loggedSelection(opts) });
     await opts.store.update(opts.runId, { applyLog: { count: log.count, head: log.head } });
-    return { patch, bytes: patch.length, sha256: sha256(patch) };
+    return { patch, bytes: patch.length, sha256: sha256Hex(patch) };
   } finally {
     await log.close();
   }

@@ -2,13 +2,14 @@ import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, readlink, realpath, re
 import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
-import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from './collect';
+import { sectionsOf, selectChanges, type ResultChange, type StoredResult } from './collect';
 import { ZERO_OID } from './git-objects';
 import { hostGit, hostGitOk } from './host-git';
 import type { HostRepo } from './host-repo';
 import { selectionPatch, type FileSelection } from './partial';
 import { foldCollisions, foldName, unsafePathReason } from './result-paths';
 import { gitTopLevel } from './snapshot';
+import { sha256Hex } from '../common/sha256';
 
 export interface ApplyOptions {
   projectDir: string;
@@ -116,7 +117,7 @@ export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
     throw new AirlockError('NOT_FOUND', `Project folder ${opts.projectDir} does not exist; pass the folder the run was made from.`);
   });
   if (opts.mode !== 'working-tree' && opts.mode !== 'branch') throw new AirlockError('INVALID_INPUT', `Unknown apply mode '${String(opts.mode)}'; use 'working-tree' or 'branch'.`);
-  if (sha256(opts.patch) !== opts.result.patchSha256) {
+  if (sha256Hex(opts.patch) !== opts.result.patchSha256) {
     throw new AirlockError('INTERNAL', "The run's stored patch no longer matches its collected result; the run folder was altered. Nothing was applied.");
   }
   const picked = await selectionPatch(opts.repo, opts.result, opts.patch, opts.files, opts.selection);
@@ -219,7 +220,7 @@ async function plan(entries: Entry[], scratch: string, ours: (p: string) => Prom
     const oursNow = e.dst && e.dst !== e.src ? await ours(e.dst) : oursSrc;
     const gone = !e.src || e.src === e.dst || oursSrc.kind === 'absent';
     const resolvedSha = resolved?.get(label);
-    if (gone && (sameState(oursNow, e.theirs) || (resolvedSha !== undefined && oursNow.kind === 'file' && sha256(oursNow.content) === resolvedSha))) {
+    if (gone && (sameState(oursNow, e.theirs) || (resolvedSha !== undefined && oursNow.kind === 'file' && sha256Hex(oursNow.content) === resolvedSha))) {
       out.unchanged.push(label);
       continue;
     }
@@ -514,7 +515,7 @@ export async function exportPatch(opts: ExportPatchOptions): Promise<{ file: str
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new AirlockError('CONFLICT', `${file} already exists; choose another name or allow overwriting.`);
     throw err;
   }
-  return { file, bytes: body.length, paths: selected.map((c) => c.path), sha256: sha256(body) };
+  return { file, bytes: body.length, paths: selected.map((c) => c.path), sha256: sha256Hex(body) };
 }
 
 export async function readState(full: string): Promise<FileState> {

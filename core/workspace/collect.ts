@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { AirlockError } from '../../contracts/errors';
 import { parseRawNumstat, refreshedGit, type FileChange } from './changes';
 import { ZERO_OID, blobOid, quoteC, type GitMode } from './git-objects';
@@ -8,6 +7,7 @@ import { foldCollisions, symlinkLeavesProject, unsafePathReason, unsafeSymlinkRe
 import { plantedGitDirs, plantedRepoFlag, plantedRepoRefusal } from './git-steering';
 import type { ManifestFile } from './snapshot';
 import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
+import { sha256Hex } from '../common/sha256';
 
 /** One changed file of a result, derived on the host. */
 export interface ResultChange extends FileChange {
@@ -249,7 +249,7 @@ export async function describeResult(repo: HostRepo, baseCommit: string, resultC
     baseCommit,
     resultCommit,
     ...(facts.headCommit ? { headCommit: facts.headCommit } : {}),
-    patchSha256: sha256(patch),
+    patchSha256: sha256Hex(patch),
     changes,
     skipped: facts.skipped,
   };
@@ -264,10 +264,6 @@ function collidingPrefix(p: string, collisions: Map<string, string[]>): string |
     if (others?.length) return [sub, ...others].join(' and ');
   }
   return undefined;
-}
-
-export function sha256(data: Buffer): string {
-  return createHash('sha256').update(data).digest('hex');
 }
 
 /** Hint 1: the sandbox's own git tracking (may be rewritten by the agent; failures are ignored). */
@@ -379,7 +375,7 @@ function splitHostPatch(patch: Buffer, raw: Array<Pick<FileChange, 'path' | 'old
     k++;
     while (k < starts.length - 1 && headerAt(k) === expected) k++;
     const to = starts[k] as number;
-    out.push({ offset: from, length: to - from, sha256: sha256(patch.subarray(from, to)) });
+    out.push({ offset: from, length: to - from, sha256: sha256Hex(patch.subarray(from, to)) });
   }
   if (k !== starts.length - 1) throw new AirlockError('INTERNAL', 'The result patch has sections the result listing does not; please report this.');
   return out;

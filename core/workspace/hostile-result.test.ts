@@ -4,11 +4,12 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { classifyRisky } from '../runs/run-apply';
 import { applyResult } from './apply';
-import { sectionsOf, selectChanges, sha256, type ResultChange } from './collect';
+import { sectionsOf, selectChanges, type ResultChange } from './collect';
 import { LocalShell } from './local-shell';
 import { craftTar } from '../../test/support/crafted-tar';
 import { cleanupTemps, collectLocal, git, gitRepo, localSandbox, tempDir, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 import type { ShellRunOptions, ShellRunResult } from './workspace-shell';
+import { sha256Hex } from '../common/sha256';
 
 afterAll(cleanupTemps);
 
@@ -332,7 +333,7 @@ describe('review and apply agree byte for byte', () => {
     for (let mask = 1; mask < 1 << n; mask++) {
       const files = labels.filter((_, i) => mask & (1 << i));
       const selection = selectChanges(r.result, files);
-      const reviewedSha256 = sha256(sectionsOf(r.patch, selection));
+      const reviewedSha256 = sha256Hex(sectionsOf(r.patch, selection));
       resetTo(wt, r.result.headCommit as string);
       const out = await applyResult({ projectDir: wt, repo: r.repo, result: r.result, patch: r.patch, files, reviewedSha256, mode: 'working-tree' });
       expect(out.conflicts).toEqual([]);

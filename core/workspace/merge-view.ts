@@ -3,11 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { assertInside, readState, writeStateAtomic } from './apply';
-import { selectChanges, sha256, type StoredResult } from './collect';
+import { selectChanges, type StoredResult } from './collect';
 import { ZERO_OID } from './git-objects';
 import { hostGit } from './host-git';
 import type { HostRepo } from './host-repo';
 import { unsafePathReason } from './result-paths';
+import { sha256Hex } from '../common/sha256';
 
 export type MergeRegion = { kind: 'clean'; text: string } | { kind: 'conflict'; ours: string; base: string; theirs: string };
 
@@ -72,7 +73,7 @@ export async function mergeViewOf(src: MergeSource): Promise<MergeViewData> {
     base: base.text,
     ours,
     theirs: theirs.text,
-    oursSha256: sha256(mine.content),
+    oursSha256: sha256Hex(mine.content),
     baseSha256: base.sha256,
     theirsSha256: theirs.sha256,
     regions,
@@ -91,8 +92,8 @@ async function runSides(src: MergeSource): Promise<{ base: { text: string; sha25
   const baseBuf = change.oldOid === ZERO_OID ? Buffer.alloc(0) : (blobs.get(change.oldOid) as Buffer);
   const theirsBuf = blobs.get(change.newOid) as Buffer;
   return {
-    base: { text: utf8Text(baseBuf, 'The base', src.path), sha256: sha256(baseBuf) },
-    theirs: { text: utf8Text(theirsBuf, "The run's result", src.path), sha256: sha256(theirsBuf) },
+    base: { text: utf8Text(baseBuf, 'The base', src.path), sha256: sha256Hex(baseBuf) },
+    theirs: { text: utf8Text(theirsBuf, "The run's result", src.path), sha256: sha256Hex(theirsBuf) },
   };
 }
 
@@ -158,11 +159,11 @@ export async function writeResolution(src: MergeSource & { content: string; ours
     throw new AirlockError('CONFLICT', `The merge view of ${src.path} showed another result than the one being saved to (a turn's change against the whole thread's?); reload the view and resolve it again. Nothing was written.`);
   }
   const mine = await projectFile(src.projectDir, src.path);
-  const now = sha256(mine.content);
+  const now = sha256Hex(mine.content);
   if (now !== src.oursSha256) {
     throw new AirlockError('CONFLICT', `${src.path} changed again in the project since the merge view was opened; reload the view and resolve it again. Nothing was written.`);
   }
   const content = Buffer.from(src.content, 'utf8');
   await writeStateAtomic(mine.full, { kind: 'file', content, exec: mine.exec });
-  return { replacedSha256: now, writtenSha256: sha256(content), baseSha256: base.sha256, theirsSha256: theirs.sha256 };
+  return { replacedSha256: now, writtenSha256: sha256Hex(content), baseSha256: base.sha256, theirsSha256: theirs.sha256 };
 }

@@ -1,7 +1,8 @@
 import { AirlockError } from '../../contracts/errors';
-import { sectionsOf, selectChanges, sha256, type ResultChange, type StoredResult } from './collect';
+import { sectionsOf, selectChanges, type ResultChange, type StoredResult } from './collect';
 import { blobOid, ZERO_OID } from './git-objects';
 import type { HostRepo } from './host-repo';
+import { sha256Hex } from '../common/sha256';
 
 /**
  * Part of one changed text file: hunks (0-based, in the order of the file's section of the result
@@ -87,7 +88,7 @@ export async function selectionPatch(repo: HostRepo, result: StoredResult, patch
     pieces.push(rendered.section);
   }
   const out = Buffer.concat(pieces);
-  return { changes, patch: out, sha256: sha256(out), partial };
+  return { changes, patch: out, sha256: sha256Hex(out), partial };
 }
 
 /** Splits `text` into lines keeping whether each ended with a newline. */

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import https from 'node:https';
@@ -21,6 +20,7 @@ export { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-cho
 import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-choice';
 import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
 import { pathExists } from '../../common/path-exists';
+import { sha256Hex } from '../../common/sha256';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -321,7 +321,7 @@ async function currentContext(env: NodeJS.ProcessEnv): Promise<{ name: string; s
 }
 
 async function contextEndpoint(name: string, source: EngineDescription['source'], env: NodeJS.ProcessEnv, selection: EngineSelection): Promise<EngineEndpoint> {
-  const id = createHash('sha256').update(name).digest('hex');
+  const id = sha256Hex(name);
   const base = path.join(dockerConfigDir(env), 'contexts');
   let meta: ContextMeta;
   try {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
@@ -8,6 +8,7 @@ import type { VmPaths } from './vm-paths';
 import { pathExists } from '../../common/path-exists';
 import { z } from 'zod';
 import { parseStoredJson } from '../../common/stored-json';
+import { sha256Hex, sha256File } from '../../common/sha256';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/1';
@@ -86,10 +87,6 @@ function configScript(user: GuestUser): string {
   ].join('\n');
 }
 
-async function sha256File(file: string): Promise<string> {
-  return createHash('sha256').update(await readFile(file)).digest('hex');
-}
-
 
 const building = new Map<string, Promise<BaseDisk>>();
 
@@ -127,7 +124,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
       throw new AirlockError('VM_UNAVAILABLE', `VM assets are missing (${paths.busybox}); run scripts/prepare-vm-assets.sh.`);
     }),
   ]);
-  const key = createHash('sha256').update(`${BASE_FORMAT}\n${config.id}\n${initHash}\n${busyboxHash}`).digest('hex').slice(0, 20);
+  const key = sha256Hex(`${BASE_FORMAT}\n${config.id}\n${initHash}\n${busyboxHash}`).slice(0, 20);
   const diskPath = path.join(paths.baseDir, `${key}.img`);
   const metaPath = path.join(paths.baseDir, `${key}.json`);
   if ((await pathExists(diskPath)) && (await pathExists(metaPath))) {

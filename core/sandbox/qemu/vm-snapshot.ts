@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import net from 'node:net';
@@ -7,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { AirlockError } from '../../../contracts/errors';
 import { HEADER_BYTES } from '../../channel/protocol';
 import { qmpCommand } from './qmp';
+import { sha256Hex } from '../../common/sha256';
 
 /**
  * A VM snapshot (docs/architecture.md §8, `vm.ready`): one VM booted to the helper's
@@ -42,7 +42,7 @@ async function stamp(file: string): Promise<string> {
  */
 export async function snapshotKey(p: { basePath: string; kernel: string; initramfs: string; qemuVersion: string; accel: string; cpus: number; memoryMiB: number; diskBytes: number; seccomp: boolean }): Promise<string> {
   const parts = { format: SNAPSHOT_FORMAT, ...p, base: await stamp(p.basePath), kernelStamp: await stamp(p.kernel), initramfsStamp: await stamp(p.initramfs) };
-  return createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 20);
+  return sha256Hex(JSON.stringify(parts)).slice(0, 20);
 }
 
 async function waitMigration(qmpSocket: string, query: 'query-migrate' | 'query-status', done: (r: Record<string, unknown>) => boolean | string, timeoutMs: number): Promise<void> {
