@@ -4,6 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { AirlockError } from '../../contracts/errors';
 import { Emitter, type Disposable, type Event } from '../common/disposable';
+import { endToEndHeaders, rawHeaderValues } from '../common/hop-headers';
 import { Allowlist, DEFAULT_PORT, formatAllowEntry, toAllowEntry, type AllowEntry, type EgressKind } from './allowlist';
 import {
   blockedAddressReason,
@@ -112,18 +113,6 @@ class Refusal extends Error {
   }
 }
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'proxy-connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
-
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
   403: 'Forbidden',
@@ -148,14 +137,6 @@ function parseAuthority(text: string, defaultPort?: number): { host: string; por
   const port = Number(m[2]);
   if (port < 1 || port > 65535) return { error: `${m[2]} is not a valid port` };
   return { host, port };
-}
-
-function rawHeaderValues(rawHeaders: string[], name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() === name) out.push(rawHeaders[i + 1] as string);
-  }
-  return out;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
@@ -709,18 +690,7 @@ export class EgressProxy implements Disposable {
       this.fire({ ...ctx, allowed: true, reason: 'client went away', address, bytesUp: 0, bytesDown: 0 });
       return;
     }
-    const connectionListed = new Set(
-      rawHeaderValues(req.rawHeaders, 'connection')
-        .flatMap((v) => v.split(','))
-        .map((v) => v.trim().toLowerCase()),
-    );
-    const headers: string[] = [];
-    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-      const name = req.rawHeaders[i] as string;
-      const lower = name.toLowerCase();
-      if (HOP_BY_HOP.has(lower) || connectionListed.has(lower)) continue;
-      headers.push(name, req.rawHeaders[i + 1] as string);
-    }
+    const headers = endToEndHeaders(req.rawHeaders);
     if (rawHeaderValues(req.rawHeaders, 'host').length === 0) {
       headers.push('Host', ctx.port === 80 ? ctx.host : `${ctx.host}:${ctx.port}`);
     }
@@ -753,18 +723,7 @@ export class EgressProxy implements Disposable {
     });
     req.pipe(upstreamReq);
     upstreamReq.on('response', (upstreamRes: http.IncomingMessage) => {
-      const out: string[] = [];
-      const listed = new Set(
-        rawHeaderValues(upstreamRes.rawHeaders, 'connection')
-          .flatMap((v) => v.split(','))
-          .map((v) => v.trim().toLowerCase()),
-      );
-      for (let i = 0; i + 1 < upstreamRes.rawHeaders.length; i += 2) {
-        const name = upstreamRes.rawHeaders[i] as string;
-        const lower = name.toLowerCase();
-        if (HOP_BY_HOP.has(lower) || listed.has(lower)) continue;
-        out.push(name, upstreamRes.rawHeaders[i + 1] as string);
-      }
+      const out = endToEndHeaders(upstreamRes.rawHeaders);
       res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, out);
       upstreamRes.on('data', (chunk: Buffer) => {
         bytesDown += chunk.length;

@@ -2,6 +2,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttp
 import https from 'node:https';
 import type { ProviderConfig } from '../keys/provider-catalog';
 import type { Secret } from '../keys/secret';
+import { HOP_BY_HOP } from '../common/hop-headers';
 import { REDACTED, StreamRedactor } from '../common/stream-redactor';
 import { bodyLength, type BodyParts } from './json-body';
 
@@ -11,13 +12,12 @@ const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: Infinity, maxF
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus every header a client could carry a credential in. */
 const DROP_REQUEST = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer',
-  'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding', 'expect',
+  ...HOP_BY_HOP, 'host', 'content-length', 'accept-encoding', 'expect',
   'authorization', 'x-api-key', 'api-key', 'cookie', 'x-goog-api-key', 'openai-organization', 'openai-project',
   'chatgpt-account-id', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via',
 ]);
 
-const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te', 'set-cookie']);
+const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'set-cookie']);
 
 /** The upstream URL for an incoming `/v1/...` path (query string kept). */
 export function upstreamUrl(provider: ProviderConfig, pathAndQuery: string): URL {
