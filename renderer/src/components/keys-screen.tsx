@@ -5,6 +5,7 @@ import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { ConfirmInline, ErrorBanner } from './common';
 import { SubscriptionKeys } from './subscription-keys';
+import { useAction } from '../lib/use-action';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
@@ -19,7 +20,7 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
   const [hasDraft, setHasDraft] = useState(false);
   const currentUrl = info?.baseUrl ?? provider.baseUrl;
   const [baseUrl, setBaseUrl] = useState(currentUrl);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useAction();
   const [removing, setRemoving] = useState(false);
   /** A refusal, shown at the field it is about (the key stays in its field to be corrected). */
   const [fieldError, setFieldError] = useState<{ field: 'key' | 'baseUrl'; message: string }>();
@@ -28,9 +29,8 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
 
   const save = async (e: FormEvent) => {
     e.preventDefault();
-    setBusy(true);
     setFieldError(undefined);
-    try {
+    await run(async () => {
       const url = baseUrl.trim();
       await setKey({ provider: provider.id, key: keyField.current?.value ?? '', storage: sessionOnly ? 'session' : 'keychain', baseUrl: url && url !== currentUrl ? url : undefined });
       // Stored: the key leaves the UI, never shown or kept again.
@@ -38,11 +38,10 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
       setHasDraft(false);
       setEditing(false);
       notify('success', `Saved the ${provider.label} key`);
-    } catch (err) {
+    }, (err) => {
       setFieldError({ field: err instanceof ApiError && err.info.field === 'baseUrl' ? 'baseUrl' : 'key', message: errorMessage(err) });
-    } finally {
-      setBusy(false);
-    }
+      return true;
+    });
   };
   const errorAt = (field: 'key' | 'baseUrl') => fieldError?.field === field
     ? <div className="field-error" role="alert" id={`${field === 'key' ? keyId : urlId}-error`}>{fieldError.message}</div>
@@ -50,17 +49,15 @@ function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly
 
   const saveUrl = async (e: FormEvent) => {
     e.preventDefault();
-    setBusy(true);
     setFieldError(undefined);
-    try {
+    await run(async () => {
       const info = await saveBaseUrl(provider.id, baseUrl.trim());
       setEditingUrl(false);
       notify('success', `${provider.label} now calls ${info.baseUrl}${info.hasKey ? '; its key is unchanged' : ''}`);
-    } catch (err) {
+    }, (err) => {
       setFieldError({ field: 'baseUrl', message: errorMessage(err) });
-    } finally {
-      setBusy(false);
-    }
+      return true;
+    });
   };
 
   return (

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ChangeScope, MergeRegion, MergeView } from '../../../contracts';
 import { api, ApiError, errorMessage } from '../api';
+import { useAction } from '../lib/use-action';
 import { countOf } from '../lib/format';
 import { ErrorBanner } from './common';
 
@@ -40,9 +41,8 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
   const [view, setView] = useState<MergeView>();
   const [choices, setChoices] = useState<Array<Choice | undefined>>([]);
   const [text, setText] = useState('');
-  const [error, setError] = useState<string>();
   const [note, setNote] = useState<string>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   const panel = useRef<HTMLElement>(null);
   // Opened below the apply result: bring it into view.
   useEffect(() => {
@@ -73,22 +73,18 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
 
   const save = async () => {
     if (!view) return;
-    setBusy(true);
-    setError(undefined);
     setNote(undefined);
-    try {
-      // The scope the host says the view is of, and its digests: the host saves only against that same view.
+    // The scope the host says the view is of, and its digests: the host saves only against that same view.
+    await run(async () => {
       await api().call('diffs:resolve', { runId, scope: view.scope, path, content: text, oursSha256: view.oursSha256, theirsSha256: view.theirsSha256 });
       onResolved(path);
-    } catch (err) {
-      if (err instanceof ApiError && err.kind === 'CONFLICT') {
-        // Your file changed after the view opened: show it as it is now.
-        setNote(`${path} changed again in your project since this view was opened; it has been reloaded. Resolve it again.`);
-        await load();
-      } else setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
+    }, async (err) => {
+      if (!(err instanceof ApiError && err.kind === 'CONFLICT')) return false;
+      // Your file changed after the view opened: show it as it is now.
+      setNote(`${path} changed again in your project since this view was opened; it has been reloaded. Resolve it again.`);
+      await load();
+      return true;
+    });
   };
 
   let conflictNo = 0;

@@ -3,6 +3,7 @@ import type { KeyInfo, KeyTestResult, ProviderInfo } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
+import { useAction } from '../lib/use-action';
 
 const CLIENT: Record<NonNullable<KeyInfo['credential']>, { client: string; how: string }> = {
   'claude-subscription': { client: 'Claude Code', how: 'Run `claude setup-token` on this machine and paste the token it prints.' },
@@ -26,21 +27,17 @@ function SubscriptionRow({ provider, storage }: { provider: ProviderInfo; storag
   const notify = useAppStore((s) => s.notify);
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState('');
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useAction();
   const { client, how } = CLIENT[kind];
 
-  const act = async (what: () => Promise<unknown>, done: string) => {
-    setBusy(true);
-    try {
-      await what();
-      setEditing(false);
-      notify('success', done);
-    } catch (err) {
-      notify('error', errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const act = (what: () => Promise<unknown>, done: string) => run(async () => {
+    await what();
+    setEditing(false);
+    notify('success', done);
+  }, (err) => {
+    notify('error', errorMessage(err));
+    return true;
+  });
   const save = (e: FormEvent) => {
     e.preventDefault();
     const secret = draft;
