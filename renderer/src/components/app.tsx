@@ -14,14 +14,15 @@ import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
 import { McpApplyRequests } from './mcp-panels';
+import { NavIcon } from './nav-icons';
 
-/** The screens of the sidebar; `icon` is what a collapsed sidebar shows (the label's first letter when absent). */
-const NAV: Array<{ route: Route; label: string; key: string; icon?: string }> = [
-  { route: { name: 'new' }, label: 'New run', key: '1', icon: '+' },
-  { route: { name: 'history' }, label: 'History', key: '2', icon: '☰' },
-  { route: { name: 'keys' }, label: 'Keys & providers', key: '3', icon: '⚿' },
-  { route: { name: 'doctor' }, label: 'Setup check', key: '4', icon: '✓' },
-  { route: { name: 'settings' }, label: 'Settings', key: '5', icon: '⚙' },
+/** The screens of the sidebar; a collapsed sidebar shows each one's icon (NavIcon, by route name; else the label's first letter). */
+const NAV: Array<{ route: Route; label: string; key: string }> = [
+  { route: { name: 'new' }, label: 'New run', key: '1' },
+  { route: { name: 'history' }, label: 'History', key: '2' },
+  { route: { name: 'keys' }, label: 'Keys & providers', key: '3' },
+  { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
+  { route: { name: 'settings' }, label: 'Settings', key: '5' },
 ];
 /** Alt+0 collapses or expands the sidebar (the toggle button is also the first stop of Tab). */
 const TOGGLE_KEY = '0';
@@ -79,13 +80,13 @@ export function App() {
         </div>
         {NAV.map((n) => (
           <button key={n.route.name} className="nav-item" aria-current={route.name === n.route.name ? 'page' : undefined} onClick={() => navigate(n.route)} title={collapsed ? `${n.label} (Alt+${n.key})` : undefined}>
-            <span className="nav-icon" aria-hidden>{n.icon ?? n.label.slice(0, 1)}</span><span className="nav-label">{n.label}</span><span className="kbd nav-label">Alt+{n.key}</span>
+            <span className="nav-icon" aria-hidden><NavIcon name={n.route.name} fallback={n.label.slice(0, 1)} /></span><span className="nav-label">{n.label}</span><span className="kbd nav-label">Alt+{n.key}</span>
           </button>
         ))}
         {activeRuns.length > 0 && <div className="nav-section nav-label">Running</div>}
         {activeRuns.map((r) => r && (
           <button key={r.id} className="nav-item" aria-current={route.name === 'run' && route.runId === r.id ? 'page' : undefined} onClick={() => navigate({ name: 'run', runId: r.id })} title={r.task}>
-            <span className="nav-icon" aria-hidden>{r.pendingApproval ? '?' : '▶'}</span>
+            <span className="nav-icon" aria-hidden>{r.pendingApproval ? '?' : <NavIcon name="run" fallback="▶" />}</span>
             <span className="nav-label" style={{ overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{r.task}</span>
             <span className="kbd nav-label">{r.pendingApproval ? 'approve?' : r.status}</span>
           </button>

@@ -13,7 +13,9 @@ function WipeProof({ runId, wipe }: { runId: string; wipe: RunRecord['wipe'] }) 
   return (
     <>
       <div className={wipe.verified ? 'add-n' : 'del-n'}>
-        {wipe.verified ? `✓ Verified gone: the sandbox of run ${runId} and everything it used` : `✗ Left behind from the sandbox of run ${runId}: ${wipe.leftovers.join(', ')}`}
+        {wipe.verified
+          ? <>✓ Verified gone: the sandbox of run <span className="mono nowrap">{runId}</span> and everything it used</>
+          : <>✗ Left behind from the sandbox of run <span className="mono nowrap">{runId}</span>: {wipe.leftovers.join(', ')}</>}
       </div>
       {wipe.pooledAs && (
         <div className="muted" style={{ fontSize: 12 }}>
