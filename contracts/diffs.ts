@@ -90,6 +90,33 @@ export const SelectionPatch = z.object({
 });
 export type SelectionPatch = z.infer<typeof SelectionPatch>;
 
+/** Picture formats review draws (docs/architecture.md §11): decided from the host's bytes, never from the sandbox's word. */
+export const ImageMime = z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/svg+xml']);
+export type ImageMime = z.infer<typeof ImageMime>;
+
+/** Review draws a side of a picture only up to this many bytes (each side); larger ones are named, not sent. */
+export const IMAGE_CAP_BYTES = 4 * 1024 * 1024;
+
+/** The file names review asks pictures for (the host still checks the bytes). */
+export const IMAGE_PATH = /\.(png|jpe?g|gif|webp|svg)$/i;
+
+/** One side (before or after) of a changed picture. */
+export const ImageSide = z.discriminatedUnion('state', [
+  /** Decoded from the host's object store: `base64` of exactly those bytes, `mime` sniffed from them. */
+  z.object({ state: z.literal('image'), mime: ImageMime, bytes: z.number().int().nonnegative(), base64: z.string() }),
+  /** Over `IMAGE_CAP_BYTES`: not sent. */
+  z.object({ state: z.literal('too-large'), bytes: z.number().int().nonnegative() }),
+  /** The bytes are none of the formats (whatever the file name says). */
+  z.object({ state: z.literal('not-an-image'), bytes: z.number().int().nonnegative() }),
+  /** No such side: the file was added (before) or deleted (after). */
+  z.object({ state: z.literal('absent') }),
+]);
+export type ImageSide = z.infer<typeof ImageSide>;
+
+/** A changed picture's two sides, from the result the host collected. */
+export const FileImages = z.object({ path: z.string(), before: ImageSide, after: ImageSide, capBytes: z.number().int().positive() });
+export type FileImages = z.infer<typeof FileImages>;
+
 /** One region of a three-way merge: agreed text, or a conflict with each side's lines. */
 export const MergeRegion = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('clean'), text: z.string() }),
@@ -196,6 +223,11 @@ export const diffsContracts = {
     input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
+  /**
+   * A changed picture's before and after, read from the run's collected result (the host's object
+   * store), never from the live sandbox: CONFLICT while the run is in progress.
+   */
+  'diffs:images': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1) }), output: FileImages },
   /** The host-rendered patch of a selection (files, hunks, lines) and its digest: what the user reviews and apply checks. */
   'diffs:preview': { input: z.strictObject({ runId: RunId, ...SelectionFields }), output: SelectionPatch },
   'diffs:apply': { input: ApplyInput, output: ApplyResult },

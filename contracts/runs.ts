@@ -209,6 +209,11 @@ export const RunRecord = RunSummary.extend({
       /** What was removed (containers, volumes, disks…). */
       removed: z.array(z.string()).default([]),
       leftovers: z.array(z.string()),
+      /**
+       * The warm-pool id the sandbox was started under before this run took it: its resources
+       * (`removed`) are named after that id, not the run's, and were checked by that label.
+       */
+      pooledAs: z.string().optional(),
       durationMs: z.number().nonnegative().optional(),
       at: z.string(),
     })

@@ -5,6 +5,7 @@ import { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import { debugLog } from './common/debug-log';
 import { newRunDefaults } from '../contracts/run-defaults';
+import { IMAGE_CAP_BYTES } from '../contracts/diffs';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
 import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
@@ -20,6 +21,7 @@ import { describeEngine, validateEngineSelection } from './sandbox/docker/engine
 import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
 import { credentialAgent } from './keys/subscription-credentials';
+import { imagesOf } from './workspace/result-images';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
@@ -291,6 +293,12 @@ function diffsService(parts: ServiceParts): DiffsService {
     list: ({ runId, scope }) => changes.list(runId, scope),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
     file: ({ runId, scope, path: file }) => changes.file(runId, file, scope),
+    async images({ runId, scope, path: file }) {
+      // Pictures come from the collected result only: what the live sandbox holds is its own word.
+      ended(runId, 'see its pictures');
+      const stored = await changes.storedResult(runId, scope);
+      return imagesOf(stored.repo, stored.result, file, IMAGE_CAP_BYTES);
+    },
     async preview({ runId, scope, files, selection }) {
       const sel = await patchOfSelection(await changes.storedResult(runId, scope), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
       return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };

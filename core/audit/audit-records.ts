@@ -68,7 +68,7 @@ export interface AuditRecordData {
   /** The network policy in force, or an egress event under a wider policy. */
   network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
   /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
-  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string };
+  wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string; pooledAs?: string };
   /**
    * The result was applied to the project (working tree or a new branch) or written out as a patch.
    * Only ever in the run's apply log, which continues the chain after the seal.

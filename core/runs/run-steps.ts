@@ -299,8 +299,11 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
   try {
     if (run.sandbox) {
       const proof = await run.sandbox.destroy();
-      wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, durationMs: proof.durationMs, at: proof.verifiedAt };
-      await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
+      // A warm-pool sandbox keeps the names it was started under: say which pool id they carry, so the proof
+      // can relate them to this run (the run id is what the user saw).
+      const pooled = proof.labelRunId ? { pooledAs: proof.labelRunId } : {};
+      wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, ...pooled, durationMs: proof.durationMs, at: proof.verifiedAt };
+      await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, ...pooled, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
       if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
     }
   } catch (err) {

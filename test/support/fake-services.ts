@@ -385,6 +385,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       async savePatch() {
         return { saved: false };
       },
+      async images({ path }) {
+        throw new AirlockError('NOT_FOUND', `${path} has no pictures in this fake run`);
+      },
       async mergeView({ path }) {
         throw new AirlockError('NOT_FOUND', `${path} has no conflict in this fake run`);
       },

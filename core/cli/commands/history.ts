@@ -116,7 +116,7 @@ export const showCommand: CliCommand = {
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
       if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${patchSha256})\n`);
-      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`} at ${run.wipe.at}\n`);
+      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}${run.wipe.pooledAs ? ` (run ${run.id}'s sandbox, started in the warm pool as ${run.wipe.pooledAs})` : ''} at ${run.wipe.at}\n`);
       if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId, scope })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       if (values.hunks) await printHunks(out, s, runId, files);
       return ExitCode.ok;

@@ -282,7 +282,7 @@ function liveView(io: CliIo): RunView {
       out.write(`${usageLine(run.usage)}\n`);
       if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}${run.thread ? '   (this turn; --thread for the whole thread)' : ''}\n`);
       if (run.status !== 'cancelled' && run.patchPath) out.write(`follow up: airlock run --continue ${run.id} --task "…"\n`);
-      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}\n`);
+      if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}${run.wipe.pooledAs ? ` (run ${run.id}'s sandbox, started in the warm pool as ${run.wipe.pooledAs})` : ''}\n`);
     },
   };
 }

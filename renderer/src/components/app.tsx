@@ -3,6 +3,7 @@ import { isFinalStatus } from '../../../contracts';
 import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useDocumentTheme } from '../lib/theme';
+import { useSidebarCollapsed } from '../lib/sidebar';
 import { AuditView } from './audit-view';
 import { DoctorScreen } from './doctor-screen';
 import { HistoryScreen } from './history-screen';
@@ -13,7 +14,9 @@ import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
 import { McpApplyRequests } from './mcp-panels';
+import { NavIcon } from './nav-icons';
 
+/** The screens of the sidebar; a collapsed sidebar shows each one's icon (NavIcon, by route name; else the label's first letter). */
 const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'new' }, label: 'New run', key: '1' },
   { route: { name: 'history' }, label: 'History', key: '2' },
@@ -21,6 +24,8 @@ const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
   { route: { name: 'settings' }, label: 'Settings', key: '5' },
 ];
+/** Alt+0 collapses or expands the sidebar (the toggle button is also the first stop of Tab). */
+const TOGGLE_KEY = '0';
 
 function Screen({ route }: { route: Route }) {
   switch (route.name) {
@@ -42,11 +47,18 @@ export function App() {
   const order = useRunsStore((s) => s.order);
   const activeRuns = useMemo(() => order.map((id) => runs[id]).filter((r) => r && !isFinalStatus(r.status)), [runs, order]);
 
+  const [collapsed, toggleSidebar] = useSidebarCollapsed();
+
   useDocumentTheme();
   useEffect(() => {
-    // Alt+1…5 switch screens from anywhere, also while typing.
+    // Alt+1…5 switch screens from anywhere, also while typing; Alt+0 folds the sidebar.
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey || e.ctrlKey || e.metaKey) return;
+      if (e.key === TOGGLE_KEY) {
+        e.preventDefault();
+        toggleSidebar();
+        return;
+      }
       const item = NAV.find((n) => n.key === e.key);
       if (item) {
         e.preventDefault();
@@ -55,22 +67,28 @@ export function App() {
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [navigate]);
+  }, [navigate, toggleSidebar]);
 
   return (
-    <div className="app">
+    <div className={`app${collapsed ? ' collapsed' : ''}`}>
       <nav className="sidebar" aria-label="Main">
-        <div className="brand"><span className="brand-mark" aria-hidden />Airlock</div>
+        <div className="brand">
+          <span className="brand-mark" aria-hidden /><span className="nav-label">Airlock</span>
+          <button className="sidebar-toggle" aria-expanded={!collapsed} aria-label={collapsed ? 'Expand sidebar' : 'Collapse sidebar'} title={`${collapsed ? 'Expand' : 'Collapse'} the sidebar (Alt+${TOGGLE_KEY})`} onClick={toggleSidebar}>
+            <span aria-hidden>{collapsed ? '»' : '«'}</span>
+          </button>
+        </div>
         {NAV.map((n) => (
-          <button key={n.route.name} className="nav-item" aria-current={route.name === n.route.name ? 'page' : undefined} onClick={() => navigate(n.route)}>
-            <span>{n.label}</span><span className="kbd">Alt+{n.key}</span>
+          <button key={n.route.name} className="nav-item" aria-current={route.name === n.route.name ? 'page' : undefined} onClick={() => navigate(n.route)} title={collapsed ? `${n.label} (Alt+${n.key})` : undefined}>
+            <span className="nav-icon" aria-hidden><NavIcon name={n.route.name} fallback={n.label.slice(0, 1)} /></span><span className="nav-label">{n.label}</span><span className="kbd nav-label">Alt+{n.key}</span>
           </button>
         ))}
-        {activeRuns.length > 0 && <div className="nav-section">Running</div>}
+        {activeRuns.length > 0 && <div className="nav-section nav-label">Running</div>}
         {activeRuns.map((r) => r && (
           <button key={r.id} className="nav-item" aria-current={route.name === 'run' && route.runId === r.id ? 'page' : undefined} onClick={() => navigate({ name: 'run', runId: r.id })} title={r.task}>
-            <span style={{ overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{r.task}</span>
-            <span className="kbd">{r.pendingApproval ? 'approve?' : r.status}</span>
+            <span className="nav-icon" aria-hidden>{r.pendingApproval ? '?' : <NavIcon name="run" fallback="▶" />}</span>
+            <span className="nav-label" style={{ overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{r.task}</span>
+            <span className="kbd nav-label">{r.pendingApproval ? 'approve?' : r.status}</span>
           </button>
         ))}
         <div style={{ flex: 1 }} />

@@ -4,6 +4,7 @@ import { formatBytes } from '../lib/format';
 import { hunkIds, lineId } from '../lib/selection';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
 import { diffKey, useDiffStore } from '../stores/diff-store';
+import { ImageDiff, isImagePath } from './image-diff';
 
 /** Past this many lines a diff is cut until the user asks for all of it. */
 export const MAX_RENDERED_LINES = 3000;
@@ -141,6 +142,7 @@ export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?:
           <button className="btn small" aria-pressed={mode === 'split'} onClick={() => setMode('split')}>Split</button>
         </div>
       </div>
+      {isImagePath(path) && <ImageDiff runId={runId} path={path} {...(scope ? { scope } : {})} />}
       <div className="diff" aria-label={`Diff of ${path}`}>
         {!entry && <div className="empty">Loading…</div>}
         {entry && 'error' in entry && <div className="empty del-n">{entry.error}</div>}

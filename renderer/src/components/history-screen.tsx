@@ -29,24 +29,24 @@ export function HistoryScreen() {
       <section className="panel">
         {loaded && list.length === 0 && <div className="empty">No runs yet.</div>}
         {list.length > 0 && (
-          <table aria-label="Runs">
+          <table aria-label="Runs" className="runs-table">
             <thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Model</th><th>Cost</th><th>Files</th><th>Started</th><th /></tr></thead>
             <tbody>
               {rows.map(({ run: r, depth, followUps }) => (
                 <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id} data-thread={r.thread?.rootRunId ?? (followUps ? r.id : undefined)}
                   onClick={() => navigate({ name: 'run', runId: r.id })}
                   onKeyDown={(e) => { if (e.key === 'Enter') navigate({ name: 'run', runId: r.id }); }}>
-                  <td><StatusBadge status={r.status} />{r.applied && <div className="badge" title={appliedText(r.applied)} aria-label={appliedText(r.applied)}>{r.applied.branch ? `applied → ${r.applied.branch}` : 'applied'}</div>}</td>
-                  <td style={depth ? { paddingLeft: 24 } : undefined}>
+                  <td className="c-status"><StatusBadge status={r.status} />{r.applied && <div className="badge" title={appliedText(r.applied)} aria-label={appliedText(r.applied)}>{r.applied.branch ? `applied → ${r.applied.branch}` : 'applied'}</div>}</td>
+                  <td className="c-task" style={depth ? { paddingLeft: 24 } : undefined}>
                     {r.thread && <span className="badge" title={`continues ${r.thread.parentRunId}${r.thread.conversation === 'fresh' ? ', fresh conversation' : ''}`}>↳ turn {r.thread.turn}</span>}{' '}
                     {followUps > 0 && <span className="badge">thread · {followUps + 1} turns</span>}{' '}
                     {r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
-                  <td>{r.agent}</td>
-                  <td className="mono">{r.provider}/{r.model}</td>
-                  <td className="mono" title={r.usage.costUsd === undefined ? costUnknownWhy(r.model) : undefined}>{formatUsd(r.usage.costUsd)}</td>
-                  <td>{r.changedFiles}</td>
-                  <td>{formatTime(r.createdAt)}</td>
-                  <td>
+                  <td data-label="Agent">{r.agent}</td>
+                  <td data-label="Model" className="mono">{r.provider}/{r.model}</td>
+                  <td data-label="Cost" className="mono" title={r.usage.costUsd === undefined ? costUnknownWhy(r.model) : undefined}>{formatUsd(r.usage.costUsd)}</td>
+                  <td data-label="Files">{r.changedFiles}</td>
+                  <td data-label="Started">{formatTime(r.createdAt)}</td>
+                  <td className="c-actions">
                     {isFinalStatus(r.status) && confirming !== r.id && (
                       <span className="row" style={{ gap: 6, flexWrap: 'nowrap' }}>
                         <button className="btn small" title="Open the New run form filled with this run's settings"

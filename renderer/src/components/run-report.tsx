@@ -4,15 +4,30 @@ import { formatTime } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { AuditVerdict, useAuditLog } from './audit-view';
 
-function WipeProof({ wipe }: { wipe: RunRecord['wipe'] }) {
+/**
+ * The wipe, named by the run id the user saw. A sandbox taken from the warm pool keeps the names it
+ * was started under (`airlock-w-…`): the proof says which of the removed names was this run's.
+ */
+function WipeProof({ runId, wipe }: { runId: string; wipe: RunRecord['wipe'] }) {
   if (!wipe) return <div className="muted">No wipe was recorded (the run did not get that far, or it was interrupted; the sandbox is reaped at the next start).</div>;
   return (
     <>
       <div className={wipe.verified ? 'add-n' : 'del-n'}>
-        {wipe.verified ? '✓ Verified gone: nothing of this run is left' : `✗ Left behind: ${wipe.leftovers.join(', ')}`}
+        {wipe.verified
+          ? <>✓ Verified gone: the sandbox of run <span className="mono nowrap">{runId}</span> and everything it used</>
+          : <>✗ Left behind from the sandbox of run <span className="mono nowrap">{runId}</span>: {wipe.leftovers.join(', ')}</>}
       </div>
+      {wipe.pooledAs && (
+        <div className="muted" style={{ fontSize: 12 }}>
+          This run took a sandbox started ahead of time (warm pool) as <span className="mono">{wipe.pooledAs}</span>; the engine kept that name, so the removed names below carry it.
+        </div>
+      )}
       {wipe.removed.length > 0 && (
-        <ul aria-label="Removed">{wipe.removed.map((r) => <li key={r} className="mono">{r}</li>)}</ul>
+        <ul aria-label="Removed">
+          {wipe.removed.map((r) => (
+            <li key={r}><span className="mono">{r}</span>{wipe.pooledAs && r.includes(wipe.pooledAs) ? <span className="muted"> — run {runId}'s sandbox</span> : null}</li>
+          ))}
+        </ul>
       )}
       <div className="muted" style={{ fontSize: 12 }}>{formatTime(wipe.at)}{wipe.durationMs !== undefined ? ` · took ${wipe.durationMs < 1000 ? `${Math.round(wipe.durationMs)} ms` : `${(wipe.durationMs / 1000).toFixed(1)} s`}` : ''}</div>
     </>
@@ -38,7 +53,7 @@ export function RunReport({ run, events }: { run: RunRecord; events: readonly Ru
       <div className="report-grid">
         <section aria-label="Sandbox wipe">
           <h3>Sandbox wipe</h3>
-          <WipeProof wipe={run.wipe} />
+          <WipeProof runId={run.id} wipe={run.wipe} />
         </section>
         <section aria-label="Kept out of the sandbox">
           <h3>Kept out of the sandbox</h3>

@@ -2,6 +2,11 @@ import { useEffect, useMemo, useRef } from 'react';
 import type { RunEvent } from '../../../contracts';
 import { buildTranscript } from '../lib/transcript';
 
+/** How a command ended: `exit 1`, `timed out`, `killed` (a non-zero exit is an answer, not a failure of the tool). */
+function exitText(r: { exitCode: number | null; timedOut?: boolean }): string {
+  return r.timedOut ? 'timed out' : r.exitCode === null ? 'killed' : `exit ${r.exitCode}`;
+}
+
 /** The agent's transcript: its text, tool calls with results, commands, approvals. */
 export function TranscriptView({ events }: { events: readonly RunEvent[] }) {
   const items = useMemo(() => buildTranscript(events), [events]);
@@ -19,7 +24,10 @@ export function TranscriptView({ events }: { events: readonly RunEvent[] }) {
           case 'tool':
             return (
               <details className="t-item" key={it.key}>
-                <summary><b>{it.name}</b> {it.ok === false && <span className="del-n">failed</span>}</summary>
+                <summary>
+                  <b>{it.name}</b>{it.target && <> <span className="mono t-target">{it.target}</span></>}{' '}
+                  {it.ran ? <span className={it.ran.exitCode === 0 ? 'add-n' : 'exit-n'}>{exitText(it.ran)}</span> : it.ok === false && <span className="del-n">failed</span>}
+                </summary>
                 <pre className="mono" style={{ whiteSpace: 'pre-wrap' }}>{it.input}</pre>
                 {it.output !== undefined && <pre className="mono muted" style={{ whiteSpace: 'pre-wrap' }}>{it.output}</pre>}
               </details>
@@ -29,7 +37,7 @@ export function TranscriptView({ events }: { events: readonly RunEvent[] }) {
               <div className="t-item mono" key={it.key}>
                 $ {it.command}{' '}
                 {it.exitCode === undefined ? <span className="muted">running…</span> : (
-                  <span className={it.exitCode === 0 ? 'add-n' : 'del-n'}>{it.timedOut ? 'timed out' : `exit ${it.exitCode ?? 'killed'}`}{it.durationMs !== undefined ? ` · ${(it.durationMs / 1000).toFixed(1)}s` : ''}</span>
+                  <span className={it.exitCode === 0 ? 'add-n' : 'exit-n'}>{exitText({ exitCode: it.exitCode, ...(it.timedOut ? { timedOut: true } : {}) })}{it.durationMs !== undefined ? ` · ${(it.durationMs / 1000).toFixed(1)}s` : ''}</span>
                 )}
               </div>
             );

@@ -49,7 +49,7 @@ export function describeAuditRecord(r: Pick<AuditRecordView, 'type' | 'data'>): 
       return `Network policy: ${str(d.policy)}${strings(d.allow).length ? ` (${some(strings(d.allow))})` : ''}`;
     case 'wipe':
       return d.verified
-        ? `Sandbox wiped and verified gone: ${some(strings(d.removed))}`
+        ? `Sandbox wiped and verified gone: ${some(strings(d.removed))}${d.pooledAs ? ` (this run's sandbox, started ahead in the warm pool as ${str(d.pooledAs)})` : ''}`
         : `Sandbox wipe left ${some(strings(d.leftovers))} behind`;
     case 'apply':
       return `Applied ${strings(d.applied).length} file(s) to ${str(d.target)}${d.branch ? ` on branch ${str(d.branch)}` : ''} (${str(d.mode)})${list(d.refused).length ? `; ${list(d.refused).length} refused` : ''}`;

@@ -69,6 +69,21 @@ describe('buildTranscript', () => {
     expect(items[4]).toMatchObject({ approved: false });
     expect(JSON.stringify(items)).not.toContain('file\\n');
   });
+
+  it('a command that ran and exited 1 is its exit, not a failed call; a call shows the path or command it names', () => {
+    const items = buildTranscript([
+      ev(0, { type: 'tool_call', id: 'c1', name: 'run_command', input: { command: 'npm test' } }),
+      ev(1, { type: 'command_started', id: 'c1', command: 'npm test', cwd: '/w' }),
+      ev(2, { type: 'command_exited', id: 'c1', exitCode: 1, durationMs: 5, timedOut: false }),
+      ev(3, { type: 'tool_result', id: 'c1', ok: false, output: 'exit code 1' }),
+      ev(4, { type: 'tool_call', id: 'w1', name: 'Write', input: { file_path: 'src/a.ts', content: 'x' } }),
+      ev(5, { type: 'tool_result', id: 'w1', ok: false, output: 'EACCES' }),
+    ]);
+    expect(items[0]).toMatchObject({ kind: 'tool', target: 'npm test', ran: { exitCode: 1 }, ok: false });
+    // A call that never ran a command keeps its failure.
+    expect(items[2]).toMatchObject({ kind: 'tool', target: 'src/a.ts', ok: false });
+    expect(items[2]).not.toHaveProperty('ran');
+  });
 });
 
 const file = (path: string, risky?: string): ChangedFile => ({ path, status: 'modified', binary: false, additions: 1, deletions: 0, ...(risky ? { risky } : {}) });

@@ -2,12 +2,29 @@ import type { RunEvent } from '../../../contracts';
 
 export type TranscriptItem =
   | { kind: 'text'; key: string; text: string }
-  | { kind: 'tool'; key: string; name: string; input: string; output?: string; ok?: boolean }
+  | {
+      kind: 'tool'; key: string; name: string; input: string; output?: string; ok?: boolean;
+      /** What the call acted on, shown while it is collapsed: a file's path or a command line. */
+      target?: string;
+      /** The command this call ran, once it exited: a command that ran and exited non-zero did not fail as a tool call. */
+      ran?: { exitCode: number | null; timedOut?: boolean };
+    }
   | { kind: 'command'; key: string; command: string; cwd: string; exitCode?: number | null; durationMs?: number; timedOut?: boolean }
   | { kind: 'approval'; key: string; requestId: string; command: string; approved?: boolean }
   | { kind: 'status'; key: string; status: string; phase?: string; error?: string }
   | { kind: 'error'; key: string; message: string }
   | { kind: 'finished'; key: string; summary: string };
+
+/** The path or command a tool call's input names (built-in agent, Claude Code, Codex spellings). */
+function targetOf(input: unknown): string | undefined {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) return undefined;
+  const o = input as Record<string, unknown>;
+  for (const k of ['path', 'file_path', 'notebook_path', 'command']) {
+    const v = o[k];
+    if (typeof v === 'string' && v.trim()) return v.length > 160 ? `${v.slice(0, 160)}…` : v;
+  }
+  return undefined;
+}
 
 function stringify(v: unknown): string {
   if (typeof v === 'string') return v;
@@ -38,7 +55,8 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
         break;
       }
       case 'tool_call': {
-        const item = { kind: 'tool' as const, key, name: e.name, input: stringify(e.input) };
+        const target = targetOf(e.input);
+        const item: Extract<TranscriptItem, { kind: 'tool' }> = { kind: 'tool', key, name: e.name, input: stringify(e.input), ...(target ? { target } : {}) };
         tools.set(e.id, item);
         items.push(item);
         break;
@@ -60,6 +78,9 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
       case 'command_exited': {
         const c = commands.get(e.id);
         if (c) Object.assign(c, { exitCode: e.exitCode, durationMs: e.durationMs, timedOut: e.timedOut });
+        // The tool call that ran this command (same id in every adapter) says how it exited, not "failed".
+        const t = tools.get(e.id);
+        if (t) t.ran = { exitCode: e.exitCode, ...(e.timedOut ? { timedOut: true } : {}) };
         break;
       }
       case 'approval_request': {
