@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyResult, commitMessage, exportPatch } from './apply';
+import { applyResult } from './apply';
+import { commitMessage } from './apply-branch';
+import { exportPatch } from './apply-patch';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
