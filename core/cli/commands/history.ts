@@ -27,7 +27,7 @@ export const checkpointsCommand: CliCommand = {
         return ExitCode.ok;
       }
       for (const c of list.checkpoints) {
-        const when = c.final ? 'the result' : `after model request ${c.request ?? '?'}`;
+        const when = c.final ? 'the result' : `after turn ${(c.request ?? 1) - 1} (model request ${c.request ?? '?'})`;
         io.stdout.write(`${String(c.n).padStart(3)}  ${when.padEnd(26)} ${files(c.files).padEnd(9)} +${c.additions} -${c.deletions}  ${c.conversation ? 'conversation kept  ' : ''}sha256 ${c.patchSha256}\n`);
       }
       if (list.limited) io.stdout.write(`later turns have no checkpoint of their own: the ${list.limited.reason} bound was reached at model request ${list.limited.atRequest} (the result is whole)\n`);
