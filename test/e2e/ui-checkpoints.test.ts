@@ -97,7 +97,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('checkpoint timeline (Chromium, real
     const cp1 = (await s.diffs.checkpoints({ runId })).checkpoints[0];
     await expect.poll(() => page.getByLabel('Selection digest').textContent(), { timeout: 20_000 }).toBe(`${cp1?.patchSha256.slice(0, 16)}…`);
     await page.getByRole('button', { name: /^Apply 1 file/ }).click();
-    await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('one.txt');
+    await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 20_000 }).toContain('Applied 1 file');
     expect(await readFile(join(project, 'one.txt'), 'utf8')).toBe('first step\n');
     expect(await exists(join(project, 'two.txt'))).toBe(false);
     expect(await git(project, 'status', '--porcelain')).toBe('?? one.txt\n');
