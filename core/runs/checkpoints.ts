@@ -192,9 +192,10 @@ export class Checkpointer {
     const started = performance.now();
     try {
       // The first request starts the first turn: only the marker is placed.
-      const scanned = await this.scan(request === 1);
-      const changed = this.changed || scanned;
+      // The change feed already said so: only the marker moves (no walk of the tree).
+      const fed = this.changed;
       this.changed = false;
+      const changed = (await this.scan(request === 1, fed)) || fed;
       if (request === 1 || !changed || this.limited) return;
       this.looks++;
       const max = this.opts.maxCheckpoints ?? MAX_CHECKPOINTS;
@@ -273,16 +274,16 @@ export class Checkpointer {
    * through their folder, chmod). A hint like every other: the marker lives in the sandbox, and a
    * scan the agent fools only leaves a turn without its own checkpoint — the result is whole anyway.
    */
-  private async scan(first: boolean): Promise<boolean> {
+  private async scan(first: boolean, markOnly = false): Promise<boolean> {
     const state = SANDBOX_LAYOUT.stateDir;
     const prune = this.opts.tracksDeps ? '-name .git' : '\\( -name node_modules -o -name .git \\)';
     // The next marker is placed before the scan, so a write during the scan is seen next time.
-    const script = first
+    const script = first || markOnly
       ? `touch "$2/checkpoint.mark"`
       : `touch "$2/checkpoint.next" || exit 3; if [ -e "$2/checkpoint.mark" ]; then out=$(cd "$1" && find . ${prune} -prune -o -cnewer "$2/checkpoint.mark" -print -quit); else out=missing; fi; mv "$2/checkpoint.next" "$2/checkpoint.mark"; [ -n "$out" ] && echo changed; exit 0`;
     try {
       const res = await this.opts.shell.run({ argv: ['sh', '-c', script, 'sh', SANDBOX_LAYOUT.workDir, state], env: { ...SANDBOX_LAYOUT.env, LC_ALL: 'C' }, maxOutputBytes: 1024, timeoutMs: 60_000 });
-      if (first) return false;
+      if (first || markOnly) return false;
       return res.exitCode !== 0 || res.stdout.toString('utf8').includes('changed');
     } catch {
       return !first;

@@ -285,7 +285,7 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
           </button>
           <PatchExport runId={runId} scope={scope} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
         </div>
-        {result && <ApplyOutcome result={result} resolved={resolved} busy={busy} onResolve={setResolving} onApplyOthers={() => void apply(true)} />}
+        {result && <ApplyOutcome result={result} resolved={resolved} busy={busy} onResolve={checkpoint === undefined ? setResolving : () => setError("The merge view resolves against the run's result. For a checkpoint, save its patch and resolve with git, or review the whole result.")} onApplyOthers={() => void apply(true)} />}
       </section>
       {resolving && checkpoint === undefined && (
         <MergeViewPanel
