@@ -1,5 +1,8 @@
-import { readFile, stat } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedRequest } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -10,6 +13,8 @@ const docker = await requirePrerequisite('docker');
 function messagesOf(r: RecordedRequest | undefined): string {
   return JSON.stringify((r?.body as { messages?: unknown } | undefined)?.messages ?? null);
 }
+
+const cli = fileURLToPath(new URL('../../bin/airlock.js', import.meta.url));
 
 const exists = (p: string) => stat(p).then(() => true, () => false);
 
@@ -87,6 +92,32 @@ describe.skipIf(!docker.ok)('checkpoints inside a run (real Docker, fake upstrea
     expect(status.split('\n').filter(Boolean).sort()).toEqual([' M src/app.js', '?? a.txt']);
     const log = await readFile(f.core.store.paths(run.id).applyLog, 'utf8');
     expect(log).toContain('"checkpoint":2');
+
+    // The CLI: list as JSON, show one with its digest, apply checkpoint 3 alone to a fresh clone.
+    const airlock = (...args: string[]) => new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [cli, ...args], { env: { ...process.env, AIRLOCK_HOME: f.home }, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    });
+    const listed = await airlock('checkpoints', run.id, '--json');
+    expect(listed.code).toBe(0);
+    const json = JSON.parse(listed.stdout) as { runId: string; checkpoints: Array<{ n: number; patchSha256: string; final?: boolean }> };
+    expect(json.runId).toBe(run.id);
+    expect(json.checkpoints.map((c) => c.patchSha256)).toEqual(checkpoints.map((c) => c.patchSha256));
+    const shown = await airlock('show', run.id, '--checkpoint', '3');
+    expect(shown.stdout).toContain(`checkpoint 3 sha256: ${checkpoints[2]?.patchSha256}`);
+    expect(shown.stdout).toContain('b.txt');
+    expect(shown.stdout).not.toContain('notes.txt');
+    const clone = await mkdtemp(path.join(os.tmpdir(), 'airlock-cp-clone-'));
+    try {
+      await exec('git', ['clone', '-q', projectDir, clone]);
+      const cliApply = await airlock('apply', run.id, '--checkpoint', '3', '--reviewed', checkpoints[2]?.patchSha256 as string, '--to', clone);
+      expect(cliApply.code).toBe(0);
+      expect(await readFile(path.join(clone, 'b.txt'), 'utf8')).toBe('turn-three-secret-plan\n');
+      expect(await readFile(path.join(clone, 'notes.txt'), 'utf8')).toBe('one\ntwo\n');
+      const { stdout: cloneStatus } = await exec('git', ['status', '--porcelain'], { cwd: clone });
+      expect(cloneStatus.split('\n').filter(Boolean).sort()).toEqual([' M src/app.js', '?? a.txt', '?? b.txt']);
+    } finally {
+      await rm(clone, { recursive: true, force: true });
+    }
 
     // Continue from checkpoint 2: its tree, and the conversation up to turn 2.
     const requestsBefore = f.upstream.requests.length;
