@@ -112,7 +112,14 @@ export async function checkpointOids(store: RunStore, runId: string): Promise<st
     if (c.final) continue;
     const text = await readFile(p.result(c.n), 'utf8').catch(() => undefined);
     if (text === undefined) continue;
-    const r = StoredResultSchema.safeParse(JSON.parse(text));
+    // A damaged listing loses only that checkpoint (loading it says so), never the run's result.
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    const r = StoredResultSchema.safeParse(raw);
     if (r.success) for (const ch of r.data.changes) out.push(ch.oldOid, ch.newOid);
   }
   return out.filter((o) => o !== ZERO_OID);

@@ -279,7 +279,7 @@ function startCheckpoints(host: StepHost, run: LiveRun, sandbox: Sandbox): Check
     tracksDeps: hydrated.manifest.some((f) => /(^|\/)node_modules\//.test(f.path)),
     audit: run.audit,
     ...(run.agent.session && run.input.agent === 'builtin' ? { session: { spec: run.agent.session, id: run.sessionId, ...(run.tokenBytes ? { token: run.tokenBytes } : {}) } } : {}),
-    onRecorded: (c) => {
+    onRecorded: () => {
       // Viewers refetch the timeline with the file list (diffs:onDidChange).
       host.filesChanged(run);
     },

@@ -43,11 +43,11 @@ export function CheckpointTimeline({ runId, final }: { runId: string; final: boo
   return (
     <section className="panel stack" aria-label="Checkpoints">
       <h2>Checkpoints <span className="muted">({list.checkpoints.length}; the run's change after each turn that changed files)</span></h2>
-      <ol className="stack" style={{ margin: 0, paddingLeft: 20 }}>
+      <ol className="stack" style={{ margin: 0, padding: 0, listStyle: 'none' }}>
         {list.checkpoints.map((c) => (
           <li key={c.n} aria-label={`Checkpoint ${c.n}`}>
             <div className="row">
-              <b>{c.n}</b>
+              <b>#{c.n}</b>
               <span className="muted">{c.final ? 'the result' : `after turn ${(c.request ?? 1) - 1}`}</span>
               <span>{plural(c.files, 'file')}</span>
               <span className="add-n">+{c.additions}</span>
