@@ -40,7 +40,7 @@ function sourceText(seed: number, bytes: number): string {
 
 let repo: Promise<string> | undefined;
 /** 10k files / 100 MB in 100 folders, generated once per bench process. */
-function generatedRepo(): Promise<string> {
+export function generatedRepo(): Promise<string> {
   repo ??= (async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-repo-'));
     for (let d = 0; d < 100; d++) await mkdir(path.join(dir, `pkg${d}`, 'src'), { recursive: true });
@@ -71,7 +71,7 @@ function sandboxes() {
   return env;
 }
 
-async function freshSandbox(): Promise<Sandbox> {
+export async function freshSandbox(): Promise<Sandbox> {
   const { manager, image } = await sandboxes();
   const runId = newRunId();
   return manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { RunId } from './ids';
+import { CheckpointList, CheckpointNumber } from './checkpoints';
 
 /**
  * A run's changes: the changed-file list (pushed as invalidations, refetched), per-file diffs,
@@ -73,6 +74,8 @@ export type FileSelection = z.infer<typeof FileSelection>;
 const SelectionFields = {
   /** A follow-up turn's own change (default) or the whole thread's (docs/architecture.md §15). */
   scope: ChangeScope.optional(),
+  /** One of the run's checkpoints instead of its result ("up to here", docs/architecture.md §19); turn scope only. */
+  checkpoint: CheckpointNumber.optional(),
   /** Paths to take; all changed files when omitted. */
   files: z.array(z.string().min(1)).optional(),
   /** Hunks/lines of some of those files (each must be among `files`); the others are taken whole. */
@@ -215,19 +218,21 @@ export function defaultCommitMessage(task: string, summary?: string): string {
 
 export const diffsContracts = {
   'diffs:list': {
-    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional() }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), checkpoint: CheckpointNumber.optional() }),
     /** `patchSha256`: the collected result's patch digest (absent while the run is live); pass it to `diffs:apply`. */
     output: z.object({ files: z.array(ChangedFile), patchSha256: z.string().optional() }),
   },
   'diffs:file': {
-    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
+    input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), checkpoint: CheckpointNumber.optional(), path: z.string().min(1), context: z.number().int().min(0).max(1000).default(3) }),
     output: FileDiff,
   },
   /**
    * A changed picture's before and after, read from the run's collected result (the host's object
    * store), never from the live sandbox: CONFLICT while the run is in progress.
    */
-  'diffs:images': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), path: z.string().min(1) }), output: FileImages },
+  'diffs:images': { input: z.strictObject({ runId: RunId, scope: ChangeScope.optional(), checkpoint: CheckpointNumber.optional(), path: z.string().min(1) }), output: FileImages },
+  /** A run's checkpoints (docs/architecture.md §19), oldest first; the last is its result. */
+  'diffs:checkpoints': { input: z.strictObject({ runId: RunId }), output: CheckpointList },
   /** The host-rendered patch of a selection (files, hunks, lines) and its digest: what the user reviews and apply checks. */
   'diffs:preview': { input: z.strictObject({ runId: RunId, ...SelectionFields }), output: SelectionPatch },
   'diffs:apply': { input: ApplyInput, output: ApplyResult },

@@ -11,6 +11,7 @@ import { terminalsContracts, terminalsEvents } from './terminals';
 
 export * from './agent-events';
 export * from './audit';
+export * from './checkpoints';
 export * from './diffs';
 export * from './environments';
 export * from './errors';

@@ -148,6 +148,8 @@ export const RunThread = z.object({
   /** 2 for the first follow-up. */
   turn: z.number().int().min(2),
   conversation: z.enum(['carried', 'fresh']),
+  /** Continued from this checkpoint of the parent instead of its result (docs/architecture.md §19). */
+  checkpoint: z.number().int().positive().optional(),
 });
 export type RunThread = z.infer<typeof RunThread>;
 
@@ -301,6 +303,8 @@ export const ContinueRunInput = z.strictObject({
   model: z.string().trim().min(1).max(200).optional(),
   approval: ApprovalMode.optional(),
   limits: RunLimits.optional(),
+  /** Start from this checkpoint of the parent instead of its result ("Continue from here", docs/architecture.md §19). */
+  checkpoint: z.number().int().positive().max(100_000).optional(),
 });
 export type ContinueRunInput = z.input<typeof ContinueRunInput>;
 export type ContinueRunArgs = z.output<typeof ContinueRunInput>;

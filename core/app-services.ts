@@ -22,6 +22,7 @@ import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
 import { credentialAgent } from './keys/subscription-credentials';
 import { imagesOf } from './workspace/result-images';
+import { listCheckpoints } from './runs/checkpoints';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
@@ -290,26 +291,27 @@ function diffsService(parts: ServiceParts): DiffsService {
     if (runs.activeRunIds().includes(runId)) throw new AirlockError('CONFLICT', `The run is still in progress; ${what} once it has ended.`);
   };
   return {
-    list: ({ runId, scope }) => changes.list(runId, scope),
+    list: ({ runId, scope, checkpoint }) => changes.list(runId, scope, checkpoint),
     // `context` lines: diffs come as git made them (3 lines) until fileDiff takes a context.
-    file: ({ runId, scope, path: file }) => changes.file(runId, file, scope),
-    async images({ runId, scope, path: file }) {
+    file: ({ runId, scope, checkpoint, path: file }) => changes.file(runId, file, scope, checkpoint),
+    checkpoints: ({ runId }) => listCheckpoints(store, runId),
+    async images({ runId, scope, checkpoint, path: file }) {
       // Pictures come from the collected result only: what the live sandbox holds is its own word.
       ended(runId, 'see its pictures');
-      const stored = await changes.storedResult(runId, scope);
+      const stored = await changes.storedResult(runId, scope, checkpoint);
       return imagesOf(stored.repo, stored.result, file, IMAGE_CAP_BYTES);
     },
-    async preview({ runId, scope, files, selection }) {
-      const sel = await patchOfSelection(await changes.storedResult(runId, scope), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
+    async preview({ runId, scope, checkpoint, files, selection }) {
+      const sel = await patchOfSelection(await changes.storedResult(runId, scope, checkpoint), { ...(files ? { files } : {}), ...(selection ? { selection } : {}) });
       return { bytes: sel.patch.length, sha256: sel.sha256, files: sel.changes.map((c) => c.path), ...(sel.patch.length <= PATCH_TEXT_BYTES ? { text: sel.patch.toString('utf8') } : {}) };
     },
-    async apply({ runId, scope, files, selection, mode, branch, message, targetDir, reviewedSha256, skipConflicts }) {
+    async apply({ runId, scope, checkpoint, files, selection, mode, branch, message, targetDir, reviewedSha256, skipConflicts }) {
       ended(runId, 'apply its result');
       const run = await store.get(runId);
-      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}), ...(skipConflicts ? { skipConflicts } : {}) });
+      return applyRunResult({ store, run, reviewedSha256, ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), mode, ...(branch ? { branch } : {}), ...(message ? { message } : {}), ...(targetDir ? { targetDir } : {}), ...(skipConflicts ? { skipConflicts } : {}) });
     },
-    async exportPatch({ runId, scope, files, selection, destPath, to }) {
-      const sel = { ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
+    async exportPatch({ runId, scope, checkpoint, files, selection, destPath, to }) {
+      const sel = { ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}) };
       let patch: Buffer;
       let dest: string;
       if (destPath || to) {
@@ -317,9 +319,9 @@ function diffsService(parts: ServiceParts): DiffsService {
         dest = destPath ? path.resolve(destPath) : (to as string);
         ({ patch } = await writeRecordedPatch({ store, runId, dest, ...sel, write: Boolean(destPath) }));
       } else {
-        const legacy = files || selection?.length || scope === 'thread' ? undefined : await loadLegacyResult(store, runId);
-        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId, scope), sel)).patch;
-        dest = path.join(store.paths(runId).artifacts, `${scope === 'thread' ? 'thread-' : ''}${files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch'}`);
+        const legacy = files || selection?.length || scope === 'thread' || checkpoint !== undefined ? undefined : await loadLegacyResult(store, runId);
+        patch = legacy ? legacy.patch : (await patchOfSelection(await changes.storedResult(runId, scope, checkpoint), sel)).patch;
+        dest = path.join(store.paths(runId).artifacts, `${scope === 'thread' ? 'thread-' : ''}${checkpoint !== undefined ? `checkpoint-${checkpoint}-` : ''}${files || selection?.length ? `selection-${Date.now()}.patch` : 'result.patch'}`);
         await mkdir(path.dirname(dest), { recursive: true });
         await writeFile(dest, patch);
       }

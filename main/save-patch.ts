@@ -18,7 +18,7 @@ export function withPatchSaveDialog(services: AirlockServices, parent: () => Bro
       }
       return services.diffs.exportPatch(input);
     },
-    async savePatch({ runId, scope, files, selection }) {
+    async savePatch({ runId, scope, checkpoint, files, selection }) {
       const options: SaveDialogOptions = {
         title: 'Save patch',
         defaultPath: `airlock-${runId}.patch`,
@@ -28,7 +28,7 @@ export function withPatchSaveDialog(services: AirlockServices, parent: () => Bro
       const win = parent();
       const { canceled, filePath } = win && !win.isDestroyed() ? await dialog.showSaveDialog(win, options) : await dialog.showSaveDialog(options);
       if (canceled || !filePath) return { saved: false };
-      const out = await services.diffs.exportPatch({ runId, ...(scope ? { scope } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), destPath: filePath });
+      const out = await services.diffs.exportPatch({ runId, ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}), ...(files ? { files } : {}), ...(selection ? { selection } : {}), destPath: filePath });
       return { saved: true, path: out.path, bytes: out.bytes, ...(out.sha256 ? { sha256: out.sha256 } : {}) };
     },
   };

@@ -11,6 +11,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   show: async () => (await import('./commands/history')).showCommand,
   apply: async () => (await import('./commands/history')).applyCommand,
   patch: async () => (await import('./commands/history')).patchCommand,
+  checkpoints: async () => (await import('./commands/history')).checkpointsCommand,
   audit: async () => (await import('./commands/audit')).auditCommand,
   serve: async () => (await import('./commands/serve')).serveCommand,
   mcp: async () => (await import('./commands/mcp')).mcpCommand,

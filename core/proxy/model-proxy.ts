@@ -100,10 +100,17 @@ export interface IssueTokenOptions {
   budget?: RunBudget;
   /** The run's agent: a subscription credential serves only its vendor's client (§6). */
   agent?: string;
+  /**
+   * Awaited after a call is admitted and before it goes upstream: the run's turn boundary as the
+   * host sees it (the agent's previous tool calls are done). Checkpoints use it (docs/architecture.md §19);
+   * it should settle quickly, and a rejection is ignored.
+   */
+  beforeForward?: () => Promise<void>;
 }
 
 interface RunState {
   grant: TokenGrant;
+  beforeForward?: () => Promise<void>;
   usage: CallUsage & { costUsd: number; costKnown: boolean; requests: number };
   /** Tokens and cost held by calls in flight (their input estimate and output limit). */
   held: BudgetAmount;
@@ -280,8 +287,9 @@ export class ModelProxy implements Disposable {
     if (existing) {
       existing.grant = grant;
       existing.upstreams = undefined;
+      existing.beforeForward = opts.beforeForward;
     } else {
-      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, held: { tokens: 0, costUsd: 0 }, active: new Set() });
+      this.runs.set(opts.runId, { grant, usage: { ...noUsage(), costUsd: 0, costKnown: false, requests: 0 }, held: { tokens: 0, costUsd: 0 }, active: new Set(), ...(opts.beforeForward ? { beforeForward: opts.beforeForward } : {}) });
     }
     const issued = this.tokens.issue(grant);
     return { token: issued.token, ...toDisposable(() => issued.revoke()) };
@@ -461,6 +469,8 @@ export class ModelProxy implements Disposable {
     const call = await this.readCall(req, res, target, caller, upstream);
     if (!call) return;
     if (!(await this.freshen(res, call, started))) return;
+    // The host's turn boundary (checkpoints): the call waits until the host has looked at the workspace.
+    if (caller.run.beforeForward) await caller.run.beforeForward().catch(() => undefined);
     this.forward(req, res, call, started);
   }
 

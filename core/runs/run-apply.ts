@@ -13,6 +13,7 @@ import { selectionPatch, type FileSelection, type SelectionPatch } from '../work
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import { parseStoredJson } from '../common/stored-json';
 import { StoredResultSchema } from '../workspace/stored-result';
+import { checkpointOids, loadCheckpointResult } from './checkpoints';
 import type { RunStore } from './run-store';
 import type { StoredRun } from './run-record';
 import { sha256Hex } from '../common/sha256';
@@ -44,6 +45,8 @@ export async function storeRunResult(store: RunStore, runId: string, collected: 
   }
   // Apply reads only these blobs (and the next turn its overlay and thread base); the rest of the baseline copy goes.
   const keep = [...collected.result.changes, ...(thread?.result.changes ?? [])].flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
+  // And what the run's checkpoints need, to be applied on their own (docs/architecture.md §19).
+  keep.push(...(await checkpointOids(store, runId)));
   await HostRepo.open(rp.objects).keepOnly(keep);
 }
 
@@ -58,7 +61,12 @@ export interface LoadedResult {
  * Reads a run's collected result; NOT_FOUND when there is none, INVALID_INPUT for an older format.
  * `thread`: the thread's total up to this run; a run that continues nothing has its own result as total.
  */
-export async function loadRunResult(store: RunStore, runId: string, scope: ChangeScope = 'turn'): Promise<LoadedResult> {
+export async function loadRunResult(store: RunStore, runId: string, scope: ChangeScope = 'turn', checkpoint?: number): Promise<LoadedResult> {
+  if (checkpoint !== undefined) {
+    // A checkpoint is this run's own change up to a turn (docs/architecture.md §19).
+    if (scope === 'thread') throw new AirlockError('INVALID_INPUT', "A checkpoint is this turn's own change; review it without the thread scope (drop --thread).", { field: 'scope' });
+    return loadCheckpointResult(store, runId, checkpoint, () => loadRunResult(store, runId, 'turn'));
+  }
   const rp = resultPaths(store, runId);
   // Whether this run is a follow-up is the host's own record (run.json), never a guess from which files are there:
   // a follow-up's total is its thread-result, and a missing one is an error, not its own change passed off as the total.
@@ -130,6 +138,8 @@ export function diffOf(loaded: Pick<LoadedResult, 'result' | 'patch'>, file: str
 export interface Selection {
   /** A follow-up turn's own change (default) or the thread's total up to it (docs/architecture.md §15). */
   scope?: ChangeScope;
+  /** One of the run's checkpoints instead of its result (docs/architecture.md §19). */
+  checkpoint?: number;
   files?: string[];
   selection?: FileSelection[];
 }
@@ -140,9 +150,10 @@ export function patchOfSelection(loaded: LoadedResult, sel: Selection): Promise<
 }
 
 /** The selection as the apply log records it (only partly taken files). */
-function loggedSelection(sel: Selection): { selection?: FileSelection[]; scope?: 'thread' } {
+function loggedSelection(sel: Selection): { selection?: FileSelection[]; scope?: 'thread'; checkpoint?: number } {
   return {
     ...(sel.scope === 'thread' ? { scope: 'thread' as const } : {}),
+    ...(sel.checkpoint !== undefined ? { checkpoint: sel.checkpoint } : {}),
     ...(sel.selection?.length ? { selection: sel.selection.map((s) => ({ path: s.path, ...(s.hunks ? { hunks: s.hunks } : {}), ...(s.lines ? { lines: s.lines } : {}) })) } : {}),
   };
 }
@@ -195,7 +206,7 @@ export async function applyRunResult(opts: Selection & {
   skipConflicts?: boolean;
 }): Promise<ApplyResult> {
   const paths = opts.store.paths(opts.run.id);
-  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope).catch((err: unknown) => {
+  const loaded = await loadRunResult(opts.store, opts.run.id, opts.scope, opts.checkpoint).catch((err: unknown) => {
     if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('NOT_FOUND', `Run ${opts.run.id} has no collected result to apply (status ${opts.run.status}).`);
     throw err;
   });
@@ -266,14 +277,14 @@ async function resolutionsOf(applyLog: string, target: string, scope: ChangeScop
  * log. Refused like `applyRunResult`, before writing, when the audit log is not sealed.
  */
 export async function writeRecordedPatch(opts: Selection & { store: RunStore; runId: string; dest: string; write?: boolean }): Promise<{ patch: Buffer; bytes: number; sha256: string }> {
-  const partOf = opts.files || opts.selection?.length;
+  const partOf = opts.files || opts.selection?.length || opts.checkpoint !== undefined;
   const legacy = partOf || opts.scope === 'thread' ? undefined : await loadLegacyResult(opts.store, opts.runId);
   let patch: Buffer;
   let applied: string[];
   if (legacy) {
     [patch, applied] = [legacy.patch, legacy.files.map((c) => c.path)];
   } else {
-    const sel = await patchOfSelection(await loadRunResult(opts.store, opts.runId, opts.scope), opts);
+    const sel = await patchOfSelection(await loadRunResult(opts.store, opts.runId, opts.scope, opts.checkpoint), opts);
     [patch, applied] = [sel.patch, sel.changes.map((c) => c.path)];
   }
   const paths = opts.store.paths(opts.runId);

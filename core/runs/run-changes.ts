@@ -20,28 +20,29 @@ export class RunChanges {
   ) {}
 
   /** The changed files, risky first, and the digest of the result patch once there is one. */
-  async list(runId: string, scope: ChangeScope = 'turn'): Promise<{ files: ChangedFile[]; patchSha256?: string }> {
-    const { files, stored } = await this.changes(runId, scope);
+  async list(runId: string, scope: ChangeScope = 'turn', checkpoint?: number): Promise<{ files: ChangedFile[]; patchSha256?: string }> {
+    const { files, stored } = await this.changes(runId, scope, checkpoint);
     const risky = new Map(classifyRisky(files, stored?.patch).map((r) => [r.path, r.reason] as const));
     const views = files.map((f) => toChangedFile(f, risky.get(f.path)));
     return { files: [...views.filter((f) => f.risky), ...views.filter((f) => !f.risky)], ...(stored ? { patchSha256: stored.result.patchSha256 } : {}) };
   }
 
-  async file(runId: string, file: string, scope: ChangeScope = 'turn'): Promise<FileDiff> {
-    const { files, stored } = await this.changes(runId, scope);
+  async file(runId: string, file: string, scope: ChangeScope = 'turn', checkpoint?: number): Promise<FileDiff> {
+    const { files, stored } = await this.changes(runId, scope, checkpoint);
     const change = files.find((c) => c.path === file);
     if (!change) throw new AirlockError('NOT_FOUND', `${file} did not change in run ${runId}.`);
     const base = { path: change.path, ...(change.oldPath ? { oldPath: change.oldPath } : {}), status: toChangedFile(change).status, binary: change.binary, tooLarge: change.tooLarge, oldSize: change.oldSize, newSize: change.size };
-    const sandbox = this.runs.sandboxOf(runId);
+    const sandbox = checkpoint === undefined ? this.runs.sandboxOf(runId) : undefined;
     const whole = sandbox || !stored ? 'hunks and lines can be picked once the run has ended' : wholeFileOnly(change);
     const view = { ...base, ...(whole ? { wholeFileOnly: whole } : {}) };
     if (change.binary || change.tooLarge) return { ...view, diff: '' };
     if (sandbox) return { ...view, diff: (await fileDiff(sandbox.channel, file, { ...(change.oldPath ? { oldPath: change.oldPath } : {}) })).diff };
-    return { ...view, diff: diffOf(stored ?? (await this.storedResult(runId, scope)), file) ?? '' };
+    return { ...view, diff: diffOf(stored ?? (await this.storedResult(runId, scope, checkpoint)), file) ?? '' };
   }
 
   /** The result the host derived at the end of the run (patch, listing, object store). */
-  async storedResult(runId: string, scope: ChangeScope = 'turn'): Promise<LoadedResult> {
+  async storedResult(runId: string, scope: ChangeScope = 'turn', checkpoint?: number): Promise<LoadedResult> {
+    if (checkpoint !== undefined) return loadRunResult(this.store, runId, scope, checkpoint);
     try {
       return await loadRunResult(this.store, runId, scope);
     } catch (err) {
@@ -52,7 +53,12 @@ export class RunChanges {
   }
 
   /** While the run is live, its own listing (a hint) whatever the scope; after, the stored result of the scope. */
-  private async changes(runId: string, scope: ChangeScope): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
+  private async changes(runId: string, scope: ChangeScope, checkpoint?: number): Promise<{ files: FileChange[]; stored?: LoadedResult }> {
+    // A checkpoint is stored the moment it is taken: shown from the host's copy, also while the run is live.
+    if (checkpoint !== undefined) {
+      const stored = await loadRunResult(this.store, runId, scope, checkpoint);
+      return { files: stored.result.changes, stored };
+    }
     const sandbox = this.runs.sandboxOf(runId);
     if (sandbox) {
       try {

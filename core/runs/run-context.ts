@@ -16,6 +16,7 @@ import { collectResult, type CollectedResult } from '../workspace/collect';
 import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import type { Checkpointer } from './checkpoints';
 import type { CommandLedger } from './command-ledger';
 import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
@@ -47,7 +48,7 @@ export interface RunWorkspace {
   /** Tells of changed paths while the agent works (hints for the live view and for collect). */
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
-  collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string> }): Promise<CollectedResult>;
+  collect(sandbox: Sandbox, from: { snapshot: ProjectSnapshot; hydrated: HydratedWorkspace; hints: Iterable<string>; ref?: string; maxResultBytes?: number }): Promise<CollectedResult>;
   /** Keeps a collected result with the run (patch, listing, the blobs apply needs), and a follow-up turn's thread total. */
   store(store: RunStore, runId: string, collected: CollectedResult, thread?: CollectedResult): Promise<void>;
 }
@@ -65,7 +66,7 @@ export const realWorkspace: RunWorkspace = {
     return { ...(await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo, gitHistory })), repo };
   },
   watch: (sandbox, onChange) => watchChanges(sandbox.channel, onChange),
-  async collect(sandbox, { snapshot, hydrated, hints }) {
+  async collect(sandbox, { snapshot, hydrated, hints, ref, maxResultBytes }) {
     if (!hydrated.hostBaseline) throw new AirlockError('INTERNAL', 'the host baseline was not written at hydrate');
     return collectResult(sandbox.channel, {
       repo: hydrated.repo,
@@ -74,6 +75,8 @@ export const realWorkspace: RunWorkspace = {
       ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
       hints,
       isIgnored: snapshot.isIgnored,
+      ...(ref ? { ref } : {}),
+      ...(maxResultBytes ? { maxResultBytes } : {}),
     });
   },
   store: storeRunResult,
@@ -177,6 +180,8 @@ export interface LiveRun {
   hydrated?: HydratedWorkspace;
   /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
   changeHints: Set<string>;
+  /** Per-turn checkpoints (docs/architecture.md §19), while the agent works. */
+  checkpoints?: Checkpointer;
   /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
   grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
   network?: RunNetwork;

@@ -12,6 +12,7 @@ import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
 import { setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
+import { Checkpointer } from './checkpoints';
 import { captureSession, restoreSession, saveSession } from './run-session';
 import { sessionFile } from './run-thread';
 import type { Sandbox } from '../sandbox/sandbox';
@@ -121,6 +122,8 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
       runId: id,
       providers: [input.provider],
       agent: input.agent,
+      // The run's turn boundary as the host sees it: checkpoints (docs/architecture.md §19).
+      beforeForward: () => run.checkpoints?.turnEnded() ?? Promise.resolve(),
       budget: {
         ...(input.limits.budgetTokens ? { maxTokens: input.limits.budgetTokens } : {}),
         ...(input.limits.budgetUsd ? { maxCostUsd: input.limits.budgetUsd } : {}),
@@ -186,11 +189,13 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     await host.workspace.watch(sandbox, (paths) => {
       // Kept (bounded) as a hint for collect: the result itself is read and derived on the host.
       for (const p of paths) if (run.changeHints.size < MAX_CHANGE_HINTS) run.changeHints.add(p);
+      run.checkpoints?.markChanged();
       // A hint, and its size is the sandbox's choice: the event carries a bounded sample.
       host.emitEvent(run, { type: 'file_changed', paths: paths.length > MAX_EVENT_PATHS ? paths.slice(0, MAX_EVENT_PATHS) : paths });
       host.filesChanged(run);
     }),
   );
+  run.checkpoints = startCheckpoints(host, run, sandbox);
   await host.transition(run, 'running', 'agent working');
   const ctx: AgentCommandContext = {
     task: input.task,
@@ -238,7 +243,10 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
   const sandbox = required(run.sandbox, 'collect', 'prepare');
   const hydrated = required(run.hydrated, 'collect', 'hydrate');
   await host.transition(run, 'collecting', 'collecting the result');
+  await run.checkpoints?.settle();
   const { result, patch } = await host.workspace.collect(sandbox, { snapshot: required(run.snapshot, 'collect', 'prepare'), hydrated, hints: run.changeHints });
+  // The result is the run's last checkpoint (recorded before the store is compacted, which keeps their blobs).
+  await run.checkpoints?.finish({ result, patch }).catch((err: unknown) => run.audit.append('note', { message: `checkpoints not kept: ${toErrorInfo(err).message}` }));
   const thread = run.continuation ? await collectThreadResult(hydrated.repo, result, run.continuation.previous) : undefined;
   await host.workspace.store(host.deps.store, run.id, { result, patch }, thread);
   await keepAgentSession(host, run, sandbox);
@@ -251,6 +259,32 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
     baseline: { commit: result.baseCommit, ...(result.headCommit ? { headCommit: result.headCommit } : {}) },
   });
   return result.changes.length;
+}
+
+/**
+ * The run's checkpointer (docs/architecture.md §19): the same collect as the result's, per turn.
+ * The built-in agent's transcript is kept with each checkpoint, for Continue from here.
+ */
+function startCheckpoints(host: StepHost, run: LiveRun, sandbox: Sandbox): Checkpointer | undefined {
+  const hydrated = run.hydrated;
+  const snapshot = run.snapshot;
+  if (!hydrated?.hostBaseline || !snapshot) return undefined;
+  const baseCommit = hydrated.hostBaseline;
+  baseCommit.catch(() => undefined);
+  return new Checkpointer({
+    store: host.deps.store,
+    runId: run.id,
+    shell: sandbox.channel,
+    collect: ({ ref, maxResultBytes }) => host.workspace.collect(sandbox, { snapshot, hydrated, hints: run.changeHints, ref, maxResultBytes }),
+    baseCommit,
+    tracksDeps: hydrated.manifest.some((f) => /(^|\/)node_modules\//.test(f.path)),
+    audit: run.audit,
+    ...(run.agent.session && run.input.agent === 'builtin' ? { session: { spec: run.agent.session, id: run.sessionId, ...(run.tokenBytes ? { token: run.tokenBytes } : {}) } } : {}),
+    onRecorded: () => {
+      // Viewers refetch the timeline with the file list (diffs:onDidChange).
+      host.filesChanged(run);
+    },
+  });
 }
 
 /**

@@ -6,6 +6,7 @@ import type { AgentAdapter } from '../agents';
 import type { PreviousResult } from '../workspace/thread-result';
 import { loadRunResult } from './run-apply';
 import type { StoredRun } from './run-record';
+import { checkpointEntry, loadCheckpointSession } from './checkpoints';
 import { loadSession, type CarriedSession } from './run-session';
 import type { RunStore } from './run-store';
 
@@ -47,7 +48,12 @@ export async function resolveContinuation(
   if (!parent.wipe?.verified) {
     throw new AirlockError('CONFLICT', `Run ${parent.id}'s sandbox was not verified gone, so it cannot be continued; run 'airlock doctor' to reap leftovers, then start a new run.`);
   }
-  const previous = await loadRunResult(store, parent.id, 'thread').catch((err: unknown) => {
+  // From a checkpoint (docs/architecture.md §19): its tree, and the built-in agent's conversation as of that turn.
+  const from = args.checkpoint !== undefined ? await checkpointEntry(store, parent.id, args.checkpoint) : undefined;
+  if (from && !from.final && parent.thread) {
+    throw new AirlockError('INVALID_INPUT', `Run ${parent.id} is itself a follow-up turn; continue from its result, or from a checkpoint of the thread's first run.`, { field: 'checkpoint' });
+  }
+  const previous = await (from && !from.final ? loadRunResult(store, parent.id, 'turn', args.checkpoint) : loadRunResult(store, parent.id, 'thread')).catch((err: unknown) => {
     if (err instanceof AirlockError && err.kind === 'NOT_FOUND') throw new AirlockError('CONFLICT', `Run ${parent.id} has no collected result to continue from; start a new run instead.`);
     throw err;
   });
@@ -74,12 +80,14 @@ export async function resolveContinuation(
     limits: args.limits ?? parent.limits,
   });
   const sameConversation = agent === parent.agent && (await deps.providerFormat(provider)) === (await deps.providerFormat(parent.provider));
-  const session = sameConversation && deps.agent(agent).session ? await loadSession(sessionFile(store, parent.id)) : undefined;
+  const fromCheckpoint = from && !from.final && args.checkpoint !== undefined ? args.checkpoint : undefined;
+  const session = !sameConversation || !deps.agent(agent).session ? undefined : fromCheckpoint !== undefined ? await loadCheckpointSession(store, parent.id, fromCheckpoint) : await loadSession(sessionFile(store, parent.id));
   const thread: RunThread = {
     rootRunId: parent.thread?.rootRunId ?? parent.id,
     parentRunId: parent.id,
     turn: (parent.thread?.turn ?? 1) + 1,
     conversation: session ? 'carried' : 'fresh',
+    ...(args.checkpoint !== undefined ? { checkpoint: args.checkpoint } : {}),
   };
   return {
     input,
@@ -89,8 +97,9 @@ export async function resolveContinuation(
 }
 
 /** Why a follow-up starts a fresh conversation, in words (CLI and run log). */
-export function freshConversationReason(parent: Pick<StoredRun, 'agent' | 'provider'>, input: Pick<StoredRun, 'agent' | 'provider'>): string {
+export function freshConversationReason(parent: Pick<StoredRun, 'agent' | 'provider'>, input: Pick<StoredRun, 'agent' | 'provider'> & { thread?: { checkpoint?: number } }): string {
   if (parent.agent !== input.agent) return `a different agent (${input.agent}) than the parent's (${parent.agent}) starts a fresh conversation`;
   if (parent.provider !== input.provider) return `another provider's wire format starts a fresh conversation`;
+  if (input.thread?.checkpoint !== undefined) return `the conversation up to checkpoint ${input.thread.checkpoint} is kept only for the built-in agent; this turn starts a fresh one from that checkpoint's files`;
   return `the parent run kept no conversation to continue`;
 }

@@ -61,6 +61,8 @@ export interface CollectOptions {
   maxFileBytes?: number;
   /** The changed files together may not exceed this (default 512 MiB). */
   maxResultBytes?: number;
+  /** The ref the result commit is written to (default `refs/airlock/result`; checkpoints name their own). */
+  ref?: string;
 }
 
 const DEFAULT_DIFF_CAP = 1024 * 1024;
@@ -188,7 +190,7 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
     ops.push({ path: p, mode, mark: await importer.blob(f.content) });
   }
   const ident = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
-  const resultCommit = await importer.commit({ ref: 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
+  const resultCommit = await importer.commit({ ref: opts.ref ?? 'refs/airlock/result', ident, message: 'airlock result\n', parent: opts.baseCommit }, ops);
 
   // Sizes of what the host holds: base sizes from its manifest, new ones from the bytes it read.
   const sizes = new Map<string, number>();

@@ -347,6 +347,10 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       onDidEvent: runEvent.event,
     },
     diffs: {
+      async checkpoints(args) {
+        log('diffs:checkpoints', args);
+        return { checkpoints: [] };
+      },
       async list(args) {
         const { runId } = args;
         log('diffs:list', args);

@@ -9,6 +9,34 @@ import { printChangedFiles, summaryRow, usageLine } from '../run-format';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
+export const checkpointsCommand: CliCommand = {
+  name: 'checkpoints',
+  summary: "List a run's checkpoints: its change after each turn that changed files (the last is its result).",
+  usage: 'airlock checkpoints <runId> [--json]   (review one: airlock show <runId> --checkpoint N; apply it alone: airlock apply <runId> --checkpoint N --reviewed SHA256; continue from it: airlock run --continue <runId> --checkpoint N --task "…")',
+  async run(args, io) {
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' } });
+    const [runId] = positionalsExactly(positionals, '<runId>');
+    return withServices(io, async (s) => {
+      const list = await s.diffs.checkpoints({ runId });
+      if (values.json) {
+        io.stdout.write(`${JSON.stringify({ runId, ...list })}\n`);
+        return ExitCode.ok;
+      }
+      if (!list.checkpoints.length) {
+        io.stdout.write(`run ${runId} has no checkpoints (no turn changed files, or the run is from an Airlock without them)\n`);
+        return ExitCode.ok;
+      }
+      for (const c of list.checkpoints) {
+        const when = c.final ? 'the result' : `after turn ${(c.request ?? 1) - 1} (model request ${c.request ?? '?'})`;
+        io.stdout.write(`${String(c.n).padStart(3)}  ${when.padEnd(26)} ${files(c.files).padEnd(9)} +${c.additions} -${c.deletions}  ${c.conversation ? 'conversation kept  ' : ''}sha256 ${c.patchSha256}\n`);
+      }
+      if (list.limited) io.stdout.write(`later turns have no checkpoint of their own: the ${list.limited.reason} bound was reached at model request ${list.limited.atRequest} (the result is whole)\n`);
+      io.stdout.write(`review: airlock show ${runId} --checkpoint N --diff; apply: airlock apply ${runId} --checkpoint N --reviewed SHA256; continue: airlock run --continue ${runId} --checkpoint N --task "…"\n`);
+      return ExitCode.ok;
+    });
+  },
+};
+
 /** Runs `fn` with the real services (no crash recovery: history commands only read and apply). */
 async function withServices<T>(io: CliIo, fn: (s: AirlockServices) => Promise<T>): Promise<T> {
   const services = servicesFor(await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}), recover: false }));
@@ -93,15 +121,17 @@ export const runsCommand: CliCommand = {
 export const showCommand: CliCommand = {
   name: 'show',
   summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
-  usage: 'airlock show <runId> [--thread] [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines; --thread: the whole thread\'s change up to this turn)',
+  usage: 'airlock show <runId> [--thread | --checkpoint N] [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines; --thread: the whole thread\'s change up to this turn)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' }, thread: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' }, thread: { type: 'boolean' }, checkpoint: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
     const scope = values.thread ? 'thread' : 'turn';
-    const scopeFlag = values.thread ? ' --thread' : '';
+    const checkpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });
+    const cp = checkpoint !== undefined ? { checkpoint } : {};
+    const scopeFlag = `${values.thread ? ' --thread' : ''}${checkpoint !== undefined ? ` --checkpoint ${checkpoint}` : ''}`;
     return withServices(io, async (s) => {
       const run = await s.runs.get({ runId });
-      const { files, patchSha256 } = await s.diffs.list({ runId, scope });
+      const { files, patchSha256 } = await s.diffs.list({ runId, scope, ...cp });
       if (values.json) {
         io.stdout.write(`${JSON.stringify({ ...run, files, ...(patchSha256 ? { patchSha256 } : {}) })}\n`);
         return ExitCode.ok;
@@ -115,9 +145,10 @@ export const showCommand: CliCommand = {
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);
-      if (patchSha256) out.write(`result sha256: ${patchSha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${patchSha256})\n`);
+      if (checkpoint !== undefined) out.write(`showing checkpoint ${checkpoint} (the run's change up to that turn; 'airlock checkpoints ${runId}' lists them)\n`);
+      if (patchSha256) out.write(`${checkpoint !== undefined ? `checkpoint ${checkpoint}` : 'result'} sha256: ${patchSha256}  (after reviewing: airlock apply ${runId}${scopeFlag} --reviewed ${patchSha256})\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}${run.wipe.pooledAs ? ` (run ${run.id}'s sandbox, started in the warm pool as ${run.wipe.pooledAs})` : ''} at ${run.wipe.at}\n`);
-      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId, scope })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
+      if (values.diff && run.patchPath) out.write(`\n${(await s.diffs.exportPatch({ runId, scope, ...cp })).text ?? `(patch too large to print; see ${run.patchPath})`}`);
       if (values.hunks) await printHunks(out, s, runId, files);
       return ExitCode.ok;
     });
@@ -127,9 +158,10 @@ export const showCommand: CliCommand = {
 export const applyCommand: CliCommand = {
   name: 'apply',
   summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--thread] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4] [--skip-conflicts] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn; whole or nothing: one conflicting file and nothing is written, unless --skip-conflicts writes the files that do not conflict)',
+  usage: 'airlock apply <runId> --reviewed SHA256 [--thread | --checkpoint N] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4] [--skip-conflicts] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn; --checkpoint N: the run\'s change up to that checkpoint, see airlock checkpoints; whole or nothing: one conflicting file and nothing is written, unless --skip-conflicts writes the files that do not conflict)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' }, 'skip-conflicts': { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' }, 'skip-conflicts': { type: 'boolean' }, checkpoint: { type: 'string' } });
+    const checkpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });
     const [runId] = positionalsExactly(positionals, '<runId>');
     if (!values.reviewed || !/^[0-9a-f]{64}$/.test(values.reviewed)) {
       io.stderr.write(`airlock apply needs --reviewed <sha256>: the digest 'airlock show ${runId}' or 'airlock patch ${runId}' printed for the result (or selection) you read. Nothing is applied unseen.
@@ -142,6 +174,7 @@ export const applyCommand: CliCommand = {
       const result = await s.diffs.apply({
         runId,
         ...(values.thread ? { scope: 'thread' as const } : {}),
+        ...(checkpoint !== undefined ? { checkpoint } : {}),
         reviewedSha256: values.reviewed as string,
         mode: values.branch ? 'branch' : 'working-tree',
         ...(values.branch ? { branch: values.branch } : {}),
@@ -183,15 +216,16 @@ const files = (n: number): string => `${n} ${n === 1 ? 'file' : 'files'}`;
 export const patchCommand: CliCommand = {
   name: 'patch',
   summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--thread] [--out FILE] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
+  usage: 'airlock patch <runId> [--thread | --checkpoint N] [--out FILE] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
   async run(args, io) {
-    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true } });
+    const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, checkpoint: { type: 'string' } });
+    const checkpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });
     const [runId] = positionalsExactly(positionals, '<runId>');
     const selection = selectionOf(values.hunks, values.lines);
     const files = selectedFiles(fileList(values.files), selection);
-    const again = [values.thread ? ' --thread' : '', files?.length ? ` --files ${files.join(',')}` : '', ...(values.hunks ?? []).map((h) => ` --hunks ${h}`), ...(values.lines ?? []).map((l) => ` --lines ${l}`)].join('');
+    const again = [values.thread ? ' --thread' : '', checkpoint !== undefined ? ` --checkpoint ${checkpoint}` : '', files?.length ? ` --files ${files.join(',')}` : '', ...(values.hunks ?? []).map((h) => ` --hunks ${h}`), ...(values.lines ?? []).map((l) => ` --lines ${l}`)].join('');
     return withServices(io, async (s) => {
-      const result = await s.diffs.exportPatch({ runId, ...(values.thread ? { scope: 'thread' as const } : {}), ...(files?.length ? { files } : {}), ...(selection ? { selection } : {}), ...(values.out ? { destPath: values.out } : {}) });
+      const result = await s.diffs.exportPatch({ runId, ...(values.thread ? { scope: 'thread' as const } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}), ...(files?.length ? { files } : {}), ...(selection ? { selection } : {}), ...(values.out ? { destPath: values.out } : {}) });
       if (values.out) io.stderr.write(`wrote ${result.bytes} bytes to ${result.path}\n`);
       else if (result.text !== undefined) io.stdout.write(result.text);
       else io.stderr.write(`the patch is large (${result.bytes} bytes): written to ${result.path}\n`);

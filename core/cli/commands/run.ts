@@ -54,6 +54,7 @@ export const runCommand: CliCommand = {
       json: { type: 'boolean' },
       again: { type: 'string' },
       continue: { type: 'string' },
+      checkpoint: { type: 'string' },
     });
     const again = values.again;
     // A follow-up turn takes its project (and its settings) from the run it continues.
@@ -61,6 +62,8 @@ export const runCommand: CliCommand = {
     if (again && parentId) throw new CliUsageError('--again starts a new run like a past one; --continue follows one up. Use one of them.');
     const [projectDir] = (again || parentId) && positionals.length === 0 ? [undefined] : positionalsExactly(positionals, '<projectDir>');
     if (parentId && projectDir) throw new CliUsageError(`--continue works on the project of run ${parentId}; leave out the project folder.`);
+    const fromCheckpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });
+    if (fromCheckpoint !== undefined && !parentId) throw new CliUsageError('--checkpoint N continues a run from one of its checkpoints: use it with --continue <runId>.');
     const timeoutSec = numberOption(values.timeout, 'timeout', { integer: true, min: 10 });
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
@@ -120,6 +123,7 @@ export const runCommand: CliCommand = {
         started = await services.runs.continue({
           runId: parent.id,
           task: values.task ?? '',
+          ...(fromCheckpoint !== undefined ? { checkpoint: fromCheckpoint } : {}),
           ...(values.agent ? { agent: AgentKind.parse(values.agent) } : {}),
           ...(values['custom-command'] ? { customCommand: values['custom-command'] } : {}),
           ...(values.provider ? { provider: values.provider } : {}),
@@ -127,7 +131,7 @@ export const runCommand: CliCommand = {
           ...(values['approve-commands'] ? { approval: 'ask' as const } : {}),
           ...(timeoutSec || budgetTokens || budgetUsd ? { limits: { timeoutSec: timeoutSec ?? parent.limits.timeoutSec, ...(budgetTokens ? { budgetTokens } : {}), ...(budgetUsd ? { budgetUsd } : {}) } } : {}),
         });
-        if (!json) io.stdout.write(`continuing ${parent.id}: turn ${started.thread?.turn ?? 2} of thread ${started.thread?.rootRunId ?? parent.id}\n`);
+        if (!json) io.stdout.write(`continuing ${parent.id}${fromCheckpoint !== undefined ? ` from checkpoint ${fromCheckpoint}` : ''}: turn ${started.thread?.turn ?? 2} of thread ${started.thread?.rootRunId ?? parent.id}\n`);
         if (started.thread?.conversation === 'fresh') {
           const why = freshConversationReason(parent, started);
           if (json) io.stdout.write(`${JSON.stringify({ type: 'note', message: why })}\n`);

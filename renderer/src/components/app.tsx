@@ -35,7 +35,7 @@ function Screen({ route }: { route: Route }) {
     case 'history': return <HistoryScreen />;
     case 'settings': return <SettingsScreen />;
     case 'run': return <RunView runId={route.runId} />;
-    case 'review': return <ReviewScreen runId={route.runId} />;
+    case 'review': return <ReviewScreen key={`${route.runId}#${route.checkpoint ?? ''}`} runId={route.runId} {...(route.checkpoint !== undefined ? { checkpoint: route.checkpoint } : {})} />;
     case 'audit': return <AuditView runId={route.runId} />;
   }
 }

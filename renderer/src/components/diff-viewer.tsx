@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useState, type ReactElement } from 'react';
-import type { ChangeScope, FileDiff } from '../../../contracts';
+import type { FileDiff } from '../../../contracts';
 import { formatBytes } from '../lib/format';
 import { hunkIds, lineId } from '../lib/selection';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
-import { diffKey, useDiffStore } from '../stores/diff-store';
+import { diffKey, scopeArgs, useDiffStore, type ViewScope } from '../stores/diff-store';
 import { ImageDiff, isImagePath } from './image-diff';
 
 /** Past this many lines a diff is cut until the user asks for all of it. */
@@ -126,7 +126,7 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
  * checkboxes, when the host says this file's parts can be picked: in the split layout a removed line
  * is ticked in the left column and an added one in the right, with the same ids as unified.
  */
-export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ChangeScope; pick?: DiffPick }) {
+export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ViewScope; pick?: DiffPick }) {
   const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));
   const [mode, setMode] = useState<'unified' | 'split'>('unified');
   useEffect(() => {
@@ -142,7 +142,7 @@ export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?:
           <button className="btn small" aria-pressed={mode === 'split'} onClick={() => setMode('split')}>Split</button>
         </div>
       </div>
-      {isImagePath(path) && <ImageDiff runId={runId} path={path} {...(scope ? { scope } : {})} />}
+      {isImagePath(path) && <ImageDiff runId={runId} path={path} {...scopeArgs(scope)} />}
       <div className="diff" aria-label={`Diff of ${path}`}>
         {!entry && <div className="empty">Loading…</div>}
         {entry && 'error' in entry && <div className="empty del-n">{entry.error}</div>}

@@ -36,16 +36,16 @@ function Side({ label, side, cap }: { label: string; side: ImageSide; cap: numbe
 }
 
 /** A changed picture before and after, side by side or one over the other. */
-export function ImageDiff({ runId, path, scope }: { runId: string; path: string; scope?: ChangeScope }) {
+export function ImageDiff({ runId, path, scope, checkpoint }: { runId: string; path: string; scope?: ChangeScope; checkpoint?: number }) {
   const [images, setImages] = useState<FileImages | { error: string } | undefined>();
   const [layout, setLayout] = useState<'side' | 'stacked'>('side');
   useEffect(() => {
     let live = true;
     setImages(undefined);
-    api().call('diffs:images', { runId, path, ...(scope ? { scope } : {}) })
+    api().call('diffs:images', { runId, path, ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}) })
       .then((r) => live && setImages(r), (err: unknown) => live && setImages({ error: errorMessage(err) }));
     return () => { live = false; };
-  }, [runId, path, scope]);
+  }, [runId, path, scope, checkpoint]);
   if (!images) return <div className="empty">Loading the pictures…</div>;
   if ('error' in images) return <div className="empty" role="note">{images.error}</div>;
   return (

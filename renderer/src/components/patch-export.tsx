@@ -1,9 +1,10 @@
 import { useState } from 'react';
 import { PATCH_DOWNLOAD_PATH, PATCH_SHA256_HEADER, type ChangeScope, type FileSelection } from '../../../contracts';
 import { api, errorMessage } from '../api';
+import { scopeArgs, type ViewScope } from '../stores/diff-store';
 
 /** The browser download: the host renders the selection's patch and sends it as an attachment. */
-async function downloadPatch(body: { runId: string; scope?: ChangeScope; files: string[]; selection?: FileSelection[] }): Promise<{ name: string; sha256: string }> {
+async function downloadPatch(body: { runId: string; scope?: ChangeScope; checkpoint?: number; files: string[]; selection?: FileSelection[] }): Promise<{ name: string; sha256: string }> {
   // The session cookie carries the token; the browser sends our Origin with a POST.
   const res = await fetch(PATCH_DOWNLOAD_PATH, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!res.ok) throw new Error((await res.text()).trim() || `Download failed (HTTP ${res.status}).`);
@@ -27,9 +28,9 @@ async function downloadPatch(body: { runId: string; scope?: ChangeScope; files: 
  * browser, or the clipboard. The bytes are the host's rendering of the selection, and every
  * export is recorded in the run's apply log.
  */
-export function PatchExport({ runId, scope, files, selection, disabled, onError }: { runId: string; scope?: ChangeScope; files: string[]; selection: FileSelection[]; disabled: boolean; onError(message: string | undefined): void }) {
+export function PatchExport({ runId, scope, files, selection, disabled, onError }: { runId: string; scope?: ViewScope; files: string[]; selection: FileSelection[]; disabled: boolean; onError(message: string | undefined): void }) {
   const [note, setNote] = useState<string>();
-  const body = { runId, ...(scope ? { scope } : {}), files, ...(selection.length ? { selection } : {}) };
+  const body = { runId, ...scopeArgs(scope), files, ...(selection.length ? { selection } : {}) };
   const desktop = api().transportKind === 'ipc';
   const run = (fn: () => Promise<string | undefined>) => () => {
     onError(undefined);

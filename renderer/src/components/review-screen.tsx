@@ -6,7 +6,7 @@ import { defaultSelection, orderForReview } from '../lib/file-tree';
 import { fileSelectionOf, hunkIds } from '../lib/selection';
 import { parseUnifiedDiff } from '../lib/unified-diff';
 import { useAppStore } from '../stores/app-store';
-import { diffKey, useDiffStore, viewKey } from '../stores/diff-store';
+import { diffKey, scopeArgs, useDiffStore, viewKey, type ViewScope } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
 import { appliedText, ErrorBanner } from './common';
 import { ApplyOutcome } from './apply-outcome';
@@ -27,11 +27,13 @@ interface Pending {
  * tree or a new branch, or export the patch; a file refused because the project changed it too can
  * be resolved in a three-way merge view.
  */
-export function ReviewScreen({ runId }: { runId: string }) {
+export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?: number }) {
   const run = useRunsStore((s) => s.runs[runId]);
   const summary = useRunsStore((s) => s.live[runId]?.record?.summary);
-  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15).
-  const [scope, setScope] = useState<ChangeScope>('turn');
+  // A follow-up turn: its own change, or the whole thread's up to it (docs/architecture.md §15);
+  // or one checkpoint of the run, "up to here" (§19).
+  const [changeScope, setScope] = useState<ChangeScope>('turn');
+  const scope: ViewScope = checkpoint !== undefined ? `cp${checkpoint}` : changeScope;
   const files = useDiffStore((s) => s.files[viewKey(runId, scope)]);
   const diffs = useDiffStore((s) => s.diffs);
   const collected = useDiffStore((s) => s.patchSha256[viewKey(runId, scope)]);
@@ -128,7 +130,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
     if (!collected || request.files.length === 0) return setPreview(undefined);
     let stale = false;
     const t = setTimeout(() => {
-      api().call('diffs:preview', { runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}) })
+      api().call('diffs:preview', { runId, ...scopeArgs(scope), files: request.files, ...(request.selection.length ? { selection: request.selection } : {}) })
         .then((p) => { if (!stale) setPreview({ ...p, key }); })
         .catch((err) => { if (!stale) setError(errorMessage(err)); });
     }, 120);
@@ -151,7 +153,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       if (!reviewed) throw new Error('The result is not collected yet; apply once the run has ended.');
       const commitMessage = (message ?? defaultMessage).trim();
       const r = await api().call('diffs:apply', {
-        runId, scope, files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
+        runId, ...scopeArgs(scope), files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
         ...(skipConflicts ? { skipConflicts: true } : {}),
       });
@@ -159,7 +161,7 @@ export function ReviewScreen({ runId }: { runId: string }) {
       // The run record now says where it was applied.
       void useRunsStore.getState().open(runId).catch(() => undefined);
       // Whole or nothing: the conflicts open first, in the merge view (working tree only).
-      if (r.conflicts.length && mode === 'working-tree') setResolving(r.conflicts[0]?.path);
+      if (r.conflicts.length && mode === 'working-tree' && checkpoint === undefined) setResolving(r.conflicts[0]?.path);
       const notify = useAppStore.getState().notify;
       if (r.conflicts.length) notify('error', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}; ${countOf(r.conflicts.length, 'conflict')} left untouched` : `Nothing applied: ${countOf(r.conflicts.length, 'file')} ${r.conflicts.length === 1 ? 'conflicts' : 'conflict'} with your edits`);
       else notify('success', r.applied.length ? `Applied ${countOf(r.applied.length, 'file')}` : 'Nothing to apply: your project already has this change');
@@ -206,7 +208,13 @@ export function ReviewScreen({ runId }: { runId: string }) {
       </div>
       {run && <div className="muted">{run.task} · <span className="mono">{run.projectDir}</span></div>}
       {run?.applied && <div className="muted" aria-label="Applied status">{appliedText(run.applied)}</div>}
-      {run?.thread && (
+      {checkpoint !== undefined && (
+        <div className="banner" role="note" aria-label="Checkpoint">
+          <b>Checkpoint {checkpoint}</b>: the run's change up to that turn, as the host collected it then. Applying it leaves the later turns out.
+          <button className="btn small" onClick={() => navigate({ name: 'review', runId })}>Review the whole result</button>
+        </div>
+      )}
+      {run?.thread && checkpoint === undefined && (
         <div className="row" role="radiogroup" aria-label="Which change">
           <label className="row"><input type="radio" name="scope" checked={scope === 'turn'} onChange={() => { setScope('turn'); setResult(undefined); }} /> This turn's change (turn {run.thread.turn})</label>
           <label className="row"><input type="radio" name="scope" checked={scope === 'thread'} onChange={() => { setScope('thread'); setResult(undefined); }} /> The whole thread (turns 1–{run.thread.turn})</label>
@@ -277,12 +285,12 @@ export function ReviewScreen({ runId }: { runId: string }) {
           </button>
           <PatchExport runId={runId} scope={scope} files={request.files} selection={request.selection} disabled={!reviewed} onError={setError} />
         </div>
-        {result && <ApplyOutcome result={result} resolved={resolved} busy={busy} onResolve={setResolving} onApplyOthers={() => void apply(true)} />}
+        {result && <ApplyOutcome result={result} resolved={resolved} busy={busy} onResolve={checkpoint === undefined ? setResolving : () => setError("The merge view resolves against the run's result. For a checkpoint, save its patch and resolve with git, or review the whole result.")} onApplyOthers={() => void apply(true)} />}
       </section>
-      {resolving && (
+      {resolving && checkpoint === undefined && (
         <MergeViewPanel
           runId={runId}
-          scope={scope}
+          scope={changeScope}
           path={resolving}
           onClose={() => setResolving(undefined)}
           onResolved={(p) => {

@@ -6,6 +6,7 @@ import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { runAgain } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
+import { CheckpointTimeline } from './checkpoint-timeline';
 import { ConfirmInline, ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
@@ -161,6 +162,7 @@ export function RunView({ runId }: { runId: string }) {
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} />}
       {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
+      <CheckpointTimeline runId={runId} final={final && run.status !== 'interrupted'} />
       <div className="run-grid">
         <section className="panel" aria-label="Agent">
           <h2>Transcript</h2>

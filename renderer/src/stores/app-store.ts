@@ -5,7 +5,7 @@ export type Route =
   | { name: 'keys' }
   | { name: 'new' }
   | { name: 'run'; runId: string }
-  | { name: 'review'; runId: string }
+  | { name: 'review'; runId: string; checkpoint?: number }
   | { name: 'audit'; runId: string }
   | { name: 'history' }
   | { name: 'settings' };

@@ -6,7 +6,19 @@ import { api, errorMessage } from '../api';
  * Where a run's change is kept: its own by run id, a follow-up's whole-thread change beside it
  * (docs/architecture.md §15).
  */
-export const viewKey = (runId: string, scope: ChangeScope = 'turn') => (scope === 'thread' ? `${runId}#thread` : runId);
+export const viewKey = (runId: string, scope: ViewScope = 'turn') => (scope === 'turn' ? runId : `${runId}#${scope}`);
+
+/**
+ * Which change of a run a view shows: a follow-up's own or the thread's (§15), or one of the run's
+ * checkpoints, `cp<N>` (docs/architecture.md §19).
+ */
+export type ViewScope = ChangeScope | `cp${number}`;
+
+/** A view's scope as the diffs calls take it. */
+export function scopeArgs(scope: ViewScope | undefined): { scope?: ChangeScope; checkpoint?: number } {
+  if (!scope) return {};
+  return scope.startsWith('cp') ? { checkpoint: Number(scope.slice(2)) } : { scope: scope as ChangeScope };
+}
 
 interface DiffState {
   /** By `viewKey`. */
@@ -15,13 +27,13 @@ interface DiffState {
   patchSha256: Record<string, string | undefined>;
   /** `${viewKey}\0${path}` → diff */
   diffs: Record<string, FileDiff | { error: string } | undefined>;
-  load(runId: string, scope?: ChangeScope): Promise<void>;
-  loadFile(runId: string, path: string, scope?: ChangeScope): Promise<void>;
+  load(runId: string, scope?: ViewScope): Promise<void>;
+  loadFile(runId: string, path: string, scope?: ViewScope): Promise<void>;
   /** `diffs:onDidChange`: refetch what is loaded for that run (debounced by the caller). */
   invalidate(runId: string): Promise<void>;
 }
 
-export const diffKey = (runId: string, path: string, scope?: ChangeScope) => `${viewKey(runId, scope)}\0${path}`;
+export const diffKey = (runId: string, path: string, scope?: ViewScope) => `${viewKey(runId, scope)}\0${path}`;
 
 /** Changed files and diffs: event ⇒ invalidate ⇒ refetch (docs/architecture.md §5). */
 export const useDiffStore = create<DiffState>()((set, get) => ({
@@ -29,13 +41,13 @@ export const useDiffStore = create<DiffState>()((set, get) => ({
   patchSha256: {},
   diffs: {},
   async load(runId, scope) {
-    const { files, patchSha256 } = await api().call('diffs:list', { runId, ...(scope ? { scope } : {}) });
+    const { files, patchSha256 } = await api().call('diffs:list', { runId, ...scopeArgs(scope) });
     const key = viewKey(runId, scope);
     set((s) => ({ files: { ...s.files, [key]: files }, patchSha256: { ...s.patchSha256, [key]: patchSha256 } }));
   },
   async loadFile(runId, path, scope) {
     try {
-      const diff = await api().call('diffs:file', { runId, path, ...(scope ? { scope } : {}) });
+      const diff = await api().call('diffs:file', { runId, path, ...scopeArgs(scope) });
       set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path, scope)]: diff } }));
     } catch (err) {
       set((s) => ({ diffs: { ...s.diffs, [diffKey(runId, path, scope)]: { error: errorMessage(err) } } }));
