@@ -6,7 +6,7 @@ import { AirlockError } from '../contracts/errors';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
-import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AttemptsService, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -20,6 +20,10 @@ import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
 import { credentialAgent } from './keys/subscription-credentials';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
+import { AttemptGroups } from './runs/attempt-group';
+import { AttemptGroupStore } from './runs/attempt-group-store';
+import { comparisonMarkdown } from './runs/attempt-report';
+import { defaultAttemptConcurrency } from './runs/attempt-slots';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
@@ -87,7 +91,9 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
   };
 
   const mcp = mcpService(parts, () => services);
+  const attempts = attemptsService(parts, () => services);
   const services: AirlockServices = {
+    attempts: attempts.service,
     sandboxes: sandboxesService(parts),
     keys: keysService(parts),
     providers: providersService(parts),
@@ -108,6 +114,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     async dispose() {
       forwardRunTerminals.dispose();
       parts.shells.dispose();
+      attempts.dispose();
       await mcp.dispose();
       await core.dispose();
     },
@@ -272,6 +279,42 @@ function runsService(parts: ServiceParts): RunsService {
     },
     onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
     onDidEvent: runs.onDidEvent,
+  };
+}
+
+/**
+ * Attempt groups (docs/architecture.md §18): start, compare, export, apply one. Apply goes through
+ * `diffs:apply` (the review/apply flow: exactly the reviewed bytes).
+ */
+function attemptsService(parts: ServiceParts, services: () => AirlockServices): { service: AttemptsService; dispose(): void } {
+  const { core, store, runs, changes } = parts;
+  const groups = new AttemptGroups({
+    runs,
+    getRun: (runId) => store.get(runId),
+    groups: new AttemptGroupStore(path.dirname(store.root)),
+    concurrency: async () => (await core.settings.get()).attemptsConcurrency ?? defaultAttemptConcurrency(),
+    changedFiles: async (runId) => (await changes.list(runId)).files,
+    apply: (input) => services().diffs.apply(input),
+    async wipeAgain(run) {
+      const manager = await core.sandboxes(run.isolation);
+      return manager.driver.destroy(run.id);
+    },
+  });
+  return {
+    dispose: () => groups.dispose(),
+    service: {
+      start: (input) => groups.start(input),
+      list: ({ limit }) => groups.list(limit),
+      compare: ({ groupId }) => groups.compare(groupId),
+      async export({ groupId, format }) {
+        const c = await groups.compare(groupId);
+        return format === 'json'
+          ? { filename: `airlock-${groupId}.json`, mimeType: 'application/json', text: `${JSON.stringify(c, null, 2)}\n` }
+          : { filename: `airlock-${groupId}.md`, mimeType: 'text/markdown', text: comparisonMarkdown(c) };
+      },
+      apply: ({ groupId, apply }) => groups.apply(groupId, apply),
+      onDidChange: groups.onDidChange,
+    },
   };
 }
 
