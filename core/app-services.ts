@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunEvent } from '../contracts';
+import { ApplyInput } from '../contracts/diffs';
 import { AirlockError } from '../contracts/errors';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
@@ -312,7 +313,8 @@ function attemptsService(parts: ServiceParts, services: () => AirlockServices): 
           ? { filename: `airlock-${groupId}.json`, mimeType: 'application/json', text: `${JSON.stringify(c, null, 2)}\n` }
           : { filename: `airlock-${groupId}.md`, mimeType: 'text/markdown', text: comparisonMarkdown(c) };
       },
-      apply: ({ groupId, apply }) => groups.apply(groupId, apply),
+      // Parsed here too: a caller in the same process (the CLI, tests) gets the contract's defaults.
+      apply: ({ groupId, apply }) => groups.apply(groupId, ApplyInput.parse(apply)),
       onDidChange: groups.onDidChange,
     },
   };
