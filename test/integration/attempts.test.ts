@@ -61,7 +61,7 @@ describe.skipIf(!docker.ok)('attempt groups: three agents, one task, a host-run 
       maxActive = Math.max(maxActive, active);
     });
     const group = await f.services.attempts.start({
-      run: { projectDir, task: 'Make npm test pass: answer.txt must hold 42.', provider: 'anthropic', model: 'claude-opus-4-5', check: { command: 'npm test' } },
+      run: { projectDir, task: 'Make npm test pass: answer.txt must hold 42.', provider: 'anthropic', model: 'claude-opus-4-5', check: { command: 'npm test', timeoutSec: 300 } },
       attempts: [
         { agent: 'builtin', provider: 'anthropic', model: 'claude-opus-4-5' },
         { agent: 'claude-code', provider: 'anthropic', model: 'claude-sonnet-4-5' },
@@ -117,7 +117,7 @@ describe.skipIf(!docker.ok)('attempt groups: three agents, one task, a host-run 
 
     // Apply the built-in attempt: exactly its reviewed bytes; the others' sandboxes verified gone.
     const reviewed = await f.services.diffs.list({ runId: builtin?.id as string });
-    const applied = await f.services.attempts.apply({ groupId: group.id, apply: { runId: builtin?.id as string, reviewedSha256: reviewed.patchSha256 as string } });
+    const applied = await f.services.attempts.apply({ groupId: group.id, apply: { runId: builtin?.id as string, mode: 'working-tree', reviewedSha256: reviewed.patchSha256 as string } });
     expect(applied.result.applied).toEqual(['answer.txt']);
     expect(await readFile(path.join(projectDir, 'answer.txt'), 'utf8')).toBe('42\n');
     expect(applied.others.map((o) => [o.runId, o.verified, o.leftovers])).toEqual([
