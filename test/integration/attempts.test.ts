@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Comparison, type Comparison as ComparisonT } from '../../contracts/attempts';
+import { Comparison, StartAttemptsInput, type Comparison as ComparisonT } from '../../contracts/attempts';
 import type { RunStatus } from '../../contracts/runs';
 import { requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, createRunFixture, filesContaining, leftoversOf, type RunFixture } from '../support/run-fixture';
@@ -60,14 +60,16 @@ describe.skipIf(!docker.ok)('attempt groups: three agents, one task, a host-run 
       const active = [...statuses.values()].filter((st) => !['queued', 'done', 'failed', 'cancelled', 'interrupted'].includes(st)).length;
       maxActive = Math.max(maxActive, active);
     });
-    const group = await f.services.attempts.start({
+    const group = await f.services.attempts.start(
+      StartAttemptsInput.parse({
       run: { projectDir, task: 'Make npm test pass: answer.txt must hold 42.', provider: 'anthropic', model: 'claude-opus-4-5', check: { command: 'npm test', timeoutSec: 300 } },
       attempts: [
         { agent: 'builtin', provider: 'anthropic', model: 'claude-opus-4-5' },
         { agent: 'claude-code', provider: 'anthropic', model: 'claude-sonnet-4-5' },
         { agent: 'codex', provider: 'openai', model: 'gpt-5' },
       ],
-    });
+      }),
+    );
     expect(group.concurrency).toBe(2);
     expect(group.attempts.map((a) => a.agent)).toEqual(['builtin', 'claude-code', 'codex']);
     // Two run; the third waits as queued.

@@ -4,6 +4,7 @@ import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useDocumentTheme } from '../lib/theme';
 import { AuditView } from './audit-view';
+import { CompareScreen } from './compare-screen';
 import { DoctorScreen } from './doctor-screen';
 import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
@@ -32,6 +33,7 @@ function Screen({ route }: { route: Route }) {
     case 'run': return <RunView runId={route.runId} />;
     case 'review': return <ReviewScreen runId={route.runId} />;
     case 'audit': return <AuditView runId={route.runId} />;
+    case 'compare': return <CompareScreen groupId={route.groupId} />;
   }
 }
 
