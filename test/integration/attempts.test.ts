@@ -132,4 +132,27 @@ describe.skipIf(!docker.ok)('attempt groups: three agents, one task, a host-run 
     expect(after.attempts.map((a) => a.applied)).toEqual([true, false, false]);
     for (const r of runs) expect(await filesContaining(f.core.store.paths(r.id).dir, CANARY_KEY)).toEqual([]);
   });
+
+  it('airlock run --attempts … --check … --json prints the group id first and the comparison last', async () => {
+    const projectDir = await f.project(PROJECT);
+    f.upstream.setScriptFor('claude-opus-4-5', [{ toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: '42\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'ok' } }] }]);
+    f.upstream.setScriptFor('claude-haiku-4-5', [{ toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: '7\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'all tests passed' } }] }]);
+    const env = { ...process.env, AIRLOCK_HOME: f.home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-${process.pid}`, AIRLOCK_TEST_KEY: CANARY_KEY };
+    const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [cli, 'run', projectDir, '--task', 'answer 42', '--provider', 'anthropic', '--key-env', 'AIRLOCK_TEST_KEY', '--attempts', 'builtin:claude-opus-4-5,builtin:claude-haiku-4-5', '--check', 'npm test', '--json'], { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(out.stdout + out.stderr).not.toContain(CANARY_KEY);
+    expect(out.code, out.stderr).toBe(0);
+    const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; groupId: string });
+    expect(lines[0]).toMatchObject({ type: 'attempts_started', groupId: expect.stringMatching(/^g-/) });
+    const done = lines.at(-1) as unknown as { type: string } & ComparisonT;
+    expect(done.type).toBe('attempts_done');
+    expect(done.groupId).toBe(lines[0]?.groupId);
+    expect(done.attempts.map((a) => [a.model, a.check?.passed, a.check?.exitCode])).toEqual([
+      ['claude-opus-4-5', true, 0],
+      ['claude-haiku-4-5', false, 1],
+    ]);
+  });
 });
