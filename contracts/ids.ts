@@ -17,6 +17,21 @@ export function requireRunId(value: string): RunId {
   throw new AirlockError('INVALID_INPUT', `'${value.slice(0, 80)}' is not a run id (expected r-<time>-<8 hex>, as 'airlock runs' shows).`);
 }
 
+/** Attempt group ids (docs/architecture.md §18), shaped like run ids: `g-<base36 ms>-<8 hex>`. */
+export const AttemptGroupId = z.string().regex(/^g-[0-9a-z]+-[0-9a-f]{8}$/, 'not an attempt group id');
+export type AttemptGroupId = z.infer<typeof AttemptGroupId>;
+
+/** A new attempt group id. */
+export function newAttemptGroupId(now: number = Date.now()): AttemptGroupId {
+  return `g${newRunId(now).slice(1)}`;
+}
+
+/** `value` as an attempt group id, or an actionable INVALID_INPUT (ids name files on disk). */
+export function requireAttemptGroupId(value: string): AttemptGroupId {
+  if (AttemptGroupId.safeParse(value).success) return value;
+  throw new AirlockError('INVALID_INPUT', `'${value.slice(0, 80)}' is not an attempt group id (expected g-<time>-<8 hex>, as 'airlock run --attempts' printed).`);
+}
+
 /** Provider ids: lowercase letters, digits and dashes (`anthropic`, `openai`, `ollama`, …). */
 export const ProviderId = z.string().regex(/^[a-z][a-z0-9-]{0,39}$/, 'provider ids are lowercase letters, digits and dashes');
 export type ProviderId = z.infer<typeof ProviderId>;

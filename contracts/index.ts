@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { attemptsContracts, attemptsEvents } from './attempts';
 import { auditContracts } from './audit';
 import { diffsContracts, diffsEvents } from './diffs';
 import { keysContracts, keysEvents } from './keys';
@@ -10,6 +11,7 @@ import { settingsContracts, settingsEvents } from './settings';
 import { terminalsContracts, terminalsEvents } from './terminals';
 
 export * from './agent-events';
+export * from './attempts';
 export * from './audit';
 export * from './checkpoints';
 export * from './diffs';
@@ -48,6 +50,7 @@ export const contracts = {
   ...auditContracts,
   ...projectsContracts,
   ...mcpContracts,
+  ...attemptsContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */
@@ -59,6 +62,7 @@ export const events = {
   ...terminalsEvents,
   ...settingsEvents,
   ...mcpEvents,
+  ...attemptsEvents,
 } as const satisfies Record<string, z.ZodType>;
 
 export type Channel = keyof typeof contracts;

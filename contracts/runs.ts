@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AgentEvent } from './agent-events';
 import { EnvironmentChoiceText, LocalEnvName, RunEnvironment } from './environments';
 import { ErrorInfo } from './errors';
-import { ProviderId, RunId } from './ids';
+import { AttemptGroupId, ProviderId, RunId } from './ids';
 
 /**
  * Runs: one task on one project with one agent and one provider/model, in its own sandbox
@@ -63,6 +63,39 @@ export const RunLimits = z.strictObject({
 });
 export type RunLimits = z.infer<typeof RunLimits>;
 
+/**
+ * The check of a run (`npm test`, say; docs/architecture.md §18): run by the host in the sandbox after
+ * the agent ended and every process it left was killed, with the run's environment and network
+ * policy but no run token. Its exit code, duration and output are the host's own observation.
+ */
+export const RunCheckSpec = z.strictObject({
+  command: z.string().trim().min(1, 'enter the check command').max(4000),
+  timeoutSec: z.number().int().min(1).max(3600).default(600),
+});
+export type RunCheckSpec = z.infer<typeof RunCheckSpec>;
+
+/** What the host measured of a run's check. `passed` is exit code 0 within the time limit. */
+export const RunCheckResult = z.object({
+  command: z.string(),
+  exitCode: z.number().int().nullable(),
+  passed: z.boolean(),
+  timedOut: z.boolean(),
+  durationMs: z.number().nonnegative(),
+  /** Head and tail of stdout and stderr together, run token removed (at most about 64 KiB). */
+  output: z.string(),
+  outputBytes: z.number().int().nonnegative(),
+  truncated: z.boolean(),
+  /** Processes the agent left behind that the host killed before the check. */
+  killedProcesses: z.number().int().nonnegative(),
+  /** Why the check could not run (no sandbox, the run was cancelled, the channel closed). */
+  notRun: z.string().optional(),
+});
+export type RunCheckResult = z.infer<typeof RunCheckResult>;
+
+/** A run that is one attempt of an attempt group (docs/architecture.md §18). */
+export const RunAttempt = z.object({ groupId: AttemptGroupId, index: z.number().int().nonnegative() });
+export type RunAttempt = z.infer<typeof RunAttempt>;
+
 export const StartRunInput = z
   .strictObject({
     /** Absolute path of the project on the host; it is copied in, never written during the run. */
@@ -93,6 +126,8 @@ export const StartRunInput = z
     setupAllowlist: z.array(z.string().min(1).max(253)).max(200).optional(),
     /** The user accepts the project's devcontainer as it is now (building it runs the project's code); recorded. */
     trustEnvironment: z.boolean().optional(),
+    /** A command the host runs in the sandbox once the agent's processes are gone (docs/architecture.md §18). */
+    check: RunCheckSpec.optional(),
   })
   .superRefine((v, ctx) => {
     if (v.agent === 'custom' && !v.customCommand) {
@@ -180,6 +215,10 @@ export const RunSummary = z.object({
   applied: RunApplied.optional(),
   /** Set when this run continues an earlier one. */
   thread: RunThread.optional(),
+  /** Set when this run is one attempt of an attempt group. */
+  attempt: RunAttempt.optional(),
+  /** The host's check, once it ran. */
+  check: RunCheckResult.optional(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;
 

@@ -62,6 +62,11 @@ export const Settings = z.object({
    * token, and the UI host's Host and Origin checks (docs/architecture.md §17).
    */
   mcpHttp: z.boolean().optional(),
+  /**
+   * How many attempts of one attempt group run at once (docs/architecture.md §18); the rest wait as
+   * `queued`. Absent: from the machine's cores and memory (`defaultAttemptConcurrency`).
+   */
+  attemptsConcurrency: z.number().int().min(1).max(32).optional(),
   /** Project folders of the latest runs, newest first (at most 8): the New run form offers them. */
   recentProjects: z.array(z.string()).max(8).optional(),
 });

@@ -5,10 +5,10 @@ import { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import { debugLog } from './common/debug-log';
 import { newRunDefaults } from '../contracts/run-defaults';
-import { IMAGE_CAP_BYTES } from '../contracts/diffs';
+import { ApplyInput, IMAGE_CAP_BYTES } from '../contracts/diffs';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
-import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AttemptsService, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -24,6 +24,10 @@ import { credentialAgent } from './keys/subscription-credentials';
 import { imagesOf } from './workspace/result-images';
 import { listCheckpoints } from './runs/checkpoints';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
+import { AttemptGroups } from './runs/attempt-group';
+import { AttemptGroupStore } from './runs/attempt-group-store';
+import { comparisonMarkdown } from './runs/attempt-report';
+import { defaultAttemptConcurrency } from './runs/attempt-slots';
 import { RunChanges } from './runs/run-changes';
 import { asRead } from './runs/run-owner';
 import { toRunRecordView, toRunSummary, type StoredRun } from './runs/run-record';
@@ -92,7 +96,9 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
   };
 
   const mcp = mcpService(parts, () => services);
+  const attempts = attemptsService(parts, () => services);
   const services: AirlockServices = {
+    attempts: attempts.service,
     sandboxes: sandboxesService(parts),
     keys: keysService(parts),
     providers: providersService(parts),
@@ -113,6 +119,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     async dispose() {
       forwardRunTerminals.dispose();
       parts.shells.dispose();
+      attempts.dispose();
       await mcp.dispose();
       await core.dispose();
     },
@@ -278,6 +285,43 @@ function runsService(parts: ServiceParts): RunsService {
     },
     onDidChangeStatus: mapEvent(runs.onDidChangeStatus, toRunSummary),
     onDidEvent: runs.onDidEvent,
+  };
+}
+
+/**
+ * Attempt groups (docs/architecture.md §18): start, compare, export, apply one. Apply goes through
+ * `diffs:apply` (the review/apply flow: exactly the reviewed bytes).
+ */
+function attemptsService(parts: ServiceParts, services: () => AirlockServices): { service: AttemptsService; dispose(): void } {
+  const { core, store, runs, changes } = parts;
+  const groups = new AttemptGroups({
+    runs,
+    getRun: (runId) => store.get(runId),
+    groups: new AttemptGroupStore(path.dirname(store.root)),
+    concurrency: async () => (await core.settings.get()).attemptsConcurrency ?? defaultAttemptConcurrency(),
+    changedFiles: async (runId) => (await changes.list(runId)).files,
+    apply: (input) => services().diffs.apply(input),
+    async wipeAgain(run) {
+      const manager = await core.sandboxes(run.isolation);
+      return manager.driver.destroy(run.id);
+    },
+  });
+  return {
+    dispose: () => groups.dispose(),
+    service: {
+      start: (input) => groups.start(input),
+      list: ({ limit }) => groups.list(limit),
+      compare: ({ groupId }) => groups.compare(groupId),
+      async export({ groupId, format }) {
+        const c = await groups.compare(groupId);
+        return format === 'json'
+          ? { filename: `airlock-${groupId}.json`, mimeType: 'application/json', text: `${JSON.stringify(c, null, 2)}\n` }
+          : { filename: `airlock-${groupId}.md`, mimeType: 'text/markdown', text: comparisonMarkdown(c) };
+      },
+      // Parsed here too: a caller in the same process (the CLI, tests) gets the contract's defaults.
+      apply: ({ groupId, apply }) => groups.apply(groupId, ApplyInput.parse(apply)),
+      onDidChange: groups.onDidChange,
+    },
   };
 }
 

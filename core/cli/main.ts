@@ -8,6 +8,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   sandbox: async () => (await import('./commands/sandbox')).sandboxCommand,
   run: async () => (await import('./commands/run')).runCommand,
   runs: async () => (await import('./commands/history')).runsCommand,
+  compare: async () => (await import('./commands/compare')).compareCommand,
   show: async () => (await import('./commands/history')).showCommand,
   apply: async () => (await import('./commands/history')).applyCommand,
   patch: async () => (await import('./commands/history')).patchCommand,

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type RunAttempt, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
@@ -45,6 +45,14 @@ export interface SessionStartArgs {
   /** Wall-clock limit of the whole session. */
   timeoutSec: number;
   gitHistory?: StartRunArgs['gitHistory'];
+}
+
+/** How an attempt of an attempt group starts (docs/architecture.md §18). */
+export interface LaunchOptions {
+  /** Recorded on the run: the group and the attempt's place in it. */
+  attempt?: RunAttempt;
+  /** Resolves once the run may start (it stays `queued` until then); disposing the slot frees it. */
+  slot?: () => Promise<Disposable>;
 }
 
 /** The run's "agent" in an MCP session: none runs; the client on the host drives the sandbox. */
@@ -170,8 +178,8 @@ export class RunService implements Disposable {
   }
 
   /** Queues a run and starts it in the background; resolves with the queued record. */
-  async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }): Promise<StoredRun> {
-    return (await this.launch(input, this.deps.agent(input.agent), follow)).record;
+  async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }, options?: LaunchOptions): Promise<StoredRun> {
+    return (await this.launch(input, this.deps.agent(input.agent), follow, undefined, options)).record;
   }
 
   /**
@@ -267,7 +275,7 @@ export class RunService implements Disposable {
     return live.done;
   }
 
-  private async launch(input: StartRunArgs, agent: AgentAdapter, follow?: { continuation: Continuation; sessionId: string }, session?: SessionControl): Promise<{ record: StoredRun; live: LiveRun }> {
+  private async launch(input: StartRunArgs, agent: AgentAdapter, follow?: { continuation: Continuation; sessionId: string }, session?: SessionControl, options?: LaunchOptions): Promise<{ record: StoredRun; live: LiveRun }> {
     if (!session) {
       if (input.approval === 'ask' && !agent.supportsApproval) {
         throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
@@ -307,6 +315,7 @@ export class RunService implements Disposable {
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
+      ...(options?.attempt ? { attempt: options.attempt } : {}),
     });
     const paths = this.deps.store.paths(id);
     const audit = await AuditLog.open(paths.audit);
@@ -355,7 +364,7 @@ export class RunService implements Disposable {
       done: Promise.resolve(record),
     };
     this.live.set(id, live);
-    live.done = this.execute(live).finally(() => this.live.delete(id));
+    live.done = this.execute(live, options?.slot).finally(() => this.live.delete(id));
     this.statusEmitter.fire(record);
     return { record, live };
   }
@@ -439,7 +448,17 @@ export class RunService implements Disposable {
   // --- the run itself -------------------------------------------------------------------------
 
   /** Runs the steps under the run's wall-clock limit, then records how the run ended. */
-  private async execute(live: LiveRun): Promise<StoredRun> {
+  private async execute(live: LiveRun, slot?: LaunchOptions['slot']): Promise<StoredRun> {
+    // An attempt waits `queued` for a slot of its group (attempt-group.ts); its clock starts with it.
+    const held = slot ? await slot() : undefined;
+    try {
+      return await this.executeSteps(live);
+    } finally {
+      held?.dispose();
+    }
+  }
+
+  private async executeSteps(live: LiveRun): Promise<StoredRun> {
     const { input } = live;
     const wallClock = setTimeout(() => {
       live.timedOut = true;

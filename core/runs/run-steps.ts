@@ -10,6 +10,7 @@ import { proxyEnvFor } from '../proxy/model-proxy';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
+import { checkStep, stopLeftoverProcesses } from './run-check';
 import { setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
 import { Checkpointer } from './checkpoints';
@@ -378,7 +379,11 @@ export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure:
       () => undefined,
       (err: unknown) => err,
     );
+    // With a check (§18), nothing the agent started outlives it: not into collect, not into the check.
+    const check = run.session ? undefined : run.input.check;
+    const swept = check ? await stopLeftoverProcesses(run.sandbox) : 0;
     const changed = await collectStep(host, run);
+    if (check) await checkStep(host, run, check, swept);
     if (agentFailure) throw withChangesNote(agentFailure, changed);
   } catch (err) {
     failure = await recordFailure(run, err);

@@ -468,6 +468,25 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       },
       onDidChangeApplyRequests: () => ({ dispose() {} }),
     },
+    // Attempt groups need real runs; the UI's compare view is tested against the real core (test/e2e/ui-compare.test.ts).
+    attempts: {
+      async start() {
+        throw new AirlockError('INTERNAL', 'attempt groups are not faked');
+      },
+      async list() {
+        return [];
+      },
+      async compare() {
+        throw new AirlockError('NOT_FOUND', 'no attempt groups in the fake');
+      },
+      async export() {
+        throw new AirlockError('NOT_FOUND', 'no attempt groups in the fake');
+      },
+      async apply() {
+        throw new AirlockError('NOT_FOUND', 'no attempt groups in the fake');
+      },
+      onDidChange: () => ({ dispose() {} }),
+    },
   };
   return services;
 }

@@ -11,6 +11,7 @@ import { servicesFor } from '../../app-services';
 import { isFinal, printChangedFiles, usageLine } from '../run-format';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { parseAttempts, runAttemptGroup } from './run-attempts';
 
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
@@ -18,6 +19,7 @@ const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <r
        [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
        [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
+       [--check 'npm test'] [--check-timeout S] [--attempts claude-code,codex,builtin:MODEL,AGENT:PROVIDER/MODEL]
        airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
 
 /**
@@ -52,6 +54,9 @@ export const runCommand: CliCommand = {
       'allow-local-env': { type: 'string', multiple: true },
       'setup-allow': { type: 'string', multiple: true },
       json: { type: 'boolean' },
+      check: { type: 'string' },
+      'check-timeout': { type: 'string' },
+      attempts: { type: 'string' },
       again: { type: 'string' },
       continue: { type: 'string' },
       checkpoint: { type: 'string' },
@@ -68,6 +73,9 @@ export const runCommand: CliCommand = {
     const budgetTokens = numberOption(values['budget-tokens'], 'budget-tokens', { integer: true, min: 1 });
     const budgetUsd = numberOption(values['budget-usd'], 'budget-usd', { min: 0 });
     const gitHistory = gitHistoryOption(values['git-history']);
+    const checkTimeoutSec = numberOption(values['check-timeout'], 'check-timeout', { integer: true, min: 1, max: 3600 });
+    if (checkTimeoutSec && !values.check) throw new CliUsageError('--check-timeout goes with --check (the command the host runs after the agent).');
+    if (values.attempts && (parentId || values.publish?.length)) throw new CliUsageError('--attempts starts a new group of runs; it does not combine with --continue or --publish.');
     const publish = (values.publish ?? []).map((p) => numberOption(p, 'publish', { integer: true, min: 1, max: 65535 }) as number);
 
     const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
@@ -104,6 +112,7 @@ export const runCommand: CliCommand = {
           ...(values['allow-local-env']?.length ? { allowLocalEnv: values['allow-local-env'] } : base?.allowLocalEnv ? { allowLocalEnv: base.allowLocalEnv } : {}),
           ...(values['trust-environment'] ? { trustEnvironment: true } : {}),
           ...(values['setup-allow']?.length ? { setupAllowlist: values['setup-allow'] } : {}),
+          ...(values.check ? { check: { command: values.check, ...(checkTimeoutSec ? { timeoutSec: checkTimeoutSec } : {}) } } : {}),
           limits: {
             timeoutSec: timeoutSec ?? base?.limits?.timeoutSec ?? defaults.timeoutSec,
             ...(tokens ? { budgetTokens: tokens } : {}),
@@ -112,6 +121,11 @@ export const runCommand: CliCommand = {
         });
       };
       const json = values.json === true;
+      if (values.attempts) {
+        const groupRun = startInput();
+        const specs = await parseAttempts(values.attempts, groupRun, core, settings);
+        return await runAttemptGroup(io, services, core, groupRun, specs, json);
+      }
       const view = json ? jsonView(io) : liveView(io);
       const subs = [
         services.runs.onDidEvent((e) => view.event(e)),

@@ -5,6 +5,7 @@ import { useRunsStore } from '../stores/runs-store';
 import { useDocumentTheme } from '../lib/theme';
 import { useSidebarCollapsed } from '../lib/sidebar';
 import { AuditView } from './audit-view';
+import { CompareScreen } from './compare-screen';
 import { DoctorScreen } from './doctor-screen';
 import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
@@ -37,6 +38,7 @@ function Screen({ route }: { route: Route }) {
     case 'run': return <RunView runId={route.runId} />;
     case 'review': return <ReviewScreen key={`${route.runId}#${route.checkpoint ?? ''}`} runId={route.runId} {...(route.checkpoint !== undefined ? { checkpoint: route.checkpoint } : {})} />;
     case 'audit': return <AuditView runId={route.runId} />;
+    case 'compare': return <CompareScreen groupId={route.groupId} />;
   }
 }
 

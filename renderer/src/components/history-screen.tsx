@@ -40,6 +40,9 @@ export function HistoryScreen() {
                   <td className="c-task" style={depth ? { paddingLeft: 24 } : undefined}>
                     {r.thread && <span className="badge" title={`continues ${r.thread.parentRunId}${r.thread.conversation === 'fresh' ? ', fresh conversation' : ''}`}>↳ turn {r.thread.turn}</span>}{' '}
                     {followUps > 0 && <span className="badge">thread · {followUps + 1} turns</span>}{' '}
+                    {r.attempt && <button className="btn small" title="This run is one attempt of a group: compare them side by side" aria-label={`Compare attempts of ${r.attempt.groupId}`}
+                      onClick={(e) => { e.stopPropagation(); if (r.attempt) navigate({ name: 'compare', groupId: r.attempt.groupId }); }}>attempt {r.attempt.index + 1} · Compare</button>}{' '}
+                    {r.check && <span className={`badge ${r.check.passed ? 'ok' : 'fail'}`}>check {r.check.passed ? 'passed' : 'failed'}</span>}{' '}
                     {r.task.length > 80 ? `${r.task.slice(0, 80)}…` : r.task}<div className="muted mono" style={{ fontSize: 11 }}>{r.projectDir}</div></td>
                   <td data-label="Agent">{r.agent}</td>
                   <td data-label="Model" className="mono">{r.provider}/{r.model}</td>

@@ -157,6 +157,14 @@ export function RunView({ runId }: { runId: string }) {
           {run.thread.conversation === 'fresh' && <span>· a fresh conversation (another agent or wire format)</span>}
         </div>
       )}
+      {(run.attempt || run.check) && (
+        <div className="row muted" style={{ fontSize: 13 }} aria-label="Attempt">
+          {run.attempt && <>Attempt {run.attempt.index + 1} of a group
+            <button className="btn small" onClick={() => run.attempt && navigate({ name: 'compare', groupId: run.attempt.groupId })}>Compare attempts</button></>}
+          {run.check && <span className={`badge ${run.check.passed ? 'ok' : 'fail'}`} title={`${run.check.command}: measured by the host after the agent's processes were gone`}>
+            check {run.check.passed ? 'passed' : `failed (exit ${run.check.exitCode ?? (run.check.timedOut ? 'timeout' : 'none')})`}</span>}
+        </div>
+      )}
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}

@@ -7,6 +7,7 @@ export type Route =
   | { name: 'run'; runId: string }
   | { name: 'review'; runId: string; checkpoint?: number }
   | { name: 'audit'; runId: string }
+  | { name: 'compare'; groupId: string }
   | { name: 'history' }
   | { name: 'settings' };
 
