@@ -114,14 +114,22 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     }) as never);
   }
 
+  /**
+   * Progress notifications for one call. `flushed()` resolves once every one sent so far is written:
+   * the SDK sends a notification asynchronously, so a result returned at once could overtake the last
+   * output chunk, and the client drops progress that arrives after its result.
+   */
   const progress = (extra: Extra) => {
     const token = extra._meta?.progressToken;
     let n = 0;
-    return (message: string) => {
+    let sent: Promise<unknown> = Promise.resolve();
+    const say = (message: string) => {
       if (token === undefined) return;
       n += 1;
-      void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+      const next = extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+      sent = Promise.all([sent, next]);
     };
+    return Object.assign(say, { flushed: () => sent });
   };
 
   tool(
@@ -197,6 +205,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         say(bytes.subarray(0, 16 * 1024).toString('utf8'));
       });
       lastUsed.set(id, Date.now());
+      await say.flushed();
       if (result.failure) throw new AirlockError('CONFLICT', `The command could not run: ${result.failure}.`);
       const truncated = result.stdout.truncated || result.stderr.truncated;
       const value = { exitCode: result.exitCode, timedOut: result.timedOut, durationMs: result.durationMs, stdout: result.stdout.text(), stderr: result.stderr.text(), truncated, outputBytes: result.output.bytes };

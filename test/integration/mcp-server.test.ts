@@ -97,7 +97,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(diff.patch).toContain('+export const answer = 2;');
 
     // A preview port: a server in the sandbox, reached from the host on 127.0.0.1 only.
-    await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & sleep 1` });
+    await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & for i in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/8123) 2>/dev/null && exit 0; sleep 0.1; done; exit 1` });
     const pub = await ok<{ url: string }>(client, 'sandbox_publish_port', { sandboxId: id, port: 8123 });
     expect(pub.url).toMatch(/^http:\/\/(127\.0\.0\.1|localhost):\d+/);
     expect(await httpGet(pub.url)).toBe('preview-ok');
