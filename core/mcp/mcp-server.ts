@@ -7,10 +7,13 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import { z } from 'zod';
 import { AirlockError, toErrorInfo } from '../../contracts/errors';
 import { RunId } from '../../contracts/ids';
+import { EnvironmentChoiceText } from '../../contracts/environments';
 import { AgentKind, Isolation, NetworkPolicy, StartRunInput } from '../../contracts/runs';
 import type { AirlockServices } from '../api/services';
 import type { AirlockCore } from '../app';
 import { APP_VERSION } from '../common/app-version';
+import { imageId } from '../environment/engine-build';
+import { checkRunEnvironment } from '../environment/run-environment';
 import { applyRunResult } from '../runs/run-apply';
 import type { StoredRun } from '../runs/run-record';
 import type { ApplyApprovals } from './apply-approvals';
@@ -111,14 +114,22 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     }) as never);
   }
 
+  /**
+   * Progress notifications for one call. `flushed()` resolves once every one sent so far is written:
+   * the SDK sends a notification asynchronously, so a result returned at once could overtake the last
+   * output chunk, and the client drops progress that arrives after its result.
+   */
   const progress = (extra: Extra) => {
     const token = extra._meta?.progressToken;
     let n = 0;
-    return (message: string) => {
+    let sent: Promise<unknown> = Promise.resolve();
+    const say = (message: string) => {
       if (token === undefined) return;
       n += 1;
-      void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+      const next = extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+      sent = Promise.all([sent, next]);
     };
+    return Object.assign(say, { flushed: () => sent });
   };
 
   tool(
@@ -129,20 +140,23 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       isolation: Isolation.optional(),
       network: NetworkPolicy.optional().describe('none (default), allowlist (with allow), or open'),
       allow: z.array(z.string().min(1).max(253)).max(200).optional().describe('domains reachable under the allowlist policy (preset:npm etc. allowed)'),
-      environment: z.string().max(200).optional().describe('project environment; only the default image in this build'),
+      environment: EnvironmentChoiceText.optional().describe(
+        "auto, airlock, devcontainer[:PATH] or image:REF (absent: the user's default environment setting, else auto). A devcontainer is used only once the user has accepted it in Airlock; image:REF only when the image is already on the engine",
+      ),
       publish: z.array(z.number().int().min(1).max(65535)).max(10).optional().describe('sandbox ports to publish on loopback right away'),
     }),
-    z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
+    z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), environment: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
     async (args, extra) => {
       if (closed) throw new AirlockError('CONFLICT', 'This MCP connection is closing.');
-      if (args.environment && args.environment !== 'default') throw new AirlockError('INVALID_INPUT', `Project environments are not available through MCP in this build; leave environment out (the default sandbox image is used).`, { field: 'environment' });
       if (sandboxes.size >= limits.sandboxesPerClient) throw new AirlockError('CONFLICT', `This client already holds ${sandboxes.size} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
       if (!path.isAbsolute(args.projectDir)) throw new AirlockError('INVALID_INPUT', `projectDir must be an absolute path on this machine (got ${JSON.stringify(args.projectDir.slice(0, 200))}).`, { field: 'projectDir' });
       const network = args.network ?? 'none';
       if (network === 'allowlist' && !args.allow?.length) throw new AirlockError('INVALID_INPUT', 'List at least one domain in allow for the allowlist policy.', { field: 'allow' });
       const say = progress(extra);
-      say('creating the sandbox');
       const settings = await the().core.settings.get();
+      const environment = args.environment ?? settings.defaultEnvironment;
+      await checkMcpEnvironment(the().core, args.projectDir, environment);
+      say('creating the sandbox');
       const record = await the().core.runs.startSession({
         projectDir: args.projectDir,
         client: clientName(),
@@ -151,6 +165,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         ...(args.allow?.length ? { allowlist: args.allow } : {}),
         timeoutSec: limits.sessionTimeoutSec,
         ...(settings.gitHistory !== undefined ? { gitHistory: settings.gitHistory } : {}),
+        ...(environment ? { environment } : {}),
       });
       sandboxes.add(record.id);
       lastUsed.set(record.id, Date.now());
@@ -162,8 +177,8 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       for (const port of args.publish ?? []) previews.push(await the().core.runs.publishPort(record.id, port));
       const excluded = record.excludedFiles.map((e) => ({ path: e.path, reason: e.reason }));
       return {
-        value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, excludedFiles: excluded, previews },
-        text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}`,
+        value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, environment: record.environment?.name ?? 'airlock', excludedFiles: excluded, previews },
+        text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}, environment ${record.environment?.name ?? 'airlock'}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}`,
       };
     },
   );
@@ -190,6 +205,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         say(bytes.subarray(0, 16 * 1024).toString('utf8'));
       });
       lastUsed.set(id, Date.now());
+      await say.flushed();
       if (result.failure) throw new AirlockError('CONFLICT', `The command could not run: ${result.failure}.`);
       const truncated = result.stdout.truncated || result.stderr.truncated;
       const value = { exitCode: result.exitCode, timedOut: result.timedOut, durationMs: result.durationMs, stdout: result.stdout.text(), stderr: result.stderr.text(), truncated, outputBytes: result.output.bytes };
@@ -497,4 +513,30 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
     const result = await services.audit.verify({ runId: runIdOf(vars.runId) });
     return text(uri, JSON.stringify(result), 'application/json');
   });
+}
+
+/**
+ * The MCP rule for project environments (docs/architecture.md §17): the same check as a run's, but a
+ * client can never accept a devcontainer (building one runs the project's code with network
+ * access; only the user accepts it, in Airlock), and `image:REF` names only an image already on the
+ * engine (a pull would use the host engine's registry credentials at a client's choice).
+ */
+async function checkMcpEnvironment(core: AirlockCore, projectDir: string, environment: string | undefined): Promise<void> {
+  let checked;
+  try {
+    checked = await checkRunEnvironment(core.home, { projectDir, ...(environment ? { environment } : {}), agentVariant: 'base', trustEnvironment: false });
+  } catch (err) {
+    if (err instanceof AirlockError && err.kind === 'FORBIDDEN') {
+      const why = err.message.replace(/ Read it, then accept it .*$/, '');
+      throw new AirlockError(
+        'FORBIDDEN',
+        `${why} An MCP client cannot accept it: the user reads it and accepts it once in Airlock (the New run form, or \`airlock run --environment ${environment ?? 'devcontainer'} --trust-environment\` in ${projectDir}); then call sandbox_create again. Or pass environment "airlock" for Airlock's own image.`,
+        { field: 'environment' },
+      );
+    }
+    throw err;
+  }
+  if (checked.kind === 'image' && !(await imageId((await core.engine()).docker, checked.ref))) {
+    throw new AirlockError('NOT_FOUND', `The image ${checked.ref} is not on the engine, and an MCP client cannot make Airlock pull one. Pull it yourself (docker pull ${checked.ref}), or pass environment "airlock".`, { field: 'environment' });
+  }
 }

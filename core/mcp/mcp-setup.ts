@@ -8,7 +8,9 @@ import type { McpInfo } from '../../contracts/mcp';
 export function mcpSetupLines(http?: { url: string; token: string }): McpInfo['setup'] {
   const lines: McpInfo['setup'] = [
     { client: 'claude-code', label: 'Claude Code', text: 'claude mcp add airlock -- airlock mcp' },
-    { client: 'codex', label: 'Codex (~/.codex/config.toml)', text: '[mcp_servers.airlock]\ncommand = "airlock"\nargs = ["mcp"]' },
+    // `required`: Codex leaves out an optional server that takes over 1 s to start; `approve`: `codex
+    // exec` never asks, so tools needing approval would fail (run_apply still waits for the user in Airlock).
+    { client: 'codex', label: 'Codex (~/.codex/config.toml)', text: '[mcp_servers.airlock]\ncommand = "airlock"\nargs = ["mcp"]\nrequired = true\nstartup_timeout_sec = 60\ntool_timeout_sec = 600\ndefault_tools_approval_mode = "approve"' },
     { client: 'cursor', label: 'Cursor (.cursor/mcp.json)', text: JSON.stringify({ mcpServers: { airlock: { command: 'airlock', args: ['mcp'] } } }, null, 2) },
     { client: 'vscode', label: 'VS Code (.vscode/mcp.json)', text: JSON.stringify({ servers: { airlock: { type: 'stdio', command: 'airlock', args: ['mcp'] } } }, null, 2) },
   ];

@@ -45,6 +45,8 @@ export interface SessionStartArgs {
   /** Wall-clock limit of the whole session. */
   timeoutSec: number;
   gitHistory?: StartRunArgs['gitHistory'];
+  /** The project environment (§16), already checked by the caller; absent: `auto`. */
+  environment?: string;
 }
 
 /** How an attempt of an attempt group starts (docs/architecture.md §18). */
@@ -215,6 +217,7 @@ export class RunService implements Disposable {
       ...(input.allowlist?.length ? { allowlist: input.allowlist } : {}),
       limits: { timeoutSec: input.timeoutSec },
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
+      ...(input.environment ? { environment: input.environment } : {}),
     };
     const { record, live } = await this.launch(args, MCP_SESSION_AGENT, undefined, session);
     const outcome = await Promise.race([session.ready.then(() => undefined), live.done]);

@@ -144,6 +144,8 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
 async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
   const { input, id } = run;
   const sandbox = required(run.sandbox, 'network', 'prepare');
+  // An MCP session's commands get the project environment's variables (containerEnv, the image's ENV), as an agent's do.
+  if (run.session) run.commandEnv = commandEnv(run.environmentEnv ?? {});
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
     return;
@@ -152,7 +154,7 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
   const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], projectDir: path.resolve(input.projectDir) }));
   run.network = net;
   // An MCP session's commands reach the egress proxy the same way an agent's would.
-  if (run.session) run.commandEnv = commandEnv(net.env);
+  if (run.session) run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...net.env });
   await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(

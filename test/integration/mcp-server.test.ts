@@ -10,6 +10,8 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMcpHttpServer, type McpHttpServer } from '../../core/mcp/mcp-http';
 import { ApplyApprovals } from '../../core/mcp/apply-approvals';
+import { parseEnvironmentChoice, resolveEnvironment } from '../../core/environment/environment-choice';
+import { EnvironmentTrust } from '../../core/environment/environment-trust';
 import { requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, createRunFixture, leftoversOf, treeDigest, type RunFixture } from '../support/run-fixture';
 
@@ -95,7 +97,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(diff.patch).toContain('+export const answer = 2;');
 
     // A preview port: a server in the sandbox, reached from the host on 127.0.0.1 only.
-    await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & sleep 1` });
+    await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & for i in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/8123) 2>/dev/null && exit 0; sleep 0.1; done; exit 1` });
     const pub = await ok<{ url: string }>(client, 'sandbox_publish_port', { sandboxId: id, port: 8123 });
     expect(pub.url).toMatch(/^http:\/\/(127\.0\.0\.1|localhost):\d+/);
     expect(await httpGet(pub.url)).toBe('preview-ok');
@@ -155,6 +157,44 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(apply?.data).toMatchObject({ approval: { via: 'mcp', by: 'user', client: 'airlock-test-client 1.0.0' } });
     expect(await fx.services.mcp.answerApply({ requestId: again.requestId, approved: true })).toEqual({ answered: false });
   }, 600_000);
+
+  it('environment: a devcontainer only once the user accepted it (a client cannot), image:REF only when on the engine', async () => {
+    const base = await fx.core.image('base');
+    const envProject = await fx.project({ 'README.md': '# env\n', '.devcontainer/devcontainer.json': JSON.stringify({ image: base, containerEnv: { MCP_ENV_MARK: 'from-devcontainer' } }) });
+    const runsBefore = (await fx.core.store.list()).runs.length;
+    const mark = async (sandboxId: string) => (await ok<{ stdout: string }>(client, 'sandbox_exec', { sandboxId, command: 'echo "mark=${MCP_ENV_MARK:-unset}"' })).stdout.trim();
+
+    // Asked for by name but not accepted: refused before anything is made, saying how the user accepts it.
+    const refused = errorText(await call(client, 'sandbox_create', { projectDir: envProject, environment: 'devcontainer' }));
+    expect(refused).toMatch(/^FORBIDDEN: The project environment is not trusted yet: \.devcontainer\/devcontainer\.json/);
+    expect(refused).toContain('An MCP client cannot accept it');
+    expect(refused).toContain('--trust-environment');
+    expect(refused).toContain('environment "airlock"');
+    // A client cannot slip the acceptance in either.
+    expect(errorText(await call(client, 'sandbox_create', { projectDir: envProject, environment: 'devcontainer', trustEnvironment: true }))).toMatch(/trustEnvironment/);
+    // Not on the engine: refused, never pulled.
+    expect(errorText(await call(client, 'sandbox_create', { projectDir: envProject, environment: 'image:airlock-test-absent:never' }))).toMatch(/^NOT_FOUND: The image airlock-test-absent:never is not on the engine, and an MCP client cannot make Airlock pull one/);
+    expect((await fx.core.store.list()).runs.length).toBe(runsBefore);
+
+    // auto (absent) finds it untrusted: Airlock's own image runs, as for a run.
+    const auto = await ok<{ sandboxId: string; environment: string }>(client, 'sandbox_create', { projectDir: envProject });
+    expect(auto.environment).toBe('airlock');
+    expect(await mark(auto.sandboxId)).toBe('mark=unset');
+    await ok(client, 'sandbox_destroy', { sandboxId: auto.sandboxId });
+
+    // The user accepts it (what the New run form and --trust-environment record): now it is used.
+    const resolved = await resolveEnvironment(envProject, parseEnvironmentChoice('devcontainer'));
+    if (resolved.kind !== 'devcontainer') throw new Error('the devcontainer was not found');
+    await new EnvironmentTrust(envProject, fx.home).accept(resolved.config);
+    const dev = await ok<{ sandboxId: string; environment: string }>(client, 'sandbox_create', { projectDir: envProject, environment: 'devcontainer' });
+    expect(dev.environment).toBe('devcontainer:.devcontainer/devcontainer.json');
+    expect(await mark(dev.sandboxId)).toBe('mark=from-devcontainer');
+    const record = await fx.services.runs.get({ runId: dev.sandboxId });
+    expect(record.environment).toMatchObject({ kind: 'devcontainer', baseImage: base });
+    const destroyed = await ok<{ wipe: { verified: boolean } }>(client, 'sandbox_destroy', { sandboxId: dev.sandboxId });
+    expect(destroyed.wipe.verified).toBe(true);
+    expect(await leftoversOf(dev.sandboxId)).toEqual([]);
+  }, 900_000);
 
   it('hostile input: paths outside the workspace, unknown tools and fields, an oversized write, 100 concurrent calls — clear errors, and it keeps serving', async () => {
     const { sandboxId } = await ok<{ sandboxId: string }>(client, 'sandbox_create', { projectDir });

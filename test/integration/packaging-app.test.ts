@@ -50,17 +50,16 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     await execOk('mkdir', ['-p', standIn]);
     await writeFile(path.join(standIn, 'electron'), `#!/bin/sh\necho "stand-in Electron distribution for packaging tests; not Electron" >&2\nexit 1\n# ${FUSE_SENTINEL}\u0001\u0008${STAND_IN_FUSES}\n`);
     await chmod(path.join(standIn, 'electron'), 0o755);
-    // fpm (which electron-builder downloads; this machine cannot) is replaced by a recorder of the
-    // command line electron-builder computes for the .deb: its metadata and dependencies.
+    // fpm (which electron-builder downloads; this machine cannot) is replaced by a stand-in that
+    // records the command line electron-builder computes for the .deb and builds the .deb from it
+    // with Debian's dpkg-deb (test/fixtures/fpm-dpkg-deb/fpm.mjs).
     fpmRecord = path.join(tmp, 'fpm-args.txt');
-    const fpm = path.join(tmp, 'fpm-recorder');
-    await writeFile(fpm, `#!/bin/sh\n: > "${fpmRecord}"\nprev=\nfor a in "$@"; do printf '%s\\n' "$a" >> "${fpmRecord}"; if [ "$prev" = --package ]; then : > "$a"; fi; prev=$a; done\n`);
-    await chmod(fpm, 0o755);
+    const fpm = path.join(root, 'test', 'fixtures', 'fpm-dpkg-deb', 'fpm.mjs');
     await execOk(process.execPath, [
       path.join(root, 'node_modules', 'electron-builder', 'cli.js'),
       '--config', 'electron-builder.yml', '--linux', 'dir', 'deb', '--x64',
       `-c.electronDist=${standIn}`, `-c.directories.output=${path.join(tmp, 'dist')}`,
-    ], { cwd: root, env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1', CUSTOM_FPM_PATH: fpm } });
+    ], { cwd: root, env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1', CUSTOM_FPM_PATH: fpm, FPM_RECORD: fpmRecord } });
     unpacked = path.join(tmp, 'dist', 'linux-unpacked');
     resources = path.join(unpacked, 'resources');
     asarFiles = listPackage(path.join(resources, 'app.asar'), { isPack: false }).map((f) => f.replace(/\\/g, '/'));
@@ -101,6 +100,54 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     expect(depends).toEqual(expect.arrayContaining([...defaults, 'libsecret-1-0']));
     await access(value('--package') as string);
   });
+
+  it('a real .deb (dpkg-deb from electron-builder’s fpm command line): its control fields, files and maintainer scripts', async () => {
+    const args = (await readFile(fpmRecord, 'utf8')).split('\n');
+    const deb = args[args.indexOf('--package') + 1] as string;
+    const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { name: string; version: string; homepage: string };
+    const field = async (name: string) => (await execOk('dpkg-deb', ['--field', deb, name])).trim();
+    expect(await field('Package')).toBe(pkg.name);
+    expect(await field('Version')).toBe(pkg.version);
+    expect(await field('Architecture')).toBe('amd64');
+    expect(await field('Homepage')).toBe(pkg.homepage);
+    const depends = (await field('Depends')).split(/,\s*/);
+    expect(depends).toEqual(expect.arrayContaining(['libgtk-3-0', 'libnss3', 'libnotify4', 'libxss1', 'libxtst6', 'xdg-utils', 'libatspi2.0-0', 'libuuid1', 'libsecret-1-0']));
+    // Every dependency is a well-formed Debian relation (dpkg parses the whole field).
+    await execOk('dpkg-deb', ['--info', deb]);
+    const files = (await execOk('dpkg-deb', ['--contents', deb])).split('\n').map((l) => l.split(/\s+/).slice(5).join(' ').replace(/ -> .*$/, ''));
+    for (const f of ['./opt/Airlock/airlock', './opt/Airlock/resources/app.asar', './opt/Airlock/resources/sandbox/Dockerfile', './opt/Airlock/resources/vm/guest-init.sh', './usr/share/applications/airlock.desktop']) expect(files, f).toContain(f);
+    expect(files.some((f) => /^\.\/opt\/Airlock\/resources\/app\.asar\.unpacked\/node_modules\/@napi-rs\/keyring.*\.node$/.test(f))).toBe(true);
+    // The desktop entry starts the installed binary; postinst links it and sets chrome-sandbox's mode.
+    const extract = await mkdtemp(path.join(tmp, 'deb-'));
+    await execOk('dpkg-deb', ['--raw-extract', deb, extract]);
+    expect(await readFile(path.join(extract, 'usr/share/applications/airlock.desktop'), 'utf8')).toMatch(/^Exec=\/opt\/Airlock\/airlock %U$/m);
+    const postinst = await readFile(path.join(extract, 'DEBIAN/postinst'), 'utf8');
+    expect(postinst).toContain('/opt/Airlock/airlock');
+    await access(path.join(extract, 'DEBIAN/postrm'));
+  });
+
+  it('each architecture gets its own keyring binding: an arm64 package built on this x64 host carries the arm64 prebuilt', async () => {
+    // The same hook serves dmg and nsis (x64 and arm64 from one host); here the Linux target shows it.
+    const out = path.join(tmp, 'dist-arm64');
+    // npm installed only this host's prebuilt; one a previous run's hook left is removed, so the hook does the work now.
+    const hostModules = path.join(root, 'node_modules', '@napi-rs', 'keyring-linux-arm64-gnu');
+    await rm(hostModules, { recursive: true, force: true });
+    await execOk(process.execPath, [
+      path.join(root, 'node_modules', 'electron-builder', 'cli.js'),
+      '--config', 'electron-builder.yml', '--linux', 'dir', '--arm64',
+      `-c.electronDist=${path.join(tmp, 'electron-stand-in')}`, `-c.directories.output=${out}`,
+    ], { cwd: root, env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
+    const unpackedArm = path.join(out, 'linux-arm64-unpacked', 'resources', 'app.asar.unpacked', 'node_modules', '@napi-rs');
+    const binding = path.join(unpackedArm, 'keyring-linux-arm64-gnu', 'keyring.linux-arm64-gnu.node');
+    const elf = await readFile(binding);
+    // ELF, 64-bit, e_machine EM_AARCH64 (0xb7): a binding the arm64 app can load.
+    expect(elf.subarray(0, 4).toString('latin1')).toBe('\x7fELF');
+    expect(elf[4]).toBe(2);
+    expect(elf.readUInt16LE(18)).toBe(0xb7);
+    const version = (JSON.parse(await readFile(path.join(unpackedArm, 'keyring', 'package.json'), 'utf8')) as { version: string }).version;
+    expect((JSON.parse(await readFile(path.join(unpackedArm, 'keyring-linux-arm64-gnu', 'package.json'), 'utf8')) as { version: string }).version).toBe(version);
+    await rm(hostModules, { recursive: true, force: true });
+  }, 600_000);
 
   it('native modules are unpacked beside the asar', async () => {
     const natives = asarFiles.filter((f) => f.endsWith('.node'));

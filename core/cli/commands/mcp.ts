@@ -15,8 +15,8 @@ import { untilSignal } from './serve';
  * mcp` relays stdio to a worker in a session of its own: when the client goes, however it goes,
  * the worker sees its input end, keeps each result, wipes each sandbox, and exits.
  */
-async function relayToWorker(io: CliIo, allowApply: boolean): Promise<number> {
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'mcp', '--worker', ...(allowApply ? ['--allow-apply'] : [])], { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env: io.env });
+async function relayToWorker(io: CliIo, flags: string[]): Promise<number> {
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'mcp', '--worker', ...flags], { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env: io.env });
   io.stdin.pipe(child.stdin);
   child.stdout.pipe(io.stdout);
   child.stderr.pipe(io.stderr);
@@ -45,12 +45,13 @@ const STDIO_MESSAGE_BYTES = 32 * 1024 * 1024;
 export const mcpCommand: CliCommand = {
   name: 'mcp',
   summary: 'Serve Airlock sandboxes and runs to an MCP client (Claude Code, Codex, Cursor, VS Code) over stdio.',
-  usage: 'airlock mcp [--allow-apply] [--foreground]   (--allow-apply: run_apply writes without asking the user, recorded in the audit log; --foreground: serve in this process, see docs/architecture.md §17)',
+  usage: 'airlock mcp [--allow-apply] [--cold] [--foreground]   (--allow-apply: run_apply writes without asking the user, recorded in the audit log; --cold: keep no started sandbox ready for the next sandbox_create; --foreground: serve in this process, see docs/architecture.md §17)',
   async run(args: string[], io: CliIo): Promise<number> {
-    const { values, positionals } = parseCliArgs(args, { 'allow-apply': { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { 'allow-apply': { type: 'boolean' }, cold: { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
     positionalsExactly(positionals);
     const allowApply = values['allow-apply'] === true;
-    if (!values.foreground && !values.worker && process.argv[1]) return relayToWorker(io, allowApply);
+    const cold = values.cold === true;
+    if (!values.foreground && !values.worker && process.argv[1]) return relayToWorker(io, [...(allowApply ? ['--allow-apply'] : []), ...(cold ? ['--cold'] : [])]);
     if (values.worker) {
       // The relay may be gone (its client killed it): writes then fail, and the sandboxes are still wiped.
       io.stdout.on('error', () => undefined);
@@ -58,13 +59,18 @@ export const mcpCommand: CliCommand = {
     }
     const stop = untilSignal(io.stderr);
     // The client's initialize is answered while the core starts (crash recovery included); tools wait for it.
-    const starting = createAirlockCore({ env: io.env }).then((core) => ({
-      core,
-      services: servicesFor(core),
-      approvals: new ApplyApprovals(core.home),
-      allowApply,
-      approveHint: 'Open the Airlock app (or run `airlock serve`): the request is shown there with the exact change to approve',
-    }));
+    const starting = createAirlockCore({ env: io.env }).then((core) => {
+      // A client that starts Airlock is about to ask for a sandbox: like the app, the server keeps
+      // one started (hardened, empty, no network) for the next sandbox_create (§17, mcp.sandbox.ready).
+      if (!cold) void core.warm();
+      return {
+        core,
+        services: servicesFor(core),
+        approvals: new ApplyApprovals(core.home),
+        allowApply,
+        approveHint: 'Open the Airlock app (or run `airlock serve`): the request is shown there with the exact change to approve',
+      };
+    });
     starting.catch((err: unknown) => io.stderr.write(`airlock mcp: Airlock could not start: ${(err as Error).message}\n`));
     const connection = createMcpConnection(starting);
     const transport = new StdioServerTransport(io.stdin as Readable, io.stdout as Writable, { maxBufferSize: STDIO_MESSAGE_BYTES });
@@ -84,7 +90,10 @@ export const mcpCommand: CliCommand = {
       try {
         await connection.close('airlock mcp stopped');
         await transport.close().catch(() => undefined);
-        await (await starting.catch(() => undefined))?.services.dispose();
+        const deps = await starting.catch(() => undefined);
+        // The warm sandbox is wiped before the process goes (dispose alone does not wait for it).
+        await deps?.core.sandboxes('container').then((m) => m.shutdown(), () => undefined).catch(() => undefined);
+        await deps?.services.dispose();
       } finally {
         stop.done();
       }
