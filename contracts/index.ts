@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { auditContracts } from './audit';
 import { diffsContracts, diffsEvents } from './diffs';
+import { environmentsContracts } from './environments';
 import { keysContracts, keysEvents } from './keys';
 import { mcpContracts, mcpEvents } from './mcp';
 import { projectsContracts } from './projects';
@@ -47,6 +48,7 @@ export const contracts = {
   ...auditContracts,
   ...projectsContracts,
   ...mcpContracts,
+  ...environmentsContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */

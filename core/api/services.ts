@@ -45,5 +45,6 @@ export type SettingsService = AirlockServices['settings'];
 export type AuditService = AirlockServices['audit'];
 export type ProjectsService = AirlockServices['projects'];
 export type McpService = AirlockServices['mcp'];
+export type EnvironmentsService = AirlockServices['environments'];
 
 export type { Disposable };
