@@ -86,7 +86,7 @@ async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, p
  * agent's session. Failing to keep it is a note, not a failed run: the next run sets up again.
  */
 async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
-  if (run.continuation || run.agent.session) {
+  if (run.continuation) {
     await updatePrepared(host, run, { status: 'not-kept', key: prepared.key, reason: "a follow-up's sandbox holds the previous agent's session" });
     return;
   }

@@ -98,7 +98,6 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     expect(out2).toContain(`log=[${log1} ]`);
     expect(out2).toContain(`stamp=[${log1} ]`);
     expect(out2).toContain('v2');
-    expect(out2).not.toContain(AGENT_MARK);
     const terminal2 = await f.terminalLog(second.id);
     expect(terminal2).not.toContain('[setup] postCreateCommand');
     expect(terminal2).toContain('starting from the prepared environment');
