@@ -256,11 +256,18 @@ export async function listPrepared(docker: Docker, usage: PreparedUsage, install
   const images = await docker.listImages({ filters: JSON.stringify({ label: [`${LABEL_PREPARED}=1`, `${LABEL_INSTALLATION}=${installation}`] }) });
   const used = await usage.read();
   const out: PreparedEnvironmentInfo[] = [];
+  // The size of what preparing added: the image's size less the derived image it was made FROM (shared layers).
+  const derivedSizes = new Map<string, number>();
+  const derivedSize = async (id: string | undefined): Promise<number> => {
+    if (!id) return 0;
+    if (!derivedSizes.has(id)) derivedSizes.set(id, await docker.getImage(id).inspect().then((i) => i.Size ?? 0, () => 0));
+    return derivedSizes.get(id) ?? 0;
+  };
   for (const img of images) {
     const l = img.Labels ?? {};
     const key = l[LABEL_KEY];
     if (!key) continue;
-    let inputs: { files?: string[]; setupAllowlist?: string[] } = {};
+    let inputs: { files?: string[]; setupAllowlist?: string[]; derivedImageId?: string } = {};
     try {
       inputs = JSON.parse(l[LABEL_INPUTS] ?? '{}') as typeof inputs;
     } catch {
@@ -275,7 +282,7 @@ export async function listPrepared(docker: Docker, usage: PreparedUsage, install
       config: l[LABEL_CONFIG] ?? '',
       baseImageId: l[LABEL_BASE] ?? '',
       files: Array.isArray(inputs.files) ? inputs.files.filter((f): f is string => typeof f === 'string') : [],
-      sizeBytes: img.Size,
+      sizeBytes: Math.max(0, img.Size - (await derivedSize(typeof inputs.derivedImageId === 'string' ? inputs.derivedImageId : undefined))),
       createdAt: created,
       ...(used[key] ? { lastUsedAt: used[key] } : {}),
     });

@@ -6,10 +6,12 @@
  * Real engine, real proxy and keychain session, the scripted fake upstream.
  */
 import { spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StartRunInput } from '../../contracts/runs';
+import { envCommand } from '../../core/cli/commands/env';
 import { listPrepared, PreparedUsage, prunePrepared } from '../../core/environment/prepared-environments';
 import { connectEngine } from '../../core/sandbox/docker/engine';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
@@ -67,6 +69,12 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     expect(done.error).toBeUndefined();
     expect(done.status).toBe('done');
     return done;
+  }
+  async function cli(args: string[]): Promise<{ code: number; out: string }> {
+    let out = '';
+    const sink = new Writable({ write: (c: Buffer, _e, cb) => ((out += c.toString()), cb()) });
+    const code = await envCommand.run(args, { stdout: sink, stderr: sink, stdin: process.stdin, env: f.core.env, app: f.core.app });
+    return { code, out };
   }
   const lastToolOutput = () => JSON.stringify(f.upstream.requests.at(-1)?.body ?? {});
 
@@ -139,8 +147,17 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     }
     const kept = await prunePrepared(engine.docker, usage, await f.core.app.installationId(), { olderThanMs: 3_600_000 });
     expect(kept.removed.filter((r) => listed.some((p) => p.key === r.key))).toEqual([]);
+    // The CLI: `airlock env list` names them with their inputs; a bad age is a clear error.
+    const listing = await cli(['list']);
+    expect(listing.code).toBe(0);
+    for (const p of listed) expect(listing.out).toContain(p.key);
+    expect(listing.out).toContain('inputs: package.json, package-lock.json');
+    expect(listing.out).toMatch(/2 prepared environment\(s\)/);
+    await expect(cli(['prune', '--older-than', 'soon'])).rejects.toThrow(/--older-than 'soon' is not an age; write a number and a unit/);
+    const recent = await cli(['prune', '--older-than', '1h']);
+    expect(recent.out).toContain('Removed 0 prepared environment(s)');
     const pruned = await f.services.environments.prune({});
     expect(pruned.removed.map((r) => r.key)).toEqual(expect.arrayContaining(listed.map((p) => p.key)));
     expect((await f.services.environments.list({})).environments.filter((p) => p.project === path.resolve(projectDir))).toEqual([]);
-  });
+  }, 600_000);
 });
