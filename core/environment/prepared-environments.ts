@@ -174,7 +174,8 @@ async function commitPrepared(docker: Docker, t: PreparedLookup & { derivedRef: 
   };
   const container = await docker.createContainer({
     Image: derived.Id,
-    Cmd: derived.Config?.Cmd ?? [],
+    // Never started; the engine still wants a command. The image keeps the derived image's own.
+    Cmd: derived.Config?.Cmd?.length || derived.Config?.Entrypoint?.length ? (derived.Config?.Cmd ?? []) : ['/bin/sh'],
     Entrypoint: derived.Config?.Entrypoint ?? [],
     User: derived.Config?.User ?? '1000:1000',
     WorkingDir: derived.Config?.WorkingDir ?? WORKSPACE,
