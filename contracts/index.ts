@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { attemptsContracts, attemptsEvents } from './attempts';
 import { auditContracts } from './audit';
 import { diffsContracts, diffsEvents } from './diffs';
+import { environmentsContracts } from './environments';
 import { keysContracts, keysEvents } from './keys';
 import { mcpContracts, mcpEvents } from './mcp';
 import { projectsContracts } from './projects';
@@ -51,6 +52,7 @@ export const contracts = {
   ...projectsContracts,
   ...mcpContracts,
   ...attemptsContracts,
+  ...environmentsContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */

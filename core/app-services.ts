@@ -8,7 +8,7 @@ import { newRunDefaults } from '../contracts/run-defaults';
 import { ApplyInput, IMAGE_CAP_BYTES } from '../contracts/diffs';
 import type { ProviderInfo } from '../contracts/keys';
 import type { Settings } from '../contracts/settings';
-import type { AirlockServices, AttemptsService, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
+import type { AirlockServices, AttemptsService, AuditService, EnvironmentsService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
 import { readRunLogs, verifyRunLogs, type RunLogs } from './audit/audit-reader';
 import { APP_VERSION } from './common/app-version';
@@ -16,6 +16,8 @@ import { Emitter, type Event } from './common/disposable';
 import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { getAgentAdapter } from './agents';
 import { checkRunEnvironment } from './environment/run-environment';
+import { listPrepared, parseAge, PreparedUsage, prunePrepared } from './environment/prepared-environments';
+import { projectEnvironments } from './environment/project-environments';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
@@ -109,6 +111,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     audit: auditService(parts),
     projects: projectsService(pickFolder),
     mcp: mcp.service,
+    environments: environmentsService(parts),
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -125,6 +128,26 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     },
   };
   return services;
+}
+
+/** Project environments: the form's picker, and prepared environments (`airlock env list|prune`, Settings; §16). */
+function environmentsService(parts: ServiceParts): EnvironmentsService {
+  const { core } = parts;
+  const usage = new PreparedUsage(core.home);
+  return {
+    async find({ projectDir, environment }) {
+      const choice = environment ?? (await core.settings.get()).defaultEnvironment;
+      return projectEnvironments(core.home, projectDir, choice);
+    },
+    async list() {
+      const environments = await listPrepared((await core.engine()).docker, usage, await core.app.installationId());
+      return { environments, totalBytes: environments.reduce((n, e) => n + e.sizeBytes, 0) };
+    },
+    async prune({ olderThan }) {
+      const olderThanMs = olderThan ? parseAge(olderThan) : undefined;
+      return prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? {} : { olderThanMs });
+    },
+  };
 }
 
 /** Readiness (the same checks as `airlock doctor`) and the sandbox image. */

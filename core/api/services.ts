@@ -46,5 +46,6 @@ export type AuditService = AirlockServices['audit'];
 export type ProjectsService = AirlockServices['projects'];
 export type McpService = AirlockServices['mcp'];
 export type AttemptsService = AirlockServices['attempts'];
+export type EnvironmentsService = AirlockServices['environments'];
 
 export type { Disposable };

@@ -1,3 +1,4 @@
+import type { RunEnvironment } from '../../contracts/environments';
 import type { ChangedFile, RunSummary, Usage } from '../../contracts';
 import { isFinalStatus } from '../../contracts/runs';
 
@@ -31,4 +32,20 @@ export function summaryRow(r: RunSummary): string {
   // A follow-up turn names the run it continues (docs/architecture.md §15).
   const turn = r.thread ? `  (turn ${r.thread.turn}, continues ${r.thread.parentRunId})` : '';
   return `${r.id}  ${r.status.padEnd(11)} ${r.agent.padEnd(11)} ${cost.padEnd(10)} ${String(r.changedFiles).padStart(3)} files  ${task}${turn}`;
+}
+
+/** The environment line of a run's report: which environment ran and whether setup ran or a prepared environment was used (§16). */
+export function environmentLine(env: RunEnvironment | undefined): string | undefined {
+  if (!env || env.kind === 'airlock') return undefined;
+  const p = env.prepared;
+  const prepared = !p
+    ? ''
+    : p.status === 'reused'
+      ? `; started from the prepared environment ${p.image ?? p.key} (setup not run again)`
+      : p.status === 'created'
+        ? `; setup ran and was kept as the prepared environment ${p.image ?? p.key}`
+        : p.status === 'failed'
+          ? `; setup ran, keeping it failed (${p.reason ?? 'unknown'})`
+          : `; setup ran (not kept: ${p.reason ?? ''})`;
+  return `environment: ${env.name}${prepared}`;
 }

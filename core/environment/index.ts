@@ -7,3 +7,4 @@ export * from './environment-image';
 export * from './environment-trust';
 export * from './run-environment';
 export * from './setup-plan';
+export * from './prepared-environments';

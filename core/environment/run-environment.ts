@@ -2,11 +2,13 @@ import path from 'node:path';
 import type { RunEnvironment } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
 import type { Isolation } from '../../contracts/runs';
+import type { ChannelClient } from '../channel/channel-client';
 import type { Engine } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
 import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
+import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
 
 /** What a run asks of its environment. */
@@ -17,6 +19,8 @@ export interface RunEnvironmentRequest {
   allowLocalEnv?: string[];
   /** The user accepted the devcontainer's current content for this project (recorded). */
   trustEnvironment?: boolean;
+  /** Hosts setup may reach beyond the implied registries (an input of a prepared environment). */
+  setupAllowlist?: string[];
 }
 
 /** The environment a run's sandbox starts in. */
@@ -28,10 +32,26 @@ export interface PreparedRunEnvironment {
   record: RunEnvironment;
   /** The setup phase, when the devcontainer has lifecycle commands. */
   setup?: SetupPlan;
+  /** The setup's prepared environment: found (the sandbox starts from it) or to be kept after setup. */
+  prepared?: PreparedState;
+}
+
+/** A setup's prepared environment (docs/architecture.md §16, "Prepared environments"). */
+export interface PreparedState {
+  key: string;
+  ref: string;
+  /** The image exists: the run starts from it and setup is not run again. */
+  reuse: boolean;
+  /** Keeps the state setup left in the sandbox (before the agent), as this key's image. */
+  capture(channel: ChannelClient, unchangedProjectFiles: Set<string>): Promise<{ id: string; size: number }>;
+  /** Notes the use for `airlock env list` and `prune --older-than`. */
+  markUsed(): Promise<void>;
 }
 
 export interface RunEnvironmentDeps {
   home: string;
+  /** This home's installation id (prepared environments are labelled and keyed with it). */
+  installationId(): Promise<string>;
   engine(): Promise<Engine>;
   /** Airlock's sandbox image (base variant), built on first use. */
   airlockImage(onProgress: (p: ImageProgress) => void): Promise<string>;
@@ -91,7 +111,19 @@ export async function prepareRunEnvironment(
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;
-  return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
+  // Prepared environments are engine images: for container sandboxes (runc, gVisor), not the VM's disk.
+  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
+  const inputs = await preparedInputs(req.projectDir, cfg, setup, { installation: await deps.installationId(), derivedImageId: prepared.derived.id, baseImageId: prepared.derived.baseId, ...(req.setupAllowlist ? { setupAllowlist: req.setupAllowlist } : {}) });
+  const lookup = await lookupPrepared(engine.docker, inputs);
+  const usage = new PreparedUsage(deps.home);
+  const state: PreparedState = {
+    key: lookup.key,
+    ref: lookup.ref,
+    reuse: lookup.existingId !== undefined,
+    capture: (channel, unchanged) => capturePrepared(engine.docker, channel, { ...lookup, derivedRef: prepared.derived.id }, unchanged),
+    markUsed: () => usage.touch(lookup.key),
+  };
+  return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state };
 }
 
 function imageEnv(lines: string[]): Record<string, string> {

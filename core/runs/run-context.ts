@@ -2,7 +2,7 @@ import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
 import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
-import type { PreparedRunEnvironment } from '../environment/run-environment';
+import type { PreparedRunEnvironment, PreparedState } from '../environment/run-environment';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
@@ -192,6 +192,8 @@ export interface LiveRun {
   environmentEnv?: Record<string, string>;
   /** The environment's setup phase (lifecycle commands), run after hydrate and before the network step. */
   setup?: SetupPlan;
+  /** The setup's prepared environment: reused (setup skipped) or kept after setup (§16). */
+  prepared?: PreparedState;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

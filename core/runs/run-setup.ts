@@ -2,6 +2,9 @@ import { AirlockError } from '../../contracts/errors';
 import type { LifecycleHook, LifecycleStep } from '../environment/devcontainer-config';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { Sandbox } from '../sandbox/sandbox';
+import type { RunPrepared } from '../../contracts/environments';
+import { restoreArgv } from '../environment/prepared-environments';
+import type { PreparedState } from '../environment/run-environment';
 import type { LiveRun, RunNetwork, StepHost } from './run-context';
 
 /** How long one setup command may run (a first `npm ci` or `pip install` of a large project). */
@@ -24,8 +27,26 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   const hydrated = run.hydrated;
   const snapshot = run.snapshot;
   if (!sandbox || !hydrated || !snapshot) throw new AirlockError('INTERNAL', 'setup runs after prepare and hydrate');
-  await host.update(run, { phase: 'setting up the environment' });
+  const prepared = run.prepared;
+  // A prepared environment holds what setup left; postStartCommand is for processes, so it runs at every start.
+  const reuse = prepared?.reuse === true;
+  const hooks = reuse ? plan.hooks.filter((h) => h.hook === 'postStartCommand') : plan.hooks;
+  await host.update(run, { phase: reuse ? 'starting from the prepared environment' : 'setting up the environment' });
   run.terminal.write(`\r\n\x1b[1;36m── Setup (${plan.configPath}) ──\x1b[0m\r\n`);
+  if (reuse && prepared) {
+    await restorePrepared(host, run, sandbox, prepared);
+  }
+  if (hooks.length) await runHooks(host, run, sandbox, { ...plan, hooks });
+  // The agent starts from the workspace as setup left it: that is its baseline (derived on the host, like every result).
+  const after = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
+  run.hydrated = { ...hydrated, hostBaseline: Promise.resolve(after.result.resultCommit) };
+  await run.audit.append('note', { message: `setup finished; it changed ${after.result.changes.length} file(s), the agent's starting point (not its work)` });
+  if (prepared && !reuse) await keepPrepared(host, run, prepared, hydrated.manifest, after.result.changes);
+  run.terminal.write(`\x1b[1;36m── Agent ──\x1b[0m\r\n`);
+}
+
+/** The lifecycle commands in order, under setup's own network (disposed when they end). */
+async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: SetupPlan): Promise<void> {
   const allow = [...plan.presets.map((p) => `preset:${p}`), ...(run.input.setupAllowlist ?? [])];
   let net: RunNetwork | undefined;
   if (allow.length && host.deps.network) {
@@ -45,11 +66,52 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   } finally {
     net?.dispose();
   }
-  // The agent starts from the workspace as setup left it: that is its baseline (derived on the host, like every result).
-  const after = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
-  run.hydrated = { ...hydrated, hostBaseline: Promise.resolve(after.result.resultCommit) };
-  await run.audit.append('note', { message: `setup finished; it changed ${after.result.changes.length} file(s), the agent's starting point (not its work)` });
-  run.terminal.write(`\x1b[1;36m── Agent ──\x1b[0m\r\n`);
+}
+
+/** Puts a prepared environment's state in place over the freshly hydrated project: setup is not run again. */
+async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, prepared: PreparedState): Promise<void> {
+  run.terminal.write(`\x1b[36m[setup] starting from the prepared environment ${prepared.ref} (same inputs: setup not run again)\x1b[0m\r\n`);
+  const r = await sandbox.channel.run({ argv: restoreArgv(), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS });
+  if (r.exitCode !== 0) {
+    throw new AirlockError('SANDBOX_FAILED', `Putting the prepared environment ${prepared.ref} in place failed (status ${r.exitCode ?? 'killed'}): ${r.stderr.toString('utf8').trim().slice(-1000)}. Clear it with \`airlock env prune\` and run again: setup will run and prepare it anew.`, { field: 'environment' });
+  }
+  await prepared.markUsed().catch(() => undefined);
+  await run.audit.append('note', { message: `setup skipped: started from the prepared environment ${prepared.ref} (key ${prepared.key}); its inputs are unchanged` });
+  await updatePrepared(host, run, { status: 'reused', key: prepared.key, image: prepared.ref });
+}
+
+/**
+ * Keeps what setup left as this key's prepared environment, before the network step (no run token
+ * exists) and before the agent. A first run of a follow-up is not kept: its home holds the parent
+ * agent's session. Failing to keep it is a note, not a failed run: the next run sets up again.
+ */
+async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
+  if (run.continuation) {
+    await updatePrepared(host, run, { status: 'not-kept', key: prepared.key, reason: "a follow-up's sandbox holds the previous agent's session" });
+    return;
+  }
+  await host.update(run, { phase: 'keeping the prepared environment' });
+  const changed = new Set(changes.flatMap((c) => [c.path, ...(c.oldPath ? [c.oldPath] : [])]));
+  const unchanged = new Set(manifest.map((m) => m.path).filter((p) => !changed.has(p)));
+  try {
+    const { size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
+    await prepared.markUsed().catch(() => undefined);
+    await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
+    await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message.slice(0, 900) : String(err);
+    await run.audit.append('note', { message: `the prepared environment could not be kept (${reason}); the next run sets up again` });
+    await updatePrepared(host, run, { status: 'failed', key: prepared.key, reason });
+  }
+
+  function fail(): never {
+    throw new AirlockError('INTERNAL', 'keeping a prepared environment needs the sandbox');
+  }
+}
+
+/** Whether the run started from a prepared environment, on its record (the report shows it). */
+function updatePrepared(host: StepHost, run: LiveRun, prepared: RunPrepared): Promise<void> {
+  return host.update(run, (r) => (r.environment ? { ...r, environment: { ...r.environment, prepared } } : r));
 }
 
 async function runSetupCommand(run: LiveRun, sandbox: Sandbox, configPath: string, hook: LifecycleHook, step: LifecycleStep, env: Record<string, string>): Promise<void> {

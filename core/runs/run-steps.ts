@@ -51,6 +51,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   if (environment) {
     run.environmentEnv = environment.env;
     if (environment.setup) run.setup = environment.setup;
+    if (environment.prepared) run.prepared = environment.prepared;
     await host.update(run, { environment: environment.record });
     await run.audit.append('note', { message: environmentNote(environment.record) });
     for (const n of environment.record.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);

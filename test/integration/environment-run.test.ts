@@ -205,6 +205,8 @@ describe.skipIf(!docker.ok)('the setup phase (real Docker, a local registry stan
     airlockImage = await f.core.image('base');
   });
   afterAll(async () => {
+    // What setup left is kept as a prepared environment (§16): this installation's go with it.
+    await f?.services.environments.prune({}).catch(() => undefined);
     await f?.close();
     await registry?.close();
   });

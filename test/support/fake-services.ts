@@ -487,6 +487,17 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       },
       onDidChange: () => ({ dispose() {} }),
     },
+    environments: {
+      async find() {
+        return { options: [{ choice: 'airlock', label: "Airlock's own image", kind: 'airlock' as const, notApplied: [] }], selected: 'airlock' };
+      },
+      async list() {
+        return { environments: [], totalBytes: 0 };
+      },
+      async prune() {
+        return { removed: [], kept: [], freedBytes: 0 };
+      },
+    },
   };
   return services;
 }

@@ -5,7 +5,7 @@ import { parseSection } from '../../workspace/partial';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import type { AirlockServices } from '../../api/services';
-import { printChangedFiles, summaryRow, usageLine } from '../run-format';
+import { environmentLine, printChangedFiles, summaryRow, usageLine } from '../run-format';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
@@ -142,6 +142,8 @@ export const showCommand: CliCommand = {
       out.write(`task: ${run.task}\nproject: ${run.projectDir}\nagent: ${run.agent}  model: ${run.provider}/${run.model}  isolation: ${run.isolation}  network: ${run.network}\n`);
       if (run.thread) out.write(`thread: turn ${run.thread.turn}, continues ${run.thread.parentRunId} (first run ${run.thread.rootRunId}), conversation ${run.thread.conversation}; showing ${values.thread ? "the thread's total change" : "this turn's own change (--thread: the total)"}\n`);
       out.write(`created ${run.createdAt}${run.endedAt ? `, ended ${run.endedAt}` : ''}\n${usageLine(run.usage)}\n`);
+      const envLine = environmentLine(run.environment);
+      if (envLine) out.write(`${envLine}\n`);
       if (run.excludedFiles.length) out.write(`left out of the sandbox: ${run.excludedFiles.map((e) => `${e.path} (${e.reason})`).join(', ')}\n`);
       if (run.summary) out.write(`\nagent summary:\n${run.summary}\n\n`);
       printChangedFiles(out, files);

@@ -8,7 +8,7 @@ import { AgentKind, StartRunInput, type GitHistory } from '../../../contracts/ru
 import { freshConversationReason } from '../../runs/run-thread';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
-import { isFinal, printChangedFiles, usageLine } from '../run-format';
+import { environmentLine, isFinal, printChangedFiles, usageLine } from '../run-format';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
@@ -227,6 +227,7 @@ function jsonView(io: CliIo): RunView {
         ...(run.error ? { error: run.error } : {}),
         ...(run.thread ? { thread: run.thread } : {}),
         wipe: run.wipe ?? null,
+        ...(run.environment?.prepared ? { prepared: run.environment.prepared } : {}),
       }),
   };
 }
@@ -298,6 +299,8 @@ function liveView(io: CliIo): RunView {
       out.write(`\n${run.status.toUpperCase()} ${run.id}${run.error ? `: ${describeError(run.error).title}: ${run.error.message}` : ''}\n${run.error ? describeError(run.error).actions.map((a) => `  → ${ERROR_ACTION_CLI[a].replace('<provider>', run.provider)}\n`).join('') : ''}`);
       printChangedFiles(out, files);
       out.write(`${usageLine(run.usage)}\n`);
+      const envLine = environmentLine(run.environment);
+      if (envLine) out.write(`${envLine}\n`);
       if (run.patchPath) out.write(`patch: ${run.patchPath}\napply: airlock apply ${run.id}   review: airlock show ${run.id}${run.thread ? '   (this turn; --thread for the whole thread)' : ''}\n`);
       if (run.status !== 'cancelled' && run.patchPath) out.write(`follow up: airlock run --continue ${run.id} --task "…"\n`);
       if (run.wipe) out.write(`sandbox wiped: ${run.wipe.verified ? 'verified gone' : `LEFTOVERS ${run.wipe.leftovers.join(', ')}`}${run.wipe.pooledAs ? ` (run ${run.id}'s sandbox, started in the warm pool as ${run.wipe.pooledAs})` : ''}\n`);

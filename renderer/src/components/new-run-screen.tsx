@@ -9,6 +9,7 @@ import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { AGENT_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
+import { EnvironmentField } from './environment-field';
 import { FolderBrowser } from './folder-browser';
 import { AGENT_LABEL, fittingProvider, isUsable, servesAgent } from '../lib/provider-fit';
 
@@ -175,6 +176,8 @@ export function NewRunScreen() {
         network: d.network,
         allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
         gitHistory,
+        ...(d.environment ? { environment: d.environment } : {}),
+        ...(d.trustEnvironment ? { trustEnvironment: true } : {}),
         limits: {
           timeoutSec: Math.max(10, Math.round(Number(d.timeoutMin || '30') * 60)),
           budgetTokens: d.budgetTokens ? Number(d.budgetTokens) : undefined,
@@ -207,6 +210,8 @@ export function NewRunScreen() {
       <section className="panel grid-form">
         <label htmlFor="r-project">Project folder</label>
         <ProjectField problem={folderProblem} />
+        <label htmlFor="r-environment">Environment</label>
+        <EnvironmentField {...(settings?.defaultEnvironment ? { defaultEnvironment: settings.defaultEnvironment } : {})} />
         <label htmlFor="r-task">Task</label>
         <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required />
         <label htmlFor="r-agent">Agent</label>

@@ -7,6 +7,7 @@ import { useSettingsStore } from '../stores/settings-store';
 import { AGENT_OPTIONS, APPROVAL_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
 import { McpSettingsPanel } from './mcp-panels';
+import { PreparedEnvironmentsPanel } from './prepared-environments-panel';
 
 /**
  * Settings (docs/architecture.md §5, "Settings"): every preference the app keeps, each with one line
@@ -334,6 +335,8 @@ function SettingsForm({ settings }: { settings: Settings }) {
           </SettingRow>
         </div>
       </section>
+
+      <PreparedEnvironmentsPanel />
 
       <section className="panel" aria-labelledby="s-vm-title">
         <h2 id="s-vm-title">Virtual machines</h2>

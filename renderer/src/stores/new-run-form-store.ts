@@ -22,6 +22,10 @@ export interface NewRunDraft {
   budgetUsd: string;
   /** History in the sandbox's repository; undefined: the `gitHistory` setting. */
   gitHistory?: GitHistory;
+  /** The environment picked in the form (`airlock`, `devcontainer:PATH`, `image:REF`); undefined: the settings default, else `auto`. */
+  environment?: string;
+  /** The user accepted the picked devcontainer's content (recorded with the run). */
+  trustEnvironment?: boolean;
 }
 
 interface NewRunFormState {
@@ -129,6 +133,7 @@ export const useNewRunForm = create<NewRunFormState>()(
             budgetTokens: input.limits?.budgetTokens !== undefined ? String(input.limits.budgetTokens) : '',
             budgetUsd: input.limits?.budgetUsd !== undefined ? String(input.limits.budgetUsd) : '',
             ...(input.gitHistory !== undefined ? { gitHistory: input.gitHistory } : {}),
+            ...(input.environment !== undefined ? { environment: input.environment } : {}),
           },
         });
       },

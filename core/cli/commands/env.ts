@@ -1,0 +1,68 @@
+import type { PreparedEnvironmentInfo } from '../../../contracts/environments';
+import { formatBytes } from '../../../contracts/format';
+import { listPrepared, parseAge, PreparedUsage, prunePrepared } from '../../environment/prepared-environments';
+import { CliUsageError, parseCliArgs } from '../args';
+import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { withApp } from '../with-app';
+
+const USAGE = 'airlock env list [--json]\nairlock env prune [--older-than AGE] [--json]   (AGE: 30d, 12h, 90m, 45s; without it every prepared environment is removed)';
+
+/** How long ago, in the largest whole unit. */
+function ago(iso: string | undefined, now: number): string {
+  if (!iso) return 'never';
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (s < 120) return `${s}s ago`;
+  if (s < 7200) return `${Math.round(s / 60)}m ago`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86_400)}d ago`;
+}
+
+function describe(p: PreparedEnvironmentInfo, now: number): string {
+  const inputs = p.files.length ? p.files.join(', ') : 'no manifests';
+  return `${p.key}  ${formatBytes(p.sizeBytes).padStart(9)}  made ${ago(p.createdAt, now)}, used ${ago(p.lastUsedAt, now)}\n    ${p.project} · ${p.config} · inputs: ${inputs} · base ${p.baseImageId.replace(/^sha256:/, '').slice(0, 12)}`;
+}
+
+/**
+ * `airlock env list|prune` (docs/architecture.md §16, "Prepared environments"): what setup phases
+ * left and later runs start from, kept as engine images labelled with their inputs.
+ */
+export const envCommand: CliCommand = {
+  name: 'env',
+  summary: 'List or remove prepared environments (what setup left, reused by the next run on the same inputs)',
+  usage: USAGE,
+  async run(args: string[], io: CliIo): Promise<number> {
+    const [verb, ...rest] = args;
+    if (verb !== 'list' && verb !== 'prune') throw new CliUsageError(`give a subcommand: list or prune\n${USAGE}`);
+    const { values, positionals } = parseCliArgs(rest, { json: { type: 'boolean' }, 'older-than': { type: 'string' } });
+    if (positionals.length) throw new CliUsageError(`unexpected argument '${positionals[0]}'\n${USAGE}`);
+    if (verb === 'list' && values['older-than'] !== undefined) throw new CliUsageError('--older-than is an option of prune');
+    const olderThanMs = values['older-than'] !== undefined ? parseAge(values['older-than']) : undefined;
+    return withApp(io, async (app) => {
+      const docker = (await app.connectEngine()).docker;
+      const usage = new PreparedUsage(app.home);
+      const installation = await app.installationId();
+      const now = Date.now();
+      if (verb === 'list') {
+        const all = await listPrepared(docker, usage, installation);
+        if (values.json) {
+          io.stdout.write(`${JSON.stringify({ environments: all, totalBytes: all.reduce((n, p) => n + p.sizeBytes, 0) }, null, 2)}\n`);
+          return ExitCode.ok;
+        }
+        if (!all.length) {
+          io.stdout.write('No prepared environments. A run whose devcontainer has setup commands keeps one after its setup.\n');
+          return ExitCode.ok;
+        }
+        for (const p of all) io.stdout.write(`${describe(p, now)}\n`);
+        io.stdout.write(`${all.length} prepared environment(s), ${formatBytes(all.reduce((n, p) => n + p.sizeBytes, 0))} (images share their base layers; \`airlock env prune\` removes them)\n`);
+        return ExitCode.ok;
+      }
+      const result = await prunePrepared(docker, usage, installation, olderThanMs === undefined ? {} : { olderThanMs });
+      if (values.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      else {
+        io.stdout.write(`Removed ${result.removed.length} prepared environment(s), ${formatBytes(result.freedBytes)}.\n`);
+        for (const k of result.kept) io.stdout.write(`  kept ${k.key}: ${k.reason}\n`);
+      }
+      return result.kept.length ? ExitCode.failure : ExitCode.ok;
+    });
+  },
+};

@@ -1,0 +1,46 @@
+import { useEffect, useState } from 'react';
+import type { ErrorInfo } from '../../../contracts';
+import { formatBytes } from '../../../contracts/format';
+import { api, errorInfo } from '../api';
+import { ErrorBanner } from './common';
+
+/**
+ * Settings → Prepared environments (docs/architecture.md §16): how many the engine keeps for this
+ * installation and their size, and a button that removes them all (`airlock env prune`).
+ */
+export function PreparedEnvironmentsPanel() {
+  const [state, setState] = useState<{ count: number; bytes: number }>();
+  const [error, setError] = useState<ErrorInfo>();
+  const [busy, setBusy] = useState(false);
+  const [cleared, setCleared] = useState<string>();
+  const load = () =>
+    api().call('environments:list', {}).then(
+      (r) => { setState({ count: r.environments.length, bytes: r.totalBytes }); setError(undefined); },
+      (err) => setError(errorInfo(err)),
+    );
+  useEffect(() => { void load(); }, []);
+  const clear = async () => {
+    setBusy(true);
+    try {
+      const r = await api().call('environments:prune', {});
+      setCleared(`Removed ${r.removed.length}, ${formatBytes(r.freedBytes)} freed${r.kept.length ? `; ${r.kept.length} in use kept` : ''}.`);
+      await load();
+    } catch (err) {
+      setError(errorInfo(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section className="panel" aria-labelledby="s-prepared-title">
+      <h2 id="s-prepared-title">Prepared environments</h2>
+      <p className="muted">What a devcontainer&apos;s setup commands left, kept as an image on the container engine so the next run on the same inputs skips setup. Nothing of any agent, no run token and no key is in them.</p>
+      <div className="row">
+        <span data-testid="prepared-size">{state ? `${state.count} kept, ${formatBytes(state.bytes)}` : error ? 'unknown' : 'Reading…'}</span>
+        <button type="button" className="btn small" disabled={busy || !state?.count} onClick={() => void clear()}>{busy ? 'Clearing…' : 'Clear'}</button>
+        {cleared && <span className="muted" role="status">{cleared}</span>}
+      </div>
+      <ErrorBanner error={error} />
+    </section>
+  );
+}
