@@ -34,5 +34,9 @@ export const RunEnvironment = z.object({
   localEnvUsed: z.array(z.string()).max(50).optional(),
   /** Files of the build context that stayed on the host (credential-looking). */
   contextExcluded: z.array(z.string()).max(10_000).optional(),
+  /** A compose devcontainer's other services, run as sidecars on the run's internal network. */
+  sidecars: z.array(z.object({ service: z.string().max(100), image: z.string().max(500) })).max(50).optional(),
+  /** `forwardPorts`, offered as the run's preview ports. */
+  forwardPorts: z.array(z.number().int().min(1).max(65535)).max(100).optional(),
 });
 export type RunEnvironment = z.infer<typeof RunEnvironment>;

@@ -8,6 +8,7 @@ import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } 
 import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { setupPlan, type SetupPlan } from './setup-plan';
+import { createSidecarNetwork, removeSidecars, sidecarNetworkName, sidecarRuntime, startSidecars } from './compose-sidecars';
 
 /** What a run asks of its environment. */
 export interface RunEnvironmentRequest {
@@ -28,6 +29,21 @@ export interface PreparedRunEnvironment {
   record: RunEnvironment;
   /** The setup phase, when the devcontainer has lifecycle commands. */
   setup?: SetupPlan;
+  /** A compose devcontainer's other services, started beside the sandbox. */
+  sidecars?: RunSidecars;
+  /** `forwardPorts`: offered as the run's preview ports. */
+  forwardPorts?: number[];
+}
+
+/** The sidecars of one run, on the engine that runs its sandbox (docs/architecture.md §16). */
+export interface RunSidecars {
+  services: string[];
+  /** Creates the run's internal network; the sandbox is created on it (`SandboxSpec.joinNetwork`). */
+  createNetwork(runId: string): Promise<string>;
+  /** Starts every sidecar and waits until each is ready. */
+  start(runId: string, signal?: AbortSignal): Promise<void>;
+  /** Removes sidecars and network when no sandbox exists to carry the run's wipe. */
+  remove(runId: string): Promise<void>;
 }
 
 export interface RunEnvironmentDeps {
@@ -35,6 +51,8 @@ export interface RunEnvironmentDeps {
   engine(): Promise<Engine>;
   /** Airlock's sandbox image (base variant), built on first use. */
   airlockImage(onProgress: (p: ImageProgress) => void): Promise<string>;
+  /** This installation's id, labelled on sidecars and their network (the reaper's test on shared engines). */
+  installationId?(): Promise<string>;
 }
 
 /**
@@ -82,6 +100,9 @@ export async function prepareRunEnvironment(
 ): Promise<PreparedRunEnvironment> {
   const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
   if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [] } };
+  // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
+  const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;
+  const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
@@ -91,7 +112,21 @@ export async function prepareRunEnvironment(
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;
-  return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
+  const forwardPorts = cfg?.forwardPorts.length ? cfg.forwardPorts : undefined;
+  if (forwardPorts) prepared.record.forwardPorts = forwardPorts;
+  let sidecars: RunSidecars | undefined;
+  if (prepared.sidecars?.length) {
+    const images = prepared.sidecars;
+    const opts = { ...(runtime ? { runtime } : {}), ...(deps.installationId ? { installation: await deps.installationId() } : {}) };
+    const docker = engine.docker;
+    sidecars = {
+      services: images.map((i) => i.service.name),
+      createNetwork: (runId) => createSidecarNetwork(docker, runId, opts).then(() => sidecarNetworkName(runId)),
+      start: (runId, signal) => startSidecars(docker, runId, images, { ...opts, ...(signal ? { signal } : {}) }),
+      remove: (runId) => removeSidecars(docker, runId),
+    };
+  }
+  return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}), ...(sidecars ? { sidecars } : {}), ...(forwardPorts ? { forwardPorts } : {}) };
 }
 
 function imageEnv(lines: string[]): Record<string, string> {
