@@ -3,6 +3,7 @@ import path from 'node:path';
 import { isMap, isSeq, parseDocument } from 'yaml';
 import { AirlockError } from '../../contracts/errors';
 import type { NotApplied } from './devcontainer-config';
+import { lineColumn } from './jsonc';
 
 /**
  * The part of a compose file Airlock applies (docs/architecture.md §16): per service `image`,
@@ -106,8 +107,8 @@ export async function loadCompose(projectDir: string, files: string[], configPat
     const doc = parseDocument(text, { merge: true, prettyErrors: false });
     const err = doc.errors[0];
     if (err) {
-      const at = err.linePos?.[0];
-      throw new AirlockError('INVALID_INPUT', `${rel}:${at ? `${at.line}:${at.col}` : '?'}: ${err.message.split('\n')[0]}. Fix the compose file, or choose another environment (--environment airlock).`, { field: 'environment' });
+      const at = lineColumn(text, err.pos[0]);
+      throw new AirlockError('INVALID_INPUT', `${rel}:${at.line}:${at.column}: ${err.message.split('\n')[0]?.replace(/\.$/, '')}. Fix the compose file, or choose another environment (--environment airlock).`, { field: 'environment' });
     }
     const value: unknown = interpolate(doc.toJS({ maxAliasCount: 100 }), hostVars);
     if (!isRecord(value) || !isRecord(value.services)) throw invalid(rel, 'it has no services');

@@ -71,7 +71,7 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error('the outside Redis never answered its own network');
-  });
+  }, 300_000);
   afterAll(async () => {
     await exec('docker', ['rm', '-f', outside.name]).catch(() => undefined);
     await exec('docker', ['network', 'rm', outside.net]).catch(() => undefined);
@@ -105,8 +105,14 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     const sandbox = containerName(runId);
 
     // Wait for the agent's command to have written the token probe (it runs after the sidecar is ready).
+    let ended: string | undefined;
+    const done = f.core.runs.wait(runId).then((r) => {
+      ended = `${r.status}: ${r.error?.message ?? ''}`;
+      return r;
+    });
     let token = '';
     for (let i = 0; i < 6000 && !token; i++) {
+      if (ended) throw new Error(`the run ended before its command ran: ${ended}`);
       token = (await exec('docker', ['exec', sandbox, 'cat', '/tmp/token-probe']).catch(() => ({ stdout: '' }))).stdout;
       if (!token) await new Promise((r) => setTimeout(r, 100));
     }
@@ -151,7 +157,7 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     expect(JSON.stringify(info)).not.toContain(HOST_VAR);
 
     await exec('docker', ['exec', sandbox, 'touch', '/tmp/probe-done']);
-    const run = await f.core.runs.wait(runId);
+    const run = await done;
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
 
@@ -181,5 +187,5 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     await expect(exec('docker', ['inspect', sidecar])).rejects.toThrow();
     // The service not in runServices never ran.
     expect((await exec('docker', ['ps', '-aq', '--filter', `name=${sidecarContainerName(runId, 'unused')}`])).stdout.trim()).toBe('');
-  });
+  }, 600_000);
 });
