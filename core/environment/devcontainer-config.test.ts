@@ -175,6 +175,8 @@ describe('devcontainer.json', () => {
     const dir = await project({
       '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: ['compose.yml'], service: 'app', runServices: ['app', 'db'], features: { './local-tool': { version: '1' }, 'ghcr.io/devcontainers/features/go:1': {} } }),
       '.devcontainer/compose.yml': 'services:\n  app: { image: "debian:bookworm-slim" }\n  db: { image: "redis:7" }\n',
+      '.devcontainer/local-tool/devcontainer-feature.json': '{"id":"local-tool"}',
+      '.devcontainer/local-tool/install.sh': 'true\n',
     });
     const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
     expect(env.source).toMatchObject({ kind: 'compose', files: ['.devcontainer/compose.yml'], service: 'app', runServices: ['app', 'db'] });

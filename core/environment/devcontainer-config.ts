@@ -4,6 +4,7 @@ import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { loadCompose, type ComposeService } from './compose-file';
 import { parseJsonc } from './jsonc';
+import { featuresDigest, readLocalFeatures } from './local-features';
 import { substituteDeep, type Substitution, type VariableContext } from './devcontainer-variables';
 
 /** The sandbox's workspace, where `${containerWorkspaceFolder}` points. */
@@ -149,6 +150,9 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     if (steps) lifecycle[hook] = steps;
   }
   if (source.kind === 'compose') notApplied.push(...source.notApplied);
+  const declaredFeatures = features(cfg.features, configPath);
+  // Local features are built into the image: their files are part of what trust is given to.
+  if (declaredFeatures.some((f) => f.local)) hashed.push(featuresDigest(await readLocalFeatures(root, { configPath, features: declaredFeatures })));
   const h = createHash('sha256');
   for (const b of hashed) h.update(createHash('sha256').update(b).digest());
 
@@ -162,7 +166,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
     lifecycle,
     forwardPorts: forwardPorts(cfg.forwardPorts, configPath),
-    features: features(cfg.features, configPath),
+    features: declaredFeatures,
     notApplied,
     localEnvUsed: allowed.filter((n) => text.includes(`localEnv:${n}`) || text.includes(`env:${n}`)),
     contentHash: h.digest('hex'),

@@ -7,6 +7,7 @@ import type { ImageProgress } from '../sandbox/driver';
 import { snapshotProject } from '../workspace/snapshot';
 import type { DevcontainerEnvironment } from './devcontainer-config';
 import type { ComposeService } from './compose-file';
+import { buildLocalFeatures, readLocalFeatures } from './local-features';
 import { sidecarImage, type SidecarImage } from './compose-sidecars';
 import { BASE_REPOSITORY, deriveSandboxImage, type DerivedImage } from './derived-image';
 import { engineBuild, imageId, pullImage } from './engine-build';
@@ -68,6 +69,8 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
       }),
     );
   }
+  const local = await readLocalFeatures(o.projectDir, cfg);
+  if (local.length) baseRef = await buildLocalFeatures(docker, cfg, baseRef, local, o.emit);
   const derived = await deriveSandboxImage(docker, { baseRef, airlockRef: o.airlockRef, emit: o.emit, what: `the devcontainer of ${cfg.configPath}` });
   const record = recordOf(`devcontainer:${cfg.configPath}`, 'devcontainer', derived, cfg.notApplied);
   if (cfg.localEnvUsed.length) record.localEnvUsed = cfg.localEnvUsed;
@@ -80,13 +83,17 @@ function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage,
   return { name, kind, image: d.ref, imageId: d.id, baseImage: d.baseRef, baseImageId: d.baseId, notApplied, ...(d.imageUser ? { imageUser: d.imageUser } : {}) };
 }
 
-/** What this version cannot build, refused before anything runs: features (named in the error). */
+/**
+ * What this version cannot build, refused before anything runs: published features (fetched from
+ * an OCI registry, which Airlock does not do), named in the error. Local `./…` features are built.
+ */
 export function assertBuildable(cfg: DevcontainerEnvironment): void {
-  if (cfg.features.length === 0) return;
-  const names = cfg.features.map((f) => f.id).join(', ');
+  const published = cfg.features.filter((f) => !f.local);
+  if (published.length === 0) return;
+  const names = published.map((f) => f.id).join(', ');
   throw new AirlockError(
     'INVALID_INPUT',
-    `${cfg.configPath} asks for devcontainer features (${names}); Airlock does not install features yet, and published ones would be fetched from their registry during the build. Install the tools in the Dockerfile (build.dockerfile) instead, or choose --environment airlock.`,
+    `${cfg.configPath} asks for published devcontainer features (${names}); Airlock does not fetch features from their registry. Copy the feature into the project and name it as a local feature ("./name"), install the tool in the Dockerfile (build.dockerfile), or choose --environment airlock.`,
     { field: 'environment' },
   );
 }

@@ -112,7 +112,7 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     });
     let token = '';
     for (let i = 0; i < 6000 && !token; i++) {
-      if (ended) throw new Error(`the run ended before its command ran: ${ended}`);
+      if (ended) throw new Error(`the run ended before its command ran: ${ended}\n${await f.terminalLog(runId).catch(() => '')}`);
       token = (await exec('docker', ['exec', sandbox, 'cat', '/tmp/token-probe']).catch(() => ({ stdout: '' }))).stdout;
       if (!token) await new Promise((r) => setTimeout(r, 100));
     }
