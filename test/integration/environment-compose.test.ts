@@ -92,8 +92,8 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
       `${GATEWAY}; echo "gateway=$gw"; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`,
       `timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`,
       'getent hosts example.invalid >/dev/null && echo invalid-resolved || echo invalid-unresolved',
-      // The run token as the sandbox holds it, for the canary search in the sidecar (the test reads it).
-      'printf %s "$ANTHROPIC_API_KEY" > /tmp/token-probe',
+      // The test looks into the sidecar from here on.
+      'touch /tmp/at-hold',
       // Hold the run while the test looks into the sidecar (a condition, bounded).
       'for i in $(seq 1 3000); do [ -e /tmp/probe-done ] && break; sleep 0.1; done; echo probe-wait-over',
     ].join('; ');
@@ -104,7 +104,8 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     const sidecar = sidecarContainerName(runId, 'db');
     const sandbox = containerName(runId);
 
-    // Wait for the agent's command to have written the token probe (it runs after the sidecar is ready).
+    // Wait for the agent's command to reach its hold (it runs after the sidecar is ready); the run
+    // token is then read from the agent process's environment (its commands never get it).
     let ended: string | undefined;
     const done = f.core.runs.wait(runId).then((r) => {
       ended = `${r.status}: ${r.error?.message ?? ''}`;
@@ -113,7 +114,11 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     let token = '';
     for (let i = 0; i < 6000 && !token; i++) {
       if (ended) throw new Error(`the run ended before its command ran: ${ended}\n${await f.terminalLog(runId).catch(() => '')}`);
-      token = (await exec('docker', ['exec', sandbox, 'cat', '/tmp/token-probe']).catch(() => ({ stdout: '' }))).stdout;
+      const held = await exec('docker', ['exec', sandbox, 'test', '-e', '/tmp/at-hold']).then(() => true, () => false);
+      if (held) {
+        const script = 'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ 2>/dev/null | sed -n "s/^ANTHROPIC_API_KEY=//p"; done | head -n 1';
+        token = (await exec('docker', ['exec', sandbox, 'sh', '-c', script])).stdout.trim();
+      }
       if (!token) await new Promise((r) => setTimeout(r, 100));
     }
     expect(token.length).toBeGreaterThan(20);
