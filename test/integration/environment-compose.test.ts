@@ -6,6 +6,7 @@
  * and its output reaches the model; neither the sandbox nor the sidecar has a route out; the key and
  * the run token are nowhere in the sidecar; the sidecar and the network go with the run's wipe.
  */
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
@@ -47,6 +48,18 @@ services:
 `;
 
 const HOST_VAR = 'compose-host-var-canary-91c2';
+
+/** Runs a command with `input` on its stdin; resolves its stdout. */
+function withStdin(cmd: string, args: string[], input: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`))));
+    p.stdin.end(input);
+  });
+}
 
 /** Decodes the default route's gateway from /proc/net/route (bash, no extra tools). */
 const GATEWAY = `h=$(awk '$2=="00000000"{print $3}' /proc/net/route); [ -n "$h" ] && gw=$((16#\${h:6:2})).$((16#\${h:4:2})).$((16#\${h:2:2})).$((16#\${h:0:2}))`;
@@ -153,10 +166,13 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     const inSidecar = async (sh: string) => (await exec('docker', ['exec', sidecar, 'bash', '-c', sh])).stdout;
     expect(await inSidecar(`timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`)).toContain('outside-unreachable');
     expect(await inSidecar(`${GATEWAY}; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`)).toContain('gw-unreachable');
-    const canaries = await inSidecar(
-      `for n in "$KEY" "$TOKEN"; do grep -rlsF -e "$n" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -caF -e "$n"; done; echo scanned`.replace('$KEY', CANARY_KEY).replace('$TOKEN', token),
-    );
+    // The needles come in on stdin, so neither the scanning shell's argv nor its environment holds them.
+    const scan = `while read -r n; do grep -rlsF -f <(printf '%s\\n' "$n") / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n"); done; echo scanned`;
+    const canaries = await withStdin('docker', ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);
     expect(canaries.trim().split('\n')).toEqual(['0', '0', 'scanned']);
+    // The control: the same process scan finds the token in the agent's own sandbox (its agent process holds it).
+    const control = await withStdin('docker', ['exec', '-i', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
+    expect(Number(control.trim())).toBeGreaterThan(0);
     expect(JSON.stringify(info)).not.toContain(token);
     expect(JSON.stringify(info)).not.toContain(CANARY_KEY);
     expect(JSON.stringify(info)).not.toContain(HOST_VAR);
