@@ -116,7 +116,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     store,
     sandboxes: (isolation) => core.sandboxes(isolation),
     image: (variant, onProgress, isolation) => core.image(variant, onProgress, isolation),
-    environment: (input, onProgress) => prepareRunEnvironment({ home, engine: () => core.engine(), airlockImage: (p) => core.image('base', p) }, input, onProgress),
+    environment: (input, onProgress) => prepareRunEnvironment({ home, engine: () => core.engine(), airlockImage: (p) => core.image('base', p), installationId: () => app.installationId() }, input, onProgress),
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),
