@@ -46,6 +46,10 @@ export const RunEnvironment = z.object({
   contextExcluded: z.array(z.string()).max(10_000).optional(),
   /** The setup phase's prepared environment: reused (setup skipped) or made by this run. */
   prepared: RunPrepared.optional(),
+  /** A compose devcontainer's other services, run as sidecars on the run's internal network. */
+  sidecars: z.array(z.object({ service: z.string().max(100), image: z.string().max(500) })).max(50).optional(),
+  /** `forwardPorts`, offered as the run's preview ports. */
+  forwardPorts: z.array(z.number().int().min(1).max(65535)).max(100).optional(),
 });
 export type RunEnvironment = z.infer<typeof RunEnvironment>;
 

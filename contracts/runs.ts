@@ -219,6 +219,8 @@ export const RunSummary = z.object({
   attempt: RunAttempt.optional(),
   /** The host's check, once it ran. */
   check: RunCheckResult.optional(),
+  /** The devcontainer's `forwardPorts`, offered as preview ports while the run is live (§16). */
+  forwardPorts: z.array(z.number().int().min(1).max(65535)).max(100).optional(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;
 

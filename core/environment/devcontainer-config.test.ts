@@ -174,10 +174,13 @@ describe('devcontainer.json', () => {
   it('reads compose and feature declarations', async () => {
     const dir = await project({
       '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: ['compose.yml'], service: 'app', runServices: ['app', 'db'], features: { './local-tool': { version: '1' }, 'ghcr.io/devcontainers/features/go:1': {} } }),
-      '.devcontainer/compose.yml': 'services: {}\n',
+      '.devcontainer/compose.yml': 'services:\n  app: { image: "debian:bookworm-slim" }\n  db: { image: "redis:7" }\n',
+      '.devcontainer/local-tool/devcontainer-feature.json': '{"id":"local-tool"}',
+      '.devcontainer/local-tool/install.sh': 'true\n',
     });
     const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
-    expect(env.source).toEqual({ kind: 'compose', files: ['.devcontainer/compose.yml'], service: 'app', runServices: ['app', 'db'] });
+    expect(env.source).toMatchObject({ kind: 'compose', files: ['.devcontainer/compose.yml'], service: 'app', runServices: ['app', 'db'] });
+    expect(env.source.kind === 'compose' && env.source.sidecars.map((s) => s.name)).toEqual(['db']);
     expect(env.features).toEqual([
       { id: './local-tool', options: { version: '1' }, local: true },
       { id: 'ghcr.io/devcontainers/features/go:1', options: {}, local: false },

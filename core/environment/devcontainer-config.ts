@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
+import { loadCompose, type ComposeService } from './compose-file';
 import { parseJsonc } from './jsonc';
+import { featuresDigest, readLocalFeatures } from './local-features';
 import { substituteDeep, type Substitution, type VariableContext } from './devcontainer-variables';
 
 /** The sandbox's workspace, where `${containerWorkspaceFolder}` points. */
@@ -34,7 +36,17 @@ export type EnvironmentSource =
       args: Record<string, string>;
       target?: string;
     }
-  | { kind: 'compose'; files: string[]; service: string; runServices?: string[] };
+  | {
+      kind: 'compose';
+      files: string[];
+      service: string;
+      runServices?: string[];
+      /** The service the agent's sandbox is made from (its image or build; the rest of it is not applied). */
+      workspace: ComposeService;
+      /** The other services that start with the run, as sidecars (docs/architecture.md §16). */
+      sidecars: ComposeService[];
+      notApplied: NotApplied[];
+    };
 
 export interface DevcontainerFeature {
   id: string;
@@ -137,9 +149,10 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     const steps = lifecycleSteps(cfg[hook], configPath, hook);
     if (steps) lifecycle[hook] = steps;
   }
-  if (source.kind === 'compose') {
-    for (const f of source.files) hashed.push(await readInside(root, f, configPath, 'dockerComposeFile'));
-  }
+  if (source.kind === 'compose') notApplied.push(...source.notApplied);
+  const declaredFeatures = features(cfg.features, configPath);
+  // Local features are built into the image: their files are part of what trust is given to.
+  if (declaredFeatures.some((f) => f.local)) hashed.push(featuresDigest(await readLocalFeatures(root, { configPath, features: declaredFeatures })));
   const h = createHash('sha256');
   for (const b of hashed) h.update(createHash('sha256').update(b).digest());
 
@@ -153,7 +166,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
     lifecycle,
     forwardPorts: forwardPorts(cfg.forwardPorts, configPath),
-    features: features(cfg.features, configPath),
+    features: declaredFeatures,
     notApplied,
     localEnvUsed: allowed.filter((n) => text.includes(`localEnv:${n}`) || text.includes(`env:${n}`)),
     contentHash: h.digest('hex'),
@@ -177,7 +190,14 @@ async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promis
     });
     if (typeof cfg.service !== 'string' || !cfg.service) throw invalid(c.configPath, 'a dockerComposeFile configuration needs "service": the service the agent works in');
     const runServices = Array.isArray(cfg.runServices) ? cfg.runServices.filter((s): s is string => typeof s === 'string') : undefined;
-    return { kind: 'compose', files, service: cfg.service, ...(runServices ? { runServices } : {}) };
+    const project = await loadCompose(c.root, files, c.configPath, c.hashed);
+    const workspace = project.services.get(cfg.service);
+    const names = [...project.services.keys()];
+    if (!workspace) throw invalid(c.configPath, `service '${cfg.service}' is not in ${files.join(', ')} (it has ${names.join(', ') || 'no services'})`);
+    for (const s of runServices ?? []) if (!project.services.has(s)) throw invalid(c.configPath, `runServices names '${s}', which is not a service of ${files.join(', ')} (it has ${names.join(', ')})`);
+    const sidecars = [...project.services.values()].filter((s) => s.name !== cfg.service && (!runServices || runServices.includes(s.name)));
+    const notApplied = project.notApplied;
+    return { kind: 'compose', files, service: cfg.service, ...(runServices ? { runServices } : {}), workspace, sidecars, notApplied };
   }
   if (dockerfile !== undefined) {
     if (typeof dockerfile !== 'string' || !dockerfile) throw invalid(c.configPath, 'build.dockerfile must be a path');

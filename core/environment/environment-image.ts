@@ -6,6 +6,9 @@ import { AirlockError } from '../../contracts/errors';
 import type { ImageProgress } from '../sandbox/driver';
 import { snapshotProject } from '../workspace/snapshot';
 import type { DevcontainerEnvironment } from './devcontainer-config';
+import type { ComposeService } from './compose-file';
+import { buildLocalFeatures, readLocalFeatures } from './local-features';
+import { sidecarImage, type SidecarImage } from './compose-sidecars';
 import { BASE_REPOSITORY, deriveSandboxImage, type DerivedImage } from './derived-image';
 import { engineBuild, imageId, pullImage } from './engine-build';
 import type { ResolvedEnvironment } from './environment-choice';
@@ -16,6 +19,8 @@ export type EnvironmentRecord = RunEnvironment;
 export interface PreparedImage {
   derived: DerivedImage;
   record: EnvironmentRecord;
+  /** A compose devcontainer's other services, with their images (docs/architecture.md §16). */
+  sidecars?: SidecarImage[];
 }
 
 export interface PrepareImageOptions {
@@ -42,21 +47,36 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
   assertBuildable(cfg);
   let baseRef: string;
   let contextExcluded: string[] | undefined;
+  let sidecars: SidecarImage[] | undefined;
   if (cfg.source.kind === 'image') {
     baseRef = cfg.source.image;
     if (!(await imageId(docker, baseRef))) await pullImage(docker, baseRef, o.emit);
   } else if (cfg.source.kind === 'build') {
-    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit);
+    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit, { tag: 'build', what: `the devcontainer image of ${cfg.configPath}` });
     baseRef = built.ref;
     contextExcluded = built.excluded;
   } else {
-    throw new AirlockError('INTERNAL', 'compose environments are refused by assertBuildable');
+    // Compose: the agent's sandbox is made from `service`; the other services run as sidecars.
+    const src = cfg.source;
+    const ws = await composeServiceImage(docker, o.projectDir, cfg, src.workspace, o.emit);
+    baseRef = ws.ref;
+    contextExcluded = ws.excluded;
+    sidecars = await Promise.all(
+      src.sidecars.map(async (svc) => {
+        const built = await composeServiceImage(docker, o.projectDir, cfg, svc, o.emit);
+        contextExcluded = [...(contextExcluded ?? []), ...built.excluded];
+        return sidecarImage(docker, svc, built.ref);
+      }),
+    );
   }
+  const local = await readLocalFeatures(o.projectDir, cfg);
+  if (local.length) baseRef = await buildLocalFeatures(docker, cfg, baseRef, local, o.emit);
   const derived = await deriveSandboxImage(docker, { baseRef, airlockRef: o.airlockRef, emit: o.emit, what: `the devcontainer of ${cfg.configPath}` });
   const record = recordOf(`devcontainer:${cfg.configPath}`, 'devcontainer', derived, cfg.notApplied);
   if (cfg.localEnvUsed.length) record.localEnvUsed = cfg.localEnvUsed;
-  if (contextExcluded?.length) record.contextExcluded = contextExcluded;
-  return { derived, record };
+  if (contextExcluded?.length) record.contextExcluded = [...new Set(contextExcluded)];
+  if (sidecars?.length) record.sidecars = sidecars.map((s) => ({ service: s.service.name, image: s.image }));
+  return { derived, record, ...(sidecars ? { sidecars } : {}) };
 }
 
 function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage, notApplied: EnvironmentRecord['notApplied']): EnvironmentRecord {
@@ -64,18 +84,16 @@ function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage,
 }
 
 /**
- * What this version cannot build, refused before anything runs: compose configurations, and
- * features (named in the error).
+ * What this version cannot build, refused before anything runs: published features (fetched from
+ * an OCI registry, which Airlock does not do), named in the error. Local `./…` features are built.
  */
 export function assertBuildable(cfg: DevcontainerEnvironment): void {
-  if (cfg.source.kind === 'compose') {
-    throw new AirlockError('INVALID_INPUT', `${cfg.configPath} uses dockerComposeFile; compose environments are not supported by this version of Airlock yet. Use an image or build.dockerfile, or --environment airlock.`, { field: 'environment' });
-  }
-  if (cfg.features.length === 0) return;
-  const names = cfg.features.map((f) => f.id).join(', ');
+  const published = cfg.features.filter((f) => !f.local);
+  if (published.length === 0) return;
+  const names = published.map((f) => f.id).join(', ');
   throw new AirlockError(
     'INVALID_INPUT',
-    `${cfg.configPath} asks for devcontainer features (${names}); Airlock does not install features yet, and published ones would be fetched from their registry during the build. Install the tools in the Dockerfile (build.dockerfile) instead, or choose --environment airlock.`,
+    `${cfg.configPath} asks for published devcontainer features (${names}); Airlock does not fetch features from their registry. Copy the feature into the project and name it as a local feature ("./name"), install the tool in the Dockerfile (build.dockerfile), or choose --environment airlock.`,
     { field: 'environment' },
   );
 }
@@ -89,27 +107,37 @@ async function buildDevcontainerImage(
   docker: Docker,
   projectDir: string,
   cfg: DevcontainerEnvironment,
-  src: Extract<DevcontainerEnvironment['source'], { kind: 'build' }>,
+  src: { dockerfile: string; context: string; args: Record<string, string>; target?: string },
   emit: (p: ImageProgress) => void,
+  as: { tag: string; what: string },
 ): Promise<{ ref: string; excluded: string[] }> {
   const contextDir = path.join(projectDir, src.context);
   const dockerfile = path.posix.relative(src.context, src.dockerfile);
   if (dockerfile.startsWith('..')) throw new AirlockError('INVALID_INPUT', `${cfg.configPath}: build.dockerfile '${src.dockerfile}' is outside build.context '${src.context || '.'}'; move it into the context.`, { field: 'environment' });
   const snapshot = await snapshotProject(contextDir, { respectGitignore: false, exclude: await dockerignore(contextDir), maxFileBytes: 512 * 1024 * 1024 });
   const streams = snapshot.open();
-  const ref = `${BASE_REPOSITORY}:build-${cfg.contentHash.slice(0, 20)}`;
-  emit({ phase: 'build', message: `building the devcontainer image of ${cfg.configPath}`, variant: 'custom' });
+  const ref = `${BASE_REPOSITORY}:${as.tag}-${cfg.contentHash.slice(0, 20)}`;
+  emit({ phase: 'build', message: `building ${as.what}`, variant: 'custom' });
   await engineBuild(
     docker,
-    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels: { 'airlock.devcontainer': cfg.configPath }, what: `the devcontainer image of ${cfg.configPath}`, emit },
+    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels: { 'airlock.devcontainer': cfg.configPath }, what: as.what, emit },
     (f) =>
       new AirlockError(
         'IMAGE_BUILD_FAILED',
-        `Building the devcontainer image of ${cfg.configPath} failed at ${f.where}: ${f.error}\n--- last output of that step ---\n${f.tail}\n---\nFix ${src.dockerfile} (try \`docker build -f ${src.dockerfile} ${src.context || '.'}\`), or choose --environment airlock.`,
+        `Building ${as.what} failed at ${f.where}: ${f.error}\n--- last output of that step ---\n${f.tail}\n---\nFix ${src.dockerfile} (try \`docker build -f ${src.dockerfile} ${src.context || '.'}\`), or choose --environment airlock.`,
         { field: 'environment' },
       ),
   );
   return { ref, excluded: snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path) };
+}
+
+/** A compose service's image: pulled when the engine lacks it, or built from its `build` (the same guarded context). */
+async function composeServiceImage(docker: Docker, projectDir: string, cfg: DevcontainerEnvironment, svc: ComposeService, emit: (p: ImageProgress) => void): Promise<{ ref: string; excluded: string[] }> {
+  if (svc.source.kind === 'image') {
+    if (!(await imageId(docker, svc.source.image))) await pullImage(docker, svc.source.image, emit);
+    return { ref: svc.source.image, excluded: [] };
+  }
+  return buildDevcontainerImage(docker, projectDir, cfg, svc.source, emit, { tag: `svc-${svc.name.toLowerCase()}`, what: `the compose service '${svc.name}' of ${cfg.configPath}` });
 }
 
 async function dockerignore(contextDir: string): Promise<string[]> {

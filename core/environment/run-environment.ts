@@ -10,6 +10,7 @@ import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
+import { createSidecarNetwork, removeSidecars, sidecarNetworkName, sidecarRuntime, startSidecars } from './compose-sidecars';
 
 /** What a run asks of its environment. */
 export interface RunEnvironmentRequest {
@@ -32,8 +33,23 @@ export interface PreparedRunEnvironment {
   record: RunEnvironment;
   /** The setup phase, when the devcontainer has lifecycle commands. */
   setup?: SetupPlan;
+  /** A compose devcontainer's other services, started beside the sandbox. */
+  sidecars?: RunSidecars;
+  /** `forwardPorts`: offered as the run's preview ports. */
+  forwardPorts?: number[];
   /** The setup's prepared environment: found (the sandbox starts from it) or to be kept after setup. */
   prepared?: PreparedState;
+}
+
+/** The sidecars of one run, on the engine that runs its sandbox (docs/architecture.md §16). */
+export interface RunSidecars {
+  services: string[];
+  /** Creates the run's internal network; the sandbox is created on it (`SandboxSpec.joinNetwork`). */
+  createNetwork(runId: string): Promise<string>;
+  /** Starts every sidecar and waits until each is ready. */
+  start(runId: string, signal?: AbortSignal): Promise<void>;
+  /** Removes sidecars and network when no sandbox exists to carry the run's wipe. */
+  remove(runId: string): Promise<void>;
 }
 
 /** A setup's prepared environment (docs/architecture.md §16, "Prepared environments"). */
@@ -50,7 +66,7 @@ export interface PreparedState {
 
 export interface RunEnvironmentDeps {
   home: string;
-  /** This home's installation id (prepared environments are labelled and keyed with it). */
+  /** This home's installation id: prepared environments are labelled and keyed with it, sidecars and their network labelled (the reaper's test on shared engines). */
   installationId(): Promise<string>;
   engine(): Promise<Engine>;
   /** Airlock's sandbox image (base variant), built on first use. */
@@ -102,6 +118,9 @@ export async function prepareRunEnvironment(
 ): Promise<PreparedRunEnvironment> {
   const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
   if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [] } };
+  // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
+  const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;
+  const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
@@ -111,8 +130,23 @@ export async function prepareRunEnvironment(
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;
+  const forwardPorts = cfg?.forwardPorts.length ? cfg.forwardPorts : undefined;
+  if (forwardPorts) prepared.record.forwardPorts = forwardPorts;
+  let sidecars: RunSidecars | undefined;
+  if (prepared.sidecars?.length) {
+    const images = prepared.sidecars;
+    const opts = { ...(runtime ? { runtime } : {}), installation: await deps.installationId() };
+    const docker = engine.docker;
+    sidecars = {
+      services: images.map((i) => i.service.name),
+      createNetwork: (runId) => createSidecarNetwork(docker, runId, opts).then(() => sidecarNetworkName(runId)),
+      start: (runId, signal) => startSidecars(docker, runId, images, { ...opts, ...(signal ? { signal } : {}) }),
+      remove: (runId) => removeSidecars(docker, runId),
+    };
+  }
+  const extras = { ...(sidecars ? { sidecars } : {}), ...(forwardPorts ? { forwardPorts } : {}) };
   // Prepared environments are engine images: for container sandboxes (runc, gVisor), not the VM's disk.
-  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}) };
+  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}), ...extras };
   const inputs = await preparedInputs(req.projectDir, cfg, setup, { installation: await deps.installationId(), derivedImageId: prepared.derived.id, baseImageId: prepared.derived.baseId, ...(req.setupAllowlist ? { setupAllowlist: req.setupAllowlist } : {}) });
   const lookup = await lookupPrepared(engine.docker, inputs);
   const usage = new PreparedUsage(deps.home);
@@ -123,7 +157,7 @@ export async function prepareRunEnvironment(
     capture: (channel, unchanged) => capturePrepared(engine.docker, channel, { ...lookup, derivedRef: prepared.derived.id }, unchanged),
     markUsed: () => usage.touch(lookup.key),
   };
-  return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state };
+  return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state, ...extras };
 }
 
 function imageEnv(lines: string[]): Record<string, string> {

@@ -61,7 +61,8 @@ export type StoredRunInput = z.input<typeof StoredRun>;
 
 /** What lists and status pushes show: the stored record in the contract's shape. */
 export function toRunSummary(run: StoredRun): RunSummary {
-  return RunSummary.parse({ ...run, changedFiles: run.changedFiles.length });
+  const forwardPorts = run.environment?.forwardPorts;
+  return RunSummary.parse({ ...run, changedFiles: run.changedFiles.length, ...(forwardPorts?.length ? { forwardPorts } : {}) });
 }
 
 /** Everything about one run, in the contract's shape (host-only fields left out). */

@@ -59,8 +59,27 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const image = environment?.image ?? (await host.deps.image(run.agent.imageVariant, onProgress, input.isolation));
   await host.update(run, { phase: 'starting sandbox' });
   const manager = await host.deps.sandboxes(input.isolation);
-  const sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none' });
+  const sidecars = environment?.sidecars;
+  let joinNetwork: string | undefined;
+  if (sidecars) {
+    if (input.network === 'open') throw new AirlockError('INVALID_INPUT', "Compose services run on the run's internal network, which the open network policy would leave; use the none or allowlist policy for a compose devcontainer.", { field: 'network' });
+    joinNetwork = await sidecars.createNetwork(run.id);
+  }
+  let sandbox: Sandbox;
+  try {
+    sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none', ...(joinNetwork ? { joinNetwork } : {}) });
+  } catch (err) {
+    // No sandbox, so no wipe step to take the network with it.
+    if (sidecars) await sidecars.remove(run.id).catch(() => undefined);
+    throw err;
+  }
   run.sandbox = sandbox;
+  if (sidecars) {
+    await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
+    run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);
+    await sidecars.start(run.id);
+    await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joinNetwork}, no route out; they go with the run's wipe` });
+  }
   // Published preview ports close with the run.
   run.previews = run.disposables.add(new PreviewPorts(sandbox.channel));
   run.disposables.add(

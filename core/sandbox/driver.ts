@@ -24,6 +24,11 @@ export interface SandboxSpec {
   image: string;
   limits: SandboxLimits;
   network: NetworkMode;
+  /**
+   * With `network: 'none'`: the run's internal sidecar network to join instead of no network at all
+   * (docs/architecture.md §16: it has no route out; the sandbox reaches its compose services there).
+   */
+  joinNetwork?: string;
   /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
   labels?: Record<string, string>;
 }

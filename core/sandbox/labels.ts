@@ -13,7 +13,7 @@ export const LABEL_INSTALLATION = 'airlock.installation';
 /** Set on sandboxes started ahead of demand by a warm pool. */
 export const LABEL_POOL = 'airlock.pool';
 
-export type ResourceKind = 'sandbox' | 'volume' | 'network' | 'image';
+export type ResourceKind = 'sandbox' | 'sidecar' | 'volume' | 'network' | 'image';
 
 export function runLabels(runId: string, kind: ResourceKind): Record<string, string> {
   return { [LABEL_RUN]: runId, [LABEL_KIND]: kind };

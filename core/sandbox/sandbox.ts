@@ -66,7 +66,8 @@ export interface SandboxManagerOptions {
 const REFILL_DELAY_MS = 1000;
 
 function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
-  return JSON.stringify([spec.image, spec.network, spec.limits.memoryBytes, spec.limits.cpus, spec.limits.pids]);
+  // A sandbox on a run's sidecar network never matches a pooled one (pools are made without).
+  return JSON.stringify([spec.image, spec.network, spec.joinNetwork ?? null, spec.limits.memoryBytes, spec.limits.cpus, spec.limits.pids]);
 }
 
 /** A label id for pooled sandboxes: shaped like a run id so every engine accepts it in names. */

@@ -156,6 +156,14 @@ export const runCommand: CliCommand = {
       }
       const runId = started.id;
       view.started(started);
+      // The devcontainer's forwardPorts are offered, never published unasked (docs/architecture.md §16).
+      const offer = services.runs.onDidChangeStatus((s) => {
+        if (s.id !== runId || s.status !== 'running') return;
+        offer.dispose();
+        const offered = (s.forwardPorts ?? []).filter((p) => !publish.includes(p));
+        if (offered.length && !json) io.stderr.write(`note: the devcontainer forwards port(s) ${offered.join(', ')}; publish them on this machine's loopback with ${offered.map((p) => `--publish ${p}`).join(' ')}\n`);
+      });
+      subs.push(offer);
       if (publish.length) {
         // Ports are published once the sandbox exists; the server inside may start later.
         const sub = services.runs.onDidChangeStatus((s) => {

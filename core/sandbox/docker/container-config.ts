@@ -144,7 +144,8 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
       // Under gVisor the host cgroup bounds the Sentry; the agent's processes are bounded by nproc below.
       PidsLimit: gvisor ? gvisorHostPidsLimit(spec.limits.pids) : spec.limits.pids,
-      NetworkMode: spec.network === 'open' ? 'bridge' : 'none',
+      // A compose run's sandbox joins its internal sidecar network (no route out) instead of none.
+      NetworkMode: spec.network === 'open' ? 'bridge' : (spec.joinNetwork ?? 'none'),
       IpcMode: 'private',
       PidMode: '',
       UTSMode: '',

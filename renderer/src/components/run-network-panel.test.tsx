@@ -43,6 +43,19 @@ describe('run network panel (jsdom, fake services through the real router)', () 
     expect((screen.getByLabelText('Preview port') as HTMLInputElement).value).toBe('');
   });
 
+  it("offers the devcontainer's forwardPorts as one-click preview ports, published only when clicked", async () => {
+    const runId = await startRun();
+    render(<RunNetworkPanel runId={runId} network="none" forwardPorts={[8080, 5173]} />);
+    const offered = screen.getByRole('group', { name: 'Forwarded ports' });
+    expect(callsOf('runs:publishPort')).toEqual([]);
+    fireEvent.click(within(offered).getByRole('button', { name: 'Publish forwarded port 5173' }));
+    await waitFor(() => expect(screen.queryByRole('link') !== null).toBe(true));
+    expect(callsOf('runs:publishPort')).toEqual([{ runId, port: 5173 }]);
+    // Published: it leaves the offer, 8080 stays offered.
+    expect(within(screen.getByRole('group', { name: 'Forwarded ports' })).queryByRole('button', { name: 'Publish forwarded port 5173' })).toBeNull();
+    expect(screen.getByRole('button', { name: 'Publish forwarded port 8080' })).toBeTruthy();
+  });
+
   it('refuses an out-of-range port without calling, and shows the core error of an ended run', async () => {
     const runId = await startRun();
     render(<RunNetworkPanel runId={runId} network="none" />);

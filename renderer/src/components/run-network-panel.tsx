@@ -23,13 +23,30 @@ async function copy(text: string): Promise<void> {
   }
 }
 
-/** Publishes sandbox ports of a live run on the host's loopback and lists them as links (on localhost: not the UI's site). */
-export function PreviewPortsForm({ runId }: { runId: string }) {
+/**
+ * Publishes sandbox ports of a live run on the host's loopback and lists them as links (on localhost:
+ * not the UI's site). `offered` are the devcontainer's `forwardPorts`: one click each, never published
+ * unasked (docs/architecture.md §16).
+ */
+export function PreviewPortsForm({ runId, offered = EMPTY }: { runId: string; offered?: readonly number[] }) {
   const ports = useNetworkStore((s) => s.ports[runId] ?? EMPTY);
+  const unpublished = offered.filter((o) => !ports.some((p) => p.sandboxPort === o));
   const [port, setPort] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
 
+  const publish = async (n: number, clear: boolean) => {
+    setBusy(true);
+    try {
+      await useNetworkStore.getState().publish(runId, n);
+      setError(undefined);
+      if (clear) setPort('');
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     const parsed = parsePort(port);
@@ -37,16 +54,7 @@ export function PreviewPortsForm({ runId }: { runId: string }) {
       setError(parsed?.message ?? 'Enter the port a server in the sandbox listens on (e.g. 3000).');
       return;
     }
-    setBusy(true);
-    try {
-      await useNetworkStore.getState().publish(runId, parsed);
-      setError(undefined);
-      setPort('');
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
+    await publish(parsed, true);
   };
 
   return (
@@ -69,6 +77,16 @@ export function PreviewPortsForm({ runId }: { runId: string }) {
         <button className="btn" type="submit" disabled={busy || !port.trim()}>{busy ? 'Publishing…' : 'Publish'}</button>
         <span className="muted" style={{ fontSize: 12 }}>on this machine's loopback only, as localhost; closed when the run ends</span>
       </form>
+      {unpublished.length > 0 && (
+        <div className="row" role="group" aria-label="Forwarded ports" style={{ fontSize: 13 }}>
+          <span className="muted">The devcontainer forwards:</span>
+          {unpublished.map((n) => (
+            <button key={n} type="button" className="btn small" disabled={busy} onClick={() => void publish(n, false)} aria-label={`Publish forwarded port ${n}`}>
+              Publish {n}
+            </button>
+          ))}
+        </div>
+      )}
       {error && <div id={`pp-err-${runId}`} className="del-n" role="alert">{error}</div>}
       {ports.length > 0 && (
         <ul className="stack" aria-label="Published ports" style={{ listStyle: 'none', margin: 0, padding: 0, gap: 4 }}>
@@ -174,10 +192,10 @@ export function AllowHostForm({ runId }: { runId: string }) {
 }
 
 /** The network controls of a live run: preview ports always, "allow host" under the allow-list policy. */
-export function RunNetworkPanel({ runId, network }: { runId: string; network: NetworkPolicy }) {
+export function RunNetworkPanel({ runId, network, forwardPorts }: { runId: string; network: NetworkPolicy; forwardPorts?: readonly number[] }) {
   return (
     <section className="panel stack" aria-label="Network">
-      <PreviewPortsForm runId={runId} />
+      <PreviewPortsForm runId={runId} {...(forwardPorts ? { offered: forwardPorts } : {})} />
       {network === 'allowlist' && <AllowHostForm runId={runId} />}
     </section>
   );

@@ -168,7 +168,7 @@ export function RunView({ runId }: { runId: string }) {
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
-      {!final && <RunNetworkPanel runId={runId} network={run.network} />}
+      {!final && <RunNetworkPanel runId={runId} network={run.network} {...(run.forwardPorts ? { forwardPorts: run.forwardPorts } : {})} />}
       {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
       <CheckpointTimeline runId={runId} final={final && run.status !== 'interrupted'} />
       <div className="run-grid">

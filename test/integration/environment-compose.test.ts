@@ -1,0 +1,212 @@
+/**
+ * docs/architecture.md §16, compose sidecars: a `dockerComposeFile` devcontainer's agent sandbox is
+ * made from its `service`, and the other services run as hardened sidecars on the run's internal
+ * network. Real Docker, the scripted fake upstream, a real Redis from Debian's packages built FROM
+ * the locally seeded Debian. The project's own test queries the database from the agent's command
+ * and its output reaches the model; neither the sandbox nor the sidecar has a route out; the key and
+ * the run token are nowhere in the sidecar; the sidecar and the network go with the run's wipe.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AirlockError } from '../../contracts/errors';
+import { engineBuild } from '../../core/environment/engine-build';
+import { connectEngine } from '../../core/sandbox/docker/engine';
+import { buildContextTar } from '../../core/sandbox/image';
+import { StartRunInput } from '../../contracts/runs';
+import { sidecarContainerName, sidecarNetworkName } from '../../core/environment/compose-sidecars';
+import { containerName } from '../../core/sandbox/docker/container-config';
+import type { ScriptedTurn } from '../fixtures/fake-upstream';
+import { requirePrerequisite } from '../support/prerequisites';
+import { CANARY_KEY, createRunFixture, exec, leftoversOf, type RunFixture } from '../support/run-fixture';
+
+const docker = await requirePrerequisite('docker');
+
+/** Redis (server and client) from Debian's packages: the database and the project's client in one image (one build, shared layers). */
+const REDIS_DOCKERFILE = 'FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends redis-server && rm -rf /var/lib/apt/lists/*\n';
+
+const COMPOSE = `# the project's own compose file, as VS Code would run it
+x-redis: &redis
+  build: { context: ., dockerfile: Dockerfile }
+services:
+  app:
+    <<: *redis
+    volumes: ["..:/workspaces/app:cached"]
+    command: sleep infinity
+  db:
+    <<: *redis
+    user: redis
+    command: ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/tmp"]
+    environment:
+      FROM_HOST: "\${AIRLOCK_COMPOSE_HOST_VAR:-the-default}"
+    ports: ["6379:6379"]
+    privileged: true
+    volumes: ["/:/host"]
+    healthcheck: { test: ["CMD", "redis-cli", "ping"], interval: 1s, timeout: 3s, retries: 60 }
+  unused:
+    image: debian:bookworm-slim
+`;
+
+const HOST_VAR = 'compose-host-var-canary-91c2';
+
+/** Runs a command with `input` on its stdin; resolves its stdout. */
+function withStdin(cmd: string, args: string[], input: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`))));
+    p.stdin.end(input);
+  });
+}
+
+/** Decodes the default route's gateway from /proc/net/route (bash, no extra tools). */
+const GATEWAY = `h=$(awk '$2=="00000000"{print $3}' /proc/net/route); [ -n "$h" ] && gw=$((16#\${h:6:2})).$((16#\${h:4:2})).$((16#\${h:2:2})).$((16#\${h:0:2}))`;
+
+describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () => {
+  let f: RunFixture;
+  /** A server on a network the test made, outside the run's: nothing of the run may reach it. */
+  const outside = { net: `airlock-test-outside-${process.pid}`, name: `airlock-test-outside-srv-${process.pid}`, ip: '' };
+
+  beforeAll(async () => {
+    f = await createRunFixture({ env: { AIRLOCK_COMPOSE_HOST_VAR: HOST_VAR } });
+    await exec('docker', ['network', 'create', '--label', 'airlock.test=compose', outside.net]);
+    const redis = `airlock-test-redis:${createHash('sha256').update(REDIS_DOCKERFILE).digest('hex').slice(0, 16)}`;
+    const { docker: d } = await connectEngine();
+    await engineBuild(d, { tag: redis, context: await buildContextTar(Buffer.from(REDIS_DOCKERFILE)), what: 'the Redis test image', emit: () => undefined }, (e) => new AirlockError('IMAGE_BUILD_FAILED', `${e.where}: ${e.error}\n${e.tail}`));
+    await exec('docker', ['run', '-d', '--rm', '--name', outside.name, '--label', 'airlock.test=compose', '--network', outside.net, redis, 'redis-server', '--bind', '0.0.0.0', '--protected-mode', 'no', '--save', '']);
+    outside.ip = (await exec('docker', ['inspect', '-f', `{{(index .NetworkSettings.Networks "${outside.net}").IPAddress}}`, outside.name])).stdout.trim();
+    expect(outside.ip).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    // The control: the outside server answers whoever is on its network.
+    for (let i = 0; i < 200; i++) {
+      if ((await exec('docker', ['exec', outside.name, 'redis-cli', '-h', outside.ip, 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('the outside Redis never answered its own network');
+  }, 300_000);
+  afterAll(async () => {
+    await exec('docker', ['rm', '-f', outside.name]).catch(() => undefined);
+    await exec('docker', ['network', 'rm', outside.net]).catch(() => undefined);
+    await f?.close();
+  });
+
+  it("the agent's tests query the database sidecar; no route out; nothing secret in the sidecar; wiped with the network", async () => {
+    const projectDir = await f.project({
+      'test.sh': 'set -e\nredis-cli -h db set answer 42 >/dev/null\necho "db-answer=$(redis-cli -h db get answer)"\n',
+      '.devcontainer/devcontainer.json': JSON.stringify({ name: 'redis app', dockerComposeFile: 'compose.yaml', service: 'app', runServices: ['db'], forwardPorts: [8080] }),
+      '.devcontainer/compose.yaml': COMPOSE,
+      '.devcontainer/Dockerfile': REDIS_DOCKERFILE,
+    });
+    const command = [
+      'bash test.sh 2>&1; echo "test-exit=$?"',
+      // From inside the sandbox: its interfaces and routes, a .invalid name, the gateway and a server outside the run.
+      'echo "ifaces=$(ls /sys/class/net | tr "\\n" " ")"',
+      `${GATEWAY}; echo "gateway=$gw"; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`,
+      `timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`,
+      'getent hosts example.invalid >/dev/null && echo invalid-resolved || echo invalid-unresolved',
+      // The test looks into the sidecar from here on.
+      'touch /tmp/at-hold',
+      // Hold the run while the test looks into the sidecar (a condition, bounded).
+      'for i in $(seq 1 3000); do [ -e /tmp/probe-done ] && break; sleep 0.1; done; echo probe-wait-over',
+    ].join('; ');
+    const script: ScriptedTurn[] = [{ toolCalls: [{ name: 'run_command', input: { command } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'ran the tests' } }] }];
+    f.upstream.setScript(script);
+    const started = await f.services.runs.start(StartRunInput.parse({ task: 'run the tests', provider: 'anthropic', model: 'claude-sonnet-4-5', projectDir, trustEnvironment: true }));
+    const runId = started.id;
+    const sidecar = sidecarContainerName(runId, 'db');
+    const sandbox = containerName(runId);
+
+    // Wait for the agent's command to reach its hold (it runs after the sidecar is ready); the run
+    // token is then read from the agent process's environment (its commands never get it).
+    let ended: string | undefined;
+    const done = f.core.runs.wait(runId).then((r) => {
+      ended = `${r.status}: ${r.error?.message ?? ''}`;
+      return r;
+    });
+    let token = '';
+    for (let i = 0; i < 6000 && !token; i++) {
+      if (ended) throw new Error(`the run ended before its command ran: ${ended}\n${await f.terminalLog(runId).catch(() => '')}`);
+      const held = await exec('docker', ['exec', sandbox, 'test', '-e', '/tmp/at-hold']).then(() => true, () => false);
+      if (held) {
+        const script = 'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ 2>/dev/null | sed -n "s/^ANTHROPIC_API_KEY=//p"; done | head -n 1';
+        token = (await exec('docker', ['exec', sandbox, 'sh', '-c', script])).stdout.trim();
+      }
+      if (!token) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(token.length).toBeGreaterThan(20);
+
+    // The sidecar as the engine runs it: hardened, on the run's network only, nothing published or mounted.
+    const info = JSON.parse((await exec('docker', ['inspect', sidecar])).stdout)[0];
+    const hc = info.HostConfig;
+    expect(hc.CapDrop).toEqual(['ALL']);
+    expect(hc.CapAdd ?? []).toEqual([]);
+    expect(hc.Privileged).toBe(false);
+    expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
+    expect(hc.ReadonlyRootfs).toBe(true);
+    expect(hc.Binds ?? []).toEqual([]);
+    expect(info.Mounts).toEqual([]);
+    expect(hc.PortBindings ?? {}).toEqual({});
+    expect(hc.Memory).toBeGreaterThan(0);
+    expect(hc.PidsLimit).toBeGreaterThan(0);
+    expect(Object.keys(info.NetworkSettings.Networks)).toEqual([sidecarNetworkName(runId)]);
+    expect(info.Config.User).toBe('redis');
+    expect(info.Config.Env).toContain('FROM_HOST=the-default');
+    const net = JSON.parse((await exec('docker', ['network', 'inspect', sidecarNetworkName(runId)])).stdout)[0];
+    expect(net.Internal).toBe(true);
+    // The host holds no address on the run's bridge: the gateway a container sees answers nobody.
+    const gateway = net.IPAM.Config[0].Gateway as string;
+    const hostAddrs = (await exec('ip', ['-4', '-o', 'addr'])).stdout;
+    expect(hostAddrs).not.toContain(` ${gateway}/`);
+    // The sandbox is on that network and no other.
+    const sb = JSON.parse((await exec('docker', ['inspect', sandbox])).stdout)[0];
+    expect(Object.keys(sb.NetworkSettings.Networks)).toEqual([sidecarNetworkName(runId)]);
+
+    // From inside the sidecar: no route out either, and neither the key nor the run token anywhere.
+    const inSidecar = async (sh: string) => (await exec('docker', ['exec', sidecar, 'bash', '-c', sh])).stdout;
+    expect(await inSidecar(`timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`)).toContain('outside-unreachable');
+    expect(await inSidecar(`${GATEWAY}; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`)).toContain('gw-unreachable');
+    // The needles come in on stdin, so neither the scanning shell's argv nor its environment holds them.
+    const scan = `while read -r n; do grep -rlsF -f <(printf '%s\\n' "$n") / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n"); done; echo scanned`;
+    const canaries = await withStdin('docker', ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);
+    expect(canaries.trim().split('\n')).toEqual(['0', '0', 'scanned']);
+    // The control: the same process scan finds the token in the agent's own sandbox (its agent process holds it).
+    const control = await withStdin('docker', ['exec', '-i', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
+    expect(Number(control.trim())).toBeGreaterThan(0);
+    expect(JSON.stringify(info)).not.toContain(token);
+    expect(JSON.stringify(info)).not.toContain(CANARY_KEY);
+    expect(JSON.stringify(info)).not.toContain(HOST_VAR);
+
+    await exec('docker', ['exec', sandbox, 'touch', '/tmp/probe-done']);
+    const run = await done;
+    expect(run.error).toBeUndefined();
+    expect(run.status).toBe('done');
+
+    const sent = f.upstream.requests.map((r) => JSON.stringify(r.body)).join('\n');
+    // The project's own test, against the real database, from the agent's command.
+    expect(sent).toContain('db-answer=42');
+    expect(sent).toContain('test-exit=0');
+    // Only loopback and the run's network; the gateway and the outside server unreachable; no outside names.
+    expect(sent).toContain('ifaces=eth0 lo ');
+    expect(sent).toContain(`gateway=${gateway}`);
+    expect(sent).toContain('gw-unreachable');
+    expect(sent).toContain('outside-unreachable');
+    expect(sent).toContain('invalid-unresolved');
+    expect(sent).not.toContain(HOST_VAR);
+
+    // The record: the sidecars, the forwarded ports, and what was not applied (and why).
+    expect(run.environment?.sidecars).toEqual([{ service: 'db', image: expect.stringMatching(/^airlock-env-base:svc-db-/) }]);
+    expect(run.environment?.forwardPorts).toEqual([8080]);
+    const fields = run.environment?.notApplied.map((n) => n.field) ?? [];
+    expect(fields).toEqual(expect.arrayContaining(['compose ${AIRLOCK_COMPOSE_HOST_VAR}', 'services.db.ports', 'services.db.privileged', 'services.db.volumes', 'services.app.volumes']));
+
+    // Wiped with the run: the sidecar and the network too, verified by label and by name.
+    expect(run.wipe?.verified).toBe(true);
+    expect(run.wipe?.removed).toEqual(expect.arrayContaining([`network:${sidecarNetworkName(runId)}`]));
+    expect(await leftoversOf(runId)).toEqual([]);
+    expect((await exec('docker', ['network', 'ls', '-q', '--filter', `label=airlock.run=${runId}`])).stdout.trim()).toBe('');
+    await expect(exec('docker', ['inspect', sidecar])).rejects.toThrow();
+    // The service not in runServices never ran.
+    expect((await exec('docker', ['ps', '-aq', '--filter', `name=${sidecarContainerName(runId, 'unused')}`])).stdout.trim()).toBe('');
+  }, 600_000);
+});
