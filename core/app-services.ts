@@ -266,6 +266,9 @@ function runsService(parts: ServiceParts): RunsService {
     async previewPorts({ runId }) {
       return runs.previewPorts(runId);
     },
+    async answerNetwork({ runId, id, answer }) {
+      return { answered: await runs.answerNetwork(runId, id, answer) };
+    },
     async allowNetwork({ runId, host, port, scope }) {
       await runs.allowNetwork(runId, host, port, scope);
       return { allowed: true };

@@ -50,6 +50,7 @@ export async function applyRunNetwork(
     env: applied.env,
     record: applied.record,
     onDidConnect: applied.onDidConnect,
+    ...(applied.approvals ? { approvals: applied.approvals } : {}),
     async allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project') {
       const proxy = applied.proxy;
       if (!proxy) throw new AirlockError('CONFLICT', `This run's network policy is ${run.policy}; hosts are allowed only under the allow-list policy.`);

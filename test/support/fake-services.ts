@@ -340,6 +340,11 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         }
         return { allowed: true };
       },
+      async answerNetwork(args) {
+        log('runs:answerNetwork', args);
+        get(args.runId);
+        return { answered: false };
+      },
       onDidChangeStatus: status.event,
       onDidEvent: runEvent.event,
     },
