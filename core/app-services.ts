@@ -5,6 +5,7 @@ import type { RunEvent } from '../contracts';
 import { AirlockError } from '../contracts/errors';
 import { newRunDefaults } from '../contracts/run-defaults';
 import type { ProviderInfo } from '../contracts/keys';
+import type { SecretView } from '../contracts/secrets';
 import type { Settings } from '../contracts/settings';
 import type { AirlockServices, AuditService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
@@ -18,6 +19,7 @@ import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type 
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
+import { formFromText, formText, presetBinding, SecretStore, type InjectForm, type SecretSummary } from './network/gateway/secret-store';
 import { credentialAgent } from './keys/subscription-credentials';
 import { applyRunResult, loadLegacyResult, mergeViewOfRun, patchOfSelection, resolveRunConflict, writeRecordedPatch } from './runs/run-apply';
 import { RunChanges } from './runs/run-changes';
@@ -98,6 +100,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     audit: auditService(parts),
     projects: projectsService(pickFolder),
     mcp: mcp.service,
+    secrets: secretsService(parts),
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -113,6 +116,39 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     },
   };
   return services;
+}
+
+/** Egress secrets (docs/architecture.md §2.8): bindings on disk, values in the keychain; never a value back. */
+function secretsService(parts: ServiceParts): AirlockServices['secrets'] {
+  const store = new SecretStore({ home: parts.core.home, service: parts.core.app.keychainService });
+  const view = (s: SecretSummary): SecretView => ({
+    name: s.name,
+    hosts: s.hosts,
+    ...(s.pathPrefixes ? { pathPrefixes: s.pathPrefixes } : {}),
+    forms: s.forms.map(formText),
+    env: s.env,
+    git: s.git,
+    npm: s.npm,
+    ...(s.preset ? { preset: s.preset } : {}),
+    hasValue: s.hasValue,
+  });
+  return {
+    async list() {
+      return (await store.list()).map(view);
+    },
+    async set({ name, preset, hosts, forms, value }) {
+      const binding = preset
+        ? presetBinding(preset, name, hosts[0])
+        : { name, hosts, forms: forms.map((f) => formFromText(f) as InjectForm), env: [] };
+      await store.set(binding, value);
+      const stored = (await store.list()).find((s) => s.name === name);
+      if (!stored) throw new AirlockError('INTERNAL', `the secret "${name}" was not found after it was stored`);
+      return view(stored);
+    },
+    async remove({ name }) {
+      return { removed: await store.remove(name) };
+    },
+  };
 }
 
 /** Readiness (the same checks as `airlock doctor`) and the sandbox image. */

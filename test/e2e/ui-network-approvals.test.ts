@@ -14,7 +14,9 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS } from '../../core/network/egress-proxy';
+import { randomBytes } from 'node:crypto';
 import { RunCa } from '../../core/network/gateway/run-ca';
+import { SecretStore } from '../../core/network/gateway/secret-store';
 import { ProjectNetworkStore } from '../../core/network/project-network-store';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -43,6 +45,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
   let page: Page;
   let url = '';
   const served: string[] = [];
+  const keychainService = `airlock-e2e-netq-${process.pid}`;
 
   const startRun = async (task: string) =>
     (
@@ -84,7 +87,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
     port = (target.address() as AddressInfo).port;
 
     upstream = await startFakeUpstream({ expectedKey: KEY });
-    const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: `airlock-e2e-netq-${process.pid}` };
+    const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: keychainService };
     const ui = await serveUi({
       env,
       rendererDir,
@@ -184,4 +187,53 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
     expect(served.at(-1)).toBe('GET /private/b');
     expect(await request.count()).toBe(0);
   }, 600_000);
+
+  it.skipIf(!keychain.ok)('the Secrets screen adds GitHub and npm-registry secrets by preset, lists them without a value, and removes one after a confirmation', async () => {
+    const store = new SecretStore({ home, service: keychainService });
+    const value = `ghp_${randomBytes(18).toString('hex')}`;
+    await page.goto(url);
+    await page.getByRole('button', { name: 'Secrets' }).click();
+    const form = page.getByRole('form', { name: 'Add secret' });
+    await form.getByLabel('Secret name').fill('gh');
+    await form.getByLabel('Secret value').fill(value);
+    await form.getByRole('button', { name: 'Store in keychain' }).click();
+    const gh = page.locator('tr[data-secret="gh"]');
+    await gh.waitFor({ timeout: 20_000 });
+    expect(await gh.textContent()).toContain('github.com, api.github.com, *.githubusercontent.com');
+    expect(await gh.textContent()).toContain('bearer, basic:x-access-token');
+    expect(await form.getByLabel('Secret value').inputValue()).toBe('');
+
+    await form.getByLabel('npm-style registry').check();
+    await form.getByLabel('Secret name').fill('registry');
+    await form.getByLabel('Secret hosts').fill('npm.airlock.test');
+    await form.getByLabel('Secret value').fill(`npm_${randomBytes(12).toString('hex')}`);
+    await form.getByRole('button', { name: 'Store in keychain' }).click();
+    const npm = page.locator('tr[data-secret="registry"]');
+    await npm.waitFor({ timeout: 20_000 });
+    expect(await npm.textContent()).toContain('npm.airlock.test');
+    expect(await npm.textContent()).toContain('NPM_TOKEN');
+    // A bad name is said, and nothing is stored.
+    await form.getByLabel('Other').check();
+    await form.getByLabel('Secret name').fill('Bad Name');
+    await form.getByLabel('Secret hosts').fill('api.airlock.test');
+    await form.getByLabel('Secret value').fill('abcdef');
+    await form.getByRole('button', { name: 'Store in keychain' }).click();
+    await expect.poll(() => form.getByRole('alert').textContent(), { timeout: 20_000 }).toContain('lower-case');
+    expect(await form.getByLabel('Secret value').inputValue()).toBe('abcdef');
+    await page.screenshot({ path: join(SHOTS, 'secrets-screen.png') });
+
+    // The value is in the keychain and nowhere on the page.
+    expect((await store.resolve(['gh']))[0]?.value.reveal()).toBe(value);
+    expect(await page.content()).not.toContain(value);
+    expect((await store.list()).map((s) => s.name).sort()).toEqual(['gh', 'registry']);
+
+    await gh.getByRole('button', { name: 'Remove secret gh' }).click();
+    const confirm = gh.getByRole('group', { name: 'Confirm remove secret gh' });
+    expect(await store.list()).toHaveLength(2); // nothing removed before the confirmation
+    await confirm.getByRole('button', { name: 'Remove' }).click();
+    await gh.waitFor({ state: 'detached', timeout: 20_000 });
+    expect((await store.list()).map((s) => s.name)).toEqual(['registry']);
+    await expect(store.resolve(['gh'])).rejects.toThrow(/no secret named "gh"/);
+    await store.remove('registry');
+  }, 120_000);
 });

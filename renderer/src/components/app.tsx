@@ -9,6 +9,7 @@ import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
 import { ReviewScreen } from './review-screen';
+import { SecretsScreen } from './secrets-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
@@ -20,12 +21,14 @@ const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'keys' }, label: 'Keys & providers', key: '3' },
   { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
   { route: { name: 'settings' }, label: 'Settings', key: '5' },
+  { route: { name: 'secrets' }, label: 'Secrets', key: '6' },
 ];
 
 function Screen({ route }: { route: Route }) {
   switch (route.name) {
     case 'doctor': return <DoctorScreen />;
     case 'keys': return <KeysScreen />;
+    case 'secrets': return <SecretsScreen />;
     case 'new': return <NewRunScreen />;
     case 'history': return <HistoryScreen />;
     case 'settings': return <SettingsScreen />;
