@@ -70,7 +70,12 @@ export interface ApplyNetworkPolicyOptions {
   secrets?: BrokeredSecret[];
   /** Extra CAs trusted for upstream servers on top of the bundled roots (a company CA; tests). */
   upstreamCa?: string[];
-  /** How long a refused intercepted request waits for the user's answer (default 120 s). */
+  /**
+   * Hold a request a user rule refuses and ask the user (Allow once / for this project / Deny) instead
+   * of refusing at once. Off by default: only a caller with someone to ask (the run service) turns it on.
+   */
+  askUser?: boolean;
+  /** How long a refused intercepted request, or an agent's proposal, waits for the user's answer (default 120 s). */
   approvalWaitMs?: number;
 }
 
@@ -204,7 +209,7 @@ export async function applyNetworkPolicy(
     approvals = new NetworkApprovals({ rules, ...(projectStore ? { projectStore } : {}), intercepts: (host) => gateway?.intercepts(host) === true, ...(opts.approvalWaitMs ? { waitMs: opts.approvalWaitMs } : {}) });
     store.add(approvals);
     gateway = new TlsGateway({
-      approvals,
+      ...(opts.askUser ? { approvals } : {}),
       ca,
       rules,
       ...(projectRules ? { projectRules } : {}),

@@ -66,7 +66,6 @@ const MAX_BODY = 4096;
 
 /** Removes control and bidirectional-override characters and bounds the length. */
 export function cleanAgentText(text: string, max = MAX_REASON): string {
-  // eslint-disable-next-line no-control-regex
   const cleaned = text.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g, ' ').replace(/\s+/g, ' ').trim();
   return cleaned.length > max ? `${cleaned.slice(0, max)}…` : cleaned;
 }
