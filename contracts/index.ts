@@ -8,6 +8,7 @@ import { mcpContracts, mcpEvents } from './mcp';
 import { projectsContracts } from './projects';
 import { runsContracts, runsEvents } from './runs';
 import { sandboxesContracts, sandboxesEvents } from './sandboxes';
+import { secretsContracts } from './secrets';
 import { settingsContracts, settingsEvents } from './settings';
 import { terminalsContracts, terminalsEvents } from './terminals';
 
@@ -28,6 +29,7 @@ export * from './runs';
 export * from './run-again';
 export * from './run-defaults';
 export * from './sandboxes';
+export * from './secrets';
 export * from './settings';
 export * from './terminals';
 
@@ -53,6 +55,7 @@ export const contracts = {
   ...mcpContracts,
   ...attemptsContracts,
   ...environmentsContracts,
+  ...secretsContracts,
 } as const satisfies Record<string, Contract>;
 
 /** Every push event (`domain:onDidX`) and its payload schema. */

@@ -298,11 +298,45 @@ export const NetworkBlockedEvent = z.object({
 });
 export type NetworkBlockedEvent = z.infer<typeof NetworkBlockedEvent>;
 
+/** How a user answers a network question: this request only, the rule for this run, for this project, or no. */
+export const NetworkAnswer = z.enum(['once', 'run', 'project', 'deny']);
+export type NetworkAnswer = z.infer<typeof NetworkAnswer>;
+
+/**
+ * An intercepted request a user rule refused is waiting for the user (kind `request`), or the agent
+ * proposes a rule (kind `proposal`). Host-made: `rule` is the host's own text of what an allow adds;
+ * `reason` is the agent's words (cleaned, bounded) and must be shown as such.
+ */
+export const NetworkApprovalEvent = z.object({
+  type: z.literal('network_approval'),
+  id: z.string().max(64),
+  kind: z.enum(['request', 'proposal']),
+  host: z.string().max(300),
+  port: z.number().int().min(1).max(65535),
+  method: z.string().max(80),
+  path: z.string().max(500),
+  rule: z.string().max(400).optional(),
+  deniedBy: z.string().max(500).optional(),
+  reason: z.string().max(400).optional(),
+  answers: z.array(NetworkAnswer),
+  expiresAt: z.string(),
+});
+export type NetworkApprovalEvent = z.infer<typeof NetworkApprovalEvent>;
+
+/** A network question was answered (by the user), timed out, or its request went away. */
+export const NetworkApprovalResolvedEvent = z.object({
+  type: z.literal('network_approval_resolved'),
+  id: z.string().max(64),
+  answer: NetworkAnswer,
+  by: z.enum(['user', 'timeout', 'closed']),
+});
+export type NetworkApprovalResolvedEvent = z.infer<typeof NetworkApprovalResolvedEvent>;
+
 /**
  * The body of one run event: a status transition, a host-observed network event, or one of the
  * agent's events (agent-events.ts).
  */
-export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, AgentEvent]);
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */
@@ -407,6 +441,15 @@ export const runsContracts = {
       scope: NetworkAllowScope.default('run'),
     }),
     output: z.object({ allowed: z.boolean() }),
+  },
+  /**
+   * Answers a `network_approval` event while its request waits: `once` lets that request through,
+   * `run`/`project` put the host's rule in force (and `project` remembers it in the user's data for
+   * the project's later runs), `deny` refuses. `answered` is false when the question is no longer open.
+   */
+  'runs:answerNetwork': {
+    input: z.strictObject({ runId: RunId, id: z.string().min(1).max(64), answer: NetworkAnswer }),
+    output: z.object({ answered: z.boolean() }),
   },
 } as const;
 

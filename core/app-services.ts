@@ -7,6 +7,7 @@ import { debugLog } from './common/debug-log';
 import { newRunDefaults } from '../contracts/run-defaults';
 import { ApplyInput, IMAGE_CAP_BYTES } from '../contracts/diffs';
 import type { ProviderInfo } from '../contracts/keys';
+import type { SecretView } from '../contracts/secrets';
 import type { Settings } from '../contracts/settings';
 import type { AirlockServices, AttemptsService, AuditService, EnvironmentsService, McpService, DiffsService, KeysService, ProjectsService, ProvidersService, RunsService, SandboxesService, SettingsService, TerminalsService } from './api/services';
 import { createAirlockCore, type AirlockCore, type AirlockCoreOptions } from './app';
@@ -22,6 +23,7 @@ import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type 
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
+import { formFromText, formText, presetBinding, SecretStore, type InjectForm, type SecretSummary } from './network/gateway/secret-store';
 import { credentialAgent } from './keys/subscription-credentials';
 import { imagesOf } from './workspace/result-images';
 import { listCheckpoints } from './runs/checkpoints';
@@ -112,6 +114,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     projects: projectsService(pickFolder),
     mcp: mcp.service,
     environments: environmentsService(parts),
+    secrets: secretsService(parts),
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -146,6 +149,39 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
     async prune({ olderThan }) {
       const olderThanMs = olderThan ? parseAge(olderThan) : undefined;
       return prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? {} : { olderThanMs });
+    },
+  };
+}
+
+/** Egress secrets (docs/architecture.md §2.8): bindings on disk, values in the keychain; never a value back. */
+function secretsService(parts: ServiceParts): AirlockServices['secrets'] {
+  const store = new SecretStore({ home: parts.core.home, service: parts.core.app.keychainService });
+  const view = (s: SecretSummary): SecretView => ({
+    name: s.name,
+    hosts: s.hosts,
+    ...(s.pathPrefixes ? { pathPrefixes: s.pathPrefixes } : {}),
+    forms: s.forms.map(formText),
+    env: s.env,
+    git: s.git,
+    npm: s.npm,
+    ...(s.preset ? { preset: s.preset } : {}),
+    hasValue: s.hasValue,
+  });
+  return {
+    async list() {
+      return (await store.list()).map(view);
+    },
+    async set({ name, preset, hosts, forms, value }) {
+      const binding = preset
+        ? presetBinding(preset, name, hosts[0])
+        : { name, hosts, forms: forms.map((f) => formFromText(f) as InjectForm), env: [] };
+      await store.set(binding, value);
+      const stored = (await store.list()).find((s) => s.name === name);
+      if (!stored) throw new AirlockError('INTERNAL', `the secret "${name}" was not found after it was stored`);
+      return view(stored);
+    },
+    async remove({ name }) {
+      return { removed: await store.remove(name) };
     },
   };
 }
@@ -301,6 +337,9 @@ function runsService(parts: ServiceParts): RunsService {
     },
     async previewPorts({ runId }) {
       return runs.previewPorts(runId);
+    },
+    async answerNetwork({ runId, id, answer }) {
+      return { answered: await runs.answerNetwork(runId, id, answer) };
     },
     async allowNetwork({ runId, host, port, scope }) {
       await runs.allowNetwork(runId, host, port, scope);

@@ -66,7 +66,15 @@ export interface AuditRecordData {
   /** Credential-looking files left out of the sandbox copy. */
   excluded_files: { files: { path: string; reason: string }[] };
   /** The network policy in force, or an egress event under a wider policy. */
-  network: { policy: 'none' | 'allowlist' | 'open'; allow?: string[]; host?: string; port?: number; allowed?: boolean };
+  network: {
+    policy: 'none' | 'allowlist' | 'open';
+    allow?: string[];
+    host?: string;
+    port?: number;
+    allowed?: boolean;
+    /** A question put to the user while an intercepted request waited, or an agent-proposed rule, and its answer. */
+    approval?: { id: string; kind: 'request' | 'proposal'; method: string; path: string; rule?: string; deniedBy?: string; reason?: string; asked?: true; answer?: 'once' | 'run' | 'project' | 'deny'; by?: 'user' | 'timeout' | 'closed' };
+  };
   /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
   wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string; pooledAs?: string };
   /**

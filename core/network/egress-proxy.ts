@@ -14,6 +14,7 @@ import {
   normalizeHostName,
   reservedNameReason,
 } from './address-checks';
+import { ACCESS_DESK_HOST, ACCESS_DESK_PATH, HOW_TO_PROPOSE } from './gateway/network-approvals';
 import type { TlsGateway } from './gateway/tls-gateway';
 import type { ProjectNetworkStore } from './project-network-store';
 
@@ -97,6 +98,11 @@ export interface EgressProxyOptions {
    * Exact names only; loopback, link-local and metadata addresses stay refused for them too.
    */
   internalHosts?: Iterable<string>;
+  /**
+   * Where an agent proposes a gateway rule (`POST http://airlock.invalid/request-access`, answered by
+   * the proxy itself, never forwarded): the form-encoded body goes to this, and its answer back.
+   */
+  accessDesk?: (body: string, signal: AbortSignal) => Promise<{ status: number; text: string }>;
   [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]?: true;
 }
 
@@ -659,6 +665,10 @@ export class EgressProxy implements Disposable {
     let path = (m[2] as string).split('#')[0] as string;
     if (path === '') path = '/';
     else if (path.startsWith('?')) path = `/${path}`;
+    if (hostLabel === ACCESS_DESK_HOST) {
+      this.answerDesk(req, res, path);
+      return;
+    }
     const smuggled = this.hostHeaderMismatch(req.rawHeaders, target.host, target.port, 80);
     if (smuggled) {
       refuse(new Refusal(403, smuggled, `airlock: request refused — ${smuggled}`), hostLabel, target.port);
@@ -675,6 +685,44 @@ export class EgressProxy implements Disposable {
         ({ host, socket, address }) => this.forward(req, res, { host, port: target.port, method, started }, socket, address, path),
         (err: unknown) => refuse(this.asRefusal(err), hostLabel, target.port),
       );
+  }
+
+  /** The agent's rule proposal: read (bounded), put to the user by the desk, answered in plain text. */
+  private answerDesk(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
+    const reply = (status: number, text: string) => {
+      if (res.headersSent || res.destroyed) return;
+      const body = `airlock: ${text}\n`;
+      res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+      res.end(body);
+    };
+    const desk = this.options.accessDesk;
+    if (!desk) {
+      req.resume();
+      reply(404, 'this run has no gateway rules to propose against; ask the user to allow the host instead');
+      return;
+    }
+    if (req.method !== 'POST' || path !== ACCESS_DESK_PATH) {
+      req.resume();
+      reply(405, `propose a rule with: ${HOW_TO_PROPOSE}`);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > 4096) {
+        reply(413, 'the proposal is over 4096 bytes');
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.once('end', () => {
+      const gone = new AbortController();
+      res.once('close', () => gone.abort());
+      desk(Buffer.concat(chunks).toString('utf8'), gone.signal).then(
+        (a) => reply(a.status, a.text),
+        (err: unknown) => reply(500, `the proposal failed: ${(err as Error).message}`),
+      );
+    });
   }
 
   private forward(

@@ -6,6 +6,7 @@ import type { NetworkMode } from '../sandbox/driver';
 import { formatAllowEntry, toAllowEntry, type AllowEntry } from './allowlist';
 import { EgressProxy, type EgressEvent, type EgressProxyOptions } from './egress-proxy';
 import { CredentialBroker, type BrokeredSecret } from './gateway/credential-broker';
+import { NetworkApprovals } from './gateway/network-approvals';
 import { loadProjectRules } from './gateway/project-rules';
 import { RunCa } from './gateway/run-ca';
 import { parseRule, RuleSet } from './gateway/rules';
@@ -69,6 +70,13 @@ export interface ApplyNetworkPolicyOptions {
   secrets?: BrokeredSecret[];
   /** Extra CAs trusted for upstream servers on top of the bundled roots (a company CA; tests). */
   upstreamCa?: string[];
+  /**
+   * Hold a request a user rule refuses and ask the user (Allow once / for this project / Deny) instead
+   * of refusing at once. Off by default: only a caller with someone to ask (the run service) turns it on.
+   */
+  askUser?: boolean;
+  /** How long a refused intercepted request, or an agent's proposal, waits for the user's answer (default 120 s). */
+  approvalWaitMs?: number;
 }
 
 /** How the run record shows the policy (and the UI warns for `open`). */
@@ -87,7 +95,7 @@ export interface NetworkRecord {
   /** Shown by the UI beside the run. */
   warning?: string;
   /** The gateway, when any host is intercepted: its rules, the secrets by name, and the CA's subject. */
-  gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] };
+  gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[]; approvedForProject?: string[] };
 }
 
 /** The applied policy: environment for processes in the sandbox, the record, and what to tear down. */
@@ -97,6 +105,8 @@ export interface AppliedNetworkPolicy extends Disposable {
   record: NetworkRecord;
   /** The egress proxy (allowlist only): `allowOnce`, `allowForRun`, `allowForProject`, `entries()`. */
   proxy?: EgressProxy;
+  /** Questions put to the user while intercepted requests wait, and agent-proposed rules (gateway only). */
+  approvals?: NetworkApprovals;
   /** Every connection attempt through the egress proxy (never fires for `none`/`open`). */
   onDidConnect: Event<EgressEvent>;
   /** Stops the proxy and removes the in-sandbox listener. */
@@ -186,14 +196,20 @@ export async function applyNetworkPolicy(
   const custom: AllowEntry[] = parsed.allow.map((e) => toAllowEntry(e));
   const projectStore = opts.projectPath ? new ProjectNetworkStore(opts.projectPath, opts.home) : undefined;
   const projectAllow = projectStore ? await projectStore.load() : [];
-  const rules = new RuleSet(parsed.rules.map(parseRule));
+  // Rules the user approved "for this project" in earlier runs come first: they answered a refusal.
+  const approvedForProject = projectStore ? (await projectStore.loadRules()).map(parseRule) : [];
+  const rules = new RuleSet([...approvedForProject, ...parsed.rules.map(parseRule)]);
   const projectRules = opts.projectPath ? await loadProjectRules(opts.projectPath) : undefined;
   const broker = opts.secrets?.length ? new CredentialBroker(opts.secrets) : undefined;
   let gateway: TlsGateway | undefined;
+  let approvals: NetworkApprovals | undefined;
   let trustEnv: Record<string, string> = {};
   if (rules.rules.length || projectRules?.rules.length || broker) {
     const ca = await RunCa.create(sandbox.runId);
+    approvals = new NetworkApprovals({ rules, ...(projectStore ? { projectStore } : {}), intercepts: (host) => gateway?.intercepts(host) === true, ...(opts.approvalWaitMs ? { waitMs: opts.approvalWaitMs } : {}) });
+    store.add(approvals);
     gateway = new TlsGateway({
+      ...(opts.askUser ? { approvals } : {}),
       ca,
       rules,
       ...(projectRules ? { projectRules } : {}),
@@ -211,6 +227,7 @@ export async function applyNetworkPolicy(
     ...(projectStore ? { projectStore } : {}),
     ...(gateway ? { gateway } : {}),
     internalHosts: parsed.internalHosts,
+    ...(approvals ? { accessDesk: (body: string, signal: AbortSignal) => (approvals as NetworkApprovals).propose(body, 443, signal) } : {}),
   });
   store.add({ dispose: () => void proxy.close() });
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));
@@ -263,15 +280,16 @@ export async function applyNetworkPolicy(
         presets: presets.map((p) => ({ name: p.name, allow: p.entries.map(formatAllowEntry), sources: p.sources, notes: p.notes })),
         ...(projectStore ? { projectAllow: projectAllow.map(formatAllowEntry) } : {}),
         ...(gateway
-          ? { gateway: { rules: rules.rules.map((r) => r.text), projectRules: projectRules?.rules.map((r) => r.text) ?? [], secrets: broker?.names ?? [], internalHosts: parsed.internalHosts } }
+          ? { gateway: { rules: rules.rules.map((r) => r.text), projectRules: projectRules?.rules.map((r) => r.text) ?? [], secrets: broker?.names ?? [], internalHosts: parsed.internalHosts, ...(approvedForProject.length ? { approvedForProject: approvedForProject.map((r) => r.text) } : {}) } }
           : {}),
         ...seen,
       },
     },
     proxy,
+    approvals,
   );
 
-  function finish(base: { env: Record<string, string>; record: NetworkRecord }, egress?: EgressProxy): AppliedNetworkPolicy {
+  function finish(base: { env: Record<string, string>; record: NetworkRecord }, egress?: EgressProxy, approvals?: NetworkApprovals): AppliedNetworkPolicy {
     let closing: Promise<void> | undefined;
     const close = (): Promise<void> => {
       closing ??= (async () => {
@@ -283,6 +301,7 @@ export async function applyNetworkPolicy(
     return {
       ...base,
       ...(egress ? { proxy: egress } : {}),
+      ...(approvals ? { approvals } : {}),
       onDidConnect: emitter.event,
       close,
       dispose: () => void close(),

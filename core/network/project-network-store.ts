@@ -19,6 +19,8 @@ const NetworkFile = z
     /** The project path, for humans reading the file; the directory hash is what identifies it. */
     project: z.string().optional(),
     allow: z.array(AllowEntrySchema),
+    /** Gateway rules the user approved "for this project" while a run waited (docs/architecture.md §2.8). */
+    rules: z.array(z.string().min(1).max(400)).max(500).optional(),
   })
   .strict();
 
@@ -39,11 +41,25 @@ export class ProjectNetworkStore {
 
   /** The project's allowed entries; none when the file does not exist yet. */
   async load(): Promise<AllowEntry[]> {
+    return (await this.read()).allow;
+  }
+
+  /** Gateway rules approved for the project, newest first (each re-checked by the caller's parser). */
+  async loadRules(): Promise<string[]> {
+    return (await this.read()).rules;
+  }
+
+  /** Remembers an approved gateway rule for the project's later runs (newest first, no duplicates). */
+  addRule(rule: string): Promise<AllowEntry[]> {
+    return this.update((list) => list, (rules) => [rule, ...rules.filter((r) => r !== rule)]);
+  }
+
+  private async read(): Promise<{ allow: AllowEntry[]; rules: string[] }> {
     let text: string;
     try {
       text = await readFile(this.file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { allow: [], rules: [] };
       throw err;
     }
     let data: z.infer<typeof NetworkFile>;
@@ -57,7 +73,7 @@ export class ProjectNetworkStore {
       );
     }
     // Re-validate each host pattern: the file is user-editable.
-    return new Allowlist(data.allow).entries();
+    return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [] };
   }
 
   /** Adds an entry (merging ports) and returns the stored list. */
@@ -75,14 +91,16 @@ export class ProjectNetworkStore {
     });
   }
 
-  private update(change: (list: Allowlist) => Allowlist | void): Promise<AllowEntry[]> {
+  private update(change: (list: Allowlist) => Allowlist | void, changeRules: (rules: string[]) => string[] = (r) => r): Promise<AllowEntry[]> {
     const next = this.queue.then(async () => {
-      const current = new Allowlist(await this.load());
+      const stored = await this.read();
+      const current = new Allowlist(stored.allow);
       const updated = change(current) ?? current;
       const entries = updated.entries();
+      const rules = changeRules(stored.rules);
       await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
       const tmp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
-      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries };
+      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries, ...(rules.length ? { rules } : {}) };
       await writeFile(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
       await rename(tmp, this.file);
       return entries;

@@ -38,6 +38,8 @@ export async function applyRunNetwork(
   const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
   const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
+    // A run has someone to ask: the run view, or `airlock run` at a terminal (docs/architecture.md §2.8).
+    askUser: true,
     projectPath: run.projectDir,
     home,
     ...(secrets.length ? { secrets } : {}),
@@ -50,6 +52,7 @@ export async function applyRunNetwork(
     env: applied.env,
     record: applied.record,
     onDidConnect: applied.onDidConnect,
+    ...(applied.approvals ? { approvals: applied.approvals } : {}),
     async allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project') {
       const proxy = applied.proxy;
       if (!proxy) throw new AirlockError('CONFLICT', `This run's network policy is ${run.policy}; hosts are allowed only under the allow-list policy.`);

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
-import type { GitHistory, Isolation, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
+import type { GitHistory, Isolation, NetworkAnswer, NetworkApprovalEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
 import type { AgentAdapter } from '../agents';
 import type { PreparedRunEnvironment, PreparedState } from '../environment/run-environment';
 import type { SetupPlan } from '../environment/setup-plan';
@@ -121,6 +121,15 @@ export interface RunNetwork extends Disposable {
   onDidConnect: Event<EgressAttempt>;
   /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
   allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
+  /** Questions put to the user while intercepted requests wait (gateway runs only). */
+  approvals?: NetworkApprovalsPort;
+}
+
+/** What the run needs from the gateway's approvals (core/network/gateway/network-approvals.ts). */
+export interface NetworkApprovalsPort {
+  onDidAsk: Event<Omit<NetworkApprovalEvent, 'type'>>;
+  onDidResolve: Event<{ id: string; answer: NetworkAnswer; by: 'user' | 'timeout' | 'closed'; request: Omit<NetworkApprovalEvent, 'type'> }>;
+  answer(id: string, answer: NetworkAnswer): Promise<boolean>;
 }
 
 /** One connection attempt through a run's egress proxy (allow-list policy). */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type RunAttempt, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type NetworkAnswer, type RunAttempt, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
@@ -434,6 +434,15 @@ export class RunService implements Disposable {
     await live.network.allow(host, port, scope);
     await live.audit.append('network', { policy: live.input.network, host, ...(port ? { port } : {}), allowed: true });
     await this.note(live, `network: ${host}${port ? `:${port}` : ''} allowed (${scope}) by the user`);
+  }
+
+  /** Answers a network question of a live run (a waiting request, or an agent-proposed rule). */
+  async answerNetwork(runId: string, id: string, answer: NetworkAnswer): Promise<boolean> {
+    const live = this.live.get(runId);
+    const approvals = live?.network?.approvals;
+    if (!live || !approvals) return false;
+    // Recorded by the approvals' own resolve event (answer and who gave it).
+    return approvals.answer(id, answer);
   }
 
   /** Stops every live run (cancel + wipe) and waits for them. */

@@ -201,6 +201,24 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
       run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
     }),
   );
+  const approvals = net.approvals;
+  if (!approvals) return;
+  // A request waits for the user, or the agent proposes a rule: a typed event (the UI's banner, the
+  // CLI's prompt) and an audit record; the answer is recorded the same way (docs/architecture.md §2.8).
+  run.disposables.add(
+    approvals.onDidAsk((q) => {
+      host.emitEvent(run, { type: 'network_approval', ...q });
+      host.auditLater(run, 'network', { policy: input.network, host: q.host, port: q.port, approval: { id: q.id, kind: q.kind, method: q.method, path: q.path, ...(q.rule ? { rule: q.rule } : {}), ...(q.deniedBy ? { deniedBy: q.deniedBy } : {}), ...(q.reason ? { reason: q.reason } : {}), asked: true } });
+      host.deps.notify?.({ runId: id, title: q.kind === 'proposal' ? 'The agent proposes a network rule' : 'A request is waiting for you', body: `${q.method} ${q.host}${q.path}`.slice(0, 200) });
+      run.terminal.write(`\r\n\x1b[33m[airlock] ${q.kind === 'proposal' ? `the agent proposes the rule "${q.rule}"` : `${q.method} ${q.host}${q.path} waits for your answer (refused by ${q.deniedBy})`}\x1b[0m\r\n`);
+    }),
+  );
+  run.disposables.add(
+    approvals.onDidResolve((r) => {
+      host.emitEvent(run, { type: 'network_approval_resolved', id: r.id, answer: r.answer, by: r.by });
+      host.auditLater(run, 'network', { policy: input.network, host: r.request.host, port: r.request.port, allowed: r.answer !== 'deny', approval: { id: r.id, kind: r.request.kind, method: r.request.method, path: r.request.path, ...(r.request.rule ? { rule: r.request.rule } : {}), answer: r.answer, by: r.by } });
+    }),
+  );
 }
 
 /** Starts the agent with provider settings that point at the proxy and the run token as its key. */

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import type { AgentEvent, ChangedFile, EngineCheckInput, EngineCheckResult, KeyInfo, PreviewPort, ProviderInfo, RunEvent, RunRecord, RunSummary, Settings, TerminalChunk } from '../../contracts';
+import type { AgentEvent, ChangedFile, EngineCheckInput, EngineCheckResult, KeyInfo, PreviewPort, ProviderInfo, RunEvent, RunRecord, RunSummary, SecretView, Settings, TerminalChunk } from '../../contracts';
 import { isFinalStatus, runTerminalId } from '../../contracts';
 import { Emitter } from '../../core/common/disposable';
 import type { AirlockServices } from '../../core/api/services';
@@ -131,6 +131,7 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
     if (opts.autoFinish !== false) finish(runId);
   };
 
+  const secrets = new Map<string, SecretView>();
   const services: FakeServices = {
     calls,
     emitOutput,
@@ -343,6 +344,11 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         }
         return { allowed: true };
       },
+      async answerNetwork(args) {
+        log('runs:answerNetwork', args);
+        get(args.runId);
+        return { answered: false };
+      },
       onDidChangeStatus: status.event,
       onDidEvent: runEvent.event,
     },
@@ -454,6 +460,24 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       },
       async listFolders({ path: dir }) {
         return { path: dir ?? '/home/fake', parent: dir ? '/home/fake' : null, home: '/home/fake', folders: dir ? [] : ['code'], truncated: false };
+      },
+    },
+    secrets: {
+      async list() {
+        log('secrets:list', {});
+        return [...secrets.values()];
+      },
+      async set(args) {
+        log('secrets:set', { ...args, value: '(hidden)' });
+        const hosts = args.preset === 'github' ? ['github.com', 'api.github.com', '*.githubusercontent.com'] : args.hosts;
+        const forms = args.preset === 'github' ? ['bearer', 'basic:x-access-token'] : args.preset === 'npm' ? ['bearer'] : args.forms;
+        const v = { name: args.name, hosts, forms, env: args.preset === 'github' ? ['GH_TOKEN', 'GITHUB_TOKEN'] : args.preset === 'npm' ? ['NPM_TOKEN'] : [], git: args.preset === 'github', npm: args.preset === 'npm', ...(args.preset ? { preset: args.preset } : {}), hasValue: true };
+        secrets.set(args.name, v);
+        return v;
+      },
+      async remove({ name }) {
+        log('secrets:remove', { name });
+        return { removed: secrets.delete(name) };
       },
     },
     mcp: {

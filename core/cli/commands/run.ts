@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline';
-import type { RunEvent, RunSummary } from '../../../contracts';
+import type { NetworkAnswer, RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { runAgainInput } from '../../../contracts/run-again';
@@ -187,7 +187,8 @@ export const runCommand: CliCommand = {
         void services.runs.cancel({ runId });
       };
       process.on('SIGINT', onSigint);
-      const approvals = started.approval === 'ask' ? answerApprovals(io, runId, services, json) : undefined;
+      // Command approvals (mode ask), and network questions while an intercepted request waits.
+      const approvals = started.approval === 'ask' || (started.network === 'allowlist' && io.stdin.isTTY === true) ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);
       approvals?.close();
@@ -294,6 +295,17 @@ function liveView(io: CliIo): RunView {
               : `! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`,
           );
           break;
+        case 'network_approval':
+          endText();
+          out.write(
+            event.kind === 'proposal'
+              ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${event.reason ?? ''}"\n  ${networkPrompt(event.answers)} `
+              : `? ${event.method} ${event.host}${event.path} is waiting (refused by ${event.deniedBy ?? 'a rule'})${event.rule ? `\n  "for this project" adds: ${event.rule}` : ''}\n  ${networkPrompt(event.answers)} `,
+          );
+          break;
+        case 'network_approval_resolved':
+          if (event.by !== 'user') out.write(`\n! network question ${event.by === 'timeout' ? 'timed out: denied' : 'closed'}\n`);
+          break;
         case 'finished':
           endText();
           out.write(`\n${event.summary}\n`);
@@ -341,22 +353,50 @@ async function startTrusting(io: CliIo, json: boolean, start: (trust: boolean) =
   }
 }
 
+const NETWORK_KEYS: Record<NetworkAnswer, string> = { once: '[o]nce', run: '[r]un', project: '[p]roject', deny: '[d]eny' };
+
+/** `allow? [o]nce / [p]roject / [d]eny` for the answers offered. */
+function networkPrompt(answers: readonly NetworkAnswer[]): string {
+  return `allow? ${answers.map((a) => NETWORK_KEYS[a]).join(' / ')} (no answer: deny)`;
+}
+
+/** A line answering a network question: `o`/`once`, `r`/`run`, `p`/`project`, or `{"answer":"once"}` with --json; else deny. */
+export function parseNetworkAnswer(line: string, offered: readonly NetworkAnswer[], json: boolean): NetworkAnswer {
+  let word = line.trim().toLowerCase();
+  if (json && word.startsWith('{')) {
+    try {
+      word = String((JSON.parse(line) as { answer?: unknown }).answer ?? '');
+    } catch {
+      word = '';
+    }
+  }
+  const picked = offered.find((a) => a === word || (word.length === 1 && a.startsWith(word)));
+  return picked ?? 'deny';
+}
+
 function answerApprovals(io: CliIo, runId: string, services: ReturnType<typeof servicesFor>, json: boolean): { close(): void } {
   const rl = createInterface({ input: io.stdin, terminal: false });
-  const waiting: string[] = [];
+  const waiting: Array<{ kind: 'command'; id: string } | { kind: 'network'; id: string; answers: NetworkAnswer[] }> = [];
   const answers: string[] = [];
   const settle = () => {
     while (waiting.length && answers.length) {
-      const requestId = waiting.shift() as string;
-      const approved = parseAnswer(answers.shift() as string, json);
-      void services.runs.approve({ runId, requestId, approved }).catch(() => undefined);
+      const q = waiting.shift() as (typeof waiting)[number];
+      const line = answers.shift() as string;
+      if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseNetworkAnswer(line, q.answers, json) }).catch(() => undefined);
+      else void services.runs.approve({ runId, requestId: q.id, approved: parseAnswer(line, json) }).catch(() => undefined);
     }
   };
   const sub = services.runs.onDidEvent((e) => {
-    if (e.runId === runId && e.event.type === 'approval_request') {
-      waiting.push(e.event.id);
-      settle();
-    }
+    if (e.runId !== runId) return;
+    if (e.event.type === 'approval_request') waiting.push({ kind: 'command', id: e.event.id });
+    else if (e.event.type === 'network_approval') waiting.push({ kind: 'network', id: e.event.id, answers: e.event.answers });
+    else if (e.event.type === 'network_approval_resolved') {
+      // Timed out or answered elsewhere: the next line answers the next question, not this one.
+      const id = e.event.id;
+      const at = waiting.findIndex((w) => w.id === id);
+      if (at >= 0) waiting.splice(at, 1);
+    } else return;
+    settle();
   });
   rl.on('line', (line) => {
     answers.push(line);

@@ -44,6 +44,8 @@ export interface RuleDecision {
   reason: string;
   /** For an allowed push: every updated ref must be under `refs/heads/<prefix>` (checked on the body). */
   pushPrefix?: string;
+  /** Refused by the project's policy file (which can only tighten: the user is not asked to override it). */
+  byProject?: true;
 }
 
 const METHOD = /^[A-Z]{3,10}$/;
@@ -121,7 +123,7 @@ export function gitService(req: Pick<RuleRequest, 'method' | 'path' | 'query'>):
 }
 
 /** A decoded path, with dot segments resolved, so `/a/../b` cannot slip past `/a/**` rules. */
-function canonicalPath(raw: string): string {
+export function canonicalPath(raw: string): string {
   let decoded: string;
   try {
     decoded = decodeURIComponent(raw);
@@ -182,6 +184,11 @@ export class RuleSet {
     });
   }
 
+  /** Puts rules first (an approval the user gave while the run goes on decides before the rule that refused). */
+  prepend(...rules: GatewayRule[]): void {
+    this.compiled.unshift(...rules.map((rule) => ({ rule, ...(rule.path ? { path: globToRegExp(rule.path) } : {}) })));
+  }
+
   get rules(): GatewayRule[] {
     return this.compiled.map((c) => c.rule);
   }
@@ -216,9 +223,9 @@ export function decideWithProject(user: RuleSet, project: RuleSet | undefined, r
   const u = user.decide(req);
   if (u && !u.allowed) return u;
   const p = project?.decide(req);
-  if (p && !p.allowed) return { ...p, rule: `${p.rule} (project policy)` };
+  if (p && !p.allowed) return { ...p, rule: `${p.rule} (project policy)`, byProject: true };
   if (u && p?.pushPrefix && u.pushPrefix && !p.pushPrefix.startsWith(u.pushPrefix) && !u.pushPrefix.startsWith(p.pushPrefix)) {
-    return { allowed: false, rule: `${p.rule} (project policy)`, reason: 'the project and user push prefixes do not overlap' };
+    return { allowed: false, rule: `${p.rule} (project policy)`, reason: 'the project and user push prefixes do not overlap', byProject: true };
   }
   if (u) {
     // The narrower of two push prefixes wins.

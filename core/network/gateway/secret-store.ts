@@ -175,3 +175,17 @@ export function normalizeBinding(input: SecretBindingInput): SecretBinding {
   }
   return { ...parsed.data, hosts: [...new Set(parsed.data.hosts.map(normalizeHostPattern))] };
 }
+
+/** `bearer`, `basic:USER`, `header:NAME` → the form; undefined when it is none of them. */
+export function formFromText(text: string): InjectForm | undefined {
+  const t = text.trim();
+  if (t === 'bearer') return { type: 'bearer' };
+  if (t.startsWith('basic:')) return { type: 'basic', username: t.slice('basic:'.length) };
+  if (t.startsWith('header:')) return { type: 'header', name: t.slice('header:'.length) };
+  return undefined;
+}
+
+/** The form as one word (what the CLI and the Secrets screen show). */
+export function formText(f: InjectForm): string {
+  return f.type === 'bearer' ? 'bearer' : f.type === 'basic' ? `basic:${f.username}` : `header:${f.name}`;
+}

@@ -10,7 +10,12 @@ import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Secret } from '../../keys/secret';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy, type EgressEvent } from '../egress-proxy';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ProjectNetworkStore } from '../project-network-store';
 import { CredentialBroker } from './credential-broker';
+import { NetworkApprovals, type NetworkApprovalRequest, type NetworkApprovalResolved } from './network-approvals';
 import { RunCa } from './run-ca';
 import { RuleSet } from './rules';
 import { normalizeBinding } from './secret-store';
@@ -244,5 +249,132 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     });
     expect(echoed).toMatch(/^HTTP\/1.1 101/);
     w.destroy();
+  });
+});
+
+describe('approvals while an intercepted request waits, and agent-proposed rules', () => {
+  let upstreamCa: RunCa;
+  let runCa: RunCa;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  let proxy: EgressProxy;
+  let approvals: NetworkApprovals;
+  let store: ProjectNetworkStore;
+  let home: string;
+  const asked: NetworkApprovalRequest[] = [];
+  const resolved: NetworkApprovalResolved[] = [];
+  const HOST = 'ask.airlock.test';
+  /** Answers the next question with `answer` once it is asked. */
+  const answerNext = async (answer: 'once' | 'run' | 'project' | 'deny') => {
+    const n = resolved.length;
+    await vi.waitFor(() => expect(asked.length).toBeGreaterThan(n));
+    const q = asked[asked.length - 1] as NetworkApprovalRequest;
+    expect(await approvals.answer(q.id, answer)).toBe(true);
+    return q;
+  };
+  /** A proposal, as the sandbox sends it: plain HTTP through the proxy to the reserved name. */
+  const propose = (form: Record<string, string>) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const body = new URLSearchParams(form).toString();
+      const req = http.request({ host: '127.0.0.1', port: proxy.port, method: 'POST', path: 'http://airlock.invalid/request-access', headers: { host: 'airlock.invalid', 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  beforeAll(async () => {
+    [upstreamCa, runCa] = await Promise.all([RunCa.create('upstream-test'), RunCa.create('run-test')]);
+    upstream = await startUpstream(upstreamCa, [HOST]);
+    home = await mkdtemp(path.join(os.tmpdir(), 'airlock-approvals-'));
+    store = new ProjectNetworkStore('/nonexistent/project-for-approvals', home);
+    const rules = new RuleSet([`${HOST} allow GET /public/**`]);
+    let gateway: TlsGateway | undefined;
+    approvals = new NetworkApprovals({ rules, projectStore: store, intercepts: (h) => gateway?.intercepts(h) === true });
+    approvals.onDidAsk((q) => asked.push(q));
+    approvals.onDidResolve((r) => resolved.push(r));
+    gateway = new TlsGateway({ ca: runCa, rules, approvals, upstreamCa: [upstreamCa.certificatePem], idleTimeoutMs: 30_000 });
+    proxy = await EgressProxy.start({
+      runId: 'gw-approvals',
+      allow: [`${HOST}:${upstream.port}`],
+      resolve: async () => ['127.0.0.1'],
+      gateway,
+      accessDesk: (body, signal) => approvals.propose(body, upstream.port, signal),
+      [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true,
+    });
+  });
+
+  afterAll(async () => {
+    approvals?.dispose();
+    await proxy?.close();
+    await upstream?.close();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  it('Allow once lets that request through, Deny refuses with the 403, Allow for this project stores the rule and asks no more', async () => {
+    const s = await tunnel(proxy.port, HOST, upstream.port, runCa.certificatePem);
+    const seen = upstream.seen.length;
+    const once = request(s, HOST, { method: 'POST', path: '/items?token=abc', body: Buffer.from('one') });
+    const q = await answerNext('once');
+    expect(q).toMatchObject({ kind: 'request', host: HOST, method: 'POST', path: '/items?token=…', rule: `${HOST} allow POST /items`, deniedBy: `no rule for ${HOST} matches`, answers: ['once', 'project', 'deny'] });
+    expect(upstream.seen.length).toBe(seen); // nothing went upstream while it waited
+    expect((await once).body.toString()).toBe('ok POST /items?token=abc 3');
+
+    // Once is once: the same request asks again, and Deny gives the agent the readable 403.
+    const s1 = await tunnel(proxy.port, HOST, upstream.port, runCa.certificatePem);
+    const denied = request(s1, HOST, { method: 'POST', path: '/items', body: Buffer.from('two') });
+    await answerNext('deny');
+    const d = await denied;
+    expect(d.status).toBe(403);
+    expect(d.body.toString()).toContain('the user denied it');
+    expect(d.body.toString()).toContain('http://airlock.invalid/request-access');
+    expect(upstream.seen.length).toBe(seen + 1);
+
+    const s2 = await tunnel(proxy.port, HOST, upstream.port, runCa.certificatePem);
+    const project = request(s2, HOST, { method: 'POST', path: '/items', body: Buffer.from('three') });
+    await answerNext('project');
+    expect((await project).status).toBe(200);
+    expect(await store.loadRules()).toEqual([`${HOST} allow POST /items`]);
+    const before = asked.length;
+    const s3 = await tunnel(proxy.port, HOST, upstream.port, runCa.certificatePem);
+    expect((await request(s3, HOST, { method: 'POST', path: '/items', body: Buffer.from('four') })).status).toBe(200);
+    expect(asked.length).toBe(before);
+    expect(resolved.map((r) => [r.answer, r.by])).toEqual([['once', 'user'], ['deny', 'user'], ['project', 'user']]);
+    for (const x of [s, s1, s2, s3]) x.destroy();
+  });
+
+  it('an agent-proposed rule is parsed on the host, shown in its own words, and in force once approved', async () => {
+    // What the host will not put to the user: wildcards, hosts without rules, rules wider than a path.
+    const before = asked.length;
+    expect(await propose({ rule: `*.airlock.test allow GET /x`, reason: 'r' })).toMatchObject({ status: 400 });
+    expect(await propose({ rule: `plain.airlock.test allow GET /x`, reason: 'r' })).toMatchObject({ status: 400 });
+    expect(await propose({ rule: `${HOST} allow DELETE /**`, reason: 'r' })).toMatchObject({ status: 400 });
+    expect(await propose({ rule: `${HOST} read-only`, reason: 'r' })).toMatchObject({ status: 400 });
+    expect(await propose({ rule: `${HOST} allow PUT /drafts/*` })).toMatchObject({ status: 400 });
+    expect(asked.length).toBe(before);
+
+    const answered = propose({ rule: `  ${HOST.toUpperCase()}   allow put   /drafts/*  `, reason: 'save the draft\u001b[2J\u202e now' });
+    const q = await answerNext('run');
+    expect(q).toMatchObject({ kind: 'proposal', host: HOST, rule: `${HOST} allow PUT /drafts/*`, reason: 'save the draft [2J now', answers: ['run', 'project', 'deny'] });
+    expect(await answered).toEqual({ status: 200, text: `airlock: approved: "${HOST} allow PUT /drafts/*" is in force for this run; retry the request\n` });
+    const s = await tunnel(proxy.port, HOST, upstream.port, runCa.certificatePem);
+    const n = asked.length;
+    expect((await request(s, HOST, { method: 'PUT', path: '/drafts/a', body: Buffer.from('x') })).status).toBe(200);
+    expect(asked.length).toBe(n);
+    // Refused: the agent is told so, and nothing changes.
+    const refused = propose({ rule: `${HOST} allow PATCH /drafts/*`, reason: 'edit' });
+    await answerNext('deny');
+    expect((await refused).status).toBe(403);
+    s.destroy();
+  });
+
+  it('an unanswered request is denied when the wait ends, and recorded as a timeout', async () => {
+    const short = new NetworkApprovals({ rules: new RuleSet([]), intercepts: () => true, waitMs: 50 });
+    const ends: NetworkApprovalResolved[] = [];
+    short.onDidResolve((r) => ends.push(r));
+    expect(await short.ask({ host: HOST, port: 443, method: 'GET', path: '/x', canonicalPath: '/x', deniedBy: 'r' })).toBe('deny');
+    expect(ends).toMatchObject([{ answer: 'deny', by: 'timeout' }]);
+    short.dispose();
   });
 });

@@ -5,8 +5,9 @@ import { pipeline } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
 import type { CredentialBroker } from './credential-broker';
+import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
 import type { RunCa } from './run-ca';
-import { decideWithProject, parseRefUpdates, pushOutsidePrefix, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { canonicalPath, decideWithProject, parseRefUpdates, pushOutsidePrefix, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 
 /**
  * The intercepting half of the egress gateway (docs/architecture.md §2.8). The egress proxy has
@@ -51,7 +52,15 @@ export interface TlsGatewayOptions {
   idleTimeoutMs: number;
   /** How a denial tells the agent and user what to do next. */
   howToAsk?: (host: string, method: string, path: string) => string;
+  /**
+   * When set, a request a user rule refuses waits (bounded) for the user's Allow once / Allow for
+   * this project / Deny instead of being refused at once.
+   */
+  approvals?: NetworkApprovals;
 }
+
+type Refused = { status: number; rule?: string; reason: string; secret?: string; askable?: boolean };
+type Judged = { decision?: RuleDecision; headers: string[]; secret?: string };
 
 interface Target {
   host: string;
@@ -62,6 +71,8 @@ interface Target {
 interface Served extends Target {
   onRequest(e: GatewayRequestEvent): void;
 }
+
+type Base = Omit<GatewayRequestEvent, 'allowed' | 'status' | 'bytesUp' | 'bytesDown' | 'rule' | 'reason' | 'secret'>;
 
 const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
 
@@ -197,8 +208,12 @@ export class TlsGateway implements Disposable {
     return agent;
   }
 
-  /** The decision and the rewritten headers, or a refusal (status, rule, reason). */
-  private judge(req: http.IncomingMessage, t: Target): { decision?: RuleDecision; headers: string[]; secret?: string } | { status: number; rule?: string; reason: string; secret?: string } {
+  /**
+   * The decision and the rewritten headers, or a refusal (status, rule, reason). `approved` is the
+   * user's answer to an earlier refusal: it stands in for the user's rules (the project's file still
+   * tightens, and every other check runs again).
+   */
+  private judge(req: http.IncomingMessage, t: Target, approved?: RuleDecision): Judged | Refused {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
@@ -212,8 +227,14 @@ export class TlsGateway implements Disposable {
     }
     const inUrl = broker?.inUrl(url);
     if (inUrl) return { status: 403, reason: `the placeholder of secret "${inUrl}" is in the URL; secrets are sent only in headers`, secret: inUrl };
-    const decision = decideWithProject(this.opts.rules, this.opts.projectRules, { host: t.host, method, path, query: q < 0 ? '' : url.slice(q + 1) });
-    if (decision && !decision.allowed) return { status: 403, rule: decision.rule, reason: decision.reason };
+    const ruleReq = { host: t.host, method, path, query: q < 0 ? '' : url.slice(q + 1) };
+    let decision: RuleDecision | undefined;
+    if (approved) {
+      const p = this.opts.projectRules?.decide(ruleReq);
+      decision = p && !p.allowed ? { ...p, rule: `${p.rule} (project policy)`, byProject: true } : approved;
+    } else decision = decideWithProject(this.opts.rules, this.opts.projectRules, ruleReq);
+    // Only the user's own rules are put to the user; the project's file can only tighten.
+    if (decision && !decision.allowed) return { status: 403, rule: decision.rule, reason: decision.reason, ...(decision.byProject || approved ? {} : { askable: true }) };
     let headers = endToEnd(req.rawHeaders, req.headers.upgrade !== undefined);
     let secret: string | undefined;
     if (broker) {
@@ -232,7 +253,9 @@ export class TlsGateway implements Disposable {
 
   private denialBody(t: Target, method: string, path: string, rule: string | undefined, reason: string): string {
     const origin = `https://${t.host}${t.port === 443 ? '' : `:${t.port}`}`;
-    const ask = this.opts.howToAsk?.(t.host, method, path) ?? `ask the user to allow it from the run view, or check the rule with \`airlock network check ${origin}${path} --method ${method}\``;
+    const ask =
+      this.opts.howToAsk?.(t.host, method, path) ??
+      `ask the user to allow it from the run view, or propose a narrower rule with a reason (${HOW_TO_PROPOSE}); \`airlock network check ${origin}${path} --method ${method}\` shows the deciding rule`;
     return `airlock: ${method} ${origin}${path} refused — ${reason}${rule ? ` (rule: ${rule})` : ''}.\nTo go on: ${ask}.\n`;
   }
 
@@ -252,10 +275,41 @@ export class TlsGateway implements Disposable {
       return;
     }
     const verdict = this.judge(req, t);
+    if ('status' in verdict && verdict.askable && this.opts.approvals) {
+      void this.askThenServe(req, res, t, verdict, base);
+      return;
+    }
     if ('status' in verdict) {
       this.refuse(req, res, t, verdict, base);
       return;
     }
+    this.serve(req, res, t, verdict, base);
+  }
+
+  /** Holds a refused request (its body unread) until the user answers; then serves or refuses it. */
+  private async askThenServe(req: http.IncomingMessage, res: http.ServerResponse, t: Served, refused: Refused, base: Base): Promise<void> {
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    res.once('close', onClose);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const rawPath = q < 0 ? url : url.slice(0, q);
+    const answer = await (this.opts.approvals as NetworkApprovals).ask({ host: t.host, port: t.port, method: base.method, path: base.path, canonicalPath: canonicalPath(rawPath), deniedBy: refused.rule ?? refused.reason }, gone.signal);
+    res.off('close', onClose);
+    if (gone.signal.aborted || res.destroyed) return;
+    if (answer === 'deny') {
+      this.refuse(req, res, t, { ...refused, reason: `${refused.reason}; the user denied it` }, base);
+      return;
+    }
+    const by = answer === 'once' ? 'allowed once by the user' : 'allowed for this project by the user';
+    const again = this.judge(req, t, { allowed: true, rule: `${by} (was refused by: ${refused.rule ?? refused.reason})`, reason: by });
+    if ('status' in again) this.refuse(req, res, t, again, base);
+    else this.serve(req, res, t, again, base);
+  }
+
+  private serve(req: http.IncomingMessage, res: http.ServerResponse, t: Served, verdict: Judged, base: Base): void {
+    const url = req.url ?? '/';
+    const method = base.method;
     const { decision, headers, secret } = verdict;
     const record = { ...base, ...(decision ? { rule: decision.rule } : {}), ...(secret ? { secret } : {}) };
     let bytesUp = 0;
@@ -366,13 +420,7 @@ export class TlsGateway implements Disposable {
     });
   }
 
-  private refuse(
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    t: Served,
-    r: { status: number; rule?: string; reason: string; secret?: string },
-    base: Omit<GatewayRequestEvent, 'allowed' | 'status' | 'bytesUp' | 'bytesDown' | 'rule' | 'reason' | 'secret'>,
-  ): void {
+  private refuse(req: http.IncomingMessage, res: http.ServerResponse, t: Served, r: Refused, base: Base): void {
     const body = this.denialBody(t, base.method, base.path, r.rule, r.reason);
     if (!res.headersSent) {
       res.writeHead(r.status, {

@@ -11,6 +11,7 @@ import { HistoryScreen } from './history-screen';
 import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
 import { ReviewScreen } from './review-screen';
+import { SecretsScreen } from './secrets-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
@@ -24,6 +25,7 @@ const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'keys' }, label: 'Keys & providers', key: '3' },
   { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
   { route: { name: 'settings' }, label: 'Settings', key: '5' },
+  { route: { name: 'secrets' }, label: 'Secrets', key: '6' },
 ];
 /** Alt+0 collapses or expands the sidebar (the toggle button is also the first stop of Tab). */
 const TOGGLE_KEY = '0';
@@ -32,6 +34,7 @@ function Screen({ route }: { route: Route }) {
   switch (route.name) {
     case 'doctor': return <DoctorScreen />;
     case 'keys': return <KeysScreen />;
+    case 'secrets': return <SecretsScreen />;
     case 'new': return <NewRunScreen />;
     case 'history': return <HistoryScreen />;
     case 'settings': return <SettingsScreen />;

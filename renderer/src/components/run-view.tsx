@@ -10,10 +10,13 @@ import { CheckpointTimeline } from './checkpoint-timeline';
 import { ConfirmInline, ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
+import { NetworkApprovalPrompts } from './network-approval-prompt';
 import { RunNetworkPanel } from './run-network-panel';
 import { RunReport } from './run-report';
 import { TerminalPanel } from './terminal-panel';
 import { TranscriptView } from './transcript-view';
+
+const EMPTY_EVENTS: never[] = [];
 
 function ApprovalPrompt({ runId }: { runId: string }) {
   const pending = useRunsStore((s) => s.runs[runId]?.pendingApproval);
@@ -167,6 +170,7 @@ export function RunView({ runId }: { runId: string }) {
       )}
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
+      {!final && <NetworkApprovalPrompts runId={runId} events={live?.events ?? EMPTY_EVENTS} />}
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} {...(run.forwardPorts ? { forwardPorts: run.forwardPorts } : {})} />}
       {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}

@@ -3,6 +3,7 @@ import { create } from 'zustand';
 export type Route =
   | { name: 'doctor' }
   | { name: 'keys' }
+  | { name: 'secrets' }
   | { name: 'new' }
   | { name: 'run'; runId: string }
   | { name: 'review'; runId: string; checkpoint?: number }

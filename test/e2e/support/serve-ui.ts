@@ -1,3 +1,4 @@
+import type { AirlockCoreOptions } from '../../../core/app';
 import { createAirlockServices } from '../../../core/app-services';
 import type { AirlockServices } from '../../../core/api/services';
 import { createServeCommand } from '../../../core/cli/commands/serve';
@@ -17,14 +18,14 @@ export interface ServedUi {
  * Starts `airlock serve --no-open` in-process with the built renderer, for the e2e tests that
  * drive its UI in Chromium. `warm: false` skips the warm pool (tests that never start a sandbox).
  */
-export async function serveUi(opts: { env: NodeJS.ProcessEnv; rendererDir: string; warm?: boolean; args?: string[] }): Promise<ServedUi> {
+export async function serveUi(opts: { env: NodeJS.ProcessEnv; rendererDir: string; warm?: boolean; args?: string[]; egressProxyForTests?: AirlockCoreOptions['egressProxyForTests'] }): Promise<ServedUi> {
   let services: AirlockServices | undefined;
   let resolveStop!: () => void;
   const stopped = new Promise<void>((r) => (resolveStop = r));
   let onListening!: (h: HostServer) => void;
   const listening = new Promise<HostServer>((r) => (onListening = r));
   const command = createServeCommand({
-    createServices: async (e) => (services = await createAirlockServices({ env: e, ...(opts.warm === false ? { warm: false } : {}) })),
+    createServices: async (e) => (services = await createAirlockServices({ env: e, ...(opts.warm === false ? { warm: false } : {}), ...(opts.egressProxyForTests ? { egressProxyForTests: opts.egressProxyForTests } : {}) })),
     untilStopped: () => ({ stopped, done: () => {} }),
     onListening,
   });
