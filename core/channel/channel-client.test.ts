@@ -478,7 +478,7 @@ describe('a broken channel', () => {
     const fromHelper = new PassThrough();
     const toHelper = new PassThrough();
     const stream = { readable: fromHelper, writable: toHelper, close: () => fromHelper.end() };
-    fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false }));
+    fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, agentUid: 1000, pid: 1, pty: false }));
     const client = await ChannelClient.connect(stream);
     const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
     const pending = expectKind(client.list('/'), 'CHANNEL_CLOSED', /malformed frame/);
@@ -499,7 +499,7 @@ describe('a broken channel', () => {
       const fromHelper = new PassThrough();
       const toHelper = new PassThrough();
       const stream = { readable: fromHelper, writable: toHelper, close: () => fromHelper.end() };
-      fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false }));
+      fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, agentUid: 1000, pid: 1, pty: false }));
       const client = await ChannelClient.connect(stream);
       const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
       const watching = client.watch('/', () => undefined).catch(() => undefined); // watch 1, request 1 (never answered)
