@@ -13,13 +13,22 @@ export interface AgentIdentity {
   gid: number;
 }
 
-/** The agent's user when the helper is root: AIRLOCK_AGENT_USER=<uid>:<gid>, or 1000:1000 (never root). */
-function fromEnv(): AgentIdentity {
-  const m = /^(\d{1,9}):(\d{1,9})$/.exec(process.env.AIRLOCK_AGENT_USER ?? '1000:1000');
-  const uid = m ? Number(m[1]) : 1000;
-  const gid = m ? Number(m[2]) : 1000;
-  // Root as the agent would undo the split: the safer answer is the image's usual user.
-  return uid === 0 || gid === 0 ? { uid: 1000, gid: 1000 } : { uid, gid };
+/**
+ * The agent's user as AIRLOCK_AGENT_USER=<uid>:<gid> says (the container config and the VM's guest init
+ * set it). Without it there is no split: a root helper then runs commands as root, which the host
+ * refuses for a sandbox (hello's agentUid; core/sandbox/sandbox.ts). Root as the agent is refused here.
+ */
+function fromEnv(): AgentIdentity | null {
+  const raw = process.env.AIRLOCK_AGENT_USER;
+  if (raw === undefined) return null;
+  const m = /^(\d{1,9}):(\d{1,9})$/.exec(raw);
+  const uid = m ? Number(m[1]) : 0;
+  const gid = m ? Number(m[2]) : 0;
+  if (uid === 0 || gid === 0) {
+    process.stderr.write(`airlock-helper: AIRLOCK_AGENT_USER=${JSON.stringify(raw.slice(0, 40))} is not <uid>:<gid> of a non-root user; using 1000:1000\n`);
+    return { uid: 1000, gid: 1000 };
+  }
+  return { uid, gid };
 }
 
 let agent: AgentIdentity | null | undefined;
