@@ -35,7 +35,8 @@ export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then 
  */
 function tmpfs(engine: EngineKind): Record<string, string> {
   // Podman 4 refuses uid=, and its `U` would give the home to the container's user (root, the
-  // helper): a sticky world-writable home instead, which only the agent's user writes to.
+  // helper): a sticky world-writable home instead, which only the agent's user writes to. Podman
+  // takes the mode of the image's directory over this one (Airlock's image makes it 1777).
   const owner = engine === 'podman' ? 'mode=1777' : 'uid=1000,gid=1000,mode=0755';
   return {
     '/tmp': 'rw,exec,nosuid,nodev,size=1g,mode=1777',
