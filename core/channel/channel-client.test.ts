@@ -79,6 +79,13 @@ describe('ChannelClient with a local helper', () => {
     await expectKind(client.run({ argv: [] }), 'INVALID_INPUT', /argv/);
   });
 
+  it('runs as the agent or the helper only: any other `as` is refused; a helper not split from the agent says so in hello', async () => {
+    await expectKind(client.run({ argv: ['true'], as: 'root' as never }), 'INVALID_INPUT', /as must be 'agent' or 'helper'/);
+    expect((await client.run({ argv: ['true'], as: 'helper' })).exitCode).toBe(0);
+    // This local helper runs as this process's user with no AIRLOCK_AGENT_USER: commands run as it.
+    expect(client.hello.agentUid).toBe(process.getuid!());
+  });
+
   it('multiplexes many commands at once', async () => {
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) => client.run({ argv: ['sh', '-c', `echo ${i}; echo e${i} >&2`] })),
