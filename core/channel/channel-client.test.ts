@@ -79,6 +79,13 @@ describe('ChannelClient with a local helper', () => {
     await expectKind(client.run({ argv: [] }), 'INVALID_INPUT', /argv/);
   });
 
+  it('runs as the agent or the helper only: any other `as` is refused; a helper not split from the agent says so in hello', async () => {
+    await expectKind(client.run({ argv: ['true'], as: 'root' as never }), 'INVALID_INPUT', /as must be 'agent' or 'helper'/);
+    expect((await client.run({ argv: ['true'], as: 'helper' })).exitCode).toBe(0);
+    // This local helper runs as this process's user with no AIRLOCK_AGENT_USER: commands run as it.
+    expect(client.hello.agentUid).toBe(process.getuid!());
+  });
+
   it('multiplexes many commands at once', async () => {
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) => client.run({ argv: ['sh', '-c', `echo ${i}; echo e${i} >&2`] })),
@@ -478,7 +485,7 @@ describe('a broken channel', () => {
     const fromHelper = new PassThrough();
     const toHelper = new PassThrough();
     const stream = { readable: fromHelper, writable: toHelper, close: () => fromHelper.end() };
-    fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false }));
+    fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, agentUid: 1000, pid: 1, pty: false }));
     const client = await ChannelClient.connect(stream);
     const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
     const pending = expectKind(client.list('/'), 'CHANNEL_CLOSED', /malformed frame/);
@@ -499,7 +506,7 @@ describe('a broken channel', () => {
       const fromHelper = new PassThrough();
       const toHelper = new PassThrough();
       const stream = { readable: fromHelper, writable: toHelper, close: () => fromHelper.end() };
-      fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false }));
+      fromHelper.write(encodeControl({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, agentUid: 1000, pid: 1, pty: false }));
       const client = await ChannelClient.connect(stream);
       const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
       const watching = client.watch('/', () => undefined).catch(() => undefined); // watch 1, request 1 (never answered)

@@ -54,7 +54,10 @@ export interface FileEntry {
 export interface HelperHello {
   version: string;
   node: string;
+  /** The helper's own uid: 0 where it is split from the agent (docs/architecture.md §2.3). */
   uid: number;
+  /** The uid the agent's commands run as; never 0 in a sandbox Airlock accepts. */
+  agentUid: number;
   pid: number;
   pty: boolean;
 }
@@ -300,6 +303,7 @@ export class ChannelClient implements Disposable {
       pty: opts.pty,
       timeoutMs: opts.timeoutMs,
       maxOutputBytes: opts.maxOutputBytes,
+      ...(opts.as ? { as: opts.as } : {}),
     };
     this.request({ op: 'spawn', stream: id, spawn }).catch((err: AirlockError) => {
       this.processes.delete(id);

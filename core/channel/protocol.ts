@@ -185,6 +185,12 @@ export interface WireSpawn {
   maxOutputBytes?: number;
   /** Grace between SIGTERM and SIGKILL when a tree is killed (default 2000 ms). */
   killGraceMs?: number;
+  /**
+   * Whose user the command runs as where the helper is split from the agent (docs/architecture.md
+   * §2.3): `agent` (default) or `helper`, for Airlock's own commands that write /airlock. Only the
+   * host's workspace code asks for `helper`; argv from an agent or an MCP client never does.
+   */
+  as?: 'agent' | 'helper';
 }
 
 export interface WireExit {
@@ -222,7 +228,7 @@ export type Request =
   | { op: 'ping' };
 
 export type ControlMessage =
-  | { t: 'hello'; version: string; node: string; uid: number; pid: number; pty: boolean }
+  | { t: 'hello'; version: string; node: string; uid: number; agentUid: number; pid: number; pty: boolean }
   | ({ t: 'req'; id: number } & Request)
   | { t: 'res'; id: number; ok: true; value?: unknown }
   | { t: 'res'; id: number; ok: false; error: WireError }

@@ -16,8 +16,8 @@ const isStr = (v: unknown, max = 4096): v is string => typeof v === 'string' && 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function checkHello(m: Record<string, unknown>): HelperHello {
-  if (!isStr(m.version, 64) || !isStr(m.node, 64) || !isInt(m.uid) || !isInt(m.pid) || typeof m.pty !== 'boolean') fail('hello');
-  return { version: m.version, node: m.node, uid: m.uid, pid: m.pid, pty: m.pty };
+  if (!isStr(m.version, 64) || !isStr(m.node, 64) || !isInt(m.uid) || !isInt(m.agentUid) || !isInt(m.pid) || typeof m.pty !== 'boolean') fail('hello');
+  return { version: m.version, node: m.node, uid: m.uid, agentUid: m.agentUid, pid: m.pid, pty: m.pty };
 }
 
 export function checkError(e: unknown): WireError {

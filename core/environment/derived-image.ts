@@ -52,7 +52,7 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
     `/opt/airlock/node/node -e 0 >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} Airlock's Node does not start in it (it needs glibc 2.28 or newer with libstdc++)"; exit 42; }`,
     `command -v bash >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} it has no bash (the agent's commands run in bash -lc)"; exit 42; }`,
     'mkdir -p /workspace /airlock',
-    'chown 1000:1000 /workspace /airlock',
+    'chown 1000:1000 /workspace && chown 0:0 /airlock && chmod 0755 /airlock',
     `grep -q '^[^:]*:[^:]*:1000:' /etc/passwd || echo 'airlock:x:1000:1000:Airlock sandbox user:/home/airlock:/bin/sh' >> /etc/passwd`,
     `grep -q '^[^:]*:[^:]*:1000:' /etc/group || echo 'airlock:x:1000:' >> /etc/group`,
   ].join('; ');

@@ -139,9 +139,11 @@ export class SandboxManager implements Disposable {
     try {
       stream = await this.driver.openChannel(info.id);
       const channel = await ChannelClient.connect(stream, { helloTimeoutMs: this.opts.helloTimeoutMs });
-      if (channel.hello.uid === 0) {
+      // The helper itself may be root (with a few capabilities, out of the agent's reach, §2.3);
+      // the agent's commands never are.
+      if (channel.hello.agentUid === 0) {
         channel.dispose();
-        throw new AirlockError('SANDBOX_FAILED', 'the sandbox helper runs as root; Airlock refuses to use it. Use an image whose user 1000 exists, or Airlock\'s own image.');
+        throw new AirlockError('SANDBOX_FAILED', 'the sandbox helper would run commands as root; Airlock refuses to use it. Use an image whose user 1000 exists, or Airlock\'s own image.');
       }
       return new Sandbox(info, channel, stream, this.driver, (s, verified) => this.onDestroyed(s, verified), runId);
     } catch (err) {

@@ -69,7 +69,7 @@ export async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayou
   ].join('\n');
   return runChecked(
     shell,
-    { argv: ['sh', '-c', body], env: gitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) }), maxOutputBytes: LARGE_OUTPUT_BYTES, timeoutMs: 10 * 60_000 },
+    { argv: ['sh', '-c', body], env: gitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) }), maxOutputBytes: LARGE_OUTPUT_BYTES, timeoutMs: 10 * 60_000, as: 'helper' },
     what,
   );
 }
@@ -147,6 +147,7 @@ export function listChanges(shell: WorkspaceShell, opts: ChangesOptions = {}): P
         {
           argv: gitArgv(layout, ['cat-file', '--batch-check=%(objectname) %(objectsize)']),
           env: gitEnv(layout),
+          as: 'helper',
           stdin: [...oids].join('\n') + '\n',
           maxOutputBytes: LARGE_OUTPUT_BYTES,
         },

@@ -285,6 +285,7 @@ async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout
     const res = await shell.run({
       argv: gitArgv(layout, ['check-ignore', '--no-index', '-z', '--stdin']),
       env: gitEnv(layout),
+      as: 'helper',
       stdin: `${paths.join('\0')}\0`,
       maxOutputBytes: HINT_OUTPUT_BYTES,
       timeoutMs: 5 * 60_000,

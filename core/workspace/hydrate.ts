@@ -88,10 +88,15 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     'git init -q --bare "$2"',
     'printf "%s" "$4" > "$2/info/attributes"',
     'printf "%s" "$5" > "$2/info/exclude"',
+    // The copy below runs as the agent's user and spools here; the baseline (as the helper) reads it
+    // and checks what it builds against the host's manifest, so a later write by the agent is caught.
+    ': > "$1/hydrate.tar"',
+    'chmod 0666 "$1/hydrate.tar"',
   ].join('\n');
   await runChecked(
     shell,
-    { argv: ['sh', '-c', prepare, 'sh', layout.stateDir, gitDir, layout.workDir, INFO_ATTRIBUTES, INFO_EXCLUDE], env, timeoutMs },
+    // As the helper: /airlock is the helper's, out of the agent's reach (docs/architecture.md §2.3).
+    { argv: ['sh', '-c', prepare, 'sh', layout.stateDir, gitDir, layout.workDir, INFO_ATTRIBUTES, INFO_EXCLUDE], env, timeoutMs, as: 'helper' },
     'preparing the workspace',
   );
 
@@ -159,6 +164,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     argv: ['sh', '-c', baselineScript, 'sh', spool, TAR_TO_FAST_IMPORT_JS, ident, ...gitArgv(layout, [])],
     env: { ...env, INDEX: trackingIndex(layout) },
     timeoutMs,
+    as: 'helper',
   });
   baselineRun.catch(() => undefined);
   const files = manifest.value;

@@ -4,7 +4,9 @@
 # the Docker sandbox's; everything a run may write lives on the per-run scratch disk /dev/vdb:
 #   /workspace, /airlock, /tmp, $HOME  ->  bind mounts of directories on /dev/vdb (size = disk limit)
 # Networking: the VM has no NIC (-nic none); only `lo` is brought up, for the channel's TCP forwards.
-# The helper runs as the image's user with no capabilities and no_new_privs, its stdin/stdout on the
+# The helper runs as root with only SETUID, SETGID, KILL and DAC_READ_SEARCH (bounding set cut to
+# those, no inheritable ones) and no_new_privs, out of the agent's reach; it starts every command
+# as the image's user, whom the kernel leaves no capability (docs/architecture.md §2.3). Its stdin/stdout on the
 # virtio-serial port named airlock.channel (the channel; /dev/virtio-ports/airlock.channel, linked by the
 # initramfs), stderr on the port airlock.log (a log file on the host).
 BB=/opt/airlock-vm/busybox
@@ -29,7 +31,8 @@ $BB mount -t tmpfs -o nosuid,nodev,mode=1777,size=64m tmpfs /dev/shm
 $BB mkdir -p /run/scratch
 $BB mount -t ext4 -o nosuid,nodev,noatime,noinit_itable /dev/vdb /run/scratch || die "cannot mount the scratch disk /dev/vdb"
 for d in workspace airlock home tmp; do $BB mkdir -p "/run/scratch/$d"; done
-$BB chown "$AIRLOCK_UID:$AIRLOCK_GID" /run/scratch/workspace /run/scratch/airlock /run/scratch/home
+$BB chown "$AIRLOCK_UID:$AIRLOCK_GID" /run/scratch/workspace /run/scratch/home
+$BB chown 0:0 /run/scratch/airlock
 $BB chmod 0755 /run/scratch/workspace /run/scratch/airlock /run/scratch/home
 $BB chmod 1777 /run/scratch/tmp
 $BB mount --bind /run/scratch/workspace /workspace || die "cannot mount /workspace"
@@ -133,8 +136,8 @@ configure &
 while :; do
   (
     cd "$AIRLOCK_WORKDIR" || cd /
-    exec $BB env -i /usr/bin/setpriv --reuid="$AIRLOCK_UID" --regid="$AIRLOCK_GID" --clear-groups \
-      --no-new-privs --inh-caps=-all --bounding-set=-all \
+    exec $BB env -i AIRLOCK_AGENT_USER="$AIRLOCK_UID:$AIRLOCK_GID" /usr/bin/setpriv --clear-groups \
+      --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill,+dac_read_search \
       $BB sh -c '. /opt/airlock-vm/env.sh; exec "$@"' airlock-helper $AIRLOCK_HELPER
   ) <>/dev/virtio-ports/airlock.channel >&0 2>>/dev/virtio-ports/airlock.log
   $BB sleep 1

@@ -41,6 +41,46 @@ async function expectUrlContentStripped(f: RunFixture, runId: string, seen: numb
   expect(records.filter((r) => r.type === 'side_door').map((r) => r.data)).toEqual([{ provider: 'anthropic', path: '/v1/messages', stripped: ['url_content'], allowed: [] }]);
 }
 
+/**
+ * Issue 22, item 5: a hostile agent goes for the helper (the live view, the change feed) and for
+ * Airlock's own state. Every process outside its own session gets STOP then KILL; the helper (found
+ * by its command line, so the attack is never vacuous) gets PTRACE_ATTACH and a read of its memory;
+ * /airlock gets written and removed. It logs what worked into attack.txt. On the old layout (helper
+ * and agent both uid 1000) the helper dies and the run fails; now every attempt is refused, the run
+ * ends normally and its diff is exactly the agent's two files.
+ */
+const HELPER_ATTACK = [
+  'out=/workspace/attack.txt',
+  'me=$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f4)',
+  'for h in $(grep -l helper.js /proc/[0-9]*/cmdline 2>/dev/null); do h=${h#/proc/}; h=${h%/cmdline}; echo "target-helper" >> $out; helper=$h; done',
+  'if [ -n "$helper" ]; then',
+  '  python3 -c "import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.ptrace(16,int(sys.argv[1]),0,0)==0 else 1)" $helper && echo "ptraced" >> $out',
+  '  head -c 16 /proc/$helper/mem >/dev/null 2>&1 && echo "read-mem" >> $out',
+  'fi',
+  'for d in /proc/[0-9]*; do',
+  '  s=$(sed "s/.*) //" $d/stat 2>/dev/null | cut -d" " -f4)',
+  '  if [ -z "$s" ] || [ "$s" = "$me" ] || [ "$s" = 0 ]; then continue; fi',
+  '  kill -STOP ${d#/proc/} 2>/dev/null && echo "stopped" >> $out',
+  '  kill -KILL ${d#/proc/} 2>/dev/null && echo "killed" >> $out',
+  'done',
+  'echo x >> /airlock/baseline.git/config 2>/dev/null && echo "wrote-airlock" >> $out',
+  'rm -rf /airlock/baseline.git 2>/dev/null; test -d /airlock/baseline.git || echo "removed-baseline" >> $out',
+  'echo attack-finished >> $out',
+  'echo "made by the agent" > /workspace/changed.txt',
+].join('\n');
+
+async function expectHelperUntouched(f: RunFixture, runId: string): Promise<void> {
+  const run = await f.core.runs.wait(runId);
+  expect(run.status, JSON.stringify(run.error)).toBe('done');
+  expect(run.changedFiles.map((c) => c.path).sort()).toEqual(['attack.txt', 'changed.txt']);
+  const patch = await readFile(f.core.store.paths(runId).patch, 'utf8');
+  const attack = patch.split('\n').filter((l) => l.startsWith('+') && !l.startsWith('+++')).map((l) => l.slice(1));
+  expect(attack).toContain('target-helper');
+  expect(attack).toContain('attack-finished');
+  for (const won of ['ptraced', 'read-mem', 'stopped', 'killed', 'wrote-airlock', 'removed-baseline']) expect(attack, won).not.toContain(won);
+  expect(patch).toContain('+made by the agent');
+}
+
 describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upstream)', () => {
   let f: RunFixture;
   beforeAll(async () => {
@@ -112,9 +152,16 @@ describe.skipIf(!docker.ok)('custom command agent (real Docker, proxy, fake upst
     expect(run.status, JSON.stringify(run.error)).toBe('done');
     await expectUrlContentStripped(f, run.id, seen);
   });
+
+  it('a hostile agent cannot stop, kill, ptrace or read the helper, nor touch /airlock: the run ends normally with its own changes', async () => {
+    const projectDir = await f.project();
+    const started = await f.start({ projectDir, agent: 'custom', customCommand: `bash -c '${HELPER_ATTACK}'`, task: 'silence the helper', limits: { timeoutSec: 300 }, script: [] });
+    await f.core.runs.wait(started.id);
+    await expectHelperUntouched(f, started.id);
+  });
 });
 
-describe.skipIf(!docker.ok || !qemu.ok)('custom command agent in a VM (QEMU): URL-sourced content', () => {
+describe.skipIf(!docker.ok || !qemu.ok)('custom command agent in a VM (QEMU): URL-sourced content, the helper out of reach', () => {
   let f: RunFixture;
   beforeAll(async () => {
     f = await createRunFixture();
@@ -131,5 +178,13 @@ describe.skipIf(!docker.ok || !qemu.ok)('custom command agent in a VM (QEMU): UR
     expect(run.status, JSON.stringify(run.error)).toBe('done');
     expect(run.sandbox.driver).toBe('qemu');
     await expectUrlContentStripped(f, run.id, seen);
+  });
+
+  it('a hostile agent cannot stop, kill, ptrace or read the helper, nor touch /airlock, as in a container', { timeout: 1_200_000 }, async () => {
+    const projectDir = await f.project();
+    const started = await f.start({ projectDir, isolation: 'vm', limits: { timeoutSec: 900 }, agent: 'custom', customCommand: `bash -c '${HELPER_ATTACK}'`, task: 'silence the helper', script: [] });
+    const run = await f.core.runs.wait(started.id);
+    expect(run.sandbox.driver).toBe('qemu');
+    await expectHelperUntouched(f, started.id);
   });
 });

@@ -80,14 +80,43 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     expect(ps.stdout.toString()).toContain('sleep 14460');
   });
 
-  it('says hello over virtio-serial as the image’s non-root user', async () => {
-    expect(channel.hello.uid).toBe(1000);
-    const r = await channel.run({ argv: ['sh', '-c', 'id -u; grep -E "^(NoNewPrivs|CapEff)" /proc/self/status'] });
-    expect(r.exitCode).toBe(0);
-    const out = r.stdout.toString();
-    expect(out).toMatch(/^1000\n/);
-    expect(out).toMatch(/NoNewPrivs:\s+1/);
-    expect(out).toMatch(/CapEff:\s+0+\n/);
+  it('says hello over virtio-serial as root with four capabilities, and runs commands as the image’s user with none', async () => {
+    expect(channel.hello.uid).toBe(0);
+    expect(channel.hello.agentUid).toBe(1000);
+    const helper = channel.hello.pid;
+    const own = await channel.run({ argv: ['sh', '-c', 'id -u; id -G; grep -E "^(NoNewPrivs|CapEff|CapPrm|CapInh|CapAmb|CapBnd):" /proc/self/status'] });
+    expect(own.exitCode).toBe(0);
+    const [uid, groups, ...rest] = own.stdout.toString().trim().split('\n');
+    expect(uid).toBe('1000');
+    expect(groups).toBe('1000');
+    expect(Object.fromEntries(rest.map((l) => l.split(/:\s+/) as [string, string]))).toEqual({
+      NoNewPrivs: '1', CapEff: '0000000000000000', CapPrm: '0000000000000000', CapInh: '0000000000000000', CapAmb: '0000000000000000',
+      // DAC_READ_SEARCH, KILL, SETGID, SETUID: the helper's (docs/architecture.md §2.3).
+      CapBnd: '00000000000000e4',
+    });
+    // The helper itself, as the agent sees it (world-readable status): root, those four only.
+    const st = await channel.run({ argv: ['sh', '-c', `grep -E "^(Uid|CapEff|CapBnd|NoNewPrivs):" /proc/${helper}/status`] });
+    expect(st.stdout.toString()).toMatch(/^Uid:\s+0\s+0\s+0\s+0$/m);
+    expect(st.stdout.toString()).toMatch(/^CapEff:\s+00000000000000e4$/m);
+    expect(st.stdout.toString()).toMatch(/^NoNewPrivs:\s+1$/m);
+  });
+
+  it('the agent cannot signal, stop, ptrace or read the helper, nor write /airlock', async () => {
+    const helper = channel.hello.pid;
+    for (const sig of ['KILL', 'TERM', 'STOP']) {
+      const r = await channel.run({ argv: ['sh', '-c', `kill -${sig} ${helper}; echo "rc=$?"`] });
+      expect(r.stdout.toString(), sig).toBe('rc=1\n');
+    }
+    const ptrace = await channel.run({ argv: ['python3', '-c', `import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.ptrace(16, ${helper}, 0, 0), ctypes.get_errno())`] });
+    expect(ptrace.stdout.toString().trim()).toBe('-1 1');
+    for (const f of ['mem', 'environ']) {
+      const r = await channel.run({ argv: ['sh', '-c', `head -c 16 /proc/${helper}/${f} >/dev/null`] });
+      expect(r.exitCode, f).not.toBe(0);
+    }
+    const w = await channel.run({ argv: ['sh', '-c', 'echo x > /airlock/probe'] });
+    expect(w.exitCode).not.toBe(0);
+    expect(w.stderr.toString()).toMatch(/Permission denied/);
+    expect((await channel.run({ argv: ['echo', 'alive'] })).stdout.toString()).toBe('alive\n');
   });
 
   it('runs commands through the channel with exit codes and separate streams', async () => {
@@ -102,7 +131,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     const back = await channel.run({ argv: ['sh', '-c', 'cat /workspace/hello.txt; echo more >> /workspace/hello.txt'], cwd: '/workspace' });
     expect(back.stdout.toString()).toBe('written over the channel\n');
     expect((await channel.readFile('/workspace/hello.txt')).toString()).toBe('written over the channel\nmore\n');
-    for (const dir of ['/airlock', '/tmp', '/home/airlock']) {
+    for (const dir of ['/tmp', '/home/airlock']) {
       const w = await channel.run({ argv: ['sh', '-c', `echo x > ${dir}/probe && cat ${dir}/probe`] });
       expect(w.stdout.toString(), dir).toBe('x\n');
     }

@@ -62,6 +62,6 @@ export function startFakeHelper(): FakeHelper {
       }
     },
   };
-  helper.send({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, pid: 1, pty: false });
+  helper.send({ t: 'hello', version: PROTOCOL_VERSION, node: 'v18', uid: 1000, agentUid: 1000, pid: 1, pty: false });
   return helper;
 }

@@ -9,9 +9,11 @@ describe('hardenedContainerConfig', () => {
   it('is hardened by default', () => {
     const c = hardenedContainerConfig(spec);
     const h = c.HostConfig!;
-    expect(c.User).toBe('1000:1000');
+    // The helper is root with four capabilities; it starts every command as 1000:1000 (§2.3).
+    expect(c.User).toBe('0:0');
+    expect(c.Env).toContain('AIRLOCK_AGENT_USER=1000:1000');
     expect(h.CapDrop).toEqual(['ALL']);
-    expect(h.CapAdd ?? []).toEqual([]);
+    expect(h.CapAdd).toEqual(['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH']);
     expect(h.SecurityOpt).toEqual(['no-new-privileges']);
     expect(h.ReadonlyRootfs).toBe(true);
     expect(h.Privileged).toBe(false);
@@ -69,9 +71,10 @@ describe('hardenedContainerConfig', () => {
     expect(h.Ulimits!.filter((u) => u.Name === 'nproc')).toEqual([{ Name: 'nproc', Soft: DEFAULT_LIMITS.pids, Hard: DEFAULT_LIMITS.pids }]);
   });
 
-  it('speaks Podman\'s dialect: tmpfs owner as U, stated nofile/nproc, labelled volumes it can create', () => {
+  it('speaks Podman\'s dialect: a sticky world-writable tmpfs home (not U: that would be root\'s), stated nofile/nproc, labelled volumes it can create', () => {
     const h = hardenedContainerConfig(spec, { engine: 'podman' }).HostConfig!;
-    expect(h.Tmpfs?.['/home/airlock']).toMatch(/(^|,)U(,|$)/);
+    expect(h.Tmpfs?.['/home/airlock']).toMatch(/(^|,)mode=1777(,|$)/);
+    expect(h.Tmpfs?.['/home/airlock']).not.toMatch(/(^|,)U(,|$)/);
     expect(h.Tmpfs?.['/tmp']).toMatch(/^rw,exec,nosuid,nodev,/);
     expect(h.Tmpfs?.['/home/airlock']).not.toMatch(/uid=/);
     expect(h.Ulimits?.map((u) => u.Name).sort()).toEqual(['core', 'nofile', 'nproc']);

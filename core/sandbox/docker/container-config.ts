@@ -6,8 +6,17 @@ import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../lab
 import type { EngineKind } from './engine-endpoint';
 import { GVISOR_RUNTIME, gvisorHostPidsLimit } from './gvisor';
 
-/** The unprivileged user every sandbox process runs as (the image's `airlock`). */
+/** The unprivileged user every agent process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
+/**
+ * The helper's user: root inside the container with only HELPER_CAPS, under no-new-privileges. It
+ * starts each command as SANDBOX_USER through the spawn's own uid/gid (the kernel then clears every
+ * capability set but the bounding one), so the agent cannot signal, ptrace or write the helper, nor
+ * write /airlock (root's, 0755 in the image). Why the bounding set left is harmless: §2.3.
+ */
+export const HELPER_USER = '0:0';
+/** SETUID/SETGID: start commands as the agent; KILL: end their trees; DAC_READ_SEARCH: see every file of the work tree (the change feed, the baseline). */
+export const HELPER_CAPS = ['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH'] as const;
 export const WORKSPACE_DIR = '/workspace';
 /** Airlock's own state inside the sandbox (baseline git dir, logs), kept apart from the project copy. */
 export const STATE_DIR = '/airlock';
@@ -25,10 +34,13 @@ export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then 
  * in /workspace anyway (docs/architecture.md §16).
  */
 function tmpfs(engine: EngineKind): Record<string, string> {
-  const owner = engine === 'podman' ? 'U' : 'uid=1000,gid=1000';
+  // Podman 4 refuses uid=, and its `U` would give the home to the container's user (root, the
+  // helper): a sticky world-writable home instead, which only the agent's user writes to. Podman
+  // takes the mode of the image's directory over this one (Airlock's image makes it 1777).
+  const owner = engine === 'podman' ? 'mode=1777' : 'uid=1000,gid=1000,mode=0755';
   return {
     '/tmp': 'rw,exec,nosuid,nodev,size=1g,mode=1777',
-    '/home/airlock': `rw,nosuid,nodev,size=512m,${owner},mode=0755`,
+    '/home/airlock': `rw,nosuid,nodev,size=512m,${owner}`,
   };
 }
 
@@ -99,7 +111,8 @@ export function sandboxVolumes(runId: string, installation?: string): Array<{ Na
 }
 
 /**
- * The hardened container of docs/architecture.md §2.3: non-root, no capabilities, no-new-privileges, default
+ * The hardened container of docs/architecture.md §2.3: agent non-root with no capabilities, the helper
+ * root with HELPER_CAPS only, no-new-privileges, default
  * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
@@ -115,9 +128,9 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
     // container; the driver opens later channels (if any) as execs while it runs.
     Cmd: HELPER_COMMAND,
     Entrypoint: [],
-    User: SANDBOX_USER,
+    User: HELPER_USER,
     WorkingDir: WORKSPACE_DIR,
-    Env: ['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+    Env: [`AIRLOCK_AGENT_USER=${SANDBOX_USER}`, 'HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
     Labels: { ...(spec.labels ?? {}), ...owner, ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
@@ -132,7 +145,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       Init: true,
       Privileged: false,
       CapDrop: ['ALL'],
-      CapAdd: [],
+      CapAdd: [...HELPER_CAPS],
       SecurityOpt: ['no-new-privileges'],
       ReadonlyRootfs: true,
       Tmpfs: tmpfs(opts.engine ?? 'docker'),

@@ -7,7 +7,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, SANDBOX_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { HELPER_COMMAND, HELPER_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
 import { assertLimitsEnforced } from './engine-limits';
 import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
@@ -205,7 +205,7 @@ export class DockerDriver implements SandboxDriver {
         AttachStdout: true,
         AttachStderr: true,
         Tty: false,
-        User: SANDBOX_USER,
+        User: HELPER_USER,
         WorkingDir: WORKSPACE_DIR,
       });
       socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;

@@ -1,11 +1,12 @@
 /** File operations for the host: read (bounded), write (streamed, with mode), list. */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, lstat, mkdir, readdir, stat } from 'node:fs/promises';
+import { chmodSync, closeSync, createReadStream, createWriteStream, fstatSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Mux } from '../../../core/channel/mux';
 import type { WireFileEntry } from '../../../core/channel/protocol';
 import type { StreamSink } from '../../../core/channel/channel-duplex';
 import { HelperError, fromSystemError } from './errors';
+import { asAgent } from './identity';
 
 function requirePath(path: unknown, op: string): string {
   if (typeof path !== 'string' || path === '') throw new HelperError('INVALID_INPUT', `${op} needs a path`);
@@ -15,12 +16,21 @@ function requirePath(path: unknown, op: string): string {
 /** Streams a file to the host on `streamId`; resolves with its size once every byte is queued. */
 export async function readFileTo(mux: Mux, streamId: number, path: string, maxBytes: number): Promise<{ size: number }> {
   requirePath(path, 'readFile');
+  // Opened with the agent's rights (identity.ts): the host's read cannot reach what the agent cannot.
   let st;
+  let fd: number;
   try {
-    st = await stat(path);
+    fd = asAgent(() => openSync(path, 'r'));
   } catch (err) {
     throw fromSystemError(err, `readFile ${path}`);
   }
+  try {
+    st = fstatSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    throw fromSystemError(err, `readFile ${path}`);
+  }
+  if (st.isDirectory() || st.size > maxBytes) closeSync(fd);
   if (st.isDirectory()) throw new HelperError('INVALID_INPUT', `readFile ${path}: is a directory (use list)`);
   const tooBig = () =>
     new HelperError('INVALID_INPUT', `readFile ${path}: larger than maxBytes (${maxBytes}); raise maxBytes or read a smaller file`);
@@ -28,7 +38,7 @@ export async function readFileTo(mux: Mux, streamId: number, path: string, maxBy
   const sender = mux.sender(streamId);
   return new Promise((resolve, reject) => {
     let size = 0;
-    const input = createReadStream(path);
+    const input = createReadStream(path, { fd });
     input.on('data', (data: Buffer | string) => {
       const buf = typeof data === 'string' ? Buffer.from(data) : data;
       size += buf.length;
@@ -86,8 +96,12 @@ export function writeFileFrom(
   const finish = () => {
     out!.end(() => {
       if (failed) return;
-      const applyMode = mode === undefined ? Promise.resolve() : chmod(path, mode);
-      applyMode.then(() => resolveDone(), fail);
+      try {
+        if (mode !== undefined) asAgent(() => chmodSync(path, mode));
+        resolveDone();
+      } catch (err) {
+        fail(err);
+      }
     });
   };
   const sink: StreamSink = {
@@ -108,20 +122,29 @@ export function writeFileFrom(
     },
   };
   // Errors end in `fail`, which rejects `done`: nothing is left to catch here.
-  void (async () => {
+  // Created with the agent's rights (identity.ts): the file is the agent's, and a symlink it planted
+  // cannot turn the host's write into one into /airlock or /opt/airlock.
+  queueMicrotask(() => {
+    let fd: number;
     try {
       requirePath(path, 'writeFile');
-      await mkdir(dirname(path), { recursive: true });
+      fd = asAgent(() => {
+        mkdirSync(dirname(path), { recursive: true });
+        return openSync(path, 'w', mode ?? 0o666);
+      });
     } catch (err) {
       fail(err);
       return;
     }
-    if (failed) return;
-    out = createWriteStream(path, mode === undefined ? {} : { mode });
+    if (failed) {
+      closeSync(fd);
+      return;
+    }
+    out = createWriteStream(path, { fd });
     out.on('error', fail);
     for (const buf of pending.splice(0)) write(buf);
     if (ended) finish();
-  })();
+  });
   return { sink, done };
 }
 
@@ -129,7 +152,7 @@ export async function listDir(path: string): Promise<WireFileEntry[]> {
   requirePath(path, 'list');
   let names;
   try {
-    names = await readdir(path);
+    names = asAgent(() => readdirSync(path));
   } catch (err) {
     throw fromSystemError(err, `list ${path}`);
   }

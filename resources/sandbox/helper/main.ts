@@ -14,6 +14,7 @@ import { ProcessTable } from './processes';
 import { resolveNodePty } from './pty';
 import { TcpForwarding, type StreamRegistry } from './tcp';
 import { listDir, readFileTo, writeFileFrom } from './files';
+import { commandUid, initIdentity } from './identity';
 import { watchTree, type WatchHandle } from './watcher';
 
 // stdout is the channel: nothing else may ever write to it.
@@ -33,6 +34,7 @@ function openOutput(): NodeJS.WritableStream {
   }
 }
 
+initIdentity();
 const output = openOutput();
 const input = process.stdin;
 
@@ -209,6 +211,7 @@ mux.sendControl({
   version: PROTOCOL_VERSION,
   node: process.version,
   uid: typeof process.getuid === 'function' ? process.getuid() : -1,
+  agentUid: commandUid(),
   pid: process.pid,
   pty: resolveNodePty() !== null,
 });

@@ -11,6 +11,7 @@ import type { Mux, StreamSender } from '../../../core/channel/mux';
 import { HelperError, fromSystemError } from './errors';
 import { signalTree, treeAlive } from './process-tree';
 import { loadNodePty, type PtyProcess } from './pty';
+import { agentHomeDir, agentIdentity } from './identity';
 
 const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const DEFAULT_KILL_GRACE_MS = 2000;
@@ -20,6 +21,7 @@ const MAX_LINGER_MS = 2000;
 
 let cachedHome: string | undefined;
 function home(): string {
+  if (agentIdentity()) return agentHomeDir();
   if (cachedHome === undefined) {
     try {
       cachedHome = userInfo().homedir || '/';
@@ -30,9 +32,19 @@ function home(): string {
   return cachedHome;
 }
 
-/** The environment a command sees: a clean base plus what the caller passed, never the helper's own. */
-export function commandEnv(extra: Record<string, string> | undefined): Record<string, string> {
-  return { PATH: BASE_PATH, HOME: home(), LANG: 'C.UTF-8', TERM: 'xterm-256color', ...(extra ?? {}) };
+/**
+ * The environment a command sees: a clean base plus what the caller passed, never the helper's own.
+ * A command run as the helper gets HOME=/ (root's, not the agent's writable home: git would read
+ * `~/.config/git/ignore` and attributes from there).
+ */
+export function commandEnv(extra: Record<string, string> | undefined, asHelper = false): Record<string, string> {
+  return { PATH: BASE_PATH, HOME: asHelper ? '/' : home(), LANG: 'C.UTF-8', TERM: 'xterm-256color', ...(extra ?? {}) };
+}
+
+/** The uid/gid a command starts with: the agent's, unless the host asked for the helper's own. */
+function spawnIdentity(spec: WireSpawn): { uid: number; gid: number } | undefined {
+  const agent = agentIdentity();
+  return agent && spec.as !== 'helper' ? agent : undefined;
 }
 
 function signalName(signal: number | string | null | undefined): string | null {
@@ -47,6 +59,9 @@ function validate(spec: WireSpawn): void {
     throw new HelperError('INVALID_INPUT', 'spawn needs argv: a non-empty array of strings (the program, then its arguments)');
   }
   if (spec.argv[0] === '') throw new HelperError('INVALID_INPUT', 'spawn: argv[0] (the program) is empty');
+  if (spec.as !== undefined && spec.as !== 'agent' && spec.as !== 'helper') {
+    throw new HelperError('INVALID_INPUT', `spawn: as must be 'agent' or 'helper', not ${JSON.stringify(spec.as)}`);
+  }
   if (spec.env && Object.values(spec.env).some((v) => typeof v !== 'string')) {
     throw new HelperError('INVALID_INPUT', 'spawn: every env value must be a string');
   }
@@ -90,7 +105,11 @@ class RunningProcess {
   async start(): Promise<{ pid: number }> {
     const { spec } = this;
     validate(spec);
-    const cwd = spec.cwd ?? home();
+    const asHelper = spec.as === 'helper';
+    const cwd = spec.cwd ?? (asHelper ? '/' : home());
+    // The kernel clears the permitted, effective and ambient sets on the switch to a non-zero uid
+    // (no SECBIT_KEEP_CAPS): the command has no capability, and no-new-privileges keeps it so.
+    const id = spawnIdentity(spec);
     // cwd is checked only when a spawn fails (ENOENT is ambiguous then): no extra hop on the hot path.
     const cwdProblem = async (): Promise<HelperError | undefined> => {
       try {
@@ -100,7 +119,7 @@ class RunningProcess {
         return fromSystemError(err, `spawn: working directory ${cwd}`);
       }
     };
-    const env = commandEnv(spec.env);
+    const env = commandEnv(spec.env, asHelper);
     const [file, ...args] = spec.argv as [string, ...string[]];
     if (spec.pty) {
       const nodePty = loadNodePty();
@@ -112,6 +131,7 @@ class RunningProcess {
           cwd,
           env,
           encoding: null,
+          ...(id ?? {}),
         });
       } catch (err) {
         throw (await cwdProblem()) ?? fromSystemError(err, `spawn ${file}`);
@@ -126,7 +146,7 @@ class RunningProcess {
         this.onExit(signal ? null : exitCode, signalName(signal));
       });
     } else {
-      const child = spawnChild(file, args, { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawnChild(file, args, { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'], ...(id ?? {}) });
       this.child = child;
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);

@@ -21,7 +21,7 @@ export interface NodePty {
   spawn(
     file: string,
     args: string[],
-    opts: { name: string; cols: number; rows: number; cwd: string; env: Record<string, string>; encoding: null },
+    opts: { name: string; cols: number; rows: number; cwd: string; env: Record<string, string>; encoding: null; uid?: number; gid?: number },
   ): PtyProcess;
 }
 
