@@ -119,7 +119,8 @@ export async function capturePrepared(
       if (!unchangedProjectFiles.has(rel)) names.push(`workspace/${rel}`);
     } else if (abs.startsWith(`${HOME}/`)) names.push(abs.slice(1));
   }
-  const list = `/airlock/prepared-list-${process.pid}`;
+  // In /tmp, not /airlock: files the host writes over the channel are the agent's (§2.3), and /airlock is not.
+  const list = `/tmp/airlock-prepared-list-${process.pid}`;
   await channel.writeFile(list, Buffer.from(names.map((n) => `${n}\0`).join('')));
   const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-prepared-'));
   const tarFile = path.join(dir, 'state.tar');

@@ -289,7 +289,8 @@ export class Checkpointer {
       ? `touch "$2/checkpoint.mark"`
       : `touch "$2/checkpoint.next" || exit 3; if [ -e "$2/checkpoint.mark" ]; then out=$(cd "$1" && find . ${prune} -prune -o -cnewer "$2/checkpoint.mark" -print -quit); else out=missing; fi; mv "$2/checkpoint.next" "$2/checkpoint.mark"; [ -n "$out" ] && echo changed; exit 0`;
     try {
-      const res = await this.opts.shell.run({ argv: ['sh', '-c', script, 'sh', SANDBOX_LAYOUT.workDir, state], env: { ...SANDBOX_LAYOUT.env, LC_ALL: 'C' }, maxOutputBytes: 1024, timeoutMs: 60_000 });
+      // As the helper: the marker lives in /airlock, which the agent can neither write nor move (§2.3).
+      const res = await this.opts.shell.run({ argv: ['sh', '-c', script, 'sh', SANDBOX_LAYOUT.workDir, state], env: { ...SANDBOX_LAYOUT.env, LC_ALL: 'C' }, maxOutputBytes: 1024, timeoutMs: 60_000, as: 'helper' });
       if (first || markOnly) return false;
       return res.exitCode !== 0 || res.stdout.toString('utf8').includes('changed');
     } catch {
