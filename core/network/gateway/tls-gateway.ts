@@ -8,6 +8,7 @@ import type { CredentialBroker } from './credential-broker';
 import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
 import type { RunCa } from './run-ca';
 import { canonicalPath, decideWithProject, parseRefUpdates, pushOutsidePrefix, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { endToEndHeaders } from '../../common/hop-headers';
 
 /**
  * The intercepting half of the egress gateway (docs/architecture.md §2.8). The egress proxy has
@@ -74,31 +75,8 @@ interface Served extends Target {
 
 type Base = Omit<GatewayRequestEvent, 'allowed' | 'status' | 'bytesUp' | 'bytesDown' | 'rule' | 'reason' | 'secret'>;
 
-const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
-
 /** Largest ref-update section of a push read before forwarding (many refs are a few KiB). */
 const MAX_PUSH_COMMANDS = 256 * 1024;
-
-function listedInConnection(raw: string[]): Set<string> {
-  const out = new Set<string>();
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if ((raw[i] as string).toLowerCase() !== 'connection') continue;
-    for (const v of (raw[i + 1] as string).split(',')) out.add(v.trim().toLowerCase());
-  }
-  return out;
-}
-
-function endToEnd(raw: string[], keepUpgrade = false): string[] {
-  const listed = listedInConnection(raw);
-  const out: string[] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const lower = (raw[i] as string).toLowerCase();
-    const hop = HOP_BY_HOP.has(lower) || listed.has(lower);
-    if (hop && !(keepUpgrade && (lower === 'upgrade' || lower === 'connection'))) continue;
-    out.push(raw[i] as string, raw[i + 1] as string);
-  }
-  return out;
-}
 
 /** The one Host header, lower-cased; '' when there are several (never a match). */
 function hostHeaderOf(raw: string[]): string | undefined {
@@ -235,7 +213,7 @@ export class TlsGateway implements Disposable {
     } else decision = decideWithProject(this.opts.rules, this.opts.projectRules, ruleReq);
     // Only the user's own rules are put to the user; the project's file can only tighten.
     if (decision && !decision.allowed) return { status: 403, rule: decision.rule, reason: decision.reason, ...(decision.byProject || approved ? {} : { askable: true }) };
-    let headers = endToEnd(req.rawHeaders, req.headers.upgrade !== undefined);
+    let headers = endToEndHeaders(req.rawHeaders, req.headers.upgrade !== undefined);
     let secret: string | undefined;
     if (broker) {
       const swapped = broker.swap(t.host, path, headers);
@@ -337,7 +315,7 @@ export class TlsGateway implements Disposable {
     };
     upstream.on('response', (up: http.IncomingMessage) => {
       const scrub = secret ? this.opts.broker?.scrubber(t.host) : undefined;
-      let out = endToEnd(up.rawHeaders);
+      let out = endToEndHeaders(up.rawHeaders);
       if (this.opts.broker) out = out.map((v, i) => (i % 2 === 1 ? this.opts.broker!.scrubText(v) : v));
       // Scrubbing can change the body's length: let Node frame it (chunked) instead.
       if (scrub) out = out.filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'content-length' : (all[i - 1] as string).toLowerCase() !== 'content-length'));
@@ -484,7 +462,7 @@ export class TlsGateway implements Disposable {
     upstream.on('response', (up: http.IncomingMessage) => {
       // The server declined the upgrade: pass its answer on and close.
       let text = `HTTP/1.1 ${up.statusCode ?? 502} ${up.statusMessage ?? ''}\r\n`;
-      const out = endToEnd(up.rawHeaders).filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'content-length' : (all[i - 1] as string).toLowerCase() !== 'content-length'));
+      const out = endToEndHeaders(up.rawHeaders).filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'content-length' : (all[i - 1] as string).toLowerCase() !== 'content-length'));
       for (let i = 0; i + 1 < out.length; i += 2) text += `${out[i]}: ${out[i + 1]}\r\n`;
       socket.write(`${text}Connection: close\r\n\r\n`);
       up.pipe(socket);
