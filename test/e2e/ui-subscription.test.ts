@@ -150,7 +150,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
     await expect.poll(async () => (await alert.count()) ? `the app said: ${await alert.first().textContent()}` : (await stored()).accountId, { timeout: 15_000 }).toBe('acct-ui-2');
     expect(await stored()).toMatchObject({ accessToken: access2, refreshToken: refresh2, accountId: 'acct-ui-2' });
     // The old result was about the old sign-in; it is gone.
-    expect(await chatgpt.locator('[data-test-result]').count()).toBe(0);
+    await expect.poll(() => chatgpt.locator('[data-test-result]').count(), { timeout: 15_000 }).toBe(0);
 
     up.setExpectedKey(access2);
     up.requests.length = 0;

@@ -3,16 +3,15 @@
  * with flow control, whole-tree kill, per-command timeout, output cap, optional PTY.
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { constants as osConstants, userInfo } from 'node:os';
-import { stat } from 'node:fs/promises';
+import { stat, writeFile } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { FrameType, type WireExit, type WireSpawn } from '../../../core/channel/protocol';
 import type { Mux, StreamSender } from '../../../core/channel/mux';
 import { HelperError, fromSystemError } from './errors';
 import { signalTree, treeAlive } from './process-tree';
 import { loadNodePty, type PtyProcess } from './pty';
-import { agentHomeDir, agentIdentity, asAgent } from './identity';
+import { agentHomeDir, agentIdentity } from './identity';
 
 const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const DEFAULT_KILL_GRACE_MS = 2000;
@@ -177,7 +176,7 @@ class RunningProcess {
       child.once('exit', (code, signal) => this.onExit(code, signal));
     }
     // Make an out-of-memory kill pick the command (and everything it forks), not the helper.
-    raiseOomScore(this.pid);
+    writeFile(`/proc/${this.pid}/oom_score_adj`, '1000').catch(() => undefined);
     if (spec.timeoutMs && spec.timeoutMs > 0) {
       this.timeoutTimer = setTimeout(() => {
         this.timedOut = true;
@@ -366,23 +365,3 @@ export class ProcessTable {
     return Promise.all(all).then(() => undefined);
   }
 }
-
-/**
- * Sets a command's oom_score_adj to 1000. Its /proc file is root's until the child has exec'd (a
- * credential change makes it non-dumpable) and the agent's after, and the helper has no
- * DAC_OVERRIDE: it writes as itself, else with the agent's effective uid (raising the score needs
- * no privilege). Synchronous, like every `asAgent` call; a process already gone is no error.
- */
-function raiseOomScore(pid: number): void {
-  const file = `/proc/${pid}/oom_score_adj`;
-  try {
-    writeFileSync(file, '1000');
-  } catch {
-    try {
-      asAgent(() => writeFileSync(file, '1000'));
-    } catch {
-      // The command has already ended.
-    }
-  }
-}
-
