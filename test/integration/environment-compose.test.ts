@@ -249,4 +249,43 @@ for (const way of ENGINES) describe.skipIf(!way.ok)(`compose sidecars (real ${wa
     // The service not in runServices never ran.
     expect(await d.listContainers({ all: true, filters: { name: [sidecarContainerName(runId, 'unused')] } })).toEqual([]);
   }, 600_000);
+
+  it("a service that does not come up fails the run before the agent with its output; a VM or the open policy is refused; nothing is left", async () => {
+    const calls = f.upstream.requests.length;
+    const compose = (db: string) =>
+      f.project({
+        '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+        '.devcontainer/compose.yaml': `services:\n  app:\n    image: debian:bookworm-slim\n  db:\n    image: debian:bookworm-slim\n${db}`,
+      });
+    const startOn = (projectDir: string, extra: Partial<StartRunInput> = {}) =>
+      f.services.runs.start(StartRunInput.parse({ task: 'run the tests', provider: 'anthropic', model: 'claude-sonnet-4-5', projectDir, trustEnvironment: true, ...extra }));
+
+    // It exits while its healthcheck has not passed yet (one without a healthcheck is ready once it runs).
+    const exits = await f.core.runs.wait(
+      (await startOn(await compose('    command: ["sh", "-c", "sleep 1; echo db-could-not-start >&2; exit 3"]\n    healthcheck: { test: ["CMD-SHELL", "exit 1"], interval: 5s, timeout: 2s, retries: 10 }\n'))).id,
+    );
+    expect(exits.status).toBe('failed');
+    expect(exits.error?.kind).toBe('SANDBOX_FAILED');
+    expect(exits.error?.message).toMatch(/^The compose service 'db' \(debian:bookworm-slim\) exited with status 3; the agent was not started\.[\s\S]*db-could-not-start/);
+    const unhealthy = await f.core.runs.wait(
+      (await startOn(await compose('    command: ["sleep", "600"]\n    healthcheck: { test: ["CMD-SHELL", "echo not-ready; exit 1"], interval: 1s, timeout: 2s, retries: 2 }\n'))).id,
+    );
+    expect(unhealthy.error?.message).toMatch(/^The compose service 'db' \(debian:bookworm-slim\) its healthcheck failed/);
+    for (const run of [exits, unhealthy]) {
+      expect(run.wipe?.verified).toBe(true);
+      expect(await leftoversOf(run.id, cli)).toEqual([]);
+      expect(await d.listNetworks({ filters: { label: [`airlock.run=${run.id}`] } })).toEqual([]);
+    }
+
+    const healthy = await compose('    command: ["sleep", "600"]\n');
+    const vm = await f.core.runs.wait((await startOn(healthy, { isolation: 'vm' })).id);
+    expect(vm.error?.message).toMatch(/^Compose services \(sidecars\) run as containers beside a container sandbox; --isolation vm has none/);
+    const open = await f.core.runs.wait((await startOn(healthy, { network: 'open' })).id);
+    expect(open.error?.message).toMatch(/^Compose services run on the run's internal network, which the open network policy would leave/);
+    for (const run of [vm, open]) {
+      expect(await leftoversOf(run.id, cli)).toEqual([]);
+      expect(await d.listNetworks({ filters: { label: [`airlock.run=${run.id}`] } })).toEqual([]);
+    }
+    expect(f.upstream.requests.length).toBe(calls);
+  }, 600_000);
 });
