@@ -88,6 +88,13 @@ describe('devcontainer.json', () => {
     expect(env.notApplied.map((n) => n.field)).toEqual(['forwardPorts "db:5432"', 'forwardPorts "cache:6379"', 'forwardPorts 70000', 'forwardPorts "web"']);
     expect(env.notApplied[1]?.reason).toMatch(/reach it as cache:6379$/);
     expect(env.notApplied[2]?.reason).toBe('not a port (1-65535) or service:port');
+    // A hostile file cannot grow the record past its schema: long names are no service, long lists are counted.
+    const many = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', forwardPorts: [...Array.from({ length: 150 }, (_, i) => 1000 + i), ...Array.from({ length: 30 }, (_, i) => `svc${i}:1`), `${'a'.repeat(500)}:1`] }) });
+    const bounded = await loadDevcontainer(many, '.devcontainer.json');
+    expect(bounded.forwardPorts).toHaveLength(100);
+    expect(bounded.notApplied).toHaveLength(21);
+    expect(bounded.notApplied.at(-1)).toEqual({ field: 'forwardPorts', reason: '61 more entries were not read (at most 100 ports and 20 other entries are)' });
+    expect(Math.max(...bounded.notApplied.map((n) => n.field.length))).toBeLessThanOrEqual(200);
   });
 
   it('resolves a build relative to the config, with args and target, and hashes the Dockerfile', async () => {

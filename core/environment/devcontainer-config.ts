@@ -252,24 +252,33 @@ function forwardPorts(v: unknown, file: string, notApplied: NotApplied[]): numbe
   if (v === undefined) return [];
   if (!Array.isArray(v)) throw invalid(file, 'forwardPorts must be a list of ports');
   const ports: number[] = [];
+  const refused: NotApplied[] = [];
   for (const p of v) {
-    const m = typeof p === 'string' ? /^(?:([^:\s]+):)?(\d{1,5})$/.exec(p.trim()) : null;
+    // A host part is a compose service name (letters, digits, '.', '_', '-'; at most 63).
+    const m = typeof p === 'string' ? /^(?:([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):)?(\d{1,5})$/.exec(p.trim()) : null;
     const n = typeof p === 'number' ? p : m ? Number(m[2]) : NaN;
     const host = m?.[1]?.toLowerCase();
     const valid = Number.isInteger(n) && n > 0 && n < 65536;
     if (valid && (host === undefined || host === 'localhost' || host === '127.0.0.1')) {
       if (!ports.includes(n)) ports.push(n);
     } else if (valid && host) {
-      notApplied.push({
+      refused.push({
         field: `forwardPorts ${JSON.stringify(p)}`,
         reason: `a compose service's port is not offered as a preview port: services run on the run's internal network, which has no route in or out (the host holds no address on it); the agent's commands reach it as ${host}:${n}`,
       });
     } else {
-      notApplied.push({ field: `forwardPorts ${JSON.stringify(p).slice(0, 60)}`, reason: 'not a port (1-65535) or service:port' });
+      refused.push({ field: `forwardPorts ${JSON.stringify(p)?.slice(0, 60) ?? typeof p}`, reason: 'not a port (1-65535) or service:port' });
     }
   }
-  return ports;
+  // The record keeps at most 100 ports and a bounded not-applied list: the rest is counted, not listed.
+  const extra = Math.max(0, ports.length - MAX_FORWARD_PORTS) + Math.max(0, refused.length - MAX_FORWARD_REFUSED);
+  notApplied.push(...refused.slice(0, MAX_FORWARD_REFUSED));
+  if (extra > 0) notApplied.push({ field: 'forwardPorts', reason: `${extra} more entries were not read (at most ${MAX_FORWARD_PORTS} ports and ${MAX_FORWARD_REFUSED} other entries are)` });
+  return ports.slice(0, MAX_FORWARD_PORTS);
 }
+
+const MAX_FORWARD_PORTS = 100;
+const MAX_FORWARD_REFUSED = 20;
 
 function features(v: unknown, file: string): DevcontainerFeature[] {
   if (v === undefined) return [];
