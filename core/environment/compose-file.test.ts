@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
-import { ROOT_SIDECAR_CAPS, sidecarContainerConfig, sidecarNetworkConfig, sidecarNetworkName } from './compose-sidecars';
+import { podmanSidecarAddresses, ROOT_SIDECAR_CAPS, sidecarContainerConfig, sidecarNetworkConfig, sidecarNetworkName } from './compose-sidecars';
 import { loadDevcontainer } from './devcontainer-config';
 
 const dirs: string[] = [];
@@ -141,5 +141,30 @@ describe('sidecar containers', () => {
     expect(n.Internal).toBe(true);
     expect(n.Options?.['com.docker.network.bridge.inhibit_ipv4']).toBe('true');
     expect(n.Labels).toMatchObject({ 'airlock.run': 'r1', 'airlock.kind': 'network' });
+  });
+
+  it('on Podman: no Docker-only network options; fixed addresses from the top of the subnet and every name in /etc/hosts; bounded ulimits', () => {
+    expect(sidecarNetworkConfig('r1', { engine: 'podman' }).Options).toEqual({});
+    expect(sidecarNetworkConfig('r1', { engine: 'podman' }).Internal).toBe(true);
+    const plan = podmanSidecarAddresses({ Internal: true, IPAM: { Config: [{ Subnet: '10.89.3.0/24', Gateway: '<nil>' }] } }, ['db', 'cache']);
+    expect(plan).toEqual({ addresses: { db: '10.89.3.254', cache: '10.89.3.253' }, extraHosts: ['db:10.89.3.254', 'cache:10.89.3.253'] });
+    expect(podmanSidecarAddresses({ Internal: true, IPAM: { Config: [{ Subnet: '10.90.0.0/16' }] } }, ['db']).addresses).toEqual({ db: '10.90.255.254' });
+    const c = sidecarContainerConfig('r1', { service: { ...svc, user: 'postgres' }, image: 'postgres:16', imageVolumes: [] }, { engine: 'podman' }, { name: sidecarNetworkName('r1'), ...plan });
+    expect(c.NetworkingConfig?.EndpointsConfig?.[sidecarNetworkName('r1')]).toEqual({ Aliases: ['db'], IPAMConfig: { IPv4Address: '10.89.3.254' } });
+    expect(c.HostConfig?.ExtraHosts).toEqual(['db:10.89.3.254', 'cache:10.89.3.253']);
+    expect(c.HostConfig?.Ulimits?.map((u) => u.Name)).toEqual(['core', 'nofile', 'nproc']);
+    // Docker's own resolver answers names there: no fixed address, no hosts entries.
+    const onDocker = sidecarContainerConfig('r1', { service: svc, image: 'x', imageVolumes: [] });
+    expect(onDocker.HostConfig?.ExtraHosts).toBeUndefined();
+    expect(onDocker.NetworkingConfig?.EndpointsConfig?.[sidecarNetworkName('r1')]).toEqual({ Aliases: ['db'] });
+  });
+
+  it('on Podman: refuses a network with a host address on its bridge, one that is not internal, or one with no room', () => {
+    expect(() => podmanSidecarAddresses({ Internal: true, IPAM: { Config: [{ Subnet: '10.89.0.0/24', Gateway: '10.89.0.1' }] } }, ['db'])).toThrow(
+      /an address of the host on its bridge \(10\.89\.0\.1, as its netavark backend does[\s\S]*Run compose devcontainers on Docker or on Podman with its CNI network backend/,
+    );
+    expect(() => podmanSidecarAddresses({ Internal: false, IPAM: { Config: [{ Subnet: '10.89.0.0/24' }] } }, ['db'])).toThrow(/with a route out/);
+    expect(() => podmanSidecarAddresses({ Internal: true, IPAM: { Config: [{ Subnet: '10.89.0.0/29' }] } }, ['db'])).toThrow(/has no room for 1 compose services/);
+    expect(() => podmanSidecarAddresses({ Internal: true, IPAM: { Config: [] } }, ['db'])).toThrow(/subnet 'none'/);
   });
 });

@@ -1,7 +1,9 @@
 import type Docker from 'dockerode';
 import { AirlockError } from '../../contracts/errors';
 import { PROCESS_OWNER } from '../common/process-alive';
+import { PODMAN_ULIMITS } from '../sandbox/docker/container-config';
 import { statusCodeOf } from '../sandbox/docker/engine';
+import type { EngineKind } from '../sandbox/docker/engine-endpoint';
 import { GVISOR_RUNTIME } from '../sandbox/docker/gvisor';
 import type { Isolation } from '../../contracts/runs';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, runLabels } from '../sandbox/labels';
@@ -44,6 +46,22 @@ export interface SidecarOptions {
   /** `runsc` when the run is under gVisor: sidecars get the run's isolation too. */
   runtime?: string;
   installation?: string;
+  /**
+   * The engine the run is on. Podman's internal networks have no name service (its CNI backend
+   * turns DNS off there) and its healthchecks run from systemd timers this host may not have, so on
+   * Podman each sidecar gets a fixed address, every name is written into /etc/hosts by the engine
+   * (ExtraHosts) and Airlock runs the healthchecks itself (docs/architecture.md §16).
+   */
+  engine?: EngineKind;
+}
+
+/** The run's network as created: its name, and on Podman each sidecar's fixed address. */
+export interface SidecarNetwork {
+  name: string;
+  /** Service name → IPv4 address on the run's network (Podman only; Docker's resolver answers names). */
+  addresses?: Record<string, string>;
+  /** `name:address` entries for the sandbox's and sidecars' /etc/hosts (Podman only). */
+  extraHosts?: string[];
 }
 
 export function sidecarNetworkName(runId: string): string {
@@ -77,7 +95,8 @@ export function sidecarNetworkConfig(runId: string, o: SidecarOptions = {}): Doc
     CheckDuplicate: true,
     Attachable: false,
     EnableIPv6: false,
-    Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true', 'com.docker.network.bridge.enable_ip_masquerade': 'false' },
+    // Podman has no such options (it warns): its internal bridge holds no host address by itself, checked after creation.
+    Options: o.engine === 'podman' ? {} : { 'com.docker.network.bridge.inhibit_ipv4': 'true', 'com.docker.network.bridge.enable_ip_masquerade': 'false' },
     Labels: { ...runLabels(runId, 'network'), ...ownerLabels(o.installation) },
   };
 }
@@ -88,13 +107,14 @@ export function sidecarNetworkConfig(runId: string, o: SidecarOptions = {}): Doc
  * and the service's `tmpfs` (unless the file says `read_only: false`), limits, no host mounts or
  * ports, only the run's network, its service name as its address there.
  */
-export function sidecarContainerConfig(runId: string, s: SidecarImage, o: SidecarOptions = {}): Docker.ContainerCreateOptions {
+export function sidecarContainerConfig(runId: string, s: SidecarImage, o: SidecarOptions = {}, network: SidecarNetwork = { name: sidecarNetworkName(runId) }): Docker.ContainerCreateOptions {
   const svc = s.service;
   const user = svc.user ?? s.imageUser;
   const tmpfs: Record<string, string> = { '/tmp': 'rw,nosuid,nodev,size=256m,mode=1777' };
   for (const p of [...s.imageVolumes, ...svc.tmpfs]) tmpfs[p] = 'rw,nosuid,nodev,size=512m,mode=1777';
-  const net = sidecarNetworkName(runId);
+  const net = network.name;
   const hc = svc.healthcheck;
+  const address = network.addresses?.[svc.name];
   return {
     name: sidecarContainerName(runId, svc.name),
     Image: s.image,
@@ -121,19 +141,21 @@ export function sidecarContainerConfig(runId: string, s: SidecarImage, o: Sideca
       Mounts: [],
       PortBindings: {},
       PublishAllPorts: false,
+      ...(network.extraHosts?.length ? { ExtraHosts: network.extraHosts } : {}),
       Memory: SIDECAR_LIMITS.memoryBytes,
       MemorySwap: SIDECAR_LIMITS.memoryBytes,
       NanoCpus: SIDECAR_LIMITS.cpus * 1e9,
       PidsLimit: SIDECAR_LIMITS.pids,
       NetworkMode: net,
       IpcMode: 'private',
-      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+      // Podman raises open files and processes past this host's hard limits once any ulimit is named: stated bounds.
+      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, ...(o.engine === 'podman' ? PODMAN_ULIMITS : [])],
       RestartPolicy: { Name: 'no' },
       AutoRemove: false,
       // Kept small: the tail explains a sidecar that does not come up.
       LogConfig: { Type: 'json-file', Config: { 'max-size': '1m', 'max-file': '1' } },
     },
-    NetworkingConfig: { EndpointsConfig: { [net]: { Aliases: [svc.name] } } },
+    NetworkingConfig: { EndpointsConfig: { [net]: { Aliases: [svc.name], ...(address ? { IPAMConfig: { IPv4Address: address } } : {}) } } },
   };
 }
 
@@ -144,30 +166,83 @@ export async function sidecarImage(docker: Docker, service: ComposeService, imag
   return { service, image, imageVolumes: volumes, ...(info.Config?.User ? { imageUser: info.Config.User } : {}) };
 }
 
-/** Creates the run's internal network (before the sandbox, which joins it). */
-export async function createSidecarNetwork(docker: Docker, runId: string, o: SidecarOptions = {}): Promise<string> {
+/**
+ * Creates the run's internal network (before the sandbox, which joins it). On Podman the network
+ * must come out as Docker's does — internal, no address of the host on its bridge — or it is removed
+ * again and the run refused before any container exists; each sidecar then gets a fixed address from
+ * the top of the subnet (the engine hands out the bottom ones), named in `extraHosts`.
+ */
+export async function createSidecarNetwork(docker: Docker, runId: string, services: string[], o: SidecarOptions = {}): Promise<SidecarNetwork> {
   const net = await docker.createNetwork(sidecarNetworkConfig(runId, o));
-  return net.id;
+  const name = sidecarNetworkName(runId);
+  if (o.engine !== 'podman') return { name };
+  try {
+    const info = await net.inspect();
+    const plan = podmanSidecarAddresses(info, services);
+    return { name, ...plan };
+  } catch (err) {
+    await net.remove().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The fixed addresses of the sidecars on a Podman network, from what the engine says about it;
+ * refuses a network that is not internal or whose bridge holds a host address (a gateway), since
+ * the sandbox could then reach services listening on the host (docs/architecture.md §16).
+ */
+export function podmanSidecarAddresses(info: { Internal?: boolean; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } }, services: string[]): Required<Omit<SidecarNetwork, 'name'>> {
+  const cfg = info.IPAM?.Config?.[0];
+  const gateway = cfg?.Gateway && /^\d+\.\d+\.\d+\.\d+$/.test(cfg.Gateway) ? cfg.Gateway : undefined;
+  if (info.Internal !== true || gateway) {
+    throw new AirlockError(
+      'SANDBOX_FAILED',
+      `Podman made the run's internal network ${info.Internal !== true ? 'with a route out' : `with an address of the host on its bridge (${gateway}, as its netavark backend does for its name service)`}, so the sandbox could reach the host's services; compose services run only where the run's network has no route out. Run compose devcontainers on Docker or on Podman with its CNI network backend, or choose --environment airlock.`,
+      { field: 'environment' },
+    );
+  }
+  const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)\/(\d+)$/.exec(cfg?.Subnet ?? '');
+  const prefix = Number(m?.[5]);
+  // Room for the sidecars at the top, the sandbox and the engine's own pick at the bottom.
+  if (!m || prefix > 30 || 2 ** (32 - prefix) - 2 < services.length + 8) {
+    throw new AirlockError('SANDBOX_FAILED', `Podman gave the run's network the subnet '${cfg?.Subnet ?? 'none'}', which has no room for ${services.length} compose services; check Podman's default subnet pool (containers.conf) and try again.`, { field: 'environment' });
+  }
+  const base = m.slice(1, 5).reduce((a, x) => a * 256 + Number(x), 0);
+  const broadcast = base - (base % 2 ** (32 - prefix)) + 2 ** (32 - prefix) - 1;
+  const ip = (n: number) => [24, 16, 8, 0].map((sh) => Math.floor(n / 2 ** sh) % 256).join('.');
+  const addresses: Record<string, string> = {};
+  services.forEach((svc, i) => {
+    addresses[svc] = ip(broadcast - 1 - i);
+  });
+  return { addresses, extraHosts: services.map((svc) => `${svc}:${addresses[svc]}`) };
 }
 
 /** Creates and starts every sidecar, then waits until each is ready (healthy, or running when it has no healthcheck). */
-export async function startSidecars(docker: Docker, runId: string, sidecars: SidecarImage[], o: SidecarOptions & { signal?: AbortSignal } = {}): Promise<void> {
+export async function startSidecars(docker: Docker, runId: string, sidecars: SidecarImage[], o: SidecarOptions & { signal?: AbortSignal; network?: SidecarNetwork } = {}): Promise<void> {
+  const network = o.network ?? { name: sidecarNetworkName(runId) };
   await Promise.all(
     sidecars.map(async (s) => {
-      const c = await docker.createContainer(sidecarContainerConfig(runId, s, o));
+      const c = await docker.createContainer(sidecarContainerConfig(runId, s, o, network));
       await c.start();
     }),
   );
-  await Promise.all(sidecars.map((s) => waitReady(docker, runId, s, o.signal)));
+  await Promise.all(sidecars.map((s) => waitReady(docker, runId, s, o)));
 }
 
-async function waitReady(docker: Docker, runId: string, s: SidecarImage, signal?: AbortSignal): Promise<void> {
-  const c = docker.getContainer(sidecarContainerName(runId, s.service.name));
+async function waitReady(docker: Docker, runId: string, s: SidecarImage, o: SidecarOptions & { signal?: AbortSignal }): Promise<void> {
+  const name = sidecarContainerName(runId, s.service.name);
+  const c = docker.getContainer(name);
   const hc = s.service.healthcheck;
   const limit = hc ? hc.startPeriodMs + (hc.intervalMs + hc.timeoutMs) * (hc.retries + 1) : DEFAULT_READY_MS;
   const deadline = Date.now() + Math.max(limit, 10_000);
+  // Podman: the check runs when Airlock asks (its own timers need systemd), at the file's interval.
+  let nextCheck = hc && o.engine === 'podman' ? Date.now() + Math.min(hc.intervalMs, 1000) : Infinity;
   for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
-    if (signal?.aborted) throw new AirlockError('CANCELLED', 'the run was stopped while its services started');
+    if (o.signal?.aborted) throw new AirlockError('CANCELLED', 'the run was stopped while its services started');
+    if (hc && Date.now() >= nextCheck) {
+      await runPodmanHealthcheck(docker, name);
+      nextCheck = Date.now() + hc.intervalMs;
+    }
     const st = (await c.inspect()).State;
     const health = (st as { Health?: { Status?: string } }).Health?.Status;
     if (!st.Running) throw await notReady(c, s, `exited with status ${st.ExitCode}`);
@@ -176,6 +251,14 @@ async function waitReady(docker: Docker, runId: string, s: SidecarImage, signal?
     if (Date.now() > deadline) throw await notReady(c, s, `was not healthy within ${Math.round(limit / 1000)} s`);
     await new Promise((r) => setTimeout(r, delay));
   }
+}
+
+/** Podman's own `GET /libpod/containers/{name}/healthcheck`: runs the container's healthcheck once and records the result in its state. */
+function runPodmanHealthcheck(docker: Docker, name: string): Promise<void> {
+  return new Promise((resolve) => {
+    // A failure to run it (the container stopped meanwhile) shows in the state read next.
+    docker.modem.dial({ path: `/v4.0.0/libpod/containers/${encodeURIComponent(name)}/healthcheck`, method: 'GET', statusCodes: { 200: true }, options: {} }, () => resolve());
+  });
 }
 
 async function notReady(c: Docker.Container, s: SidecarImage, what: string): Promise<AirlockError> {

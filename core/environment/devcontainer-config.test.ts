@@ -73,10 +73,28 @@ describe('devcontainer.json', () => {
     const env = await loadDevcontainer(ok, '.devcontainer.json');
     expect(env.source).toEqual({ kind: 'image', image: 'golang:1.22' });
     expect(env.forwardPorts).toEqual([8080]);
+    // A compose service's port is not offered, and says why (the record, the CLI and the form show notApplied).
+    expect(env.notApplied).toContainEqual({ field: 'forwardPorts "db:5432"', reason: expect.stringMatching(/^a compose service's port is not offered as a preview port: .*internal network.*db:5432$/) });
     const bad = await project({ '.devcontainer.json': '{\n  "image": "golang"\n  "remoteUser": "vscode"\n}\n' });
     const err = await failure(loadDevcontainer(bad, '.devcontainer.json'));
     expect(err.kind).toBe('INVALID_INPUT');
     expect(err.message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
+  });
+
+  it("offers the sandbox's own forwardPorts (numbers, strings, localhost:N) once each; lists service ports and non-ports as not applied", async () => {
+    const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', forwardPorts: [3000, '5173', 'localhost:3000', 'db:5432', 'cache:6379', 70000, 'web'] }) });
+    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    expect(env.forwardPorts).toEqual([3000, 5173]);
+    expect(env.notApplied.map((n) => n.field)).toEqual(['forwardPorts "db:5432"', 'forwardPorts "cache:6379"', 'forwardPorts 70000', 'forwardPorts "web"']);
+    expect(env.notApplied[1]?.reason).toMatch(/reach it as cache:6379$/);
+    expect(env.notApplied[2]?.reason).toBe('not a port (1-65535) or service:port');
+    // A hostile file cannot grow the record past its schema: long names are no service, long lists are counted.
+    const many = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', forwardPorts: [...Array.from({ length: 150 }, (_, i) => 1000 + i), ...Array.from({ length: 30 }, (_, i) => `svc${i}:1`), `${'a'.repeat(500)}:1`] }) });
+    const bounded = await loadDevcontainer(many, '.devcontainer.json');
+    expect(bounded.forwardPorts).toHaveLength(100);
+    expect(bounded.notApplied).toHaveLength(21);
+    expect(bounded.notApplied.at(-1)).toEqual({ field: 'forwardPorts', reason: '61 more entries were not read (at most 100 ports and 20 other entries are)' });
+    expect(Math.max(...bounded.notApplied.map((n) => n.field.length))).toBeLessThanOrEqual(200);
   });
 
   it('resolves a build relative to the config, with args and target, and hashes the Dockerfile', async () => {

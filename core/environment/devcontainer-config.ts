@@ -165,7 +165,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     ...(optionalString(cfg.containerUser, configPath, 'containerUser') ? { containerUser: cfg.containerUser as string } : {}),
     ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
     lifecycle,
-    forwardPorts: forwardPorts(cfg.forwardPorts, configPath),
+    forwardPorts: forwardPorts(cfg.forwardPorts, configPath, notApplied),
     features: declaredFeatures,
     notApplied,
     localEnvUsed: allowed.filter((n) => text.includes(`localEnv:${n}`) || text.includes(`env:${n}`)),
@@ -242,17 +242,43 @@ function lifecycleSteps(v: unknown, file: string, hook: string): LifecycleStep[]
   return [one(v)];
 }
 
-function forwardPorts(v: unknown, file: string): number[] {
+/**
+ * `forwardPorts`: the sandbox's own ports (a number, `"3000"`, `"localhost:3000"`) are offered as
+ * preview ports. A compose service's port (`"db:5432"`) is not: sidecars are on the run's internal
+ * network, which nothing outside the run reaches, the host included (docs/architecture.md §16); it is
+ * listed as not applied with the reason, and so is an entry that is no port.
+ */
+function forwardPorts(v: unknown, file: string, notApplied: NotApplied[]): number[] {
   if (v === undefined) return [];
   if (!Array.isArray(v)) throw invalid(file, 'forwardPorts must be a list of ports');
   const ports: number[] = [];
+  const refused: NotApplied[] = [];
   for (const p of v) {
-    // "service:port" names a compose service's port; the agent's own are numbers.
-    const n = typeof p === 'number' ? p : typeof p === 'string' && /^\d+$/.test(p) ? Number(p) : NaN;
-    if (Number.isInteger(n) && n > 0 && n < 65536) ports.push(n);
+    // A host part is a compose service name (letters, digits, '.', '_', '-'; at most 63).
+    const m = typeof p === 'string' ? /^(?:([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):)?(\d{1,5})$/.exec(p.trim()) : null;
+    const n = typeof p === 'number' ? p : m ? Number(m[2]) : NaN;
+    const host = m?.[1]?.toLowerCase();
+    const valid = Number.isInteger(n) && n > 0 && n < 65536;
+    if (valid && (host === undefined || host === 'localhost' || host === '127.0.0.1')) {
+      if (!ports.includes(n)) ports.push(n);
+    } else if (valid && host) {
+      refused.push({
+        field: `forwardPorts ${JSON.stringify(p)}`,
+        reason: `a compose service's port is not offered as a preview port: services run on the run's internal network, which has no route in or out (the host holds no address on it); the agent's commands reach it as ${host}:${n}`,
+      });
+    } else {
+      refused.push({ field: `forwardPorts ${JSON.stringify(p)?.slice(0, 60) ?? typeof p}`, reason: 'not a port (1-65535) or service:port' });
+    }
   }
-  return ports;
+  // The record keeps at most 100 ports and a bounded not-applied list: the rest is counted, not listed.
+  const extra = Math.max(0, ports.length - MAX_FORWARD_PORTS) + Math.max(0, refused.length - MAX_FORWARD_REFUSED);
+  notApplied.push(...refused.slice(0, MAX_FORWARD_REFUSED));
+  if (extra > 0) notApplied.push({ field: 'forwardPorts', reason: `${extra} more entries were not read (at most ${MAX_FORWARD_PORTS} ports and ${MAX_FORWARD_REFUSED} other entries are)` });
+  return ports.slice(0, MAX_FORWARD_PORTS);
 }
+
+const MAX_FORWARD_PORTS = 100;
+const MAX_FORWARD_REFUSED = 20;
 
 function features(v: unknown, file: string): DevcontainerFeature[] {
   if (v === undefined) return [];

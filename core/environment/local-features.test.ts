@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDevcontainer } from './devcontainer-config';
-import { featuresDockerfile, optionEnvName, readLocalFeatures } from './local-features';
+import { featuresDockerfile, optionEnvName, orderLocalFeatures, readLocalFeatures, type LocalFeature } from './local-features';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -56,5 +56,79 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
     const linked = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', features: { './t': {} } }), 't/devcontainer-feature.json': '{}', 't/install.sh': 'true\n' });
     await symlink('/etc/passwd', path.join(linked, 't/passwd'));
     await expect(loadDevcontainer(linked, '.devcontainer.json')).rejects.toThrow(/symbolic link \(passwd\)/);
+  });
+
+  describe('install order: installsAfter and dependsOn', () => {
+    const feature = (id: string, o: { metaId?: string; installsAfter?: string[]; dependsOn?: string[] } = {}): LocalFeature => ({
+      id,
+      dir: `.devcontainer/${id.replace(/^\.\//, '')}`,
+      files: {},
+      env: {},
+      containerEnv: {},
+      installsAfter: o.installsAfter ?? [],
+      dependsOn: o.dependsOn ?? [],
+      ...(o.metaId ? { metaId: o.metaId } : {}),
+    });
+    const ids = (fs: LocalFeature[]) => fs.map((f) => f.id);
+
+    it('keeps the order written when nothing is named', () => {
+      expect(ids(orderLocalFeatures([feature('./c'), feature('./a'), feature('./b')], 'dc.json'))).toEqual(['./c', './a', './b']);
+    });
+
+    it('puts a feature after those it names, by key, folder name or metadata id; the rest keep their order', () => {
+      const fs = [
+        feature('./app', { installsAfter: ['./runtime'] }),
+        feature('./lint'),
+        feature('./runtime', { dependsOn: ['toolchain-id'] }),
+        feature('./tc', { metaId: 'toolchain-id' }),
+      ];
+      expect(ids(orderLocalFeatures(fs, 'dc.json'))).toEqual(['./lint', './tc', './runtime', './app']);
+      expect(ids(orderLocalFeatures([feature('./b', { installsAfter: ['A'] }), feature('./a')], 'dc.json'))).toEqual(['./a', './b']);
+    });
+
+    it('ignores installsAfter naming a feature the configuration does not have (a published id with its version too)', () => {
+      const fs = [feature('./b', { installsAfter: ['ghcr.io/devcontainers/features/common-utils:2', './missing'] }), feature('./a', { installsAfter: ['./b'] })];
+      expect(ids(orderLocalFeatures(fs, 'dc.json'))).toEqual(['./b', './a']);
+    });
+
+    it('refuses dependsOn naming a feature it does not have, naming both', () => {
+      expect(() => orderLocalFeatures([feature('./a', { dependsOn: ['ghcr.io/devcontainers/features/node:1'] })], '.devcontainer/devcontainer.json')).toThrow(
+        /\.devcontainer\/devcontainer\.json: feature '\.\/a' depends on 'ghcr\.io\/devcontainers\/features\/node:1', which is not one of its local features/,
+      );
+    });
+
+    it('refuses a cycle, naming the features in it', () => {
+      const fs = [feature('./free'), feature('./a', { installsAfter: ['./c'] }), feature('./b', { dependsOn: ['./a'] }), feature('./c', { installsAfter: ['b'] })];
+      let err: unknown;
+      try {
+        orderLocalFeatures(fs, 'dc.json');
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toMatchObject({ kind: 'INVALID_INPUT' });
+      expect((err as Error).message).toMatch(/features '\.\/a' → '\.\/c' → '\.\/b' → '\.\/a' name each other in installsAfter\/dependsOn/);
+      // A feature naming itself is no cycle.
+      expect(ids(orderLocalFeatures([feature('./s', { installsAfter: ['./s'] })], 'dc.json'))).toEqual(['./s']);
+    });
+
+    it("reads installsAfter, dependsOn and the id from each devcontainer-feature.json when the configuration is loaded", async () => {
+      const dir = await project({
+        '.devcontainer/devcontainer.json': JSON.stringify({ image: 'x', features: { './second': {}, './first': {} } }),
+        '.devcontainer/second/devcontainer-feature.json': '{ "id": "second", "installsAfter": ["first-tool"], "dependsOn": {} }',
+        '.devcontainer/second/install.sh': 'true\n',
+        '.devcontainer/first/devcontainer-feature.json': '{ "id": "first-tool" }',
+        '.devcontainer/first/install.sh': 'true\n',
+      });
+      const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+      expect(ids(await readLocalFeatures(dir, cfg))).toEqual(['./first', './second']);
+      const cyclic = await project({
+        '.devcontainer/devcontainer.json': JSON.stringify({ image: 'x', features: { './x': {}, './y': {} } }),
+        '.devcontainer/x/devcontainer-feature.json': '{ "installsAfter": ["./y"] }',
+        '.devcontainer/x/install.sh': 'true\n',
+        '.devcontainer/y/devcontainer-feature.json': '{ "dependsOn": { "./x": {} } }',
+        '.devcontainer/y/install.sh': 'true\n',
+      });
+      await expect(loadDevcontainer(cyclic, '.devcontainer/devcontainer.json')).rejects.toThrow(/features '\.\/x' → '\.\/y' → '\.\/x'/);
+    });
   });
 });

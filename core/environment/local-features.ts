@@ -29,6 +29,12 @@ export interface LocalFeature {
   files: Record<string, Buffer>;
   env: Record<string, string>;
   containerEnv: Record<string, string>;
+  /** `id` of its devcontainer-feature.json, when it has one (what other features name it by). */
+  metaId?: string;
+  /** Feature ids it is installed after when they are in the configuration (soft: absent ones are ignored). */
+  installsAfter: string[];
+  /** Feature ids it needs installed first (hard: each must be a local feature of the configuration). */
+  dependsOn: string[];
 }
 
 /** The folder of a local feature, relative to the project; refused when it leaves the project. */
@@ -38,11 +44,80 @@ export function featureDir(cfg: Pick<DevcontainerEnvironment, 'configPath'>, id:
   return dir;
 }
 
-/** Reads each local feature (files, options, containerEnv); a missing or malformed one is INVALID_INPUT naming it. */
+/**
+ * Reads each local feature (files, options, containerEnv) and puts them in install order
+ * (`orderLocalFeatures`); a missing or malformed one is INVALID_INPUT naming it.
+ */
 export async function readLocalFeatures(projectDir: string, cfg: Pick<DevcontainerEnvironment, 'configPath' | 'features'>): Promise<LocalFeature[]> {
   const out: LocalFeature[] = [];
   for (const f of cfg.features.filter((x) => x.local)) out.push(await readFeature(projectDir, cfg, f));
-  return out;
+  return orderLocalFeatures(out, cfg.configPath);
+}
+
+/**
+ * The install order of local features (docs/architecture.md §16): each after the features its
+ * `dependsOn` and `installsAfter` name, otherwise in the order written (a stable topological sort).
+ * A reference matches a feature of the configuration by its key as written (`./node`), its folder
+ * name (`node`) or the `id` in its devcontainer-feature.json. `installsAfter` naming a feature the
+ * configuration does not have is ignored, as the spec says; `dependsOn` naming one is an error (a
+ * published feature would be fetched, which Airlock does not do). A cycle is an error naming it.
+ */
+export function orderLocalFeatures(features: LocalFeature[], configPath: string): LocalFeature[] {
+  const index = new Map<string, number>();
+  features.forEach((f, i) => {
+    for (const name of featureNames(f)) if (!index.has(name)) index.set(name, i);
+  });
+  const after: Array<Set<number>> = features.map(() => new Set<number>());
+  features.forEach((f, i) => {
+    for (const ref of f.dependsOn) {
+      const j = index.get(normalizeRef(ref));
+      if (j === undefined) {
+        throw invalid(configPath, `feature '${f.id}' depends on '${ref}', which is not one of its local features; add it to "features" as a local feature ("./name")`);
+      }
+      if (j !== i) after[i]!.add(j);
+    }
+    for (const ref of f.installsAfter) {
+      const j = index.get(normalizeRef(ref));
+      if (j !== undefined && j !== i) after[i]!.add(j);
+    }
+  });
+  const done = new Set<number>();
+  const order: LocalFeature[] = [];
+  while (order.length < features.length) {
+    // The first feature as written whose predecessors are all installed.
+    const next = features.findIndex((_, i) => !done.has(i) && [...after[i]!].every((j) => done.has(j)));
+    if (next < 0) throw invalid(configPath, `features ${cycleOf(features, after, done)} name each other in installsAfter/dependsOn, so no order installs each after the other; remove one of these references`);
+    done.add(next);
+    order.push(features[next]!);
+  }
+  return order;
+}
+
+/** The names a feature can be referred to by (normalised as `normalizeRef` does). */
+function featureNames(f: LocalFeature): string[] {
+  const names = [normalizeRef(f.id), normalizeRef(path.posix.basename(f.dir))];
+  if (f.metaId) names.push(normalizeRef(f.metaId));
+  return names;
+}
+
+/** `./node/`, `node`, `NODE` → `node`; a published id loses its version or digest (`…/go:1` → `…/go`). */
+function normalizeRef(ref: string): string {
+  const r = ref.trim().toLowerCase().replace(/^\.\//, '').replace(/\/+$/, '');
+  return r.includes('/') ? r.replace(/(@sha256:[0-9a-f]+|:[^/:]+)$/, '') : r;
+}
+
+/** One cycle among the features not yet ordered, as `'./a' → './b' → './a'`. */
+function cycleOf(features: LocalFeature[], after: Array<Set<number>>, done: Set<number>): string {
+  const start = features.findIndex((_, i) => !done.has(i));
+  const seen: number[] = [];
+  let at = start;
+  // Every unordered feature waits on another unordered one, so this walk must come back to a feature it met.
+  while (!seen.includes(at)) {
+    seen.push(at);
+    at = [...after[at]!].find((j) => !done.has(j)) ?? start;
+  }
+  const loop = seen.slice(seen.indexOf(at));
+  return [...loop, at].map((i) => `'${features[i]!.id}'`).join(' → ');
 }
 
 async function readFeature(projectDir: string, cfg: Pick<DevcontainerEnvironment, 'configPath'>, f: DevcontainerFeature): Promise<LocalFeature> {
@@ -86,7 +161,10 @@ async function readFeature(projectDir: string, cfg: Pick<DevcontainerEnvironment
   if (typeof m.containerEnv === 'object' && m.containerEnv !== null) {
     for (const [k, v] of Object.entries(m.containerEnv as Record<string, unknown>)) if (typeof v === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) containerEnv[k] = v;
   }
-  return { id: f.id, dir, files, env, containerEnv };
+  const metaId = typeof m.id === 'string' && m.id.trim() ? m.id.trim() : undefined;
+  const installsAfter = Array.isArray(m.installsAfter) ? m.installsAfter.filter((x): x is string => typeof x === 'string') : [];
+  const dependsOn = typeof m.dependsOn === 'object' && m.dependsOn !== null && !Array.isArray(m.dependsOn) ? Object.keys(m.dependsOn) : [];
+  return { id: f.id, dir, files, env, containerEnv, installsAfter, dependsOn, ...(metaId ? { metaId } : {}) };
 }
 
 /** The spec's option → variable name: `version` → `VERSION`, `install-tools` → `INSTALL_TOOLS`. */

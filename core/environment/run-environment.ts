@@ -3,14 +3,14 @@ import type { RunEnvironment } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
 import type { Isolation } from '../../contracts/runs';
 import type { ChannelClient } from '../channel/channel-client';
-import type { Engine } from '../sandbox/docker/engine';
+import { engineIdentity, type Engine } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
 import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
-import { createSidecarNetwork, removeSidecars, sidecarNetworkName, sidecarRuntime, startSidecars } from './compose-sidecars';
+import { createSidecarNetwork, removeSidecars, sidecarRuntime, startSidecars, type SidecarNetwork } from './compose-sidecars';
 
 /** What a run asks of its environment. */
 export interface RunEnvironmentRequest {
@@ -44,8 +44,11 @@ export interface PreparedRunEnvironment {
 /** The sidecars of one run, on the engine that runs its sandbox (docs/architecture.md §16). */
 export interface RunSidecars {
   services: string[];
-  /** Creates the run's internal network; the sandbox is created on it (`SandboxSpec.joinNetwork`). */
-  createNetwork(runId: string): Promise<string>;
+  /**
+   * Creates the run's internal network; the sandbox is created on it (`SandboxSpec.joinNetwork`)
+   * with its `extraHosts` (on Podman, where that network has no name service).
+   */
+  createNetwork(runId: string): Promise<SidecarNetwork>;
   /** Starts every sidecar and waits until each is ready. */
   start(runId: string, signal?: AbortSignal): Promise<void>;
   /** Removes sidecars and network when no sandbox exists to carry the run's wipe. */
@@ -135,12 +138,18 @@ export async function prepareRunEnvironment(
   let sidecars: RunSidecars | undefined;
   if (prepared.sidecars?.length) {
     const images = prepared.sidecars;
-    const opts = { ...(runtime ? { runtime } : {}), installation: await deps.installationId() };
+    const opts = { ...(runtime ? { runtime } : {}), installation: await deps.installationId(), engine: (await engineIdentity(engine)).kind };
     const docker = engine.docker;
+    const services = images.map((i) => i.service.name);
+    const networks = new Map<string, SidecarNetwork>();
     sidecars = {
-      services: images.map((i) => i.service.name),
-      createNetwork: (runId) => createSidecarNetwork(docker, runId, opts).then(() => sidecarNetworkName(runId)),
-      start: (runId, signal) => startSidecars(docker, runId, images, { ...opts, ...(signal ? { signal } : {}) }),
+      services,
+      createNetwork: async (runId) => {
+        const network = await createSidecarNetwork(docker, runId, services, opts);
+        networks.set(runId, network);
+        return network;
+      },
+      start: (runId, signal) => startSidecars(docker, runId, images, { ...opts, ...(signal ? { signal } : {}), ...(networks.has(runId) ? { network: networks.get(runId) } : {}) }),
       remove: (runId) => removeSidecars(docker, runId),
     };
   }

@@ -60,14 +60,14 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   await host.update(run, { phase: 'starting sandbox' });
   const manager = await host.deps.sandboxes(input.isolation);
   const sidecars = environment?.sidecars;
-  let joinNetwork: string | undefined;
+  let joined: { name: string; extraHosts?: string[] } | undefined;
   if (sidecars) {
     if (input.network === 'open') throw new AirlockError('INVALID_INPUT', "Compose services run on the run's internal network, which the open network policy would leave; use the none or allowlist policy for a compose devcontainer.", { field: 'network' });
-    joinNetwork = await sidecars.createNetwork(run.id);
+    joined = await sidecars.createNetwork(run.id);
   }
   let sandbox: Sandbox;
   try {
-    sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none', ...(joinNetwork ? { joinNetwork } : {}) });
+    sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none', ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
   } catch (err) {
     // No sandbox, so no wipe step to take the network with it.
     if (sidecars) await sidecars.remove(run.id).catch(() => undefined);
@@ -78,7 +78,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
     run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);
     await sidecars.start(run.id);
-    await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joinNetwork}, no route out; they go with the run's wipe` });
+    await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joined?.name}, no route out; they go with the run's wipe` });
   }
   // Published preview ports close with the run.
   run.previews = run.disposables.add(new PreviewPorts(sandbox.channel));

@@ -29,6 +29,8 @@ export interface SandboxSpec {
    * (docs/architecture.md §16: it has no route out; the sandbox reaches its compose services there).
    */
   joinNetwork?: string;
+  /** With `joinNetwork`: `name:address` lines for /etc/hosts (Podman's internal networks answer no names, §16). */
+  extraHosts?: string[];
   /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
   labels?: Record<string, string>;
 }

@@ -5,22 +5,33 @@
  * the locally seeded Debian. The project's own test queries the database from the agent's command
  * and its output reaches the model; neither the sandbox nor the sidecar has a route out; the key and
  * the run token are nowhere in the sidecar; the sidecar and the network go with the run's wipe.
+ * The same on the rootful Podman engine (its Docker-compatible API), where the run's network has no
+ * name service: the names come from /etc/hosts entries the engine writes, the healthcheck is run by
+ * Airlock, and the bridge holds no host address.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { engineBuild } from '../../core/environment/engine-build';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { buildContextTar } from '../../core/sandbox/image';
 import { StartRunInput } from '../../contracts/runs';
 import { sidecarContainerName, sidecarNetworkName } from '../../core/environment/compose-sidecars';
 import { containerName } from '../../core/sandbox/docker/container-config';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
-import { requirePrerequisite } from '../support/prerequisites';
+import { podmanTestSocket, requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, createRunFixture, exec, leftoversOf, type RunFixture } from '../support/run-fixture';
 
 const docker = await requirePrerequisite('docker');
+const podman = await requirePrerequisite('podman');
+/** Each engine the sidecars run on, and its command line for `exec` into containers. */
+const ENGINES = [
+  { name: 'Docker', ok: docker.ok, cli: 'docker' as const, env: {} as Record<string, string> },
+  // How a Podman user points Airlock at its socket: the podman choice and CONTAINER_HOST.
+  { name: 'Podman', ok: podman.ok, cli: 'podman' as const, env: { AIRLOCK_ENGINE: 'podman', CONTAINER_HOST: `unix://${podmanTestSocket()}` } as Record<string, string> },
+];
 
 /** Redis (server and client) from Debian's packages: the database and the project's client in one image (one build, shared layers). */
 const REDIS_DOCKERFILE = 'FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends redis-server && rm -rf /var/lib/apt/lists/*\n';
@@ -64,37 +75,50 @@ function withStdin(cmd: string, args: string[], input: string): Promise<string> 
 /** Decodes the default route's gateway from /proc/net/route (bash, no extra tools). */
 const GATEWAY = `h=$(awk '$2=="00000000"{print $3}' /proc/net/route); [ -n "$h" ] && gw=$((16#\${h:6:2})).$((16#\${h:4:2})).$((16#\${h:2:2})).$((16#\${h:0:2}))`;
 
-describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () => {
+for (const way of ENGINES) describe.skipIf(!way.ok)(`compose sidecars (real ${way.name}, fake upstream)`, () => {
   let f: RunFixture;
+  let engine: Engine;
+  let d: Docker;
+  const cli = way.cli;
   /** A server on a network the test made, outside the run's: nothing of the run may reach it. */
   const outside = { net: `airlock-test-outside-${process.pid}`, name: `airlock-test-outside-srv-${process.pid}`, ip: '' };
 
   beforeAll(async () => {
-    f = await createRunFixture({ env: { AIRLOCK_COMPOSE_HOST_VAR: HOST_VAR } });
-    await exec('docker', ['network', 'create', '--label', 'airlock.test=compose', outside.net]);
+    f = await createRunFixture({ env: { AIRLOCK_COMPOSE_HOST_VAR: HOST_VAR, ...way.env } });
+    engine = await connectEngine({ ...process.env, ...way.env });
+    d = engine.docker;
+    // Through the engine's API, the same on both engines (their command lines differ).
+    await d.createNetwork({ Name: outside.net, Labels: { 'airlock.test': 'compose' } });
     const redis = `airlock-test-redis:${createHash('sha256').update(REDIS_DOCKERFILE).digest('hex').slice(0, 16)}`;
-    const { docker: d } = await connectEngine();
     await engineBuild(d, { tag: redis, context: await buildContextTar(Buffer.from(REDIS_DOCKERFILE)), what: 'the Redis test image', emit: () => undefined }, (e) => new AirlockError('IMAGE_BUILD_FAILED', `${e.where}: ${e.error}\n${e.tail}`));
-    await exec('docker', ['run', '-d', '--rm', '--name', outside.name, '--label', 'airlock.test=compose', '--network', outside.net, redis, 'redis-server', '--bind', '0.0.0.0', '--protected-mode', 'no', '--save', '']);
-    outside.ip = (await exec('docker', ['inspect', '-f', `{{(index .NetworkSettings.Networks "${outside.net}").IPAddress}}`, outside.name])).stdout.trim();
+    const server = await d.createContainer({
+      name: outside.name,
+      Image: redis,
+      Cmd: ['redis-server', '--bind', '0.0.0.0', '--protected-mode', 'no', '--save', ''],
+      Labels: { 'airlock.test': 'compose' },
+      HostConfig: { NetworkMode: outside.net, AutoRemove: true },
+    });
+    await server.start();
+    outside.ip = ((await server.inspect()).NetworkSettings.Networks[outside.net] as { IPAddress: string }).IPAddress;
     expect(outside.ip).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     // The control: the outside server answers whoever is on its network.
     for (let i = 0; i < 200; i++) {
-      if ((await exec('docker', ['exec', outside.name, 'redis-cli', '-h', outside.ip, 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) return;
+      if ((await exec(cli, ['exec', outside.name, 'redis-cli', '-h', outside.ip, 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) return;
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error('the outside Redis never answered its own network');
-  }, 300_000);
+  }, 900_000);
   afterAll(async () => {
-    await exec('docker', ['rm', '-f', outside.name]).catch(() => undefined);
-    await exec('docker', ['network', 'rm', outside.net]).catch(() => undefined);
+    await d?.getContainer(outside.name).remove({ force: true }).catch(() => undefined);
+    await d?.getNetwork(outside.net).remove().catch(() => undefined);
+    engine?.dispose();
     await f?.close();
   });
 
   it("the agent's tests query the database sidecar; no route out; nothing secret in the sidecar; wiped with the network", async () => {
     const projectDir = await f.project({
       'test.sh': 'set -e\nredis-cli -h db set answer 42 >/dev/null\necho "db-answer=$(redis-cli -h db get answer)"\n',
-      '.devcontainer/devcontainer.json': JSON.stringify({ name: 'redis app', dockerComposeFile: 'compose.yaml', service: 'app', runServices: ['db'], forwardPorts: [8080] }),
+      '.devcontainer/devcontainer.json': JSON.stringify({ name: 'redis app', dockerComposeFile: 'compose.yaml', service: 'app', runServices: ['db'], forwardPorts: [8080, 'db:6379'] }),
       '.devcontainer/compose.yaml': COMPOSE,
       '.devcontainer/Dockerfile': REDIS_DOCKERFILE,
     });
@@ -127,20 +151,21 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     let token = '';
     for (let i = 0; i < 6000 && !token; i++) {
       if (ended) throw new Error(`the run ended before its command ran: ${ended}\n${await f.terminalLog(runId).catch(() => '')}`);
-      const held = await exec('docker', ['exec', sandbox, 'test', '-e', '/tmp/at-hold']).then(() => true, () => false);
+      const held = await exec(cli, ['exec', sandbox, 'test', '-e', '/tmp/at-hold']).then(() => true, () => false);
       if (held) {
         const script = 'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ 2>/dev/null | sed -n "s/^ANTHROPIC_API_KEY=//p"; done | head -n 1';
         // As the agent's user: the exec's default is the helper's root, which may not read the agent's environ (§2.3).
-        token = (await exec('docker', ['exec', '-u', '1000:1000', sandbox, 'sh', '-c', script])).stdout.trim();
+        token = (await exec(cli, ['exec', '-u', '1000:1000', sandbox, 'sh', '-c', script])).stdout.trim();
       }
       if (!token) await new Promise((r) => setTimeout(r, 100));
     }
     expect(token.length).toBeGreaterThan(20);
 
     // The sidecar as the engine runs it: hardened, on the run's network only, nothing published or mounted.
-    const info = JSON.parse((await exec('docker', ['inspect', sidecar])).stdout)[0];
+    const info = await d.getContainer(sidecar).inspect();
     const hc = info.HostConfig;
-    expect(hc.CapDrop).toEqual(['ALL']);
+    // Podman's compatible answer lists the dropped capabilities one by one; the processes' own sets below are the proof on both.
+    if (cli === 'docker') expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd ?? []).toEqual([]);
     expect(hc.Privileged).toBe(false);
     expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
@@ -153,32 +178,42 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual([sidecarNetworkName(runId)]);
     expect(info.Config.User).toBe('redis');
     expect(info.Config.Env).toContain('FROM_HOST=the-default');
-    const net = JSON.parse((await exec('docker', ['network', 'inspect', sidecarNetworkName(runId)])).stdout)[0];
+    const net = await d.getNetwork(sidecarNetworkName(runId)).inspect();
     expect(net.Internal).toBe(true);
-    // The host holds no address on the run's bridge: the gateway a container sees answers nobody.
-    const gateway = net.IPAM.Config[0].Gateway as string;
+    // The host holds no address on the run's bridge: Docker's gateway answers nobody; Podman's has none at all.
+    const ipam = net.IPAM?.Config?.[0] ?? {};
+    const gateway = ipam.Gateway ?? '';
     const hostAddrs = (await exec('ip', ['-4', '-o', 'addr'])).stdout;
-    expect(hostAddrs).not.toContain(` ${gateway}/`);
+    if (cli === 'docker') expect(hostAddrs).not.toContain(` ${gateway}/`);
+    else {
+      expect(gateway).not.toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+      expect(ipam.Subnet).toMatch(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
+      const subnet = (ipam.Subnet ?? '').replace(/\.\d+\/\d+$/, '.');
+      expect(hostAddrs).not.toContain(` ${subnet}`);
+    }
     // The sandbox is on that network and no other.
-    const sb = JSON.parse((await exec('docker', ['inspect', sandbox])).stdout)[0];
+    const sb = await d.getContainer(sandbox).inspect();
     expect(Object.keys(sb.NetworkSettings.Networks)).toEqual([sidecarNetworkName(runId)]);
+    // Every process of the sidecar: no capabilities (it starts as its own user), no new privileges.
+    const inSidecar = async (sh: string) => (await exec(cli, ['exec', sidecar, 'bash', '-c', sh])).stdout;
+    expect((await inSidecar(`grep -h '^CapEff' /proc/[0-9]*/status | sort -u`)).trim()).toBe('CapEff:\t0000000000000000');
+    expect((await inSidecar(`grep -h '^NoNewPrivs' /proc/[0-9]*/status | sort -u`)).trim()).toBe('NoNewPrivs:\t1');
 
     // From inside the sidecar: no route out either, and neither the key nor the run token anywhere.
-    const inSidecar = async (sh: string) => (await exec('docker', ['exec', sidecar, 'bash', '-c', sh])).stdout;
     expect(await inSidecar(`timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`)).toContain('outside-unreachable');
     expect(await inSidecar(`${GATEWAY}; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`)).toContain('gw-unreachable');
     // The needles come in on stdin, so neither the scanning shell's argv nor its environment holds them.
     const scan = `while read -r n; do grep -rlsF -f <(printf '%s\\n' "$n") / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n"); done; echo scanned`;
-    const canaries = await withStdin('docker', ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);
+    const canaries = await withStdin(cli, ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);
     expect(canaries.trim().split('\n')).toEqual(['0', '0', 'scanned']);
     // The control: the same process scan finds the token in the agent's own sandbox (its agent process holds it).
-    const control = await withStdin('docker', ['exec', '-i', '-u', '1000:1000', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
+    const control = await withStdin(cli, ['exec', '-i', '-u', '1000:1000', sandbox, 'bash', '-c', `read -r n; cat /proc/[0-9]*/environ 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n")`], `${token}\n`);
     expect(Number(control.trim())).toBeGreaterThan(0);
     expect(JSON.stringify(info)).not.toContain(token);
     expect(JSON.stringify(info)).not.toContain(CANARY_KEY);
     expect(JSON.stringify(info)).not.toContain(HOST_VAR);
 
-    await exec('docker', ['exec', '-u', '1000:1000', sandbox, 'touch', '/tmp/probe-done']);
+    await exec(cli, ['exec', '-u', '1000:1000', sandbox, 'touch', '/tmp/probe-done']);
     const run = await done;
     expect(run.error).toBeUndefined();
     expect(run.status).toBe('done');
@@ -189,7 +224,8 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
     expect(sent).toContain('test-exit=0');
     // Only loopback and the run's network; the gateway and the outside server unreachable; no outside names.
     expect(sent).toContain('ifaces=eth0 lo ');
-    expect(sent).toContain(`gateway=${gateway}`);
+    // Docker writes a default route to a gateway nobody holds; Podman's internal network has no default route.
+    expect(sent).toContain(cli === 'docker' ? `gateway=${gateway}` : 'gateway=\\n');
     expect(sent).toContain('gw-unreachable');
     expect(sent).toContain('outside-unreachable');
     expect(sent).toContain('invalid-unresolved');
@@ -197,17 +233,59 @@ describe.skipIf(!docker.ok)('compose sidecars (real Docker, fake upstream)', () 
 
     // The record: the sidecars, the forwarded ports, and what was not applied (and why).
     expect(run.environment?.sidecars).toEqual([{ service: 'db', image: expect.stringMatching(/^airlock-env-base:svc-db-/) }]);
+    // The sandbox's own port is offered; the sidecar's is not, and the record says why.
     expect(run.environment?.forwardPorts).toEqual([8080]);
     const fields = run.environment?.notApplied.map((n) => n.field) ?? [];
-    expect(fields).toEqual(expect.arrayContaining(['compose ${AIRLOCK_COMPOSE_HOST_VAR}', 'services.db.ports', 'services.db.privileged', 'services.db.volumes', 'services.app.volumes']));
+    expect(fields).toEqual(expect.arrayContaining(['compose ${AIRLOCK_COMPOSE_HOST_VAR}', 'services.db.ports', 'services.db.privileged', 'services.db.volumes', 'services.app.volumes', 'forwardPorts "db:6379"']));
+    expect(run.environment?.notApplied.find((n) => n.field === 'forwardPorts "db:6379"')?.reason).toMatch(/internal network/);
 
     // Wiped with the run: the sidecar and the network too, verified by label and by name.
     expect(run.wipe?.verified).toBe(true);
     expect(run.wipe?.removed).toEqual(expect.arrayContaining([`network:${sidecarNetworkName(runId)}`]));
-    expect(await leftoversOf(runId)).toEqual([]);
-    expect((await exec('docker', ['network', 'ls', '-q', '--filter', `label=airlock.run=${runId}`])).stdout.trim()).toBe('');
-    await expect(exec('docker', ['inspect', sidecar])).rejects.toThrow();
+    expect(await leftoversOf(runId, cli)).toEqual([]);
+    expect(await d.listNetworks({ filters: { label: [`airlock.run=${runId}`] } })).toEqual([]);
+    expect((await d.listNetworks()).map((n) => n.Name)).not.toContain(sidecarNetworkName(runId));
+    await expect(d.getContainer(sidecar).inspect()).rejects.toThrow();
     // The service not in runServices never ran.
-    expect((await exec('docker', ['ps', '-aq', '--filter', `name=${sidecarContainerName(runId, 'unused')}`])).stdout.trim()).toBe('');
+    expect(await d.listContainers({ all: true, filters: { name: [sidecarContainerName(runId, 'unused')] } })).toEqual([]);
+  }, 600_000);
+
+  it("a service that does not come up fails the run before the agent with its output; a VM or the open policy is refused; nothing is left", async () => {
+    const calls = f.upstream.requests.length;
+    const compose = (db: string) =>
+      f.project({
+        '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+        '.devcontainer/compose.yaml': `services:\n  app:\n    image: debian:bookworm-slim\n  db:\n    image: debian:bookworm-slim\n${db}`,
+      });
+    const startOn = (projectDir: string, extra: Partial<StartRunInput> = {}) =>
+      f.services.runs.start(StartRunInput.parse({ task: 'run the tests', provider: 'anthropic', model: 'claude-sonnet-4-5', projectDir, trustEnvironment: true, ...extra }));
+
+    // It exits while its healthcheck has not passed yet (one without a healthcheck is ready once it runs).
+    const exits = await f.core.runs.wait(
+      (await startOn(await compose('    command: ["sh", "-c", "sleep 1; echo db-could-not-start >&2; exit 3"]\n    healthcheck: { test: ["CMD-SHELL", "exit 1"], interval: 5s, timeout: 2s, retries: 10 }\n'))).id,
+    );
+    expect(exits.status).toBe('failed');
+    expect(exits.error?.kind).toBe('SANDBOX_FAILED');
+    expect(exits.error?.message).toMatch(/^The compose service 'db' \(debian:bookworm-slim\) exited with status 3; the agent was not started\.[\s\S]*db-could-not-start/);
+    const unhealthy = await f.core.runs.wait(
+      (await startOn(await compose('    command: ["sleep", "600"]\n    healthcheck: { test: ["CMD-SHELL", "echo not-ready; exit 1"], interval: 1s, timeout: 2s, retries: 2 }\n'))).id,
+    );
+    expect(unhealthy.error?.message).toMatch(/^The compose service 'db' \(debian:bookworm-slim\) its healthcheck failed/);
+    for (const run of [exits, unhealthy]) {
+      expect(run.wipe?.verified).toBe(true);
+      expect(await leftoversOf(run.id, cli)).toEqual([]);
+      expect(await d.listNetworks({ filters: { label: [`airlock.run=${run.id}`] } })).toEqual([]);
+    }
+
+    const healthy = await compose('    command: ["sleep", "600"]\n');
+    const vm = await f.core.runs.wait((await startOn(healthy, { isolation: 'vm' })).id);
+    expect(vm.error?.message).toMatch(/^Compose services \(sidecars\) run as containers beside a container sandbox; --isolation vm has none/);
+    const open = await f.core.runs.wait((await startOn(healthy, { network: 'open' })).id);
+    expect(open.error?.message).toMatch(/^Compose services run on the run's internal network, which the open network policy would leave/);
+    for (const run of [vm, open]) {
+      expect(await leftoversOf(run.id, cli)).toEqual([]);
+      expect(await d.listNetworks({ filters: { label: [`airlock.run=${run.id}`] } })).toEqual([]);
+    }
+    expect(f.upstream.requests.length).toBe(calls);
   }, 600_000);
 });

@@ -92,4 +92,44 @@ describe.skipIf(!docker.ok)('local devcontainer features (real Docker, fake upst
     );
     expect((e2 as AirlockError).message).toMatch(/feature '\.\/nope' is not a folder of the project/);
   }, 600_000);
+
+  it('installs features in installsAfter/dependsOn order, not the order written; a cycle is refused naming it before anything is built', async () => {
+    // Written as toolchain-user, toolchain: the user's install.sh needs what the toolchain's installed.
+    const projectDir = await f.project({
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: { './uses-tool': {}, './lint': {}, './toolchain': {} } }),
+      '.devcontainer/uses-tool/devcontainer-feature.json': JSON.stringify({ id: 'uses-tool', installsAfter: ['lint'], dependsOn: { toolchain: {} } }),
+      '.devcontainer/uses-tool/install.sh': '#!/bin/sh\nset -e\n[ -x /usr/local/bin/toolchain ] || { echo "the toolchain is not installed yet"; exit 9; }\necho uses-tool >> /opt/feature-order\ntoolchain > /opt/uses-tool-saw\n',
+      '.devcontainer/lint/devcontainer-feature.json': JSON.stringify({ id: 'lint' }),
+      '.devcontainer/lint/install.sh': '#!/bin/sh\necho lint >> /opt/feature-order\n',
+      '.devcontainer/toolchain/devcontainer-feature.json': JSON.stringify({ id: 'toolchain' }),
+      '.devcontainer/toolchain/install.sh': "#!/bin/sh\nset -e\nprintf '#!/bin/sh\\necho toolchain-answer\\n' > /usr/local/bin/toolchain\nchmod 755 /usr/local/bin/toolchain\necho toolchain >> /opt/feature-order\n",
+    });
+    const started = await start(projectDir, [
+      { toolCalls: [{ name: 'run_command', input: { command: 'echo "order=$(tr "\\n" , < /opt/feature-order)"; echo "saw=$(cat /opt/uses-tool-saw)"' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'done' } }] },
+    ]);
+    const run = await f.core.runs.wait(started.id);
+    expect(run.error).toBeUndefined();
+    const sent = f.upstream.requests.map((r) => JSON.stringify(r.body)).join('\n');
+    // lint keeps its place before toolchain (both free); uses-tool moves after both.
+    expect(sent).toContain('order=lint,toolchain,uses-tool,');
+    expect(sent).toContain('saw=toolchain-answer');
+
+    const calls = f.upstream.requests.length;
+    const cyclic = await f.project({
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: { './a': {}, './b': {} } }),
+      '.devcontainer/a/devcontainer-feature.json': JSON.stringify({ id: 'a', installsAfter: ['b'] }),
+      '.devcontainer/a/install.sh': 'true\n',
+      '.devcontainer/b/devcontainer-feature.json': JSON.stringify({ id: 'b', dependsOn: { a: {} } }),
+      '.devcontainer/b/install.sh': 'true\n',
+    });
+    const err = await start(cyclic, []).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(AirlockError);
+    expect((err as AirlockError).kind).toBe('INVALID_INPUT');
+    expect((err as AirlockError).message).toMatch(/features '\.\/a' → '\.\/b' → '\.\/a' name each other in installsAfter\/dependsOn/);
+    expect(f.upstream.requests.length).toBe(calls);
+  }, 600_000);
 });

@@ -190,6 +190,18 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     const noShell = await f.core.runs.wait((await start({ projectDir: await f.project(GO_PROJECT), environment: 'image:airlock-test-noshell:1' }, [])).id);
     expect(noShell.error?.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(noShell.error?.message).toMatch(/no POSIX shell at \/bin\/sh/);
+    expect(await leftoversOf(noShell.id)).toEqual([]);
+    // A musl (Alpine-style) image: there is no Alpine image here, so Debian with musl's loader where the check looks.
+    await engineBuild(engine.docker, { tag: 'airlock-test-musl:1', context: await buildContextTar(Buffer.from('FROM debian:bookworm-slim\nRUN touch /lib/ld-musl-x86_64.so.1\n')), what: 'a musl-looking image', emit: () => undefined }, (x) => new AirlockError('IMAGE_BUILD_FAILED', x.error));
+    const musl = await f.core.runs.wait((await start({ projectDir: await f.project(GO_PROJECT), environment: 'image:airlock-test-musl:1' }, [])).id);
+    expect(musl.error?.kind).toBe('IMAGE_INCOMPATIBLE');
+    expect(musl.error?.message).toMatch(/it is built on musl libc \(Alpine-style\); Airlock's runtime needs glibc/);
+    expect(await leftoversOf(musl.id)).toEqual([]);
+    // Neither left a derived image behind.
+    for (const base of ['airlock-test-noshell:1', 'airlock-test-musl:1']) {
+      const id = (await engine.docker.getImage(base).inspect()).Id;
+      expect(await engine.docker.listImages({ filters: { label: [`airlock.derived-from=${id}`] } })).toEqual([]);
+    }
     expect(f.upstream.requests.length).toBe(calls);
   });
 });

@@ -49,7 +49,7 @@ function tmpfs(engine: EngineKind): Record<string, string> {
  * 1048576/4194304 itself, and the container fails to start on hosts whose hard limits are lower.
  * Stated bounds (plenty for builds; the pids cgroup is the real process limit) always start.
  */
-const PODMAN_ULIMITS = [
+export const PODMAN_ULIMITS = [
   { Name: 'nofile', Soft: 8192, Hard: 8192 },
   { Name: 'nproc', Soft: 32768, Hard: 32768 },
 ];
@@ -159,6 +159,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       PidsLimit: gvisor ? gvisorHostPidsLimit(spec.limits.pids) : spec.limits.pids,
       // A compose run's sandbox joins its internal sidecar network (no route out) instead of none.
       NetworkMode: spec.network === 'open' ? 'bridge' : (spec.joinNetwork ?? 'none'),
+      ...(spec.joinNetwork && spec.extraHosts?.length ? { ExtraHosts: spec.extraHosts } : {}),
       IpcMode: 'private',
       PidMode: '',
       UTSMode: '',
