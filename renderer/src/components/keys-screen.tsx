@@ -5,7 +5,7 @@ import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { ConfirmInline, ErrorBanner } from './common';
 import { SubscriptionKeys } from './subscription-keys';
-import { useAction } from '../lib/use-action';
+import { useAction } from '../hooks/use-action';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
