@@ -1,4 +1,4 @@
-import { AgentKind, ApprovalMode, EngineSetting, GitHistory, Isolation, NetworkPolicy, ThemeSetting, VmAccelSetting } from '../../../contracts';
+import { AgentKind, ApprovalMode, EngineSetting, GitHistory, Isolation, NetworkAllowScope, NetworkPolicy, ThemeSetting, VmAccelSetting } from '../../../contracts';
 
 /** Labels of the contract enums the forms offer; a new enum value fails the type check until it has one. */
 export const AGENT_LABELS: Record<AgentKind, string> = { builtin: 'Built-in agent', 'claude-code': 'Claude Code', codex: 'Codex CLI', custom: 'Custom command' };
@@ -7,6 +7,8 @@ export const ISOLATION_LABELS: Record<Isolation, string> = { container: 'Contain
 export const NETWORK_LABELS: Record<NetworkPolicy, string> = { none: 'No network (model only)', allowlist: 'Allow-listed domains', open: 'Open internet' };
 export const ENGINE_LABELS: Record<EngineSetting, string> = { auto: 'Auto', docker: 'Docker', podman: 'Podman' };
 export const VM_ACCEL_LABELS: Record<VmAccelSetting, string> = { auto: 'Auto', kvm: 'KVM (Linux)', hvf: 'HVF (macOS)', tcg: 'TCG (software emulation)' };
+/** How long a host let through mid-run stays allowed. */
+export const ALLOW_SCOPE_LABELS: Record<NetworkAllowScope, string> = { once: 'once', run: 'this run', project: 'this project' };
 export const THEME_LABELS: Record<ThemeSetting, string> = { system: 'System', light: 'Light', dark: 'Dark' };
 
 /** The Settings form's git history: none, a number of commits (typed beside it), or all. */
@@ -38,6 +40,7 @@ export const NETWORK_OPTIONS = enumOptions(NetworkPolicy.options, NETWORK_LABELS
 export const ENGINE_OPTIONS = enumOptions(EngineSetting.options, ENGINE_LABELS);
 export const VM_ACCEL_OPTIONS = enumOptions(VmAccelSetting.options, VM_ACCEL_LABELS);
 export const THEME_OPTIONS = enumOptions(ThemeSetting.options, THEME_LABELS);
+export const ALLOW_SCOPE_OPTIONS = enumOptions(NetworkAllowScope.options, ALLOW_SCOPE_LABELS);
 export const GIT_MODE_OPTIONS = enumOptions<GitMode>(['none', 'commits', 'all'], GIT_MODE_LABELS);
 
 /**
