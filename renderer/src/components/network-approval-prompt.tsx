@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { useEffect, useMemo, useRef } from 'react';
 import type { NetworkAnswer, NetworkApprovalEvent, RunEvent } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
