@@ -15,9 +15,19 @@ export const ModelPrice = z.strictObject({
 });
 export type ModelPrice = z.infer<typeof ModelPrice>;
 
+/** The app's colours: light, dark, or the system's. */
+export const ThemeSetting = z.enum(['system', 'light', 'dark']);
+export type ThemeSetting = z.infer<typeof ThemeSetting>;
+/** The `vmAccel` setting: `auto`, or one QEMU accelerator. */
+export const VmAccelSetting = z.enum(['auto', 'kvm', 'hvf', 'tcg']);
+export type VmAccelSetting = z.infer<typeof VmAccelSetting>;
+/** The `engine` setting: `auto`, or only Docker or only Podman. */
+export const EngineSetting = z.enum(['auto', 'docker', 'podman']);
+export type EngineSetting = z.infer<typeof EngineSetting>;
+
 /** User preferences and defaults for the new-run form. */
 export const Settings = z.object({
-  theme: z.enum(['system', 'light', 'dark']),
+  theme: ThemeSetting,
   notifications: z.boolean(),
   /** Keep prompts and model answers in the run's log (off by default). */
   transcripts: z.boolean(),
@@ -42,12 +52,12 @@ export const Settings = z.object({
    * How QEMU runs VM sandboxes: `auto` (default) boots a test guest under KVM once per QEMU/kernel
    * version and falls back to software emulation (`tcg`) when it fails. `AIRLOCK_VM_ACCEL` wins.
    */
-  vmAccel: z.enum(['auto', 'kvm', 'hvf', 'tcg']).optional(),
+  vmAccel: VmAccelSetting.optional(),
   /**
    * Which container engine to use: `auto` (default) takes DOCKER_HOST, CONTAINER_HOST, then the first
    * Docker or Podman socket found; `docker`/`podman` look only for that engine. `AIRLOCK_ENGINE` wins.
    */
-  engine: z.enum(['auto', 'docker', 'podman']).optional(),
+  engine: EngineSetting.optional(),
   /**
    * The container engine to use, over `DOCKER_HOST` and the Docker context: an address
    * (`ssh://me@build-box`, `tcp://build-box:2376` with DOCKER_TLS_VERIFY, `unix:///…`) or a Docker

@@ -27,10 +27,13 @@ export function createMemoryTransport(router: RouterLike): Transport {
 
 /**
  * The renderer's stores connected to fake services through the real router and a memory transport
- * (a JSON round trip like the wire), with the run list emptied. Call `disconnect` after each test.
+ * (a JSON round trip like the wire), with the run list emptied; `prepare` may replace a handler of
+ * the fakes first. Call `disconnect` after each test.
  */
-export function connectFakeApp(opts: Parameters<typeof createFakeServices>[0]): { services: FakeServices; disconnect: () => void } {
+export function connectFakeApp(opts: Parameters<typeof createFakeServices>[0], prepare?: (services: FakeServices) => void): { services: FakeServices; disconnect: () => void } {
   const services = createFakeServices(opts);
+  // Before the router is built: it looks each handler up once.
+  prepare?.(services);
   const api = createApi(createMemoryTransport(createApiRouter(services)));
   setApi(api);
   const disconnect = connectStores(api);

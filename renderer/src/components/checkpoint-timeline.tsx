@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import type { CheckpointList } from '../../../contracts';
 import { api, errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -18,28 +19,20 @@ export function CheckpointTimeline({ runId, final }: { runId: string; final: boo
   const [list, setList] = useState<CheckpointList>();
   const [continuing, setContinuing] = useState<number>();
   const [task, setTask] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string>();
+  // Loading the list and continuing share one error line.
+  const { busy, error, setError, run } = useAction();
   useEffect(() => {
     let stale = false;
     api().call('diffs:checkpoints', { runId }).then((l) => { if (!stale) setList(l); }, (err) => { if (!stale) setError(errorMessage(err)); });
     return () => { stale = true; };
-  }, [runId, files, final]);
+  }, [runId, files, final, setError]);
   if (!list?.checkpoints.length) return error ? <div className="del-n" role="alert">{error}</div> : null;
-  const submit = async (n: number) => {
-    setBusy(true);
-    setError(undefined);
-    try {
-      const next = await useRunsStore.getState().continueRun({ runId, task, checkpoint: n });
-      setTask('');
-      setContinuing(undefined);
-      navigate({ name: 'run', runId: next.id });
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const submit = (n: number) => run(async () => {
+    const next = await useRunsStore.getState().continueRun({ runId, task, checkpoint: n });
+    setTask('');
+    setContinuing(undefined);
+    navigate({ name: 'run', runId: next.id });
+  });
   return (
     <section className="panel stack" aria-label="Checkpoints">
       <h2>Checkpoints <span className="muted">({list.checkpoints.length}; the run's change after each turn that changed files)</span></h2>

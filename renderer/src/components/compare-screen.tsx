@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'react';
 import type { AttemptComparison, Comparison } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { countOf, formatElapsed, formatTokens, formatUsd } from '../lib/format';
+import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 import { ErrorBanner, StatusBadge } from './common';
 
@@ -35,13 +36,15 @@ function CheckBadge({ check }: { check: AttemptComparison['check'] }) {
 export function CompareScreen({ groupId }: { groupId: string }) {
   const navigate = useAppStore((s) => s.navigate);
   const [c, setC] = useState<Comparison>();
-  const [error, setError] = useState<string>();
-  const [busy, setBusy] = useState<string>();
+  // Loading, apply and export share one error line.
+  const { busy, error, setError, run } = useAction();
+  /** The attempt being applied. */
+  const [applying, setApplying] = useState<string>();
   const [outcome, setOutcome] = useState<string>();
   const [report, setReport] = useState<string>();
   const load = useCallback(() => {
     api().call('attempts:compare', { groupId }).then(setC, (err: unknown) => setError(errorMessage(err)));
-  }, [groupId]);
+  }, [groupId, setError]);
   useEffect(() => {
     load();
     return api().on('attempts:onDidChange', (e) => {
@@ -49,9 +52,8 @@ export function CompareScreen({ groupId }: { groupId: string }) {
     });
   }, [groupId, load]);
 
-  const apply = async (runId: string) => {
-    setBusy(runId);
-    setError(undefined);
+  const apply = (runId: string) => run(async () => {
+    setApplying(runId);
     try {
       // The digest of the result whose files this view shows: apply refuses anything else.
       const { patchSha256 } = await api().call('diffs:list', { runId });
@@ -60,12 +62,10 @@ export function CompareScreen({ groupId }: { groupId: string }) {
       const gone = r.others.every((o) => o.verified);
       setOutcome(`Applied ${countOf(r.result.applied.length, 'file')}${r.result.conflicts.length ? `; ${countOf(r.result.conflicts.length, 'conflict')} — resolve them in Review` : ''}. Other sandboxes ${gone ? 'verified gone' : `NOT verified gone: ${r.others.flatMap((o) => o.leftovers).join(', ')}`}.`);
       load();
-    } catch (err) {
-      setError(errorMessage(err));
     } finally {
-      setBusy(undefined);
+      setApplying(undefined);
     }
-  };
+  });
   const exportAs = async (format: 'markdown' | 'json') => {
     try {
       const r = await api().call('attempts:export', { groupId, format });
@@ -105,7 +105,7 @@ export function CompareScreen({ groupId }: { groupId: string }) {
             {a.error && <div className="muted" title={a.error}>{a.error.slice(0, 160)}</div>}
             <div className="row" style={{ gap: 6 }}>
               <button className="btn small" onClick={() => navigate({ name: 'review', runId: a.runId })} disabled={!a.filesChanged}>Review diff</button>
-              <button className="btn small primary" onClick={() => void apply(a.runId)} disabled={!ended || !a.filesChanged || busy !== undefined || c.chosen !== undefined}>{a.applied ? 'Applied' : busy === a.runId ? 'Applying…' : 'Apply this attempt'}</button>
+              <button className="btn small primary" onClick={() => void apply(a.runId)} disabled={!ended || !a.filesChanged || busy || c.chosen !== undefined}>{a.applied ? 'Applied' : applying === a.runId ? 'Applying…' : 'Apply this attempt'}</button>
             </div>
           </article>
         ))}

@@ -5,7 +5,7 @@ import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { ConfirmInline, ErrorBanner } from './common';
 import { SubscriptionKeys } from './subscription-keys';
-import { useAction } from '../lib/use-action';
+import { useAction } from '../hooks/use-action';
 
 function KeyRow({ provider, sessionOnly }: { provider: ProviderInfo; sessionOnly: boolean }) {
   const info = useKeysStore((s) => s.keys.find((k) => k.provider === provider.id));
@@ -158,13 +158,13 @@ function AddProviderForm() {
   const [requiresKey, setRequiresKey] = useState(false);
   const [key, setKeyValue] = useState('');
   const [models, setModels] = useState('');
-  const [error, setError] = useState<string>();
+  const { busy, error, run } = useAction();
 
-  const submit = async (e: FormEvent) => {
+  const submit = (e: FormEvent) => {
     e.preventDefault();
     const k = key;
     setKeyValue('');
-    try {
+    void run(async () => {
       await addProvider({
         id: id.trim(),
         baseUrl: baseUrl.trim(),
@@ -175,14 +175,11 @@ function AddProviderForm() {
       notify('success', `Added provider ${id}`);
       setId('');
       setModels('');
-      setError(undefined);
-    } catch (err) {
-      setError(errorMessage(err));
-    }
+    });
   };
 
   return (
-    <form className="panel stack" onSubmit={(e) => void submit(e)} aria-label="Add an OpenAI-compatible provider">
+    <form className="panel stack" onSubmit={submit} aria-label="Add an OpenAI-compatible provider">
       <h2>Add an OpenAI-compatible server</h2>
       <p className="muted" style={{ margin: 0 }}>Ollama, LM Studio, llama.cpp, vLLM, OpenRouter or a company gateway.</p>
       <div className="grid-form">
@@ -202,7 +199,7 @@ function AddProviderForm() {
         )}
       </div>
       <ErrorBanner message={error} />
-      <div className="row"><button className="btn primary" disabled={!id.trim()}>Add provider</button></div>
+      <div className="row"><button className="btn primary" disabled={busy || !id.trim()}>Add provider</button></div>
     </form>
   );
 }

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ChangeScope, MergeRegion, MergeView } from '../../../contracts';
 import { api, ApiError, errorMessage } from '../api';
-import { useAction } from '../lib/use-action';
+import { useAction } from '../hooks/use-action';
 import { countOf } from '../lib/format';
 import { ErrorBanner } from './common';
 

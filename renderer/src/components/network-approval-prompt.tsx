@@ -1,6 +1,7 @@
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { useEffect, useMemo, useRef } from 'react';
 import type { NetworkAnswer, NetworkApprovalEvent, RunEvent } from '../../../contracts';
 import { api, errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 
 const LABELS: Record<NetworkAnswer, string> = {
@@ -21,21 +22,18 @@ export function openNetworkQuestions(events: readonly RunEvent[]): NetworkApprov
 }
 
 function Question({ runId, q }: { runId: string; q: NetworkApprovalEvent }) {
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useAction();
   const box = useRef<HTMLDivElement>(null);
   // Each new question takes the focus once, on the box and neither answer: a stray Enter must not allow.
   useEffect(() => box.current?.focus(), [q.id]);
-  const answer = async (a: NetworkAnswer) => {
-    setBusy(true);
-    try {
-      const { answered } = await api().call('runs:answerNetwork', { runId, id: q.id, answer: a });
-      if (!answered) useAppStore.getState().notify('info', 'That request is no longer waiting (it timed out or was closed).');
-    } catch (err) {
-      useAppStore.getState().notify('error', errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  // A failed answer is a notice: the question stays for another try.
+  const answer = (a: NetworkAnswer) => run(async () => {
+    const { answered } = await api().call('runs:answerNetwork', { runId, id: q.id, answer: a });
+    if (!answered) useAppStore.getState().notify('info', 'That request is no longer waiting (it timed out or was closed).');
+  }, (err) => {
+    useAppStore.getState().notify('error', errorMessage(err));
+    return true;
+  });
   const proposal = q.kind === 'proposal';
   return (
     <div className="approval" role="alertdialog" aria-label={proposal ? 'Approve network rule' : 'Allow network request'} tabIndex={-1} ref={box} data-question={q.id}>

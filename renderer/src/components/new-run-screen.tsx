@@ -1,39 +1,23 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import { DEFAULT_GIT_HISTORY, newRunDefaults, type AgentKind, type ErrorInfo, type ExcludedPreview, type GitHistory, type Isolation } from '../../../contracts';
-import { api, errorInfo, errorMessage } from '../api';
+import { DEFAULT_GIT_HISTORY, newRunDefaults, type ApprovalMode, type GitHistory, type Isolation } from '../../../contracts';
+import { api, errorMessage } from '../api';
+import { useExcludedPreview } from '../hooks/use-excluded-preview';
+import { useGvisorBlocked, useVmAvailability } from '../hooks/use-isolation-availability';
+import { useProviderChoice } from '../hooks/use-provider-choice';
+import { useStartRun } from '../hooks/use-start-run';
+import { startBlockedReason } from '../lib/new-run-start';
+import { AGENT_OPTIONS, APPROVAL_OPTIONS, gitHistoryOptions, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
+import { AGENT_LABEL } from '../lib/provider-fit';
 import { useAppStore } from '../stores/app-store';
-import { useDoctorStore } from '../stores/doctor-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
-import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
-import { AGENT_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
 import { EnvironmentField } from './environment-field';
 import { FolderBrowser } from './folder-browser';
-import { AGENT_LABEL, fittingProvider, isUsable, servesAgent } from '../lib/provider-fit';
 
-function useExcludedPreview(projectDir: string) {
-  const [preview, setPreview] = useState<ExcludedPreview>();
-  const [error, setError] = useState<ErrorInfo>();
-  useEffect(() => {
-    const dir = projectDir.trim();
-    if (!dir) {
-      setPreview(undefined);
-      setError(undefined);
-      return;
-    }
-    let stale = false;
-    const t = setTimeout(() => {
-      api().call('runs:previewExcluded', { projectDir: dir }).then(
-        (p) => { if (!stale) { setPreview(p); setError(undefined); } },
-        (err) => { if (!stale) { setPreview(undefined); setError(errorInfo(err)); } },
-      );
-    }, 400);
-    return () => { stale = true; clearTimeout(t); };
-  }, [projectDir]);
-  return { preview, error };
-}
+/** What the form adds after an approval mode's label. */
+const APPROVAL_WHY: Record<ApprovalMode, string> = { auto: ' (the sandbox is the boundary)', ask: '' };
 
 /** One line per isolation level: what it stops (docs/architecture.md §2.3). */
 const ISOLATION_EXPLAINER: Record<Isolation, string> = {
@@ -41,21 +25,6 @@ const ISOLATION_EXPLAINER: Record<Isolation, string> = {
   gvisor: "A hardened container under gVisor's user-space kernel: the agent never makes a system call to the host kernel. Needs runsc registered with Docker.",
   vm: 'A micro-VM with its own kernel and no network card: the strongest wall, slower to start.',
 };
-
-/** Whether the setup check says gVisor cannot run here (its `gvisor` check warns; false until known). */
-function useGvisorBlocked(): boolean {
-  return useDoctorStore((s) => s.report?.checks.find((c) => c.id === 'gvisor')?.status === 'warn');
-}
-
-/** Whether the setup check says "Virtual machine" isolation works here (undefined until known). */
-function useVmAvailability(): { available: boolean; reason: string } | undefined {
-  const report = useDoctorStore((s) => s.report);
-  const checking = useDoctorStore((s) => s.checking);
-  useEffect(() => {
-    if (!report && !checking) void useDoctorStore.getState().check();
-  }, []); // once per mount: the report is shared through the doctor store
-  return report?.checks.find((c) => c.id === 'isolation')?.vm;
-}
 
 function lastSegment(dir: string): string {
   return dir.replace(/[\\/]+$/, '').split(/[\\/]/).pop() || dir;
@@ -100,16 +69,18 @@ function ProjectField({ problem }: { problem?: string }) {
 /**
  * New run: project, task, agent, provider/model, approval, isolation, network, limits. The draft
  * lives in a store (new-run-form-store.ts), so it survives leaving the screen; "Run again" fills it.
+ * The logic is in hooks (the provider for the agent, the excluded-files preview, isolation
+ * availability, Start) and lib/new-run-start.ts (why Start is blocked, what it sends).
  */
 export function NewRunScreen() {
   const providers = useKeysStore((s) => s.providers);
   const settings = useSettingsStore((s) => s.settings);
-  const start = useRunsStore((s) => s.start);
   const navigate = useAppStore((s) => s.navigate);
   const { draft: d, set, againFrom } = useNewRunForm();
   const gitHistory: GitHistory = d.gitHistory ?? (settings ? newRunDefaults(settings).effectiveGitHistory : DEFAULT_GIT_HISTORY);
-  const [error, setError] = useState<ErrorInfo>();
-  const [busy, setBusy] = useState(false);
+  const gitHistoryChoice = gitHistoryOptions(settings?.gitHistory);
+  const starting = useStartRun();
+  const busy = starting.busy;
   const { preview, error: previewError } = useExcludedPreview(d.projectDir);
   const vm = useVmAvailability();
   const vmBlocked = vm !== undefined && !vm.available;
@@ -123,78 +94,16 @@ export function NewRunScreen() {
   useEffect(() => {
     if (settings) useNewRunForm.getState().seed(settings);
   }, [settings]);
-  // Only providers that serve the chosen agent (a subscription serves only its vendor's CLI).
-  const offered = providers.filter((p) => servesAgent(p, d.agent));
-  /** The last automatic switch of provider, said under the field until the next choice. */
-  const [switched, setSwitched] = useState<{ from: string; servesOnly?: string; to?: string }>();
-  useEffect(() => {
-    if (!providers.length) return;
-    const current = providers.find((p) => p.id === d.provider);
-    // A provider the list does not know (removed since) stays as typed; Start says what is wrong.
-    if (d.provider && !current) return;
-    if (current && servesAgent(current, d.agent)) return;
-    // Nothing chosen yet: the first usable provider for this agent. Chosen but not for this agent: switch, and say so.
-    const next = fittingProvider(providers, d.agent, d.provider);
-    if (current) {
-      const only = current.credential?.agent;
-      setSwitched({ from: current.label, ...(only && only in AGENT_LABEL ? { servesOnly: AGENT_LABEL[only as AgentKind] } : {}), ...(next ? { to: next.label } : {}) });
-    }
-    if (!next) {
-      if (d.provider) set({ provider: '' });
-      return;
-    }
-    set({ provider: next.id, ...(next.models.length && !next.models.includes(d.model.trim()) && (current || !d.model) ? { model: next.models[0] } : {}) });
-  }, [providers, d.agent, d.provider, d.model, set]);
-  const chosen = providers.find((p) => p.id === d.provider);
-  const noneUsable = providers.length > 0 && !offered.some(isUsable);
+  const { offered, chosen, noneUsable, switched, clearSwitched } = useProviderChoice({ providers, agent: d.agent, provider: d.provider, model: d.model, set });
+  const blocked = startBlockedReason(d, { ...(folderProblem ? { folderProblem } : {}), noneUsable, vmBlocked });
 
-  /** Why Start run is disabled, in words (shown beside it), or undefined when it can start. */
-  const blocked = !d.projectDir.trim() ? 'Choose a project folder.'
-    : folderProblem ? 'Fix the project folder (see its field).'
-    : !d.task.trim() ? 'Describe the task.'
-    : !d.provider ? (noneUsable ? 'Add a provider key first (Keys & providers).' : 'Choose a provider.')
-    : !d.model.trim() ? 'Enter a model id.'
-    : vmBlocked && d.isolation === 'vm' ? 'Virtual machine isolation is not available here; choose another isolation.'
-    : undefined;
-
-  const submit = async (e: FormEvent) => {
+  const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (blocked) return;
-    setBusy(true);
-    setError(undefined);
-    try {
-      if (typeof Notification !== 'undefined' && Notification.permission === 'default') void Notification.requestPermission().catch(() => {});
-      const run = await start({
-        projectDir: d.projectDir.trim(),
-        task: d.task,
-        agent: d.agent,
-        customCommand: d.agent === 'custom' ? d.customCommand : undefined,
-        provider: d.provider,
-        model: d.model.trim(),
-        approval: d.approval,
-        isolation: d.isolation,
-        network: d.network,
-        allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
-        gitHistory,
-        ...(d.environment ? { environment: d.environment } : {}),
-        ...(d.trustEnvironment ? { trustEnvironment: true } : {}),
-        limits: {
-          timeoutSec: Math.max(10, Math.round(Number(d.timeoutMin || '30') * 60)),
-          budgetTokens: d.budgetTokens ? Number(d.budgetTokens) : undefined,
-          budgetUsd: d.budgetUsd ? Number(d.budgetUsd) : undefined,
-        },
-      });
-      useNewRunForm.getState().started(settings);
-      navigate({ name: 'run', runId: run.id });
-    } catch (err) {
-      setError(errorInfo(err));
-    } finally {
-      setBusy(false);
-    }
+    if (!blocked) void starting.start(gitHistory, settings);
   };
 
   return (
-    <form className="stack" onSubmit={(e) => void submit(e)} aria-label="New run"
+    <form className="stack" onSubmit={submit} aria-label="New run"
       // Ctrl+Enter (⌘+Enter) starts the run from any field of the form, as it says next to Start run.
       onKeyDown={(e) => {
         if (e.key !== 'Enter' || !(e.metaKey || e.ctrlKey)) return;
@@ -216,7 +125,7 @@ export function NewRunScreen() {
         <textarea id="r-task" placeholder="What should the agent do?" value={d.task} onChange={(e) => set({ task: e.target.value })} required />
         <label htmlFor="r-agent">Agent</label>
         <div className="row">
-          <select id="r-agent" value={d.agent} onChange={(e) => { setSwitched(undefined); set({ agent: AGENT_OPTIONS.parse(e.target.value) }); }}>
+          <select id="r-agent" value={d.agent} onChange={(e) => { clearSwitched(); set({ agent: AGENT_OPTIONS.parse(e.target.value) }); }}>
             {AGENT_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
           </select>
           {d.agent === 'custom' && (
@@ -225,7 +134,7 @@ export function NewRunScreen() {
         </div>
         <label htmlFor="r-provider">Provider and model</label>
         <div className="row">
-          <select id="r-provider" value={d.provider} onChange={(e) => { setSwitched(undefined); set({ provider: e.target.value }); }} required>
+          <select id="r-provider" value={d.provider} onChange={(e) => { clearSwitched(); set({ provider: e.target.value }); }} required>
             <option value="" disabled>{offered.length ? 'choose…' : 'none for this agent'}</option>
             {offered.map((p) => (
               <option key={p.id} value={p.id}>{p.label}{p.requiresKey && !p.hasKey ? (p.credential ? ' (not signed in)' : ' (no key)') : ''}</option>
@@ -256,8 +165,9 @@ export function NewRunScreen() {
         )}
         <label>Commands</label>
         <div className="row" role="radiogroup" aria-label="Approval mode">
-          <label className="row"><input type="radio" name="approval" checked={d.approval === 'auto'} onChange={() => set({ approval: 'auto' })} /> Run freely (the sandbox is the boundary)</label>
-          <label className="row"><input type="radio" name="approval" checked={d.approval === 'ask'} onChange={() => set({ approval: 'ask' })} /> Ask before each command</label>
+          {APPROVAL_OPTIONS.options.map((o) => (
+            <label className="row" key={o.value}><input type="radio" name="approval" checked={d.approval === o.value} onChange={() => set({ approval: o.value })} /> {o.label}{APPROVAL_WHY[o.value]}</label>
+          ))}
         </div>
         <label htmlFor="r-isolation">Isolation</label>
         <div className="stack" style={{ gap: 4 }}>
@@ -292,10 +202,8 @@ export function NewRunScreen() {
         </div>
         <label htmlFor="r-git-history">Git history</label>
         <div className="row">
-          <select id="r-git-history" value={String(gitHistory)} onChange={(e) => set({ gitHistory: /^\d+$/.test(e.target.value) ? Number(e.target.value) : (e.target.value as 'none' | 'all') })}>
-            <option value="none">None: one commit of the checked-out files</option>
-            {[...new Set([10, 50, ...(typeof settings?.gitHistory === 'number' ? [settings.gitHistory] : [])])].sort((a, b) => a - b).map((n) => <option key={n} value={String(n)}>Last {n} commits</option>)}
-            <option value="all">All of it</option>
+          <select id="r-git-history" value={String(gitHistory)} onChange={(e) => set({ gitHistory: gitHistoryChoice.parse(e.target.value) })}>
+            {gitHistoryChoice.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
           </select>
           <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
         </div>
@@ -316,7 +224,7 @@ export function NewRunScreen() {
           </>
         )}
       </section>
-      <ErrorBanner error={error} />
+      <ErrorBanner error={starting.error} />
       <div className="row">
         <button className="btn primary" disabled={busy || !!blocked} aria-describedby={blocked ? 'r-start-why' : undefined}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>

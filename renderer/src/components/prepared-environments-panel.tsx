@@ -2,6 +2,7 @@ import { useEffect, useState } from 'react';
 import type { ErrorInfo } from '../../../contracts';
 import { formatBytes } from '../../../contracts/format';
 import { api, errorInfo } from '../api';
+import { useAction } from '../hooks/use-action';
 import { ErrorBanner } from './common';
 
 /**
@@ -10,27 +11,21 @@ import { ErrorBanner } from './common';
  */
 export function PreparedEnvironmentsPanel() {
   const [state, setState] = useState<{ count: number; bytes: number }>();
-  const [error, setError] = useState<ErrorInfo>();
-  const [busy, setBusy] = useState(false);
+  const [loadError, setLoadError] = useState<ErrorInfo>();
+  const { busy, failure, run } = useAction();
+  const error = failure ?? loadError;
   const [cleared, setCleared] = useState<string>();
   const load = () =>
     api().call('environments:list', {}).then(
-      (r) => { setState({ count: r.environments.length, bytes: r.totalBytes }); setError(undefined); },
-      (err) => setError(errorInfo(err)),
+      (r) => { setState({ count: r.environments.length, bytes: r.totalBytes }); setLoadError(undefined); },
+      (err) => setLoadError(errorInfo(err)),
     );
   useEffect(() => { void load(); }, []);
-  const clear = async () => {
-    setBusy(true);
-    try {
-      const r = await api().call('environments:prune', {});
-      setCleared(`Removed ${r.removed.length}, ${formatBytes(r.freedBytes)} freed${r.kept.length ? `; ${r.kept.length} in use kept` : ''}.`);
-      await load();
-    } catch (err) {
-      setError(errorInfo(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const clear = () => run(async () => {
+    const r = await api().call('environments:prune', {});
+    setCleared(`Removed ${r.removed.length}, ${formatBytes(r.freedBytes)} freed${r.kept.length ? `; ${r.kept.length} in use kept` : ''}.`);
+    await load();
+  });
   return (
     <section className="panel" aria-labelledby="s-prepared-title">
       <h2 id="s-prepared-title">Prepared environments</h2>

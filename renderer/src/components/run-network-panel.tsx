@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import type { NetworkAllowScope, NetworkPolicy } from '../../../contracts';
-import { errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
+import { ALLOW_SCOPE_LABELS, ALLOW_SCOPE_OPTIONS } from '../lib/option-labels';
 import { useAppStore } from '../stores/app-store';
 import { useNetworkStore } from '../stores/network-store';
 
@@ -32,21 +33,12 @@ export function PreviewPortsForm({ runId, offered = EMPTY }: { runId: string; of
   const ports = useNetworkStore((s) => s.ports[runId] ?? EMPTY);
   const unpublished = offered.filter((o) => !ports.some((p) => p.sandboxPort === o));
   const [port, setPort] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string>();
+  const { busy, error, setError, run } = useAction();
 
-  const publish = async (n: number, clear: boolean) => {
-    setBusy(true);
-    try {
-      await useNetworkStore.getState().publish(runId, n);
-      setError(undefined);
-      if (clear) setPort('');
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const publish = (n: number, clear: boolean) => run(async () => {
+    await useNetworkStore.getState().publish(runId, n);
+    if (clear) setPort('');
+  });
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     const parsed = parsePort(port);
@@ -104,20 +96,13 @@ export function PreviewPortsForm({ runId, offered = EMPTY }: { runId: string; of
   );
 }
 
-const SCOPES: Array<{ value: NetworkAllowScope; label: string }> = [
-  { value: 'once', label: 'once' },
-  { value: 'run', label: 'this run' },
-  { value: 'project', label: 'this project' },
-];
-
 /** Lets a host the egress proxy denied through while the run goes on (allow-list policy). */
 export function AllowHostForm({ runId }: { runId: string }) {
   const blocked = useNetworkStore((s) => s.blocked[runId] ?? EMPTY);
   const [host, setHost] = useState('');
   const [port, setPort] = useState('');
   const [scope, setScope] = useState<NetworkAllowScope>('run');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string>();
+  const { busy, error, setError, run } = useAction();
   const [done, setDone] = useState<string>();
 
   const submit = async (e: FormEvent) => {
@@ -132,19 +117,13 @@ export function AllowHostForm({ runId }: { runId: string }) {
       setError(parsed.message);
       return;
     }
-    setBusy(true);
-    try {
+    setDone(undefined);
+    await run(async () => {
       await useNetworkStore.getState().allow(runId, name, parsed, scope);
-      setError(undefined);
-      setDone(`Allowed ${name}${parsed ? `:${parsed}` : ''} (${SCOPES.find((s) => s.value === scope)?.label}).`);
+      setDone(`Allowed ${name}${parsed ? `:${parsed}` : ''} (${ALLOW_SCOPE_LABELS[scope]}).`);
       setHost('');
       setPort('');
-    } catch (err) {
-      setDone(undefined);
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -164,8 +143,8 @@ export function AllowHostForm({ runId }: { runId: string }) {
           aria-describedby={error ? `ah-err-${runId}` : undefined}
         />
         <input type="number" inputMode="numeric" min={1} max={65535} placeholder="any port" aria-label="Port (optional)" value={port} onChange={(e) => setPort(e.target.value)} style={{ width: 100 }} />
-        <select aria-label="Scope" value={scope} onChange={(e) => setScope(e.target.value as NetworkAllowScope)}>
-          {SCOPES.map((s) => <option key={s.value} value={s.value}>{s.label}</option>)}
+        <select aria-label="Scope" value={scope} onChange={(e) => setScope(ALLOW_SCOPE_OPTIONS.parse(e.target.value))}>
+          {ALLOW_SCOPE_OPTIONS.options.map((s) => <option key={s.value} value={s.value}>{s.label}</option>)}
         </select>
         <button className="btn" type="submit" disabled={busy || !host.trim()}>{busy ? 'Allowing…' : 'Allow'}</button>
       </form>

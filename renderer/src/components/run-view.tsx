@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { isFinalStatus, type RunRecord } from '../../../contracts';
 import { api, errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
@@ -20,21 +21,16 @@ const EMPTY_EVENTS: never[] = [];
 
 function ApprovalPrompt({ runId }: { runId: string }) {
   const pending = useRunsStore((s) => s.runs[runId]?.pendingApproval);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useAction();
   const box = useRef<HTMLDivElement>(null);
   // Each new question takes the focus once, neither answer: a stray Enter or Space must not approve.
   useEffect(() => box.current?.focus(), [pending?.requestId]);
   if (!pending) return null;
-  const answer = async (approved: boolean) => {
-    setBusy(true);
-    try {
-      await useRunsStore.getState().approve(runId, pending.requestId, approved);
-    } catch (err) {
-      useAppStore.getState().notify('error', errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  // A failed answer is a notice: the prompt stays for another try.
+  const answer = (approved: boolean) => run(() => useRunsStore.getState().approve(runId, pending.requestId, approved), (err) => {
+    useAppStore.getState().notify('error', errorMessage(err));
+    return true;
+  });
   return (
     <div className="approval" role="alertdialog" aria-label="Approve command" tabIndex={-1} ref={box}>
       <span>The agent wants to run</span>
@@ -56,21 +52,12 @@ export function ContinuePanel({ runId }: { runId: string }) {
   const fork = useRunsStore((s) => Object.values(s.runs).some((r) => r.thread?.parentRunId === runId));
   const navigate = useAppStore((s) => s.navigate);
   const [task, setTask] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string>();
-  const submit = async () => {
-    setBusy(true);
-    setError(undefined);
-    try {
-      const next = await useRunsStore.getState().continueRun({ runId, task });
-      setTask('');
-      navigate({ name: 'run', runId: next.id });
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, run } = useAction();
+  const submit = () => run(async () => {
+    const next = await useRunsStore.getState().continueRun({ runId, task });
+    setTask('');
+    navigate({ name: 'run', runId: next.id });
+  });
   return (
     <section className="panel stack" aria-label={fork ? 'Fork from here' : 'Continue'}>
       <label className="stack">

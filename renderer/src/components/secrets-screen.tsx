@@ -1,6 +1,7 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import type { SecretView } from '../../../contracts';
 import { api, errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 import { ConfirmInline, ErrorBanner } from './common';
 
@@ -27,16 +28,14 @@ export function SecretsScreen() {
   const [hosts, setHosts] = useState('');
   const [forms, setForms] = useState('bearer');
   const [value, setValue] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [formError, setFormError] = useState<string>();
+  const { busy, error: formError, run } = useAction();
 
   const load = () => api().call('secrets:list', {}).then((l) => { setList(l); setError(undefined); }, (err) => setError(errorMessage(err)));
   useEffect(() => void load(), []);
 
-  const submit = async (e: FormEvent) => {
+  const submit = (e: FormEvent) => {
     e.preventDefault();
-    setBusy(true);
-    try {
+    void run(async () => {
       const saved = await api().call('secrets:set', {
         name: name.trim(),
         ...(kind === 'custom' ? {} : { preset: kind }),
@@ -48,14 +47,9 @@ export function SecretsScreen() {
       setValue('');
       setName('');
       setHosts('');
-      setFormError(undefined);
       useAppStore.getState().notify('success', `Secret "${saved.name}" stored in the keychain`);
       await load();
-    } catch (err) {
-      setFormError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   const remove = async (secret: string) => {
     setRemoving(undefined);

@@ -13,7 +13,8 @@ import { useNewRunForm } from '../stores/new-run-form-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { App } from './app';
 import { NewRunScreen } from './new-run-screen';
-import { draftOf, patchOf, SettingsScreen } from './settings-screen';
+import { draftOf, patchOf } from '../lib/settings-draft';
+import { SettingsScreen } from './settings-screen';
 
 /** The parser's verdict stands in here; the real one (core) is driven by test/e2e/ui-settings.test.ts. */
 function refuseFtp(patch: Partial<Settings>): void {

@@ -1,10 +1,9 @@
-import { useEffect, useId, useState, type FormEvent, type ReactNode } from 'react';
-import { DEFAULT_GIT_HISTORY, type AgentKind, type ApprovalMode, type EngineCheckResult, type ErrorInfo, type GitHistory, type Isolation, type NetworkPolicy, type Settings } from '../../../contracts';
-import { api, errorInfo } from '../api';
-import { useAppStore } from '../stores/app-store';
-import { useNewRunForm } from '../stores/new-run-form-store';
+import { useEffect, useId, useState, type ReactNode } from 'react';
+import type { EngineCheckResult, Settings } from '../../../contracts';
+import { useAppOverrides } from '../hooks/use-app-overrides';
+import { useSettingsForm } from '../hooks/use-settings-form';
 import { useSettingsStore } from '../stores/settings-store';
-import { AGENT_OPTIONS, APPROVAL_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
+import { AGENT_OPTIONS, APPROVAL_OPTIONS, ENGINE_OPTIONS, GIT_MODE_OPTIONS, ISOLATION_OPTIONS, NETWORK_OPTIONS, THEME_OPTIONS, VM_ACCEL_OPTIONS } from '../lib/option-labels';
 import { ErrorBanner } from './common';
 import { McpSettingsPanel } from './mcp-panels';
 import { PreparedEnvironmentsPanel } from './prepared-environments-panel';
@@ -12,77 +11,9 @@ import { PreparedEnvironmentsPanel } from './prepared-environments-panel';
 /**
  * Settings (docs/architecture.md §5, "Settings"): every preference the app keeps, each with one line
  * on what it does and when it takes effect. One Save for the screen; the core checks the engine
- * address on save (a bad one marks its field and nothing is saved).
+ * address on save (a bad one marks its field and nothing is saved). The form's logic is
+ * hooks/use-settings-form.ts; its draft and what Save sends, lib/settings-draft.ts.
  */
-
-/** The form as typed: numbers as text until Save. */
-export interface SettingsDraft {
-  theme: Settings['theme'];
-  notifications: boolean;
-  transcripts: boolean;
-  defaultAgent: AgentKind;
-  defaultApproval: ApprovalMode;
-  defaultIsolation: Isolation;
-  defaultNetwork: NetworkPolicy;
-  timeoutMin: string;
-  gitMode: 'none' | 'commits' | 'all';
-  gitCommits: string;
-  vmAccel: NonNullable<Settings['vmAccel']>;
-  engine: NonNullable<Settings['engine']>;
-  engineHost: string;
-  engineAllowInsecure: boolean;
-}
-
-export function draftOf(s: Settings): SettingsDraft {
-  const git = s.gitHistory ?? DEFAULT_GIT_HISTORY;
-  return {
-    theme: s.theme,
-    notifications: s.notifications,
-    transcripts: s.transcripts,
-    defaultAgent: s.defaultAgent,
-    defaultApproval: s.defaultApproval,
-    defaultIsolation: s.defaultIsolation,
-    defaultNetwork: s.defaultNetwork,
-    timeoutMin: String(Math.max(1, Math.round(s.defaultTimeoutSec / 60))),
-    gitMode: typeof git === 'number' ? 'commits' : git,
-    gitCommits: String(typeof git === 'number' ? git : DEFAULT_GIT_HISTORY),
-    vmAccel: s.vmAccel ?? 'auto',
-    engine: s.engine ?? 'auto',
-    engineHost: s.engineHost ?? '',
-    engineAllowInsecure: s.engineAllowInsecure === true,
-  };
-}
-
-/** What Save sends: the fields that differ from the saved settings, or a problem with a field. */
-export function patchOf(d: SettingsDraft, s: Settings): { patch: Partial<Settings> } | { field: 'timeoutMin' | 'gitCommits'; problem: string } {
-  const minutes = Number(d.timeoutMin);
-  if (!Number.isFinite(minutes) || minutes < 1 || minutes > 7 * 24 * 60) return { field: 'timeoutMin', problem: 'Enter a time limit from 1 minute to 7 days (10080 minutes).' };
-  const commits = Number(d.gitCommits);
-  if (d.gitMode === 'commits' && (!Number.isInteger(commits) || commits < 1 || commits > 1_000_000)) return { field: 'gitCommits', problem: 'Enter a whole number of commits from 1 to 1000000, or choose None or All.' };
-  const gitHistory: GitHistory = d.gitMode === 'commits' ? commits : d.gitMode;
-  const next: Partial<Settings> = {
-    theme: d.theme,
-    notifications: d.notifications,
-    transcripts: d.transcripts,
-    defaultAgent: d.defaultAgent,
-    defaultApproval: d.defaultApproval,
-    defaultIsolation: d.defaultIsolation,
-    defaultNetwork: d.defaultNetwork,
-    defaultTimeoutSec: Math.round(minutes * 60),
-    gitHistory,
-    vmAccel: d.vmAccel,
-    engine: d.engine,
-    engineHost: d.engineHost.trim(),
-    engineAllowInsecure: d.engineAllowInsecure,
-  };
-  const saved = draftOf(s);
-  const was: Partial<Settings> = { ...s, gitHistory: s.gitHistory ?? DEFAULT_GIT_HISTORY, vmAccel: saved.vmAccel, engine: saved.engine, engineHost: saved.engineHost, engineAllowInsecure: saved.engineAllowInsecure };
-  const patch: Partial<Settings> = {};
-  for (const [k, v] of Object.entries(next) as Array<[keyof Settings, unknown]>) {
-    if (v !== was[k]) (patch as Record<string, unknown>)[k] = v;
-  }
-  return { patch };
-}
 
 const NEXT_SANDBOX = 'Takes effect: from the next sandbox; runs in progress keep the engine they started on.';
 
@@ -140,17 +71,6 @@ function InsecureConfirm({ onAllow, onCancel }: { onAllow: () => void; onCancel:
   );
 }
 
-/** What wins over the engine and VM settings in this process (`--engine-host`, `AIRLOCK_*`). */
-function useOverrides(): string[] {
-  const [overrides, setOverrides] = useState<string[]>([]);
-  useEffect(() => {
-    let live = true;
-    api().call('settings:appInfo', {}).then((i) => { if (live) setOverrides(i.overrides ?? []); }, () => undefined);
-    return () => { live = false; };
-  }, []);
-  return overrides;
-}
-
 export function SettingsScreen() {
   const settings = useSettingsStore((s) => s.settings);
   useEffect(() => {
@@ -166,115 +86,43 @@ export function SettingsScreen() {
 }
 
 function SettingsForm({ settings }: { settings: Settings }) {
-  const notify = useAppStore((s) => s.notify);
-  const [d, setDraft] = useState<SettingsDraft>(() => draftOf(settings));
-  const [base, setBase] = useState(settings);
-  const set = (patch: Partial<SettingsDraft>) => setDraft((prev) => ({ ...prev, ...patch }));
-  useEffect(() => {
-    // Saved elsewhere (the sidebar's theme, another window): fields not edited here follow.
-    if (settings === base) return;
-    const before = draftOf(base);
-    const now = draftOf(settings);
-    setDraft((prev) => {
-      const next = { ...prev };
-      for (const k of Object.keys(now) as Array<keyof SettingsDraft>) if (prev[k] === before[k]) (next as Record<string, unknown>)[k] = now[k];
-      return next;
-    });
-    setBase(settings);
-  }, [settings, base]);
-  const [problems, setProblems] = useState<Partial<Record<'engineHost' | 'timeoutMin' | 'gitCommits', string>>>({});
-  const [error, setError] = useState<ErrorInfo>();
-  const [busy, setBusy] = useState(false);
-  const [checking, setChecking] = useState(false);
-  const [check, setCheck] = useState<EngineCheckResult>();
+  const form = useSettingsForm(settings);
+  const { draft: d, set, setEngineField, problems, dirty } = form;
+  const busy = form.saving;
   const [confirmInsecure, setConfirmInsecure] = useState(false);
-  const overrides = useOverrides();
-  const computed = patchOf(d, settings);
-  const dirty = 'patch' in computed ? Object.keys(computed.patch).length > 0 : true;
-
-  const setEngineField = (patch: Partial<SettingsDraft>) => {
-    set(patch);
-    setCheck(undefined);
-    setProblems((p) => ({ ...p, engineHost: undefined }));
-  };
-
-  const checkConnection = async () => {
-    setChecking(true);
-    setCheck(undefined);
-    setProblems((p) => ({ ...p, engineHost: undefined }));
-    try {
-      setCheck(await api().call('settings:checkEngine', { engine: d.engine, engineHost: d.engineHost.trim(), engineAllowInsecure: d.engineAllowInsecure }));
-    } catch (err) {
-      const info = errorInfo(err);
-      if (info.field === 'engineHost') setProblems((p) => ({ ...p, engineHost: info.message }));
-      else setError(info);
-    } finally {
-      setChecking(false);
-    }
-  };
-
-  const save = async (e: FormEvent) => {
-    e.preventDefault();
-    setError(undefined);
-    if ('field' in computed) {
-      setProblems({ [computed.field]: computed.problem });
-      return;
-    }
-    setProblems({});
-    setBusy(true);
-    try {
-      await useSettingsStore.getState().update(computed.patch);
-      const saved = useSettingsStore.getState().settings;
-      const defaultsChanged = (['defaultAgent', 'defaultApproval', 'defaultIsolation', 'defaultNetwork', 'defaultTimeoutSec'] as const).some((k) => k in computed.patch);
-      // New defaults fill the New run form now, not only in the next window.
-      if (saved && defaultsChanged) useNewRunForm.getState().reseed(saved);
-      if (saved) {
-        setDraft(draftOf(saved));
-        setBase(saved);
-      }
-      notify('success', 'Settings saved');
-    } catch (err) {
-      const info = errorInfo(err);
-      if (info.field === 'engineHost') setProblems({ engineHost: info.message });
-      else setError(info);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const overrides = useAppOverrides();
 
   const engineOverride = overrides.filter((o) => o.startsWith('AIRLOCK_ENGINE'));
   const engineWhen = engineOverride.length ? `Not in this session: ${engineOverride.join(', ')} (from --engine-host/--engine) wins until Airlock starts without it.` : NEXT_SANDBOX;
   const hostProblem = problems.engineHost;
 
   return (
-    <form className="stack settings-screen" onSubmit={(e) => void save(e)} aria-label="Settings" noValidate>
+    <form className="stack settings-screen" onSubmit={(e) => { e.preventDefault(); void form.save(); }} aria-label="Settings" noValidate>
       <div className="row spread">
         <h1>Settings</h1>
         <div className="row">
-          <button type="button" className="btn" disabled={!dirty || busy} onClick={() => { setDraft(draftOf(settings)); setProblems({}); setCheck(undefined); setError(undefined); }}>Revert</button>
+          <button type="button" className="btn" disabled={!dirty || busy} onClick={form.revert}>Revert</button>
           <button className="btn primary" disabled={!dirty || busy}>{busy ? 'Saving…' : 'Save settings'}</button>
         </div>
       </div>
-      <ErrorBanner error={error} />
+      <ErrorBanner error={form.error} />
 
       <section className="panel" aria-labelledby="s-engine-title">
         <h2 id="s-engine-title">Container engine</h2>
         <div className="grid-form">
           <SettingRow id="s-engine" label="Engine" hint="Auto takes DOCKER_HOST, CONTAINER_HOST, the Docker context, then the first Docker or Podman socket found; Docker or Podman looks only for that one." when={engineWhen}>
-            <select id="s-engine" value={d.engine} onChange={(e) => setEngineField({ engine: e.target.value as SettingsDraft['engine'] })} aria-describedby="s-engine-hint">
-              <option value="auto">Auto</option>
-              <option value="docker">Docker</option>
-              <option value="podman">Podman</option>
+            <select id="s-engine" value={d.engine} onChange={(e) => setEngineField({ engine: ENGINE_OPTIONS.parse(e.target.value) })} aria-describedby="s-engine-hint">
+              {ENGINE_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-engine-host" label="Engine address" hint="Empty: found as above. ssh://user@host uses your ssh keys and config; tcp://host:2376 needs TLS (DOCKER_TLS_VERIFY); or a Docker context's name." when={engineWhen}>
             <div className="row" style={{ flexWrap: 'nowrap' }}>
               <input id="s-engine-host" type="text" spellCheck={false} style={{ flex: 1 }} placeholder="unix:///var/run/docker.sock, ssh://me@build-box, tcp://build-box:2376 or a context" value={d.engineHost}
                 onChange={(e) => setEngineField({ engineHost: e.target.value })} aria-invalid={hostProblem ? true : undefined} aria-describedby={hostProblem ? 's-engine-host-problem' : 's-engine-host-hint'} />
-              <button type="button" className="btn" onClick={() => void checkConnection()} disabled={checking}>{checking ? 'Checking…' : 'Check connection'}</button>
+              <button type="button" className="btn" onClick={() => void form.checkConnection()} disabled={form.checking}>{form.checking ? 'Checking…' : 'Check connection'}</button>
             </div>
             {hostProblem && <div id="s-engine-host-problem" className="del-n field-problem" role="alert">{hostProblem}</div>}
-            {check && <EngineCheckView result={check} />}
+            {form.check && <EngineCheckView result={form.check} />}
           </SettingRow>
           <SettingRow id="s-engine-insecure" label="Insecure engines" hint="Off: plain tcp:// to another machine, and TLS without certificate checks, are refused with the reason." when={engineWhen}>
             <label className="row check-label">
@@ -319,10 +167,8 @@ function SettingsForm({ settings }: { settings: Settings }) {
           </SettingRow>
           <SettingRow id="s-git" label="Git history" hint="How much of the project's history the sandbox's repository holds; older commits may hold secrets." when="Takes effect: from the next run.">
             <div className="row">
-              <select id="s-git" value={d.gitMode} onChange={(e) => set({ gitMode: e.target.value as SettingsDraft['gitMode'] })}>
-                <option value="none">None: one commit of the checked-out files</option>
-                <option value="commits">The last commits</option>
-                <option value="all">All of it</option>
+              <select id="s-git" value={d.gitMode} onChange={(e) => set({ gitMode: GIT_MODE_OPTIONS.parse(e.target.value) })}>
+                {GIT_MODE_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
               </select>
               {d.gitMode === 'commits' && (
                 <>
@@ -343,11 +189,8 @@ function SettingsForm({ settings }: { settings: Settings }) {
         <div className="grid-form">
           <SettingRow id="s-vm-accel" label="VM accelerator" hint="Auto tries KVM (Linux) or HVF (macOS) once and falls back to TCG, software emulation: slow but works everywhere."
             when={overrides.includes('AIRLOCK_VM_ACCEL') ? 'Not in this session: AIRLOCK_VM_ACCEL wins until Airlock starts without it.' : 'Takes effect: from the next virtual machine; running ones keep theirs.'}>
-            <select id="s-vm-accel" value={d.vmAccel} onChange={(e) => set({ vmAccel: e.target.value as SettingsDraft['vmAccel'] })}>
-              <option value="auto">Auto</option>
-              <option value="kvm">KVM (Linux)</option>
-              <option value="hvf">HVF (macOS)</option>
-              <option value="tcg">TCG (software emulation)</option>
+            <select id="s-vm-accel" value={d.vmAccel} onChange={(e) => set({ vmAccel: VM_ACCEL_OPTIONS.parse(e.target.value) })}>
+              {VM_ACCEL_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
         </div>
@@ -357,10 +200,8 @@ function SettingsForm({ settings }: { settings: Settings }) {
         <h2 id="s-app-title">App and privacy</h2>
         <div className="grid-form">
           <SettingRow id="s-theme" label="Theme" hint="Light, dark, or follow the system." when="Takes effect: once saved.">
-            <select id="s-theme" value={d.theme} onChange={(e) => set({ theme: e.target.value as Settings['theme'] })}>
-              <option value="system">System</option>
-              <option value="light">Light</option>
-              <option value="dark">Dark</option>
+            <select id="s-theme" value={d.theme} onChange={(e) => set({ theme: THEME_OPTIONS.parse(e.target.value) })}>
+              {THEME_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
           </SettingRow>
           <SettingRow id="s-notifications" label="Notifications" hint="A desktop notification when a run ends or asks for approval." when="Takes effect: once saved.">

@@ -3,7 +3,7 @@ import type { KeyInfo, KeyTestResult, ProviderInfo } from '../../../contracts';
 import { errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
-import { useAction } from '../lib/use-action';
+import { useAction } from '../hooks/use-action';
 
 const CLIENT: Record<NonNullable<KeyInfo['credential']>, { client: string; how: string }> = {
   'claude-subscription': { client: 'Claude Code', how: 'Run `claude setup-token` on this machine and paste the token it prints.' },

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState, type WheelEvent } from 'react';
 import { runTerminalId } from '../../../contracts';
 import { errorMessage } from '../api';
+import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 import { useShellsStore } from '../stores/shells-store';
 import { TerminalView } from './terminal-view';
@@ -24,8 +25,8 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   const shells = useShellsStore((s) => s.byRun[runId]);
   const tabs = shells?.tabs ?? NO_TABS;
   const [selected, setSelected] = useState<string>(runTerminalId(runId));
-  const [notice, setNotice] = useState<string>();
-  const [opening, setOpening] = useState(false);
+  // Opening a shell: busy while it opens; its error is the notice under the tabs.
+  const { busy: opening, error: notice, setError: setNotice, run } = useAction();
   // Bumped on every tab click, so a click on the tab already shown still hands its shell the keyboard.
   const [focusTick, setFocusTick] = useState(0);
   const panel = useRef<HTMLDivElement>(null);
@@ -35,24 +36,16 @@ export function TerminalPanel({ runId, live }: { runId: string; live: boolean })
   useEffect(() => {
     setSelected(runTerminalId(runId));
     setNotice(undefined);
-  }, [runId]);
+  }, [runId, setNotice]);
   useEffect(() => {
     // The tab strip scrolls sideways when many shells are open: keep the chosen tab in view.
     panel.current?.querySelector(`[data-terminal-id="${current}"]`)?.scrollIntoView?.({ block: 'nearest', inline: 'nearest' });
   }, [current]);
 
-  const openShell = async () => {
-    setOpening(true);
-    try {
-      const tab = await useShellsStore.getState().open(runId, visibleTerminalSize(panel.current));
-      setNotice(undefined);
-      setSelected(tab.terminalId);
-    } catch (err) {
-      setNotice(errorMessage(err));
-    } finally {
-      setOpening(false);
-    }
-  };
+  const openShell = () => run(async () => {
+    const tab = await useShellsStore.getState().open(runId, visibleTerminalSize(panel.current));
+    setSelected(tab.terminalId);
+  });
 
   // A vertical wheel scrolls the tab strip sideways, as in editors.
   const scrollTabs = (e: WheelEvent<HTMLDivElement>) => {

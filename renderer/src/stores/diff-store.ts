@@ -17,7 +17,7 @@ export type ViewScope = ChangeScope | `cp${number}`;
 /** A view's scope as the diffs calls take it. */
 export function scopeArgs(scope: ViewScope | undefined): { scope?: ChangeScope; checkpoint?: number } {
   if (!scope) return {};
-  return scope.startsWith('cp') ? { checkpoint: Number(scope.slice(2)) } : { scope: scope as ChangeScope };
+  return scope === 'turn' || scope === 'thread' ? { scope } : { checkpoint: Number(scope.slice(2)) };
 }
 
 interface DiffState {

@@ -1,6 +1,7 @@
 // @vitest-environment jsdom
 import { act, renderHook } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../api';
 import { useAction } from './use-action';
 
 describe('useAction (the busy / error pattern, once)', () => {
@@ -29,5 +30,18 @@ describe('useAction (the busy / error pattern, once)', () => {
     await act(() => result.current.run(() => Promise.reject(new Error('conflict')), (err) => { taken.push(err); return true; }));
     expect(taken).toHaveLength(1);
     expect(result.current.error).toBeUndefined();
+  });
+
+  it("keeps the host's typed error (field, suggestion) for the screen to act on", async () => {
+    const { result } = renderHook(() => useAction());
+    const info = { kind: 'CONFLICT' as const, message: "Branch 'x' already exists", field: 'branch', suggestion: 'x-2' };
+    await act(() => result.current.run(() => Promise.reject(new ApiError(info))));
+    expect(result.current.failure).toEqual(info);
+    expect(result.current.error).toBe(info.message);
+    // A plain error of the UI is INTERNAL; a message set by the screen too.
+    await act(() => result.current.run(() => Promise.reject(new Error('not collected yet'))));
+    expect(result.current.failure).toEqual({ kind: 'INTERNAL', message: 'not collected yet' });
+    act(() => result.current.setError(undefined));
+    expect(result.current.failure).toBeUndefined();
   });
 });

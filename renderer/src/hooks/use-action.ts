@@ -1,10 +1,17 @@
 import { useCallback, useRef, useState } from 'react';
-import { errorMessage } from '../api';
+import type { ErrorInfo } from '../../../contracts';
+import { errorInfo } from '../api';
 
-/** A button's action: whether it runs, and the error it last ended with (its message). */
+/** A button's action: whether it runs, and the error it last ended with. */
 export interface Action {
   busy: boolean;
+  /** The last error's message (what a plain banner or a field's line shows). */
   error: string | undefined;
+  /**
+   * The last error as the host typed it (kind, field, suggestion), for ErrorBanner's title and fix
+   * buttons; an error of the UI itself, or a message set with `setError`, is `INTERNAL`.
+   */
+  failure: ErrorInfo | undefined;
   setError: (message: string | undefined) => void;
   /**
    * Runs `work` unless it is already running: busy while it runs, the error cleared first and set
@@ -16,21 +23,22 @@ export interface Action {
 /** The busy / error pattern of every form and button that calls the host, written once. */
 export function useAction(): Action {
   const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string>();
+  const [failure, setFailure] = useState<ErrorInfo>();
   const running = useRef(false);
+  const setError = useCallback((message: string | undefined) => setFailure(message === undefined ? undefined : { kind: 'INTERNAL', message }), []);
   const run = useCallback(async (work: () => Promise<void>, onError?: (err: unknown) => boolean | Promise<boolean>) => {
     if (running.current) return;
     running.current = true;
     setBusy(true);
-    setError(undefined);
+    setFailure(undefined);
     try {
       await work();
     } catch (err) {
-      if (!(await onError?.(err))) setError(errorMessage(err));
+      if (!(await onError?.(err))) setFailure(errorInfo(err));
     } finally {
       running.current = false;
       setBusy(false);
     }
   }, []);
-  return { busy, error, setError, run };
+  return { busy, error: failure?.message, failure, setError, run };
 }
