@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { AirlockError } from '../../contracts/errors';
 import { parseStoredJson } from '../common/stored-json';
 import { airlockHome } from '../common/paths';
 import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
