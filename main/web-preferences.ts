@@ -1,4 +1,4 @@
-/** The locked-down webPreferences of every Airlock window (docs/architecture.md §2.6). */
+/** The locked-down webPreferences of every Airlock window (docs/architecture.md §2.7). */
 export const LOCKED_DOWN_PREFERENCES = {
   contextIsolation: true,
   sandbox: true,

@@ -4,7 +4,7 @@ import { AirlockError } from '../../contracts/errors';
 import { canonicalJson } from './canonical-json';
 import { GENESIS_HASH, type AuditRecord, type AuditRecordData, type AuditRecordType } from './audit-records';
 import { sha256Hex } from '../common/sha256';
-
+import { auditRecordProblem } from './audit-record-schema';
 
 /** The hash of a record: SHA-256 over the canonical JSON of everything but `hash`. */
 export function hashAuditRecord(record: Omit<AuditRecord, 'hash'>): string {
@@ -67,15 +67,16 @@ function checkLines(text: string, start: ChainStart = GENESIS_START): ParsedLog 
   const anchored = start.prev !== GENESIS_HASH;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
-    let rec: AuditRecord;
+    let value: unknown;
     try {
-      rec = JSON.parse(line) as AuditRecord;
+      value = JSON.parse(line);
     } catch {
       return { records, tail, failure: { index: i, reason: line.trim() === '' ? 'empty line' : 'not valid JSON' } };
     }
-    if (typeof rec !== 'object' || rec === null || typeof rec.hash !== 'string' || typeof rec.prev !== 'string' || typeof rec.type !== 'string' || typeof rec.ts !== 'string' || !('data' in rec)) {
-      return { records, tail, failure: { index: i, reason: 'not an audit record (missing seq/ts/type/data/prev/hash)' } };
-    }
+    const problem = auditRecordProblem(value);
+    if (problem) return { records, tail, failure: { index: i, reason: problem } };
+    // The envelope is checked; its data's shape per type is the writer's (audit-records.ts), and the hash covers it.
+    const rec = value as AuditRecord;
     // Checked before seq: a log chained to another run's seal mostly has other seqs too, and this is the real finding.
     if (i === 0 && anchored && rec.prev !== prev) {
       return { records, tail, failure: { index: i, reason: "not anchored to this run's seal: the first record's prev is not the hash of the audit log's sealed record (forged, or taken from another run)" } };

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AuditRecordView } from '../../contracts/audit';
+import { parseLogLines, StoredAuditRecord } from './audit-record-schema';
 import { verifyAuditLog, type AuditExpectation, type AuditVerifyResult } from './audit-log';
 
 /** Where a run's two logs are, and the anchors its record keeps of them. */
@@ -25,26 +26,24 @@ export function verifyRunLogs(logs: RunLogs): Promise<AuditVerifyResult> {
   return verifyAuditLog(logs.audit, expect);
 }
 
-/** A page of a run's audit records, the apply log's after the audit log's (seq counts on). */
+/**
+ * A page of a run's audit records, the apply log's after the audit log's (seq counts on). Each line
+ * is read with `StoredAuditRecord`: a torn last line (a crash mid-write) is left out, as
+ * `airlock audit verify` reports it; any other line that is not a record is INVALID_INPUT naming the
+ * log, the line and the field. Whether the records are untouched is `verifyRunLogs`' question.
+ */
 export async function readRunLogs(logs: Pick<RunLogs, 'audit' | 'applyLog'>, offset: number, limit: number): Promise<{ records: AuditRecordView[]; total: number }> {
-  let text = '';
+  const all: StoredAuditRecord[] = [];
   for (const file of [logs.audit, logs.applyLog]) {
+    let text: string;
     try {
-      const part = await readFile(file, 'utf8');
-      text += part === '' || part.endsWith('\n') ? part : `${part}\n`;
-    } catch {
-      // no log (yet)
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // no log (yet)
+      throw err;
     }
+    all.push(...parseLogLines(StoredAuditRecord, file, text, "it is kept as evidence; check the run with 'airlock audit verify'."));
   }
-  const lines = text.split('\n').filter(Boolean);
-  const records: AuditRecordView[] = [];
-  for (const line of lines.slice(offset, offset + limit)) {
-    try {
-      const r = JSON.parse(line) as { seq: number; ts: string; type: string; data: Record<string, unknown>; hash: string };
-      records.push({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash });
-    } catch {
-      // A torn line is reported by verify; reading skips it.
-    }
-  }
-  return { records, total: lines.length };
+  const records = all.slice(offset, offset + limit).map((r) => ({ index: r.seq, at: r.ts, type: r.type, data: r.data, hash: r.hash }));
+  return { records, total: all.length };
 }

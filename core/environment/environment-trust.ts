@@ -2,6 +2,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { parseStoredJson } from '../common/stored-json';
 import { projectDataDir } from '../network/project-network-store';
 import type { DevcontainerEnvironment } from './devcontainer-config';
 
@@ -29,12 +30,9 @@ export class EnvironmentTrust {
   }
 
   private async load(): Promise<TrustFile> {
-    try {
-      const parsed = TrustFile.safeParse(JSON.parse(await readFile(this.file, 'utf8')));
-      if (parsed.success) return parsed.data;
-    } catch {
-      // Missing or unreadable: nothing accepted.
-    }
+    // Missing: nothing accepted. Damaged: an error naming it (a default would drop every acceptance on the next write).
+    const text = await readFile(this.file, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
+    if (text !== undefined) return parseStoredJson(TrustFile, this.file, text, "fix or delete it (deleting asks again before this project's environments are used).");
     return { version: 1, project: path.resolve(this.projectDir), accepted: {} };
   }
 

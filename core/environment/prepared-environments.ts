@@ -7,6 +7,7 @@ import type Docker from 'dockerode';
 import { z } from 'zod';
 import type { PreparedEnvironmentInfo, PruneResult } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
+import { parseStoredJson } from '../common/stored-json';
 import type { ChannelClient } from '../channel/channel-client';
 import { LABEL_INSTALLATION } from '../sandbox/labels';
 import { AIRLOCK_TOOLS_BIN } from './derived-image';
@@ -228,12 +229,8 @@ export class PreparedUsage {
     this.file = path.join(home, 'prepared-environments.json');
   }
   async read(): Promise<Record<string, string>> {
-    try {
-      const parsed = UsageFile.safeParse(JSON.parse(await readFile(this.file, 'utf8')));
-      return parsed.success ? parsed.data.lastUsed : {};
-    } catch {
-      return {};
-    }
+    const text = await readFile(this.file, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
+    return text === undefined ? {} : parseStoredJson(UsageFile, this.file, text, "delete it: it only dates the prepared environments' last use ('airlock env prune' then goes by creation time).").lastUsed;
   }
   async touch(key: string): Promise<void> {
     const lastUsed = await this.read();

@@ -103,7 +103,7 @@ export function tokenMatches(candidate: string | undefined | null, expectedDiges
 }
 
 /**
- * Serves the renderer and the API router over WebSocket on 127.0.0.1 (docs/architecture.md §2.6). Every
+ * Serves the renderer and the API router over WebSocket on 127.0.0.1 (docs/architecture.md §2.7). Every
  * request needs the token (query parameter once, then a same-site cookie) and a loopback `Host`
  * (against DNS rebinding); a present `Origin` must be this host, and WebSocket upgrades must carry one.
  */

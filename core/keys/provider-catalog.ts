@@ -5,6 +5,7 @@ import { AirlockError } from '../../contracts/errors';
 import { ProviderId } from '../../contracts/ids';
 import type { KeyStorage, ProviderKind } from '../../contracts/keys';
 import { airlockHome } from '../common/paths';
+import { parseStoredJson } from '../common/stored-json';
 import type { CredentialKind } from './subscription-credentials';
 
 /** A model provider as the proxy sees it: where to send requests and in which wire format. */
@@ -141,13 +142,17 @@ export class ProviderCatalog {
 
   private async load(): Promise<CatalogFile> {
     if (this.cache) return this.cache;
-    let data: CatalogFile;
+    let text: string | undefined;
     try {
-      data = CatalogFile.parse(JSON.parse(await readFile(this.file, 'utf8')));
+      text = await readFile(this.file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof SyntaxError) && !(err instanceof z.ZodError)) throw err;
-      data = { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {}, authBaseUrls: {} };
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
+    // A damaged file is an error, never an empty catalog: the next save would overwrite the user's providers.
+    const data: CatalogFile =
+      text === undefined
+        ? { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {}, authBaseUrls: {} }
+        : parseStoredJson(CatalogFile, this.file, text, 'fix or remove it (custom providers, base URLs and key labels are kept there; the keys themselves stay in the keychain).');
     this.cache = data;
     return data;
   }

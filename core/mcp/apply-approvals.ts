@@ -2,13 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { McpApplyRequest } from '../../contracts/mcp';
+import { z } from 'zod';
+import { debugLog } from '../common/debug-log';
 import { Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import { parseStoredJson } from '../common/stored-json';
 
 /** How long a client's apply request waits for the user before it is refused. */
 export const APPLY_REQUEST_TTL_MS = 10 * 60_000;
 const POLL_MS = 250;
 
 export type ApplyAnswer = 'approved' | 'refused' | 'expired';
+
+/** `<id>.answer.json`, written by the app when the user answers. */
+const AnswerFile = z.object({ approved: z.boolean(), at: z.string() });
 
 /**
  * Apply requests of MCP clients waiting for the user's yes (docs/architecture.md §17), kept as files
@@ -18,6 +24,7 @@ export type ApplyAnswer = 'approved' | 'refused' | 'expired';
  */
 export class ApplyApprovals {
   readonly dir: string;
+  private readonly noted = new Set<string>();
 
   constructor(home: string) {
     this.dir = path.join(home, 'mcp', 'approvals');
@@ -93,20 +100,30 @@ export class ApplyApprovals {
     return { onDidChange: changed.event, dispose: () => d.dispose() };
   }
 
+  /** The user's answer, if given. A damaged answer file is a refusal (the safer reading), noted in the debug log. */
   private async answerOf(requestId: string): Promise<ApplyAnswer | undefined> {
+    const file = this.file(requestId, 'answer');
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined;
     try {
-      const raw = JSON.parse(await readFile(this.file(requestId, 'answer'), 'utf8')) as { approved?: unknown };
-      return raw.approved === true ? 'approved' : 'refused';
-    } catch {
-      return undefined;
+      return parseStoredJson(AnswerFile, file, text, 'the apply is refused; the client may ask again.').approved ? 'approved' : 'refused';
+    } catch (err) {
+      debugLog.note('mcp.applyAnswer', err);
+      return 'refused';
     }
   }
 
+  /** A waiting request; a damaged request file counts as none (never approvable), noted in the debug log. */
   private async read(requestId: string): Promise<McpApplyRequest | undefined> {
+    const file = this.file(requestId, 'request');
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined;
     try {
-      const parsed = McpApplyRequest.safeParse(JSON.parse(await readFile(this.file(requestId, 'request'), 'utf8')));
-      return parsed.success ? parsed.data : undefined;
-    } catch {
+      return parseStoredJson(McpApplyRequest, file, text, 'the request cannot be answered; the client may ask again.');
+    } catch (err) {
+      // Polled every second while the UI watches: said once per file.
+      if (!this.noted.has(file)) debugLog.note('mcp.applyRequest', err);
+      this.noted.add(file);
       return undefined;
     }
   }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { AirlockError } from '../../contracts/errors';
+import { parseStoredJson } from '../common/stored-json';
 import { airlockHome } from '../common/paths';
 import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
 import { sha256Hex } from '../common/sha256';
@@ -62,16 +62,7 @@ export class ProjectNetworkStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { allow: [], rules: [] };
       throw err;
     }
-    let data: z.infer<typeof NetworkFile>;
-    try {
-      data = NetworkFile.parse(JSON.parse(text));
-    } catch (err) {
-      throw new AirlockError(
-        'INVALID_INPUT',
-        `${this.file} is not a valid Airlock network file; fix or delete it to reset the project's allowed hosts`,
-        { cause: err },
-      );
-    }
+    const data = parseStoredJson(NetworkFile, this.file, text, "fix or delete it to reset the project's allowed hosts.");
     // Re-validate each host pattern: the file is user-editable.
     return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [] };
   }

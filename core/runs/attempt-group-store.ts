@@ -3,6 +3,8 @@ import path from 'node:path';
 import { AttemptGroup } from '../../contracts/attempts';
 import { AirlockError } from '../../contracts/errors';
 import { AttemptGroupId, requireAttemptGroupId } from '../../contracts/ids';
+import { debugLog } from '../common/debug-log';
+import { parseStoredJson } from '../common/stored-json';
 
 /**
  * Attempt groups on disk (docs/architecture.md §18): `<home>/attempt-groups/<groupId>.json`, next to
@@ -29,7 +31,7 @@ export class AttemptGroupStore {
     return parsed;
   }
 
-  /** NOT_FOUND for an unknown id; INTERNAL (with why) for a file that is not a group. */
+  /** NOT_FOUND for an unknown id; INVALID_INPUT naming the file and field for a file that is not a group. */
   async get(groupId: string): Promise<AttemptGroup> {
     let text: string;
     try {
@@ -38,15 +40,7 @@ export class AttemptGroupStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AirlockError('NOT_FOUND', `No attempt group ${groupId}. 'airlock compare' takes the group id 'airlock run --attempts' printed.`);
       throw err;
     }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch {
-      throw new AirlockError('INTERNAL', `Attempt group ${groupId} is unreadable: not JSON.`);
-    }
-    const parsed = AttemptGroup.safeParse(raw);
-    if (!parsed.success) throw new AirlockError('INTERNAL', `Attempt group ${groupId} is unreadable: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'group'}: ${i.message}`).join('; ')}.`);
-    return parsed.data;
+    return parseStoredJson(AttemptGroup, this.file(groupId), text, `'airlock compare ${groupId}' cannot read it; its runs are intact ('airlock runs' lists them).`);
   }
 
   async update(groupId: string, fn: (g: AttemptGroup) => AttemptGroup): Promise<AttemptGroup> {
@@ -57,14 +51,14 @@ export class AttemptGroupStore {
     });
   }
 
-  /** Newest first; unreadable files are left out (they stay on disk). */
+  /** Newest first; unreadable files are left out (they stay on disk, and the debug log says why). */
   async list(limit = 100): Promise<AttemptGroup[]> {
     const names = await readdir(this.root).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return [] as string[];
       throw err;
     });
     const ids = names.map((n) => n.replace(/\.json$/, '')).filter((n) => AttemptGroupId.safeParse(n).success).sort().reverse().slice(0, limit);
-    const groups = await Promise.all(ids.map((id) => this.get(id).catch(() => undefined)));
+    const groups = await Promise.all(ids.map((id) => this.get(id).catch(debugLog.swallow('attempts.list'))));
     return groups.filter((g): g is AttemptGroup => g !== undefined);
   }
 

@@ -57,7 +57,7 @@ describe('attempt group store', () => {
     for (const id of [older, newer]) await store.create({ id, createdAt: 'now', projectDir: '/p', task: 't', concurrency: 1, attempts: [{ index: 0, runId: newRunId(), agent: 'builtin', provider: 'anthropic', model: 'm' }] });
     expect((await store.list()).map((g) => g.id)).toEqual([newer, older]);
     await writeFile(path.join(store.root, `${older}.json`), JSON.stringify({ id: older, attempts: 'no' }));
-    await expect(store.get(older)).rejects.toMatchObject({ kind: 'INTERNAL', message: expect.stringContaining(`Attempt group ${older} is unreadable`) });
+    await expect(store.get(older)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${path.join(store.root, `${older}.json`)} is damaged: field `) });
     expect((await store.list()).map((g) => g.id)).toEqual([newer]);
     await expect(store.get('../../etc/passwd')).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
     await expect(store.get(newAttemptGroupId())).rejects.toMatchObject({ kind: 'NOT_FOUND' });

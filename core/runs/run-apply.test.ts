@@ -4,9 +4,10 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, verifyAuditLog } from '../audit/audit-log';
 import { sha256Hex } from '../common/sha256';
-import type { AuditRecord } from '../audit/audit-records';
+import type { AuditRecord, AuditRecordData } from '../audit/audit-records';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../../test/support/workspace-fixtures';
-import { applyRunResult, loadRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
+import { applyRunResult, loadLegacyResult, loadRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
+import { openApplyLog } from '../audit/apply-log';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
 import { toRunRecordView, toRunSummary } from './run-record';
@@ -165,5 +166,38 @@ describe('a damaged result.json (what apply trusts)', () => {
 
     await rm(file);
     await expect(loadRunResult(store, run.id)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+  });
+});
+
+describe('stored files apply reads back', () => {
+  it('refuses to apply when the apply log holds an apply record that is not one, naming the log, the line and the field', async () => {
+    const { store, run, projectDir, reviewedSha256 } = await finishedRun();
+    const paths = store.paths(run.id);
+    // Chained and hashed like any record (so the chain verifies), but a resolution without its digest.
+    const log = await openApplyLog(paths.audit, paths.applyLog);
+    await log.append('apply', { mode: 'resolve', scope: 'turn', target: projectDir, applied: ['src/a.ts'], refused: [], patchSha256: 'ab'.repeat(32), resolved: { path: 'src/a.ts' } } as unknown as AuditRecordData['apply']);
+    await log.close();
+    const before = fingerprint(projectDir);
+    await expect(applyRunResult({ store, run, mode: 'working-tree', reviewedSha256 })).rejects.toMatchObject({
+      kind: 'INVALID_INPUT',
+      message: expect.stringContaining(`${paths.applyLog} is damaged: line 1, data, field resolved.replacedSha256`),
+    });
+    expect(fingerprint(projectDir)).toBe(before);
+  });
+
+  it("names a legacy run's damaged change list instead of showing no changes", async () => {
+    const store = new RunStore({ home });
+    const id = newRunId();
+    const now = new Date().toISOString();
+    await store.create({ id, task: 't', projectDir: gitRepo(PROJECT), agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+    const paths = store.paths(id);
+    await mkdir(paths.artifacts, { recursive: true });
+    await writeFile(paths.patch, 'diff --git a/x b/x\n');
+    await writeFile(path.join(paths.artifacts, 'baseline.json'), '{}');
+    const file = path.join(paths.artifacts, 'changes.json');
+    await writeFile(file, JSON.stringify([{ path: 'src/a.ts', status: 'changed' }]));
+    await expect(loadLegacyResult(store, id)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${file} is damaged: field 0.status`) });
+    await writeFile(file, '[{"path": "src/a.ts"');
+    await expect(loadLegacyResult(store, id)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${file} is damaged: not valid JSON`) });
   });
 });

@@ -11,7 +11,9 @@ import { HostRepo } from '../workspace/host-repo';
 import { mergeViewOf, writeResolution, type MergeViewData } from '../workspace/merge-view';
 import { selectionPatch, type FileSelection, type SelectionPatch } from '../workspace/partial';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
-import { parseStoredJson } from '../common/stored-json';
+import { checkStoredValue, parseStoredJson } from '../common/stored-json';
+import { parseLogLines, StoredApplyData, StoredAuditRecord } from '../audit/audit-record-schema';
+import { LegacyChanges } from './legacy-changes-schema';
 import { StoredResultSchema } from '../workspace/stored-result';
 import { checkpointOids, loadCheckpointResult } from './checkpoints';
 import type { RunStore } from './run-store';
@@ -118,14 +120,16 @@ async function readResult(runId: string, resultFile: string, patchFile: string):
  */
 export async function loadLegacyResult(store: RunStore, runId: string): Promise<{ patch: Buffer; files: FileChange[] } | undefined> {
   const p = store.paths(runId);
-  try {
-    await readFile(path.join(p.artifacts, 'baseline.json'));
-    // Written by that Airlock's collect in the shape of its day (FileChange); shown for reading only.
-    const files = JSON.parse(await readFile(path.join(p.artifacts, 'changes.json'), 'utf8')) as FileChange[];
-    return { patch: await readFile(p.patch), files };
-  } catch {
-    return undefined;
-  }
+  const marker = await readFile(path.join(p.artifacts, 'baseline.json')).catch(() => undefined);
+  if (marker === undefined) return undefined;
+  const file = path.join(p.artifacts, 'changes.json');
+  const text = await readFile(file, 'utf8').catch(() => undefined);
+  const patch = await readFile(p.patch).catch(() => undefined);
+  if (text === undefined || patch === undefined) return undefined;
+  // Written by that Airlock's collect in the shape of its day; only the listing is checked, as it is shown for reading only.
+  const files = parseStoredJson(LegacyChanges, file, text, `the run's list of changes cannot be shown; its whole patch is ${p.patch}, for git apply.`);
+  // As before: the screens show what of `FileChange` it has (its day wrote a subset of today's fields).
+  return { patch, files: files as unknown as FileChange[] };
 }
 
 /** One file's diff text in a stored result (by new or old path). */
@@ -259,15 +263,13 @@ export async function applyRunResult(opts: Selection & {
 async function resolutionsOf(applyLog: string, target: string, scope: ChangeScope): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   const text = await readFile(applyLog, 'utf8').catch(() => '');
-  for (const line of text.split('\n')) {
-    try {
-      const r = JSON.parse(line) as { type?: string; data?: { mode?: string; target?: string; scope?: string; resolved?: { path: string; writtenSha256: string } } };
-      const d = r.data;
-      if (r.type === 'apply' && d?.mode === 'resolve' && d.target === target && (d.scope ?? 'turn') === scope && d.resolved) out.set(d.resolved.path, d.resolved.writtenSha256);
-    } catch {
-      // a torn line: `airlock audit verify` reports it
-    }
-  }
+  // The caller opened the apply log first, which verified its chain (a torn last line was cut off then).
+  const fix = "nothing was applied; check the run with 'airlock audit verify'.";
+  parseLogLines(StoredAuditRecord, applyLog, text, fix).forEach((r, i) => {
+    if (r.type !== 'apply') return;
+    const d = checkStoredValue(StoredApplyData, applyLog, r.data, fix, `line ${i + 1}, data`);
+    if (d.mode === 'resolve' && d.target === target && (d.scope ?? 'turn') === scope && d.resolved) out.set(d.resolved.path, d.resolved.writtenSha256);
+  });
   return out;
 }
 

@@ -7,6 +7,7 @@ import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
+import type { EgressEvent } from '../network/egress-proxy';
 import type { PreviewPorts } from '../network/preview-ports';
 import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
@@ -132,24 +133,8 @@ export interface NetworkApprovalsPort {
   answer(id: string, answer: NetworkAnswer): Promise<boolean>;
 }
 
-/** One connection attempt through a run's egress proxy (allow-list policy). */
-export interface EgressAttempt {
-  host: string;
-  port: number;
-  method: string;
-  allowed: boolean;
-  reason?: string;
-  bytesUp: number;
-  bytesDown: number;
-  durationMs: number;
-  /** The egress gateway intercepted this request (TLS terminated on the host): the fields below are set. */
-  intercepted?: true;
-  path?: string;
-  status?: number;
-  rule?: string;
-  /** The secret injected, or whose placeholder was misused, by name. */
-  secret?: string;
-}
+/** One connection attempt through a run's egress proxy (allow-list policy), as a run sees it. */
+export type EgressAttempt = Omit<EgressEvent, 'id' | 'runId' | 'at' | 'address'>;
 
 /**
  * An MCP session's control (docs/architecture.md §17): the run's agent step is the client's use of

@@ -51,7 +51,7 @@ describe('agent session files carried between turns (hostile sandbox output)', (
     expect(await readFile(path.join(next.dir, 'sub', 'one.jsonl'), 'utf8')).toBe('second file\n');
   });
 
-  it('keeps nothing when the agent left no session, caps the count, and refuses a tampered store', async () => {
+  it('keeps nothing when the agent left no session, caps the count, refuses a tampered store and names a damaged one', async () => {
     expect(await captureSession(shell, spec, ID, TOKEN)).toBeUndefined();
     for (const n of 'abcdefghijkl') await writeFile(path.join(spec.dir, 'sub', `${n}.jsonl`), n);
     expect((await captureSession(shell, spec, ID, TOKEN))?.files).toHaveLength(SESSION_MAX_FILES);
@@ -61,7 +61,10 @@ describe('agent session files carried between turns (hostile sandbox output)', (
     const tampered = await loadSession(file);
     await expect(restoreSession(shell, spec, tampered!)).rejects.toThrow(/unexpected file/);
     await writeFile(file, 'not json');
-    expect(await loadSession(file)).toBeUndefined();
+    await expect(loadSession(file)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${file} is damaged: not valid JSON`) });
+    await writeFile(file, JSON.stringify({ version: 1, id: ID, files: [{ path: 'a.jsonl', bytes: -1, sha256: 'a'.repeat(64), data: '' }] }));
+    await expect(loadSession(file)).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining(`${file} is damaged: field files.0.bytes`) });
+    expect(await loadSession(path.join(dir, 'none.json'))).toBeUndefined();
   });
 
   it('names exactly the session files of Claude Code and Codex', () => {

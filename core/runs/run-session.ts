@@ -3,6 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentSessionFiles } from '../agents';
+import { parseStoredJson } from '../common/stored-json';
 import { parseHostileTar } from '../workspace/hostile-tar';
 import { unsafePathReason } from '../workspace/result-paths';
 import { TarWriter } from '../workspace/tar-writer';
@@ -92,15 +93,14 @@ export async function saveSession(file: string, session: CarriedSession): Promis
   await writeFile(file, JSON.stringify(session), { mode: 0o600 });
 }
 
-/** A stored session, or undefined when there is none or it does not read as one. */
+/**
+ * A stored session, or undefined when there is none. A damaged one is INVALID_INPUT naming the file
+ * and field: continuing would otherwise start the agent's conversation afresh without saying so.
+ */
 export async function loadSession(file: string): Promise<CarriedSession | undefined> {
   const text = await readFile(file, 'utf8').catch(() => undefined);
   if (text === undefined) return undefined;
-  try {
-    return CarriedSession.parse(JSON.parse(text));
-  } catch {
-    return undefined;
-  }
+  return parseStoredJson(CarriedSession, file, text, "the agent's conversation cannot be carried over; start a new run with the task instead of continuing.");
 }
 
 /** `data` with every occurrence of `needle` replaced (the run token: one never crosses into another sandbox). */

@@ -1,4 +1,5 @@
 import { AirlockError } from '../../contracts/errors';
+import { debugLog } from '../common/debug-log';
 import type { LifecycleHook, LifecycleStep } from '../environment/devcontainer-config';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { Sandbox } from '../sandbox/sandbox';
@@ -75,7 +76,7 @@ async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, p
   if (r.exitCode !== 0) {
     throw new AirlockError('SANDBOX_FAILED', `Putting the prepared environment ${prepared.ref} in place failed (status ${r.exitCode ?? 'killed'}): ${r.stderr.toString('utf8').trim().slice(-1000)}. Clear it with \`airlock env prune\` and run again: setup will run and prepare it anew.`, { field: 'environment' });
   }
-  await prepared.markUsed().catch(() => undefined);
+  await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
   await run.audit.append('note', { message: `setup skipped: started from the prepared environment ${prepared.ref} (key ${prepared.key}); its inputs are unchanged` });
   await updatePrepared(host, run, { status: 'reused', key: prepared.key, image: prepared.ref });
 }
@@ -95,7 +96,7 @@ async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedStat
   const unchanged = new Set(manifest.map((m) => m.path).filter((p) => !changed.has(p)));
   try {
     const { size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
-    await prepared.markUsed().catch(() => undefined);
+    await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
     await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
     await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });
   } catch (err) {

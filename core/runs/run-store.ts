@@ -3,6 +3,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { checkStoredValue } from '../common/stored-json';
 import { RunId, requireRunId } from '../../contracts/ids';
 import { airlockHome } from '../common/paths';
 import type { Disposable } from '../common/disposable';
@@ -324,12 +325,7 @@ export class RunStore implements Disposable {
           yield value as T;
           continue;
         }
-        const parsed = options.schema.safeParse(value);
-        if (!parsed.success) {
-          const issue = parsed.error.issues[0];
-          throw new AirlockError('INVALID_INPUT', `${file} is damaged: line ${n}, field ${issue?.path.join('.') || '(top level)'}: ${issue?.message ?? 'invalid'}; the run's other files are intact — remove that line, or delete the run in History.`);
-        }
-        yield parsed.data;
+        yield checkStoredValue(options.schema, file, value, "the run's other files are intact — remove that line, or delete the run in History.", `line ${n}`);
       }
     } finally {
       rl.close();

@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { z } from 'zod';
+import { AirlockError } from '../../../contracts/errors';
 import { airlockHome } from '../../common/paths';
+import { parseStoredJson } from '../../common/stored-json';
 import type { AirlockServices } from '../../api/services';
 import type { AppContext } from '../../app-context';
 import { createApiRouter } from '../../api/router';
@@ -94,14 +97,21 @@ async function openInBrowser(url: string): Promise<void> {
 /** Where `serve` remembers its port for a data folder: `<AIRLOCK_HOME>/serve.json`. */
 const servePortFile = (home: string) => path.join(home, 'serve.json');
 
-/** The port this data folder served on last, if recorded. */
+/** `serve.json`: the port `airlock serve` used last for this data folder. */
+const ServePortFile = z.object({ port: z.number().int().min(1).max(65535) });
+
+/**
+ * The port this data folder served on last, if recorded. A damaged file is INVALID_INPUT naming it
+ * and the field; `serve` says so and picks a new port (the file is only a convenience, rewritten then).
+ */
 export async function lastServePort(home: string): Promise<number | undefined> {
-  try {
-    const { port } = JSON.parse(await readFile(servePortFile(home), 'utf8')) as { port?: unknown };
-    return typeof port === 'number' && Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
-  } catch {
-    return undefined;
-  }
+  const file = servePortFile(home);
+  const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (text === undefined) return undefined;
+  return parseStoredJson(ServePortFile, file, text, 'serving on a new port, which replaces it.').port;
 }
 
 async function saveServePort(home: string, port: number): Promise<void> {
@@ -131,8 +141,15 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
         const launchCommand = io.env.npm_lifecycle_event === 'start' ? 'npm start' : 'airlock serve';
         const start = (port: number) => startHostServer({ router: createApiRouter(services as AirlockServices), rendererDir, port, launchCommand, ...(services?.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
         const home = io.app?.home ?? airlockHome(io.env);
-        const last = opts.port === undefined ? await lastServePort(home) : undefined;
         let note = '';
+        const last =
+          opts.port === undefined
+            ? await lastServePort(home).catch((err: unknown) => {
+                if (!(err instanceof AirlockError) || err.kind !== 'INVALID_INPUT') throw err;
+                note = `${err.message}\n`;
+                return undefined;
+              })
+            : undefined;
         if (last !== undefined) {
           host = await start(last).catch((err: NodeJS.ErrnoException) => {
             if (err.code !== 'EADDRINUSE' && err.code !== 'EACCES') throw err;

@@ -2,6 +2,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
+import { parseStoredJson } from '../../common/stored-json';
 import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
@@ -141,9 +142,7 @@ export class SecretStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw err;
     }
-    const parsed = StoreFile.safeParse(JSON.parse(text));
-    if (!parsed.success) throw new AirlockError('INVALID_INPUT', `${this.file} is not a valid secrets file; fix or remove it (it holds no values)`);
-    return parsed.data.secrets;
+    return parseStoredJson(StoreFile, this.file, text, 'fix or remove it (it holds no values; those stay in the keychain).').secrets;
   }
 
   private async write(secrets: SecretBinding[]): Promise<void> {

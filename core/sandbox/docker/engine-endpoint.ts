@@ -12,7 +12,7 @@ import { SshDialAgent, privateControlDir, type SshTarget } from './ssh-dial';
 /**
  * "Which engine, where": one place that turns the user's choice, the environment, Docker contexts
  * and the well-known sockets into dockerode options plus a description people can read
- * (docs/architecture.md, "Engines"). Podman and remote-transport specifics of discovery live here;
+ * (docs/architecture.md §13). Podman and remote-transport specifics of discovery live here;
  * API differences live in the driver.
  */
 
