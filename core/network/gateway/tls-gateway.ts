@@ -1,7 +1,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import type net from 'node:net';
-import { pipeline } from 'node:stream';
+import { Duplex, pipeline } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
 import { endToEndHeaders } from '../../common/hop-headers';
@@ -78,6 +78,32 @@ interface Served extends Target {
 
 type Base = Omit<GatewayRequestEvent, 'allowed' | 'status' | 'bytesUp' | 'bytesDown' | 'rule' | 'reason' | 'secret'>;
 
+/**
+ * The decrypted socket as a plain stream for node:http2. Handed this TLS socket itself (made over the
+ * proxy's client socket, not by a TLS server), the HTTP/2 session never received a frame; through a
+ * plain stream it reads what TLS decrypted, at the cost of one stream hop per chunk.
+ */
+function streamView(socket: tls.TLSSocket): Duplex {
+  const view = new Duplex({
+    read: () => void socket.resume(),
+    write: (chunk: Buffer, _enc, cb) => void socket.write(chunk, cb),
+    final: (cb) => {
+      socket.end();
+      cb();
+    },
+    destroy: (err, cb) => {
+      socket.destroy();
+      cb(err);
+    },
+  });
+  socket.on('data', (d: Buffer) => {
+    if (!view.push(d)) socket.pause();
+  });
+  socket.once('end', () => view.push(null));
+  socket.once('close', () => view.destroy());
+  return view;
+}
+
 export class TlsGateway implements Disposable {
   private readonly server: http.Server;
   /** HTTP/2 clients (ALPN `h2`): the same rules, secrets, audit, denials and approvals. */
@@ -136,7 +162,7 @@ export class TlsGateway implements Disposable {
     secure.once('secure', () => {
       if (secure.alpnProtocol === 'h2') {
         this.nextH2 = served;
-        this.h2.emit('connection', secure);
+        this.h2.emit('connection', streamView(secure));
       } else {
         this.targets.set(secure, served);
         this.server.emit('connection', secure);
