@@ -1,6 +1,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import type net from 'node:net';
+import { constants as cryptoConstants } from 'node:crypto';
 import { Duplex, pipeline } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
@@ -12,7 +13,7 @@ import { checkPush } from './push-guard';
 import type { RunCa } from './run-ca';
 import { canonicalPath, decideWithProject, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 import { relayUpgrade } from './upgrade-relay';
-import { UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
+import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
 
 export { redactQuery } from './gateway-http';
 
@@ -113,6 +114,7 @@ export class TlsGateway implements Disposable {
   /** The target of the HTTP/2 session being made right now (the server makes it synchronously). */
   private nextH2: Served | undefined;
   private readonly upstream: UpstreamClient;
+  private readonly leafContexts = new Map<string, Promise<tls.SecureContext>>();
 
   constructor(private readonly opts: TlsGatewayOptions) {
     this.upstream = new UpstreamClient({ ...(opts.upstreamCa ? { upstreamCa: opts.upstreamCa } : {}), idleTimeoutMs: opts.idleTimeoutMs });
@@ -142,14 +144,13 @@ export class TlsGateway implements Disposable {
    * when either side is done.
    */
   async handle(client: net.Socket, head: Buffer, target: Target, onRequest: (e: GatewayRequestEvent) => void): Promise<void> {
-    const cert = await this.opts.ca.leafFor(target.host);
+    const secureContext = await this.leafContext(target.host);
     if (client.destroyed) return;
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length) client.unshift(head);
     const secure = new tls.TLSSocket(client, {
       isServer: true,
-      key: this.opts.ca.leafKeyPem,
-      cert,
+      secureContext,
       // h2 first, as servers prefer it; a client without ALPN gets HTTP/1.1 (docs/architecture.md §2.8).
       ALPNProtocols: ['h2', 'http/1.1'],
     });
@@ -168,6 +169,19 @@ export class TlsGateway implements Disposable {
         this.server.emit('connection', secure);
       }
     });
+  }
+
+  /** One TLS context per intercepted host (its leaf), made once: parsing the key per connection costs. */
+  private leafContext(host: string): Promise<tls.SecureContext> {
+    let ctx = this.leafContexts.get(host);
+    if (!ctx) {
+      ctx = this.opts.ca.leafFor(host).then((cert) =>
+        tls.createSecureContext({ key: this.opts.ca.leafKeyPem, cert, ciphers: GATEWAY_CIPHERS, secureOptions: cryptoConstants.SSL_OP_CIPHER_SERVER_PREFERENCE }),
+      );
+      this.leafContexts.set(host, ctx);
+      ctx.catch(() => this.leafContexts.delete(host));
+    }
+    return ctx;
   }
 
   /**
@@ -366,7 +380,21 @@ export class TlsGateway implements Disposable {
     // Scrubbing can change the body's length: let the server side frame it instead.
     if (scrub) out = withoutHeaders(out, 'content-length');
     writeHead(res, up.status, up.statusMessage, out);
-    up.body.on('data', (c: Buffer) => counted(c.length));
+    // Every TLS record read upstream in one turn of the event loop goes to the client in one write
+    // (one encryption pass over the batch and one syscall) instead of one write per 16 KiB record.
+    // The client's socket is corked, not the response: a response ended while corked lost its tail.
+    const socket = res instanceof http.ServerResponse ? res.socket : null;
+    let corked = false;
+    up.body.on('data', (c: Buffer) => {
+      counted(c.length);
+      if (corked || !socket || socket.destroyed) return;
+      corked = true;
+      socket.cork();
+      setImmediate(() => {
+        corked = false;
+        socket.uncork();
+      });
+    });
     const onEnd = (err?: Error | null) => {
       if (err) res.destroy();
       finish(up.status, err || !up.complete() ? 'closed before the response was complete' : undefined);

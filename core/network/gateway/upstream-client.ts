@@ -45,6 +45,14 @@ export interface UpstreamExchange {
 
 export type UpstreamProtocol = 'http/1.1' | 'h2';
 
+/**
+ * TLS 1.3 suites in the gateway's order of preference, both toward the client and the server: every
+ * byte of an intercepted download is decrypted and encrypted again on the host, and AES-128-GCM is
+ * the cheapest of the three where AES instructions exist (docs/architecture.md §8). TLS 1.2 keeps
+ * Node's defaults.
+ */
+export const GATEWAY_CIPHERS = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', ...tls.DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_'))].join(':');
+
 export interface UpstreamClientOptions {
   /** Extra CAs trusted on top of Node's bundled roots (a company CA; tests). Verification is never off. */
   upstreamCa?: string[];
@@ -83,11 +91,11 @@ export class UpstreamClient implements Disposable {
   private readonly sessions = new Map<string, http2.ClientHttp2Session>();
   private readonly dialing = new Map<string, Promise<http2.ClientHttp2Session>>();
   /** Built once: an agent keys its pool by its options, and hashing 140 root PEMs per request costs ms. */
-  private readonly trust: tls.SecureContext | undefined;
+  private readonly trust: tls.SecureContext;
   private disposed = false;
 
   constructor(private readonly opts: UpstreamClientOptions) {
-    this.trust = opts.upstreamCa?.length ? tls.createSecureContext({ ca: [...tls.rootCertificates, ...opts.upstreamCa] }) : undefined;
+    this.trust = tls.createSecureContext({ ciphers: GATEWAY_CIPHERS, ...(opts.upstreamCa?.length ? { ca: [...tls.rootCertificates, ...opts.upstreamCa] } : {}) });
   }
 
   /**
@@ -122,7 +130,7 @@ export class UpstreamClient implements Disposable {
     for (const address of t.addresses) {
       try {
         return await new Promise<tls.TLSSocket>((resolve, reject) => {
-          const socket = tls.connect({ host: address, port: t.port, servername: t.host, ALPNProtocols, ...(this.trust ? { secureContext: this.trust } : {}) });
+          const socket = tls.connect({ host: address, port: t.port, servername: t.host, ALPNProtocols, secureContext: this.trust });
           socket.setNoDelay(true);
           socket.once('secureConnect', () => {
             socket.off('error', reject);
@@ -146,7 +154,7 @@ export class UpstreamClient implements Disposable {
         keepAlive: true,
         noDelay: true,
         maxSockets: 32,
-        ...(this.trust ? { secureContext: this.trust } : {}),
+        secureContext: this.trust,
         // Connect to exactly the addresses the proxy checked: the name is never looked up again.
         lookup: ((_h: string, o: { all?: boolean }, cb: (...args: unknown[]) => void) => {
           const list = addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
