@@ -1,4 +1,4 @@
-import http from 'node:http';
+import type http from 'node:http';
 import http2 from 'node:http2';
 import { headersObject } from './upstream-client';
 
