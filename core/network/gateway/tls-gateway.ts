@@ -123,7 +123,8 @@ export class TlsGateway implements Disposable {
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => this.onRequest(req, res));
     this.server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (_err: Error, socket: net.Socket) => socket.destroy());
-    this.h2 = http2.createServer({ maxSessionMemory: 32, settings: { maxHeaderListSize: 32 * 1024 } });
+    // Streams at once per session bounded like a browser-facing server's: each one is an upstream request.
+    this.h2 = http2.createServer({ maxSessionMemory: 32, settings: { maxHeaderListSize: 32 * 1024, maxConcurrentStreams: 128 } });
     this.h2.on('session', (session: http2.ServerHttp2Session) => {
       if (this.nextH2) this.h2Targets.set(session, this.nextH2);
       else session.destroy();
