@@ -96,6 +96,14 @@ export type RunCheckResult = z.infer<typeof RunCheckResult>;
 export const RunAttempt = z.object({ groupId: AttemptGroupId, index: z.number().int().nonnegative() });
 export type RunAttempt = z.infer<typeof RunAttempt>;
 
+/**
+ * What a request refused by the user's own gateway rules does (docs/architecture.md §2.8): `ask` holds
+ * it (bounded) for the user's Allow once / Allow for this project / Deny; `deny` refuses it at once,
+ * for runs nobody watches (a non-interactive `airlock run`, CI). Absent: `ask`.
+ */
+export const NetworkApprovalMode = z.enum(['ask', 'deny']);
+export type NetworkApprovalMode = z.infer<typeof NetworkApprovalMode>;
+
 export const StartRunInput = z
   .strictObject({
     /** Absolute path of the project on the host; it is copied in, never written during the run. */
@@ -115,6 +123,8 @@ export const StartRunInput = z
     egressRules: z.array(z.string().min(1).max(400)).max(200).optional(),
     /** Names of the gateway secrets this run may use (values stay in the keychain). */
     secrets: z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/)).max(20).optional(),
+    /** Whether a request a gateway rule refused waits for the user (`ask`, the default) or is refused at once (`deny`). */
+    networkApprovals: NetworkApprovalMode.optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
     /** History in the sandbox's repository; absent: the `gitHistory` setting. */
     gitHistory: GitHistory.optional(),
@@ -234,6 +244,8 @@ export const RunRecord = RunSummary.extend({
   allowlist: z.array(z.string()).optional(),
   egressRules: z.array(z.string()).optional(),
   secrets: z.array(z.string()).optional(),
+  /** `deny`: requests the gateway's rules refused were not put to the user (absent: `ask`). */
+  networkApprovals: NetworkApprovalMode.optional(),
   /** History the sandbox's repository held (a follow-up turn keeps it). */
   gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),
@@ -377,6 +389,8 @@ export const ContinueRunInput = z.strictObject({
   provider: ProviderId.optional(),
   model: z.string().trim().min(1).max(200).optional(),
   approval: ApprovalMode.optional(),
+  /** Absent: the parent's. */
+  networkApprovals: NetworkApprovalMode.optional(),
   limits: RunLimits.optional(),
   /** Start from this checkpoint of the parent instead of its result ("Continue from here", docs/architecture.md §19). */
   checkpoint: z.number().int().positive().max(100_000).optional(),

@@ -1,4 +1,5 @@
 import type { AppContext } from '../app-context';
+import type { EgressProxyForTests } from '../network/run-network';
 
 /** Streams and environment a CLI command works with (injected so tests can capture them). */
 export interface CliIo {
@@ -11,6 +12,11 @@ export interface CliIo {
    * a command called directly without it gets one made from `env` (`withApp`).
    */
   app?: AppContext;
+  /**
+   * Tests only (in-process `main`): the runs' egress proxy resolver and loopback switch, as
+   * `AirlockCoreOptions.egressProxyForTests`. Code-only: no flag or variable reaches it.
+   */
+  egressProxyForTests?: EgressProxyForTests;
 }
 
 /** Exit codes scripts can rely on. */

@@ -142,6 +142,14 @@ export async function inspectSandboxNetwork(channel: PolicyChannel): Promise<{ i
 const OPEN_WARNING =
   'Open network: processes in this sandbox can reach any address, including your LAN; the model proxy still holds the key.';
 
+/** Why a run without `askUser` refuses at once (docs/architecture.md §2.8: no-wait). */
+const NO_ONE_TO_ASK = 'this run does not put requests to the user (network approvals "deny": a non-interactive `airlock run`, or `--network-approvals deny`)';
+
+/** A run nobody watches: the denial says how the user can allow it next time instead of "ask the user". */
+function noOneToAsk(host: string, method: string, path: string): string {
+  return `${NO_ONE_TO_ASK}; the user can allow it with a rule (\`--rule '${host} allow ${method} ${path}'\`) or run again at a terminal or with \`--network-approvals ask\``;
+}
+
 /**
  * Sets up what the sandbox needs for `policy`:
  * - `none` → nothing (checks the sandbox really has no interface but loopback);
@@ -209,7 +217,7 @@ export async function applyNetworkPolicy(
     approvals = new NetworkApprovals({ rules, ...(projectStore ? { projectStore } : {}), intercepts: (host) => gateway?.intercepts(host) === true, ...(opts.approvalWaitMs ? { waitMs: opts.approvalWaitMs } : {}) });
     store.add(approvals);
     gateway = new TlsGateway({
-      ...(opts.askUser ? { approvals } : {}),
+      ...(opts.askUser ? { approvals } : { howToAsk: noOneToAsk }),
       ca,
       rules,
       ...(projectRules ? { projectRules } : {}),
@@ -227,7 +235,13 @@ export async function applyNetworkPolicy(
     ...(projectStore ? { projectStore } : {}),
     ...(gateway ? { gateway } : {}),
     internalHosts: parsed.internalHosts,
-    ...(approvals ? { accessDesk: (body: string, signal: AbortSignal) => (approvals as NetworkApprovals).propose(body, 443, signal) } : {}),
+    ...(approvals
+      ? {
+          accessDesk: opts.askUser
+            ? (body: string, signal: AbortSignal) => (approvals as NetworkApprovals).propose(body, 443, signal)
+            : () => Promise.resolve({ status: 403, text: `the proposal was not put to anyone: ${NO_ONE_TO_ASK}` }),
+        }
+      : {}),
   });
   store.add({ dispose: () => void proxy.close() });
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));

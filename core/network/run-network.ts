@@ -29,7 +29,7 @@ export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: r
  */
 export async function applyRunNetwork(
   sandbox: Sandbox,
-  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; projectDir: string },
+  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string },
   home: string,
   proxyOptions?: EgressProxyForTests,
   keychainService = 'airlock',
@@ -38,8 +38,9 @@ export async function applyRunNetwork(
   const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
   const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
-    // A run has someone to ask: the run view, or `airlock run` at a terminal (docs/architecture.md §2.8).
-    askUser: true,
+    // A run has someone to ask (the run view, `airlock run` at a terminal) unless it says it has not:
+    // a non-interactive `airlock run` refuses at once instead of holding the request (docs/architecture.md §2.8).
+    askUser: run.networkApprovals !== 'deny',
     projectPath: run.projectDir,
     home,
     ...(secrets.length ? { secrets } : {}),

@@ -109,7 +109,7 @@ export interface RunServiceDeps {
    * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
    * channel); returns the environment the agent needs and what to record.
    */
-  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; projectDir: string }): Promise<RunNetwork>;
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
   limits?: SandboxLimits;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;

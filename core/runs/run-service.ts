@@ -316,6 +316,7 @@ export class RunService implements Disposable {
       ...(input.allowlist ? { allowlist: input.allowlist } : {}),
       ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
+      ...(input.networkApprovals ? { networkApprovals: input.networkApprovals } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
       ...(options?.attempt ? { attempt: options.attempt } : {}),

@@ -171,7 +171,7 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
     return;
   }
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], projectDir: path.resolve(input.projectDir) }));
+  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
   run.network = net;
   // An MCP session's commands reach the egress proxy the same way an agent's would.
   if (run.session) run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...net.env });

@@ -16,7 +16,7 @@ import { parseAttempts, runAttemptGroup } from './run-attempts';
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--publish PORT]… [--key-env VAR]
+       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--network-approvals ask|deny] [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
        [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
        [--check 'npm test'] [--check-timeout S] [--attempts claude-code,codex,builtin:MODEL,AGENT:PROVIDER/MODEL]
@@ -46,6 +46,7 @@ export const runCommand: CliCommand = {
       allow: { type: 'string', multiple: true },
       rule: { type: 'string', multiple: true },
       secret: { type: 'string', multiple: true },
+      'network-approvals': { type: 'string' },
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
       'git-history': { type: 'string' },
@@ -76,9 +77,10 @@ export const runCommand: CliCommand = {
     const checkTimeoutSec = numberOption(values['check-timeout'], 'check-timeout', { integer: true, min: 1, max: 3600 });
     if (checkTimeoutSec && !values.check) throw new CliUsageError('--check-timeout goes with --check (the command the host runs after the agent).');
     if (values.attempts && (parentId || values.publish?.length)) throw new CliUsageError('--attempts starts a new group of runs; it does not combine with --continue or --publish.');
+    const networkApprovals = networkApprovalsOption(values['network-approvals'], io.stdin.isTTY === true);
     const publish = (values.publish ?? []).map((p) => numberOption(p, 'publish', { integer: true, min: 1, max: 65535 }) as number);
 
-    const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
+    const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}), ...(io.egressProxyForTests ? { egressProxyForTests: io.egressProxyForTests } : {}) });
     const services = servicesFor(core);
     try {
       const settings = await core.settings.get();
@@ -107,6 +109,7 @@ export const runCommand: CliCommand = {
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
           ...(values.rule?.length ? { egressRules: values.rule } : base?.egressRules ? { egressRules: base.egressRules } : {}),
           ...(values.secret?.length ? { secrets: values.secret } : base?.secrets ? { secrets: base.secrets } : {}),
+          networkApprovals,
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           ...((values.environment ?? base?.environment) ? { environment: values.environment ?? base?.environment } : {}),
           ...(values['allow-local-env']?.length ? { allowLocalEnv: values['allow-local-env'] } : base?.allowLocalEnv ? { allowLocalEnv: base.allowLocalEnv } : {}),
@@ -143,6 +146,7 @@ export const runCommand: CliCommand = {
           ...(values.provider ? { provider: values.provider } : {}),
           ...(values.model ? { model: values.model } : {}),
           ...(values['approve-commands'] ? { approval: 'ask' as const } : {}),
+          networkApprovals,
           ...(timeoutSec || budgetTokens || budgetUsd ? { limits: { timeoutSec: timeoutSec ?? parent.limits.timeoutSec, ...(budgetTokens ? { budgetTokens } : {}), ...(budgetUsd ? { budgetUsd } : {}) } } : {}),
         });
         if (!json) io.stdout.write(`continuing ${parent.id}${fromCheckpoint !== undefined ? ` from checkpoint ${fromCheckpoint}` : ''}: turn ${started.thread?.turn ?? 2} of thread ${started.thread?.rootRunId ?? parent.id}\n`);
@@ -188,7 +192,7 @@ export const runCommand: CliCommand = {
       };
       process.on('SIGINT', onSigint);
       // Command approvals (mode ask), and network questions while an intercepted request waits.
-      const approvals = started.approval === 'ask' || (started.network === 'allowlist' && io.stdin.isTTY === true) ? answerApprovals(io, runId, services, json) : undefined;
+      const approvals = started.approval === 'ask' || (started.network === 'allowlist' && networkApprovals === 'ask') ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);
       approvals?.close();
@@ -351,6 +355,18 @@ async function startTrusting(io: CliIo, json: boolean, start: (trust: boolean) =
     if (!/^y(es)?$/i.test(answer.trim())) throw err;
     return start(true);
   }
+}
+
+/**
+ * `--network-approvals`: whether a request the gateway's rules refuse waits for an answer here. The
+ * default follows who can answer: `ask` at a terminal, `deny` otherwise — a script or CI job has no one
+ * to answer, and holding the request for the full wait only delays the same 403 (docs/architecture.md §2.8).
+ * `ask` without a terminal reads the answers from stdin (`o`/`p`/`d`, or `{"answer":"once"}` with --json).
+ */
+export function networkApprovalsOption(value: string | undefined, tty: boolean): 'ask' | 'deny' {
+  if (value === undefined) return tty ? 'ask' : 'deny';
+  if (value === 'ask' || value === 'deny') return value;
+  throw new CliUsageError(`--network-approvals is ask or deny, not "${value}": ask holds a refused request for your answer, deny refuses it at once.`);
 }
 
 const NETWORK_KEYS: Record<NetworkAnswer, string> = { once: '[o]nce', run: '[r]un', project: '[p]roject', deny: '[d]eny' };

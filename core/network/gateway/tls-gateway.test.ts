@@ -73,8 +73,8 @@ async function startUpstream(ca: RunCa, hosts: string[]): Promise<{ port: number
   };
 }
 
-/** Opens a CONNECT tunnel through the proxy and TLS inside it, trusting only `ca`. */
-function tunnel(proxyPort: number, host: string, port: number, ca: string): Promise<tls.TLSSocket> {
+/** Opens a CONNECT tunnel through the proxy and TLS inside it, trusting only `ca`, offering `alpn`. */
+function tunnel(proxyPort: number, host: string, port: number, ca: string, alpn = ['http/1.1']): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: `${host}:${port}`, headers: { host: `${host}:${port}` } });
     req.on('connect', (res, socket) => {
@@ -84,7 +84,7 @@ function tunnel(proxyPort: number, host: string, port: number, ca: string): Prom
         socket.on("end", () => reject(new Error(`CONNECT ${res.statusCode} ${text}`)));
         return;
       }
-      const s = tls.connect({ socket, servername: host, ca, ALPNProtocols: ['h2', 'http/1.1'] }, () => resolve(s));
+      const s = tls.connect({ socket, servername: host, ca, ALPNProtocols: alpn }, () => resolve(s));
       s.on('error', reject);
     });
     req.on('error', reject);

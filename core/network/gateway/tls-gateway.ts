@@ -1,22 +1,30 @@
 import http from 'node:http';
-import https from 'node:https';
+import http2 from 'node:http2';
 import type net from 'node:net';
-import { pipeline } from 'node:stream';
+import { constants as cryptoConstants } from 'node:crypto';
+import { Duplex, pipeline } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
-import type { CredentialBroker } from './credential-broker';
-import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
-import type { RunCa } from './run-ca';
-import { canonicalPath, decideWithProject, parseRefUpdates, pushOutsidePrefix, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 import { endToEndHeaders } from '../../common/hop-headers';
+import type { CredentialBroker } from './credential-broker';
+import { answerPlain, hostHeaderOf, redactQuery, requestRawHeaders, withoutHeaders, writeHead, type GatewayRequest, type GatewayResponse } from './gateway-http';
+import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
+import { checkPush } from './push-guard';
+import type { RunCa } from './run-ca';
+import { canonicalPath, decideWithProject, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { relayUpgrade } from './upgrade-relay';
+import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
+
+export { redactQuery } from './gateway-http';
 
 /**
  * The intercepting half of the egress gateway (docs/architecture.md §2.8). The egress proxy has
  * already checked the name, the allowlist and every resolved address; for a host that has a rule or
  * a bound secret it hands the client's CONNECT socket here instead of piping it. This terminates TLS
- * with a leaf from the run's CA, parses HTTP/1.1 (keep-alive, chunked, streamed bodies, upgrades),
- * judges each request, swaps placeholders for secrets, and forwards over a new TLS connection to the
- * checked addresses, verified against the host's trust store. Everything else stays a plain tunnel.
+ * with a leaf from the run's CA, serves HTTP/2 or HTTP/1.1 (keep-alive, chunked, streamed bodies,
+ * upgrades) as the client negotiates, judges each request, swaps placeholders for secrets, and
+ * forwards it (upstream-client.ts) to the checked addresses, verified against the host's trust
+ * store, in whatever protocol the server speaks. Everything else stays a plain tunnel.
  */
 
 /** One intercepted request, allowed or refused, when it is over. */
@@ -63,11 +71,7 @@ export interface TlsGatewayOptions {
 type Refused = { status: number; rule?: string; reason: string; secret?: string; askable?: boolean };
 type Judged = { decision?: RuleDecision; headers: string[]; secret?: string };
 
-interface Target {
-  host: string;
-  port: number;
-  addresses: string[];
-}
+type Target = UpstreamTarget;
 
 interface Served extends Target {
   onRequest(e: GatewayRequestEvent): void;
@@ -75,45 +79,59 @@ interface Served extends Target {
 
 type Base = Omit<GatewayRequestEvent, 'allowed' | 'status' | 'bytesUp' | 'bytesDown' | 'rule' | 'reason' | 'secret'>;
 
-/** Largest ref-update section of a push read before forwarding (many refs are a few KiB). */
-const MAX_PUSH_COMMANDS = 256 * 1024;
-
-/** The one Host header, lower-cased; '' when there are several (never a match). */
-function hostHeaderOf(raw: string[]): string | undefined {
-  const values: string[] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === 'host') values.push((raw[i + 1] as string).trim().toLowerCase());
-  if (values.length === 0) return undefined;
-  return values.length === 1 ? (values[0] as string).replace(/\.$/, '').replace(/\.:/, ':') : '';
-}
-
-/** `/p?a=1&b=2` → `/p?a=…&b=…`: names stay (they say what was asked), values go (they may be secrets). */
-export function redactQuery(url: string): string {
-  const q = url.indexOf('?');
-  if (q < 0) return url;
-  const parts = url
-    .slice(q + 1)
-    .split('&')
-    .map((kv) => {
-      const eq = kv.indexOf('=');
-      return eq < 0 ? kv : `${kv.slice(0, eq)}=…`;
-    });
-  return `${url.slice(0, q)}?${parts.join('&')}`;
+/**
+ * The decrypted socket as a plain stream for node:http2. Handed this TLS socket itself (made over the
+ * proxy's client socket, not by a TLS server), the HTTP/2 session never received a frame; through a
+ * plain stream it reads what TLS decrypted, at the cost of one stream hop per chunk.
+ */
+function streamView(socket: tls.TLSSocket): Duplex {
+  const view = new Duplex({
+    read: () => void socket.resume(),
+    write: (chunk: Buffer, _enc, cb) => void socket.write(chunk, cb),
+    final: (cb) => {
+      socket.end();
+      cb();
+    },
+    destroy: (err, cb) => {
+      socket.destroy();
+      cb(err);
+    },
+  });
+  socket.on('data', (d: Buffer) => {
+    if (!view.push(d)) socket.pause();
+  });
+  socket.once('end', () => view.push(null));
+  socket.once('close', () => view.destroy());
+  return view;
 }
 
 export class TlsGateway implements Disposable {
   private readonly server: http.Server;
+  /** HTTP/2 clients (ALPN `h2`): the same rules, secrets, audit, denials and approvals. */
+  private readonly h2: http2.Http2Server;
   private readonly targets = new WeakMap<net.Socket, Served>();
-  private readonly agents = new Map<string, https.Agent>();
-  /** Built once: an agent keys its pool by its options, and hashing 140 root PEMs per request costs ms. */
-  private readonly trust: tls.SecureContext | undefined;
+  private readonly h2Targets = new WeakMap<http2.Http2Session, Served>();
+  /** The target of the HTTP/2 session being made right now (the server makes it synchronously). */
+  private nextH2: Served | undefined;
+  private readonly upstream: UpstreamClient;
+  private readonly leafContexts = new Map<string, Promise<tls.SecureContext>>();
 
   constructor(private readonly opts: TlsGatewayOptions) {
-    this.trust = opts.upstreamCa?.length ? tls.createSecureContext({ ca: [...tls.rootCertificates, ...opts.upstreamCa] }) : undefined;
+    this.upstream = new UpstreamClient({ ...(opts.upstreamCa ? { upstreamCa: opts.upstreamCa } : {}), idleTimeoutMs: opts.idleTimeoutMs });
     // Never listens: sockets are handed to it one by one after TLS is terminated.
     this.server = http.createServer({ requestTimeout: 0, keepAliveTimeout: 5_000, maxHeaderSize: 32 * 1024 });
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => this.onRequest(req, res));
     this.server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (_err: Error, socket: net.Socket) => socket.destroy());
+    // Streams at once per session bounded like a browser-facing server's: each one is an upstream request.
+    this.h2 = http2.createServer({ maxSessionMemory: 32, settings: { maxHeaderListSize: 32 * 1024, maxConcurrentStreams: 128 } });
+    this.h2.on('session', (session: http2.ServerHttp2Session) => {
+      if (this.nextH2) this.h2Targets.set(session, this.nextH2);
+      else session.destroy();
+      this.nextH2 = undefined;
+    });
+    this.h2.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => this.onRequest(req, res));
+    this.h2.on('sessionError', () => undefined);
   }
 
   /** True when this host's traffic must be seen: a rule names it or a secret is bound to it. */
@@ -123,27 +141,48 @@ export class TlsGateway implements Disposable {
 
   /**
    * Takes over a client socket whose CONNECT was admitted: answers 200, terminates TLS with the
-   * host's leaf, and serves HTTP on it. The socket is closed when either side is done.
+   * host's leaf, and serves HTTP/2 or HTTP/1.1 on it, as the client's ALPN asks. The socket is closed
+   * when either side is done.
    */
   async handle(client: net.Socket, head: Buffer, target: Target, onRequest: (e: GatewayRequestEvent) => void): Promise<void> {
-    const cert = await this.opts.ca.leafFor(target.host);
+    const secureContext = await this.leafContext(target.host);
     if (client.destroyed) return;
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length) client.unshift(head);
     const secure = new tls.TLSSocket(client, {
       isServer: true,
-      key: this.opts.ca.leafKeyPem,
-      cert,
-      // HTTP/1.1 only: a client offering h2 falls back (docs/architecture.md §2.8).
-      ALPNProtocols: ['http/1.1'],
+      secureContext,
+      // h2 first, as servers prefer it; a client without ALPN gets HTTP/1.1 (docs/architecture.md §2.8).
+      ALPNProtocols: ['h2', 'http/1.1'],
     });
     // Small requests must not wait on Nagle's algorithm (a header and body written apart).
     client.setNoDelay(true);
     secure.on('error', () => secure.destroy());
     secure.once('close', () => client.destroy());
     secure.setTimeout(this.opts.idleTimeoutMs, () => secure.destroy());
-    this.targets.set(secure, { ...target, onRequest });
-    this.server.emit('connection', secure);
+    const served = { ...target, onRequest };
+    secure.once('secure', () => {
+      if (secure.alpnProtocol === 'h2') {
+        this.nextH2 = served;
+        this.h2.emit('connection', streamView(secure));
+      } else {
+        this.targets.set(secure, served);
+        this.server.emit('connection', secure);
+      }
+    });
+  }
+
+  /** One TLS context per intercepted host (its leaf), made once: parsing the key per connection costs. */
+  private leafContext(host: string): Promise<tls.SecureContext> {
+    let ctx = this.leafContexts.get(host);
+    if (!ctx) {
+      ctx = this.opts.ca.leafFor(host).then((cert) =>
+        tls.createSecureContext({ key: this.opts.ca.leafKeyPem, cert, ciphers: GATEWAY_CIPHERS, secureOptions: cryptoConstants.SSL_OP_CIPHER_SERVER_PREFERENCE }),
+      );
+      this.leafContexts.set(host, ctx);
+      ctx.catch(() => this.leafContexts.delete(host));
+    }
+    return ctx;
   }
 
   /**
@@ -159,31 +198,13 @@ export class TlsGateway implements Disposable {
   }
 
   dispose(): void {
-    for (const a of this.agents.values()) a.destroy();
-    this.agents.clear();
+    this.upstream.dispose();
     this.server.close();
+    this.h2.close();
   }
 
-  private agentFor(t: Target): https.Agent {
-    const key = `${t.host}:${t.port}`;
-    let agent = this.agents.get(key);
-    if (!agent) {
-      const addresses = t.addresses;
-      agent = new https.Agent({
-        keepAlive: true,
-        noDelay: true,
-        maxSockets: 32,
-        ...(this.trust ? { secureContext: this.trust } : {}),
-        // Connect to exactly the addresses the proxy checked: the name is never looked up again.
-        lookup: ((_h: string, o: { all?: boolean }, cb: (...args: unknown[]) => void) => {
-          const list = addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-          if (o.all) cb(null, list);
-          else cb(null, list[0]?.address, list[0]?.family);
-        }) as unknown as net.LookupFunction,
-      });
-      this.agents.set(key, agent);
-    }
-    return agent;
+  private targetOf(req: GatewayRequest): Served | undefined {
+    return req instanceof http2.Http2ServerRequest ? this.h2Targets.get(req.stream.session as http2.Http2Session) : this.targets.get(req.socket);
   }
 
   /**
@@ -191,15 +212,16 @@ export class TlsGateway implements Disposable {
    * user's answer to an earlier refusal: it stands in for the user's rules (the project's file still
    * tightens, and every other check runs again).
    */
-  private judge(req: http.IncomingMessage, t: Target, approved?: RuleDecision): Judged | Refused {
+  private judge(req: GatewayRequest, t: Target, approved?: RuleDecision): Judged | Refused {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     const method = req.method ?? 'GET';
     const broker = this.opts.broker;
+    const raw = requestRawHeaders(req);
     // The request must name the host the tunnel was admitted for: a CDN that routes by Host would
     // otherwise carry an injected secret to another site behind it (domain fronting).
-    const named = hostHeaderOf(req.rawHeaders);
+    const named = hostHeaderOf(raw);
     if (named !== undefined && named !== t.host && named !== `${t.host}:${t.port}`) {
       return { status: 403, reason: `the Host header (${named.slice(0, 100)}) does not name ${t.host}, the host this connection was opened to` };
     }
@@ -213,18 +235,15 @@ export class TlsGateway implements Disposable {
     } else decision = decideWithProject(this.opts.rules, this.opts.projectRules, ruleReq);
     // Only the user's own rules are put to the user; the project's file can only tighten.
     if (decision && !decision.allowed) return { status: 403, rule: decision.rule, reason: decision.reason, ...(decision.byProject || approved ? {} : { askable: true }) };
-    let headers = endToEndHeaders(req.rawHeaders, req.headers.upgrade !== undefined);
+    let headers = endToEndHeaders(raw, req.headers.upgrade !== undefined);
     let secret: string | undefined;
     if (broker) {
       const swapped = broker.swap(t.host, path, headers);
       if ('refused' in swapped) return { status: 403, ...(decision ? { rule: decision.rule } : {}), reason: swapped.refused, secret: swapped.secret };
       headers = swapped.headers;
       secret = swapped.injected;
-      if (secret) {
-        // A compressed echo of the secret would slip past the scrubber: ask for plain bytes.
-        headers = headers.filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'accept-encoding' : (all[i - 1] as string).toLowerCase() !== 'accept-encoding'));
-        headers.push('Accept-Encoding', 'identity');
-      }
+      // A compressed echo of the secret would slip past the scrubber: ask for plain bytes.
+      if (secret) headers = [...withoutHeaders(headers, 'accept-encoding'), 'Accept-Encoding', 'identity'];
     }
     return { ...(decision ? { decision } : {}), headers, ...(secret ? { secret } : {}) };
   }
@@ -237,8 +256,8 @@ export class TlsGateway implements Disposable {
     return `airlock: ${method} ${origin}${path} refused — ${reason}${rule ? ` (rule: ${rule})` : ''}.\nTo go on: ${ask}.\n`;
   }
 
-  private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const t = this.targets.get(req.socket);
+  private onRequest(req: GatewayRequest, res: GatewayResponse): void {
+    const t = this.targetOf(req);
     if (!t) {
       res.destroy();
       return;
@@ -265,7 +284,7 @@ export class TlsGateway implements Disposable {
   }
 
   /** Holds a refused request (its body unread) until the user answers; then serves or refuses it. */
-  private async askThenServe(req: http.IncomingMessage, res: http.ServerResponse, t: Served, refused: Refused, base: Base): Promise<void> {
+  private async askThenServe(req: GatewayRequest, res: GatewayResponse, t: Served, refused: Refused, base: Base): Promise<void> {
     const gone = new AbortController();
     const onClose = () => gone.abort();
     res.once('close', onClose);
@@ -285,138 +304,115 @@ export class TlsGateway implements Disposable {
     else this.serve(req, res, t, again, base);
   }
 
-  private serve(req: http.IncomingMessage, res: http.ServerResponse, t: Served, verdict: Judged, base: Base): void {
-    const url = req.url ?? '/';
-    const method = base.method;
+  private serve(req: GatewayRequest, res: GatewayResponse, t: Served, verdict: Judged, base: Base): void {
     const { decision, headers, secret } = verdict;
     const record = { ...base, ...(decision ? { rule: decision.rule } : {}), ...(secret ? { secret } : {}) };
     let bytesUp = 0;
     let bytesDown = 0;
     let done = false;
+    let exchange: UpstreamExchange | undefined;
     const finish = (status: number, reason?: string) => {
       if (done) return;
       done = true;
       t.onRequest({ ...record, allowed: true, status, ...(reason ? { reason } : {}), bytesUp, bytesDown });
     };
-    const upstream = https.request({
-      host: t.host,
-      port: t.port,
-      servername: t.host,
-      method,
-      path: url,
-      headers,
-      setHost: false,
-      agent: this.agentFor(t),
-    });
-    const forwardBody = (prefix?: Buffer) => {
-      if (prefix?.length) upstream.write(prefix);
-      req.on('data', (c: Buffer) => (bytesUp += c.length));
-      req.pipe(upstream);
-    };
-    upstream.on('response', (up: http.IncomingMessage) => {
-      const scrub = secret ? this.opts.broker?.scrubber(t.host) : undefined;
-      let out = endToEndHeaders(up.rawHeaders);
-      if (this.opts.broker) out = out.map((v, i) => (i % 2 === 1 ? this.opts.broker!.scrubText(v) : v));
-      // Scrubbing can change the body's length: let Node frame it (chunked) instead.
-      if (scrub) out = out.filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'content-length' : (all[i - 1] as string).toLowerCase() !== 'content-length'));
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
-      up.on('data', (c: Buffer) => (bytesDown += c.length));
-      const onEnd = (err?: Error | null) => {
-        if (err) res.destroy();
-        finish(up.statusCode ?? 502, err || !up.complete ? 'closed before the response was complete' : undefined);
-      };
-      if (scrub) pipeline(up, scrub, res, onEnd);
-      else pipeline(up, res, onEnd);
-    });
-    upstream.on('error', (err: NodeJS.ErrnoException) => {
+    const failed = (err: NodeJS.ErrnoException) => {
       const why = `upstream failed (${err.code ?? err.message})`;
-      if (!res.headersSent) {
-        const body = `airlock: could not reach https://${t.host}:${t.port} (${why})\n`;
-        res.writeHead(502, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Airlock-Egress': 'upstream-failed' });
-        res.end(body);
-      } else res.destroy();
+      if (!res.headersSent) answerPlain(res, 502, `airlock: could not reach https://${t.host}:${t.port} (${why})\n`, 'upstream-failed');
+      else res.destroy();
       finish(502, why);
-    });
+    };
     res.once('close', () => {
-      if (!res.writableFinished) upstream.destroy();
+      if (!res.writableFinished) exchange?.destroy();
     });
+    const forward = (prefix?: Buffer) => {
+      this.upstream.open(t, base.method, req.url ?? '/', headers).then((ex) => {
+        exchange = ex;
+        if (res.destroyed) {
+          ex.destroy();
+          finish(499, 'the client went away');
+          return;
+        }
+        ex.onResponse((up) => this.relayResponse(up, res, t, secret, (n) => (bytesDown += n), finish));
+        ex.onError(failed);
+        if (prefix?.length) {
+          bytesUp += prefix.length;
+          ex.body.write(prefix);
+        }
+        req.on('data', (c: Buffer) => (bytesUp += c.length));
+        req.pipe(ex.body);
+      }, failed);
+    };
 
     if (!decision?.pushPrefix) {
-      forwardBody();
+      forward();
       return;
     }
     // A push allowed only under a prefix: read the ref updates before any byte goes upstream.
-    const prefix = decision.pushPrefix;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const stop = (reason: string) => {
-      settled = true;
-      req.off('data', onData);
-      upstream.destroy();
+    const rule = decision.rule;
+    checkPush(req, decision.pushPrefix, (check) => {
+      if (check.kind === 'forward') {
+        forward(check.head);
+        return;
+      }
       done = true;
-      this.refuse(req, res, t, { status: 403, ...(decision.rule ? { rule: decision.rule } : {}), reason, ...(secret ? { secret } : {}) }, base);
-    };
-    const onData = (c: Buffer) => {
-      chunks.push(c);
-      size += c.length;
-      const buf = Buffer.concat(chunks);
-      let parsed: ReturnType<typeof parseRefUpdates>;
-      try {
-        parsed = parseRefUpdates(buf);
-      } catch (err) {
-        stop(`the push could not be read (${(err as Error).message})`);
+      if (check.kind === 'unreadable') {
+        this.refuse(req, res, t, { status: 403, ...(rule ? { rule } : {}), reason: check.reason, ...(secret ? { secret } : {}) }, base);
         return;
       }
-      if (!parsed) {
-        if (size > MAX_PUSH_COMMANDS) stop('the push names more refs than the gateway reads');
-        return;
-      }
-      settled = true;
-      req.off('data', onData);
-      const outside = pushOutsidePrefix(parsed.updates, prefix);
-      if (outside) {
-        // Answer in git's own words (the rest of the pack is read and dropped, never forwarded).
-        upstream.destroy();
-        done = true;
-        req.resume();
-        req.once('end', () => {
-          if (res.headersSent) return;
-          const result = refusedPushResult(parsed.updates, parsed.capabilities, `${outside} (rule: ${decision.rule})`);
-          res.writeHead(200, { 'Content-Type': 'application/x-git-receive-pack-result', 'Content-Length': result.length, 'Cache-Control': 'no-cache' });
-          res.end(result);
-          t.onRequest({ ...base, allowed: false, status: 200, rule: decision.rule, reason: outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
-        });
-        return;
-      }
-      bytesUp += buf.length;
-      forwardBody(buf);
-    };
-    req.on('data', onData);
-    req.once('end', () => {
-      if (!settled) stop('the push ended before its ref updates');
+      // Answer in git's own words (the rest of the pack is read and dropped, never forwarded).
+      req.resume();
+      req.once('end', () => {
+        if (res.headersSent) return;
+        const result = refusedPushResult(check.parsed.updates, check.parsed.capabilities, `${check.outside} (rule: ${rule})`);
+        writeHead(res, 200, 'OK', ['Content-Type', 'application/x-git-receive-pack-result', 'Content-Length', String(result.length), 'Cache-Control', 'no-cache']);
+        res.end(result);
+        t.onRequest({ ...base, allowed: false, status: 200, rule, reason: check.outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
+      });
     });
   }
 
-  private refuse(req: http.IncomingMessage, res: http.ServerResponse, t: Served, r: Refused, base: Base): void {
-    const body = this.denialBody(t, base.method, base.path, r.rule, r.reason);
-    if (!res.headersSent) {
-      res.writeHead(r.status, {
-        'Content-Type': 'text/plain; charset=utf-8',
-        'Content-Length': Buffer.byteLength(body),
-        'X-Airlock-Egress': 'denied',
-        // The rest of a refused upload is not read: close rather than drain it.
-        Connection: 'close',
+  /** The upstream's answer to the client, headers scrubbed of secrets, the body too when a secret was injected. */
+  private relayResponse(up: UpstreamResponse, res: GatewayResponse, t: Target, secret: string | undefined, counted: (n: number) => void, finish: (status: number, reason?: string) => void): void {
+    const broker = this.opts.broker;
+    const scrub = secret ? broker?.scrubber(t.host) : undefined;
+    let out = endToEndHeaders(up.rawHeaders);
+    if (broker) out = out.map((v, i) => (i % 2 === 1 ? broker.scrubText(v) : v));
+    // Scrubbing can change the body's length: let the server side frame it instead.
+    if (scrub) out = withoutHeaders(out, 'content-length');
+    writeHead(res, up.status, up.statusMessage, out);
+    // Every TLS record read upstream in one turn of the event loop goes to the client in one write
+    // (one encryption pass over the batch and one syscall) instead of one write per 16 KiB record.
+    // The client's socket is corked, not the response: a response ended while corked lost its tail.
+    const socket = res instanceof http.ServerResponse ? res.socket : null;
+    let corked = false;
+    up.body.on('data', (c: Buffer) => {
+      counted(c.length);
+      if (corked || !socket || socket.destroyed) return;
+      corked = true;
+      socket.cork();
+      setImmediate(() => {
+        corked = false;
+        socket.uncork();
       });
-      res.end(body);
-    }
+    });
+    const onEnd = (err?: Error | null) => {
+      if (err) res.destroy();
+      finish(up.status, err || !up.complete() ? 'closed before the response was complete' : undefined);
+    };
+    if (scrub) pipeline(up.body, scrub, res, onEnd);
+    else pipeline(up.body, res, onEnd);
+  }
+
+  private refuse(req: GatewayRequest, res: GatewayResponse, t: Served, r: Refused, base: Base): void {
+    if (!res.headersSent) answerPlain(res, r.status, this.denialBody(t, base.method, base.path, r.rule, r.reason), 'denied');
     req.resume();
     t.onRequest({ ...base, allowed: false, status: r.status, ...(r.rule ? { rule: r.rule } : {}), reason: r.reason, ...(r.secret ? { secret: r.secret } : {}), bytesUp: 0, bytesDown: 0 });
   }
 
-  /** WebSocket (and other) upgrades: judged like a request, then the two sockets are joined. */
+  /** WebSocket (and other) upgrades over HTTP/1.1: judged like a request, then the two sockets are joined. */
   private onUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
-    const t = this.targets.get(req.socket as net.Socket) ?? this.targets.get(socket);
+    const t = this.targets.get(req.socket) ?? this.targets.get(socket);
     if (!t) {
       socket.destroy();
       return;
@@ -426,52 +422,15 @@ export class TlsGateway implements Disposable {
     const url = req.url ?? '/';
     const base = { host: t.host, port: t.port, method, path: redactQuery(url), address: t.addresses[0] ?? '', started };
     const verdict = this.judge(req, t);
-    const reply = (status: number, text: string, body: string) => {
-      socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-    };
     if ('status' in verdict) {
-      reply(verdict.status, 'Forbidden', this.denialBody(t, method, base.path, verdict.rule, verdict.reason));
+      const body = this.denialBody(t, method, base.path, verdict.rule, verdict.reason);
+      socket.end(`HTTP/1.1 ${verdict.status} Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
       t.onRequest({ ...base, allowed: false, status: verdict.status, ...(verdict.rule ? { rule: verdict.rule } : {}), reason: verdict.reason, bytesUp: 0, bytesDown: 0 });
       return;
     }
-    const upstream = https.request({ host: t.host, port: t.port, servername: t.host, method, path: url, headers: verdict.headers, setHost: false, agent: this.agentFor(t) });
     const record = { ...base, ...(verdict.decision ? { rule: verdict.decision.rule } : {}), ...(verdict.secret ? { secret: verdict.secret } : {}) };
-    upstream.on('upgrade', (up: http.IncomingMessage, upSocket: net.Socket, upHead: Buffer) => {
-      let head101 = `HTTP/1.1 ${up.statusCode ?? 101} ${up.statusMessage ?? 'Switching Protocols'}\r\n`;
-      for (let i = 0; i + 1 < up.rawHeaders.length; i += 2) head101 += `${up.rawHeaders[i]}: ${up.rawHeaders[i + 1]}\r\n`;
-      socket.write(`${head101}\r\n`);
-      if (upHead.length) socket.write(upHead);
-      if (head.length) upSocket.write(head);
-      let bytesUp = head.length;
-      let bytesDown = upHead.length;
-      socket.on('data', (c: Buffer) => (bytesUp += c.length));
-      upSocket.on('data', (c: Buffer) => (bytesDown += c.length));
-      socket.pipe(upSocket).pipe(socket);
-      const close = () => {
-        socket.destroy();
-        upSocket.destroy();
-      };
-      socket.once('close', close);
-      upSocket.once('close', () => {
-        close();
-        t.onRequest({ ...record, allowed: true, status: up.statusCode ?? 101, bytesUp, bytesDown });
-      });
-      socket.on('error', close);
-      upSocket.on('error', close);
-    });
-    upstream.on('response', (up: http.IncomingMessage) => {
-      // The server declined the upgrade: pass its answer on and close.
-      let text = `HTTP/1.1 ${up.statusCode ?? 502} ${up.statusMessage ?? ''}\r\n`;
-      const out = endToEndHeaders(up.rawHeaders).filter((_, i, all) => (i % 2 === 0 ? (all[i] as string).toLowerCase() !== 'content-length' : (all[i - 1] as string).toLowerCase() !== 'content-length'));
-      for (let i = 0; i + 1 < out.length; i += 2) text += `${out[i]}: ${out[i + 1]}\r\n`;
-      socket.write(`${text}Connection: close\r\n\r\n`);
-      up.pipe(socket);
-      up.once('end', () => t.onRequest({ ...record, allowed: true, status: up.statusCode ?? 502, bytesUp: 0, bytesDown: 0 }));
-    });
-    upstream.on('error', (err: NodeJS.ErrnoException) => {
-      reply(502, 'Bad Gateway', `airlock: could not reach https://${t.host}:${t.port} (${err.code ?? err.message})\n`);
-      t.onRequest({ ...record, allowed: true, status: 502, reason: err.code ?? err.message, bytesUp: 0, bytesDown: 0 });
-    });
-    upstream.end();
+    relayUpgrade(this.upstream.openUpgrade(t, method, url, verdict.headers), socket, head, `https://${t.host}:${t.port}`, (o) =>
+      t.onRequest({ ...record, allowed: true, status: o.status, ...(o.reason ? { reason: o.reason } : {}), bytesUp: o.bytesUp, bytesDown: o.bytesDown }),
+    );
   }
 }
