@@ -95,15 +95,29 @@ const building = new Map<string, Promise<BaseDisk>>();
 /** How many base disks (image versions) stay cached after a new one is made. */
 export const BASE_DISKS_KEPT = 3;
 
-/** Deletes all but the `keep` most recently made base disks; returns the names removed. */
+/** `<key>.used`: touched each time a base disk is reused (its mtime is the disk's last use). */
+function usedMarker(diskPath: string): string {
+  return diskPath.replace(/\.img$/, '.used');
+}
+
+async function markUsed(diskPath: string): Promise<void> {
+  const marker = usedMarker(diskPath);
+  const now = new Date();
+  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(() => undefined));
+}
+
+/** Deletes all but the `keep` most recently made or used base disks; returns the names removed. */
 export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<string[]> {
   const names = (await readdir(paths.baseDir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}\.img$/.test(n));
-  const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(paths.baseDir, n))).mtimeMs })));
+  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0;
+  const dated = await Promise.all(names.map(async (n) => ({ n, t: Math.max(await mtime(path.join(paths.baseDir, n)), await mtime(usedMarker(path.join(paths.baseDir, n)))) })));
   dated.sort((a, b) => b.t - a.t);
   const removed: string[] = [];
   for (const { n } of dated.slice(Math.max(0, keep))) {
-    await rm(path.join(paths.baseDir, n), { force: true });
-    await rm(path.join(paths.baseDir, n.replace(/\.img$/, '.json')), { force: true });
+    const disk = path.join(paths.baseDir, n);
+    await rm(disk, { force: true });
+    await rm(disk.replace(/\.img$/, '.json'), { force: true });
+    await rm(usedMarker(disk), { force: true });
     removed.push(n);
   }
   return removed;
@@ -132,9 +146,9 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
   const metaPath = path.join(paths.baseDir, `${key}.json`);
   if ((await pathExists(diskPath)) && (await pathExists(metaPath))) {
     const meta = parseStoredJson(BaseDiskMeta, metaPath, await readFile(metaPath, 'utf8'), `delete it and ${diskPath}; the next VM run builds them again.`);
-    // Used now: pruning keeps the most recently used disks, not the most recently made.
-    const now = new Date();
-    await utimes(diskPath, now, now).catch(() => undefined);
+    // Used now: pruning keeps the most recently used disks, not the most recently made. A marker
+    // beside the disk, never the disk itself: the VM snapshot's key covers the disk's mtime.
+    await markUsed(diskPath);
     return { path: diskPath, imageId: config.id, user: meta.user, sizeBytes: meta.sizeBytes };
   }
   let pending = building.get(key);
