@@ -51,9 +51,12 @@ export interface QemuDriverOptions {
  * SandboxDriver that runs each sandbox in its own QEMU micro-VM (Linux; docs/architecture.md §4, issue 6).
  *
  * Per run, in `<runsDir>/<runId>/`: a qcow2 overlay over the image's read-only base disk (root, mounted
- * read-only in the guest), a scratch disk for everything writable, the channel socket, pidfile and
- * logs. The guest has no NIC; the channel (virtio-serial) carries everything, TCP forwards included.
- * `destroy` kills QEMU, deletes the directory and verifies that no process and no file remain.
+ * read-only in the guest; Airlock's image or a project environment's derived image, §16), a scratch
+ * disk for everything writable, the channel socket, pidfile and logs. The guest has no NIC; the
+ * channel (virtio-serial) carries everything, TCP forwards included. `destroy` kills QEMU, deletes
+ * the directory and verifies that no process and no file remain. This class decides what to start
+ * and when to wipe; booting, snapshots, the channel and the inventory are its own modules (§4,
+ * "The QEMU driver's parts").
  */
 export class QemuDriver implements SandboxDriver {
   readonly kind: IsolationKind = 'qemu';
