@@ -38,6 +38,8 @@ describe('pruneBaseDisks', () => {
         await utimes(path.join(paths.baseDir, `${k}.img`), t, t);
       }
       await writeFile(path.join(paths.baseDir, 'unrelated.txt'), 'x');
+      // A marker whose disk is already gone goes too.
+      await writeFile(path.join(paths.baseDir, `${'d'.repeat(20)}.used`), '');
       // The oldest disk was used since (its marker, not the disk: a snapshot's key covers the disk's mtime).
       await writeFile(path.join(paths.baseDir, `${'a'.repeat(20)}.used`), '');
       const used = new Date(Date.UTC(2026, 0, 10));

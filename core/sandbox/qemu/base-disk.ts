@@ -120,6 +120,9 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
     await rm(usedMarker(disk), { force: true });
     removed.push(n);
   }
+  // Markers whose disk is gone (deleted by hand, or by an older Airlock that kept none).
+  const left = new Set(await readdir(paths.baseDir).catch(() => [] as string[]));
+  for (const n of left) if (/^[0-9a-f]{20}\.used$/.test(n) && !left.has(n.replace(/\.used$/, '.img'))) await rm(path.join(paths.baseDir, n), { force: true });
   return removed;
 }
 
