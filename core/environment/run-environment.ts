@@ -74,6 +74,8 @@ export interface RunEnvironmentDeps {
   engine(): Promise<Engine>;
   /** Airlock's sandbox image (base variant), built on first use. */
   airlockImage(onProgress: (p: ImageProgress) => void): Promise<string>;
+  /** The host's OS (default `process.platform`): which VM driver `--isolation vm` gets. */
+  platform?: NodeJS.Platform;
 }
 
 /**
@@ -124,6 +126,7 @@ export async function prepareRunEnvironment(
   // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
   const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;
   const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
+  assertVmCanRun(req.isolation, deps.platform ?? process.platform);
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
@@ -167,6 +170,16 @@ export async function prepareRunEnvironment(
     markUsed: () => usage.touch(lookup.key),
   };
   return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state, ...extras };
+}
+
+/**
+ * A project environment in a VM boots a root disk made from its derived image: the QEMU driver
+ * (Linux) makes one (docs/architecture.md §16). Lima and WSL start Airlock's own image only, so there
+ * the run is refused before anything is built rather than run on an image the record does not name.
+ */
+export function assertVmCanRun(isolation: Isolation, platform: NodeJS.Platform): void {
+  if (isolation !== 'vm' || platform === 'linux') return;
+  throw new AirlockError('INVALID_INPUT', `A project environment runs in a VM only on Linux (QEMU) for now; on ${platform === 'darwin' ? 'macOS (Lima)' : platform === 'win32' ? 'Windows (WSL)' : platform} the VM runs Airlock's own image. Use --isolation container or gvisor for this environment, or --environment airlock in the VM.`, { field: 'isolation' });
 }
 
 function imageEnv(lines: string[]): Record<string, string> {

@@ -10,6 +10,8 @@ export const LABEL_OWNER = 'airlock.owner';
  * reaper takes only its own installation's resources, whatever host name and pid say.
  */
 export const LABEL_INSTALLATION = 'airlock.installation';
+/** On a derived image (core/environment/derived-image.ts): the id of the project's image it was made from. */
+export const LABEL_DERIVED_FROM = 'airlock.derived-from';
 /** Set on sandboxes started ahead of demand by a warm pool. */
 export const LABEL_POOL = 'airlock.pool';
 

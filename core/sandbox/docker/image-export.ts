@@ -8,6 +8,8 @@ export interface ImageConfig {
   user: string;
   env: string[];
   workdir: string;
+  /** The image's labels (a derived image names the image it was made from). */
+  labels: Record<string, string>;
 }
 
 /**
@@ -19,7 +21,7 @@ export async function inspectImageConfig(image: string, what: string, engine?: E
   const e = engine ?? (await connectEngine());
   try {
     const info = await e.docker.getImage(image).inspect();
-    return { id: info.Id, user: info.Config?.User ?? '', env: info.Config?.Env ?? [], workdir: info.Config?.WorkingDir || '/workspace' };
+    return { id: info.Id, user: info.Config?.User ?? '', env: info.Config?.Env ?? [], workdir: info.Config?.WorkingDir || '/workspace', labels: info.Config?.Labels ?? {} };
   } catch (err) {
     if (statusCodeOf(err) === 404) throw new AirlockError('NOT_FOUND', `Image '${image}' is not in the Docker engine. Run \`airlock doctor\` to build the Airlock image (${what} is made from it).`);
     throw (await engineConnectError(err, e.endpoint)) ?? new AirlockError('VM_UNAVAILABLE', `${what} is made from the Docker image '${image}', but the engine could not inspect it: ${err instanceof Error ? err.message : String(err)}. Start the Docker engine and retry.`, { cause: err });

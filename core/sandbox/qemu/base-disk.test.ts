@@ -25,7 +25,7 @@ describe('resolveGuestUser', () => {
 });
 
 describe('pruneBaseDisks', () => {
-  it('keeps the newest base disks and their metadata, and nothing else of theirs', async () => {
+  it('keeps the most recently made or used base disks and their metadata, and nothing else of theirs', async () => {
     const assetsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-base-prune-'));
     try {
       const paths = vmPaths({}, { assetsDir, baseDir: path.join(assetsDir, 'base') });
@@ -38,8 +38,14 @@ describe('pruneBaseDisks', () => {
         await utimes(path.join(paths.baseDir, `${k}.img`), t, t);
       }
       await writeFile(path.join(paths.baseDir, 'unrelated.txt'), 'x');
-      expect(await pruneBaseDisks(paths, 2)).toEqual([`${'a'.repeat(20)}.img`]);
-      expect((await readdir(paths.baseDir)).sort()).toEqual([`${'b'.repeat(20)}.img`, `${'b'.repeat(20)}.json`, `${'c'.repeat(20)}.img`, `${'c'.repeat(20)}.json`, 'unrelated.txt']);
+      // A marker whose disk is already gone goes too.
+      await writeFile(path.join(paths.baseDir, `${'d'.repeat(20)}.used`), '');
+      // The oldest disk was used since (its marker, not the disk: a snapshot's key covers the disk's mtime).
+      await writeFile(path.join(paths.baseDir, `${'a'.repeat(20)}.used`), '');
+      const used = new Date(Date.UTC(2026, 0, 10));
+      await utimes(path.join(paths.baseDir, `${'a'.repeat(20)}.used`), used, used);
+      expect(await pruneBaseDisks(paths, 2)).toEqual([`${'b'.repeat(20)}.img`]);
+      expect((await readdir(paths.baseDir)).sort()).toEqual([`${'a'.repeat(20)}.img`, `${'a'.repeat(20)}.json`, `${'a'.repeat(20)}.used`, `${'c'.repeat(20)}.img`, `${'c'.repeat(20)}.json`, 'unrelated.txt']);
     } finally {
       await rm(assetsDir, { recursive: true, force: true });
     }

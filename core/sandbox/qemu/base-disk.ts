@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { runToolOk } from '../../common/run-tool';
@@ -9,11 +9,13 @@ import { pathExists } from '../../common/path-exists';
 import { z } from 'zod';
 import { parseStoredJson } from '../../common/stored-json';
 import { sha256Hex, sha256File } from '../../common/sha256';
+import { LABEL_DERIVED_FROM } from '../labels';
+import { checkGuestImage, guestHelperCommand } from './guest-image';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
-const BASE_FORMAT = 'airlock-vm-base/1';
-/** The helper command, as the Docker driver starts it (docs/architecture.md §4). */
-export const VM_HELPER_COMMAND = ['node', '/opt/airlock/helper.js'];
+const BASE_FORMAT = 'airlock-vm-base/2';
+/** A derived image's sandbox home, as in its containers (docs/architecture.md §16): whatever its passwd or ENV say. */
+const DERIVED_HOME = '/home/airlock';
 
 /** What the guest init needs to know about the image (written to /opt/airlock-vm/config.sh). */
 export interface GuestUser {
@@ -75,14 +77,14 @@ function envScript(env: string[], user: GuestUser): string {
   return `${lines.join('\n')}\n`;
 }
 
-function configScript(user: GuestUser): string {
+function configScript(user: GuestUser, helper: string[]): string {
   return [
     '# Written by core/sandbox/qemu/base-disk.ts; read by /opt/airlock-vm/init.',
     `AIRLOCK_UID=${user.uid}`,
     `AIRLOCK_GID=${user.gid}`,
     `AIRLOCK_HOME_DIR=${shellQuote(user.home)}`,
     `AIRLOCK_WORKDIR=${shellQuote(user.workdir)}`,
-    `AIRLOCK_HELPER=${shellQuote(VM_HELPER_COMMAND.join(' '))}`,
+    `AIRLOCK_HELPER=${shellQuote(helper.join(' '))}`,
     '',
   ].join('\n');
 }
@@ -93,22 +95,40 @@ const building = new Map<string, Promise<BaseDisk>>();
 /** How many base disks (image versions) stay cached after a new one is made. */
 export const BASE_DISKS_KEPT = 3;
 
-/** Deletes all but the `keep` most recently made base disks; returns the names removed. */
+/** `<key>.used`: touched each time a base disk is reused (its mtime is the disk's last use). */
+function usedMarker(diskPath: string): string {
+  return diskPath.replace(/\.img$/, '.used');
+}
+
+async function markUsed(diskPath: string): Promise<void> {
+  const marker = usedMarker(diskPath);
+  const now = new Date();
+  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(() => undefined));
+}
+
+/** Deletes all but the `keep` most recently made or used base disks; returns the names removed. */
 export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<string[]> {
   const names = (await readdir(paths.baseDir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}\.img$/.test(n));
-  const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(paths.baseDir, n))).mtimeMs })));
+  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0;
+  const dated = await Promise.all(names.map(async (n) => ({ n, t: Math.max(await mtime(path.join(paths.baseDir, n)), await mtime(usedMarker(path.join(paths.baseDir, n)))) })));
   dated.sort((a, b) => b.t - a.t);
   const removed: string[] = [];
   for (const { n } of dated.slice(Math.max(0, keep))) {
-    await rm(path.join(paths.baseDir, n), { force: true });
-    await rm(path.join(paths.baseDir, n.replace(/\.img$/, '.json')), { force: true });
+    const disk = path.join(paths.baseDir, n);
+    await rm(disk, { force: true });
+    await rm(disk.replace(/\.img$/, '.json'), { force: true });
+    await rm(usedMarker(disk), { force: true });
     removed.push(n);
   }
+  // Markers whose disk is gone (deleted by hand, or by an older Airlock that kept none).
+  const left = new Set(await readdir(paths.baseDir).catch(() => [] as string[]));
+  for (const n of left) if (/^[0-9a-f]{20}\.used$/.test(n) && !left.has(n.replace(/\.used$/, '.img'))) await rm(path.join(paths.baseDir, n), { force: true });
   return removed;
 }
 
 /**
- * The read-only base disk of `image` (one per image version), made on first use:
+ * The read-only base disk of `image` (one per image id: Airlock's own image or a project's derived
+ * image, docs/architecture.md §16), made on first use:
  * the image's files (exported through the engine API) → a directory → `mke2fs -t ext4 -d` (no loop mount,
  * no root needed for the mount; ownership needs root or `fakeroot`). The guest init, a static
  * busybox and the image's user/env are added under /opt/airlock-vm.
@@ -129,6 +149,9 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
   const metaPath = path.join(paths.baseDir, `${key}.json`);
   if ((await pathExists(diskPath)) && (await pathExists(metaPath))) {
     const meta = parseStoredJson(BaseDiskMeta, metaPath, await readFile(metaPath, 'utf8'), `delete it and ${diskPath}; the next VM run builds them again.`);
+    // Used now: pruning keeps the most recently used disks, not the most recently made. A marker
+    // beside the disk, never the disk itself: the VM snapshot's key covers the disk's mtime.
+    await markUsed(diskPath);
     return { path: diskPath, imageId: config.id, user: meta.user, sizeBytes: meta.sizeBytes };
   }
   let pending = building.get(key);
@@ -162,14 +185,18 @@ async function buildBaseDisk(
     await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }));
 
     const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
-    const user = resolveGuestUser(config.user, passwd, config.env, config.workdir);
+    const resolved = resolveGuestUser(config.user, passwd, config.env, config.workdir);
+    // A derived image's sandbox runs as uid 1000 with Airlock's home, whatever the project's image says.
+    const user = config.labels[LABEL_DERIVED_FROM] ? { ...resolved, home: DERIVED_HOME } : resolved;
+    await checkGuestImage(root, image, config.env);
+    const helper = await guestHelperCommand(root);
     const vmDir = path.join(root, 'opt', 'airlock-vm');
     await mkdir(vmDir, { recursive: true });
     await copyFile(paths.busybox, path.join(vmDir, 'busybox'));
     await chmod(path.join(vmDir, 'busybox'), 0o755);
     await copyFile(initPath, path.join(vmDir, 'init'));
     await chmod(path.join(vmDir, 'init'), 0o755);
-    await writeFile(path.join(vmDir, 'config.sh'), configScript(user), { mode: 0o644 });
+    await writeFile(path.join(vmDir, 'config.sh'), configScript(user, helper), { mode: 0o644 });
     await writeFile(path.join(vmDir, 'env.sh'), envScript(config.env, user), { mode: 0o644 });
     // Mount points the guest init needs on the read-only root.
     for (const d of ['workspace', 'airlock', 'tmp', 'run', 'proc', 'sys', 'dev']) await mkdir(path.join(root, d), { recursive: true });

@@ -1,0 +1,57 @@
+import { lstat } from 'node:fs/promises';
+import path from 'node:path';
+import { AirlockError } from '../../../contracts/errors';
+import { HELPER_NODE, HELPER_PATH } from '../docker/container-config';
+
+/**
+ * What the guest init (resources/vm/guest-init.sh) needs of an image besides a shell, checked on the
+ * unpacked file system before a base disk is written, so an image that cannot boot as a VM is
+ * refused with its reason instead of a VM that powers off (docs/architecture.md §16).
+ */
+
+/** A path inside the unpacked root; never follows a symlink out of it (lstat only). */
+async function presentIn(root: string, file: string): Promise<boolean> {
+  return lstat(path.join(root, file.replace(/^\/+/, ''))).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The image's PATH entries (its `ENV PATH`, else the usual ones). */
+function pathDirs(env: string[]): string[] {
+  const value = env.find((e) => e.startsWith('PATH='))?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+  return value.split(':').filter((d) => d.startsWith('/'));
+}
+
+async function onPath(root: string, env: string[], name: string): Promise<boolean> {
+  for (const dir of [...pathDirs(env), '/usr/bin', '/bin']) if (await presentIn(root, path.posix.join(dir, name))) return true;
+  return false;
+}
+
+/**
+ * The helper's command line in the guest: Airlock's own Node where the image carries it (Airlock's
+ * image and every derived image: `/opt/airlock/node/node`), else the image's `node`.
+ */
+export async function guestHelperCommand(root: string): Promise<string[]> {
+  return (await presentIn(root, HELPER_NODE)) ? [HELPER_NODE, HELPER_PATH] : ['node', HELPER_PATH];
+}
+
+/**
+ * Refuses an image the guest init cannot start: no helper, no `setpriv` (it drops the helper's
+ * privileges), or neither perl nor python3 (one of them reseeds the kernel's random pool of a
+ * restored VM, so clones of one snapshot never share random bytes). Throws IMAGE_INCOMPATIBLE.
+ */
+export async function checkGuestImage(root: string, image: string, env: string[]): Promise<void> {
+  const missing: string[] = [];
+  if (!(await presentIn(root, HELPER_PATH))) missing.push(`Airlock's helper (${HELPER_PATH}; run it through --environment, which adds Airlock's runtime, rather than as a raw image)`);
+  else if (!(await presentIn(root, HELPER_NODE)) && !(await onPath(root, env, 'node'))) missing.push(`a Node to run the helper (${HELPER_NODE} or node on the PATH)`);
+  if (!(await presentIn(root, '/usr/bin/setpriv'))) missing.push('/usr/bin/setpriv (util-linux), which drops the helper\'s privileges');
+  if (!(await onPath(root, env, 'perl')) && !(await onPath(root, env, 'python3'))) missing.push('perl or python3, which reseed the kernel\'s random pool of each VM restored from a snapshot');
+  if (missing.length) {
+    throw new AirlockError(
+      'IMAGE_INCOMPATIBLE',
+      `${image} cannot boot as an Airlock VM: it lacks ${missing.join('; and ')}. Add them to the image (Debian and Ubuntu images have util-linux and perl), or use container isolation (runc or gVisor) for this environment.`,
+      { field: 'isolation' },
+    );
+  }
+}
