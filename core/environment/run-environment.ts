@@ -28,6 +28,8 @@ export interface RunEnvironmentRequest {
 export interface PreparedRunEnvironment {
   /** The derived image, or undefined for Airlock's own image. */
   image?: string;
+  /** The engine's id of `image` (the prepared image's when the run starts from one): sandboxes are made and pooled by it. */
+  imageId?: string;
   /** The image's environment and the devcontainer's containerEnv/remoteEnv, for the agent and its commands. */
   env: Record<string, string>;
   record: RunEnvironment;
@@ -146,7 +148,7 @@ export async function prepareRunEnvironment(
   }
   const extras = { ...(sidecars ? { sidecars } : {}), ...(forwardPorts ? { forwardPorts } : {}) };
   // Prepared environments are engine images: for container sandboxes (runc, gVisor), not the VM's disk.
-  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}), ...extras };
+  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, imageId: prepared.derived.id, env, record: prepared.record, ...(setup ? { setup } : {}), ...extras };
   const inputs = await preparedInputs(req.projectDir, cfg, setup, { installation: await deps.installationId(), derivedImageId: prepared.derived.id, baseImageId: prepared.derived.baseId, ...(req.setupAllowlist ? { setupAllowlist: req.setupAllowlist } : {}) });
   const lookup = await lookupPrepared(engine.docker, inputs);
   const usage = new PreparedUsage(deps.home);
@@ -157,7 +159,7 @@ export async function prepareRunEnvironment(
     capture: (channel, unchanged) => capturePrepared(engine.docker, channel, { ...lookup, derivedRef: prepared.derived.id }, unchanged),
     markUsed: () => usage.touch(lookup.key),
   };
-  return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state, ...extras };
+  return { image: state.reuse ? lookup.ref : prepared.derived.ref, imageId: lookup.existingId ?? prepared.derived.id, env, record: prepared.record, setup, prepared: state, ...extras };
 }
 
 function imageEnv(lines: string[]): Record<string, string> {

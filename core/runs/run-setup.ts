@@ -94,7 +94,9 @@ async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedStat
   const changed = new Set(changes.flatMap((c) => [c.path, ...(c.oldPath ? [c.oldPath] : [])]));
   const unchanged = new Set(manifest.map((m) => m.path).filter((p) => !changed.has(p)));
   try {
-    const { size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
+    const { id, size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
+    // The next run on these inputs starts from this image: that is the one to keep warm.
+    if (run.warmNext) run.warmNext = { ...run.warmNext, image: id };
     await prepared.markUsed().catch(() => undefined);
     await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
     await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });

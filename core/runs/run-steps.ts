@@ -66,8 +66,14 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     joinNetwork = await sidecars.createNetwork(run.id);
   }
   let sandbox: Sandbox;
+  const limits = host.deps.limits ?? DEFAULT_LIMITS;
+  const network = input.network === 'open' ? 'open' : 'none';
+  // A project environment's container sandbox is made from the image's id: the warm pool is keyed by
+  // it, so a rebuilt image or a re-made prepared environment never gets an older sandbox (§16).
+  const byId = environment?.imageId && input.isolation !== 'vm' ? environment.imageId : undefined;
+  if (byId && !joinNetwork) run.warmNext = { image: byId, limits, network };
   try {
-    sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none', ...(joinNetwork ? { joinNetwork } : {}) });
+    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(joinNetwork ? { joinNetwork } : {}) });
   } catch (err) {
     // No sandbox, so no wipe step to take the network with it.
     if (sidecars) await sidecars.remove(run.id).catch(() => undefined);
@@ -379,6 +385,8 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
       const pooled = proof.labelRunId ? { pooledAs: proof.labelRunId } : {};
       wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, ...pooled, durationMs: proof.durationMs, at: proof.verifiedAt };
       await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, ...pooled, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
+      // Verified gone: the next run on this environment's image finds a started sandbox (the app's pool, §16).
+      if (!proof.leftovers.length && run.warmNext) host.deps.warmEnvironment?.(run.input.isolation, run.warmNext);
       if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
     }
   } catch (err) {
