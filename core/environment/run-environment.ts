@@ -10,6 +10,7 @@ import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
+import { BuildRecords } from './build-records';
 import { createSidecarNetwork, removeSidecars, sidecarNetworkName, sidecarRuntime, startSidecars } from './compose-sidecars';
 
 /** What a run asks of its environment. */
@@ -125,7 +126,7 @@ export async function prepareRunEnvironment(
   const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
-  const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
+  const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress, records: new BuildRecords(deps.home) });
   if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
   const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
