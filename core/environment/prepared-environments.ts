@@ -89,11 +89,13 @@ export async function lookupPrepared(docker: Docker, inputs: PreparedInputs): Pr
 }
 
 /**
- * The shell command that puts a prepared environment's state in place in a new sandbox: the home
- * first, then the workspace files setup made or changed, over the freshly hydrated project.
+ * The shell commands that put a prepared environment's state in place in a new sandbox: the home
+ * (independent of the project, so it may run while the project is copied in), then the workspace
+ * files setup made or changed, over the freshly hydrated project.
  */
-export function restoreArgv(): string[] {
-  const script = `set -e; if [ -d ${PREPARED_DIR}${HOME} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${HOME} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${HOME}; fi; if [ -d ${PREPARED_DIR}${WORKSPACE} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${WORKSPACE} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${WORKSPACE}; fi`;
+export function restoreArgv(part: 'home' | 'workspace'): string[] {
+  const dir = part === 'home' ? HOME : WORKSPACE;
+  const script = `set -e; if [ -d ${PREPARED_DIR}${dir} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${dir} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${dir}; fi`;
   return ['/bin/sh', '-c', script];
 }
 

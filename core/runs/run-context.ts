@@ -5,7 +5,7 @@ import type { AgentAdapter } from '../agents';
 import type { PreparedRunEnvironment, PreparedState } from '../environment/run-environment';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
-import type { ChannelProcess } from '../channel/channel-client';
+import type { ChannelProcess, RunResult } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
 import type { PreviewPorts } from '../network/preview-ports';
 import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
@@ -213,6 +213,8 @@ export interface LiveRun {
    * environment's derived image, or the prepared environment this run made or used (§16).
    */
   warmNext?: Omit<SandboxSpec, 'runId'>;
+  /** A reused prepared environment's home, copied into place while the project streams in (run-setup.ts). */
+  preparedHome?: Promise<RunResult>;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
 import { checkStep, stopLeftoverProcesses } from './run-check';
-import { setupStep } from './run-setup';
+import { restorePreparedHome, setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
 import { Checkpointer } from './checkpoints';
 import { captureSession, restoreSession, saveSession } from './run-session';
@@ -128,6 +128,11 @@ export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   // A follow-up turn starts from the previous result: laid over the project, it is this run's baseline.
   if (run.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(run.continuation.previous));
   const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
+  // A reused prepared environment's home goes into place while the project streams in (§16, "The prepared path").
+  if (run.setup && run.prepared?.reuse) {
+    run.preparedHome = restorePreparedHome(sandbox);
+    run.preparedHome.catch(debugLog.swallow('run.prepared-home'));
+  }
   run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
   const repo = run.hydrated.sandboxRepo;
   if (repo) {
