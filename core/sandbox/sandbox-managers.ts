@@ -195,7 +195,8 @@ export class SandboxManagers {
   }
 
   async dispose(): Promise<void> {
-    for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    // The warm pool and every sandbox still held are wiped, and checked gone, before the engine closes.
+    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown'));
     // Replaced managers and engines: their runs were shut down before this.
     for (const p of this.retiredParts) (await p)?.dispose();
     (await this.enginePromise?.catch(() => undefined))?.dispose();
