@@ -148,7 +148,8 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
     },
     async prune({ olderThan }) {
       const olderThanMs = olderThan ? parseAge(olderThan) : undefined;
-      return prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? {} : { olderThanMs });
+      const release = (ids: string[]) => core.releaseImages(ids);
+      return prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? { release } : { olderThanMs, release });
     },
   };
 }

@@ -75,6 +75,11 @@ export class AirlockCore {
     return this.sandboxManagers.image(variant, onProgress, isolation);
   }
 
+  /** Drains the warm pool's sandboxes of these images, before they are removed (`SandboxManagers.releaseImages`). */
+  releaseImages(images: Iterable<string>): Promise<void> {
+    return this.sandboxManagers.releaseImages(images);
+  }
+
   /** Keeps one started sandbox ready for the next run with default settings. */
   warm(): Promise<void> {
     return this.sandboxManagers.warm();
@@ -122,6 +127,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     providerFormat: (p) => core.providerFormat(p),
     checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
+    warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
   });
   if (opts.recover !== false) {

@@ -4,6 +4,7 @@ import { AirlockError } from '../../contracts/errors';
 import type { ImageProgress } from '../sandbox/driver';
 import { buildContextTar } from '../sandbox/image';
 import { engineBuild, imageId, type BuildFailure } from './engine-build';
+import { LABEL_DERIVED_FROM } from '../sandbox/labels';
 
 /**
  * Any image becomes a hardened sandbox (docs/architecture.md §16): the user's image plus Airlock's
@@ -105,7 +106,7 @@ export async function deriveSandboxImage(docker: Docker, o: DeriveOptions): Prom
   o.emit({ phase: 'build', message: `adding Airlock's runtime to ${o.what}`, variant: 'custom' });
   const id = await engineBuild(
     docker,
-    { tag: ref, context: await buildContextTar(Buffer.from(derivedDockerfile(o.airlockRef, pinned))), labels: { 'airlock.derived-from': base.Id }, what: `the sandbox for ${o.what}`, emit: o.emit },
+    { tag: ref, context: await buildContextTar(Buffer.from(derivedDockerfile(o.airlockRef, pinned))), labels: { [LABEL_DERIVED_FROM]: base.Id }, what: `the sandbox for ${o.what}`, emit: o.emit },
     (f) => incompatibleOrFailed(f, o.what),
   );
   return { ref, id, built: true, ...info };

@@ -4,7 +4,10 @@ import type Docker from 'dockerode';
 import type { RunEnvironment } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
 import type { ImageProgress } from '../sandbox/driver';
-import { snapshotProject } from '../workspace/snapshot';
+import { createHash } from 'node:crypto';
+import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import { debugLog } from '../common/debug-log';
+import type { BuildRecords } from './build-records';
 import type { DevcontainerEnvironment } from './devcontainer-config';
 import type { ComposeService } from './compose-file';
 import { buildLocalFeatures, readLocalFeatures } from './local-features';
@@ -28,6 +31,8 @@ export interface PrepareImageOptions {
   /** Airlock's sandbox image (for the built-in and custom agents: the base variant). */
   airlockRef: string;
   emit: (p: ImageProgress) => void;
+  /** The host's record of devcontainer builds: an unchanged build is not sent to the engine again (§16). */
+  records?: BuildRecords;
 }
 
 /**
@@ -52,7 +57,7 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     baseRef = cfg.source.image;
     if (!(await imageId(docker, baseRef))) await pullImage(docker, baseRef, o.emit);
   } else if (cfg.source.kind === 'build') {
-    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit, { tag: 'build', what: `the devcontainer image of ${cfg.configPath}` });
+    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit, { tag: 'build', what: `the devcontainer image of ${cfg.configPath}`, ...(o.records ? { records: o.records } : {}) });
     baseRef = built.ref;
     contextExcluded = built.excluded;
   } else {
@@ -109,18 +114,26 @@ async function buildDevcontainerImage(
   cfg: DevcontainerEnvironment,
   src: { dockerfile: string; context: string; args: Record<string, string>; target?: string },
   emit: (p: ImageProgress) => void,
-  as: { tag: string; what: string },
+  as: { tag: string; what: string; records?: BuildRecords },
 ): Promise<{ ref: string; excluded: string[] }> {
   const contextDir = path.join(projectDir, src.context);
   const dockerfile = path.posix.relative(src.context, src.dockerfile);
   if (dockerfile.startsWith('..')) throw new AirlockError('INVALID_INPUT', `${cfg.configPath}: build.dockerfile '${src.dockerfile}' is outside build.context '${src.context || '.'}'; move it into the context.`, { field: 'environment' });
   const snapshot = await snapshotProject(contextDir, { respectGitignore: false, exclude: await dockerignore(contextDir), maxFileBytes: 512 * 1024 * 1024 });
-  const streams = snapshot.open();
+  const excluded = snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path);
   const ref = `${BASE_REPOSITORY}:${as.tag}-${cfg.contentHash.slice(0, 20)}`;
+  const labels = { 'airlock.devcontainer': cfg.configPath };
+  // Built before from exactly these inputs, and the tag still names that image: the engine's cache check is skipped.
+  const key = as.records ? await buildKey(docker, as.records, { tag: ref, dockerfile, dockerfilePath: path.join(contextDir, dockerfile), snapshot, target: src.target, args: src.args, labels }) : undefined;
+  if (key && as.records && (await as.records.find(docker, key, ref))) {
+    emit({ phase: 'build', message: `${as.what}: unchanged since it was built (same Dockerfile, context and base images)`, variant: 'custom' });
+    return { ref, excluded };
+  }
+  const streams = snapshot.open();
   emit({ phase: 'build', message: `building ${as.what}`, variant: 'custom' });
-  await engineBuild(
+  const id = await engineBuild(
     docker,
-    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels: { 'airlock.devcontainer': cfg.configPath }, what: as.what, emit },
+    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels, what: as.what, emit },
     (f) =>
       new AirlockError(
         'IMAGE_BUILD_FAILED',
@@ -128,7 +141,23 @@ async function buildDevcontainerImage(
         { field: 'environment' },
       ),
   );
-  return { ref, excluded: snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path) };
+  if (key && as.records) await as.records.remember(key, id).catch(debugLog.swallow('environment.build-record'));
+  return { ref, excluded };
+}
+
+/** The build's key in the host's record (build-records.ts): the context digested as it would stream. */
+async function buildKey(
+  docker: Docker,
+  records: BuildRecords,
+  b: { tag: string; dockerfile: string; dockerfilePath: string; snapshot: ProjectSnapshot; target: string | undefined; args: Record<string, string>; labels: Record<string, string> },
+): Promise<string | undefined> {
+  const dockerfileText = await readFile(b.dockerfilePath, 'utf8').catch(() => undefined);
+  if (dockerfileText === undefined) return undefined;
+  const streams = b.snapshot.open();
+  const hash = createHash('sha256');
+  for await (const chunk of streams.tar) hash.update(chunk as Buffer);
+  await streams.manifest;
+  return records.keyOf(docker, { tag: b.tag, dockerfile: b.dockerfile, dockerfileText, contextDigest: hash.digest('hex'), ...(b.target ? { target: b.target } : {}), args: b.args, labels: b.labels });
 }
 
 /** A compose service's image: pulled when the engine lacks it, or built from its `build` (the same guarded context). */

@@ -90,11 +90,13 @@ export async function lookupPrepared(docker: Docker, inputs: PreparedInputs): Pr
 }
 
 /**
- * The shell command that puts a prepared environment's state in place in a new sandbox: the home
- * first, then the workspace files setup made or changed, over the freshly hydrated project.
+ * The shell commands that put a prepared environment's state in place in a new sandbox: the home
+ * (independent of the project, so it may run while the project is copied in), then the workspace
+ * files setup made or changed, over the freshly hydrated project.
  */
-export function restoreArgv(): string[] {
-  const script = `set -e; if [ -d ${PREPARED_DIR}${HOME} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${HOME} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${HOME}; fi; if [ -d ${PREPARED_DIR}${WORKSPACE} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${WORKSPACE} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${WORKSPACE}; fi`;
+export function restoreArgv(part: 'home' | 'workspace'): string[] {
+  const dir = part === 'home' ? HOME : WORKSPACE;
+  const script = `set -e; if [ -d ${PREPARED_DIR}${dir} ]; then ${AIRLOCK_TOOLS_BIN}/tar -c -C ${PREPARED_DIR}${dir} . | ${AIRLOCK_TOOLS_BIN}/tar -x -p -C ${dir}; fi`;
   return ['/bin/sh', '-c', script];
 }
 
@@ -291,16 +293,23 @@ export async function listPrepared(docker: Docker, usage: PreparedUsage, install
 
 /**
  * Removes prepared environments: all, or those not used (or made, when never used) for longer than
- * `olderThanMs`. An image a running sandbox uses stays (the engine refuses) and is reported.
+ * `olderThanMs`. `release` first drains the warm pool's sandboxes of those images; an image a
+ * running sandbox uses stays (the engine refuses) and is reported.
  */
-export async function prunePrepared(docker: Docker, usage: PreparedUsage, installation: string, opts: { olderThanMs?: number; now?: number } = {}): Promise<PruneResult> {
+export async function prunePrepared(
+  docker: Docker,
+  usage: PreparedUsage,
+  installation: string,
+  opts: { olderThanMs?: number; now?: number; release?: (imageIds: string[]) => Promise<void> } = {},
+): Promise<PruneResult> {
   const now = opts.now ?? Date.now();
   const all = await listPrepared(docker, usage, installation);
   const removed: PruneResult['removed'] = [];
   const kept: PruneResult['kept'] = [];
-  for (const p of all) {
-    const last = Date.parse(p.lastUsedAt ?? p.createdAt);
-    if (opts.olderThanMs !== undefined && now - last < opts.olderThanMs) continue;
+  const chosen = all.filter((p) => opts.olderThanMs === undefined || now - Date.parse(p.lastUsedAt ?? p.createdAt) >= opts.olderThanMs);
+  // A started sandbox kept warm for the next run holds its image: it goes first (docs/architecture.md §16).
+  await opts.release?.(chosen.map((p) => p.imageId));
+  for (const p of chosen) {
     try {
       await docker.getImage(p.imageId).remove({ force: false });
       removed.push({ key: p.key, sizeBytes: p.sizeBytes });

@@ -10,6 +10,7 @@ import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
+import { BuildRecords } from './build-records';
 import { createSidecarNetwork, removeSidecars, sidecarRuntime, startSidecars, type SidecarNetwork } from './compose-sidecars';
 
 /** What a run asks of its environment. */
@@ -28,6 +29,8 @@ export interface RunEnvironmentRequest {
 export interface PreparedRunEnvironment {
   /** The derived image, or undefined for Airlock's own image. */
   image?: string;
+  /** The engine's id of `image` (the prepared image's when the run starts from one): sandboxes are made and pooled by it. */
+  imageId?: string;
   /** The image's environment and the devcontainer's containerEnv/remoteEnv, for the agent and its commands. */
   env: Record<string, string>;
   record: RunEnvironment;
@@ -129,7 +132,7 @@ export async function prepareRunEnvironment(
   assertVmCanRun(req.isolation, deps.platform ?? process.platform);
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
-  const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress });
+  const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress, records: new BuildRecords(deps.home) });
   if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
   const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
@@ -158,7 +161,7 @@ export async function prepareRunEnvironment(
   }
   const extras = { ...(sidecars ? { sidecars } : {}), ...(forwardPorts ? { forwardPorts } : {}) };
   // Prepared environments are engine images: for container sandboxes (runc, gVisor), not the VM's disk.
-  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, env, record: prepared.record, ...(setup ? { setup } : {}), ...extras };
+  if (!cfg || !setup || req.isolation === 'vm') return { image: prepared.derived.ref, imageId: prepared.derived.id, env, record: prepared.record, ...(setup ? { setup } : {}), ...extras };
   const inputs = await preparedInputs(req.projectDir, cfg, setup, { installation: await deps.installationId(), derivedImageId: prepared.derived.id, baseImageId: prepared.derived.baseId, ...(req.setupAllowlist ? { setupAllowlist: req.setupAllowlist } : {}) });
   const lookup = await lookupPrepared(engine.docker, inputs);
   const usage = new PreparedUsage(deps.home);
@@ -169,7 +172,7 @@ export async function prepareRunEnvironment(
     capture: (channel, unchanged) => capturePrepared(engine.docker, channel, { ...lookup, derivedRef: prepared.derived.id }, unchanged),
     markUsed: () => usage.touch(lookup.key),
   };
-  return { image: state.reuse ? lookup.ref : prepared.derived.ref, env, record: prepared.record, setup, prepared: state, ...extras };
+  return { image: state.reuse ? lookup.ref : prepared.derived.ref, imageId: lookup.existingId ?? prepared.derived.id, env, record: prepared.record, setup, prepared: state, ...extras };
 }
 
 /**

@@ -5,12 +5,12 @@ import type { AgentAdapter } from '../agents';
 import type { PreparedRunEnvironment, PreparedState } from '../environment/run-environment';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
-import type { ChannelProcess } from '../channel/channel-client';
+import type { ChannelProcess, RunResult } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
 import type { EgressEvent } from '../network/egress-proxy';
 import type { PreviewPorts } from '../network/preview-ports';
 import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
-import type { ImageProgress, SandboxLimits } from '../sandbox/driver';
+import type { ImageProgress, SandboxLimits, SandboxSpec } from '../sandbox/driver';
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { watchChanges } from '../workspace/changes';
 import { collectResult, type CollectedResult } from '../workspace/collect';
@@ -111,6 +111,11 @@ export interface RunServiceDeps {
    */
   network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
   limits?: SandboxLimits;
+  /**
+   * A run on a project environment's image ended: keep a started sandbox of that image (its id)
+   * ready for the next run (the app's warm pool; docs/architecture.md §16, "The prepared path").
+   */
+  warmEnvironment?(isolation: Isolation, spec: Omit<SandboxSpec, 'runId'>): void;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
 }
@@ -188,6 +193,13 @@ export interface LiveRun {
   setup?: SetupPlan;
   /** The setup's prepared environment: reused (setup skipped) or kept after setup (§16). */
   prepared?: PreparedState;
+  /**
+   * The sandbox spec (image by id) to keep warm for the next run once this one ends: the project
+   * environment's derived image, or the prepared environment this run made or used (§16).
+   */
+  warmNext?: Omit<SandboxSpec, 'runId'>;
+  /** A reused prepared environment's home, copied into place while the project streams in (run-setup.ts). */
+  preparedHome?: Promise<RunResult>;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

@@ -3,6 +3,7 @@ import { debugLog } from '../common/debug-log';
 import type { LifecycleHook, LifecycleStep } from '../environment/devcontainer-config';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { Sandbox } from '../sandbox/sandbox';
+import type { RunResult } from '../channel/channel-client';
 import type { RunPrepared } from '../../contracts/environments';
 import { restoreArgv } from '../environment/prepared-environments';
 import type { PreparedState } from '../environment/run-environment';
@@ -72,13 +73,20 @@ async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: Se
 /** Puts a prepared environment's state in place over the freshly hydrated project: setup is not run again. */
 async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, prepared: PreparedState): Promise<void> {
   run.terminal.write(`\x1b[36m[setup] starting from the prepared environment ${prepared.ref} (same inputs: setup not run again)\x1b[0m\r\n`);
-  const r = await sandbox.channel.run({ argv: restoreArgv(), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS });
+  // The home's copy started with hydrate (restorePreparedHome); the workspace's goes over the fresh project.
+  const home = await (run.preparedHome ?? restorePreparedHome(sandbox));
+  const r = home.exitCode === 0 ? await sandbox.channel.run({ argv: restoreArgv('workspace'), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS }) : home;
   if (r.exitCode !== 0) {
     throw new AirlockError('SANDBOX_FAILED', `Putting the prepared environment ${prepared.ref} in place failed (status ${r.exitCode ?? 'killed'}): ${r.stderr.toString('utf8').trim().slice(-1000)}. Clear it with \`airlock env prune\` and run again: setup will run and prepare it anew.`, { field: 'environment' });
   }
   await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
   await run.audit.append('note', { message: `setup skipped: started from the prepared environment ${prepared.ref} (key ${prepared.key}); its inputs are unchanged` });
   await updatePrepared(host, run, { status: 'reused', key: prepared.key, image: prepared.ref });
+}
+
+/** Copies a prepared environment's home into place (it does not depend on the project's copy). */
+export function restorePreparedHome(sandbox: Sandbox): Promise<RunResult> {
+  return sandbox.channel.run({ argv: restoreArgv('home'), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS });
 }
 
 /**
@@ -95,7 +103,9 @@ async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedStat
   const changed = new Set(changes.flatMap((c) => [c.path, ...(c.oldPath ? [c.oldPath] : [])]));
   const unchanged = new Set(manifest.map((m) => m.path).filter((p) => !changed.has(p)));
   try {
-    const { size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
+    const { id, size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
+    // The next run on these inputs starts from this image: that is the one to keep warm.
+    if (run.warmNext) run.warmNext = { ...run.warmNext, image: id };
     await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
     await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
     await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });

@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
 import { checkStep, stopLeftoverProcesses } from './run-check';
-import { setupStep } from './run-setup';
+import { restorePreparedHome, setupStep } from './run-setup';
 import { toChangedFile, type StoredRun } from './run-record';
 import { Checkpointer } from './checkpoints';
 import { captureSession, restoreSession, saveSession } from './run-session';
@@ -66,8 +66,14 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     joined = await sidecars.createNetwork(run.id);
   }
   let sandbox: Sandbox;
+  const limits = host.deps.limits ?? DEFAULT_LIMITS;
+  const network = input.network === 'open' ? 'open' : 'none';
+  // A project environment's container sandbox is made from the image's id: the warm pool is keyed by
+  // it, so a rebuilt image or a re-made prepared environment never gets an older sandbox (§16).
+  const byId = environment?.imageId && input.isolation !== 'vm' ? environment.imageId : undefined;
+  if (byId && !joined) run.warmNext = { image: byId, limits, network };
   try {
-    sandbox = await manager.create({ runId: run.id, image, limits: host.deps.limits ?? DEFAULT_LIMITS, network: input.network === 'open' ? 'open' : 'none', ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
+    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
   } catch (err) {
     // No sandbox, so no wipe step to take the network with it.
     if (sidecars) await sidecars.remove(run.id).catch(() => undefined);
@@ -122,6 +128,11 @@ export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   // A follow-up turn starts from the previous result: laid over the project, it is this run's baseline.
   if (run.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(run.continuation.previous));
   const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
+  // A reused prepared environment's home goes into place while the project streams in (§16, "The prepared path").
+  if (run.setup && run.prepared?.reuse) {
+    run.preparedHome = restorePreparedHome(sandbox);
+    run.preparedHome.catch(debugLog.swallow('run.prepared-home'));
+  }
   run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
   const repo = run.hydrated.sandboxRepo;
   if (repo) {
@@ -379,6 +390,8 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
       const pooled = proof.labelRunId ? { pooledAs: proof.labelRunId } : {};
       wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, ...pooled, durationMs: proof.durationMs, at: proof.verifiedAt };
       await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, ...pooled, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
+      // Verified gone: the next run on this environment's image finds a started sandbox (the app's pool, §16).
+      if (!proof.leftovers.length && run.warmNext) host.deps.warmEnvironment?.(run.input.isolation, run.warmNext);
       if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
     }
   } catch (err) {

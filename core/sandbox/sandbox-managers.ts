@@ -5,7 +5,8 @@ import { Emitter, type Event } from '../common/disposable';
 import { DockerDriver } from './docker/docker-driver';
 import { connectEngine, type Engine } from './docker/engine';
 import { engineSelectionOf, engineSettingsKey } from './docker/engine-settings';
-import { DEFAULT_LIMITS, type ImageProgress } from './driver';
+import { DEFAULT_LIMITS, type ImageProgress, type SandboxSpec } from './driver';
+import { debugLog } from '../common/debug-log';
 import { ensureSandboxImage } from './image';
 import { SandboxManager } from './sandbox';
 import { createVmManager } from './vm-manager';
@@ -159,6 +160,28 @@ export class SandboxManagers {
     }
   }
 
+  /**
+   * After a run on a project environment's image (derived or prepared, by id): keeps one started
+   * sandbox of it ready for the next run, where sandboxes are kept warm at all (the long-lived app,
+   * `warm()`; the CLI never). Containers and gVisor only; failures are ignored (runs start cold).
+   * See `SandboxManager.warmEnvironment` and docs/architecture.md §16, "The prepared path".
+   */
+  warmEnvironment(isolation: Isolation, spec: Omit<SandboxSpec, 'runId'>): void {
+    if (!this.keepWarm || isolation === 'vm') return;
+    void this.sandboxes(isolation)
+      .then((m) => m.warmEnvironment(spec))
+      .catch(debugLog.swallow('sandbox.pool.environment'));
+  }
+
+  /** Before images are removed (`airlock env prune`): drains every pool entry made from them, and waits until those sandboxes are gone. */
+  async releaseImages(images: Iterable<string>): Promise<void> {
+    const set = new Set(images);
+    for (const [isolation, m] of this.managers) {
+      if (isolation === 'vm') continue;
+      await (await m.catch(() => undefined))?.releaseImages(set);
+    }
+  }
+
   private async limaImage(variant: 'base' | 'agents'): Promise<string> {
     if (variant !== 'base') throw new AirlockError('VM_UNAVAILABLE', 'Claude Code and Codex need the agents image, which the Lima VM does not build yet; use the built-in agent, or container isolation.');
     const { describeSandboxImage } = await import('./image');
@@ -172,7 +195,8 @@ export class SandboxManagers {
   }
 
   async dispose(): Promise<void> {
-    for (const m of this.managers.values()) (await m.catch(() => undefined))?.dispose();
+    // The warm pool and every sandbox still held are wiped, and checked gone, before the engine closes.
+    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown'));
     // Replaced managers and engines: their runs were shut down before this.
     for (const p of this.retiredParts) (await p)?.dispose();
     (await this.enginePromise?.catch(() => undefined))?.dispose();

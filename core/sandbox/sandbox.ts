@@ -70,6 +70,24 @@ function poolKey(spec: Omit<SandboxSpec, 'runId'>): string {
   return JSON.stringify([spec.image, spec.network, spec.joinNetwork ?? null, spec.limits.memoryBytes, spec.limits.cpus, spec.limits.pids]);
 }
 
+/**
+ * One kind of pooled sandbox. `environment` entries (a project environment's derived or prepared
+ * image) are not refilled at a claim but when the claiming run asks again at its end, and at most
+ * MAX_ENVIRONMENT_POOLS of them are kept (see `warmEnvironment`).
+ */
+interface PoolEntry {
+  spec: Omit<SandboxSpec, 'runId'>;
+  size: number;
+  ready: Sandbox[];
+  filling: number;
+  environment: boolean;
+  /** When it was last asked for (`performance.now()`): the least recent environment entry goes first. */
+  askedAt: number;
+}
+
+/** How many project environments' images keep a started sandbox ready at once (each an idle container and helper). */
+export const MAX_ENVIRONMENT_POOLS = 2;
+
 /** A label id for pooled sandboxes: shaped like a run id so every engine accepts it in names. */
 function poolRunId(): string {
   return `w-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
@@ -81,7 +99,7 @@ function poolRunId(): string {
  */
 export class SandboxManager implements Disposable {
   private readonly live = new Set<Sandbox>();
-  private readonly pool = new Map<string, { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }>();
+  private readonly pool = new Map<string, PoolEntry>();
   private readonly refills = new Set<Promise<void>>();
   /** Delayed refills not started yet (refillLater): shutdown() starts them at once, to do nothing. */
   private readonly refillWaits = new Set<() => void>();
@@ -120,7 +138,7 @@ export class SandboxManager implements Disposable {
     const entry = this.pool.get(poolKey(spec));
     const warm = entry?.ready.shift();
     if (entry && warm) {
-      this.refillLater(entry);
+      if (!entry.environment) this.refillLater(entry);
       if (!warm.channel.isClosed) {
         const claimed = new Sandbox(warm.info, warm.channel, warm.stream, this.driver, (s, verified) => this.onDestroyed(s, verified), spec.runId);
         this.live.add(claimed);
@@ -206,12 +224,55 @@ export class SandboxManager implements Disposable {
    * one idle container plus a Node process each. `size: 0` drains the pool.
    */
   async warm(spec: Omit<SandboxSpec, 'runId'>, size = 1): Promise<void> {
+    await this.warmEntry(spec, size, false);
+  }
+
+  /**
+   * Keeps one started sandbox of a project environment's image ready for the next run on it
+   * (docs/architecture.md §16, "The prepared path"). `spec.image` must be the image's id, not a tag,
+   * so a rebuilt or re-made image never gets an older sandbox. A pooled sandbox is made exactly as a
+   * fresh one (same driver, same spec), is handed out once and wiped with its run: it carries nothing
+   * but the image. Not refilled at the claim (the refill would compete with the claiming run's first
+   * commands): the run asks again when it ends. At most MAX_ENVIRONMENT_POOLS images are kept; the
+   * one asked for least recently is drained and verified gone first.
+   */
+  async warmEnvironment(spec: Omit<SandboxSpec, 'runId'>): Promise<void> {
+    if (this.disposed || this.retired) return;
+    const key = poolKey(spec);
+    const others = [...this.pool.entries()].filter(([k, e]) => e.environment && k !== key).sort(([, a], [, b]) => b.askedAt - a.askedAt);
+    for (const [k] of others.slice(MAX_ENVIRONMENT_POOLS - 1)) await this.drainEntry(k);
+    await this.warmEntry(spec, 1, true);
+  }
+
+  /**
+   * Drains and forgets the pool entries of these images (ids or tags, as the entries were made):
+   * before an image is removed, so no pooled sandbox holds it. Resolves once their sandboxes,
+   * including ones still starting, are gone; returns the wipe proofs of those that were ready.
+   */
+  async releaseImages(images: ReadonlySet<string>): Promise<WipeProof[]> {
+    const keys = [...this.pool.entries()].filter(([, e]) => images.has(e.spec.image)).map(([k]) => k);
+    const proofs = (await Promise.all(keys.map((k) => this.drainEntry(k)))).flat();
+    await this.whenPoolReady();
+    return proofs;
+  }
+
+  private async drainEntry(key: string): Promise<WipeProof[]> {
+    const entry = this.pool.get(key);
+    if (!entry) return [];
+    this.pool.delete(key);
+    // A sandbox still starting finds size 0 when it is ready and is wiped then (refill).
+    entry.size = 0;
+    return Promise.all(entry.ready.splice(0).map((s) => s.destroy()));
+  }
+
+  private async warmEntry(spec: Omit<SandboxSpec, 'runId'>, size: number, environment: boolean): Promise<void> {
     const key = poolKey(spec);
     let entry = this.pool.get(key);
     if (!entry) {
-      entry = { spec, size, ready: [], filling: 0 };
+      entry = { spec, size, ready: [], filling: 0, environment, askedAt: performance.now() };
       this.pool.set(key, entry);
     }
+    entry.askedAt = performance.now();
     entry.size = size;
     for (const extra of entry.ready.splice(size)) await extra.destroy().catch(debugLog.swallow('sandbox.pool.shrink'));
     this.refill(entry);
@@ -230,7 +291,7 @@ export class SandboxManager implements Disposable {
    * for (a pooled VM's first command took 0.2–0.5 s instead of ~0.1 s). whenPoolReady() waits for
    * it; a run that comes sooner starts fresh, as with an empty pool.
    */
-  private refillLater(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
+  private refillLater(entry: PoolEntry): void {
     const p: Promise<void> = new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.refillWaits.delete(early);
@@ -248,7 +309,7 @@ export class SandboxManager implements Disposable {
     this.refills.add(p);
   }
 
-  private refill(entry: { spec: Omit<SandboxSpec, 'runId'>; size: number; ready: Sandbox[]; filling: number }): void {
+  private refill(entry: PoolEntry): void {
     while (!this.disposed && !this.retired && entry.ready.length + entry.filling < entry.size) {
       entry.filling++;
       const runId = poolRunId();
