@@ -4,7 +4,7 @@
  * diagnostics. It is on the sandbox-ready path: say hello first, load nothing heavy until asked.
  */
 import { Socket } from 'node:net';
-import { createWriteStream } from 'node:fs';
+import { access, createWriteStream } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Mux } from '../../../core/channel/mux';
 import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request } from '../../../core/channel/protocol';
@@ -15,6 +15,7 @@ import { resolveNodePty } from './pty';
 import { TcpForwarding, type StreamRegistry } from './tcp';
 import { listDir, readFileTo, writeFileFrom } from './files';
 import { commandUid, initIdentity } from './identity';
+import { initOomScore } from './oom-score';
 import { watchTree, type WatchHandle } from './watcher';
 
 // stdout is the channel: nothing else may ever write to it.
@@ -35,6 +36,7 @@ function openOutput(): NodeJS.WritableStream {
 }
 
 initIdentity();
+initOomScore(log);
 const output = openOutput();
 const input = process.stdin;
 
@@ -205,6 +207,12 @@ process.on('uncaughtException', (err) => {
   log(`uncaught: ${err.stack ?? err.message}`);
 });
 process.on('SIGPIPE', () => undefined);
+
+// Start libuv's thread pool now, while threads can still be made. It starts on first use, and a
+// thread it cannot create aborts the process: under a fork bomb at the pids limit, that first use
+// (the timeout's tree kill reading /proc) ended the helper. An asynchronous OOM-score write used to
+// start it by accident (docs/architecture.md §2.3).
+access('/', () => undefined);
 
 mux.sendControl({
   t: 'hello',
