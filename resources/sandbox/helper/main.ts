@@ -7,7 +7,8 @@ import { Socket } from 'node:net';
 import { access, createWriteStream } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Mux } from '../../../core/channel/mux';
-import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request } from '../../../core/channel/protocol';
+import { FrameType, PROTOCOL_VERSION, WATCH_BATCH_PATHS, request, requestEnvelope, type RawControl, type Request } from '../../../core/channel/protocol';
+import { GuardError } from '../../../core/channel/guards';
 import type { StreamSink } from '../../../core/channel/channel-duplex';
 import { HelperError } from './errors';
 import { ProcessTable } from './processes';
@@ -53,7 +54,6 @@ const streams: StreamRegistry = {
 };
 
 const watches = new Map<number, WatchHandle>();
-const WATCH_BATCH_PATHS = 5000;
 let shuttingDown = false;
 
 const mux: Mux = new Mux(input, output, {
@@ -123,17 +123,29 @@ function respond(id: number, result: Promise<unknown>): void {
   );
 }
 
-function onControl(message: ControlMessage): void {
+/** Requests are checked with their one definition (protocol.ts); a malformed one is answered INVALID_INPUT naming the field. */
+function onControl(message: RawControl): void {
   if (message.t !== 'req') {
-    log(`ignoring unexpected control message ${JSON.stringify(message.t)}`);
+    log(`ignoring unexpected control message ${JSON.stringify(message.t.slice(0, 32))}`);
     return;
   }
-  const { id } = message;
-  if (typeof id !== 'number') {
-    log('ignoring a request without an id');
+  let id: number;
+  try {
+    ({ id } = requestEnvelope.check(message));
+  } catch {
+    log('ignoring a request without a valid id');
     return;
   }
-  respond(id, handle(message));
+  let req: Request;
+  try {
+    req = request.check(message);
+  } catch (err) {
+    const what = typeof message.op === 'string' ? `${message.op.slice(0, 32)} request` : 'request';
+    const detail = err instanceof GuardError ? err.message : String(err);
+    respond(id, Promise.reject(new HelperError('INVALID_INPUT', `malformed ${what}: ${detail} (do the helper and host versions differ?)`)));
+    return;
+  }
+  respond(id, handle(req));
 }
 
 async function handle(req: Request): Promise<unknown> {
@@ -141,7 +153,7 @@ async function handle(req: Request): Promise<unknown> {
     case 'ping':
       return {};
     case 'spawn':
-      return processes.spawn(req.stream, req.spawn ?? { argv: [] });
+      return processes.spawn(req.stream, req.spawn);
     case 'kill': {
       const signal = req.signal || 'SIGTERM';
       if (!Object.prototype.hasOwnProperty.call(osConstants.signals, signal)) {
@@ -171,9 +183,9 @@ async function handle(req: Request): Promise<unknown> {
     case 'watch': {
       if (watches.has(req.watchId)) throw new HelperError('CONFLICT', `watch ${req.watchId} already exists`);
       const handle = await watchTree(req.path, {
-        debounceMs: typeof req.debounceMs === 'number' && req.debounceMs >= 0 ? req.debounceMs : 100,
-        ignore: Array.isArray(req.ignore) ? req.ignore : [],
-        backend: req.backend ?? 'auto',
+        debounceMs: req.debounceMs,
+        ignore: req.ignore,
+        backend: req.backend,
         onPaths: (paths) => {
           // Keep each batch well inside the frame limit.
           for (let i = 0; i < paths.length; i += WATCH_BATCH_PATHS) {
@@ -198,8 +210,6 @@ async function handle(req: Request): Promise<unknown> {
     case 'connect':
       await tcp.connect(req.stream, req.port);
       return {};
-    default:
-      throw new HelperError('INVALID_INPUT', `unknown operation ${JSON.stringify((req as { op?: unknown }).op)} (helper and host versions differ?)`);
   }
 }
 

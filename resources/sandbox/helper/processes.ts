@@ -55,19 +55,6 @@ function signalName(signal: number | string | null | undefined): string | null {
   return String(signal);
 }
 
-function validate(spec: WireSpawn): void {
-  if (!Array.isArray(spec.argv) || spec.argv.length === 0 || spec.argv.some((a) => typeof a !== 'string')) {
-    throw new HelperError('INVALID_INPUT', 'spawn needs argv: a non-empty array of strings (the program, then its arguments)');
-  }
-  if (spec.argv[0] === '') throw new HelperError('INVALID_INPUT', 'spawn: argv[0] (the program) is empty');
-  if (spec.as !== undefined && spec.as !== 'agent' && spec.as !== 'helper') {
-    throw new HelperError('INVALID_INPUT', `spawn: as must be 'agent' or 'helper', not ${JSON.stringify(spec.as)}`);
-  }
-  if (spec.env && Object.values(spec.env).some((v) => typeof v !== 'string')) {
-    throw new HelperError('INVALID_INPUT', 'spawn: every env value must be a string');
-  }
-}
-
 /** One running command; owns its stream id on the channel. */
 class RunningProcess {
   private readonly started = Date.now();
@@ -104,8 +91,8 @@ class RunningProcess {
   }
 
   async start(): Promise<{ pid: number }> {
+    // The spec was checked on arrival with its one definition (protocol.ts `wireSpawn`).
     const { spec } = this;
-    validate(spec);
     const asHelper = spec.as === 'helper';
     const cwd = spec.cwd ?? (asHelper ? '/' : home());
     // The kernel clears the permitted, effective and ambient sets on the switch to a non-zero uid
