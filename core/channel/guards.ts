@@ -71,7 +71,8 @@ export function str(opts: { max?: number; min?: number; clip?: boolean } = {}): 
 export function int(opts: { min?: number; max?: number } = {}): Guard<number> {
   const min = opts.min ?? Number.MIN_SAFE_INTEGER;
   const max = opts.max ?? Number.MAX_SAFE_INTEGER;
-  const expected = opts.min === undefined && opts.max === undefined ? 'an integer' : `an integer ${opts.min ?? ''}..${opts.max ?? ''}`;
+  const expected =
+    opts.min !== undefined && opts.max !== undefined ? `an integer ${min}..${max}` : opts.min !== undefined ? `an integer >= ${min}` : opts.max !== undefined ? `an integer <= ${max}` : 'an integer';
   return guard(expected, (v, field) => {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw new GuardError(field, expected, v);
     return v;
@@ -155,10 +156,16 @@ export function optional<T>(inner: Guard<T>): OptionalGuard<T> {
   return { expected: inner.expected, optional: true, check: (v, field = '') => (v === undefined ? undefined : inner.check(v, field)) };
 }
 
-/** `inner`, and also `test` (what `expected` says). */
+/** `inner`, and also `test`; `expected` says both (it replaces inner's words for the value itself, not for a nested field). */
 export function refine<T>(inner: Guard<T>, expected: string, test: (value: T) => boolean): Guard<T> {
   return guard(expected, (v, field) => {
-    const value = inner.check(v, field);
+    let value: T;
+    try {
+      value = inner.check(v, field);
+    } catch (err) {
+      if (err instanceof GuardError && err.field === field) throw new GuardError(field, expected, v);
+      throw err;
+    }
     if (!test(value)) throw new GuardError(field, expected, v);
     return value;
   });
