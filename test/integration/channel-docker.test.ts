@@ -89,7 +89,7 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
 
   // Issue 22 item 5: the helper raises its own oom_score_adj around the fork of each spawn and puts it
   // back (resources/sandbox/helper/oom-score.ts); the child inherits the raised value and its floor.
-  it('makes commands (pipes, PTY, their children, the helper’s own git) the OOM killer’s first choice, never the helper', async () => {
+  it('makes commands (pipes, PTY, their children, those run as the helper) the OOM killer’s first choice, never the helper', async () => {
     const helper = client.hello.pid;
     // Read after the spawn has settled: the value is inherited at fork, not written later.
     const piped = await client.run({ argv: ['sh', '-c', 'cat /proc/self/oom_score_adj; sh -c "cat /proc/self/oom_score_adj"'] });
