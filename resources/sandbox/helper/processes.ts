@@ -279,7 +279,7 @@ class RunningProcess {
 
   resize(cols: number, rows: number): void {
     if (!this.pty) throw new HelperError('INVALID_INPUT', 'resize: this process has no terminal (spawn it with pty)');
-    if (!(cols > 0 && rows > 0)) throw new HelperError('INVALID_INPUT', 'resize: cols and rows must be positive');
+    // cols and rows (>= 1) were checked on arrival (protocol.ts).
     this.pty.resize(Math.floor(cols), Math.floor(rows));
   }
 
