@@ -96,11 +96,14 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     expect(piped.stdout.toString().split('\n').filter(Boolean)).toEqual(['1000', '1000']);
     const asHelper = await client.run({ argv: ['cat', '/proc/self/oom_score_adj'], as: 'helper' });
     expect(asHelper.stdout.toString().trim()).toBe('1000');
-    const pty = client.spawn({ argv: ['sh', '-c', 'cat /proc/self/oom_score_adj'], pty: { cols: 80, rows: 24 } });
+    // A shell in the PTY, read while it runs (a PTY's last output may trail its exit).
+    const pty = client.spawn({ argv: ['sh'], pty: { cols: 80, rows: 24 } });
     let ptyOut = '';
     pty.onStdout((b) => (ptyOut += b.toString()));
+    pty.write('cat /proc/self/oom_score_adj\n');
+    await vi.waitFor(() => expect(ptyOut).toMatch(/^1000\r?$/m), { timeout: 10_000, interval: 50 });
+    pty.write('exit\n');
     await pty.exited;
-    expect(ptyOut.trim()).toBe('1000');
     // The helper is back at the engine's value (Docker's default OomScoreAdj: 0) after all those
     // spawns, and the kernel's own ranking (oom_score) puts a command above it.
     const scores = await client.run({ argv: ['sh', '-c', `cat /proc/${helper}/oom_score_adj /proc/${helper}/oom_score /proc/self/oom_score`] });

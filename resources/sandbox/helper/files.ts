@@ -90,7 +90,9 @@ export function writeFileFrom(
   };
   const write = (buf: Buffer) => out!.write(buf, () => mux.consumed(streamId, buf.length));
   const finish = () => {
-    out!.end(() => {
+    // Answer once the fd is closed ('close'), not at 'finish': a command the host starts next from
+    // this file would otherwise meet the still-open writer (ETXTBSY).
+    out!.once('close', () => {
       if (failed) return;
       try {
         if (mode !== undefined) asAgent(() => chmodSync(path, mode));
@@ -99,6 +101,7 @@ export function writeFileFrom(
         fail(err);
       }
     });
+    out!.end();
   };
   const sink: StreamSink = {
     remoteData(payload) {
