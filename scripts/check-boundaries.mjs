@@ -120,7 +120,7 @@ export async function findImportCycles(root = repoRoot) {
 export const CORE_FOLDER_ORDER = ['common', 'settings', 'channel', 'agents', 'upstream', 'keys', 'audit', 'workspace', 'sandbox', 'proxy', 'network', 'environment', 'doctor', 'runs', 'api', 'host', 'mcp', '(root)', 'cli'];
 
 /** Files in-sandbox code (resources/) may import from outside resources/: the wire protocol and a few helpers. */
-export const RESOURCES_MAY_IMPORT = ['core/channel/protocol.ts', 'core/channel/mux.ts', 'core/channel/channel-duplex.ts', 'core/common/command-env.ts', 'contracts/agent-events.ts'];
+export const RESOURCES_MAY_IMPORT = ['core/channel/protocol.ts', 'core/channel/guards.ts', 'core/channel/mux.ts', 'core/channel/channel-duplex.ts', 'core/common/command-env.ts', 'contracts/agent-events.ts'];
 
 const TYPE_ONLY = /^\s*[;]?\s*(?:import|export)\s+type\s/;
 

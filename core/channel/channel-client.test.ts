@@ -80,7 +80,7 @@ describe('ChannelClient with a local helper', () => {
   });
 
   it('runs as the agent or the helper only: any other `as` is refused; a helper not split from the agent says so in hello', async () => {
-    await expectKind(client.run({ argv: ['true'], as: 'root' as never }), 'INVALID_INPUT', /as must be 'agent' or 'helper'/);
+    await expectKind(client.run({ argv: ['true'], as: 'root' as never }), 'INVALID_INPUT', /malformed spawn request: spawn\.as: expected 'agent' or 'helper'/);
     expect((await client.run({ argv: ['true'], as: 'helper' })).exitCode).toBe(0);
     // This local helper runs as this process's user with no AIRLOCK_AGENT_USER: commands run as it.
     expect(client.hello.agentUid).toBe(process.getuid!());

@@ -12,8 +12,24 @@ import { Emitter, toDisposable, type Disposable, type Event } from '../common/di
 import type { ChannelStream } from '../sandbox/driver';
 import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
 import { Mux } from './mux';
-import { checkEntries, checkError, checkExit, checkHello, checkPaths, checkPort } from './wire-checks';
-import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request, type WatchBackend, type WireError, type WireExit, type WireSpawn } from './protocol';
+import {
+  checkMessage,
+  FrameType,
+  ProtocolError,
+  helperMessage,
+  PROTOCOL_VERSION,
+  resultGuard,
+  type HelperMessage,
+  type RawControl,
+  type Request,
+  type ResultOf,
+  type WatchBackend,
+  type WireError,
+  type WireExit,
+  type WireFileEntry,
+  type WireSpawn,
+} from './protocol';
+import type { Guard } from './guards';
 
 /** What to start in the sandbox (the wire request, less the helper-side kill grace). */
 export type SpawnOptions = Omit<WireSpawn, 'killGraceMs'>;
@@ -44,23 +60,10 @@ export interface ChannelProcess {
   resize(cols: number, rows: number): void;
 }
 
-export interface FileEntry {
-  name: string;
-  type: 'file' | 'dir' | 'symlink' | 'other';
-  size: number;
-  mode: number;
-}
+export type FileEntry = WireFileEntry;
 
-export interface HelperHello {
-  version: string;
-  node: string;
-  /** The helper's own uid: 0 where it is split from the agent (docs/architecture.md §2.3). */
-  uid: number;
-  /** The uid the agent's commands run as; never 0 in a sandbox Airlock accepts. */
-  agentUid: number;
-  pid: number;
-  pty: boolean;
-}
+/** What the helper said at start (protocol.ts `helloMessage`, less its `t`). */
+export type HelperHello = Omit<Extract<HelperMessage, { t: 'hello' }>, 't'>;
 
 export interface WatchOptions {
   /** Quiet time before a batch is delivered (default 100 ms). */
@@ -86,6 +89,9 @@ function toAirlockError(error: WireError): AirlockError {
 }
 
 interface Pending {
+  /** Checks the response's value: a malformed one closes the channel (protocol.ts `resultGuard`). */
+  result: Guard<unknown>;
+  op: string;
   resolve(value: unknown): void;
   reject(err: AirlockError): void;
 }
@@ -368,9 +374,8 @@ export class ChannelClient implements Disposable {
     }
   }
 
-  async list(dir: string): Promise<FileEntry[]> {
-    const value = await this.request({ op: 'list', path: dir });
-    return this.checked(() => checkEntries(value));
+  list(dir: string): Promise<FileEntry[]> {
+    return this.request({ op: 'list', path: dir });
   }
 
   async watch(dir: string, listener: (paths: string[]) => void, opts: WatchOptions = {}): Promise<Disposable> {
@@ -400,8 +405,7 @@ export class ChannelClient implements Disposable {
     this.services.set(listenerId, connect);
     let port: number;
     try {
-      const value = await this.request({ op: 'listen', listenerId, port: sandboxPort });
-      port = this.checked(() => checkPort(value));
+      ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort }));
     } catch (err) {
       this.services.delete(listenerId);
       throw err;
@@ -433,24 +437,17 @@ export class ChannelClient implements Disposable {
     this.mux.close('the channel was disposed');
   }
 
-  /** @internal Sends a request and waits for its response. */
-  request(req: Request): Promise<unknown> {
+  /**
+   * @internal Sends a request and waits for its response, whose value is checked with the op's
+   * result guard on arrival (a malformed one closes the channel: the helper is not to be trusted).
+   */
+  request<R extends Request>(req: R): Promise<ResultOf<R['op']>> {
     if (this.closedReason !== undefined) return Promise.reject(this.closedError());
     const id = this.nextRequest++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.mux.sendControl({ t: 'req', id, ...req } as ControlMessage);
+      this.pending.set(id, { result: resultGuard(req.op), op: req.op, resolve: resolve as (value: unknown) => void, reject });
+      this.mux.sendControl({ t: 'req', id, ...req });
     });
-  }
-
-  /** Runs a check on a helper result; a malformed one closes the channel (the helper is not to be trusted). */
-  private checked<T>(check: () => T): T {
-    try {
-      return check();
-    } catch (err) {
-      this.mux.close((err as Error).message);
-      throw this.closedError();
-    }
   }
 
   private allocateStream(): number {
@@ -475,36 +472,35 @@ export class ChannelClient implements Disposable {
     if (this.early.length < 1024) this.early = Buffer.concat([this.early, Buffer.from(chunk)]).subarray(0, 1024);
   };
 
-  private onControl(message: ControlMessage): void {
-    const m = message as unknown as Record<string, unknown>;
-    switch (message.t) {
+  /** Everything the helper sends is checked with its one definition (protocol.ts) before anything acts on it. */
+  private onControl(raw: RawControl): void {
+    const m = checkMessage(helperMessage, raw, `${JSON.stringify(raw.t.slice(0, 32))} message from the sandbox helper`);
+    switch (m.t) {
       case 'hello':
-        this.helloWaiter?.resolve(checkHello(m));
+        this.helloWaiter?.resolve({ version: m.version, node: m.node, uid: m.uid, agentUid: m.agentUid, pid: m.pid, pty: m.pty });
         return;
       case 'res': {
-        if (!Number.isSafeInteger(m.id)) throw new Error('malformed response from the sandbox helper');
-        const pending = this.pending.get(m.id as number);
+        const pending = this.pending.get(m.id);
         if (!pending) return;
-        const error = m.ok === true ? undefined : toAirlockError(checkError(m.error)); // may throw: stays pending, then closed
-        this.pending.delete(m.id as number);
-        if (error) pending.reject(error);
-        else pending.resolve(m.value);
+        // A malformed value throws here, while the call is still pending: the close then fails it.
+        const value = m.ok ? checkMessage(pending.result, m.value, `${pending.op} result from the sandbox helper`) : undefined;
+        this.pending.delete(m.id);
+        if (m.ok) pending.resolve(value);
+        else pending.reject(toAirlockError(m.error!));
         return;
       }
       case 'exit': {
-        const proc = this.processes.get(m.stream as number);
+        const proc = this.processes.get(m.stream);
         if (!proc) return;
-        const info = checkExit(m.info);
         this.processes.delete(proc.id);
-        proc.finish({ info });
+        proc.finish({ info: m.info });
         return;
       }
       case 'watch': {
-        const listener = this.watchers.get(m.watchId as number);
+        const listener = this.watchers.get(m.watchId);
         if (!listener) return;
-        const paths = checkPaths(m.paths);
         try {
-          listener(paths);
+          listener(m.paths);
         } catch (err) {
           // A throwing listener is the caller's bug; it must not tear down the channel.
           process.emitWarning(`airlock: a watch listener threw: ${(err as Error).message}`);
@@ -513,16 +509,10 @@ export class ChannelClient implements Disposable {
       }
       case 'watchError':
         return; // The helper logs it; the watch keeps its listener in case events resume.
-      case 'accept': {
-        const stream = m.stream as number;
-        // Helper-opened streams are even; anything else (or a stream in use) is not a real accept.
-        if (!Number.isSafeInteger(stream) || stream <= 0 || stream % 2 !== 0 || this.sinks.has(stream)) {
-          throw new Error('malformed accept from the sandbox helper');
-        }
-        this.onAccept(m.listenerId as number, stream);
-        return;
-      }
-      default:
+      case 'accept':
+        // The guard made sure the stream is the helper's (even); one already in use is no real accept.
+        if (this.sinks.has(m.stream)) throw new ProtocolError(`malformed accept from the sandbox helper: stream ${m.stream} is already open`);
+        this.onAccept(m.listenerId, m.stream);
         return;
     }
   }

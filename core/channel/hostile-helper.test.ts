@@ -86,7 +86,7 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
     const req = await c.helper.request('readFile');
     c.helper.sendData((req as { stream: number }).stream, Buffer.alloc(MiB, 0x41), FrameType.data);
     c.helper.sendRaw(encodeFrame(FrameType.end, (req as { stream: number }).stream));
-    c.helper.send({ t: 'res', id: req.id, ok: true });
+    c.helper.send({ t: 'res', id: req.id, ok: true, value: { size: 1024 } }); // A lie: it sent a MiB.
     const err = await rejection(reading);
     expect(err.kind).toBe('SANDBOX_FAILED');
     expect(err.message).toMatch(/more than the 1024 bytes asked for/);

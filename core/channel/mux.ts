@@ -23,10 +23,12 @@ import {
   encodeFrame,
   encodeHeader,
   type ControlMessage,
+  type RawControl,
 } from './protocol';
 
 export interface MuxHandlers {
-  control(message: ControlMessage): void;
+  /** A control message, parsed but not yet checked: each side checks it with its guard (protocol.ts). */
+  control(message: RawControl): void;
   /** Raw bytes on a stream; call `mux.consumed(streamId, n)` once they are handed on. */
   data(streamId: number, type: FrameType, payload: Buffer): void;
   end(streamId: number): void;

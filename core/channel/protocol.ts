@@ -7,8 +7,11 @@
  * Stream ids opened by the host are odd, those opened by the helper are even, so both sides can
  * open streams without coordinating.
  *
- * This module is imported by both sides: it must stay free of dependencies and run on Node 18.
+ * This module is imported by both sides: it must stay free of dependencies and run on Node 18. Each
+ * control message is defined once below as a guard (guards.ts): its type is inferred from it, the host
+ * checks everything the helper sends with it, and the helper everything the host sends.
  */
+import { array, bool, dict, GuardError, int, literal, nullable, num, object, oneOf, optional, refine, str, tagged, unknownValue, type Guard, type Infer, type InferShape } from './guards';
 
 export const PROTOCOL_VERSION = '1';
 
@@ -165,79 +168,161 @@ export function chunk(buf: Buffer, size = MAX_CHUNK_BYTES): Buffer[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Control messages (JSON on stream 0)
+// Control messages (JSON on stream 0), each defined once: the guard is the type and the check.
 
-export interface WireError {
-  kind: string;
-  message: string;
-}
+/** Paths in one watch batch (the helper splits larger ones; the host refuses larger ones). */
+export const WATCH_BATCH_PATHS = 5000;
+/** Longest error or watch-error text the host keeps (a longer one is cut, not refused). */
+const MAX_MESSAGE_CHARS = 4000;
 
-export interface WireSpawn {
-  argv: string[];
-  cwd?: string;
+/** A stream id the host opened (odd). */
+const hostStream = refine(int({ min: 1, max: 0xffffffff }), 'an odd stream id (the host opens odd streams)', (n) => n % 2 === 1);
+/** A stream id the helper opened (even, never 0: stream 0 is the control stream). */
+const helperStream = refine(int({ min: 2, max: 0xffffffff }), 'an even stream id (the helper opens even streams)', (n) => n % 2 === 0);
+const handle = int({ min: 0 });
+const port = int({ min: 0, max: 65535 });
+
+export const wireError = object({ kind: str({ max: 64 }), message: str({ max: MAX_MESSAGE_CHARS, clip: true }) });
+export type WireError = Infer<typeof wireError>;
+
+export const wireSpawn = object({
+  /** The program, then its arguments. */
+  argv: refine(array(str({ max: 1024 * 1024 }), { min: 1 }), 'a non-empty array of strings whose first (the program) is not empty', (a) => a[0] !== ''),
+  cwd: optional(str()),
   /** Added to a clean base (PATH, HOME, LANG, TERM); the helper's own environment is never passed on. */
-  env?: Record<string, string>;
+  env: optional(dict(str({ max: 1024 * 1024 }))),
   /** Run in a pseudo-terminal (needs node-pty in the image); stderr then arrives on stdout. */
-  pty?: { cols: number; rows: number };
+  pty: optional(object({ cols: num({ min: 1 }), rows: num({ min: 1 }) })),
   /** Kill the whole command tree after this long; the exit then says `timedOut: true`. */
-  timeoutMs?: number;
+  timeoutMs: optional(num()),
   /** Forward at most this many bytes of stdout+stderr, then a truncation marker; the rest is drained. */
-  maxOutputBytes?: number;
+  maxOutputBytes: optional(num()),
   /** Grace between SIGTERM and SIGKILL when a tree is killed (default 2000 ms). */
-  killGraceMs?: number;
+  killGraceMs: optional(num()),
   /**
    * Whose user the command runs as where the helper is split from the agent (docs/architecture.md
    * §2.3): `agent` (default) or `helper`, for Airlock's own commands that write /airlock. Only the
    * host's workspace code asks for `helper`; argv from an agent or an MCP client never does.
    */
-  as?: 'agent' | 'helper';
-}
+  as: optional(oneOf(['agent', 'helper'])),
+});
+export type WireSpawn = Infer<typeof wireSpawn>;
 
-export interface WireExit {
-  exitCode: number | null;
-  signal: string | null;
-  timedOut: boolean;
-  truncated: boolean;
-  durationMs: number;
+export const wireExit = object({
+  exitCode: nullable(int()),
+  signal: nullable(str({ max: 32 })),
+  timedOut: bool,
+  truncated: bool,
+  durationMs: num(),
   /** Bytes the command wrote to stdout+stderr, including any dropped after the cap. */
-  outputBytes: number;
+  outputBytes: num(),
+});
+export type WireExit = Infer<typeof wireExit>;
+
+export const wireFileEntry = object({
+  name: str(),
+  type: oneOf(['file', 'dir', 'symlink', 'other']),
+  size: num(),
+  mode: int({ min: 0, max: 0o7777 }),
+});
+export type WireFileEntry = Infer<typeof wireFileEntry>;
+
+export const watchBackend = oneOf(['auto', 'inotify', 'fs', 'poll']);
+export type WatchBackend = Infer<typeof watchBackend>;
+
+/** Nothing but "done": any object (its keys are dropped). */
+const done = object({});
+
+/**
+ * Requests the host sends, by `op`: what each carries besides `op`, and what its response's `value`
+ * is. `stream` is a host-allocated (odd) stream id where the op needs one.
+ */
+const ops = {
+  spawn: { request: { stream: hostStream, spawn: wireSpawn }, result: object({ pid: int({ min: 1 }) }) },
+  kill: { request: { stream: hostStream, signal: str({ max: 32 }) }, result: done },
+  resize: { request: { stream: hostStream, cols: num({ min: 1 }), rows: num({ min: 1 }) }, result: done },
+  readFile: { request: { stream: hostStream, path: str({ min: 1 }), maxBytes: num() }, result: object({ size: num({ min: 0 }) }) },
+  writeFile: { request: { stream: hostStream, path: str({ min: 1 }), mode: optional(int({ min: 0, max: 0o7777 })) }, result: done },
+  list: { request: { path: str({ min: 1 }) }, result: array(wireFileEntry) },
+  watch: {
+    request: { watchId: handle, path: str({ min: 1 }), debounceMs: num(), ignore: array(str(), { max: 10_000 }), backend: watchBackend },
+    result: object({ backend: str({ max: 32 }) }),
+  },
+  unwatch: { request: { watchId: handle }, result: done },
+  listen: { request: { listenerId: handle, port }, result: object({ port: int({ min: 1, max: 65535 }) }) },
+  unlisten: { request: { listenerId: handle }, result: done },
+  connect: { request: { stream: hostStream, port: int({ min: 1, max: 65535 }) }, result: done },
+  ping: { request: {}, result: done },
+};
+type Ops = typeof ops;
+export type RequestOp = keyof Ops;
+
+/** A request the host sends (without the envelope's `t` and `id`). */
+export type Request = { [Op in RequestOp]: InferShape<{ op: Guard<Op> } & Ops[Op]['request']> }[RequestOp];
+/** What the helper answers to a request of `op` (the response's `value`). */
+export type ResultOf<Op extends RequestOp> = Infer<Ops[Op]['result']>;
+
+export const request = tagged(
+  'op',
+  Object.fromEntries(Object.entries(ops).map(([op, d]) => [op, object({ op: literal(op), ...d.request })])) as { [Op in RequestOp]: Guard<Extract<Request, { op: Op }>> },
+);
+
+/** The guard for the response value of a request of `op`. */
+export function resultGuard<Op extends RequestOp>(op: Op): Guard<ResultOf<Op>> {
+  return ops[op].result as Guard<ResultOf<Op>>;
 }
 
-export interface WireFileEntry {
-  name: string;
-  type: 'file' | 'dir' | 'symlink' | 'other';
-  size: number;
-  mode: number;
+/** The envelope of a request: `{t: 'req', id, ...request}`. */
+export const requestEnvelope = object({ t: literal('req'), id: int({ min: 1 }) });
+export type RequestMessage = Infer<typeof requestEnvelope> & Request;
+
+export const helloMessage = object({
+  t: literal('hello'),
+  version: str({ max: 64 }),
+  node: str({ max: 64 }),
+  /** The helper's own uid: 0 where it is split from the agent (docs/architecture.md §2.3). */
+  uid: int(),
+  /** The uid the agent's commands run as; never 0 in a sandbox Airlock accepts. */
+  agentUid: int(),
+  pid: int({ min: 1 }),
+  pty: bool,
+});
+
+/** Messages the helper sends; the host refuses anything else (the channel closes). */
+export const helperMessage = tagged('t', {
+  hello: helloMessage,
+  res: refine(
+    object({ t: literal('res'), id: int({ min: 1 }), ok: bool, value: optional(unknownValue), error: optional(wireError) }),
+    'a response with an error when ok is false',
+    (m) => m.ok || m.error !== undefined,
+  ),
+  exit: object({ t: literal('exit'), stream: hostStream, info: wireExit }),
+  watch: object({ t: literal('watch'), watchId: handle, paths: array(str(), { max: WATCH_BATCH_PATHS }) }),
+  watchError: object({ t: literal('watchError'), watchId: handle, message: str({ max: MAX_MESSAGE_CHARS, clip: true }) }),
+  accept: object({ t: literal('accept'), listenerId: handle, stream: helperStream }),
+});
+export type HelperMessage = Infer<typeof helperMessage>;
+
+/** Every control message, either way. */
+export type ControlMessage = HelperMessage | RequestMessage;
+
+/** A control frame parsed as JSON: an object with a string `t`, nothing else checked yet. */
+export type RawControl = { t: string } & Record<string, unknown>;
+
+/**
+ * Checks `raw` with `g`; a mismatch is a ProtocolError that names the message and the field
+ * (`malformed exit from the sandbox helper: info.durationMs: expected a finite number, got a string of 3 characters`).
+ */
+export function checkMessage<T>(g: Guard<T>, raw: unknown, what: string): T {
+  try {
+    return g.check(raw);
+  } catch (err) {
+    if (err instanceof GuardError) throw new ProtocolError(`malformed ${what}: ${err.message}`);
+    throw err;
+  }
 }
 
-export type WatchBackend = 'auto' | 'inotify' | 'fs' | 'poll';
-
-/** Requests the host sends; `stream` is a host-allocated (odd) stream id where the op needs one. */
-export type Request =
-  | { op: 'spawn'; stream: number; spawn: WireSpawn }
-  | { op: 'kill'; stream: number; signal: string }
-  | { op: 'resize'; stream: number; cols: number; rows: number }
-  | { op: 'readFile'; stream: number; path: string; maxBytes: number }
-  | { op: 'writeFile'; stream: number; path: string; mode?: number }
-  | { op: 'list'; path: string }
-  | { op: 'watch'; watchId: number; path: string; debounceMs: number; ignore: string[]; backend: WatchBackend }
-  | { op: 'unwatch'; watchId: number }
-  | { op: 'listen'; listenerId: number; port: number }
-  | { op: 'unlisten'; listenerId: number }
-  | { op: 'connect'; stream: number; port: number }
-  | { op: 'ping' };
-
-export type ControlMessage =
-  | { t: 'hello'; version: string; node: string; uid: number; agentUid: number; pid: number; pty: boolean }
-  | ({ t: 'req'; id: number } & Request)
-  | { t: 'res'; id: number; ok: true; value?: unknown }
-  | { t: 'res'; id: number; ok: false; error: WireError }
-  | { t: 'exit'; stream: number; info: WireExit }
-  | { t: 'watch'; watchId: number; paths: string[] }
-  | { t: 'watchError'; watchId: number; message: string }
-  | { t: 'accept'; listenerId: number; stream: number };
-
-export function decodeControl(payload: Buffer): ControlMessage {
+export function decodeControl(payload: Buffer): RawControl {
   let value: unknown;
   try {
     value = JSON.parse(payload.toString('utf8'));
@@ -247,5 +332,5 @@ export function decodeControl(payload: Buffer): ControlMessage {
   if (typeof value !== 'object' || value === null || typeof (value as { t?: unknown }).t !== 'string') {
     throw new ProtocolError('malformed control frame: no message type');
   }
-  return value as ControlMessage;
+  return value as RawControl;
 }

@@ -245,6 +245,20 @@ function hardeningSuite(variant: SandboxVariant): void {
         // After all that the helper still answers and runs commands.
         expect((await sh('echo alive')).out).toBe('alive');
       });
+      it('makes the agent\'s commands the OOM killer\'s first choice, never the helper, and the agent cannot go below the helper', async () => {
+        // resources/sandbox/helper/oom-score.ts: the helper raises its own score around each spawn's fork.
+        const helper = sandbox.channel.hello.pid;
+        const r = await sh(`cat /proc/self/oom_score_adj; bash -c "cat /proc/self/oom_score_adj"; cat /proc/${helper}/oom_score_adj /proc/1/oom_score_adj`);
+        const [command, child, helperAdj, init] = r.out.split('\n');
+        expect([command, child]).toEqual(['1000', '1000']);
+        // The helper is back at what the engine gave the container (its init has the same).
+        expect(helperAdj).toBe(init);
+        expect(Number(helperAdj)).toBeLessThan(1000);
+        // The floor is the kernel's (oom_score_adj_min); gVisor keeps the value but has no floor and no
+        // OOM killer inside (the host's kills the whole Sentry, see the bombs below), so there it is moot.
+        const lower = await sh(`echo ${helperAdj} > /proc/self/oom_score_adj && echo lowered; (echo ${Number(helperAdj) - 1} > /proc/self/oom_score_adj) 2>/dev/null && echo below`);
+        expect(lower.out).toBe(gvisor ? 'lowered\nbelow' : 'lowered');
+      });
       it('has no engine socket inside', async () => {
         const r = await sh('for p in /var/run/docker.sock /run/docker.sock /run/podman/podman.sock; do test -e $p && echo "present: $p"; done; echo checked');
         expect(r.out).toBe('checked');

@@ -119,6 +119,17 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     expect((await channel.run({ argv: ['echo', 'alive'] })).stdout.toString()).toBe('alive\n');
   });
 
+  it('makes commands the OOM killer’s first choice, never the helper, and the agent cannot go below the helper', async () => {
+    // The same helper as in a container (resources/sandbox/helper/oom-score.ts), under the guest's own kernel.
+    const helper = channel.hello.pid;
+    const r = await channel.run({ argv: ['sh', '-c', `cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; cat /proc/${helper}/oom_score_adj`] });
+    const [command, child, helperAdj] = r.stdout.toString().trim().split('\n');
+    expect([command, child]).toEqual(['1000', '1000']);
+    expect(Number(helperAdj)).toBeLessThan(1000);
+    const below = await channel.run({ argv: ['sh', '-c', `(echo ${Number(helperAdj) - 1} > /proc/self/oom_score_adj) 2>/dev/null && echo below; cat /proc/self/oom_score_adj`] });
+    expect(below.stdout.toString().trim()).toBe('1000');
+  });
+
   it('runs commands through the channel with exit codes and separate streams', async () => {
     const r = await channel.run({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
     expect(r.exitCode).toBe(3);

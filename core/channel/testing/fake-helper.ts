@@ -4,7 +4,7 @@
  */
 import { PassThrough } from 'node:stream';
 import type { ChannelStream } from '../../sandbox/driver';
-import { decodeControl, encodeControl, encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION, type ControlMessage } from '../protocol';
+import { decodeControl, encodeControl, encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION, request, requestEnvelope, type ControlMessage } from '../protocol';
 
 export interface FakeHelper {
   stream: ChannelStream;
@@ -34,7 +34,8 @@ export function startFakeHelper(): FakeHelper {
     for (const f of decoder.push(chunk)) {
       if (f.type === FrameType.control) {
         const m = decodeControl(f.payload);
-        if (m.t === 'req') requests.push(m);
+        // Checked as the real helper checks it: a test fails if the host ever sends a malformed request.
+        if (m.t === 'req') requests.push({ ...requestEnvelope.check(m), ...request.check(m) });
       } else if (f.type === FrameType.ack) {
         acked.set(f.streamId, (acked.get(f.streamId) ?? 0) + f.payload.readUInt32BE(0));
       } else if (f.type === FrameType.reset) {

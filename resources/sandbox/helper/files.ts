@@ -8,14 +8,10 @@ import type { StreamSink } from '../../../core/channel/channel-duplex';
 import { HelperError, fromSystemError } from './errors';
 import { asAgent } from './identity';
 
-function requirePath(path: unknown, op: string): string {
-  if (typeof path !== 'string' || path === '') throw new HelperError('INVALID_INPUT', `${op} needs a path`);
-  return path;
-}
+// Paths (non-empty strings) were checked on arrival with the request's one definition (protocol.ts).
 
 /** Streams a file to the host on `streamId`; resolves with its size once every byte is queued. */
 export async function readFileTo(mux: Mux, streamId: number, path: string, maxBytes: number): Promise<{ size: number }> {
-  requirePath(path, 'readFile');
   // Opened with the agent's rights (identity.ts): the host's read cannot reach what the agent cannot.
   let st;
   let fd: number;
@@ -94,7 +90,9 @@ export function writeFileFrom(
   };
   const write = (buf: Buffer) => out!.write(buf, () => mux.consumed(streamId, buf.length));
   const finish = () => {
-    out!.end(() => {
+    // Answer once the fd is closed ('close'), not at 'finish': a command the host starts next from
+    // this file would otherwise meet the still-open writer (ETXTBSY).
+    out!.once('close', () => {
       if (failed) return;
       try {
         if (mode !== undefined) asAgent(() => chmodSync(path, mode));
@@ -103,6 +101,7 @@ export function writeFileFrom(
         fail(err);
       }
     });
+    out!.end();
   };
   const sink: StreamSink = {
     remoteData(payload) {
@@ -127,7 +126,6 @@ export function writeFileFrom(
   queueMicrotask(() => {
     let fd: number;
     try {
-      requirePath(path, 'writeFile');
       fd = asAgent(() => {
         mkdirSync(dirname(path), { recursive: true });
         return openSync(path, 'w', mode ?? 0o666);
@@ -149,7 +147,6 @@ export function writeFileFrom(
 }
 
 export async function listDir(path: string): Promise<WireFileEntry[]> {
-  requirePath(path, 'list');
   let names;
   try {
     names = asAgent(() => readdirSync(path));

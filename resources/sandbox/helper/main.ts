@@ -4,10 +4,11 @@
  * diagnostics. It is on the sandbox-ready path: say hello first, load nothing heavy until asked.
  */
 import { Socket } from 'node:net';
-import { createWriteStream } from 'node:fs';
+import { access, createWriteStream } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Mux } from '../../../core/channel/mux';
-import { FrameType, PROTOCOL_VERSION, type ControlMessage, type Request } from '../../../core/channel/protocol';
+import { FrameType, PROTOCOL_VERSION, WATCH_BATCH_PATHS, request, requestEnvelope, type RawControl, type Request } from '../../../core/channel/protocol';
+import { GuardError } from '../../../core/channel/guards';
 import type { StreamSink } from '../../../core/channel/channel-duplex';
 import { HelperError } from './errors';
 import { ProcessTable } from './processes';
@@ -15,6 +16,7 @@ import { resolveNodePty } from './pty';
 import { TcpForwarding, type StreamRegistry } from './tcp';
 import { listDir, readFileTo, writeFileFrom } from './files';
 import { commandUid, initIdentity } from './identity';
+import { initOomScore } from './oom-score';
 import { watchTree, type WatchHandle } from './watcher';
 
 // stdout is the channel: nothing else may ever write to it.
@@ -35,6 +37,7 @@ function openOutput(): NodeJS.WritableStream {
 }
 
 initIdentity();
+initOomScore(log);
 const output = openOutput();
 const input = process.stdin;
 
@@ -51,7 +54,6 @@ const streams: StreamRegistry = {
 };
 
 const watches = new Map<number, WatchHandle>();
-const WATCH_BATCH_PATHS = 5000;
 let shuttingDown = false;
 
 const mux: Mux = new Mux(input, output, {
@@ -121,17 +123,29 @@ function respond(id: number, result: Promise<unknown>): void {
   );
 }
 
-function onControl(message: ControlMessage): void {
+/** Requests are checked with their one definition (protocol.ts); a malformed one is answered INVALID_INPUT naming the field. */
+function onControl(message: RawControl): void {
   if (message.t !== 'req') {
-    log(`ignoring unexpected control message ${JSON.stringify(message.t)}`);
+    log(`ignoring unexpected control message ${JSON.stringify(message.t.slice(0, 32))}`);
     return;
   }
-  const { id } = message;
-  if (typeof id !== 'number') {
-    log('ignoring a request without an id');
+  let id: number;
+  try {
+    ({ id } = requestEnvelope.check(message));
+  } catch {
+    log('ignoring a request without a valid id');
     return;
   }
-  respond(id, handle(message));
+  let req: Request;
+  try {
+    req = request.check(message);
+  } catch (err) {
+    const what = typeof message.op === 'string' ? `${message.op.slice(0, 32)} request` : 'request';
+    const detail = err instanceof GuardError ? err.message : String(err);
+    respond(id, Promise.reject(new HelperError('INVALID_INPUT', `malformed ${what}: ${detail} (do the helper and host versions differ?)`)));
+    return;
+  }
+  respond(id, handle(req));
 }
 
 async function handle(req: Request): Promise<unknown> {
@@ -139,7 +153,7 @@ async function handle(req: Request): Promise<unknown> {
     case 'ping':
       return {};
     case 'spawn':
-      return processes.spawn(req.stream, req.spawn ?? { argv: [] });
+      return processes.spawn(req.stream, req.spawn);
     case 'kill': {
       const signal = req.signal || 'SIGTERM';
       if (!Object.prototype.hasOwnProperty.call(osConstants.signals, signal)) {
@@ -169,9 +183,9 @@ async function handle(req: Request): Promise<unknown> {
     case 'watch': {
       if (watches.has(req.watchId)) throw new HelperError('CONFLICT', `watch ${req.watchId} already exists`);
       const handle = await watchTree(req.path, {
-        debounceMs: typeof req.debounceMs === 'number' && req.debounceMs >= 0 ? req.debounceMs : 100,
-        ignore: Array.isArray(req.ignore) ? req.ignore : [],
-        backend: req.backend ?? 'auto',
+        debounceMs: req.debounceMs,
+        ignore: req.ignore,
+        backend: req.backend,
         onPaths: (paths) => {
           // Keep each batch well inside the frame limit.
           for (let i = 0; i < paths.length; i += WATCH_BATCH_PATHS) {
@@ -196,8 +210,6 @@ async function handle(req: Request): Promise<unknown> {
     case 'connect':
       await tcp.connect(req.stream, req.port);
       return {};
-    default:
-      throw new HelperError('INVALID_INPUT', `unknown operation ${JSON.stringify((req as { op?: unknown }).op)} (helper and host versions differ?)`);
   }
 }
 
@@ -205,6 +217,12 @@ process.on('uncaughtException', (err) => {
   log(`uncaught: ${err.stack ?? err.message}`);
 });
 process.on('SIGPIPE', () => undefined);
+
+// Start libuv's thread pool now, while threads can still be made. It starts on first use, and a
+// thread it cannot create aborts the process: under a fork bomb at the pids limit, that first use
+// (the timeout's tree kill reading /proc) ended the helper. An asynchronous OOM-score write used to
+// start it by accident (docs/architecture.md §2.3).
+access('/', () => undefined);
 
 mux.sendControl({
   t: 'hello',

@@ -4,7 +4,7 @@
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
 import { constants as osConstants, userInfo } from 'node:os';
-import { stat, writeFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { FrameType, type WireExit, type WireSpawn } from '../../../core/channel/protocol';
 import type { Mux, StreamSender } from '../../../core/channel/mux';
@@ -12,6 +12,7 @@ import { HelperError, fromSystemError } from './errors';
 import { signalTree, treeAlive } from './process-tree';
 import { loadNodePty, type PtyProcess } from './pty';
 import { agentHomeDir, agentIdentity } from './identity';
+import { spawnWithRaisedOomScore } from './oom-score';
 
 const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const DEFAULT_KILL_GRACE_MS = 2000;
@@ -54,19 +55,6 @@ function signalName(signal: number | string | null | undefined): string | null {
   return String(signal);
 }
 
-function validate(spec: WireSpawn): void {
-  if (!Array.isArray(spec.argv) || spec.argv.length === 0 || spec.argv.some((a) => typeof a !== 'string')) {
-    throw new HelperError('INVALID_INPUT', 'spawn needs argv: a non-empty array of strings (the program, then its arguments)');
-  }
-  if (spec.argv[0] === '') throw new HelperError('INVALID_INPUT', 'spawn: argv[0] (the program) is empty');
-  if (spec.as !== undefined && spec.as !== 'agent' && spec.as !== 'helper') {
-    throw new HelperError('INVALID_INPUT', `spawn: as must be 'agent' or 'helper', not ${JSON.stringify(spec.as)}`);
-  }
-  if (spec.env && Object.values(spec.env).some((v) => typeof v !== 'string')) {
-    throw new HelperError('INVALID_INPUT', 'spawn: every env value must be a string');
-  }
-}
-
 /** One running command; owns its stream id on the channel. */
 class RunningProcess {
   private readonly started = Date.now();
@@ -103,8 +91,8 @@ class RunningProcess {
   }
 
   async start(): Promise<{ pid: number }> {
+    // The spec was checked on arrival with its one definition (protocol.ts `wireSpawn`).
     const { spec } = this;
-    validate(spec);
     const asHelper = spec.as === 'helper';
     const cwd = spec.cwd ?? (asHelper ? '/' : home());
     // The kernel clears the permitted, effective and ambient sets on the switch to a non-zero uid
@@ -124,15 +112,9 @@ class RunningProcess {
     if (spec.pty) {
       const nodePty = loadNodePty();
       try {
-        this.pty = nodePty.spawn(file, args, {
-          name: env.TERM ?? 'xterm-256color',
-          cols: spec.pty.cols,
-          rows: spec.pty.rows,
-          cwd,
-          env,
-          encoding: null,
-          ...(id ?? {}),
-        });
+        const opts = { name: env.TERM ?? 'xterm-256color', cols: spec.pty.cols, rows: spec.pty.rows, cwd, env, encoding: null, ...(id ?? {}) };
+        // node-pty forks inside spawn: the child starts with the raised score (oom-score.ts).
+        this.pty = spawnWithRaisedOomScore(() => nodePty.spawn(file, args, opts));
       } catch (err) {
         throw (await cwdProblem()) ?? fromSystemError(err, `spawn ${file}`);
       }
@@ -146,7 +128,8 @@ class RunningProcess {
         this.onExit(signal ? null : exitCode, signalName(signal));
       });
     } else {
-      const child = spawnChild(file, args, { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'], ...(id ?? {}) });
+      // libuv forks (and the child execs) inside spawn: the child starts with the raised score (oom-score.ts).
+      const child = spawnWithRaisedOomScore(() => spawnChild(file, args, { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'], ...(id ?? {}) }));
       this.child = child;
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);
@@ -175,8 +158,6 @@ class RunningProcess {
       }
       child.once('exit', (code, signal) => this.onExit(code, signal));
     }
-    // Make an out-of-memory kill pick the command (and everything it forks), not the helper.
-    writeFile(`/proc/${this.pid}/oom_score_adj`, '1000').catch(() => undefined);
     if (spec.timeoutMs && spec.timeoutMs > 0) {
       this.timeoutTimer = setTimeout(() => {
         this.timedOut = true;
@@ -298,7 +279,7 @@ class RunningProcess {
 
   resize(cols: number, rows: number): void {
     if (!this.pty) throw new HelperError('INVALID_INPUT', 'resize: this process has no terminal (spawn it with pty)');
-    if (!(cols > 0 && rows > 0)) throw new HelperError('INVALID_INPUT', 'resize: cols and rows must be positive');
+    // cols and rows (>= 1) were checked on arrival (protocol.ts).
     this.pty.resize(Math.floor(cols), Math.floor(rows));
   }
 

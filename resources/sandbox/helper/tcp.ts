@@ -21,12 +21,7 @@ function bridge(mux: Mux, streams: StreamRegistry, streamId: number, socket: Soc
   return duplex;
 }
 
-function checkPort(port: unknown, allowZero: boolean): number {
-  if (typeof port !== 'number' || !Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
-    throw new HelperError('INVALID_INPUT', `port must be an integer ${allowZero ? '0' : '1'}..65535 (got ${String(port)})`);
-  }
-  return port;
-}
+// Ports (0..65535 to listen, 1..65535 to connect) were checked on arrival with the request's one definition (protocol.ts).
 
 export class TcpForwarding {
   private readonly servers = new Map<number, Server[]>();
@@ -37,7 +32,6 @@ export class TcpForwarding {
   ) {}
 
   async listen(listenerId: number, port: number): Promise<{ port: number }> {
-    checkPort(port, true);
     if (this.servers.has(listenerId)) throw new HelperError('CONFLICT', `listener ${listenerId} already exists`);
     const onConnection = (socket: Socket) => {
       const streamId = this.streams.allocate();
@@ -79,7 +73,6 @@ export class TcpForwarding {
   }
 
   async connect(streamId: number, port: number): Promise<void> {
-    checkPort(port, false);
     const socket = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
