@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startMcpHttpServer, type McpHttpServer } from '../../core/mcp/mcp-http';
 import { ApplyApprovals } from '../../core/mcp/apply-approvals';
 import { parseEnvironmentChoice, resolveEnvironment } from '../../core/environment/environment-choice';
@@ -251,8 +251,9 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     send({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'sandbox_create', arguments: { projectDir } } });
     const created = (await reply(4)).result as { structuredContent: { sandboxId: string } };
     const id = created.structuredContent.sandboxId;
-    send({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'sandbox_exec', arguments: { sandboxId: id, command: 'sleep 300' } } });
-    await new Promise((r) => setTimeout(r, 1000));
+    // The command says it is running (a progress notification of its output) before the client goes.
+    send({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'sandbox_exec', arguments: { sandboxId: id, command: 'echo running; exec sleep 300' }, _meta: { progressToken: 'exec-5' } } });
+    await vi.waitFor(() => expect(lines.some((l) => l.method === 'notifications/progress' && JSON.stringify(l.params).includes('running'))).toBe(true), { timeout: 60_000, interval: 100 });
     child.stdin.end(); // the client goes away mid-exec
     const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
     expect(code).toBe(0);
