@@ -26,8 +26,10 @@ describe.skipIf(!docker.ok)('exportWslRootfs', () => {
     const out = path.join(dir, 'rootfs.tar');
     await exportWslRootfs('debian:bookworm-slim', out, { busybox: Buffer.from('busybox stand-in') });
     const seen = new Map<string, string>();
+    const owners = new Map<string, { uid?: number; mode?: number; type?: string }>();
     const ex = extract();
     ex.on('entry', (h, stream, next) => {
+      owners.set(h.name.replace(/^\.?\//, ''), { uid: h.uid, mode: h.mode, type: h.type });
       const chunks: Buffer[] = [];
       stream.on('data', (c: unknown) => chunks.push(c as Buffer));
       stream.on('end', () => {
@@ -46,6 +48,8 @@ describe.skipIf(!docker.ok)('exportWslRootfs', () => {
     expect(seen.get('etc/wsl-distribution.conf')).toBe(WSL_DISTRIBUTION_CONF);
     expect(seen.get('etc/passwd')).toMatch(/^root:x:0:0:/);
     expect(seen.has('opt/airlock-vm/busybox')).toBe(true);
+    // Airlock's state directory is root's and closed to the agent's user, added where the image has none.
+    expect(owners.get('airlock/')).toEqual({ uid: 0, mode: 0o755, type: 'directory' });
     expect(seen.size).toBeGreaterThan(1000);
   });
 });

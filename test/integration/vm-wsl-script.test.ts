@@ -1,8 +1,9 @@
 /**
  * The WSL2 driver's in-distribution start script, run for real on Linux: a container of the Airlock
  * image stands in for the imported distribution (root inside, as `wsl.exe --user root` gives), and
- * the script must give the helper a private network namespace with only `lo`, drop to uid 1000
- * with no capabilities, and speak the channel over stdio. wsl.exe itself is NOT exercised here
+ * the script must give the helper a private network namespace with only `lo`, keep it uid 0 with
+ * only its four capabilities while every command runs as uid 1000 with none (the helper split of
+ * docs/architecture.md §2.3), and speak the channel over stdio. wsl.exe itself is NOT exercised here
  * (no Windows); see resources/vm/README.md.
  */
 import { randomBytes } from 'node:crypto';
@@ -33,11 +34,12 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     share = await mkdtemp(path.join(os.tmpdir(), 'airlock-wsl-share-'));
     await writeFile(path.join(share, 'left-by-another-distro'), 'secret');
     const script = wslHelperScript({ uid: 1000, gid: 1000, home: '/home/airlock', pids: 256 });
-    // Root with the capabilities root has in a WSL distribution (network namespace and lo setup).
+    // Root with the capabilities root has in a WSL distribution that the script uses (namespaces and lo setup; the
+    // helper's four, of which Docker's default set lacks DAC_READ_SEARCH).
     stream = spawnChannelStream('docker', [
       // The default bridge network: the container has eth0, which the script's namespace must hide.
       'run', '--rm', '-i', '--name', name, '--user', 'root',
-      '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
+      '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--cap-add', 'DAC_READ_SEARCH', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
       '-v', `${share}:/mnt/wsl`, '--label', 'airlock.test=wsl-script',
       ref, '/bin/sh', '-c', script,
     ]);
@@ -58,12 +60,30 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     expect(r.stdout.toString()).toContain('refused');
   });
 
-  it('runs the helper as uid 1000 with no capabilities and no_new_privs', async () => {
-    expect(channel.hello.uid).toBe(1000);
-    const r = await channel.run({ argv: ['sh', '-c', 'grep -E "^(NoNewPrivs|CapEff|CapBnd)" /proc/self/status'] });
-    expect(r.stdout.toString()).toMatch(/NoNewPrivs:\s+1/);
-    expect(r.stdout.toString()).toMatch(/CapEff:\s+0+\n/);
-    expect(r.stdout.toString()).toMatch(/CapBnd:\s+0+\n/);
+  it('keeps the helper uid 0 with only SETUID, SETGID, KILL and DAC_READ_SEARCH, and runs commands as uid 1000 with none', async () => {
+    // CAP_DAC_READ_SEARCH (2), CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): 0xe4, as under Docker and in the VM.
+    const FOUR = '00000000000000e4';
+    const NONE = '0000000000000000';
+    expect(channel.hello.uid).toBe(0);
+    expect(channel.hello.agentUid).toBe(1000);
+    const fields = (text: string) => Object.fromEntries(text.trim().split('\n').map((l) => l.split(':\t').map((v) => v.trim()) as [string, string]));
+    // /proc/<pid>/status is world-readable: the command reads the helper's from outside it.
+    const helper = await channel.run({ argv: ['grep', '-E', '^(Uid|Gid|Groups|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):', `/proc/${channel.hello.pid}/status`] });
+    expect(fields(helper.stdout.toString())).toEqual({ Uid: '0\t0\t0\t0', Gid: '0\t0\t0\t0', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: FOUR, CapEff: FOUR, CapBnd: FOUR, CapAmb: NONE });
+    const command = await channel.run({ argv: ['grep', '-E', '^(Uid|Gid|Groups|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):', '/proc/self/status'] });
+    // The bounding set stays the helper's (nothing between fork and exec clears it); no_new_privs keeps it unreachable (§2.3).
+    expect(fields(command.stdout.toString())).toEqual({ Uid: '1000\t1000\t1000\t1000', Gid: '1000\t1000\t1000\t1000', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: NONE, CapEff: NONE, CapBnd: FOUR, CapAmb: NONE });
+    // AIRLOCK_AGENT_USER was the helper's alone.
+    expect((await channel.run({ argv: ['env'] })).stdout.toString()).not.toContain('AIRLOCK_AGENT_USER');
+  });
+
+  it('keeps the helper and /airlock out of the agent’s reach', async () => {
+    const r = await channel.run({
+      argv: ['sh', '-c', `kill -STOP ${channel.hello.pid} 2>/dev/null && echo stopped; kill -0 ${channel.hello.pid} 2>/dev/null && echo signalled; head -c1 /proc/${channel.hello.pid}/mem 2>/dev/null && echo read-mem; touch /airlock/planted 2>/dev/null && echo wrote; stat -c '%u %a' /airlock`],
+    });
+    expect(r.stdout.toString().trim()).toBe('0 755');
+    // The channel still answers after the attempts.
+    expect((await channel.run({ argv: ['true'] })).exitCode).toBe(0);
   });
 
   it('gives the helper its own network namespace with only lo, up', async () => {
@@ -82,5 +102,7 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
   it('limits processes for the sandbox user', async () => {
     const limits = (await channel.readFile('/proc/self/limits')).toString();
     expect(limits).toMatch(/Max processes\s+256\s+256\s+processes/);
+    // The commands inherit it, and as uid 1000 (not root, whom the kernel exempts) it counts.
+    expect((await channel.run({ argv: ['grep', 'Max processes', '/proc/self/limits'] })).stdout.toString()).toMatch(/Max processes\s+256\s+256\s+processes/);
   });
 });

@@ -75,22 +75,29 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
   it('builds limactl and nerdctl command lines', () => {
     expect(limactlCreateArgs('/tmp/a.yaml')).toEqual(['create', '--name=airlock', '--tty=false', '/tmp/a.yaml']);
     expect(limactlShellArgs(['nerdctl', 'ps'])).toEqual(['shell', '--workdir', '/', 'airlock', 'nerdctl', 'ps']);
-    expect(nerdctlExecHelperArgs('c1')).toEqual(['nerdctl', 'exec', '--interactive', '--user', '1000:1000', '--workdir', '/workspace', 'c1', 'node', '/opt/airlock/helper.js']);
+    // The helper as root (the container's four capabilities, no-new-privileges), told which user its commands run as.
+    expect(nerdctlExecHelperArgs('c1')).toEqual(['nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', 'c1', 'node', '/opt/airlock/helper.js']);
     expect(nerdctlPsArgs('r-1')).toContain('label=airlock.run=r-1');
     expect(nerdctlPsArgs()).toContain('label=airlock.run');
   });
 
-  it('runs each sandbox container hardened like the Docker driver', () => {
+  it('runs each sandbox container hardened like the Docker driver, root with only the helper\'s four capabilities', () => {
     const args = nerdctlRunArgs({ runId: 'r-1', image: 'airlock-sandbox:x', limits: { ...DEFAULT_LIMITS, memoryBytes: 2 * 1024 ** 3, cpus: 1.5, pids: 300 } });
     const pairs = (flag: string) => args.flatMap((a, i) => (a === flag ? [args[i + 1]] : []));
     expect(pairs('--network')).toEqual(['none']);
     expect(args).toContain('--read-only');
     expect(pairs('--cap-drop')).toEqual(['ALL']);
+    // Exactly the Docker driver's helper capabilities (container-config.ts HELPER_CAPS), nothing else.
+    expect(pairs('--cap-add')).toEqual(['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH']);
+    expect(args.indexOf('--cap-drop')).toBeLessThan(args.indexOf('--cap-add'));
     expect(pairs('--security-opt')).toEqual(['no-new-privileges']);
     expect(pairs('--pids-limit')).toEqual(['300']);
     expect(pairs('--memory')).toEqual(['2048m']);
     expect(pairs('--cpus')).toEqual(['1.5']);
-    expect(pairs('--user')).toEqual(['1000:1000']);
+    // Root as the container's user (the helper's; `sleep` out of the agent's reach); the agent's home stays the agent's.
+    expect(pairs('--user')).toEqual(['0:0']);
+    expect(pairs('--tmpfs')[1]).toBe('/home/airlock:rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0755');
+    expect(args.join(' ')).not.toMatch(/AIRLOCK_AGENT_USER|--env|-e /);
     expect(pairs('--label')).toEqual(['airlock.run=r-1', 'airlock.kind=sandbox']);
     // Scratch only on tmpfs (noexec by nerdctl's default, as Docker's); the workspace and state on the run's own named volumes, no host path.
     expect(pairs('--tmpfs').map((t) => t?.split(':')[0])).toEqual(['/tmp', '/home/airlock']);

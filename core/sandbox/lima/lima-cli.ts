@@ -11,6 +11,7 @@
  */
 import os from 'node:os';
 import type { SandboxLimits } from '../driver';
+import { HELPER_CAPS, HELPER_USER, SANDBOX_USER } from '../docker/container-config';
 
 export const LIMA_INSTANCE = 'airlock';
 export const LIMA_HELPER = ['node', '/opt/airlock/helper.js'];
@@ -169,19 +170,34 @@ export function nerdctlVolumeRemoveArgs(names: readonly string[]): string[] {
   return ['nerdctl', 'volume', 'rm', ...names];
 }
 
+/** The agent's user (the image's `airlock`): every command the helper starts runs as it. */
+export const LIMA_AGENT_USER = SANDBOX_USER;
+/**
+ * The container's and the helper's user: root with only HELPER_CAPS under no-new-privileges, as in
+ * the Docker driver (one definition: core/sandbox/docker/container-config.ts; docs/architecture.md
+ * §2.3). The helper starts each command as LIMA_AGENT_USER, which then holds no capability, so the
+ * agent cannot signal, ptrace or write the helper (or the container's `sleep`, whose end would stop
+ * the run), nor write /airlock.
+ */
+export const LIMA_HELPER_USER = HELPER_USER;
+
 /**
  * `nerdctl run` of a hardened per-run sandbox container (the Docker driver's policy, in nerdctl
- * flags): no network, read-only root, all capabilities dropped, no-new-privileges, pids/memory/CPU
- * limits, the image's non-root user. /workspace and /airlock are disk-backed named volumes (nerdctl
- * copies the image's directory, owner included, into an empty one: pkg/cmd/container/run_mount.go
- * copyExistingContents), so projects can run what they build and do not count against the memory
- * limit; nerdctl mounts every `--tmpfs` noexec unless told (pkg/mountutil/mountutil_linux.go
- * ProcessFlagTmpfs), as Docker does, so /tmp and the home stay sized noexec scratch as under Docker.
+ * flags): no network, read-only root, every capability dropped but the helper's four (nerdctl's
+ * `--cap-drop ALL` empties the sets first, then `--cap-add` adds: containerd/nerdctl
+ * pkg/cmd/container/run_security_linux.go generateCapOpts; both flags are StringSlices that repeat,
+ * cmd/nerdctl/container/container_run.go), no-new-privileges, pids/memory/CPU limits, root as the
+ * container's user. /workspace and /airlock are disk-backed named volumes: nerdctl copies the image's
+ * directory into an empty one, its owner and mode included (pkg/cmd/container/run_mount.go
+ * copyExistingContents → containerd/continuity fs/copy.go copyDirectory → copyFileInfo), so /airlock
+ * is root's, 0755, as the image makes it, and /workspace the agent's; projects can run what they
+ * build and do not count against the memory limit. nerdctl mounts every `--tmpfs` noexec unless told
+ * (pkg/mountutil/mountutil_linux.go ProcessFlagTmpfs), as Docker does, so /tmp and the home stay
+ * sized noexec scratch; the home belongs to the agent.
  */
-export function nerdctlRunArgs(spec: { runId: string; image: string; limits: SandboxLimits; user?: string }): string[] {
+export function nerdctlRunArgs(spec: { runId: string; image: string; limits: SandboxLimits; agentUser?: string }): string[] {
   const mib = Math.max(64, Math.floor(spec.limits.memoryBytes / (1024 * 1024)));
-  const user = spec.user ?? '1000:1000';
-  const [uid, gid] = user.split(':');
+  const [uid, gid] = (spec.agentUser ?? LIMA_AGENT_USER).split(':');
   const volumes = limaVolumeNames(spec.runId);
   return [
     'nerdctl', 'run', '--detach',
@@ -191,11 +207,12 @@ export function nerdctlRunArgs(spec: { runId: string; image: string; limits: San
     '--network', 'none',
     '--read-only',
     '--cap-drop', 'ALL',
+    ...HELPER_CAPS.flatMap((c) => ['--cap-add', c]),
     '--security-opt', 'no-new-privileges',
     '--pids-limit', String(spec.limits.pids),
     '--memory', `${mib}m`,
     '--cpus', String(spec.limits.cpus),
-    '--user', user,
+    '--user', LIMA_HELPER_USER,
     '--volume', `${volumes.workspace}:/workspace`,
     '--volume', `${volumes.state}:/airlock`,
     '--tmpfs', '/tmp:rw,nosuid,nodev,size=1g,mode=1777',
@@ -206,9 +223,15 @@ export function nerdctlRunArgs(spec: { runId: string; image: string; limits: San
   ];
 }
 
-/** `nerdctl exec -i` of the helper: its stdin/stdout are the channel. */
-export function nerdctlExecHelperArgs(containerId: string, user = '1000:1000'): string[] {
-  return ['nerdctl', 'exec', '--interactive', '--user', user, '--workdir', '/workspace', containerId, ...LIMA_HELPER];
+/**
+ * `nerdctl exec -i` of the helper: its stdin/stdout are the channel. It runs as root with the
+ * container's capabilities and no-new-privileges (an exec takes the container's process spec:
+ * pkg/cmd/container/exec.go generateExecProcessSpec), and AIRLOCK_AGENT_USER, appended to that spec's
+ * environment for this process only (`--env`, a StringArray in cmd/nerdctl/container/container_exec.go),
+ * names the user it starts commands as.
+ */
+export function nerdctlExecHelperArgs(containerId: string, agentUser = LIMA_AGENT_USER): string[] {
+  return ['nerdctl', 'exec', '--interactive', '--user', LIMA_HELPER_USER, '--env', `AIRLOCK_AGENT_USER=${agentUser}`, '--workdir', '/workspace', containerId, ...LIMA_HELPER];
 }
 
 /** `nerdctl image inspect REF` exits 0 when the image is in the VM's containerd. */

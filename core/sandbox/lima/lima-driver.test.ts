@@ -147,7 +147,7 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     });
     const info = await driver.create(spec);
     await driver.openChannel(info.id);
-    expect(seen).toEqual([['shell', '--workdir', '/', 'airlock', 'nerdctl', 'exec', '--interactive', '--user', '1000:1000', '--workdir', '/workspace', info.id, 'node', '/opt/airlock/helper.js']]);
+    expect(seen).toEqual([['shell', '--workdir', '/', 'airlock', 'nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', info.id, 'node', '/opt/airlock/helper.js']]);
     await expect(driver.openChannel('x; rm -rf /')).rejects.toThrow(AirlockError);
   });
 

@@ -6,8 +6,10 @@
  * Each run is its own WSL2 distribution imported from the sandbox image's root filesystem
  * (`wsl --import`), removed with `wsl --unregister` (which deletes its virtual disk). All WSL2
  * distributions share one utility VM and its network, so the helper is started in a fresh network
- * namespace (`unshare --net`: only `lo`) and then drops to the image's non-root user.
+ * namespace (`unshare --net`: only `lo`); the helper keeps uid 0 with four capabilities and runs
+ * every command as the image's non-root user (see wslHelperScript).
  */
+import { HELPER_CAPS } from '../docker/container-config';
 
 export const WSL_DISTRO_PREFIX = 'airlock-';
 export const WSL_HELPER = ['node', '/opt/airlock/helper.js'];
@@ -52,10 +54,22 @@ export interface WslHelperOptions {
 export const WSL_MASKED_PATHS = ['/mnt/wsl', '/mnt/wslg', '/tmp/.X11-unix', '/usr/lib/wsl'] as const;
 
 /**
+ * The helper's bounding set for setpriv: only HELPER_CAPS (the Docker driver's, one definition:
+ * core/sandbox/docker/container-config.ts), as resources/vm/guest-init.sh gives the VM's helper.
+ */
+export const WSL_HELPER_BOUNDING_SET = `-all,${HELPER_CAPS.map((c) => `+${c.toLowerCase()}`).join(',')}`;
+
+/**
  * The script run as root in the distribution to start the helper: new network and mount namespaces
- * (only `lo`, up; the shared paths masked), then the non-root user with no capabilities and
- * no_new_privs, a process limit, a clean environment. The image's `ip` (iproute2) brings `lo` up;
- * `/opt/airlock-vm/busybox`, when a rootfs carries one, is the fallback.
+ * (only `lo`, up; the shared paths masked), then the helper split of docs/architecture.md §2.3, as
+ * the VM's guest init does it: the helper stays uid 0 but keeps only SETUID, SETGID, KILL and
+ * DAC_READ_SEARCH (root's exec takes its bounding set as its permitted set; nothing inheritable; no
+ * supplementary groups; no_new_privs, so nothing it runs can gain more), and starts every command as
+ * the agent's user (AIRLOCK_AGENT_USER in its otherwise clean environment), which then holds no
+ * capability: the agent cannot signal, ptrace or write the helper, nor write /airlock. The process
+ * limit is the agent's: RLIMIT_NPROC counts the agent's uid, and the kernel does not apply it to root.
+ * The image's `ip` (iproute2) brings `lo` up; `/opt/airlock-vm/busybox`, when a rootfs carries one, is
+ * the fallback.
  */
 export function wslHelperScript(o: WslHelperOptions): string {
   const masks = WSL_MASKED_PATHS.map((p) => `if [ -d ${p} ]; then mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k airlock-masked ${p} || exit 1; fi`);
@@ -64,8 +78,8 @@ export function wslHelperScript(o: WslHelperOptions): string {
     ...masks,
     'if [ -e /dev/dxg ]; then mount --bind /dev/null /dev/dxg || exit 1; fi',
     'cd /workspace 2>/dev/null || cd /',
-    `exec prlimit --nproc=${o.pids}:${o.pids} -- setpriv --reuid=${o.uid} --regid=${o.gid} --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all ` +
-      `env -i HOME=${o.home} PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 ${WSL_HELPER.join(' ')}`,
+    `exec prlimit --nproc=${o.pids}:${o.pids} -- setpriv --clear-groups --no-new-privs --inh-caps=-all --bounding-set=${WSL_HELPER_BOUNDING_SET} ` +
+      `env -i AIRLOCK_AGENT_USER=${o.uid}:${o.gid} HOME=${o.home} PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 ${WSL_HELPER.join(' ')}`,
   ].join('; ');
   return `exec unshare --net --mount --propagation private --fork -- /bin/sh -c '${inner.replaceAll("'", `'\\''`)}'`;
 }

@@ -73,4 +73,31 @@ describe('prepareWslRootfs (runs here: a real tar through tar-stream)', () => {
     // No busybox unless given: the image's own ip brings lo up.
     expect(entries.has('opt/airlock-vm/busybox')).toBe(false);
   });
+
+  it("makes /airlock root's and unwritable by the agent's user, whatever the image says, and adds it when missing", async () => {
+    // An image (say an older or derived one) that left Airlock's state to the agent's user.
+    const input = await tarOf([
+      { name: 'airlock/', type: 'directory', mode: 0o777, uid: 1000 },
+      { name: 'airlock/baseline.git/', type: 'directory', mode: 0o775, uid: 1000 },
+      { name: 'airlock/baseline.git/HEAD', body: 'ref: refs/heads/main\n', mode: 0o666, uid: 1000 },
+      { name: 'workspace/', type: 'directory', mode: 0o755, uid: 1000 },
+    ]);
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on('data', (c: Buffer) => chunks.push(c));
+    await prepareWslRootfs(Readable.from([input]), out);
+    const entries = await entriesOf(Buffer.concat(chunks));
+    expect(entries.get('airlock/')).toMatchObject({ type: 'directory', uid: 0, mode: 0o755 });
+    expect(entries.get('airlock/baseline.git/')).toMatchObject({ uid: 0, mode: 0o755 });
+    expect(entries.get('airlock/baseline.git/HEAD')).toMatchObject({ uid: 0, mode: 0o644, body: 'ref: refs/heads/main\n' });
+    expect([...entries.keys()].filter((n) => n === 'airlock/')).toHaveLength(1);
+    // The agent's own work tree stays the agent's.
+    expect(entries.get('workspace/')).toMatchObject({ uid: 1000, mode: 0o755 });
+
+    const bare = new PassThrough();
+    const bareChunks: Buffer[] = [];
+    bare.on('data', (c: Buffer) => bareChunks.push(c));
+    await prepareWslRootfs(Readable.from([await tarOf([{ name: 'etc/', type: 'directory', mode: 0o755 }])]), bare);
+    expect((await entriesOf(Buffer.concat(bareChunks))).get('airlock/')).toMatchObject({ type: 'directory', uid: 0, mode: 0o755 });
+  });
 });

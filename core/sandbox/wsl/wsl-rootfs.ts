@@ -70,22 +70,39 @@ function normalize(name: string): string {
   return name.replace(/^\.?\/+/, '').replace(/\/+$/, '');
 }
 
+/** Airlock's own state in the distribution (the Docker driver's STATE_DIR without its leading slash). */
+const STATE_DIR = 'airlock';
+
+/**
+ * /airlock and everything in it as root's, writable by root only, whatever the image says: the
+ * helper (uid 0) keeps its state there and the agent's user must not write it (docs/architecture.md
+ * §2.3). Airlock's image already makes it so; this holds for any image the rootfs is made from.
+ */
+function ownedByRoot(header: Header): Header {
+  const name = normalize(header.name);
+  if (name !== STATE_DIR && !name.startsWith(`${STATE_DIR}/`)) return header;
+  return { ...header, uid: 0, gid: 0, uname: 'root', gname: 'root', mode: (header.mode ?? 0o755) & ~0o7022 };
+}
+
 /**
  * Turns the image's root filesystem tar (`docker export`) into the tar `wsl --import` takes: every
- * entry copied unchanged (owners, modes, links), /etc/wsl.conf, /etc/wsl-distribution.conf and
- * /etc/hosts replaced, and the optional busybox added (the image has `ip` itself). Streams: the
+ * entry copied unchanged (owners, modes, links) except that /airlock is made root's (ownedByRoot),
+ * /etc/wsl.conf, /etc/wsl-distribution.conf and /etc/hosts replaced, and the optional busybox added
+ * (the image has `ip` itself). Streams: the
  * image is never held in memory.
  */
 export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, opts: WslRootfsOptions = {}): Promise<void> {
   const ex = extract();
   const out = pack();
+  let stateDirSeen = false;
   ex.on('entry', (header: Header, stream, next) => {
     if (REPLACED.has(normalize(header.name))) {
       stream.on('end', next);
       stream.resume();
       return;
     }
-    const entry = out.entry(header, (err) => next(err ?? undefined));
+    if (normalize(header.name) === STATE_DIR) stateDirSeen = true;
+    const entry = out.entry(ownedByRoot(header), (err) => next(err ?? undefined));
     stream.pipe(entry);
   });
   ex.on('finish', () => {
@@ -94,6 +111,7 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
       const body = Buffer.from(text, 'utf8');
       out.entry({ name, mode: 0o644, uid: 0, gid: 0, size: body.length, mtime: new Date(0) }, body);
     }
+    if (!stateDirSeen) out.entry({ name: `${STATE_DIR}/`, type: 'directory', mode: 0o755, uid: 0, gid: 0, uname: 'root', gname: 'root', mtime: new Date(0) });
     if (opts.busybox) {
       out.entry({ name: 'opt/airlock-vm/', type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: new Date(0) });
       out.entry({ name: 'opt/airlock-vm/busybox', mode: 0o755, uid: 0, gid: 0, size: opts.busybox.length, mtime: new Date(0) }, opts.busybox);
