@@ -3,7 +3,7 @@
  * only the capabilities it needs (SETUID, SETGID, KILL, DAC_READ_SEARCH; docs/architecture.md §2.3)
  * and starts every command as the agent's user through the spawn's own uid/gid (no extra exec per
  * command): the agent then cannot signal, ptrace or write the helper, nor write /airlock. Where the
- * helper itself runs as the unprivileged user (Lima, WSL, an image without root), there is no split
+ * helper itself is started as an unprivileged user (no driver of Airlock starts it so today), there is no split
  * and commands run as the helper's user, as before.
  */
 import { readFileSync } from 'node:fs';
