@@ -1,29 +1,12 @@
-import { useEffect, useRef, useState } from 'react';
-import type { ErrorInfo, ProjectEnvironments } from '../../../contracts';
-import { api, errorInfo } from '../api';
+import { useEffect, useRef } from 'react';
+import { api } from '../api';
+import { useFolderLookup } from '../hooks/use-folder-lookup';
 import { useNewRunForm } from '../stores/new-run-form-store';
 
 /** The project's environments as the core found them, for the folder typed (debounced like the exclusions preview). */
 function useProjectEnvironments(projectDir: string, environment: string | undefined) {
-  const [found, setFound] = useState<ProjectEnvironments>();
-  const [error, setError] = useState<ErrorInfo>();
-  useEffect(() => {
-    const dir = projectDir.trim();
-    if (!dir) {
-      setFound(undefined);
-      setError(undefined);
-      return;
-    }
-    let stale = false;
-    const t = setTimeout(() => {
-      api().call('environments:find', { projectDir: dir, ...(environment ? { environment } : {}) }).then(
-        (p) => { if (!stale) { setFound(p); setError(undefined); } },
-        (err) => { if (!stale) { setFound(undefined); setError(errorInfo(err)); } },
-      );
-    }, 400);
-    return () => { stale = true; clearTimeout(t); };
-  }, [projectDir, environment]);
-  return { found, error };
+  const { value, error } = useFolderLookup(projectDir, (dir) => api().call('environments:find', { projectDir: dir, ...(environment ? { environment } : {}) }), environment ?? '');
+  return { found: value, error };
 }
 
 /**

@@ -1,0 +1,36 @@
+import { useEffect, useRef, useState } from 'react';
+import type { ErrorInfo } from '../../../contracts';
+import { errorInfo } from '../api';
+
+/** How long the typed folder must rest before the host reads it. */
+const LOOKUP_DEBOUNCE_MS = 400;
+
+/**
+ * Something the host reads from the project folder the user is typing (the exclusions preview, the
+ * environments found): asked once the folder has rested, answers for an older folder dropped, and
+ * nothing asked while the folder is empty. `key` names everything else the answer depends on.
+ */
+export function useFolderLookup<T>(projectDir: string, load: (dir: string) => Promise<T>, key = ''): { value: T | undefined; error: ErrorInfo | undefined } {
+  const [value, setValue] = useState<T>();
+  const [error, setError] = useState<ErrorInfo>();
+  // The latest loader, without making a new closure per render restart the debounce.
+  const loader = useRef(load);
+  loader.current = load;
+  useEffect(() => {
+    const dir = projectDir.trim();
+    if (!dir) {
+      setValue(undefined);
+      setError(undefined);
+      return;
+    }
+    let stale = false;
+    const t = setTimeout(() => {
+      loader.current(dir).then(
+        (v) => { if (!stale) { setValue(v); setError(undefined); } },
+        (err) => { if (!stale) { setValue(undefined); setError(errorInfo(err)); } },
+      );
+    }, LOOKUP_DEBOUNCE_MS);
+    return () => { stale = true; clearTimeout(t); };
+  }, [projectDir, key]);
+  return { value, error };
+}
