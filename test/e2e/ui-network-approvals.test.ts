@@ -5,9 +5,7 @@
  * question), and a rule the agent proposes, approved. The target is an HTTPS server on 127.0.0.1
  * under a made-up `.test` name only the injected test resolver knows; its CA is passed explicitly.
  */
-import https from 'node:https';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -15,10 +13,10 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS } from '../../core/network/egress-proxy';
 import { randomBytes } from 'node:crypto';
-import { RunCa } from '../../core/network/gateway/run-ca';
 import { SecretStore } from '../../core/network/gateway/secret-store';
 import { ProjectNetworkStore } from '../../core/network/project-network-store';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
+import { startHttpsTarget, type HttpsTarget } from '../support/https-target';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
 import { ensureBuiltRenderer } from './support/built-renderer';
@@ -37,14 +35,14 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
   let home: string;
   let project: string;
   let upstream: FakeUpstream;
-  let target: https.Server;
+  let target: HttpsTarget;
   let port = 0;
   let services: AirlockServices;
   let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
   let page: Page;
   let url = '';
-  const served: string[] = [];
+  let served: string[] = [];
   const keychainService = `airlock-e2e-netq-${process.pid}`;
 
   const startRun = async (task: string) =>
@@ -77,14 +75,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
     const rendererDir = await ensureBuiltRenderer();
     home = await mkdtemp(join(tmpdir(), 'airlock-e2e-home-'));
     project = await gitProject('airlock-e2e-netq-', { 'README.md': '# net\n' }, { name: 'Net Person', email: 'net@example.invalid' });
-    const ca = await RunCa.create('netq-target');
-    target = https.createServer({ key: ca.leafKeyPem, cert: await ca.leafFor(HOST) }, (req, res) => {
-      served.push(`${req.method} ${req.url}`);
-      req.resume();
-      req.on('end', () => res.end(`served ${req.method} ${req.url}`));
-    });
-    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
-    port = (target.address() as AddressInfo).port;
+    target = await startHttpsTarget(HOST, 'netq-target');
+    ({ port, served } = target);
 
     upstream = await startFakeUpstream({ expectedKey: KEY });
     const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: keychainService };
@@ -98,7 +90,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
           return ['127.0.0.1'];
         },
         [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true,
-        upstreamCa: [ca.certificatePem],
+        upstreamCa: [target.caPem],
       },
     });
     stopServe = ui.stop;
@@ -115,7 +107,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
     if (services && keychain.ok) await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
     await stopServe?.();
     await upstream?.close();
-    await new Promise((r) => target?.close(r));
+    await target?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });
   });

@@ -6,9 +6,7 @@
  * gateway; the agent is the built-in one driven by the fake upstream. The target is an HTTPS server
  * on 127.0.0.1 under a made-up `.test` name only the injected resolver knows.
  */
-import https from 'node:https';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -17,8 +15,8 @@ import type { CliIo } from '../../core/cli/command';
 import { main } from '../../core/cli/main';
 import { ProviderCatalog } from '../../core/keys/provider-catalog';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS } from '../../core/network/egress-proxy';
-import { RunCa } from '../../core/network/gateway/run-ca';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
+import { startHttpsTarget, type HttpsTarget } from '../support/https-target';
 import { requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, exec } from '../support/run-fixture';
 
@@ -30,10 +28,9 @@ describe.skipIf(!docker.ok)('airlock run without a terminal: refused gateway req
   let home: string;
   let project: string;
   let upstream: FakeUpstream;
-  let target: https.Server;
-  let ca: RunCa;
+  let target: HttpsTarget;
   let port = 0;
-  const served: string[] = [];
+  let served: string[] = [];
 
   /** The CLI with a piped (non-TTY) stdin holding `stdinText`. */
   async function airlock(args: string[], stdinText = ''): Promise<{ code: number; out: string; lines: () => Array<Record<string, unknown>>; stderr: string }> {
@@ -56,7 +53,7 @@ describe.skipIf(!docker.ok)('airlock run without a terminal: refused gateway req
           return ['127.0.0.1'];
         },
         [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true,
-        upstreamCa: [ca.certificatePem],
+        upstreamCa: [target.caPem],
       },
     };
     const code = await main(args, io);
@@ -83,20 +80,14 @@ describe.skipIf(!docker.ok)('airlock run without a terminal: refused gateway req
     home = await mkdtemp(path.join(os.tmpdir(), 'airlock-cli-netq-home-'));
     project = await mkdtemp(path.join(os.tmpdir(), 'airlock-cli-netq-project-'));
     await exec('bash', ['-c', 'printf "one\\n" > a.txt && git init -q -b main && git add -A && git -c user.email=t@t.invalid -c user.name=t commit -qm init'], { cwd: project });
-    ca = await RunCa.create('cli-netq-target');
-    target = https.createServer({ key: ca.leafKeyPem, cert: await ca.leafFor(HOST) }, (req, res) => {
-      served.push(`${req.method} ${req.url}`);
-      req.resume();
-      req.on('end', () => res.end(`served ${req.method} ${req.url}`));
-    });
-    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
-    port = (target.address() as AddressInfo).port;
+    target = await startHttpsTarget(HOST, 'cli-netq-target');
+    ({ port, served } = target);
     upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
     await new ProviderCatalog({ home }).setBaseUrl('anthropic', upstream.url);
   });
   afterAll(async () => {
     await upstream?.close();
-    await new Promise((r) => target?.close(r));
+    await target?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });
   });
