@@ -105,14 +105,16 @@ export function restoreArgv(part: 'home' | 'workspace'): string[] {
  * every path of the workspace except the project's own files setup left as hydrated (so a later
  * run's project copy is never overwritten by an old one) and the sandbox's `.git`, and the whole
  * home. The sandbox holds no run token and no key at this point (setup runs before the network
- * step), and nothing of the agent has run. Returns the prepared image's id and size.
+ * step), and nothing of the agent has run. Resolves once the state has left the sandbox (a tar on
+ * the host): the agent may start then. `image` settles when the prepared image is committed from
+ * that tar (about a second of engine work, off the agent's path) with its id and size.
  */
 export async function capturePrepared(
   docker: Docker,
   channel: ChannelClient,
   target: PreparedLookup & { derivedRef: string },
   unchangedProjectFiles: Set<string>,
-): Promise<{ id: string; size: number }> {
+): Promise<{ image: Promise<{ id: string; size: number }> }> {
   const listing = await channel.run({ argv: ['/bin/sh', '-c', `${AIRLOCK_TOOLS_BIN}/find ${WORKSPACE} -mindepth 1 -path ${WORKSPACE}/.git -prune -o -print0; ${AIRLOCK_TOOLS_BIN}/find ${HOME} -mindepth 1 -print0`], timeoutMs: 10 * 60_000, maxOutputBytes: 256 * 1024 * 1024 });
   if (listing.exitCode !== 0) throw new AirlockError('SANDBOX_FAILED', `listing the prepared state failed (${listing.exitCode}): ${listing.stderr.toString('utf8').slice(0, 500)}`);
   const names: string[] = [];
@@ -127,13 +129,17 @@ export async function capturePrepared(
   await channel.writeFile(list, Buffer.from(names.map((n) => `${n}\0`).join('')));
   const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-prepared-'));
   const tarFile = path.join(dir, 'state.tar');
+  const removeTar = () => rm(dir, { recursive: true, force: true });
   try {
     await streamToFile(channel, ['/bin/sh', '-c', tarScript(), 'sh', list], tarFile);
-    return await commitPrepared(docker, target, tarFile);
+  } catch (err) {
+    await removeTar();
+    throw err;
   } finally {
-    await rm(dir, { recursive: true, force: true });
     await channel.run({ argv: ['rm', '-f', list], timeoutMs: 30_000 }).catch(() => undefined);
   }
+  const image = commitPrepared(docker, target, tarFile).finally(removeTar);
+  return { image };
 }
 
 /** The tar of the listed names (relative to `/`: `workspace/…`, `home/airlock/…`), nothing else. */

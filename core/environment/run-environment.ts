@@ -64,8 +64,11 @@ export interface PreparedState {
   ref: string;
   /** The image exists: the run starts from it and setup is not run again. */
   reuse: boolean;
-  /** Keeps the state setup left in the sandbox (before the agent), as this key's image. */
-  capture(channel: ChannelClient, unchangedProjectFiles: Set<string>): Promise<{ id: string; size: number }>;
+  /**
+   * Keeps the state setup left in the sandbox (before the agent), as this key's image: resolves once
+   * the state has left the sandbox; `image` settles when the image is committed (capturePrepared).
+   */
+  capture(channel: ChannelClient, unchangedProjectFiles: Set<string>): Promise<{ image: Promise<{ id: string; size: number }> }>;
   /** Notes the use for `airlock env list` and `prune --older-than`. */
   markUsed(): Promise<void>;
 }

@@ -200,6 +200,11 @@ export interface LiveRun {
   warmNext?: Omit<SandboxSpec, 'runId'>;
   /** A reused prepared environment's home, copied into place while the project streams in (run-setup.ts). */
   preparedHome?: Promise<RunResult>;
+  /**
+   * The prepared image this run's setup left, being committed while the agent works (run-setup.ts);
+   * never rejects. The wipe step waits for it before the pool is refilled and the run ends.
+   */
+  preparedKept?: Promise<void>;
   /** Their environment: the agent's minus its provider settings and token. */
   commandEnv: Record<string, string>;
   /** The run token as bytes, removed from command output before it is logged or shown. */

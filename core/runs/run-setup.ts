@@ -92,7 +92,8 @@ export function restorePreparedHome(sandbox: Sandbox): Promise<RunResult> {
 /**
  * Keeps what setup left as this key's prepared environment, before the network step (no run token
  * exists) and before the agent. A first run of a follow-up is not kept: its home holds the parent
- * agent's session. Failing to keep it is a note, not a failed run: the next run sets up again.
+ * agent's session. The state leaves the sandbox here; the image is committed from it while the agent
+ * works (`run.preparedKept`). Failing to keep it is a note, not a failed run: the next run sets up again.
  */
 async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
   if (run.continuation) {
@@ -102,18 +103,27 @@ async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedStat
   await host.update(run, { phase: 'keeping the prepared environment' });
   const changed = new Set(changes.flatMap((c) => [c.path, ...(c.oldPath ? [c.oldPath] : [])]));
   const unchanged = new Set(manifest.map((m) => m.path).filter((p) => !changed.has(p)));
-  try {
-    const { id, size } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged);
-    // The next run on these inputs starts from this image: that is the one to keep warm.
-    if (run.warmNext) run.warmNext = { ...run.warmNext, image: id };
-    await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
-    await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
-    await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });
-  } catch (err) {
+  const failed = async (err: unknown) => {
     const reason = err instanceof Error ? err.message.slice(0, 900) : String(err);
     await run.audit.append('note', { message: `the prepared environment could not be kept (${reason}); the next run sets up again` });
     await updatePrepared(host, run, { status: 'failed', key: prepared.key, reason });
+  };
+  let image: Promise<{ id: string; size: number }>;
+  try {
+    ({ image } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged));
+  } catch (err) {
+    await failed(err);
+    return;
   }
+  run.preparedKept = image
+    .then(async ({ id, size }) => {
+      // The next run on these inputs starts from this image: that is the one to keep warm.
+      if (run.warmNext) run.warmNext = { ...run.warmNext, image: id };
+      await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
+      await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
+      await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });
+    }, failed)
+    .catch(debugLog.swallow('run.prepared-kept'));
 
   function fail(): never {
     throw new AirlockError('INTERNAL', 'keeping a prepared environment needs the sandbox');

@@ -390,7 +390,9 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
       const pooled = proof.labelRunId ? { pooledAs: proof.labelRunId } : {};
       wipe = { verified: proof.leftovers.length === 0, removed: proof.removed, leftovers: proof.leftovers, ...pooled, durationMs: proof.durationMs, at: proof.verifiedAt };
       await run.audit.append('wipe', { removed: wipe.removed, leftovers: wipe.leftovers, ...pooled, durationMs: proof.durationMs, verifiedAt: wipe.at, verified: wipe.verified });
-      // Verified gone: the next run on this environment's image finds a started sandbox (the app's pool, §16).
+      // Verified gone: the next run on this environment's image finds a started sandbox (the app's pool, §16),
+      // of the prepared image once it is committed (run-setup.ts).
+      await run.preparedKept;
       if (!proof.leftovers.length && run.warmNext) host.deps.warmEnvironment?.(run.input.isolation, run.warmNext);
       if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
     }
@@ -410,6 +412,8 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
     }
   } finally {
     host.deps.proxy.revokeRun(run.id);
+    // The run's record is final only once its prepared environment is kept or its failure noted.
+    await run.preparedKept;
   }
   return { failure, ...(wipe ? { wipe } : {}) };
 }
