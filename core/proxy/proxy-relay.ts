@@ -101,6 +101,11 @@ export function forwardCall(res: ServerResponse, call: AdmittedCall, hooks: Rela
  */
 function relayAnswer(up: IncomingMessage, res: ServerResponse, key: Secret | undefined, settle: () => boolean, onEnd: (usage: CallUsage) => void): void {
   const isSse = String(up.headers['content-type'] ?? '').includes('text/event-stream');
+  const declared = Number(up.headers['content-length']);
+  if (!isSse && Number.isInteger(declared) && declared >= 0 && declared <= MAX_USAGE_BODY) {
+    relayWhole(up, res, key, settle, onEnd);
+    return;
+  }
   const scanner = isSse ? new SseUsageScanner() : undefined;
   const jsonChunks: Buffer[] = [];
   let jsonSize = 0;
@@ -140,6 +145,31 @@ function relayAnswer(up: IncomingMessage, res: ServerResponse, key: Secret | und
   });
   up.on('error', () => res.destroy());
   // The upstream died mid-answer: cut the client off too, so it does not take a torso for a body.
+  up.on('close', () => {
+    if (!up.complete) res.destroy();
+  });
+}
+
+/**
+ * A non-streamed answer of declared, bounded length (a JSON body: the meter reads it whole anyway)
+ * goes out whole, redacted once, with its length: one write, where a streamed copy would be a
+ * chunked head, the body, and the redactor's held-back tail at the end.
+ */
+function relayWhole(up: IncomingMessage, res: ServerResponse, key: Secret | undefined, settle: () => boolean, onEnd: (usage: CallUsage) => void): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    if (!settle()) return;
+    const raw = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    const redactor = keyRedactor(key);
+    const body = redactor ? Buffer.concat([redactor.push(raw), redactor.end()]) : raw;
+    const headers = clientHeaders(up.headers, key);
+    headers['content-length'] = body.length;
+    res.writeHead(up.statusCode ?? 200, headers);
+    res.end(body);
+    onEnd(usageFromJson(raw.toString('utf8')));
+  });
+  up.on('error', () => res.destroy());
   up.on('close', () => {
     if (!up.complete) res.destroy();
   });
