@@ -364,7 +364,7 @@ export class ModelProxy implements Disposable {
     } else {
       discard(req);
     }
-    const admission = admitCall(caller, upstream, { method: target.method, pathAndQuery: upstream.routePath + target.query, headers: req.headers, ...(source ? { source } : {}) }, this.prices, (e) => this.didSideDoor.fire(e));
+    const admission = admitCall(caller, upstream, { method: target.method, pathAndQuery: upstream.routePath + target.query, headers: req.headers, source }, this.prices, (e) => this.didSideDoor.fire(e));
     if (!admission.ok) {
       sendError(res, format, admission.status, admission.message);
       return undefined;
@@ -374,7 +374,7 @@ export class ModelProxy implements Disposable {
 
   /** Adds a finished call to its run's usage and cost (the ledger), and tells listeners (audit, UI). */
   private recordCall(call: AdmittedCall, status: number, usage: CallUsage, aborted: boolean, started: number, unreachable?: ModelCallEvent['unreachable']): void {
-    const event = settleCall(call, { status, usage, aborted, started, ...(unreachable ? { unreachable } : {}) }, this.prices, { event: this.didCall.hasListeners, transcripts: this.opts.transcripts === true });
+    const event = settleCall(call, { status, usage, aborted, started, unreachable }, this.prices, { event: this.didCall.hasListeners, transcripts: this.opts.transcripts === true });
     if (event) this.didCall.fire(event);
   }
 }

@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorBody, type WireFormat } from './wire-format';
 
@@ -72,7 +73,8 @@ export function readBody(req: IncomingMessage, maxBody: number): Promise<Buffer 
 /** The body as a JSON object, or undefined when it is anything else. */
 export function jsonObject(body: Buffer): Record<string, unknown> | undefined {
   try {
-    const value: unknown = JSON.parse(body.toString('utf8'));
+    // ASCII (most bodies: JSON escapes what is not) decodes faster as latin1, to the same string.
+    const value: unknown = JSON.parse(isAscii(body) ? body.toString('latin1') : body.toString('utf8'));
     return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
   } catch {
     return undefined;

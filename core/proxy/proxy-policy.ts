@@ -134,7 +134,25 @@ export function admitCall(caller: Caller, upstream: PickedUpstream, request: Cal
   if (reserialise && parsed) body = serializeBody(parsed, source);
   const budget = holdBudget(caller.run, upstream, parsed, body, model, prices, source);
   if ('refused' in budget) return { ok: false, status: 429, message: budget.refused };
-  return { ok: true, call: { ...caller, ...upstream, method: request.method, pathAndQuery: request.pathAndQuery, headers, body: budget.body, parsed: budget.parsed, model, stream, hold: budget.hold } };
+  // Named one by one: a second spread in a literal takes V8's slow path (µs per call, and the call
+  // object every later step reads would be a dictionary).
+  const call: AdmittedCall = {
+    grant: caller.grant,
+    run: caller.run,
+    routePath: upstream.routePath,
+    format: upstream.format,
+    providerId: upstream.providerId,
+    resolved: upstream.resolved,
+    method: request.method,
+    pathAndQuery: request.pathAndQuery,
+    headers,
+    body: budget.body,
+    parsed: budget.parsed,
+    model,
+    stream,
+    hold: budget.hold,
+  };
+  return { ok: true, call };
 }
 
 /**
@@ -174,5 +192,5 @@ function holdBudget(
     out = { parsed: lowered, body: serializeBody(lowered, source) };
   }
   run.held = { tokens: run.held.tokens + decision.hold.tokens, costUsd: run.held.costUsd + decision.hold.costUsd };
-  return { ...out, hold: decision.hold };
+  return { body: out.body, parsed: out.parsed, hold: decision.hold };
 }

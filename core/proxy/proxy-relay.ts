@@ -50,7 +50,7 @@ export function forwardCall(res: ServerResponse, call: AdmittedCall, hooks: Rela
     pathAndQuery: call.pathAndQuery,
     headers: call.headers,
     body: call.body,
-    ...(session ? { extraHeaders: { 'chatgpt-account-id': session.accountId } } : {}),
+    extraHeaders: session ? { 'chatgpt-account-id': session.accountId } : undefined,
     onError: (err) => {
       if (!settle()) return;
       const code = (err as NodeJS.ErrnoException).code ?? 'error';

@@ -124,7 +124,8 @@ export function applySideDoorPolicy(input: {
   }
 
   // URL-sourced content anywhere in the conversation (url-content.ts).
-  const urls = urlContentPolicy(parsed, input.raw, allowSet.has(URL_CONTENT));
+  const carriesPolicyKeys = POLICY_KEYS.some((k) => parsed[k] !== undefined);
+  const urls = urlContentPolicy(parsed, input.raw, allowSet.has(URL_CONTENT), carriesPolicyKeys);
   if (urls === 'too-deep') {
     result.refusal = {
       status: 400,
@@ -188,6 +189,6 @@ export function applySideDoorPolicy(input: {
   if (body) result.body = body;
   // A body that carries tools goes out as parsed, never as it came: the raw text could hold a
   // duplicate key (`"type":"web_search","type":"function"`) that another parser reads the other way.
-  else if (POLICY_KEYS.some((k) => parsed[k] !== undefined)) result.body = parsed;
+  else if (carriesPolicyKeys) result.body = parsed;
   return result;
 }

@@ -114,6 +114,11 @@ describe('URL-sourced content (issue 22 item 3)', () => {
     expect(hasDuplicateKey(Buffer.from('{"a":1,"b":[{"x":1,"y":{"z":1,"z":2}}]}'))).toBe(true);
     expect(hasDuplicateKey(Buffer.from('{"a":1, "\\u0061" :2}'))).toBe(true);
     expect(hasDuplicateKey(Buffer.from('[{"a":1},{"a":1}]'))).toBe(false);
+    // Past a few keys an object's keys are looked up in a Set: a duplicate is still found, distinct keys are not one.
+    const many = Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`);
+    expect(hasDuplicateKey(Buffer.from(`{${many.join(',')}}`))).toBe(false);
+    expect(hasDuplicateKey(Buffer.from(`{${many.join(',')},"k3":0}`))).toBe(true);
+    expect(hasDuplicateKey(Buffer.from(`{${many.join(',')},"x":{"k3":0}}`))).toBe(false);
   });
 
   it('content nested past the walk depth is refused, not guessed', () => {

@@ -66,9 +66,9 @@ export function isUrlSourced(o: Record<string, unknown>): boolean {
 /**
  * Bytes without which no JSON parser can read a URL-sourced item in `raw`: every rule above needs
  * the token `"url"` (Anthropic's `source.type`/`source.url`) or a key ending `_url"`, unless a key or
- * value spells its letters as `\u` escapes. Absent all three, the body needs no walk — and whichever
- * way a parser reads duplicate keys, it finds none either. (~7 µs on 58 KB; `"source"` alone took
- * ~70, since memchr stops at every quote.)
+ * value spells its letters as `\u` escapes. Absent all three, the text needs no walk — and whichever
+ * way a parser reads duplicate keys, it finds none either. (~4 µs on 44 KB; `"source"` alone took
+ * ~70, since memchr stops at every quote, and `url"` ~25: text is full of `u`.)
  */
 export function mayHoldUrlContent(raw: Buffer, start = 0, end = raw.length): boolean {
   const text = start === 0 && end === raw.length ? raw : raw.subarray(start, end);
@@ -139,18 +139,21 @@ export interface UrlContentOutcome {
 
 /**
  * Applies the rule to a parsed body (never mutated). With `raw`, walks only when the content fields'
- * text holds a needle, and keeps a field copyable as received only where no parser can read it
- * another way: a field naming a key twice inside is handed back as a copy (json-body.ts then
+ * text holds a needle (`spansAnyway`: the caller needs the body's top-level spans regardless, so the
+ * whole-text pass is skipped), and keeps a field copyable as received only where no parser can read
+ * it another way: a field naming a key twice inside is handed back as a copy (json-body.ts then
  * serialises it from the parse), and a repeated top-level key asks for re-serialisation (each key
  * once). Without `raw`, always walks. 'too-deep' past `MAX_CONTENT_DEPTH`.
  */
-export function urlContentPolicy(parsed: Record<string, unknown>, raw: Buffer | undefined, keep: boolean): UrlContentOutcome | 'too-deep' {
+export function urlContentPolicy(parsed: Record<string, unknown>, raw: Buffer | undefined, keep: boolean, spansAnyway = false): UrlContentOutcome | 'too-deep' {
   const out: UrlContentOutcome = { found: 0, reserialise: false, fields: {} };
   const repeats = { found: false };
   if (raw) {
-    // The whole text first (one memchr pass), then the content fields' spans only: a server tool's or
-    // an MCP server's "url" starts no walk. A repeated top-level key hides the copy JSON.parse skipped.
-    if (!mayHoldUrlContent(raw)) return out;
+    // The whole text first (one memmem pass per needle), then the content fields' spans only: a tool
+    // schema's, a server tool's or an MCP server's "url" starts no walk. A body that goes out
+    // re-serialised (`spansAnyway`: it carries tools) has its spans scanned anyway, so it skips the
+    // first pass. A repeated top-level key hides the copy JSON.parse skipped.
+    if (!spansAnyway && !mayHoldUrlContent(raw)) return out;
     const spans = topLevelSpans(raw, repeats);
     const hit = !spans || repeats.found || CONTENT_FIELDS.some((key) => {
       const span = spans.get(key);

@@ -40,6 +40,33 @@ describe('serializeBody', () => {
     expect(JSON.parse(out)).toEqual(expected);
   });
 
+  it('tools the policy read go as received only where no parser can read them another way', () => {
+    // Unchanged and unambiguous: byte for byte, odd spacing and all.
+    const tools = '[ {"name":"a" , "input_schema":{"type":"object"}},{"name":"b","input_schema":{}} ]';
+    expect(roundTrip(`{"model":"m","tools":${tools}}`, (b) => ({ ...b })).out).toBe(`{"model":"m","tools":${tools}}`);
+    // Filtered: the kept elements as received (a run of them as one span), the stripped one gone.
+    const three = '[{"type":"web_search_20250305","name":"web_search"} , {"name":"a" ,"x":1},  {"name":"b"}]';
+    const filtered = roundTrip(`{"tools":${three},"mcp_servers":[]}`, stripTools);
+    expect(filtered.out).toBe('{"tools":[{"name":"a" ,"x":1},  {"name":"b"}]}');
+    expect(JSON.parse(filtered.out)).toEqual(filtered.expected);
+    // A key named twice (or spelled with escapes) anywhere inside: serialised from the parse.
+    for (const text of ['[{"name":"a", "type":"web_search_20250305","type":"custom"}]', '[{"name":"a", "typ\\u0065":"custom"}]']) {
+      const { out, expected } = roundTrip(`{"tools":${text}}`, (b) => ({ ...b }));
+      expect(out).toBe(JSON.stringify(expected));
+    }
+  });
+
+  it('a partly replaced array keeps the untouched elements as received and serialises the new ones', () => {
+    const text = '{"messages":[ {"role":"user","content":"a"} ,{"role":"user","content":[{"type":"image"}]}, {"role":"user", "content":"c"}]}';
+    const { out, expected } = roundTrip(text, (b) => {
+      const m = (b.messages as unknown[]).slice();
+      m[1] = { role: 'user', content: [{ type: 'text', text: 'note' }] };
+      return { ...b, messages: m };
+    });
+    expect(out).toBe('{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"note"}]},{"role":"user", "content":"c"}]}');
+    expect(JSON.parse(out)).toEqual(expected);
+  });
+
   it('a key spelled with escapes names the same field', () => {
     const text = '{"mess\\u0061ges":[1],"messages":[2],"tools":[]}';
     const spans = topLevelSpans(Buffer.from(text));
@@ -80,6 +107,14 @@ describe('serializeBody', () => {
         if (rnd() < 0.5) delete c.mcp_servers;
         if (rnd() < 0.3) c.stream_options = { include_usage: true };
         if (rnd() < 0.2) c.system = 'replaced';
+        // What the policy does to arrays: filter some elements out, replace one in place.
+        for (const key of ['tools', 'messages', 'input']) {
+          const v = c[key];
+          if (!Array.isArray(v) || rnd() < 0.3) continue;
+          const edited = v.filter(() => rnd() < 0.7);
+          if (edited.length && rnd() < 0.5) edited[Math.floor(rnd() * edited.length)] = { type: 'text', text: str() };
+          c[key] = edited;
+        }
         return c;
       });
       // Same members, same order, same values as JSON.stringify would send (compared as re-serialised text).

@@ -1,15 +1,19 @@
 /**
- * Re-serialising a request body without re-serialising the conversation (docs/architecture.md §12,
+ * Re-serialising a request body without re-serialising what need not be (docs/architecture.md §12,
  * "Side doors", cost). A body the proxy changed (a side door stripped, an output limit lowered,
  * `stream_options` added) or that carries tools goes out as the proxy parsed it, so no field the
- * proxy reads can be read another way upstream (a duplicate key). The bulk of such a body is the
- * conversation (`messages`, `input`, `system`, `instructions`), which the proxy never reads:
- * `JSON.stringify` of a 40 KB conversation cost ~80 µs per call, most of the side-door overhead.
- * Those fields, when unchanged, are copied as the byte span of their value in the received text
- * (the last one of a duplicated key, as `JSON.parse` reads it); every other field is serialised
- * from the parsed value, and each key appears once. The one policy that reads the conversation
- * (URL-sourced content, url-content.ts) makes the caller pass copies of those fields instead when
- * the text names any key twice (`hasDuplicateKey`), so they are serialised from the parse too.
+ * proxy reads can be read another way upstream (a duplicate key). Serialising it all again is the
+ * cost: `JSON.stringify` of a 40 KB conversation took ~80 µs a call, of a Claude Code tool list
+ * about as much. So a member whose value is still the parsed one is copied as the byte span of its
+ * value in the received text (the last one of a duplicated key, as `JSON.parse` reads it):
+ * - the conversation (`messages`, `input`, `system`, `instructions`), which no budget or meter
+ *   reads, always; the one policy that reads it (URL-sourced content, url-content.ts) hands back
+ *   copies of those fields when their text names a key twice (`hasDuplicateKey`), so those are not;
+ * - any other member (tools, tool choice, …) only when its text names no key twice and spells none
+ *   with escapes: then every JSON parser reads it as the proxy did.
+ * An array the policy filtered or partly replaced (a server tool stripped, a URL item replaced) keeps
+ * the received text of each element it kept, under the same rule; new elements are serialised.
+ * Every other member is serialised from the parse, and each key appears once.
  */
 
 /** Top-level fields no budget or meter reads; copied as received unless a policy replaced them. */
@@ -122,13 +126,15 @@ function scanSpans(raw: Buffer, repeats: { found: boolean }): Map<string, [numbe
 /**
  * Whether any object in the JSON text `raw[start, end)` (well formed: it already parsed) names a key
  * twice, or names one with an escape (`"\u0074ype"`, which this does not decode: the caller treats it
- * like a duplicate). Parsers disagree on which duplicate wins, so a body the proxy's policy read
- * (URL-sourced content, url-content.ts) is copied as received only when this is false. Strings are
- * skipped with memchr (stringEnd); keys are compared as bytes, most objects having a handful.
+ * like a duplicate). Parsers disagree on which duplicate wins, so a member the proxy's policy read is
+ * copied as received only when this is false. Strings are skipped with memchr (stringEnd); keys are
+ * compared by a 32-bit hash of their bytes, so two distinct keys whose hashes collide also answer
+ * true — the safe answer (serialise from the parse), never a missed duplicate. Linear in the text:
+ * an object's hashes go into a Set once it has more than a few keys.
  */
 export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boolean {
-  // Per open container: its keys so far, or null for an array.
-  const stack: Array<string[] | null> = [];
+  // Per open container: its key hashes so far, or null for an array.
+  const stack: Array<number[] | Set<number> | null> = [];
   let expectKey = false;
   let j = start;
   while (j < end) {
@@ -137,10 +143,22 @@ export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boole
       const close = stringEnd(raw, j);
       if (close < 0) return true;
       if (expectKey) {
-        const key = raw.toString('latin1', j + 1, close - 1);
-        const keys = stack[stack.length - 1] as string[];
-        if (key.includes('\\') || keys.includes(key)) return true;
-        keys.push(key);
+        let h = 0;
+        for (let k = j + 1; k < close - 1; k++) {
+          const b = raw[k] as number;
+          if (b === BACKSLASH) return true;
+          h = (Math.imul(h, 31) + b) | 0;
+        }
+        const top = stack.length - 1;
+        const keys = stack[top] as number[] | Set<number>;
+        if (Array.isArray(keys)) {
+          if (keys.includes(h)) return true;
+          keys.push(h);
+          if (keys.length > SMALL_OBJECT) stack[top] = new Set(keys);
+        } else {
+          if (keys.has(h)) return true;
+          keys.add(h);
+        }
         expectKey = false;
       }
       j = close;
@@ -161,6 +179,9 @@ export function hasDuplicateKey(raw: Buffer, start = 0, end = raw.length): boole
   return false;
 }
 
+/** Keys an object may have before hasDuplicateKey looks them up in a Set instead of a list. */
+const SMALL_OBJECT = 16;
+
 /** A JSON text as consecutive pieces, sent one after another (a conversation is not copied into a new buffer). */
 export type BodyParts = readonly Buffer[];
 
@@ -174,12 +195,11 @@ export function bodyLength(body: Buffer | BodyParts): number {
 
 /**
  * `body` as JSON bytes, in parts, equal under `JSON.parse` to `JSON.stringify(body)`. `source` is
- * the text the body was parsed from and its parse: unchanged conversation fields (same value as in
- * `parsed`) are slices of `raw` instead of being serialised again.
+ * the text the body was parsed from and its parse: members still holding a parsed value, and the
+ * kept elements of a filtered array, are slices of `raw` where the rules above allow.
  */
 export function serializeBody(body: Record<string, unknown>, source?: { raw: Buffer; parsed: Record<string, unknown> }): BodyParts {
-  const reusable = source ? Object.keys(body).some((k) => UNREAD_FIELDS.has(k) && isContainer(body[k]) && body[k] === source.parsed[k]) : false;
-  const spans = reusable && source ? topLevelSpans(source.raw) : undefined;
+  const spans = source && Object.keys(body).some((k) => isContainer(body[k]) && isContainer(source.parsed[k])) ? topLevelSpans(source.raw) : undefined;
   if (!spans || !source) return [Buffer.from(JSON.stringify(body))];
   const parts: Buffer[] = [];
   let text = '{';
@@ -190,18 +210,89 @@ export function serializeBody(body: Record<string, unknown>, source?: { raw: Buf
     if (value === undefined || typeof value === 'function' || typeof value === 'symbol') continue;
     text += `${first ? '' : ','}${JSON.stringify(key)}:`;
     first = false;
-    const span = UNREAD_FIELDS.has(key) && isContainer(value) && value === source.parsed[key] ? spans.get(key) : undefined;
-    if (span) {
-      parts.push(Buffer.from(text), source.raw.subarray(span[0], span[1]));
-      text = '';
-    } else {
+    const span = spans.get(key);
+    const copied = span ? copiedValue(key, value, source, span) : undefined;
+    if (!copied) {
       text += JSON.stringify(value);
+      continue;
+    }
+    for (const piece of copied) {
+      if (typeof piece === 'string') text += piece;
+      else {
+        if (text) parts.push(Buffer.from(text));
+        parts.push(piece);
+        text = '';
+      }
     }
   }
   parts.push(Buffer.from(`${text}}`));
   return parts;
 }
 
-function isContainer(v: unknown): boolean {
+/**
+ * A member's value as pieces of received text (Buffers) and serialised text (strings), or undefined
+ * when it must be serialised whole (json-body.ts header: which members may be copied).
+ */
+function copiedValue(key: string, value: unknown, source: { raw: Buffer; parsed: Record<string, unknown> }, [start, end]: [number, number]): Array<Buffer | string> | undefined {
+  const original = source.parsed[key];
+  const { raw } = source;
+  if (!isContainer(value) || !isContainer(original)) return undefined;
+  if (value === original) return UNREAD_FIELDS.has(key) || !hasDuplicateKey(raw, start, end) ? [raw.subarray(start, end)] : undefined;
+  if (!Array.isArray(value) || !Array.isArray(original) || hasDuplicateKey(raw, start, end)) return undefined;
+  const elements = elementSpans(raw, start, end);
+  if (!elements || elements.length !== original.length) return undefined;
+  const at = new Map<unknown, number>();
+  original.forEach((v, i) => isContainer(v) && !at.has(v) && at.set(v, i));
+  const pieces: Array<Buffer | string> = [];
+  let text = '[';
+  let next = 0;
+  // A run of elements kept next to each other goes as one span, separators and all.
+  let run: [number, number] | undefined;
+  const endRun = () => {
+    if (run) pieces.push(raw.subarray(run[0], run[1]));
+    run = undefined;
+  };
+  for (let i = 0; i < value.length; i++) {
+    const v: unknown = value[i];
+    const k = at.get(v);
+    // Kept elements stay in their order (a filter); anything else is serialised.
+    if (k !== undefined && k >= next) {
+      const span = elements[k] as [number, number];
+      if (run && k === next) run[1] = span[1];
+      else {
+        endRun();
+        pieces.push(i ? `${text},` : text);
+        text = '';
+        run = [span[0], span[1]];
+      }
+      next = k + 1;
+    } else {
+      endRun();
+      text += `${i ? ',' : ''}${JSON.stringify(v) ?? 'null'}`;
+    }
+  }
+  endRun();
+  pieces.push(`${text}]`);
+  return pieces;
+}
+
+/** The byte span of each element of the JSON array text `raw[start, end)`; undefined when it cannot be followed. */
+function elementSpans(raw: Buffer, start: number, end: number): Array<[number, number]> | undefined {
+  if (raw[start] !== 0x5b) return undefined;
+  const spans: Array<[number, number]> = [];
+  let i = skipSpace(raw, start + 1);
+  if (raw[i] === 0x5d) return i + 1 === end ? spans : undefined;
+  for (;;) {
+    const e = valueEnd(raw, i);
+    if (e < 0 || e > end) return undefined;
+    spans.push([i, e]);
+    i = skipSpace(raw, e);
+    if (raw[i] === 0x5d) return i + 1 === end ? spans : undefined;
+    if (raw[i] !== 0x2c) return undefined;
+    i = skipSpace(raw, i + 1);
+  }
+}
+
+function isContainer(v: unknown): v is object {
   return typeof v === 'object' && v !== null;
 }

@@ -127,15 +127,9 @@ export function sendUpstream(call: UpstreamCall): UpstreamHandle {
   let current: http.ClientRequest | undefined;
 
   const attempt = (retry: boolean) => {
-    const req = (secure ? https : http).request({
-      hostname: target.hostname,
-      port: target.port,
-      path: target.basePath + rest,
-      method: call.method,
-      headers,
-      agent: secure ? httpsAgent : httpAgent,
-      ...(secure ? { servername: target.hostname } : {}),
-    });
+    const options: https.RequestOptions = { hostname: target.hostname, port: target.port, path: target.basePath + rest, method: call.method, headers, agent: secure ? httpsAgent : httpAgent };
+    if (secure) options.servername = target.hostname;
+    const req = (secure ? https : http).request(options);
     current = req;
     req.on('response', (res) => call.onResponse(res));
     req.on('error', (err: NodeJS.ErrnoException) => {
