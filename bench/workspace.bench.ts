@@ -116,7 +116,7 @@ const hydrateBench: Benchmark = {
       const b = await freshSandbox();
       try {
         const t0 = performance.now();
-        await sh(`tar -c -C ${dir} . | docker exec -i ${b.info.id} tar -x -C /workspace -f -`);
+        await sh(`tar -c -C ${dir} . | docker exec -i -u 1000:1000 ${b.info.id} tar -x -C /workspace -f -`);
         base.push(performance.now() - t0);
       } finally {
         await b.destroy();
@@ -297,16 +297,14 @@ const diffBench: Benchmark = {
       await hydrate(sb.channel, await snapshotProject(dir));
       // The baseline's own index, copied: `git diff` against it is plain git in the container.
       const touch = Array.from({ length: CHANGED }, (_, i) => `pkg${i % 100}/src/file${i * 97}.ts`);
-      const script = [
-        'set -e',
-        'cp /airlock/changes.index /airlock/plain.index',
-        'cd /workspace',
-        ...touch.map((f) => `printf '  changed line;\\n' >> ${f}`),
-      ].join('\n');
-      await sb.channel.run({ argv: ['sh', '-c', script] });
+      // The agent's commands change the files; /airlock is the helper's (root's) own, not theirs (§2.3).
+      const script = ['set -e', 'cd /workspace', ...touch.map((f) => `printf '  changed line;\\n' >> ${f}`)].join('\n');
+      const edited = await sb.channel.run({ argv: ['sh', '-c', script] });
+      if (edited.exitCode !== 0) throw new Error(`changing the files failed: ${edited.stderr.toString('utf8').slice(0, 500)}`);
+      await sh(`docker exec -u 0 ${sb.info.id} cp /airlock/changes.index /airlock/plain.index`);
       const ours: number[] = [];
       const base: number[] = [];
-      const plainDiff = `docker exec -e GIT_INDEX_FILE=/airlock/plain.index -e GIT_CONFIG_GLOBAL=/dev/null ${sb.info.id} git --git-dir=/airlock/baseline.git --work-tree=/workspace -c safe.directory=* diff --no-color`;
+      const plainDiff = `docker exec -u 0 -e GIT_INDEX_FILE=/airlock/plain.index -e GIT_CONFIG_GLOBAL=/dev/null ${sb.info.id} git --git-dir=/airlock/baseline.git --work-tree=/workspace -c safe.directory=* diff --no-color`;
       for (let i = 0; i < 2; i++) {
         await listChanges(sb.channel);
         await sh(plainDiff);
@@ -374,7 +372,7 @@ const hydrateRemoteBench: Benchmark = {
         const b = await fresh();
         try {
           const t0 = performance.now();
-          await sh(`tar -c -C ${dir} . | docker exec -i ${b.info.id} tar -x -C /workspace -f -`, 'ignore', cliEnv);
+          await sh(`tar -c -C ${dir} . | docker exec -i -u 1000:1000 ${b.info.id} tar -x -C /workspace -f -`, 'ignore', cliEnv);
           base.push(performance.now() - t0);
         } finally {
           await b.destroy();
