@@ -237,10 +237,13 @@ function copiedValue(key: string, value: unknown, source: { raw: Buffer; parsed:
   const original = source.parsed[key];
   const { raw } = source;
   if (!isContainer(value) || !isContainer(original)) return undefined;
-  if (value === original) return UNREAD_FIELDS.has(key) || !hasDuplicateKey(raw, start, end) ? [raw.subarray(start, end)] : undefined;
-  if (!Array.isArray(value) || !Array.isArray(original) || hasDuplicateKey(raw, start, end)) return undefined;
-  const elements = elementSpans(raw, start, end);
-  if (!elements || elements.length !== original.length) return undefined;
+  const unread = UNREAD_FIELDS.has(key);
+  if (value === original && unread) return [raw.subarray(start, end)];
+  const shape = unread ? shapeOf(raw, start, end) : rememberedShape(raw, start, end);
+  if (shape.duplicate) return undefined;
+  if (value === original) return [raw.subarray(start, end)];
+  const elements = shape.elements;
+  if (!Array.isArray(value) || !Array.isArray(original) || !elements || elements.length !== original.length) return undefined;
   const at = new Map<unknown, number>();
   original.forEach((v, i) => isContainer(v) && !at.has(v) && at.set(v, i));
   const pieces: Array<Buffer | string> = [];
@@ -258,12 +261,12 @@ function copiedValue(key: string, value: unknown, source: { raw: Buffer; parsed:
     // Kept elements stay in their order (a filter); anything else is serialised.
     if (k !== undefined && k >= next) {
       const span = elements[k] as [number, number];
-      if (run && k === next) run[1] = span[1];
+      if (run && k === next) run[1] = start + span[1];
       else {
         endRun();
         pieces.push(i ? `${text},` : text);
         text = '';
-        run = [span[0], span[1]];
+        run = [start + span[0], start + span[1]];
       }
       next = k + 1;
     } else {
@@ -274,6 +277,32 @@ function copiedValue(key: string, value: unknown, source: { raw: Buffer; parsed:
   endRun();
   pieces.push(`${text}]`);
   return pieces;
+}
+
+/** What copying a member needs to know of its text: whether it names a key twice, and its elements' spans (relative to its start) if an array. */
+interface MemberShape {
+  duplicate: boolean;
+  elements: Array<[number, number]> | undefined;
+}
+
+function shapeOf(raw: Buffer, start: number, end: number): MemberShape {
+  const duplicate = hasDuplicateKey(raw, start, end);
+  const text = raw.subarray(start, end);
+  return { duplicate, elements: duplicate ? undefined : elementSpans(text, 0, text.length) };
+}
+
+/**
+ * The shape of the last policy-read member looked at, by its exact bytes: an agent sends the same
+ * tool list with every call of a run, and comparing bytes (memcmp) costs a fraction of reading them.
+ */
+let remembered: { text: Buffer; shape: MemberShape } | undefined;
+
+function rememberedShape(raw: Buffer, start: number, end: number): MemberShape {
+  const text = raw.subarray(start, end);
+  if (remembered?.text.equals(text)) return remembered.shape;
+  const shape = shapeOf(raw, start, end);
+  remembered = { text: Buffer.from(text), shape };
+  return shape;
 }
 
 /** The byte span of each element of the JSON array text `raw[start, end)`; undefined when it cannot be followed. */
