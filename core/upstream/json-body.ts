@@ -296,12 +296,14 @@ function shapeOf(raw: Buffer, start: number, end: number): MemberShape {
  * tool list with every call of a run, and comparing bytes (memcmp) costs a fraction of reading them.
  */
 let remembered: { text: Buffer; shape: MemberShape } | undefined;
+const MAX_REMEMBERED = 1024 * 1024;
 
 function rememberedShape(raw: Buffer, start: number, end: number): MemberShape {
   const text = raw.subarray(start, end);
   if (remembered?.text.equals(text)) return remembered.shape;
   const shape = shapeOf(raw, start, end);
-  remembered = { text: Buffer.from(text), shape };
+  // A tool list is tens of KB; a member far larger is not worth holding a copy of.
+  if (text.length <= MAX_REMEMBERED) remembered = { text: Buffer.from(text), shape };
   return shape;
 }
 
