@@ -35,6 +35,8 @@ const LABEL_CONFIG = 'airlock.prepared.config';
 const LABEL_BASE = 'airlock.prepared.base-image-id';
 const LABEL_INPUTS = 'airlock.prepared.inputs';
 const LABEL_CREATED = 'airlock.prepared.created';
+/** How many workspace entries the image holds (set by the host when it commits; absent on older images). */
+const LABEL_WORKSPACE_ENTRIES = 'airlock.prepared.workspace-entries';
 const WORKSPACE = '/workspace';
 const HOME = '/home/airlock';
 
@@ -62,6 +64,11 @@ export interface PreparedLookup {
   inputs: PreparedInputs;
   /** The prepared image's id when one exists for these inputs. */
   existingId?: string;
+  /**
+   * Whether the existing image has workspace files to put back: false only when the host recorded,
+   * at commit, that setup left none (then a run on it has nothing to restore there or to collect).
+   */
+  restoresWorkspace?: boolean;
 }
 
 /** The inputs of a setup, read on the host (the manifests' bytes from the project folder). */
@@ -81,12 +88,12 @@ export function preparedKey(i: PreparedInputs): string {
 export async function lookupPrepared(docker: Docker, inputs: PreparedInputs): Promise<PreparedLookup> {
   const key = preparedKey(inputs);
   const ref = `${PREPARED_REPOSITORY}:${key}`;
-  const existingId = await docker
+  const existing = await docker
     .getImage(ref)
     .inspect()
-    .then((i) => (i.Config?.Labels?.[LABEL_KEY] === key ? i.Id : undefined))
+    .then((i) => (i.Config?.Labels?.[LABEL_KEY] === key ? { id: i.Id, entries: i.Config.Labels[LABEL_WORKSPACE_ENTRIES] } : undefined))
     .catch(() => undefined);
-  return { key, ref, inputs, ...(existingId ? { existingId } : {}) };
+  return { key, ref, inputs, ...(existing ? { existingId: existing.id, restoresWorkspace: existing.entries !== '0' } : {}) };
 }
 
 /**
@@ -138,8 +145,21 @@ export async function capturePrepared(
   } finally {
     await channel.run({ argv: ['rm', '-f', list], timeoutMs: 30_000 }).catch(() => undefined);
   }
-  const image = commitPrepared(docker, target, tarFile).finally(removeTar);
+  const image = commitPrepared(docker, target, tarFile, workspaceEntriesToRestore(names, unchangedProjectFiles)).finally(removeTar);
   return { image };
+}
+
+/**
+ * How many of the captured workspace entries a later run would have to put back: the folders of the
+ * project's own files are there already (hydrated), and restoring them changes nothing a result is
+ * made of, so they do not count. None left: a run on the image skips the restore and the collect.
+ */
+function workspaceEntriesToRestore(names: string[], unchangedProjectFiles: Set<string>): number {
+  const projectFolders = new Set<string>();
+  for (const file of unchangedProjectFiles) {
+    for (let d = path.posix.dirname(file); d !== '.' && !projectFolders.has(d); d = path.posix.dirname(d)) projectFolders.add(d);
+  }
+  return names.filter((n) => n.startsWith('workspace/') && !projectFolders.has(n.slice('workspace/'.length))).length;
 }
 
 /** The tar of the listed names (relative to `/`: `workspace/…`, `home/airlock/…`), nothing else. */
@@ -169,7 +189,7 @@ async function streamToFile(channel: ChannelClient, argv: string[], file: string
  * never-started container, not of the run's sandbox: the sandbox's root is read-only and setup's
  * changes live in its volume and tmpfs, which a commit of it would not hold.
  */
-async function commitPrepared(docker: Docker, t: PreparedLookup & { derivedRef: string }, tarFile: string): Promise<{ id: string; size: number }> {
+async function commitPrepared(docker: Docker, t: PreparedLookup & { derivedRef: string }, tarFile: string, workspaceEntries: number): Promise<{ id: string; size: number }> {
   const derived = await docker.getImage(t.derivedRef).inspect();
   const labels: Record<string, string> = {
     ...(derived.Config?.Labels ?? {}),
@@ -181,6 +201,7 @@ async function commitPrepared(docker: Docker, t: PreparedLookup & { derivedRef: 
     [LABEL_BASE]: t.inputs.baseImageId,
     [LABEL_INPUTS]: JSON.stringify({ files: Object.keys(t.inputs.files), setupAllowlist: t.inputs.setupAllowlist, derivedImageId: t.inputs.derivedImageId }),
     [LABEL_CREATED]: new Date().toISOString(),
+    [LABEL_WORKSPACE_ENTRIES]: String(workspaceEntries),
   };
   const container = await docker.createContainer({
     Image: derived.Id,

@@ -64,6 +64,8 @@ export interface PreparedState {
   ref: string;
   /** The image exists: the run starts from it and setup is not run again. */
   reuse: boolean;
+  /** With `reuse`: the image has workspace files to put back (false: setup left none, so nothing there to restore or collect). */
+  restoresWorkspace: boolean;
   /**
    * Keeps the state setup left in the sandbox (before the agent), as this key's image: resolves once
    * the state has left the sandbox; `image` settles when the image is committed (capturePrepared).
@@ -172,6 +174,7 @@ export async function prepareRunEnvironment(
     key: lookup.key,
     ref: lookup.ref,
     reuse: lookup.existingId !== undefined,
+    restoresWorkspace: lookup.restoresWorkspace !== false,
     capture: (channel, unchanged) => capturePrepared(engine.docker, channel, { ...lookup, derivedRef: prepared.derived.id }, unchanged),
     markUsed: () => usage.touch(lookup.key),
   };

@@ -39,11 +39,17 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
     await restorePrepared(host, run, sandbox, prepared);
   }
   if (hooks.length) await runHooks(host, run, sandbox, { ...plan, hooks });
-  // The agent starts from the workspace as setup left it: that is its baseline (derived on the host, like every result).
-  const after = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
-  run.hydrated = { ...hydrated, hostBaseline: Promise.resolve(after.result.resultCommit) };
-  await run.audit.append('note', { message: `setup finished; it changed ${after.result.changes.length} file(s), the agent's starting point (not its work)` });
-  if (prepared && !reuse) await keepPrepared(host, run, prepared, hydrated.manifest, after.result.changes);
+  if (reuse && prepared && !prepared.restoresWorkspace && !hooks.length) {
+    // Nothing ran in the workspace and the image holds no workspace files (the host's own record of
+    // what it committed): the hydrated project is already the agent's starting point.
+    await run.audit.append('note', { message: "setup finished; the prepared environment holds no workspace files, so the agent's starting point is the project as copied in" });
+  } else {
+    // The agent starts from the workspace as setup left it: that is its baseline (derived on the host, like every result).
+    const after = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
+    run.hydrated = { ...hydrated, hostBaseline: Promise.resolve(after.result.resultCommit) };
+    await run.audit.append('note', { message: `setup finished; it changed ${after.result.changes.length} file(s), the agent's starting point (not its work)` });
+    if (prepared && !reuse) await keepPrepared(host, run, prepared, hydrated.manifest, after.result.changes);
+  }
   run.terminal.write(`\x1b[1;36m── Agent ──\x1b[0m\r\n`);
 }
 
@@ -75,7 +81,7 @@ async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, p
   run.terminal.write(`\x1b[36m[setup] starting from the prepared environment ${prepared.ref} (same inputs: setup not run again)\x1b[0m\r\n`);
   // The home's copy started with hydrate (restorePreparedHome); the workspace's goes over the fresh project.
   const home = await (run.preparedHome ?? restorePreparedHome(sandbox));
-  const r = home.exitCode === 0 ? await sandbox.channel.run({ argv: restoreArgv('workspace'), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS }) : home;
+  const r = home.exitCode === 0 && prepared.restoresWorkspace ? await sandbox.channel.run({ argv: restoreArgv('workspace'), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS }) : home;
   if (r.exitCode !== 0) {
     throw new AirlockError('SANDBOX_FAILED', `Putting the prepared environment ${prepared.ref} in place failed (status ${r.exitCode ?? 'killed'}): ${r.stderr.toString('utf8').trim().slice(-1000)}. Clear it with \`airlock env prune\` and run again: setup will run and prepare it anew.`, { field: 'environment' });
   }

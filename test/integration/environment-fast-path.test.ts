@@ -9,7 +9,7 @@
  *   claims it and finds nothing of the run before, `env prune` drains the pool of a prepared image
  *   before removing it, and closing the app wipes what is left and it is verified gone.
  */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Docker from 'dockerode';
@@ -167,8 +167,13 @@ describe.skipIf(!docker.ok)('the prepared path: build record and warm pool (real
 
     // Run 2, on project A again: it claims the pooled sandbox of the prepared image, sees the prepared
     // state but nothing run 1 left.
-    const second = await run(a, 'cat "$HOME/prepared-mark"; cat "$HOME/left-by-a" /tmp/left-by-a 2>&1; ls');
+    const second = await run(a, 'cat "$HOME/prepared-mark"; cat "$HOME/left-by-a" /tmp/left-by-a 2>&1; ls; echo made > agent-made.txt');
     expect(second.environment?.prepared?.status).toBe('reused');
+    // Setup left nothing in the workspace but the project's own folder (the host counted it at commit):
+    // nothing is put back there or collected again, and review shows the agent's file alone.
+    expect((await engine.getImage(preparedId).inspect()).Config.Labels['airlock.prepared.workspace-entries']).toBe('0');
+    expect(await readFile(f.core.store.paths(second.id).audit, 'utf8')).toContain('holds no workspace files');
+    expect(second.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['added agent-made.txt']);
     expect(second.wipe?.pooledAs).toBe(pooledLabel);
     expect(second.wipe?.verified).toBe(true);
     const seen = JSON.stringify(f.upstream.requests.at(-1)?.body ?? {});

@@ -113,6 +113,9 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     expect(second.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['added agent.txt']);
     const audit2 = await import('node:fs/promises').then((fs) => fs.readFile(f.core.store.paths(second.id).audit, 'utf8'));
     expect(audit2).toContain(`setup skipped: started from the prepared environment ${ref}`);
+    // Setup's files are in the image (counted by the host at commit), so they are put back and collected as the baseline.
+    expect(Number((await (await connectEngine()).docker.getImage(ref).inspect()).Config.Labels['airlock.prepared.workspace-entries'])).toBeGreaterThan(0);
+    expect(audit2).toContain('setup finished; it changed');
 
     // The canaries: the prepared image holds setup's state and nothing of any agent phase, no token, no key.
     const bytes = await savedImage(ref);
