@@ -109,10 +109,18 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     await pty.exited;
     // The helper is back at the engine's value (Docker's default OomScoreAdj: 0) after all those
     // spawns, and the kernel's own ranking (oom_score) puts a command above it.
-    const scores = await client.run({ argv: ['sh', '-c', `cat /proc/${helper}/oom_score_adj /proc/${helper}/oom_score /proc/self/oom_score`] });
-    const [helperAdj, helperScore, commandScore] = scores.stdout.toString().trim().split('\n').map(Number);
-    expect(helperAdj).toBe(0);
-    expect(commandScore).toBeGreaterThan(helperScore!);
+    // The command that reads it was itself spawned with the helper's value raised: on a loaded machine
+    // it can run before the helper has put its value back, so read until it is back (a helper that never
+    // restores keeps this at 1000 and fails).
+    let helperScore = Number.NaN;
+    let commandScore = Number.NaN;
+    await vi.waitFor(async () => {
+      const scores = await client.run({ argv: ['sh', '-c', `cat /proc/${helper}/oom_score_adj /proc/${helper}/oom_score /proc/self/oom_score`] });
+      const [helperAdj, hs, cs] = scores.stdout.toString().trim().split('\n').map(Number);
+      expect(helperAdj).toBe(0);
+      [helperScore, commandScore] = [hs!, cs!];
+    }, { timeout: 10_000, interval: 100 });
+    expect(commandScore).toBeGreaterThan(helperScore);
     // The agent may lower its own score, but not below the floor it inherited, which is the helper's value.
     // (The kernel answers EACCES, which dash's echo reports as an I/O error.)
     const lower = await client.run({ argv: ['sh', '-c', 'echo 0 > /proc/self/oom_score_adj && echo lowered; (echo -1 > /proc/self/oom_score_adj) 2>/dev/null && echo below; cat /proc/self/oom_score_adj'] });
