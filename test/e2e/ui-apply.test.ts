@@ -235,4 +235,30 @@ describe.skipIf(!docker.ok || !chromium.ok)('review and apply like a git client 
     expect(log.at(-1)?.data).toMatchObject({ mode: 'patch', target: 'download', patchSha256: hostPatch.sha256 });
     expect(pageErrors).toEqual([]);
   });
+
+  it('every screen has an address: reload stays on Review, Back and Forward move between screens inside the app', async () => {
+    await openReview();
+    const origin = new URL(host.url).origin;
+    const fragment = () => new URL(page.url()).hash;
+    expect(fragment()).toBe(`#/review/${runId}`);
+    await page.reload();
+    await page.locator('.file-row[data-path="src/big.txt"]').waitFor();
+    expect(fragment()).toBe(`#/review/${runId}`);
+    // Back: the run's screen, then History, all on the app's own page.
+    await page.goBack();
+    await page.getByRole('button', { name: 'Review & apply' }).waitFor();
+    expect(fragment()).toBe(`#/run/${runId}`);
+    await page.goBack();
+    await page.locator(`tr[data-run="${runId}"]`).waitFor();
+    expect(fragment()).toBe('#/history');
+    expect(new URL(page.url()).origin).toBe(origin);
+    await page.goForward();
+    await page.getByRole('button', { name: 'Review & apply' }).waitFor();
+    // A link to a review opens it in a fresh page too.
+    const other = await page.context().newPage();
+    await other.goto(`${host.url}#/review/${runId}`);
+    await other.locator('.file-row[data-path="src/big.txt"]').waitFor();
+    await other.close();
+    expect(pageErrors).toEqual([]);
+  });
 });

@@ -26,10 +26,10 @@ function Node({ node, selected, onSelect }: { node: TreeNode; selected?: string;
   );
 }
 
-/** The changed files of a run as a directory tree. */
-export function FileTreeView({ files, selected, onSelect }: { files: readonly ChangedFile[]; selected?: string; onSelect(path: string): void }) {
+/** The changed files of a run as a directory tree; `final`: the run has ended (no "yet"). */
+export function FileTreeView({ files, selected, onSelect, final = false }: { files: readonly ChangedFile[]; selected?: string; onSelect(path: string): void; final?: boolean }) {
   const tree = useMemo(() => buildFileTree(files), [files]);
-  if (files.length === 0) return <div className="empty">No changed files yet.</div>;
+  if (files.length === 0) return <div className="empty">{final ? 'The run changed no files.' : 'No changed files yet.'}</div>;
   return (
     <div className="tree" role="tree" aria-label="Changed files">
       <ul>{tree.children.map((c) => <Node key={c.path} node={c} selected={selected} onSelect={onSelect} />)}</ul>

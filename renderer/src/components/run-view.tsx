@@ -101,8 +101,19 @@ export function RunView({ runId }: { runId: string }) {
   }, [runId, run?.changedFiles, run?.status]);
 
   if (!run) return <><ErrorBanner message={error} /><div className="empty">Loading run…</div></>;
-  const started = run.startedAt ?? run.createdAt;
-  const elapsed = (run.endedAt ? Date.parse(run.endedAt) : now) - Date.parse(started);
+  // The whole run, setup included, from the moment it was asked for; the agent's own share in the title.
+  const end = run.endedAt ? Date.parse(run.endedAt) : now;
+  const elapsed = end - Date.parse(run.createdAt);
+  const agentTime = run.startedAt ? `the agent: ${formatElapsed(end - Date.parse(run.startedAt))}` : 'the agent has not started';
+  const changes = (
+    <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
+      <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>
+      <div className="files-diff">
+        <FileTreeView files={files ?? []} selected={selected} onSelect={setSelected} final={final} />
+        <DiffViewer runId={runId} path={selected} />
+      </div>
+    </section>
+  );
 
   return (
     <>
@@ -112,7 +123,7 @@ export function RunView({ runId }: { runId: string }) {
         {run.pendingApproval && !final
           ? <span className="waiting-for-you" aria-label="Waiting for you">waiting for you</span>
           : run.phase && !final && <span className="muted">{run.phase}</span>}
-        <span className="mono" aria-label="Elapsed">{formatElapsed(elapsed)}</span>
+        <span className="mono" aria-label="Elapsed" title={`the whole run (setup included); ${agentTime}`}>{formatElapsed(elapsed)}</span>
         <div className="meter" aria-label="Usage">
           <span>in <b>{formatTokens(run.usage.inputTokens)}</b></span>
           {(run.usage.cacheReadTokens > 0 || run.usage.cacheWriteTokens > 0) && (
@@ -158,6 +169,8 @@ export function RunView({ runId }: { runId: string }) {
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {!final && <NetworkApprovalPrompts runId={runId} events={live?.events ?? EMPTY_EVENTS} />}
+      {/* A finished run's result comes first; a live run's files sit under its transcript and terminal. */}
+      {final && changes}
       {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} {...(run.forwardPorts ? { forwardPorts: run.forwardPorts } : {})} />}
       {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
@@ -170,13 +183,7 @@ export function RunView({ runId }: { runId: string }) {
         <section className="panel" aria-label="Terminal">
           <TerminalPanel runId={runId} live={!final} />
         </section>
-        <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
-          <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>
-          <div className="files-diff">
-            <FileTreeView files={files ?? []} selected={selected} onSelect={setSelected} />
-            <DiffViewer runId={runId} path={selected} />
-          </div>
-        </section>
+        {!final && changes}
       </div>
     </>
   );

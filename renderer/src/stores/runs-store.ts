@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import type { ContinueRunInput, RunEvent, RunRecord, RunSummary, StartRunInput } from '../../../contracts';
+import { isFinalStatus, type ContinueRunInput, type RunEvent, type RunRecord, type RunSummary, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 
 /** Events kept in memory per run for the transcript; command output lives in the terminal instead. */
@@ -106,6 +106,15 @@ export const useRunsStore = create<RunsState>()((set, get) => {
         runs: { ...s.runs, [summary.id]: { ...s.runs[summary.id], ...summary } },
         order: s.order.includes(summary.id) ? s.order : [summary.id, ...s.order],
       }));
+      // A run being looked at has just ended: its kept record (summary, wipe proof…) was read while it
+      // ran; read the final one, so Review's commit message is the agent's summary from the start.
+      const kept = get().live[summary.id]?.record;
+      if (kept && !isFinalStatus(kept.status) && isFinalStatus(summary.status)) {
+        void api().call('runs:get', { runId: summary.id }).then((record) => {
+          set((s) => (s.live[summary.id] ? { live: { ...s.live, [summary.id]: { ...(s.live[summary.id] as RunLive), record } } } : s));
+          // A failed read keeps the record read while it ran: Review then starts from the task, as before.
+        }, () => undefined);
+      }
     },
     applyEvent(event) {
       const live = get().live[event.runId];

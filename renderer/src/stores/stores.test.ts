@@ -36,6 +36,16 @@ describe('stores over the contracts (fake services, real router)', () => {
     expect(useRunsStore.getState().order[0]).toBe(run.id);
   });
 
+  it('runs: a run opened while it ran gets its final record when it ends (the summary Review\'s commit message starts from)', async () => {
+    const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'a long task that the commit subject would cut', provider: 'anthropic', model: 'm', approval: 'ask' });
+    await vi.waitFor(() => expect(Boolean(useRunsStore.getState().runs[run.id]?.pendingApproval)).toBe(true));
+    await useRunsStore.getState().open(run.id);
+    expect(useRunsStore.getState().live[run.id]?.record?.summary).toBeUndefined();
+    services.finish(run.id);
+    await vi.waitFor(() => expect(useRunsStore.getState().live[run.id]?.record?.summary).toBe('Added a greeting to README.md.'));
+    expect(useRunsStore.getState().live[run.id]?.record?.status).toBe('done');
+  });
+
   it('runs: a replay merges with live events by seq: nothing lost, nothing doubled', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm' });
     services.finish(run.id);
