@@ -43,6 +43,11 @@ export function EnvironmentField({ defaultEnvironment }: { defaultEnvironment?: 
       </div>
       {found.needsChoice && !picked && <div className="hint" role="status" data-testid="environment-needs-choice">{found.needsChoice.replace(/, e\.g\. --environment .*$/, '')}: pick one above.</div>}
       {option?.problem && <div className="del-n" role="alert">{option.problem}</div>}
+      {picked === undefined && option?.kind === 'devcontainer' && option.trust && option.trust !== 'trusted' && !trust && (
+        <div className="banner warn" role="status" data-testid="environment-fallback">
+          Not {option.trust === 'changed' ? 'accepted since it changed' : 'accepted yet'}: this run will use Airlock&apos;s own image, not {option.label.replace(/^devcontainer: /, '')}. Tick the box below to build and use it.
+        </div>
+      )}
       {option && option.trust && option.trust !== 'trusted' && (
         <label className="row hint">
           <input type="checkbox" checked={trust} onChange={(e) => set({ trustEnvironment: e.target.checked })} />

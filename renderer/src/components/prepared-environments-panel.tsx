@@ -3,7 +3,7 @@ import type { ErrorInfo } from '../../../contracts';
 import { formatBytes } from '../../../contracts/format';
 import { api, errorInfo } from '../api';
 import { useAction } from '../hooks/use-action';
-import { ErrorBanner } from './common';
+import { ConfirmInline, ErrorBanner } from './common';
 
 /**
  * Settings → Prepared environments (docs/architecture.md §16): how many the engine keeps for this
@@ -15,6 +15,7 @@ export function PreparedEnvironmentsPanel() {
   const { busy, failure, run } = useAction();
   const error = failure ?? loadError;
   const [cleared, setCleared] = useState<string>();
+  const [confirming, setConfirming] = useState(false);
   const load = () =>
     api().call('environments:list', {}).then(
       (r) => { setState({ count: r.environments.length, bytes: r.totalBytes }); setLoadError(undefined); },
@@ -31,10 +32,21 @@ export function PreparedEnvironmentsPanel() {
       <h2 id="s-prepared-title">Prepared environments</h2>
       <p className="muted">What a devcontainer&apos;s setup commands left, kept as an image on the container engine so the next run on the same inputs skips setup. Nothing of any agent, no run token and no key is in them.</p>
       <div className="row">
-        <span data-testid="prepared-size">{state ? `${state.count} kept, ${formatBytes(state.bytes)}` : error ? 'unknown' : 'Reading…'}</span>
-        <button type="button" className="btn small" disabled={busy || !state?.count} onClick={() => void clear()}>{busy ? 'Clearing…' : 'Clear'}</button>
+        {/* An image's size here is what setup added to the image it ran in (the shared layers below are not its own). */}
+        <span data-testid="prepared-size" title="what setup added on top of each environment's image">{state ? `${state.count} kept, ${formatBytes(state.bytes)} added by setup` : error ? 'unknown' : 'Reading…'}</span>
+        {!confirming && <button type="button" className="btn small" disabled={busy || !state?.count} onClick={() => setConfirming(true)}>{busy ? 'Clearing…' : 'Clear'}</button>}
         {cleared && <span className="muted" role="status">{cleared}</span>}
       </div>
+      {confirming && (
+        <ConfirmInline
+          label="Confirm clearing prepared environments"
+          question={`Remove ${state?.count ?? 0} prepared environment(s)? The next run on each project runs its setup again.`}
+          confirm="Clear"
+          cancel="Keep them"
+          onConfirm={() => { setConfirming(false); void clear(); }}
+          onCancel={() => setConfirming(false)}
+        />
+      )}
       <ErrorBanner error={error} />
     </section>
   );

@@ -1,6 +1,7 @@
 import type { RunEvent, RunRecord } from '../../../contracts';
 import { auditHighlights } from '../lib/audit-summary';
-import { formatTime } from '../lib/format';
+import { summarizeEnvironment } from '../lib/environment-summary';
+import { formatElapsed, formatTime } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { AuditVerdict, useAuditLog } from './audit-view';
 
@@ -34,6 +35,28 @@ function WipeProof({ runId, wipe }: { runId: string; wipe: RunRecord['wipe'] }) 
   );
 }
 
+/** Which environment ran and where from, a devcontainer found and not used, and the time before the agent started. */
+function EnvironmentReport({ run }: { run: RunRecord }) {
+  const env = summarizeEnvironment(run.environment);
+  const end = run.endedAt ? Date.parse(run.endedAt) : undefined;
+  const agentFrom = run.startedAt ? Date.parse(run.startedAt) : undefined;
+  return (
+    <section aria-label="Environment">
+      <h3>Environment</h3>
+      <div>{env.title}</div>
+      {env.fallback && <div className="risk-reason" role="note" data-testid="environment-fallback">Not the project&apos;s <span className="mono">{env.fallback.config}</span>: {env.fallback.reason}</div>}
+      {env.prepared && <div className="muted">{env.prepared}</div>}
+      {run.environment && run.environment.notApplied.length > 0 && !env.fallback && (
+        <div className="muted">Not applied: {run.environment.notApplied.map((n) => n.field).join(', ')}</div>
+      )}
+      <div className="muted">
+        {agentFrom !== undefined ? `Before the agent (sandbox, copy-in, setup): ${formatElapsed(agentFrom - Date.parse(run.createdAt))}` : 'The agent never started.'}
+        {agentFrom !== undefined && end !== undefined ? ` · the agent: ${formatElapsed(end - agentFrom)}` : ''}
+      </div>
+    </section>
+  );
+}
+
 /**
  * What a finished run leaves as proof: the audit log's verdict, the wipe, the files kept out of
  * the sandbox, the approvals asked and answered, and the network attempts. Approvals and network
@@ -51,6 +74,7 @@ export function RunReport({ run, events }: { run: RunRecord; events: readonly Ru
         <button className="btn" onClick={() => navigate({ name: 'audit', runId: run.id })}>Open audit log</button>
       </AuditVerdict>
       <div className="report-grid">
+        <EnvironmentReport run={run} />
         <section aria-label="Sandbox wipe">
           <h3>Sandbox wipe</h3>
           <WipeProof runId={run.id} wipe={run.wipe} />

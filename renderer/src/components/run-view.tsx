@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { isFinalStatus, type RunRecord } from '../../../contracts';
 import { api, errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
+import { summarizeEnvironment } from '../lib/environment-summary';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
@@ -84,11 +85,13 @@ export function RunView({ runId }: { runId: string }) {
   const final = run ? isFinalStatus(run.status) : false;
   const now = useNow(Boolean(run && !final));
   // The whole record (wipe proof, exclusions, limits) once the run has ended.
+  // Read again as the run moves on: the environment that runs is known once it is prepared (the header's notice).
   const [record, setRecord] = useState<RunRecord>();
+  useEffect(() => setRecord(undefined), [runId]);
+  const status = run?.status;
   useEffect(() => {
-    setRecord(undefined);
-    if (final) api().call('runs:get', { runId }).then(setRecord, (err) => setError(errorMessage(err)));
-  }, [runId, final]);
+    if (status && status !== 'queued') api().call('runs:get', { runId }).then(setRecord, (err) => setError(errorMessage(err)));
+  }, [runId, status]);
 
   useEffect(() => {
     setSelected(undefined);
@@ -105,6 +108,7 @@ export function RunView({ runId }: { runId: string }) {
   const end = run.endedAt ? Date.parse(run.endedAt) : now;
   const elapsed = end - Date.parse(run.createdAt);
   const agentTime = run.startedAt ? `the agent: ${formatElapsed(end - Date.parse(run.startedAt))}` : 'the agent has not started';
+  const fallback = record?.id === runId ? summarizeEnvironment(record.environment).fallback : undefined;
   const changes = (
     <section className="panel" aria-label="Changes" style={{ gridColumn: '1 / -1' }}>
       <h2>Changed files {files ? <span className="muted">({files.length})</span> : null}</h2>
@@ -166,12 +170,17 @@ export function RunView({ runId }: { runId: string }) {
             check {run.check.passed ? 'passed' : `failed (exit ${run.check.exitCode ?? (run.check.timedOut ? 'timeout' : 'none')})`}</span>}
         </div>
       )}
+      {fallback && (
+        <div className="banner warn" role="status" aria-label="Environment not used">
+          This run used Airlock&apos;s own image, not the project&apos;s <span className="mono">{fallback.config}</span>: {fallback.reason}
+        </div>
+      )}
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {!final && <NetworkApprovalPrompts runId={runId} events={live?.events ?? EMPTY_EVENTS} />}
       {/* A finished run's result comes first; a live run's files sit under its transcript and terminal. */}
       {final && changes}
-      {final && record?.id === runId && <RunReport run={record} events={live?.events ?? []} />}
+      {final && record?.id === runId && isFinalStatus(record.status) && <RunReport run={record} events={live?.events ?? []} />}
       {!final && <RunNetworkPanel runId={runId} network={run.network} {...(run.forwardPorts ? { forwardPorts: run.forwardPorts } : {})} />}
       {final && run.status !== 'interrupted' && <ContinuePanel runId={runId} />}
       <CheckpointTimeline runId={runId} final={final && run.status !== 'interrupted'} />
