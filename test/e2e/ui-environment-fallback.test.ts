@@ -4,7 +4,7 @@
  * run form), while it runs (the header) and after (the report). Chromium against the real core served
  * by `airlock serve`, a real engine, the scripted upstream.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
