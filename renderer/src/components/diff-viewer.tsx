@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState, type ReactElement } from 'react';
 import type { FileDiff } from '../../../contracts';
 import { formatBytes } from '../lib/format';
+import { hunkAnchor, lineAnchor, type CommentAnchor } from '../lib/review-comments';
 import { hunkIds, lineId } from '../lib/selection';
 import { countLines, parseUnifiedDiff, toSplitRows, type DiffLine } from '../lib/unified-diff';
 import { diffKey, scopeArgs, useDiffStore, type ViewScope } from '../stores/diff-store';
@@ -31,6 +32,17 @@ export interface DiffPick {
   set(ids: string[], on: boolean): void;
 }
 
+/** Comments to the agent in a diff (Review): where one can be opened, and where one is kept. */
+export interface DiffComments {
+  open(anchor: CommentAnchor): void;
+  has(anchor: CommentAnchor): boolean;
+}
+
+function CommentButton({ anchor, label, comments }: { anchor: CommentAnchor; label: string; comments: DiffComments }) {
+  const kept = comments.has(anchor);
+  return <button type="button" className={`comment-btn${kept ? ' kept' : ''}`} aria-label={`comment on ${label}`} title={kept ? 'Edit your comment' : 'Comment for the agent'} onClick={() => comments.open(anchor)}>{kept ? '●' : '+'}</button>;
+}
+
 /** A checkbox that shows "some" as indeterminate. */
 function PickBox({ state, label, onChange }: { state: 'all' | 'some' | 'none'; label: string; onChange(on: boolean): void }) {
   return (
@@ -45,7 +57,7 @@ function PickBox({ state, label, onChange }: { state: 'all' | 'some' | 'none'; l
   );
 }
 
-export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified' | 'split'; pick?: DiffPick }) {
+export function DiffBody({ diff, mode, pick, comments }: { diff: FileDiff; mode: 'unified' | 'split'; pick?: DiffPick; comments?: DiffComments }) {
   const [showAll, setShowAll] = useState(false);
   const hunks = useMemo(() => parseUnifiedDiff(diff.diff), [diff.diff]);
   if (diff.binary) {
@@ -60,7 +72,8 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
   const rows: ReactElement[] = [];
   const isPicked = (id: string) => !pick?.picked || pick.picked.has(id);
   // Split: a pick column before each side (removals tick on the left, additions on the right).
-  const cols = mode === 'split' ? 4 + (pick ? 2 : 0) : 3 + (pick ? 1 : 0);
+  // Unified: a comment column after the text (changed lines only; split comments by hunk).
+  const cols = mode === 'split' ? 4 + (pick ? 2 : 0) : 3 + (pick ? 1 : 0) + (comments ? 1 : 0);
   /** The checkbox cell of one side of a split row: only a removal (left) or an addition (right) has one. */
   const sidePick = (line: DiffLine | undefined, side: 'old' | 'new') => {
     const id = line && line.kind === (side === 'old' ? 'del' : 'add') ? lineId(line) : undefined;
@@ -77,7 +90,7 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
     rows.push(
       <tr className="hunk" key={`h${hi}`} data-hunk={hi}>
         {pick && <td className="pick-cell"><PickBox state={on === ids.length ? 'all' : on ? 'some' : 'none'} label={`hunk ${hi + 1}`} onChange={(v) => pick.set(ids, v)} /></td>}
-        <td colSpan={cols - (pick ? 1 : 0)}>{pick && <span className="hunk-no">hunk {hi + 1}</span>}{h.header}</td>
+        <td colSpan={cols - (pick ? 1 : 0)}>{(pick || comments) && <span className="hunk-no">hunk {hi + 1}</span>}{h.header}{comments && <CommentButton anchor={hunkAnchor(h, hi)} label={`hunk ${hi + 1}`} comments={comments} />}</td>
       </tr>,
     );
     if (mode === 'unified') {
@@ -91,6 +104,7 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
             <td className={`ln ${cls}`}>{l.oldNo ?? ''}</td>
             <td className={`ln ${cls}`}>{l.newNo ?? ''}</td>
             <td className={cls}>{l.kind === 'add' ? '+' : l.kind === 'del' ? '-' : ' '}{l.text}</td>
+            {comments && <td className="comment-cell">{id !== undefined && <CommentButton anchor={lineAnchor(l)!} label={`line ${id}`} comments={comments} />}</td>}
           </tr>,
         );
       }
@@ -126,7 +140,7 @@ export function DiffBody({ diff, mode, pick }: { diff: FileDiff; mode: 'unified'
  * checkboxes, when the host says this file's parts can be picked: in the split layout a removed line
  * is ticked in the left column and an added one in the right, with the same ids as unified.
  */
-export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?: string; scope?: ViewScope; pick?: DiffPick }) {
+export function DiffViewer({ runId, path, scope, pick, comments }: { runId: string; path?: string; scope?: ViewScope; pick?: DiffPick; comments?: DiffComments }) {
   const entry = useDiffStore((s) => (path ? s.diffs[diffKey(runId, path, scope)] : undefined));
   const [mode, setMode] = useState<'unified' | 'split'>('unified');
   useEffect(() => {
@@ -147,7 +161,7 @@ export function DiffViewer({ runId, path, scope, pick }: { runId: string; path?:
         {!entry && <div className="empty">Loading…</div>}
         {entry && 'error' in entry && <div className="empty del-n">{entry.error}</div>}
         {entry && !('error' in entry) && pick && entry.wholeFileOnly && entry.diff && <div className="muted whole-only" role="note">Whole file only: {entry.wholeFileOnly}.</div>}
-        {entry && !('error' in entry) && <DiffBody diff={entry} mode={mode} {...(pick && !entry.wholeFileOnly ? { pick } : {})} />}
+        {entry && !('error' in entry) && <DiffBody diff={entry} mode={mode} {...(pick && !entry.wholeFileOnly ? { pick } : {})} {...(comments ? { comments } : {})} />}
       </div>
     </div>
   );

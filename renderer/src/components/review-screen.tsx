@@ -1,10 +1,12 @@
-import { defaultCommitMessage, type ChangedFile } from '../../../contracts';
+import { useEffect, useRef, useState } from 'react';
+import { defaultCommitMessage, isFinalStatus, type ChangedFile } from '../../../contracts';
 import { useAction } from '../hooks/use-action';
 import { useApplyFlow } from '../hooks/use-apply-flow';
 import { useReviewData } from '../hooks/use-review-data';
 import { useReviewSelection } from '../hooks/use-review-selection';
 import { useSelectionPreview } from '../hooks/use-selection-preview';
 import { countOf } from '../lib/format';
+import { anchorKey, type CommentAnchor } from '../lib/review-comments';
 import { hunkIds } from '../lib/selection';
 import { useAppStore } from '../stores/app-store';
 import { appliedText, ErrorBanner } from './common';
@@ -12,6 +14,7 @@ import { ApplyOutcome } from './apply-outcome';
 import { DiffViewer } from './diff-viewer';
 import { MergeViewPanel } from './merge-view';
 import { PatchExport } from './patch-export';
+import { CommentEditor, ReviewCommentsPanel, SentCommentsNote, useDraftComments } from './review-comments-panel';
 
 /**
  * Review & apply, like a git client: tick files, and hunks or single lines of a text file; the
@@ -36,6 +39,27 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
   const flow = useApplyFlow({ runId, scope, checkpoint, request, requestKey: sel.requestKey, reviewed, defaultMessage, action });
   const { mode, result } = flow;
   const { busy, error } = action;
+
+  // Comments to the agent (§11, "Comments to the agent"): on the run's own result, not on a checkpoint.
+  const comments = useDraftComments(runId);
+  const [editing, setEditing] = useState<{ path: string; anchor: CommentAnchor }>();
+  const commenting = checkpoint === undefined && Boolean(collected);
+  const canSend = Boolean(run && isFinalStatus(run.status) && run.status !== 'interrupted');
+  // A rejected hunk is out of apply, once per result (a reload or a refetch resets the selection; the
+  // user may tick it again afterwards).
+  const unticked = useRef(new Set<string>());
+  const { hunksOf, resultKey } = data;
+  const { setLines } = sel;
+  useEffect(() => {
+    for (const c of comments) {
+      if (!c.rejected || c.anchor.kind !== 'hunk') continue;
+      const key = `${resultKey}\0${c.id}`;
+      const hunk = hunksOf(c.path)?.[c.anchor.hunk - 1];
+      if (!hunk || unticked.current.has(key)) continue;
+      unticked.current.add(key);
+      setLines(c.path, hunkIds(hunk), false);
+    }
+  }, [comments, hunksOf, resultKey, setLines]);
 
   const risky = ordered.filter((f) => f.risky);
   const partCount = request.selection.length;
@@ -80,6 +104,7 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
         </div>
       )}
       <ErrorBanner message={error} />
+      <SentCommentsNote runId={runId} />
       {risky.length > 0 && (
         <div className="banner" role="note">
           <b>{risky.length} change(s) can alter what runs on your machine later.</b> They are listed first and not selected: read them before applying.
@@ -109,6 +134,15 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
       {focused && (
         <section className="panel stack diff-panel" aria-label="Diff">
           {focusedIds && focusedIds.length > 0 && collected && <div className="muted pick-hint">Tick hunks or lines to apply only those; unticked changes stay as they are in your project.</div>}
+          {editing?.path === focused && (
+            <CommentEditor
+              key={anchorKey(editing.path, editing.anchor)}
+              runId={runId}
+              path={editing.path}
+              anchor={editing.anchor}
+              onClose={() => setEditing(undefined)}
+            />
+          )}
           <DiffViewer
             runId={runId}
             path={focused}
@@ -116,9 +150,13 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
             {...(collected && focusedFile && !focusedFile.binary
               ? { pick: { picked: sel.pickedOf(focused), set: (ids: string[], on: boolean) => sel.setLines(focused, ids, on) } }
               : {})}
+            {...(commenting && focusedFile && !focusedFile.binary
+              ? { comments: { open: (anchor: CommentAnchor) => setEditing({ path: focused, anchor }), has: (anchor: CommentAnchor) => comments.some((c) => anchorKey(c.path, c.anchor) === anchorKey(focused, anchor)) } }
+              : {})}
           />
         </section>
       )}
+      {commenting && <ReviewCommentsPanel runId={runId} canSend={canSend} />}
       <section className="panel stack" aria-label="Apply">
         <details className="patch-preview">
           <summary>

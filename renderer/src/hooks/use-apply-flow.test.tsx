@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { act, cleanup, renderHook } from '@testing-library/react';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ApplyResult, SelectionPatch } from '../../../contracts';
 import { FAKE_PATCH_SHA256 } from '../../../test/support/fake-services';
 import { connectFakeApp } from '../../../test/support/renderer-harness';
@@ -35,8 +35,11 @@ describe('useApplyFlow', () => {
         return answer ?? fakeApply(args);
       };
     }));
-    useAppStore.setState({ notices: [] });
     runId = (await useRunsStore.getState().start({ projectDir: '/p', task: 'greet', provider: 'anthropic', model: 'm' })).id;
+    // The run's own "Run done" notice comes once it has finished (asynchronously): clear after it, so
+    // the notices a test reads are the apply flow's alone, however loaded the machine.
+    await vi.waitFor(() => expect(useAppStore.getState().notices.some((n) => n.text.startsWith('Run done'))).toBe(true));
+    useAppStore.setState({ notices: [] });
   });
   afterEach(() => {
     cleanup();

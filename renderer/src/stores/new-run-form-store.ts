@@ -1,5 +1,6 @@
 import { create } from 'zustand';
 import { createJSONStorage, persist } from 'zustand/middleware';
+import { sessionStore } from './session-storage';
 import { newRunDefaults, runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 import { useAppStore } from './app-store';
@@ -63,24 +64,6 @@ const EMPTY: NewRunDraft = {
   budgetTokens: '',
   budgetUsd: '',
 };
-
-/** sessionStorage where there is one (the draft lasts as long as the window); memory otherwise. */
-function sessionStore(): Storage {
-  try {
-    if (typeof sessionStorage !== 'undefined') return sessionStorage;
-  } catch {
-    // storage blocked
-  }
-  const mem = new Map<string, string>();
-  return {
-    get length() { return mem.size; },
-    clear: () => mem.clear(),
-    getItem: (k) => mem.get(k) ?? null,
-    key: (i) => [...mem.keys()][i] ?? null,
-    removeItem: (k) => void mem.delete(k),
-    setItem: (k, v) => void mem.set(k, v),
-  };
-}
 
 /**
  * The New run form's draft: it outlives the screen (navigate away and back, or reload the window)
