@@ -253,7 +253,16 @@ export const resourcesCheck: ReadinessCheck = {
   },
 };
 
-/** Which isolation levels work here (containers, QEMU micro-VMs, Lima, WSL2), and why not. */
+/**
+ * What each isolation level still shares with the host, said plainly wherever the levels are listed
+ * (docs/architecture.md §2.3, "No way back to the host").
+ */
+export const ISOLATION_RISK =
+  'What remains: container (runc) shares the host\'s kernel, so a kernel bug reachable through the allowed system calls is a way out; ' +
+  'gvisor answers the agent\'s system calls in its own user-space kernel; vm runs its own kernel (QEMU; Lima\'s VM mounts your home folder; ' +
+  'WSL2 shares one kernel with every distribution and your Windows drives). For repositories you do not trust, use --isolation gvisor or vm.';
+
+/** Which isolation levels work here (containers, QEMU micro-VMs, Lima, WSL2), and why not, and what each still shares. */
 export const isolationCheck: ReadinessCheck = {
   id: 'isolation',
   label: 'Isolation levels',
@@ -262,7 +271,7 @@ export const isolationCheck: ReadinessCheck = {
     const engineOk = ctx.state.has('engine');
     const { vmAccel } = await ctx.app.settings.get();
     const probes = await probeIsolation({ env: ctx.env, accelSetting: vmAccel, docker: async () => ({ ok: engineOk, reason: engineOk ? '' : 'no container engine' }) });
-    const line = probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ');
+    const line = `${probes.map((p) => `${p.kind}: ${p.available ? 'yes' : 'no'}${p.accel ? ` (${p.accel})` : ''}${p.reason ? ` — ${p.reason}` : ''}`).join('; ')}. ${ISOLATION_RISK}`;
     // The driver `--isolation vm` uses on this platform (as RunService picks it); the New run form
     // offers "Virtual machine" only when it is available.
     const vmKind = process.platform === 'darwin' ? 'lima' : process.platform === 'win32' ? 'wsl' : 'qemu';

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { podmanSidecarAddresses, ROOT_SIDECAR_CAPS, sidecarContainerConfig, sidecarNetworkConfig, sidecarNetworkName } from './compose-sidecars';
 import { loadDevcontainer } from './devcontainer-config';
+import { seccompSecurityOpt } from '../sandbox/docker/seccomp-profile';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -115,7 +116,8 @@ describe('sidecar containers', () => {
     const hc = c.HostConfig ?? {};
     expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd).toEqual([]);
-    expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
+    // Airlock's seccomp profile, as for the sandbox (docs/architecture.md §2.3).
+    expect(hc.SecurityOpt).toEqual(['no-new-privileges', seccompSecurityOpt([])]);
     expect(hc.ReadonlyRootfs).toBe(true);
     expect(hc.Privileged).toBe(false);
     expect(hc.Binds).toEqual([]);

@@ -8,6 +8,7 @@ import { GVISOR_RUNTIME } from '../sandbox/docker/gvisor';
 import type { Isolation } from '../../contracts/runs';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, runLabels } from '../sandbox/labels';
 import type { ComposeService } from './compose-file';
+import { createContainerWithProfile, seccompSecurityOpt } from '../sandbox/docker/seccomp-profile';
 
 /**
  * Compose sidecars (docs/architecture.md §16): the devcontainer's other services (a database, a
@@ -134,7 +135,8 @@ export function sidecarContainerConfig(runId: string, s: SidecarImage, o: Sideca
       Privileged: false,
       CapDrop: ['ALL'],
       CapAdd: isRoot(user) ? ROOT_SIDECAR_CAPS : [],
-      SecurityOpt: ['no-new-privileges'],
+      // Airlock's seccomp profile, as for the sandbox (docs/architecture.md §2.3).
+      SecurityOpt: ['no-new-privileges', seccompSecurityOpt(isRoot(user) ? ROOT_SIDECAR_CAPS : [])],
       ReadonlyRootfs: !svc.writableRoot,
       Tmpfs: tmpfs,
       Binds: [],
@@ -222,7 +224,7 @@ export async function startSidecars(docker: Docker, runId: string, sidecars: Sid
   const network = o.network ?? { name: sidecarNetworkName(runId) };
   await Promise.all(
     sidecars.map(async (s) => {
-      const c = await docker.createContainer(sidecarContainerConfig(runId, s, o, network));
+      const c = await createContainerWithProfile(docker, o.engine ?? 'docker', sidecarContainerConfig(runId, s, o, network));
       await c.start();
     }),
   );

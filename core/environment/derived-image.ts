@@ -16,7 +16,7 @@ import { LABEL_DERIVED_FROM } from '../sandbox/labels';
  */
 
 /** Bump when the recipe below changes: every derived image is rebuilt. */
-export const DERIVE_RECIPE = 'airlock-derive-v2';
+export const DERIVE_RECIPE = 'airlock-derive-v3';
 export const DERIVED_REPOSITORY = 'airlock-env';
 /** Base images are tagged here by their id while derived images build FROM them. */
 export const BASE_REPOSITORY = 'airlock-env-base';
@@ -50,7 +50,9 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
   const check = [
     'set -e',
     `if ls /lib/ld-musl-* /usr/lib/ld-musl-* >/dev/null 2>&1; then echo "${INCOMPATIBLE_MARKER} it is built on musl libc (Alpine-style); Airlock's runtime needs glibc"; exit 42; fi`,
-    `/opt/airlock/node/node -e 0 >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} Airlock's Node does not start in it (it needs glibc 2.28 or newer with libstdc++)"; exit 42; }`,
+    // The helper runs through Airlock's loader, which reads this file whatever it is told (§2.3).
+    `if [ -e /etc/ld.so.preload ]; then echo "${INCOMPATIBLE_MARKER} it has /etc/ld.so.preload, which would load its libraries into Airlock's helper; remove that file from the image"; exit 42; fi`,
+    `/opt/airlock/lib/ld.so --inhibit-cache --library-path /opt/airlock/lib /opt/airlock/node/node -e 0 >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} Airlock's Node does not start in it (its kernel or CPU does not run Airlock's own C libraries)"; exit 42; }`,
     `command -v bash >/dev/null 2>&1 || { echo "${INCOMPATIBLE_MARKER} it has no bash (the agent's commands run in bash -lc)"; exit 42; }`,
     'mkdir -p /workspace /airlock',
     'chown 1000:1000 /workspace && chown 0:0 /airlock && chmod 0755 /airlock',

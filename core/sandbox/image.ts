@@ -6,7 +6,9 @@ import { pack } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { resourcePaths } from '../common/resources';
 import { BuildProgressParser, consumeBuildStream } from './build-progress';
-import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './docker/engine';
+import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './docker/engine';
+import type { EngineKind } from './docker/engine-endpoint';
+import { createContainerWithProfile, seccompSecurityOpt } from './docker/seccomp-profile';
 import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
@@ -146,7 +148,7 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
   try {
     if (opts.image) {
       emit({ phase: 'check', message: `checking ${opts.image}`, variant: 'custom' });
-      await checkImageCompatible(engine.docker, opts.image);
+      await checkImageCompatible(engine.docker, opts.image, (await engineIdentity(engine)).kind);
       emit({ phase: 'done', message: `${opts.image} is usable`, fraction: 1, variant: 'custom' });
       return { ref: opts.image, built: false };
     }
@@ -283,7 +285,7 @@ const compatible = new Set<string>();
  * Checks a user-chosen image for what the helper and the workspace need (node, git, tar) by running
  * a throwaway container without network. IMAGE_INCOMPATIBLE names what is missing.
  */
-export async function checkImageCompatible(docker: Docker, ref: string): Promise<void> {
+export async function checkImageCompatible(docker: Docker, ref: string, engineKind: EngineKind = 'docker'): Promise<void> {
   let imageId: string;
   try {
     imageId = (await docker.getImage(ref).inspect()).Id;
@@ -297,13 +299,13 @@ export async function checkImageCompatible(docker: Docker, ref: string): Promise
   const script = REQUIRED_TOOLS.map((t) => `command -v ${t} >/dev/null 2>&1 || echo "missing:${t}"`).join('; ');
   let container: Docker.Container | undefined;
   try {
-    container = await docker.createContainer({
+    container = await createContainerWithProfile(docker, engineKind, {
       Image: ref,
       Entrypoint: ['/bin/sh', '-c'],
       Cmd: [script],
       User: '0:0',
       Labels: { [LABEL_KIND]: 'image-check' },
-      HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], ReadonlyRootfs: true, AutoRemove: false },
+      HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges', seccompSecurityOpt()], ReadonlyRootfs: true, AutoRemove: false },
     });
     const out = await container.attach({ stream: true, stdout: true, stderr: true });
     const chunks: Buffer[] = [];

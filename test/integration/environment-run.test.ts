@@ -162,7 +162,7 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     expect(sent).toMatch(/1000\\nhome=\/home\/airlock\\nhome-writable\\nroot-read-only\\nno-node/);
     expect(run.environment).toMatchObject({ name: 'image:debian:bookworm-slim', kind: 'image', baseImage: 'debian:bookworm-slim', notApplied: [] });
     // The helper is root with its four capabilities; the agent's commands are uid 1000 with none (the output above; §2.3).
-    expect(inspect).toEqual({ User: '0:0', CapDrop: ['ALL'], CapAdd: ['DAC_READ_SEARCH', 'KILL', 'SETGID', 'SETUID'], ReadonlyRootfs: true, NetworkMode: 'none' });
+    expect(inspect).toEqual({ User: '0:0', CapDrop: ['ALL'], CapAdd: ['KILL', 'SETGID', 'SETUID'], ReadonlyRootfs: true, NetworkMode: 'none' });
   });
 
   it('refuses bad environments with a clear message and leaves nothing half-made', async () => {

@@ -10,6 +10,7 @@ import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { HELPER_CAPS } from '../../core/sandbox/docker/container-config';
+import { airlockSeccompProfile } from '../../core/sandbox/docker/seccomp-profile';
 import { gvisorHostPidsLimit } from '../../core/sandbox/docker/gvisor';
 import type { SandboxLimits } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
@@ -23,8 +24,8 @@ for (const v of VARIANTS) available.set(v.name, await requirePrerequisite(v.prer
 /** Capabilities Podman drops by name when asked to drop ALL (its default set; nothing is added back). */
 const PODMAN_DEFAULT_CAPS = ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'NET_RAW', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'];
 
-/** CAP_DAC_READ_SEARCH (2), CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): the helper's, as /proc shows a set. */
-const HELPER_CAP_MASK = (2 ** 2 + 2 ** 5 + 2 ** 6 + 2 ** 7).toString(16).padStart(16, '0');
+/** CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): the helper's, as /proc shows a set (never CAP_DAC_READ_SEARCH, 2). */
+const HELPER_CAP_MASK = (2 ** 5 + 2 ** 6 + 2 ** 7).toString(16).padStart(16, '0');
 
 // Small limits so the bombs hit them quickly; the defaults are checked in the unit test.
 const LIMITS: SandboxLimits = { memoryBytes: 256 * 1024 ** 2, cpus: 1, pids: 128 };
@@ -82,7 +83,7 @@ function hardeningSuite(variant: SandboxVariant): void {
         expect(inspect.Config.User).toBe('0:0');
         expect(inspect.Config.Env).toContain('AIRLOCK_AGENT_USER=1000:1000');
       });
-      it('drops every capability and adds back only the helper\'s four', () => {
+      it('drops every capability and adds back only the helper\'s three', () => {
         // Podman reports ALL as the capabilities it dropped, one by one.
         // Podman lists what it dropped of its default set one by one, and as added only what is not in it.
         const helperCaps: readonly string[] = HELPER_CAPS;
@@ -104,9 +105,13 @@ function hardeningSuite(variant: SandboxVariant): void {
         if (gvisor) expect(inspect.HostConfig.Runtime).toBe('runsc');
         else expect(inspect.HostConfig.Runtime ?? 'runc').not.toBe('runsc');
       });
-      it('sets no-new-privileges and keeps the default seccomp profile', () => {
+      it('sets no-new-privileges and Airlock\'s own seccomp profile', () => {
         const opts: string[] = inspect.HostConfig.SecurityOpt ?? [];
         expect(opts).toContain('no-new-privileges');
+        // Docker keeps the profile's JSON; Podman the path it read it from (a file gone since the create).
+        const seccomp = opts.find((o) => o.startsWith('seccomp='))?.slice('seccomp='.length) ?? '';
+        if (podman) expect(seccomp).toMatch(/airlock-seccomp-.*\/profile\.json$/);
+        else expect(JSON.parse(seccomp)).toEqual(airlockSeccompProfile(HELPER_CAPS));
         expect(opts.some((o) => /seccomp[=:]unconfined/.test(o))).toBe(false);
         expect(opts.some((o) => /apparmor[=:]unconfined/.test(o))).toBe(false);
       });
@@ -171,7 +176,7 @@ function hardeningSuite(variant: SandboxVariant): void {
         expect(lines.CapPrm).toBe('0000000000000000');
         expect(lines.CapInh).toBe('0000000000000000');
         if (!gvisor) expect(lines.CapAmb).toBe('0000000000000000');
-        // The helper's four stay in the bounding set; no-new-privileges and uid 1000 keep them out of
+        // The helper's three stay in the bounding set; no-new-privileges and uid 1000 keep them out of
         // reach (docs/architecture.md §2.3): asserted exactly, so one more would fail here.
         expect(lines.CapBnd).toBe(HELPER_CAP_MASK);
         if (gvisor) {
@@ -237,7 +242,7 @@ function hardeningSuite(variant: SandboxVariant): void {
         const names = environ.out.split('\n').filter(Boolean).map((l) => l.split('=')[0]);
         for (const name of names) expect([...configured, 'HOSTNAME', 'PWD', 'SHLVL', '_', 'container']).toContain(name);
         expect(environ.out).not.toMatch(/TOKEN|KEY|SECRET/i);
-        // The helper's own sets, from its world-readable status: uid 0, exactly its four capabilities.
+        // The helper's own sets, from its world-readable status: uid 0, exactly its three capabilities.
         const status = await sh(`grep -E "^(Uid|CapEff|CapPrm|CapInh):" /proc/${helper}/status`);
         expect(status.out).toMatch(/^Uid:\s+0\s+0\s+0\s+0$/m);
         expect(status.out).toMatch(new RegExp(`^CapEff:\\s+${HELPER_CAP_MASK}$`, 'm'));

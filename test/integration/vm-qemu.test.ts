@@ -80,7 +80,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     expect(ps.stdout.toString()).toContain('sleep 14460');
   });
 
-  it('says hello over virtio-serial as root with four capabilities, and runs commands as the image’s user with none', async () => {
+  it('says hello over virtio-serial as root with three capabilities, and runs commands as the image’s user with none', async () => {
     expect(channel.hello.uid).toBe(0);
     expect(channel.hello.agentUid).toBe(1000);
     const helper = channel.hello.pid;
@@ -91,13 +91,13 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     expect(groups).toBe('1000');
     expect(Object.fromEntries(rest.map((l) => l.split(/:\s+/) as [string, string]))).toEqual({
       NoNewPrivs: '1', CapEff: '0000000000000000', CapPrm: '0000000000000000', CapInh: '0000000000000000', CapAmb: '0000000000000000',
-      // DAC_READ_SEARCH, KILL, SETGID, SETUID: the helper's (docs/architecture.md §2.3).
-      CapBnd: '00000000000000e4',
+      // KILL, SETGID, SETUID: the helper's (docs/architecture.md §2.3); never DAC_READ_SEARCH.
+      CapBnd: '00000000000000e0',
     });
-    // The helper itself, as the agent sees it (world-readable status): root, those four only.
+    // The helper itself, as the agent sees it (world-readable status): root, those three only.
     const st = await channel.run({ argv: ['sh', '-c', `grep -E "^(Uid|CapEff|CapBnd|NoNewPrivs):" /proc/${helper}/status`] });
     expect(st.stdout.toString()).toMatch(/^Uid:\s+0\s+0\s+0\s+0$/m);
-    expect(st.stdout.toString()).toMatch(/^CapEff:\s+00000000000000e4$/m);
+    expect(st.stdout.toString()).toMatch(/^CapEff:\s+00000000000000e0$/m);
     expect(st.stdout.toString()).toMatch(/^NoNewPrivs:\s+1$/m);
   });
 

@@ -2,7 +2,7 @@
  * The WSL2 driver's in-distribution start script, run for real on Linux: a container of the Airlock
  * image stands in for the imported distribution (root inside, as `wsl.exe --user root` gives), and
  * the script must give the helper a private network namespace with only `lo`, keep it uid 0 with
- * only its four capabilities while every command runs as uid 1000 with none (the helper split of
+ * only its three capabilities while every command runs as uid 1000 with none (the helper split of
  * docs/architecture.md §2.3), and speak the channel over stdio. wsl.exe itself is NOT exercised here
  * (no Windows); see resources/vm/README.md.
  */
@@ -35,11 +35,11 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     await writeFile(path.join(share, 'left-by-another-distro'), 'secret');
     const script = wslHelperScript({ uid: 1000, gid: 1000, home: '/home/airlock', pids: 256 });
     // Root with the capabilities root has in a WSL distribution that the script uses (namespaces and lo setup; the
-    // helper's four, of which Docker's default set lacks DAC_READ_SEARCH).
+    // helper's three are in Docker's default set).
     stream = spawnChannelStream('docker', [
       // The default bridge network: the container has eth0, which the script's namespace must hide.
       'run', '--rm', '-i', '--name', name, '--user', 'root',
-      '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--cap-add', 'DAC_READ_SEARCH', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
+      '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
       '-v', `${share}:/mnt/wsl`, '--label', 'airlock.test=wsl-script',
       ref, '/bin/sh', '-c', script,
     ]);
@@ -60,19 +60,19 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     expect(r.stdout.toString()).toContain('refused');
   });
 
-  it('keeps the helper uid 0 with only SETUID, SETGID, KILL and DAC_READ_SEARCH, and runs commands as uid 1000 with none', async () => {
-    // CAP_DAC_READ_SEARCH (2), CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): 0xe4, as under Docker and in the VM.
-    const FOUR = '00000000000000e4';
+  it('keeps the helper uid 0 with only SETUID, SETGID and KILL, and runs commands as uid 1000 with none', async () => {
+    // CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): 0xe0, as under Docker and in the VM (never DAC_READ_SEARCH, 0x4).
+    const THREE = '00000000000000e0';
     const NONE = '0000000000000000';
     expect(channel.hello.uid).toBe(0);
     expect(channel.hello.agentUid).toBe(1000);
     const fields = (text: string) => Object.fromEntries(text.trim().split('\n').map((l) => l.split(':\t').map((v) => v.trim()) as [string, string]));
     // /proc/<pid>/status is world-readable: the command reads the helper's from outside it.
     const helper = await channel.run({ argv: ['grep', '-E', '^(Uid|Gid|Groups|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):', `/proc/${channel.hello.pid}/status`] });
-    expect(fields(helper.stdout.toString())).toEqual({ Uid: '0\t0\t0\t0', Gid: '0\t0\t0\t0', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: FOUR, CapEff: FOUR, CapBnd: FOUR, CapAmb: NONE });
+    expect(fields(helper.stdout.toString())).toEqual({ Uid: '0\t0\t0\t0', Gid: '0\t0\t0\t0', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: THREE, CapEff: THREE, CapBnd: THREE, CapAmb: NONE });
     const command = await channel.run({ argv: ['grep', '-E', '^(Uid|Gid|Groups|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):', '/proc/self/status'] });
     // The bounding set stays the helper's (nothing between fork and exec clears it); no_new_privs keeps it unreachable (§2.3).
-    expect(fields(command.stdout.toString())).toEqual({ Uid: '1000\t1000\t1000\t1000', Gid: '1000\t1000\t1000\t1000', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: NONE, CapEff: NONE, CapBnd: FOUR, CapAmb: NONE });
+    expect(fields(command.stdout.toString())).toEqual({ Uid: '1000\t1000\t1000\t1000', Gid: '1000\t1000\t1000\t1000', Groups: '', NoNewPrivs: '1', CapInh: NONE, CapPrm: NONE, CapEff: NONE, CapBnd: THREE, CapAmb: NONE });
     // AIRLOCK_AGENT_USER was the helper's alone.
     expect((await channel.run({ argv: ['env'] })).stdout.toString()).not.toContain('AIRLOCK_AGENT_USER');
   });

@@ -180,6 +180,32 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     });
   });
 
+  // docs/architecture.md §2.3, "No way back to the host": the helper holds no DAC_READ_SEARCH, so a file
+  // or folder the agent makes private is unreadable to the live list's git. It is skipped there (the
+  // list still works), and the result, read out as the agent, has it.
+  it('a file the agent makes private: the live list skips it instead of failing, and the result has it', async () => {
+    const dir = project();
+    await withSandbox(async (sb) => {
+      const snapshot = await snapshotProject(dir);
+      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
+      const agent = "cd /workspace && printf 'hidden\\n' > secret.txt && chmod 600 secret.txt && mkdir priv && printf 'p\\n' > priv/p.txt && chmod 700 priv && printf 'seen\\n' > seen.txt";
+      expect((await sb.channel.run({ argv: ['sh', '-c', agent] })).exitCode).toBe(0);
+      // The helper itself cannot read it (no capability reads past the agent's modes).
+      const peek = await sb.channel.run({ argv: ['cat', '/workspace/secret.txt'], as: 'helper' });
+      expect(peek.stderr.toString()).toMatch(/Permission denied/);
+      expect((await listChanges(sb.channel)).map((c) => c.path)).toEqual(['seen.txt']);
+      const { result } = await collectResult(sb.channel, {
+        repo,
+        baseCommit: await (hydrated.hostBaseline as Promise<string>),
+        manifest: hydrated.manifest,
+        isIgnored: snapshot.isIgnored,
+        ...(snapshot.headCommit ? { headCommit: snapshot.headCommit } : {}),
+      });
+      expect(result.changes.map((c) => c.path).sort()).toEqual(['priv/p.txt', 'secret.txt', 'seen.txt']);
+    });
+  });
+
   // Issue 22, items 2 and 4: a hostile agent plants a repository whose config runs a command
   // when the user's git enters its folder, git control files, and names that are .git on Windows
   // or macOS. The config and the aliases never reach the result; the rest is flagged; once the

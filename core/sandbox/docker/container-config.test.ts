@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../driver';
 import { GVISOR_HOST_PIDS_CAP, GVISOR_PIDS_HEADROOM, gvisorHostPidsLimit } from './gvisor';
-import { hardenedContainerConfig, sandboxVolumes, volumeNames } from './container-config';
+import { HELPER_CAPS, HELPER_COMMAND, hardenedContainerConfig, helperEnv, sandboxVolumes, volumeNames } from './container-config';
+import { seccompSecurityOpt } from './seccomp-profile';
 
 const spec = { runId: 'r-abc-12345678', image: 'airlock-sandbox:x', limits: DEFAULT_LIMITS, network: 'none' as const };
 
@@ -13,8 +14,8 @@ describe('hardenedContainerConfig', () => {
     expect(c.User).toBe('0:0');
     expect(c.Env).toContain('AIRLOCK_AGENT_USER=1000:1000');
     expect(h.CapDrop).toEqual(['ALL']);
-    expect(h.CapAdd).toEqual(['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH']);
-    expect(h.SecurityOpt).toEqual(['no-new-privileges']);
+    expect(h.CapAdd).toEqual(['SETUID', 'SETGID', 'KILL']);
+    expect(h.SecurityOpt).toEqual(['no-new-privileges', seccompSecurityOpt(HELPER_CAPS)]);
     expect(h.ReadonlyRootfs).toBe(true);
     expect(h.Privileged).toBe(false);
     expect(h.Init).toBe(true);
@@ -83,5 +84,18 @@ describe('hardenedContainerConfig', () => {
     const vols = sandboxVolumes(spec.runId, 'inst-1');
     expect(vols.map((v) => v.Name)).toEqual(Object.values(volumeNames(spec.runId)));
     for (const v of vols) expect(v.Labels).toMatchObject({ 'airlock.run': spec.runId, 'airlock.installation': 'inst-1' });
+  });
+
+  it('starts the helper from Airlock\'s files and environment only, whatever the image says (docs/architecture.md §2.3)', () => {
+    const c = hardenedContainerConfig(spec, { imageEnv: ['NODE_OPTIONS=--require /x.js', 'LD_PRELOAD=/x.so', 'PATH=/evil', 'HOME=/root'] });
+    expect(c.Entrypoint).toEqual([]);
+    expect(c.Cmd).toEqual(HELPER_COMMAND);
+    expect(c.Cmd![0]).toBe('/opt/airlock/lib/ld.so');
+    expect(c.User).toBe('0:0');
+    expect(c.WorkingDir).toBe('/workspace');
+    // Docker drops a bare name; ours win over the image's PATH and HOME.
+    expect(c.Env).toEqual(['AIRLOCK_AGENT_USER=1000:1000', 'HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'NODE_OPTIONS', 'LD_PRELOAD']);
+    // Podman keeps the image's value for a bare name: set empty there.
+    expect(helperEnv(['NODE_OPTIONS=x', 'A'], 'podman').slice(4)).toEqual(['NODE_OPTIONS=', 'A=']);
   });
 });

@@ -5,6 +5,7 @@ import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 import type { EngineKind } from './engine-endpoint';
 import { GVISOR_RUNTIME, gvisorHostPidsLimit } from './gvisor';
+import { seccompSecurityOpt } from './seccomp-profile';
 
 /** The unprivileged user every agent process runs as (the image's `airlock`). */
 export const SANDBOX_USER = '1000:1000';
@@ -15,16 +16,48 @@ export const SANDBOX_USER = '1000:1000';
  * write /airlock (root's, 0755 in the image). Why the bounding set left is harmless: §2.3.
  */
 export const HELPER_USER = '0:0';
-/** SETUID/SETGID: start commands as the agent; KILL: end their trees; DAC_READ_SEARCH: see every file of the work tree (the change feed, the baseline). */
-export const HELPER_CAPS = ['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH'] as const;
+/**
+ * SETUID/SETGID: start commands as the agent; KILL: end their trees. Never DAC_READ_SEARCH (or any
+ * capability that re-opens `open_by_handle_at`): the helper reads the agent's files as the agent or
+ * as root without it (docs/architecture.md §2.3).
+ */
+export const HELPER_CAPS = ['SETUID', 'SETGID', 'KILL'] as const;
 export const WORKSPACE_DIR = '/workspace';
 /** Airlock's own state inside the sandbox (baseline git dir, logs), kept apart from the project copy. */
 export const STATE_DIR = '/airlock';
 export const HELPER_PATH = '/opt/airlock/helper.js';
 /** The helper's own Node (the official build: ~3× faster to start than Debian's; see the Dockerfile). */
 export const HELPER_NODE = '/opt/airlock/node/node';
-/** Starts the helper with its own Node, or with the image's `node` in an image made without it. */
-export const HELPER_COMMAND = ['/bin/sh', '-c', `if [ -x ${HELPER_NODE} ]; then exec ${HELPER_NODE} "$0"; fi; exec node "$0"`, HELPER_PATH];
+/** Airlock's copy of the dynamic loader, next to the C libraries its Node and node-pty were linked with. */
+export const HELPER_LOADER = '/opt/airlock/lib/ld.so';
+/**
+ * Starts the helper from Airlock's files only: its Node by absolute path, loaded by Airlock's own
+ * loader with Airlock's own libraries (never the image's /bin/sh, libc or /etc/ld.so.cache), with an
+ * empty OpenSSL configuration (the default one is the image's file, and can name a module to load).
+ * The environment is Airlock's too (`helperEnv`); /etc/ld.so.preload, which every glibc loader
+ * reads, is refused at create (docs/architecture.md §2.3).
+ */
+export const HELPER_COMMAND = [HELPER_LOADER, '--inhibit-cache', '--library-path', '/opt/airlock/lib', HELPER_NODE, '--openssl-config=/dev/null', HELPER_PATH];
+/** The helper's whole environment. */
+export const HELPER_ENV: Readonly<Record<string, string>> = {
+  AIRLOCK_AGENT_USER: SANDBOX_USER,
+  HOME: '/home/airlock',
+  LANG: 'C.UTF-8',
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+};
+
+/**
+ * The container's `Env`: Airlock's variables, and every other name the image sets (NODE_OPTIONS,
+ * LD_PRELOAD, NODE_PATH…) taken away, since an engine starts a container with the image's ENV
+ * merged under the given one. Docker removes a name given without `=`; Podman's compatible API
+ * keeps the image's value for that, so there it is set empty (an empty LD_PRELOAD or NODE_OPTIONS
+ * loads nothing). Commands get the project's environment from the host, never from this.
+ */
+export function helperEnv(imageEnv: readonly string[] = [], engine: EngineKind = 'docker'): string[] {
+  const ours = Object.entries(HELPER_ENV).map(([k, v]) => `${k}=${v}`);
+  const names = new Set(imageEnv.map((e) => e.split('=', 1)[0]!).filter((n) => n && !(n in HELPER_ENV)));
+  return [...ours, ...[...names].map((n) => (engine === 'podman' ? `${n}=` : n))];
+}
 
 /**
  * Scratch space; sized so a runaway writer fills its tmpfs, not the host's memory. The home belongs to
@@ -73,6 +106,8 @@ export interface ContainerConfigOptions {
   engine?: EngineKind;
   /** This installation's id, labelled on the container and its volumes (the reaper's test on shared engines). */
   installation?: string;
+  /** The image's own `Config.Env`: its names are taken out of the helper's environment (`helperEnv`). */
+  imageEnv?: readonly string[];
 }
 
 export function containerName(runId: string): string {
@@ -112,8 +147,8 @@ export function sandboxVolumes(runId: string, installation?: string): Array<{ Na
 
 /**
  * The hardened container of docs/architecture.md §2.3: agent non-root with no capabilities, the helper
- * root with HELPER_CAPS only, no-new-privileges, default
- * seccomp, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
+ * root with HELPER_CAPS only, no-new-privileges, Airlock's seccomp profile, the helper started from
+ * Airlock's files and environment only, read-only root with tmpfs scratch, resource limits, no host namespaces, no bind mounts,
  * no network unless the spec asks for `open`. Everything it creates carries the run's labels.
  */
 export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfigOptions = {}): Docker.ContainerCreateOptions {
@@ -130,7 +165,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
     Entrypoint: [],
     User: HELPER_USER,
     WorkingDir: WORKSPACE_DIR,
-    Env: [`AIRLOCK_AGENT_USER=${SANDBOX_USER}`, 'HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+    Env: helperEnv(opts.imageEnv, opts.engine ?? 'docker'),
     Labels: { ...(spec.labels ?? {}), ...owner, ...runLabels(spec.runId, 'sandbox') },
     NetworkDisabled: false,
     Tty: false,
@@ -146,7 +181,9 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       Privileged: false,
       CapDrop: ['ALL'],
       CapAdd: [...HELPER_CAPS],
-      SecurityOpt: ['no-new-privileges'],
+      // Under gVisor the profile is not enforced (runsc leaves OCI seccomp to its own flag): the
+      // agent's calls reach gVisor's kernel, never the host's. It is passed anyway, so the config is one.
+      SecurityOpt: ['no-new-privileges', seccompSecurityOpt(HELPER_CAPS)],
       ReadonlyRootfs: true,
       Tmpfs: tmpfs(opts.engine ?? 'docker'),
       Mounts: sandboxVolumes(spec.runId, opts.installation).map((v) => ({ Type: 'volume' as const, Source: v.Name, Target: v.target, VolumeOptions: { NoCopy: false, Labels: v.Labels, DriverConfig: { Name: 'local', Options: {} } } })),

@@ -13,6 +13,7 @@ import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type E
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
 import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
+import { createContainerWithProfile } from './seccomp-profile';
 
 export interface DockerDriverOptions {
   /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
@@ -138,16 +139,19 @@ export class DockerDriver implements SandboxDriver {
     const engine = await this.engine();
     const docker = engine.docker;
     const { identity, ...configOpts } = await this.configOptions(engine);
-    const config = hardenedContainerConfig(spec, configOpts);
     let container: Docker.Container;
     try {
+      // The image's ENV names, to take out of the helper's environment (container-config.ts helperEnv).
+      const imageEnv = (await docker.getImage(spec.image).inspect()).Config?.Env ?? [];
+      const config = hardenedContainerConfig(spec, { ...configOpts, imageEnv });
       if (identity.kind === 'podman') {
         await Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
       }
-      container = await docker.createContainer(config);
+      container = await createContainerWithProfile(docker, identity.kind, config);
     } catch (err) {
       // Volumes made ahead of the container (Podman) go with the failed create.
       if (identity.kind === 'podman') await this.destroy(spec.runId).catch(() => undefined);
+      if (err instanceof AirlockError) throw err;
       if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
       }
@@ -155,13 +159,15 @@ export class DockerDriver implements SandboxDriver {
     }
     this.emitter.fire({ type: 'created', runId: spec.runId, id: container.id });
     try {
-      // Attached before start, so not a byte of the helper's hello is missed.
-      const attached = await attachStdio(docker, container.id);
+      // Attached before start, so not a byte of the helper's hello is missed. Meanwhile: no image may
+      // carry /etc/ld.so.preload, which every glibc loader reads, Airlock's own included (§2.3).
+      const [attached] = await Promise.all([attachStdio(docker, container.id), refusePreload(container, spec.image)]);
       this.attached.set(container.id, { runId: spec.runId, socket: attached });
       await container.start();
     } catch (err) {
       // Leave nothing behind when start fails (a half-made sandbox still has volumes).
       await this.destroy(spec.runId).catch(() => undefined);
+      if (err instanceof AirlockError) throw err;
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }
     this.emitter.fire({ type: 'started', runId: spec.runId, id: container.id });
@@ -368,4 +374,25 @@ export class DockerDriver implements SandboxDriver {
   dispose(): void {
     this.emitter.dispose();
   }
+}
+
+/** The file every glibc loader reads before anything else, and loads what it names into the process. */
+export const LOADER_PRELOAD_FILE = '/etc/ld.so.preload';
+
+/**
+ * Refuses an image that has /etc/ld.so.preload: its libraries would load into Airlock's root helper
+ * (Airlock's own loader reads the file too; glibc offers no switch). Asked of the created, not yet
+ * started container through the engine's archive API, so nothing of the image runs.
+ */
+async function refusePreload(container: Docker.Container, image: string): Promise<void> {
+  try {
+    await container.infoArchive({ path: LOADER_PRELOAD_FILE });
+  } catch (err) {
+    if (statusCodeOf(err) === 404) return;
+    throw err;
+  }
+  throw new AirlockError(
+    'IMAGE_INCOMPATIBLE',
+    `The image ${image} has ${LOADER_PRELOAD_FILE}, which would load its libraries into Airlock's helper (root in the sandbox). Remove that file from the image (it is for debugging a system, never for a container) and rebuild it.`,
+  );
 }

@@ -88,7 +88,7 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
     expect(args).toContain('--read-only');
     expect(pairs('--cap-drop')).toEqual(['ALL']);
     // Exactly the Docker driver's helper capabilities (container-config.ts HELPER_CAPS), nothing else.
-    expect(pairs('--cap-add')).toEqual(['SETUID', 'SETGID', 'KILL', 'DAC_READ_SEARCH']);
+    expect(pairs('--cap-add')).toEqual(['SETUID', 'SETGID', 'KILL']);
     expect(args.indexOf('--cap-drop')).toBeLessThan(args.indexOf('--cap-add'));
     expect(pairs('--security-opt')).toEqual(['no-new-privileges']);
     expect(pairs('--pids-limit')).toEqual(['300']);

@@ -44,10 +44,10 @@ describe('wsl.exe CLI (recorded behaviour, not run on Windows)', () => {
     expect(script).toContain('(ip link set lo up || /opt/airlock-vm/busybox ip link set lo up)');
     for (const p of ['/mnt/wsl', '/mnt/wslg', '/tmp/.X11-unix', '/usr/lib/wsl']) expect(script).toContain(`if [ -d ${p} ]; then mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k airlock-masked ${p} || exit 1; fi`);
     expect(script).toContain('mount --bind /dev/null /dev/dxg');
-    // The helper split as resources/vm/guest-init.sh starts the VM's helper: uid 0 kept, only SETUID, SETGID, KILL and
-    // DAC_READ_SEARCH left, nothing inheritable, no groups, no_new_privs; its clean environment names the agent's user.
+    // The helper split as resources/vm/guest-init.sh starts the VM's helper: uid 0 kept, only SETUID, SETGID and KILL
+    // left (never DAC_READ_SEARCH), nothing inheritable, no groups, no_new_privs; its clean environment names the agent's user.
     expect(script).toContain(
-      'exec prlimit --nproc=256:256 -- setpriv --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill,+dac_read_search ' +
+      'exec prlimit --nproc=256:256 -- setpriv --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill ' +
         'env -i AIRLOCK_AGENT_USER=1000:1000 HOME=/home/airlock PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 node /opt/airlock/helper.js',
     );
     expect(script).not.toMatch(/--reuid|--regid|--init-groups/);

@@ -62,8 +62,7 @@ export const WSL_HELPER_BOUNDING_SET = `-all,${HELPER_CAPS.map((c) => `+${c.toLo
 /**
  * The script run as root in the distribution to start the helper: new network and mount namespaces
  * (only `lo`, up; the shared paths masked), then the helper split of docs/architecture.md §2.3, as
- * the VM's guest init does it: the helper stays uid 0 but keeps only SETUID, SETGID, KILL and
- * DAC_READ_SEARCH (root's exec takes its bounding set as its permitted set; nothing inheritable; no
+ * the VM's guest init does it: the helper stays uid 0 but keeps only SETUID, SETGID and KILL (root's exec takes its bounding set as its permitted set; nothing inheritable; no
  * supplementary groups; no_new_privs, so nothing it runs can gain more), and starts every command as
  * the agent's user (AIRLOCK_AGENT_USER in its otherwise clean environment), which then holds no
  * capability: the agent cannot signal, ptrace or write the helper, nor write /airlock. The process

@@ -1,6 +1,6 @@
 /**
  * Who the agent is, seen from the helper. In Airlock's own sandboxes the helper runs as root with
- * only the capabilities it needs (SETUID, SETGID, KILL, DAC_READ_SEARCH; docs/architecture.md §2.3)
+ * only the capabilities it needs (SETUID, SETGID, KILL; docs/architecture.md §2.3)
  * and starts every command as the agent's user through the spawn's own uid/gid (no extra exec per
  * command): the agent then cannot signal, ptrace or write the helper, nor write /airlock. Where the
  * helper itself is started as an unprivileged user (no driver of Airlock starts it so today), there is no split
