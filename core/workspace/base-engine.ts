@@ -335,9 +335,17 @@ export async function listProjectBases(engine: Engine, store: BaseStore): Promis
  * reads. Also removes base volumes of this installation the host has no record of (a crash between
  * writing and recording).
  */
-export async function pruneProjectBases(engine: Engine, store: BaseStore, opts: { all?: boolean; installation?: string } = {}): Promise<{ removed: string[]; kept: string[] }> {
+export interface PruneBasesResult {
+  /** Project folders whose base went (or the volume's name, for one the host had no record of). */
+  removed: string[];
+  kept: string[];
+  freedBytes: number;
+}
+
+export async function pruneProjectBases(engine: Engine, store: BaseStore, opts: { all?: boolean; installation?: string } = {}): Promise<PruneBasesResult> {
   const removed: string[] = [];
   const kept: string[] = [];
+  let freedBytes = 0;
   const known = new Set<string>();
   for (const b of await listProjectBases(engine, store)) {
     known.add(b.record.volume);
@@ -345,17 +353,20 @@ export async function pruneProjectBases(engine: Engine, store: BaseStore, opts: 
       kept.push(b.record.projectDir);
       continue;
     }
-    if (await removeBase(engine, store, b.record)) removed.push(b.record.projectDir);
-    else kept.push(b.record.projectDir);
+    if (await removeBase(engine, store, b.record)) {
+      removed.push(b.record.projectDir);
+      freedBytes += b.bytes;
+    } else kept.push(b.record.projectDir);
   }
-  const filters = { label: [`${LABEL_KIND}=base`, ...(opts.installation ? [`${LABEL_INSTALLATION}=${opts.installation}`] : [])] };
+  // Volumes of this installation the host has no record of (a crash between writing and recording), with `all` only:
+  // a base being written right now has no record yet either.
+  if (!opts.all || !opts.installation) return { removed, kept, freedBytes };
+  const filters = { label: [`${LABEL_KIND}=base`, `${LABEL_INSTALLATION}=${opts.installation}`] };
   const vols = (await engine.docker.listVolumes({ filters })).Volumes ?? [];
   for (const v of vols) {
     if (known.has(v.Name) || (await baseInUse(engine.docker, v.Name))) continue;
-    // Only this installation's: a shared engine's other users keep theirs.
-    if (opts.installation === undefined && v.Labels?.[LABEL_INSTALLATION]) continue;
     await engine.docker.getVolume(v.Name).remove({ force: true }).catch(() => undefined);
     removed.push(v.Name);
   }
-  return { removed, kept };
+  return { removed, kept, freedBytes };
 }
