@@ -8,7 +8,7 @@ import { DockerDriver } from '../core/sandbox/docker/docker-driver';
 import { connectEngine, type Engine } from '../core/sandbox/docker/engine';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../core/sandbox/sandbox';
-import { createProjectBase, engineSupportsBases, findProjectBase, prepareBaseVolumes, pruneProjectBases } from '../core/workspace/base-engine';
+import { createProjectBase, engineSupportsBases, findProjectBase, prepareBaseVolumes, pruneProjectBases } from '../core/sandbox/docker/project-base-volumes';
 import { HostRepo } from '../core/workspace/host-repo';
 import { hydrate } from '../core/workspace/hydrate';
 import { hydrateFromBase } from '../core/workspace/hydrate-base';

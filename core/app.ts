@@ -1,5 +1,5 @@
 import { debugLog } from './common/debug-log';
-import { ProjectBases } from './workspace/project-bases';
+import { ProjectBases } from './sandbox/project-bases';
 import { AirlockError } from '../contracts/errors';
 import type { Isolation } from '../contracts/runs';
 import { getAgentAdapter } from './agents';

@@ -17,7 +17,7 @@ import { collectResult, type CollectedResult } from '../workspace/collect';
 import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { hydrateFromBase } from '../workspace/hydrate-base';
-import type { BaseClaim, ProjectBases } from '../workspace/project-bases';
+import type { BaseClaim, ProjectBases } from '../sandbox/project-bases';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
 import type { Checkpointer } from './checkpoints';
 import type { CommandLedger } from './command-ledger';

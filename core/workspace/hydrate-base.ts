@@ -1,9 +1,8 @@
 import { AirlockError } from '../../contracts/errors';
-import { ctimeListingScript } from './base-engine';
 import { baselineCommitOid, type GitMode } from './git-objects';
 import type { CommitChange, HostRepo } from './host-repo';
 import type { HydrateOptions, HydrateResult } from './hydrate';
-import { planDelta, type BaseRecord } from './project-base';
+import { ctimeListingScript, planDelta, type BaseRecord } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
@@ -31,7 +30,7 @@ export interface HydrateFromBaseResult extends HydrateResult {
 
 /**
  * `hydrate` for a sandbox whose workspace and state volumes are overlays of a project base
- * (base-engine.ts `prepareBaseVolumes`). Before anything else runs, the listing of the workspace's
+ * (core/sandbox/docker/project-base-volumes.ts `prepareBaseVolumes`). Before anything else runs, the listing of the workspace's
  * files with their change times must equal the one the base's writer recorded (any write to the base
  * since changes a change time); then the paths the host's plan removes go, and only the files that
  * differ stream in, as one tar (docs/architecture.md §11, "A project's last copy"). The baselines are

@@ -8,8 +8,13 @@ import type { ManifestFile, ProjectSnapshot, SnapshotEntry } from './snapshot';
  * A project base: the project as Airlock last copied it in, kept on the engine in a volume only the
  * host side writes, with the host's own record of what it holds (docs/architecture.md §11, "A
  * project's last copy"). This file is the host half: the record, where it lives, and the plan of
- * what a new run must stream on top of it. The engine half is base-engine.ts.
+ * what a new run must stream on top of it. The engine half is core/sandbox/docker/project-base-volumes.ts.
  */
+
+/** The listing whose digest detects a changed base: every non-folder entry and its change time. */
+export function ctimeListingScript(dir: string): string {
+  return `cd ${dir} && find . -mindepth 1 ! -type d -printf '%P\\0%C@\\0' | LC_ALL=C sort -z | sha256sum | cut -d' ' -f1`;
+}
 
 /** Host stat of a file when the base was read: what lets the next scan skip reading it. */
 export interface BaseStat {

@@ -7,7 +7,7 @@ import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
-import { createProjectBase, engineSupportsBases, findProjectBase, prepareBaseVolumes, pruneProjectBases } from '../../core/workspace/base-engine';
+import { createProjectBase, engineSupportsBases, findProjectBase, prepareBaseVolumes, pruneProjectBases } from '../../core/sandbox/docker/project-base-volumes';
 import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { BaseMismatchError, hydrateFromBase, type HydrateFromBaseResult } from '../../core/workspace/hydrate-base';

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { debugLog } from '../common/debug-log';
-import type { Engine } from '../sandbox/docker/engine';
-import { createProjectBase, engineSupportsBases, findProjectBase, listProjectBases, prepareBaseVolumes, pruneProjectBases, removeBase, type BaseListing, type PruneBasesResult } from './base-engine';
-import { BaseStore, baseKey, type BaseRecord } from './project-base';
+import type { Engine } from './docker/engine';
+import { createProjectBase, engineSupportsBases, findProjectBase, listProjectBases, prepareBaseVolumes, pruneProjectBases, removeBase, type BaseListing, type PruneBasesResult } from './docker/project-base-volumes';
+import { BaseStore, baseKey, type BaseRecord } from '../workspace/project-base';
 
 export interface ProjectBasesOptions {
   /** `<AIRLOCK_HOME>`: records and host object stores live in `bases/` under it. */

@@ -2,16 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { access } from 'node:fs/promises';
 import { PassThrough, type Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { AirlockError } from '../../contracts/errors';
-import { LABEL_INSTALLATION, LABEL_KIND, LABEL_VOLUME } from '../sandbox/labels';
-import { sandboxVolumes } from '../sandbox/docker/container-config';
-import type { Engine } from '../sandbox/docker/engine';
-import { baselineCommitOid } from './git-objects';
-import { HostRepo } from './host-repo';
-import { BASE_RECORD_VERSION, BaseStore, baseKey, manifestDigest, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from './project-base';
-import { snapshotProject, type SnapshotOptions } from './snapshot';
-import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
-import { BASELINE_IDENT, BASELINE_REF, gitArgv } from './workspace-shell';
+import { AirlockError } from '../../../contracts/errors';
+import { LABEL_INSTALLATION, LABEL_KIND, LABEL_VOLUME } from '../labels';
+import { sandboxVolumes } from './container-config';
+import type { Engine } from './engine';
+import { baselineCommitOid } from '../../workspace/git-objects';
+import { HostRepo } from '../../workspace/host-repo';
+import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manifestDigest, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from '../../workspace/project-base';
+import { snapshotProject, type SnapshotOptions } from '../../workspace/snapshot';
+import { TAR_TO_FAST_IMPORT_JS } from '../../workspace/tar-to-fast-import';
+import { BASELINE_IDENT, BASELINE_REF, gitArgv } from '../../workspace/workspace-shell';
 
 /**
  * The engine half of project bases (docs/architecture.md §11, "A project's last copy"): the volume a
@@ -33,10 +33,6 @@ const INFO_EXCLUDE = 'node_modules/\n__pycache__/\n';
 const AGENT_IDS = '1000:1000';
 const WRITER_LAYOUT = { workDir: '/base/tree', stateDir: '/base/state' };
 
-/** The listing whose digest detects a changed base: every non-folder entry and its change time. */
-export function ctimeListingScript(dir: string): string {
-  return `cd ${dir} && find . -mindepth 1 ! -type d -printf '%P\\0%C@\\0' | LC_ALL=C sort -z | sha256sum | cut -d' ' -f1`;
-}
 
 const WRITER_SCRIPT = [
   'set -e',
