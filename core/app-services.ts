@@ -149,7 +149,14 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
     async prune({ olderThan }) {
       const olderThanMs = olderThan ? parseAge(olderThan) : undefined;
       const release = (ids: string[]) => core.releaseImages(ids);
-      return prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? { release } : { olderThanMs, release });
+      const result = await prunePrepared((await core.engine()).docker, usage, await core.app.installationId(), olderThanMs === undefined ? { release } : { olderThanMs, release });
+      // Project bases go with them: every one without an age, else those whose project folder is gone (§11).
+      const bases = await core.bases.prune({ all: olderThanMs === undefined });
+      return {
+        removed: [...result.removed, ...bases.removed.map((p) => ({ key: `project base: ${p}`, sizeBytes: 0 }))],
+        kept: [...result.kept, ...bases.kept.filter(() => olderThanMs === undefined).map((p) => ({ key: `project base: ${p}`, reason: 'a live run starts from it' }))],
+        freedBytes: result.freedBytes + bases.freedBytes,
+      };
     },
   };
 }

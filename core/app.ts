@@ -1,3 +1,5 @@
+import { debugLog } from './common/debug-log';
+import { ProjectBases } from './sandbox/project-bases';
 import { AirlockError } from '../contracts/errors';
 import type { Isolation } from '../contracts/runs';
 import { getAgentAdapter } from './agents';
@@ -49,6 +51,8 @@ export class AirlockCore {
   readonly onDidBuildProgress: Event<ImageProgress & { variant: string }>;
   runs!: RunService;
   proxyPort = 0;
+  /** Project bases on the engine (docs/architecture.md §11, "A project's last copy"). */
+  readonly bases: ProjectBases;
 
   constructor(
     readonly app: AppContext,
@@ -58,6 +62,7 @@ export class AirlockCore {
   ) {
     ({ env: this.env, home: this.home, store: this.store, catalog: this.catalog, vault: this.vault, settings: this.settings } = app);
     this.onDidBuildProgress = sandboxManagers.onDidBuildProgress;
+    this.bases = new ProjectBases({ home: this.home, engine: () => this.engine(), image: () => this.image('base'), installationId: () => app.installationId() });
   }
 
   /** The container engine sandboxes, image builds and the reaper use (`SandboxManagers.engine`). */
@@ -92,6 +97,7 @@ export class AirlockCore {
 
   async dispose(): Promise<void> {
     await this.runs.shutdown();
+    await this.bases.settle();
     this.runs.dispose();
     await this.proxy.stop();
     await this.sandboxManagers.dispose();
@@ -129,7 +135,10 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     agent: getAgentAdapter,
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
+    bases: core.bases,
   });
+  // Bases of project folders that are gone go at start (no engine call when there are none, §11).
+  void core.bases.prune().catch(debugLog.swallow('workspace.base.prune-at-start'));
   if (opts.recover !== false) {
     // Recovery needs the engine; without one (not running, unreachable, or an address refused as
     // configured) there is nothing to reap, and runs are still marked. Runs and the doctor then say why.

@@ -16,6 +16,8 @@ import { watchChanges } from '../workspace/changes';
 import { collectResult, type CollectedResult } from '../workspace/collect';
 import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
+import { hydrateFromBase } from '../workspace/hydrate-base';
+import type { BaseClaim, ProjectBases } from '../sandbox/project-bases';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
 import type { Checkpointer } from './checkpoints';
 import type { CommandLedger } from './command-ledger';
@@ -45,7 +47,7 @@ export interface RunWorkspace {
    * the host (`objectsDir`) as the host's own baseline; gives the agent a git repository with
    * `gitHistory` of the project's history (a convenience, never read back).
    */
-  hydrate(sandbox: Sandbox, snapshot: ProjectSnapshot, objectsDir: string, opts: { gitHistory: GitHistory }): Promise<HydratedWorkspace>;
+  hydrate(sandbox: Sandbox, snapshot: ProjectSnapshot, objectsDir: string, opts: { gitHistory: GitHistory; base?: BaseClaim }): Promise<HydratedWorkspace>;
   /** Tells of changed paths while the agent works (hints for the live view and for collect). */
   watch(sandbox: Sandbox, onChange: (paths: string[]) => void): Promise<Disposable>;
   /** Derives the result (changed files, patch) on the host against the baseline the host built. */
@@ -62,9 +64,11 @@ export interface HydratedWorkspace extends HydrateResult {
 export const realWorkspace: RunWorkspace = {
   snapshot: (projectDir) => snapshotProject(projectDir),
   // The agent starts once the copy is in place; change queries wait for the baseline commit.
-  async hydrate(sandbox, snapshot, objectsDir, { gitHistory }) {
-    const repo = await HostRepo.create(objectsDir);
-    return { ...(await hydrate(sandbox.channel, snapshot, { waitForBaseline: false, hostRepo: repo, gitHistory })), repo };
+  async hydrate(sandbox, snapshot, objectsDir, { gitHistory, base }) {
+    // From a project base, only what differs streams in; the baselines are the same commits (§11).
+    const repo = await HostRepo.create(objectsDir, base ? { borrowFrom: base.objectsDir } : {});
+    const opts = { waitForBaseline: false, hostRepo: repo, gitHistory };
+    return { ...(base ? await hydrateFromBase(sandbox.channel, snapshot, base.record, opts) : await hydrate(sandbox.channel, snapshot, opts)), repo };
   },
   watch: (sandbox, onChange) => watchChanges(sandbox.channel, onChange),
   async collect(sandbox, { snapshot, hydrated, hints, ref, maxResultBytes }) {
@@ -118,6 +122,8 @@ export interface RunServiceDeps {
   warmEnvironment?(isolation: Isolation, spec: Omit<SandboxSpec, 'runId'>): void;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
+  /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
+  bases?: Pick<ProjectBases, 'claim' | 'refresh' | 'discard'>;
 }
 
 /** A wider network policy in force for one run. */
@@ -175,6 +181,9 @@ export interface LiveRun {
   // What the steps produced, in order.
   snapshot?: ProjectSnapshot;
   sandbox?: Sandbox;
+  /** The project base the sandbox's volumes were made from, and whether a new base is written after the run. */
+  base?: BaseClaim;
+  refreshBase?: boolean;
   previews?: PreviewPorts;
   hydrated?: HydratedWorkspace;
   /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */

@@ -18,6 +18,7 @@ import { captureSession, restoreSession, saveSession } from './run-session';
 import { sessionFile } from './run-thread';
 import type { Sandbox } from '../sandbox/sandbox';
 import { overlaySnapshot } from '../workspace/overlay-snapshot';
+import { BaseMismatchError } from '../workspace/hydrate-base';
 import { collectThreadResult, overlayOf } from '../workspace/thread-result';
 import { debugLog } from '../common/debug-log';
 
@@ -72,8 +73,16 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   // it, so a rebuilt image or a re-made prepared environment never gets an older sandbox (§16).
   const byId = environment?.imageId && input.isolation !== 'vm' ? environment.imageId : undefined;
   if (byId && !joined) run.warmNext = { image: byId, limits, network };
+  // Airlock's own image in a container, a first turn: the sandbox may start from the project's base (§11).
+  const bases = host.deps.bases;
+  run.refreshBase = !!bases && !environment && !joined && (input.isolation ?? 'container') === 'container' && !run.continuation && !run.session;
+  if (bases && run.refreshBase) {
+    const claim = await bases.claim(run.id, input.projectDir).catch((err: unknown) => ({ reason: (err as Error).message }));
+    if ('record' in claim) run.base = claim;
+    await run.audit.append('note', { message: 'record' in claim ? `the workspace starts from the project's base on the engine (${claim.record.volume}, written ${claim.record.createdAt}); only what differs is copied in` : `the project is copied in whole: ${claim.reason}` });
+  }
   try {
-    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
+    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(run.base ? { volumesReady: true } : {}), ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
   } catch (err) {
     // No sandbox, so no wipe step to take the network with it.
     if (sidecars) await sidecars.remove(run.id).catch(() => undefined);
@@ -133,7 +142,13 @@ export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
     run.preparedHome = restorePreparedHome(sandbox);
     run.preparedHome.catch(debugLog.swallow('run.prepared-home'));
   }
-  run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory });
+  try {
+    run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory, ...(run.base ? { base: run.base } : {}) });
+  } catch (err) {
+    // A base changed on the engine is removed, never used again; the next run copies the project whole.
+    if (err instanceof BaseMismatchError && run.base) await host.deps.bases?.discard(run.base.record).catch(debugLog.swallow('run.base.discard'));
+    throw err;
+  }
   const repo = run.hydrated.sandboxRepo;
   if (repo) {
     const what = repo.kind === 'fresh' ? 'a fresh repository (one commit of the copied-in files)' : `${repo.commits} commit(s) of the project's history (git history ${gitHistory})${repo.rewritten ? ', with the files left out of the copy removed from every commit' : ''}`;
@@ -394,6 +409,8 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
       // of the prepared image once it is committed (run-setup.ts).
       await run.preparedKept;
       if (!proof.leftovers.length && run.warmNext) host.deps.warmEnvironment?.(run.input.isolation, run.warmNext);
+      // The project as it is now becomes the next run's base, off this run's path and the next one's (§11).
+      if (run.refreshBase && run.hydrated) void host.deps.bases?.refresh(run.input.projectDir, { files: run.hydrated.files, bytes: run.hydrated.bytes });
       if (proof.leftovers.length) failure ??= { kind: 'SANDBOX_FAILED', message: `The sandbox could not be fully removed: ${proof.leftovers.join(', ')} remain. 'airlock doctor' reaps leftovers.` };
     }
   } catch (err) {

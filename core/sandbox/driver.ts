@@ -33,6 +33,8 @@ export interface SandboxSpec {
   extraHosts?: string[];
   /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
   labels?: Record<string, string>;
+  /** The run's volumes were made before the sandbox (a project base's overlays, core/sandbox/docker/project-base-volumes.ts): never a pooled sandbox. */
+  volumesReady?: boolean;
 }
 
 /** A sandbox as the engine knows it, found by label. */

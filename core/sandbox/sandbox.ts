@@ -135,7 +135,7 @@ export class SandboxManager implements Disposable {
 
   private async createNow(spec: SandboxSpec): Promise<Sandbox> {
     this.retryUnverifiedWipes();
-    const entry = this.pool.get(poolKey(spec));
+    const entry = spec.volumesReady ? undefined : this.pool.get(poolKey(spec));
     const warm = entry?.ready.shift();
     if (entry && warm) {
       if (!entry.environment) this.refillLater(entry);

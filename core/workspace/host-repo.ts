@@ -25,12 +25,17 @@ export interface HostBlob {
 export class HostRepo {
   private constructor(readonly gitDir: string) {}
 
-  /** Creates (or opens) the store at `gitDir`. */
-  static async create(gitDir: string): Promise<HostRepo> {
+  /**
+   * Creates (or opens) the store at `gitDir`. `borrowFrom` names another store whose objects this one
+   * reads until `keepOnly` (a project base's, project-base.ts): compaction copies what it keeps, so a
+   * compacted store never depends on it.
+   */
+  static async create(gitDir: string, opts: { borrowFrom?: string } = {}): Promise<HostRepo> {
     await mkdir(path.dirname(gitDir), { recursive: true });
     await hostGitOk(['init', '-q', '--bare', gitDir], { cwd: path.dirname(gitDir) }, 'creating the run object store');
     await writeFile(path.join(gitDir, 'info', 'attributes'), INFO_ATTRIBUTES);
     await writeFile(path.join(gitDir, 'HEAD'), 'ref: refs/airlock/no-head\n');
+    if (opts.borrowFrom) await writeFile(path.join(gitDir, 'objects', 'info', 'alternates'), `${path.resolve(opts.borrowFrom, 'objects')}\n`);
     return new HostRepo(gitDir);
   }
 
@@ -69,6 +74,8 @@ export class HostRepo {
     const name = (await this.git(['pack-objects', '-q', path.join(packDir, 'kept')], list.length ? `${list.join('\n')}\n` : '', 'compacting the run object store')).toString('latin1').trim();
     for (const f of before) if (!f.startsWith(`kept-${name}.`)) await rm(path.join(packDir, f), { force: true });
     for (const d of await readdir(path.join(this.gitDir, 'objects'))) if (/^[0-9a-f]{2}$/.test(d)) await rm(path.join(this.gitDir, 'objects', d), { recursive: true, force: true });
+    // The pack holds borrowed objects too (pack-objects reads alternates): the store stands alone now.
+    await rm(path.join(this.gitDir, 'objects', 'info', 'alternates'), { force: true });
     // The commits went with the packs: no ref may point at them.
     await rm(path.join(this.gitDir, 'refs'), { recursive: true, force: true });
     await mkdir(path.join(this.gitDir, 'refs', 'heads'), { recursive: true });
@@ -107,7 +114,12 @@ export interface CommitSpec {
   ident: string;
   message: string;
   parent?: string;
+  /** The commit starts from this tree (before `changes`) rather than from empty or the parent's. */
+  baseTree?: string;
 }
+
+/** One path of a commit: a streamed blob (`mark`), an object already in the store (`oid`), or a deletion. */
+export type CommitChange = { path: string; mode: GitMode; mark: number } | { path: string; mode: GitMode; oid: string } | { path: string; delete: true };
 
 /** One `git fast-import` process; see `HostRepo.importer`. */
 export class FastImport {
@@ -149,10 +161,11 @@ export class FastImport {
   }
 
   /** Writes a commit of `changes` (a mark, or null to delete) on top of `spec.parent`, and finishes. */
-  async commit(spec: CommitSpec, changes: Array<{ path: string; mode: GitMode; mark: number } | { path: string; delete: true }>): Promise<string> {
+  async commit(spec: CommitSpec, changes: CommitChange[]): Promise<string> {
     const msg = Buffer.from(spec.message);
     const lines = [`commit ${spec.ref}`, `author ${spec.ident}`, `committer ${spec.ident}`, `data ${msg.length}`, msg.toString(), ...(spec.parent ? [`from ${spec.parent}`] : [])];
-    for (const c of changes) lines.push('delete' in c ? `D ${quoteC(c.path)}` : `M ${c.mode} :${c.mark} ${quoteC(c.path)}`);
+    if (spec.baseTree) lines.push(`M 040000 ${spec.baseTree} ""`);
+    for (const c of changes) lines.push('delete' in c ? `D ${quoteC(c.path)}` : `M ${c.mode} ${'oid' in c ? c.oid : `:${c.mark}`} ${quoteC(c.path)}`);
     lines.push('', 'done', '');
     await this.write(lines.join('\n'));
     this.child.stdin.end();

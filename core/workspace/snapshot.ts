@@ -29,6 +29,12 @@ export interface SnapshotEntry {
   mode: number;
   size: number;
   mtimeMs: number;
+  /**
+   * The inode's change time and number as scanned: with size and mtime, what lets a project base
+   * (project-base.ts) skip reading a file it already holds, as git's index does.
+   */
+  ctimeMs?: number;
+  ino?: number;
   linkTarget?: string;
   /**
    * The file's bytes, when they come from the host's own store rather than the project folder
@@ -196,17 +202,17 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
       }
       const mode = st.mode & 0o7777;
       if (st.isDirectory()) {
-        entries.push({ path: rel, type: 'dir', mode, size: 0, mtimeMs: st.mtimeMs });
+        entries.push({ path: rel, type: 'dir', mode, size: 0, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
         await walk(rel, here, false);
       } else if (st.isSymbolicLink()) {
         const linkTarget = await readlink(full);
-        entries.push({ path: rel, type: 'symlink', mode, size: Buffer.byteLength(linkTarget), mtimeMs: st.mtimeMs, linkTarget });
+        entries.push({ path: rel, type: 'symlink', mode, size: Buffer.byteLength(linkTarget), mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, linkTarget });
       } else if (st.isFile()) {
         if (st.size > maxFileBytes) {
           excluded.push({ path: rel, kind: 'too-large', reason: `too large: ${formatBytes(st.size)} exceeds the ${formatBytes(maxFileBytes)} cap (raise maxFileBytes to copy it)` });
           continue;
         }
-        entries.push({ path: rel, type: 'file', mode, size: st.size, mtimeMs: st.mtimeMs });
+        entries.push({ path: rel, type: 'file', mode, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
       } else {
         excluded.push({ path: rel, kind: 'special', reason: 'socket, FIFO or device file' });
       }

@@ -3,9 +3,12 @@
  * `git fast-import` stream committing the baseline. With it the project crosses the channel once:
  * `tee` feeds the same bytes to `tar -x` and to this converter. Plain CommonJS, no dependencies,
  * Node 18+ (whatever the image ships). Understands ustar, PAX (`x`) and GNU long names (`L`/`K`).
+ * With a third and fourth argument (a tree id and a file of NUL-separated paths), the commit starts
+ * from that tree and deletes those paths before the streamed files: a run started from a project
+ * base (hydrate-base.ts) streams only what differs from it.
  */
 export const TAR_TO_FAST_IMPORT_JS = String.raw`
-const ref = process.argv[1], ident = process.argv[2];
+const ref = process.argv[1], ident = process.argv[2], baseTree = process.argv[3], deletions = process.argv[4];
 const out = process.stdout;
 let buf = Buffer.alloc(0), state = 'header', remain = 0, pad = 0, cur = null, pax = {}, longName = null, longLink = null, marks = [], zeroBlocks = 0;
 let paused = false;
@@ -47,6 +50,8 @@ process.stdin.on('data', (chunk) => {
 process.stdin.on('end', () => {
   if (state !== 'header' || zeroBlocks < 2) { process.stderr.write('truncated tar stream\n'); process.exit(2); }
   const lines = ['commit ' + ref, 'author ' + ident, 'committer ' + ident, 'data 17', 'airlock baseline'];
+  if (baseTree) lines.push('M 040000 ' + baseTree + ' ""');
+  if (deletions) for (const p of require('fs').readFileSync(deletions).toString('utf8').split('\0')) if (p) lines.push('D ' + quote(p));
   for (const [mark, mode, name] of marks) lines.push('M ' + mode + ' :' + mark + ' ' + quote(name));
   lines.push('', 'done', '');
   out.write(lines.join('\n'));

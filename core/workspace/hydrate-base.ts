@@ -1,0 +1,169 @@
+import { AirlockError } from '../../contracts/errors';
+import { baselineCommitOid, type GitMode } from './git-objects';
+import type { CommitChange, HostRepo } from './host-repo';
+import type { HydrateOptions, HydrateResult } from './hydrate';
+import { ctimeListingScript, planDelta, type BaseRecord } from './project-base';
+import { startSandboxRepo } from './sandbox-repo';
+import type { ManifestFile, ProjectSnapshot } from './snapshot';
+import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
+import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, runChecked, serializedBarrier, trackingIndex, type WorkspaceShell } from './workspace-shell';
+
+/** The base on the engine is not what the host wrote: the sandbox must not be used; remove the base and copy in whole. */
+export class BaseMismatchError extends AirlockError {
+  constructor(message: string) {
+    super('SANDBOX_FAILED', message);
+  }
+}
+
+const IDENT = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
+const TAMPERED = 12;
+
+export interface HydrateFromBaseOptions extends Omit<HydrateOptions, 'hostRepo'> {
+  /** The run's object store, made with `borrowFrom` the base's host store (the unchanged blobs are there). */
+  hostRepo?: HostRepo;
+}
+
+export interface HydrateFromBaseResult extends HydrateResult {
+  /** What crossed: files streamed, paths removed, files kept from the base. */
+  delta: { streamed: number; deleted: number; reused: number };
+}
+
+/**
+ * `hydrate` for a sandbox whose workspace and state volumes are overlays of a project base
+ * (core/sandbox/docker/project-base-volumes.ts `prepareBaseVolumes`). Before anything else runs, the listing of the workspace's
+ * files with their change times must equal the one the base's writer recorded (any write to the base
+ * since changes a change time); then the paths the host's plan removes go, and only the files that
+ * differ stream in, as one tar (docs/architecture.md §11, "A project's last copy"). The baselines are
+ * the same commits a full copy makes: the sandbox's is the base's tree with the same deletions and
+ * files on top, the host's the base's blobs (borrowed) with the streamed ones; both are checked
+ * against the commit the host computes from the whole manifest.
+ */
+export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSnapshot, base: BaseRecord, opts: HydrateFromBaseOptions = {}): Promise<HydrateFromBaseResult> {
+  const layout = opts.layout ?? SANDBOX_LAYOUT;
+  const timeoutMs = opts.timeoutMs ?? 30 * 60_000;
+  const started = performance.now();
+  const env = gitEnv(layout);
+  const plan = planDelta(snapshot, base);
+  const spool = `${layout.stateDir}/hydrate.tar`;
+  const deletionsFile = `${layout.stateDir}/base-deletions`;
+  const deletionList = (paths: string[]) => paths.map((p) => `${p}\0`).join('');
+
+  // As the agent's user (no agent process exists yet): check the base, then remove what the project lost.
+  const check = [
+    `got=$(${ctimeListingScript(layout.workDir)})`,
+    `[ "$got" = "$1" ] || { echo "listing $got" >&2; exit ${TAMPERED}; }`,
+    `cd ${layout.workDir} && xargs -0 -r rm -rf --`,
+  ].join('\n');
+  const [checked] = await Promise.all([
+    shell.run({ argv: ['sh', '-c', check, 'sh', base.ctimeDigest], stdin: deletionList(plan.deletions), env, timeoutMs }),
+    // The spool the copy tees into, in the helper's state folder.
+    runChecked(shell, { argv: ['sh', '-c', ': > "$1" && chmod 0666 "$1"', 'sh', spool], env, timeoutMs, as: 'helper' }, 'preparing the workspace'),
+  ]);
+  if (checked.exitCode === TAMPERED) {
+    throw new BaseMismatchError(`The project base on the engine (${base.volume}) changed since Airlock wrote it: its files' change times differ from the record. It was not used; remove it (airlock env prune) and the next run copies the project whole.`);
+  }
+  if (checked.exitCode !== 0 || checked.timedOut) {
+    throw new AirlockError('SANDBOX_FAILED', `Starting from the project base failed (exit ${checked.exitCode ?? checked.signal}): ${checked.stderr.toString('utf8').trim().slice(-300) || 'no error output'}.`);
+  }
+
+  const sandboxRepo = opts.gitHistory === undefined ? undefined : startSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
+  const importer = opts.hostRepo ? await opts.hostRepo.importer() : undefined;
+  const imported: Array<{ path: string; mode: GitMode; mark: number }> = [];
+  // The same snapshot object, narrowed to what differs: exclusions by content land in its own list.
+  const delta: ProjectSnapshot = Object.assign(Object.create(snapshot) as ProjectSnapshot, { entries: plan.stream });
+  const streams = delta.open(opts.onProgress, importer ? async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await importer.blob(content) }) : undefined);
+  const copy = shell.run({
+    argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f - && test -s "$1"', 'sh', spool, layout.workDir],
+    stdin: streams.tar,
+    env,
+    timeoutMs,
+  });
+  const [copyRun, streamed] = await Promise.allSettled([copy, streams.manifest]);
+  const failed = copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || streamed.status === 'rejected';
+  if (failed) {
+    importer?.abort();
+    streams.tar.destroy();
+    if (copyRun.status === 'rejected') throw copyRun.reason;
+    if (streamed.status === 'rejected') throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(streamed.reason as Error).message}`);
+    const r = copyRun.value;
+    throw new AirlockError(r.timedOut ? 'COMMAND_TIMEOUT' : 'SANDBOX_FAILED', `Copying the changed files in failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-300) || 'no error output'}.`);
+  }
+  const streamedFiles = streamed.status === 'fulfilled' ? streamed.value : [];
+
+  // The whole manifest, in the scan's order: the base's files kept, and the streamed ones.
+  const reused = new Map(plan.reuse.map((f) => [f.path, f]));
+  const got = new Map(streamedFiles.map((f) => [f.path, f]));
+  const manifest: ManifestFile[] = [];
+  for (const e of snapshot.entries) {
+    const f = reused.get(e.path) ?? got.get(e.path);
+    if (f) manifest.push({ path: f.path, oid: f.oid, size: f.size, mode: f.mode, ...(f.mtime !== undefined ? { mtime: f.mtime } : {}) });
+  }
+  // A base file now left out by its content (a token written since) must not stay in the workspace.
+  const inManifest = new Set(manifest.map((f) => f.path));
+  const streamedPaths = new Set(plan.stream.filter((e) => e.type !== 'dir').map((e) => e.path));
+  const dropped = base.files.filter((f) => !inManifest.has(f.path) && streamedPaths.has(f.path)).map((f) => f.path);
+  if (dropped.length) {
+    await runChecked(shell, { argv: ['sh', '-c', `cd ${layout.workDir} && xargs -0 -r rm -f --`], stdin: deletionList(dropped), env, timeoutMs }, 'removing files left out by content');
+  }
+  const deletions = [...plan.deletions, ...dropped];
+
+  const repoReady = sandboxRepo?.finish();
+  repoReady?.catch(() => undefined);
+  const baselineScript = [
+    'spool=$1; js=$2; ident=$3; tree=$4; dels=$5; shift 5',
+    'cat > "$dels"',
+    `node -e "$js" ${BASELINE_REF} "$ident" "$tree" "$dels" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done --force || exit 11`,
+    'rm -f "$spool" "$dels"',
+    'set -e',
+    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
+    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
+    `"$@" rev-parse ${BASELINE_REF}`,
+  ].join('\n');
+  const baselineRun = shell.run({
+    argv: ['sh', '-c', baselineScript, 'sh', spool, TAR_TO_FAST_IMPORT_JS, IDENT, base.tree, deletionsFile, ...gitArgv(layout, [])],
+    stdin: deletionList(deletions),
+    env: { ...env, INDEX: trackingIndex(layout) },
+    timeoutMs,
+    as: 'helper',
+  });
+  baselineRun.catch(() => undefined);
+  const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline');
+  const marks = new Map(imported.map((i) => [i.path, i]));
+  const hostBaseline = importer
+    ? importer
+        .commit(
+          { ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n' },
+          manifest.map((f): CommitChange => marks.get(f.path) ?? { path: f.path, mode: f.mode, oid: f.oid }),
+        )
+        .then((c) => {
+          if (c !== expected) throw new AirlockError('INTERNAL', `The host's baseline (${c}) does not match the project as read (${expected}).`);
+          return c;
+        })
+    : undefined;
+  hostBaseline?.catch(() => undefined);
+  const baselineReady = serializedBarrier(shell, async () => {
+    const r = await baselineRun;
+    const commit = r.stdout.toString('utf8').trim();
+    if (r.exitCode !== 0 || r.timedOut) {
+      throw new AirlockError('SANDBOX_FAILED', `Recording the baseline over the project base failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.`);
+    }
+    if (commit !== expected) {
+      throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${commit}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);
+    }
+  });
+  baselineReady.catch(() => undefined);
+  const repoSummary = await repoReady;
+  if (opts.waitForBaseline ?? true) await baselineReady;
+  return {
+    files: manifest.length,
+    bytes: manifest.reduce((n, f) => n + f.size, 0),
+    durationMs: performance.now() - started,
+    baselineCommit: expected,
+    baselineReady,
+    excluded: snapshot.excluded,
+    manifest,
+    ...(hostBaseline ? { hostBaseline } : {}),
+    ...(repoSummary ? { sandboxRepo: repoSummary } : {}),
+    delta: { streamed: streamedFiles.length, deleted: deletions.length, reused: plan.reuse.length },
+  };
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { manifestDigest, planDelta, trustedStat, type BaseDir, type BaseFile } from './project-base';
+import type { SnapshotEntry } from './snapshot';
+
+const stat = { size: 3, mtimeMs: 1_000, ctimeMs: 1_000, ino: 7, perm: 0o644 };
+const file = (path: string, over: Partial<SnapshotEntry> = {}): SnapshotEntry => ({ path, type: 'file', mode: 0o644, size: 3, mtimeMs: 1_000, ctimeMs: 1_000, ino: 7, ...over });
+const baseFile = (path: string, over: Partial<BaseFile> = {}): BaseFile => ({ path, oid: 'a'.repeat(40), size: 3, mode: '100644', mtime: 1, stat: { ...stat }, ...over });
+
+describe('planDelta', () => {
+  const dirs: BaseDir[] = [{ path: 'src', perm: 0o755 }, { path: 'gone', perm: 0o755 }];
+  const files = [baseFile('src/same'), baseFile('src/touched'), baseFile('gone/x'), baseFile('link', { mode: '120000' }), baseFile('was-file')];
+
+  it('keeps files whose host stat is unchanged, streams the rest, removes what is gone or changed type', () => {
+    const plan = planDelta(
+      {
+        entries: [
+          { path: 'src', type: 'dir', mode: 0o755, size: 0, mtimeMs: 0 },
+          file('src/same'),
+          file('src/touched', { ctimeMs: 2_000 }),
+          file('src/new'),
+          file('link'),
+          { path: 'was-file', type: 'dir', mode: 0o755, size: 0, mtimeMs: 0 },
+        ],
+      },
+      { files, dirs },
+    );
+    expect(plan.reuse.map((f) => f.path)).toEqual(['src/same']);
+    expect(plan.stream.map((e) => e.path)).toEqual(['src/touched', 'src/new', 'link', 'was-file']);
+    // `gone/x` goes with its folder; a symlink that became a file and a file that became a folder go first.
+    expect(plan.deletions).toEqual(['gone', 'link', 'was-file']);
+  });
+
+  it('never reuses a file without a trusted stat, a chmod or a streamed content', () => {
+    const plan = planDelta({ entries: [file('a'), file('b', { mode: 0o755 }), file('c', { content: Buffer.from('abc') })] }, { files: [baseFile('a', { stat: undefined }), baseFile('b'), baseFile('c')], dirs: [] });
+    expect(plan.reuse).toEqual([]);
+    expect(plan.stream.map((e) => e.path)).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('trustedStat', () => {
+  it('does not trust a file written within the racy window before the scan', () => {
+    expect(trustedStat(file('a', { mtimeMs: 9_000, ctimeMs: 9_000 }), 10_000)).toBeUndefined();
+    expect(trustedStat(file('a', { mtimeMs: 1_000, ctimeMs: 9_500 }), 10_000)).toBeUndefined();
+    expect(trustedStat(file('a'), 10_000)).toEqual(stat);
+  });
+});
+
+describe('manifestDigest', () => {
+  it('changes with any id, mode, mtime or folder', () => {
+    const d = manifestDigest([baseFile('a')], [{ path: 's', perm: 0o755 }]);
+    expect(manifestDigest([baseFile('a', { oid: 'b'.repeat(40) })], [{ path: 's', perm: 0o755 }])).not.toBe(d);
+    expect(manifestDigest([baseFile('a', { mode: '100755' })], [{ path: 's', perm: 0o755 }])).not.toBe(d);
+    expect(manifestDigest([baseFile('a', { mtime: 2 })], [{ path: 's', perm: 0o755 }])).not.toBe(d);
+    expect(manifestDigest([baseFile('a')], [{ path: 's', perm: 0o700 }])).not.toBe(d);
+  });
+});

@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { gitModeOf } from './git-objects';
+import type { ManifestFile, ProjectSnapshot, SnapshotEntry } from './snapshot';
+
+/**
+ * A project base: the project as Airlock last copied it in, kept on the engine in a volume only the
+ * host side writes, with the host's own record of what it holds (docs/architecture.md §11, "A
+ * project's last copy"). This file is the host half: the record, where it lives, and the plan of
+ * what a new run must stream on top of it. The engine half is core/sandbox/docker/project-base-volumes.ts.
+ */
+
+/** The listing whose digest detects a changed base: every non-folder entry and its change time. */
+export function ctimeListingScript(dir: string): string {
+  return `cd ${dir} && find . -mindepth 1 ! -type d -printf '%P\\0%C@\\0' | LC_ALL=C sort -z | sha256sum | cut -d' ' -f1`;
+}
+
+/** Host stat of a file when the base was read: what lets the next scan skip reading it. */
+export interface BaseStat {
+  size: number;
+  mtimeMs: number;
+  ctimeMs: number;
+  ino: number;
+  /** Permission bits. */
+  perm: number;
+}
+
+/** One file (or symlink) of the base, as its tree and the host's manifest hold it. */
+export interface BaseFile extends ManifestFile {
+  /** Absent when the file was written too close to the scan to trust its stat (re-read next time). */
+  stat?: BaseStat;
+}
+
+export interface BaseDir {
+  path: string;
+  /** Permission bits as written (the tar's `mode | 0o700`). */
+  perm: number;
+}
+
+export const BASE_RECORD_VERSION = 1;
+
+/** What the host knows of one base. Written by the host only; checked against the engine at every use. */
+export interface BaseRecord {
+  version: typeof BASE_RECORD_VERSION;
+  /** sha256 of the project's real path and the snapshot variant: one base per key. */
+  key: string;
+  projectDir: string;
+  /** The engine volume holding `tree/` (the files) and `state/baseline.git` (the sandbox's baseline). */
+  volume: string;
+  /** The volume's `CreatedAt` as the engine reported it right after creating it: a volume made again under the same name does not match. */
+  volumeCreatedAt: string;
+  /** Where the engine keeps the volume's data (its `Mountpoint`); overlay mounts name it. */
+  mountpoint: string;
+  /** The engine it lives on (the endpoint as displayed); another engine's base is never looked up. */
+  engine: string;
+  installation?: string;
+  createdAt: string;
+  /** The baseline commit of the base's tree (same identity and message as every run's baseline) and its tree. */
+  commit: string;
+  tree: string;
+  files: BaseFile[];
+  dirs: BaseDir[];
+  /** sha256 of the writer's listing of every non-folder entry of `tree/` with its change time, taken after the write. */
+  ctimeDigest: string;
+  /** sha256 of the canonical manifest (files and folders with modes and ids): labelled on the volume too. */
+  manifestDigest: string;
+}
+
+/** The key of a project's base: its real path plus what changes the copy (snapshot options). */
+export function baseKey(projectDir: string, variant = ''): string {
+  return createHash('sha256').update(path.resolve(projectDir)).update('\0').update(variant).digest('hex');
+}
+
+/** The digest over what the base holds: files (path, mode, id, mtime) and folders (path, mode), in order. */
+export function manifestDigest(files: readonly ManifestFile[], dirs: readonly BaseDir[]): string {
+  const h = createHash('sha256');
+  for (const f of files) h.update(`f\0${f.path}\0${f.mode}\0${f.oid}\0${f.mtime ?? ''}\n`);
+  for (const d of dirs) h.update(`d\0${d.path}\0${d.perm.toString(8)}\n`);
+  return h.digest('hex');
+}
+
+/** Where the host keeps its records and object stores of bases (`<AIRLOCK_HOME>/bases`). */
+export class BaseStore {
+  constructor(readonly dir: string) {}
+
+  private folder(key: string): string {
+    return path.join(this.dir, key);
+  }
+
+  /** The host object store that holds the base's blobs (runs on it borrow from it until compacted). */
+  objectsDir(key: string, volume: string): string {
+    return path.join(this.folder(key), `${volume}.git`);
+  }
+
+  /** The record of `key`, if there is one whose content matches its own digest. */
+  async read(key: string): Promise<BaseRecord | undefined> {
+    let rec: BaseRecord;
+    try {
+      rec = JSON.parse(await readFile(path.join(this.folder(key), 'record.json'), 'utf8')) as BaseRecord;
+    } catch {
+      return undefined;
+    }
+    if (rec.version !== BASE_RECORD_VERSION || rec.key !== key) return undefined;
+    // A record whose manifest was altered on disk is not used (its digest is what the volume is labelled with).
+    if (manifestDigest(rec.files, rec.dirs) !== rec.manifestDigest) return undefined;
+    return rec;
+  }
+
+  async write(rec: BaseRecord): Promise<void> {
+    await mkdir(this.folder(rec.key), { recursive: true });
+    const file = path.join(this.folder(rec.key), 'record.json');
+    await writeFile(`${file}.tmp`, JSON.stringify(rec));
+    await rename(`${file}.tmp`, file);
+  }
+
+  async list(): Promise<BaseRecord[]> {
+    const keys = await readdir(this.dir).catch(() => [] as string[]);
+    const out: BaseRecord[] = [];
+    for (const k of keys) {
+      const rec = await this.read(k);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  /** Object stores under `key` other than `keep`'s (a replaced base's), and the record when `keep` is absent. */
+  async removeStores(key: string, keep?: string): Promise<void> {
+    const dir = this.folder(key);
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      if (name.endsWith('.git') && name !== `${keep}.git`) await rm(path.join(dir, name), { recursive: true, force: true });
+    }
+    if (!keep) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A stat is trusted only when the file was last written well before the scan (git's racy-entry rule). */
+export const RACY_MS = 2_000;
+
+/** The stat to record for a file read at `scanStartedMs`, or undefined when it is too fresh to trust. */
+export function trustedStat(e: SnapshotEntry, scanStartedMs: number, racyMs = RACY_MS): BaseStat | undefined {
+  if (e.ctimeMs === undefined || e.ino === undefined || e.content) return undefined;
+  if (e.mtimeMs > scanStartedMs - racyMs || e.ctimeMs > scanStartedMs - racyMs) return undefined;
+  return { size: e.size, mtimeMs: e.mtimeMs, ctimeMs: e.ctimeMs, ino: e.ino, perm: e.mode };
+}
+
+function sameStat(s: BaseStat | undefined, e: SnapshotEntry): boolean {
+  return !!s && !e.content && s.size === e.size && s.mtimeMs === e.mtimeMs && s.ctimeMs === e.ctimeMs && s.ino === e.ino && s.perm === e.mode;
+}
+
+/** What a run started from a base streams and removes. */
+export interface DeltaPlan {
+  /** Base files the project still has, byte for byte (by the host's stat): neither read nor sent. */
+  reuse: BaseFile[];
+  /** Entries to stream (files and symlinks that differ or are new; folders that are new or changed mode). */
+  stream: SnapshotEntry[];
+  /** Paths to remove before the stream (gone from the project, or changed type); folders go whole. */
+  deletions: string[];
+}
+
+/**
+ * Compares a new scan with the base: a file whose host stat (size, mtime, ctime, inode, mode) equals
+ * the one recorded when the base was written is the base's; every other file is read and streamed
+ * (its content may still equal the base's: then the stream rewrites the same bytes). Nothing is
+ * trusted from the engine here; the record is the host's.
+ */
+export function planDelta(snapshot: Pick<ProjectSnapshot, 'entries'>, base: Pick<BaseRecord, 'files' | 'dirs'>): DeltaPlan {
+  const baseFiles = new Map(base.files.map((f) => [f.path, f]));
+  const baseDirs = new Map(base.dirs.map((d) => [d.path, d]));
+  const present = new Set<string>();
+  const reuse: BaseFile[] = [];
+  const stream: SnapshotEntry[] = [];
+  const deletions: string[] = [];
+  for (const e of snapshot.entries) {
+    present.add(e.path);
+    const bf = baseFiles.get(e.path);
+    const bd = baseDirs.get(e.path);
+    if (e.type === 'dir') {
+      if (bf) deletions.push(e.path);
+      if (!bd || bd.perm !== (e.mode | 0o700)) stream.push(e);
+      continue;
+    }
+    if (bd) deletions.push(e.path);
+    if (bf) {
+      const wasLink = bf.mode === '120000';
+      if (wasLink !== (e.type === 'symlink')) deletions.push(e.path);
+      else if (sameStat(bf.stat, e) && (e.type === 'symlink' || bf.mode === gitModeOf(e.mode, false))) {
+        reuse.push(bf);
+        continue;
+      }
+    }
+    stream.push(e);
+  }
+  for (const d of base.dirs) if (!present.has(d.path)) deletions.push(d.path);
+  for (const f of base.files) if (!present.has(f.path)) deletions.push(f.path);
+  return { reuse, stream, deletions: pruneNested(deletions) };
+}
+
+/** Drops paths inside a folder that is itself removed (`rm -rf` takes them), keeps order stable. */
+function pruneNested(paths: string[]): string[] {
+  const sorted = [...new Set(paths)].sort();
+  const out: string[] = [];
+  for (const p of sorted) {
+    const last = out[out.length - 1];
+    if (last !== undefined && p.startsWith(`${last}/`)) continue;
+    out.push(p);
+  }
+  return out;
+}
+
