@@ -128,4 +128,10 @@ export interface SandboxDriver {
    * only touches resources of this installation. Drivers that create per-machine resources omit it.
    */
   sharedEngine?(): Promise<boolean>;
+  /**
+   * The host's identity (uid or user name) of every process in a sandbox, read by the engine from the
+   * host, never from inside. Undefined where the engine cannot see the sandbox's processes (gVisor,
+   * VMs); drivers without it omit it. docs/architecture.md §16, "Setup ends completely".
+   */
+  processOwners?(sandboxId: string): Promise<string[] | undefined>;
 }
