@@ -10,7 +10,7 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-async function tarOf(entries: Array<Header & { body?: string }>): Promise<string> {
+async function tarOf(entries: Array<Partial<Header> & { name: string; body?: string }>): Promise<string> {
   const p = pack();
   const chunks: Buffer[] = [];
   p.on('data', (c: unknown) => {
