@@ -31,6 +31,11 @@ export interface SandboxSpec {
   joinNetwork?: string;
   /** With `joinNetwork`: `name:address` lines for /etc/hosts (Podman's internal networks answer no names, §16). */
   extraHosts?: string[];
+  /**
+   * With `joinNetwork` (Docker): the engine's embedded resolver's only upstream, an address nobody
+   * holds, so outside names are forwarded nowhere (docs/architecture.md §16, CVE-2024-29018).
+   */
+  dns?: { servers: string[]; options: string[]; search: string[] };
   /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
   labels?: Record<string, string>;
 }
