@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isSeq, parseDocument } from 'yaml';
+import { assertRealInside, buildContextDigest } from './build-context';
 import { AirlockError } from '../../contracts/errors';
 import type { NotApplied } from './devcontainer-config';
 import { lineColumn } from './jsonc';
@@ -149,6 +150,10 @@ async function service(name: string, raw: Record<string, unknown>, c: Ctx): Prom
     const context = insideProject(c, typeof b.context === 'string' ? b.context : '.', `${where}.build.context`);
     const dockerfileName = typeof b.dockerfile === 'string' ? b.dockerfile : 'Dockerfile';
     const dockerfile = insideProject({ ...c, dir: path.join(c.root, context) }, dockerfileName, `${where}.build.dockerfile`);
+    // Real paths, not only text; trust covers the whole context (build-context.ts).
+    await assertRealInside(c.root, context, { file: c.file, field: `${where}.build.context` });
+    await assertRealInside(c.root, dockerfile, { file: c.file, field: `${where}.build.dockerfile` });
+    c.hashed.push(await buildContextDigest(path.join(c.root, context)).catch(() => Buffer.from('no context')));
     try {
       c.hashed.push(await readFile(path.join(c.root, dockerfile)));
     } catch {

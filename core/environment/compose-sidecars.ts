@@ -9,6 +9,7 @@ import type { Isolation } from '../../contracts/runs';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, runLabels } from '../sandbox/labels';
 import type { ComposeService } from './compose-file';
 import { createContainerWithProfile, seccompSecurityOpt } from '../sandbox/docker/seccomp-profile';
+import { dnsHostConfig, sidecarDns, type SidecarDns } from './sidecar-dns';
 
 /**
  * Compose sidecars (docs/architecture.md §16): the devcontainer's other services (a database, a
@@ -63,6 +64,8 @@ export interface SidecarNetwork {
   addresses?: Record<string, string>;
   /** `name:address` entries for the sandbox's and sidecars' /etc/hosts (Podman only). */
   extraHosts?: string[];
+  /** Docker: the embedded resolver's only upstream, an address nobody holds (sidecar-dns.ts). */
+  dns?: SidecarDns;
 }
 
 export function sidecarNetworkName(runId: string): string {
@@ -144,6 +147,7 @@ export function sidecarContainerConfig(runId: string, s: SidecarImage, o: Sideca
       PortBindings: {},
       PublishAllPorts: false,
       ...(network.extraHosts?.length ? { ExtraHosts: network.extraHosts } : {}),
+      ...dnsHostConfig(network.dns),
       Memory: SIDECAR_LIMITS.memoryBytes,
       MemorySwap: SIDECAR_LIMITS.memoryBytes,
       NanoCpus: SIDECAR_LIMITS.cpus * 1e9,
@@ -177,9 +181,10 @@ export async function sidecarImage(docker: Docker, service: ComposeService, imag
 export async function createSidecarNetwork(docker: Docker, runId: string, services: string[], o: SidecarOptions = {}): Promise<SidecarNetwork> {
   const net = await docker.createNetwork(sidecarNetworkConfig(runId, o));
   const name = sidecarNetworkName(runId);
-  if (o.engine !== 'podman') return { name };
   try {
     const info = await net.inspect();
+    // Docker: outside names may not be forwarded anywhere (CVE-2024-29018 before 26.0.0). Podman's internal networks have no name service.
+    if (o.engine !== 'podman') return { name, dns: sidecarDns(info) };
     const plan = podmanSidecarAddresses(info, services);
     return { name, ...plan };
   } catch (err) {
@@ -193,7 +198,7 @@ export async function createSidecarNetwork(docker: Docker, runId: string, servic
  * refuses a network that is not internal or whose bridge holds a host address (a gateway), since
  * the sandbox could then reach services listening on the host (docs/architecture.md §16).
  */
-export function podmanSidecarAddresses(info: { Internal?: boolean; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } }, services: string[]): Required<Omit<SidecarNetwork, 'name'>> {
+export function podmanSidecarAddresses(info: { Internal?: boolean; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } }, services: string[]): Required<Omit<SidecarNetwork, 'name' | 'dns'>> {
   const cfg = info.IPAM?.Config?.[0];
   const gateway = cfg?.Gateway && /^\d+\.\d+\.\d+\.\d+$/.test(cfg.Gateway) ? cfg.Gateway : undefined;
   if (info.Internal !== true || gateway) {

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -117,6 +117,28 @@ describe('devcontainer.json', () => {
     expect((await failure(loadDevcontainer(empty, '.devcontainer.json'))).message).toMatch(/names no image/);
     const notObject = await project({ '.devcontainer.json': '[1]' });
     expect((await failure(loadDevcontainer(notObject, '.devcontainer.json'))).message).toMatch(/one JSON object/);
+  });
+
+  it('resolves build paths by their real paths: a link out of the project is refused naming it, a link inside is fine (docs/architecture.md §16)', async () => {
+    const outside = await project({ 'home/secret.txt': 'not for the engine\n', 'Dockerfile': 'FROM debian\n' });
+    // A committed `.devcontainer/root -> <outside>` makes the context any folder there.
+    const ctx = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"${localWorkspaceFolder}/.devcontainer/root/home"}}', '.devcontainer/Dockerfile': 'FROM debian\n' });
+    await symlink(outside, path.join(ctx, '.devcontainer/root'));
+    const e1 = await failure(loadDevcontainer(ctx, '.devcontainer/devcontainer.json'));
+    expect(e1.message).toContain("build.context '.devcontainer/root/home' leads outside the project through the link '.devcontainer/root'");
+    // A Dockerfile that is a link out of the project.
+    const df = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
+    await symlink(path.join(outside, 'Dockerfile'), path.join(df, '.devcontainer/Dockerfile'));
+    expect((await failure(loadDevcontainer(df, '.devcontainer/devcontainer.json'))).message).toContain("build.dockerfile '.devcontainer/Dockerfile' leads outside the project through the link '.devcontainer/Dockerfile'");
+    // A compose service's build context, likewise.
+    const compose = await project({ '.devcontainer.json': '{"dockerComposeFile":"c.yml","service":"app"}', 'c.yml': 'services:\n  app:\n    build: ./up/home\n' });
+    await symlink(outside, path.join(compose, 'up'));
+    expect((await failure(loadDevcontainer(compose, '.devcontainer.json'))).message).toContain("services.app.build.context 'up/home' leads outside the project through the link 'up'");
+    // A link that stays inside the project is only a name.
+    const fine = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"ctx"}}', 'real/Dockerfile': 'FROM debian\n' });
+    await symlink(path.join(fine, 'real'), path.join(fine, '.devcontainer/ctx'));
+    await symlink('../real/Dockerfile', path.join(fine, '.devcontainer/Dockerfile'));
+    expect((await loadDevcontainer(fine, '.devcontainer/devcontainer.json')).source).toMatchObject({ kind: 'build', context: '.devcontainer/ctx' });
   });
 
   it('normalises the lifecycle commands: string, array and object forms', async () => {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { assertRealInside, buildContextDigest } from './build-context';
 import { AirlockError } from '../../contracts/errors';
 import { loadCompose, type ComposeService } from './compose-file';
 import { parseJsonc } from './jsonc';
@@ -190,6 +191,7 @@ async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promis
     });
     if (typeof cfg.service !== 'string' || !cfg.service) throw invalid(c.configPath, 'a dockerComposeFile configuration needs "service": the service the agent works in');
     const runServices = Array.isArray(cfg.runServices) ? cfg.runServices.filter((s): s is string => typeof s === 'string') : undefined;
+    for (const f of files) await assertRealInside(c.root, f, { file: c.configPath, field: 'dockerComposeFile' });
     const project = await loadCompose(c.root, files, c.configPath, c.hashed);
     const workspace = project.services.get(cfg.service);
     const names = [...project.services.keys()];
@@ -202,10 +204,15 @@ async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promis
   if (dockerfile !== undefined) {
     if (typeof dockerfile !== 'string' || !dockerfile) throw invalid(c.configPath, 'build.dockerfile must be a path');
     const rel = inside(c, dockerfile, 'build.dockerfile');
+    // Real paths, not only text: a link may not lead the build out of the project (build-context.ts).
+    await assertRealInside(c.root, rel, { file: c.configPath, field: 'build.dockerfile' });
     c.hashed.push(await readInside(c.root, rel, c.configPath, 'build.dockerfile'));
     const context = inside(c, typeof (build?.context ?? cfg.context) === 'string' ? ((build?.context ?? cfg.context) as string) : '.', 'build.context');
+    await assertRealInside(c.root, context, { file: c.configPath, field: 'build.context' });
     const ctxStat = await stat(path.join(c.root, context)).catch(() => undefined);
     if (!ctxStat?.isDirectory()) throw invalid(c.configPath, `build.context '${context || '.'}' is not a folder of the project`);
+    // Trust covers every file the build can read: the whole context as the engine would get it.
+    c.hashed.push(await buildContextDigest(path.join(c.root, context)));
     const args = stringMap(build?.args, c.configPath, 'build.args');
     const target = build?.target;
     if (target !== undefined && typeof target !== 'string') throw invalid(c.configPath, 'build.target must be a string');

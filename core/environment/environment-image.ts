@@ -5,7 +5,8 @@ import type { RunEnvironment } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
 import type { ImageProgress } from '../sandbox/driver';
 import { createHash } from 'node:crypto';
-import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import type { ProjectSnapshot } from '../workspace/snapshot';
+import { assertRealInside, snapshotContext } from './build-context';
 import { debugLog } from '../common/debug-log';
 import type { BuildRecords } from './build-records';
 import type { DevcontainerEnvironment } from './devcontainer-config';
@@ -119,7 +120,10 @@ async function buildDevcontainerImage(
   const contextDir = path.join(projectDir, src.context);
   const dockerfile = path.posix.relative(src.context, src.dockerfile);
   if (dockerfile.startsWith('..')) throw new AirlockError('INVALID_INPUT', `${cfg.configPath}: build.dockerfile '${src.dockerfile}' is outside build.context '${src.context || '.'}'; move it into the context.`, { field: 'environment' });
-  const snapshot = await snapshotProject(contextDir, { respectGitignore: false, exclude: await dockerignore(contextDir), maxFileBytes: 512 * 1024 * 1024 });
+  // Checked again where it is read: the build sees only the project (build-context.ts).
+  await assertRealInside(projectDir, src.context, { file: cfg.configPath, field: 'build.context' });
+  await assertRealInside(projectDir, src.dockerfile, { file: cfg.configPath, field: 'build.dockerfile' });
+  const snapshot = await snapshotContext(contextDir);
   const excluded = snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path);
   const ref = `${BASE_REPOSITORY}:${as.tag}-${cfg.contentHash.slice(0, 20)}`;
   const labels = { 'airlock.devcontainer': cfg.configPath };
@@ -167,12 +171,4 @@ async function composeServiceImage(docker: Docker, projectDir: string, cfg: Devc
     return { ref: svc.source.image, excluded: [] };
   }
   return buildDevcontainerImage(docker, projectDir, cfg, svc.source, emit, { tag: `svc-${svc.name.toLowerCase()}`, what: `the compose service '${svc.name}' of ${cfg.configPath}` });
-}
-
-async function dockerignore(contextDir: string): Promise<string[]> {
-  try {
-    return (await readFile(path.join(contextDir, '.dockerignore'), 'utf8')).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-  } catch {
-    return [];
-  }
 }

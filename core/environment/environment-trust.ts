@@ -10,7 +10,8 @@ import type { DevcontainerEnvironment } from './devcontainer-config';
  * Building a devcontainer runs the project's own instructions (docs/architecture.md §16, "Trust"), so
  * an environment is built only after the user accepted that configuration's content for that
  * project: `<home>/projects/<hash>/environment-trust.json` keeps the accepted content hash per
- * configuration, and a changed file (config, Dockerfile, compose files) asks again.
+ * configuration, and a changed file (config, Dockerfile, compose files, any file of a build context)
+ * asks again.
  */
 const TrustFile = z.object({
   version: z.literal(1),
@@ -55,7 +56,14 @@ export class EnvironmentTrust {
 
 /** The refusal when a devcontainer is not (or no longer) accepted. */
 export function untrustedError(env: DevcontainerEnvironment, changed: boolean): AirlockError {
-  const what = env.source.kind === 'build' ? `builds ${env.source.dockerfile} with network access` : env.source.kind === 'image' ? `runs the image ${env.source.image}` : 'starts compose services';
+  // Said plainly (docs/architecture.md §16, "Trust"): a build runs the project's code with the engine's network.
+  const building = "building runs the project's own code with the engine's network";
+  const what =
+    env.source.kind === 'build'
+      ? `builds ${env.source.dockerfile} from the folder '${env.source.context || '.'}' (${building}: its steps can reach the internet and read every file of that folder)`
+      : env.source.kind === 'image'
+        ? `runs the image ${env.source.image}`
+        : `starts compose services${[env.source.workspace, ...env.source.sidecars].some((s) => s.source.kind === 'build') ? ` (${building})` : ''}`;
   return new AirlockError(
     'FORBIDDEN',
     `${changed ? 'The project environment changed since you accepted it' : 'The project environment is not trusted yet'}: ${env.configPath} ${what}${Object.keys(env.lifecycle).length ? ' and runs its setup commands' : ''}, which is the project's own code. Read it, then accept it (--trust-environment, or the New run form), or choose --environment airlock.`,

@@ -11,6 +11,7 @@ import { parseStoredJson } from '../common/stored-json';
 import type { ChannelClient } from '../channel/channel-client';
 import { LABEL_INSTALLATION } from '../sandbox/labels';
 import { AIRLOCK_TOOLS_BIN } from './derived-image';
+import { checkPreparedTar } from './prepared-tar-check';
 import type { DevcontainerEnvironment } from './devcontainer-config';
 import type { SetupPlan } from './setup-plan';
 
@@ -131,21 +132,20 @@ export async function capturePrepared(
       if (!unchangedProjectFiles.has(rel)) names.push(`workspace/${rel}`);
     } else if (abs.startsWith(`${HOME}/`)) names.push(abs.slice(1));
   }
-  // In /tmp, not /airlock: files the host writes over the channel are the agent's (§2.3), and /airlock is not.
-  const list = `/tmp/airlock-prepared-list-${process.pid}`;
-  await channel.writeFile(list, Buffer.from(names.map((n) => `${n}\0`).join('')));
+  // The names go to tar on its stdin: no list file a process of the sandbox could change or re-point.
   const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-prepared-'));
   const tarFile = path.join(dir, 'state.tar');
   const removeTar = () => rm(dir, { recursive: true, force: true });
   try {
-    await streamToFile(channel, ['/bin/sh', '-c', tarScript(), 'sh', list], tarFile);
+    await streamToFile(channel, ['/bin/sh', '-c', tarScript()], Buffer.from(names.map((n) => `${n}\0`).join('')), tarFile);
   } catch (err) {
     await removeTar();
     throw err;
-  } finally {
-    await channel.run({ argv: ['rm', '-f', list], timeoutMs: 30_000 }).catch(() => undefined);
   }
-  const image = commitPrepared(docker, target, tarFile, workspaceEntriesToRestore(names, unchangedProjectFiles)).finally(removeTar);
+  // Checked on the host before the engine extracts it (off the agent's path, like the commit).
+  const image = checkPreparedTar(tarFile)
+    .then(() => commitPrepared(docker, target, tarFile, workspaceEntriesToRestore(names, unchangedProjectFiles)))
+    .finally(removeTar);
   return { image };
 }
 
@@ -164,15 +164,16 @@ function workspaceEntriesToRestore(names: string[], unchangedProjectFiles: Set<s
 
 /** The tar of the listed names (relative to `/`: `workspace/…`, `home/airlock/…`), nothing else. */
 function tarScript(): string {
-  return `exec ${AIRLOCK_TOOLS_BIN}/tar -c --null --no-recursion -C / -f - -T "$1"`;
+  return `exec ${AIRLOCK_TOOLS_BIN}/tar -c --null --no-recursion -C / -f - -T -`;
 }
 
-async function streamToFile(channel: ChannelClient, argv: string[], file: string): Promise<void> {
+async function streamToFile(channel: ChannelClient, argv: string[], stdin: Buffer, file: string): Promise<void> {
   const { createWriteStream } = await import('node:fs');
   const out = createWriteStream(file);
   const proc = channel.spawn({ argv, timeoutMs: 30 * 60_000, maxOutputBytes: 8 * 1024 ** 3 });
   let stderr = '';
   const subs = [proc.onStdout((c) => out.write(c)), proc.onStderr((c) => (stderr = (stderr + c.toString('utf8')).slice(-2000)))];
+  proc.write(stdin);
   proc.end();
   try {
     const exit = await proc.exited;

@@ -8,6 +8,7 @@ import type { RunPrepared } from '../../contracts/environments';
 import { restoreArgv } from '../environment/prepared-environments';
 import type { PreparedState } from '../environment/run-environment';
 import type { LiveRun, RunNetwork, StepHost } from './run-context';
+import { endSetupProcesses } from './setup-end';
 
 /** How long one setup command may run (a first `npm ci` or `pip install` of a large project). */
 const SETUP_TIMEOUT_MS = 30 * 60_000;
@@ -38,7 +39,15 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   if (reuse && prepared) {
     await restorePrepared(host, run, sandbox, prepared);
   }
-  if (hooks.length) await runHooks(host, run, sandbox, { ...plan, hooks });
+  if (hooks.length) {
+    await runHooks(host, run, sandbox, { ...plan, hooks });
+    // Nothing setup started outlives it: not into the capture below, not into the agent's phase (the run token).
+    const ended = await endSetupProcesses(sandbox);
+    await run.audit.append('note', {
+      message: `setup ended: ${ended.leftover ? `${ended.leftover} process(es) it left running were killed` : 'it left no process running'}; none of the agent's user remains (verified ${ended.verifiedBy === 'engine' ? "by the engine's process list" : "in the sandbox's pid namespace"})`,
+    });
+    if (ended.leftover) run.terminal.write(`\x1b[33m[setup] ${ended.leftover} process(es) left running by setup were ended: lifecycle commands cannot leave processes for the agent's phase\x1b[0m\r\n`);
+  }
   if (reuse && prepared && !prepared.restoresWorkspace && !hooks.length) {
     // Nothing ran in the workspace and the image holds no workspace files (the host's own record of
     // what it committed): the hydrated project is already the agent's starting point.

@@ -7,7 +7,7 @@ import type { AgentCommandContext } from '../agents';
 import { commandEnv } from '../common/command-env';
 import { PreviewPorts } from '../network/preview-ports';
 import { proxyEnvFor } from '../proxy/model-proxy';
-import { DEFAULT_LIMITS } from '../sandbox/driver';
+import { DEFAULT_LIMITS, type SandboxSpec } from '../sandbox/driver';
 import type { LiveRun, StepHost } from './run-context';
 import { resultPaths } from './run-apply';
 import { checkStep, stopLeftoverProcesses } from './run-check';
@@ -61,7 +61,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   await host.update(run, { phase: 'starting sandbox' });
   const manager = await host.deps.sandboxes(input.isolation);
   const sidecars = environment?.sidecars;
-  let joined: { name: string; extraHosts?: string[] } | undefined;
+  let joined: { name: string; extraHosts?: string[]; dns?: SandboxSpec['dns'] } | undefined;
   if (sidecars) {
     if (input.network === 'open') throw new AirlockError('INVALID_INPUT', "Compose services run on the run's internal network, which the open network policy would leave; use the none or allowlist policy for a compose devcontainer.", { field: 'network' });
     joined = await sidecars.createNetwork(run.id);
@@ -82,7 +82,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     await run.audit.append('note', { message: 'record' in claim ? `the workspace starts from the project's base on the engine (${claim.record.volume}, written ${claim.record.createdAt}); only what differs is copied in` : `the project is copied in whole: ${claim.reason}` });
   }
   try {
-    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(run.base ? { volumesReady: true } : {}), ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}) } : {}) });
+    sandbox = await manager.create({ runId: run.id, image: byId ?? image, limits, network, ...(run.base ? { volumesReady: true } : {}), ...(joined ? { joinNetwork: joined.name, ...(joined.extraHosts ? { extraHosts: joined.extraHosts } : {}), ...(joined.dns ? { dns: joined.dns } : {}) } : {}) });
   } catch (err) {
     // No sandbox, so no wipe step to take the network with it.
     if (sidecars) await sidecars.remove(run.id).catch(() => undefined);

@@ -31,6 +31,11 @@ export interface SandboxSpec {
   joinNetwork?: string;
   /** With `joinNetwork`: `name:address` lines for /etc/hosts (Podman's internal networks answer no names, §16). */
   extraHosts?: string[];
+  /**
+   * With `joinNetwork` (Docker): the engine's embedded resolver's only upstream, an address nobody
+   * holds, so outside names are forwarded nowhere (docs/architecture.md §16, CVE-2024-29018).
+   */
+  dns?: { servers: string[]; options: string[]; search: string[] };
   /** Extra labels (e.g. `airlock.pool`); the run and kind labels are always set and win. */
   labels?: Record<string, string>;
   /** The run's volumes were made before the sandbox (a project base's overlays, core/sandbox/docker/project-base-volumes.ts): never a pooled sandbox. */
@@ -130,4 +135,10 @@ export interface SandboxDriver {
    * only touches resources of this installation. Drivers that create per-machine resources omit it.
    */
   sharedEngine?(): Promise<boolean>;
+  /**
+   * The host's identity (uid or user name) of every process in a sandbox, read by the engine from the
+   * host, never from inside. Undefined where the engine cannot see the sandbox's processes (gVisor,
+   * VMs); drivers without it omit it. docs/architecture.md §16, "Setup ends completely".
+   */
+  processOwners?(sandboxId: string): Promise<string[] | undefined>;
 }

@@ -32,6 +32,11 @@ export class Sandbox implements Disposable {
     return this.stream.stderrTail?.() ?? '';
   }
 
+  /** The host identity of each of the sandbox's processes, as the engine sees them (undefined when it cannot). */
+  processOwners(): Promise<string[] | undefined> {
+    return this.driver.processOwners?.(this.info.id) ?? Promise.resolve(undefined);
+  }
+
   /** Closes the channel, removes the sandbox and its volumes, and verifies nothing is left. Idempotent. */
   destroy(): Promise<WipeProof> {
     this.destroying ??= (async () => {

@@ -194,6 +194,21 @@ for (const way of ENGINES) describe.skipIf(!way.ok)(`compose sidecars (real ${wa
     // The sandbox is on that network and no other.
     const sb = await d.getContainer(sandbox).inspect();
     expect(Object.keys(sb.NetworkSettings.Networks)).toEqual([sidecarNetworkName(runId)]);
+    if (cli === 'docker') {
+      // No DNS leaves (CVE-2024-29018, Docker before 26.0.0): the embedded resolver's only upstream,
+      // for the sandbox and every sidecar, is the run network's gateway address — reserved by the
+      // engine's IPAM (no container gets it), held by no host interface (above) — never the host's
+      // resolvers, which a loopback resolver would have the engine ask from the host's namespace.
+      for (const c of [hc, sb.HostConfig]) {
+        expect(c.Dns).toEqual([gateway]);
+        expect(c.DnsSearch).toEqual(['.']);
+        expect(c.DnsOptions).toEqual(['timeout:1', 'attempts:1']);
+      }
+      expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+      expect(gateway.startsWith('127.')).toBe(false);
+      // What the containers' libc is told: the engine's resolver, failing fast.
+      expect((await exec(cli, ['exec', sidecar, 'cat', '/etc/resolv.conf'])).stdout).toMatch(/options timeout:1 attempts:1/);
+    }
     // Every process of the sidecar: no capabilities (it starts as its own user), no new privileges.
     const inSidecar = async (sh: string) => (await exec(cli, ['exec', sidecar, 'bash', '-c', sh])).stdout;
     expect((await inSidecar(`grep -h '^CapEff' /proc/[0-9]*/status | sort -u`)).trim()).toBe('CapEff:\t0000000000000000');
@@ -202,6 +217,7 @@ for (const way of ENGINES) describe.skipIf(!way.ok)(`compose sidecars (real ${wa
     // From inside the sidecar: no route out either, and neither the key nor the run token anywhere.
     expect(await inSidecar(`timeout 5 redis-cli -h ${outside.ip} ping 2>&1 | grep -q PONG && echo outside-reached || echo outside-unreachable`)).toContain('outside-unreachable');
     expect(await inSidecar(`${GATEWAY}; timeout 5 bash -c "echo > /dev/tcp/$gw/6379" 2>/dev/null && echo gw-reached || echo gw-unreachable`)).toContain('gw-unreachable');
+    expect(await inSidecar('getent hosts example.invalid >/dev/null && echo invalid-resolved || echo invalid-unresolved')).toContain('invalid-unresolved');
     // The needles come in on stdin, so neither the scanning shell's argv nor its environment holds them.
     const scan = `while read -r n; do grep -rlsF -f <(printf '%s\\n' "$n") / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -caF -f <(printf '%s\\n' "$n"); done; echo scanned`;
     const canaries = await withStdin(cli, ['exec', '-i', sidecar, 'bash', '-c', scan], `${CANARY_KEY}\n${token}\n`);

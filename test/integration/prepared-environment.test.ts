@@ -163,4 +163,36 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     expect(pruned.removed.map((r) => r.key)).toEqual(expect.arrayContaining(listed.map((p) => p.key)));
     expect((await f.services.environments.list({})).environments.filter((p) => p.project === path.resolve(projectDir))).toEqual([]);
   }, 600_000);
+
+  it('setup ends completely: a process it leaves and a loop watching for the run token are gone before the agent, saw no token, and left no trace in the prepared image', async () => {
+    // One process left in the background, and a double-forked loop (reparented to init, outside any
+    // tree the helper knows) that records every run token it can find in any process's environment.
+    const loop = `while :; do for e in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$e" 2>/dev/null | grep -o "airlock-run-[A-Za-z0-9_-]*"; done >> /workspace/.watch/seen; echo t >> /workspace/.watch/ticks; echo t >> "$HOME/watch-ticks"; sleep 0.05; done`;
+    const setup = `mkdir -p .watch; : > .watch/seen; (sleep 1000 &); (sh -c '${loop}' w4tch-l00p &); echo started`;
+    const projectDir = await f.project({
+      'src.txt': 'v1\n',
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: airlockImage, postCreateCommand: setup }),
+    });
+    // The agent lists every process it can see, and what the loop recorded.
+    const ps = `echo BEGIN-PS; for p in /proc/[0-9]*; do echo "$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)"; done; echo END-PS; echo "seen=[$(cat .watch/seen)]"; echo ${AGENT_MARK} > agent.txt`;
+    const done = await run(projectDir, ps);
+    made.push(done.environment?.prepared?.image ?? '');
+    expect(done.environment?.prepared?.status).toBe('created');
+    const out = lastToolOutput();
+    const listing = out.slice(out.indexOf('BEGIN-PS'), out.indexOf('END-PS'));
+    expect(listing.length).toBeGreaterThan(10);
+    expect(listing).not.toContain('sleep 1000');
+    expect(listing).not.toContain('w4tch-l00p');
+    expect(out).toContain('seen=[]');
+    // Nothing wrote after setup: the review holds only the agent's file (the loop's ticks would be changes).
+    expect(done.changedFiles.map((c) => `${c.status} ${c.path}`)).toEqual(['added agent.txt']);
+    const audit = await import('node:fs/promises').then((fs) => fs.readFile(f.core.store.paths(done.id).audit, 'utf8'));
+    expect(audit).toMatch(/setup ended: [2-9]\d* process\(es\) it left running were killed; none of the agent's user remains \(verified by the engine's process list\)/);
+    // The prepared image: setup's own ticks (written during setup) at most, no run token, nothing of the agent.
+    const bytes = await savedImage(done.environment?.prepared?.image ?? '');
+    expect(tokens.length).toBeGreaterThanOrEqual(1);
+    for (const t of tokens) expect(bytes.includes(Buffer.from(t))).toBe(false);
+    expect(bytes.includes(Buffer.from(AGENT_MARK))).toBe(false);
+    expect(await leftoversOf(done.id)).toEqual([]);
+  }, 600_000);
 });

@@ -197,6 +197,7 @@ export function hardenedContainerConfig(spec: SandboxSpec, opts: ContainerConfig
       // A compose run's sandbox joins its internal sidecar network (no route out) instead of none.
       NetworkMode: spec.network === 'open' ? 'bridge' : (spec.joinNetwork ?? 'none'),
       ...(spec.joinNetwork && spec.extraHosts?.length ? { ExtraHosts: spec.extraHosts } : {}),
+      ...(spec.joinNetwork && spec.dns ? { Dns: spec.dns.servers, DnsOptions: spec.dns.options, DnsSearch: spec.dns.search } : {}),
       IpcMode: 'private',
       PidMode: '',
       UTSMode: '',

@@ -13,6 +13,7 @@ import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type E
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
 import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
+import { containerProcessOwners } from './container-processes';
 import { createContainerWithProfile } from './seccomp-profile';
 
 export interface DockerDriverOptions {
@@ -364,6 +365,17 @@ export class DockerDriver implements SandboxDriver {
     } catch (err) {
       return this.fail(err, 'Could not list sandbox volumes');
     }
+  }
+
+  /**
+   * The host identity of every process in the container, from the engine's `top` (see
+   * `containerProcessOwners`); undefined under gVisor, whose processes the engine cannot list.
+   */
+  async processOwners(sandboxId: string): Promise<string[] | undefined> {
+    if (this.kind === 'gvisor') return undefined;
+    const engine = await this.engine();
+    const identity = await engineIdentity(engine);
+    return containerProcessOwners(engine.docker, sandboxId, identity.kind);
   }
 
   /** A network-reached engine may be shared by several machines (see `SandboxDriver.sharedEngine`). */

@@ -51,7 +51,7 @@ export function EnvironmentField({ defaultEnvironment }: { defaultEnvironment?: 
       {option && option.trust && option.trust !== 'trusted' && (
         <label className="row hint">
           <input type="checkbox" checked={trust} onChange={(e) => set({ trustEnvironment: e.target.checked })} />
-          Build and run {option.label.replace(/^devcontainer: /, '')}: its Dockerfile and setup commands are the project&apos;s own code{option.trust === 'changed' ? ' (changed since you accepted it)' : ''}.
+          Build and run {option.label.replace(/^devcontainer: /, '')}: its Dockerfile, build folder and setup commands are the project&apos;s own code, and building runs it with the engine&apos;s network{option.trust === 'changed' ? ' (changed since you accepted it)' : ''}.
         </label>
       )}
       {option && option.notApplied.length > 0 && (
