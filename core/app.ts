@@ -31,6 +31,8 @@ export interface AirlockCoreOptions extends AppContextOptions {
    * purpose: no setting, environment variable or CLI flag can reach it.
    */
   egressProxyForTests?: EgressProxyForTests;
+  /** Tests only: how long a setup command may be silent before the run says it is still running (default a minute). */
+  setupQuietMsForTests?: number;
 }
 
 /**
@@ -129,6 +131,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     agent: getAgentAdapter,
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
+    ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),
   });
   if (opts.recover !== false) {
     // Recovery needs the engine; without one (not running, unreachable, or an address refused as
