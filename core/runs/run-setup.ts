@@ -9,6 +9,7 @@ import { restoreArgv } from '../environment/prepared-environments';
 import type { PreparedState } from '../environment/run-environment';
 import type { LiveRun, RunNetwork, StepHost } from './run-context';
 import { watchSetupProcess } from './setup-watch';
+import { tlsFailureHint } from '../environment/tls-failure';
 
 /** How long one setup command may run (a first `npm ci` or `pip install` of a large project). */
 const SETUP_TIMEOUT_MS = 30 * 60_000;
@@ -158,9 +159,10 @@ async function runSetupCommand(host: StepHost, run: LiveRun, sandbox: Sandbox, c
   if (exit.exitCode === 0 && !exit.timedOut) return;
   const status = exit.timedOut ? `did not finish within ${SETUP_TIMEOUT_MS / 60_000} minutes` : `exited with status ${exit.exitCode ?? 'unknown (killed)'}`;
   await run.audit.append('note', { message: `setup failed: ${label} ${status}` });
+  const tls = tlsFailureHint(tail.toString('utf8'));
   throw new AirlockError(
     'SANDBOX_FAILED',
-    `Setup failed: ${label} (${shown.slice(0, 200)}) ${status}. The agent was not started and no model was called.\n--- last output ---\n${tail.toString('utf8').trim()}\n---\nFix the command in ${configPath}, allow what it needs to reach (--setup-allow), or choose --environment airlock.`,
+    `Setup failed: ${label} (${shown.slice(0, 200)}) ${status}. The agent was not started and no model was called.\n--- last output ---\n${tail.toString('utf8').trim()}\n---\n${tls ? `${tls}\n` : ''}Fix the command in ${configPath}, allow what it needs to reach (--setup-allow), or choose --environment airlock.`,
     { field: 'environment' },
   );
 }

@@ -86,7 +86,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   if (sidecars) {
     await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
     run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);
-    await sidecars.start(run.id);
+    await sidecars.start(run.id, run.stop.signal);
     await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joined?.name}, no route out; they go with the run's wipe` });
   }
   // Published preview ports close with the run.
