@@ -157,7 +157,9 @@ export async function prepareRunEnvironment(
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress, records: new BuildRecords(deps.home) });
   if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
-  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
+  // A compose dev service's own `environment` (the database it is given) is kept, under containerEnv as the reference orders them.
+  const serviceEnv = cfg?.source.kind === 'compose' ? cfg.source.workspace.environment : {};
+  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...serviceEnv, ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;

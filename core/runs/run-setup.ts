@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import { debugLog } from '../common/debug-log';
-import type { LifecycleHook, LifecycleStep } from '../environment/devcontainer-config';
+import { EVERY_START_HOOKS, type LifecycleHook, type LifecycleStep } from '../environment/devcontainer-config';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { Sandbox } from '../sandbox/sandbox';
 import type { RunResult } from '../channel/channel-client';
@@ -32,7 +32,7 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   const prepared = run.prepared;
   // A prepared environment holds what setup left; postStartCommand is for processes, so it runs at every start.
   const reuse = prepared?.reuse === true;
-  const hooks = reuse ? plan.hooks.filter((h) => h.hook === 'postStartCommand') : plan.hooks;
+  const hooks = reuse ? plan.hooks.filter((h) => EVERY_START_HOOKS.includes(h.hook)) : plan.hooks;
   await host.update(run, { phase: reuse ? 'starting from the prepared environment' : 'setting up the environment' });
   run.terminal.write(`\r\n\x1b[1;36m── Setup (${plan.configPath}) ──\x1b[0m\r\n`);
   if (reuse && prepared) {
