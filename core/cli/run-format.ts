@@ -40,6 +40,8 @@ export function summaryRow(r: RunSummary): string {
  * runs, `auto`'s fallback to Airlock's image with its reason (one line), and each option not applied.
  */
 export function environmentLines(e: EnvironmentEvent): string[] {
+  // Airlock's own image, chosen or found by default, needs no line.
+  if (e.kind === 'airlock' && !e.fallback && !e.notApplied.length) return [];
   const lines = [e.fallback ? `environment: Airlock's own image — ${e.fallback.config} ${e.fallback.reason}` : `environment: ${e.name}`];
   for (const n of e.notApplied) if (!e.fallback || n.field !== e.fallback.config) lines.push(`  not applied: ${n.field}: ${n.reason}`);
   return lines;
