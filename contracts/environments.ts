@@ -50,6 +50,8 @@ export const RunEnvironment = z.object({
   sidecars: z.array(z.object({ service: z.string().max(100), image: z.string().max(500) })).max(50).optional(),
   /** `forwardPorts`, offered as the run's preview ports. */
   forwardPorts: z.array(z.number().int().min(1).max(65535)).max(100).optional(),
+  /** `auto` found a devcontainer it could not use and ran Airlock's own image: which one, and why (one line). */
+  fallback: z.object({ config: z.string().max(1000), reason: z.string().max(1000) }).optional(),
 });
 export type RunEnvironment = z.infer<typeof RunEnvironment>;
 

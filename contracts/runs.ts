@@ -345,10 +345,43 @@ export const NetworkApprovalResolvedEvent = z.object({
 export type NetworkApprovalResolvedEvent = z.infer<typeof NetworkApprovalResolvedEvent>;
 
 /**
- * The body of one run event: a status transition, a host-observed network event, or one of the
- * agent's events (agent-events.ts).
+ * The environment a run uses, once prepare resolved it (docs/architecture.md §16): its name, what of
+ * the configuration is not applied, and — when `auto` could not use the devcontainer it found — the
+ * fallback to Airlock's own image with its one-line reason. Host-made.
  */
-export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, AgentEvent]);
+export const EnvironmentEvent = z.object({
+  type: z.literal('environment'),
+  name: z.string().max(700),
+  kind: z.enum(['airlock', 'image', 'devcontainer']),
+  notApplied: z.array(z.object({ field: z.string().max(200), reason: z.string().max(1000) })).max(200),
+  fallback: z.object({ config: z.string().max(1000), reason: z.string().max(1000) }).optional(),
+});
+export type EnvironmentEvent = z.infer<typeof EnvironmentEvent>;
+
+/**
+ * The setup phase as it goes (docs/architecture.md §16): a lifecycle command started, printed output,
+ * is still running after a quiet interval, or ended. Host-made (the command is the configuration's
+ * text; the output is the command's own, shown as such); `elapsedMs` since the command started.
+ */
+export const SetupEvent = z.object({
+  type: z.literal('setup'),
+  phase: z.enum(['started', 'output', 'still_running', 'exited', 'stopped']),
+  /** `postCreateCommand`, or `postCreateCommand.name` for an object form's entry. */
+  step: z.string().max(200),
+  command: z.string().max(2000),
+  elapsedMs: z.number().int().nonnegative(),
+  /** With `output`: what the command printed (bounded per event). */
+  data: z.string().max(65_536).optional(),
+  /** With `exited`. */
+  exitCode: z.number().int().nullable().optional(),
+});
+export type SetupEvent = z.infer<typeof SetupEvent>;
+
+/**
+ * The body of one run event: a status transition, a host-observed network event, the environment
+ * and its setup, or one of the agent's events (agent-events.ts).
+ */
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, EnvironmentEvent, SetupEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */

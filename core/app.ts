@@ -33,6 +33,8 @@ export interface AirlockCoreOptions extends AppContextOptions {
    * purpose: no setting, environment variable or CLI flag can reach it.
    */
   egressProxyForTests?: EgressProxyForTests;
+  /** Tests only: how long a setup command may be silent before the run says it is still running (default a minute). */
+  setupQuietMsForTests?: number;
 }
 
 /**
@@ -136,6 +138,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
     bases: core.bases,
+    ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),
   });
   // Bases of project folders that are gone go at start (no engine call when there are none, §11).
   void core.bases.prune().catch(debugLog.swallow('workspace.base.prune-at-start'));

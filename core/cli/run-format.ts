@@ -1,6 +1,7 @@
 import type { RunEnvironment } from '../../contracts/environments';
 import type { ChangedFile, RunSummary, Usage } from '../../contracts';
-import { isFinalStatus } from '../../contracts/runs';
+import { isFinalStatus, type EnvironmentEvent, type SetupEvent } from '../../contracts/runs';
+import { formatElapsed } from '../runs/setup-watch';
 
 export const isFinal = isFinalStatus;
 
@@ -34,8 +35,39 @@ export function summaryRow(r: RunSummary): string {
   return `${r.id}  ${r.status.padEnd(11)} ${r.agent.padEnd(11)} ${cost.padEnd(10)} ${String(r.changedFiles).padStart(3)} files  ${task}${turn}`;
 }
 
+/**
+ * What `airlock run` prints once the environment is resolved (docs/architecture.md §16): which one
+ * runs, `auto`'s fallback to Airlock's image with its reason (one line), and each option not applied.
+ */
+export function environmentLines(e: EnvironmentEvent): string[] {
+  // Airlock's own image, chosen or found by default, needs no line.
+  if (e.kind === 'airlock' && !e.fallback && !e.notApplied.length) return [];
+  const lines = [e.fallback ? `environment: Airlock's own image — ${e.fallback.config} ${e.fallback.reason}` : `environment: ${e.name}`];
+  for (const n of e.notApplied) if (!e.fallback || n.field !== e.fallback.config) lines.push(`  not applied: ${n.field}: ${n.reason}`);
+  return lines;
+}
+
+/** A setup event as the CLI shows it: commands and their end with elapsed time, output as printed. */
+export function setupLine(e: SetupEvent): string | undefined {
+  switch (e.phase) {
+    case 'started':
+      return `$ [setup ${e.step}] ${e.command}`;
+    case 'output':
+      return e.data ?? '';
+    case 'still_running':
+      return `… [setup ${e.step}] still running (${formatElapsed(e.elapsedMs)})`;
+    case 'exited':
+      return `[setup ${e.step}] ${e.exitCode === 0 ? 'done' : `exit ${e.exitCode ?? 'killed'}`} in ${formatElapsed(e.elapsedMs)}`;
+    case 'stopped':
+      return `[setup ${e.step}] stopped after ${formatElapsed(e.elapsedMs)}`;
+    default:
+      return undefined;
+  }
+}
+
 /** The environment line of a run's report: which environment ran and whether setup ran or a prepared environment was used (§16). */
 export function environmentLine(env: RunEnvironment | undefined): string | undefined {
+  if (env?.fallback) return `environment: Airlock's own image (${env.fallback.config} ${env.fallback.reason})`;
   if (!env || env.kind === 'airlock') return undefined;
   const p = env.prepared;
   const prepared = !p

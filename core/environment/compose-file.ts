@@ -97,7 +97,7 @@ const SERVICE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
  */
 export async function loadCompose(projectDir: string, files: string[], configPath: string, hashed: Buffer[]): Promise<ComposeProject> {
   const root = path.resolve(projectDir);
-  const merged = new Map<string, { raw: Record<string, unknown>; dir: string; file: string }>();
+  const merged = new Map<string, { raw: Record<string, unknown>; dir: string; file: string; buildDir: string }>();
   const notApplied: NotApplied[] = [];
   const hostVars = new Set<string>();
   for (const rel of files) {
@@ -116,20 +116,30 @@ export async function loadCompose(projectDir: string, files: string[], configPat
     for (const [name, svc] of Object.entries(value.services)) {
       if (!isRecord(svc)) throw invalid(rel, `services.${name} must be a mapping`);
       const prev = merged.get(name);
-      merged.set(name, { raw: { ...(prev?.raw ?? {}), ...svc }, dir: path.dirname(path.join(root, rel)), file: rel });
+      const dir = path.dirname(path.join(root, rel));
+      // As `docker compose -f a -f b` merges: mappings key by key (environment, build's args…), the
+      // rest replaced; a path is relative to the file that wrote it, so `build` keeps its own file's folder.
+      const raw: Record<string, unknown> = { ...(prev?.raw ?? {}), ...svc };
+      if (prev && svc.environment !== undefined && prev.raw.environment !== undefined) raw.environment = { ...envRecord(prev.raw.environment), ...envRecord(svc.environment) };
+      if (prev && isRecord(prev.raw.build) && isRecord(svc.build)) raw.build = { ...prev.raw.build, ...svc.build, ...(isRecord(prev.raw.build.args) && isRecord(svc.build.args) ? { args: { ...prev.raw.build.args, ...svc.build.args } } : {}) };
+      const buildDir = svc.build !== undefined ? dir : (prev?.buildDir ?? dir);
+      merged.set(name, { raw, dir, file: rel, buildDir });
     }
   }
   for (const n of [...hostVars].sort()) {
     notApplied.push({ field: `compose \${${n}}`, reason: 'host environment variables are not read into compose files (they often hold secrets); the default written in the file, or empty, was used' });
   }
   const services = new Map<string, ComposeService>();
-  for (const [name, { raw, dir, file }] of merged) {
+  for (const [name, { raw, file, buildDir }] of merged) {
     if (!SERVICE_NAME.test(name)) throw invalid(file, `service name '${name}' must be letters, digits, '.', '_' or '-'`);
     for (const key of Object.keys(raw)) {
       const reason = REFUSED[key] ?? (KNOWN.has(key) ? undefined : 'not supported by Airlock');
       if (reason && raw[key] !== undefined && raw[key] !== null && raw[key] !== false) notApplied.push({ field: `services.${name}.${key}`, reason });
     }
-    services.set(name, await service(name, raw, { root, dir, file, hashed }));
+    const passThrough = Object.entries(envRecord(raw.environment)).filter(([, v]) => v === null).map(([k]) => k);
+    // A bare NAME copies the host's value in compose: host variables often hold secrets, so it is left out, and said.
+    if (passThrough.length) notApplied.push({ field: `services.${name}.environment ${passThrough.join(', ')}`, reason: "pass-through variables (a name with no value) would copy this machine's values into the service; they are left unset: write the values in the compose file" });
+    services.set(name, await service(name, raw, { root, dir: buildDir, file, hashed }));
   }
   return { services, notApplied };
 }
@@ -240,6 +250,21 @@ function health(v: unknown, file: string, field: string): ComposeHealthcheck | u
     retries,
     startPeriodMs: duration(v.start_period, 0, file, `${field}.start_period`),
   };
+}
+
+/** A service's `environment` as a mapping (a list's bare `NAME` becomes `NAME: null`, a pass-through). */
+function envRecord(v: unknown): Record<string, unknown> {
+  if (Array.isArray(v)) {
+    const out: Record<string, unknown> = {};
+    for (const e of v) {
+      if (typeof e !== 'string') continue;
+      const eq = e.indexOf('=');
+      if (eq > 0) out[e.slice(0, eq)] = e.slice(eq + 1);
+      else if (e) out[e] = null;
+    }
+    return out;
+  }
+  return isRecord(v) ? v : {};
 }
 
 function envMap(v: unknown, file: string, field: string): Record<string, string> {

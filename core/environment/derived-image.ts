@@ -16,7 +16,7 @@ import { LABEL_DERIVED_FROM } from '../sandbox/labels';
  */
 
 /** Bump when the recipe below changes: every derived image is rebuilt. */
-export const DERIVE_RECIPE = 'airlock-derive-v3';
+export const DERIVE_RECIPE = 'airlock-derive-v4';
 export const DERIVED_REPOSITORY = 'airlock-env';
 /** Base images are tagged here by their id while derived images build FROM them. */
 export const BASE_REPOSITORY = 'airlock-env-base';
@@ -64,17 +64,43 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
     `FROM ${airlockRef} AS airlock`,
     'USER 0:0',
     `RUN set -e; t=/opt/airlock-tools; mkdir -p $t/bin $t/lib $t/libexec; ${tools}` +
-      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates`,
+      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates; ${CA_STAGE}`,
     `FROM ${baseRef}`,
     'USER 0:0',
     'COPY --from=airlock /opt/airlock /opt/airlock',
     'COPY --from=airlock /opt/airlock-tools/ /opt/airlock/',
     `RUN ["/bin/sh", "-c", ${JSON.stringify(check)}]`,
+    `RUN ["/bin/sh", "-c", ${JSON.stringify(CA_INSTALL)}]`,
+    CA_ENV,
     'USER 1000:1000',
     'WORKDIR /workspace',
     '',
   ].join('\n');
 }
+
+/**
+ * The host's extra CAs in every derived image (docs/architecture.md §16, "Behind a TLS proxy"):
+ * Airlock's own image carries them (`/usr/local/share/ca-certificates/airlock-host/`, from the host's
+ * `/usr/local/share/ca-certificates` and `NODE_EXTRA_CA_CERTS`, core/sandbox/image.ts), so the tools
+ * stage takes them from there with its public bundle; the image gets them in its system store where
+ * it has one (`update-ca-certificates`, `update-ca-trust`), and the usual variables point at a bundle
+ * of the image's own roots (Airlock's public ones when it has none) plus the extras, unless the image
+ * sets them itself. Public material only; with no extras the files hold the public roots alone.
+ */
+const CA_DIR = '/opt/airlock/ca';
+const CA_STAGE =
+  'mkdir -p $t/ca/host; for c in /usr/local/share/ca-certificates/airlock-host/*.crt; do [ -f "$c" ] && cp "$c" $t/ca/host/; done; ' +
+  'for c in $t/ca/host/*.crt; do if [ -f "$c" ]; then cat "$c"; echo; fi; done > $t/ca/extra.pem; cp /etc/ssl/certs/ca-certificates.crt $t/ca/public.pem';
+const CA_INSTALL = [
+  `if ls ${CA_DIR}/host/*.crt >/dev/null 2>&1; then`,
+  `  if command -v update-ca-certificates >/dev/null 2>&1; then mkdir -p /usr/local/share/ca-certificates/airlock-host && cp ${CA_DIR}/host/*.crt /usr/local/share/ca-certificates/airlock-host/ && update-ca-certificates >/dev/null 2>&1 || true;`,
+  `  elif command -v update-ca-trust >/dev/null 2>&1 && [ -d /etc/pki/ca-trust/source/anchors ]; then cp ${CA_DIR}/host/*.crt /etc/pki/ca-trust/source/anchors/ && update-ca-trust extract >/dev/null 2>&1 || true; fi`,
+  'fi',
+  'sys=""; for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do if [ -s "$f" ]; then sys="$f"; break; fi; done',
+  `{ cat "\${sys:-${CA_DIR}/public.pem}"; echo; cat ${CA_DIR}/extra.pem; } > ${CA_DIR}/bundle.pem`,
+  `chmod 0644 ${CA_DIR}/bundle.pem ${CA_DIR}/extra.pem`,
+].join('\n');
+const CA_ENV = `ENV NODE_EXTRA_CA_CERTS=\${NODE_EXTRA_CA_CERTS:-${CA_DIR}/extra.pem} SSL_CERT_FILE=\${SSL_CERT_FILE:-${CA_DIR}/bundle.pem} REQUESTS_CA_BUNDLE=\${REQUESTS_CA_BUNDLE:-${CA_DIR}/bundle.pem} GIT_SSL_CAINFO=\${GIT_SSL_CAINFO:-${CA_DIR}/bundle.pem} CURL_CA_BUNDLE=\${CURL_CA_BUNDLE:-${CA_DIR}/bundle.pem}`;
 
 export interface DeriveOptions {
   /** The user's image as the engine knows it (a tag or an id). */

@@ -18,7 +18,10 @@ export interface LifecycleStep {
   argv: string[];
 }
 
-export const LIFECYCLE_HOOKS = ['onCreateCommand', 'updateContentCommand', 'postCreateCommand', 'postStartCommand'] as const;
+/** In the spec's order; `postAttachCommand` runs last, as when a tool attaches (the agent does, every run). */
+export const LIFECYCLE_HOOKS = ['onCreateCommand', 'updateContentCommand', 'postCreateCommand', 'postStartCommand', 'postAttachCommand'] as const;
+/** Hooks for processes and attaching, run at every start: a prepared environment does not replace them. */
+export const EVERY_START_HOOKS: readonly LifecycleHook[] = ['postStartCommand', 'postAttachCommand'];
 export type LifecycleHook = (typeof LIFECYCLE_HOOKS)[number];
 
 /** An option of the config that Airlock does not apply, and why (shown in the form, the CLI, the run record). */
@@ -128,7 +131,9 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     devcontainerId: createHash('sha256').update(`${root}\0${configPath}`).digest('hex').slice(0, 16),
   };
   const containerEnv = stringMap(substituteDeep(raw.containerEnv, ctx, refusedLocalEnv), configPath, 'containerEnv');
-  const cfg = substituteDeep(raw, { ...ctx, containerEnv }, refusedLocalEnv);
+  // `customizations` are for tools (VS Code's settings and extensions): not read, so their variables are not either.
+  const { customizations: _tools, ...read } = raw;
+  const cfg = substituteDeep(read, { ...ctx, containerEnv }, refusedLocalEnv);
   const configDir = path.dirname(abs);
   const hashed: Buffer[] = [Buffer.from(text)];
 
@@ -139,6 +144,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     if (v === undefined || v === false || (Array.isArray(v) && v.length === 0)) continue;
     notApplied.push({ field, reason: field === 'runArgs' ? runArgsReason(v, reason) : reason });
   }
+  if (cfg.overrideCommand === false) notApplied.push({ field: 'overrideCommand', reason: "the image's own entrypoint and command are not started: the sandbox's process is Airlock's helper; start a service the project needs in postStartCommand" });
   const gpu = isRecord(cfg.hostRequirements) ? cfg.hostRequirements.gpu : undefined;
   if (gpu !== undefined && gpu !== false) notApplied.push({ field: 'hostRequirements.gpu', reason: 'GPU access is not given to a sandbox' });
   for (const name of [...refusedLocalEnv.refusedLocalEnv].sort()) {
@@ -153,7 +159,11 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
   if (source.kind === 'compose') notApplied.push(...source.notApplied);
   const declaredFeatures = features(cfg.features, configPath);
   // Local features are built into the image: their files are part of what trust is given to.
-  if (declaredFeatures.some((f) => f.local)) hashed.push(featuresDigest(await readLocalFeatures(root, { configPath, features: declaredFeatures })));
+  if (declaredFeatures.some((f) => f.local)) {
+    const local = await readLocalFeatures(root, { configPath, features: declaredFeatures });
+    hashed.push(featuresDigest(local));
+    for (const f of local) for (const [key, reason] of Object.entries(f.refused)) notApplied.push({ field: `features["${f.id}"].${key}`, reason });
+  }
   const h = createHash('sha256');
   for (const b of hashed) h.update(createHash('sha256').update(b).digest());
 
@@ -207,7 +217,9 @@ async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promis
     // Real paths, not only text: a link may not lead the build out of the project (build-context.ts).
     await assertRealInside(c.root, rel, { file: c.configPath, field: 'build.dockerfile' });
     c.hashed.push(await readInside(c.root, rel, c.configPath, 'build.dockerfile'));
-    const context = inside(c, typeof (build?.context ?? cfg.context) === 'string' ? ((build?.context ?? cfg.context) as string) : '.', 'build.context');
+    // No context: the Dockerfile's own folder, as the reference CLI builds it.
+    const given = build?.context ?? cfg.context;
+    const context = typeof given === 'string' ? inside(c, given, 'build.context') : path.posix.dirname(rel) === '.' ? '' : path.posix.dirname(rel);
     await assertRealInside(c.root, context, { file: c.configPath, field: 'build.context' });
     const ctxStat = await stat(path.join(c.root, context)).catch(() => undefined);
     if (!ctxStat?.isDirectory()) throw invalid(c.configPath, `build.context '${context || '.'}' is not a folder of the project`);

@@ -14,6 +14,7 @@ import type { ComposeService } from './compose-file';
 import { buildLocalFeatures, readLocalFeatures } from './local-features';
 import { sidecarImage, type SidecarImage } from './compose-sidecars';
 import { BASE_REPOSITORY, deriveSandboxImage, type DerivedImage } from './derived-image';
+import { tlsFailureHint } from './tls-failure';
 import { engineBuild, imageId, pullImage } from './engine-build';
 import type { ResolvedEnvironment } from './environment-choice';
 
@@ -141,7 +142,7 @@ async function buildDevcontainerImage(
     (f) =>
       new AirlockError(
         'IMAGE_BUILD_FAILED',
-        `Building ${as.what} failed at ${f.where}: ${f.error}\n--- last output of that step ---\n${f.tail}\n---\nFix ${src.dockerfile} (try \`docker build -f ${src.dockerfile} ${src.context || '.'}\`), or choose --environment airlock.`,
+        `Building ${as.what} failed at ${f.where}: ${f.error}\n--- last output of that step ---\n${f.tail}\n---\n${tlsFailureHint(`${f.error}\n${f.tail}`) ?? ''}${tlsFailureHint(`${f.error}\n${f.tail}`) ? '\n' : ''}Fix ${src.dockerfile} (try \`docker build -f ${src.dockerfile} ${src.context || '.'}\`), or choose --environment airlock.`,
         { field: 'environment' },
       ),
   );

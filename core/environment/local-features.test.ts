@@ -65,6 +65,7 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
       files: {},
       env: {},
       containerEnv: {},
+      refused: {},
       installsAfter: o.installsAfter ?? [],
       dependsOn: o.dependsOn ?? [],
       ...(o.metaId ? { metaId: o.metaId } : {}),

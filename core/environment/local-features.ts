@@ -22,6 +22,16 @@ import { parseJsonc } from './jsonc';
 /** A feature folder's files, bounded: a feature is a script and its few helpers, not a payload. */
 const MAX_FEATURE_BYTES = 16 * 1024 * 1024;
 
+/** What a feature may ask of its container that a hardened sandbox does not grant (named, never applied). */
+const FEATURE_REFUSED: Record<string, string> = {
+  privileged: 'privileged containers are never run',
+  capAdd: 'capabilities are never added: the sandbox drops them all',
+  securityOpt: "security options are not applied: the sandbox keeps no-new-privileges and Airlock's seccomp profile",
+  init: "no init process is added: the sandbox's process is Airlock's helper, which reaps what it starts",
+  mounts: 'mounts are not applied: nothing of the host is mounted',
+  entrypoint: "the feature's entrypoint is not started: the sandbox's process is Airlock's helper; start a service in postStartCommand",
+};
+
 export interface LocalFeature {
   id: string;
   /** Project-relative folder. */
@@ -29,6 +39,8 @@ export interface LocalFeature {
   files: Record<string, Buffer>;
   env: Record<string, string>;
   containerEnv: Record<string, string>;
+  /** What its devcontainer-feature.json asks that the sandbox does not grant, with the reason (named as not applied). */
+  refused: Record<string, string>;
   /** `id` of its devcontainer-feature.json, when it has one (what other features name it by). */
   metaId?: string;
   /** Feature ids it is installed after when they are in the configuration (soft: absent ones are ignored). */
@@ -164,7 +176,12 @@ async function readFeature(projectDir: string, cfg: Pick<DevcontainerEnvironment
   const metaId = typeof m.id === 'string' && m.id.trim() ? m.id.trim() : undefined;
   const installsAfter = Array.isArray(m.installsAfter) ? m.installsAfter.filter((x): x is string => typeof x === 'string') : [];
   const dependsOn = typeof m.dependsOn === 'object' && m.dependsOn !== null && !Array.isArray(m.dependsOn) ? Object.keys(m.dependsOn) : [];
-  return { id: f.id, dir, files, env, containerEnv, installsAfter, dependsOn, ...(metaId ? { metaId } : {}) };
+  const refused: Record<string, string> = {};
+  for (const [key, reason] of Object.entries(FEATURE_REFUSED)) {
+    const v = m[key];
+    if (v !== undefined && v !== false && !(Array.isArray(v) && v.length === 0)) refused[key] = reason;
+  }
+  return { id: f.id, dir, files, env, containerEnv, installsAfter, dependsOn, refused, ...(metaId ? { metaId } : {}) };
 }
 
 /** The spec's option → variable name: `version` → `VERSION`, `install-tools` → `INSTALL_TOOLS`. */

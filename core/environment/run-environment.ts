@@ -5,6 +5,8 @@ import type { Isolation } from '../../contracts/runs';
 import type { ChannelClient } from '../channel/channel-client';
 import { engineIdentity, type Engine } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
+import { autoCandidate, fallbackReason, isConfigurationError } from './auto-fallback';
+import { findDevcontainerConfigs } from './devcontainer-files';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
 import { assertBuildable, prepareEnvironmentImage } from './environment-image';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
@@ -93,11 +95,26 @@ export interface RunEnvironmentDeps {
  */
 export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest & { agentVariant?: 'base' | 'agents' }): Promise<CheckedEnvironment> {
   const choice = parseEnvironmentChoice(req.environment);
-  const resolved = await resolveEnvironment(req.projectDir, choice, { allowedLocalEnv: req.allowLocalEnv ?? [] });
+  // `auto` found the devcontainer by itself: where it cannot be used, the run keeps Airlock's image and says why (auto-fallback.ts).
+  const mayFallBack = choice.kind === 'auto' && !req.trustEnvironment;
+  let resolved: ResolvedEnvironment;
+  try {
+    resolved = await resolveEnvironment(req.projectDir, choice, { allowedLocalEnv: req.allowLocalEnv ?? [] });
+  } catch (err) {
+    if (!mayFallBack || !isConfigurationError(err)) throw err;
+    const found = await findDevcontainerConfigs(req.projectDir);
+    return { kind: 'airlock', found, skipped: { field: autoCandidate(found), reason: fallbackReason(err.message) } };
+  }
   if (resolved.kind !== 'devcontainer') return resolved;
-  assertBuildable(resolved.config);
-  // `auto` found the devcontainer by itself: where it cannot be used, the run keeps Airlock's image and says why.
-  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: resolved.config.configPath, reason } });
+  const config = resolved.config;
+  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: config.configPath, reason } });
+  try {
+    assertBuildable(config);
+  } catch (err) {
+    // A configuration the user accepted and that no longer builds is their choice failing: say so.
+    if (!mayFallBack || !isConfigurationError(err) || (await new EnvironmentTrust(path.resolve(req.projectDir), home).state(config)) === 'trusted') throw err;
+    return fallBack(fallbackReason(err.message));
+  }
   if (req.agentVariant === 'agents') {
     if (choice.kind === 'auto') return fallBack(AGENTS_REASON);
     throw new AirlockError('INVALID_INPUT', `${AGENTS_REASON}; use the built-in or a custom agent there, or choose --environment airlock.`, { field: 'environment' });
@@ -110,7 +127,7 @@ export async function checkRunEnvironment(home: string, req: RunEnvironmentReque
   const state = await trust.state(resolved.config);
   if (state === 'trusted') return resolved;
   const refusal = untrustedError(resolved.config, state === 'changed');
-  if (choice.kind === 'auto') return fallBack(`not used, Airlock's own image ran instead: ${refusal.message.replace(/, or choose --environment airlock\.$/, '.')}`);
+  if (choice.kind === 'auto') return fallBack(fallbackReason(refusal.message));
   throw refusal;
 }
 
@@ -130,7 +147,7 @@ export async function prepareRunEnvironment(
   onProgress: (p: ImageProgress) => void,
 ): Promise<PreparedRunEnvironment> {
   const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
-  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [] } };
+  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [], ...('skipped' in resolved ? { fallback: { config: resolved.skipped.field, reason: resolved.skipped.reason } } : {}) } };
   // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
   const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;
   const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
@@ -140,7 +157,9 @@ export async function prepareRunEnvironment(
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress, records: new BuildRecords(deps.home) });
   if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
-  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
+  // A compose dev service's own `environment` (the database it is given) is kept, under containerEnv as the reference orders them.
+  const serviceEnv = cfg?.source.kind === 'compose' ? cfg.source.workspace.environment : {};
+  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...serviceEnv, ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;

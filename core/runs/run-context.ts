@@ -120,6 +120,8 @@ export interface RunServiceDeps {
    * ready for the next run (the app's warm pool; docs/architecture.md §16, "The prepared path").
    */
   warmEnvironment?(isolation: Isolation, spec: Omit<SandboxSpec, 'runId'>): void;
+  /** How long a setup command may print nothing before the run says it is still running (default a minute; tests set it). */
+  setupQuietMs?: number;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
   /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
@@ -220,6 +222,8 @@ export interface LiveRun {
   tokenBytes?: Buffer;
   cancelRequested: boolean;
   timedOut: boolean;
+  /** Aborted when the user cancels or the time limit passes: what waits on the sandbox (setup) stops at once. */
+  stop: AbortController;
   seq: number;
   audit: AuditLog;
   terminal: RunTerminal;

@@ -354,6 +354,7 @@ export class RunService implements Disposable {
       ...(follow ? { continuation: follow.continuation } : {}),
       cancelRequested: false,
       timedOut: false,
+      stop: new AbortController(),
       seq: 0,
       audit,
       terminal: new RunTerminal(runTerminalId(id), id, path.join(paths.dir, 'terminal.log'), (c) => this.terminalEmitter.fire(c)),
@@ -385,6 +386,7 @@ export class RunService implements Disposable {
     if (!live) return this.deps.store.get(runId); // already finished: nothing to cancel
     if (!live.cancelRequested) {
       live.cancelRequested = true;
+      live.stop.abort();
       await this.note(live, 'cancel requested by the user');
       live.agentProcess?.kill('SIGTERM');
       live.session?.end('cancelled');
@@ -475,6 +477,7 @@ export class RunService implements Disposable {
     const { input } = live;
     const wallClock = setTimeout(() => {
       live.timedOut = true;
+      live.stop.abort();
       void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
       live.agentProcess?.kill('SIGTERM');
       live.session?.end(`time limit of ${input.limits.timeoutSec} s reached`);
@@ -663,7 +666,7 @@ export class RunService implements Disposable {
   private emitEvent(live: LiveRun, event: RunEventBody): void {
     const runEvent: RunEvent = { runId: live.id, seq: live.seq++, at: new Date().toISOString(), event };
     // Command output is kept once, in the terminal log; the event log would hold it a second time.
-    if (event.type !== 'command_output') this.deps.store.appendEvents(live.id, [runEvent]);
+    if (event.type !== 'command_output' && !(event.type === 'setup' && event.phase === 'output')) this.deps.store.appendEvents(live.id, [runEvent]);
     this.eventEmitter.fire(runEvent);
   }
 }

@@ -1,6 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import { debugLog } from '../common/debug-log';
-import type { LifecycleHook, LifecycleStep } from '../environment/devcontainer-config';
+import { EVERY_START_HOOKS, type LifecycleHook, type LifecycleStep } from '../environment/devcontainer-config';
 import type { SetupPlan } from '../environment/setup-plan';
 import type { Sandbox } from '../sandbox/sandbox';
 import type { RunResult } from '../channel/channel-client';
@@ -9,11 +9,11 @@ import { restoreArgv } from '../environment/prepared-environments';
 import type { PreparedState } from '../environment/run-environment';
 import type { LiveRun, RunNetwork, StepHost } from './run-context';
 import { endSetupProcesses } from './setup-end';
+import { watchSetupProcess } from './setup-watch';
+import { tlsFailureHint } from '../environment/tls-failure';
 
 /** How long one setup command may run (a first `npm ci` or `pip install` of a large project). */
 const SETUP_TIMEOUT_MS = 30 * 60_000;
-/** What a failure shows of a command's output. */
-const TAIL_BYTES = 4096;
 
 /**
  * The setup phase (docs/architecture.md §16): the devcontainer's lifecycle commands, in the spec's
@@ -33,7 +33,7 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
   const prepared = run.prepared;
   // A prepared environment holds what setup left; postStartCommand is for processes, so it runs at every start.
   const reuse = prepared?.reuse === true;
-  const hooks = reuse ? plan.hooks.filter((h) => h.hook === 'postStartCommand') : plan.hooks;
+  const hooks = reuse ? plan.hooks.filter((h) => EVERY_START_HOOKS.includes(h.hook)) : plan.hooks;
   await host.update(run, { phase: reuse ? 'starting from the prepared environment' : 'setting up the environment' });
   run.terminal.write(`\r\n\x1b[1;36m── Setup (${plan.configPath}) ──\x1b[0m\r\n`);
   if (reuse && prepared) {
@@ -78,7 +78,7 @@ async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: Se
   try {
     const env = { ...(run.environmentEnv ?? {}), ...(net?.env ?? {}) };
     for (const { hook, steps } of plan.hooks) {
-      await Promise.all(steps.map((step) => runSetupCommand(run, sandbox, plan.configPath, hook, step, env)));
+      await Promise.all(steps.map((step) => runSetupCommand(host, run, sandbox, plan.configPath, hook, step, env)));
     }
   } finally {
     net?.dispose();
@@ -150,30 +150,28 @@ function updatePrepared(host: StepHost, run: LiveRun, prepared: RunPrepared): Pr
   return host.update(run, (r) => (r.environment ? { ...r, environment: { ...r.environment, prepared } } : r));
 }
 
-async function runSetupCommand(run: LiveRun, sandbox: Sandbox, configPath: string, hook: LifecycleHook, step: LifecycleStep, env: Record<string, string>): Promise<void> {
+async function runSetupCommand(host: StepHost, run: LiveRun, sandbox: Sandbox, configPath: string, hook: LifecycleHook, step: LifecycleStep, env: Record<string, string>): Promise<void> {
   const label = `${hook}${step.name ? `.${step.name}` : ''}`;
   const shown = step.argv[0] === '/bin/sh' && step.argv[1] === '-c' ? (step.argv[2] ?? '') : step.argv.join(' ');
   run.terminal.write(`\x1b[36m[setup] ${label}: ${shown}\x1b[0m\r\n`);
   const proc = sandbox.channel.spawn({ argv: step.argv, cwd: '/workspace', env, timeoutMs: SETUP_TIMEOUT_MS });
-  let tail = Buffer.alloc(0);
-  const onOutput = (chunk: Buffer) => {
-    run.terminal.write(chunk);
-    tail = Buffer.concat([tail, chunk]);
-    if (tail.length > TAIL_BYTES) tail = tail.subarray(tail.length - TAIL_BYTES);
-  };
-  const subs = [proc.onStdout(onOutput), proc.onStderr(onOutput)];
-  let exit: { exitCode: number | null; timedOut: boolean };
-  try {
-    exit = await proc.exited;
-  } finally {
-    for (const s of subs) s.dispose();
-  }
+  // Streamed as `setup` events with elapsed time; a stop kills it at once (setup-watch.ts).
+  const exit = await watchSetupProcess(proc, {
+    step: label,
+    command: shown,
+    emit: (e) => host.emitEvent(run, { type: 'setup', ...e }),
+    write: (c) => run.terminal.write(c),
+    signal: run.stop.signal,
+    ...(host.deps.setupQuietMs ? { quietMs: host.deps.setupQuietMs } : {}),
+  });
+  const tail = exit.tail;
   if (exit.exitCode === 0 && !exit.timedOut) return;
   const status = exit.timedOut ? `did not finish within ${SETUP_TIMEOUT_MS / 60_000} minutes` : `exited with status ${exit.exitCode ?? 'unknown (killed)'}`;
   await run.audit.append('note', { message: `setup failed: ${label} ${status}` });
+  const tls = tlsFailureHint(tail.toString('utf8'));
   throw new AirlockError(
     'SANDBOX_FAILED',
-    `Setup failed: ${label} (${shown.slice(0, 200)}) ${status}. The agent was not started and no model was called.\n--- last output ---\n${tail.toString('utf8').trim()}\n---\nFix the command in ${configPath}, allow what it needs to reach (--setup-allow), or choose --environment airlock.`,
+    `Setup failed: ${label} (${shown.slice(0, 200)}) ${status}. The agent was not started and no model was called.\n--- last output ---\n${tail.toString('utf8').trim()}\n---\n${tls ? `${tls}\n` : ''}Fix the command in ${configPath}, allow what it needs to reach (--setup-allow), or choose --environment airlock.`,
     { field: 'environment' },
   );
 }

@@ -55,7 +55,10 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     if (environment.prepared) run.prepared = environment.prepared;
     await host.update(run, { environment: environment.record });
     await run.audit.append('note', { message: environmentNote(environment.record) });
-    for (const n of environment.record.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);
+    const rec = environment.record;
+    // The CLI and the UI show it before setup starts: what runs, what is not applied, and a fallback's reason (§16).
+    host.emitEvent(run, { type: 'environment', name: rec.name, kind: rec.kind, notApplied: rec.notApplied, ...(rec.fallback ? { fallback: rec.fallback } : {}) });
+    for (const n of rec.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);
   }
   const image = environment?.image ?? (await host.deps.image(run.agent.imageVariant, onProgress, input.isolation));
   await host.update(run, { phase: 'starting sandbox' });
@@ -92,7 +95,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   if (sidecars) {
     await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
     run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);
-    await sidecars.start(run.id);
+    await sidecars.start(run.id, run.stop.signal);
     await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joined?.name}, no route out; they go with the run's wipe` });
   }
   // Published preview ports close with the run.

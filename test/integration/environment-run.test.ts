@@ -168,7 +168,8 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
   it('refuses bad environments with a clear message and leaves nothing half-made', async () => {
     const before = (await f.services.runs.list({})).length;
     const malformed = await f.project({ '.devcontainer.json': '{\n  "image": "x"\n  "name": "y"\n}\n' });
-    expect((await failure(start({ projectDir: malformed }, []))).message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
+    // Chosen explicitly (`auto` keeps Airlock's image for a configuration nobody accepted: auto-fallback.test.ts).
+    expect((await failure(start({ projectDir: malformed, environment: 'devcontainer' }, []))).message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
     const noDockerfile = await f.project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
     expect((await failure(start({ projectDir: noDockerfile, trustEnvironment: true }, []))).message).toMatch(/build\.dockerfile '\.devcontainer\/Dockerfile' does not exist/);
     const withFeature = await f.project({ '.devcontainer.json': '{"image":"debian:bookworm-slim","features":{"ghcr.io/devcontainers/features/go:1":{}}}' });

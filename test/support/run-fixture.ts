@@ -40,7 +40,7 @@ export interface RunFixture {
  * name) pointed at the scripted fake upstream for both wire formats.
  */
 export async function createRunFixture(
-  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests']; env?: Record<string, string> } = {},
+  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests']; env?: Record<string, string>; setupQuietMs?: number } = {},
 ): Promise<RunFixture> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-home-'));
   const upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
@@ -52,7 +52,7 @@ export async function createRunFixture(
     AIRLOCK_VM_ASSETS: process.env.AIRLOCK_VM_ASSETS ?? path.join(airlockHome(process.env), 'vm'),
     ...opts.env,
   };
-  const core = await createAirlockCore({ env, ...(opts.egressProxy ? { egressProxyForTests: opts.egressProxy } : {}) });
+  const core = await createAirlockCore({ env, ...(opts.egressProxy ? { egressProxyForTests: opts.egressProxy } : {}), ...(opts.setupQuietMs ? { setupQuietMsForTests: opts.setupQuietMs } : {}) });
   await core.catalog.setBaseUrl('anthropic', upstream.url);
   await core.catalog.setBaseUrl('openai', `${upstream.url}/v1`);
   await core.vault.set('anthropic', CANARY_KEY, { storage: opts.storage ?? 'session' });

@@ -4,8 +4,11 @@ import { listPrepared, parseAge, PreparedUsage, prunePrepared } from '../../envi
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { withApp } from '../with-app';
+import type { AppContext } from '../../app-context';
+import { formatPlan, planEnvironment, type EnvironmentPlan } from '../../environment/environment-plan';
+import path from 'node:path';
 
-const USAGE = 'airlock env list [--json]\nairlock env prune [--older-than AGE] [--json]   (AGE: 30d, 12h, 90m, 45s; without it every prepared environment is removed)';
+const USAGE = 'airlock env plan [DIR] [--environment auto|airlock|devcontainer[:PATH]|image:REF] [--allow-local-env NAME]… [--json]\nairlock env list [--json]\nairlock env prune [--older-than AGE] [--json]   (AGE: 30d, 12h, 90m, 45s; without it every prepared environment is removed)';
 
 /** How long ago, in the largest whole unit. */
 function ago(iso: string | undefined, now: number): string {
@@ -28,11 +31,12 @@ function describe(p: PreparedEnvironmentInfo, now: number): string {
  */
 export const envCommand: CliCommand = {
   name: 'env',
-  summary: 'List or remove prepared environments (what setup left, reused by the next run on the same inputs)',
+  summary: "Show a project's environment plan before a run; list or remove prepared environments",
   usage: USAGE,
   async run(args: string[], io: CliIo): Promise<number> {
     const [verb, ...rest] = args;
-    if (verb !== 'list' && verb !== 'prune') throw new CliUsageError(`give a subcommand: list or prune\n${USAGE}`);
+    if (verb === 'plan') return planCommand(rest, io);
+    if (verb !== 'list' && verb !== 'prune') throw new CliUsageError(`give a subcommand: plan, list or prune\n${USAGE}`);
     const { values, positionals } = parseCliArgs(rest, { json: { type: 'boolean' }, 'older-than': { type: 'string' } });
     if (positionals.length) throw new CliUsageError(`unexpected argument '${positionals[0]}'\n${USAGE}`);
     if (verb === 'list' && values['older-than'] !== undefined) throw new CliUsageError('--older-than is an option of prune');
@@ -66,3 +70,32 @@ export const envCommand: CliCommand = {
     });
   },
 };
+
+/**
+ * `airlock env plan [DIR]` (docs/architecture.md §16, "The plan"): what a run would build and run,
+ * read on the host (nothing built, pulled or run), and whether a prepared environment exists.
+ */
+async function planCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, environment: { type: 'string' }, 'allow-local-env': { type: 'string', multiple: true } });
+  if (positionals.length > 1) throw new CliUsageError(`env plan takes one project folder, not ${positionals.length}\n${USAGE}`);
+  const dir = path.resolve(positionals[0] ?? process.cwd());
+  return withApp(io, async (app) => {
+    const plan = await planEnvironment(app.home, dir, values.environment, { allowLocalEnv: values['allow-local-env'] ?? [] });
+    const prepared = plan.devcontainer?.setup.length ? await preparedFor(app, plan) : undefined;
+    if (values.json) io.stdout.write(`${JSON.stringify({ ...plan, ...(prepared ? { prepared } : {}) }, null, 2)}\n`);
+    else io.stdout.write(formatPlan(plan, prepared?.text));
+    return ExitCode.ok;
+  });
+}
+
+/** Prepared environments of this project and configuration on the engine (the run picks the one whose inputs match). */
+async function preparedFor(app: AppContext, plan: EnvironmentPlan): Promise<{ status: 'found' | 'none' | 'unknown'; keys?: string[]; text: string }> {
+  try {
+    const docker = (await app.connectEngine()).docker;
+    const all = (await listPrepared(docker, new PreparedUsage(app.home), await app.installationId())).filter((p) => p.project === plan.project && p.config === plan.devcontainer?.config);
+    if (!all.length) return { status: 'none', text: 'none yet: the first run sets up and keeps one' };
+    return { status: 'found', keys: all.map((p) => p.key), text: `${all.length} kept for this configuration (${all.map((p) => p.key.slice(0, 12)).join(', ')}); a run starts from the one whose inputs (image, setup commands, lockfiles) match, else sets up again` };
+  } catch (err) {
+    return { status: 'unknown', text: `unknown (the engine could not be asked: ${err instanceof Error ? err.message.split('\n')[0] : String(err)})` };
+  }
+}

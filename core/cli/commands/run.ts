@@ -8,7 +8,7 @@ import { AgentKind, StartRunInput, type GitHistory } from '../../../contracts/ru
 import { freshConversationReason } from '../../runs/run-thread';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
-import { environmentLine, isFinal, printChangedFiles, usageLine } from '../run-format';
+import { environmentLine, environmentLines, isFinal, printChangedFiles, setupLine, usageLine } from '../run-format';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
@@ -279,6 +279,20 @@ function liveView(io: CliIo): RunView {
         case 'command_exited':
           if (event.exitCode !== 0) out.write(`[exit ${event.exitCode ?? 'killed'}${event.timedOut ? ', timed out' : ''}]\n`);
           break;
+        case 'environment':
+          endText();
+          for (const l of environmentLines(event)) out.write(`${l}\n`);
+          break;
+        case 'setup': {
+          const line = setupLine(event);
+          if (line === undefined) break;
+          if (event.phase === 'output') out.write(line);
+          else {
+            endText();
+            out.write(`${line}\n`);
+          }
+          break;
+        }
         case 'file_changed':
           endText();
           out.write(`~ changed: ${event.paths.slice(0, 5).join(', ')}${event.paths.length > 5 ? ` (+${event.paths.length - 5})` : ''}\n`);

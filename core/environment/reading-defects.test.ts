@@ -1,0 +1,76 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadDevcontainer } from './devcontainer-config';
+import { setupPlan } from './setup-plan';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function project(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'airlock-read-'));
+  dirs.push(dir);
+  for (const [rel, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, rel)), { recursive: true });
+    await writeFile(path.join(dir, rel), content);
+  }
+  return dir;
+}
+
+/** Read as the reference (`@devcontainers/cli`) reads them (docs/architecture.md §16, "What is applied"). */
+describe('devcontainer reading, as the reference reads it', () => {
+  it('build.dockerfile "../Dockerfile" with no context builds in the Dockerfile\'s folder', async () => {
+    const dir = await project({ 'Dockerfile': 'FROM debian:bookworm-slim\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../Dockerfile"}}' });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(cfg.source).toEqual({ kind: 'build', dockerfile: 'Dockerfile', context: '', args: {} });
+    const nested = await project({ '.devcontainer/docker/Dockerfile': 'FROM x\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"docker/Dockerfile"}}' });
+    expect((await loadDevcontainer(nested, '.devcontainer/devcontainer.json')).source).toMatchObject({ dockerfile: '.devcontainer/docker/Dockerfile', context: '.devcontainer/docker' });
+    // A context written in the file still wins.
+    const given = await project({ 'Dockerfile': 'FROM x\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../Dockerfile","context":"."}}' });
+    expect((await loadDevcontainer(given, '.devcontainer/devcontainer.json')).source).toMatchObject({ context: '.devcontainer' });
+  });
+
+  it('postAttachCommand runs last in setup; overrideCommand: false is named', async () => {
+    const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', postAttachCommand: 'echo attached', postStartCommand: 'echo started', overrideCommand: false }) });
+    const cfg = await loadDevcontainer(dir, '.devcontainer.json');
+    expect((await setupPlan(dir, cfg))?.hooks.map((h) => h.hook)).toEqual(['postStartCommand', 'postAttachCommand']);
+    expect(cfg.notApplied.map((n) => n.field)).toContain('overrideCommand');
+    const kept = await project({ '.devcontainer.json': '{"image":"x","overrideCommand":true}' });
+    expect((await loadDevcontainer(kept, '.devcontainer.json')).notApplied).toEqual([]);
+  });
+
+  it('text inside customizations (VS Code only) gives no ${localEnv} notice', async () => {
+    const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', customizations: { vscode: { settings: { 'terminal.integrated.env.linux': { TOKEN: '${localEnv:GITHUB_TOKEN}' } } } } }) });
+    expect((await loadDevcontainer(dir, '.devcontainer.json', { env: { GITHUB_TOKEN: 'secret' } })).notApplied).toEqual([]);
+    const used = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', containerEnv: { T: '${localEnv:GITHUB_TOKEN}' } }) });
+    expect((await loadDevcontainer(used, '.devcontainer.json')).notApplied.map((n) => n.field)).toEqual(['${localEnv:GITHUB_TOKEN}']);
+  });
+
+  it("a local feature's privileged, capAdd, securityOpt, init and mounts are named as not applied", async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': '{"image":"x","features":{"./dind":{}}}',
+      '.devcontainer/dind/devcontainer-feature.json': JSON.stringify({ id: 'dind', privileged: true, capAdd: ['SYS_ADMIN'], securityOpt: ['seccomp=unconfined'], init: true, mounts: [{ source: 'dind-var', target: '/var/lib/docker', type: 'volume' }] }),
+      '.devcontainer/dind/install.sh': '#!/bin/sh\n',
+    });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(cfg.notApplied.map((n) => n.field)).toEqual(['features["./dind"].privileged', 'features["./dind"].capAdd', 'features["./dind"].securityOpt', 'features["./dind"].init', 'features["./dind"].mounts']);
+  });
+
+  it('several compose files merge as compose does: environment key by key, build paths from the file that wrote them; pass-through variables named', async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: ['../compose.yml', 'compose.extend.yml'], service: 'app' }),
+      'compose.yml': 'services:\n  app:\n    build: { context: ., dockerfile: app.Dockerfile }\n    environment:\n      DB_HOST: db\n      DB_PORT: "5432"\n  db:\n    image: postgres\n',
+      'app.Dockerfile': 'FROM x\n',
+      '.devcontainer/compose.extend.yml': 'services:\n  app:\n    environment:\n      - DB_PORT=6543\n      - HOST_TOKEN\n',
+    });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const src = cfg.source;
+    if (src.kind !== 'compose') throw new Error('compose expected');
+    expect(src.workspace.environment).toEqual({ DB_HOST: 'db', DB_PORT: '6543' });
+    expect(src.workspace.source).toMatchObject({ kind: 'build', context: '', dockerfile: 'app.Dockerfile' });
+    expect(cfg.notApplied).toContainEqual({ field: 'services.app.environment HOST_TOKEN', reason: expect.stringMatching(/pass-through variables/) });
+  });
+});
