@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Transform } from 'node:stream';
 import type { Secret } from '../../keys/secret';
 import { hostMatches } from '../allowlist';
+import { pathReadings } from './rules';
 import { scrubPairs, ScrubStream, scrubString, type ScrubMode, type ScrubPair } from './secret-scrub';
 import type { SecretBinding } from './secret-store';
 
@@ -179,7 +180,11 @@ export class CredentialBroker {
   private bound(e: Entry, host: string, path: string): boolean {
     if (!e.binding.hosts.some((h) => hostMatches(h, host))) return false;
     const prefixes = e.binding.pathPrefixes;
-    return !prefixes || prefixes.some((p) => path === p || path.startsWith(p.endsWith('/') ? p : `${p}/`));
+    if (!prefixes) return true;
+    // Every way a server may read the path must stay under a prefix (`/me/../other` does not).
+    const r = pathReadings(path);
+    if ('unjudgeable' in r) return false;
+    return r.readings.every((read) => prefixes.some((p) => read === p || read.startsWith(p.endsWith('/') ? p : `${p}/`)));
   }
 }
 

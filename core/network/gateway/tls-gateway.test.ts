@@ -140,7 +140,7 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     ]);
     const gateway = new TlsGateway({
       ca: runCa,
-      rules: new RuleSet(['ro.airlock.test read-only', 'other.airlock.test allow GET']),
+      rules: new RuleSet(['ro.airlock.test deny /admin/**', 'ro.airlock.test read-only', 'other.airlock.test allow GET']),
       broker,
       upstreamCa: [upstreamCa.certificatePem],
       idleTimeoutMs: 30_000,
@@ -221,6 +221,20 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     expect(events.find((e) => e.host === 'api.airlock.test')).toMatchObject({ secret: 'gh', status: 200, allowed: true });
     expect(events.find((e) => e.host === 'other.airlock.test')).toMatchObject({ secret: 'gh', status: 403, allowed: false });
     expect(JSON.stringify(events)).not.toContain(TOKEN);
+  });
+
+  it('a deny on /admin/** holds however the path is spelt: //admin, ;x, case, %61, encoded slashes; never reaches upstream', async () => {
+    const before = upstream.seen.length;
+    for (const p of ['//admin/x', '/admin;x/y', '/ADMIN/x', '/%61dmin/x', '/x/..;/admin/y', '/x%2F..%2Fadmin/y', '/x%ff']) {
+      const s = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+      const r = await request(s, 'ro.airlock.test', { path: p });
+      expect(r.status, p).toBe(403);
+      s.destroy();
+    }
+    expect(upstream.seen.length).toBe(before);
+    const s = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+    expect((await request(s, 'ro.airlock.test', { path: '/administrator' })).status).toBe(200);
+    s.destroy();
   });
 
   it('a plain-HTTP request carrying the placeholder is refused', async () => {

@@ -11,7 +11,7 @@ import { answerPlain, hostHeaderOf, redactQuery, requestRawHeaders, withoutHeade
 import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
 import { checkPush } from './push-guard';
 import type { RunCa } from './run-ca';
-import { canonicalPath, decideWithProject, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { canonicalPath, decideWithProject, pathReadings, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 import { contentEncodingOf, decodersFor } from './response-decoding';
 import { relayUpgrade } from './upgrade-relay';
 import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
@@ -226,6 +226,11 @@ export class TlsGateway implements Disposable {
     if (named !== undefined && named !== t.host && named !== `${t.host}:${t.port}`) {
       return { status: 403, reason: `the Host header (${named.slice(0, 100)}) does not name ${t.host}, the host this connection was opened to` };
     }
+    // Judged as servers read it (rules.ts pathReadings): a path that cannot be is refused here,
+    // on every intercepted host, rules or not; so is a method a server might read another way.
+    const readable = pathReadings(path);
+    if ('unjudgeable' in readable) return { status: 403, reason: `${readable.unjudgeable}, so it cannot be judged` };
+    if (!/^[A-Z]+$/.test(method)) return { status: 403, reason: `the method "${method.slice(0, 20)}" is not an upper-case HTTP method` };
     const inUrl = broker?.inUrl(url);
     if (inUrl) return { status: 403, reason: `the placeholder of secret "${inUrl}" is in the URL; secrets are sent only in headers`, secret: inUrl };
     const ruleReq = { host: t.host, method, path, query: q < 0 ? '' : url.slice(q + 1) };
