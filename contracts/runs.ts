@@ -87,6 +87,8 @@ export const RunCheckResult = z.object({
   truncated: z.boolean(),
   /** Processes the agent left behind that the host killed before the check. */
   killedProcesses: z.number().int().nonnegative(),
+  /** How the check was started: shell, its fresh home, the fixed PATH, and the names of the variables it got. */
+  environment: z.object({ shell: z.string(), home: z.string(), path: z.string(), variables: z.array(z.string()) }).optional(),
   /** Why the check could not run (no sandbox, the run was cancelled, the channel closed). */
   notRun: z.string().optional(),
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { RunCheckResult, RunCheckSpec } from '../../contracts/runs';
 import { toErrorInfo } from '../../contracts/errors';
 import { OutputCapture } from '../common/output-capture';
@@ -9,36 +10,49 @@ import { CommandOutput } from './host-command';
 export const CHECK_OUTPUT_CAP = 64 * 1024;
 
 /**
- * Kills every process in the sandbox but init, this script and its ancestors (the helper), and says
- * how many it killed. Runs as the sandbox user: what the agent started (a daemon that left its
- * process group included) is killed; the engine's own processes are out of its reach anyway.
- * Builtins only inside the loops, so the sweep forks nothing it would then have to spare.
+ * Kills every process of the agent's user (docs/architecture.md §18), as root through the helper
+ * (`as: 'helper'`), so nothing the agent started can hide from or outrun it: every such process is
+ * first stopped (SIGSTOP) pass after pass until a pass finds none running — a stopped process cannot
+ * fork, so a fork chain ends — then killed (SIGKILL), then the host waits until none is left and
+ * says so. Prints "KILLED LEFT". Builtins only inside the loops.
  */
 const SWEEP_SCRIPT = `
-declare -A keep; keep[1]=1; p=$$
-while [ -n "$p" ] && [ "$p" != 0 ] && [ -z "\${keep[$p]}" ]; do
-  keep[$p]=1; read -r l 2>/dev/null < /proc/$p/stat || break; r=\${l##*) }; set -- $r; p=$2
-done
-killed=0
-for pass in 1 2 3 4 5 6 7 8 9 10; do
-  n=0
+u=$1; killed=0
+uid_state() { uid=; st=; { while read -r k v r; do case $k in Uid:) uid=$v;; State:) st=$v;; esac; done < "$1/status"; } 2>/dev/null; }
+for ((pass = 0; pass < 500; pass++)); do
+  running=0
   for d in /proc/[0-9]*; do
-    q=\${d#/proc/}; [ -n "\${keep[$q]}" ] && continue
-    read -r l 2>/dev/null < $d/stat || continue
-    r=\${l##*) }; set -- $r; [ "$1" = Z ] && continue
-    kill -9 $q 2>/dev/null && n=$((n+1))
+    uid_state "$d"; [ "$uid" = "$u" ] || continue
+    case $st in Z|T|t|X) continue;; esac
+    running=$((running+1)); kill -STOP "\${d#/proc/}" 2>/dev/null
   done
-  killed=$((killed+n)); [ $n = 0 ] && break
+  [ $running = 0 ] && break
 done
-echo "$killed"
+for d in /proc/[0-9]*; do
+  uid_state "$d"; [ "$uid" = "$u" ] || continue
+  case $st in Z|X) continue;; esac
+  kill -KILL "\${d#/proc/}" 2>/dev/null && killed=$((killed+1))
+done
+for ((try = 0; try < 100; try++)); do
+  left=0
+  for d in /proc/[0-9]*; do
+    uid_state "$d"; [ "$uid" = "$u" ] || continue
+    case $st in Z|X) continue;; esac
+    left=$((left+1)); kill -KILL "\${d#/proc/}" 2>/dev/null
+  done
+  [ $left = 0 ] && break
+  sleep 0.05
+done
+echo "$killed $left"
 `;
 
 /**
  * Makes sure nothing the agent started still runs (docs/architecture.md §18): the agent's process
- * tree is gone once it exited, but a process it detached would otherwise outlive it and could rewrite
- * the workspace after collect, or the check's output. Resolves with how many processes were killed.
+ * tree is gone once it exited, but a process it detached — or one that keeps forking — would
+ * otherwise outlive it and could rewrite the workspace after collect, or steer the check. Resolves
+ * with how many processes were killed, or why the check cannot run (some survived).
  */
-export async function stopLeftoverProcesses(sandbox: Sandbox | undefined): Promise<number | { notRun: string }> {
+export async function stopLeftoverProcesses(sandbox: Pick<Sandbox, 'channel'> | undefined): Promise<number | { notRun: string }> {
   if (!sandbox) return { notRun: 'the run has no sandbox' };
   try {
     return await sweep(sandbox);
@@ -47,18 +61,43 @@ export async function stopLeftoverProcesses(sandbox: Sandbox | undefined): Promi
   }
 }
 
-async function sweep(sandbox: Sandbox): Promise<number> {
-  const proc = sandbox.channel.spawn({ argv: ['bash', '-c', SWEEP_SCRIPT], cwd: '/', env: {}, timeoutMs: 30_000 });
+async function sweep(sandbox: Pick<Sandbox, 'channel'>): Promise<number> {
+  const agentUid = sandbox.channel.hello.agentUid;
+  if (agentUid === 0) throw new Error('the agent runs as root here, so its processes cannot be told from the helper');
+  const proc = sandbox.channel.spawn({ argv: ['bash', '--noprofile', '--norc', '-c', SWEEP_SCRIPT, 'sweep', String(agentUid)], cwd: '/', env: {}, timeoutMs: 60_000, as: 'helper' });
   const out: Buffer[] = [];
   const sub = proc.onStdout((c) => out.push(c));
   try {
     const exit = await proc.exited;
-    const n = Number(Buffer.concat(out).toString('utf8').trim().split('\n').at(-1));
-    if (exit.exitCode !== 0 || !Number.isInteger(n)) throw new Error(`the sweep of leftover processes ended with ${exit.exitCode ?? exit.signal}`);
-    return n;
+    const [killed, left] = (Buffer.concat(out).toString('utf8').trim().split('\n').at(-1) ?? '').split(' ').map(Number);
+    if (exit.exitCode !== 0 || !Number.isInteger(killed) || !Number.isInteger(left)) throw new Error(`the sweep of leftover processes ended with ${exit.exitCode ?? exit.signal}`);
+    if (left !== 0) throw new Error(`${left} of the agent's processes still ran after the sweep`);
+    return killed as number;
   } finally {
     sub.dispose();
   }
+}
+
+/** The check's PATH: fixed, never the agent's. */
+export const CHECK_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Variables a shell or loader reads code from: never passed to the check. */
+const STEERING_VARIABLES = /^(BASH_ENV|ENV|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|CDPATH|GLOBIGNORE|PS4|BASH_FUNC_.*|LD_.*|NODE_OPTIONS|PYTHONSTARTUP|PYTHONPATH|PERL5OPT|RUBYOPT|HOME|PATH|ZDOTDIR|XDG_CONFIG_HOME)$/;
+
+/**
+ * How the check is started (docs/architecture.md §18): `bash --noprofile --norc -c` (no profile, no
+ * rc file, no `BASH_ENV`), a fresh home nobody else has written (made by the check's own shell,
+ * after every process of the agent's is gone), a fixed PATH, and the run's environment without the
+ * variables a shell or runtime reads code from.
+ */
+export function checkInvocation(command: string, env: Record<string, string>, home: string): { argv: string[]; env: Record<string, string> } {
+  const clean: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (!STEERING_VARIABLES.test(k)) clean[k] = v;
+  clean.HOME = home;
+  clean.PATH = CHECK_PATH;
+  // mkdir fails on a path that exists: the home is the check's own, or the check does not start.
+  const script = `mkdir -m 700 -- "$HOME" || exit 125\ncd /workspace || exit 125\n${command}`;
+  return { argv: ['bash', '--noprofile', '--norc', '-c', script], env: clean };
 }
 
 /**
@@ -76,6 +115,8 @@ export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec
   let exitCode: number | null = null;
   let timedOut = false;
   let notRun: string | undefined;
+  let environment: RunCheckResult['environment'];
+  const home = `/tmp/airlock-check-home-${randomBytes(8).toString('hex')}`;
   if (!sandbox) notRun = 'the run has no sandbox';
   else if (typeof swept !== 'number') notRun = swept.notRun;
   else if (run.cancelRequested) notRun = 'the run was cancelled';
@@ -89,7 +130,9 @@ export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec
       run.terminal.write(bytes);
     });
     try {
-      const proc = sandbox.channel.spawn({ argv: ['bash', '-lc', spec.command], cwd: '/workspace', env: run.commandEnv, timeoutMs: spec.timeoutSec * 1000 });
+      const inv = checkInvocation(spec.command, run.commandEnv, home);
+      environment = { shell: 'bash --noprofile --norc -c', home, path: CHECK_PATH, variables: Object.keys(inv.env).sort() };
+      const proc = sandbox.channel.spawn({ argv: inv.argv, cwd: '/workspace', env: inv.env, timeoutMs: spec.timeoutSec * 1000 });
       proc.end();
       const subs = [proc.onStdout((c) => output.push('stdout', c)), proc.onStderr((c) => output.push('stderr', c))];
       try {
@@ -112,6 +155,7 @@ export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec
     outputBytes: capture.bytes,
     truncated: capture.truncated,
     killedProcesses,
+    ...(environment ? { environment } : {}),
     ...(notRun ? { notRun } : {}),
   };
   run.terminal.write(`\r\n[airlock] check ${result.passed ? 'passed' : 'failed'} (exit ${exitCode ?? (timedOut ? 'timeout' : 'none')}, ${result.durationMs} ms)\r\n`);

@@ -12,6 +12,7 @@ import { environmentLine, environmentLines, isFinal, printChangedFiles, setupLin
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
+import { safeTerminalText as safe, TerminalSafeText } from '../terminal-safe';
 
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
@@ -245,8 +246,12 @@ function jsonView(io: CliIo): RunView {
   };
 }
 
-function liveView(io: CliIo): RunView {
+export function liveView(io: CliIo): RunView {
   const out = io.stdout;
+  // The model's and the sandbox's bytes reach the terminal as text only (terminal-safe.ts): one
+  // filter per stream, so a sequence split across events is judged whole.
+  const modelText = new TerminalSafeText();
+  const commandText = new TerminalSafeText();
   let lastPhase = '';
   let textOpen = false;
   const endText = () => {
@@ -266,15 +271,15 @@ function liveView(io: CliIo): RunView {
     event: ({ event }) => {
       switch (event.type) {
         case 'assistant_text':
-          out.write(event.delta);
+          out.write(modelText.push(event.delta));
           textOpen = !event.delta.endsWith('\n');
           break;
         case 'command_started':
           endText();
-          out.write(`$ ${event.command}\n`);
+          out.write(`$ ${safe(event.command)}\n`);
           break;
         case 'command_output':
-          out.write(event.data);
+          out.write(commandText.push(event.data));
           break;
         case 'command_exited':
           if (event.exitCode !== 0) out.write(`[exit ${event.exitCode ?? 'killed'}${event.timedOut ? ', timed out' : ''}]\n`);
@@ -295,15 +300,15 @@ function liveView(io: CliIo): RunView {
         }
         case 'file_changed':
           endText();
-          out.write(`~ changed: ${event.paths.slice(0, 5).join(', ')}${event.paths.length > 5 ? ` (+${event.paths.length - 5})` : ''}\n`);
+          out.write(`~ changed: ${safe(event.paths.slice(0, 5).join(', '))}${event.paths.length > 5 ? ` (+${event.paths.length - 5})` : ''}\n`);
           break;
         case 'approval_request':
           endText();
-          out.write(`? the agent wants to run: ${event.command}\n  approve? [y/N] `);
+          out.write(`? the agent wants to run: ${safe(event.command)}\n  approve? [y/N] `);
           break;
         case 'agent_error':
           endText();
-          out.write(`! ${event.message}\n`);
+          out.write(`! ${safe(event.message)}\n`);
           break;
         case 'network_blocked':
           endText();
@@ -317,7 +322,7 @@ function liveView(io: CliIo): RunView {
           endText();
           out.write(
             event.kind === 'proposal'
-              ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${event.reason ?? ''}"\n  ${networkPrompt(event.answers)} `
+              ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${safe(event.reason ?? '')}"\n  ${networkPrompt(event.answers)} `
               : `? ${event.method} ${event.host}${event.path} is waiting (refused by ${event.deniedBy ?? 'a rule'})${event.rule ? `\n  "for this project" adds: ${event.rule}` : ''}\n  ${networkPrompt(event.answers)} `,
           );
           break;
@@ -326,7 +331,7 @@ function liveView(io: CliIo): RunView {
           break;
         case 'finished':
           endText();
-          out.write(`\n${event.summary}\n`);
+          out.write(`\n${safe(event.summary)}\n`);
           break;
         default:
           break;

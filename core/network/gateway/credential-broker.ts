@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { Transform, type TransformCallback } from 'node:stream';
+import type { Transform } from 'node:stream';
 import type { Secret } from '../../keys/secret';
 import { hostMatches } from '../allowlist';
+import { pathReadings } from './rules';
+import { scrubPairs, ScrubStream, scrubString, type ScrubMode, type ScrubPair } from './secret-scrub';
 import type { SecretBinding } from './secret-store';
 
 /**
@@ -36,6 +38,7 @@ interface Entry extends BrokeredSecret {
 
 export class CredentialBroker {
   private readonly entries: Entry[];
+  private readonly forms = new WeakMap<Entry, { value: string; pairs: ScrubPair[] }>();
 
   constructor(secrets: BrokeredSecret[]) {
     this.entries = secrets.map((s) => ({ ...s, placeholder: `airlock-placeholder-${s.binding.name}-${randomBytes(16).toString('hex')}` }));
@@ -147,23 +150,41 @@ export class CredentialBroker {
     return this.entries.find((e) => url.includes(e.placeholder) || decoded.includes(e.placeholder))?.binding.name;
   }
 
-  /** A stream that replaces every injected value by its placeholder (undefined when nothing can echo). */
-  scrubber(host: string): Transform | undefined {
-    const pairs = this.entries.filter((e) => e.binding.hosts.some((h) => hostMatches(h, host))).map((e) => ({ from: Buffer.from(e.value.reveal()), to: Buffer.from(e.placeholder) }));
-    return pairs.length ? new ScrubStream(pairs) : undefined;
+  /**
+   * A stream that replaces every form of every value bound to `host` (as given, inside base64,
+   * percent- or JSON-encoded; secret-scrub.ts) by its placeholder — or, in `mask` mode, by as many
+   * `*`, keeping lengths for an upgraded stream. Undefined when no secret is bound to the host.
+   */
+  scrubber(host: string, mode: ScrubMode = 'placeholder'): Transform | undefined {
+    const pairs = this.pairsFor(this.entries.filter((e) => e.binding.hosts.some((h) => hostMatches(h, host))));
+    return pairs.length ? new ScrubStream(pairs, mode) : undefined;
   }
 
-  /** Replaces values by placeholders in a header value. */
+  /** Replaces every form of every value by its placeholder in a header value or reason phrase. */
   scrubText(text: string): string {
-    let out = text;
-    for (const e of this.entries) out = out.split(e.value.reveal()).join(e.placeholder);
-    return out;
+    return scrubString(text, this.pairsFor(this.entries));
+  }
+
+  /** Every form of each entry's value, computed once per value (a value fetched again gets new forms). */
+  private pairsFor(entries: Entry[]): ScrubPair[] {
+    const pairs: ScrubPair[] = [];
+    for (const e of entries) {
+      const value = e.value.reveal();
+      let known = this.forms.get(e);
+      if (!known || known.value !== value) this.forms.set(e, (known = { value, pairs: scrubPairs([{ value, placeholder: e.placeholder }]) }));
+      pairs.push(...known.pairs);
+    }
+    return pairs.sort((a, b) => b.from.length - a.from.length);
   }
 
   private bound(e: Entry, host: string, path: string): boolean {
     if (!e.binding.hosts.some((h) => hostMatches(h, host))) return false;
     const prefixes = e.binding.pathPrefixes;
-    return !prefixes || prefixes.some((p) => path === p || path.startsWith(p.endsWith('/') ? p : `${p}/`));
+    if (!prefixes) return true;
+    // Every way a server may read the path must stay under a prefix (`/me/../other` does not).
+    const r = pathReadings(path);
+    if ('unjudgeable' in r) return false;
+    return r.readings.every((read) => prefixes.some((p) => read === p || read.startsWith(p.endsWith('/') ? p : `${p}/`)));
   }
 }
 
@@ -173,48 +194,4 @@ function decodeBasic(value: string): { user: string; password: string } | undefi
   const text = Buffer.from(m[1] as string, 'base64').toString('utf8');
   const colon = text.indexOf(':');
   return colon < 0 ? undefined : { user: text.slice(0, colon), password: text.slice(colon + 1) };
-}
-
-/**
- * Replaces byte strings in a stream, also across chunk boundaries: it holds back the last
- * (longest needle − 1) bytes of each chunk until the next one arrives.
- */
-class ScrubStream extends Transform {
-  private tail: Buffer = Buffer.alloc(0);
-  private readonly keep: number;
-
-  constructor(private readonly pairs: Array<{ from: Buffer; to: Buffer }>) {
-    super();
-    this.keep = Math.max(...pairs.map((p) => p.from.length)) - 1;
-  }
-
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    const buf = this.tail.length ? Buffer.concat([this.tail, chunk]) : chunk;
-    const { text, safeEnd } = this.replace(buf, false);
-    this.tail = text.subarray(safeEnd);
-    if (safeEnd > 0) this.push(text.subarray(0, safeEnd));
-    done();
-  }
-
-  override _flush(done: TransformCallback): void {
-    if (this.tail.length) this.push(this.replace(this.tail, true).text);
-    done();
-  }
-
-  /** Replaces every needle; `safeEnd` is how much can be sent without splitting a possible match. */
-  private replace(buf: Buffer, final: boolean): { text: Buffer; safeEnd: number } {
-    let text = buf;
-    for (const { from, to } of this.pairs) {
-      if (text.indexOf(from) < 0) continue;
-      const parts: Buffer[] = [];
-      let at = 0;
-      for (let i = text.indexOf(from); i >= 0; i = text.indexOf(from, at)) {
-        parts.push(text.subarray(at, i), to);
-        at = i + from.length;
-      }
-      parts.push(text.subarray(at));
-      text = Buffer.concat(parts);
-    }
-    return { text, safeEnd: final ? text.length : Math.max(0, text.length - this.keep) };
-  }
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Disposable, type Event } from '../../common/disposable';
 import type { ProjectNetworkStore } from '../project-network-store';
-import { parseRule, type GatewayRule, type RuleSet } from './rules';
+import { globToRegExp, parseRule, type GatewayRule, type RuleSet } from './rules';
 
 /**
  * Approvals while an intercepted request waits (docs/architecture.md §2.8): a request a user rule
@@ -77,6 +77,29 @@ export function ruleForRequest(host: string, method: string, path: string): stri
   return parseRule(`${host} allow ${method} ${path}`).text;
 }
 
+/** Segment names no glob written by an agent can know: a glob matching paths made of them matches any path of that depth. */
+const PROBE_SEGMENTS = ['airlock-probe-7q', 'Zx9-unnamed.seg', '0'];
+
+/**
+ * Whether a path glob is narrower than "every path", judged by the matcher's meaning, not its text:
+ * `*` and `**` match any segment, so a glob must hold one whole segment with no `*` (and not `.`
+ * or `..`), and must match none of the paths made only of segments it does not name, at depths
+ * 1–4 (so `/***`, `/**` twice over, or `/*` then `/**` are not narrower).
+ */
+export function pinsAPath(glob: string): boolean {
+  const segs = glob.split('/').filter(Boolean);
+  if (!segs.some((seg) => !seg.includes('*') && seg !== '.' && seg !== '..')) return false;
+  const re = globToRegExp(glob);
+  const folded = new RegExp(re.source, 'i');
+  for (const seg of PROBE_SEGMENTS) {
+    for (let depth = 1; depth <= 4; depth++) {
+      const probe = `/${Array(depth).fill(seg).join('/')}`;
+      if (re.test(probe) || folded.test(probe) || re.test(`${probe}/`)) return false;
+    }
+  }
+  return true;
+}
+
 /** Checks an agent's proposed rule; returns the parsed rule or says what is wrong (shown to the agent). */
 export function checkProposal(text: string, intercepts: (host: string) => boolean): GatewayRule | { error: string } {
   let rule: GatewayRule;
@@ -89,7 +112,7 @@ export function checkProposal(text: string, intercepts: (host: string) => boolea
   if (!intercepts(rule.host)) return { error: `${rule.host} has no rules in this run; ask the user to add the host instead` };
   // Only `allow METHODS /path`: read-only, git-fetch and git-push pass every other method, so they are never "narrower".
   if (rule.kind !== 'allow' || !rule.methods || !rule.path) return { error: 'propose an allow rule that names its methods and a path glob: HOST allow METHOD /path/glob' };
-  if (/^\/\*\*?$/.test(rule.path)) return { error: 'a proposed rule must be narrower than the whole host' };
+  if (!pinsAPath(rule.path)) return { error: 'a proposed rule must be narrower than the whole host: name at least one whole path segment without * (e.g. /repos/NAME/**)' };
   return rule;
 }
 

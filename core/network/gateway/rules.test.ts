@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decideWithProject, parseRefUpdates, parseRule, pushOutsidePrefix, RuleSet } from './rules';
+import { checkProposal } from './network-approvals';
+import { decideWithProject, parseRefUpdates, parseRule, pathReadings, pushOutsidePrefix, RuleSet } from './rules';
 
 const req = (method: string, path: string, query = '') => ({ host: 'git.example.com', method, path, query });
 const pkt = (s: string) => `${(s.length + 4).toString(16).padStart(4, '0')}${s}`;
@@ -23,6 +24,38 @@ describe('gateway rules', () => {
     expect(rules.decide(req('GET', '/repos/me/%2e%2e/other'))?.allowed).toBe(false);
     expect(rules.decide({ ...req('GET', '/'), host: 'elsewhere.com' })).toBeUndefined();
     expect(new RuleSet(['git.example.com deny DELETE']).decide(req('GET', '/x'))?.allowed).toBe(true);
+  });
+
+  it('paths are judged as servers read them: doubled slashes, ;parameters, case, encodings do not pass a deny', () => {
+    const deny = new RuleSet(['git.example.com deny /admin/**', 'git.example.com deny /admin']);
+    for (const p of ['/admin', '/admin/x', '//admin', '//admin/x', '/admin;x', '/admin;jsessionid=1/x', '/ADMIN', '/Admin/x', '/%61dmin', '/%41DMIN/x', '/x/..;/admin', '/x%2F..%2Fadmin', '/x%2f..%2fadmin/y', '/x%5C..%5Cadmin', '/x\\..\\admin', '/%2561dmin', '/./admin', '/a/%2e%2e/admin']) {
+      expect(deny.decide(req('GET', p)), p).toMatchObject({ allowed: false });
+    }
+    expect(deny.decide(req('GET', '/administrator'))?.allowed).toBe(true);
+    expect(deny.decide(req('GET', '/public/admin.txt'))?.allowed).toBe(true);
+    // Unjudgeable paths are refused outright.
+    for (const p of ['/x%zz', '/x%', '/x%00', '/x%0d%0a', '/x%ff']) expect(pathReadings(p), p).toHaveProperty('unjudgeable');
+    expect(deny.decide(req('GET', '/x%ff'))).toMatchObject({ allowed: false, reason: expect.stringMatching(/cannot be judged/) });
+    // An allow list passes a path only when every reading is allowed; an encoded / that every reading agrees on passes.
+    const allow = new RuleSet(['git.example.com allow GET /repos/me/**', 'git.example.com allow GET /@scope%2Fpkg']);
+    expect(allow.decide(req('GET', '/repos/me/x'))?.allowed).toBe(true);
+    expect(allow.decide(req('GET', '/repos/me/x%2F..%2F..%2Fother'))?.allowed).toBe(false);
+    expect(allow.decide(req('GET', '/repos/ME/x'))?.allowed).toBe(false);
+    expect(allow.decide(req('GET', '/repos/me/..;/other'))?.allowed).toBe(false);
+    expect(new RuleSet(['git.example.com allow GET /**']).decide(req('GET', '/@scope%2fpkg'))?.allowed).toBe(true);
+    expect(new RuleSet(['git.example.com deny /admin/**']).decide(req('GET', '/@scope%2fpkg'))?.allowed).toBe(true);
+    // A push read one way and not another still carries its prefix.
+    const push = new RuleSet(['git.example.com git-push=agent/']);
+    expect(push.decide(req('POST', '/r.git/git-receive-pack;x'))?.pushPrefix).toBe('agent/');
+    expect(new RuleSet(['git.example.com git-fetch']).decide(req('POST', '/r.git//git-receive-pack'))?.allowed).toBe(false);
+  });
+
+  it('"narrower than the whole host" follows the matcher: globs that match every path are not offered', () => {
+    const intercepts = () => true;
+    for (const g of ['/**', '/*', '/***', '/**/**', '/*/**', '/**/*', '/*/*/**', '/**e', '/./**', '/../**']) {
+      expect(checkProposal(`git.example.com allow GET ${g}`, intercepts), g).toHaveProperty('error');
+    }
+    for (const g of ['/repos/me/**', '/**/issues', '/api/v1/*']) expect(checkProposal(`git.example.com allow GET ${g}`, intercepts), g).toHaveProperty('path', g);
   });
 
   it('read-only and git-fetch let a clone through and refuse a push', () => {

@@ -122,32 +122,89 @@ export function gitService(req: Pick<RuleRequest, 'method' | 'path' | 'query'>):
   return undefined;
 }
 
-/** A decoded path, with dot segments resolved, so `/a/../b` cannot slip past `/a/**` rules. */
-export function canonicalPath(raw: string): string {
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(raw);
-  } catch {
-    decoded = raw;
-  }
+/** Resolves `.` and `..` segments of a path split on `/` (`..` above the root stays at the root). */
+function resolveDots(path: string): string {
   const out: string[] = [];
-  for (const seg of decoded.split('/')) {
-    if (seg === '..') out.pop();
-    else if (seg !== '.') out.push(seg);
+  for (const seg of path.split('/')) {
+    if (seg === '..') {
+      if (out.length > 1) out.pop();
+    } else if (seg !== '.') out.push(seg);
   }
   const joined = out.join('/');
   return joined.startsWith('/') ? joined : `/${joined}`;
 }
 
+/** Collapses repeated slashes and drops `;parameters` from every segment (Tomcat, Jetty, Spring read `/a;x` as `/a`). */
+function fold(path: string): string {
+  const segs = path.split('/').map((seg) => {
+    const semi = seg.indexOf(';');
+    return semi < 0 ? seg : seg.slice(0, semi);
+  });
+  return resolveDots(segs.join('/').replace(/\/{2,}/g, '/'));
+}
+
+/** `%2F`, `%5C` and `%25` stay encoded; every other escape is decoded (what every server decodes). */
+const KEPT_ESCAPE = /(%2[fF]|%5[cC]|%25)/;
+
+/**
+ * The ways a server may read a raw request path (docs/architecture.md §2.8), each decoded, with dot
+ * segments resolved: as written (`%2F`, `%5C`, `%25` kept encoded); folded (slashes collapsed,
+ * `;parameters` dropped); and with encoded `/` and `\`, `\` itself and a second round of
+ * percent-decoding read as separators. A rule decides a request only when every reading (case kept
+ * and ignored) agrees it passes. Returns why a path cannot be judged (a bad escape, a control byte).
+ */
+export function pathReadings(raw: string): { readings: string[] } | { unjudgeable: string } {
+  if (/%(?![0-9a-fA-F]{2})/.test(raw)) return { unjudgeable: 'the path has a % that is not a percent-escape' };
+  let literal: string;
+  try {
+    literal = raw
+      .split(KEPT_ESCAPE)
+      .map((piece, i) => (i % 2 === 1 ? piece.toUpperCase() : decodeURIComponent(piece)))
+      .join('');
+  } catch {
+    return { unjudgeable: 'the path decodes to bytes that are not UTF-8' };
+  }
+  // Control bytes (NUL, CR, LF, …) read differently from server to server.
+  if (/[\u0000-\u001f\u007f]/.test(literal)) return { unjudgeable: 'the path holds a control character' };
+  let separated = literal.replace(/%25/g, '%');
+  try {
+    // A second round: `%252F` reaches a server that decodes twice as `/`.
+    separated = decodeURIComponent(separated.replace(/%(?![0-9a-fA-F]{2})/g, '%25'));
+  } catch {
+    return { unjudgeable: 'the path decodes (twice) to bytes that are not UTF-8' };
+  }
+  if (/[\u0000-\u001f\u007f]/.test(separated)) return { unjudgeable: 'the path holds an encoded control character' };
+  separated = separated.replace(/\\/g, '/');
+  const readings = [resolveDots(literal), fold(resolveDots(literal)), fold(separated)];
+  return { readings: [...new Set(readings)] };
+}
+
+/**
+ * The path as written, decoded, dot segments resolved (`%2F`, `%5C`, `%25` kept encoded): the form
+ * shown to the user and used for "Allow for this project".
+ */
+export function canonicalPath(raw: string): string {
+  const r = pathReadings(raw);
+  return 'readings' in r ? (r.readings[0] as string) : raw;
+}
+
 interface CompiledRule {
   rule: GatewayRule;
   path?: RegExp;
+  /** The same glob, case ignored (servers such as IIS and Express's default router fold case). */
+  pathFolded?: RegExp;
+}
+
+function compile(rule: GatewayRule): CompiledRule {
+  if (!rule.path) return { rule };
+  const re = globToRegExp(rule.path);
+  return { rule, path: re, pathFolded: new RegExp(re.source, 'i') };
 }
 
 /** Outcome of one rule for a request: undefined when it does not apply. */
-function apply(c: CompiledRule, req: RuleRequest, path: string): RuleDecision | undefined {
+function apply(c: CompiledRule, req: RuleRequest, path: string, ignoreCase: boolean): RuleDecision | undefined {
   const { rule } = c;
-  const git = gitService(req);
+  const git = gitService({ ...req, path });
   switch (rule.kind) {
     case 'read-only': {
       const ok = SAFE_METHODS.has(req.method) || git === 'upload-pack';
@@ -167,7 +224,8 @@ function apply(c: CompiledRule, req: RuleRequest, path: string): RuleDecision | 
         : { allowed: true, rule: rule.text, reason: 'git-push allows it' };
     default: {
       if (rule.methods && !rule.methods.includes(req.method)) return undefined;
-      if (c.path && !c.path.test(path)) return undefined;
+      const re = ignoreCase ? c.pathFolded : c.path;
+      if (re && !re.test(path)) return undefined;
       return { allowed: rule.kind === 'allow', rule: rule.text, reason: rule.kind === 'allow' ? 'allowed by rule' : 'refused by rule' };
     }
   }
@@ -178,15 +236,12 @@ export class RuleSet {
   private readonly compiled: CompiledRule[];
 
   constructor(rules: Iterable<GatewayRule | string>) {
-    this.compiled = [...rules].map((r) => {
-      const rule = typeof r === 'string' ? parseRule(r) : r;
-      return { rule, ...(rule.path ? { path: globToRegExp(rule.path) } : {}) };
-    });
+    this.compiled = [...rules].map((r) => compile(typeof r === 'string' ? parseRule(r) : r));
   }
 
   /** Puts rules first (an approval the user gave while the run goes on decides before the rule that refused). */
   prepend(...rules: GatewayRule[]): void {
-    this.compiled.unshift(...rules.map((rule) => ({ rule, ...(rule.path ? { path: globToRegExp(rule.path) } : {}) })));
+    this.compiled.unshift(...rules.map(compile));
   }
 
   get rules(): GatewayRule[] {
@@ -198,13 +253,38 @@ export class RuleSet {
     return this.compiled.some((c) => hostMatches(c.rule.host, host));
   }
 
-  /** The decision for a request, or undefined when no rule names the host. */
+  /**
+   * The decision for a request, or undefined when no rule names the host. The path is judged as
+   * every server might read it (`pathReadings`, case kept and ignored): it passes only when every
+   * reading passes; the first reading refused decides, and the reason says how it was read.
+   */
   decide(req: RuleRequest): RuleDecision | undefined {
     const mine = this.compiled.filter((c) => hostMatches(c.rule.host, req.host));
     if (mine.length === 0) return undefined;
-    const path = canonicalPath(req.path);
+    const r = pathReadings(req.path);
+    if ('unjudgeable' in r) return { allowed: false, rule: `paths on ${req.host} are judged as servers read them`, reason: `${r.unjudgeable}, so it cannot be judged` };
+    const written = r.readings[0] as string;
+    let first: RuleDecision | undefined;
+    let pushPrefix: string | undefined;
+    for (const path of r.readings) {
+      for (const ignoreCase of [false, true]) {
+        const d = this.decideOne(mine, req, path, ignoreCase);
+        if (!d.allowed) {
+          if (path === written && !ignoreCase) return d;
+          const how = `${path === written ? '' : ` read as ${path}`}${ignoreCase ? `${path === written ? '' : ','} with case ignored` : ''}`;
+          return { ...d, reason: `${d.reason} (${written}${how}, as a server may read it)` };
+        }
+        first ??= d;
+        if (d.pushPrefix && (!pushPrefix || d.pushPrefix.length > pushPrefix.length)) pushPrefix = d.pushPrefix;
+      }
+    }
+    const d = first as RuleDecision;
+    return pushPrefix ? { ...d, pushPrefix } : d;
+  }
+
+  private decideOne(mine: CompiledRule[], req: RuleRequest, path: string, ignoreCase: boolean): RuleDecision {
     for (const c of mine) {
-      const d = apply(c, req, path);
+      const d = apply(c, req, path, ignoreCase);
       if (d) return d;
     }
     if (mine.some((c) => c.rule.kind !== 'deny')) {

@@ -9,6 +9,7 @@ import https from 'node:https';
 import http from 'node:http';
 import type net from 'node:net';
 import tls from 'node:tls';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Secret } from '../../keys/secret';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy, type EgressEvent } from '../egress-proxy';
@@ -46,6 +47,11 @@ function answer(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.
       body,
     });
     if (req.url === '/echo-auth') res.end(`you sent ${req.headers.authorization ?? 'nothing'}`);
+    else if (req.url === '/echo-auth-gzip') {
+      // Compressed although the gateway asked for identity.
+      res.writeHead(200, { 'content-encoding': 'gzip' });
+      res.end(zlib.gzipSync(`you sent ${req.headers.authorization ?? 'nothing'}`));
+    }
     else if (req.url === '/big') res.end(Buffer.alloc(4 * 1024 * 1024, 7));
     else res.end(`ok ${req.method} ${req.url} ${body} over ${req.httpVersion}`);
   });
@@ -107,8 +113,8 @@ describe('TLS gateway over HTTP/2 (h2-only clients and servers)', () => {
     await new Promise<void>((r) => h1Server.listen(0, '127.0.0.1', r));
     h2Port = (h2Server.address() as net.AddressInfo).port;
     h1Port = (h1Server.address() as net.AddressInfo).port;
-    broker = new CredentialBroker([{ binding: normalizeBinding({ name: 'gh', hosts: [H2_HOST], forms: [{ type: 'bearer' }], env: ['GH_TOKEN'] }), value: new Secret(TOKEN) }]);
-    const rules = new RuleSet([`${H2_HOST} allow GET,POST /api/**`, `${H2_HOST} allow GET /echo-auth`, `${H2_HOST} allow GET /big`, `${H1_HOST} read-only`]);
+    broker = new CredentialBroker([{ binding: normalizeBinding({ name: 'gh', hosts: [H2_HOST], forms: [{ type: 'bearer' }, { type: 'basic', username: 'x-access-token' }], env: ['GH_TOKEN'] }), value: new Secret(TOKEN) }]);
+    const rules = new RuleSet([`${H2_HOST} allow GET,POST /api/**`, `${H2_HOST} allow GET /echo-auth`, `${H2_HOST} allow GET /echo-auth-gzip`, `${H2_HOST} allow GET /big`, `${H1_HOST} read-only`]);
     approvals = new NetworkApprovals({ rules, intercepts: () => true, waitMs: 30_000 });
     // Refusals are put to the user here too; every question but the Allow-once test's is denied.
     approvals.onDidAsk((q) => {
@@ -174,6 +180,20 @@ describe('TLS gateway over HTTP/2 (h2-only clients and servers)', () => {
     expect(seen.length).toBe(before);
     await vi.waitFor(() => expect(events.some((e) => e.path === '/echo-auth' && e.secret === 'gh' && e.status === 200)).toBe(true));
     expect(JSON.stringify(events)).not.toContain(TOKEN);
+  });
+
+  it('over h2 no form of the secret comes back: Basic base64, and gzip the gateway did not ask for', async () => {
+    const placeholder = broker.env().GH_TOKEN as string;
+    const b64 = [0, 1, 2].map((shift) => Buffer.concat([Buffer.alloc(shift), Buffer.from(TOKEN)]).toString('base64').slice(4, 24));
+    const leaks = (text: string) => text.includes(TOKEN) || b64.some((r) => text.includes(r));
+    const s = await open(H2_HOST, h2Port);
+    const basic = await h2Request(s, { ':method': 'GET', ':path': '/echo-auth', authorization: `Basic ${Buffer.from(`x-access-token:${placeholder}`).toString('base64')}` });
+    expect(seen.at(-1)?.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
+    expect(basic.body.toString()).toMatch(/^you sent Basic /);
+    expect(leaks(basic.body.toString())).toBe(false);
+    const gz = await h2Request(s, { ':method': 'GET', ':path': '/echo-auth-gzip', authorization: `Bearer ${placeholder}`, 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBeUndefined();
+    expect(gz.body.toString()).toBe(`you sent Bearer ${placeholder}`);
   });
 
   it('an h2 client reaches an HTTP/1.1-only server (the gateway speaks what each side negotiates), with its rules', async () => {

@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
 import tls from 'node:tls';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Secret } from '../../keys/secret';
 import { ALLOW_LOOPBACK_TARGETS_FOR_TESTS, EgressProxy, type EgressEvent } from '../egress-proxy';
@@ -33,6 +34,7 @@ interface Seen {
 
 async function startUpstream(ca: RunCa, hosts: string[]): Promise<{ port: number; seen: Seen[]; close(): Promise<void> }> {
   const seen: Seen[] = [];
+  let lastAuth = '';
   const ctx = new Map<string, tls.SecureContext>();
   for (const h of hosts) ctx.set(h, tls.createSecureContext({ key: ca.leafKeyPem, cert: await ca.leafFor(h) }));
   const server = https.createServer({ key: ca.leafKeyPem, cert: await ca.leafFor(hosts[0] as string), SNICallback: (name, cb) => cb(null, ctx.get(name)) }, (req, res) => {
@@ -40,8 +42,21 @@ async function startUpstream(ca: RunCa, hosts: string[]): Promise<{ port: number
     req.on('data', (c: Buffer) => (body += c.length));
     req.on('end', () => {
       seen.push({ host: req.headers.host ?? '', method: req.method ?? '', url: req.url ?? '', ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}), body });
+      const auth = req.headers.authorization;
+      if (auth) lastAuth = auth;
       if (req.url === '/echo-auth') {
-        res.end(`you sent ${req.headers.authorization ?? 'nothing'}`);
+        res.end(`you sent ${auth ?? 'nothing'}`);
+      } else if (req.url === '/echo-auth-gzip') {
+        // Compressed although the gateway asked for identity.
+        res.writeHead(200, { 'Content-Encoding': 'gzip', 'X-Echo': auth ?? '' });
+        res.end(zlib.gzipSync(`you sent ${auth ?? 'nothing'}`));
+      } else if (req.url === '/echo-auth-odd') {
+        res.writeHead(200, { 'Content-Encoding': 'zstd' });
+        res.end(`you sent ${auth ?? 'nothing'}`);
+      } else if (req.url === '/stored') {
+        // Echoes what an earlier request carried: no secret in this one.
+        res.writeHead(200, `Seen ${lastAuth}`, { Location: `https://elsewhere.test/?t=${encodeURIComponent(lastAuth)}` });
+        res.end(`earlier you sent ${lastAuth}`);
       } else if (req.url?.startsWith('/big')) {
         res.writeHead(200, { 'Content-Length': 8 * 1024 * 1024 });
         const chunk = Buffer.alloc(64 * 1024, 7);
@@ -58,7 +73,9 @@ async function startUpstream(ca: RunCa, hosts: string[]): Promise<{ port: number
     });
   });
   server.on('upgrade', (req, socket) => {
+    if (req.headers.authorization) lastAuth = req.headers.authorization;
     socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+    if (req.url === '/ws-stored') socket.write(`stored ${lastAuth}|`);
     socket.on('data', (d: Buffer) => socket.write(d));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -118,10 +135,12 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
   beforeAll(async () => {
     [upstreamCa, runCa] = await Promise.all([RunCa.create('upstream-test'), RunCa.create('run-test')]);
     upstream = await startUpstream(upstreamCa, HOSTS);
-    broker = new CredentialBroker([{ binding: normalizeBinding({ name: 'gh', hosts: ['api.airlock.test'], forms: [{ type: 'bearer' }], env: ['GH_TOKEN'] }), value: new Secret(TOKEN) }]);
+    broker = new CredentialBroker([
+      { binding: normalizeBinding({ name: 'gh', hosts: ['api.airlock.test'], forms: [{ type: 'bearer' }, { type: 'basic', username: 'x-access-token' }], env: ['GH_TOKEN'] }), value: new Secret(TOKEN) },
+    ]);
     const gateway = new TlsGateway({
       ca: runCa,
-      rules: new RuleSet(['ro.airlock.test read-only', 'other.airlock.test allow GET']),
+      rules: new RuleSet(['ro.airlock.test deny /admin/**', 'ro.airlock.test read-only', 'other.airlock.test allow GET']),
       broker,
       upstreamCa: [upstreamCa.certificatePem],
       idleTimeoutMs: 30_000,
@@ -204,6 +223,20 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     expect(JSON.stringify(events)).not.toContain(TOKEN);
   });
 
+  it('a deny on /admin/** holds however the path is spelt: //admin, ;x, case, %61, encoded slashes; never reaches upstream', async () => {
+    const before = upstream.seen.length;
+    for (const p of ['//admin/x', '/admin;x/y', '/ADMIN/x', '/%61dmin/x', '/x/..;/admin/y', '/x%2F..%2Fadmin/y', '/x%ff']) {
+      const s = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+      const r = await request(s, 'ro.airlock.test', { path: p });
+      expect(r.status, p).toBe(403);
+      s.destroy();
+    }
+    expect(upstream.seen.length).toBe(before);
+    const s = await tunnel(proxy.port, 'ro.airlock.test', upstream.port, runCa.certificatePem);
+    expect((await request(s, 'ro.airlock.test', { path: '/administrator' })).status).toBe(200);
+    s.destroy();
+  });
+
   it('a plain-HTTP request carrying the placeholder is refused', async () => {
     const placeholder = broker.env().GH_TOKEN as string;
     const r = await new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -217,6 +250,68 @@ describe('TLS gateway (interception only where a rule or secret needs it)', () =
     });
     expect(r.status).toBe(403);
     expect(r.body).toContain('the placeholder of secret "gh" was sent over plain HTTP');
+  });
+
+  it('no form of the secret comes back: Basic base64, gzip the gateway did not ask for, a stored echo, an upgrade', async () => {
+    const placeholder = broker.env().GH_TOKEN as string;
+    const leaks = (text: string) => {
+      const b64 = [0, 1, 2].map((shift) => Buffer.concat([Buffer.alloc(shift), Buffer.from(TOKEN)]).toString('base64').slice(4, 24));
+      return text.includes(TOKEN) || text.includes(encodeURIComponent(TOKEN)) || b64.some((r) => text.includes(r));
+    };
+    const basic = `Basic ${Buffer.from(`x-access-token:${placeholder}`).toString('base64')}`;
+    const once = async (path: string, headers: Record<string, string> = {}) => {
+      const s = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+      try {
+        return await request(s, 'api.airlock.test', { path, headers });
+      } finally {
+        s.destroy();
+      }
+    };
+    const echoed = await once('/echo-auth', { authorization: basic });
+    expect(upstream.seen.at(-1)?.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
+    expect(echoed.body.toString()).toMatch(/^you sent Basic /);
+    expect(leaks(echoed.body.toString())).toBe(false);
+
+    // Asked for identity, answered gzip anyway: decoded, then scrubbed (headers too).
+    const gz = await once('/echo-auth-gzip', { authorization: `Bearer ${placeholder}`, 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBeUndefined();
+    expect(gz.body.toString()).toBe(`you sent Bearer ${placeholder}`);
+    expect(String(gz.headers['x-echo'])).toBe(`Bearer ${placeholder}`);
+
+    // A request without the secret still gets a scrubbed answer (reason phrase, Location, body).
+    const stored = await once('/stored');
+    expect(stored.body.toString()).toContain('earlier you sent Bearer');
+    expect(leaks(stored.body.toString() + JSON.stringify(stored.headers))).toBe(false);
+
+    // An encoding the gateway cannot read is refused, never relayed unread.
+    const odd = await once('/echo-auth-odd', { authorization: `Bearer ${placeholder}` });
+    expect(odd.status).toBe(502);
+    expect(odd.body.toString()).toContain('"zstd" encoding although asked for identity');
+    expect(leaks(odd.body.toString())).toBe(false);
+
+    // An upgrade that would carry the secret is refused; one without it is scrubbed byte for byte.
+    const u = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    u.write(`GET /ws HTTP/1.1\r\nHost: api.airlock.test\r\nAuthorization: Bearer ${placeholder}\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n`);
+    const refused = await new Promise<string>((resolve) => {
+      let text = '';
+      u.on('data', (d: Buffer) => (text += d.toString()));
+      u.on('close', () => resolve(text));
+    });
+    expect(refused).toMatch(/^HTTP\/1.1 403/);
+    expect(refused).toContain('cannot carry the secret "gh"');
+    const w = await tunnel(proxy.port, 'api.airlock.test', upstream.port, runCa.certificatePem);
+    w.write('GET /ws-stored HTTP/1.1\r\nHost: api.airlock.test\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+    const streamed = await new Promise<string>((resolve) => {
+      let text = '';
+      w.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        if (text.endsWith('|')) resolve(text);
+      });
+    });
+    expect(streamed).toMatch(/^HTTP\/1.1 101/);
+    expect(streamed).toContain('stored Bearer ****');
+    expect(leaks(streamed)).toBe(false);
+    w.destroy();
   });
 
   it('keep-alive, a large download and an upgrade all pass intercepted', async () => {

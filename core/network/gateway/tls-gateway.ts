@@ -2,7 +2,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import type net from 'node:net';
 import { constants as cryptoConstants } from 'node:crypto';
-import { Duplex, pipeline } from 'node:stream';
+import { Duplex, pipeline, type Transform } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
 import { endToEndHeaders } from '../../common/hop-headers';
@@ -11,7 +11,8 @@ import { answerPlain, hostHeaderOf, redactQuery, requestRawHeaders, withoutHeade
 import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
 import { checkPush } from './push-guard';
 import type { RunCa } from './run-ca';
-import { canonicalPath, decideWithProject, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { canonicalPath, decideWithProject, pathReadings, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { contentEncodingOf, decodersFor } from './response-decoding';
 import { relayUpgrade } from './upgrade-relay';
 import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
 
@@ -225,6 +226,11 @@ export class TlsGateway implements Disposable {
     if (named !== undefined && named !== t.host && named !== `${t.host}:${t.port}`) {
       return { status: 403, reason: `the Host header (${named.slice(0, 100)}) does not name ${t.host}, the host this connection was opened to` };
     }
+    // Judged as servers read it (rules.ts pathReadings): a path that cannot be is refused here,
+    // on every intercepted host, rules or not; so is a method a server might read another way.
+    const readable = pathReadings(path);
+    if ('unjudgeable' in readable) return { status: 403, reason: `${readable.unjudgeable}, so it cannot be judged` };
+    if (!/^[A-Z]+$/.test(method)) return { status: 403, reason: `the method "${method.slice(0, 20)}" is not an upper-case HTTP method` };
     const inUrl = broker?.inUrl(url);
     if (inUrl) return { status: 403, reason: `the placeholder of secret "${inUrl}" is in the URL; secrets are sent only in headers`, secret: inUrl };
     const ruleReq = { host: t.host, method, path, query: q < 0 ? '' : url.slice(q + 1) };
@@ -242,8 +248,10 @@ export class TlsGateway implements Disposable {
       if ('refused' in swapped) return { status: 403, ...(decision ? { rule: decision.rule } : {}), reason: swapped.refused, secret: swapped.secret };
       headers = swapped.headers;
       secret = swapped.injected;
-      // A compressed echo of the secret would slip past the scrubber: ask for plain bytes.
-      if (secret) headers = [...withoutHeaders(headers, 'accept-encoding'), 'Accept-Encoding', 'identity'];
+      // Every answer from a bound host is scrubbed (a server may echo a value it stored earlier), and
+      // a compressed echo would hide from the scrubber: ask for plain bytes (a server that compresses
+      // anyway is decoded before scrubbing, relayResponse).
+      if (broker.covers(t.host)) headers = [...withoutHeaders(headers, 'accept-encoding'), 'Accept-Encoding', 'identity'];
     }
     return { ...(decision ? { decision } : {}), headers, ...(secret ? { secret } : {}) };
   }
@@ -333,7 +341,7 @@ export class TlsGateway implements Disposable {
           finish(499, 'the client went away');
           return;
         }
-        ex.onResponse((up) => this.relayResponse(up, res, t, secret, (n) => (bytesDown += n), finish));
+        ex.onResponse((up) => this.relayResponse(up, res, t, (n) => (bytesDown += n), finish));
         ex.onError(failed);
         if (prefix?.length) {
           bytesUp += prefix.length;
@@ -372,15 +380,32 @@ export class TlsGateway implements Disposable {
     });
   }
 
-  /** The upstream's answer to the client, headers scrubbed of secrets, the body too when a secret was injected. */
-  private relayResponse(up: UpstreamResponse, res: GatewayResponse, t: Target, secret: string | undefined, counted: (n: number) => void, finish: (status: number, reason?: string) => void): void {
+  /**
+   * The upstream's answer to the client. Headers and reason phrase are scrubbed of every secret; the
+   * body of every answer from a secret-bound host passes the scrubber, decoded first when the server
+   * compressed it although asked for identity (an encoding the gateway cannot read is refused).
+   */
+  private relayResponse(up: UpstreamResponse, res: GatewayResponse, t: Target, counted: (n: number) => void, finish: (status: number, reason?: string) => void): void {
     const broker = this.opts.broker;
-    const scrub = secret ? broker?.scrubber(t.host) : undefined;
+    const scrub = broker?.scrubber(t.host);
     let out = endToEndHeaders(up.rawHeaders);
     if (broker) out = out.map((v, i) => (i % 2 === 1 ? broker.scrubText(v) : v));
-    // Scrubbing can change the body's length: let the server side frame it instead.
-    if (scrub) out = withoutHeaders(out, 'content-length');
-    writeHead(res, up.status, up.statusMessage, out);
+    let decoders: Transform[] = [];
+    if (scrub) {
+      const decoding = decodersFor(contentEncodingOf(out));
+      if ('unreadable' in decoding) {
+        scrub.destroy();
+        up.body.destroy();
+        const why = `${t.host} answered in the "${decoding.unreadable}" encoding although asked for identity; an answer from a host bound to a secret is never relayed unread`;
+        if (!res.headersSent) answerPlain(res, 502, `airlock: ${why}\n`, 'unreadable-encoding');
+        finish(502, why);
+        return;
+      }
+      decoders = decoding.decoders;
+      // Scrubbing (and decoding) changes the body's length: let the server side frame it instead.
+      out = withoutHeaders(out, 'content-length', ...(decoders.length ? ['content-encoding'] : []));
+    }
+    writeHead(res, up.status, broker ? broker.scrubText(up.statusMessage) : up.statusMessage, out);
     // Every TLS record read upstream in one turn of the event loop goes to the client in one write
     // (one encryption pass over the batch and one syscall) instead of one write per 16 KiB record.
     // The client's socket is corked, not the response: a response ended while corked lost its tail.
@@ -400,7 +425,7 @@ export class TlsGateway implements Disposable {
       if (err) res.destroy();
       finish(up.status, err || !up.complete() ? 'closed before the response was complete' : undefined);
     };
-    if (scrub) pipeline(up.body, scrub, res, onEnd);
+    if (scrub) pipeline([up.body, ...decoders, scrub, res], onEnd);
     else pipeline(up.body, res, onEnd);
   }
 
@@ -429,7 +454,20 @@ export class TlsGateway implements Disposable {
       return;
     }
     const record = { ...base, ...(verdict.decision ? { rule: verdict.decision.rule } : {}), ...(verdict.secret ? { secret: verdict.secret } : {}) };
-    relayUpgrade(this.upstream.openUpgrade(t, method, url, verdict.headers), socket, head, `https://${t.host}:${t.port}`, (o) =>
+    // The simplest safe choice: a request that would carry a secret never upgrades (an upgraded
+    // stream has framing of its own, so an echo of the value could not be replaced in it reliably).
+    if (verdict.secret) {
+      const body = this.denialBody(t, method, base.path, undefined, `a request that upgrades the connection (Upgrade: ${String(req.headers.upgrade).slice(0, 40)}) cannot carry the secret "${verdict.secret}"; send it on an ordinary request`);
+      socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      t.onRequest({ ...record, allowed: false, status: 403, reason: 'an upgrade cannot carry a secret', bytesUp: 0, bytesDown: 0 });
+      return;
+    }
+    // Toward a bound host the upgraded stream is scrubbed too, byte for byte (lengths kept, so the
+    // protocol's own framing holds), and uncompressed: WebSocket compression is not offered.
+    const broker = this.opts.broker;
+    const scrub = broker?.covers(t.host) ? { text: (v: string) => broker.scrubText(v), stream: () => broker.scrubber(t.host, 'mask') } : undefined;
+    const headers = scrub ? withoutHeaders(verdict.headers, 'sec-websocket-extensions') : verdict.headers;
+    relayUpgrade(this.upstream.openUpgrade(t, method, url, headers), socket, head, `https://${t.host}:${t.port}`, scrub, (o) =>
       t.onRequest({ ...record, allowed: true, status: o.status, ...(o.reason ? { reason: o.reason } : {}), bytesUp: o.bytesUp, bytesDown: o.bytesDown }),
     );
   }
