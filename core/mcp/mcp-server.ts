@@ -49,6 +49,35 @@ export interface McpConnection {
   close(reason: string): Promise<void>;
 }
 
+/**
+ * Titles and behaviour hints of every tool (clients decide from these what to confirm). "Destructive"
+ * means to the user's machine: what a tool does inside a disposable sandbox is not (the sandbox is the
+ * boundary); destroying a sandbox, cancelling a run and applying a result to the project are.
+ */
+const TOOL_META = {
+  sandbox_create: { title: 'Create a sandbox', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  sandbox_list: { title: 'List my sandboxes', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_exec: { title: 'Run a command in a sandbox', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  sandbox_read_file: { title: 'Read a sandbox file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_write_file: { title: 'Write a sandbox file', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_list_files: { title: 'List a sandbox folder', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_diff: { title: "A sandbox's changes", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_publish_port: { title: 'Publish a sandbox port on loopback', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_destroy: { title: 'Destroy a sandbox', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  run_start: { title: 'Start an agent run', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  run_status: { title: "A run's status", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  run_result: { title: "A run's result", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  run_continue: { title: 'Continue a run', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  run_cancel: { title: 'Cancel a run', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  run_apply: { title: 'Apply a result to the project (asks the user)', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+} as const;
+
+/** Terminal escape codes (colours, cursor moves, titles) and carriage-return overdraws, left out of plain text. */
+const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]/g;
+export function plainTerminalText(text: string): string {
+  return text.replace(ESCAPES, '').replace(/\r+\n/g, '\n').replace(/^.*\r(?!$)/gm, '');
+}
+
 const SandboxId = RunId.describe('the sandboxId sandbox_create returned');
 const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex');
 
@@ -120,8 +149,9 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   idleTimer.unref();
 
   /** Registers a tool whose handler returns the structured value and its readable text. */
-  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: string, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
-    server.registerTool(name, { description, inputSchema: input, outputSchema: output }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
+  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: keyof typeof TOOL_META, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
+    const { title, ...annotations } = TOOL_META[name];
+    server.registerTool(name, { title, description, inputSchema: input, outputSchema: output, annotations: { title, ...annotations } }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
       try {
         await ready;
         const { value, text } = await handler(args, extra);
@@ -578,7 +608,7 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
   const text = (uri: URL, body: string, mimeType = 'text/plain') => ({ contents: [{ uri: uri.href, mimeType, text: body }] });
   const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
 
-  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log (the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
     const { core } = await ready();
     const id = runIdOf(vars.runId);
     await core.store.get(id);
@@ -590,7 +620,7 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
     try {
       const buf = Buffer.alloc(size - from);
       await handle.read(buf, 0, buf.length, from);
-      return text(uri, buf.toString('utf8'));
+      return text(uri, plainTerminalText(buf.toString('utf8')));
     } finally {
       await handle.close();
     }

@@ -63,10 +63,18 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     await fx?.close();
   });
 
-  it('lists exactly the tools of the interface, each with an output schema', async () => {
+  it('lists exactly the tools of the interface, each with an output schema, a title and behaviour hints', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
-    for (const t of tools) expect(t.outputSchema, t.name).toBeTruthy();
+    for (const t of tools) {
+      expect(t.outputSchema, t.name).toBeTruthy();
+      expect(t.title, t.name).toBeTruthy();
+      for (const hint of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'] as const) expect(typeof t.annotations?.[hint], `${t.name} ${hint}`).toBe('boolean');
+    }
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    // Clients confirm destructive tools: reading a status is not one, applying to the project is.
+    expect(byName.get('run_status')?.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false });
+    expect(byName.get('run_apply')?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
   });
 
   it('create → exec (streamed) → write/read/list → diff → publish → destroy, recorded as an MCP session; apply only with the user\'s yes', async () => {
@@ -76,7 +84,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(created.excludedFiles.map((f) => f.path)).toContain('.env');
 
     const progress: string[] = [];
-    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: 'echo out-$((6*7)); echo err >&2; cat README.md; env; exit 3' }, (m) => progress.push(m));
+    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: "echo out-$((6*7)); printf '\\033[31mred-mark\\033[0m\\n'; echo err >&2; cat README.md; env; exit 3" }, (m) => progress.push(m));
     expect(ran.exitCode).toBe(3);
     expect(ran.stdout).toContain('out-42');
     expect(ran.stdout).toContain('# demo');
@@ -120,7 +128,11 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     const auditRes = await client.readResource({ uri: `airlock://runs/${id}/audit` });
     expect(JSON.parse((auditRes.contents[0] as { text: string }).text)).toMatchObject({ intact: true });
     const terminal = await client.readResource({ uri: `airlock://runs/${id}/terminal` });
-    expect((terminal.contents[0] as { text: string }).text).toContain('out-42');
+    const terminalText = (terminal.contents[0] as { text: string }).text;
+    expect(terminalText).toContain('out-42');
+    // Plain text: the colour codes the command printed are left out.
+    expect(terminalText).toContain('red-mark');
+    expect(terminalText).not.toContain('\x1b');
     const diffRes = await client.readResource({ uri: `airlock://runs/${id}/diff` });
     expect((diffRes.contents[0] as { text: string }).text).toContain('made over mcp');
 
@@ -341,6 +353,19 @@ describe.skipIf(!docker.ok)('the MCP door over Streamable HTTP on loopback (real
     await client.close();
     await gone(sandboxId);
   }, 600_000);
+
+  it('40 clients that connect and leave without ending their sessions, then a new client still works; localhost is a fine Host', async () => {
+    for (let i = 0; i < 40; i++) {
+      const { client } = await httpClient({ authorization: `Bearer ${door.token}` });
+      await client.listTools();
+      await client.close(); // no DELETE
+    }
+    expect(door.sessions).toBeLessThanOrEqual(32);
+    const { client, transport } = await httpClient({ authorization: `Bearer ${door.token}` }, door.url.replace('127.0.0.1', 'localhost'));
+    expect((await client.listTools()).tools.length).toBe(TOOLS.length);
+    await transport.terminateSession();
+    await client.close();
+  }, 300_000);
 
   it('a client that vanishes without ending its session: its sandbox is wiped after the idle timeout', async () => {
     const idle = await startMcpHttpServer({ core: fx.core, services: fx.services, approvals: new ApplyApprovals(fx.home), grants: new ClientGrants({ home: fx.home, settings: fx.core.settings }), allowApply: false, limits: { idleMs: 1500 } });
