@@ -12,7 +12,7 @@ export type ApplyAnswer = ConsentAnswer;
  */
 export class ApplyApprovals extends ConsentRequests<McpApplyRequest> {
   constructor(home: string) {
-    super(home, 'approvals', McpApplyRequest, 'mcp.applyRequest');
+    super(home, 'approvals', McpApplyRequest, 'mcp.apply');
   }
 
   override request(req: Omit<McpApplyRequest, 'requestId' | 'requestedAt' | 'expiresAt'>, ttlMs = APPLY_REQUEST_TTL_MS): Promise<McpApplyRequest> {

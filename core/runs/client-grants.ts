@@ -120,7 +120,7 @@ async function appIsOpen(home: string): Promise<boolean> {
 /** The MCP folder requests the app answers (`mcp:folderRequests`, `mcp:answerFolder`). */
 export class FolderRequests extends ConsentRequests<McpFolderRequest> {
   constructor(home: string) {
-    super(home, 'folders', McpFolderRequest, 'mcp.folderRequest');
+    super(home, 'folders', McpFolderRequest, 'mcp.folder');
   }
 }
 

@@ -34,6 +34,7 @@ export class ConsentRequests<T extends ConsentBase> {
     home: string,
     kind: string,
     private readonly schema: z.ZodType<T>,
+    /** The debug log's name for this kind (`mcp.apply`: `mcp.applyRequest`, `mcp.applyAnswer`). */
     private readonly noteKey: string,
   ) {
     this.dir = path.join(home, 'mcp', kind);
@@ -136,7 +137,7 @@ export class ConsentRequests<T extends ConsentBase> {
       return parseStoredJson(this.schema, file, text, 'the request cannot be answered; the client may ask again.');
     } catch (err) {
       // Polled every second while the UI watches: said once per file.
-      if (!this.noted.has(file)) debugLog.note(this.noteKey, err);
+      if (!this.noted.has(file)) debugLog.note(`${this.noteKey}Request`, err);
       this.noted.add(file);
       return undefined;
     }
