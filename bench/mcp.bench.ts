@@ -9,7 +9,7 @@
  *   overlaps a measured section). `mcp.sandbox.ready.cold` is the same with `airlock mcp --cold`.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,11 +40,11 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 /** `airlock mcp` on a scratch home, a one-file project, and the SDK client connected to it. */
 async function mcpRig(opts: { cold?: boolean } = {}): Promise<{ client: Client; projectDir: string; call(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>>; poolReady(): Promise<void>; close(): Promise<void> }> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-mcp-'));
-  const projectDir = path.join(home, 'project');
-  await mkdir(projectDir);
+  // Outside Airlock's data (never granted to a client), and granted with --project (docs/architecture.md §17).
+  const projectDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-mcp-project-'));
   await writeFile(path.join(projectDir, 'README.md'), '# bench\n');
   const client = new Client({ name: 'airlock-bench', version: '1' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp', ...(opts.cold ? ['--cold'] : [])], env: { ...(process.env as Record<string, string>), AIRLOCK_HOME: home }, stderr: 'ignore' }));
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp', '--project', projectDir, ...(opts.cold ? ['--cold'] : [])], env: { ...(process.env as Record<string, string>), AIRLOCK_HOME: home }, stderr: 'ignore' }));
   const installation = await installationId(home);
   return {
     client,
@@ -67,6 +67,7 @@ async function mcpRig(opts: { cold?: boolean } = {}): Promise<{ client: Client; 
     async close() {
       await client.close();
       await rm(home, { recursive: true, force: true });
+      await rm(projectDir, { recursive: true, force: true });
     },
   };
 }

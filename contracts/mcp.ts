@@ -22,10 +22,41 @@ export const McpApplyRequest = z.object({
   files: z.array(z.string()),
   reviewedSha256: z.string().regex(/^[0-9a-f]{64}$/),
   patchBytes: z.number().int().nonnegative(),
+  /** Review's risky-file flags of these files (docs/architecture.md §11): shown to the user, never applied without a yes. */
+  flags: z.array(z.object({ path: z.string(), reason: z.string() })).optional(),
   requestedAt: z.string(),
   expiresAt: z.string(),
 });
 export type McpApplyRequest = z.infer<typeof McpApplyRequest>;
+
+/**
+ * What the user grants MCP clients in one project folder (Settings → MCP, docs/architecture.md §17):
+ * the folder and its subfolders may be copied into sandboxes and runs; the network at most `allow`
+ * (and `open` only with `openNetwork`); gateway secrets only those named; `continueRuns` lets a
+ * client continue runs of this project it did not start.
+ */
+export const McpProjectGrant = z.strictObject({
+  dir: z.string().min(1).max(4096),
+  allow: z.array(z.string().min(1).max(253)).max(200).optional(),
+  openNetwork: z.boolean().optional(),
+  secrets: z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/)).max(20).optional(),
+  continueRuns: z.boolean().optional(),
+});
+export type McpProjectGrant = z.infer<typeof McpProjectGrant>;
+
+/** A client asks for a folder the user has not granted; the app asks the user ("Claude Code wants a sandbox of ~/src/app"). */
+export const McpFolderRequest = z.object({
+  requestId: z.string().regex(/^[0-9a-f]{32}$/),
+  /** The MCP client as it named itself (a claim: shown as such). */
+  client: z.string(),
+  /** The folder, resolved on the host (symbolic links followed). */
+  projectDir: z.string(),
+  /** What for: a sandbox (`sandbox_create`) or an agent run (`run_start`). */
+  purpose: z.enum(['sandbox', 'run']),
+  requestedAt: z.string(),
+  expiresAt: z.string(),
+});
+export type McpFolderRequest = z.infer<typeof McpFolderRequest>;
 
 /** The door over HTTP and how to set clients up (Settings shows it with copy buttons). */
 export const McpInfo = z.object({
@@ -51,9 +82,21 @@ export const mcpContracts = {
     input: z.strictObject({ requestId: McpApplyRequest.shape.requestId, approved: z.boolean() }),
     output: z.object({ answered: z.boolean() }),
   },
+  /** Folders MCP clients asked for that the user has not granted, oldest first. */
+  'mcp:folderRequests': { input: z.strictObject({}).default({}), output: z.array(McpFolderRequest) },
+  /**
+   * The user's answer to a folder request; `remember` adds the folder to the grants in Settings
+   * (`mcpProjects`). `answered: false` when it expired or was answered already.
+   */
+  'mcp:answerFolder': {
+    input: z.strictObject({ requestId: McpFolderRequest.shape.requestId, approved: z.boolean(), remember: z.boolean().optional() }),
+    output: z.object({ answered: z.boolean() }),
+  },
 } as const;
 
 export const mcpEvents = {
+  /** The waiting folder requests changed: refetch `mcp:folderRequests`. */
+  'mcp:onDidChangeFolderRequests': z.object({ count: z.number().int().nonnegative() }),
   /** The waiting apply requests changed: refetch `mcp:applyRequests`. */
   'mcp:onDidChangeApplyRequests': z.object({ count: z.number().int().nonnegative() }),
 } as const;

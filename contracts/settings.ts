@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EnvironmentChoiceText } from './environments';
 import { ProviderId } from './ids';
 import { AgentKind, ApprovalMode, GitHistory, Isolation, NetworkPolicy } from './runs';
+import { McpProjectGrant } from './mcp';
 import { DoctorCheck } from './sandboxes';
 
 /** A model's price in USD per million tokens; cache rates default to the input rate when absent. */
@@ -72,6 +73,11 @@ export const Settings = z.object({
    * token, and the UI host's Host and Origin checks (docs/architecture.md §17).
    */
   mcpHttp: z.boolean().optional(),
+  /**
+   * Project folders MCP clients may use, and what they may do there (docs/architecture.md §17). Any
+   * other folder is asked for in the app, or refused when no app is open.
+   */
+  mcpProjects: z.array(McpProjectGrant).max(200).optional(),
   /**
    * How many attempts of one attempt group run at once (docs/architecture.md §18); the rest wait as
    * `queued`. Absent: from the machine's cores and memory (`defaultAttemptConcurrency`).

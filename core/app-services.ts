@@ -41,6 +41,7 @@ import { replayTerminal } from './runs/terminal-replay';
 import { listFolders, withRecentProject } from './workspace/folder-listing';
 import { snapshotProject } from './workspace/snapshot';
 import { ApplyApprovals } from './mcp/apply-approvals';
+import { announceApp, ClientGrants } from './runs/client-grants';
 import { startMcpHttpServer, type McpHttpServer } from './mcp/mcp-http';
 import { mcpSetupLines } from './mcp/mcp-setup';
 import { sha256Hex } from './common/sha256';
@@ -573,13 +574,20 @@ function projectsService(pickFolder: FolderPicker | undefined): ProjectsService 
 function mcpService(parts: ServiceParts, services: () => AirlockServices): { service: McpService; dispose(): Promise<void> } {
   const { core } = parts;
   const approvals = new ApplyApprovals(core.home);
+  const grants = new ClientGrants({ home: core.home, settings: core.settings });
   const watcher = approvals.watch();
+  const folderWatcher = grants.folders.watch();
+  // While the app runs, a client process asks the user here for folders not granted (§17).
+  const presence = announceApp(core.home).catch((err: unknown) => {
+    debugLog.note('mcp.announceApp', err);
+    return undefined;
+  });
   let door: Promise<McpHttpServer> | undefined;
   let doorError: string | undefined;
   const sync = async (s: Settings) => {
     if (s.mcpHttp && !door) {
       doorError = undefined;
-      door = startMcpHttpServer({ core, services: services(), approvals, allowApply: false, approveHint: 'Approve it in this app (a banner shows the exact change)' });
+      door = startMcpHttpServer({ core, services: services(), approvals, grants, allowApply: false, approveHint: 'Approve it in this app (a banner shows the exact change)' });
       door.catch((err: unknown) => {
         doorError = (err as Error).message;
         door = undefined;
@@ -605,13 +613,29 @@ function mcpService(parts: ServiceParts, services: () => AirlockServices): { ser
       applyRequests: () => approvals.pending(),
       answerApply: async ({ requestId, approved }) => ({ answered: await approvals.answer(requestId, approved) }),
       onDidChangeApplyRequests: watcher.onDidChange,
+      folderRequests: () => grants.folders.pending(),
+      async answerFolder({ requestId, approved, remember }) {
+        const req = await grants.folders.get(requestId);
+        if (!req) return { answered: false };
+        // Remembered: the folder joins the grants in Settings (no network, no secrets beyond the defaults).
+        if (approved && remember) {
+          const s = await core.settings.get();
+          const list = s.mcpProjects ?? [];
+          if (!list.some((g) => g.dir === req.projectDir)) await core.settings.update({ mcpProjects: [...list, { dir: req.projectDir }] });
+        }
+        return { answered: await grants.folders.answer(requestId, approved) };
+      },
+      onDidChangeFolderRequests: folderWatcher.onDidChange,
     },
     async dispose() {
       settingsSub.dispose();
       watcher.dispose();
+      folderWatcher.dispose();
+      await (await presence)?.dispose();
       const closing = door;
       door = undefined;
       await (await closing?.catch(() => undefined))?.close();
+      await grants.dispose();
     },
   };
 }

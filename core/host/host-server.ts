@@ -85,10 +85,11 @@ function cookieToken(req: IncomingMessage, name: string): string | undefined {
  * The loopback checks every server of the app shares (UI host, MCP over HTTP): a `Host` of this
  * loopback port (against DNS rebinding) and, when present or required, an `Origin` of it too.
  */
-export function loopbackRefusal(req: IncomingMessage, port: number, requireOrigin: boolean): Exclude<Refusal, 'bad-token'> | undefined {
-  // 127.0.0.1 only: `localhost` is where published previews live (another site, so a preview can
-  // never set or shadow the UI's cookies; docs/architecture.md §12).
-  const hosts = [`${BIND}:${port}`];
+export function loopbackRefusal(req: IncomingMessage, port: number, requireOrigin: boolean, opts: { localhost?: boolean } = {}): Exclude<Refusal, 'bad-token'> | undefined {
+  // 127.0.0.1 only for the UI: `localhost` is where published previews live (another site, so a
+  // preview can never set or shadow the UI's cookies; docs/architecture.md §12). The MCP door sets
+  // no cookies and needs a bearer token: `localhost` (what clients are often given) is fine there.
+  const hosts = [`${BIND}:${port}`, ...(opts.localhost ? [`localhost:${port}`] : [])];
   if (!hosts.includes(req.headers.host ?? '')) return 'bad-host';
   const origin = req.headers.origin;
   if (origin !== undefined || requireOrigin) {

@@ -1,145 +1,21 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { McpApplyRequest } from '../../contracts/mcp';
-import { z } from 'zod';
-import { debugLog } from '../common/debug-log';
-import { Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
-import { parseStoredJson } from '../common/stored-json';
+import { ConsentRequests, type ConsentAnswer } from '../runs/consent-requests';
 
 /** How long a client's apply request waits for the user before it is refused. */
 export const APPLY_REQUEST_TTL_MS = 10 * 60_000;
-const POLL_MS = 250;
 
-export type ApplyAnswer = 'approved' | 'refused' | 'expired';
-
-/** `<id>.answer.json`, written by the app when the user answers. */
-const AnswerFile = z.object({ approved: z.boolean(), at: z.string() });
+export type ApplyAnswer = ConsentAnswer;
 
 /**
- * Apply requests of MCP clients waiting for the user's yes (docs/architecture.md §17), kept as files
- * under `<home>/mcp/approvals` so that `airlock mcp` (a process a client started) and the app (whose
- * UI the user answers in) share them without a socket: `<id>.request.json` from the MCP server,
- * `<id>.answer.json` from the app. Nothing in a sandbox can reach the folder (no host mounts).
+ * Apply requests of MCP clients waiting for the user's yes (docs/architecture.md §17), under
+ * `<home>/mcp/approvals`, shared by `airlock mcp` and the app (see `ConsentRequests`).
  */
-export class ApplyApprovals {
-  readonly dir: string;
-  private readonly noted = new Set<string>();
-
+export class ApplyApprovals extends ConsentRequests<McpApplyRequest> {
   constructor(home: string) {
-    this.dir = path.join(home, 'mcp', 'approvals');
+    super(home, 'approvals', McpApplyRequest, 'mcp.apply');
   }
 
-  /** Records a request and returns it with its id and expiry. */
-  async request(req: Omit<McpApplyRequest, 'requestId' | 'requestedAt' | 'expiresAt'>, ttlMs = APPLY_REQUEST_TTL_MS): Promise<McpApplyRequest> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const now = Date.now();
-    const full = McpApplyRequest.parse({ ...req, requestId: randomBytes(16).toString('hex'), requestedAt: new Date(now).toISOString(), expiresAt: new Date(now + ttlMs).toISOString() });
-    await this.writeAtomic(this.file(full.requestId, 'request'), JSON.stringify(full));
-    return full;
-  }
-
-  /**
-   * Waits for the user's answer (polling: the two processes share no socket). Expired or aborted:
-   * `expired`. The request's files are removed once it is settled.
-   */
-  async wait(requestId: string, signal?: AbortSignal): Promise<ApplyAnswer> {
-    try {
-      for (;;) {
-        const answer = await this.answerOf(requestId);
-        if (answer) return answer;
-        const req = await this.read(requestId);
-        if (!req || Date.parse(req.expiresAt) <= Date.now() || signal?.aborted) return 'expired';
-        await new Promise((r) => setTimeout(r, POLL_MS));
-      }
-    } finally {
-      await this.forget(requestId);
-    }
-  }
-
-  /** Requests still waiting, oldest first; expired ones are dropped. */
-  async pending(): Promise<McpApplyRequest[]> {
-    const names = await readdir(this.dir).catch(() => [] as string[]);
-    const ids = new Set(names.filter((n) => n.endsWith('.request.json')).map((n) => n.slice(0, -'.request.json'.length)));
-    for (const n of names) if (n.endsWith('.answer.json')) ids.delete(n.slice(0, -'.answer.json'.length));
-    const out: McpApplyRequest[] = [];
-    for (const id of ids) {
-      const req = await this.read(id);
-      if (req && Date.parse(req.expiresAt) > Date.now()) out.push(req);
-    }
-    return out.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
-  }
-
-  /** The user's answer; false when the request is unknown, expired or answered already. */
-  async answer(requestId: string, approved: boolean): Promise<boolean> {
-    if (!/^[0-9a-f]{32}$/.test(requestId)) return false;
-    const req = await this.read(requestId);
-    if (!req || Date.parse(req.expiresAt) <= Date.now() || (await this.answerOf(requestId))) return false;
-    await this.writeAtomic(this.file(requestId, 'answer'), JSON.stringify({ approved, at: new Date().toISOString() }));
-    return true;
-  }
-
-  /** Fires when the waiting requests may have changed (polled while someone listens). */
-  watch(intervalMs = 1000): { onDidChange: Event<{ count: number }> } & Disposable {
-    const changed = new Emitter<{ count: number }>();
-    let last = '';
-    const timer = setInterval(() => {
-      void this.pending().then((p) => {
-        const key = p.map((r) => r.requestId).join(',');
-        if (key !== last) {
-          last = key;
-          changed.fire({ count: p.length });
-        }
-      });
-    }, intervalMs);
-    timer.unref();
-    const d = toDisposable(() => {
-      clearInterval(timer);
-      changed.dispose();
-    });
-    return { onDidChange: changed.event, dispose: () => d.dispose() };
-  }
-
-  /** The user's answer, if given. A damaged answer file is a refusal (the safer reading), noted in the debug log. */
-  private async answerOf(requestId: string): Promise<ApplyAnswer | undefined> {
-    const file = this.file(requestId, 'answer');
-    const text = await readFile(file, 'utf8').catch(() => undefined);
-    if (text === undefined) return undefined;
-    try {
-      return parseStoredJson(AnswerFile, file, text, 'the apply is refused; the client may ask again.').approved ? 'approved' : 'refused';
-    } catch (err) {
-      debugLog.note('mcp.applyAnswer', err);
-      return 'refused';
-    }
-  }
-
-  /** A waiting request; a damaged request file counts as none (never approvable), noted in the debug log. */
-  private async read(requestId: string): Promise<McpApplyRequest | undefined> {
-    const file = this.file(requestId, 'request');
-    const text = await readFile(file, 'utf8').catch(() => undefined);
-    if (text === undefined) return undefined;
-    try {
-      return parseStoredJson(McpApplyRequest, file, text, 'the request cannot be answered; the client may ask again.');
-    } catch (err) {
-      // Polled every second while the UI watches: said once per file.
-      if (!this.noted.has(file)) debugLog.note('mcp.applyRequest', err);
-      this.noted.add(file);
-      return undefined;
-    }
-  }
-
-  private async forget(requestId: string): Promise<void> {
-    await rm(this.file(requestId, 'request'), { force: true });
-    await rm(this.file(requestId, 'answer'), { force: true });
-  }
-
-  private file(requestId: string, kind: 'request' | 'answer'): string {
-    return path.join(this.dir, `${requestId}.${kind}.json`);
-  }
-
-  private async writeAtomic(file: string, text: string): Promise<void> {
-    const tmp = `${file}.${process.pid}.tmp`;
-    await writeFile(tmp, text, { mode: 0o600 });
-    await rename(tmp, file);
+  override request(req: Omit<McpApplyRequest, 'requestId' | 'requestedAt' | 'expiresAt'>, ttlMs = APPLY_REQUEST_TTL_MS): Promise<McpApplyRequest> {
+    return super.request(req, ttlMs);
   }
 }

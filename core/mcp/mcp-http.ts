@@ -11,6 +11,16 @@ export const MCP_HTTP_PATH = '/mcp';
 const BODY_BYTES = 32 * 1024 * 1024;
 /** Client sessions at once over HTTP; each holds its own capped sandboxes. */
 const MAX_SESSIONS = 32;
+/** A session holding no sandbox and sending nothing for this long is ended (clients often leave without DELETE). */
+const SESSION_IDLE_MS = 10 * 60_000;
+
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  connection: McpConnection;
+  lastSeen: number;
+  /** Requests (and open SSE streams) in progress. */
+  inFlight: number;
+}
 
 export interface McpHttpServer {
   readonly url: string;
@@ -28,11 +38,35 @@ export interface McpHttpServer {
  * can drive it), and a bearer token. Each client session is one MCP connection with its own
  * sandboxes, wiped when the session is deleted or the server closes.
  */
-export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; token?: string } = {}): Promise<McpHttpServer> {
+export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; token?: string; sessionIdleMs?: number } = {}): Promise<McpHttpServer> {
   const token = opts.token ?? randomBytes(32).toString('base64url');
   const tokenDigest = digest(token);
-  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; connection: McpConnection }>();
+  const sessions = new Map<string, Session>();
   let port = 0;
+
+  /** Ends a session: its sandboxes are wiped, its transport closed, its place freed. */
+  const endSession = async (id: string, reason: string) => {
+    const s = sessions.get(id);
+    if (!s) return;
+    sessions.delete(id);
+    await s.connection.close(reason);
+    await s.transport.close().catch(() => undefined);
+  };
+  const idle = (s: Session) => s.inFlight === 0 && s.connection.sandboxes.size === 0;
+  const idleMs = opts.sessionIdleMs ?? SESSION_IDLE_MS;
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [id, s] of sessions) if (idle(s) && now - s.lastSeen >= idleMs) void endSession(id, 'the client went quiet');
+  }, Math.max(50, Math.min(60_000, idleMs / 4)));
+  sweep.unref();
+  /** At the cap, the longest-quiet session that holds nothing makes room (a client that left without DELETE). */
+  const makeRoom = async (): Promise<boolean> => {
+    if (sessions.size < MAX_SESSIONS) return true;
+    const oldest = [...sessions].filter(([, s]) => idle(s)).sort((a, b) => a[1].lastSeen - b[1].lastSeen)[0];
+    if (!oldest) return false;
+    await endSession(oldest[0], 'a new client needed its place');
+    return true;
+  };
 
   const refuse = (res: ServerResponse, status: number, message: string) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
@@ -40,22 +74,30 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', `http://127.0.0.1:${port}`);
-    const refusal = loopbackRefusal(req, port, false);
+    const refusal = loopbackRefusal(req, port, false, { localhost: true });
     if (refusal) return refuse(res, 403, refusal === 'bad-host' ? 'Forbidden: the Host header must be this loopback address.' : 'Forbidden: requests from web pages are refused.');
     const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (!tokenMatches(bearer, tokenDigest)) return refuse(res, 401, "Unauthorized: send 'Authorization: Bearer <token>' with the token Airlock's Settings show for MCP.");
     if (url.pathname !== MCP_HTTP_PATH) return refuse(res, 404, `Not found: the MCP endpoint is ${MCP_HTTP_PATH}.`);
     const sessionId = req.headers['mcp-session-id'];
     const known = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
-    if (known) return known.transport.handleRequest(req, res);
+    if (known) {
+      known.lastSeen = Date.now();
+      known.inFlight += 1;
+      res.once('close', () => {
+        known.inFlight -= 1;
+        known.lastSeen = Date.now();
+      });
+      return known.transport.handleRequest(req, res);
+    }
     if (sessionId !== undefined) return refuse(res, 404, 'Unknown or ended MCP session; initialize a new one.');
     if (req.method !== 'POST') return refuse(res, 400, 'Start with an initialize request (POST).');
-    if (sessions.size >= MAX_SESSIONS) return refuse(res, 429, `Too many MCP sessions (${MAX_SESSIONS}); end one first.`);
+    if (!(await makeRoom())) return refuse(res, 429, `Too many MCP sessions holding sandboxes (${MAX_SESSIONS}); end one first.`);
     const connection = createMcpConnection(deps);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       maxRequestBodySize: BODY_BYTES,
-      onsessioninitialized: (id) => void sessions.set(id, { transport, connection }),
+      onsessioninitialized: (id) => void sessions.set(id, { transport, connection, lastSeen: Date.now(), inFlight: 0 }),
     });
     transport.onclose = () => {
       if (transport.sessionId) sessions.delete(transport.sessionId);
@@ -86,6 +128,7 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
       return sessions.size;
     },
     async close() {
+      clearInterval(sweep);
       const all = [...sessions.values()];
       sessions.clear();
       await Promise.all(all.map(({ connection }) => connection.close('Airlock stopped serving MCP over HTTP')));

@@ -19,7 +19,14 @@ export interface McpLimits {
   sessionTimeoutSec: number;
   /** Longest `sandbox_exec` timeout a client may ask for. */
   maxExecTimeoutSec: number;
+  /** Agent runs (`run_start`, `run_continue`) one client connection may have in progress at once. */
+  runsPerClient: number;
+  /** The token budget of an MCP run that names none (a client's run never runs unbounded). */
+  runBudgetTokens: number;
 }
+
+/** Progress is sent at least this often during long waits, so clients that reset their timeout on progress never hit it. */
+export const KEEP_ALIVE_MS = 15_000;
 
 export const DEFAULT_MCP_LIMITS: McpLimits = {
   sandboxesPerClient: 4,
@@ -30,6 +37,8 @@ export const DEFAULT_MCP_LIMITS: McpLimits = {
   idleMs: 30 * 60_000,
   sessionTimeoutSec: 8 * 3600,
   maxExecTimeoutSec: 3600,
+  runsPerClient: 4,
+  runBudgetTokens: 2_000_000,
 };
 
 export const WORKSPACE = '/workspace';

@@ -9,22 +9,29 @@ import { AirlockError, toErrorInfo } from '../../contracts/errors';
 import { RunId } from '../../contracts/ids';
 import { EnvironmentChoiceText } from '../../contracts/environments';
 import { AgentKind, Isolation, NetworkPolicy, StartRunInput } from '../../contracts/runs';
+import { newRunDefaults } from '../../contracts/run-defaults';
 import type { AirlockServices } from '../api/services';
 import type { AirlockCore } from '../app';
 import { APP_VERSION } from '../common/app-version';
 import { imageId } from '../environment/engine-build';
 import { checkRunEnvironment } from '../environment/run-environment';
 import { applyRunResult } from '../runs/run-apply';
+import { newClientRef, SlotCap, type ClientGrants } from '../runs/client-grants';
 import type { StoredRun } from '../runs/run-record';
+import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { ApplyApprovals } from './apply-approvals';
-import { DEFAULT_MCP_LIMITS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
+import { DEFAULT_MCP_LIMITS, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
 export interface McpDeps {
   core: AirlockCore;
   services: AirlockServices;
   approvals: ApplyApprovals;
-  /** `airlock mcp --allow-apply`: run_apply goes ahead without asking, recorded as such. */
+  /** What a client may do: folders, network, secrets, continuations (docs/architecture.md §17). */
+  grants: ClientGrants;
+  /** `airlock mcp --project DIR…`: folders granted to this server's clients besides Settings. */
+  projects?: readonly string[];
+  /** `airlock mcp --allow-apply`: run_apply in a granted folder, of no flagged file, goes ahead without asking, recorded as such. */
   allowApply: boolean;
   limits?: Partial<McpLimits>;
   /** Where the user answers apply requests, for the refusal text. */
@@ -40,6 +47,35 @@ export interface McpConnection {
   readonly sandboxes: ReadonlySet<string>;
   /** Wipes every sandbox of this client (disconnect); resolves when they are gone. */
   close(reason: string): Promise<void>;
+}
+
+/**
+ * Titles and behaviour hints of every tool (clients decide from these what to confirm). "Destructive"
+ * means to the user's machine: what a tool does inside a disposable sandbox is not (the sandbox is the
+ * boundary); destroying a sandbox, cancelling a run and applying a result to the project are.
+ */
+const TOOL_META = {
+  sandbox_create: { title: 'Create a sandbox', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  sandbox_list: { title: 'List my sandboxes', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_exec: { title: 'Run a command in a sandbox', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  sandbox_read_file: { title: 'Read a sandbox file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_write_file: { title: 'Write a sandbox file', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_list_files: { title: 'List a sandbox folder', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_diff: { title: "A sandbox's changes", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_publish_port: { title: 'Publish a sandbox port on loopback', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  sandbox_destroy: { title: 'Destroy a sandbox', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  run_start: { title: 'Start an agent run', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  run_status: { title: "A run's status", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  run_result: { title: "A run's result", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  run_continue: { title: 'Continue a run', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  run_cancel: { title: 'Cancel a run', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  run_apply: { title: 'Apply a result to the project (asks the user)', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+} as const;
+
+/** Terminal escape codes (colours, cursor moves, titles) and carriage-return overdraws, left out of plain text. */
+const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]/g;
+export function plainTerminalText(text: string): string {
+  return text.replace(ESCAPES, '').replace(/\r+\n/g, '\n').replace(/^.*\r(?!$)/gm, '');
 }
 
 const SandboxId = RunId.describe('the sandboxId sandbox_create returned');
@@ -77,12 +113,18 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { capabilities: { logging: {} }, instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
   const sandboxes = new Set<string>();
   const lastUsed = new Map<string, number>();
+  // Caps are taken synchronously, before any await, so concurrent calls cannot all pass the check.
+  const sandboxSlots = new SlotCap(limits.sandboxesPerClient);
+  const runSlots = new SlotCap(limits.runsPerClient);
+  const slotOf = new Map<string, () => void>();
+  const madeAt = new Map<string, { projectDir: string; createdAt: string }>();
   let closed = false;
 
   const clientName = () => {
     const v = server.server.getClientVersion();
     return v ? `${v.name.slice(0, 80)} ${v.version.slice(0, 40)}`.trim() : 'unknown MCP client';
   };
+  const client = newClientRef(clientName, () => deps?.projects ?? []);
   const own = (sandboxId: string) => {
     if (!sandboxes.has(sandboxId)) throw new AirlockError('NOT_FOUND', `No live sandbox ${sandboxId} in this MCP connection (destroyed, wiped after ${Math.round(limits.idleMs / 60000)} min idle, or made by another client); create one with sandbox_create.`);
     lastUsed.set(sandboxId, Date.now());
@@ -91,7 +133,13 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   const end = async (sandboxId: string, reason: string): Promise<StoredRun> => {
     sandboxes.delete(sandboxId);
     lastUsed.delete(sandboxId);
-    return the().core.runs.endSession(sandboxId, reason);
+    try {
+      return await the().core.runs.endSession(sandboxId, reason);
+    } finally {
+      slotOf.get(sandboxId)?.();
+      slotOf.delete(sandboxId);
+      madeAt.delete(sandboxId);
+    }
   };
 
   const idleTimer = setInterval(() => {
@@ -101,8 +149,9 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   idleTimer.unref();
 
   /** Registers a tool whose handler returns the structured value and its readable text. */
-  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: string, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
-    server.registerTool(name, { description, inputSchema: input, outputSchema: output }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
+  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: keyof typeof TOOL_META, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
+    const { title, ...annotations } = TOOL_META[name];
+    server.registerTool(name, { title, description, inputSchema: input, outputSchema: output, annotations: { title, ...annotations } }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
       try {
         await ready;
         const { value, text } = await handler(args, extra);
@@ -148,30 +197,48 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), environment: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
     async (args, extra) => {
       if (closed) throw new AirlockError('CONFLICT', 'This MCP connection is closing.');
-      if (sandboxes.size >= limits.sandboxesPerClient) throw new AirlockError('CONFLICT', `This client already holds ${sandboxes.size} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
-      if (!path.isAbsolute(args.projectDir)) throw new AirlockError('INVALID_INPUT', `projectDir must be an absolute path on this machine (got ${JSON.stringify(args.projectDir.slice(0, 200))}).`, { field: 'projectDir' });
-      const network = args.network ?? 'none';
-      if (network === 'allowlist' && !args.allow?.length) throw new AirlockError('INVALID_INPUT', 'List at least one domain in allow for the allowlist policy.', { field: 'allow' });
-      const say = progress(extra);
-      const settings = await the().core.settings.get();
-      const environment = args.environment ?? settings.defaultEnvironment;
-      await checkMcpEnvironment(the().core, args.projectDir, environment);
-      say('creating the sandbox');
-      const record = await the().core.runs.startSession({
-        projectDir: args.projectDir,
-        client: clientName(),
-        isolation: args.isolation ?? 'container',
-        network,
-        ...(args.allow?.length ? { allowlist: args.allow } : {}),
-        timeoutSec: limits.sessionTimeoutSec,
-        ...(settings.gitHistory !== undefined ? { gitHistory: settings.gitHistory } : {}),
-        ...(environment ? { environment } : {}),
-      });
+      const release = sandboxSlots.take();
+      if (!release) throw new AirlockError('CONFLICT', `This client already holds ${sandboxSlots.count} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
+      let record: StoredRun;
+      try {
+        const network = args.network ?? 'none';
+        if (network === 'allowlist' && !args.allow?.length) throw new AirlockError('INVALID_INPUT', 'List at least one domain in allow for the allowlist policy.', { field: 'allow' });
+        const say = progress(extra);
+        const keepAlive = setInterval(() => say('still creating the sandbox'), KEEP_ALIVE_MS);
+        try {
+          const folder = await the().grants.folder(client, args.projectDir, { purpose: 'sandbox', signal: extra.signal });
+          await the().grants.network(client, folder, network, args.allow ?? []);
+          const settings = await the().core.settings.get();
+          const environment = args.environment ?? settings.defaultEnvironment;
+          await checkMcpEnvironment(the().core, folder.dir, environment);
+          if (extra.signal.aborted) throw new AirlockError('CANCELLED', 'sandbox_create was cancelled; nothing was made.');
+          say('creating the sandbox');
+          record = await the().core.runs.startSession({
+            projectDir: folder.dir,
+            client: clientName(),
+            isolation: args.isolation ?? 'container',
+            network,
+            ...(args.allow?.length ? { allowlist: args.allow } : {}),
+            timeoutSec: limits.sessionTimeoutSec,
+            ...(settings.gitHistory !== undefined ? { gitHistory: settings.gitHistory } : {}),
+            ...(environment ? { environment } : {}),
+          });
+        } finally {
+          clearInterval(keepAlive);
+        }
+      } catch (err) {
+        release();
+        throw err;
+      }
       sandboxes.add(record.id);
+      slotOf.set(record.id, release);
+      madeAt.set(record.id, { projectDir: record.projectDir, createdAt: record.createdAt });
+      client.runs.add(record.id);
       lastUsed.set(record.id, Date.now());
-      if (closed) {
-        await end(record.id, 'the client disconnected');
-        throw new AirlockError('CONFLICT', 'This MCP connection closed while the sandbox was made; it was wiped.');
+      if (closed || extra.signal.aborted) {
+        // A cancelled create leaves nothing: the sandbox made meanwhile is wiped before the call ends.
+        await end(record.id, closed ? 'the client disconnected' : 'sandbox_create was cancelled');
+        throw new AirlockError('CANCELLED', closed ? 'This MCP connection closed while the sandbox was made; it was wiped.' : 'sandbox_create was cancelled; the sandbox made meanwhile was wiped.');
       }
       const previews = [];
       for (const port of args.publish ?? []) previews.push(await the().core.runs.publishPort(record.id, port));
@@ -180,6 +247,17 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, environment: record.environment?.name ?? 'airlock', excludedFiles: excluded, previews },
         text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}, environment ${record.environment?.name ?? 'airlock'}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}`,
       };
+    },
+  );
+
+  tool(
+    'sandbox_list',
+    "This client's live sandboxes: id, project, when made and last used.",
+    z.strictObject({}),
+    z.object({ sandboxes: z.array(z.object({ sandboxId: z.string(), projectDir: z.string(), createdAt: z.string(), lastUsedAt: z.string() })), cap: z.number() }),
+    async () => {
+      const list = [...sandboxes].map((id) => ({ sandboxId: id, projectDir: madeAt.get(id)?.projectDir ?? '', createdAt: madeAt.get(id)?.createdAt ?? '', lastUsedAt: new Date(lastUsed.get(id) ?? 0).toISOString() }));
+      return { value: { sandboxes: list, cap: limits.sandboxesPerClient }, text: list.length ? list.map((s) => `${s.sandboxId}  ${s.projectDir}  (made ${s.createdAt})`).join('\n') : `no live sandboxes (cap ${limits.sandboxesPerClient})` };
     },
   );
 
@@ -328,6 +406,12 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   });
   const statusText = (v: z.output<typeof RunStatusOut>) => `run ${v.runId}: ${v.status}${v.phase ? ` (${v.phase})` : ''}, ${v.changedFiles} file(s) changed${v.error ? `; ${v.error.kind}: ${v.error.message}` : ''}`;
 
+  /** The run slot is freed when the run ends; the client may continue its own runs. */
+  const holdRunSlot = (runId: string, release: () => void) => {
+    client.runs.add(runId);
+    void the().core.runs.wait(runId).then(release, release);
+  };
+
   tool(
     'run_start',
     'Start an Airlock run: an agent works on a task in its own sandbox on a copy of the project, with provider keys kept outside. Returns the runId at once; follow with run_status / run_result.',
@@ -345,24 +429,37 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       budgetUsd: z.number().positive().optional(),
     }),
     RunStatusOut,
-    async (args) => {
-      const s = await the().core.settings.get();
-      const provider = args.provider ?? s.defaultProvider;
-      const model = args.model ?? (provider === s.defaultProvider ? s.defaultModel : undefined);
-      if (!provider || !model) throw new AirlockError('INVALID_INPUT', 'Name provider and model (no default is set in Airlock settings).', { field: provider ? 'model' : 'provider' });
-      const started = await the().services.runs.start(StartRunInput.parse({
-        projectDir: args.projectDir,
-        task: args.task,
-        agent: args.agent ?? s.defaultAgent,
-        provider,
-        model,
-        isolation: args.isolation ?? s.defaultIsolation,
-        network: args.network ?? 'none',
-        ...(args.allow?.length ? { allowlist: args.allow } : {}),
-        limits: { timeoutSec: args.timeoutSec ?? s.defaultTimeoutSec, ...(args.budgetTokens ? { budgetTokens: args.budgetTokens } : {}), ...(args.budgetUsd ? { budgetUsd: args.budgetUsd } : {}) },
-      }));
-      const v = statusView(started);
-      return { value: v, text: statusText(v) };
+    async (args, extra) => {
+      const release = runSlots.take();
+      if (!release) throw new AirlockError('CONFLICT', `This client already has ${runSlots.count} runs in progress (the cap is ${limits.runsPerClient}); wait for one (run_status) or run_cancel it.`);
+      try {
+        const folder = await the().grants.folder(client, args.projectDir, { purpose: 'run', signal: extra.signal });
+        const network = args.network ?? 'none';
+        await the().grants.network(client, folder, network, args.allow ?? []);
+        const s = await the().core.settings.get();
+        const defaults = newRunDefaults(s);
+        const provider = args.provider ?? defaults.provider;
+        const model = args.model ?? (provider === s.defaultProvider ? s.defaultModel : undefined);
+        if (!provider || !model) throw new AirlockError('INVALID_INPUT', 'Name provider and model (no default is set in Airlock settings).', { field: provider ? 'model' : 'provider' });
+        const started = await the().services.runs.start(StartRunInput.parse({
+          projectDir: folder.dir,
+          task: args.task,
+          agent: args.agent ?? defaults.agent,
+          provider,
+          model,
+          isolation: args.isolation ?? defaults.isolation,
+          network,
+          ...(args.allow?.length ? { allowlist: args.allow } : {}),
+          // A client's run is always bounded: the default budget unless it names one.
+          limits: { timeoutSec: args.timeoutSec ?? defaults.timeoutSec, budgetTokens: args.budgetTokens ?? limits.runBudgetTokens, ...(args.budgetUsd ? { budgetUsd: args.budgetUsd } : {}) },
+        }));
+        holdRunSlot(started.id, release);
+        const v = statusView(started);
+        return { value: v, text: statusText(v) };
+      } catch (err) {
+        release();
+        throw err;
+      }
     },
   );
 
@@ -394,7 +491,21 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ runId: RunId, task: z.string().min(1).max(100_000), agent: AgentKind.optional(), provider: z.string().max(40).optional(), model: z.string().max(200).optional() }),
     RunStatusOut,
     async (args) => {
-      const started = await the().services.runs.continue({ runId: args.runId, task: args.task, ...(args.agent ? { agent: args.agent } : {}), ...(args.provider ? { provider: args.provider } : {}), ...(args.model ? { model: args.model } : {}) });
+      const release = runSlots.take();
+      if (!release) throw new AirlockError('CONFLICT', `This client already has ${runSlots.count} runs in progress (the cap is ${limits.runsPerClient}); wait for one (run_status) or run_cancel it.`);
+      try {
+        await the().grants.continuation(client, await the().core.store.get(args.runId));
+      } catch (err) {
+        release();
+        throw err;
+      }
+      const started = await the()
+        .services.runs.continue({ runId: args.runId, task: args.task, ...(args.agent ? { agent: args.agent } : {}), ...(args.provider ? { provider: args.provider } : {}), ...(args.model ? { model: args.model } : {}) })
+        .catch((err: unknown) => {
+          release();
+          throw err;
+        });
+      holdRunSlot(started.id, release);
       const v = statusView(started);
       return { value: v, text: statusText(v) };
     },
@@ -426,22 +537,38 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         throw new AirlockError('CONFLICT', `reviewedSha256 does not match the result (its patch${args.files ? ' for these files' : ''} has sha256 ${reviewed.sha256}); read it again with run_result and pass that digest.`, { field: 'reviewedSha256' });
       }
       if (!reviewed.files.length) throw new AirlockError('INVALID_INPUT', `Run ${args.runId} changed no files${args.files ? ' among those named' : ''}; there is nothing to apply.`);
-      const client = clientName();
+      const who = clientName();
+      const refuse = async (reason: string, message: string): Promise<never> => {
+        await the().grants.note('refused', client, { what: 'run_apply', runId: run.id, dir: run.projectDir, reason });
+        throw new AirlockError('FORBIDDEN', message);
+      };
+      // Review's rules (docs/architecture.md §11): what the user cannot be shown is not applied from here.
+      if (reviewed.text === undefined) await refuse('too large to show', `Run ${run.id}'s patch (${reviewed.bytes} bytes) is too large to show for approval; nothing was written. The user reviews and applies it in Airlock's Review screen, or apply fewer files (files).`);
+      const listed = await the().services.diffs.list({ runId: args.runId });
+      const binary = listed.files.filter((f) => f.binary && reviewed.files.includes(f.path)).map((f) => f.path);
+      if (binary.length) await refuse('binary files', `${binary.slice(0, 10).join(', ')} ${binary.length === 1 ? 'is a binary file' : 'are binary files'}, which cannot be shown for approval; nothing was written. The user applies them in Airlock's Review screen, or leave them out (files).`);
+      const flags = classifyRiskyPaths(splitPatch(reviewed.text ?? ''));
       let by: 'user' | 'server-flag' = 'server-flag';
       let requestId: string | undefined;
-      if (!the().allowApply) {
+      // --allow-apply writes without asking only into a granted folder and never a flagged file; anything else asks the user.
+      const unasked = the().allowApply && !flags.length && (await the().grants.grantedFolder(client, run.projectDir));
+      if (!unasked) {
         const req = await the().approvals.request(
-          { runId: run.id, client, projectDir: run.projectDir, target: run.projectDir, mode: args.branch ? 'branch' : 'working-tree', ...(args.branch ? { branch: args.branch } : {}), files: reviewed.files, reviewedSha256: args.reviewedSha256, patchBytes: reviewed.bytes },
+          { runId: run.id, client: who, projectDir: run.projectDir, target: run.projectDir, mode: args.branch ? 'branch' : 'working-tree', ...(args.branch ? { branch: args.branch } : {}), files: reviewed.files, reviewedSha256: args.reviewedSha256, patchBytes: reviewed.bytes, ...(flags.length ? { flags } : {}) },
           (args.waitSec ?? 300) * 1000,
         );
         requestId = req.requestId;
-        progress(extra)(`waiting for the user's answer in Airlock (request ${req.requestId.slice(0, 8)})`);
-        const answer = await the().approvals.wait(req.requestId, extra.signal);
+        const say = progress(extra);
+        say(`waiting for the user's answer in Airlock (request ${req.requestId.slice(0, 8)})`);
+        const keepAlive = setInterval(() => say("still waiting for the user's answer in Airlock"), KEEP_ALIVE_MS);
+        const answer = await the().approvals.wait(req.requestId, extra.signal).finally(() => clearInterval(keepAlive));
         const how = the().approveHint ?? 'Open the Airlock app (or `airlock serve`): the request is shown there with the exact change to approve';
-        if (answer === 'refused') throw new AirlockError('FORBIDDEN', `The user refused to apply run ${run.id}; nothing was written.`);
-        if (answer === 'expired') throw new AirlockError('FORBIDDEN', `Not applied: run_apply needs the user's yes and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there. (An MCP server started with 'airlock mcp --allow-apply' applies without asking, recorded in the audit log.)`);
+        const why = the().allowApply ? ` (--allow-apply does not cover it: ${flags.length ? `flagged by review — ${flags.slice(0, 5).map((f) => `${f.path}: ${f.reason}`).join('; ')}` : `${run.projectDir} is not a folder granted to MCP clients`})` : '';
+        if (answer === 'refused') await refuse('the user said no', `The user refused to apply run ${run.id}; nothing was written.`);
+        if (answer === 'expired') await refuse('no answer', `Not applied: run_apply needs the user's yes${why} and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there.${the().allowApply ? '' : " (An MCP server started with 'airlock mcp --allow-apply' applies unflagged changes in granted folders without asking, recorded in the audit log.)"}`);
         by = 'user';
       }
+      await the().grants.note('granted', client, { what: 'run_apply', runId: run.id, dir: run.projectDir, by, files: reviewed.files.length, reviewedSha256: args.reviewedSha256 });
       const result = await applyRunResult({
         store: the().core.store,
         run,
@@ -450,7 +577,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         ...(args.files ? { files: args.files } : {}),
         ...(args.branch ? { branch: args.branch } : {}),
         ...(args.message ? { message: args.message } : {}),
-        approval: { via: 'mcp', client, by, ...(requestId ? { requestId } : {}) },
+        approval: { via: 'mcp', client: who, by, ...(requestId ? { requestId } : {}) },
       });
       const value = { applied: result.applied, conflicts: result.conflicts, ...(result.branch ? { branch: result.branch } : {}), ...(result.commit ? { commit: result.commit } : {}), ...(result.patchSha256 ? { patchSha256: result.patchSha256 } : {}), approvedBy: by };
       return { value, text: `applied ${result.applied.length} file(s) to ${result.branch ? `branch ${result.branch}` : run.projectDir}${result.conflicts.length ? `; ${result.conflicts.length} left untouched (the project changed under them): ${result.conflicts.map((c) => c.path).join(', ')}` : ''} (approved by ${by === 'user' ? 'the user' : 'the --allow-apply flag'})` };
@@ -481,7 +608,7 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
   const text = (uri: URL, body: string, mimeType = 'text/plain') => ({ contents: [{ uri: uri.href, mimeType, text: body }] });
   const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
 
-  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log (the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
     const { core } = await ready();
     const id = runIdOf(vars.runId);
     await core.store.get(id);
@@ -493,7 +620,7 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
     try {
       const buf = Buffer.alloc(size - from);
       await handle.read(buf, 0, buf.length, from);
-      return text(uri, buf.toString('utf8'));
+      return text(uri, plainTerminalText(buf.toString('utf8')));
     } finally {
       await handle.close();
     }
@@ -539,4 +666,23 @@ async function checkMcpEnvironment(core: AirlockCore, projectDir: string, enviro
   if (checked.kind === 'image' && !(await imageId((await core.engine()).docker, checked.ref))) {
     throw new AirlockError('NOT_FOUND', `The image ${checked.ref} is not on the engine, and an MCP client cannot make Airlock pull one. Pull it yourself (docker pull ${checked.ref}), or pass environment "airlock".`, { field: 'environment' });
   }
+}
+
+/** A unified patch cut into its files, for review's content-aware flags (`classifyRiskyPaths`). */
+export function splitPatch(patch: string): Array<{ path: string; oldPath?: string; diff: string; oldMode?: string; newMode?: string }> {
+  const out: Array<{ path: string; oldPath?: string; diff: string; oldMode?: string; newMode?: string }> = [];
+  for (const part of patch.split(/^(?=diff --git )/m)) {
+    if (!part.startsWith('diff --git ')) continue;
+    const plus = /^\+\+\+ b\/(.+)$/m.exec(part)?.[1];
+    const minus = /^--- a\/(.+)$/m.exec(part)?.[1];
+    const header = /^diff --git a\/(.+?) b\/(.+)$/m.exec(part);
+    const renamed = /^rename to (.+)$/m.exec(part)?.[1];
+    const p = plus ?? renamed ?? header?.[2] ?? minus;
+    if (!p) continue;
+    const oldMode = /^old mode (\d+)$/m.exec(part)?.[1];
+    const newMode = /^new (?:file )?mode (\d+)$/m.exec(part)?.[1];
+    const old = minus ?? /^rename from (.+)$/m.exec(part)?.[1];
+    out.push({ path: p, ...(old && old !== p ? { oldPath: old } : {}), diff: part, ...(oldMode ? { oldMode } : {}), ...(newMode ? { newMode } : {}) });
+  }
+  return out;
 }

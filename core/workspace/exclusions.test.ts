@@ -16,6 +16,19 @@ describe('exclusions ignore letter case', () => {
     expect(exclusionByName(p, false)?.kind).toBe('secret');
   });
 
+  // Issue 36: agents' and tools' sign-ins, shell histories and browser profiles a copied home folder held.
+  it.each(['.codex/auth.json', '.claude/.credentials.json', '.config/gh/hosts.yml', 'home/.config/gh/hosts.yaml', '.config/some-tool/credentials.json', '.config/x/y/credentials', '.bash_history', '.zsh_history', '.python_history', '.node_repl_history', '.local/share/fish/fish_history', '.psql_history', '.config/google-chrome/Default/Login Data'])('%s is left out by name', (p) => {
+    expect(exclusionByName(p, false)?.kind).toBe('secret');
+  });
+
+  it.each(['.mozilla', '.config/google-chrome', '.config/chromium', '.config/BraveSoftware', 'Library/Application Support/Google/Chrome', '.password-store'])('the browser profile %s is left out as a folder', (p) => {
+    expect(exclusionByName(p, true)?.kind).toBe('secret');
+  });
+
+  it.each(['src/history.ts', 'docs/credentials.md', '.claude/settings.json', '.codex/config.toml', 'config/gh/hosts.yml'])('%s stays in', (p) => {
+    expect(exclusionByName(p, false)).toBeUndefined();
+  });
+
   it('.SSH as a directory, and an .NPMRC with a token by content', () => {
     expect(exclusionByName('.SSH', true)?.kind).toBe('secret');
     expect(exclusionByContent('.NPMRC', Buffer.from('//registry.example.invalid/:_authToken=abc\n'))?.kind).toBe('secret');

@@ -34,6 +34,13 @@ const FILE_RULES: NameRule[] = [
   { test: (n) => /\.tfstate(\.backup)?$/.test(n), reason: 'Terraform state (often holds secrets)' },
   { test: (_n, rel) => /(^|\/)\.gem\/credentials$/.test(rel), reason: 'RubyGems credentials' },
   { test: (n) => n === '.vault-token', reason: 'Vault token' },
+  // Agents' and tools' sign-ins (issue 36): a copied home folder handed these back to a client.
+  { test: (_n, rel) => /(^|\/)\.codex\/auth\.json$/.test(rel), reason: 'Codex sign-in' },
+  { test: (_n, rel) => /(^|\/)\.claude\/\.credentials\.json$/.test(rel), reason: 'Claude Code sign-in' },
+  { test: (_n, rel) => /(^|\/)\.config\/gh\/hosts\.ya?ml$/.test(rel), reason: 'GitHub CLI sign-in' },
+  { test: (n, rel) => n.startsWith('credentials') && /(^|\/)\.config\//.test(rel), reason: 'credentials under .config' },
+  { test: (n) => /_history$/.test(n) || n === '.histfile' || n === '.zhistory' || n === '.lesshst', reason: 'shell or REPL history (commands typed, often with tokens)' },
+  { test: (n) => n === 'login data' || n === 'login data for account' || n === 'key3.db' || n === 'key4.db' || n === 'cookies.sqlite' || n === 'logins.json', reason: 'browser saved logins or cookies' },
 ];
 
 /** Directories left out as a whole. */
@@ -42,6 +49,9 @@ const DIR_RULES: NameRule[] = [
   { test: (n) => n === '.gnupg', reason: 'GnuPG keyring' },
   { test: (_n, rel) => /(^|\/)\.config\/gcloud$/.test(rel) || rel === 'gcloud', reason: 'Google Cloud credentials' },
   { test: (n) => n === '.azure', reason: 'Azure credentials' },
+  // Browser profiles: saved passwords, cookies and session tokens.
+  { test: (n, rel) => n === '.mozilla' || n === '.thunderbird' || /(^|\/)\.config\/(google-chrome(-beta|-unstable)?|chromium|bravesoftware|microsoft-edge(-beta|-dev)?|vivaldi|opera)$/.test(rel) || /(^|\/)library\/application support\/(google\/chrome|chromium|firefox|bravesoftware|microsoft edge|vivaldi)$/.test(rel) || /(^|\/)snap\/(firefox|chromium)$/.test(rel), reason: 'browser profile (saved passwords, cookies)' },
+  { test: (n) => n === '.password-store', reason: 'pass password store' },
 ];
 
 /** Files whose name alone is harmless but whose content may carry a registry token. */

@@ -70,7 +70,7 @@ describe.skipIf(!docker.ok || !clis.ok)('host MCP clients drive Airlock (real Cl
       MCP_TIMEOUT: '60000',
     };
     // As the README says, with this checkout's airlock and the test's data folder.
-    await run(claude, ['mcp', 'add', 'airlock', '--scope', 'user', '-e', `AIRLOCK_HOME=${fx.home}`, '--', process.execPath, cli, 'mcp'], { env });
+    await run(claude, ['mcp', 'add', 'airlock', '--scope', 'user', '-e', `AIRLOCK_HOME=${fx.home}`, '--', process.execPath, cli, 'mcp', '--project', projectDir], { env });
     const out = await runToExit(claude, ['-p', '--output-format', 'json', '--model', 'claude-sonnet-4-5', '--allowedTools', 'mcp__airlock', '--', 'Make a greeting file in a sandbox and show me the diff.'], { env, cwd: projectDir });
     expect(out.code, out.text.slice(-2000)).toBe(0);
     expect(JSON.parse(out.text.trim().split('\n').at(-1) as string)).toMatchObject({ is_error: false, result: 'All done here.' });
@@ -107,7 +107,7 @@ describe.skipIf(!docker.ok || !clis.ok)('host MCP clients drive Airlock (real Cl
         '',
         '[mcp_servers.airlock]',
         `command = ${toml(process.execPath)}`,
-        `args = [${toml(cli)}, "mcp"]`,
+        `args = [${toml(cli)}, "mcp", "--project", ${toml(projectDir)}]`,
         'required = true',
         'startup_timeout_sec = 60',
         'tool_timeout_sec = 600',

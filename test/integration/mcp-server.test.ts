@@ -10,6 +10,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startMcpHttpServer, type McpHttpServer } from '../../core/mcp/mcp-http';
 import { ApplyApprovals } from '../../core/mcp/apply-approvals';
+import { ClientGrants } from '../../core/runs/client-grants';
 import { parseEnvironmentChoice, resolveEnvironment } from '../../core/environment/environment-choice';
 import { EnvironmentTrust } from '../../core/environment/environment-trust';
 import { requirePrerequisite } from '../support/prerequisites';
@@ -18,7 +19,7 @@ import { CANARY_KEY, createRunFixture, leftoversOf, treeDigest, type RunFixture 
 const docker = await requirePrerequisite('docker');
 const cli = fileURLToPath(new URL('../../bin/airlock.js', import.meta.url));
 
-const TOOLS = ['run_apply', 'run_cancel', 'run_continue', 'run_result', 'run_start', 'run_status', 'sandbox_create', 'sandbox_destroy', 'sandbox_diff', 'sandbox_exec', 'sandbox_list_files', 'sandbox_publish_port', 'sandbox_read_file', 'sandbox_write_file'];
+const TOOLS = ['run_apply', 'run_cancel', 'run_continue', 'run_result', 'run_start', 'run_status', 'sandbox_create', 'sandbox_destroy', 'sandbox_diff', 'sandbox_exec', 'sandbox_list', 'sandbox_list_files', 'sandbox_publish_port', 'sandbox_read_file', 'sandbox_write_file'];
 
 type Structured = Record<string, unknown>;
 
@@ -54,7 +55,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
   beforeAll(async () => {
     fx = await createRunFixture();
     projectDir = await fx.project({ 'README.md': '# demo\n', 'src/app.js': 'export const answer = 1;\n', '.env': `SECRET=${CANARY_KEY}\n` });
-    ({ client, transport } = stdioClient(fx.home));
+    ({ client, transport } = stdioClient(fx.home, ['--project', projectDir]));
     await client.connect(transport);
   }, 600_000);
   afterAll(async () => {
@@ -62,10 +63,18 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     await fx?.close();
   });
 
-  it('lists exactly the tools of the interface, each with an output schema', async () => {
+  it('lists exactly the tools of the interface, each with an output schema, a title and behaviour hints', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
-    for (const t of tools) expect(t.outputSchema, t.name).toBeTruthy();
+    for (const t of tools) {
+      expect(t.outputSchema, t.name).toBeTruthy();
+      expect(t.title, t.name).toBeTruthy();
+      for (const hint of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'] as const) expect(typeof t.annotations?.[hint], `${t.name} ${hint}`).toBe('boolean');
+    }
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    // Clients confirm destructive tools: reading a status is not one, applying to the project is.
+    expect(byName.get('run_status')?.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false });
+    expect(byName.get('run_apply')?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
   });
 
   it('create → exec (streamed) → write/read/list → diff → publish → destroy, recorded as an MCP session; apply only with the user\'s yes', async () => {
@@ -75,7 +84,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(created.excludedFiles.map((f) => f.path)).toContain('.env');
 
     const progress: string[] = [];
-    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: 'echo out-$((6*7)); echo err >&2; cat README.md; env; exit 3' }, (m) => progress.push(m));
+    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: "echo out-$((6*7)); printf '\\033[31mred-mark\\033[0m\\n'; echo err >&2; cat README.md; env; exit 3" }, (m) => progress.push(m));
     expect(ran.exitCode).toBe(3);
     expect(ran.stdout).toContain('out-42');
     expect(ran.stdout).toContain('# demo');
@@ -119,7 +128,11 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     const auditRes = await client.readResource({ uri: `airlock://runs/${id}/audit` });
     expect(JSON.parse((auditRes.contents[0] as { text: string }).text)).toMatchObject({ intact: true });
     const terminal = await client.readResource({ uri: `airlock://runs/${id}/terminal` });
-    expect((terminal.contents[0] as { text: string }).text).toContain('out-42');
+    const terminalText = (terminal.contents[0] as { text: string }).text;
+    expect(terminalText).toContain('out-42');
+    // Plain text: the colour codes the command printed are left out.
+    expect(terminalText).toContain('red-mark');
+    expect(terminalText).not.toContain('\x1b');
     const diffRes = await client.readResource({ uri: `airlock://runs/${id}/diff` });
     expect((diffRes.contents[0] as { text: string }).text).toContain('made over mcp');
 
@@ -161,6 +174,8 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
   it('environment: a devcontainer only once the user accepted it (a client cannot), image:REF only when on the engine', async () => {
     const base = await fx.core.image('base');
     const envProject = await fx.project({ 'README.md': '# env\n', '.devcontainer/devcontainer.json': JSON.stringify({ image: base, containerEnv: { MCP_ENV_MARK: 'from-devcontainer' } }) });
+    // Granted in Settings, as the user does (the server reads them on each call).
+    await fx.services.settings.update({ mcpProjects: [{ dir: envProject }] });
     const runsBefore = (await fx.core.store.list()).runs.length;
     const mark = async (sandboxId: string) => (await ok<{ stdout: string }>(client, 'sandbox_exec', { sandboxId, command: 'echo "mark=${MCP_ENV_MARK:-unset}"' })).stdout.trim();
 
@@ -223,7 +238,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
   }, 600_000);
 
   it('malformed JSON-RPC gets a parse error and the server keeps serving; a client that vanishes mid-exec leaves no sandbox', async () => {
-    const child = spawn(process.execPath, [cli, 'mcp'], { env: { ...process.env, AIRLOCK_HOME: fx.home }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'mcp', '--project', projectDir], { env: { ...process.env, AIRLOCK_HOME: fx.home }, stdio: ['pipe', 'pipe', 'pipe'] });
     const lines: Array<Record<string, unknown>> = [];
     let buf = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => {
@@ -265,7 +280,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
 
   it('a crashed airlock mcp: its sandbox is reaped and the session marked interrupted at the next start', async () => {
     // --foreground: no worker to finish the job when this process dies.
-    const crashing = stdioClient(fx.home, ['--foreground']);
+    const crashing = stdioClient(fx.home, ['--foreground', '--project', projectDir]);
     await crashing.client.connect(crashing.transport);
     const { sandboxId } = await ok<{ sandboxId: string }>(crashing.client, 'sandbox_create', { projectDir });
     expect((await leftoversOf(sandboxId)).length).toBeGreaterThan(0);
@@ -292,7 +307,8 @@ describe.skipIf(!docker.ok)('the MCP door over Streamable HTTP on loopback (real
   beforeAll(async () => {
     fx = await createRunFixture();
     projectDir = await fx.project();
-    door = await startMcpHttpServer({ core: fx.core, services: fx.services, approvals: new ApplyApprovals(fx.home), allowApply: false });
+    await fx.services.settings.update({ mcpProjects: [{ dir: projectDir }] });
+    door = await startMcpHttpServer({ core: fx.core, services: fx.services, approvals: new ApplyApprovals(fx.home), grants: new ClientGrants({ home: fx.home, settings: fx.core.settings }), allowApply: false });
   }, 600_000);
   afterAll(async () => {
     await door?.close();
@@ -338,8 +354,21 @@ describe.skipIf(!docker.ok)('the MCP door over Streamable HTTP on loopback (real
     await gone(sandboxId);
   }, 600_000);
 
+  it('40 clients that connect and leave without ending their sessions, then a new client still works; localhost is a fine Host', async () => {
+    for (let i = 0; i < 40; i++) {
+      const { client } = await httpClient({ authorization: `Bearer ${door.token}` });
+      await client.listTools();
+      await client.close(); // no DELETE
+    }
+    expect(door.sessions).toBeLessThanOrEqual(32);
+    const { client, transport } = await httpClient({ authorization: `Bearer ${door.token}` }, door.url.replace('127.0.0.1', 'localhost'));
+    expect((await client.listTools()).tools.length).toBe(TOOLS.length);
+    await transport.terminateSession();
+    await client.close();
+  }, 300_000);
+
   it('a client that vanishes without ending its session: its sandbox is wiped after the idle timeout', async () => {
-    const idle = await startMcpHttpServer({ core: fx.core, services: fx.services, approvals: new ApplyApprovals(fx.home), allowApply: false, limits: { idleMs: 1500 } });
+    const idle = await startMcpHttpServer({ core: fx.core, services: fx.services, approvals: new ApplyApprovals(fx.home), grants: new ClientGrants({ home: fx.home, settings: fx.core.settings }), allowApply: false, limits: { idleMs: 1500 } });
     try {
       const { client } = await httpClient({ authorization: `Bearer ${idle.token}` }, idle.url);
       const { sandboxId } = await ok<{ sandboxId: string }>(client, 'sandbox_create', { projectDir });

@@ -491,6 +491,13 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         return { answered: false };
       },
       onDidChangeApplyRequests: () => ({ dispose() {} }),
+      async folderRequests() {
+        return [];
+      },
+      async answerFolder() {
+        return { answered: false };
+      },
+      onDidChangeFolderRequests: () => ({ dispose() {} }),
     },
     // Attempt groups need real runs; the UI's compare view is tested against the real core (test/e2e/ui-compare.test.ts).
     attempts: {

@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Readable, Writable } from 'node:stream';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { ApplyApprovals } from '../../mcp/apply-approvals';
+import { ClientGrants } from '../../runs/client-grants';
 import { createMcpConnection } from '../../mcp/mcp-server';
 import { parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
@@ -45,13 +47,15 @@ const STDIO_MESSAGE_BYTES = 32 * 1024 * 1024;
 export const mcpCommand: CliCommand = {
   name: 'mcp',
   summary: 'Serve Airlock sandboxes and runs to an MCP client (Claude Code, Codex, Cursor, VS Code) over stdio.',
-  usage: 'airlock mcp [--allow-apply] [--cold] [--foreground]   (--allow-apply: run_apply writes without asking the user, recorded in the audit log; --cold: keep no started sandbox ready for the next sandbox_create; --foreground: serve in this process, see docs/architecture.md §17)',
+  usage: 'airlock mcp [--project DIR]… [--allow-apply] [--cold] [--foreground]   (--project: a folder clients may use besides those granted in Settings → MCP, repeatable; --allow-apply: run_apply writes unflagged changes into granted folders without asking the user, recorded in the audit log; --cold: keep no started sandbox ready for the next sandbox_create; --foreground: serve in this process, see docs/architecture.md §17)',
   async run(args: string[], io: CliIo): Promise<number> {
-    const { values, positionals } = parseCliArgs(args, { 'allow-apply': { type: 'boolean' }, cold: { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
+    const { values, positionals } = parseCliArgs(args, { project: { type: 'string', multiple: true }, 'allow-apply': { type: 'boolean' }, cold: { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
     positionalsExactly(positionals);
     const allowApply = values['allow-apply'] === true;
     const cold = values.cold === true;
-    if (!values.foreground && !values.worker && process.argv[1]) return relayToWorker(io, [...(allowApply ? ['--allow-apply'] : []), ...(cold ? ['--cold'] : [])]);
+    // Granted folders are absolute and resolved now: the worker may run elsewhere.
+    const projects = (values.project ?? []).map((p) => path.resolve(p));
+    if (!values.foreground && !values.worker && process.argv[1]) return relayToWorker(io, [...projects.flatMap((p) => ['--project', p]), ...(allowApply ? ['--allow-apply'] : []), ...(cold ? ['--cold'] : [])]);
     if (values.worker) {
       // The relay may be gone (its client killed it): writes then fail, and the sandboxes are still wiped.
       io.stdout.on('error', () => undefined);
@@ -67,6 +71,8 @@ export const mcpCommand: CliCommand = {
         core,
         services: servicesFor(core),
         approvals: new ApplyApprovals(core.home),
+        grants: new ClientGrants({ home: core.home, settings: core.settings }),
+        projects,
         allowApply,
         approveHint: 'Open the Airlock app (or run `airlock serve`): the request is shown there with the exact change to approve',
       };
@@ -93,6 +99,7 @@ export const mcpCommand: CliCommand = {
         const deps = await starting.catch(() => undefined);
         // The warm sandbox is wiped before the process goes (dispose alone does not wait for it).
         await deps?.core.sandboxes('container').then((m) => m.shutdown(), () => undefined).catch(() => undefined);
+        await deps?.grants.dispose();
         await deps?.services.dispose();
       } finally {
         stop.done();

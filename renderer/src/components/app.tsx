@@ -15,7 +15,7 @@ import { SecretsScreen } from './secrets-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
-import { McpApplyRequests } from './mcp-panels';
+import { McpApplyRequests, McpFolderRequests } from './mcp-panels';
 import { NavIcon } from './nav-icons';
 
 /** The screens of the sidebar; a collapsed sidebar shows each one's icon (NavIcon, by route name; else the label's first letter). */
@@ -102,6 +102,7 @@ export function App() {
       </nav>
       <main className="main">
         {!connected && disconnectedWhy && <div className="banner error" role="alert" aria-label="Connection lost">{disconnectedWhy}</div>}
+        <McpFolderRequests />
         <McpApplyRequests />
         {booting ? <div className="empty" aria-busy="true">Loading…</div> : <Screen route={route} />}
       </main>

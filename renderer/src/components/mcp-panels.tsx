@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from 'react';
-import type { McpApplyRequest, McpInfo } from '../../../contracts';
+import type { McpApplyRequest, McpFolderRequest, McpInfo, McpProjectGrant } from '../../../contracts';
 import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { ErrorBanner } from './common';
@@ -59,6 +59,7 @@ export function McpSettingsPanel() {
       </label>
       {info?.http.url && <div className="mono" data-mcp-url>{info.http.url}</div>}
       {info?.http.error && <ErrorBanner message={`The HTTP door did not open: ${info.http.error}`} />}
+      <McpGrantsEditor />
       {info?.setup.map((line) => (
         <div key={line.client} className="mcp-setup" data-client={line.client}>
           <div className="row"><strong>{line.label}</strong><button type="button" onClick={() => void copy(line.text)} aria-label={`Copy the ${line.label} setup`}>Copy</button></div>
@@ -97,9 +98,15 @@ function ApplyRequestCard({ req, onAnswered }: { req: McpApplyRequest; onAnswere
       <p className="muted">{req.files.length} file(s): {req.files.join(', ')} · {req.patchBytes} bytes · sha256 <span className="mono">{req.reviewedSha256.slice(0, 16)}…</span></p>
       {error && <ErrorBanner error={error} />}
       {patch && !matches && <ErrorBanner message="The patch Airlock has for this run is not the one the client reviewed; refuse this request." />}
+      {req.flags?.length ? (
+        <ul className="mcp-flags" data-flags>
+          {req.flags.map((f) => <li key={f.path}><span className="mono">{f.path}</span>: {f.reason}</li>)}
+        </ul>
+      ) : null}
       {patch?.text !== undefined ? <pre className="mono mcp-patch" data-patch>{patch.text}</pre> : patch && <p className="muted">The patch is too large to show here; open the run's Review screen.</p>}
       <div className="row">
-        <button type="button" className="primary" disabled={!matches} onClick={() => void answer(true)}>Approve and apply</button>
+        {/* What cannot be shown is not approved from here (the same rule as Review). */}
+        <button type="button" className="primary" disabled={!matches || patch?.text === undefined} onClick={() => void answer(true)}>Approve and apply</button>
         <button type="button" onClick={() => void answer(false)}>Refuse</button>
       </div>
     </div>
@@ -120,6 +127,94 @@ export function McpApplyRequests() {
   return (
     <div className="mcp-apply-area">
       {requests.map((r) => <ApplyRequestCard key={r.requestId} req={r} onAnswered={load} />)}
+    </div>
+  );
+}
+
+/** Settings → MCP → Project folders: what clients may use, with the network and continuation each allows. */
+function McpGrantsEditor() {
+  const [grants, setGrants] = useState<McpProjectGrant[]>([]);
+  const [dir, setDir] = useState('');
+  const [allow, setAllow] = useState('');
+  const [open, setOpen] = useState(false);
+  const [error, setError] = useState<ReturnType<typeof errorInfo>>();
+  useEffect(() => {
+    api().call('settings:get', {}).then((s) => setGrants(s.mcpProjects ?? []), (e: unknown) => setError(errorInfo(e)));
+  }, []);
+  const save = async (next: McpProjectGrant[]) => {
+    try {
+      setGrants((await api().call('settings:update', { mcpProjects: next })).mcpProjects ?? []);
+      setError(undefined);
+    } catch (e) {
+      setError(errorInfo(e));
+    }
+  };
+  const add = () => {
+    const domains = allow.split(/[\s,]+/).filter(Boolean);
+    if (!dir.trim()) return;
+    void save([...grants.filter((g) => g.dir !== dir.trim()), { dir: dir.trim(), ...(domains.length ? { allow: domains } : {}), ...(open ? { openNetwork: true } : {}) }]);
+    setDir('');
+    setAllow('');
+    setOpen(false);
+  };
+  return (
+    <div className="mcp-grants" aria-labelledby="s-mcp-grants">
+      <h3 id="s-mcp-grants">Project folders clients may use</h3>
+      <p className="muted">Any other folder is asked for here while the app is open, and refused otherwise. Never your home folder, system folders or a folder holding keys.</p>
+      {error && <ErrorBanner error={error} />}
+      <ul>
+        {grants.map((g) => (
+          <li key={g.dir} className="row" data-grant={g.dir}>
+            <span className="mono">{g.dir}</span>
+            <span className="muted">{g.openNetwork ? 'open network' : g.allow?.length ? `allowlist: ${g.allow.join(', ')}` : 'no network'}</span>
+            <button type="button" onClick={() => void save(grants.filter((x) => x.dir !== g.dir))} aria-label={`Remove ${g.dir}`}>Remove</button>
+          </li>
+        ))}
+      </ul>
+      <div className="row">
+        <input id="s-mcp-grant-dir" placeholder="/absolute/path/to/project" value={dir} onChange={(e) => setDir(e.target.value)} aria-label="Project folder" />
+        <input id="s-mcp-grant-allow" placeholder="allowed domains (optional)" value={allow} onChange={(e) => setAllow(e.target.value)} aria-label="Allowed domains" />
+        <label className="check-label"><input type="checkbox" checked={open} onChange={(e) => setOpen(e.target.checked)} /> open network</label>
+        <button type="button" onClick={add}>Add</button>
+      </div>
+    </div>
+  );
+}
+
+/** A client asks for a folder the user has not granted: "Claude Code wants a sandbox of ~/src/app". */
+export function McpFolderRequests() {
+  const [requests, setRequests] = useState<McpFolderRequest[]>([]);
+  const load = useCallback(() => {
+    api().call('mcp:folderRequests', {}).then(setRequests, () => undefined);
+  }, []);
+  useEffect(() => {
+    load();
+    return api().on('mcp:onDidChangeFolderRequests', load);
+  }, [load]);
+  const answer = async (req: McpFolderRequest, approved: boolean, remember = false) => {
+    try {
+      const { answered } = await api().call('mcp:answerFolder', { requestId: req.requestId, approved, remember });
+      if (!answered) useAppStore.getState().notify('error', 'That request expired or was answered already.');
+    } catch (e) {
+      useAppStore.getState().notify('error', errorInfo(e).message);
+    }
+    load();
+  };
+  if (!requests.length) return null;
+  return (
+    <div className="mcp-apply-area">
+      {requests.map((req) => (
+        <div key={req.requestId} className="panel mcp-folder" role="dialog" aria-label={`Folder request from ${req.client}`} data-folder-request={req.requestId}>
+          <p>
+            <strong>{req.client}</strong> (as it names itself) wants {req.purpose === 'run' ? 'an agent run on' : 'a sandbox of'} <span className="mono">{req.projectDir}</span>.
+          </p>
+          <div className="row">
+            <button type="button" className="primary" onClick={() => void answer(req, true)}>Allow once</button>
+            <button type="button" onClick={() => void answer(req, true, true)}>Always allow this folder</button>
+            <button type="button" onClick={() => void answer(req, false)}>Refuse</button>
+          </div>
+        </div>
+      ))}
     </div>
   );
 }
