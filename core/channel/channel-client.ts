@@ -237,6 +237,7 @@ export class ChannelClient implements Disposable {
   private nextStream = 1;
   private nextHandle = 1;
   private acceptedOpen = 0;
+  private connectionLimit = MAX_SANDBOX_CONNECTIONS;
   private closedReason: string | undefined;
   private helloWaiter: { resolve(h: HelperHello): void; reject(err: AirlockError): void } | undefined;
   private early = Buffer.alloc(0);
@@ -254,6 +255,20 @@ export class ChannelClient implements Disposable {
    */
   get openConnections(): number {
     return this.acceptedOpen;
+  }
+
+  /**
+   * Lowers the cap of connections the sandbox may have open at once (never above
+   * MAX_SANDBOX_CONNECTIONS): for tests that must cross it where connections are slow (a VM under
+   * emulation).
+   */
+  lowerConnectionLimit(limit: number): void {
+    this.connectionLimit = Math.max(1, Math.min(MAX_SANDBOX_CONNECTIONS, Math.floor(limit)));
+  }
+
+  /** The cap of connections the sandbox may have open at once into host services. */
+  get maxConnections(): number {
+    return this.connectionLimit;
   }
 
   /** Streams open in the helper (its side of the same accounting), as it reports them. */
@@ -570,8 +585,8 @@ export class ChannelClient implements Disposable {
   private onAccept(listenerId: number, streamId: number): void {
     const service = this.services.get(listenerId);
     // Each accepted stream is a host socket: the sandbox may not open them without bound.
-    if (this.acceptedOpen >= MAX_SANDBOX_CONNECTIONS) {
-      this.mux.reset(streamId, `too many open connections (at most ${MAX_SANDBOX_CONNECTIONS})`);
+    if (this.acceptedOpen >= this.connectionLimit) {
+      this.mux.reset(streamId, `too many open connections (at most ${this.connectionLimit})`);
       this.noteRefused(service?.name ?? `host service ${listenerId}`);
       return;
     }
@@ -602,7 +617,7 @@ export class ChannelClient implements Disposable {
     this.refusing ??= new Map();
     const refused = (this.refusing.get(service) ?? 0) + 1;
     this.refusing.set(service, refused);
-    if (refused === 1) this.refusedEmitter.fire({ service, limit: MAX_SANDBOX_CONNECTIONS, refused, ended: false });
+    if (refused === 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: false });
   }
 
   /** A connection was accepted again (or the channel closed): the episode's totals, where they add anything. */
@@ -611,7 +626,7 @@ export class ChannelClient implements Disposable {
     if (!refusing) return;
     this.refusing = undefined;
     for (const [service, refused] of refusing) {
-      if (refused > 1) this.refusedEmitter.fire({ service, limit: MAX_SANDBOX_CONNECTIONS, refused, ended: true });
+      if (refused > 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: true });
     }
   }
 

@@ -1,7 +1,7 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
-import { ChannelClient, MAX_SANDBOX_CONNECTIONS } from './channel-client';
+import { ChannelClient, MAX_SANDBOX_CONNECTIONS, type ConnectionsRefused } from './channel-client';
 import { encodeFrame, FrameType, STREAM_WINDOW_BYTES } from './protocol';
 import { startFakeHelper, type FakeHelper } from './testing/fake-helper';
 
@@ -110,6 +110,7 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
     const sockets: Socket[] = [];
     afterEach(async () => {
       for (const s of sockets) s.destroy();
+      sockets.length = 0;
       await new Promise((r) => server?.close(r));
     });
 
@@ -132,6 +133,62 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
       for (let i = 0; i < MAX_SANDBOX_CONNECTIONS + extra; i++) c.helper.send({ t: 'accept', listenerId, stream: 2 + 2 * i });
       await vi.waitFor(() => expect(c.helper.resets.size).toBe(extra));
       expect(opened).toBe(MAX_SANDBOX_CONNECTIONS);
+    });
+
+    // Issue 44: a slot is held from the accept until both directions are done, whichever side ends
+    // first, or until either side resets; reaching the cap is an event that names the service.
+    it('gives a slot back when both directions are done or either side resets, and says what the cap refused', async () => {
+      server = createServer((s) => {
+        s.on('error', () => undefined); // The resets below.
+        sockets.push(s);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const port = (server.address() as AddressInfo).port;
+      const c = await connected();
+      client = c.client;
+      const events: ConnectionsRefused[] = [];
+      c.client.onDidRefuseConnections((e) => events.push(e));
+      const exposing = c.client.exposeHostService(0, () => connect(port, '127.0.0.1'), { name: 'model proxy' });
+      const listen = await c.helper.request('listen');
+      c.helper.send({ t: 'res', id: listen.id, ok: true, value: { port: 4000 } });
+      await exposing;
+      const listenerId = (listen as { listenerId: number }).listenerId;
+      const stream = (i: number) => 2 + 2 * i;
+      for (let i = 0; i < MAX_SANDBOX_CONNECTIONS; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(i) });
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS));
+      expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
+      for (let i = 0; i < 3; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(1000 + i) });
+      await vi.waitFor(() => expect(c.helper.resets.size).toBe(3));
+      expect(c.helper.resets.get(stream(1000))).toMatch(/too many open connections \(at most 256\)/);
+      expect(events).toEqual([{ service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false }]);
+
+      // The host's side ends first (a server closing an idle keep-alive connection): the slot is
+      // held until the sandbox's side ends too, then given back.
+      const first = sockets[0]!;
+      first.end();
+      await vi.waitFor(() => expect(c.helper.ends.has(stream(0))).toBe(true));
+      expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
+      c.helper.sendRaw(encodeFrame(FrameType.end, stream(0)));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 1));
+      // The sandbox's side ends first: the host ends its socket, the server answers, the slot is back.
+      c.helper.sendRaw(encodeFrame(FrameType.end, stream(1)));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 2));
+      expect(c.helper.ends.has(stream(1))).toBe(true);
+      // The sandbox resets one; the host's server resets another.
+      c.helper.sendRaw(encodeFrame(FrameType.reset, stream(2), Buffer.from('gone')));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 3));
+      sockets[3]!.resetAndDestroy();
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 4));
+      expect(c.helper.resets.has(stream(3))).toBe(true);
+
+      // Room again: the next connection is accepted, and the episode's total is reported.
+      c.helper.send({ t: 'accept', listenerId, stream: stream(2000) });
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS + 1));
+      expect(c.helper.resets.has(stream(2000))).toBe(false);
+      expect(events).toEqual([
+        { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false },
+        { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 3, ended: true },
+      ]);
     });
   });
 });
