@@ -257,6 +257,11 @@ export class ChannelClient implements Disposable {
     return this.acceptedOpen;
   }
 
+  /** Streams the host routes data to (forwarded connections both ways, file reads): zero when idle. */
+  get openStreams(): number {
+    return this.sinks.size;
+  }
+
   /**
    * Lowers the cap of connections the sandbox may have open at once (never above
    * MAX_SANDBOX_CONNECTIONS): for tests that must cross it where connections are slow (a VM under
