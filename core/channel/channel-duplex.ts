@@ -77,7 +77,8 @@ export class ChannelDuplex extends Duplex implements StreamSink {
       this.readBlocked = false;
       const n = this.unacked;
       this.unacked = 0;
-      this.mux.consumed(this.streamId, n);
+      // A finished stream gets no more data: crediting it would only put its state back in the mux.
+      if (!this.finished) this.mux.consumed(this.streamId, n);
     }
   }
 
