@@ -8,6 +8,8 @@ import { startFakeHelper, type FakeHelper } from './testing/fake-helper';
 // Attack 3 of issue 12: everything the helper sends is bounded on the host, whatever the helper says.
 
 const MiB = 1024 * 1024;
+/** Waits for an event on a loaded machine: generous, never a timing assertion. */
+const WAIT = { timeout: 30_000, interval: 20 };
 
 async function connected(): Promise<{ helper: FakeHelper; client: ChannelClient }> {
   const helper = startFakeHelper();
@@ -131,7 +133,7 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
       const listenerId = (listen as { listenerId: number }).listenerId;
       const extra = 20;
       for (let i = 0; i < MAX_SANDBOX_CONNECTIONS + extra; i++) c.helper.send({ t: 'accept', listenerId, stream: 2 + 2 * i });
-      await vi.waitFor(() => expect(c.helper.resets.size).toBe(extra));
+      await vi.waitFor(() => expect(c.helper.resets.size).toBe(extra), WAIT);
       expect(opened).toBe(MAX_SANDBOX_CONNECTIONS);
     });
 
@@ -155,10 +157,10 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
       const listenerId = (listen as { listenerId: number }).listenerId;
       const stream = (i: number) => 2 + 2 * i;
       for (let i = 0; i < MAX_SANDBOX_CONNECTIONS; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(i) });
-      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS));
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS), WAIT);
       expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
       for (let i = 0; i < 3; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(1000 + i) });
-      await vi.waitFor(() => expect(c.helper.resets.size).toBe(3));
+      await vi.waitFor(() => expect(c.helper.resets.size).toBe(3), WAIT);
       expect(c.helper.resets.get(stream(1000))).toMatch(/too many open connections \(at most 256\)/);
       expect(events).toEqual([{ service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false }]);
 
@@ -166,29 +168,29 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
       // held until the sandbox's side ends too, then given back.
       const first = sockets[0]!;
       first.end();
-      await vi.waitFor(() => expect(c.helper.ends.has(stream(0))).toBe(true));
+      await vi.waitFor(() => expect(c.helper.ends.has(stream(0))).toBe(true), WAIT);
       expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
       c.helper.sendRaw(encodeFrame(FrameType.end, stream(0)));
-      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 1));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 1), WAIT);
       // The sandbox's side ends first: the host ends its socket, the server answers, the slot is back.
       c.helper.sendRaw(encodeFrame(FrameType.end, stream(1)));
-      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 2));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 2), WAIT);
       expect(c.helper.ends.has(stream(1))).toBe(true);
       // The sandbox resets one; the host's server resets another.
       c.helper.sendRaw(encodeFrame(FrameType.reset, stream(2), Buffer.from('gone')));
-      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 3));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 3), WAIT);
       sockets[3]!.resetAndDestroy();
-      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 4));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 4), WAIT);
       expect(c.helper.resets.has(stream(3))).toBe(true);
 
       // Room again: the next connection is accepted, and the episode's total is reported.
       c.helper.send({ t: 'accept', listenerId, stream: stream(2000) });
-      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS + 1));
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS + 1), WAIT);
       expect(c.helper.resets.has(stream(2000))).toBe(false);
       expect(events).toEqual([
         { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false },
         { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 3, ended: true },
       ]);
-    });
+    }, 120_000);
   });
 });
