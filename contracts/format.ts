@@ -7,3 +7,13 @@ export function formatBytes(n: number): string {
   if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
   return `${(n / 1024 ** 3).toFixed(2)} GiB`;
 }
+
+/**
+ * The sandbox hit its cap of connections open at once into the host's services (a
+ * `connections_refused` event or audit record), in words: what was refused, and that it was.
+ */
+export function connectionsRefusedText(service: string, limit: number, refused: number, ended: boolean): string {
+  return ended
+    ? `${refused} connections from the sandbox to the ${service} were refused while it had ${limit} open at once (its limit); connections are accepted again`
+    : `The sandbox has ${limit} connections open into the host at once (its limit): a new connection to the ${service} was refused`;
+}

@@ -380,10 +380,26 @@ export const SetupEvent = z.object({
 export type SetupEvent = z.infer<typeof SetupEvent>;
 
 /**
+ * The sandbox reached its cap of connections open at once into the host's services, so connections
+ * to `service` were refused (reset), never silently (docs/architecture.md §4). Host-observed: sent at
+ * the first refusal, and with `ended` and the total once connections are accepted again (if more
+ * than one was refused).
+ */
+export const ConnectionsRefusedEvent = z.object({
+  type: z.literal('connections_refused'),
+  /** What the sandbox tried to reach: `model proxy`, `egress proxy`. */
+  service: z.string().max(100),
+  limit: z.number().int().positive(),
+  refused: z.number().int().positive(),
+  ended: z.boolean(),
+});
+export type ConnectionsRefusedEvent = z.infer<typeof ConnectionsRefusedEvent>;
+
+/**
  * The body of one run event: a status transition, a host-observed network event, the environment
  * and its setup, or one of the agent's events (agent-events.ts).
  */
-export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, EnvironmentEvent, SetupEvent, AgentEvent]);
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, ConnectionsRefusedEvent, EnvironmentEvent, SetupEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */

@@ -75,6 +75,11 @@ export interface AuditRecordData {
     /** A question put to the user while an intercepted request waited, or an agent-proposed rule, and its answer. */
     approval?: { id: string; kind: 'request' | 'proposal'; method: string; path: string; rule?: string; deniedBy?: string; reason?: string; asked?: true; answer?: 'once' | 'run' | 'project' | 'deny'; by?: 'user' | 'timeout' | 'closed' };
   };
+  /**
+   * The sandbox hit its cap of open connections into host services and connections to `service` were
+   * refused: at the first refusal, and with the total (`ended`) once connections are accepted again.
+   */
+  connections_refused: { service: string; limit: number; refused: number; ended: boolean };
   /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
   wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string; pooledAs?: string };
   /**

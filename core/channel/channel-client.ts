@@ -83,6 +83,21 @@ const TRUNCATION_MARKER_ROOM = 256;
 /** Connections the sandbox may have open at once into host services (model proxy, egress proxy). */
 export const MAX_SANDBOX_CONNECTIONS = 256;
 
+/**
+ * The sandbox hit MAX_SANDBOX_CONNECTIONS and connections to `service` were refused (reset). Fired
+ * at the first refusal of an episode, and once more when it ends (a connection is accepted again, or
+ * the channel closes) if more than one was refused, with the episode's total.
+ */
+export interface ConnectionsRefused {
+  /** The exposed service's name (`model proxy`, `egress proxy`, …) as given to `exposeHostService`. */
+  service: string;
+  limit: number;
+  /** Refused so far in this episode. */
+  refused: number;
+  /** The episode is over: this is its total. */
+  ended: boolean;
+}
+
 function toAirlockError(error: WireError): AirlockError {
   const kind = ErrorKind.safeParse(error.kind);
   return new AirlockError(kind.success ? kind.data : 'INTERNAL', error.message);
@@ -214,11 +229,15 @@ export class ChannelClient implements Disposable {
   private readonly processes = new Map<number, ProcessHandle>();
   private readonly sinks = new Map<number, StreamSink>();
   private readonly watchers = new Map<number, (paths: string[]) => void>();
-  private readonly services = new Map<number, () => Socket>();
+  private readonly services = new Map<number, { name: string; connect: () => Socket }>();
+  private readonly refusedEmitter = new Emitter<ConnectionsRefused>();
+  /** The current episode at the cap: refusals per service since the first. */
+  private refusing: Map<string, number> | undefined;
   private nextRequest = 1;
   private nextStream = 1;
   private nextHandle = 1;
   private acceptedOpen = 0;
+  private connectionLimit = MAX_SANDBOX_CONNECTIONS;
   private closedReason: string | undefined;
   private helloWaiter: { resolve(h: HelperHello): void; reject(err: AirlockError): void } | undefined;
   private early = Buffer.alloc(0);
@@ -226,6 +245,41 @@ export class ChannelClient implements Disposable {
 
   /** Fires once when the channel closes, whatever the reason. */
   readonly onDidClose: Event<{ reason: string }> = this.closeEmitter.event;
+
+  /** Connections the sandbox opened were refused at the cap (never a silent reset: §4). */
+  readonly onDidRefuseConnections: Event<ConnectionsRefused> = this.refusedEmitter.event;
+
+  /**
+   * Connections the sandbox has open into host services: each holds a slot of the cap from its
+   * accept until both directions are done or it is reset (docs/architecture.md §4).
+   */
+  get openConnections(): number {
+    return this.acceptedOpen;
+  }
+
+  /** Streams the host routes data to (forwarded connections both ways, file reads): zero when idle. */
+  get openStreams(): number {
+    return this.sinks.size;
+  }
+
+  /**
+   * Lowers the cap of connections the sandbox may have open at once (never above
+   * MAX_SANDBOX_CONNECTIONS): for tests that must cross it where connections are slow (a VM under
+   * emulation).
+   */
+  lowerConnectionLimit(limit: number): void {
+    this.connectionLimit = Math.max(1, Math.min(MAX_SANDBOX_CONNECTIONS, Math.floor(limit)));
+  }
+
+  /** The cap of connections the sandbox may have open at once into host services. */
+  get maxConnections(): number {
+    return this.connectionLimit;
+  }
+
+  /** Streams open in the helper (its side of the same accounting), as it reports them. */
+  async helperStats(): Promise<{ streams: number }> {
+    return this.request({ op: 'stats' });
+  }
 
   /**
    * Starts talking to a helper over `stream` and waits for its hello. Fails with SANDBOX_FAILED if
@@ -400,9 +454,14 @@ export class ChannelClient implements Disposable {
     });
   }
 
-  async exposeHostService(sandboxPort: number, connect: () => Socket): Promise<{ port: number } & Disposable> {
+  /**
+   * Makes a host service reachable inside the sandbox at 127.0.0.1:`sandboxPort` (0: any free port):
+   * each connection made there is joined to a fresh `connect()`. `name` says what it is when the
+   * sandbox hits the connection cap (`model proxy`).
+   */
+  async exposeHostService(sandboxPort: number, connect: () => Socket, opts: { name?: string } = {}): Promise<{ port: number } & Disposable> {
     const listenerId = this.nextHandle++;
-    this.services.set(listenerId, connect);
+    this.services.set(listenerId, { name: opts.name ?? `host service ${listenerId}`, connect });
     let port: number;
     try {
       ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort }));
@@ -529,18 +588,22 @@ export class ChannelClient implements Disposable {
   }
 
   private onAccept(listenerId: number, streamId: number): void {
+    const service = this.services.get(listenerId);
     // Each accepted stream is a host socket: the sandbox may not open them without bound.
-    if (this.acceptedOpen >= MAX_SANDBOX_CONNECTIONS) {
-      this.mux.reset(streamId, `too many open connections (at most ${MAX_SANDBOX_CONNECTIONS})`);
+    if (this.acceptedOpen >= this.connectionLimit) {
+      this.mux.reset(streamId, `too many open connections (at most ${this.connectionLimit})`);
+      this.noteRefused(service?.name ?? `host service ${listenerId}`);
       return;
     }
+    this.endRefusals();
+    // The slot is held until the stream is finished, which ChannelDuplex says exactly once (§4).
     this.acceptedOpen += 1;
     const duplex = new ChannelDuplex(this.mux, streamId, () => {
       this.acceptedOpen -= 1;
       this.sinks.delete(streamId);
     });
     this.sinks.set(streamId, duplex);
-    const connect = this.services.get(listenerId);
+    const connect = service?.connect;
     if (!connect) {
       duplex.destroy(new Error('the host service is no longer exposed'));
       return;
@@ -553,6 +616,23 @@ export class ChannelClient implements Disposable {
       return;
     }
     joinSocket(duplex, socket);
+  }
+
+  private noteRefused(service: string): void {
+    this.refusing ??= new Map();
+    const refused = (this.refusing.get(service) ?? 0) + 1;
+    this.refusing.set(service, refused);
+    if (refused === 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: false });
+  }
+
+  /** A connection was accepted again (or the channel closed): the episode's totals, where they add anything. */
+  private endRefusals(): void {
+    const refusing = this.refusing;
+    if (!refusing) return;
+    this.refusing = undefined;
+    for (const [service, refused] of refusing) {
+      if (refused > 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: true });
+    }
   }
 
   private onClosed(reason: string): void {
@@ -578,6 +658,8 @@ export class ChannelClient implements Disposable {
     } catch {
       // Already closed.
     }
+    this.endRefusals();
+    this.refusedEmitter.dispose();
     this.closeEmitter.fire({ reason });
     this.closeEmitter.dispose();
   }

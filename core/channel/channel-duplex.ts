@@ -13,12 +13,19 @@ export interface StreamSink {
   remoteReset(reason: string): void;
 }
 
+/**
+ * A channel stream as a Duplex. Its life is accounted in one place (docs/architecture.md §4):
+ * `onFinished` runs exactly once, when both directions are done (END sent and END received, in
+ * either order) or when either side resets or destroys it. Whatever holds a slot for the stream (the
+ * host's connection cap, a routing table) releases it there and nowhere else.
+ */
 export class ChannelDuplex extends Duplex implements StreamSink {
   private unacked = 0;
   private readBlocked = false;
   private remoteEnded = false;
   private localEnded = false;
   private resetByPeer = false;
+  private finished = false;
 
   constructor(
     private readonly mux: Mux,
@@ -26,6 +33,16 @@ export class ChannelDuplex extends Duplex implements StreamSink {
     private readonly onFinished: () => void,
   ) {
     super({ allowHalfOpen: true });
+  }
+
+  /** True once both directions are done or the stream was reset: it holds nothing any more. */
+  get isFinished(): boolean {
+    return this.finished;
+  }
+
+  /** True once the other side sent END (its direction is done, whether or not anyone read it). */
+  get remoteDone(): boolean {
+    return this.remoteEnded;
   }
 
   // -- from the channel
@@ -60,7 +77,8 @@ export class ChannelDuplex extends Duplex implements StreamSink {
       this.readBlocked = false;
       const n = this.unacked;
       this.unacked = 0;
-      this.mux.consumed(this.streamId, n);
+      // A finished stream gets no more data: crediting it would only put its state back in the mux.
+      if (!this.finished) this.mux.consumed(this.streamId, n);
     }
   }
 
@@ -82,23 +100,32 @@ export class ChannelDuplex extends Duplex implements StreamSink {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    if (!(this.remoteEnded && this.localEnded) && !this.resetByPeer) {
-      this.mux.reset(this.streamId, error?.message ?? 'connection closed');
-    } else {
-      this.mux.forget(this.streamId);
-    }
-    this.onFinished();
+    // Destroyed before both directions were done: the peer must drop its end too.
+    if (!this.finished && !this.resetByPeer) this.mux.reset(this.streamId, error?.message ?? 'connection closed');
+    this.finish();
     callback(error);
   }
 
+  /**
+   * Both directions done. The readable side may still hold bytes its consumer has not taken (or
+   * never will, when the socket it was piped to closed): that is no reason to hold the stream.
+   */
   private maybeFinished(): void {
-    if (this.remoteEnded && this.localEnded) this.mux.forget(this.streamId);
+    if (this.remoteEnded && this.localEnded) this.finish();
+  }
+
+  private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.mux.forget(this.streamId);
+    this.onFinished();
   }
 }
 
 /**
  * Joins a socket (or any duplex) and a channel stream both ways: half-close travels as END, an
- * error on either side resets the other.
+ * error on either side resets the other. Every way the socket can end finishes the stream: a clean
+ * close after both halves ended (whichever first), a close before its own end (reset), an error.
  */
 export function joinSocket(
   duplex: ChannelDuplex,
@@ -116,8 +143,27 @@ export function joinSocket(
       socket.destroy();
     }
   });
-  // A normal close needs nothing: both halves end through the pipes and the duplex cleans up.
   socket.on('close', (hadError?: boolean) => {
-    if (hadError && !duplex.destroyed) duplex.destroy(new Error('connection failed'));
+    if (duplex.destroyed) return;
+    if (hadError) {
+      duplex.destroy(new Error('connection failed'));
+    } else if (!duplex.writableEnded) {
+      // Closed without its end reaching the stream: nothing more will come, and the peer must know.
+      duplex.destroy(new Error('connection closed'));
+    } else {
+      // The socket's side ended first (its END may still wait for credit) and the socket is gone, so
+      // the stream's data has no reader: nothing may wait on one. Once both directions are done the
+      // stream is dropped; bytes the peer still sends have nowhere to go and reset it, as a closed
+      // TCP socket answers data with RST (the server closed an idle keep-alive connection, say).
+      const settle = (): void => {
+        if (duplex.isFinished && !duplex.destroyed) duplex.destroy();
+      };
+      duplex.once('finish', settle);
+      if (!duplex.remoteDone) {
+        duplex.on('data', () => duplex.destroy(new Error('the connection was closed on this side')));
+        duplex.once('end', settle);
+      }
+      settle();
+    }
   });
 }

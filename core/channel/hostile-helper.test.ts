@@ -1,13 +1,15 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
-import { ChannelClient, MAX_SANDBOX_CONNECTIONS } from './channel-client';
+import { ChannelClient, MAX_SANDBOX_CONNECTIONS, type ConnectionsRefused } from './channel-client';
 import { encodeFrame, FrameType, STREAM_WINDOW_BYTES } from './protocol';
 import { startFakeHelper, type FakeHelper } from './testing/fake-helper';
 
 // Attack 3 of issue 12: everything the helper sends is bounded on the host, whatever the helper says.
 
 const MiB = 1024 * 1024;
+/** Waits for an event on a loaded machine: generous, never a timing assertion. */
+const WAIT = { timeout: 30_000, interval: 20 };
 
 async function connected(): Promise<{ helper: FakeHelper; client: ChannelClient }> {
   const helper = startFakeHelper();
@@ -110,6 +112,7 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
     const sockets: Socket[] = [];
     afterEach(async () => {
       for (const s of sockets) s.destroy();
+      sockets.length = 0;
       await new Promise((r) => server?.close(r));
     });
 
@@ -130,8 +133,64 @@ describe('a lying helper cannot make the host keep more than it asked for', () =
       const listenerId = (listen as { listenerId: number }).listenerId;
       const extra = 20;
       for (let i = 0; i < MAX_SANDBOX_CONNECTIONS + extra; i++) c.helper.send({ t: 'accept', listenerId, stream: 2 + 2 * i });
-      await vi.waitFor(() => expect(c.helper.resets.size).toBe(extra));
+      await vi.waitFor(() => expect(c.helper.resets.size).toBe(extra), WAIT);
       expect(opened).toBe(MAX_SANDBOX_CONNECTIONS);
     });
+
+    // Issue 44: a slot is held from the accept until both directions are done, whichever side ends
+    // first, or until either side resets; reaching the cap is an event that names the service.
+    it('gives a slot back when both directions are done or either side resets, and says what the cap refused', async () => {
+      server = createServer((s) => {
+        s.on('error', () => undefined); // The resets below.
+        sockets.push(s);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const port = (server.address() as AddressInfo).port;
+      const c = await connected();
+      client = c.client;
+      const events: ConnectionsRefused[] = [];
+      c.client.onDidRefuseConnections((e) => events.push(e));
+      const exposing = c.client.exposeHostService(0, () => connect(port, '127.0.0.1'), { name: 'model proxy' });
+      const listen = await c.helper.request('listen');
+      c.helper.send({ t: 'res', id: listen.id, ok: true, value: { port: 4000 } });
+      await exposing;
+      const listenerId = (listen as { listenerId: number }).listenerId;
+      const stream = (i: number) => 2 + 2 * i;
+      for (let i = 0; i < MAX_SANDBOX_CONNECTIONS; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(i) });
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS), WAIT);
+      expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
+      for (let i = 0; i < 3; i++) c.helper.send({ t: 'accept', listenerId, stream: stream(1000 + i) });
+      await vi.waitFor(() => expect(c.helper.resets.size).toBe(3), WAIT);
+      expect(c.helper.resets.get(stream(1000))).toMatch(/too many open connections \(at most 256\)/);
+      expect(events).toEqual([{ service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false }]);
+
+      // The host's side ends first (a server closing an idle keep-alive connection): the slot is
+      // held until the sandbox's side ends too, then given back.
+      const first = sockets[0]!;
+      first.end();
+      await vi.waitFor(() => expect(c.helper.ends.has(stream(0))).toBe(true), WAIT);
+      expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS);
+      c.helper.sendRaw(encodeFrame(FrameType.end, stream(0)));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 1), WAIT);
+      // The sandbox's side ends first: the host ends its socket, the server answers, the slot is back.
+      c.helper.sendRaw(encodeFrame(FrameType.end, stream(1)));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 2), WAIT);
+      expect(c.helper.ends.has(stream(1))).toBe(true);
+      // The sandbox resets one; the host's server resets another.
+      c.helper.sendRaw(encodeFrame(FrameType.reset, stream(2), Buffer.from('gone')));
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 3), WAIT);
+      sockets[3]!.resetAndDestroy();
+      await vi.waitFor(() => expect(c.client.openConnections).toBe(MAX_SANDBOX_CONNECTIONS - 4), WAIT);
+      expect(c.helper.resets.has(stream(3))).toBe(true);
+
+      // Room again: the next connection is accepted, and the episode's total is reported.
+      c.helper.send({ t: 'accept', listenerId, stream: stream(2000) });
+      await vi.waitFor(() => expect(sockets).toHaveLength(MAX_SANDBOX_CONNECTIONS + 1), WAIT);
+      expect(c.helper.resets.has(stream(2000))).toBe(false);
+      expect(events).toEqual([
+        { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 1, ended: false },
+        { service: 'model proxy', limit: MAX_SANDBOX_CONNECTIONS, refused: 3, ended: true },
+      ]);
+    }, 120_000);
   });
 });

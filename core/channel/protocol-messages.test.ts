@@ -56,6 +56,7 @@ const fromHost: ControlMessage[] = [
   { t: 'req', id: 12, op: 'unlisten', listenerId: 2 },
   { t: 'req', id: 13, op: 'connect', stream: 11, port: 3000 },
   { t: 'req', id: 14, op: 'ping' },
+  { t: 'req', id: 15, op: 'stats' },
 ];
 
 const results: { [Op in RequestOp]: unknown } = {
@@ -71,6 +72,7 @@ const results: { [Op in RequestOp]: unknown } = {
   unlisten: {},
   connect: {},
   ping: {},
+  stats: { streams: 2, sinks: 3 },
 };
 
 /** The error a guard throws for `value`, as the other side would report it. */

@@ -253,6 +253,8 @@ const ops = {
   unlisten: { request: { listenerId: handle }, result: done },
   connect: { request: { stream: hostStream, port: int({ min: 1, max: 65535 }) }, result: done },
   ping: { request: {}, result: done },
+  /** What the helper holds open: forwarded TCP streams, and its routing table of streams (§4). */
+  stats: { request: {}, result: object({ streams: int({ min: 0 }), sinks: int({ min: 0 }) }) },
 };
 type Ops = typeof ops;
 export type RequestOp = keyof Ops;

@@ -42,7 +42,7 @@ export type NetworkPolicy = z.input<typeof NetworkPolicySchema>;
 
 /** What the channel must offer (ChannelClient satisfies it). */
 export interface PolicyChannel {
-  exposeHostService(sandboxPort: number, connect: () => Socket): Promise<{ port: number } & Disposable>;
+  exposeHostService(sandboxPort: number, connect: () => Socket, opts?: { name?: string }): Promise<{ port: number } & Disposable>;
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
   writeFile(path: string, data: Buffer | string, opts?: { mode?: number }): Promise<void>;
 }
@@ -247,7 +247,7 @@ export async function applyNetworkPolicy(
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));
   let exposed: { port: number } & Disposable;
   try {
-    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect());
+    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect(), { name: 'egress proxy' });
   } catch (err) {
     await proxy.close();
     throw err;

@@ -45,6 +45,8 @@ export interface ModelProxyOptions {
    * It bounds receiving the request only: answers stream for as long as bytes flow.
    */
   requestTimeoutMs?: number;
+  /** How long an idle keep-alive connection stays open before the proxy closes it (default 30 s). */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface IssueTokenOptions {
@@ -104,7 +106,7 @@ export class ModelProxy implements Disposable {
     this.maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
     const requestTimeout = opts.requestTimeoutMs ?? 120_000;
     this.server = http.createServer({
-      keepAliveTimeout: 30_000,
+      keepAliveTimeout: opts.keepAliveTimeoutMs ?? 30_000,
       requestTimeout,
       headersTimeout: Math.min(30_000, requestTimeout),
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(requestTimeout / 4))),

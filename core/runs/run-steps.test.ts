@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { RunSummary, StartRunArgs } from '../../contracts/runs';
+import { readFile } from 'node:fs/promises';
+import type { RunEvent, RunSummary, StartRunArgs } from '../../contracts/runs';
 import { StartRunInput } from '../../contracts/runs';
 import { createRunFakes, type RunFakes } from '../../test/support/run-fakes';
 import { DisposableStore } from '../common/disposable';
@@ -89,6 +90,28 @@ describe('a run as named steps (fakes of the sandbox, channel, proxy and workspa
     const final = await service.wait(started.id);
     expectInOrder('spawn', 'kill', 'collect', 'destroy', 'revokeRun');
     expect(final).toMatchObject({ status: 'cancelled', changedFiles: [{ path: 'a.txt' }] });
+  });
+
+  // Issue 44: never a silent reset; the run view (a typed event, so `--json` too) and the audit log say it.
+  it('reports the sandbox hitting its connection cap as a run event and an audit record naming the service', async () => {
+    fakes.agentExit.code = 'hang';
+    const events: RunEvent[] = [];
+    service.onDidEvent((e) => events.push(e));
+    const started = await service.start(input());
+    await vi.waitFor(() => expect(fakes.log.some((l) => l.startsWith('spawn'))).toBe(true));
+    fakes.refuseConnections({ service: 'model proxy', limit: 256, refused: 1, ended: false });
+    fakes.refuseConnections({ service: 'model proxy', limit: 256, refused: 7, ended: true });
+    await service.cancel(started.id);
+    await service.wait(started.id);
+    expect(events.filter((e) => e.event.type === 'connections_refused').map((e) => e.event)).toEqual([
+      { type: 'connections_refused', service: 'model proxy', limit: 256, refused: 1, ended: false },
+      { type: 'connections_refused', service: 'model proxy', limit: 256, refused: 7, ended: true },
+    ]);
+    const audit = (await readFile(fakes.deps.store.paths(started.id).audit, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { type: string; data: unknown });
+    expect(audit.filter((r) => r.type === 'connections_refused').map((r) => r.data)).toEqual([
+      { service: 'model proxy', limit: 256, refused: 1, ended: false },
+      { service: 'model proxy', limit: 256, refused: 7, ended: true },
+    ]);
   });
 });
 

@@ -92,6 +92,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     throw err;
   }
   run.sandbox = sandbox;
+  watchConnectionCap(host, run, sandbox);
   if (sidecars) {
     await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
     run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);
@@ -161,6 +162,20 @@ export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
 }
 
 /**
+ * The sandbox hit its cap of open connections into host services (docs/architecture.md §4): the run
+ * view (a typed event), the audit log and `--json` say what was refused; never a silent reset.
+ */
+function watchConnectionCap(host: StepHost, run: LiveRun, sandbox: Sandbox): void {
+  run.disposables.add(
+    sandbox.channel.onDidRefuseConnections((e) => {
+      host.emitEvent(run, { type: 'connections_refused', service: e.service.slice(0, 100), limit: e.limit, refused: e.refused, ended: e.ended });
+      host.auditLater(run, 'connections_refused', { service: e.service, limit: e.limit, refused: e.refused, ended: e.ended });
+      if (!e.ended) run.terminal.write(`\r\n\x1b[33m[airlock] the sandbox has ${e.limit} connections open into the host (its limit): a connection to the ${e.service} was refused\x1b[0m\r\n`);
+    }),
+  );
+}
+
+/**
  * Mints the run token and makes the model proxy appear inside the sandbox on loopback, through the
  * channel (docs/architecture.md §4); sets up the egress proxy for a wider policy than `none`.
  */
@@ -180,7 +195,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
       },
     }),
   );
-  const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1')));
+  const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => connect(host.deps.proxyPort, '127.0.0.1'), { name: 'model proxy' }));
   // A subscription credential: placeholders for the client's own credential slot (§6).
   const credential = await host.deps.proxy.sandboxCredential?.(id, grant.token);
   run.grant = { token: grant.token, sandboxPort: exposed.port, ...(credential ? { credential } : {}) };

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentAdapter } from '../../core/agents';
-import type { ChannelProcess } from '../../core/channel/channel-client';
+import type { ChannelProcess, ConnectionsRefused } from '../../core/channel/channel-client';
 import { Emitter, toDisposable } from '../../core/common/disposable';
 import type { RunProxy, RunServiceDeps, RunWorkspace } from '../../core/runs/run-context';
 import { RunStore } from '../../core/runs/run-store';
@@ -30,6 +30,8 @@ export interface RunFakes {
   agentExit: { code: number | 'hang' };
   /** Tokens issued and not revoked. */
   liveTokens: Set<string>;
+  /** The channel says the sandbox hit its connection cap (as ChannelClient does). */
+  refuseConnections(e: ConnectionsRefused): void;
   dispose(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ export async function createRunFakes(): Promise<RunFakes> {
     if (failing.has(what)) throw new AirlockError('SANDBOX_FAILED', `${what} failed (fake)`);
   };
   let tokens = 0;
+  const refused = new Emitter<ConnectionsRefused>();
 
   const agentProcess = (argv: string[]): ChannelProcess => {
     const stdout = new Emitter<Buffer>();
@@ -77,6 +80,7 @@ export async function createRunFakes(): Promise<RunFakes> {
       runId,
       channel: {
         spawn: (opts: { argv: string[] }) => agentProcess(opts.argv),
+        onDidRefuseConnections: refused.event,
         exposeHostService: async () => {
           maybeFail('exposeHostService');
           return { port: 40123, ...toDisposable(() => log.push('unexpose')) };
@@ -172,6 +176,7 @@ export async function createRunFakes(): Promise<RunFakes> {
     failAt: (step) => failing.add(step),
     agentExit,
     liveTokens,
+    refuseConnections: (e) => refused.fire(e),
     dispose: async () => {
       store.dispose();
       await rm(home, { recursive: true, force: true });

@@ -14,6 +14,8 @@ export interface FakeHelper {
   acked: Map<number, number>;
   /** Streams the host reset. */
   resets: Map<number, string>;
+  /** Streams the host ended (half-closed). */
+  ends: Set<number>;
   /** Sends raw bytes to the host. */
   sendRaw(bytes: Buffer): void;
   send(message: ControlMessage): void;
@@ -30,6 +32,7 @@ export function startFakeHelper(): FakeHelper {
   const requests: FakeHelper['requests'] = [];
   const acked = new Map<number, number>();
   const resets = new Map<number, string>();
+  const ends = new Set<number>();
   toHelper.on('data', (chunk: Buffer) => {
     for (const f of decoder.push(chunk)) {
       if (f.type === FrameType.control) {
@@ -40,6 +43,8 @@ export function startFakeHelper(): FakeHelper {
         acked.set(f.streamId, (acked.get(f.streamId) ?? 0) + f.payload.readUInt32BE(0));
       } else if (f.type === FrameType.reset) {
         resets.set(f.streamId, f.payload.toString('utf8'));
+      } else if (f.type === FrameType.end) {
+        ends.add(f.streamId);
       }
     }
   });
@@ -48,6 +53,7 @@ export function startFakeHelper(): FakeHelper {
     requests,
     acked,
     resets,
+    ends,
     sendRaw: (bytes) => void fromHelper.write(bytes),
     send: (message) => void fromHelper.write(encodeControl(message)),
     sendData(streamId, bytes, type = FrameType.stdout) {

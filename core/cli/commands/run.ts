@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline';
 import type { NetworkAnswer, RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
+import { connectionsRefusedText } from '../../../contracts/format';
 import { AirlockError } from '../../../contracts/errors';
 import { runAgainInput } from '../../../contracts/run-again';
 import { defaultModelFor, newRunDefaults } from '../../../contracts/run-defaults';
@@ -325,6 +326,10 @@ export function liveView(io: CliIo): RunView {
               ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${safe(event.reason ?? '')}"\n  ${networkPrompt(event.answers)} `
               : `? ${event.method} ${event.host}${event.path} is waiting (refused by ${event.deniedBy ?? 'a rule'})${event.rule ? `\n  "for this project" adds: ${event.rule}` : ''}\n  ${networkPrompt(event.answers)} `,
           );
+          break;
+        case 'connections_refused':
+          endText();
+          out.write(`! ${connectionsRefusedText(event.service, event.limit, event.refused, event.ended)}\n`);
           break;
         case 'network_approval_resolved':
           if (event.by !== 'user') out.write(`\n! network question ${event.by === 'timeout' ? 'timed out: denied' : 'closed'}\n`);

@@ -1,4 +1,5 @@
 import type { AuditRecordView, RunEvent } from '../../../contracts';
+import { connectionsRefusedText } from '../../../contracts/format';
 
 /**
  * Audit records in plain words (the audit view and the run report). The records are the host's
@@ -47,6 +48,8 @@ export function describeAuditRecord(r: Pick<AuditRecordView, 'type' | 'data'>): 
     case 'network':
       if (d.host) return `${d.allowed ? 'Allowed' : 'Blocked'} a connection to ${str(d.host)}${d.port ? `:${str(d.port)}` : ''}`;
       return `Network policy: ${str(d.policy)}${strings(d.allow).length ? ` (${some(strings(d.allow))})` : ''}`;
+    case 'connections_refused':
+      return connectionsRefusedText(str(d.service), num(d.limit) ?? 0, num(d.refused) ?? 0, d.ended === true);
     case 'wipe':
       return d.verified
         ? `Sandbox wiped and verified gone: ${some(strings(d.removed))}${d.pooledAs ? ` (this run's sandbox, started ahead in the warm pool as ${str(d.pooledAs)})` : ''}`

@@ -1,4 +1,5 @@
 import type { RunEvent } from '../../../contracts';
+import { connectionsRefusedText } from '../../../contracts/format';
 
 export type TranscriptItem =
   | { kind: 'text'; key: string; text: string }
@@ -99,6 +100,9 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
         break;
       case 'agent_error':
         items.push({ kind: 'error', key, message: e.message });
+        break;
+      case 'connections_refused':
+        items.push({ kind: 'error', key, message: connectionsRefusedText(e.service, e.limit, e.refused, e.ended) });
         break;
       case 'finished':
         // An agent that stopped on an error did not finish: its error and the run's status say what happened.

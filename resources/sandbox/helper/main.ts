@@ -210,6 +210,8 @@ async function handle(req: Request): Promise<unknown> {
     case 'connect':
       await tcp.connect(req.stream, req.port);
       return {};
+    case 'stats':
+      return { streams: tcp.openStreams, sinks: sinks.size };
   }
 }
 

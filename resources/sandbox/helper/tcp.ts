@@ -14,17 +14,13 @@ export interface StreamRegistry {
   allocate(): number;
 }
 
-function bridge(mux: Mux, streams: StreamRegistry, streamId: number, socket: Socket): ChannelDuplex {
-  const duplex = new ChannelDuplex(mux, streamId, () => streams.unregister(streamId));
-  streams.register(streamId, duplex);
-  joinSocket(duplex, socket);
-  return duplex;
-}
 
 // Ports (0..65535 to listen, 1..65535 to connect) were checked on arrival with the request's one definition (protocol.ts).
 
 export class TcpForwarding {
   private readonly servers = new Map<number, Server[]>();
+  /** Forwarded streams not yet finished: the helper's side of the host's slot accounting (§4). */
+  private readonly open = new Set<number>();
 
   constructor(
     private readonly mux: Mux,
@@ -36,7 +32,7 @@ export class TcpForwarding {
     const onConnection = (socket: Socket) => {
       const streamId = this.streams.allocate();
       this.mux.sendControl({ t: 'accept', listenerId, stream: streamId });
-      bridge(this.mux, this.streams, streamId, socket);
+      this.bridge(streamId, socket);
       socket.resume();
     };
     const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
@@ -67,6 +63,23 @@ export class TcpForwarding {
     return { port: actual };
   }
 
+  /** Forwarded connections still open, in either direction. */
+  get openStreams(): number {
+    return this.open.size;
+  }
+
+  /** Joins a socket to a channel stream; the stream's one finish (ChannelDuplex) releases both entries. */
+  private bridge(streamId: number, socket: Socket): ChannelDuplex {
+    const duplex = new ChannelDuplex(this.mux, streamId, () => {
+      this.open.delete(streamId);
+      this.streams.unregister(streamId);
+    });
+    this.open.add(streamId);
+    this.streams.register(streamId, duplex);
+    joinSocket(duplex, socket);
+    return duplex;
+  }
+
   unlisten(listenerId: number): void {
     for (const server of this.servers.get(listenerId) ?? []) server.close();
     this.servers.delete(listenerId);
@@ -84,7 +97,7 @@ export class TcpForwarding {
         );
       });
     });
-    bridge(this.mux, this.streams, streamId, socket);
+    this.bridge(streamId, socket);
   }
 
   dispose(): void {
