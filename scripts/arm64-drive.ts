@@ -231,11 +231,11 @@ async function main(): Promise<void> {
       const natives = await inImage(
         engine,
         agents.ref,
-        'for f in $(find /usr/local/lib/node_modules -type f \\( -path "*claude-code-linux*" -o -path "*codex*linux*" \\) -size +1M 2>/dev/null); do printf "%s %s\\n" "$(od -An -tx1 -j18 -N1 "$f" | tr -d " ")" "${f#/usr/local/lib/node_modules/}"; done',
+        'for f in $(find /usr/local/lib/node_modules -type f \\( -path "*claude-code*/claude*" -o -path "*codex*linux*/bin/codex" \\) -size +1M 2>/dev/null); do printf "%s %s\\n" "$(od -An -tx1 -j18 -N1 "$f" | tr -d " ")" "${f#/usr/local/lib/node_modules/}"; done',
       );
       const elfs = natives.trim().split('\n').filter((l) => /^[0-9a-f]{2} /.test(l));
-      const notArm = elfs.filter((l) => !l.startsWith('b7 ') && !/musl/.test(l) && /\b(claude|codex)$/.test(l));
-      if (!elfs.some((l) => l.startsWith('b7 ') && /claude/.test(l)) || !elfs.some((l) => l.startsWith('b7 ') && /codex/.test(l)) || notArm.length) {
+      const notArm = elfs.filter((l) => !l.startsWith('b7 '));
+      if (!elfs.some((l) => l.startsWith('b7 ') && /claude/.test(l)) || !elfs.some((l) => l.startsWith('b7 ') && /\/codex$/.test(l)) || notArm.length) {
         fail('agents image', `native programs: ${natives.slice(0, 1500)}`);
       }
       results.push(`RESULT agents image: PASS ${agents.ref} ${facts.arch} ${facts.size} ${agents.built ? `built in ${secs(Date.now() - t0)}` : 'already built (cached)'}; aarch64 programs: ${elfs.filter((l) => l.startsWith('b7 ')).map((l) => l.slice(3)).join(', ')}`);
