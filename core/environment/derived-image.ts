@@ -118,8 +118,14 @@ export interface DeriveOptions {
  */
 export async function deriveSandboxImage(docker: Docker, o: DeriveOptions): Promise<DerivedImage> {
   const base = await docker.getImage(o.baseRef).inspect();
-  const airlockId = await imageId(docker, o.airlockRef);
-  if (!airlockId) throw new AirlockError('NOT_FOUND', `Airlock's sandbox image ${o.airlockRef} is missing; run \`airlock doctor\` to build it.`);
+  const airlock = await docker
+    .getImage(o.airlockRef)
+    .inspect()
+    .catch(() => undefined);
+  if (!airlock) throw new AirlockError('NOT_FOUND', `Airlock's sandbox image ${o.airlockRef} is missing; run \`airlock doctor\` to build it.`);
+  const mismatch = architectureMismatch(o.what, base.Architecture, airlock.Architecture);
+  if (mismatch) throw mismatch;
+  const airlockId = airlock.Id;
   const key = createHash('sha256').update(`${DERIVE_RECIPE}\0${base.Id}\0${airlockId}`).digest('hex').slice(0, 20);
   const ref = `${DERIVED_REPOSITORY}:${key}`;
   const pathEnv = (base.Config?.Env ?? []).find((e) => e.startsWith('PATH='))?.slice(5);
@@ -138,6 +144,24 @@ export async function deriveSandboxImage(docker: Docker, o: DeriveOptions): Prom
     (f) => incompatibleOrFailed(f, o.what),
   );
   return { ref, id, built: true, ...info };
+}
+
+/**
+ * The runtime copied in (Airlock's Node, node-pty, git with its libraries) is of Airlock's image's
+ * architecture and runs on the user's image's C library: both must be one architecture. A
+ * devcontainer built `--platform linux/amd64` on an Apple Silicon engine would otherwise fail the
+ * recipe's Node check with a misleading "needs glibc" (docs/architecture.md §4 "Image architecture").
+ */
+export function architectureMismatch(what: string, baseArch: string | undefined, airlockArch: string | undefined): AirlockError | undefined {
+  const norm = (a: string | undefined) => (a ?? '').trim().toLowerCase().replace(/^x86_64$/, 'amd64').replace(/^aarch64$/, 'arm64');
+  const b = norm(baseArch);
+  const a = norm(airlockArch);
+  if (!b || !a || a === b) return undefined;
+  return new AirlockError(
+    'IMAGE_INCOMPATIBLE',
+    `${what} is built for ${b}, but the sandbox here runs ${a} (Airlock's runtime in it is ${a}). Build or pull it for ${a} (drop a --platform / FROM --platform=linux/${b}), or choose --environment airlock.`,
+    { field: 'environment' },
+  );
 }
 
 function incompatibleOrFailed(f: BuildFailure, what: string): AirlockError {

