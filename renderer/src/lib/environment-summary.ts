@@ -20,7 +20,7 @@ export function summarizeEnvironment(env: RunEnvironment | undefined): Environme
   const from = env.baseImage ? ` (from ${env.baseImage})` : '';
   const title = env.kind === 'airlock' ? "Airlock's own image" : env.kind === 'image' ? `the image ${env.name.replace(/^image:/, '')}${from}` : `devcontainer ${env.name.replace(/^devcontainer:/, '')}${from}`;
   // Airlock's image with a not-applied entry is `auto` having skipped the project's devcontainer (core/environment/run-environment.ts).
-  const skipped = env.kind === 'airlock' ? env.notApplied[0] : undefined;
+  const skipped = env.fallback ? { field: env.fallback.config, reason: env.fallback.reason } : env.kind === 'airlock' ? env.notApplied[0] : undefined;
   const prepared = env.prepared && {
     reused: 'setup skipped: a prepared environment was reused',
     created: 'setup ran; its result was kept for the next run',
