@@ -21,6 +21,7 @@ import { StartRunInput } from '../../contracts/runs';
 import { sidecarContainerName, sidecarNetworkName } from '../../core/environment/compose-sidecars';
 import { containerName } from '../../core/sandbox/docker/container-config';
 import type { ScriptedTurn } from '../fixtures/fake-upstream';
+import { airlockSeccompProfile } from '../../core/sandbox/docker/seccomp-profile';
 import { podmanTestSocket, requirePrerequisite } from '../support/prerequisites';
 import { CANARY_KEY, createRunFixture, exec, leftoversOf, type RunFixture } from '../support/run-fixture';
 
@@ -168,7 +169,14 @@ for (const way of ENGINES) describe.skipIf(!way.ok)(`compose sidecars (real ${wa
     if (cli === 'docker') expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd ?? []).toEqual([]);
     expect(hc.Privileged).toBe(false);
-    expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
+    // no-new-privileges and Airlock's own seccomp profile (docs/architecture.md §2.3): Docker keeps its JSON,
+    // Podman the path of the private file it read it from.
+    const opts: string[] = hc.SecurityOpt ?? [];
+    expect(opts.filter((o) => !o.startsWith('seccomp='))).toEqual(['no-new-privileges']);
+    const seccomp = opts.find((o) => o.startsWith('seccomp='))?.slice('seccomp='.length) ?? '';
+    // A root sidecar's profile also allows the calls of the capabilities it holds (compose-sidecars.ts).
+    if (cli === 'docker') expect((JSON.parse(seccomp) as { syscalls: unknown[] }).syscalls.slice(1)).toEqual(airlockSeccompProfile().syscalls.slice(1));
+    else expect(seccomp).toMatch(/airlock-seccomp-.*\/profile\.json$/);
     expect(hc.ReadonlyRootfs).toBe(true);
     expect(hc.Binds ?? []).toEqual([]);
     expect(info.Mounts).toEqual([]);
