@@ -69,6 +69,8 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
       if (r.isError) throw new Error(JSON.stringify(r.content));
       return r.structuredContent as T;
     };
+    // A client reaches only folders the user granted (docs/architecture.md §17); asking in the app is ui-less here.
+    await services.settings.update({ mcpProjects: [{ dir: project }] });
     const { sandboxId } = await value<{ sandboxId: string }>('sandbox_create', { projectDir: project });
     await value('sandbox_write_file', { sandboxId, path: 'hello.txt', content: 'hello from the mcp client\n' });
     const { patchSha256 } = await value<{ patchSha256: string }>('sandbox_destroy', { sandboxId });
