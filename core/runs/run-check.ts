@@ -5,46 +5,10 @@ import { OutputCapture } from '../common/output-capture';
 import type { Sandbox } from '../sandbox/sandbox';
 import type { LiveRun, StepHost } from './run-context';
 import { CommandOutput } from './host-command';
+import { killAgentProcesses } from './setup-end';
 
 /** Output kept of a check (head and tail): enough for a failing test's report, bounded for the record. */
 export const CHECK_OUTPUT_CAP = 64 * 1024;
-
-/**
- * Kills every process of the agent's user (docs/architecture.md §18), as root through the helper
- * (`as: 'helper'`), so nothing the agent started can hide from or outrun it: every such process is
- * first stopped (SIGSTOP) pass after pass until a pass finds none running — a stopped process cannot
- * fork, so a fork chain ends — then killed (SIGKILL), then the host waits until none is left and
- * says so. Prints "KILLED LEFT". Builtins only inside the loops.
- */
-const SWEEP_SCRIPT = `
-u=$1; killed=0
-uid_state() { uid=; st=; { while read -r k v r; do case $k in Uid:) uid=$v;; State:) st=$v;; esac; done < "$1/status"; } 2>/dev/null; }
-for ((pass = 0; pass < 500; pass++)); do
-  running=0
-  for d in /proc/[0-9]*; do
-    uid_state "$d"; [ "$uid" = "$u" ] || continue
-    case $st in Z|T|t|X) continue;; esac
-    running=$((running+1)); kill -STOP "\${d#/proc/}" 2>/dev/null
-  done
-  [ $running = 0 ] && break
-done
-for d in /proc/[0-9]*; do
-  uid_state "$d"; [ "$uid" = "$u" ] || continue
-  case $st in Z|X) continue;; esac
-  kill -KILL "\${d#/proc/}" 2>/dev/null && killed=$((killed+1))
-done
-for ((try = 0; try < 100; try++)); do
-  left=0
-  for d in /proc/[0-9]*; do
-    uid_state "$d"; [ "$uid" = "$u" ] || continue
-    case $st in Z|X) continue;; esac
-    left=$((left+1)); kill -KILL "\${d#/proc/}" 2>/dev/null
-  done
-  [ $left = 0 ] && break
-  sleep 0.05
-done
-echo "$killed $left"
-`;
 
 /**
  * Makes sure nothing the agent started still runs (docs/architecture.md §18): the agent's process
@@ -62,20 +26,9 @@ export async function stopLeftoverProcesses(sandbox: Pick<Sandbox, 'channel'> | 
 }
 
 async function sweep(sandbox: Pick<Sandbox, 'channel'>): Promise<number> {
-  const agentUid = sandbox.channel.hello.agentUid;
-  if (agentUid === 0) throw new Error('the agent runs as root here, so its processes cannot be told from the helper');
-  const proc = sandbox.channel.spawn({ argv: ['bash', '--noprofile', '--norc', '-c', SWEEP_SCRIPT, 'sweep', String(agentUid)], cwd: '/', env: {}, timeoutMs: 60_000, as: 'helper' });
-  const out: Buffer[] = [];
-  const sub = proc.onStdout((c) => out.push(c));
-  try {
-    const exit = await proc.exited;
-    const [killed, left] = (Buffer.concat(out).toString('utf8').trim().split('\n').at(-1) ?? '').split(' ').map(Number);
-    if (exit.exitCode !== 0 || !Number.isInteger(killed) || !Number.isInteger(left)) throw new Error(`the sweep of leftover processes ended with ${exit.exitCode ?? exit.signal}`);
-    if (left !== 0) throw new Error(`${left} of the agent's processes still ran after the sweep`);
-    return killed as number;
-  } finally {
-    sub.dispose();
-  }
+  if (sandbox.channel.hello.agentUid === 0) throw new Error('the agent runs as root here, so its processes cannot be told from the helper');
+  // kill(-1) as the agent's user, until /proc shows none (setup-end.ts): a fork chain cannot outrun it.
+  return killAgentProcesses(sandbox.channel);
 }
 
 /** The check's PATH: fixed, never the agent's. */

@@ -38,6 +38,20 @@ for (let left = first; left > 0; left = mine().length) {
 process.stdout.write('ended ' + first);
 `;
 
+/**
+ * Kills every process of the agent's user in the sandbox's pid namespace and checks `/proc` shows none;
+ * resolves with how many there were. `kill(-1)` reaches them all at once (the kernel walks the task list
+ * under the lock fork takes), so a chain that forks and exits cannot slip between a list and a kill.
+ * Also the attempts check's sweep (run-check.ts). Throws with what was left.
+ */
+export async function killAgentProcesses(channel: Sandbox['channel']): Promise<number> {
+  const r = await channel.run({ argv: [HELPER_NODE, '-e', KILLER], cwd: '/', timeoutMs: 60_000, maxOutputBytes: 4096 });
+  const said = r.stdout.toString('utf8').trim();
+  const m = /^ended (\d+)$/.exec(said);
+  if (r.exitCode !== 0 || !m) throw new Error(`${said.slice(0, 100) || `status ${r.exitCode ?? 'killed'}`}: ${r.stderr.toString('utf8').trim().slice(-500)}`);
+  return Number(m[1]);
+}
+
 /** What ending setup found, for the audit log. */
 export interface SetupEnded {
   /** Processes of the agent's user still alive when setup's commands had returned. */
@@ -60,13 +74,13 @@ export async function endSetupProcesses(sandbox: Sandbox): Promise<SetupEnded> {
   }
   let leftover = 0;
   for (let attempt = 1; ; attempt++) {
-    const r = await sandbox.channel.run({ argv: [HELPER_NODE, '-e', KILLER], cwd: '/', timeoutMs: 60_000, maxOutputBytes: 4096 });
-    const said = r.stdout.toString('utf8').trim();
-    const m = /^ended (\d+)$/.exec(said);
-    if (r.exitCode !== 0 || !m) {
-      throw new AirlockError('SANDBOX_FAILED', `Setup left processes that could not be ended (${said.slice(0, 100) || `status ${r.exitCode ?? 'killed'}`}: ${r.stderr.toString('utf8').trim().slice(-500)}). The agent was not started and no model was called.`, { field: 'environment' });
+    let ended: number;
+    try {
+      ended = await killAgentProcesses(sandbox.channel);
+    } catch (err) {
+      throw new AirlockError('SANDBOX_FAILED', `Setup left processes that could not be ended (${(err as Error).message}). The agent was not started and no model was called.`, { field: 'environment' });
     }
-    if (attempt === 1) leftover = Number(m[1]);
+    if (attempt === 1) leftover = ended;
     const owners = await sandbox.processOwners();
     if (!owners) return { leftover, verifiedBy: 'pid-namespace' };
     const identities = new Set(owners);
