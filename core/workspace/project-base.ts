@@ -50,6 +50,11 @@ export interface BaseRecord {
   volume: string;
   /** The volume's `CreatedAt` as the engine reported it right after creating it: a volume made again under the same name does not match. */
   volumeCreatedAt: string;
+  /**
+   * A random value the host labelled the volume with when it made it: `CreatedAt` has whole seconds, so a
+   * volume made again under the same name within that second would match it; this would not.
+   */
+  nonce?: string;
   /** Where the engine keeps the volume's data (its `Mountpoint`); overlay mounts name it. */
   mountpoint: string;
   /** The engine it lives on (the endpoint as displayed); another engine's base is never looked up. */

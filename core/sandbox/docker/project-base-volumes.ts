@@ -22,6 +22,8 @@ import { BASELINE_IDENT, BASELINE_REF, gitArgv } from '../../workspace/workspace
  */
 
 export const LABEL_BASE_KEY = 'airlock.base.key';
+/** A random value per base volume, kept in the host's record (BaseRecord.nonce). */
+export const LABEL_BASE_NONCE = 'airlock.base.nonce';
 export const LABEL_BASE_MANIFEST = 'airlock.base.manifest';
 /** On a run's overlay volumes: the base volume they read (a base in use is never removed). */
 export const LABEL_BASE_VOLUME = 'airlock.base';
@@ -104,6 +106,7 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
   const snapshot = await snapshotProject(opts.projectDir, opts.snapshotOptions);
   const volume = `airlock-base-${key.slice(0, 16)}-${randomBytes(4).toString('hex')}`;
   const installLabels: Record<string, string> = opts.installation ? { [LABEL_INSTALLATION]: opts.installation } : {};
+  const nonce = randomBytes(16).toString('hex');
   const repo = await HostRepo.create(store.objectsDir(key, volume));
   const importer = await repo.importer();
   const imported: Array<{ path: string; mode: BaseFile['mode']; mark: number }> = [];
@@ -111,7 +114,7 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
   let container: Docker.Container | undefined;
   try {
     // The digest labels the volume only once known; write into a volume named for this attempt, label-free of content, then record.
-    await docker.createVolume({ Name: volume, Driver: 'local', Labels: { [LABEL_KIND]: 'base', [LABEL_BASE_KEY]: key, ...installLabels } });
+    await docker.createVolume({ Name: volume, Driver: 'local', Labels: { [LABEL_KIND]: 'base', [LABEL_BASE_KEY]: key, [LABEL_BASE_NONCE]: nonce, ...installLabels } });
     container = await docker.createContainer({
       Image: opts.image,
       Entrypoint: ['/bin/sh', '-c', WRITER_SCRIPT, 'sh'],
@@ -180,6 +183,7 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
       projectDir: snapshot.projectDir,
       volume,
       volumeCreatedAt: String((info as { CreatedAt?: string }).CreatedAt ?? ''),
+      nonce,
       mountpoint: info.Mountpoint,
       engine: engine.endpoint.display,
       ...(opts.installation ? { installation: opts.installation } : {}),
@@ -210,7 +214,7 @@ export type BaseLookup = { ok: true; record: BaseRecord } | { ok: false; reason:
 
 /**
  * The base of a project on this engine, if the host has one and the engine still holds exactly it:
- * same name, same creation time, labels naming the same key and manifest digest. Anything else (a
+ * same name, same creation time and nonce, labels naming the same key. Anything else (a
  * volume made again, relabelled, another engine's) is not used.
  */
 export async function findProjectBase(engine: Engine, store: BaseStore, projectDir: string, variant?: string): Promise<BaseLookup> {
@@ -225,7 +229,7 @@ export async function findProjectBase(engine: Engine, store: BaseStore, projectD
   }
   const labels = info.Labels ?? {};
   if (labels[LABEL_BASE_KEY] !== rec.key || labels[LABEL_KIND] !== 'base') return { ok: false, reason: 'the base volume carries other labels than the host wrote' };
-  if (info.CreatedAt !== rec.volumeCreatedAt || info.Mountpoint !== rec.mountpoint) return { ok: false, reason: 'the base volume was made again since the host wrote it' };
+  if (info.CreatedAt !== rec.volumeCreatedAt || info.Mountpoint !== rec.mountpoint || labels[LABEL_BASE_NONCE] !== rec.nonce) return { ok: false, reason: 'the base volume was made again since the host wrote it' };
   if (rec.installation && labels[LABEL_INSTALLATION] !== rec.installation) return { ok: false, reason: 'the base volume belongs to another installation' };
   return { ok: true, record: rec };
 }
