@@ -1,7 +1,7 @@
 import { AirlockError } from '../../contracts/errors';
 import { baselineCommitOid, type GitMode } from './git-objects';
 import type { CommitChange, HostRepo } from './host-repo';
-import type { HydrateOptions, HydrateResult } from './hydrate';
+import { assertBaselineRecorded, type HydrateOptions, type HydrateResult } from './hydrate';
 import { ctimeListingScript, planDelta, type BaseRecord } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
@@ -142,14 +142,7 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
     : undefined;
   hostBaseline?.catch(() => undefined);
   const baselineReady = serializedBarrier(shell, async () => {
-    const r = await baselineRun;
-    const commit = r.stdout.toString('utf8').trim();
-    if (r.exitCode !== 0 || r.timedOut) {
-      throw new AirlockError('SANDBOX_FAILED', `Recording the baseline over the project base failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.`);
-    }
-    if (commit !== expected) {
-      throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${commit}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);
-    }
+    assertBaselineRecorded(await baselineRun, expected);
   });
   baselineReady.catch(() => undefined);
   const repoSummary = await repoReady;

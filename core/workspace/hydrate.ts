@@ -177,18 +177,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     : undefined;
   hostBaseline?.catch(() => undefined);
   const baselineReady = serializedBarrier(shell, async () => {
-    const r = await baselineRun;
-    const got = r.stdout.toString('utf8').trim();
-    if (r.exitCode !== 0 || r.timedOut) {
-      const noNode = /node: (not found|No such file)/.test(r.stderr.toString('utf8'));
-      throw new AirlockError(
-        noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
-        `Recording the baseline failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.${noNode ? ' The image needs node; use the Airlock image.' : ''}`,
-      );
-    }
-    if (got !== expected) {
-      throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${got}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);
-    }
+    assertBaselineRecorded(await baselineRun, expected);
   });
   baselineReady.catch(() => undefined);
   const repoSummary = await repoReady;
@@ -204,4 +193,22 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
     ...(hostBaseline ? { hostBaseline } : {}),
     ...(repoSummary ? { sandboxRepo: repoSummary } : {}),
   };
+}
+
+/**
+ * The sandbox's baseline commit must be the one the host computed from the project as read: a failed
+ * recording, or a commit that differs, means the copy cannot be trusted (docs/architecture.md §11).
+ */
+export function assertBaselineRecorded(r: Awaited<ReturnType<WorkspaceShell['run']>>, expected: string): void {
+  const got = r.stdout.toString('utf8').trim();
+  if (r.exitCode !== 0 || r.timedOut) {
+    const noNode = /node: (not found|No such file)/.test(r.stderr.toString('utf8'));
+    throw new AirlockError(
+      noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
+      `Recording the baseline failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.${noNode ? ' The image needs node; use the Airlock image.' : ''}`,
+    );
+  }
+  if (got !== expected) {
+    throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${got}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);
+  }
 }
