@@ -18,6 +18,9 @@ export const AttemptSpec = z.strictObject({
 });
 export type AttemptSpec = z.infer<typeof AttemptSpec>;
 
+/** At most this many changed files listed per attempt in a comparison. */
+export const MAX_LISTED_FILES = 200;
+
 /** At most this many attempts in one group. */
 export const MAX_ATTEMPTS = 8;
 
@@ -72,12 +75,24 @@ export const AttemptComparison = z.object({
   /** Model requests the proxy forwarded (each is one turn of the agent's loop). */
   turns: z.number().int().nonnegative(),
   riskyFiles: z.array(z.object({ path: z.string(), reason: z.string() })),
+  /** The changed files (host-derived), at most `MAX_LISTED_FILES`; `filesChanged` counts them all. */
+  files: z.array(z.object({ path: z.string(), status: z.string(), additions: z.number().int().nonnegative(), deletions: z.number().int().nonnegative() })),
+  /**
+   * Changed files the check itself may read (its script, a test, the runner's configuration): a pass
+   * after such a change is unproven (core/runs/check-files.ts).
+   */
+  checkFiles: z.array(z.object({ path: z.string(), reason: z.string() })),
   /** The sandbox's wipe was verified (nothing labelled with the run left). */
   wipeVerified: z.boolean(),
   error: z.string().optional(),
   applied: z.boolean(),
 });
 export type AttemptComparison = z.infer<typeof AttemptComparison>;
+
+/** A check that passed while the attempt changed the check's own files proves nothing. */
+export function checkUnproven(a: Pick<AttemptComparison, 'check' | 'checkFiles'>): boolean {
+  return a.check?.passed === true && a.checkFiles.length > 0;
+}
 
 export const Comparison = z.object({
   groupId: AttemptGroupId,

@@ -92,7 +92,7 @@ export class AttemptGroups implements Disposable {
     const attempts = await Promise.all(
       group.attempts.map(async (slot) => {
         const run = await this.deps.getRun(slot.runId);
-        return compareAttempt(slot, run, await this.deps.changedFiles(run.id), group.chosen?.runId);
+        return compareAttempt(slot, run, await this.deps.changedFiles(run.id), group.chosen?.runId, group.check);
       }),
     );
     return comparisonOf(group, attempts);

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AttemptGroup } from '../../contracts/attempts';
+import { checkUnproven, type AttemptGroup } from '../../contracts/attempts';
 import { newAttemptGroupId, newRunId } from '../../contracts/ids';
 import { AttemptGroupStore } from './attempt-group-store';
 import { compareAttempt, comparisonMarkdown, comparisonOf } from './attempt-report';
@@ -33,6 +33,20 @@ describe('attempt comparison', () => {
     expect(a).toMatchObject({ check: { exitCode: 1, passed: false, durationMs: 1234 }, filesChanged: 2, linesAdded: 7, linesRemoved: 1, turns: 3, wallMs: 10_000, wipeVerified: true, applied: false });
     expect(a.tokens.total).toBe(125);
     expect(a.riskyFiles).toEqual([{ path: '.github/workflows/ci.yml', reason: 'CI workflow' }]);
+  });
+
+  it('marks a pass unproven when the attempt changed what its check reads, in the comparison and the report', () => {
+    const id = newRunId();
+    const check = { command: 'bash check.sh', exitCode: 0, passed: true, timedOut: false, durationMs: 50, output: '', outputBytes: 0, truncated: false, killedProcesses: 0 };
+    const slot = { index: 0, runId: id, agent: 'builtin' as const, provider: 'openai', model: 'gpt-5' };
+    const touched = compareAttempt(slot, run(id, { check }), [{ path: 'check.sh', status: 'modified', binary: false, additions: 1, deletions: 1 }], undefined, 'bash check.sh');
+    expect(touched.checkFiles).toEqual([{ path: 'check.sh', reason: 'named in the check command' }]);
+    expect(checkUnproven(touched)).toBe(true);
+    expect(touched.files).toEqual([{ path: 'check.sh', status: 'modified', additions: 1, deletions: 1 }]);
+    const group: AttemptGroup = { id: newAttemptGroupId(), createdAt: 'now', projectDir: '/p', task: 't', check: 'bash check.sh', concurrency: 1, attempts: [slot] };
+    expect(comparisonMarkdown(comparisonOf(group, [touched]))).toContain('passed (exit 0, 0.1 s), UNPROVEN: the attempt changed check.sh');
+    const honest = compareAttempt(slot, run(id, { check }), [{ path: 'answer.txt', status: 'modified', binary: false, additions: 1, deletions: 1 }], undefined, 'bash check.sh');
+    expect(checkUnproven(honest)).toBe(false);
   });
 
   it('renders Markdown whose table a task or model with | and newlines cannot break', () => {

@@ -1,12 +1,13 @@
-import type { AttemptComparison, AttemptGroup, Comparison } from '../../contracts/attempts';
+import { checkUnproven, MAX_LISTED_FILES, type AttemptComparison, type AttemptGroup, type Comparison } from '../../contracts/attempts';
 import type { ChangedFile } from '../../contracts/diffs';
+import { checkTouchedFiles } from './check-files';
 import type { StoredRun } from './run-record';
 
 /**
  * One attempt in the comparison, from its run record and its host-derived changed files (risky ones
  * marked by `diffs:list`'s classification). The check is the host's record, never agent output.
  */
-export function compareAttempt(slot: AttemptGroup['attempts'][number], run: StoredRun, files: ChangedFile[], chosen: string | undefined): AttemptComparison {
+export function compareAttempt(slot: AttemptGroup['attempts'][number], run: StoredRun, files: ChangedFile[], chosen: string | undefined, checkCommand?: string): AttemptComparison {
   const u = run.usage;
   const ended = run.endedAt ? Date.parse(run.endedAt) : undefined;
   return {
@@ -25,6 +26,8 @@ export function compareAttempt(slot: AttemptGroup['attempts'][number], run: Stor
     wallMs: ended !== undefined ? Math.max(0, ended - Date.parse(run.createdAt)) : null,
     turns: u.requests,
     riskyFiles: files.filter((f) => f.risky).map((f) => ({ path: f.path, reason: f.risky as string })),
+    files: files.slice(0, MAX_LISTED_FILES).map((f) => ({ path: f.path, status: f.status, additions: f.additions, deletions: f.deletions })),
+    checkFiles: checkCommand ? checkTouchedFiles(checkCommand, files) : [],
     wipeVerified: run.wipe?.verified === true,
     ...(run.error ? { error: run.error.message } : {}),
     applied: chosen === run.id,
@@ -40,10 +43,12 @@ function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ');
 }
 
-function checkWords(c: AttemptComparison['check']): string {
+function checkWords(a: AttemptComparison): string {
+  const c = a.check;
   if (!c) return '—';
   if (c.notRun) return `not run (${c.notRun})`;
-  return `${c.passed ? 'passed' : 'failed'} (exit ${c.exitCode ?? (c.timedOut ? 'timeout' : 'none')}, ${(c.durationMs / 1000).toFixed(1)} s)`;
+  const words = `${c.passed ? 'passed' : 'failed'} (exit ${c.exitCode ?? (c.timedOut ? 'timeout' : 'none')}, ${(c.durationMs / 1000).toFixed(1)} s)`;
+  return checkUnproven(a) ? `${words}, UNPROVEN: the attempt changed ${a.checkFiles.map((f) => f.path).join(', ')}` : words;
 }
 
 /** The comparison as a Markdown report for the team (`airlock compare --markdown`, the UI's Export). */
@@ -65,7 +70,7 @@ export function comparisonMarkdown(c: Comparison): string {
         a.agent,
         cell(a.model),
         a.status + (a.applied ? ' (applied)' : ''),
-        cell(checkWords(a.check)),
+        cell(checkWords(a)),
         a.filesChanged,
         `+${a.linesAdded} −${a.linesRemoved}`,
         a.tokens.total,

@@ -1,4 +1,4 @@
-import type { Comparison } from '../../../contracts/attempts';
+import { checkUnproven, type Comparison } from '../../../contracts/attempts';
 import { requireAttemptGroupId } from '../../../contracts/ids';
 import { comparisonMarkdown } from '../../runs/attempt-report';
 import { createAirlockCore } from '../../app';
@@ -21,7 +21,7 @@ export function printComparison(io: CliIo, c: Comparison): void {
       a.agent,
       a.model,
       a.status + (a.applied ? ' (applied)' : ''),
-      !a.check ? '—' : a.check.notRun ? 'not run' : `${a.check.passed ? 'passed' : 'FAILED'} (${a.check.exitCode ?? 'timeout'}, ${formatDuration(a.check.durationMs)})`,
+      !a.check ? '—' : a.check.notRun ? 'not run' : `${checkUnproven(a) ? 'UNPROVEN' : a.check.passed ? 'passed' : 'FAILED'} (${a.check.exitCode ?? 'timeout'}, ${formatDuration(a.check.durationMs)})`,
       String(a.filesChanged),
       `+${a.linesAdded} -${a.linesRemoved}`,
       String(a.tokens.total),
@@ -35,6 +35,9 @@ export function printComparison(io: CliIo, c: Comparison): void {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
   io.stdout.write(`attempt group ${c.groupId}${c.check ? ` — check: ${c.check}` : ''}\n`);
   for (const r of rows) io.stdout.write(`${r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+  for (const a of c.attempts.filter(checkUnproven)) {
+    io.stdout.write(`attempt ${a.index + 1} changed what its check reads, so its pass proves nothing: ${a.checkFiles.map((f) => `${f.path} (${f.reason})`).join(', ')}\n`);
+  }
   io.stdout.write(`review: airlock show <run>   apply one: airlock apply <run>   report: airlock compare ${c.groupId} --markdown\n`);
 }
 

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
-import type { AttemptComparison, Comparison } from '../../../contracts';
+import { checkUnproven, type AttemptComparison, type Comparison } from '../../../contracts';
 import { api, errorMessage } from '../api';
-import { countOf, formatElapsed, formatTokens, formatUsd } from '../lib/format';
+import { formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 import { ErrorBanner, StatusBadge } from './common';
@@ -21,26 +21,43 @@ function download(name: string, mimeType: string, text: string): void {
   }
 }
 
-function CheckBadge({ check }: { check: AttemptComparison['check'] }) {
+function CheckBadge({ attempt }: { attempt: AttemptComparison }) {
+  const { check } = attempt;
   if (!check) return <span className="muted">no check</span>;
   if (check.notRun) return <span className="badge fail" title={check.notRun}>check not run</span>;
+  if (checkUnproven(attempt)) return <span className="badge warn" aria-label="check passed, unproven" title="The attempt changed files the check reads, so its pass proves nothing">check passed — unproven</span>;
   const words = check.passed ? 'check passed' : `check failed (exit ${check.exitCode ?? 'timeout'})`;
   return <span className={`badge ${check.passed ? 'ok' : 'fail'}`} aria-label={words} title={`measured by the host in ${formatElapsed(check.durationMs)}`}>{words}</span>;
 }
 
+/** The attempt's changed files; those the check reads are marked with why. */
+function AttemptFiles({ attempt }: { attempt: AttemptComparison }) {
+  const why = new Map(attempt.checkFiles.map((f) => [f.path, f.reason]));
+  if (attempt.files.length === 0) return <span className="muted">none</span>;
+  return (
+    <ul className="compare-files" aria-label="Changed files">
+      {attempt.files.map((f) => (
+        <li key={f.path} className="mono" data-check-file={why.has(f.path) ? '' : undefined}>
+          {f.path} <span className="muted">+{f.additions} −{f.deletions}</span>
+          {why.has(f.path) && <span className="badge warn" title="The check reads this file">check's own: {why.get(f.path)}</span>}
+        </li>
+      ))}
+      {attempt.filesChanged > attempt.files.length && <li className="muted">…and {attempt.filesChanged - attempt.files.length} more (Review lists them all)</li>}
+    </ul>
+  );
+}
+
 /**
- * An attempt group side by side (docs/architecture.md §18): the host's check, changes, tokens, cost,
- * wall time, turns and risky files per attempt; each diff one click away; apply one (whole, with the
- * digest of the files shown), after which the others' sandboxes are wiped again and verified gone.
+ * An attempt group side by side (docs/architecture.md §18): the host's check (a pass after the attempt
+ * changed the check's own files is marked unproven), changed files, tokens, cost, wall time, turns and
+ * risky files per attempt. Applying one goes through Review like any run (files, target, the reviewed
+ * digest); `attempts:apply` then wipes the others' sandboxes again and verifies them gone.
  */
 export function CompareScreen({ groupId }: { groupId: string }) {
   const navigate = useAppStore((s) => s.navigate);
   const [c, setC] = useState<Comparison>();
   // Loading, apply and export share one error line.
-  const { busy, error, setError, run } = useAction();
-  /** The attempt being applied. */
-  const [applying, setApplying] = useState<string>();
-  const [outcome, setOutcome] = useState<string>();
+  const { error, setError } = useAction();
   const [report, setReport] = useState<string>();
   const load = useCallback(() => {
     api().call('attempts:compare', { groupId }).then(setC, (err: unknown) => setError(errorMessage(err)));
@@ -52,20 +69,6 @@ export function CompareScreen({ groupId }: { groupId: string }) {
     });
   }, [groupId, load]);
 
-  const apply = (runId: string) => run(async () => {
-    setApplying(runId);
-    try {
-      // The digest of the result whose files this view shows: apply refuses anything else.
-      const { patchSha256 } = await api().call('diffs:list', { runId });
-      if (!patchSha256) throw new Error('This attempt has no result to apply.');
-      const r = await api().call('attempts:apply', { groupId, apply: { runId, reviewedSha256: patchSha256 } });
-      const gone = r.others.every((o) => o.verified);
-      setOutcome(`Applied ${countOf(r.result.applied.length, 'file')}${r.result.conflicts.length ? `; ${countOf(r.result.conflicts.length, 'conflict')} — resolve them in Review` : ''}. Other sandboxes ${gone ? 'verified gone' : `NOT verified gone: ${r.others.flatMap((o) => o.leftovers).join(', ')}`}.`);
-      load();
-    } finally {
-      setApplying(undefined);
-    }
-  });
   const exportAs = async (format: 'markdown' | 'json') => {
     try {
       const r = await api().call('attempts:export', { groupId, format });
@@ -83,7 +86,11 @@ export function CompareScreen({ groupId }: { groupId: string }) {
       <h1>Compare attempts</h1>
       <p className="muted">{c.task.length > 200 ? `${c.task.slice(0, 200)}…` : c.task}<br /><span className="mono">{c.projectDir}</span>{c.check && <> · check <span className="mono">{c.check}</span>, run by the host after each agent's processes were gone</>}</p>
       {error && <ErrorBanner message={error} />}
-      {outcome && <div className="banner" role="status" aria-label="Apply result">{outcome}</div>}
+      {c.chosen && (
+        <div className="banner" role="status" aria-label="Apply result">
+          Applied attempt {(c.attempts.find((a) => a.runId === c.chosen?.runId)?.index ?? 0) + 1}. Other sandboxes {c.chosen.others.every((o) => o.verified) ? 'verified gone' : `NOT verified gone: ${c.chosen.others.flatMap((o) => o.leftovers).join(', ')}`}.
+        </div>
+      )}
       <section className="compare-grid" aria-label="Attempts">
         {c.attempts.map((a) => (
           <article key={a.runId} className="panel compare-card" data-run={a.runId} aria-label={`Attempt ${a.index + 1}: ${a.agent}`}>
@@ -91,7 +98,8 @@ export function CompareScreen({ groupId }: { groupId: string }) {
               <strong>{a.index + 1}. {a.agent}</strong><StatusBadge status={a.status} />
             </header>
             <div className="mono muted">{a.provider}/{a.model}</div>
-            <div style={{ margin: '8px 0' }}><CheckBadge check={a.check} /></div>
+            <div style={{ margin: '8px 0' }}><CheckBadge attempt={a} /></div>
+            {checkUnproven(a) && <div className="hint" role="note">This attempt changed what its check reads; read those files in Review before trusting the pass.</div>}
             <dl className="compare-facts">
               <dt>Files</dt><dd aria-label="files changed">{a.filesChanged}</dd>
               <dt>Lines</dt><dd>+{a.linesAdded} −{a.linesRemoved}</dd>
@@ -102,10 +110,13 @@ export function CompareScreen({ groupId }: { groupId: string }) {
               <dt>Risky files</dt><dd>{a.riskyFiles.length ? a.riskyFiles.map((r) => <div key={r.path} className="mono" title={r.reason}>{r.path}</div>) : 'none'}</dd>
               <dt>Sandbox</dt><dd>{a.wipeVerified ? 'verified gone' : '—'}</dd>
             </dl>
+            <AttemptFiles attempt={a} />
             {a.error && <div className="muted" title={a.error}>{a.error.slice(0, 160)}</div>}
             <div className="row" style={{ gap: 6 }}>
-              <button className="btn small" onClick={() => navigate({ name: 'review', runId: a.runId })} disabled={!a.filesChanged}>Review diff</button>
-              <button className="btn small primary" onClick={() => void apply(a.runId)} disabled={!ended || !a.filesChanged || busy || c.chosen !== undefined}>{a.applied ? 'Applied' : applying === a.runId ? 'Applying…' : 'Apply this attempt'}</button>
+              {a.applied ? <span className="badge ok">Applied</span> : (
+                <button className="btn small primary" onClick={() => navigate({ name: 'review', runId: a.runId })} disabled={!a.filesChanged || (c.chosen !== undefined)}
+                  title={ended ? 'Review the diff, choose files and a target, then apply' : 'Every attempt must end before one is applied'}>{ended && c.chosen === undefined ? 'Review and apply' : 'Review diff'}</button>
+              )}
             </div>
           </article>
         ))}

@@ -36,7 +36,7 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
   const { selected, focused, pending, request } = sel;
   const reviewed = useSelectionPreview({ runId, scope, collected, request, requestKey: sel.requestKey, onError: setError });
   const defaultMessage = run ? defaultCommitMessage(run.task, data.summary) : '';
-  const flow = useApplyFlow({ runId, scope, checkpoint, request, requestKey: sel.requestKey, reviewed, defaultMessage, action });
+  const flow = useApplyFlow({ runId, attemptGroup: run?.attempt?.groupId, scope, checkpoint, request, requestKey: sel.requestKey, reviewed, defaultMessage, action });
   const { mode, result } = flow;
   const { busy, error } = action;
 
@@ -101,6 +101,12 @@ export function ReviewScreen({ runId, checkpoint }: { runId: string; checkpoint?
         <div className="row" role="radiogroup" aria-label="Which change">
           <label className="row"><input type="radio" name="scope" checked={scope === 'turn'} onChange={() => { data.setChangeScope('turn'); flow.clearResult(); }} /> This turn's change (turn {run.thread.turn})</label>
           <label className="row"><input type="radio" name="scope" checked={scope === 'thread'} onChange={() => { data.setChangeScope('thread'); flow.clearResult(); }} /> The whole thread (turns 1–{run.thread.turn})</label>
+        </div>
+      )}
+      {run?.attempt && checkpoint === undefined && (
+        <div className="banner info" role="note" aria-label="Attempt">
+          Attempt {run.attempt.index + 1} of a group: applying it wipes the other attempts' sandboxes again and checks that they are gone.{' '}
+          <button className="btn small" onClick={() => navigate({ name: 'compare', groupId: run.attempt?.groupId ?? '' })}>Compare attempts</button>
         </div>
       )}
       <ErrorBanner message={error} />

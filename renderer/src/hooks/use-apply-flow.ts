@@ -41,8 +41,13 @@ export interface ApplyFlow {
  * conflict opens the merge view first (working tree, whole result only); an existing branch offers
  * the free one the host named. Busy and the error are the screen's `action` (useAction).
  */
-export function useApplyFlow({ runId, scope, checkpoint, request, requestKey, reviewed, defaultMessage, action }: {
+export function useApplyFlow({ runId, attemptGroup, scope, checkpoint, request, requestKey, reviewed, defaultMessage, action }: {
   runId: string;
+  /**
+   * The attempt group the run belongs to: applying it goes through `attempts:apply`, which also wipes
+   * the other attempts' sandboxes again and verifies them gone (docs/architecture.md §18).
+   */
+  attemptGroup?: string | undefined;
   scope: ViewScope;
   checkpoint: number | undefined;
   request: SelectionRequest;
@@ -70,11 +75,20 @@ export function useApplyFlow({ runId, scope, checkpoint, request, requestKey, re
       setResolved(new Set());
       if (!reviewed) throw new Error('The result is not collected yet; apply once the run has ended.');
       const commitMessage = (message ?? defaultMessage).trim();
-      const r = await api().call('diffs:apply', {
+      const input = {
         runId, ...scopeArgs(scope), files: request.files, ...(request.selection.length ? { selection: request.selection } : {}), mode, reviewedSha256: reviewed.sha256,
         ...(mode === 'branch' ? { branch, ...(commitMessage ? { message: commitMessage } : {}) } : {}),
         ...(skipConflicts ? { skipConflicts: true } : {}),
-      });
+      };
+      let r: ApplyResult;
+      if (attemptGroup && checkpoint === undefined) {
+        const out = await api().call('attempts:apply', { groupId: attemptGroup, apply: input });
+        r = out.result;
+        const left = out.others.filter((o) => !o.verified);
+        useAppStore.getState().notify(left.length ? 'error' : 'success', left.length ? `The other attempts' sandboxes are NOT verified gone: ${left.flatMap((o) => o.leftovers).join(', ')}` : `The other attempts' sandboxes: verified gone (${out.others.length})`);
+      } else {
+        r = await api().call('diffs:apply', input);
+      }
       setResult({ ...r, key: `${mode}\0${requestKey}` });
       // The run record now says where it was applied.
       void useRunsStore.getState().open(runId).catch(() => undefined);
