@@ -15,6 +15,7 @@ import { terminalsContracts, terminalsEvents } from './terminals';
 export * from './agent-events';
 export * from './attempts';
 export * from './audit';
+export * from './cli-command';
 export * from './checkpoints';
 export * from './diffs';
 export * from './environments';

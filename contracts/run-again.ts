@@ -2,7 +2,8 @@ import type { RunRecord, StartRunInput } from './runs';
 
 /**
  * The start input that repeats a past run: the same project, task, agent, provider and model,
- * approval mode, isolation, network policy (and allow-list) and limits. The UI's "Run again" fills
+ * approval mode, isolation, network policy (with its allow-list, gateway rules, secret names and
+ * approval mode) and limits. The UI's "Run again" fills
  * the New run form with it; `airlock run --again <runId>` starts it, with any flags given on top.
  */
 export function runAgainInput(run: RunRecord): StartRunInput {
@@ -18,6 +19,9 @@ export function runAgainInput(run: RunRecord): StartRunInput {
     isolation: run.isolation,
     network: run.network,
     ...(run.allowlist?.length ? { allowlist: [...run.allowlist] } : {}),
+    ...(run.egressRules?.length ? { egressRules: [...run.egressRules] } : {}),
+    ...(run.secrets?.length ? { secrets: [...run.secrets] } : {}),
+    ...(run.networkApprovals ? { networkApprovals: run.networkApprovals } : {}),
     ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
     ...(run.environment && run.environment.kind !== 'airlock' ? { environment: run.environment.name } : {}),
     limits: {

@@ -5,16 +5,19 @@ import { useExcludedPreview } from '../hooks/use-excluded-preview';
 import { useGvisorBlocked, useVmAvailability } from '../hooks/use-isolation-availability';
 import { useProviderChoice } from '../hooks/use-provider-choice';
 import { useStartRun } from '../hooks/use-start-run';
-import { startBlockedReason } from '../lib/new-run-start';
+import { attemptsOf, startBlockedReason, startInputOf } from '../lib/new-run-start';
 import { AGENT_OPTIONS, APPROVAL_OPTIONS, gitHistoryOptions, ISOLATION_OPTIONS, NETWORK_OPTIONS } from '../lib/option-labels';
 import { AGENT_LABEL } from '../lib/provider-fit';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useSettingsStore } from '../stores/settings-store';
+import { CliLine } from './cli-line';
 import { ErrorBanner } from './common';
 import { EnvironmentField } from './environment-field';
 import { FolderBrowser } from './folder-browser';
+import { AttemptsField } from './new-run-attempts';
+import { GatewayFields } from './new-run-gateway';
 
 /** What the form adds after an approval mode's label. */
 const APPROVAL_WHY: Record<ApprovalMode, string> = { auto: ' (the sandbox is the boundary)', ask: '' };
@@ -67,7 +70,8 @@ function ProjectField({ problem }: { problem?: string }) {
 }
 
 /**
- * New run: project, task, agent, provider/model, approval, isolation, network, limits. The draft
+ * New run: project, task, agent, provider/model, approval, isolation, network (with the gateway's
+ * secrets and rules), limits, the check and attempts, and the `airlock run` line for it all. The draft
  * lives in a store (new-run-form-store.ts), so it survives leaving the screen; "Run again" fills it.
  * The logic is in hooks (the provider for the agent, the excluded-files preview, isolation
  * availability, Start) and lib/new-run-start.ts (why Start is blocked, what it sends).
@@ -184,6 +188,7 @@ export function NewRunScreen() {
             {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
             {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
           </div>
+          {d.network === 'allowlist' && <GatewayFields />}
           <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[d.isolation]}</p>
           {vmBlocked && (
             <div className={d.isolation === 'vm' ? 'del-n' : 'hint'} id="r-vm-why" role={d.isolation === 'vm' ? 'alert' : undefined}>
@@ -207,6 +212,13 @@ export function NewRunScreen() {
           </select>
           <span className="muted">files left out of the copy are removed from every commit; older commits may hold secrets</span>
         </div>
+        <label htmlFor="r-check">Check</label>
+        <div className="stack" style={{ gap: 4 }}>
+          <input id="r-check" type="text" className="mono" placeholder="npm test (optional)" value={d.check} onChange={(e) => set({ check: e.target.value })} spellCheck={false} />
+          <span className="hint">Run by Airlock in the sandbox after the agent's processes are gone; its exit code, not the agent's word, says whether the result passes.</span>
+        </div>
+        <label>Attempts</label>
+        <AttemptsField providers={providers} />
       </section>
       <section className="panel" aria-label="Excluded files">
         <h2>Left out of the copy</h2>
@@ -224,6 +236,7 @@ export function NewRunScreen() {
           </>
         )}
       </section>
+      <CliLine input={startInputOf(d, gitHistory)} attempts={attemptsOf(d)} />
       <ErrorBanner error={starting.error} />
       <div className="row">
         <button className="btn primary" disabled={busy || !!blocked} aria-describedby={blocked ? 'r-start-why' : undefined}>{busy ? 'Starting…' : 'Start run'}</button>

@@ -1,5 +1,6 @@
 import type { ErrorInfo, GitHistory, Settings } from '../../../contracts';
-import { startInputOf } from '../lib/new-run-start';
+import { api } from '../api';
+import { attemptsOf, startInputOf } from '../lib/new-run-start';
 import { useAppStore } from '../stores/app-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -13,7 +14,8 @@ export interface StartRun {
 }
 
 /**
- * Starts the New run form's draft and opens the run; the draft then keeps project and settings for
+ * Starts the New run form's draft and opens the run (or, with two or more attempts, the group's
+ * comparison); the draft then keeps project and settings for
  * the next run, but not the task, and the network policy goes back to the default
  * (new-run-form-store.ts `started`).
  */
@@ -24,7 +26,16 @@ export function useStartRun(): StartRun {
     error: action.failure,
     start: (gitHistory, settings) => action.run(async () => {
       if (typeof Notification !== 'undefined' && Notification.permission === 'default') void Notification.requestPermission().catch(() => {});
-      const run = await useRunsStore.getState().start(startInputOf(useNewRunForm.getState().draft, gitHistory));
+      const draft = useNewRunForm.getState().draft;
+      const attempts = attemptsOf(draft);
+      if (attempts) {
+        // Agents × models: one group, compared side by side (docs/architecture.md §18).
+        const group = await api().call('attempts:start', { run: startInputOf(draft, gitHistory), attempts });
+        useNewRunForm.getState().started(settings);
+        useAppStore.getState().navigate({ name: 'compare', groupId: group.id });
+        return;
+      }
+      const run = await useRunsStore.getState().start(startInputOf(draft, gitHistory));
       useNewRunForm.getState().started(settings);
       useAppStore.getState().navigate({ name: 'run', runId: run.id });
     }),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EngineSetting, Isolation, type Settings } from '../../../contracts';
 import type { NewRunDraft } from '../stores/new-run-form-store';
-import { startBlockedReason, startInputOf } from './new-run-start';
+import { attemptsOf, startBlockedReason, startInputOf } from './new-run-start';
 import { ENGINE_OPTIONS, gitHistoryOptions, ISOLATION_OPTIONS } from './option-labels';
 import { draftOf, followSaved } from './settings-draft';
 
@@ -10,6 +10,7 @@ import { draftOf, followSaved } from './settings-draft';
 const DRAFT: NewRunDraft = {
   projectDir: ' /work/p ', task: 'fix it', agent: 'builtin', customCommand: 'aider', provider: 'anthropic', model: ' m ', approval: 'auto',
   isolation: 'container', network: 'allowlist', allowlist: 'preset:npm, example.com  ', timeoutMin: '2.5', budgetTokens: '', budgetUsd: '0.5',
+  egressRules: '', secrets: [], networkApprovals: 'ask', check: '', attempts: [],
 };
 
 describe('option lists from the contract enums', () => {
@@ -44,6 +45,21 @@ describe('New run: Start', () => {
     expect(startBlockedReason({ ...DRAFT, model: ' ' }, ok)).toBe('Enter a model id.');
     expect(startBlockedReason({ ...DRAFT, isolation: 'vm' }, { ...ok, vmBlocked: true })).toMatch(/Virtual machine isolation is not available/);
     expect(startBlockedReason(DRAFT, { ...ok, vmBlocked: true })).toBeUndefined();
+    expect(startBlockedReason({ ...DRAFT, attempts: [{ agent: 'codex', provider: '', model: '' }] }, ok)).toMatch(/Add a second attempt/);
+  });
+
+  it('sends the gateway (rules one per line, secrets, deny) and the check only with the allow-list policy', () => {
+    const gateway = { ...DRAFT, egressRules: 'github.com read-only\n# a note\n\n  api.github.com git-push=agent/ ', secrets: ['gh'], networkApprovals: 'deny' as const, check: ' npm test ' };
+    expect(startInputOf(gateway, 50)).toMatchObject({ egressRules: ['github.com read-only', 'api.github.com git-push=agent/'], secrets: ['gh'], networkApprovals: 'deny', check: { command: 'npm test' } });
+    const open = startInputOf({ ...gateway, network: 'open' }, 50);
+    expect([open.egressRules, open.secrets, open.networkApprovals]).toEqual([undefined, undefined, undefined]);
+    expect(open.check).toEqual({ command: 'npm test' });
+  });
+
+  it('makes an attempt group of two or more rows, empty provider and model meaning the form\'s', () => {
+    expect(attemptsOf(DRAFT)).toBeUndefined();
+    expect(attemptsOf({ ...DRAFT, attempts: [{ agent: 'builtin', provider: '', model: '' }, { agent: 'codex', provider: 'openai', model: ' gpt-5 ' }] }))
+      .toEqual([{ agent: 'builtin' }, { agent: 'codex', provider: 'openai', model: 'gpt-5' }]);
   });
 
   it('sends the draft with numbers from their text, the allow-list only for that policy', () => {

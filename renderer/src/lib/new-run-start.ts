@@ -1,4 +1,4 @@
-import type { GitHistory, StartRunInput } from '../../../contracts';
+import type { AttemptSpec, GitHistory, StartRunInput } from '../../../contracts';
 import type { NewRunDraft } from '../stores/new-run-form-store';
 
 /**
@@ -12,6 +12,7 @@ export function startBlockedReason(d: NewRunDraft, known: { folderProblem?: stri
   if (!d.provider) return known.noneUsable ? 'Add a provider key first (Keys & providers).' : 'Choose a provider.';
   if (!d.model.trim()) return 'Enter a model id.';
   if (known.vmBlocked && d.isolation === 'vm') return 'Virtual machine isolation is not available here; choose another isolation.';
+  if (d.attempts.length === 1) return 'Add a second attempt to compare, or remove the attempt.';
   return undefined;
 }
 
@@ -28,6 +29,8 @@ export function startInputOf(d: NewRunDraft, gitHistory: GitHistory): StartRunIn
     isolation: d.isolation,
     network: d.network,
     allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+    ...(d.network === 'allowlist' ? gatewayOf(d) : {}),
+    ...(d.check.trim() ? { check: { command: d.check.trim() } } : {}),
     gitHistory,
     ...(d.environment ? { environment: d.environment } : {}),
     ...(d.trustEnvironment ? { trustEnvironment: true } : {}),
@@ -37,4 +40,20 @@ export function startInputOf(d: NewRunDraft, gitHistory: GitHistory): StartRunIn
       budgetUsd: d.budgetUsd ? Number(d.budgetUsd) : undefined,
     },
   };
+}
+
+/** The gateway settings of an allow-list run: rules one per line, the secrets ticked, the approval mode. */
+function gatewayOf(d: NewRunDraft): Pick<StartRunInput, 'egressRules' | 'secrets' | 'networkApprovals'> {
+  const rules = d.egressRules.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  return {
+    ...(rules.length ? { egressRules: rules } : {}),
+    ...(d.secrets.length ? { secrets: [...d.secrets] } : {}),
+    ...(d.networkApprovals === 'deny' ? { networkApprovals: 'deny' as const } : {}),
+  };
+}
+
+/** The draft's attempts as the group takes them, or undefined for a single run (fewer than two rows). */
+export function attemptsOf(d: NewRunDraft): AttemptSpec[] | undefined {
+  if (d.attempts.length < 2) return undefined;
+  return d.attempts.map((a) => ({ agent: a.agent, ...(a.provider ? { provider: a.provider } : {}), ...(a.model.trim() ? { model: a.model.trim() } : {}) }));
 }

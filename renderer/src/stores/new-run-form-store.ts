@@ -1,7 +1,7 @@
 import { create } from 'zustand';
 import { createJSONStorage, persist } from 'zustand/middleware';
 import { sessionStore } from './session-storage';
-import { newRunDefaults, runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
+import { newRunDefaults, runAgainInput, type AgentKind, type ApprovalMode, type GitHistory, type Isolation, type NetworkApprovalMode, type NetworkPolicy, type Settings, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 import { useAppStore } from './app-store';
 
@@ -27,6 +27,26 @@ export interface NewRunDraft {
   environment?: string;
   /** The user accepted the picked devcontainer's content (recorded with the run). */
   trustEnvironment?: boolean;
+  /** Gateway rules, one per line (allow-list policy only). */
+  egressRules: string;
+  /** Names of stored gateway secrets the run may use (allow-list policy only). */
+  secrets: string[];
+  /** What a request a rule refused does: wait for the user, or be refused at once. */
+  networkApprovals: NetworkApprovalMode;
+  /** The check the host runs once the agent is gone; empty: none. */
+  check: string;
+  /**
+   * Attempts of one task (agents × models, docs/architecture.md §18); fewer than two: a single run.
+   * Each row's provider and model may be empty: the form's own.
+   */
+  attempts: AttemptDraft[];
+}
+
+/** One attempt row of the form. */
+export interface AttemptDraft {
+  agent: Exclude<AgentKind, 'custom'>;
+  provider: string;
+  model: string;
 }
 
 interface NewRunFormState {
@@ -63,6 +83,11 @@ const EMPTY: NewRunDraft = {
   timeoutMin: '30',
   budgetTokens: '',
   budgetUsd: '',
+  egressRules: '',
+  secrets: [],
+  networkApprovals: 'ask',
+  check: '',
+  attempts: [],
 };
 
 /**
@@ -117,15 +142,30 @@ export const useNewRunForm = create<NewRunFormState>()(
             budgetUsd: input.limits?.budgetUsd !== undefined ? String(input.limits.budgetUsd) : '',
             ...(input.gitHistory !== undefined ? { gitHistory: input.gitHistory } : {}),
             ...(input.environment !== undefined ? { environment: input.environment } : {}),
+            egressRules: (input.egressRules ?? []).join('\n'),
+            secrets: [...(input.secrets ?? [])],
+            networkApprovals: input.networkApprovals ?? 'ask',
+            check: input.check?.command ?? '',
+            attempts: [],
           },
         });
       },
       started: (settings) => set((s) => {
         const defaults = settings ? newRunDefaults(settings) : { network: EMPTY.network, allowlist: [] as string[] };
-        return { draft: { ...s.draft, task: '', network: defaults.network, allowlist: defaults.allowlist.join(' ') }, againFrom: undefined };
+        // Secrets go with the wider network: a new run asks for them again.
+        return { draft: { ...s.draft, task: '', network: defaults.network, allowlist: defaults.allowlist.join(' '), secrets: [] }, againFrom: undefined };
       }),
     }),
-    { name: 'airlock.new-run-form', storage: createJSONStorage(sessionStore), partialize: (s) => ({ draft: s.draft, seeded: s.seeded, againFrom: s.againFrom }) },
+    {
+      name: 'airlock.new-run-form',
+      storage: createJSONStorage(sessionStore),
+      partialize: (s) => ({ draft: s.draft, seeded: s.seeded, againFrom: s.againFrom }),
+      // A draft saved by an older version lacks newer fields: they take their empty values.
+      merge: (saved, current) => {
+        const s = (saved ?? {}) as Partial<NewRunFormState>;
+        return { ...current, ...s, draft: { ...EMPTY, ...s.draft } };
+      },
+    },
   ),
 );
 
