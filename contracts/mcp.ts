@@ -70,11 +70,18 @@ export const McpInfo = z.object({
   }),
   /** One-line setups: `claude mcp add …`, a Codex `config.toml` block, a Cursor / VS Code `mcp.json`. */
   setup: z.array(z.object({ client: z.string(), label: z.string(), text: z.string() })),
+  /** The command the stdio lines start, and whether a bare `airlock` is on the PATH. */
+  command: z.object({ text: z.string(), onPath: z.boolean() }),
 });
 export type McpInfo = z.infer<typeof McpInfo>;
 
 export const mcpContracts = {
   'mcp:info': { input: z.strictObject({}).default({}), output: McpInfo },
+  /** Starts the stdio setup lines' command as a client would and lists its tools (Settings → MCP → Test). */
+  'mcp:testSetup': {
+    input: z.strictObject({}).default({}),
+    output: z.object({ ok: z.boolean(), tools: z.number().int().nonnegative(), ms: z.number().nonnegative(), error: z.string().optional() }),
+  },
   /** Apply requests from MCP clients waiting for the user's answer, oldest first. */
   'mcp:applyRequests': { input: z.strictObject({}).default({}), output: z.array(McpApplyRequest) },
   /** The user's answer to an apply request; `answered: false` when it expired or was answered already. */

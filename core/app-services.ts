@@ -44,6 +44,9 @@ import { ApplyApprovals } from './mcp/apply-approvals';
 import { announceApp, ClientGrants } from './runs/client-grants';
 import { startMcpHttpServer, type McpHttpServer } from './mcp/mcp-http';
 import { mcpSetupLines } from './mcp/mcp-setup';
+import { resolveAirlockCommand } from './mcp/airlock-command';
+import { checkStdioSetup } from './mcp/setup-check';
+import { resourcePaths } from './common/resources';
 import { sha256Hex } from './common/sha256';
 
 function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
@@ -605,11 +608,15 @@ function mcpService(parts: ServiceParts, services: () => AirlockServices): { ser
       async info() {
         const s = await core.settings.get();
         const http = s.mcpHttp ? await door?.catch(() => undefined) : undefined;
+        const cmd = await resolveAirlockCommand(resourcePaths(), core.env);
         return {
           http: { enabled: s.mcpHttp === true, ...(http ? { url: http.url, token: http.token } : {}), ...(doorError ? { error: doorError } : {}) },
-          setup: mcpSetupLines(http ? { url: http.url, token: http.token } : undefined),
+          setup: mcpSetupLines(http ? { url: http.url, token: http.token } : undefined, cmd),
+          command: { text: [cmd.command, ...cmd.args].join(' '), onPath: cmd.onPath },
         };
       },
+      // The environment the app was given (its AIRLOCK_HOME, its PATH), as a client started from it would have.
+      testSetup: async () => checkStdioSetup(await resolveAirlockCommand(resourcePaths(), core.env), core.env),
       applyRequests: () => approvals.pending(),
       answerApply: async ({ requestId, approved }) => ({ answered: await approvals.answer(requestId, approved) }),
       onDidChangeApplyRequests: watcher.onDidChange,

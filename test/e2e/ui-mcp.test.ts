@@ -54,7 +54,12 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
   it('Settings opens the door; the user approves a client\'s apply after seeing the exact patch', async () => {
     await page.getByRole('button', { name: /Settings/ }).click();
     const panel = page.getByRole('region', { name: /MCP/ });
-    await expect.poll(() => panel.locator('[data-client="claude-code"] pre').textContent()).toBe('claude mcp add airlock -- airlock mcp');
+    // `airlock` is not on the test's PATH: the line starts this checkout's CLI by its full path, and the
+    // app's own test starts exactly that command as a stdio client and lists its tools.
+    await expect.poll(() => panel.locator('[data-client="claude-code"] pre').textContent()).toBe(`claude mcp add airlock -- ${process.execPath} ${join(import.meta.dirname, '..', '..', 'bin', 'airlock.js')} mcp`);
+    expect(await panel.getByRole('note', { name: 'Command used' }).textContent()).toContain('npm link');
+    await panel.getByRole('button', { name: 'Test the stdio setup' }).click();
+    await expect.poll(() => panel.getByRole('status', { name: 'Setup test' }).textContent().catch(() => ''), { timeout: 90_000 }).toMatch(/^Works: airlock mcp answered with \d+ tools/);
     expect((await services.settings.get({})).mcpHttp).toBeFalsy();
     await panel.getByLabel(/Serve MCP over HTTP/).check();
     await expect.poll(() => panel.locator('[data-mcp-url]').textContent(), { timeout: 20_000 }).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);

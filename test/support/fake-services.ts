@@ -482,7 +482,10 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
     },
     mcp: {
       async info() {
-        return { http: { enabled: false }, setup: [] };
+        return { http: { enabled: false }, setup: [], command: { text: 'airlock', onPath: true } };
+      },
+      async testSetup() {
+        return { ok: true, tools: 0, ms: 0 };
       },
       async applyRequests() {
         return [];

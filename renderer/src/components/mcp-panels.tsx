@@ -60,6 +60,13 @@ export function McpSettingsPanel() {
       {info?.http.url && <div className="mono" data-mcp-url>{info.http.url}</div>}
       {info?.http.error && <ErrorBanner message={`The HTTP door did not open: ${info.http.error}`} />}
       <McpGrantsEditor />
+      {info && !info.command.onPath && (
+        <div className="hint" role="note" aria-label="Command used">
+          <span className="mono">airlock</span> is not on your PATH, so these lines start it by its full path (<span className="mono">{info.command.text}</span>). Run{' '}
+          <span className="mono">npm link</span> in Airlock's folder to use a bare <span className="mono">airlock</span>.
+        </div>
+      )}
+      <SetupTest />
       {info?.setup.map((line) => (
         <div key={line.client} className="mcp-setup" data-client={line.client}>
           <div className="row"><strong>{line.label}</strong><button type="button" onClick={() => void copy(line.text)} aria-label={`Copy the ${line.label} setup`}>Copy</button></div>
@@ -67,6 +74,26 @@ export function McpSettingsPanel() {
         </div>
       ))}
     </section>
+  );
+}
+
+/** Starts the stdio lines' command as a client would and lists its tools: the setup works before a client is pointed at it. */
+function SetupTest() {
+  const [state, setState] = useState<{ busy: boolean; text?: string; ok?: boolean }>({ busy: false });
+  const test = async () => {
+    setState({ busy: true });
+    try {
+      const r = await api().call('mcp:testSetup', {});
+      setState({ busy: false, ok: r.ok, text: r.ok ? `Works: airlock mcp answered with ${r.tools} tools in ${(r.ms / 1000).toFixed(1)} s.` : (r.error ?? 'It did not answer.') });
+    } catch (e) {
+      setState({ busy: false, ok: false, text: errorInfo(e).message });
+    }
+  };
+  return (
+    <div className="row">
+      <button type="button" className="btn small" onClick={() => void test()} disabled={state.busy}>{state.busy ? 'Testing…' : 'Test the stdio setup'}</button>
+      {state.text && <span className={state.ok ? 'add-n' : 'del-n'} role="status" aria-label="Setup test">{state.text}</span>}
+    </div>
   );
 }
 
