@@ -15,7 +15,7 @@ import { git, gitProject } from './support/git-project';
 /*
  * The checkpoint timeline in Chromium against the real core and Docker (docs/architecture.md §19):
  * a run of three file-changing turns shows three checkpoints; checkpoint 1 opens in Review, applies
- * alone (only turn 1's file reaches the project), and Continue from here starts a follow-up from it.
+ * alone (only turn 1's file reaches the project), and Follow up from here starts a follow-up from it.
  */
 
 const docker = await requirePrerequisite('docker');
@@ -108,9 +108,9 @@ describe.skipIf(!docker.ok || !chromium.ok)('checkpoint timeline (Chromium, real
       { toolCalls: [{ name: 'finish', input: { summary: 'Looked.' } }] },
     ]);
     await page.getByRole('button', { name: 'Back to run' }).click();
-    await page.getByLabel('Checkpoint 1', { exact: true }).getByRole('button', { name: 'Continue from here' }).click();
+    await page.getByLabel('Checkpoint 1', { exact: true }).getByRole('button', { name: 'Follow up from here' }).click();
     await page.getByLabel('Follow-up task from checkpoint 1').fill('take another way');
-    await page.getByRole('button', { name: 'Start from checkpoint 1' }).click();
+    await page.getByRole('button', { name: 'Follow up from checkpoint 1' }).click();
     await page.getByLabel('Thread').waitFor({ timeout: 20_000 });
     const runs = await s.runs.list({});
     const next = runs.find((r) => r.thread?.parentRunId === runId);

@@ -253,7 +253,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('the UI served by `airlock serve`, w
     ]);
     const before = upstream.requests.length;
     await page.getByLabel('Follow-up task').fill('Also handle the empty case');
-    await page.getByRole('button', { name: 'Continue', exact: true }).click();
+    await page.getByRole('button', { name: 'Follow up', exact: true }).click();
     await expect.poll(() => page.getByLabel('Thread').textContent(), { timeout: 30_000 }).toContain(`Turn 2 of a thread · continues${first.id}`);
     await expect.poll(() => page.locator('.run-header .badge').first().textContent(), { timeout: 240_000 }).toBe('done');
     const followUp = (await page.locator('.run-header + .row .mono').first().textContent()) ?? '';

@@ -46,12 +46,12 @@ export function CheckpointTimeline({ runId, final }: { runId: string; final: boo
               <span className="add-n">+{c.additions}</span>
               <span className="del-n">−{c.deletions}</span>
               <button className="btn small" onClick={() => navigate({ name: 'review', runId, checkpoint: c.n })}>Review up to here</button>
-              {final && <button className="btn small" onClick={() => setContinuing(continuing === c.n ? undefined : c.n)}>Continue from here</button>}
+              {final && <button className="btn small" onClick={() => setContinuing(continuing === c.n ? undefined : c.n)}>Follow up from here</button>}
             </div>
             {continuing === c.n && (
               <div className="row">
                 <textarea aria-label={`Follow-up task from checkpoint ${c.n}`} rows={2} value={task} placeholder="take another direction from here" onChange={(e) => setTask(e.target.value)} />
-                <button className="btn primary" disabled={busy || !task.trim()} onClick={() => void submit(c.n)}>Start from checkpoint {c.n}</button>
+                <button className="btn primary" disabled={busy || !task.trim()} onClick={() => void submit(c.n)}>Follow up from checkpoint {c.n}</button>
                 <span className="muted">{c.conversation ? 'with the conversation up to this turn' : 'a fresh conversation (only the built-in agent keeps one per checkpoint)'}</span>
               </div>
             )}

@@ -32,13 +32,14 @@ export function HistoryScreen() {
           <table aria-label="Runs" className="runs-table">
             <thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Model</th><th>Cost</th><th>Files</th><th>Started</th><th /></tr></thead>
             <tbody>
-              {rows.map(({ run: r, depth, followUps }) => (
+              {rows.map(({ run: r, depth, followUps, fork }) => (
                 <tr key={r.id} className="clickable" tabIndex={0} data-run={r.id} data-thread={r.thread?.rootRunId ?? (followUps ? r.id : undefined)}
                   onClick={() => navigate({ name: 'run', runId: r.id })}
                   onKeyDown={(e) => { if (e.key === 'Enter') navigate({ name: 'run', runId: r.id }); }}>
                   <td className="c-status"><StatusBadge status={r.status} />{r.applied && <div className="badge" title={appliedText(r.applied)} aria-label={appliedText(r.applied)}>{r.applied.branch ? `applied → ${r.applied.branch}` : 'applied'}</div>}</td>
                   <td className="c-task" style={depth ? { paddingLeft: 24 } : undefined}>
-                    {r.thread && <span className="badge" title={`continues ${r.thread.parentRunId}${r.thread.conversation === 'fresh' ? ', fresh conversation' : ''}`}>↳ turn {r.thread.turn}</span>}{' '}
+                    {r.thread && <span className="badge" title={`follows up ${r.thread.parentRunId}${r.thread.conversation === 'fresh' ? ', fresh conversation' : ''}`}>↳ turn {r.thread.turn}</span>}{' '}
+                    {fork && <span className="badge warn" aria-label="Fork" title={`A fork: ${fork.checkpoint !== undefined ? `follows up checkpoint ${fork.checkpoint} of ${fork.parentRunId}` : `a second follow-up to ${fork.parentRunId}`}; the other branch stays as it is`}>fork{fork.checkpoint !== undefined ? ` from checkpoint ${fork.checkpoint}` : ''}</span>}{' '}
                     {followUps > 0 && <span className="badge">thread · {followUps + 1} turns</span>}{' '}
                     {r.attempt && <button className="btn small" title="This run is one attempt of a group: compare them side by side" aria-label={`Compare attempts of ${r.attempt.groupId}`}
                       onClick={(e) => { e.stopPropagation(); if (r.attempt) navigate({ name: 'compare', groupId: r.attempt.groupId }); }}>attempt {r.attempt.index + 1} · Compare</button>}{' '}

@@ -60,13 +60,13 @@ export function ContinuePanel({ runId }: { runId: string }) {
     navigate({ name: 'run', runId: next.id });
   });
   return (
-    <section className="panel stack" aria-label={fork ? 'Fork from here' : 'Continue'}>
+    <section className="panel stack" aria-label={fork ? 'Fork from here' : 'Follow up'}>
       <label className="stack">
         <span className="muted">{fork ? 'Fork from here: another follow-up to this turn (the later turns stay as they are)' : 'Follow up: the agent continues from this result, with its conversation (nothing is applied first)'}</span>
         <textarea aria-label="Follow-up task" rows={2} value={task} placeholder="also handle the empty case" onChange={(e) => setTask(e.target.value)} />
       </label>
       <div className="row">
-        <button className="btn primary" onClick={() => void submit()} disabled={busy || !task.trim()}>{fork ? 'Fork from here' : 'Continue'}</button>
+        <button className="btn primary" onClick={() => void submit()} disabled={busy || !task.trim()}>{fork ? 'Fork from here' : 'Follow up'}</button>
         {error && <span className="del-n" role="alert">{error}</span>}
       </div>
     </section>

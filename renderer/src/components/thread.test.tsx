@@ -28,7 +28,7 @@ describe('threads (jsdom, fake services through the real router)', () => {
     await waitFor(() => expect(useRunsStore.getState().runs[first.id]?.status).toBe('done'));
 
     render(<ContinuePanel runId={first.id} />);
-    const button = screen.getByRole('button', { name: 'Continue' }) as HTMLButtonElement;
+    const button = screen.getByRole('button', { name: 'Follow up' }) as HTMLButtonElement;
     expect(button.disabled).toBe(true);
     fireEvent.change(screen.getByLabelText('Follow-up task'), { target: { value: 'also handle the empty case' } });
     fireEvent.click(button);

@@ -7,6 +7,11 @@ export interface ThreadRow {
   depth: number;
   /** On a first run: how many follow-ups its thread has. */
   followUps: number;
+  /**
+   * A fork: a follow-up that branches the thread — from a checkpoint inside its parent turn, or as a
+   * second (third…) follow-up to the same turn; the other branch stays as it is.
+   */
+  fork?: { parentRunId: string; checkpoint?: number };
 }
 
 /**
@@ -26,7 +31,16 @@ export function threadRows(runs: RunSummary[]): ThreadRow[] {
     if (rootOf(r)) continue;
     const followUps = (byRoot.get(r.id) ?? []).sort((a, b) => (a.thread?.turn ?? 0) - (b.thread?.turn ?? 0) || a.createdAt.localeCompare(b.createdAt));
     rows.push({ run: r, depth: 0, followUps: followUps.length });
-    for (const f of followUps) rows.push({ run: f, depth: 1, followUps: 0 });
+    for (const f of followUps) rows.push({ run: f, depth: 1, followUps: 0, ...forkOf(f, followUps) });
   }
   return rows;
+}
+
+/** Whether a follow-up branches its thread (see {@link ThreadRow.fork}): `siblings` are its thread's follow-ups. */
+function forkOf(run: RunSummary, siblings: readonly RunSummary[]): Pick<ThreadRow, 'fork'> {
+  const t = run.thread;
+  if (!t) return {};
+  const earlier = siblings.some((s) => s !== run && s.thread?.parentRunId === t.parentRunId && s.thread.checkpoint === undefined && s.createdAt < run.createdAt);
+  if (t.checkpoint === undefined && !earlier) return {};
+  return { fork: { parentRunId: t.parentRunId, ...(t.checkpoint !== undefined ? { checkpoint: t.checkpoint } : {}) } };
 }

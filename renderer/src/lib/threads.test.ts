@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import type { RunSummary } from '../../../contracts';
+import { threadRows } from './threads';
+
+function run(id: string, createdAt: string, thread?: Partial<NonNullable<RunSummary['thread']>>): RunSummary {
+  return {
+    id, task: id, projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt, startedAt: null, endedAt: null,
+    usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, requests: 0 }, changedFiles: 0, isolation: 'container', network: 'none', approval: 'auto',
+    ...(thread ? { thread: { rootRunId: 'r-root', parentRunId: 'r-root', turn: 2, conversation: 'carried', ...thread } } : {}),
+  } as RunSummary;
+}
+
+describe('History threads', () => {
+  it('marks a second follow-up to the same turn, and one from a checkpoint, as forks; the first follow-up is not one', () => {
+    const rows = threadRows([
+      run('r-fork2', '2026-12-03T10:03:00Z', {}),
+      run('r-cp', '2026-12-03T10:04:00Z', { checkpoint: 3 }),
+      run('r-first', '2026-12-03T10:01:00Z', {}),
+      run('r-turn3', '2026-12-03T10:02:00Z', { parentRunId: 'r-first', turn: 3 }),
+      run('r-root', '2026-12-03T10:00:00Z'),
+    ]);
+    const by = new Map(rows.map((r) => [r.run.id, r]));
+    expect(by.get('r-root')).toMatchObject({ depth: 0, followUps: 4 });
+    expect(by.get('r-first')?.fork).toBeUndefined();
+    expect(by.get('r-turn3')?.fork).toBeUndefined();
+    expect(by.get('r-fork2')?.fork).toEqual({ parentRunId: 'r-root' });
+    expect(by.get('r-cp')?.fork).toEqual({ parentRunId: 'r-root', checkpoint: 3 });
+  });
+});
