@@ -49,6 +49,8 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('the New run form ha
     project = await gitProject('airlock-e2e-parity-', { 'answer.txt': '1\n', 'check.sh': 'grep -qx 42 answer.txt\n' }, { name: 'Parity Person', email: 'parity@example.invalid' });
     upstream = await startFakeUpstream({ expectedKey: KEY });
     upstream.setScriptFor('claude-opus-4-5', [{ toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: '42\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'wrote 42' } }] }]);
+    // One script per model, used once: the gateway run has its own.
+    upstream.setScriptFor('claude-haiku-4-5', [{ toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: '42\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'wrote 42' } }] }]);
     upstream.setScriptFor('claude-sonnet-4-5', [{ toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: '41\n' } }] }, { toolCalls: [{ name: 'finish', input: { summary: 'wrote 41' } }] }]);
     const ui = await serveUi({ env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: serviceName }, rendererDir, warm: false });
     stopServe = ui.stop;
@@ -74,17 +76,17 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('the New run form ha
     for (const d of [home, project]) if (d) await rm(d, { recursive: true, force: true });
   });
 
-  const fillBasics = async (task: string) => {
+  const fillBasics = async (task: string, model: string) => {
     await page.getByRole('button', { name: /New run/ }).click();
     await page.getByLabel('Project folder').fill(project);
     await page.getByLabel('Task').fill(task);
     await page.locator('#r-provider').selectOption('anthropic');
-    await page.getByLabel('Model', { exact: true }).fill('claude-opus-4-5');
+    await page.getByLabel('Model', { exact: true }).fill(model);
   };
 
   it('starts a run with a secret, rules, the deny mode and a check, and shows the same run as a CLI line', async () => {
     await page.locator('.empty[aria-busy="true"]').waitFor({ state: 'detached', timeout: 120_000 });
-    await fillBasics('Write 42');
+    await fillBasics('Write 42', 'claude-haiku-4-5');
     await page.getByLabel('Network').selectOption('allowlist');
     await page.getByLabel('Allowed domains').fill('api.parity.invalid');
     const gateway = page.getByRole('group', { name: 'Gateway' });
@@ -117,20 +119,30 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('the New run form ha
   });
 
   it('starts an attempt group from the form and opens the comparison with the host-measured check', async () => {
-    await fillBasics('Make check.sh pass');
+    await fillBasics('Make check.sh pass', 'claude-opus-4-5');
     await page.getByLabel('Check', { exact: true }).fill('bash check.sh');
     await page.getByRole('button', { name: 'Compare attempts…' }).click();
     await page.getByLabel('Attempt 2 model').fill('claude-sonnet-4-5');
     await page.getByText('The same run from the command line').click();
-    expect(await page.getByLabel('CLI command').textContent()).toContain('--attempts builtin:anthropic/claude-opus-4-5,builtin:claude-sonnet-4-5');
+    expect(await page.getByLabel('CLI command').textContent()).toContain('--attempts builtin:anthropic/claude-opus-4-5,builtin:anthropic/claude-sonnet-4-5');
     await page.getByRole('button', { name: 'Start run' }).click();
 
     await page.waitForURL(/#\/compare\//, { timeout: 60_000 });
+    const groupId = decodeURIComponent(page.url().split('#/compare/')[1] ?? '');
+    const s = services as AirlockServices;
+    const group = (await s.attempts.list({})).find((g) => g.id === groupId);
+    expect(group?.attempts.map((a) => `${a.provider}/${a.model}`)).toEqual(['anthropic/claude-opus-4-5', 'anthropic/claude-sonnet-4-5']);
+    expect(group?.check).toBe('bash check.sh');
     const cards = page.locator('article.compare-card');
     await expect.poll(() => cards.count(), { timeout: 30_000 }).toBe(2);
-    await cards.nth(0).getByLabel('check passed').waitFor({ timeout: 300_000 });
-    await cards.nth(1).getByLabel(/check failed \(exit 1\)/).waitFor({ timeout: 300_000 });
+    await vi.waitFor(async () => {
+      const c = await s.attempts.compare({ groupId });
+      expect(c.attempts.map((a) => [a.status, a.check?.exitCode])).toEqual([['done', 0], ['done', 1]]);
+    }, { timeout: 400_000, interval: 1000 });
+    // The page was open all along: it follows the attempts as they end.
+    await cards.nth(0).getByLabel('check passed').waitFor({ timeout: 30_000 });
+    await cards.nth(1).getByLabel(/check failed \(exit 1\)/).waitFor({ timeout: 30_000 });
     await page.screenshot({ path: join(SHOTS, 'form-parity-attempts-compare.png'), fullPage: true });
     expect(pageErrors).toEqual([]);
-  });
+  }, 600_000);
 });
