@@ -7,7 +7,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, HELPER_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { HELPER_COMMAND, HELPER_USER, LOADER_PRELOAD_FILE, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
 import { assertLimitsEnforced } from './engine-limits';
 import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
@@ -387,9 +387,6 @@ export class DockerDriver implements SandboxDriver {
     this.emitter.dispose();
   }
 }
-
-/** The file every glibc loader reads before anything else, and loads what it names into the process. */
-export const LOADER_PRELOAD_FILE = '/etc/ld.so.preload';
 
 /**
  * Refuses an image that has /etc/ld.so.preload: its libraries would load into Airlock's root helper
