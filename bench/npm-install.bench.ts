@@ -74,7 +74,7 @@ export const benchmarks: Benchmark[] = [
           sandbox.channel.onDidRefuseConnections((e) => (refused = Math.max(refused, e.refused))),
           net.onDidConnect((e) => {
             tunnels += 1;
-            // Failed attempts, by reason (a 502 from the proxy is a failed dial: say why).
+            // Attempts that ended with a reason (a failed dial, a refusal, the idle timeout), by reason.
             if (e.reason) failures.set(e.reason, (failures.get(e.reason) ?? 0) + 1);
           }),
         ];
@@ -82,7 +82,7 @@ export const benchmarks: Benchmark[] = [
         watching.push({ dispose: () => clearInterval(sampler) });
         const seen = () =>
           `egress connections ${tunnels} (at most ${peak} open at once), refused at the channel's cap ${refused}, open after ${sandbox.channel.openConnections}` +
-          (failures.size ? `; failed: ${[...failures].map(([why, n]) => `${n}× ${why}`).join(', ')}` : '');
+          (failures.size ? `; ended with a reason: ${[...failures].map(([why, n]) => `${n}× ${why}`).join(', ')}` : '');
         try {
           await sandbox.channel.writeFile('/workspace/npm-bench/package.json', PACKAGE_JSON);
           // The host's install first: the registry's caches are then as warm for the sandbox as for it.
