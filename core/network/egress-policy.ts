@@ -113,9 +113,20 @@ export interface EgressPolicyOptions {
   allowCommand?: (host: string, port: number) => string;
 }
 
+/** How long a name's answer is reused: an install opens hundreds of connections to one registry in seconds. */
+const LOOKUP_REUSE_MS = 5_000;
+/** Names whose answers are kept at once (a run names few hosts; this only bounds a hostile one). */
+const LOOKUP_CACHE_NAMES = 256;
+
 /** The admission decision of one run's egress proxy, and the grants the user adds while it runs. */
 export class EgressPolicy {
   private readonly onceGrants: Array<{ host: string; port?: number }> = [];
+  /**
+   * Lookups in flight or answered in the last LOOKUP_REUSE_MS, by name. Without it each connection
+   * resolved on its own: an npm install's hundreds at once queued on the resolver's few threads past
+   * the timeout (`DNS lookup timed out`, a 502). Every address is still checked on every decision.
+   */
+  private readonly lookups = new Map<string, { answer: Promise<string[]>; at?: number }>();
   private readonly internalHosts: Set<string>;
   private projectReload: Promise<void> | undefined;
 
@@ -191,7 +202,7 @@ export class EgressPolicy {
 
     let addresses: string[];
     try {
-      addresses = await withTimeout(this.opts.resolve(host), this.opts.connectTimeoutMs, 'DNS lookup timed out');
+      addresses = await withTimeout(this.lookup(host), this.opts.connectTimeoutMs, 'DNS lookup timed out');
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
       throw new Refusal(502, `DNS lookup failed (${why})`, `airlock: could not resolve ${host} (${why})`, true);
@@ -214,6 +225,27 @@ export class EgressPolicy {
       }
     }
     return { host, addresses };
+  }
+
+  /** One lookup per name at a time, its answer reused briefly; a failure is never reused. */
+  private lookup(host: string): Promise<string[]> {
+    const now = performance.now();
+    const fresh = (e: { at?: number }) => e.at === undefined || now - e.at < LOOKUP_REUSE_MS;
+    const known = this.lookups.get(host);
+    if (known && fresh(known)) return known.answer;
+    this.lookups.delete(host);
+    if (this.lookups.size >= LOOKUP_CACHE_NAMES) {
+      for (const [name, e] of this.lookups) if (!fresh(e)) this.lookups.delete(name);
+    }
+    const entry: { answer: Promise<string[]>; at?: number } = { answer: this.opts.resolve(host).then((addresses) => [...addresses]) };
+    entry.answer.then(
+      () => (entry.at = performance.now()),
+      () => {
+        if (this.lookups.get(host) === entry) this.lookups.delete(host);
+      },
+    );
+    if (this.lookups.size < LOOKUP_CACHE_NAMES) this.lookups.set(host, entry);
+    return entry.answer;
   }
 
   /**
