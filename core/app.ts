@@ -1,3 +1,5 @@
+import { McpServerRegistry } from './network/mcp-gateway/mcp-server-registry';
+import { openRunMcpGateway } from './network/mcp-gateway/run-mcp-gateway';
 import { debugLog } from './common/debug-log';
 import { ProjectBases } from './sandbox/project-bases';
 import { AirlockError } from '../contracts/errors';
@@ -137,6 +139,8 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     agent: getAgentAdapter,
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
+    // The user's MCP servers for a run (§20): credentials from the same keychain service as provider keys.
+    mcpGateway: async (run) => openRunMcpGateway({ runId: run.runId, servers: await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers) }),
     bases: core.bases,
     ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),
   });

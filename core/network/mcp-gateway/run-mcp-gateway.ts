@@ -68,6 +68,8 @@ export interface McpCallEvent {
   argsSha256: string;
   argsBytes: number;
   decision: McpDecision;
+  /** Who decided: `policy` (the tool's rule), `user` (an answer to a question), `timeout`. */
+  by?: string;
   /** Why it was refused or failed (no arguments, no result text). */
   reason?: string;
   /** Bytes of the answer passed into the sandbox (after scrubbing and the cap). */
