@@ -1,5 +1,3 @@
-import { McpServerRegistry } from './network/mcp-gateway/mcp-server-registry';
-import { openRunMcpGateway } from './network/mcp-gateway/run-mcp-gateway';
 import { debugLog } from './common/debug-log';
 import { ProjectBases } from './sandbox/project-bases';
 import { AirlockError } from '../contracts/errors';
@@ -140,7 +138,11 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
     // The user's MCP servers for a run (§20): credentials from the same keychain service as provider keys.
-    mcpGateway: async (run) => openRunMcpGateway({ runId: run.runId, servers: await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers) }),
+    // Loaded on first use: a run without --mcp (and every CLI start) never pays for the SDK's client.
+    mcpGateway: async (run) => {
+      const [{ McpServerRegistry }, { openRunMcpGateway }] = await Promise.all([import('./network/mcp-gateway/mcp-server-registry'), import('./network/mcp-gateway/run-mcp-gateway')]);
+      return openRunMcpGateway({ runId: run.runId, servers: await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers) });
+    },
     bases: core.bases,
     ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),
   });
