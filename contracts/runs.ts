@@ -127,6 +127,8 @@ export const StartRunInput = z
     secrets: z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/)).max(20).optional(),
     /** Whether a request a gateway rule refused waits for the user (`ask`, the default) or is refused at once (`deny`). */
     networkApprovals: NetworkApprovalMode.optional(),
+    /** The user's MCP servers this run's agent may use through the run's MCP gateway (credentials stay on the host; §20). */
+    mcpServers: z.array(z.string().regex(/^[a-z][a-z0-9-]{0,23}$/, 'an MCP server name (see `airlock mcp-servers list`)')).max(10).optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
     /** History in the sandbox's repository; absent: the `gitHistory` setting. */
     gitHistory: GitHistory.optional(),
@@ -248,6 +250,8 @@ export const RunRecord = RunSummary.extend({
   secrets: z.array(z.string()).optional(),
   /** `deny`: requests the gateway's rules refused were not put to the user (absent: `ask`). */
   networkApprovals: NetworkApprovalMode.optional(),
+  /** The MCP servers the run's gateway served (docs/architecture.md §20). */
+  mcpServers: z.array(z.string()).optional(),
   /** History the sandbox's repository held (a follow-up turn keeps it). */
   gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),

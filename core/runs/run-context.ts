@@ -1,3 +1,4 @@
+import type { RunMcpGateway } from '../network/mcp-gateway/run-mcp-gateway';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
 import type { GitHistory, Isolation, NetworkAnswer, NetworkApprovalEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
@@ -124,6 +125,11 @@ export interface RunServiceDeps {
   setupQuietMs?: number;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
+  /**
+   * Opens the run's MCP gateway over the user's servers named by the run (docs/architecture.md §20):
+   * credentials from the keychain, connected and listed on the host; absent: `--mcp` is refused.
+   */
+  mcpGateway?(run: { runId: string; projectDir: string; servers: string[] }): Promise<RunMcpGateway>;
   /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
   bases?: Pick<ProjectBases, 'claim' | 'refresh' | 'discard'>;
 }
@@ -195,6 +201,8 @@ export interface LiveRun {
   /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
   grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
   network?: RunNetwork;
+  /** The run's MCP gateway and its port inside the sandbox (docs/architecture.md §20). */
+  mcp?: { gateway: RunMcpGateway; sandboxPort: number };
   agentProcess?: ChannelProcess;
   /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
   hostCommands: Set<ChannelProcess>;

@@ -202,6 +202,31 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   await policyStep(host, run);
+  await mcpStep(host, run);
+}
+
+/**
+ * The run's MCP gateway (docs/architecture.md §20): the user's servers named for the run, connected
+ * on the host with their credentials, appear inside the sandbox as one endpoint on loopback through
+ * the channel, under a token of the run's own; the gateway and its token go with the run.
+ */
+async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
+  const names = run.input.mcpServers ?? [];
+  if (names.length === 0) return;
+  if (!host.deps.mcpGateway) throw new AirlockError('INTERNAL', 'the MCP gateway is not wired in this build');
+  const sandbox = required(run.sandbox, 'network', 'prepare');
+  await host.update(run, { phase: `connecting MCP servers: ${names.join(', ')}` });
+  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names }));
+  const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => gateway.connect(), { name: 'MCP gateway' }));
+  run.mcp = { gateway, sandboxPort: exposed.port };
+  await run.audit.append('mcp', { event: 'open', servers: gateway.record.servers });
+  run.disposables.add(
+    gateway.onDidCall((c) => {
+      host.auditLater(run, 'mcp', { event: 'call', server: c.server, tool: c.tool, argsSha256: c.argsSha256, argsBytes: c.argsBytes, decision: c.decision, ...(c.by ? { by: c.by } : {}), ...(c.reason ? { reason: c.reason } : {}), resultBytes: c.resultBytes, isError: c.isError, ...(c.capped ? { capped: true } : {}), durationMs: c.durationMs });
+    }),
+  );
+  const tools = gateway.record.servers.map((s) => `${s.name} (${s.tools} tools)`).join(', ');
+  run.terminal.write(`\x1b[36m[airlock] MCP gateway: ${tools}; credentials stay on this machine\x1b[0m\r\n`);
 }
 
 /** Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy. */
@@ -291,6 +316,7 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     approval: input.approval,
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
     ...(grant.credential ? { credential: grant.credential } : {}),
+    ...(run.mcp ? { mcp: { url: `http://127.0.0.1:${run.mcp.sandboxPort}/mcp`, token: run.mcp.gateway.token } } : {}),
   };
   if (run.agent.session) ctx.session = { id: run.sessionId, resume: await (run.sessionRestored ?? false) };
   const command = run.agent.command(ctx);
