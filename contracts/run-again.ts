@@ -18,6 +18,7 @@ export function runAgainInput(run: RunRecord): StartRunInput {
     isolation: run.isolation,
     network: run.network,
     ...(run.allowlist?.length ? { allowlist: [...run.allowlist] } : {}),
+    ...(run.internalHosts?.length ? { internalHosts: [...run.internalHosts] } : {}),
     ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
     ...(run.environment && run.environment.kind !== 'airlock' ? { environment: run.environment.name } : {}),
     limits: {

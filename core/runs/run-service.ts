@@ -317,6 +317,7 @@ export class RunService implements Disposable {
       ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       ...(input.networkApprovals ? { networkApprovals: input.networkApprovals } : {}),
+      ...(input.internalHosts?.length ? { internalHosts: input.internalHosts } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
       ...(options?.attempt ? { attempt: options.attempt } : {}),

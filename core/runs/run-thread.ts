@@ -76,6 +76,7 @@ export async function resolveContinuation(
     ...(parent.allowlist ? { allowlist: parent.allowlist } : {}),
     ...(parent.egressRules ? { egressRules: parent.egressRules } : {}),
     ...(parent.secrets ? { secrets: parent.secrets } : {}),
+    ...(parent.internalHosts ? { internalHosts: parent.internalHosts } : {}),
     ...((args.networkApprovals ?? parent.networkApprovals) ? { networkApprovals: args.networkApprovals ?? parent.networkApprovals } : {}),
     ...(parent.gitHistory !== undefined ? { gitHistory: parent.gitHistory } : {}),
     limits: args.limits ?? parent.limits,
