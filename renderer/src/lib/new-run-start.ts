@@ -28,6 +28,7 @@ export function startInputOf(d: NewRunDraft, gitHistory: GitHistory): StartRunIn
     isolation: d.isolation,
     network: d.network,
     allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
+    ...(d.network === 'allowlist' && d.internalHosts?.trim() ? { internalHosts: d.internalHosts.split(/[\s,]+/).filter(Boolean) } : {}),
     gitHistory,
     ...(d.environment ? { environment: d.environment } : {}),
     ...(d.trustEnvironment ? { trustEnvironment: true } : {}),
