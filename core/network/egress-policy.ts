@@ -208,7 +208,10 @@ export class EgressPolicy {
       throw new Refusal(502, 'DNS lookup returned no address', `airlock: ${host} has no address`, true);
     }
     const refused = addressRefusal(host, addresses, { internal: this.internalHosts.has(host), allowLoopback: this.opts.allowLoopback });
-    if (refused) throw new Refusal(403, refused, `airlock: ${host}:${port} refused — the name ${refused}`);
+    if (refused) {
+      const [what = refused, ...how] = refused.split('; ');
+      throw new Refusal(403, refused, `airlock: ${host}:${port} refused — it ${what}, which the sandbox may not reach${how.length ? `; ${how.join('; ')}` : ''}`);
+    }
     return { host, addresses };
   }
 
