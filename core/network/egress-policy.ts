@@ -2,7 +2,7 @@ import net from 'node:net';
 import { AirlockError } from '../../contracts/errors';
 import { rawHeaderValues } from '../common/hop-headers';
 import { DEFAULT_PORT, toAllowEntry, type AllowEntry, type Allowlist, type EgressKind } from './allowlist';
-import { blockedAddressReason, isIpLiteral, isLoopbackAddress, isPrivateAddress, normalizeHostName, reservedNameReason } from './address-checks';
+import { blockedAddressReason, internalHostName, isIpLiteral, isLoopbackAddress, isPrivateAddress, normalizeHostName, reservedNameReason } from './address-checks';
 import type { ProjectNetworkStore } from './project-network-store';
 
 /**
@@ -91,14 +91,22 @@ export function asRefusal(err: unknown): Refusal {
   return new Refusal(502, (err as Error).message, 'airlock: the egress proxy failed on this request', true);
 }
 
-/** An internal host must be named exactly: no wildcard, no address. */
-/** An internal host must be named exactly: no wildcard, no address. */
-function internalHostName(raw: string): string {
-  const host = normalizeHostName(raw.trim());
-  if (!host || raw.includes('*') || isIpLiteral(raw)) {
-    throw new AirlockError('INVALID_INPUT', `"${raw}": an internal host must be one exact host name (no wildcard, no IP address)`);
+/**
+ * Why a name's resolved addresses may not be reached, or undefined. Any bad record refuses the name
+ * (a rebinding answer must not win on a retry). A private (LAN) address passes only for a host the
+ * user named as internal, and the refusal says how to name it; loopback, link-local and metadata
+ * addresses are refused for every name (docs/architecture.md §2.8, "Internal hosts").
+ */
+export function addressRefusal(host: string, addresses: readonly string[], opts: { internal: boolean; allowLoopback?: boolean }): string | undefined {
+  for (const address of addresses) {
+    if (opts.allowLoopback && isLoopbackAddress(address)) continue;
+    if (opts.internal && net.isIP(address) && isPrivateAddress(address)) continue;
+    const blocked = net.isIP(address) ? blockedAddressReason(address) : 'not an IP address';
+    if (!blocked) continue;
+    const hint = !opts.internal && isPrivateAddress(address) ? `; if ${host} is a server of your own network, allow it by name with --internal-host ${host}` : '';
+    return `resolves to ${blocked} (${address})${hint}`;
   }
-  return host;
+  return undefined;
 }
 
 export interface EgressPolicyOptions {
@@ -210,19 +218,10 @@ export class EgressPolicy {
     if (addresses.length === 0) {
       throw new Refusal(502, 'DNS lookup returned no address', `airlock: ${host} has no address`, true);
     }
-    const internal = this.internalHosts.has(host);
-    for (const address of addresses) {
-      if (this.opts.allowLoopback && isLoopbackAddress(address)) continue;
-      if (internal && net.isIP(address) && isPrivateAddress(address)) continue;
-      const blocked = net.isIP(address) ? blockedAddressReason(address) : 'not an IP address';
-      if (blocked) {
-        // Any bad record refuses the name: a rebinding answer must not win on a retry.
-        throw new Refusal(
-          403,
-          `resolves to ${blocked} (${address})`,
-          `airlock: ${host}:${port} refused — it resolves to ${blocked} (${address}), which the sandbox may not reach`,
-        );
-      }
+    const refused = addressRefusal(host, addresses, { internal: this.internalHosts.has(host), allowLoopback: this.opts.allowLoopback });
+    if (refused) {
+      const [what = refused, ...how] = refused.split('; ');
+      throw new Refusal(403, refused, `airlock: ${host}:${port} refused — it ${what}, which the sandbox may not reach${how.length ? `; ${how.join('; ')}` : ''}`);
     }
     return { host, addresses };
   }

@@ -114,7 +114,7 @@ export interface RunServiceDeps {
    * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
    * channel); returns the environment the agent needs and what to record.
    */
-  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; internalHosts?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
   limits?: SandboxLimits;
   /**
    * A run on a project environment's image ended: keep a started sandbox of that image (its id)
@@ -137,7 +137,7 @@ export interface RunServiceDeps {
 /** A wider network policy in force for one run. */
 export interface RunNetwork extends Disposable {
   env: Record<string, string>;
-  record: { policy: string; allow: string[]; warning?: string; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
+  record: { policy: string; allow: string[]; warning?: string; internalHosts?: string[]; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
   onDidConnect: Event<EgressAttempt>;
   /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
   allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;

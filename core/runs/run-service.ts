@@ -321,6 +321,7 @@ export class RunService implements Disposable {
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       ...(input.networkApprovals ? { networkApprovals: input.networkApprovals } : {}),
       ...(input.mcpServers?.length ? { mcpServers: input.mcpServers } : {}),
+      ...(input.internalHosts?.length ? { internalHosts: input.internalHosts } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
       ...(options?.attempt ? { attempt: options.attempt } : {}),

@@ -240,11 +240,11 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
     return;
   }
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
+  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], internalHosts: input.internalHosts ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
   run.network = net;
   // An MCP session's commands reach the egress proxy the same way an agent's would.
   if (run.session) run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...net.env });
-  await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
+  await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.internalHosts?.length ? { internalHosts: net.record.internalHosts } : {}), ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(
     net.onDidConnect((e) => {

@@ -78,6 +78,7 @@ export async function resolveContinuation(
     ...(parent.secrets ? { secrets: parent.secrets } : {}),
     // The same agent keeps the parent's MCP servers (§20); another agent starts without them.
     ...(parent.mcpServers?.length && agent === parent.agent ? { mcpServers: parent.mcpServers } : {}),
+    ...(parent.internalHosts ? { internalHosts: parent.internalHosts } : {}),
     ...((args.networkApprovals ?? parent.networkApprovals) ? { networkApprovals: args.networkApprovals ?? parent.networkApprovals } : {}),
     ...(parent.gitHistory !== undefined ? { gitHistory: parent.gitHistory } : {}),
     limits: args.limits ?? parent.limits,
