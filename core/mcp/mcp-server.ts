@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult, type ServerNotification, type ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { z } from 'zod';
 import { AirlockError, toErrorInfo } from '../../contracts/errors';
@@ -110,7 +110,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     return deps;
   };
   const limits: McpLimits = { ...DEFAULT_MCP_LIMITS, ...limitsIn, ...(depsOrPromise instanceof Promise ? {} : depsOrPromise.limits) };
-  const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { capabilities: { logging: {} }, instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
+  const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
   const sandboxes = new Set<string>();
   const lastUsed = new Map<string, number>();
   // Caps are taken synchronously, before any await, so concurrent calls cannot all pass the check.
@@ -607,8 +607,17 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
   };
   const text = (uri: URL, body: string, mimeType = 'text/plain') => ({ contents: [{ uri: uri.href, mimeType, text: body }] });
   const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
+  type Read = (uri: URL, vars: Record<string, string | string[]>) => Promise<ReadResourceResult>;
+  const register = (name: string, kind: string, meta: { description: string; mimeType: string }, read: Read) =>
+    server.registerResource(name, template(kind), meta, async (uri, vars) => {
+      try {
+        return await read(uri, vars);
+      } catch (err) {
+        throw resourceError(uri, err);
+      }
+    });
 
-  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+  register('run-terminal', 'terminal', { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
     const { core } = await ready();
     const id = runIdOf(vars.runId);
     await core.store.get(id);
@@ -625,21 +634,34 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
       await handle.close();
     }
   });
-  server.registerResource('run-events', template('events'), { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+  register('run-events', 'events', { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
     const { services } = await ready();
     const page = await services.runs.events({ runId: runIdOf(vars.runId), afterSeq: -1, limit: 5000 });
     return text(uri, JSON.stringify(page.events), 'application/json');
   });
-  server.registerResource('run-diff', template('diff'), { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
+  register('run-diff', 'diff', { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
     const { services } = await ready();
     const whole = await services.diffs.preview({ runId: runIdOf(vars.runId) });
     return text(uri, (whole.text ?? '').slice(0, limits.patchBytes), 'text/x-diff');
   });
-  server.registerResource('run-audit', template('audit'), { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+  register('run-audit', 'audit', { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
     const { services } = await ready();
     const result = await services.audit.verify({ runId: runIdOf(vars.runId) });
     return text(uri, JSON.stringify(result), 'application/json');
   });
+}
+
+/** MCP's code for a resource that does not exist (the specification's "Resource not found"). */
+export const RESOURCE_NOT_FOUND = -32002;
+
+/**
+ * A failed resource read as a JSON-RPC error with the specification's code: no such run is -32002
+ * (with the URI in `data`), a malformed run id -32602, anything else -32603, each with Airlock's message.
+ */
+function resourceError(uri: URL, err: unknown): McpError {
+  const info = toErrorInfo(err);
+  const code = info.kind === 'NOT_FOUND' ? RESOURCE_NOT_FOUND : info.kind === 'INVALID_INPUT' ? ErrorCode.InvalidParams : ErrorCode.InternalError;
+  return new McpError(code, info.message, { uri: uri.href });
 }
 
 /**
