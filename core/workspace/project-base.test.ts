@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { manifestDigest, planDelta, trustedStat, type BaseDir, type BaseFile } from './project-base';
+import { checkBaseListing, manifestDigest, parseCtimeListing, planDelta, trustedStat, type BaseDir, type BaseFile } from './project-base';
 import type { SnapshotEntry } from './snapshot';
 
 const stat = { size: 3, mtimeMs: 1_000, ctimeMs: 1_000, ino: 7, perm: 0o644 };
 const file = (path: string, over: Partial<SnapshotEntry> = {}): SnapshotEntry => ({ path, type: 'file', mode: 0o644, size: 3, mtimeMs: 1_000, ctimeMs: 1_000, ino: 7, ...over });
-const baseFile = (path: string, over: Partial<BaseFile> = {}): BaseFile => ({ path, oid: 'a'.repeat(40), size: 3, mode: '100644', mtime: 1, stat: { ...stat }, ...over });
+const baseFile = (path: string, over: Partial<BaseFile> = {}): BaseFile => ({ path, oid: 'a'.repeat(40), size: 3, mode: '100644', mtime: 1, stat: { ...stat }, ctime: '1.5', ...over });
 
 describe('planDelta', () => {
   const dirs: BaseDir[] = [{ path: 'src', perm: 0o755 }, { path: 'gone', perm: 0o755 }];
@@ -52,5 +52,26 @@ describe('manifestDigest', () => {
     expect(manifestDigest([baseFile('a', { mode: '100755' })], [{ path: 's', perm: 0o755 }])).not.toBe(d);
     expect(manifestDigest([baseFile('a', { mtime: 2 })], [{ path: 's', perm: 0o755 }])).not.toBe(d);
     expect(manifestDigest([baseFile('a')], [{ path: 's', perm: 0o700 }])).not.toBe(d);
+  });
+});
+
+describe('checkBaseListing', () => {
+  const files = [baseFile('src/a', { ctime: '1.1' }), baseFile('src/b', { ctime: '1.2' }), baseFile('gone/x', { ctime: '1.3' })];
+  const plan = { stream: [file('src/b'), file('src/new')], deletions: ['gone'] };
+  const listing = (pairs: string[][]) => parseCtimeListing(pairs.map(([p, c]) => `${p}\0${c}\0`).join(''));
+
+  it('accepts the base as written, whatever the copy is doing to the paths it streams or removes', () => {
+    expect(checkBaseListing(listing([['src/a', '1.1'], ['src/b', '9.9'], ['src/new', '9.9']]), { files }, plan)).toBeUndefined();
+    expect(checkBaseListing(listing([['src/a', '1.1'], ['gone/x', '1.3']]), { files }, plan)).toBeUndefined();
+  });
+
+  it('names a kept file changed or missing, and a file added to the volume', () => {
+    expect(checkBaseListing(listing([['src/a', '1.7']]), { files }, plan)).toMatch(/src\/a was changed/);
+    expect(checkBaseListing(listing([]), { files }, plan)).toMatch(/src\/a is missing/);
+    expect(checkBaseListing(listing([['src/a', '1.1'], ['src/planted', '2.0']]), { files }, plan)).toMatch(/src\/planted was added/);
+  });
+
+  it('parses names with newlines and drops a cut-off pair', () => {
+    expect([...parseCtimeListing('a\nb\x001.5\x00c\x00')]).toEqual([['a\nb', '1.5']]);
   });
 });
