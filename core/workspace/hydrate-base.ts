@@ -2,7 +2,7 @@ import { AirlockError } from '../../contracts/errors';
 import { baselineCommitOid, type GitMode } from './git-objects';
 import type { CommitChange, HostRepo } from './host-repo';
 import { assertBaselineRecorded, type HydrateOptions, type HydrateResult } from './hydrate';
-import { checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord } from './project-base';
+import { changedFolders, checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
@@ -61,6 +61,11 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   const timeoutMs = opts.timeoutMs ?? 30 * 60_000;
   const started = performance.now();
   const env = gitEnv(layout);
+  // The listing and the host's importer start first: neither needs the plan.
+  const listing = shell.run({ argv: ['sh', '-c', ctimeListingScript(layout.workDir)], env, timeoutMs });
+  listing.catch(() => undefined);
+  const importing = opts.hostRepo?.importer();
+  importing?.catch(() => undefined);
   const plan = planDelta(snapshot, base);
   const spool = `${layout.stateDir}/hydrate.tar`;
   const deletionsFile = `${layout.stateDir}/base-deletions`;
@@ -70,10 +75,6 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   // copy (removals first, then the changed files as one tar, spooled for the baseline into the file the
   // base's writer left). The listing skips nothing; the host ignores the paths the copy changes.
   const sandboxRepo = opts.gitHistory === undefined ? undefined : startSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
-  const importing = opts.hostRepo?.importer();
-  importing?.catch(() => undefined);
-  const listing = shell.run({ argv: ['sh', '-c', ctimeListingScript(layout.workDir)], env, timeoutMs });
-  listing.catch(() => undefined);
   // Removals ride on the copy's command line; a list too long for one goes first on its own.
   const inline = plan.deletions.length <= MAX_INLINE_DELETIONS && plan.deletions.every((p) => Buffer.byteLength(p) < 4096);
   if (!inline) {
@@ -146,7 +147,9 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
     as: 'helper',
   });
   baselineRun.catch(() => undefined);
-  const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline');
+  // Only the folders the delta touched are hashed again; the others are the base's (host-computed) trees.
+  const touched = changedFolders([...plan.stream.map((e) => e.path), ...deletions]);
+  const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline', { trees: base.trees, clean: (d) => !touched.has(d) });
   const marks = new Map(imported.map((i) => [i.path, i]));
   const hostBaseline = importer
     ? importer

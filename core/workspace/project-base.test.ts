@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkBaseListing, manifestDigest, parseCtimeListing, planDelta, trustedStat, type BaseDir, type BaseFile } from './project-base';
+import { baselineCommitOid, treeOids } from './git-objects';
+import { changedFolders, checkBaseListing, manifestDigest, parseCtimeListing, planDelta, trustedStat, type BaseDir, type BaseFile } from './project-base';
 import type { SnapshotEntry } from './snapshot';
 
 const stat = { size: 3, mtimeMs: 1_000, ctimeMs: 1_000, ino: 7, perm: 0o644 };
@@ -73,5 +74,19 @@ describe('checkBaseListing', () => {
 
   it('parses names with newlines and drops a cut-off pair', () => {
     expect([...parseCtimeListing('a\nb\x001.5\x00c\x00')]).toEqual([['a\nb', '1.5']]);
+  });
+});
+
+describe('a base\'s trees', () => {
+  it('give the same baseline commit as hashing every folder, only the touched folders hashed again', () => {
+    const f = (path: string, oid: string) => ({ path, oid: oid.repeat(40), mode: '100644' });
+    const before = [f('a/x', '1'), f('a/y', '2'), f('b/c/z', '3'), f('b/d/w', '4'), f('top', '5')];
+    const trees = treeOids(before);
+    const after = [f('a/x', '1'), f('a/y', '2'), f('b/c/z', '6'), f('b/e', '7'), f('top', '5')];
+    const touched = changedFolders(['b/c/z', 'b/e', 'b/d']);
+    expect([...touched].sort()).toEqual(['', 'b', 'b/c']);
+    expect(baselineCommitOid(after, 'i', 'm', { trees, clean: (d) => !touched.has(d) })).toBe(baselineCommitOid(after, 'i', 'm'));
+    // A stale tree for a folder said to be clean is taken as given: the cache is only as good as its record.
+    expect(baselineCommitOid(after, 'i', 'm', { trees, clean: () => true })).toBe(baselineCommitOid(before, 'i', 'm'));
   });
 });

@@ -82,7 +82,9 @@ export interface BaseRecord {
   tree: string;
   files: BaseFile[];
   dirs: BaseDir[];
-  /** sha256 of the canonical manifest (files and folders with modes and ids): labelled on the volume too. */
+  /** The tree id of every folder of the base ('' the root), computed on the host: a run hashes only the folders that changed. */
+  trees: Record<string, string>;
+  /** sha256 of the canonical manifest (files, folders, trees): what a record altered on disk fails. */
   manifestDigest: string;
 }
 
@@ -92,8 +94,9 @@ export function baseKey(projectDir: string, variant = ''): string {
 }
 
 /** The digest over what the base holds: files (path, mode, id, mtime, change time in the volume) and folders (path, mode), in order. */
-export function manifestDigest(files: readonly BaseFile[], dirs: readonly BaseDir[]): string {
+export function manifestDigest(files: readonly BaseFile[], dirs: readonly BaseDir[], trees: Readonly<Record<string, string>> = {}): string {
   const h = createHash('sha256');
+  for (const k of Object.keys(trees).sort()) h.update(`t\0${k}\0${trees[k]}\n`);
   for (const f of files) h.update(`f\0${f.path}\0${f.mode}\0${f.oid}\0${f.mtime ?? ''}\0${f.ctime}\n`);
   for (const d of dirs) h.update(`d\0${d.path}\0${d.perm.toString(8)}\n`);
   return h.digest('hex');
@@ -122,7 +125,7 @@ export class BaseStore {
     }
     if (rec.version !== BASE_RECORD_VERSION || rec.key !== key) return undefined;
     // A record whose manifest was altered on disk is not used (its digest is what the volume is labelled with).
-    if (manifestDigest(rec.files, rec.dirs) !== rec.manifestDigest) return undefined;
+    if (!rec.trees || manifestDigest(rec.files, rec.dirs, rec.trees) !== rec.manifestDigest) return undefined;
     return rec;
   }
 
@@ -231,17 +234,28 @@ export function checkBaseListing(listing: Map<string, string>, base: Pick<BaseRe
     return false;
   };
   const known = new Set<string>();
+  const anyRemoved = removed.size > 0;
   for (const f of base.files) {
     known.add(f.path);
-    if (streamed.has(f.path) || underRemoved(f.path)) continue;
+    if (streamed.has(f.path) || (anyRemoved && underRemoved(f.path))) continue;
     const got = listing.get(f.path);
     if (got === undefined) return `${f.path} is missing`;
     if (got !== f.ctime) return `${f.path} was changed (change time ${got}, written at ${f.ctime})`;
   }
   for (const p of listing.keys()) {
-    if (!known.has(p) && !streamed.has(p) && !underRemoved(p)) return `${p} was added`;
+    if (!known.has(p) && !streamed.has(p) && !(anyRemoved && underRemoved(p))) return `${p} was added`;
   }
   return undefined;
+}
+
+/** Every folder a change touches (the folders above each changed path, '' the root): their trees are hashed again. */
+export function changedFolders(paths: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const p of paths) {
+    out.add('');
+    for (let i = p.indexOf('/'); i !== -1; i = p.indexOf('/', i + 1)) out.add(p.slice(0, i));
+  }
+  return out;
 }
 
 /** Drops paths inside a folder that is itself removed (`rm -rf` takes them), keeps order stable. */

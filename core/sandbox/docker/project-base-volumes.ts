@@ -6,7 +6,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_VOLUME } from '../labels';
 import { sandboxVolumes } from './container-config';
 import type { Engine } from './engine';
-import { baselineCommitOid } from '../../workspace/git-objects';
+import { baselineCommitOfTree, treeOids } from '../../workspace/git-objects';
 import { HostRepo } from '../../workspace/host-repo';
 import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manifestDigest, parseCtimeListing, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from '../../workspace/project-base';
 import { snapshotProject, type SnapshotOptions } from '../../workspace/snapshot';
@@ -172,8 +172,9 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
     if (exit.StatusCode !== 0) {
       throw new AirlockError('SANDBOX_FAILED', `Writing the project base failed (exit ${exit.StatusCode}): ${Buffer.concat(errChunks).toString('utf8').trim().slice(-500) || 'no error output'}.`);
     }
-    const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline');
-    if (commitLine !== expected || !treeLine || !/^[0-9a-f]{40}$/.test(treeLine) || ctimes.size !== manifest.length || manifest.some((f) => !ctimes.has(f.path))) {
+    const trees = treeOids(manifest);
+    const expected = baselineCommitOfTree(trees.get('') as string, IDENT, 'airlock baseline');
+    if (commitLine !== expected || treeLine !== trees.get('') || !treeLine || !/^[0-9a-f]{40}$/.test(treeLine) || ctimes.size !== manifest.length || manifest.some((f) => !ctimes.has(f.path))) {
       throw new AirlockError('SANDBOX_FAILED', `The project base does not hold the project as read (${commitLine ?? 'nothing'} against ${expected}); it is not kept.`);
     }
     const hostCommit = await importer.commit({ ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n' }, imported);
@@ -201,7 +202,8 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
       tree: treeLine,
       files,
       dirs,
-      manifestDigest: manifestDigest(files, dirs),
+      trees: Object.fromEntries(trees),
+      manifestDigest: manifestDigest(files, dirs, Object.fromEntries(trees)),
     };
     await store.write(rec);
     if (previous) await removeBase(engine, store, previous, { keepRecord: true });
