@@ -35,6 +35,9 @@ describe.skipIf(!docker.ok)('a run from a tampered project base (real Docker, fa
     await tamper.start();
     expect(((await tamper.wait()) as { StatusCode: number }).StatusCode).toBe(0);
     await tamper.remove({ force: true });
+    // Listed with the prepared environments (`airlock env list`, the app's Settings).
+    const listed = await f.services.environments.list({});
+    expect(listed.bases).toContainEqual(expect.objectContaining({ project: rec.projectDir, volume: rec.volume, files: 2, projectExists: true }));
     // The engine-side identity is untouched: only the content check can tell.
     expect((await findProjectBase(engine, f.core.bases.store, projectDir)).ok).toBe(true);
 

@@ -334,6 +334,11 @@ export interface BaseListing {
   bytes: number;
 }
 
+/** A listing as `airlock env list` and the app show it. */
+export function baseInfo(b: BaseListing): { project: string; volume: string; files: number; sizeBytes: number; createdAt: string; projectExists: boolean } {
+  return { project: b.record.projectDir, volume: b.record.volume, files: b.record.files.length, sizeBytes: b.bytes, createdAt: b.record.createdAt, projectExists: b.projectExists };
+}
+
 /** The bases this host keeps on `engine`. */
 export async function listProjectBases(engine: Engine, store: BaseStore): Promise<BaseListing[]> {
   const out: BaseListing[] = [];
