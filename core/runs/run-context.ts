@@ -191,6 +191,8 @@ export interface LiveRun {
   sandbox?: Sandbox;
   /** The project base the sandbox's volumes were made from, and whether a new base is written after the run. */
   base?: BaseClaim;
+  /** Makes the run's sandbox again without the base (its volumes empty): the fallback when the base fails its check. */
+  sandboxWithoutBase?: () => Promise<Sandbox>;
   refreshBase?: boolean;
   previews?: PreviewPorts;
   hydrated?: HydratedWorkspace;
