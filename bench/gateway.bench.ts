@@ -93,9 +93,10 @@ export const benchmarks: Benchmark[] = [
         // Alternate the two so load on a shared machine falls on both alike.
         const tunnel = { rtt: [] as number[], download: [] as number[] };
         const seen = { rtt: [] as number[], download: [] as number[] };
-        for (let i = 0; i < 3; i++) {
-          const t = await measure(proxy.port, 'tunnel.test', serverPort, serverCa.certificatePem, 400, 1);
-          const s = await measure(proxy.port, 'intercepted.test', serverPort, runCa.certificatePem, 400, 1);
+        // Five downloads each (the budget is judged on the median of five).
+        for (let i = 0; i < 5; i++) {
+          const t = await measure(proxy.port, 'tunnel.test', serverPort, serverCa.certificatePem, i < 3 ? 400 : 0, 1);
+          const s = await measure(proxy.port, 'intercepted.test', serverPort, runCa.certificatePem, i < 3 ? 400 : 0, 1);
           tunnel.rtt.push(...t.rtt);
           tunnel.download.push(...t.download);
           seen.rtt.push(...s.rtt);
@@ -107,7 +108,7 @@ export const benchmarks: Benchmark[] = [
         return [
           withRatio({ name: 'network.gateway.request_p50', value: p50i, unit: 'ms', baseline: p50t, note: 'small HTTPS GET, keep-alive: intercepted vs the plain tunnel to the same server' }),
           { name: 'network.gateway.added_latency_p50', value: p50i - p50t, unit: 'ms', budget: '≤ +1 ms', note: 'intercepted minus tunnel, per request' },
-          withRatio({ name: 'network.gateway.download_64MiB', value: mb / (percentile(seen.download, 50) / 1000), unit: 'MB/s', baseline: mb / (percentile(tunnel.download, 50) / 1000), budget: '≥ 0.7×', note: 'intercepted vs tunnel throughput (median of 3)' }),
+          withRatio({ name: 'network.gateway.download_64MiB', value: mb / (percentile(seen.download, 50) / 1000), unit: 'MB/s', baseline: mb / (percentile(tunnel.download, 50) / 1000), budget: '≥ 0.7×', note: 'intercepted vs tunnel throughput (median of 5)' }),
         ];
       } finally {
         await proxy.close();

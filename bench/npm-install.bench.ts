@@ -68,8 +68,21 @@ export const benchmarks: Benchmark[] = [
         // What the channel and the egress proxy saw, for the note (and the failure, if any).
         let refused = 0;
         let tunnels = 0;
-        const watching = [sandbox.channel.onDidRefuseConnections((e) => (refused = Math.max(refused, e.refused))), net.onDidConnect(() => (tunnels += 1))];
-        const seen = () => `egress connections ${tunnels}, refused at the channel's cap ${refused}, open after ${sandbox.channel.openConnections}`;
+        let peak = 0;
+        const failures = new Map<string, number>();
+        const watching = [
+          sandbox.channel.onDidRefuseConnections((e) => (refused = Math.max(refused, e.refused))),
+          net.onDidConnect((e) => {
+            tunnels += 1;
+            // Attempts that ended with a reason (a failed dial, a refusal, the idle timeout), by reason.
+            if (e.reason) failures.set(e.reason, (failures.get(e.reason) ?? 0) + 1);
+          }),
+        ];
+        const sampler = setInterval(() => (peak = Math.max(peak, sandbox.channel.openConnections)), 20);
+        watching.push({ dispose: () => clearInterval(sampler) });
+        const seen = () =>
+          `egress connections ${tunnels} (at most ${peak} open at once), refused at the channel's cap ${refused}, open after ${sandbox.channel.openConnections}` +
+          (failures.size ? `; ended with a reason: ${[...failures].map(([why, n]) => `${n}× ${why}`).join(', ')}` : '');
         try {
           await sandbox.channel.writeFile('/workspace/npm-bench/package.json', PACKAGE_JSON);
           // The host's install first: the registry's caches are then as warm for the sandbox as for it.

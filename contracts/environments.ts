@@ -73,6 +73,20 @@ export const PreparedEnvironmentInfo = z.object({
 });
 export type PreparedEnvironmentInfo = z.infer<typeof PreparedEnvironmentInfo>;
 
+/** A project base kept on the engine (docs/architecture.md §11, "A project's last copy"): what a later run copies only the difference to. */
+export const ProjectBaseInfo = z.object({
+  project: z.string().max(4096),
+  /** The engine volume that holds it. */
+  volume: z.string().max(200),
+  files: z.number().int().nonnegative(),
+  /** The project's bytes in it (the files' sizes). */
+  sizeBytes: z.number().nonnegative(),
+  createdAt: z.string(),
+  /** False when the project folder is gone: `airlock env prune --older-than` removes it. */
+  projectExists: z.boolean(),
+});
+export type ProjectBaseInfo = z.infer<typeof ProjectBaseInfo>;
+
 /** What `airlock env prune` removed, and what the engine kept (in use by a sandbox). */
 export const PruneResult = z.object({
   removed: z.array(z.object({ key: z.string(), sizeBytes: z.number().nonnegative() })),
@@ -111,7 +125,7 @@ export const environmentsContracts = {
   /** The environments found in a project (the New run form's picker). */
   'environments:find': { input: z.strictObject({ projectDir: z.string().min(1).max(4096), environment: EnvironmentChoiceText.optional() }), output: ProjectEnvironments },
   /** This installation's prepared environments (`airlock env list`, Settings). */
-  'environments:list': { input: z.strictObject({}).default({}), output: z.object({ environments: z.array(PreparedEnvironmentInfo), totalBytes: z.number().nonnegative() }) },
+  'environments:list': { input: z.strictObject({}).default({}), output: z.object({ environments: z.array(PreparedEnvironmentInfo), totalBytes: z.number().nonnegative(), bases: z.array(ProjectBaseInfo).max(10_000).default([]) }) },
   /** Removes prepared environments: all, or those unused for longer than `olderThan` (`airlock env prune`). */
   'environments:prune': { input: z.strictObject({ olderThan: z.string().trim().max(20).optional() }).default({}), output: PruneResult },
 } as const;

@@ -22,6 +22,7 @@ export function runAgainInput(run: RunRecord): StartRunInput {
     ...(run.egressRules?.length ? { egressRules: [...run.egressRules] } : {}),
     ...(run.secrets?.length ? { secrets: [...run.secrets] } : {}),
     ...(run.networkApprovals ? { networkApprovals: run.networkApprovals } : {}),
+    ...(run.internalHosts?.length ? { internalHosts: [...run.internalHosts] } : {}),
     ...(run.gitHistory !== undefined ? { gitHistory: run.gitHistory } : {}),
     ...(run.environment && run.environment.kind !== 'airlock' ? { environment: run.environment.name } : {}),
     limits: {

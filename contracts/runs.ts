@@ -106,6 +106,18 @@ export type RunAttempt = z.infer<typeof RunAttempt>;
 export const NetworkApprovalMode = z.enum(['ask', 'deny']);
 export type NetworkApprovalMode = z.infer<typeof NetworkApprovalMode>;
 
+/**
+ * A host the user names as internal (docs/architecture.md §2.8): reachable although it resolves to a
+ * private (LAN) address. One exact name: no wildcard, no address, no port.
+ */
+export const InternalHostName = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .max(253)
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/, 'an internal host is one exact host name (no wildcard, no IP address, no port)')
+  .refine((h) => !/^[0-9]+$/.test(h.replace(/\.$/, '').split('.').pop() ?? ''), 'an internal host is a host name, not an IP address');
+
 export const StartRunInput = z
   .strictObject({
     /** Absolute path of the project on the host; it is copied in, never written during the run. */
@@ -127,6 +139,10 @@ export const StartRunInput = z
     secrets: z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/)).max(20).optional(),
     /** Whether a request a gateway rule refused waits for the user (`ask`, the default) or is refused at once (`deny`). */
     networkApprovals: NetworkApprovalMode.optional(),
+    /** The user's MCP servers this run's agent may use through the run's MCP gateway (credentials stay on the host; §20). */
+    mcpServers: z.array(z.string().regex(/^[a-z][a-z0-9-]{0,23}$/, 'an MCP server name (see `airlock mcp-servers list`)')).max(10).optional(),
+    /** Allow-listed hosts that may resolve to private (LAN) addresses: a company git server or registry. */
+    internalHosts: z.array(InternalHostName).max(50).optional(),
     limits: RunLimits.default({ timeoutSec: 1800 }),
     /** History in the sandbox's repository; absent: the `gitHistory` setting. */
     gitHistory: GitHistory.optional(),
@@ -147,6 +163,9 @@ export const StartRunInput = z
     }
     if (v.network !== 'allowlist' && (v.egressRules?.length || v.secrets?.length)) {
       ctx.addIssue({ code: 'custom', path: ['network'], message: 'gateway rules and secrets need the allow-list network policy' });
+    }
+    if (v.network !== 'allowlist' && v.internalHosts?.length) {
+      ctx.addIssue({ code: 'custom', path: ['internalHosts'], message: 'internal hosts need the allow-list network policy (--network allowlist --allow HOST)' });
     }
     if (v.network === 'allowlist' && !v.allowlist?.length) {
       ctx.addIssue({ code: 'custom', path: ['allowlist'], message: 'list at least one domain for the allow-list policy' });
@@ -248,6 +267,10 @@ export const RunRecord = RunSummary.extend({
   secrets: z.array(z.string()).optional(),
   /** `deny`: requests the gateway's rules refused were not put to the user (absent: `ask`). */
   networkApprovals: NetworkApprovalMode.optional(),
+  /** The MCP servers the run's gateway served (docs/architecture.md §20). */
+  mcpServers: z.array(z.string()).optional(),
+  /** Hosts this run was given as internal (`--internal-host`); the project's own are in its network record (§2.8). */
+  internalHosts: z.array(z.string()).optional(),
   /** History the sandbox's repository held (a follow-up turn keeps it). */
   gitHistory: GitHistory.optional(),
   limits: z.object({ timeoutSec: z.number(), budgetTokens: z.number().optional(), budgetUsd: z.number().optional() }),

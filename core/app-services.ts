@@ -1,3 +1,4 @@
+import { baseInfo } from './sandbox/docker/project-base-volumes';
 import { randomBytes } from 'node:crypto';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -148,7 +149,9 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
     },
     async list() {
       const environments = await listPrepared((await core.engine()).docker, usage, await core.app.installationId());
-      return { environments, totalBytes: environments.reduce((n, e) => n + e.sizeBytes, 0) };
+      // Project bases are listed with them (§11); an engine without them has none.
+      const bases = (await core.bases.list().catch(() => [])).map(baseInfo);
+      return { environments, totalBytes: environments.reduce((n, e) => n + e.sizeBytes, 0), bases };
     },
     async prune({ olderThan }) {
       const olderThanMs = olderThan ? parseAge(olderThan) : undefined;

@@ -137,6 +137,12 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     agent: getAgentAdapter,
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
     network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
+    // The user's MCP servers for a run (§20): credentials from the same keychain service as provider keys.
+    // Loaded on first use: a run without --mcp (and every CLI start) never pays for the SDK's client.
+    mcpGateway: async (run) => {
+      const [{ McpServerRegistry }, { openRunMcpGateway }] = await Promise.all([import('./network/mcp-gateway/mcp-server-registry'), import('./network/mcp-gateway/run-mcp-gateway')]);
+      return openRunMcpGateway({ runId: run.runId, servers: await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers) });
+    },
     bases: core.bases,
     ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),
   });

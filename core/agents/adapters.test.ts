@@ -203,6 +203,17 @@ describe('adapter commands', () => {
     expect(cmd.argv.join(' ')).not.toContain(ctx.token);
   });
 
+  it('claude-code with the run MCP gateway: its only MCP server, the config (and its token) from env, never argv', () => {
+    const mcp = { url: 'http://127.0.0.1:42000/mcp', token: 'airlock-run-mcp-token-xyz' };
+    const cmd = getAgentAdapter('claude-code').command({ ...ctx, mcp });
+    expect(cmd.argv[2]).toContain('exec "$c" --mcp-config "$AIRLOCK_MCP_CONFIG" --strict-mcp-config "$@"');
+    expect(JSON.parse(cmd.env.AIRLOCK_MCP_CONFIG as string)).toEqual({ mcpServers: { airlock: { type: 'http', url: mcp.url, headers: { Authorization: `Bearer ${mcp.token}` } } } });
+    expect(cmd.argv.join(' ')).not.toContain(mcp.token);
+    // Without a gateway, no MCP configuration at all.
+    expect(getAgentAdapter('claude-code').command(ctx).env.AIRLOCK_MCP_CONFIG).toBeUndefined();
+    expect(getAgentAdapter('codex').supportsMcp).toBeFalsy();
+  });
+
   it('codex: exec --json with the airlock provider pointed at the proxy', () => {
     const cmd = getAgentAdapter('codex').command({ ...ctx, providerFormat: 'openai' });
     expect(cmd.argv).toContain('model_providers.airlock.base_url="http://127.0.0.1:41000/v1"');

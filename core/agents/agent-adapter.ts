@@ -28,6 +28,11 @@ export interface AgentCommandContext {
    * only, docs/architecture.md §6). Only the vendor's own adapter ever receives it.
    */
   credential?: SandboxCredential;
+  /**
+   * The run's MCP gateway as seen from inside the sandbox (docs/architecture.md §20): its Streamable
+   * HTTP endpoint and the token it takes (`Authorization: Bearer`). Never log the token.
+   */
+  mcp?: { url: string; token: string };
 }
 
 /** The process to start inside the sandbox (cwd: the workspace). `env` holds the token: never log it. */
@@ -67,6 +72,8 @@ export interface AgentAdapter {
   terminal: 'commands' | 'raw';
   /** Where the agent keeps its conversation in the sandbox, for a follow-up turn; none: not carried. */
   session?: AgentSessionFiles;
+  /** Whether the agent is pointed at the run's MCP gateway when the run has one (`--mcp`). */
+  supportsMcp?: boolean;
   command(ctx: AgentCommandContext): AgentCommand;
   createParser(): AgentOutputParser;
 }

@@ -16,6 +16,7 @@ export const claudeCodeAdapter: AgentAdapter = {
   id: 'claude-code',
   imageVariant: 'agents',
   supportsApproval: false,
+  supportsMcp: true,
   terminal: 'commands',
   providerFormats: ['anthropic'],
   // Its conversation: one JSON-lines file per session id, under the project's folder name ("/workspace").
@@ -23,6 +24,9 @@ export const claudeCodeAdapter: AgentAdapter = {
   command(ctx) {
     // --include-partial-messages streams text as deltas (a live view), not whole blocks at the end.
     const argv = ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--dangerously-skip-permissions', '--model', ctx.model];
+    // The run's MCP gateway (§20), and only it: the configuration (with the run's token) comes from the
+    // environment, so the token is never in the host's record of the command line.
+    const mcp: Record<string, string> = ctx.mcp ? { AIRLOCK_MCP_CONFIG: mcpConfig(ctx.mcp) } : {};
     if (ctx.maxSteps !== undefined) argv.push('--max-turns', String(ctx.maxSteps));
     // The host names the conversation, so a follow-up resumes it by that id (docs/architecture.md §15).
     if (ctx.session) argv.push(ctx.session.resume ? '--resume' : '--session-id', ctx.session.id);
@@ -36,10 +40,11 @@ export const claudeCodeAdapter: AgentAdapter = {
     return {
       // The root filesystem is read-only: give the CLI a writable config folder first.
       // stdin from /dev/null: with a piped stdin the CLI waits to read more prompt from it.
-      argv: ['sh', '-c', 'mkdir -p "$CLAUDE_CONFIG_DIR" && exec "$@" </dev/null', 'sh', ...argv],
+      argv: ['sh', '-c', ctx.mcp ? 'mkdir -p "$CLAUDE_CONFIG_DIR" && c="$1" && shift && exec "$c" --mcp-config "$AIRLOCK_MCP_CONFIG" --strict-mcp-config "$@" </dev/null' : 'mkdir -p "$CLAUDE_CONFIG_DIR" && exec "$@" </dev/null', 'sh', ...argv],
       env: {
         ANTHROPIC_BASE_URL: ANTHROPIC_BASE_URL!,
         ...auth,
+        ...mcp,
         CLAUDE_CONFIG_DIR: `${AGENT_SCRATCH_DIR}/claude`,
         // No traffic but model calls: there is no network anyway, this just avoids retries and noise.
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
@@ -56,6 +61,11 @@ export const claudeCodeAdapter: AgentAdapter = {
     return createClaudeCodeParser();
   },
 };
+
+/** The gateway as Claude Code's MCP configuration: one HTTP server named `airlock`. */
+export function mcpConfig(mcp: { url: string; token: string }): string {
+  return JSON.stringify({ mcpServers: { airlock: { type: 'http', url: mcp.url, headers: { Authorization: `Bearer ${mcp.token}` } } } });
+}
 
 /** Maps `--output-format stream-json` lines (system / assistant / user / result / stream_event) to events. */
 export function createClaudeCodeParser(workspace = DEFAULT_WORKSPACE) {

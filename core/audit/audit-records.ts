@@ -80,6 +80,27 @@ export interface AuditRecordData {
    * refused: at the first refusal, and with the total (`ended`) once connections are accepted again.
    */
   connections_refused: { service: string; limit: number; refused: number; ended: boolean };
+  /**
+   * The run's MCP gateway (docs/architecture.md §20): the servers it serves (at `open`), or one tool
+   * call — server, tool, a digest of the arguments, the answer's size and the decision. Never an
+   * argument, an answer or a credential.
+   */
+  mcp: {
+    event: 'open' | 'call';
+    servers?: Array<{ name: string; origin: string; transport: string; tools: number; skipped?: string[] }>;
+    server?: string;
+    tool?: string;
+    argsSha256?: string;
+    argsBytes?: number;
+    decision?: 'allow' | 'deny';
+    /** Who decided: the tool's policy, or the user's answer to a question. */
+    by?: string;
+    reason?: string;
+    resultBytes?: number;
+    isError?: boolean;
+    capped?: boolean;
+    durationMs?: number;
+  };
   /** The sandbox was removed; `leftovers` empty means verified gone. `unverified`: the engine could not be reached to remove or check. */
   wipe: { removed: string[]; leftovers: string[]; verified: boolean; durationMs: number; verifiedAt: string; unverified?: string; pooledAs?: string };
   /**

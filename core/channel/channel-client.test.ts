@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { ChannelClient } from './channel-client';
 import { startLocalHelper, type LocalHelper } from './local-helper';
-import { encodeControl, PROTOCOL_VERSION } from './protocol';
+import { encodeControl, encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION, STREAM_WINDOW_BYTES } from './protocol';
 
 const NODE = process.execPath;
 
@@ -365,6 +365,46 @@ describe('ChannelClient with a local helper', () => {
       }
     });
 
+    it('past a service’s cap a connection waits for a slot in the helper, never reset (issue 44)', async () => {
+      // A host service that answers each connection after a moment, so connections overlap.
+      let open = 0;
+      let most = 0;
+      const slow = createServer((socket) => {
+        open += 1;
+        most = Math.max(most, open);
+        socket.on('close', () => (open -= 1));
+        socket.once('data', () => setTimeout(() => socket.end('ok'), 50));
+      });
+      await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+      const refused: number[] = [];
+      const watching = client.onDidRefuseConnections((e) => refused.push(e.refused));
+      const exposed = await client.exposeHostService(0, () => netConnect({ host: '127.0.0.1', port: (slow.address() as AddressInfo).port }), { name: 'slow', maxConnections: 2 });
+      try {
+        const script = `
+          const net = require('net');
+          const one = () => new Promise((resolve) => {
+            const s = net.connect(${exposed.port}, '127.0.0.1');
+            let got = '';
+            s.on('data', (d) => (got += d));
+            s.on('error', (e) => (got = 'ERR ' + e.code));
+            s.on('close', () => resolve(got));
+            s.write('hi');
+          });
+          Promise.all(Array.from({ length: 8 }, one)).then((r) => process.stdout.write(JSON.stringify(r)));
+        `;
+        const r = await client.run({ argv: [NODE, '-e', script], timeoutMs: 30_000 });
+        expect(JSON.parse(r.stdout.toString())).toEqual(Array.from({ length: 8 }, () => 'ok'));
+        // Never more than the cap on the host at once, and nothing refused: the rest waited.
+        expect(most).toBe(2);
+        expect(refused).toEqual([]);
+        await vi.waitFor(() => expect(client.openConnections).toBe(0), { timeout: 10_000, interval: 20 });
+      } finally {
+        watching.dispose();
+        exposed.dispose();
+        await new Promise<void>((r) => slow.close(() => r()));
+      }
+    });
+
     it('connects from the host to a port inside the sandbox, with half-close', async () => {
       const serverScript = `
         const net = require('net');
@@ -476,6 +516,35 @@ describe('a broken channel', () => {
       expect(helper.stderr()).toMatch(/malformed frame/);
       await closed;
       await pending;
+    } finally {
+      await helper.dispose();
+    }
+  });
+
+  it('the helper keeps no books for a stream it does not know: data on it is dropped, never credited (issue 44)', async () => {
+    const helper = await startLocalHelper();
+    try {
+      // A bare host: frames in and out, so what the helper answers (acks included) is seen as sent.
+      const decoder = new FrameDecoder();
+      const acked = new Set<number>();
+      const results: unknown[] = [];
+      helper.child.stdout!.on('data', (chunk: Buffer) => {
+        for (const f of decoder.push(chunk)) {
+          if (f.type === FrameType.ack) acked.add(f.streamId);
+          if (f.type === FrameType.control) {
+            const m = JSON.parse(f.payload.toString()) as { t: string; value?: unknown };
+            if (m.t === 'res') results.push(m.value);
+          }
+        }
+      });
+      const stdin = helper.child.stdin!;
+      // Past a quarter window on streams nobody opened: an acknowledging helper would answer both.
+      for (const id of [41, 43]) stdin.write(encodeFrame(FrameType.data, id, Buffer.alloc(STREAM_WINDOW_BYTES / 4 + 1)));
+      stdin.write(encodeFrame(FrameType.stdout, 45, Buffer.alloc(16)));
+      stdin.write(encodeControl({ t: 'req', id: 1, op: 'stats' }));
+      await vi.waitFor(() => expect(results).toHaveLength(1), { timeout: 10_000, interval: 20 });
+      expect(results[0]).toEqual({ streams: 0, sinks: 0, mux: 0 });
+      expect([...acked]).toEqual([]);
     } finally {
       await helper.dispose();
     }

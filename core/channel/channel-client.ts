@@ -13,6 +13,7 @@ import type { ChannelStream } from '../sandbox/driver';
 import { ChannelDuplex, joinSocket, type StreamSink } from './channel-duplex';
 import { Mux } from './mux';
 import {
+  MAX_SERVICE_CONNECTIONS,
   checkMessage,
   FrameType,
   ProtocolError,
@@ -80,17 +81,24 @@ const DEFAULT_READ_MAX_BYTES = 256 * 1024 * 1024;
 export const DEFAULT_RUN_MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 /** Room past a command's output cap for the helper's truncation marker. */
 const TRUNCATION_MARKER_ROOM = 256;
-/** Connections the sandbox may have open at once into host services (model proxy, egress proxy). */
+/**
+ * Connections the sandbox may have open at once into one host service (the model proxy, the egress
+ * proxy: each has its own, so a busy install never takes the agent's model away), unless the
+ * service is exposed with another cap (at most MAX_SERVICE_CONNECTIONS). Past it the helper makes
+ * new connections wait (§4).
+ */
 export const MAX_SANDBOX_CONNECTIONS = 256;
 
 /**
- * The sandbox hit MAX_SANDBOX_CONNECTIONS and connections to `service` were refused (reset). Fired
- * at the first refusal of an episode, and once more when it ends (a connection is accepted again, or
- * the channel closes) if more than one was refused, with the episode's total.
+ * Connections to `service` were refused (reset) at its cap: they waited in the helper longer than
+ * ACCEPT_WAIT_MS (or too many waited), or a helper that does not wait opened more than the cap.
+ * Fired at the first refusal of an episode, and once more when it ends (a connection is accepted
+ * again, or the channel closes) if more than one was refused, with the episode's total.
  */
 export interface ConnectionsRefused {
   /** The exposed service's name (`model proxy`, `egress proxy`, …) as given to `exposeHostService`. */
   service: string;
+  /** The service's cap of open connections. */
   limit: number;
   /** Refused so far in this episode. */
   refused: number;
@@ -101,6 +109,14 @@ export interface ConnectionsRefused {
 function toAirlockError(error: WireError): AirlockError {
   const kind = ErrorKind.safeParse(error.kind);
   return new AirlockError(kind.success ? kind.data : 'INTERNAL', error.message);
+}
+
+/** A host service exposed in the sandbox, with its own cap and count of open connections. */
+interface ExposedService {
+  name: string;
+  connect: () => Socket;
+  limit: number;
+  open: number;
 }
 
 interface Pending {
@@ -229,10 +245,10 @@ export class ChannelClient implements Disposable {
   private readonly processes = new Map<number, ProcessHandle>();
   private readonly sinks = new Map<number, StreamSink>();
   private readonly watchers = new Map<number, (paths: string[]) => void>();
-  private readonly services = new Map<number, { name: string; connect: () => Socket }>();
+  private readonly services = new Map<number, ExposedService>();
   private readonly refusedEmitter = new Emitter<ConnectionsRefused>();
   /** The current episode at the cap: refusals per service since the first. */
-  private refusing: Map<string, number> | undefined;
+  private refusing: Map<ExposedService, { refused: number; limit: number }> | undefined;
   private nextRequest = 1;
   private nextStream = 1;
   private nextHandle = 1;
@@ -263,21 +279,20 @@ export class ChannelClient implements Disposable {
   }
 
   /**
-   * Lowers the cap of connections the sandbox may have open at once (never above
-   * MAX_SANDBOX_CONNECTIONS): for tests that must cross it where connections are slow (a VM under
-   * emulation).
+   * Lowers the default cap per service (never above MAX_SANDBOX_CONNECTIONS) for services exposed
+   * afterwards: for tests that must cross it where connections are slow (a VM under emulation).
    */
   lowerConnectionLimit(limit: number): void {
     this.connectionLimit = Math.max(1, Math.min(MAX_SANDBOX_CONNECTIONS, Math.floor(limit)));
   }
 
-  /** The cap of connections the sandbox may have open at once into host services. */
+  /** The default cap of connections the sandbox may have open at once into one host service. */
   get maxConnections(): number {
     return this.connectionLimit;
   }
 
   /** Streams open in the helper (its side of the same accounting), as it reports them. */
-  async helperStats(): Promise<{ streams: number }> {
+  async helperStats(): Promise<{ streams: number; sinks: number; mux: number }> {
     return this.request({ op: 'stats' });
   }
 
@@ -456,15 +471,21 @@ export class ChannelClient implements Disposable {
 
   /**
    * Makes a host service reachable inside the sandbox at 127.0.0.1:`sandboxPort` (0: any free port):
-   * each connection made there is joined to a fresh `connect()`. `name` says what it is when the
-   * sandbox hits the connection cap (`model proxy`).
+   * each connection made there is joined to a fresh `connect()`. At most `maxConnections` (default
+   * `maxConnections` of the channel, at most MAX_SERVICE_CONNECTIONS) are open at once; the helper
+   * holds later ones waiting for a slot (§4). `name` says what it is when connections are refused.
    */
-  async exposeHostService(sandboxPort: number, connect: () => Socket, opts: { name?: string } = {}): Promise<{ port: number } & Disposable> {
+  async exposeHostService(
+    sandboxPort: number,
+    connect: () => Socket,
+    opts: { name?: string; maxConnections?: number } = {},
+  ): Promise<{ port: number } & Disposable> {
     const listenerId = this.nextHandle++;
-    this.services.set(listenerId, { name: opts.name ?? `host service ${listenerId}`, connect });
+    const limit = Math.max(1, Math.min(MAX_SERVICE_CONNECTIONS, Math.floor(opts.maxConnections ?? this.connectionLimit)));
+    this.services.set(listenerId, { name: opts.name ?? `host service ${listenerId}`, connect, limit, open: 0 });
     let port: number;
     try {
-      ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort }));
+      ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort, maxConnections: limit }));
     } catch (err) {
       this.services.delete(listenerId);
       throw err;
@@ -573,13 +594,21 @@ export class ChannelClient implements Disposable {
         if (this.sinks.has(m.stream)) throw new ProtocolError(`malformed accept from the sandbox helper: stream ${m.stream} is already open`);
         this.onAccept(m.listenerId, m.stream);
         return;
+      case 'refused': {
+        // Only a service the host exposed is named; the helper's count is its claim, bounded by the guard.
+        const service = this.services.get(m.listenerId);
+        if (service) this.noteRefused(service, m.count);
+        return;
+      }
     }
   }
 
   private onData(streamId: number, type: FrameType, payload: Buffer): void {
     const proc = this.processes.get(streamId);
-    if (proc && (type === FrameType.stdout || type === FrameType.stderr)) {
-      proc.output(type, payload);
+    if (proc) {
+      // Output of another type on a process's stream is dropped uncredited; discarding would wipe
+      // the stream's in-flight count and let a helper send past its window.
+      if (type === FrameType.stdout || type === FrameType.stderr) proc.output(type, payload);
       return;
     }
     const sink = this.sinks.get(streamId);
@@ -589,25 +618,29 @@ export class ChannelClient implements Disposable {
 
   private onAccept(listenerId: number, streamId: number): void {
     const service = this.services.get(listenerId);
-    // Each accepted stream is a host socket: the sandbox may not open them without bound.
-    if (this.acceptedOpen >= this.connectionLimit) {
-      this.mux.reset(streamId, `too many open connections (at most ${this.connectionLimit})`);
-      this.noteRefused(service?.name ?? `host service ${listenerId}`);
+    if (!service) {
+      // Not (or no longer) exposed: nothing on the host to join it to, and no slot to take.
+      this.mux.reset(streamId, 'the host service is no longer exposed');
+      return;
+    }
+    // Each accepted stream is a host socket: the sandbox may not open them without bound. The
+    // helper waits for a slot before it accepts, so only a helper that ignores the cap gets here.
+    if (service.open >= service.limit) {
+      this.mux.reset(streamId, `too many open connections (at most ${service.limit})`);
+      this.noteRefused(service, 1);
       return;
     }
     this.endRefusals();
     // The slot is held until the stream is finished, which ChannelDuplex says exactly once (§4).
     this.acceptedOpen += 1;
+    service.open += 1;
     const duplex = new ChannelDuplex(this.mux, streamId, () => {
       this.acceptedOpen -= 1;
+      service.open -= 1;
       this.sinks.delete(streamId);
     });
     this.sinks.set(streamId, duplex);
-    const connect = service?.connect;
-    if (!connect) {
-      duplex.destroy(new Error('the host service is no longer exposed'));
-      return;
-    }
+    const connect = service.connect;
     let socket: Socket;
     try {
       socket = connect();
@@ -618,11 +651,12 @@ export class ChannelClient implements Disposable {
     joinSocket(duplex, socket);
   }
 
-  private noteRefused(service: string): void {
+  private noteRefused(service: ExposedService, count: number): void {
     this.refusing ??= new Map();
-    const refused = (this.refusing.get(service) ?? 0) + 1;
-    this.refusing.set(service, refused);
-    if (refused === 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: false });
+    const before = this.refusing.get(service)?.refused ?? 0;
+    const refused = before + count;
+    this.refusing.set(service, { refused, limit: service.limit });
+    if (before === 0) this.refusedEmitter.fire({ service: service.name, limit: service.limit, refused, ended: false });
   }
 
   /** A connection was accepted again (or the channel closed): the episode's totals, where they add anything. */
@@ -630,8 +664,8 @@ export class ChannelClient implements Disposable {
     const refusing = this.refusing;
     if (!refusing) return;
     this.refusing = undefined;
-    for (const [service, refused] of refusing) {
-      if (refused > 1) this.refusedEmitter.fire({ service, limit: this.connectionLimit, refused, ended: true });
+    for (const [service, { refused, limit }] of refusing) {
+      if (refused > 1) this.refusedEmitter.fire({ service: service.name, limit, refused, ended: true });
     }
   }
 

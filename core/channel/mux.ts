@@ -203,6 +203,11 @@ export class Mux {
     return sender;
   }
 
+  /** Streams this side keeps any flow-control state for (senders, unacknowledged or in-flight bytes): zero when idle. */
+  get trackedStreams(): number {
+    return new Set([...this.senders.keys(), ...this.unacked.keys(), ...this.inflight.keys()]).size;
+  }
+
   /** Tells the peer that `bytes` received on the stream were handed on, returning credit. */
   consumed(streamId: number, bytes: number): void {
     if (this.isClosed || bytes <= 0) return;

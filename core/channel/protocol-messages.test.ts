@@ -33,6 +33,7 @@ const fromHelper: ControlMessage[] = [
   { t: 'watch', watchId: 1, paths: ['/workspace/a.txt', '/workspace/b'] },
   { t: 'watchError', watchId: 1, message: 'inotify limit reached' },
   { t: 'accept', listenerId: 2, stream: 4 },
+  { t: 'refused', listenerId: 2, count: 1 },
 ];
 
 const fromHost: ControlMessage[] = [
@@ -53,6 +54,7 @@ const fromHost: ControlMessage[] = [
   { t: 'req', id: 9, op: 'watch', watchId: 1, path: '/workspace', debounceMs: 100, ignore: ['.git/'], backend: 'auto' },
   { t: 'req', id: 10, op: 'unwatch', watchId: 1 },
   { t: 'req', id: 11, op: 'listen', listenerId: 2, port: 0 },
+  { t: 'req', id: 16, op: 'listen', listenerId: 3, port: 0, maxConnections: 256 },
   { t: 'req', id: 12, op: 'unlisten', listenerId: 2 },
   { t: 'req', id: 13, op: 'connect', stream: 11, port: 3000 },
   { t: 'req', id: 14, op: 'ping' },
@@ -72,7 +74,7 @@ const results: { [Op in RequestOp]: unknown } = {
   unlisten: {},
   connect: {},
   ping: {},
-  stats: { streams: 2, sinks: 3 },
+  stats: { streams: 2, sinks: 3, mux: 1 },
 };
 
 /** The error a guard throws for `value`, as the other side would report it. */
@@ -111,6 +113,7 @@ describe('the helper’s messages, checked on the host', () => {
     ['a watch batch above the batch size', { t: 'watch', watchId: 1, paths: Array(WATCH_BATCH_PATHS + 1).fill('a') }, /^paths: expected an array of at most 5000 items/],
     ['an accept on a host stream id', { t: 'accept', listenerId: 1, stream: 1 }, /^stream: expected an even stream id/],
     ['an accept on stream 0', { t: 'accept', listenerId: 1, stream: 0 }, /^stream: expected an even stream id/],
+    ['a refusal of no connections', { t: 'refused', listenerId: 1, count: 0 }, /^count: expected an integer 1\.\.1024/],
   ];
   it.each(malformed)('refuses %s, naming the field', (_, m, message) => {
     expect(refusal(() => helperMessage.check(m))).toMatch(message);
@@ -161,6 +164,7 @@ describe('the host’s requests, checked in the helper', () => {
     ['a readFile without a path', { op: 'readFile', stream: 1, maxBytes: 1 }, /^path: expected a string of 1\.\./],
     ['a watch with an unknown backend', { op: 'watch', watchId: 1, path: '/', debounceMs: 1, ignore: [], backend: 'kqueue' }, /^backend: expected 'auto' or 'inotify' or 'fs' or 'poll'/],
     ['a listen on a port out of range', { op: 'listen', listenerId: 1, port: 65536 }, /^port: expected an integer 0\.\.65535/],
+    ['a listen with a cap past the most', { op: 'listen', listenerId: 1, port: 0, maxConnections: 1025 }, /^maxConnections: expected an integer 1\.\.1024/],
     ['a connect to port 0', { op: 'connect', stream: 1, port: 0 }, /^port: expected an integer 1\.\.65535/],
   ];
   it.each(malformed)('refuses %s, naming the field', (_, m, message) => {

@@ -182,6 +182,15 @@ const helperStream = refine(int({ min: 2, max: 0xffffffff }), 'an even stream id
 const handle = int({ min: 0 });
 const port = int({ min: 0, max: 65535 });
 
+/**
+ * Forwarded connections into one host service (docs/architecture.md §4): the host's cap per service
+ * is at most this, and the helper holds a connection past the cap waiting (paused, unread) for at
+ * most ACCEPT_WAIT_MS, at most MAX_WAITING_CONNECTIONS of them per service, before it refuses it.
+ */
+export const MAX_SERVICE_CONNECTIONS = 1024;
+export const ACCEPT_WAIT_MS = 60_000;
+export const MAX_WAITING_CONNECTIONS = 1024;
+
 export const wireError = object({ kind: str({ max: 64 }), message: str({ max: MAX_MESSAGE_CHARS, clip: true }) });
 export type WireError = Infer<typeof wireError>;
 
@@ -249,12 +258,13 @@ const ops = {
     result: object({ backend: str({ max: 32 }) }),
   },
   unwatch: { request: { watchId: handle }, result: done },
-  listen: { request: { listenerId: handle, port }, result: object({ port: int({ min: 1, max: 65535 }) }) },
+  /** `maxConnections`: the host's cap for this service; the helper makes connections past it wait (§4). */
+  listen: { request: { listenerId: handle, port, maxConnections: optional(int({ min: 1, max: MAX_SERVICE_CONNECTIONS })) }, result: object({ port: int({ min: 1, max: 65535 }) }) },
   unlisten: { request: { listenerId: handle }, result: done },
   connect: { request: { stream: hostStream, port: int({ min: 1, max: 65535 }) }, result: done },
   ping: { request: {}, result: done },
-  /** What the helper holds open: forwarded TCP streams, and its routing table of streams (§4). */
-  stats: { request: {}, result: object({ streams: int({ min: 0 }), sinks: int({ min: 0 }) }) },
+  /** What the helper holds open: forwarded TCP streams, its routing table of streams, streams its mux keeps state for (§4). */
+  stats: { request: {}, result: object({ streams: int({ min: 0 }), sinks: int({ min: 0 }), mux: int({ min: 0 }) }) },
 };
 type Ops = typeof ops;
 export type RequestOp = keyof Ops;
@@ -302,6 +312,8 @@ export const helperMessage = tagged('t', {
   watch: object({ t: literal('watch'), watchId: handle, paths: array(str(), { max: WATCH_BATCH_PATHS }) }),
   watchError: object({ t: literal('watchError'), watchId: handle, message: str({ max: MAX_MESSAGE_CHARS, clip: true }) }),
   accept: object({ t: literal('accept'), listenerId: handle, stream: helperStream }),
+  /** The helper reset `count` connections to a listener that waited too long (or found the queue full) at its cap. */
+  refused: object({ t: literal('refused'), listenerId: handle, count: int({ min: 1, max: MAX_WAITING_CONNECTIONS }) }),
 });
 export type HelperMessage = Infer<typeof helperMessage>;
 

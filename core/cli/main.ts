@@ -20,6 +20,7 @@ export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
   providers: async () => (await import('./commands/providers')).providersCommand,
   network: async () => (await import('./commands/network')).networkCommand,
   secrets: async () => (await import('./commands/secrets')).secretsCommand,
+  'mcp-servers': async () => (await import('./commands/mcp-servers')).mcpServersCommand,
   env: async () => (await import('./commands/env')).envCommand,
 };
 

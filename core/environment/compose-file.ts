@@ -41,6 +41,8 @@ export interface ComposeService {
   tmpfs: string[];
   /** `read_only: false` written in the file: the root filesystem stays writable (recorded). */
   writableRoot: boolean;
+  /** Where the service's volumes mount the project folder (a bind of it or of a folder above it), as the reference would run it. */
+  projectFolder?: string;
 }
 
 export interface ComposeProject {
@@ -97,7 +99,7 @@ const SERVICE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
  */
 export async function loadCompose(projectDir: string, files: string[], configPath: string, hashed: Buffer[]): Promise<ComposeProject> {
   const root = path.resolve(projectDir);
-  const merged = new Map<string, { raw: Record<string, unknown>; dir: string; file: string; buildDir: string }>();
+  const merged = new Map<string, { raw: Record<string, unknown>; dir: string; file: string; buildDir: string; volumesDir: string }>();
   const notApplied: NotApplied[] = [];
   const hostVars = new Set<string>();
   for (const rel of files) {
@@ -123,14 +125,15 @@ export async function loadCompose(projectDir: string, files: string[], configPat
       if (prev && svc.environment !== undefined && prev.raw.environment !== undefined) raw.environment = { ...envRecord(prev.raw.environment), ...envRecord(svc.environment) };
       if (prev && isRecord(prev.raw.build) && isRecord(svc.build)) raw.build = { ...prev.raw.build, ...svc.build, ...(isRecord(prev.raw.build.args) && isRecord(svc.build.args) ? { args: { ...prev.raw.build.args, ...svc.build.args } } : {}) };
       const buildDir = svc.build !== undefined ? dir : (prev?.buildDir ?? dir);
-      merged.set(name, { raw, dir, file: rel, buildDir });
+      const volumesDir = svc.volumes !== undefined ? dir : (prev?.volumesDir ?? dir);
+      merged.set(name, { raw, dir, file: rel, buildDir, volumesDir });
     }
   }
   for (const n of [...hostVars].sort()) {
     notApplied.push({ field: `compose \${${n}}`, reason: 'host environment variables are not read into compose files (they often hold secrets); the default written in the file, or empty, was used' });
   }
   const services = new Map<string, ComposeService>();
-  for (const [name, { raw, file, buildDir }] of merged) {
+  for (const [name, { raw, file, buildDir, volumesDir }] of merged) {
     if (!SERVICE_NAME.test(name)) throw invalid(file, `service name '${name}' must be letters, digits, '.', '_' or '-'`);
     for (const key of Object.keys(raw)) {
       const reason = REFUSED[key] ?? (KNOWN.has(key) ? undefined : 'not supported by Airlock');
@@ -139,7 +142,9 @@ export async function loadCompose(projectDir: string, files: string[], configPat
     const passThrough = Object.entries(envRecord(raw.environment)).filter(([, v]) => v === null).map(([k]) => k);
     // A bare NAME copies the host's value in compose: host variables often hold secrets, so it is left out, and said.
     if (passThrough.length) notApplied.push({ field: `services.${name}.environment ${passThrough.join(', ')}`, reason: "pass-through variables (a name with no value) would copy this machine's values into the service; they are left unset: write the values in the compose file" });
-    services.set(name, await service(name, raw, { root, dir: buildDir, file, hashed }));
+    const svc = await service(name, raw, { root, dir: buildDir, file, hashed });
+    const projectFolder = mountedProject(raw.volumes, root, volumesDir);
+    services.set(name, projectFolder ? { ...svc, projectFolder } : svc);
   }
   return { services, notApplied };
 }
@@ -199,6 +204,21 @@ async function service(name: string, raw: Record<string, unknown>, c: Ctx): Prom
     ...(workingDir ? { workingDir } : {}),
     ...(healthcheck ? { healthcheck } : {}),
   };
+}
+
+/**
+ * The project's folder in the container when a volume binds it or a folder above it (`..:/workspaces/app`,
+ * `../..:/workspaces`): the folder the devcontainer's `workspaceFolder` is written against. Only read, never mounted.
+ */
+function mountedProject(volumes: unknown, root: string, dir: string): string | undefined {
+  for (const v of Array.isArray(volumes) ? volumes : []) {
+    const [src, target] = typeof v === 'string' ? v.split(':') : isRecord(v) && v.type !== 'volume' ? [String(v.source ?? ''), String(v.target ?? '')] : [];
+    if (!src || !target || !path.posix.isAbsolute(target) || !(src.startsWith('.') || path.isAbsolute(src))) continue;
+    const below = path.relative(path.resolve(dir, src), root);
+    if (below.startsWith('..') || path.isAbsolute(below)) continue;
+    return path.posix.join(target, below.split(path.sep).join('/'));
+  }
+  return undefined;
 }
 
 /** `${NAME}`, `${NAME:-default}`, `${NAME-default}`, `$NAME` resolve to their default or empty; `$$` is `$`. */

@@ -173,7 +173,8 @@ describe('devcontainer.json', () => {
     });
     const env = await loadDevcontainer(dir, '.devcontainer.json');
     expect(env.containerEnv).toEqual({ WS: '/workspace/bin', BASE: path.basename(dir), CBASE: 'workspace' });
-    expect(env.remoteEnv).toEqual({ PATH2: '/workspace/bin:/usr/bin', KEEP: '${unknownVar}' });
+    // `${containerEnv:…}` is the container's: kept as the reference prints it, resolved in the run (containerEnvironment).
+    expect(env.remoteEnv).toEqual({ PATH2: '${containerEnv:WS}:${containerEnv:NOPE:/usr/bin}', KEEP: '${unknownVar}' });
   });
 
   it('does not copy host variables in unless allowed by name, and says so', async () => {

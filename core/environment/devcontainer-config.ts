@@ -69,6 +69,11 @@ export interface DevcontainerEnvironment {
   remoteEnv: Record<string, string>;
   containerUser?: string;
   remoteUser?: string;
+  /**
+   * The folder lifecycle commands run in: `workspaceFolder` mapped into the sandbox (the project's
+   * folder in the container, as the reference mounts it, is ${CONTAINER_WORKSPACE}), else ${CONTAINER_WORKSPACE}.
+   */
+  workFolder: string;
   lifecycle: Partial<Record<LifecycleHook, LifecycleStep[]>>;
   forwardPorts: number[];
   features: DevcontainerFeature[];
@@ -95,8 +100,11 @@ const REFUSED: Record<string, string> = {
   capAdd: 'capabilities are never added: the sandbox drops them all',
   securityOpt: "security options are not applied: the sandbox keeps no-new-privileges and the engine's default seccomp",
   appPort: 'ports are not published on the host; forwarded ports are offered as preview ports',
-  workspaceFolder: `the project is copied to ${CONTAINER_WORKSPACE}`,
 };
+
+/** Stand-ins for `${containerWorkspaceFolder}` until `workspaceFolder` is mapped into the sandbox. */
+const WORK_FOLDER = '\u0000airlock-work-folder\u0000';
+const WORK_FOLDER_BASENAME = '\u0000airlock-work-folder-basename\u0000';
 
 /** runArgs that ask for something specific, named in the message. */
 const RUN_ARG_HINTS: Array<[RegExp, string]> = [
@@ -125,7 +133,8 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
   const allowed = opts.allowedLocalEnv ?? [];
   const ctx: VariableContext = {
     localWorkspaceFolder: root,
-    containerWorkspaceFolder: CONTAINER_WORKSPACE,
+    containerWorkspaceFolder: WORK_FOLDER,
+    containerWorkspaceFolderBasename: WORK_FOLDER_BASENAME,
     env: opts.env ?? process.env,
     allowedLocalEnv: allowed,
     devcontainerId: createHash('sha256').update(`${root}\0${configPath}`).digest('hex').slice(0, 16),
@@ -133,16 +142,24 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
   const containerEnv = stringMap(substituteDeep(raw.containerEnv, ctx, refusedLocalEnv), configPath, 'containerEnv');
   // `customizations` are for tools (VS Code's settings and extensions): not read, so their variables are not either.
   const { customizations: _tools, ...read } = raw;
-  const cfg = substituteDeep(read, { ...ctx, containerEnv }, refusedLocalEnv);
+  const substituted = substituteDeep(read, ctx, refusedLocalEnv);
   const configDir = path.dirname(abs);
   const hashed: Buffer[] = [Buffer.from(text)];
 
-  const source = await resolveSource(cfg, { root, configDir, configPath, hashed });
+  const resolvedSource = await resolveSource(substituted, { root, configDir, configPath, hashed });
   const notApplied: NotApplied[] = [];
+  const work = workFolder(substituted, resolvedSource, root);
+  if (work.notApplied) notApplied.push(work.notApplied);
+  const inFolder = (v: string): string => v.split(WORK_FOLDER).join(work.folder).split(WORK_FOLDER_BASENAME).join(path.posix.basename(work.folder));
+  const cfg = mapStrings(substituted, inFolder);
+  const source = mapStrings(resolvedSource, inFolder);
   for (const [field, reason] of Object.entries(REFUSED)) {
     const v = cfg[field];
     if (v === undefined || v === false || (Array.isArray(v) && v.length === 0)) continue;
     notApplied.push({ field, reason: field === 'runArgs' ? runArgsReason(v, reason) : reason });
+  }
+  for (const field of ['remoteUser', 'containerUser'] as const) {
+    if (typeof cfg[field] === 'string' && cfg[field]) notApplied.push({ field, reason: `setup and the agent run as uid 1000 (airlock) with no capabilities, not as '${cfg[field]}'` });
   }
   if (cfg.overrideCommand === false) notApplied.push({ field: 'overrideCommand', reason: "the image's own entrypoint and command are not started: the sandbox's process is Airlock's helper; start a service the project needs in postStartCommand" });
   const gpu = isRecord(cfg.hostRequirements) ? cfg.hostRequirements.gpu : undefined;
@@ -171,8 +188,9 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     configPath,
     ...(typeof cfg.name === 'string' ? { name: cfg.name } : {}),
     source,
-    containerEnv,
+    containerEnv: mapStrings(containerEnv, inFolder),
     remoteEnv: stringMap(cfg.remoteEnv, configPath, 'remoteEnv'),
+    workFolder: work.folder,
     ...(optionalString(cfg.containerUser, configPath, 'containerUser') ? { containerUser: cfg.containerUser as string } : {}),
     ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
     lifecycle,
@@ -182,6 +200,33 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     localEnvUsed: allowed.filter((n) => text.includes(`localEnv:${n}`) || text.includes(`env:${n}`)),
     contentHash: h.digest('hex'),
   };
+}
+
+/**
+ * Where lifecycle commands run (docs/architecture.md §16): the reference mounts the project at
+ * `/workspaces/<folder name>` (or workspaceMount's target, or where a compose volume binds it) and runs
+ * them in `workspaceFolder`; Airlock's project is at ${CONTAINER_WORKSPACE}, so a workspaceFolder inside
+ * the project maps to the same folder under it. One outside the project is named as not applied.
+ */
+function workFolder(cfg: Record<string, unknown>, source: EnvironmentSource, root: string): { folder: string; notApplied?: NotApplied } {
+  const mountTarget = typeof cfg.workspaceMount === 'string' ? /(?:^|,)(?:target|dst|destination)=([^,]+)/.exec(cfg.workspaceMount)?.[1] : undefined;
+  const project = source.kind === 'compose' ? source.workspace.projectFolder : (mountTarget ?? `/workspaces/${path.basename(root)}`);
+  const asked = typeof cfg.workspaceFolder === 'string' && cfg.workspaceFolder ? path.posix.normalize(cfg.workspaceFolder).replace(/(.)\/$/, '$1') : source.kind === 'compose' ? '/' : project;
+  if (project && asked) {
+    const below = path.posix.relative(project, asked);
+    if (!below.startsWith('..') && !path.posix.isAbsolute(below)) return { folder: path.posix.join(CONTAINER_WORKSPACE, below) };
+  }
+  return {
+    folder: CONTAINER_WORKSPACE,
+    notApplied: { field: 'workspaceFolder', reason: `'${asked}' is not inside the project's folder${project ? ` (${project})` : ' (the compose file does not mount it)'}: the project is copied to ${CONTAINER_WORKSPACE} and setup commands run there` },
+  };
+}
+
+function mapStrings<T>(v: T, f: (s: string) => string): T {
+  if (typeof v === 'string') return f(v) as T;
+  if (Array.isArray(v)) return v.map((x) => mapStrings(x, f)) as T;
+  if (isRecord(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapStrings(x, f)])) as T;
+  return v;
 }
 
 interface SourceCtx {

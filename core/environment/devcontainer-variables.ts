@@ -14,8 +14,8 @@ export interface VariableContext {
   allowedLocalEnv: readonly string[];
   /** A stable id for this project's environment. */
   devcontainerId: string;
-  /** Values known for `${containerEnv:NAME}` (the config's containerEnv). */
-  containerEnv?: Record<string, string>;
+  /** `${containerWorkspaceFolderBasename}`, when it is not the last part of `containerWorkspaceFolder`. */
+  containerWorkspaceFolderBasename?: string;
 }
 
 /** What substitution left out: `${localEnv:NAME}` references that were not allowed. */
@@ -35,7 +35,7 @@ export function substituteString(value: string, ctx: VariableContext, out: Subst
       case 'localWorkspaceFolderBasename':
         return basename(ctx.localWorkspaceFolder);
       case 'containerWorkspaceFolderBasename':
-        return basename(ctx.containerWorkspaceFolder);
+        return ctx.containerWorkspaceFolderBasename ?? basename(ctx.containerWorkspaceFolder);
       case 'devcontainerId':
         return ctx.devcontainerId;
       case 'localEnv':
@@ -45,14 +45,36 @@ export function substituteString(value: string, ctx: VariableContext, out: Subst
         out.refusedLocalEnv.add(arg);
         return fallback ?? '';
       }
-      case 'containerEnv':
-        if (!arg) return whole;
-        return ctx.containerEnv?.[arg] ?? fallback ?? '';
       default:
+        // `${containerEnv:NAME}` is the container's own environment (the image's, then containerEnv):
+        // kept as written here, resolved when the run knows the image (resolveContainerEnv), as the reference does.
         // Unknown variables stay as written (the spec's behaviour).
         return whole;
     }
   });
+}
+
+const CONTAINER_ENV = /\$\{containerEnv:([^}:]*)(?::([^}]*))?\}/g;
+
+/**
+ * Resolves `${containerEnv:NAME[:default]}` against the container's environment (docs/architecture.md §16):
+ * `"PATH": "${containerEnv:PATH}:/x"` extends the image's PATH, as the reference does.
+ */
+export function resolveContainerEnv(value: string, env: Readonly<Record<string, string>>): string {
+  return value.replace(CONTAINER_ENV, (_whole, name: string, fallback: string | undefined) => env[name] ?? fallback ?? '');
+}
+
+/**
+ * The environment a devcontainer's commands see: the image's, then containerEnv, then remoteEnv, each
+ * value's `${containerEnv:…}` resolved against what came before it.
+ */
+export function containerEnvironment(base: Readonly<Record<string, string>>, containerEnv: Readonly<Record<string, string>>, remoteEnv: Readonly<Record<string, string>>): Record<string, string> {
+  const env: Record<string, string> = { ...base };
+  const resolved = Object.fromEntries(Object.entries(containerEnv).map(([k, v]) => [k, resolveContainerEnv(v, base)]));
+  Object.assign(env, resolved);
+  const container = { ...env };
+  for (const [k, v] of Object.entries(remoteEnv)) env[k] = resolveContainerEnv(v, container);
+  return env;
 }
 
 /** Substitutes in every string of a JSON value. */

@@ -41,7 +41,12 @@ export interface DevcontainerPlan {
   setup: Array<{ hook: string; name?: string; command: string; argv: string[]; user: string; cwd: string; parallel: boolean }>;
   /** What setup may reach: the registries the manifests imply, plus `--setup-allow`. */
   setupNetwork: { presets: string[]; impliedBy: string[] };
+  /** containerEnv and remoteEnv merged, as the sandbox gets them (`${containerEnv:NAME}` resolved in the run from the image's environment). */
   env: Record<string, string>;
+  containerEnv: Record<string, string>;
+  remoteEnv: Record<string, string>;
+  /** The folder setup commands run in (workspaceFolder mapped into the sandbox). */
+  workspaceFolder: string;
   ports: number[];
   sidecars: Array<{ service: string; source: PlannedSource; environment: string[]; user?: string }>;
   notApplied: NotApplied[];
@@ -51,9 +56,8 @@ export interface DevcontainerPlan {
 
 type PlannedSource = { kind: 'image'; image: string } | { kind: 'build'; dockerfile: string; context: string };
 
-/** The sandbox user and folder every setup command and the agent run as and in. */
+/** The sandbox user every setup command and the agent run as. */
 const SANDBOX_USER = 'uid 1000 (airlock), no capabilities';
-const SANDBOX_CWD = '/workspace';
 
 export async function planEnvironment(home: string, projectDir: string, choiceText: string | undefined, opts: { allowLocalEnv?: string[] } = {}): Promise<EnvironmentPlan> {
   const root = path.resolve(projectDir);
@@ -103,10 +107,13 @@ async function devcontainerPlan(root: string, cfg: DevcontainerEnvironment, acce
     features: cfg.features.map((f) => ({ id: f.id, local: f.local, options: f.options, applied: f.local, ...(f.local ? {} : { reason: 'published features are not fetched yet: copy it into the project as a local feature ("./name") or install the tool in the Dockerfile' }) })),
     runtime: "Airlock's runtime (/opt/airlock: helper, its Node, git/tar/find) and the host's extra CAs are added as a derived image; the sandbox runs hardened (no capabilities, read-only root, no network but its channel)",
     setup: (setup?.hooks ?? []).flatMap(({ hook, steps }) =>
-      steps.map((s) => ({ hook, ...(s.name ? { name: s.name } : {}), command: s.argv[0] === '/bin/sh' && s.argv[1] === '-c' ? (s.argv[2] ?? '') : s.argv.join(' '), argv: s.argv, user: SANDBOX_USER, cwd: SANDBOX_CWD, parallel: steps.length > 1 })),
+      steps.map((s) => ({ hook, ...(s.name ? { name: s.name } : {}), command: s.argv[0] === '/bin/sh' && s.argv[1] === '-c' ? (s.argv[2] ?? '') : s.argv.join(' '), argv: s.argv, user: SANDBOX_USER, cwd: cfg.workFolder, parallel: steps.length > 1 })),
     ),
     setupNetwork: { presets: setup?.presets ?? [], impliedBy: setup?.impliedBy ?? [] },
     env: { ...cfg.containerEnv, ...cfg.remoteEnv },
+    containerEnv: cfg.containerEnv,
+    remoteEnv: cfg.remoteEnv,
+    workspaceFolder: cfg.workFolder,
     ports: cfg.forwardPorts,
     sidecars: src.kind === 'compose' ? src.sidecars.map((s) => sidecarPlan(s)) : [],
     notApplied: cfg.notApplied,

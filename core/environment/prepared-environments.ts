@@ -76,7 +76,8 @@ export interface PreparedLookup {
 export async function preparedInputs(projectDir: string, cfg: DevcontainerEnvironment, plan: SetupPlan, d: { installation: string; derivedImageId: string; baseImageId: string; setupAllowlist?: string[] }): Promise<PreparedInputs> {
   const files: Record<string, string> = {};
   for (const f of plan.impliedBy) files[f] = createHash('sha256').update(await readFile(path.join(projectDir, f))).digest('hex');
-  const commands = JSON.stringify(plan.hooks);
+  // The folder is part of what the commands are when it is not the project's root.
+  const commands = JSON.stringify(plan.cwd === '/workspace' ? plan.hooks : { hooks: plan.hooks, cwd: plan.cwd });
   return { installation: d.installation, project: path.resolve(projectDir), config: cfg.configPath, derivedImageId: d.derivedImageId, baseImageId: d.baseImageId, configHash: cfg.contentHash, commands, files, setupAllowlist: [...(d.setupAllowlist ?? [])].sort() };
 }
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDevcontainer } from './devcontainer-config';
+import { containerEnvironment } from './devcontainer-variables';
 import { setupPlan } from './setup-plan';
 
 const dirs: string[] = [];
@@ -72,5 +73,44 @@ describe('devcontainer reading, as the reference reads it', () => {
     expect(src.workspace.environment).toEqual({ DB_HOST: 'db', DB_PORT: '6543' });
     expect(src.workspace.source).toMatchObject({ kind: 'build', context: '', dockerfile: 'app.Dockerfile' });
     expect(cfg.notApplied).toContainEqual({ field: 'services.app.environment HOST_TOKEN', reason: expect.stringMatching(/pass-through variables/) });
+  });
+
+  it('${containerEnv:PATH} is kept as written when read and extends the image\'s own PATH in the run', async () => {
+    const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', containerEnv: { TOOLS: '${containerEnv:HOME}/tools' }, remoteEnv: { PATH: '${containerEnv:PATH}:/opt/x', T: '${containerEnv:TOOLS}', D: '${containerEnv:NOPE:dflt}' }, postCreateCommand: 'echo ${containerEnv:PATH}' }) });
+    const cfg = await loadDevcontainer(dir, '.devcontainer.json');
+    // As the reference prints it: resolved only where the container's environment is known.
+    expect(cfg.remoteEnv.PATH).toBe('${containerEnv:PATH}:/opt/x');
+    expect(cfg.lifecycle.postCreateCommand?.[0]?.argv[2]).toBe('echo ${containerEnv:PATH}');
+    const env = containerEnvironment({ PATH: '/usr/local/bin:/usr/bin', HOME: '/home/dev' }, cfg.containerEnv, cfg.remoteEnv);
+    expect(env).toMatchObject({ PATH: '/usr/local/bin:/usr/bin:/opt/x', TOOLS: '/home/dev/tools', T: '/home/dev/tools', D: 'dflt' });
+  });
+
+  it('a workspaceFolder inside the project is the folder setup runs in, and ${containerWorkspaceFolder} points there', async () => {
+    const dir = await project({ '.devcontainer/devcontainer.json': JSON.stringify({ image: 'x', workspaceFolder: '/workspaces/${localWorkspaceFolderBasename}/web', postCreateCommand: 'cd ${containerWorkspaceFolder} && ls ${containerWorkspaceFolderBasename}' }) });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(cfg.workFolder).toBe('/workspace/web');
+    expect((await setupPlan(dir, cfg))?.cwd).toBe('/workspace/web');
+    expect(cfg.lifecycle.postCreateCommand?.[0]?.argv[2]).toBe('cd /workspace/web && ls web');
+    expect(cfg.notApplied).toEqual([]);
+    // The default folder is the project's; one outside it is named.
+    expect((await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x"}' }), '.devcontainer.json')).workFolder).toBe('/workspace');
+    const outside = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","workspaceFolder":"/src"}' }), '.devcontainer.json');
+    expect(outside.workFolder).toBe('/workspace');
+    expect(outside.notApplied.map((n) => n.field)).toEqual(['workspaceFolder']);
+  });
+
+  it("a compose file's volume tells where the project is: workspaceFolder under it maps into the sandbox", async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yml', service: 'app', workspaceFolder: '/workspaces/${localWorkspaceFolderBasename}/api' }),
+      '.devcontainer/compose.yml': 'services:\n  app:\n    image: x\n    volumes:\n      - ../..:/workspaces:cached\n',
+    });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(cfg.workFolder).toBe('/workspace/api');
+    expect(cfg.notApplied.map((n) => n.field)).toEqual(['services.app.volumes']);
+  });
+
+  it('remoteUser and containerUser are named: setup and the agent run as uid 1000', async () => {
+    const cfg = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","remoteUser":"vscode","containerUser":"root"}' }), '.devcontainer.json');
+    expect(cfg.notApplied.map((n) => n.field)).toEqual(['remoteUser', 'containerUser']);
   });
 });

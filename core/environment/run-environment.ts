@@ -14,6 +14,7 @@ import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from '
 import { setupPlan, type SetupPlan } from './setup-plan';
 import { BuildRecords } from './build-records';
 import { createSidecarNetwork, removeSidecars, sidecarRuntime, startSidecars, type SidecarNetwork } from './compose-sidecars';
+import { containerEnvironment } from './devcontainer-variables';
 
 /** What a run asks of its environment. */
 export interface RunEnvironmentRequest {
@@ -159,7 +160,8 @@ export async function prepareRunEnvironment(
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
   // A compose dev service's own `environment` (the database it is given) is kept, under containerEnv as the reference orders them.
   const serviceEnv = cfg?.source.kind === 'compose' ? cfg.source.workspace.environment : {};
-  const env: Record<string, string> = { ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...serviceEnv, ...(cfg?.containerEnv ?? {}), ...(cfg?.remoteEnv ?? {}) };
+  // `${containerEnv:PATH}` in containerEnv/remoteEnv extends the image's own value (as the reference reads it).
+  const env = containerEnvironment({ ...imageEnv(await engine.docker.getImage(prepared.derived.id).inspect().then((i) => i.Config?.Env ?? [])), ...serviceEnv }, cfg?.containerEnv ?? {}, cfg?.remoteEnv ?? {});
   // The sandbox's home is its own tmpfs whatever the image says.
   delete env.HOME;
   const setup = cfg ? await setupPlan(req.projectDir, cfg) : undefined;

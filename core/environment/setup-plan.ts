@@ -11,6 +11,8 @@ export interface SetupPlan {
   presets: PresetName[];
   /** Which files implied them, for the record. */
   impliedBy: string[];
+  /** The folder the commands run in (workspaceFolder mapped into the sandbox). */
+  cwd: string;
 }
 
 /** Manifests and lockfiles, and the registry preset each implies. */
@@ -48,5 +50,5 @@ export async function setupPlan(projectDir: string, cfg: DevcontainerEnvironment
     presets.add(preset);
     impliedBy.push(file);
   }
-  return { configPath: cfg.configPath, hooks, presets: [...presets], impliedBy };
+  return { configPath: cfg.configPath, hooks, presets: [...presets], impliedBy, cwd: cfg.workFolder };
 }

@@ -68,8 +68,9 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
     return true;
   };
 
-  const refuse = (res: ServerResponse, status: number, message: string) => {
-    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+  /** An HTTP refusal with a JSON-RPC error body; the codes are the SDK transport's (-32001 an unknown session, -32603 internal, -32000 the rest). */
+  const refuse = (res: ServerResponse, status: number, message: string, code = status >= 500 ? -32603 : -32000) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
@@ -90,8 +91,8 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
       });
       return known.transport.handleRequest(req, res);
     }
-    if (sessionId !== undefined) return refuse(res, 404, 'Unknown or ended MCP session; initialize a new one.');
-    if (req.method !== 'POST') return refuse(res, 400, 'Start with an initialize request (POST).');
+    if (sessionId !== undefined) return refuse(res, 404, 'Session not found: unknown or ended MCP session; initialize a new one.', -32001);
+    if (req.method !== 'POST') return refuse(res, 400, 'Bad Request: no Mcp-Session-Id; start with an initialize request (POST).');
     if (!(await makeRoom())) return refuse(res, 429, `Too many MCP sessions holding sandboxes (${MAX_SESSIONS}); end one first.`);
     const connection = createMcpConnection(deps);
     const transport = new StreamableHTTPServerTransport({

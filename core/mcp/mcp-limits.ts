@@ -5,8 +5,10 @@ import { AirlockError } from '../../contracts/errors';
 export interface McpLimits {
   /** Live sandboxes one client connection may hold at once. */
   sandboxesPerClient: number;
-  /** Bytes of stdout and of stderr a `sandbox_exec` result keeps (head and tail). */
+  /** Bytes of stdout and of stderr a `sandbox_exec` keeps (head and tail), readable as a resource. */
   outputBytes: number;
+  /** Bytes of stdout and of stderr the `sandbox_exec` result itself carries (head and tail): sized for an agent's context; past it, a resource link to the kept output. */
+  resultBytes: number;
   /** Largest file `sandbox_read_file` returns and `sandbox_write_file` takes. */
   fileBytes: number;
   /** Entries `sandbox_list_files` returns. */
@@ -31,6 +33,7 @@ export const KEEP_ALIVE_MS = 15_000;
 export const DEFAULT_MCP_LIMITS: McpLimits = {
   sandboxesPerClient: 4,
   outputBytes: 1024 * 1024,
+  resultBytes: 8 * 1024,
   fileBytes: 10 * 1024 * 1024,
   listEntries: 5000,
   patchBytes: 2 * 1024 * 1024,
@@ -54,4 +57,18 @@ export function workspacePath(input: string, field = 'path'): string {
     throw new AirlockError('INVALID_INPUT', `${JSON.stringify(input.slice(0, 200))} is outside the workspace; paths are relative to ${WORKSPACE} (or absolute under it).`, { field });
   }
   return resolved;
+}
+
+/**
+ * `text` cut to about `bytes` of UTF-8: the first and last half with the middle left out and said so
+ * (where the whole is, in `where`). Text within the cap is returned as it is.
+ */
+export function headAndTail(text: string, bytes: number, where: string): { text: string; cut: boolean } {
+  const buf = Buffer.from(text, 'utf8');
+  if (buf.length <= bytes) return { text, cut: false };
+  const half = Math.floor(bytes / 2);
+  // Cut on character boundaries: a split UTF-8 sequence would show as replacement characters.
+  const head = buf.subarray(0, half).toString('utf8').replace(/\uFFFD$/, '');
+  const tail = buf.subarray(buf.length - half).toString('utf8').replace(/^\uFFFD/, '');
+  return { text: `${head}\n… [${buf.length - 2 * half} bytes left out here; ${where}] …\n${tail}`, cut: true };
 }

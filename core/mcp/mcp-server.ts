@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { open, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult, type ResourceLink, type ServerNotification, type ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { z } from 'zod';
 import { AirlockError, toErrorInfo } from '../../contracts/errors';
@@ -20,7 +20,7 @@ import { newClientRef, SlotCap, type ClientGrants } from '../runs/client-grants'
 import type { StoredRun } from '../runs/run-record';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { ApplyApprovals } from './apply-approvals';
-import { DEFAULT_MCP_LIMITS, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
+import { DEFAULT_MCP_LIMITS, headAndTail, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
 export interface McpDeps {
@@ -110,7 +110,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     return deps;
   };
   const limits: McpLimits = { ...DEFAULT_MCP_LIMITS, ...limitsIn, ...(depsOrPromise instanceof Promise ? {} : depsOrPromise.limits) };
-  const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { capabilities: { logging: {} }, instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
+  const server = new McpServer({ name: 'airlock', version: APP_VERSION }, { instructions: 'Airlock gives you disposable, isolated sandboxes on a copy of a project on this machine. sandbox_create → sandbox_exec / sandbox_write_file → sandbox_diff → sandbox_destroy; the result is applied to the real project only with run_apply and the user\'s yes in Airlock.' });
   const sandboxes = new Set<string>();
   const lastUsed = new Map<string, number>();
   // Caps are taken synchronously, before any await, so concurrent calls cannot all pass the check.
@@ -118,6 +118,8 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   const runSlots = new SlotCap(limits.runsPerClient);
   const slotOf = new Map<string, () => void>();
   const madeAt = new Map<string, { projectDir: string; createdAt: string }>();
+  /** Commands run per sandbox: numbers the output resources. */
+  const execCount = new Map<string, number>();
   let closed = false;
 
   const clientName = () => {
@@ -149,13 +151,13 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   idleTimer.unref();
 
   /** Registers a tool whose handler returns the structured value and its readable text. */
-  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: keyof typeof TOOL_META, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string }>): void {
+  function tool<I extends z.ZodObject, O extends z.ZodObject>(name: keyof typeof TOOL_META, description: string, input: I, output: O, handler: (args: z.output<I>, extra: Extra) => Promise<{ value: z.output<O>; text: string; links?: ResourceLink[] }>): void {
     const { title, ...annotations } = TOOL_META[name];
     server.registerTool(name, { title, description, inputSchema: input, outputSchema: output, annotations: { title, ...annotations } }, (async (args: z.output<I>, extra: Extra): Promise<CallToolResult> => {
       try {
         await ready;
-        const { value, text } = await handler(args, extra);
-        return { content: [{ type: 'text', text }], structuredContent: value as Record<string, unknown> };
+        const { value, text, links = [] } = await handler(args, extra);
+        return { content: [{ type: 'text', text }, ...links], structuredContent: value as Record<string, unknown> };
       } catch (err) {
         const info = toErrorInfo(err);
         return { isError: true, content: [{ type: 'text', text: `${info.kind}: ${info.message}` }] };
@@ -263,14 +265,23 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
 
   tool(
     'sandbox_exec',
-    'Run a shell command (bash -c, in /workspace by default) in a sandbox; output streams as progress notifications. Returns exitCode, stdout, stderr (head and tail past the cap).',
+    'Run a shell command (bash -c, in /workspace by default) in a sandbox; output streams as progress notifications. Returns exitCode, stdout, stderr (head and tail past a few KiB; then the whole output kept is a resource, linked in the result and named in outputUris).',
     z.strictObject({
       sandboxId: SandboxId,
       command: z.string().min(1).max(100_000),
       cwd: z.string().max(4096).optional().describe(`working directory inside ${WORKSPACE} (default ${WORKSPACE})`),
       timeoutSec: z.number().positive().max(limits.maxExecTimeoutSec).optional().describe('default 600'),
     }),
-    z.object({ exitCode: z.number().nullable(), timedOut: z.boolean(), durationMs: z.number(), stdout: z.string(), stderr: z.string(), truncated: z.boolean(), outputBytes: z.number() }),
+    z.object({
+      exitCode: z.number().nullable(),
+      timedOut: z.boolean(),
+      durationMs: z.number(),
+      stdout: z.string(),
+      stderr: z.string(),
+      truncated: z.boolean(),
+      outputBytes: z.number(),
+      outputUris: z.object({ stdout: z.string().optional(), stderr: z.string().optional() }).optional().describe('resources with the output kept (up to the cap, head and tail) when the result carries only part of it'),
+    }),
     async (args, extra) => {
       const id = own(args.sandboxId);
       const cwd = workspacePath(args.cwd ?? WORKSPACE, 'cwd');
@@ -285,10 +296,28 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       lastUsed.set(id, Date.now());
       await say.flushed();
       if (result.failure) throw new AirlockError('CONFLICT', `The command could not run: ${result.failure}.`);
-      const truncated = result.stdout.truncated || result.stderr.truncated;
-      const value = { exitCode: result.exitCode, timedOut: result.timedOut, durationMs: result.durationMs, stdout: result.stdout.text(), stderr: result.stderr.text(), truncated, outputBytes: result.output.bytes };
+      // The result is sized for an agent's context; a longer output is kept in the run's folder and linked.
+      const n = (execCount.get(id) ?? 0) + 1;
+      execCount.set(id, n);
+      const links: ResourceLink[] = [];
+      const outputUris: { stdout?: string; stderr?: string } = {};
+      const shown = async (stream: 'stdout' | 'stderr', kept: string) => {
+        const uri = `airlock://runs/${id}/output/${n}/${stream}`;
+        const cut = headAndTail(kept, limits.resultBytes, `the whole ${stream} kept is the resource ${uri}`);
+        if (!cut.cut) return kept;
+        const file = outputFile(the().core, id, n, stream);
+        await mkdir(path.dirname(file), { recursive: true });
+        await writeFile(file, kept, { mode: 0o600 });
+        outputUris[stream] = uri;
+        links.push({ type: 'resource_link', uri, name: `${stream} of command ${n}`, mimeType: 'text/plain', size: Buffer.byteLength(kept) });
+        return cut.text;
+      };
+      const stdout = await shown('stdout', result.stdout.text());
+      const stderr = await shown('stderr', result.stderr.text());
+      const truncated = result.stdout.truncated || result.stderr.truncated || links.length > 0;
+      const value = { exitCode: result.exitCode, timedOut: result.timedOut, durationMs: result.durationMs, stdout, stderr, truncated, outputBytes: result.output.bytes, ...(links.length ? { outputUris } : {}) };
       const status = result.timedOut ? `timed out after ${args.timeoutSec ?? 600} s` : `exit ${result.exitCode ?? 'by signal'}`;
-      return { value, text: `${status} (${result.durationMs} ms)${truncated ? ', output truncated' : ''}\n${value.stdout}${value.stderr ? `\n[stderr]\n${value.stderr}` : ''}` };
+      return { value, links, text: `${status} (${result.durationMs} ms)${truncated ? ', output cut (the whole kept output is linked)' : ''}\n${value.stdout}${value.stderr ? `\n[stderr]\n${value.stderr}` : ''}` };
     },
   );
 
@@ -607,8 +636,17 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
   };
   const text = (uri: URL, body: string, mimeType = 'text/plain') => ({ contents: [{ uri: uri.href, mimeType, text: body }] });
   const template = (kind: string) => new ResourceTemplate(`airlock://runs/{runId}/${kind}`, { list: undefined });
+  type Read = (uri: URL, vars: Record<string, string | string[]>) => Promise<ReadResourceResult>;
+  const register = (name: string, kind: string, meta: { description: string; mimeType: string }, read: Read) =>
+    server.registerResource(name, template(kind), meta, async (uri, vars) => {
+      try {
+        return await read(uri, vars);
+      } catch (err) {
+        throw resourceError(uri, err);
+      }
+    });
 
-  server.registerResource('run-terminal', template('terminal'), { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
+  register('run-terminal', 'terminal', { description: "A run's terminal log as plain text (escape codes left out; the last part past the cap)", mimeType: 'text/plain' }, async (uri, vars) => {
     const { core } = await ready();
     const id = runIdOf(vars.runId);
     await core.store.get(id);
@@ -625,21 +663,54 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
       await handle.close();
     }
   });
-  server.registerResource('run-events', template('events'), { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+  server.registerResource('run-command-output', new ResourceTemplate('airlock://runs/{runId}/output/{command}/{stream}', { list: undefined }), { description: "The output a sandbox_exec kept (up to the cap, head and tail) when its result carried only part of it", mimeType: 'text/plain' }, async (uri, vars) => {
+    try {
+      const { core } = await ready();
+      const id = runIdOf(vars.runId);
+      const n = Number(vars.command);
+      const stream = vars.stream;
+      if (!Number.isSafeInteger(n) || n < 1 || (stream !== 'stdout' && stream !== 'stderr')) throw new AirlockError('INVALID_INPUT', `${uri.href} names no command output (…/output/<n>/stdout|stderr).`);
+      const body = await readFile(outputFile(core, id, n, stream), 'utf8').catch(() => {
+        throw new AirlockError('NOT_FOUND', `No kept output at ${uri.href}: only a sandbox_exec whose result was cut keeps one.`);
+      });
+      return text(uri, body);
+    } catch (err) {
+      throw resourceError(uri, err);
+    }
+  });
+  register('run-events', 'events', { description: "A run's events (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
     const { services } = await ready();
     const page = await services.runs.events({ runId: runIdOf(vars.runId), afterSeq: -1, limit: 5000 });
     return text(uri, JSON.stringify(page.events), 'application/json');
   });
-  server.registerResource('run-diff', template('diff'), { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
+  register('run-diff', 'diff', { description: "A finished run's result patch", mimeType: 'text/x-diff' }, async (uri, vars) => {
     const { services } = await ready();
     const whole = await services.diffs.preview({ runId: runIdOf(vars.runId) });
     return text(uri, (whole.text ?? '').slice(0, limits.patchBytes), 'text/x-diff');
   });
-  server.registerResource('run-audit', template('audit'), { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
+  register('run-audit', 'audit', { description: "Verification of a run's hash-chained audit log (JSON)", mimeType: 'application/json' }, async (uri, vars) => {
     const { services } = await ready();
     const result = await services.audit.verify({ runId: runIdOf(vars.runId) });
     return text(uri, JSON.stringify(result), 'application/json');
   });
+}
+
+/** Where a sandbox_exec's kept output lives: in the run's folder, so History keeps it with the run. */
+function outputFile(core: AirlockCore, runId: string, command: number, stream: 'stdout' | 'stderr'): string {
+  return path.join(core.store.paths(runId).dir, 'mcp-output', `${command}.${stream}.txt`);
+}
+
+/** MCP's code for a resource that does not exist (the specification's "Resource not found"). */
+export const RESOURCE_NOT_FOUND = -32002;
+
+/**
+ * A failed resource read as a JSON-RPC error with the specification's code: no such run is -32002
+ * (with the URI in `data`), a malformed run id -32602, anything else -32603, each with Airlock's message.
+ */
+function resourceError(uri: URL, err: unknown): McpError {
+  const info = toErrorInfo(err);
+  const code = info.kind === 'NOT_FOUND' ? RESOURCE_NOT_FOUND : info.kind === 'INVALID_INPUT' ? ErrorCode.InvalidParams : ErrorCode.InternalError;
+  return new McpError(code, info.message, { uri: uri.href });
 }
 
 /**

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { AirlockError } from '../../contracts/errors';
 
 /**
  * Address and host-name checks for the egress proxy. The sandbox may reach allow-listed *names*
@@ -149,4 +150,13 @@ export function normalizeHostName(raw: string): string | undefined {
     if (!LABEL.test(label)) return undefined;
   }
   return h;
+}
+
+/** An internal host must be named exactly: no wildcard, no address (the CLI and the run's input check with this). */
+export function internalHostName(raw: string): string {
+  const host = normalizeHostName(raw.trim());
+  if (!host || raw.includes('*') || isIpLiteral(raw)) {
+    throw new AirlockError('INVALID_INPUT', `"${raw}": an internal host must be one exact host name (no wildcard, no IP address)`);
+  }
+  return host;
 }

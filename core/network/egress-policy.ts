@@ -2,7 +2,7 @@ import net from 'node:net';
 import { AirlockError } from '../../contracts/errors';
 import { rawHeaderValues } from '../common/hop-headers';
 import { DEFAULT_PORT, toAllowEntry, type AllowEntry, type Allowlist, type EgressKind } from './allowlist';
-import { blockedAddressReason, isIpLiteral, isLoopbackAddress, isPrivateAddress, normalizeHostName, reservedNameReason } from './address-checks';
+import { blockedAddressReason, internalHostName, isIpLiteral, isLoopbackAddress, isPrivateAddress, normalizeHostName, reservedNameReason } from './address-checks';
 import type { ProjectNetworkStore } from './project-network-store';
 
 /**
@@ -91,14 +91,22 @@ export function asRefusal(err: unknown): Refusal {
   return new Refusal(502, (err as Error).message, 'airlock: the egress proxy failed on this request', true);
 }
 
-/** An internal host must be named exactly: no wildcard, no address. */
-/** An internal host must be named exactly: no wildcard, no address. */
-function internalHostName(raw: string): string {
-  const host = normalizeHostName(raw.trim());
-  if (!host || raw.includes('*') || isIpLiteral(raw)) {
-    throw new AirlockError('INVALID_INPUT', `"${raw}": an internal host must be one exact host name (no wildcard, no IP address)`);
+/**
+ * Why a name's resolved addresses may not be reached, or undefined. Any bad record refuses the name
+ * (a rebinding answer must not win on a retry). A private (LAN) address passes only for a host the
+ * user named as internal, and the refusal says how to name it; loopback, link-local and metadata
+ * addresses are refused for every name (docs/architecture.md §2.8, "Internal hosts").
+ */
+export function addressRefusal(host: string, addresses: readonly string[], opts: { internal: boolean; allowLoopback?: boolean }): string | undefined {
+  for (const address of addresses) {
+    if (opts.allowLoopback && isLoopbackAddress(address)) continue;
+    if (opts.internal && net.isIP(address) && isPrivateAddress(address)) continue;
+    const blocked = net.isIP(address) ? blockedAddressReason(address) : 'not an IP address';
+    if (!blocked) continue;
+    const hint = !opts.internal && isPrivateAddress(address) ? `; if ${host} is a server of your own network, allow it by name with --internal-host ${host}` : '';
+    return `resolves to ${blocked} (${address})${hint}`;
   }
-  return host;
+  return undefined;
 }
 
 export interface EgressPolicyOptions {
@@ -113,9 +121,20 @@ export interface EgressPolicyOptions {
   allowCommand?: (host: string, port: number) => string;
 }
 
+/** How long a name's answer is reused: an install opens hundreds of connections to one registry in seconds. */
+const LOOKUP_REUSE_MS = 5_000;
+/** Names whose answers are kept at once (a run names few hosts; this only bounds a hostile one). */
+const LOOKUP_CACHE_NAMES = 256;
+
 /** The admission decision of one run's egress proxy, and the grants the user adds while it runs. */
 export class EgressPolicy {
   private readonly onceGrants: Array<{ host: string; port?: number }> = [];
+  /**
+   * Lookups in flight or answered in the last LOOKUP_REUSE_MS, by name. Without it each connection
+   * resolved on its own: an npm install's hundreds at once queued on the resolver's few threads past
+   * the timeout (`DNS lookup timed out`, a 502). Every address is still checked on every decision.
+   */
+  private readonly lookups = new Map<string, { answer: Promise<string[]>; at?: number }>();
   private readonly internalHosts: Set<string>;
   private projectReload: Promise<void> | undefined;
 
@@ -191,7 +210,7 @@ export class EgressPolicy {
 
     let addresses: string[];
     try {
-      addresses = await withTimeout(this.opts.resolve(host), this.opts.connectTimeoutMs, 'DNS lookup timed out');
+      addresses = await withTimeout(this.lookup(host), this.opts.connectTimeoutMs, 'DNS lookup timed out');
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
       throw new Refusal(502, `DNS lookup failed (${why})`, `airlock: could not resolve ${host} (${why})`, true);
@@ -199,21 +218,33 @@ export class EgressPolicy {
     if (addresses.length === 0) {
       throw new Refusal(502, 'DNS lookup returned no address', `airlock: ${host} has no address`, true);
     }
-    const internal = this.internalHosts.has(host);
-    for (const address of addresses) {
-      if (this.opts.allowLoopback && isLoopbackAddress(address)) continue;
-      if (internal && net.isIP(address) && isPrivateAddress(address)) continue;
-      const blocked = net.isIP(address) ? blockedAddressReason(address) : 'not an IP address';
-      if (blocked) {
-        // Any bad record refuses the name: a rebinding answer must not win on a retry.
-        throw new Refusal(
-          403,
-          `resolves to ${blocked} (${address})`,
-          `airlock: ${host}:${port} refused — it resolves to ${blocked} (${address}), which the sandbox may not reach`,
-        );
-      }
+    const refused = addressRefusal(host, addresses, { internal: this.internalHosts.has(host), allowLoopback: this.opts.allowLoopback });
+    if (refused) {
+      const [what = refused, ...how] = refused.split('; ');
+      throw new Refusal(403, refused, `airlock: ${host}:${port} refused — it ${what}, which the sandbox may not reach${how.length ? `; ${how.join('; ')}` : ''}`);
     }
     return { host, addresses };
+  }
+
+  /** One lookup per name at a time, its answer reused briefly; a failure is never reused. */
+  private lookup(host: string): Promise<string[]> {
+    const now = performance.now();
+    const fresh = (e: { at?: number }) => e.at === undefined || now - e.at < LOOKUP_REUSE_MS;
+    const known = this.lookups.get(host);
+    if (known && fresh(known)) return known.answer;
+    this.lookups.delete(host);
+    if (this.lookups.size >= LOOKUP_CACHE_NAMES) {
+      for (const [name, e] of this.lookups) if (!fresh(e)) this.lookups.delete(name);
+    }
+    const entry: { answer: Promise<string[]>; at?: number } = { answer: this.opts.resolve(host).then((addresses) => [...addresses]) };
+    entry.answer.then(
+      () => (entry.at = performance.now()),
+      () => {
+        if (this.lookups.get(host) === entry) this.lookups.delete(host);
+      },
+    );
+    if (this.lookups.size < LOOKUP_CACHE_NAMES) this.lookups.set(host, entry);
+    return entry.answer;
   }
 
   /**

@@ -181,6 +181,44 @@ describe('EgressProxy: allowed traffic', () => {
     expect(events[1]).toMatchObject({ allowed: true, reason: 'connect failed (127.0.0.3: ECONNREFUSED)' });
   });
 
+  it('looks a name up once for many connections at once, and checks every answer it reuses (issue 44)', async () => {
+    let lookups = 0;
+    const answer = ['127.0.0.1'];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const proxy = await proxyWith([`echo.test:${echoPort}`], {
+      resolve: async () => {
+        lookups += 1;
+        await gate;
+        return answer;
+      },
+    });
+    // 100 tunnels asked for while the one lookup is still out: they all share it.
+    const opening = Array.from({ length: 100 }, () => openTunnel(proxy.port, `echo.test:${echoPort}`));
+    await vi.waitFor(() => expect(lookups).toBe(1), { timeout: 4000, interval: 10 });
+    release();
+    const tunnels = await Promise.all(opening);
+    expect(lookups).toBe(1);
+    for (const t of tunnels) t.destroy();
+    // The answer is reused for a few seconds, and its addresses are checked again on each use.
+    (await openTunnel(proxy.port, `echo.test:${echoPort}`)).destroy();
+    expect(lookups).toBe(1);
+  });
+
+  it('checks a reused answer again: a refused address stays refused (issue 44)', async () => {
+    let lookups = 0;
+    const proxy = await proxyWith(['private.test:443'], {
+      resolve: async (h) => {
+        lookups += 1;
+        return resolver(h);
+      },
+    });
+    for (let i = 0; i < 2; i++) {
+      expect(await rawExchange(proxy.port, 'CONNECT private.test:443 HTTP/1.1\r\nHost: private.test:443\r\n\r\n')).toMatch(/^HTTP\/1\.1 403[\s\S]*10\.20\.30\.40/);
+    }
+    expect(lookups).toBe(1);
+  });
+
   it('matches wildcards on subdomains only', async () => {
     const proxy = await proxyWith([`*.echo.test:${echoPort}`]);
     const s1 = await openTunnel(proxy.port, `a.echo.test:${echoPort}`);
@@ -454,6 +492,33 @@ describe('EgressProxy: load', () => {
     for (const s of tunnels) s.end();
     await vi.waitFor(() => expect(events.length === 100).toBe(true), { timeout: 4000, interval: 10 });
     expect(events.every((e) => e.allowed && e.bytesUp === 200 && e.bytesDown === 200)).toBe(true);
+  });
+
+  it('answers every client that half-closes right after its request: refused, forwarded or tunnelled (issue 44)', async () => {
+    const proxy = await proxyWith([`web.test:${webPort}`, `echo.test:${echoPort}`]);
+    /** Writes the request, half-closes at once, and keeps reading until the proxy closes. */
+    const halfClosed = (text: string) =>
+      new Promise<{ reply: string; error?: string }>((resolve) => {
+        const s = net.connect({ port: proxy.port, host: '127.0.0.1', allowHalfOpen: true });
+        let reply = '';
+        let error: string | undefined;
+        s.on('data', (d: Buffer) => (reply += d.toString('utf8')));
+        s.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
+        s.on('close', () => resolve(error ? { reply, error } : { reply }));
+        s.end(text);
+      });
+    const kinds = {
+      refused: 'GET http://blocked.invalid/ HTTP/1.1\r\nHost: blocked.invalid\r\n\r\n',
+      denied: 'GET http://other.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n',
+      forwarded: `GET http://web.test:${webPort}/half HTTP/1.1\r\nHost: web.test:${webPort}\r\n\r\n`,
+      tunnelled: `CONNECT echo.test:${echoPort} HTTP/1.1\r\nHost: echo.test:${echoPort}\r\n\r\nping`,
+    };
+    for (const [kind, text] of Object.entries(kinds)) {
+      const results = await Promise.all(Array.from({ length: 100 }, () => halfClosed(text)));
+      const expected = kind === 'forwarded' ? /^HTTP\/1\.1 200[\s\S]*hello GET \/half \r\n0\r\n\r\n$/ : kind === 'tunnelled' ? /^HTTP\/1\.1 200[\s\S]*\r\n\r\nping$/ : /^HTTP\/1\.1 403[\s\S]*airlock: /;
+      const wrong = results.filter((r) => r.error || !expected.test(r.reply));
+      expect(wrong.length, `${kind}: ${JSON.stringify(wrong[0])}`).toBe(0);
+    }
   });
 
   it('serves others while a slow client dribbles its request head, then cuts the idle one off', async () => {

@@ -131,6 +131,9 @@ export class EgressProxy implements Disposable {
       keepAliveTimeout: 5_000,
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(this.handshakeTimeoutMs / 4))),
     });
+    // A client that half-closes after its request still gets the answer (Node's default aborts the
+    // request at the client's FIN and ends the socket: the client saw an empty reply or a reset).
+    (this.server as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     // A runaway sandbox must not exhaust the host's file descriptors.
     this.server.maxConnections = options.maxConnections ?? 512;
     this.server.on('connection', (socket: net.Socket) => {
@@ -191,7 +194,8 @@ export class EgressProxy implements Disposable {
 
   /** A new socket to the proxy; what a channel's host-service forwarder connects with. */
   connect(): net.Socket {
-    return net.connect({ host: this.host, port: this.listenPort });
+    // Half-open both ways: the channel carries each side's end on its own (channel-duplex.ts joinSocket).
+    return net.connect({ host: this.host, port: this.listenPort, allowHalfOpen: true });
   }
 
   /** The run's current allowlist. */

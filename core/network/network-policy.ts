@@ -5,6 +5,7 @@ import { DisposableStore, Emitter, type Disposable, type Event } from '../common
 import type { NetworkMode } from '../sandbox/driver';
 import { formatAllowEntry, toAllowEntry, type AllowEntry } from './allowlist';
 import { EgressProxy, type EgressEvent, type EgressProxyOptions } from './egress-proxy';
+import { internalHostName } from './address-checks';
 import { CredentialBroker, type BrokeredSecret } from './gateway/credential-broker';
 import { NetworkApprovals } from './gateway/network-approvals';
 import { loadProjectRules } from './gateway/project-rules';
@@ -88,6 +89,8 @@ export interface NetworkRecord {
   presets?: Array<{ name: string; allow: string[]; sources: string[]; notes: string[] }>;
   /** Entries remembered for the project that this run started with. */
   projectAllow?: string[];
+  /** Hosts that may resolve to private addresses in this run: the run's own and the project's (§2.8). */
+  internalHosts?: string[];
   /** Non-loopback interfaces seen inside the sandbox when the policy was applied. */
   interfaces: string[];
   /** Whether the sandbox has a default route (true only for `open`). */
@@ -206,6 +209,8 @@ export async function applyNetworkPolicy(
   const projectAllow = projectStore ? await projectStore.load() : [];
   // Rules the user approved "for this project" in earlier runs come first: they answered a refusal.
   const approvedForProject = projectStore ? (await projectStore.loadRules()).map(parseRule) : [];
+  // Internal hosts: the run's and those the user named for the project, by name only (docs/architecture.md §2.8).
+  const internalHosts = [...new Set([...parsed.internalHosts.map(internalHostName), ...(projectStore ? await projectStore.loadInternalHosts() : [])])];
   const rules = new RuleSet([...approvedForProject, ...parsed.rules.map(parseRule)]);
   const projectRules = opts.projectPath ? await loadProjectRules(opts.projectPath) : undefined;
   const broker = opts.secrets?.length ? new CredentialBroker(opts.secrets) : undefined;
@@ -234,7 +239,7 @@ export async function applyNetworkPolicy(
     allow: [...presets.flatMap((p) => p.entries), ...custom],
     ...(projectStore ? { projectStore } : {}),
     ...(gateway ? { gateway } : {}),
-    internalHosts: parsed.internalHosts,
+    internalHosts,
     ...(approvals
       ? {
           accessDesk: opts.askUser
@@ -293,8 +298,9 @@ export async function applyNetworkPolicy(
         allow: proxy.entries().map(formatAllowEntry),
         presets: presets.map((p) => ({ name: p.name, allow: p.entries.map(formatAllowEntry), sources: p.sources, notes: p.notes })),
         ...(projectStore ? { projectAllow: projectAllow.map(formatAllowEntry) } : {}),
+        ...(internalHosts.length ? { internalHosts } : {}),
         ...(gateway
-          ? { gateway: { rules: rules.rules.map((r) => r.text), projectRules: projectRules?.rules.map((r) => r.text) ?? [], secrets: broker?.names ?? [], internalHosts: parsed.internalHosts, ...(approvedForProject.length ? { approvedForProject: approvedForProject.map((r) => r.text) } : {}) } }
+          ? { gateway: { rules: rules.rules.map((r) => r.text), projectRules: projectRules?.rules.map((r) => r.text) ?? [], secrets: broker?.names ?? [], internalHosts, ...(approvedForProject.length ? { approvedForProject: approvedForProject.map((r) => r.text) } : {}) } }
           : {}),
         ...seen,
       },

@@ -6,6 +6,7 @@ import { parseStoredJson } from '../common/stored-json';
 import { airlockHome } from '../common/paths';
 import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
 import { sha256Hex } from '../common/sha256';
+import { internalHostName } from './address-checks';
 
 /** `<airlockHome()>/projects/<hash>`: per-project data; the hash is of the project's absolute path. */
 export function projectDataDir(projectPath: string, home: string = airlockHome()): string {
@@ -21,6 +22,8 @@ const NetworkFile = z
     allow: z.array(AllowEntrySchema),
     /** Gateway rules the user approved "for this project" while a run waited (docs/architecture.md §2.8). */
     rules: z.array(z.string().min(1).max(400)).max(500).optional(),
+    /** Hosts the user named as internal for the project: they may resolve to private addresses (§2.8). */
+    internalHosts: z.array(z.string().min(1).max(253)).max(50).optional(),
   })
   .strict();
 
@@ -54,17 +57,36 @@ export class ProjectNetworkStore {
     return this.update((list) => list, (rules) => [rule, ...rules.filter((r) => r !== rule)]);
   }
 
-  private async read(): Promise<{ allow: AllowEntry[]; rules: string[] }> {
+  /** Hosts the user named as internal for the project (each re-checked: the file is user-editable). */
+  async loadInternalHosts(): Promise<string[]> {
+    return (await this.read()).internalHosts.map(internalHostName);
+  }
+
+  /** Names hosts as internal for the project's later runs (exact names; no duplicates). */
+  async addInternalHosts(hosts: readonly string[]): Promise<string[]> {
+    const names = hosts.map(internalHostName);
+    await this.update((list) => list, (r) => r, (current) => [...new Set([...current, ...names])]);
+    return this.loadInternalHosts();
+  }
+
+  /** Stops treating these hosts as internal for the project. */
+  async removeInternalHosts(hosts: readonly string[]): Promise<string[]> {
+    const names = new Set(hosts.map((h) => h.trim().toLowerCase().replace(/\.$/, '')));
+    await this.update((list) => list, (r) => r, (current) => current.filter((h) => !names.has(h)));
+    return this.loadInternalHosts();
+  }
+
+  private async read(): Promise<{ allow: AllowEntry[]; rules: string[]; internalHosts: string[] }> {
     let text: string;
     try {
       text = await readFile(this.file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { allow: [], rules: [] };
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { allow: [], rules: [], internalHosts: [] };
       throw err;
     }
     const data = parseStoredJson(NetworkFile, this.file, text, "fix or delete it to reset the project's allowed hosts.");
     // Re-validate each host pattern: the file is user-editable.
-    return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [] };
+    return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [], internalHosts: data.internalHosts ?? [] };
   }
 
   /** Adds an entry (merging ports) and returns the stored list. */
@@ -82,16 +104,21 @@ export class ProjectNetworkStore {
     });
   }
 
-  private update(change: (list: Allowlist) => Allowlist | void, changeRules: (rules: string[]) => string[] = (r) => r): Promise<AllowEntry[]> {
+  private update(
+    change: (list: Allowlist) => Allowlist | void,
+    changeRules: (rules: string[]) => string[] = (r) => r,
+    changeInternal: (hosts: string[]) => string[] = (h) => h,
+  ): Promise<AllowEntry[]> {
     const next = this.queue.then(async () => {
       const stored = await this.read();
       const current = new Allowlist(stored.allow);
       const updated = change(current) ?? current;
       const entries = updated.entries();
       const rules = changeRules(stored.rules);
+      const internalHosts = changeInternal(stored.internalHosts);
       await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
       const tmp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
-      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries, ...(rules.length ? { rules } : {}) };
+      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries, ...(rules.length ? { rules } : {}), ...(internalHosts.length ? { internalHosts } : {}) };
       await writeFile(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
       await rename(tmp, this.file);
       return entries;

@@ -15,12 +15,12 @@ export type EgressProxyForTests = Pick<EgressProxyOptions, 'resolve' | typeof AL
  * A run's network policy from its input: allow-list entries named `preset:npm` (pip, cargo, go, apt)
  * are presets, the rest hosts. An unknown preset is INVALID_INPUT naming the ones there are.
  */
-export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: readonly string[], rules: readonly string[] = []): NetworkPolicy {
+export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: readonly string[], rules: readonly string[] = [], internalHosts: readonly string[] = []): NetworkPolicy {
   if (policy === 'open') return { mode: 'open' };
   const presets = allowlist.filter((a) => a.startsWith('preset:')).map((a) => a.slice('preset:'.length));
   const unknown = presets.filter((p) => !(PRESET_NAMES as readonly string[]).includes(p));
   if (unknown.length) throw new AirlockError('INVALID_INPUT', `Unknown network preset ${unknown.join(', ')}; presets are ${PRESET_NAMES.map((p) => `preset:${p}`).join(', ')}.`);
-  return { mode: 'allowlist', presets: presets as PresetName[], allow: allowlist.filter((a) => !a.startsWith('preset:')), rules: [...rules] };
+  return { mode: 'allowlist', presets: presets as PresetName[], allow: allowlist.filter((a) => !a.startsWith('preset:')), rules: [...rules], internalHosts: [...internalHosts] };
 }
 
 /**
@@ -29,14 +29,14 @@ export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: r
  */
 export async function applyRunNetwork(
   sandbox: Sandbox,
-  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string },
+  run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; internalHosts?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string },
   home: string,
   proxyOptions?: EgressProxyForTests,
   keychainService = 'airlock',
 ) {
   // Only the secrets chosen for this run leave the keychain, and only into this process (docs/architecture.md §2.8).
   const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
-  const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules), {
+  const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules, run.internalHosts), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
     // A run has someone to ask (the run view, `airlock run` at a terminal) unless it says it has not:
     // a non-interactive `airlock run` refuses at once instead of holding the request (docs/architecture.md §2.8).

@@ -68,6 +68,16 @@ describe('what an MCP client may use (docs/architecture.md §17)', () => {
     await grants.network(client, { ...folder, grant: { dir: project, openNetwork: true } }, 'open');
   });
 
+  it('a run that reaches internal hosts is never continued by an MCP client, even its own', async () => {
+    const client = newClientRef(() => 'c-internal');
+    client.runs.add('run-lan');
+    const parent = { id: 'run-lan', projectDir: project, network: 'allowlist' as const, allowlist: ['git.corp.test'], internalHosts: ['git.corp.test'] };
+    settings = { ...settings, mcpProjects: [{ dir: project, allow: ['git.corp.test'], continueRuns: true }] };
+    await expect(grants.continuation(client, parent)).rejects.toThrow(/reaches internal hosts \(git\.corp\.test\); MCP clients cannot continue it/);
+    await grants.continuation(client, { ...parent, internalHosts: [] });
+    settings = { ...settings, mcpProjects: [] };
+  });
+
   it('a cap taken synchronously holds under concurrency', async () => {
     const cap = new SlotCap(4);
     const taken = await Promise.all(Array.from({ length: 8 }, async () => cap.take()));

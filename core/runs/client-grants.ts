@@ -228,8 +228,12 @@ export class ClientGrants {
    * A follow-up of a run: only runs this client started, or runs of a project whose grant has
    * `continueRuns`; the parent's secrets and network must be within the grant too.
    */
-  async continuation(client: ClientRef, parent: { id: string; projectDir: string; network: NetworkPolicy; allowlist?: string[] | undefined; secrets?: string[] | undefined }): Promise<void> {
+  async continuation(client: ClientRef, parent: { id: string; projectDir: string; network: NetworkPolicy; allowlist?: string[] | undefined; secrets?: string[] | undefined; internalHosts?: string[] | undefined }): Promise<void> {
     const dir = await realpath(parent.projectDir).catch(() => parent.projectDir);
+    // A grant has no internal hosts: reaching the user's LAN stays the user's own choice, run by run.
+    if (parent.internalHosts?.length) {
+      return this.refuse(client, 'run_continue', { runId: parent.id, dir, internalHosts: parent.internalHosts }, `Run ${parent.id} reaches internal hosts (${parent.internalHosts.slice(0, 10).join(', ')}); MCP clients cannot continue it. Continue it in Airlock or with \`airlock run --continue ${parent.id}\`.`, 'runId');
+    }
     const found = await this.grantFor(client, dir);
     const own = client.runs.has(parent.id);
     if (!own && !found?.grant.continueRuns) {

@@ -1,3 +1,4 @@
+import type { RunMcpGateway } from '../network/mcp-gateway/run-mcp-gateway';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentEventOf } from '../../contracts/agent-events';
 import type { GitHistory, Isolation, NetworkAnswer, NetworkApprovalEvent, RunEventBody, RunStatus, StartRunArgs } from '../../contracts/runs';
@@ -113,7 +114,7 @@ export interface RunServiceDeps {
    * Sets up a wider network policy than `none` for a started sandbox (egress proxy through the
    * channel); returns the environment the agent needs and what to record.
    */
-  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
+  network?(sandbox: Sandbox, run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules: string[]; secrets: string[]; internalHosts?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string }): Promise<RunNetwork>;
   limits?: SandboxLimits;
   /**
    * A run on a project environment's image ended: keep a started sandbox of that image (its id)
@@ -124,6 +125,11 @@ export interface RunServiceDeps {
   setupQuietMs?: number;
   /** Called after an approval request is raised (desktop notification). */
   notify?(message: { runId: string; title: string; body: string }): void;
+  /**
+   * Opens the run's MCP gateway over the user's servers named by the run (docs/architecture.md §20):
+   * credentials from the keychain, connected and listed on the host; absent: `--mcp` is refused.
+   */
+  mcpGateway?(run: { runId: string; projectDir: string; servers: string[] }): Promise<RunMcpGateway>;
   /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
   bases?: Pick<ProjectBases, 'claim' | 'refresh' | 'discard'>;
 }
@@ -131,7 +137,7 @@ export interface RunServiceDeps {
 /** A wider network policy in force for one run. */
 export interface RunNetwork extends Disposable {
   env: Record<string, string>;
-  record: { policy: string; allow: string[]; warning?: string; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
+  record: { policy: string; allow: string[]; warning?: string; internalHosts?: string[]; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
   onDidConnect: Event<EgressAttempt>;
   /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
   allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
@@ -185,6 +191,8 @@ export interface LiveRun {
   sandbox?: Sandbox;
   /** The project base the sandbox's volumes were made from, and whether a new base is written after the run. */
   base?: BaseClaim;
+  /** Makes the run's sandbox again without the base (its volumes empty): the fallback when the base fails its check. */
+  sandboxWithoutBase?: () => Promise<Sandbox>;
   refreshBase?: boolean;
   previews?: PreviewPorts;
   hydrated?: HydratedWorkspace;
@@ -195,6 +203,8 @@ export interface LiveRun {
   /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
   grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
   network?: RunNetwork;
+  /** The run's MCP gateway and its port inside the sandbox (docs/architecture.md §20). */
+  mcp?: { gateway: RunMcpGateway; sandboxPort: number };
   agentProcess?: ChannelProcess;
   /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
   hostCommands: Set<ChannelProcess>;

@@ -283,6 +283,9 @@ export class RunService implements Disposable {
       if (input.approval === 'ask' && !agent.supportsApproval) {
         throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
       }
+      if (input.mcpServers?.length && !agent.supportsMcp) {
+        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway yet; use --mcp with the claude-code agent, or start the run without --mcp.`, { field: 'mcpServers' });
+      }
       await this.deps.checkProviderAccess?.(input.provider, input.agent);
       const format = await this.deps.providerFormat(input.provider);
       if (!agent.providerFormats.includes(format)) {
@@ -317,6 +320,8 @@ export class RunService implements Disposable {
       ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       ...(input.networkApprovals ? { networkApprovals: input.networkApprovals } : {}),
+      ...(input.mcpServers?.length ? { mcpServers: input.mcpServers } : {}),
+      ...(input.internalHosts?.length ? { internalHosts: input.internalHosts } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(follow ? { thread: follow.continuation.thread } : {}),
       ...(options?.attempt ? { attempt: options.attempt } : {}),

@@ -11,6 +11,7 @@ import type { LiveRun, RunNetwork, StepHost } from './run-context';
 import { endSetupProcesses } from './setup-end';
 import { watchSetupProcess } from './setup-watch';
 import { tlsFailureHint } from '../environment/tls-failure';
+import { resolveContainerEnv } from '../environment/devcontainer-variables';
 
 /** How long one setup command may run (a first `npm ci` or `pip install` of a large project). */
 const SETUP_TIMEOUT_MS = 30 * 60_000;
@@ -78,7 +79,7 @@ async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: Se
   try {
     const env = { ...(run.environmentEnv ?? {}), ...(net?.env ?? {}) };
     for (const { hook, steps } of plan.hooks) {
-      await Promise.all(steps.map((step) => runSetupCommand(host, run, sandbox, plan.configPath, hook, step, env)));
+      await Promise.all(steps.map((step) => runSetupCommand(host, run, sandbox, plan, hook, step, env)));
     }
   } finally {
     net?.dispose();
@@ -150,11 +151,13 @@ function updatePrepared(host: StepHost, run: LiveRun, prepared: RunPrepared): Pr
   return host.update(run, (r) => (r.environment ? { ...r, environment: { ...r.environment, prepared } } : r));
 }
 
-async function runSetupCommand(host: StepHost, run: LiveRun, sandbox: Sandbox, configPath: string, hook: LifecycleHook, step: LifecycleStep, env: Record<string, string>): Promise<void> {
+async function runSetupCommand(host: StepHost, run: LiveRun, sandbox: Sandbox, { configPath, cwd }: Pick<SetupPlan, 'configPath' | 'cwd'>, hook: LifecycleHook, step: LifecycleStep, env: Record<string, string>): Promise<void> {
+  // `${containerEnv:NAME}` in a command is the container's own variable (docs/architecture.md §16).
+  step = { ...step, argv: step.argv.map((a) => resolveContainerEnv(a, env)) };
   const label = `${hook}${step.name ? `.${step.name}` : ''}`;
   const shown = step.argv[0] === '/bin/sh' && step.argv[1] === '-c' ? (step.argv[2] ?? '') : step.argv.join(' ');
   run.terminal.write(`\x1b[36m[setup] ${label}: ${shown}\x1b[0m\r\n`);
-  const proc = sandbox.channel.spawn({ argv: step.argv, cwd: '/workspace', env, timeoutMs: SETUP_TIMEOUT_MS });
+  const proc = sandbox.channel.spawn({ argv: step.argv, cwd, env, timeoutMs: SETUP_TIMEOUT_MS });
   // Streamed as `setup` events with elapsed time; a stop kills it at once (setup-watch.ts).
   const exit = await watchSetupProcess(proc, {
     step: label,

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
 import type { RunEnvironment } from '../../contracts/environments';
 import { DEFAULT_GIT_HISTORY } from '../../contracts/runs';
@@ -78,10 +79,15 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   if (byId && !joined) run.warmNext = { image: byId, limits, network };
   // Airlock's own image in a container, a first turn: the sandbox may start from the project's base (§11).
   const bases = host.deps.bases;
-  run.refreshBase = !!bases && !environment && !joined && (input.isolation ?? 'container') === 'container' && !run.continuation && !run.session;
+  // (The environment step answers for Airlock's own image too: kind 'airlock', no image of its own.)
+  const ownImage = !environment || (environment.record.kind === 'airlock' && !environment.image && !environment.setup && !environment.sidecars);
+  run.refreshBase = !!bases && ownImage && !joined && (input.isolation ?? 'container') === 'container' && !run.continuation && !run.session;
   if (bases && run.refreshBase) {
     const claim = await bases.claim(run.id, input.projectDir).catch((err: unknown) => ({ reason: (err as Error).message }));
-    if ('record' in claim) run.base = claim;
+    if ('record' in claim) {
+      run.base = claim;
+      run.sandboxWithoutBase = () => manager.create({ runId: run.id, image, limits, network });
+    }
     await run.audit.append('note', { message: 'record' in claim ? `the workspace starts from the project's base on the engine (${claim.record.volume}, written ${claim.record.createdAt}); only what differs is copied in` : `the project is copied in whole: ${claim.reason}` });
   }
   try {
@@ -99,13 +105,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     await sidecars.start(run.id, run.stop.signal);
     await run.audit.append('note', { message: `compose services started and ready: ${sidecars.services.join(', ')}; internal network ${joined?.name}, no route out; they go with the run's wipe` });
   }
-  // Published preview ports close with the run.
-  run.previews = run.disposables.add(new PreviewPorts(sandbox.channel));
-  run.disposables.add(
-    run.previews.onDidChange((e) => {
-      if (e.type === 'published') run.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
-    }),
-  );
+  watchPreviews(run, sandbox);
   const accel = vmAccelOf(sandbox.info);
   const engine = sandbox.info.engine;
   await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, image, id: sandbox.info.id, ...accel, ...(engine ? { engine: engine.description } : {}) } }));
@@ -113,6 +113,43 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   // Where the project copy went is part of the record (docs/architecture.md §13).
   if (engine?.remote) await run.audit.append('note', { message: `sandbox on a remote engine: ${engine.description}; the project copy and the run token are there, provider keys stay on this machine` });
   throwIfStopped(run);
+}
+
+/** Published preview ports close with the run (or with the sandbox they were made for, if it is replaced). */
+function watchPreviews(run: LiveRun, sandbox: Sandbox): void {
+  run.previews?.dispose();
+  run.previews = run.disposables.add(new PreviewPorts(sandbox.channel));
+  run.disposables.add(
+    run.previews.onDidChange((e) => {
+      if (e.type === 'published') run.terminal.write(`\r\n\x1b[36m[airlock] preview: sandbox port ${e.sandboxPort} → ${e.url}\x1b[0m\r\n`);
+    }),
+  );
+}
+
+/**
+ * The project base failed its check at the copy (docs/architecture.md §11, "Trust"): the sandbox made
+ * from it goes (nothing ran in it but the copy), the base is removed, and the run goes on in a sandbox
+ * made afresh, with the project copied in whole. Said in the terminal and the audit log.
+ */
+async function fallBackFromBase(host: StepHost, run: LiveRun, err: BaseMismatchError): Promise<Sandbox> {
+  const claim = required(run.base, 'hydrate', 'prepare');
+  const remake = required(run.sandboxWithoutBase, 'hydrate', 'prepare');
+  run.terminal.write(`\x1b[33m[airlock] the project's base on the engine failed its check; it is removed and the project is copied in whole\x1b[0m\r\n`);
+  await run.audit.append('note', { message: `base_check_failed: ${err.message}` });
+  const old = required(run.sandbox, 'hydrate', 'prepare');
+  run.sandbox = undefined;
+  run.base = undefined;
+  const proof = await old.destroy();
+  if (proof.leftovers.length) await run.audit.append('note', { message: `the sandbox made from the base left: ${proof.leftovers.join(', ')}` });
+  // Only now is no live run's overlay reading it, so it can go.
+  await host.deps.bases?.discard(claim.record).catch(debugLog.swallow('run.base.discard'));
+  const sandbox = await remake();
+  run.sandbox = sandbox;
+  watchConnectionCap(host, run, sandbox);
+  watchPreviews(run, sandbox);
+  await host.update(run, (r) => ({ ...r, sandbox: { ...r.sandbox, id: sandbox.info.id } }));
+  await run.audit.append('note', { message: 'the project is copied in whole into a new sandbox (the base was not used)' });
+  return sandbox;
 }
 
 /** The audit's words for the environment that runs: its name, the image id, what was not applied. */
@@ -146,12 +183,16 @@ export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
     run.preparedHome = restorePreparedHome(sandbox);
     run.preparedHome.catch(debugLog.swallow('run.prepared-home'));
   }
+  const objects = resultPaths(host.deps.store, run.id).objects;
+  const snapshot = required(run.snapshot, 'hydrate', 'prepare');
   try {
-    run.hydrated = await host.workspace.hydrate(sandbox, required(run.snapshot, 'hydrate', 'prepare'), resultPaths(host.deps.store, run.id).objects, { gitHistory, ...(run.base ? { base: run.base } : {}) });
+    run.hydrated = await host.workspace.hydrate(sandbox, snapshot, objects, { gitHistory, ...(run.base ? { base: run.base } : {}) });
   } catch (err) {
-    // A base changed on the engine is removed, never used again; the next run copies the project whole.
-    if (err instanceof BaseMismatchError && run.base) await host.deps.bases?.discard(run.base.record).catch(debugLog.swallow('run.base.discard'));
-    throw err;
+    // A base changed on the engine is removed, never used again; this run goes on with a whole copy.
+    if (!(err instanceof BaseMismatchError && run.base)) throw err;
+    const fresh = await fallBackFromBase(host, run, err);
+    await rm(objects, { recursive: true, force: true });
+    run.hydrated = await host.workspace.hydrate(fresh, snapshot, objects, { gitHistory });
   }
   const repo = run.hydrated.sandboxRepo;
   if (repo) {
@@ -202,6 +243,31 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   await policyStep(host, run);
+  await mcpStep(host, run);
+}
+
+/**
+ * The run's MCP gateway (docs/architecture.md §20): the user's servers named for the run, connected
+ * on the host with their credentials, appear inside the sandbox as one endpoint on loopback through
+ * the channel, under a token of the run's own; the gateway and its token go with the run.
+ */
+async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
+  const names = run.input.mcpServers ?? [];
+  if (names.length === 0) return;
+  if (!host.deps.mcpGateway) throw new AirlockError('INTERNAL', 'the MCP gateway is not wired in this build');
+  const sandbox = required(run.sandbox, 'network', 'prepare');
+  await host.update(run, { phase: `connecting MCP servers: ${names.join(', ')}` });
+  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names }));
+  const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => gateway.connect(), { name: 'MCP gateway' }));
+  run.mcp = { gateway, sandboxPort: exposed.port };
+  await run.audit.append('mcp', { event: 'open', servers: gateway.record.servers });
+  run.disposables.add(
+    gateway.onDidCall((c) => {
+      host.auditLater(run, 'mcp', { event: 'call', server: c.server, tool: c.tool, argsSha256: c.argsSha256, argsBytes: c.argsBytes, decision: c.decision, ...(c.by ? { by: c.by } : {}), ...(c.reason ? { reason: c.reason } : {}), resultBytes: c.resultBytes, isError: c.isError, ...(c.capped ? { capped: true } : {}), durationMs: c.durationMs });
+    }),
+  );
+  const tools = gateway.record.servers.map((s) => `${s.name} (${s.tools} tools)`).join(', ');
+  run.terminal.write(`\x1b[36m[airlock] MCP gateway: ${tools}; credentials stay on this machine\x1b[0m\r\n`);
 }
 
 /** Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy. */
@@ -215,11 +281,11 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
     return;
   }
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
-  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
+  const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], internalHosts: input.internalHosts ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
   run.network = net;
   // An MCP session's commands reach the egress proxy the same way an agent's would.
   if (run.session) run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...net.env });
-  await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
+  await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.internalHosts?.length ? { internalHosts: net.record.internalHosts } : {}), ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(
     net.onDidConnect((e) => {
@@ -291,6 +357,7 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     approval: input.approval,
     ...(input.customCommand ? { customCommand: input.customCommand } : {}),
     ...(grant.credential ? { credential: grant.credential } : {}),
+    ...(run.mcp ? { mcp: { url: `http://127.0.0.1:${run.mcp.sandboxPort}/mcp`, token: run.mcp.gateway.token } } : {}),
   };
   if (run.agent.session) ctx.session = { id: run.sessionId, resume: await (run.sessionRestored ?? false) };
   const command = run.agent.command(ctx);

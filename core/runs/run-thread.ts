@@ -76,6 +76,9 @@ export async function resolveContinuation(
     ...(parent.allowlist ? { allowlist: parent.allowlist } : {}),
     ...(parent.egressRules ? { egressRules: parent.egressRules } : {}),
     ...(parent.secrets ? { secrets: parent.secrets } : {}),
+    // The same agent keeps the parent's MCP servers (§20); another agent starts without them.
+    ...(parent.mcpServers?.length && agent === parent.agent ? { mcpServers: parent.mcpServers } : {}),
+    ...(parent.internalHosts ? { internalHosts: parent.internalHosts } : {}),
     ...((args.networkApprovals ?? parent.networkApprovals) ? { networkApprovals: args.networkApprovals ?? parent.networkApprovals } : {}),
     ...(parent.gitHistory !== undefined ? { gitHistory: parent.gitHistory } : {}),
     limits: args.limits ?? parent.limits,

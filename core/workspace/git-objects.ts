@@ -55,36 +55,70 @@ export function unquoteC(text: string): string {
   return Buffer.from(bytes).toString('utf8');
 }
 
+/** Subtree ids to take as they are: `trees` by folder path ('' the root), for every folder `clean` says is unchanged. */
+export interface KnownTrees {
+  trees: ReadonlyMap<string, string> | Readonly<Record<string, string>>;
+  clean: (dir: string) => boolean;
+}
+
 /**
- * The commit id git gives the baseline of these files (nested trees, fixed identity and message),
- * computed on the host from what it read: the sandbox's baseline must have exactly this id.
+ * The tree id of every folder of these files ('' is the root), as git gives them (nested trees; a
+ * folder's entry sorts as if its name ended in '/'). With `known`, a clean folder's id is taken as
+ * given and nothing under it is hashed (a project base's trees: only changed folders cost).
  */
-export function baselineCommitOid(files: Array<{ path: string; oid: string; mode: string }>, ident: string, message: string): string {
+export function treeOids(files: ReadonlyArray<{ path: string; oid: string; mode: string }>, known?: KnownTrees): Map<string, string> {
   interface Dir { files: Map<string, { mode: string; oid: string }>; dirs: Map<string, Dir> }
   const root: Dir = { files: new Map(), dirs: new Map() };
   for (const f of files) {
     const parts = f.path.split('/');
     let dir = root;
-    for (const p of parts.slice(0, -1)) {
+    for (let i = 0; i < parts.length - 1; i++) {
+      const p = parts[i] as string;
       let next = dir.dirs.get(p);
       if (!next) dir.dirs.set(p, (next = { files: new Map(), dirs: new Map() }));
       dir = next;
     }
     dir.files.set(parts[parts.length - 1] as string, { mode: f.mode, oid: f.oid });
   }
-  const hashObject = (type: string, body: Buffer) => createHash('sha1').update(`${type} ${body.length}\0`).update(body).digest('hex');
-  const treeOid = (dir: Dir): string => {
-    const entries: Array<{ sortKey: Buffer; bytes: Buffer }> = [];
-    for (const [name, f] of dir.files) {
-      entries.push({ sortKey: Buffer.from(name), bytes: Buffer.concat([Buffer.from(`${f.mode} ${name}\0`), Buffer.from(f.oid, 'hex')]) });
-    }
-    for (const [name, d] of dir.dirs) {
-      // Git sorts a tree entry for a directory as if its name ended in '/'.
-      entries.push({ sortKey: Buffer.from(`${name}/`), bytes: Buffer.concat([Buffer.from(`40000 ${name}\0`), Buffer.from(treeOid(d), 'hex')]) });
-    }
-    entries.sort((a, b) => Buffer.compare(a.sortKey, b.sortKey));
-    return hashObject('tree', Buffer.concat(entries.map((e) => e.bytes)));
+  const out = new Map<string, string>();
+  const cached = (dir: string): string | undefined => {
+    if (!known || !known.clean(dir)) return undefined;
+    const t = known.trees;
+    return t instanceof Map ? t.get(dir) : Object.prototype.hasOwnProperty.call(t, dir) ? (t as Record<string, string>)[dir] : undefined;
   };
-  const body = `tree ${treeOid(root)}\nauthor ${ident}\ncommitter ${ident}\n\n${message}\n`;
-  return hashObject('commit', Buffer.from(body));
+  const treeOid = (dir: Dir, at: string): string => {
+    const hit = cached(at);
+    if (hit) {
+      out.set(at, hit);
+      return hit;
+    }
+    const entries: Array<{ sortKey: Buffer; head: string; oid: string }> = [];
+    for (const [name, f] of dir.files) entries.push({ sortKey: Buffer.from(name), head: `${f.mode} ${name}\0`, oid: f.oid });
+    for (const [name, d] of dir.dirs) entries.push({ sortKey: Buffer.from(`${name}/`), head: `40000 ${name}\0`, oid: treeOid(d, at ? `${at}/${name}` : name) });
+    // Byte order of the UTF-8 names, as git sorts.
+    entries.sort((a, b) => Buffer.compare(a.sortKey, b.sortKey));
+    const body = Buffer.concat(entries.flatMap((e) => [Buffer.from(e.head), Buffer.from(e.oid, 'hex')]));
+    const oid = hashObject('tree', body);
+    out.set(at, oid);
+    return oid;
+  };
+  treeOid(root, '');
+  return out;
+}
+
+function hashObject(type: string, body: Buffer): string {
+  return createHash('sha1').update(`${type} ${body.length}\0`).update(body).digest('hex');
+}
+
+/** The baseline commit of a tree: fixed identity and message, no parent. */
+export function baselineCommitOfTree(tree: string, ident: string, message: string): string {
+  return hashObject('commit', Buffer.from(`tree ${tree}\nauthor ${ident}\ncommitter ${ident}\n\n${message}\n`));
+}
+
+/**
+ * The commit id git gives the baseline of these files (nested trees, fixed identity and message),
+ * computed on the host from what it read: the sandbox's baseline must have exactly this id.
+ */
+export function baselineCommitOid(files: ReadonlyArray<{ path: string; oid: string; mode: string }>, ident: string, message: string, known?: KnownTrees): string {
+  return baselineCommitOfTree(treeOids(files, known).get('') as string, ident, message);
 }

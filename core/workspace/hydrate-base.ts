@@ -2,7 +2,7 @@ import { AirlockError } from '../../contracts/errors';
 import { baselineCommitOid, type GitMode } from './git-objects';
 import type { CommitChange, HostRepo } from './host-repo';
 import { assertBaselineRecorded, type HydrateOptions, type HydrateResult } from './hydrate';
-import { ctimeListingScript, planDelta, type BaseRecord } from './project-base';
+import { changedFolders, checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
@@ -16,7 +16,24 @@ export class BaseMismatchError extends AirlockError {
 }
 
 const IDENT = `${BASELINE_IDENT.name} <${BASELINE_IDENT.email}> ${BASELINE_IDENT.epoch} +0000`;
-const TAMPERED = 12;
+/** Removals passed on the copy's command line at most (argv stays far below the kernel's limits). */
+const MAX_INLINE_DELETIONS = 2_000;
+/** `$1` spool, `$2` workspace, then the paths to remove; the tar of changed files on stdin. */
+const COPY_SCRIPT = [
+  'spool=$1; dir=$2; shift 2',
+  'cd "$dir" || exit 1',
+  'if [ $# -gt 0 ]; then rm -rf -- "$@" || exit 1; fi',
+  'tee "$spool" | tar -x -p --no-same-owner -C "$dir" -f - && test -s "$spool"',
+].join('\n');
+
+/**
+ * The agent's repository is installed at `.git` while the listing runs: its files are not the base's.
+ * (A base never holds a `.git`; one put there makes the repository's install fail, `mkdir .git`.)
+ */
+function withoutAgentRepo(listing: Map<string, string>, repo: boolean): Map<string, string> {
+  if (repo) for (const p of listing.keys()) if (p === '.git' || p.startsWith('.git/')) listing.delete(p);
+  return listing;
+}
 
 export interface HydrateFromBaseOptions extends Omit<HydrateOptions, 'hostRepo'> {
   /** The run's object store, made with `borrowFrom` the base's host store (the unchanged blobs are there). */
@@ -30,10 +47,11 @@ export interface HydrateFromBaseResult extends HydrateResult {
 
 /**
  * `hydrate` for a sandbox whose workspace and state volumes are overlays of a project base
- * (core/sandbox/docker/project-base-volumes.ts `prepareBaseVolumes`). Before anything else runs, the listing of the workspace's
- * files with their change times must equal the one the base's writer recorded (any write to the base
- * since changes a change time); then the paths the host's plan removes go, and only the files that
- * differ stream in, as one tar (docs/architecture.md §11, "A project's last copy"). The baselines are
+ * (core/sandbox/docker/project-base-volumes.ts `prepareBaseVolumes`). The paths the host's plan removes
+ * go, and only the files that differ stream in, as one tar (docs/architecture.md §11, "A project's last
+ * copy"); at the same time, before any agent process exists, the workspace's files are listed with
+ * their change times, and every file kept from the base must have the one its writer recorded (any
+ * write to the base since changes it): otherwise `BaseMismatchError`, and nothing of it is used. The baselines are
  * the same commits a full copy makes: the sandbox's is the base's tree with the same deletions and
  * files on top, the host's the base's blobs (borrowed) with the streamed ones; both are checked
  * against the commit the host computes from the whole manifest.
@@ -43,46 +61,48 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   const timeoutMs = opts.timeoutMs ?? 30 * 60_000;
   const started = performance.now();
   const env = gitEnv(layout);
+  // The listing and the host's importer start first: neither needs the plan.
+  const listing = shell.run({ argv: ['sh', '-c', ctimeListingScript(layout.workDir)], env, timeoutMs });
+  listing.catch(() => undefined);
+  const importing = opts.hostRepo?.importer();
+  importing?.catch(() => undefined);
   const plan = planDelta(snapshot, base);
   const spool = `${layout.stateDir}/hydrate.tar`;
   const deletionsFile = `${layout.stateDir}/base-deletions`;
   const deletionList = (paths: string[]) => paths.map((p) => `${p}\0`).join('');
 
-  // As the agent's user (no agent process exists yet): check the base, then remove what the project lost.
-  const check = [
-    `got=$(${ctimeListingScript(layout.workDir)})`,
-    `[ "$got" = "$1" ] || { echo "listing $got" >&2; exit ${TAMPERED}; }`,
-    `cd ${layout.workDir} && xargs -0 -r rm -rf --`,
-  ].join('\n');
-  const [checked] = await Promise.all([
-    shell.run({ argv: ['sh', '-c', check, 'sh', base.ctimeDigest], stdin: deletionList(plan.deletions), env, timeoutMs }),
-    // The spool the copy tees into, in the helper's state folder.
-    runChecked(shell, { argv: ['sh', '-c', ': > "$1" && chmod 0666 "$1"', 'sh', spool], env, timeoutMs, as: 'helper' }, 'preparing the workspace'),
-  ]);
-  if (checked.exitCode === TAMPERED) {
-    throw new BaseMismatchError(`The project base on the engine (${base.volume}) changed since Airlock wrote it: its files' change times differ from the record. It was not used; remove it (airlock env prune) and the next run copies the project whole.`);
-  }
-  if (checked.exitCode !== 0 || checked.timedOut) {
-    throw new AirlockError('SANDBOX_FAILED', `Starting from the project base failed (exit ${checked.exitCode ?? checked.signal}): ${checked.stderr.toString('utf8').trim().slice(-300) || 'no error output'}.`);
-  }
-
+  // As the agent's user (no agent process exists yet), at once: the listing that checks the base, and the
+  // copy (removals first, then the changed files as one tar, spooled for the baseline into the file the
+  // base's writer left). The listing skips nothing; the host ignores the paths the copy changes.
   const sandboxRepo = opts.gitHistory === undefined ? undefined : startSandboxRepo(shell, snapshot, opts.gitHistory, { layout, timeoutMs });
-  const importer = opts.hostRepo ? await opts.hostRepo.importer() : undefined;
+  // Removals ride on the copy's command line; a list too long for one goes first on its own.
+  const inline = plan.deletions.length <= MAX_INLINE_DELETIONS && plan.deletions.every((p) => Buffer.byteLength(p) < 4096);
+  if (!inline) {
+    await runChecked(shell, { argv: ['sh', '-c', `cd ${layout.workDir} && xargs -0 -r rm -rf --`], stdin: deletionList(plan.deletions), env, timeoutMs }, 'removing the files the project no longer has');
+  }
+  const importer = await importing;
   const imported: Array<{ path: string; mode: GitMode; mark: number }> = [];
   // The same snapshot object, narrowed to what differs: exclusions by content land in its own list.
   const delta: ProjectSnapshot = Object.assign(Object.create(snapshot) as ProjectSnapshot, { entries: plan.stream });
   const streams = delta.open(opts.onProgress, importer ? async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await importer.blob(content) }) : undefined);
   const copy = shell.run({
-    argv: ['sh', '-c', 'tee "$1" | tar -x -p --no-same-owner -C "$2" -f - && test -s "$1"', 'sh', spool, layout.workDir],
+    argv: ['sh', '-c', COPY_SCRIPT, 'sh', spool, layout.workDir, ...(inline ? plan.deletions : [])],
     stdin: streams.tar,
     env,
     timeoutMs,
   });
-  const [copyRun, streamed] = await Promise.allSettled([copy, streams.manifest]);
+  const [copyRun, streamed, listed] = await Promise.allSettled([copy, streams.manifest, listing]);
+  // The base first: a changed one is never used, whatever else went wrong.
+  const problem = listed.status === 'fulfilled' && !listed.value.timedOut ? checkBaseListing(withoutAgentRepo(parseCtimeListing(listed.value.stdout), opts.gitHistory !== undefined), base, plan) : 'its files could not be listed';
   const failed = copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || streamed.status === 'rejected';
-  if (failed) {
+  if (problem || failed) {
     importer?.abort();
     streams.tar.destroy();
+  }
+  if (problem) {
+    throw new BaseMismatchError(`The project base on the engine (${base.volume}) is not as Airlock wrote it (${problem}). It was not used; Airlock removes it and copies the project whole.`);
+  }
+  if (failed) {
     if (copyRun.status === 'rejected') throw copyRun.reason;
     if (streamed.status === 'rejected') throw new AirlockError('INTERNAL', `Reading the project failed while copying it: ${(streamed.reason as Error).message}`);
     const r = copyRun.value;
@@ -127,7 +147,9 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
     as: 'helper',
   });
   baselineRun.catch(() => undefined);
-  const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline');
+  // Only the folders the delta touched are hashed again; the others are the base's (host-computed) trees.
+  const touched = changedFolders([...plan.stream.map((e) => e.path), ...deletions]);
+  const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline', { trees: base.trees, clean: (d) => !touched.has(d) });
   const marks = new Map(imported.map((i) => [i.path, i]));
   const hostBaseline = importer
     ? importer

@@ -11,9 +11,22 @@ import type { ManifestFile, ProjectSnapshot, SnapshotEntry } from './snapshot';
  * what a new run must stream on top of it. The engine half is core/sandbox/docker/project-base-volumes.ts.
  */
 
-/** The listing whose digest detects a changed base: every non-folder entry and its change time. */
+/**
+ * The listing that detects a changed base: every non-folder entry of `dir` and its change time, as
+ * `path NUL ctime NUL` pairs. Any write, chmod, rename or replacement of a file changes its ctime,
+ * which userland cannot set back; the host compares the listing with the one the writer printed.
+ */
 export function ctimeListingScript(dir: string): string {
-  return `cd ${dir} && find . -mindepth 1 ! -type d -printf '%P\\0%C@\\0' | LC_ALL=C sort -z | sha256sum | cut -d' ' -f1`;
+  return `cd ${dir} && find . -mindepth 1 ! -type d -printf '%P\\0%C@\\0'`;
+}
+
+/** Parses a `ctimeListingScript` output into path → ctime (a trailing partial pair is dropped). */
+export function parseCtimeListing(out: Buffer | string): Map<string, string> {
+  const parts = out.toString('utf8').split('\0');
+  parts.pop(); // what follows the last NUL: nothing, or a cut-off field
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < parts.length; i += 2) map.set(parts[i] as string, parts[i + 1] as string);
+  return map;
 }
 
 /** Host stat of a file when the base was read: what lets the next scan skip reading it. */
@@ -30,6 +43,8 @@ export interface BaseStat {
 export interface BaseFile extends ManifestFile {
   /** Absent when the file was written too close to the scan to trust its stat (re-read next time). */
   stat?: BaseStat;
+  /** Its change time in the base volume (`find -printf %C@`) right after the writer wrote it. */
+  ctime: string;
 }
 
 export interface BaseDir {
@@ -38,7 +53,8 @@ export interface BaseDir {
   perm: number;
 }
 
-export const BASE_RECORD_VERSION = 1;
+/** 2: per-file change times (the check runs beside the copy), and the spool left in `state/` by the writer. */
+export const BASE_RECORD_VERSION = 2;
 
 /** What the host knows of one base. Written by the host only; checked against the engine at every use. */
 export interface BaseRecord {
@@ -66,9 +82,9 @@ export interface BaseRecord {
   tree: string;
   files: BaseFile[];
   dirs: BaseDir[];
-  /** sha256 of the writer's listing of every non-folder entry of `tree/` with its change time, taken after the write. */
-  ctimeDigest: string;
-  /** sha256 of the canonical manifest (files and folders with modes and ids): labelled on the volume too. */
+  /** The tree id of every folder of the base ('' the root), computed on the host: a run hashes only the folders that changed. */
+  trees: Record<string, string>;
+  /** sha256 of the canonical manifest (files, folders, trees): what a record altered on disk fails. */
   manifestDigest: string;
 }
 
@@ -77,10 +93,11 @@ export function baseKey(projectDir: string, variant = ''): string {
   return createHash('sha256').update(path.resolve(projectDir)).update('\0').update(variant).digest('hex');
 }
 
-/** The digest over what the base holds: files (path, mode, id, mtime) and folders (path, mode), in order. */
-export function manifestDigest(files: readonly ManifestFile[], dirs: readonly BaseDir[]): string {
+/** The digest over what the base holds: files (path, mode, id, mtime, change time in the volume) and folders (path, mode), in order. */
+export function manifestDigest(files: readonly BaseFile[], dirs: readonly BaseDir[], trees: Readonly<Record<string, string>> = {}): string {
   const h = createHash('sha256');
-  for (const f of files) h.update(`f\0${f.path}\0${f.mode}\0${f.oid}\0${f.mtime ?? ''}\n`);
+  for (const k of Object.keys(trees).sort()) h.update(`t\0${k}\0${trees[k]}\n`);
+  for (const f of files) h.update(`f\0${f.path}\0${f.mode}\0${f.oid}\0${f.mtime ?? ''}\0${f.ctime}\n`);
   for (const d of dirs) h.update(`d\0${d.path}\0${d.perm.toString(8)}\n`);
   return h.digest('hex');
 }
@@ -108,7 +125,7 @@ export class BaseStore {
     }
     if (rec.version !== BASE_RECORD_VERSION || rec.key !== key) return undefined;
     // A record whose manifest was altered on disk is not used (its digest is what the volume is labelled with).
-    if (manifestDigest(rec.files, rec.dirs) !== rec.manifestDigest) return undefined;
+    if (!rec.trees || manifestDigest(rec.files, rec.dirs, rec.trees) !== rec.manifestDigest) return undefined;
     return rec;
   }
 
@@ -199,6 +216,46 @@ export function planDelta(snapshot: Pick<ProjectSnapshot, 'entries'>, base: Pick
   for (const d of base.dirs) if (!present.has(d.path)) deletions.push(d.path);
   for (const f of base.files) if (!present.has(f.path)) deletions.push(f.path);
   return { reuse, stream, deletions: pruneNested(deletions) };
+}
+
+/**
+ * Compares the workspace's listing, taken as the copy runs, with the base as its writer left it
+ * (docs/architecture.md §11, "Trust"): every base file the plan keeps must be there with the change
+ * time the writer saw, and nothing may be there that is neither the base's nor the plan's (a file
+ * added to the volume). Paths the plan streams or removes are skipped: the copy is changing them.
+ * Returns what differs, or undefined when the base is as written.
+ */
+export function checkBaseListing(listing: Map<string, string>, base: Pick<BaseRecord, 'files'>, plan: Pick<DeltaPlan, 'stream' | 'deletions'>): string | undefined {
+  const streamed = new Set(plan.stream.map((e) => e.path));
+  const removed = new Set(plan.deletions);
+  const underRemoved = (p: string) => {
+    if (removed.has(p)) return true;
+    for (let i = p.indexOf('/'); i !== -1; i = p.indexOf('/', i + 1)) if (removed.has(p.slice(0, i))) return true;
+    return false;
+  };
+  const known = new Set<string>();
+  const anyRemoved = removed.size > 0;
+  for (const f of base.files) {
+    known.add(f.path);
+    if (streamed.has(f.path) || (anyRemoved && underRemoved(f.path))) continue;
+    const got = listing.get(f.path);
+    if (got === undefined) return `${f.path} is missing`;
+    if (got !== f.ctime) return `${f.path} was changed (change time ${got}, written at ${f.ctime})`;
+  }
+  for (const p of listing.keys()) {
+    if (!known.has(p) && !streamed.has(p) && !(anyRemoved && underRemoved(p))) return `${p} was added`;
+  }
+  return undefined;
+}
+
+/** Every folder a change touches (the folders above each changed path, '' the root): their trees are hashed again. */
+export function changedFolders(paths: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const p of paths) {
+    out.add('');
+    for (let i = p.indexOf('/'); i !== -1; i = p.indexOf('/', i + 1)) out.add(p.slice(0, i));
+  }
+  return out;
 }
 
 /** Drops paths inside a folder that is itself removed (`rm -rf` takes them), keeps order stable. */

@@ -136,9 +136,11 @@ configure &
 while :; do
   (
     cd "$AIRLOCK_WORKDIR" || cd /
-    exec $BB env -i AIRLOCK_AGENT_USER="$AIRLOCK_UID:$AIRLOCK_GID" /usr/bin/setpriv --clear-groups \
-      --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill \
-      $BB sh -c '. /opt/airlock-vm/env.sh; exec "$@"' airlock-helper $AIRLOCK_HELPER
+    # Airlock's fixed environment only, never the image's ENV (NODE_OPTIONS, LD_PRELOAD... would load
+    # code into the root helper); commands get the image's ENV from the host (docs/architecture.md §2.3).
+    exec $BB env -i AIRLOCK_AGENT_USER="$AIRLOCK_UID:$AIRLOCK_GID" HOME="$AIRLOCK_HOME_DIR" LANG=C.UTF-8 \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /usr/bin/setpriv --clear-groups \
+      --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill $AIRLOCK_HELPER
   ) <>/dev/virtio-ports/airlock.channel >&0 2>>/dev/virtio-ports/airlock.log
   $BB sleep 1
 done

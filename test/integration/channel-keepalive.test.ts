@@ -145,8 +145,10 @@ for (const way of WAYS) {
 
     it(`serves more than the cap (${way.limit ?? MAX_SANDBOX_CONNECTIONS}) of them, then fresh connections, and holds no slot afterwards`, async () => {
       const hostPort = (server.address() as AddressInfo).port;
-      const exposed = await channel.exposeHostService(0, () => netConnect(hostPort, '127.0.0.1'));
       if (way.limit) channel.lowerConnectionLimit(way.limit);
+      const exposed = await channel.exposeHostService(0, () => netConnect(hostPort, '127.0.0.1'));
+      let refused = 0;
+      channel.onDidRefuseConnections((e) => (refused = Math.max(refused, e.refused)));
       const limit = channel.maxConnections;
       // Batches whose total crosses the cap (6 × 50 = 300 past 256).
       const size = Math.min(50, Math.ceil(limit / 2));
@@ -158,6 +160,7 @@ for (const way of WAYS) {
       console.log(`[keepalive ${way.name}] ${JSON.stringify(summary)}; host accepted ${accepted}; open on the host: ${channel.openConnections}`);
       expect(batches * size).toBeGreaterThan(limit);
       expect(summary).toMatchObject({ ok: batches * size, failed: 0, serverClosed: batches * size, freshOk: fresh });
+      expect(refused).toBe(0);
       // Every connection is over on both ends: no slot is held, on the host or in the helper.
       await vi.waitFor(() => expect(channel.openConnections).toBe(0), { timeout: 10_000, interval: 50 });
       await vi.waitFor(async () => expect((await channel.helperStats()).streams).toBe(0), { timeout: 10_000, interval: 50 });

@@ -253,6 +253,26 @@ describe.skipIf(!docker.ok)('the setup phase (real Docker, a local registry stan
     expect(audit).toMatch(/setup: postCreateCommand from \.devcontainer\/devcontainer\.json; network allowlist .*registry\.airlock\.test.*\(implied by package\.json\)/);
   });
 
+  it("as the reference runs it: setup in workspaceFolder (a folder of the project), ${containerEnv:PATH} extends the image's PATH", async () => {
+    const projectDir = await f.project({
+      'web/index.js': 'console.log(1)\n',
+      '.devcontainer/devcontainer.json': JSON.stringify({
+        image: airlockImage,
+        workspaceFolder: '/workspaces/${localWorkspaceFolderBasename}/web',
+        remoteEnv: { PATH: '${containerEnv:PATH}:/opt/extra/bin', HERE: '${containerWorkspaceFolder}' },
+        postCreateCommand: 'echo "setup-cwd=$(pwd) setup-path=$PATH here=$HERE" > setup.txt',
+      }),
+    });
+    const image = (await f.core.engine().then((e) => e.docker.getImage(airlockImage).inspect())).Config?.Env?.find((e) => e.startsWith('PATH='))?.slice(5);
+    expect(image).toMatch(/\/usr\/bin/);
+    f.upstream.setScript(script('cat web/setup.txt'));
+    const started = await f.services.runs.start(StartRunInput.parse({ projectDir, task: 't', provider: 'anthropic', model: 'claude-sonnet-4-5', trustEnvironment: true }));
+    const run = await f.core.runs.wait(started.id);
+    expect(run.error).toBeUndefined();
+    const sent = f.upstream.requests.map((r) => JSON.stringify(r.body)).join('\n');
+    expect(sent).toContain(`setup-cwd=/workspace/web setup-path=${image}:/opt/extra/bin here=/workspace/web`);
+  });
+
   it('a failing setup command ends the run before any model call, with its status and output', async () => {
     const projectDir = await nodeProject('echo setup-went-wrong >&2; exit 7');
     const calls = f.upstream.requests.length;

@@ -171,6 +171,37 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(await fx.services.mcp.answerApply({ requestId: again.requestId, approved: true })).toEqual({ answered: false });
   }, 600_000);
 
+  it('a long output: the result carries head and tail sized for an agent, the whole kept output is a linked resource', async () => {
+    const { sandboxId } = await ok<{ sandboxId: string }>(client, 'sandbox_create', { projectDir });
+    try {
+      // 3 MB of stdout: a result of this size would overflow a client's context (they cap near 25k tokens).
+      const r = await call(client, 'sandbox_exec', { sandboxId, command: "echo START-MARK; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END-MARK; echo small-err >&2" });
+      expect(r.isError).toBeFalsy();
+      expect(JSON.stringify(r).length).toBeLessThan(64 * 1024);
+      const value = r.structuredContent as { stdout: string; stderr: string; truncated: boolean; outputBytes: number; outputUris?: { stdout?: string; stderr?: string } };
+      expect(value.truncated).toBe(true);
+      expect(value.outputBytes).toBeGreaterThan(3_000_000);
+      expect(value.stdout).toMatch(/^START-MARK\n/);
+      expect(value.stdout).toMatch(/END-MARK\n$/);
+      expect(value.stderr).toBe('small-err\n');
+      expect(value.outputUris?.stderr).toBeUndefined();
+      const uri = value.outputUris?.stdout;
+      expect(uri).toMatch(new RegExp(`^airlock://runs/${sandboxId}/output/\\d+/stdout$`));
+      expect(r.content).toContainEqual(expect.objectContaining({ type: 'resource_link', uri, mimeType: 'text/plain' }));
+      const read = await client.readResource({ uri: uri! });
+      const kept = (read.contents[0] as { text: string }).text;
+      expect(kept.length).toBeGreaterThan(1_000_000);
+      expect(kept.startsWith('START-MARK\n')).toBe(true);
+      expect(kept).toContain('END-MARK');
+      // Short output stays whole, with no link.
+      const small = await call(client, 'sandbox_exec', { sandboxId, command: 'echo hi' });
+      expect(small.content.map((c) => c.type)).toEqual(['text']);
+      expect((small.structuredContent as { stdout: string }).stdout).toBe('hi\n');
+    } finally {
+      await ok(client, 'sandbox_destroy', { sandboxId });
+    }
+  });
+
   it('environment: a devcontainer only once the user accepted it (a client cannot), image:REF only when on the engine', async () => {
     const base = await fx.core.image('base');
     const envProject = await fx.project({ 'README.md': '# env\n', '.devcontainer/devcontainer.json': JSON.stringify({ image: base, containerEnv: { MCP_ENV_MARK: 'from-devcontainer' } }) });

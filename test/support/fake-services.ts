@@ -526,7 +526,7 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         return { options: [{ choice: 'airlock', label: "Airlock's own image", kind: 'airlock' as const, notApplied: [] }], selected: 'airlock' };
       },
       async list() {
-        return { environments: [], totalBytes: 0 };
+        return { environments: [], totalBytes: 0, bases: [] };
       },
       async prune() {
         return { removed: [], kept: [], freedBytes: 0 };

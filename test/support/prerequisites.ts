@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless' | 'host-agent-clis';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless' | 'host-agent-clis' | 'netns';
 
 /** Where the host copies of Claude Code and Codex live for the MCP client tests (scripts/ci-setup.sh installs them). */
 export function hostAgentClisDir(): string {
@@ -98,6 +98,11 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
         ? { ok: true, reason: '' }
         : { ok: false, reason: `Claude Code and Codex are not installed under ${hostAgentClisDir()} (npm install --prefix ${hostAgentClisDir()} @anthropic-ai/claude-code @openai/codex; scripts/ci-setup.sh does; AIRLOCK_TEST_AGENT_CLIS picks another prefix)` };
     }
+    case 'netns':
+      // Network namespaces the test makes (a private address of its own): root and iproute2.
+      return process.getuid?.() === 0 && (await probe('ip', ['netns', 'list']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'making a network namespace needs root and iproute2 (apt-get install iproute2; run the tests as root, as CI does)' };
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

@@ -7,6 +7,8 @@ import { withApp } from '../with-app';
 import type { AppContext } from '../../app-context';
 import { formatPlan, planEnvironment, type EnvironmentPlan } from '../../environment/environment-plan';
 import path from 'node:path';
+import { baseInfo, listProjectBases, pruneProjectBases } from '../../sandbox/docker/project-base-volumes';
+import { BaseStore } from '../../workspace/project-base';
 
 const USAGE = 'airlock env plan [DIR] [--environment auto|airlock|devcontainer[:PATH]|image:REF] [--allow-local-env NAME]… [--json]\nairlock env list [--json]\nairlock env prune [--older-than AGE] [--json]   (AGE: 30d, 12h, 90m, 45s; without it every prepared environment is removed)';
 
@@ -42,25 +44,32 @@ export const envCommand: CliCommand = {
     if (verb === 'list' && values['older-than'] !== undefined) throw new CliUsageError('--older-than is an option of prune');
     const olderThanMs = values['older-than'] !== undefined ? parseAge(values['older-than']) : undefined;
     return withApp(io, async (app) => {
-      const docker = (await app.connectEngine()).docker;
+      const engine = await app.connectEngine();
+      const docker = engine.docker;
+      const store = new BaseStore(path.join(app.home, 'bases'));
       const usage = new PreparedUsage(app.home);
       const installation = await app.installationId();
       const now = Date.now();
       if (verb === 'list') {
         const all = await listPrepared(docker, usage, installation);
+        const bases = (await listProjectBases(engine, store)).map(baseInfo);
         if (values.json) {
-          io.stdout.write(`${JSON.stringify({ environments: all, totalBytes: all.reduce((n, p) => n + p.sizeBytes, 0) }, null, 2)}\n`);
+          io.stdout.write(`${JSON.stringify({ environments: all, totalBytes: all.reduce((n, p) => n + p.sizeBytes, 0), bases }, null, 2)}\n`);
           return ExitCode.ok;
         }
-        if (!all.length) {
-          io.stdout.write('No prepared environments. A run whose devcontainer has setup commands keeps one after its setup.\n');
-          return ExitCode.ok;
-        }
+        if (!all.length) io.stdout.write('No prepared environments. A run whose devcontainer has setup commands keeps one after its setup.\n');
         for (const p of all) io.stdout.write(`${describe(p, now)}\n`);
-        io.stdout.write(`${all.length} prepared environment(s), ${formatBytes(all.reduce((n, p) => n + p.sizeBytes, 0))} (images share their base layers; \`airlock env prune\` removes them)\n`);
+        if (all.length) io.stdout.write(`${all.length} prepared environment(s), ${formatBytes(all.reduce((n, p) => n + p.sizeBytes, 0))} (images share their base layers; \`airlock env prune\` removes them)\n`);
+        for (const b of bases) io.stdout.write(`project base  ${formatBytes(b.sizeBytes).padStart(9)}  ${b.files} files, made ${ago(b.createdAt, now)}${b.projectExists ? '' : ' (project folder gone)'}\n    ${b.project} · ${b.volume}\n`);
+        if (bases.length) io.stdout.write(`${bases.length} project base(s): a run on one of these projects copies in only what changed (\`airlock env prune\` removes them)\n`);
         return ExitCode.ok;
       }
       const result = await prunePrepared(docker, usage, installation, olderThanMs === undefined ? {} : { olderThanMs });
+      // Project bases go with them: every one without an age, else those whose project folder is gone (§11).
+      const bases = await pruneProjectBases(engine, store, { all: olderThanMs === undefined, installation });
+      result.removed.push(...bases.removed.map((p) => ({ key: `project base: ${p}`, sizeBytes: 0 })));
+      if (olderThanMs === undefined) result.kept.push(...bases.kept.map((p) => ({ key: `project base: ${p}`, reason: 'a live run starts from it' })));
+      result.freedBytes += bases.freedBytes;
       if (values.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
       else {
         io.stdout.write(`Removed ${result.removed.length} prepared environment(s), ${formatBytes(result.freedBytes)}.\n`);

@@ -18,7 +18,7 @@ import { safeTerminalText as safe, TerminalSafeText } from '../terminal-safe';
 const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
        [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
        [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--network-approvals ask|deny] [--publish PORT]… [--key-env VAR]
+       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--internal-host NAME]… [--mcp NAME]… [--network-approvals ask|deny] [--publish PORT]… [--key-env VAR]
        [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
        [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
        [--check 'npm test'] [--check-timeout S] [--attempts claude-code,codex,builtin:MODEL,AGENT:PROVIDER/MODEL]
@@ -48,6 +48,8 @@ export const runCommand: CliCommand = {
       allow: { type: 'string', multiple: true },
       rule: { type: 'string', multiple: true },
       secret: { type: 'string', multiple: true },
+      mcp: { type: 'string', multiple: true },
+      'internal-host': { type: 'string', multiple: true },
       'network-approvals': { type: 'string' },
       'key-env': { type: 'string' },
       publish: { type: 'string', multiple: true },
@@ -111,6 +113,8 @@ export const runCommand: CliCommand = {
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
           ...(values.rule?.length ? { egressRules: values.rule } : base?.egressRules ? { egressRules: base.egressRules } : {}),
           ...(values.secret?.length ? { secrets: values.secret } : base?.secrets ? { secrets: base.secrets } : {}),
+          ...(values.mcp?.length ? { mcpServers: values.mcp } : base?.mcpServers ? { mcpServers: base.mcpServers } : {}),
+          ...(values['internal-host']?.length ? { internalHosts: values['internal-host'] } : base?.internalHosts ? { internalHosts: base.internalHosts } : {}),
           networkApprovals,
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
           ...((values.environment ?? base?.environment) ? { environment: values.environment ?? base?.environment } : {}),
@@ -316,7 +320,8 @@ export function liveView(io: CliIo): RunView {
           out.write(
             event.rule
               ? `! network: refused ${event.method} ${event.host}${event.path ?? ''} (${event.reason ?? 'refused'}; rule: ${event.rule})\n`
-              : `! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}; allow it with --allow ${event.host}\n`,
+              : // A reason that names its own flag (--internal-host) says how; otherwise the allowlist is what refused.
+                `! network: blocked ${event.method} ${event.host}:${event.port}${event.reason ? ` (${event.reason})` : ''}${event.reason?.includes('--internal-host') ? '' : `; allow it with --allow ${event.host}`}\n`,
           );
           break;
         case 'network_approval':

@@ -1,6 +1,7 @@
 import { AirlockError } from '../../../contracts/errors';
 import { Allowlist, DEFAULT_PORT, formatAllowEntry, type AllowEntry } from '../allowlist';
-import { isIpLiteral, normalizeHostName, reservedNameReason } from '../address-checks';
+import { addressRefusal } from '../egress-policy';
+import { internalHostName, isIpLiteral, normalizeHostName, reservedNameReason } from '../address-checks';
 import { hostMatches } from '../allowlist';
 import { decideWithProject, parseRule, RuleSet } from './rules';
 import type { SecretBinding } from './secret-store';
@@ -28,6 +29,10 @@ export function checkRequest(input: {
   rules: string[];
   projectRules?: RuleSet;
   secrets: SecretBinding[];
+  /** Hosts named as internal (may resolve to private addresses). */
+  internalHosts?: readonly string[];
+  /** The host's addresses, when the caller looked the name up (DNS only: nothing is sent to the host). */
+  addresses?: readonly string[];
 }): CheckResult {
   let url: URL;
   try {
@@ -48,6 +53,9 @@ export function checkRequest(input: {
   const allowlist = new Allowlist(input.allow);
   const entry = allowlist.match(host, port, kind);
   if (!entry) return { ...base, host, allowed: false, decidedBy: 'allowlist', reason: `${host}:${port} is not on the allowlist` };
+  const internal = (input.internalHosts ?? []).map(internalHostName).includes(host);
+  const refused = input.addresses ? addressRefusal(host, input.addresses, { internal }) : undefined;
+  if (refused) return { ...base, host, allowed: false, decidedBy: 'address', reason: refused };
   const rules = new RuleSet(input.rules.map(parseRule));
   const secrets = input.secrets.filter((s) => s.hosts.some((h) => hostMatches(h, host)) && (!s.pathPrefixes || s.pathPrefixes.some((p) => url.pathname.startsWith(p)))).map((s) => s.name);
   const intercepted = rules.covers(host) || input.projectRules?.covers(host) === true || input.secrets.some((s) => s.hosts.some((h) => hostMatches(h, host)));

@@ -38,6 +38,8 @@ export const HELPER_LOADER = '/opt/airlock/lib/ld.so';
  * reads, is refused at create (docs/architecture.md §2.3).
  */
 export const HELPER_COMMAND = [HELPER_LOADER, '--inhibit-cache', '--library-path', '/opt/airlock/lib', HELPER_NODE, '--openssl-config=/dev/null', HELPER_PATH];
+/** The file every glibc loader reads before anything else, and loads what it names into the process. */
+export const LOADER_PRELOAD_FILE = '/etc/ld.so.preload';
 /** The helper's whole environment. */
 export const HELPER_ENV: Readonly<Record<string, string>> = {
   AIRLOCK_AGENT_USER: SANDBOX_USER,

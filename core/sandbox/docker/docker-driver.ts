@@ -7,7 +7,7 @@ import { Emitter, type Event } from '../../common/disposable';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WipeProof } from '../driver';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
-import { HELPER_COMMAND, HELPER_USER, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
+import { HELPER_COMMAND, HELPER_USER, LOADER_PRELOAD_FILE, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
 import { assertLimitsEnforced } from './engine-limits';
 import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
@@ -139,15 +139,20 @@ export class DockerDriver implements SandboxDriver {
     assertSafeRunId(spec.runId);
     const engine = await this.engine();
     const docker = engine.docker;
+    // The image is asked about while the engine's identity is (asked once per driver, then cached).
+    const inspecting = docker.getImage(spec.image).inspect();
+    inspecting.catch(() => undefined);
     const { identity, ...configOpts } = await this.configOptions(engine);
     let container: Docker.Container;
+    let image: Docker.ImageInspectInfo;
     try {
+      // Podman's volumes are made ahead of the container, meanwhile.
+      const volumes = identity.kind === 'podman' ? Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' }))) : undefined;
+      volumes?.catch(() => undefined);
+      image = await inspecting;
       // The image's ENV names, to take out of the helper's environment (container-config.ts helperEnv).
-      const imageEnv = (await docker.getImage(spec.image).inspect()).Config?.Env ?? [];
-      const config = hardenedContainerConfig(spec, { ...configOpts, imageEnv });
-      if (identity.kind === 'podman') {
-        await Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
-      }
+      const config = hardenedContainerConfig(spec, { ...configOpts, imageEnv: image.Config?.Env ?? [] });
+      await volumes;
       container = await createContainerWithProfile(docker, identity.kind, config);
     } catch (err) {
       // Volumes made ahead of the container (Podman) go with the failed create.
@@ -162,7 +167,10 @@ export class DockerDriver implements SandboxDriver {
     try {
       // Attached before start, so not a byte of the helper's hello is missed. Meanwhile: no image may
       // carry /etc/ld.so.preload, which every glibc loader reads, Airlock's own included (§2.3).
-      const [attached] = await Promise.all([attachStdio(docker, container.id), refusePreload(container, spec.image)]);
+      // The verdict is kept per image id (content-addressed: the same id is the same files), so only
+      // the first sandbox of an image pays for the archive call.
+      const [attached] = await Promise.all([attachStdio(docker, container.id), preloadFree.has(image.Id) ? undefined : refusePreload(container, spec.image)]);
+      preloadFree.add(image.Id);
       this.attached.set(container.id, { runId: spec.runId, socket: attached });
       await container.start();
     } catch (err) {
@@ -388,8 +396,11 @@ export class DockerDriver implements SandboxDriver {
   }
 }
 
-/** The file every glibc loader reads before anything else, and loads what it names into the process. */
-export const LOADER_PRELOAD_FILE = '/etc/ld.so.preload';
+/**
+ * Image ids found without /etc/ld.so.preload, for this process's lifetime. An image id is the digest
+ * of its configuration, which names every layer's content, so the verdict cannot go stale.
+ */
+const preloadFree = new Set<string>();
 
 /**
  * Refuses an image that has /etc/ld.so.preload: its libraries would load into Airlock's root helper

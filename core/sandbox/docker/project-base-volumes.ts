@@ -6,9 +6,9 @@ import { AirlockError } from '../../../contracts/errors';
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_VOLUME } from '../labels';
 import { sandboxVolumes } from './container-config';
 import type { Engine } from './engine';
-import { baselineCommitOid } from '../../workspace/git-objects';
+import { baselineCommitOfTree, treeOids } from '../../workspace/git-objects';
 import { HostRepo } from '../../workspace/host-repo';
-import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manifestDigest, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from '../../workspace/project-base';
+import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manifestDigest, parseCtimeListing, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from '../../workspace/project-base';
 import { snapshotProject, type SnapshotOptions } from '../../workspace/snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from '../../workspace/tar-to-fast-import';
 import { BASELINE_IDENT, BASELINE_REF, gitArgv } from '../../workspace/workspace-shell';
@@ -47,10 +47,13 @@ const WRITER_SCRIPT = [
   'test -s /base/state/hydrate.tar',
   // The same converter and settings a run's own baseline uses: the commit id is the host's.
   `node -e "$JS" ${BASELINE_REF} "$IDENT" < /base/state/hydrate.tar | "$@" -c pack.compression=1 fast-import --quiet --done`,
-  'rm /base/state/hydrate.tar',
+  // Left empty and writable for the run's copy to spool into (a run's hydrate makes it so itself).
+  ': > /base/state/hydrate.tar',
+  'chmod 0666 /base/state/hydrate.tar',
   `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
   `chown -R ${AGENT_IDS} /base/tree`,
   `"$@" rev-parse ${BASELINE_REF} ${BASELINE_REF}^{tree}`,
+  // Every file with its change time, after the last write: what each run's start compares with.
   ctimeListingScript('/base/tree'),
 ].join('\n');
 
@@ -159,12 +162,19 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
     });
     const [manifest] = await Promise.all([streams.manifest, piped]);
     const exit = (await container.wait()) as { StatusCode: number };
-    const [commitLine, treeLine, digestLine] = Buffer.concat(outChunks).toString('utf8').trim().split('\n');
+    // Two lines (commit, tree), then the NUL-separated listing.
+    const printed = Buffer.concat(outChunks);
+    const firstNl = printed.indexOf(0x0a);
+    const secondNl = firstNl < 0 ? -1 : printed.indexOf(0x0a, firstNl + 1);
+    const commitLine = firstNl < 0 ? undefined : printed.subarray(0, firstNl).toString('utf8');
+    const treeLine = secondNl < 0 ? undefined : printed.subarray(firstNl + 1, secondNl).toString('utf8');
+    const ctimes = secondNl < 0 ? new Map<string, string>() : parseCtimeListing(printed.subarray(secondNl + 1));
     if (exit.StatusCode !== 0) {
       throw new AirlockError('SANDBOX_FAILED', `Writing the project base failed (exit ${exit.StatusCode}): ${Buffer.concat(errChunks).toString('utf8').trim().slice(-500) || 'no error output'}.`);
     }
-    const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline');
-    if (commitLine !== expected || !treeLine || !/^[0-9a-f]{64}$/.test(digestLine ?? '')) {
+    const trees = treeOids(manifest);
+    const expected = baselineCommitOfTree(trees.get('') as string, IDENT, 'airlock baseline');
+    if (commitLine !== expected || treeLine !== trees.get('') || !treeLine || !/^[0-9a-f]{40}$/.test(treeLine) || ctimes.size !== manifest.length || manifest.some((f) => !ctimes.has(f.path))) {
       throw new AirlockError('SANDBOX_FAILED', `The project base does not hold the project as read (${commitLine ?? 'nothing'} against ${expected}); it is not kept.`);
     }
     const hostCommit = await importer.commit({ ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n' }, imported);
@@ -173,7 +183,7 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
     const files: BaseFile[] = manifest.map((f) => {
       const e = byPath.get(f.path);
       const stat = e ? trustedStat(e, scanStarted, opts.racyMs) : undefined;
-      return { ...f, ...(stat ? { stat } : {}) };
+      return { ...f, ...(stat ? { stat } : {}), ctime: ctimes.get(f.path) as string };
     });
     const dirs: BaseDir[] = snapshot.entries.filter((e) => e.type === 'dir').map((e) => ({ path: e.path, perm: e.mode | 0o700 }));
     const info = await docker.getVolume(volume).inspect();
@@ -192,8 +202,8 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
       tree: treeLine,
       files,
       dirs,
-      ctimeDigest: digestLine as string,
-      manifestDigest: manifestDigest(files, dirs),
+      trees: Object.fromEntries(trees),
+      manifestDigest: manifestDigest(files, dirs, Object.fromEntries(trees)),
     };
     await store.write(rec);
     if (previous) await removeBase(engine, store, previous, { keepRecord: true });
@@ -262,32 +272,40 @@ export async function prepareBaseVolumes(engine: Engine, opts: { runId: string; 
     { Name: names.stateWork, Labels: { ...st.Labels, [LABEL_VOLUME]: 'state-work' } },
   ];
   await Promise.all(extra.map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' })));
-  const mp = Object.fromEntries(await Promise.all(extra.map(async (v) => [v.Name, (await docker.getVolume(v.Name).inspect()).Mountpoint] as const))) as Record<string, string>;
-  // The upper folder's root is the merged root: give it the ownership of the image's /workspace (copy-up on create; nothing runs).
-  const prep = await docker.createContainer({
-    name: `airlock-${opts.runId}-base-prep`,
-    Image: opts.image,
-    Entrypoint: ['/bin/true'],
-    NetworkDisabled: true,
-    Labels: { ...ws.Labels, [LABEL_KIND]: 'volume' },
-    HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: names.workspaceUpper, Target: ws.target }] },
-  });
-  await prep.remove({ force: true });
-  const overlay = (lower: string, upper: string, work: string) => ({ type: 'overlay', device: 'overlay', o: `lowerdir=${lower},upperdir=${upper},workdir=${work}` });
-  await Promise.all([
-    docker.createVolume({
-      Name: ws.Name,
-      Driver: 'local',
-      Labels: { ...ws.Labels, [LABEL_BASE_VOLUME]: opts.record.volume },
-      DriverOpts: overlay(`${opts.record.mountpoint}/tree`, mp[names.workspaceUpper] as string, mp[names.workspaceWork] as string),
-    }),
-    docker.createVolume({
-      Name: st.Name,
-      Driver: 'local',
-      Labels: { ...st.Labels, [LABEL_BASE_VOLUME]: opts.record.volume },
-      DriverOpts: overlay(`${opts.record.mountpoint}/state`, mp[names.stateUpper] as string, mp[names.stateWork] as string),
-    }),
-  ]);
+  // The upper folder's root is the merged root: give it the ownership of the image's /workspace (copy-up on
+  // create; nothing runs). Independent of the overlay volumes' creation, which mounts nothing: both at once.
+  const owned = (async () => {
+    const prep = await docker.createContainer({
+      name: `airlock-${opts.runId}-base-prep`,
+      Image: opts.image,
+      Entrypoint: ['/bin/true'],
+      NetworkDisabled: true,
+      Labels: { ...ws.Labels, [LABEL_KIND]: 'volume' },
+      HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: names.workspaceUpper, Target: ws.target }] },
+    });
+    await prep.remove({ force: true });
+  })();
+  const overlays = (async () => {
+    const mp = Object.fromEntries(await Promise.all(extra.map(async (v) => [v.Name, (await docker.getVolume(v.Name).inspect()).Mountpoint] as const))) as Record<string, string>;
+    const overlay = (lower: string, upper: string, work: string) => ({ type: 'overlay', device: 'overlay', o: `lowerdir=${lower},upperdir=${upper},workdir=${work}` });
+    await Promise.all([
+      docker.createVolume({
+        Name: ws.Name,
+        Driver: 'local',
+        Labels: { ...ws.Labels, [LABEL_BASE_VOLUME]: opts.record.volume },
+        DriverOpts: overlay(`${opts.record.mountpoint}/tree`, mp[names.workspaceUpper] as string, mp[names.workspaceWork] as string),
+      }),
+      docker.createVolume({
+        Name: st.Name,
+        Driver: 'local',
+        Labels: { ...st.Labels, [LABEL_BASE_VOLUME]: opts.record.volume },
+        DriverOpts: overlay(`${opts.record.mountpoint}/state`, mp[names.stateUpper] as string, mp[names.stateWork] as string),
+      }),
+    ]);
+  })();
+  const [a, b] = await Promise.allSettled([owned, overlays]);
+  if (a.status === 'rejected') throw a.reason;
+  if (b.status === 'rejected') throw b.reason;
 }
 
 /** Whether a live run's overlay reads this base. */
@@ -314,6 +332,11 @@ export interface BaseListing {
   record: BaseRecord;
   projectExists: boolean;
   bytes: number;
+}
+
+/** A listing as `airlock env list` and the app show it. */
+export function baseInfo(b: BaseListing): { project: string; volume: string; files: number; sizeBytes: number; createdAt: string; projectExists: boolean } {
+  return { project: b.record.projectDir, volume: b.record.volume, files: b.record.files.length, sizeBytes: b.bytes, createdAt: b.record.createdAt, projectExists: b.projectExists };
 }
 
 /** The bases this host keeps on `engine`. */

@@ -12,10 +12,13 @@ import {
   limactlCreateArgs,
   limactlShellArgs,
   limaTemplate,
+  limaContainerEnv,
   nerdctlExecHelperArgs,
+  nerdctlImageEnvArgs,
   nerdctlPsArgs,
   nerdctlRunArgs,
   parseLimaList,
+  parseNerdctlImageEnv,
   parseNerdctlPs,
 } from './lima-cli';
 
@@ -76,7 +79,9 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
     expect(limactlCreateArgs('/tmp/a.yaml')).toEqual(['create', '--name=airlock', '--tty=false', '/tmp/a.yaml']);
     expect(limactlShellArgs(['nerdctl', 'ps'])).toEqual(['shell', '--workdir', '/', 'airlock', 'nerdctl', 'ps']);
     // The helper as root (the container's four capabilities, no-new-privileges), told which user its commands run as.
-    expect(nerdctlExecHelperArgs('c1')).toEqual(['nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', 'c1', 'node', '/opt/airlock/helper.js']);
+    // Airlock's own loader and Node by absolute path, never a `node` from the image's PATH (§2.3).
+    expect(nerdctlExecHelperArgs('c1')).toEqual(['nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', 'c1',
+      '/opt/airlock/lib/ld.so', '--inhibit-cache', '--library-path', '/opt/airlock/lib', '/opt/airlock/node/node', '--openssl-config=/dev/null', '/opt/airlock/helper.js']);
     expect(nerdctlPsArgs('r-1')).toContain('label=airlock.run=r-1');
     expect(nerdctlPsArgs()).toContain('label=airlock.run');
   });
@@ -97,12 +102,32 @@ describe('Lima CLI (recorded behaviour, not run on a Mac)', () => {
     // Root as the container's user (the helper's; `sleep` out of the agent's reach); the agent's home stays the agent's.
     expect(pairs('--user')).toEqual(['0:0']);
     expect(pairs('--tmpfs')[1]).toBe('/home/airlock:rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0755');
-    expect(args.join(' ')).not.toMatch(/AIRLOCK_AGENT_USER|--env|-e /);
+    // Airlock's fixed environment only (the agent's user is the helper exec's own).
+    expect(pairs('--env')).toEqual(['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin']);
     expect(pairs('--label')).toEqual(['airlock.run=r-1', 'airlock.kind=sandbox']);
     // Scratch only on tmpfs (noexec by nerdctl's default, as Docker's); the workspace and state on the run's own named volumes, no host path.
     expect(pairs('--tmpfs').map((t) => t?.split(':')[0])).toEqual(['/tmp', '/home/airlock']);
-    expect(pairs('--volume')).toEqual(['airlock-r-1-workspace:/workspace', 'airlock-r-1-state:/airlock']);
+    // The run's volumes, and an empty /etc/ld.so.preload (the VM's /dev/null) in place of the image's.
+    expect(pairs('--volume')).toEqual(['airlock-r-1-workspace:/workspace', 'airlock-r-1-state:/airlock', '/dev/null:/etc/ld.so.preload:ro']);
     expect(args).not.toContain('--privileged');
     expect(args.join(' ')).not.toMatch(/-v |--mount|-p |--publish/);
+    // The container's own process is Airlock's Node idling through Airlock's loader: no image ENTRYPOINT, no image `sleep`.
+    expect(pairs('--entrypoint')).toEqual(['/opt/airlock/lib/ld.so']);
+    expect(args.slice(args.indexOf('airlock-sandbox:x'))).toEqual(['airlock-sandbox:x', '--inhibit-cache', '--library-path', '/opt/airlock/lib', '/opt/airlock/node/node', '--openssl-config=/dev/null', '-e', 'setInterval(() => {}, 2 ** 30)']);
+  });
+
+  it("takes every name of the image's ENV out of the helper's environment (set empty), keeping Airlock's", () => {
+    const imageEnv = ['PATH=/evil/bin:/usr/bin', 'NODE_OPTIONS=--require /x.js', 'LD_PRELOAD=/x.so', 'NODE_PATH=/x', 'HOME=/root', 'LANG=xx', 'WEIRD=a=b', 'NODE_OPTIONS=again'];
+    const args = nerdctlRunArgs({ runId: 'r-1', image: 'img', limits: DEFAULT_LIMITS, imageEnv });
+    const envs = args.flatMap((a, i) => (a === '--env' ? [args[i + 1]] : []));
+    expect(envs).toEqual(['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'NODE_OPTIONS=', 'LD_PRELOAD=', 'NODE_PATH=', 'WEIRD=']);
+    expect(limaContainerEnv()).toEqual(envs.slice(0, 3));
+  });
+
+  it("reads the image's ENV from nerdctl's dockercompat inspect", () => {
+    expect(nerdctlImageEnvArgs('img:1')).toEqual(['nerdctl', 'image', 'inspect', '--mode', 'dockercompat', '--format', '{{json .Config.Env}}', 'img:1']);
+    expect(parseNerdctlImageEnv('["PATH=/usr/bin","NODE_OPTIONS=--require /x.js"]\n')).toEqual(['PATH=/usr/bin', 'NODE_OPTIONS=--require /x.js']);
+    expect(parseNerdctlImageEnv('null\n')).toEqual([]);
+    expect(() => parseNerdctlImageEnv('{"a":1}')).toThrow(/unexpected image ENV/);
   });
 });

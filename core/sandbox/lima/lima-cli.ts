@@ -11,10 +11,16 @@
  */
 import os from 'node:os';
 import type { SandboxLimits } from '../driver';
-import { HELPER_CAPS, HELPER_USER, SANDBOX_USER } from '../docker/container-config';
+import { HELPER_CAPS, HELPER_COMMAND, HELPER_ENV, HELPER_LOADER, HELPER_USER, LOADER_PRELOAD_FILE, SANDBOX_USER } from '../docker/container-config';
 
 export const LIMA_INSTANCE = 'airlock';
-export const LIMA_HELPER = ['node', '/opt/airlock/helper.js'];
+/** The helper's command: the Docker sandbox's, Airlock's own loader and Node by absolute path (§2.3). */
+export const LIMA_HELPER = [...HELPER_COMMAND];
+/**
+ * The container's own process, which keeps it running between helper execs: Airlock's Node idling,
+ * through the container's entrypoint, so neither the image's ENTRYPOINT nor its `sleep` runs as root.
+ */
+export const LIMA_KEEPALIVE = [...HELPER_COMMAND.slice(0, -1), '-e', 'setInterval(() => {}, 2 ** 30)'];
 export const LIMA_LABEL_RUN = 'airlock.run';
 export const LIMA_LABEL_KIND = 'airlock.kind';
 
@@ -182,6 +188,32 @@ export const LIMA_AGENT_USER = SANDBOX_USER;
 export const LIMA_HELPER_USER = HELPER_USER;
 
 /**
+ * The container's environment, which every exec (the helper's included) starts from: Airlock's
+ * fixed variables, and each name of the image's ENV set empty (containerd merges the image's ENV
+ * under the given one; an empty NODE_OPTIONS, LD_PRELOAD or NODE_PATH loads nothing). The helper's
+ * AIRLOCK_AGENT_USER is its exec's own; commands get the project's environment from the host.
+ */
+export function limaContainerEnv(imageEnv: readonly string[] = []): string[] {
+  const fixed = Object.entries(HELPER_ENV).filter(([k]) => k !== 'AIRLOCK_AGENT_USER');
+  const names = new Set(imageEnv.map((e) => e.split('=', 1)[0]!).filter((n) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(n) && !(n in HELPER_ENV)));
+  return [...fixed.map(([k, v]) => `${k}=${v}`), ...[...names].map((n) => `${n}=`)];
+}
+
+/** `nerdctl image inspect` of the image's ENV only, as JSON (`parseNerdctlImageEnv`). */
+export function nerdctlImageEnvArgs(ref: string): string[] {
+  return ['nerdctl', 'image', 'inspect', '--mode', 'dockercompat', '--format', '{{json .Config.Env}}', ref];
+}
+
+/** The ENV lines of `nerdctlImageEnvArgs`' output (`null` for an image without ENV). */
+export function parseNerdctlImageEnv(output: string): string[] {
+  const lines = output.trim().split('\n').filter(Boolean);
+  const parsed: unknown = JSON.parse(lines[lines.length - 1] ?? 'null');
+  if (parsed === null) return [];
+  if (!Array.isArray(parsed) || !parsed.every((e) => typeof e === 'string')) throw new Error(`unexpected image ENV from nerdctl: ${output.slice(0, 200)}`);
+  return parsed;
+}
+
+/**
  * `nerdctl run` of a hardened per-run sandbox container (the Docker driver's policy, in nerdctl
  * flags): no network, read-only root, every capability dropped but the helper's four (nerdctl's
  * `--cap-drop ALL` empties the sets first, then `--cap-add` adds: containerd/nerdctl
@@ -195,7 +227,7 @@ export const LIMA_HELPER_USER = HELPER_USER;
  * (pkg/mountutil/mountutil_linux.go ProcessFlagTmpfs), as Docker does, so /tmp and the home stay
  * sized noexec scratch; the home belongs to the agent.
  */
-export function nerdctlRunArgs(spec: { runId: string; image: string; limits: SandboxLimits; agentUser?: string }): string[] {
+export function nerdctlRunArgs(spec: { runId: string; image: string; limits: SandboxLimits; agentUser?: string; imageEnv?: readonly string[] }): string[] {
   const mib = Math.max(64, Math.floor(spec.limits.memoryBytes / (1024 * 1024)));
   const [uid, gid] = (spec.agentUser ?? LIMA_AGENT_USER).split(':');
   const volumes = limaVolumeNames(spec.runId);
@@ -217,9 +249,13 @@ export function nerdctlRunArgs(spec: { runId: string; image: string; limits: San
     '--volume', `${volumes.state}:/airlock`,
     '--tmpfs', '/tmp:rw,nosuid,nodev,size=1g,mode=1777',
     '--tmpfs', `/home/airlock:rw,nosuid,nodev,size=512m,uid=${uid},gid=${gid ?? uid},mode=0755`,
+    // Every glibc loader (Airlock's own too) reads this file and loads what it names: an empty one.
+    '--volume', `/dev/null:${LOADER_PRELOAD_FILE}:ro`,
     '--workdir', '/workspace',
+    ...limaContainerEnv(spec.imageEnv).flatMap((e) => ['--env', e]),
+    '--entrypoint', HELPER_LOADER,
     spec.image,
-    'sleep', 'infinity',
+    ...LIMA_KEEPALIVE.slice(1),
   ];
 }
 

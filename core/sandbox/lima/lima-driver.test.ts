@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AirlockError } from '../../../contracts/errors';
+import { HELPER_COMMAND } from '../docker/container-config';
 import { DEFAULT_LIMITS } from '../driver';
 import { describeSandboxImage } from '../image';
 import type { ToolResult } from '../../common/run-tool';
@@ -88,6 +89,10 @@ function fakeLimactl(opts: { installed?: boolean; mounts?: number; config?: Reco
         for (const n of argv.slice(3)) volumes.delete(n);
         return res('');
       }
+      if (argv[1] === 'image' && argv[2] === 'inspect' && argv.includes('--format')) {
+        // The image's ENV (dockercompat), a hostile one among Airlock's.
+        return res('["PATH=/usr/local/bin:/usr/bin","NODE_OPTIONS=--require /x.js"]\n');
+      }
       if (argv[1] === 'image' && argv[2] === 'inspect') {
         return images.has(argv[3] as string) ? res('[{}]') : res('', 1, `no such image: ${argv[3]}`);
       }
@@ -147,7 +152,7 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     });
     const info = await driver.create(spec);
     await driver.openChannel(info.id);
-    expect(seen).toEqual([['shell', '--workdir', '/', 'airlock', 'nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', info.id, 'node', '/opt/airlock/helper.js']]);
+    expect(seen).toEqual([['shell', '--workdir', '/', 'airlock', 'nerdctl', 'exec', '--interactive', '--user', '0:0', '--env', 'AIRLOCK_AGENT_USER=1000:1000', '--workdir', '/workspace', info.id, ...HELPER_COMMAND]]);
     await expect(driver.openChannel('x; rm -rf /')).rejects.toThrow(AirlockError);
   });
 
@@ -232,6 +237,17 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
     // No tmpfs holds the workspace (nerdctl makes every --tmpfs noexec and RAM-backed).
     expect(run.filter((a, i) => run[i - 1] === '--tmpfs').map((a) => a.split(':')[0])).toEqual(['/tmp', '/home/airlock']);
     expect([...fake.volumes]).toEqual([['airlock-r-lima-1-workspace', 'r-lima-1'], ['airlock-r-lima-1-state', 'r-lima-1']]);
+  });
+
+  it("asks the image's ENV before the container and sets each of its names empty for the helper", async () => {
+    const fake = fakeLimactl();
+    await new LimaDriver({ runner: fake.runner }).create(spec);
+    const inspect = fake.calls.findIndex((c) => c[4] === 'nerdctl' && c[5] === 'image' && c.includes('--format'));
+    const runAt = fake.calls.findIndex((c) => c[4] === 'nerdctl' && c[5] === 'run');
+    expect(inspect).toBeGreaterThan(-1);
+    expect(inspect).toBeLessThan(runAt);
+    const run = fake.calls[runAt] ?? [];
+    expect(run.filter((a, i) => run[i - 1] === '--env')).toEqual(['HOME=/home/airlock', 'LANG=C.UTF-8', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'NODE_OPTIONS=']);
   });
 
   it('says how to install Lima when limactl is missing, and refuses network policies it cannot honour', async () => {

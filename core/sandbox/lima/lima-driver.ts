@@ -23,6 +23,7 @@ import {
   limactlStartArgs,
   limaTemplate,
   nerdctlExecHelperArgs,
+  nerdctlImageEnvArgs,
   nerdctlImageInspectArgs,
   nerdctlPsArgs,
   nerdctlRemoveArgs,
@@ -31,6 +32,7 @@ import {
   nerdctlVolumeListArgs,
   nerdctlVolumeRemoveArgs,
   parseLimaList,
+  parseNerdctlImageEnv,
   parseNerdctlPs,
   type LimaTemplateOptions,
 } from './lima-cli';
@@ -167,8 +169,11 @@ export class LimaDriver implements SandboxDriver {
     await this.ensureVm();
     let id: string;
     try {
+      // The image's ENV names, set empty for the helper (lima-cli.ts limaContainerEnv; docs/architecture.md §2.3).
+      const inspected = await this.nerdctl(nerdctlImageEnvArgs(spec.image), `Could not read the ENV of image ${spec.image} in the Lima VM`, 60_000);
+      const imageEnv = parseNerdctlImageEnv(inspected.stdout.toString('utf8'));
       for (const name of Object.values(limaVolumeNames(spec.runId))) await this.nerdctl(nerdctlVolumeCreateArgs(spec.runId, name), `Could not create the disk-backed volumes of run ${spec.runId}`);
-      id = (await this.nerdctl(nerdctlRunArgs(spec), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
+      id = (await this.nerdctl(nerdctlRunArgs({ ...spec, imageEnv }), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
     } catch (err) {
       await this.destroy(spec.runId).catch(() => undefined);
       throw err;

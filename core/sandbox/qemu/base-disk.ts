@@ -13,7 +13,7 @@ import { LABEL_DERIVED_FROM } from '../labels';
 import { checkGuestImage, guestHelperCommand } from './guest-image';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
-const BASE_FORMAT = 'airlock-vm-base/2';
+const BASE_FORMAT = 'airlock-vm-base/3';
 /** A derived image's sandbox home, as in its containers (docs/architecture.md §16): whatever its passwd or ENV say. */
 const DERIVED_HOME = '/home/airlock';
 
@@ -59,22 +59,6 @@ export function resolveGuestUser(userSpec: string, passwd: string, env: string[]
   const gid = g && /^\d+$/.test(g) ? Number(g) : (entry?.gid ?? uid);
   const envHome = env.find((e) => e.startsWith('HOME='))?.slice(5);
   return { uid, gid, home: envHome || entry?.home || '/tmp', workdir };
-}
-
-function envScript(env: string[], user: GuestUser): string {
-  const lines = ['# Environment of the sandbox image (docker image inspect .Config.Env), for the helper.'];
-  const seen = new Set<string>();
-  for (const e of env) {
-    const i = e.indexOf('=');
-    if (i <= 0) continue;
-    const k = e.slice(0, i);
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
-    seen.add(k);
-    lines.push(`export ${k}=${shellQuote(e.slice(i + 1))}`);
-  }
-  if (!seen.has('PATH')) lines.push("export PATH='/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'");
-  if (!seen.has('HOME')) lines.push(`export HOME=${shellQuote(user.home)}`);
-  return `${lines.join('\n')}\n`;
 }
 
 function configScript(user: GuestUser, helper: string[]): string {
@@ -131,7 +115,8 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
  * image, docs/architecture.md §16), made on first use:
  * the image's files (exported through the engine API) → a directory → `mke2fs -t ext4 -d` (no loop mount,
  * no root needed for the mount; ownership needs root or `fakeroot`). The guest init, a static
- * busybox and the image's user/env are added under /opt/airlock-vm.
+ * busybox and the image's user are added under /opt/airlock-vm (never its ENV: the helper starts from
+ * Airlock's fixed environment, docs/architecture.md §2.3; commands get the image's ENV from the host).
  */
 export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?: (message: string) => void): Promise<BaseDisk> {
   const config = await inspectImageConfig(image, "the VM's disk");
@@ -189,7 +174,7 @@ async function buildBaseDisk(
     // A derived image's sandbox runs as uid 1000 with Airlock's home, whatever the project's image says.
     const user = config.labels[LABEL_DERIVED_FROM] ? { ...resolved, home: DERIVED_HOME } : resolved;
     await checkGuestImage(root, image, config.env);
-    const helper = await guestHelperCommand(root);
+    const helper = guestHelperCommand();
     const vmDir = path.join(root, 'opt', 'airlock-vm');
     await mkdir(vmDir, { recursive: true });
     await copyFile(paths.busybox, path.join(vmDir, 'busybox'));
@@ -197,7 +182,6 @@ async function buildBaseDisk(
     await copyFile(initPath, path.join(vmDir, 'init'));
     await chmod(path.join(vmDir, 'init'), 0o755);
     await writeFile(path.join(vmDir, 'config.sh'), configScript(user, helper), { mode: 0o644 });
-    await writeFile(path.join(vmDir, 'env.sh'), envScript(config.env, user), { mode: 0o644 });
     // Mount points the guest init needs on the read-only root.
     for (const d of ['workspace', 'airlock', 'tmp', 'run', 'proc', 'sys', 'dev']) await mkdir(path.join(root, d), { recursive: true });
     await mkdir(path.join(root, user.home.replace(/^\/+/, '')), { recursive: true });

@@ -22,11 +22,8 @@ afterEach(async () => {
 });
 
 describe('guestHelperCommand', () => {
-  it("runs the helper on Airlock's own Node where the image carries it, else on the image's node", async () => {
-    await put('opt/airlock/helper.js');
-    expect(await guestHelperCommand(root)).toEqual(['node', '/opt/airlock/helper.js']);
-    await put('opt/airlock/node/node');
-    expect(await guestHelperCommand(root)).toEqual(['/opt/airlock/node/node', '/opt/airlock/helper.js']);
+  it("runs the helper by Airlock's own loader and Node, by absolute path, as the Docker sandbox does", () => {
+    expect(guestHelperCommand()).toEqual(['/opt/airlock/lib/ld.so', '--inhibit-cache', '--library-path', '/opt/airlock/lib', '/opt/airlock/node/node', '--openssl-config=/dev/null', '/opt/airlock/helper.js']);
   });
 });
 
@@ -34,6 +31,7 @@ describe('checkGuestImage', () => {
   it('accepts a derived image: helper with its Node, setpriv, and perl or python3 on the PATH (symlinks not followed)', async () => {
     await put('opt/airlock/helper.js');
     await put('opt/airlock/node/node');
+    await put('opt/airlock/lib/ld.so');
     await put('usr/bin/setpriv');
     // Debian's python3 is a relative symlink; an absolute one would point at the host's file system here.
     await put('usr/local/py/bin/python3', '/usr/bin/python3.11');
@@ -49,9 +47,25 @@ describe('checkGuestImage', () => {
     expect((err as AirlockError).message).not.toMatch(/perl or python3/);
   });
 
+  it("refuses an image whose helper has no Airlock Node and loader beside it: never the image's node", async () => {
+    await put('opt/airlock/helper.js');
+    await put('usr/bin/node');
+    await put('usr/bin/setpriv');
+    await put('usr/bin/perl');
+    await expect(checkGuestImage(root, 'img', [])).rejects.toThrow(/lacks Airlock's own Node and loader \(\/opt\/airlock\/node\/node, \/opt\/airlock\/lib\/ld\.so/);
+  });
+
+  it('refuses an image with /etc/ld.so.preload, naming it (every glibc loader reads it, as root too)', async () => {
+    for (const f of ['opt/airlock/helper.js', 'opt/airlock/node/node', 'opt/airlock/lib/ld.so', 'usr/bin/setpriv', 'usr/bin/perl']) await put(f);
+    await expect(checkGuestImage(root, 'img', [])).resolves.toBeUndefined();
+    await put('etc/ld.so.preload');
+    await expect(checkGuestImage(root, 'img', [])).rejects.toMatchObject({ kind: 'IMAGE_INCOMPATIBLE', message: expect.stringMatching(/^img has \/etc\/ld\.so\.preload/) });
+  });
+
   it('refuses an image with neither perl nor python3 (the RNG reseed of a restored VM)', async () => {
     await put('opt/airlock/helper.js');
     await put('opt/airlock/node/node');
+    await put('opt/airlock/lib/ld.so');
     await put('usr/bin/setpriv');
     await expect(checkGuestImage(root, 'img', [])).rejects.toThrow(/lacks perl or python3/);
   });

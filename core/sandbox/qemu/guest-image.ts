@@ -1,7 +1,7 @@
 import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
-import { HELPER_NODE, HELPER_PATH } from '../docker/container-config';
+import { HELPER_COMMAND, HELPER_LOADER, HELPER_NODE, HELPER_PATH, LOADER_PRELOAD_FILE } from '../docker/container-config';
 
 /**
  * What the guest init (resources/vm/guest-init.sh) needs of an image besides a shell, checked on the
@@ -29,11 +29,12 @@ async function onPath(root: string, env: string[], name: string): Promise<boolea
 }
 
 /**
- * The helper's command line in the guest: Airlock's own Node where the image carries it (Airlock's
- * image and every derived image: `/opt/airlock/node/node`), else the image's `node`.
+ * The helper's command line in the guest: the Docker sandbox's, Airlock's own loader, libraries and
+ * Node by absolute path (every Airlock and derived image carries /opt/airlock whole; `checkGuestImage`
+ * refuses one that does not). Never a `node` from the image's PATH (docs/architecture.md §2.3).
  */
-export async function guestHelperCommand(root: string): Promise<string[]> {
-  return (await presentIn(root, HELPER_NODE)) ? [HELPER_NODE, HELPER_PATH] : ['node', HELPER_PATH];
+export function guestHelperCommand(): string[] {
+  return [...HELPER_COMMAND];
 }
 
 /**
@@ -44,9 +45,17 @@ export async function guestHelperCommand(root: string): Promise<string[]> {
 export async function checkGuestImage(root: string, image: string, env: string[]): Promise<void> {
   const missing: string[] = [];
   if (!(await presentIn(root, HELPER_PATH))) missing.push(`Airlock's helper (${HELPER_PATH}; run it through --environment, which adds Airlock's runtime, rather than as a raw image)`);
-  else if (!(await presentIn(root, HELPER_NODE)) && !(await onPath(root, env, 'node'))) missing.push(`a Node to run the helper (${HELPER_NODE} or node on the PATH)`);
+  else if (!(await presentIn(root, HELPER_NODE)) || !(await presentIn(root, HELPER_LOADER))) missing.push(`Airlock's own Node and loader (${HELPER_NODE}, ${HELPER_LOADER}; an image derived by an older Airlock: let this one derive it again)`);
   if (!(await presentIn(root, '/usr/bin/setpriv'))) missing.push('/usr/bin/setpriv (util-linux), which drops the helper\'s privileges');
   if (!(await onPath(root, env, 'perl')) && !(await onPath(root, env, 'python3'))) missing.push('perl or python3, which reseed the kernel\'s random pool of each VM restored from a snapshot');
+  if (await presentIn(root, LOADER_PRELOAD_FILE)) {
+    // Every glibc loader reads it, Airlock's own included: its libraries would load into the root helper.
+    throw new AirlockError(
+      'IMAGE_INCOMPATIBLE',
+      `${image} has ${LOADER_PRELOAD_FILE}, which would load its libraries into Airlock's helper (root in the VM). Remove that file from the image (it is for debugging a system, never for a sandbox) and rebuild it.`,
+      { field: 'isolation' },
+    );
+  }
   if (missing.length) {
     throw new AirlockError(
       'IMAGE_INCOMPATIBLE',

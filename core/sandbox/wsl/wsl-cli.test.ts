@@ -48,9 +48,11 @@ describe('wsl.exe CLI (recorded behaviour, not run on Windows)', () => {
     // left (never DAC_READ_SEARCH), nothing inheritable, no groups, no_new_privs; its clean environment names the agent's user.
     expect(script).toContain(
       'exec prlimit --nproc=256:256 -- setpriv --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all,+setuid,+setgid,+kill ' +
-        'env -i AIRLOCK_AGENT_USER=1000:1000 HOME=/home/airlock PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 node /opt/airlock/helper.js',
+        'env -i AIRLOCK_AGENT_USER=1000:1000 HOME=/home/airlock PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 /opt/airlock/lib/ld.so --inhibit-cache --library-path /opt/airlock/lib /opt/airlock/node/node --openssl-config=/dev/null /opt/airlock/helper.js',
     );
     expect(script).not.toMatch(/--reuid|--regid|--init-groups/);
-    expect(script).toMatch(/node \/opt\/airlock\/helper\.js'$/);
+    // Airlock's own loader and Node by absolute path, never a `node` from the distribution's PATH.
+    expect(script).toMatch(/ \/opt\/airlock\/lib\/ld\.so --inhibit-cache --library-path \/opt\/airlock\/lib \/opt\/airlock\/node\/node --openssl-config=\/dev\/null \/opt\/airlock\/helper\.js'$/);
+    expect(script).not.toMatch(/ node /);
   });
 });

@@ -9,10 +9,14 @@
  * namespace (`unshare --net`: only `lo`); the helper keeps uid 0 with four capabilities and runs
  * every command as the image's non-root user (see wslHelperScript).
  */
-import { HELPER_CAPS } from '../docker/container-config';
+import { HELPER_CAPS, HELPER_COMMAND } from '../docker/container-config';
 
 export const WSL_DISTRO_PREFIX = 'airlock-';
-export const WSL_HELPER = ['node', '/opt/airlock/helper.js'];
+/**
+ * The helper's command: the Docker sandbox's, Airlock's own loader and Node by absolute path, never a
+ * `node` from the distribution's PATH; it starts under `env -i` with Airlock's variables only (§2.3).
+ */
+export const WSL_HELPER = [...HELPER_COMMAND];
 
 export function distroName(runId: string): string {
   return `${WSL_DISTRO_PREFIX}${runId}`;

@@ -32,6 +32,13 @@ async function entriesOf(tar: Buffer): Promise<Map<string, { body: string; mode?
 }
 
 describe('prepareWslRootfs (runs here: a real tar through tar-stream)', () => {
+  it('refuses an image with /etc/ld.so.preload, naming it (every glibc loader reads it, the root helper\'s too)', async () => {
+    const input = await tarOf([{ name: 'etc/', type: 'directory', mode: 0o755 }, { name: 'etc/ld.so.preload', body: '/hostile/hook.so\n' }, { name: 'opt/airlock/helper.js', body: 'x' }]);
+    const sink = new PassThrough();
+    sink.resume();
+    await expect(prepareWslRootfs(Readable.from([input]), sink)).rejects.toMatchObject({ kind: 'IMAGE_INCOMPATIBLE', message: expect.stringMatching(/\/etc\/ld\.so\.preload/) });
+  });
+
   it('copies every entry unchanged and installs wsl.conf with automount and interop off', async () => {
     const input = await tarOf([
       { name: 'etc/', type: 'directory', mode: 0o755 },

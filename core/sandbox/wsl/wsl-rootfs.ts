@@ -1,6 +1,8 @@
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
+import { AirlockError } from '../../../contracts/errors';
+import { LOADER_PRELOAD_FILE } from '../docker/container-config';
 import { withImageFilesystem } from '../docker/image-export';
 
 /**
@@ -88,7 +90,7 @@ function ownedByRoot(header: Header): Header {
  * Turns the image's root filesystem tar (`docker export`) into the tar `wsl --import` takes: every
  * entry copied unchanged (owners, modes, links) except that /airlock is made root's (ownedByRoot),
  * /etc/wsl.conf, /etc/wsl-distribution.conf and /etc/hosts replaced, and the optional busybox added
- * (the image has `ip` itself). Streams: the
+ * (the image has `ip` itself); an image with /etc/ld.so.preload is refused. Streams: the
  * image is never held in memory.
  */
 export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, opts: WslRootfsOptions = {}): Promise<void> {
@@ -96,6 +98,12 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
   const out = pack();
   let stateDirSeen = false;
   ex.on('entry', (header: Header, stream, next) => {
+    if (normalize(header.name) === normalize(LOADER_PRELOAD_FILE)) {
+      // Every glibc loader reads it, Airlock's own included: its libraries would load into the root helper (§2.3).
+      stream.on('error', () => undefined); // the entry ends with the extract's error, reported below
+      ex.destroy(new AirlockError('IMAGE_INCOMPATIBLE', `The image has ${LOADER_PRELOAD_FILE}, which would load its libraries into Airlock's helper (root in the distribution). Remove that file from the image and rebuild it.`));
+      return;
+    }
     if (REPLACED.has(normalize(header.name))) {
       stream.on('end', next);
       stream.resume();
@@ -118,7 +126,14 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
     }
     out.finalize();
   });
-  await Promise.all([pipeline(input, ex), pipeline(out, output)]);
+  // A refused entry ends the output too, and the first cause is what the caller sees.
+  const reading = pipeline(input, ex).catch((err: unknown) => {
+    out.destroy(err instanceof Error ? err : new Error(String(err)));
+    throw err;
+  });
+  const [read, written] = await Promise.allSettled([reading, pipeline(out, output)]);
+  if (read.status === 'rejected') throw read.reason;
+  if (written.status === 'rejected') throw written.reason;
 }
 
 /**

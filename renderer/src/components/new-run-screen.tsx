@@ -186,6 +186,7 @@ export function NewRunScreen() {
               {NETWORK_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
             </select>
             {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
+            {d.network === 'allowlist' && <input type="text" aria-label="Internal hosts" title="Allowed hosts that may resolve to private (LAN) addresses: exact names, e.g. a company git server" placeholder="internal hosts (LAN), e.g. git.corp.example.com" value={d.internalHosts ?? ''} onChange={(e) => set({ internalHosts: e.target.value })} />}
             {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
           </div>
           {d.network === 'allowlist' && <GatewayFields />}

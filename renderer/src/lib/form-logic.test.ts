@@ -68,6 +68,10 @@ describe('New run: Start', () => {
     expect(input.customCommand).toBeUndefined();
     expect(input.limits?.budgetTokens).toBeUndefined();
     expect(startInputOf({ ...DRAFT, network: 'open' }, 'none').allowlist).toBeUndefined();
+    // Internal hosts go with the allow-list policy only.
+    expect(startInputOf({ ...DRAFT, internalHosts: ' git.corp.test, npm.corp.test ' }, 50).internalHosts).toEqual(['git.corp.test', 'npm.corp.test']);
+    expect(startInputOf({ ...DRAFT, network: 'open', internalHosts: 'git.corp.test' }, 50).internalHosts).toBeUndefined();
+    expect(startInputOf(DRAFT, 50).internalHosts).toBeUndefined();
     expect(startInputOf({ ...DRAFT, agent: 'custom' }, 50).customCommand).toBe('aider');
     // A limit under ten seconds is raised to ten; an empty one is the default half hour.
     expect(startInputOf({ ...DRAFT, timeoutMin: '0.01' }, 50).limits?.timeoutSec).toBe(10);

@@ -18,6 +18,8 @@ export interface NewRunDraft {
   network: NetworkPolicy;
   /** Domains, space separated. */
   allowlist: string;
+  /** Allowed hosts that may resolve to private (LAN) addresses, space separated (docs/architecture.md §2.8). */
+  internalHosts?: string;
   timeoutMin: string;
   budgetTokens: string;
   budgetUsd: string;
@@ -137,6 +139,7 @@ export const useNewRunForm = create<NewRunFormState>()(
             isolation: input.isolation ?? 'container',
             network: input.network ?? 'none',
             allowlist: (input.allowlist ?? []).join(' '),
+            ...(input.internalHosts?.length ? { internalHosts: input.internalHosts.join(' ') } : {}),
             timeoutMin: String(Math.max(1, Math.round((input.limits?.timeoutSec ?? 1800) / 60))),
             budgetTokens: input.limits?.budgetTokens !== undefined ? String(input.limits.budgetTokens) : '',
             budgetUsd: input.limits?.budgetUsd !== undefined ? String(input.limits.budgetUsd) : '',

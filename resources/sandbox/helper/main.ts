@@ -59,15 +59,16 @@ let shuttingDown = false;
 const mux: Mux = new Mux(input, output, {
   control: (message) => onControl(message),
   data: (streamId, type, payload) => {
-    if (type !== FrameType.data) return;
-    const proc = processes.get(streamId);
+    const proc = type === FrameType.data ? processes.get(streamId) : undefined;
     if (proc) {
       proc.write(payload);
       return;
     }
-    const sink = sinks.get(streamId);
+    const sink = type === FrameType.data ? sinks.get(streamId) : undefined;
     if (sink) sink.remoteData(payload);
-    else mux.consumed(streamId, payload.length);
+    // A stream nobody here knows (finished, or never opened): dropped uncredited, and no state is
+    // kept for it (an acknowledgement would put it back in the mux's books for good).
+    else if (!processes.get(streamId)) mux.discard(streamId);
   },
   end: (streamId) => {
     const proc = processes.get(streamId);
@@ -203,7 +204,7 @@ async function handle(req: Request): Promise<unknown> {
       watches.delete(req.watchId);
       return {};
     case 'listen':
-      return tcp.listen(req.listenerId, req.port);
+      return tcp.listen(req.listenerId, req.port, req.maxConnections);
     case 'unlisten':
       tcp.unlisten(req.listenerId);
       return {};
@@ -211,7 +212,7 @@ async function handle(req: Request): Promise<unknown> {
       await tcp.connect(req.stream, req.port);
       return {};
     case 'stats':
-      return { streams: tcp.openStreams, sinks: sinks.size };
+      return { streams: tcp.openStreams, sinks: sinks.size, mux: mux.trackedStreams };
   }
 }
 

@@ -5,6 +5,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { Mux } from '../../../core/channel/mux';
 import { ChannelDuplex, joinSocket, type StreamSink } from '../../../core/channel/channel-duplex';
+import { ACCEPT_WAIT_MS, MAX_WAITING_CONNECTIONS } from '../../../core/channel/protocol';
 import { HelperError } from './errors';
 
 export interface StreamRegistry {
@@ -17,8 +18,79 @@ export interface StreamRegistry {
 
 // Ports (0..65535 to listen, 1..65535 to connect) were checked on arrival with the request's one definition (protocol.ts).
 
+/**
+ * One exposed host service's connections at its cap (docs/architecture.md §4): at most `limit`
+ * accepted (each holds one of the host's slots until its stream is finished), the rest waiting in
+ * order, paused and unread (the kernel holds their bytes, not the helper), for at most
+ * ACCEPT_WAIT_MS. The channel is ordered and this count drops no earlier than the host's, so a
+ * connection accepted here always finds a slot on the host: a busy client waits, it is not reset.
+ */
+class ServiceSlots {
+  open = 0;
+  private readonly waiting: Array<{ socket: Socket; timer: NodeJS.Timeout }> = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly accept: (socket: Socket) => void,
+    private readonly refuse: () => void,
+  ) {}
+
+  offer(socket: Socket): void {
+    if (this.open < this.limit && this.waiting.length === 0) {
+      this.accept(socket);
+      return;
+    }
+    if (this.waiting.length >= MAX_WAITING_CONNECTIONS) {
+      resetSocket(socket);
+      this.refuse();
+      return;
+    }
+    const entry = {
+      socket,
+      timer: setTimeout(() => {
+        this.drop(entry);
+        resetSocket(socket);
+        this.refuse();
+      }, ACCEPT_WAIT_MS),
+    };
+    // A client that gives up while waiting takes nothing with it.
+    socket.once('close', () => this.drop(entry));
+    socket.on('error', () => undefined);
+    this.waiting.push(entry);
+  }
+
+  /** A slot was given back: the longest-waiting connection still there takes it. */
+  release(): void {
+    this.open -= 1;
+    while (this.open < this.limit && this.waiting.length > 0) {
+      const entry = this.waiting.shift()!;
+      clearTimeout(entry.timer);
+      if (!entry.socket.destroyed) this.accept(entry.socket);
+    }
+  }
+
+  dispose(): void {
+    for (const entry of this.waiting.splice(0)) {
+      clearTimeout(entry.timer);
+      entry.socket.destroy();
+    }
+  }
+
+  private drop(entry: { socket: Socket; timer: NodeJS.Timeout }): void {
+    clearTimeout(entry.timer);
+    const i = this.waiting.indexOf(entry);
+    if (i >= 0) this.waiting.splice(i, 1);
+  }
+}
+
+function resetSocket(socket: Socket): void {
+  if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+  else socket.destroy();
+}
+
 export class TcpForwarding {
   private readonly servers = new Map<number, Server[]>();
+  private readonly slots = new Map<number, ServiceSlots>();
   /** Forwarded streams not yet finished: the helper's side of the host's slot accounting (§4). */
   private readonly open = new Set<number>();
 
@@ -27,14 +99,21 @@ export class TcpForwarding {
     private readonly streams: StreamRegistry,
   ) {}
 
-  async listen(listenerId: number, port: number): Promise<{ port: number }> {
+  /** `maxConnections`: the host's cap for this service; past it connections wait (ServiceSlots). */
+  async listen(listenerId: number, port: number, maxConnections?: number): Promise<{ port: number }> {
     if (this.servers.has(listenerId)) throw new HelperError('CONFLICT', `listener ${listenerId} already exists`);
-    const onConnection = (socket: Socket) => {
-      const streamId = this.streams.allocate();
-      this.mux.sendControl({ t: 'accept', listenerId, stream: streamId });
-      this.bridge(streamId, socket);
-      socket.resume();
-    };
+    const slots = new ServiceSlots(
+      maxConnections ?? Number.POSITIVE_INFINITY,
+      (socket) => {
+        slots.open += 1;
+        const streamId = this.streams.allocate();
+        this.mux.sendControl({ t: 'accept', listenerId, stream: streamId });
+        this.bridge(streamId, socket, () => slots.release());
+        socket.resume();
+      },
+      () => this.mux.sendControl({ t: 'refused', listenerId, count: 1 }),
+    );
+    const onConnection = (socket: Socket) => slots.offer(socket);
     const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
@@ -60,6 +139,7 @@ export class TcpForwarding {
       });
     });
     this.servers.set(listenerId, servers);
+    this.slots.set(listenerId, slots);
     return { port: actual };
   }
 
@@ -69,10 +149,11 @@ export class TcpForwarding {
   }
 
   /** Joins a socket to a channel stream; the stream's one finish (ChannelDuplex) releases both entries. */
-  private bridge(streamId: number, socket: Socket): ChannelDuplex {
+  private bridge(streamId: number, socket: Socket, onFinished?: () => void): ChannelDuplex {
     const duplex = new ChannelDuplex(this.mux, streamId, () => {
       this.open.delete(streamId);
       this.streams.unregister(streamId);
+      onFinished?.();
     });
     this.open.add(streamId);
     this.streams.register(streamId, duplex);
@@ -83,6 +164,8 @@ export class TcpForwarding {
   unlisten(listenerId: number): void {
     for (const server of this.servers.get(listenerId) ?? []) server.close();
     this.servers.delete(listenerId);
+    this.slots.get(listenerId)?.dispose();
+    this.slots.delete(listenerId);
   }
 
   async connect(streamId: number, port: number): Promise<void> {
@@ -103,5 +186,7 @@ export class TcpForwarding {
   dispose(): void {
     for (const servers of this.servers.values()) for (const server of servers) server.close();
     this.servers.clear();
+    for (const slots of this.slots.values()) slots.dispose();
+    this.slots.clear();
   }
 }

@@ -1,0 +1,82 @@
+/**
+ * The run MCP gateway's cost (docs/architecture.md §8, §20): `mcp.gateway.call` is one `tools/call` of
+ * a small tool made by the official SDK client through a run's gateway (token check, policy hook,
+ * forwarding over the gateway's own SDK client with the credential, scrubbing, the cap, the call
+ * event), against the same call made directly to the server by the same kind of client. Samples are
+ * interleaved so load drift on a shared machine hits both sides alike. The server is a real SDK server
+ * on loopback that requires a bearer token. The channel's forwarding, which the sandbox's calls also
+ * cross, is measured on its own by the proxy and channel rows.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Secret } from '../core/keys/secret';
+import { GATEWAY_PATH, openRunMcpGateway } from '../core/network/mcp-gateway/run-mcp-gateway';
+import { MCP_CANARY, startLoopbackMcpServer } from '../test/support/mcp-upstream';
+import { percentile, withRatio, type Benchmark } from './harness';
+
+const SAMPLES = Number(process.env.AIRLOCK_BENCH_MCP_CALLS ?? 400);
+const p50 = (xs: number[]) => percentile(xs, 50);
+
+async function client(url: string, token: string): Promise<Client> {
+  const c = new Client({ name: 'airlock-bench', version: '1' });
+  await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  return c;
+}
+
+/** A bare HTTP echo on loopback: what one extra hop costs on this machine right now (the gateway is one). */
+async function bareHop(): Promise<{ call(): Promise<unknown>; close(): void }> {
+  const server = createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (d: Buffer) => parts.push(d));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(Buffer.concat(parts)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  return { call: async () => (await fetch(url, { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } })).text(), close: () => server.close() };
+}
+
+const gatewayCall: Benchmark = {
+  name: 'mcp.gateway.call',
+  async run() {
+    const upstream = await startLoopbackMcpServer();
+    const gateway = await openRunMcpGateway({ runId: 'bench', servers: [{ entry: { name: 'demo', url: upstream.url, transport: 'http', auth: { type: 'bearer' }, addedAt: new Date().toISOString() }, credential: new Secret(MCP_CANARY) }] });
+    const direct = await client(upstream.url, MCP_CANARY);
+    const through = await client(`http://127.0.0.1:${gateway.port}${GATEWAY_PATH}`, gateway.token);
+    const args = { text: 'x'.repeat(200) };
+    const viaDirect = () => direct.callTool({ name: 'echo', arguments: args });
+    const viaGateway = () => through.callTool({ name: 'demo__echo', arguments: args });
+    const hop = await bareHop();
+    try {
+      for (let i = 0; i < 50; i++) {
+        await viaDirect();
+        await viaGateway();
+      }
+      const d: number[] = [];
+      const g: number[] = [];
+      const h: number[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        for (const [fn, out] of (i % 2 ? [[viaDirect, d], [viaGateway, g], [hop.call, h]] : [[viaGateway, g], [hop.call, h], [viaDirect, d]]) as Array<[() => Promise<unknown>, number[]]>) {
+          const t0 = performance.now();
+          await fn();
+          out.push(performance.now() - t0);
+        }
+      }
+      const added = p50(g) - p50(d);
+      return [
+        withRatio({ name: 'mcp.gateway.call', value: p50(g), unit: 'ms', baseline: p50(d), budget: '+≤ 2 ms', note: `p50 of ${SAMPLES} tools/call (200-byte argument) through a run's gateway vs the same call direct to the server (SDK clients, bearer server on loopback); p90 ${percentile(g, 90).toFixed(2)} vs ${percentile(d, 90).toFixed(2)} ms` }),
+        { name: 'mcp.gateway.call.added', value: added, unit: 'ms', budget: '≤ 2 ms', note: 'p50 through the gateway minus p50 direct' },
+        withRatio({ name: 'mcp.gateway.call.added.vs_hop', value: added, unit: 'ms', baseline: p50(h), note: 'the added latency against one bare loopback HTTP round trip (fetch → node:http echo) measured interleaved: the floor of any gateway that is a hop' }),
+      ];
+    } finally {
+      await through.close().catch(() => undefined);
+      await direct.close().catch(() => undefined);
+      gateway.dispose();
+      hop.close();
+      await upstream.close();
+    }
+  },
+};
+
+export const benchmarks: Benchmark[] = [gatewayCall];

@@ -1,0 +1,162 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { AirlockError } from '../../../contracts/errors';
+import { parseStoredJson } from '../../common/stored-json';
+import { airlockHome } from '../../common/paths';
+import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
+import { Secret } from '../../keys/secret';
+
+/**
+ * The user's MCP servers the run gateway may connect to (docs/architecture.md §20). The entry (name,
+ * URL, transport, how the credential is sent) is plain metadata in `<home>/mcp-servers.json`; the
+ * credential's value lives only in the OS keychain (account `mcp-server:<name>`), like provider keys
+ * and egress secrets, and never in a file Airlock writes.
+ */
+
+/** A server name: what `--mcp NAME` takes and what prefixes its tools in the sandbox. */
+export const MCP_SERVER_NAME = /^[a-z][a-z0-9-]{0,23}$/;
+
+/** How the credential travels to the server: `Authorization: Bearer <v>` or a named header. */
+export const McpAuthSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('none') }).strict(),
+  z.object({ type: z.literal('bearer') }).strict(),
+  z.object({ type: z.literal('header'), name: z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/) }).strict(),
+]);
+export type McpAuth = z.infer<typeof McpAuthSchema>;
+
+export const McpServerEntrySchema = z
+  .object({
+    name: z.string().regex(MCP_SERVER_NAME),
+    /** The server's endpoint: https, or http only to this machine's loopback. */
+    url: z.string().min(1).max(2000),
+    /** Streamable HTTP (the current transport) or the older HTTP+SSE one. */
+    transport: z.enum(['http', 'sse']),
+    auth: McpAuthSchema,
+    addedAt: z.string(),
+  })
+  .strict();
+export type McpServerEntry = z.infer<typeof McpServerEntrySchema>;
+
+const StoreFile = z.object({ version: z.literal(1), servers: z.array(McpServerEntrySchema) }).strict();
+
+/** What list shows: the entry and whether a credential is stored; never the value or a hint of it. */
+export interface McpServerSummary extends McpServerEntry {
+  hasCredential: boolean;
+}
+
+/** A server ready for a run's gateway: the entry and its credential (held as a Secret). */
+export interface ResolvedMcpServer {
+  entry: McpServerEntry;
+  credential?: Secret<string>;
+}
+
+/** Checks a server URL: https anywhere, plain http only to loopback (a local server). */
+export function checkServerUrl(text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new AirlockError('INVALID_INPUT', `"${text.slice(0, 200)}" is not a URL; give the server's endpoint, e.g. https://mcp.example.com/mcp`, { field: 'url' });
+  }
+  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) {
+    throw new AirlockError('INVALID_INPUT', `the server URL must be https (plain http only to this machine's loopback); got ${url.protocol}//${url.host}`, { field: 'url' });
+  }
+  if (url.username || url.password) throw new AirlockError('INVALID_INPUT', 'put the credential in the keychain (--auth bearer, value on stdin), not in the URL', { field: 'url' });
+  return url;
+}
+
+export class McpServerRegistry {
+  readonly file: string;
+  private readonly backend: KeyBackend;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(opts: { home?: string; backend?: KeyBackend; service?: string } = {}) {
+    this.file = path.join(opts.home ?? airlockHome(), 'mcp-servers.json');
+    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+  }
+
+  /** Adds (or replaces) a server; the credential goes to the keychain only. */
+  async add(input: { name: string; url: string; transport?: 'http' | 'sse'; auth: McpAuth }, credential?: string): Promise<McpServerEntry> {
+    if (!MCP_SERVER_NAME.test(input.name)) throw new AirlockError('INVALID_INPUT', 'a server name is lower-case letters, digits and - (up to 24), starting with a letter', { field: 'name' });
+    const url = checkServerUrl(input.url);
+    const auth = McpAuthSchema.parse(input.auth);
+    const value = credential?.replace(/\r?\n$/, '');
+    if (auth.type !== 'none' && (!value || value.length < 4 || value.length > 16_384 || /[\r\n\0]/.test(value))) {
+      throw new AirlockError('INVALID_INPUT', 'the credential must be one line of 4 to 16384 characters (pipe it on stdin)');
+    }
+    const entry: McpServerEntry = { name: input.name, url: url.href, transport: input.transport ?? 'http', auth, addedAt: new Date().toISOString() };
+    return this.serialized(async () => {
+      if (auth.type !== 'none') {
+        await this.backend.probe();
+        await this.backend.set(account(entry.name), value as string);
+      } else await this.backend.delete(account(entry.name)).catch(() => false);
+      const all = (await this.read()).filter((s) => s.name !== entry.name);
+      await this.write([...all, entry]);
+      return entry;
+    });
+  }
+
+  async list(): Promise<McpServerSummary[]> {
+    const all = await this.read();
+    return Promise.all(all.map(async (s) => ({ ...s, hasCredential: s.auth.type !== 'none' && (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
+  }
+
+  /** Removes the entry and its credential; false when there was neither. */
+  async remove(name: string): Promise<boolean> {
+    return this.serialized(async () => {
+      const all = await this.read();
+      const had = all.some((s) => s.name === name);
+      const deleted = await this.backend.delete(account(name)).catch(() => false);
+      if (had) await this.write(all.filter((s) => s.name !== name));
+      return had || deleted;
+    });
+  }
+
+  /** The entries and credentials for a run's chosen servers; an unknown name or a missing credential is an error. */
+  async resolve(names: readonly string[]): Promise<ResolvedMcpServer[]> {
+    const all = await this.read();
+    const out: ResolvedMcpServer[] = [];
+    for (const name of [...new Set(names)]) {
+      const entry = all.find((s) => s.name === name);
+      if (!entry) throw new AirlockError('NOT_FOUND', `no MCP server named "${name}"; add it with \`airlock mcp-servers add ${name} --url URL --auth bearer\` (the token on stdin)`, { field: 'mcpServers' });
+      if (entry.auth.type === 'none') {
+        out.push({ entry });
+        continue;
+      }
+      const value = await this.backend.get(account(name));
+      if (value === undefined) throw new AirlockError('NOT_FOUND', `the credential of MCP server "${name}" is missing from the keychain; add the server again (\`airlock mcp-servers add ${name} …\`)`, { field: 'mcpServers' });
+      out.push({ entry, credential: new Secret(value) });
+    }
+    return out;
+  }
+
+  private async read(): Promise<McpServerEntry[]> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    return parseStoredJson(StoreFile, this.file, text, 'fix or remove it (it holds no credentials; those stay in the keychain).').servers;
+  }
+
+  private async write(servers: McpServerEntry[]): Promise<void> {
+    await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    await writeFile(tmp, `${JSON.stringify({ version: 1, servers }, null, 2)}\n`, { mode: 0o600 });
+    await rename(tmp, this.file);
+  }
+
+  private serialized<T>(op: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(op, op);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+function account(name: string): string {
+  return `mcp-server:${name}`;
+}

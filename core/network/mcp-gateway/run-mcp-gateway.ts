@@ -1,0 +1,315 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { AirlockError } from '../../../contracts/errors';
+import { APP_VERSION } from '../../common/app-version';
+import { Emitter, type Disposable, type Event } from '../../common/disposable';
+import { debugLog } from '../../common/debug-log';
+import { RunTokenRegistry, presentedToken } from '../../proxy/run-tokens';
+import { secretForms } from '../gateway/secret-scrub';
+import type { ResolvedMcpServer } from './mcp-server-registry';
+
+/**
+ * A run's MCP gateway (docs/architecture.md §20): one Streamable HTTP endpoint on the host's loopback,
+ * reached from the sandbox only through the channel, under a token minted for the run. Behind it the
+ * gateway holds one SDK client per server the user enabled for the run, each with its credential
+ * from the keychain; the sandbox sees the servers' tools (prefixed `<server>__`) and their answers,
+ * scrubbed of every credential, never a credential itself.
+ */
+
+/** The path the sandbox is given: `http://127.0.0.1:<port>/mcp`. */
+export const GATEWAY_PATH = '/mcp';
+/** Separates the server's name from its tool's in the names the sandbox sees. */
+export const TOOL_SEPARATOR = '__';
+/** What stands where a credential was in anything the gateway sends into the sandbox. */
+export const SCRUBBED = '[airlock: credential removed]';
+/** Largest answer (JSON) a call passes into the sandbox; a larger one becomes a tool error. */
+export const MAX_RESULT_BYTES = 1024 * 1024;
+/** Largest JSON-RPC request the sandbox may send. */
+const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** Sessions the sandbox may hold open at once (an agent needs one or two). */
+const MAX_SESSIONS = 16;
+/** Tools one server may offer the run (a longer list is cut, and the record says so). */
+const MAX_TOOLS_PER_SERVER = 200;
+/** How long the gateway waits for a server to connect and for one call to answer. */
+const CONNECT_TIMEOUT_MS = 30_000;
+const CALL_TIMEOUT_MS = 10 * 60_000;
+/** A tool name the Anthropic and OpenAI APIs both take, with the server's prefix. */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** What the policy decides for one call. */
+export type McpDecision = 'allow' | 'deny';
+
+/** One tool the gateway serves, as the host knows it (from the server, through the host's SDK client). */
+export interface GatewayTool {
+  server: string;
+  /** The tool's name at its server. */
+  tool: string;
+  /** The name the sandbox sees: `<server>__<tool>`. */
+  name: string;
+  /** SHA-256 of the tool's description, input schema and annotations, as the server gave them. */
+  descriptionHash: string;
+  annotations: { readOnlyHint?: boolean; destructiveHint?: boolean; openWorldHint?: boolean };
+  /** The definition as served (scrubbed). */
+  definition: Tool;
+}
+
+/** A finished call, for the run's audit and live view. Arguments and results are digests and sizes only. */
+export interface McpCallEvent {
+  server: string;
+  tool: string;
+  /** SHA-256 of the arguments' JSON as the sandbox sent them. */
+  argsSha256: string;
+  argsBytes: number;
+  decision: McpDecision;
+  /** Who decided: `policy` (the tool's rule), `user` (an answer to a question), `timeout`. */
+  by?: string;
+  /** Why it was refused or failed (no arguments, no result text). */
+  reason?: string;
+  /** Bytes of the answer passed into the sandbox (after scrubbing and the cap). */
+  resultBytes: number;
+  /** The answer was a tool error (the server's, the policy's or the cap's). */
+  isError: boolean;
+  /** The answer was over MAX_RESULT_BYTES and replaced by an error. */
+  capped?: true;
+  durationMs: number;
+}
+
+/** Decides a call before it is forwarded (the run's per-tool policy); absent: every call is allowed. */
+export type McpCallPolicy = (tool: GatewayTool, call: { argsSha256: string }) => Promise<{ decision: McpDecision; reason?: string }>;
+
+export interface RunMcpGateway extends Disposable {
+  /** The run token the sandbox presents (`Authorization: Bearer`). Never log it. */
+  readonly token: string;
+  /** The gateway's port on the host's loopback. */
+  readonly port: number;
+  readonly tools: readonly GatewayTool[];
+  /** What the run records: each server, where it is, how many tools it serves, what was left out. */
+  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse'; tools: number; skipped?: string[] }> };
+  readonly onDidCall: Event<McpCallEvent>;
+  /** A new connection to the gateway, for the channel (`exposeHostService`). */
+  connect(): Socket;
+}
+
+interface Upstream {
+  name: string;
+  client: Client;
+}
+
+/** Replaces every encoded form of every credential in `text`. */
+export function scrubText(text: string, forms: readonly string[]): string {
+  let out = text;
+  for (const f of forms) if (out.includes(f)) out = out.split(f).join(SCRUBBED);
+  return out;
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** The headers a server's credential travels in. */
+function authHeaders(server: ResolvedMcpServer): Record<string, string> {
+  const auth = server.entry.auth;
+  const value = server.credential?.reveal();
+  if (auth.type === 'none' || value === undefined) return {};
+  return auth.type === 'bearer' ? { Authorization: `Bearer ${value}` } : { [auth.name]: value };
+}
+
+async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[]): Promise<Upstream> {
+  const url = new URL(server.entry.url);
+  const requestInit: RequestInit = { headers: authHeaders(server) };
+  const transport = server.entry.transport === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
+  const client = new Client({ name: 'airlock-mcp-gateway', version: APP_VERSION }, { capabilities: {} });
+  try {
+    await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    // The server's words may echo what it was sent: scrubbed before they reach a record or a screen.
+    const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 300);
+    throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (${url.origin}) could not be reached: ${why}. Check the server (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
+  }
+  return { name: server.entry.name, client };
+}
+
+async function listAll(up: Upstream): Promise<{ tools: Tool[]; cut: boolean }> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 50; page++) {
+    const res = await up.client.listTools(cursor ? { cursor } : {}, { timeout: CONNECT_TIMEOUT_MS });
+    tools.push(...res.tools);
+    if (tools.length > MAX_TOOLS_PER_SERVER) return { tools: tools.slice(0, MAX_TOOLS_PER_SERVER), cut: true };
+    cursor = res.nextCursor;
+    if (!cursor) break;
+  }
+  return { tools, cut: false };
+}
+
+/** The hash a description is pinned by: what the model reads about the tool and what it may send. */
+export function toolDescriptionHash(tool: Pick<Tool, 'description' | 'inputSchema' | 'annotations' | 'title'>): string {
+  return sha256(JSON.stringify([tool.title ?? null, tool.description ?? null, tool.inputSchema ?? null, tool.annotations ?? null]));
+}
+
+function errorResult(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
+}
+
+/**
+ * Connects to the run's servers (each with its credential), lists their tools and starts the gateway
+ * on 127.0.0.1. A server that cannot be reached fails the whole gateway: a run asked for it by name.
+ */
+export async function openRunMcpGateway(opts: { runId: string; servers: ResolvedMcpServer[]; policy?: McpCallPolicy }): Promise<RunMcpGateway> {
+  // Every encoded form of every credential: what must never pass into the sandbox.
+  const forms = [...new Set(opts.servers.flatMap((s) => (s.credential ? secretForms(s.credential.reveal()) : [])))].sort((a, b) => b.length - a.length);
+  const upstreams: Upstream[] = [];
+  const closeUpstreams = () => Promise.all(upstreams.map((u) => u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'))));
+  const tools: GatewayTool[] = [];
+  const record: RunMcpGateway['record'] = { servers: [] };
+  try {
+    for (const server of opts.servers) {
+      const up = await connectUpstream(server, forms);
+      upstreams.push(up);
+      const { tools: listed, cut } = await listAll(up);
+      const skipped: string[] = [];
+      for (const t of listed) {
+        const name = `${server.entry.name}${TOOL_SEPARATOR}${t.name}`;
+        if (!TOOL_NAME.test(name) || tools.some((x) => x.name === name)) {
+          skipped.push(scrubText(t.name, forms).slice(0, 80));
+          continue;
+        }
+        // What the sandbox reads is scrubbed like any answer: a description can echo a credential too.
+        const served = JSON.parse(scrubText(JSON.stringify({ ...t, name }), forms)) as Tool;
+        const a = t.annotations ?? {};
+        tools.push({
+          server: server.entry.name,
+          tool: t.name,
+          name,
+          descriptionHash: toolDescriptionHash(t),
+          annotations: { ...(a.readOnlyHint !== undefined ? { readOnlyHint: a.readOnlyHint } : {}), ...(a.destructiveHint !== undefined ? { destructiveHint: a.destructiveHint } : {}), ...(a.openWorldHint !== undefined ? { openWorldHint: a.openWorldHint } : {}) },
+          definition: served,
+        });
+      }
+      if (cut) skipped.push(`(more than ${MAX_TOOLS_PER_SERVER} tools: the rest)`);
+      const origin = new URL(server.entry.url).origin;
+      record.servers.push({ name: server.entry.name, origin, transport: server.entry.transport, tools: listed.length - skipped.length + (cut ? 1 : 0), ...(skipped.length ? { skipped } : {}) });
+    }
+  } catch (err) {
+    await closeUpstreams();
+    throw err;
+  }
+
+  const calls = new Emitter<McpCallEvent>();
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  const clientOf = new Map(upstreams.map((u) => [u.name, u.client]));
+
+  const callTool = async (name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult> => {
+    const started = Date.now();
+    const argsJson = JSON.stringify(args ?? {});
+    const base = { argsSha256: sha256(argsJson), argsBytes: Buffer.byteLength(argsJson) };
+    const tool = byName.get(name);
+    if (!tool) return errorResult(`no tool named "${name.slice(0, 100)}" in this run's MCP gateway`);
+    const finish = (result: CallToolResult, decision: McpDecision, extra: { reason?: string; capped?: true } = {}): CallToolResult => {
+      const resultBytes = Buffer.byteLength(JSON.stringify(result));
+      calls.fire({ server: tool.server, tool: tool.tool, ...base, decision, resultBytes, isError: result.isError === true, durationMs: Date.now() - started, ...extra });
+      return result;
+    };
+    const verdict = opts.policy ? await opts.policy(tool, { argsSha256: base.argsSha256 }) : { decision: 'allow' as const };
+    if (verdict.decision === 'deny') return finish(errorResult(`Airlock refused this call to ${tool.server}/${tool.tool}: ${verdict.reason ?? 'denied by policy'}`), 'deny', verdict.reason ? { reason: verdict.reason } : {});
+    const client = clientOf.get(tool.server) as Client;
+    let raw: unknown;
+    try {
+      raw = await client.callTool({ name: tool.tool, arguments: args ?? {} }, undefined, { timeout: CALL_TIMEOUT_MS });
+    } catch (err) {
+      const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 500);
+      return finish(errorResult(`the MCP server "${tool.server}" failed: ${why}`), 'allow', { reason: why.slice(0, 200) });
+    }
+    const text = scrubText(JSON.stringify(raw), forms);
+    if (Buffer.byteLength(text) > MAX_RESULT_BYTES) {
+      return finish(errorResult(`the answer of ${tool.server}/${tool.tool} (${Buffer.byteLength(text)} bytes) is over Airlock's cap of ${MAX_RESULT_BYTES} bytes and was not passed on; ask for less`), 'allow', { capped: true, reason: 'result over the cap' });
+    }
+    return finish(JSON.parse(text) as CallToolResult, 'allow');
+  };
+
+  const listed = tools.map((t) => t.definition);
+  const newServer = () => {
+    const server = new Server({ name: 'airlock', version: APP_VERSION }, { capabilities: { tools: {} }, instructions: 'Tools of the MCP servers the user enabled for this Airlock run; each name starts with its server.' });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+    server.setRequestHandler(CallToolRequestSchema, (req) => callTool(req.params.name, req.params.arguments));
+    return server;
+  };
+
+  const tokens = new RunTokenRegistry();
+  const { token } = tokens.issue({ runId: opts.runId, providers: [] });
+  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: Server }>();
+  const refuse = (res: ServerResponse, status: number, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+  };
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    // Only the sandbox's agent talks to the gateway: never a web page, never without the run's token.
+    if (req.headers.origin !== undefined) return refuse(res, 403, 'Forbidden: requests from web pages are refused.');
+    if (!tokens.check(presentedToken(req.headers))) return refuse(res, 401, "Unauthorized: send 'Authorization: Bearer <the run's MCP token>'.");
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== GATEWAY_PATH) return refuse(res, 404, `Not found: the MCP endpoint is ${GATEWAY_PATH}.`);
+    const sessionId = req.headers['mcp-session-id'];
+    const known = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
+    if (known) return known.transport.handleRequest(req, res);
+    if (sessionId !== undefined) return refuse(res, 404, 'Unknown or ended MCP session; initialize a new one.');
+    if (req.method !== 'POST') return refuse(res, 400, 'Start with an initialize request (POST).');
+    if (sessions.size >= MAX_SESSIONS) return refuse(res, 429, `Too many MCP sessions open (${MAX_SESSIONS}); end one first.`);
+    const server = newServer();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      maxRequestBodySize: MAX_REQUEST_BYTES,
+      onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+    if (!transport.sessionId) await server.close().catch(() => undefined);
+  };
+  const http = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      debugLog.swallow('mcp-gateway.request')(err);
+      if (!res.headersSent) refuse(res, 500, 'Internal error');
+      else res.destroy();
+    });
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      http.once('error', reject);
+      http.listen(0, '127.0.0.1', () => resolve());
+    });
+  } catch (err) {
+    await closeUpstreams();
+    throw err;
+  }
+  const port = (http.address() as AddressInfo).port;
+  let disposed = false;
+  return {
+    token,
+    port,
+    tools,
+    record,
+    onDidCall: calls.event,
+    connect: () => netConnect(port, '127.0.0.1'),
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      // The token dies first: nothing presented after this is served.
+      tokens.clear();
+      calls.dispose();
+      for (const { server } of sessions.values()) void server.close().catch(() => undefined);
+      sessions.clear();
+      http.closeAllConnections();
+      http.close();
+      void closeUpstreams();
+    },
+  };
+}
