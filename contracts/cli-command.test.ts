@@ -17,14 +17,14 @@ describe('cliCommandFor', () => {
       {
         projectDir: '/home/me/my project', task: "Fix the user's bug; then `rm -rf $HOME`", agent: 'builtin', provider: 'anthropic', model: 'claude-opus-4-5',
         approval: 'ask', isolation: 'gvisor', network: 'allowlist', allowlist: ['preset:npm', 'github.com'], egressRules: ['github.com read-only', 'api.github.com git-push=agent/'],
-        secrets: ['gh'], networkApprovals: 'deny', gitHistory: 'all', limits: { timeoutSec: 600, budgetTokens: 50_000 }, check: { command: 'npm test -- --run' },
+        secrets: ['gh'], internalHosts: ['git.corp.example.com'], mcpServers: ['linear'], networkApprovals: 'deny', gitHistory: 'all', limits: { timeoutSec: 600, budgetTokens: 50_000 }, check: { command: 'npm test -- --run' },
       },
       [{ agent: 'builtin', provider: 'anthropic', model: 'claude-opus-4-5' }, { agent: 'codex', provider: 'openai', model: 'gpt-5' }],
     );
     expect(await bashWords(line.replace(/^airlock run /, ''))).toEqual([
       '/home/me/my project', '--task', "Fix the user's bug; then `rm -rf $HOME`", '--provider', 'anthropic', '--model', 'claude-opus-4-5', '--approve-commands',
       '--isolation', 'gvisor', '--network', 'allowlist', '--allow', 'preset:npm', '--allow', 'github.com', '--rule', 'github.com read-only', '--rule', 'api.github.com git-push=agent/',
-      '--secret', 'gh', '--network-approvals', 'deny', '--git-history', 'all', '--timeout', '600', '--budget-tokens', '50000', '--check', 'npm test -- --run',
+      '--secret', 'gh', '--internal-host', 'git.corp.example.com', '--network-approvals', 'deny', '--mcp', 'linear', '--git-history', 'all', '--timeout', '600', '--budget-tokens', '50000', '--check', 'npm test -- --run',
       '--attempts', 'builtin:anthropic/claude-opus-4-5,codex:openai/gpt-5',
     ]);
   });

@@ -28,8 +28,10 @@ export function cliCommandFor(input: StartRunInput, attempts?: readonly AttemptS
     for (const a of input.allowlist ?? []) flag('allow', a);
     for (const r of input.egressRules ?? []) flag('rule', r);
     for (const s of input.secrets ?? []) flag('secret', s);
+    for (const h of input.internalHosts ?? []) flag('internal-host', h);
     if (input.networkApprovals === 'deny') flag('network-approvals', 'deny');
   }
+  for (const m of input.mcpServers ?? []) flag('mcp', m);
   if (input.environment) flag('environment', input.environment);
   if (input.trustEnvironment) flag('trust-environment');
   if (input.gitHistory !== undefined && input.gitHistory !== DEFAULT_GIT_HISTORY) flag('git-history', input.gitHistory);
