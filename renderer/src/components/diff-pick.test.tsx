@@ -143,3 +143,23 @@ describe('line picking in the split layout', () => {
     expect(inUnified).toEqual({ path: 'f.txt', lines: ['-3', '+2', '+3', '-5', '+11'] });
   });
 });
+
+describe('diff layout switch', () => {
+  it('is offered for text lines only: not for an image or a binary', async () => {
+    const { DiffViewer } = await import('./diff-viewer');
+    const { setApi } = await import('../api');
+    // The image preview asks for the image's bytes; none are needed to see the switch is gone.
+    setApi({ call: () => new Promise(() => undefined), on: () => () => undefined, onConnectionChange: () => () => undefined } as unknown as Parameters<typeof setApi>[0]);
+    const { useDiffStore, diffKey } = await import('../stores/diff-store');
+    const binary: FileDiff = { path: 'data.bin', status: 'modified', binary: true, tooLarge: false, diff: '' };
+    useDiffStore.setState({ loadFile: async () => undefined, diffs: { [diffKey('r-1', 'f.txt')]: DIFF, [diffKey('r-1', 'data.bin')]: binary, [diffKey('r-1', 'logo.png')]: { ...binary, path: 'logo.png' } } });
+    const { unmount } = render(<DiffViewer runId="r-1" path="f.txt" />);
+    expect(screen.queryByRole('radiogroup', { name: 'Diff layout' })).not.toBeNull();
+    unmount();
+    for (const path of ['data.bin', 'logo.png']) {
+      const view = render(<DiffViewer runId="r-1" path={path} />);
+      expect(screen.queryByRole('radiogroup', { name: 'Diff layout' })).toBeNull();
+      view.unmount();
+    }
+  });
+});

@@ -147,14 +147,18 @@ export function DiffViewer({ runId, path, scope, pick, comments }: { runId: stri
     if (path) void useDiffStore.getState().loadFile(runId, path, scope);
   }, [runId, path, scope]);
   if (!path) return <div className="empty">Select a file to see its diff.</div>;
+  // Unified and split are layouts of text lines: an image or a binary has none.
+  const hasLines = !isImagePath(path) && entry !== undefined && !('error' in entry) && !entry.binary && entry.diff !== '';
   return (
     <div className="stack" style={{ minHeight: 0, flex: 1 }}>
       <div className="row spread">
         <span className="mono">{path}</span>
-        <div className="row" role="radiogroup" aria-label="Diff layout">
-          <button className="btn small" aria-pressed={mode === 'unified'} onClick={() => setMode('unified')}>Unified</button>
-          <button className="btn small" aria-pressed={mode === 'split'} onClick={() => setMode('split')}>Split</button>
-        </div>
+        {hasLines && (
+          <div className="row" role="radiogroup" aria-label="Diff layout">
+            <button className="btn small" aria-pressed={mode === 'unified'} onClick={() => setMode('unified')}>Unified</button>
+            <button className="btn small" aria-pressed={mode === 'split'} onClick={() => setMode('split')}>Split</button>
+          </div>
+        )}
       </div>
       {isImagePath(path) && <ImageDiff runId={runId} path={path} {...scopeArgs(scope)} />}
       <div className="diff" aria-label={`Diff of ${path}`}>
