@@ -175,28 +175,40 @@ export function NewRunScreen() {
         </div>
         <label htmlFor="r-isolation">Isolation</label>
         <div className="stack" style={{ gap: 4 }}>
-          <div className="row">
-            <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: ISOLATION_OPTIONS.parse(e.target.value) })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined}>
-              {ISOLATION_OPTIONS.options.map((o) => {
-                const blocked = (o.value === 'gvisor' && gvisorBlocked) || (o.value === 'vm' && vmBlocked);
-                return <option key={o.value} value={o.value} disabled={blocked}>{blocked ? `${o.label} (unavailable)` : o.label}</option>;
-              })}
-            </select>
-            <select aria-label="Network" value={d.network} onChange={(e) => set({ network: NETWORK_OPTIONS.parse(e.target.value) })}>
-              {NETWORK_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
-            </select>
-            {d.network === 'allowlist' && <input type="text" aria-label="Allowed domains" placeholder="preset:npm preset:pip example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />}
-            {d.network === 'allowlist' && <input type="text" aria-label="Internal hosts" title="Allowed hosts that may resolve to private (LAN) addresses: exact names, e.g. a company git server" placeholder="internal hosts (LAN), e.g. git.corp.example.com" value={d.internalHosts ?? ''} onChange={(e) => set({ internalHosts: e.target.value })} />}
-            {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
-          </div>
-          {d.network === 'allowlist' && <GatewayFields />}
+          <select id="r-isolation" value={d.isolation} onChange={(e) => set({ isolation: ISOLATION_OPTIONS.parse(e.target.value) })} aria-invalid={vmBlocked && d.isolation === 'vm' ? true : undefined} style={{ alignSelf: 'flex-start' }}>
+            {ISOLATION_OPTIONS.options.map((o) => {
+              const blocked = (o.value === 'gvisor' && gvisorBlocked) || (o.value === 'vm' && vmBlocked);
+              return <option key={o.value} value={o.value} disabled={blocked}>{blocked ? `${o.label} (unavailable)` : o.label}</option>;
+            })}
+          </select>
           <p className="muted" data-testid="isolation-explainer">{ISOLATION_EXPLAINER[d.isolation]}</p>
           {vmBlocked && (
-            <div className={d.isolation === 'vm' ? 'del-n' : 'hint'} id="r-vm-why" role={d.isolation === 'vm' ? 'alert' : undefined}>
+            // Only an error when chosen: an optional level that is missing is a quiet note, not a warning.
+            <div className={d.isolation === 'vm' ? 'del-n' : 'muted'} id="r-vm-why" role={d.isolation === 'vm' ? 'alert' : undefined}>
               Virtual machine isolation is not available here: {vm.reason}.{' '}
               {d.isolation === 'vm' && 'Choose Container, or fix it in '}
               <button type="button" className="btn small" onClick={() => navigate({ name: 'doctor' })}>Setup check</button>
             </div>
+          )}
+        </div>
+        <label htmlFor="r-network">Network</label>
+        <div className="stack" style={{ gap: 4 }}>
+          <div className="row">
+            <select id="r-network" value={d.network} onChange={(e) => set({ network: NETWORK_OPTIONS.parse(e.target.value) })}>
+              {NETWORK_OPTIONS.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
+            </select>
+            {d.network === 'open' && <span className="badge warn">the agent can reach the internet</span>}
+          </div>
+          {d.network === 'allowlist' && (
+            <>
+              <input type="text" aria-label="Allowed domains" aria-describedby="r-allow-help" placeholder="preset:npm github.com *.example.com" value={d.allowlist} onChange={(e) => set({ allowlist: e.target.value })} />
+              <div id="r-allow-help" className="hint">
+                Domains separated by spaces: <span className="mono">example.com</span> (that name only), <span className="mono">*.example.com</span> (its subdomains),{' '}
+                <span className="mono">preset:npm</span>, <span className="mono">preset:pip</span>, <span className="mono">preset:cargo</span>, <span className="mono">preset:go</span>, <span className="mono">preset:apt</span> (a package manager's registries).
+              </div>
+              <input type="text" aria-label="Internal hosts" title="Allowed hosts that may resolve to private (LAN) addresses: exact names, e.g. a company git server" placeholder="internal hosts (LAN), e.g. git.corp.example.com" value={d.internalHosts ?? ''} onChange={(e) => set({ internalHosts: e.target.value })} />
+              <GatewayFields />
+            </>
           )}
         </div>
         <label htmlFor="r-timeout">Limits</label>
@@ -239,7 +251,8 @@ export function NewRunScreen() {
       </section>
       <CliLine input={startInputOf(d, gitHistory)} attempts={attemptsOf(d)} />
       <ErrorBanner error={starting.error} />
-      <div className="row">
+      {/* Start stays in view at the bottom of the window, however long the form gets. */}
+      <div className="row start-bar">
         <button className="btn primary" disabled={busy || !!blocked} aria-describedby={blocked ? 'r-start-why' : undefined}>{busy ? 'Starting…' : 'Start run'}</button>
         <span className="kbd">Ctrl+Enter</span>
         {blocked && !busy && <span id="r-start-why" className="muted" aria-label="Why Start run is disabled">{blocked}</span>}
