@@ -5,6 +5,7 @@ import type { FakeServices } from '../../../test/support/fake-services';
 import { connectFakeApp } from '../../../test/support/renderer-harness';
 import { useDiffStore } from '../stores/diff-store';
 import { useDoctorStore } from '../stores/doctor-store';
+import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
 import { useRunsStore } from '../stores/runs-store';
 import { DoctorScreen } from './doctor-screen';
@@ -43,6 +44,11 @@ describe('screens (jsdom, fake services through the real router)', () => {
     fireEvent.click(within(row).getByText('Save'));
     await waitFor(() => expect(row.textContent?.includes('••••4321') ?? false).toBe(true));
     expect(document.body.innerHTML).not.toContain('very-secret');
+    // With a key and no run yet, the screen points to the next step.
+    await waitFor(() => expect(screen.queryByRole('note', { name: 'Next step' }) !== null).toBe(true));
+    useAppStore.setState({ route: { name: 'keys' } });
+    fireEvent.click(within(screen.getByRole('note', { name: 'Next step' })).getByText('New run'));
+    expect(useAppStore.getState().route).toEqual({ name: 'new' });
   });
 
   it('doctor: a check that is not ok shows its fix and the build button, with progress while building', async () => {

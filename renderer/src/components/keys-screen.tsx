@@ -3,6 +3,7 @@ import type { ProviderInfo } from '../../../contracts';
 import { ApiError, errorMessage } from '../api';
 import { useAppStore } from '../stores/app-store';
 import { useKeysStore } from '../stores/keys-store';
+import { useRunsStore } from '../stores/runs-store';
 import { ConfirmInline, ErrorBanner } from './common';
 import { SubscriptionKeys } from './subscription-keys';
 import { useAction } from '../hooks/use-action';
@@ -209,8 +210,14 @@ export function KeysScreen() {
   const { providers, keys, keychain, error, load, loaded } = useKeysStore();
   const [sessionOnly, setSessionOnly] = useState(false);
   const noneYet = loaded && !keys.some((k) => k.hasKey);
+  // A key and no run yet: the next step is a run (polish list: nothing pointed there after the first key).
+  const runsLoaded = useRunsStore((s) => s.loaded);
+  const noRunsYet = useRunsStore((s) => s.order.length === 0);
+  const firstRunNext = loaded && !noneYet && runsLoaded && noRunsYet;
+  const navigate = useAppStore((s) => s.navigate);
   useEffect(() => {
     void load();
+    void useRunsStore.getState().load().catch(() => undefined);
   }, [load]);
   const noKeychain = keychain && !keychain.available;
 
@@ -224,6 +231,12 @@ export function KeysScreen() {
       {noneYet && (
         <div className="banner start-here" role="note" aria-label="Start here">
           <b>Start here: add one provider key.</b> Press <b>Add key</b> next to Anthropic or OpenAI (or add a local server below) — that is all a first run needs.
+        </div>
+      )}
+      {firstRunNext && (
+        <div className="banner info" role="note" aria-label="Next step">
+          <b>Ready for a first run.</b> Your key is stored.{' '}
+          <button className="btn small primary" onClick={() => navigate({ name: 'new' })}>New run</button>
         </div>
       )}
       {noKeychain && (
