@@ -53,8 +53,9 @@ export function HistoryScreen() {
                   <td className="c-actions">
                     {isFinalStatus(r.status) && confirming !== r.id && (
                       <span className="row" style={{ gap: 6, flexWrap: 'nowrap' }}>
-                        <button className="btn small" title="Open the New run form filled with this run's settings"
-                          onClick={(e) => { e.stopPropagation(); void runAgain(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Run again</button>
+                        {/* An MCP session's "task" is the client's session, not a task an agent could run again. */}
+                        {r.agent !== 'mcp' && <button className="btn small" title="Open the New run form filled with this run's settings"
+                          onClick={(e) => { e.stopPropagation(); void runAgain(r.id).catch((err) => useAppStore.getState().notify('error', errorMessage(err))); }}>Run again</button>}
                         <button className="btn small danger" onClick={(e) => { e.stopPropagation(); setConfirming(r.id); }}>Delete</button>
                       </span>
                     )}

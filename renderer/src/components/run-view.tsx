@@ -148,7 +148,7 @@ export function RunView({ runId }: { runId: string }) {
             onCancel={() => setStopping(false)}
           />
         )}
-        {final && <button className="btn" onClick={() => void runAgain(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)))}>Run again</button>}
+        {final && run?.agent !== 'mcp' && <button className="btn" onClick={() => void runAgain(runId).catch((err) => useAppStore.getState().notify('error', errorMessage(err)))}>Run again</button>}
         {final && run.changedFiles > 0 && <button className="btn primary" onClick={() => navigate({ name: 'review', runId })}>Review &amp; apply</button>}
       </div>
       <div className="row muted" style={{ fontSize: 13 }}>

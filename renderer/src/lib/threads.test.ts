@@ -1,3 +1,4 @@
+// @vitest-environment jsdom
 import { describe, expect, it } from 'vitest';
 import type { RunSummary } from '../../../contracts';
 import { threadRows } from './threads';
@@ -25,5 +26,22 @@ describe('History threads', () => {
     expect(by.get('r-turn3')?.fork).toBeUndefined();
     expect(by.get('r-fork2')?.fork).toEqual({ parentRunId: 'r-root' });
     expect(by.get('r-cp')?.fork).toEqual({ parentRunId: 'r-root', checkpoint: 3 });
+  });
+});
+
+describe('History and MCP sessions', () => {
+  it('offers no Run again for an MCP session (its task is the client session, not a task to repeat)', async () => {
+    const { render, screen, cleanup } = await import('@testing-library/react');
+    const { createElement } = await import('react');
+    const { HistoryScreen } = await import('../components/history-screen');
+    const { useRunsStore } = await import('../stores/runs-store');
+    const session = { ...run('r-mcp', '2026-12-03T10:00:00Z'), agent: 'mcp', task: 'MCP session (claude-code)' } as RunSummary;
+    const normal = run('r-normal', '2026-12-03T09:00:00Z');
+    useRunsStore.setState({ runs: { [session.id]: session, [normal.id]: normal }, order: [session.id, normal.id], loaded: true, load: async () => undefined });
+    render(createElement(HistoryScreen));
+    const rows = [...document.querySelectorAll('tr[data-run]')] as HTMLElement[];
+    expect(rows.map((r) => [r.dataset.run, r.textContent?.includes('Run again')])).toEqual([['r-mcp', false], ['r-normal', true]]);
+    expect(screen.getAllByText('Run again')).toHaveLength(1);
+    cleanup();
   });
 });
