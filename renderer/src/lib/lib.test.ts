@@ -80,9 +80,11 @@ describe('buildTranscript', () => {
       ev(5, { type: 'tool_result', id: 'w1', ok: false, output: 'EACCES' }),
     ]);
     expect(items[0]).toMatchObject({ kind: 'tool', target: 'npm test', ran: { exitCode: 1 }, ok: false });
+    // The command the call ran is shown once, on the call (it used to be listed twice).
+    expect(items.filter((i) => i.kind === 'command')).toEqual([]);
     // A call that never ran a command keeps its failure.
-    expect(items[2]).toMatchObject({ kind: 'tool', target: 'src/a.ts', ok: false });
-    expect(items[2]).not.toHaveProperty('ran');
+    expect(items[1]).toMatchObject({ kind: 'tool', target: 'src/a.ts', ok: false });
+    expect(items[1]).not.toHaveProperty('ran');
   });
 });
 

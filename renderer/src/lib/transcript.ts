@@ -73,7 +73,8 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
       case 'command_started': {
         const item = { kind: 'command' as const, key, command: e.command, cwd: e.cwd };
         commands.set(e.id, item);
-        items.push(item);
+        // A command the agent's own tool call ran (same id) is shown once, on that call.
+        if (!tools.has(e.id)) items.push(item);
         break;
       }
       case 'command_exited': {
