@@ -18,7 +18,7 @@ export const DoctorCheck = z.object({
   /** What the user should do when the status is not ok. */
   fix: z.string().optional(),
   /** Whether Airlock can fix it itself (e.g. build the image with `sandboxes:buildImage`). */
-  fixAction: z.enum(['build-image', 'add-key', 'open-keys']).optional(),
+  fixAction: z.enum(['build-image', 'add-key', 'replace-key', 'open-keys']).optional(),
   /** The isolation check only: whether virtual-machine isolation can be chosen here, and why not. */
   vm: z.object({ available: z.boolean(), reason: z.string() }).optional(),
 });

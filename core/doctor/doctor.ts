@@ -230,7 +230,7 @@ export const providerKeysCheck: ReadinessCheck = {
       const where = `${chosen} at ${config.baseUrl}`;
       if (t.status === 'ok') return { status: 'ok', detail: `${where}: ${t.message}${t.latencyMs !== undefined ? ` (${t.latencyMs} ms)` : ''}` };
       if (t.status === 'rate-limited') return { status: 'warn', detail: `${where}: ${t.message}`, fix: 'Wait, or check your plan with the provider.' };
-      if (t.status === 'bad-key') return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Replace the key (Keys & providers, or \`airlock keys set ${chosen}\`).`, fixAction: 'add-key' };
+      if (t.status === 'bad-key') return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Replace the key (Keys & providers, or \`airlock keys set ${chosen}\`).`, fixAction: 'replace-key' };
       return { status: 'fail', detail: `${where}: ${t.message}`, fix: `Open Keys & providers, check ${chosen}'s base URL (Change URL) and Test connection (\`airlock keys test ${chosen}\`).`, fixAction: 'open-keys' };
     })().catch((err: unknown): DoctorFinding => {
       // No keychain is the keychain check's finding; here it only means keys cannot be listed.

@@ -6,6 +6,7 @@ import { createAirlockCore } from '../../core/app';
 import { servicesFor } from '../../core/app-services';
 import type { AirlockServices } from '../../core/api/services';
 import { main } from '../../core/cli/main';
+import { startFakeUpstream } from '../fixtures/fake-upstream';
 import { captureIo } from '../support/cli-io';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage } from './sandbox-support';
@@ -45,4 +46,15 @@ describe.skipIf(!docker.ok)('one doctor for the CLI and the UI (real engine)', (
     if (runsc.ok) expect(gvisor).toMatchObject({ status: 'ok', detail: expect.stringContaining('runsc is registered with the Docker engine') });
     else expect(gvisor).toMatchObject({ status: 'warn', fix: expect.stringContaining('"runtimeArgs": ["--network=none"]') });
   }, 120_000);
+  it('a stored key the provider refuses is to be replaced, not added', async () => {
+    const up = await startFakeUpstream({ expectedKey: 'sk-ant-the-right-key-000000000000' });
+    try {
+      await services.keys.set({ provider: 'anthropic', key: 'sk-ant-a-refused-key-00000000000', baseUrl: up.url, storage: 'session' });
+      const report = await services.sandboxes.doctor({});
+      expect(report.checks.find((c) => c.id === 'provider-keys')).toMatchObject({ status: 'fail', fixAction: 'replace-key' });
+    } finally {
+      await services.keys.remove({ provider: 'anthropic' }).catch(() => undefined);
+      await up.close();
+    }
+  }, 300_000);
 });

@@ -40,8 +40,9 @@ export function DoctorScreen() {
             <div className="stack" style={{ gap: 4 }}>
               <div><b>{c.label}</b> <span className="muted">— {c.detail}</span></div>
               {c.status !== 'ok' && c.fix && <div className="fix"><b>Fix:</b> {c.fix}</div>}
-              {(c.fixAction === 'add-key' || c.fixAction === 'open-keys') && c.status !== 'ok' && (
-                <div className="row"><button className="btn" onClick={() => navigate({ name: 'keys' })}>{c.fixAction === 'add-key' ? 'Add key' : 'Open Keys'}</button></div>
+              {(c.fixAction === 'add-key' || c.fixAction === 'replace-key' || c.fixAction === 'open-keys') && c.status !== 'ok' && (
+                // A key that exists but was refused is replaced, not added (polish list).
+                <div className="row"><button className="btn" onClick={() => navigate({ name: 'keys' })}>{c.fixAction === 'add-key' ? 'Add key' : c.fixAction === 'replace-key' ? 'Replace key' : 'Open Keys'}</button></div>
               )}
               {c.fixAction === 'build-image' && c.status !== 'ok' && (
                 <div className="row">
