@@ -39,13 +39,16 @@ export const useKeysStore = create<KeysState>()((set, get) => ({
       set({ error: errorMessage(err) });
     }
   },
+  // A new key or URL makes the last test's verdict stale (a "bad key" line stayed after the URL changed).
   async setKey(input) {
     const info = await api().call('keys:set', input);
+    set((s) => ({ tests: { ...s.tests, [input.provider]: undefined } }));
     await get().load();
     return info;
   },
   async setBaseUrl(provider, baseUrl) {
     const info = await api().call('keys:setBaseUrl', { provider, baseUrl });
+    set((s) => ({ tests: { ...s.tests, [provider]: undefined } }));
     await get().load();
     return info;
   },

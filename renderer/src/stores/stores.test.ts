@@ -23,6 +23,16 @@ describe('stores over the contracts (fake services, real router)', () => {
     expect(JSON.stringify(state)).not.toContain('sk-ant-secret');
   });
 
+  it('keys: a new base URL or key clears the last test verdict, which no longer describes it', async () => {
+    await useKeysStore.getState().load();
+    useKeysStore.setState({ tests: { anthropic: { provider: 'anthropic', status: 'bad-key', message: 'the key was refused (401)' } } });
+    await useKeysStore.getState().setBaseUrl('anthropic', 'http://127.0.0.1:9/v1');
+    expect(useKeysStore.getState().tests.anthropic).toBeUndefined();
+    useKeysStore.setState({ tests: { anthropic: { provider: 'anthropic', status: 'bad-key', message: 'the key was refused (401)' } } });
+    await useKeysStore.getState().setKey({ provider: 'anthropic', key: 'sk-ant-other-1234' });
+    expect(useKeysStore.getState().tests.anthropic).toBeUndefined();
+  });
+
   it('runs: a started run follows its pushed status and events; command output is not kept', async () => {
     const run = await useRunsStore.getState().start({ projectDir: '/p', task: 'task', provider: 'anthropic', model: 'm', approval: 'ask' });
     await vi.waitFor(() => expect(Boolean(useRunsStore.getState().runs[run.id]?.pendingApproval)).toBe(true));
