@@ -83,7 +83,7 @@ export interface ApplyOutcome {
  */
 export async function applyResult(opts: ApplyOptions): Promise<ApplyOutcome> {
   const projectDir = await realpath(path.resolve(opts.projectDir)).catch(() => {
-    throw new AirlockError('NOT_FOUND', `Project folder ${opts.projectDir} does not exist; pass the folder the run was made from.`);
+    throw new AirlockError('NOT_FOUND', `Project folder ${opts.projectDir} does not exist; choose the folder the run was made from (or apply to another folder).`);
   });
   if (opts.mode !== 'working-tree' && opts.mode !== 'branch') throw new AirlockError('INVALID_INPUT', `Unknown apply mode '${String(opts.mode)}'; use 'working-tree' or 'branch'.`);
   if (sha256Hex(opts.patch) !== opts.result.patchSha256) {

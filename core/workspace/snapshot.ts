@@ -120,7 +120,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
   try {
     rootStat = await lstat(root);
   } catch {
-    throw new AirlockError('NOT_FOUND', `Project folder ${root} does not exist; pass the path of an existing folder.`);
+    throw new AirlockError('NOT_FOUND', `Project folder ${root} does not exist; choose an existing folder.`);
   }
   if (!rootStat.isDirectory()) {
     throw new AirlockError('INVALID_INPUT', `${root} is not a folder; pass the project's folder, not a file or a symlink.`);
