@@ -47,7 +47,7 @@ describe('screens (jsdom, fake services through the real router)', () => {
     // With a key and no run yet, the screen points to the next step.
     await waitFor(() => expect(screen.queryByRole('note', { name: 'Next step' }) !== null).toBe(true));
     useAppStore.setState({ route: { name: 'keys' } });
-    fireEvent.click(within(screen.getByRole('note', { name: 'Next step' })).getByText('New run'));
+    fireEvent.click(within(screen.getByRole('note', { name: 'Next step' })).getByText('Start a first run'));
     expect(useAppStore.getState().route).toEqual({ name: 'new' });
   });
 

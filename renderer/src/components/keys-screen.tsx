@@ -236,7 +236,7 @@ export function KeysScreen() {
       {firstRunNext && (
         <div className="banner info" role="note" aria-label="Next step">
           <b>Ready for a first run.</b> Your key is stored.{' '}
-          <button className="btn small primary" onClick={() => navigate({ name: 'new' })}>New run</button>
+          <button className="btn small primary" onClick={() => navigate({ name: 'new' })}>Start a first run</button>
         </div>
       )}
       {noKeychain && (
