@@ -124,7 +124,10 @@ describe.skipIf(!chromium.ok || !keychain.ok)('keys screen: subscription sign-in
     await claude.getByRole('button', { name: 'Test' }).click();
     await claude.locator('[data-test-result="ok"]').waitFor();
     expect(await claude.locator('[role="status"]').textContent()).toMatch(/^Valid: the Claude subscription token works \(Anthropic accepted it\)/);
-    expect(up.requests.map((r) => `${r.method} ${r.path} ${String(r.headers.authorization)}`)).toEqual([`POST /v1/messages Bearer ${token}`]);
+    // Every request the test made carried the token as Claude Code's would (under load a test may be retried once).
+    const sent = up.requests.map((r) => `${r.method} ${r.path} ${String(r.headers.authorization)}`);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(new Set(sent)).toEqual(new Set([`POST /v1/messages Bearer ${token}`]));
 
     // The backend refuses the ChatGPT access token and the auth server its refresh: refused, with Replace.
     await chatgpt.getByRole('button', { name: 'Test' }).click();
