@@ -1,3 +1,5 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 
@@ -30,4 +32,24 @@ export function parseStoredJson<T>(schema: z.ZodType<T>, file: string, text: str
     throw new AirlockError('INVALID_INPUT', `${file} is damaged: not valid JSON (${(err as Error).message}); ${fix}`);
   }
   return checkStoredValue(schema, file, raw, fix);
+}
+
+/** Reads and checks a JSON file Airlock wrote; a missing file is `undefined` (nothing stored yet). */
+export async function readStoredJsonFile<T>(schema: z.ZodType<T>, file: string, fix: string): Promise<T | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  return parseStoredJson(schema, file, text, fix);
+}
+
+/** Writes a private JSON file whole or not at all (a temporary file renamed over it). */
+export async function writeJsonFileAtomic(file: string, value: unknown): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+  await rename(tmp, file);
 }

@@ -1,8 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
-import { parseStoredJson } from '../../common/stored-json';
+import { readStoredJsonFile, writeJsonFileAtomic } from '../../common/stored-json';
 import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
@@ -135,21 +134,11 @@ export class SecretStore {
   }
 
   private async read(): Promise<SecretBinding[]> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
-    return parseStoredJson(StoreFile, this.file, text, 'fix or remove it (it holds no values; those stay in the keychain).').secrets;
+    return (await readStoredJsonFile(StoreFile, this.file, 'fix or remove it (it holds no values; those stay in the keychain).'))?.secrets ?? [];
   }
 
-  private async write(secrets: SecretBinding[]): Promise<void> {
-    await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ version: 1, secrets }, null, 2)}\n`, { mode: 0o600 });
-    await rename(tmp, this.file);
+  private write(secrets: SecretBinding[]): Promise<void> {
+    return writeJsonFileAtomic(this.file, { version: 1, secrets });
   }
 
   private serialized<T>(op: () => Promise<T>): Promise<T> {

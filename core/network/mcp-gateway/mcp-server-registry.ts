@@ -1,8 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
-import { parseStoredJson } from '../../common/stored-json';
+import { readStoredJsonFile, writeJsonFileAtomic } from '../../common/stored-json';
 import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
@@ -133,21 +132,11 @@ export class McpServerRegistry {
   }
 
   private async read(): Promise<McpServerEntry[]> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
-    return parseStoredJson(StoreFile, this.file, text, 'fix or remove it (it holds no credentials; those stay in the keychain).').servers;
+    return (await readStoredJsonFile(StoreFile, this.file, 'fix or remove it (it holds no credentials; those stay in the keychain).'))?.servers ?? [];
   }
 
-  private async write(servers: McpServerEntry[]): Promise<void> {
-    await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ version: 1, servers }, null, 2)}\n`, { mode: 0o600 });
-    await rename(tmp, this.file);
+  private write(servers: McpServerEntry[]): Promise<void> {
+    return writeJsonFileAtomic(this.file, { version: 1, servers });
   }
 
   private serialized<T>(op: () => Promise<T>): Promise<T> {
