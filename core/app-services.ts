@@ -84,7 +84,11 @@ interface ServiceParts {
   providerInfo(p: ProviderConfig): Promise<ProviderInfo>;
 }
 
-export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): AirlockServices {
+/**
+ * The services over a core. `asksForMcp: false` (the `airlock mcp` worker): this process shows no
+ * UI, so it does not announce itself as the app that answers MCP folder requests (§17).
+ */
+export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: { asksForMcp?: boolean } = {}): AirlockServices {
   const { store, runs, vault, catalog } = core;
   const terminalOutput = new Emitter<TerminalOutput>();
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
@@ -104,7 +108,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker): Airlo
     },
   };
 
-  const mcp = mcpService(parts, () => services);
+  const mcp = mcpService(parts, () => services, opts.asksForMcp !== false);
   const attempts = attemptsService(parts, () => services);
   const services: AirlockServices = {
     attempts: attempts.service,
@@ -577,14 +581,14 @@ function projectsService(pickFolder: FolderPicker | undefined): ProjectsService 
  * shared through `<home>/mcp/approvals`) answered by the user, and the app's own door over HTTP on
  * loopback, started and stopped by the `mcpHttp` setting.
  */
-function mcpService(parts: ServiceParts, services: () => AirlockServices): { service: McpService; dispose(): Promise<void> } {
+function mcpService(parts: ServiceParts, services: () => AirlockServices, announce: boolean): { service: McpService; dispose(): Promise<void> } {
   const { core } = parts;
   const approvals = new ApplyApprovals(core.home);
   const grants = new ClientGrants({ home: core.home, settings: core.settings });
   const watcher = approvals.watch();
   const folderWatcher = grants.folders.watch();
   // While the app runs, a client process asks the user here for folders not granted (§17).
-  const presence = announceApp(core.home).catch((err: unknown) => {
+  const presence = (announce ? announceApp(core.home) : Promise.resolve(undefined)).catch((err: unknown) => {
     debugLog.note('mcp.announceApp', err);
     return undefined;
   });

@@ -1,4 +1,5 @@
 import { debugLog } from './common/debug-log';
+import { sweepKeptRecords } from './mcp/kept-sandboxes';
 import { ProjectBases } from './sandbox/project-bases';
 import { AirlockError } from '../contracts/errors';
 import type { Isolation } from '../contracts/runs';
@@ -159,5 +160,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
         throw err;
       });
   }
+  // Records of kept MCP sandboxes whose process is gone (their sandboxes were reaped just above, §17).
+  if (opts.recover !== false) await sweepKeptRecords(home).catch(debugLog.swallow('mcp.kept.sweep'));
   return core;
 }

@@ -20,6 +20,7 @@ import { newClientRef, SlotCap, type ClientGrants } from '../runs/client-grants'
 import type { StoredRun } from '../runs/run-record';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { ApplyApprovals } from './apply-approvals';
+import type { KeptSandboxes } from './kept-sandboxes';
 import { DEFAULT_MCP_LIMITS, headAndTail, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
@@ -36,6 +37,19 @@ export interface McpDeps {
   limits?: Partial<McpLimits>;
   /** Where the user answers apply requests, for the refusal text. */
   approveHint?: string;
+  /**
+   * Sandboxes that outlive their connection (`sandbox_create {keep: true}`, §17 "Kept sandboxes"):
+   * only the stdio worker has them; without it `keep` is refused.
+   */
+  kept?: KeptSandboxes;
+}
+
+/** What one connection was started with, when its process serves several (the stdio worker). */
+export interface McpConnectionOptions {
+  /** `airlock mcp --project DIR…` of this connection's own command. */
+  projects: readonly string[];
+  /** `airlock mcp --allow-apply` of this connection's own command. */
+  allowApply: boolean;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -78,6 +92,9 @@ export function plainTerminalText(text: string): string {
   return text.replace(ESCAPES, '').replace(/\r+\n/g, '\n').replace(/^.*\r(?!$)/gm, '');
 }
 
+/** Commands run per sandbox, in this process: numbers the output resources (a kept sandbox's go on across connections). */
+const EXEC_COUNT = new Map<string, number>();
+
 const SandboxId = RunId.describe('the sandboxId sandbox_create returned');
 const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex');
 
@@ -100,7 +117,7 @@ const RunStatusOut = z.object({
  * capped and wiped like runs; commands run by the host and recorded first-hand; apply only with the
  * user's yes (or `--allow-apply`). Nothing returned carries a key, a credential or a run token.
  */
-export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, limitsIn: Partial<McpLimits> = {}): McpConnection {
+export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, limitsIn: Partial<McpLimits> = {}, own?: McpConnectionOptions): McpConnection {
   // The core may still be starting (stdio answers the client's initialize at once); tools wait for it.
   const ready = Promise.resolve(depsOrPromise);
   let deps: McpDeps | undefined;
@@ -118,22 +135,53 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
   const runSlots = new SlotCap(limits.runsPerClient);
   const slotOf = new Map<string, () => void>();
   const madeAt = new Map<string, { projectDir: string; createdAt: string }>();
-  /** Commands run per sandbox: numbers the output resources. */
-  const execCount = new Map<string, number>();
+  const execCount = EXEC_COUNT;
   let closed = false;
 
   const clientName = () => {
     const v = server.server.getClientVersion();
     return v ? `${v.name.slice(0, 80)} ${v.version.slice(0, 40)}`.trim() : 'unknown MCP client';
   };
-  const client = newClientRef(clientName, () => deps?.projects ?? []);
-  const own = (sandboxId: string) => {
-    if (!sandboxes.has(sandboxId)) throw new AirlockError('NOT_FOUND', `No live sandbox ${sandboxId} in this MCP connection (destroyed, wiped after ${Math.round(limits.idleMs / 60000)} min idle, or made by another client); create one with sandbox_create.`);
-    lastUsed.set(sandboxId, Date.now());
-    return sandboxId;
+  const client = newClientRef(clientName, () => own?.projects ?? deps?.projects ?? []);
+  const allowApply = () => own?.allowApply ?? the().allowApply;
+  /** Kept sandboxes this connection made or re-attached to. */
+  const attached = new Set<string>();
+  /**
+   * A sandbox this connection may use: one it made, or a kept one (§17 "Kept sandboxes") — that only
+   * when this client is granted the sandbox's folder (the same check as sandbox_create), audited.
+   */
+  const ownSandbox = async (sandboxId: string): Promise<string> => {
+    if (sandboxes.has(sandboxId)) {
+      lastUsed.set(sandboxId, Date.now());
+      return sandboxId;
+    }
+    const kept = deps?.kept?.get(sandboxId);
+    if (kept && !closed) {
+      if (!attached.has(sandboxId)) {
+        const folder = await the().grants.folder(client, kept.projectDir, { purpose: 'sandbox' });
+        if (folder.dir !== kept.projectDir) throw new AirlockError('FORBIDDEN', `Kept sandbox ${sandboxId} is a copy of ${kept.projectDir}, not of ${folder.dir}.`);
+        await the().grants.note('granted', client, { what: 'reattach', sandboxId, dir: kept.projectDir, keptBy: kept.client });
+        await the().core.runs.noteOn(sandboxId, `MCP client ${clientName()} re-attached to this kept sandbox`, { client: clientName() });
+        attached.add(sandboxId);
+      }
+      deps?.kept?.touch(sandboxId);
+      return sandboxId;
+    }
+    throw new AirlockError('NOT_FOUND', `No live sandbox ${sandboxId} for this MCP connection (destroyed, wiped after ${Math.round(limits.idleMs / 60000)} min idle, or made by another connection without keep: true); create one with sandbox_create.`);
+  };
+  const touch = (sandboxId: string) => {
+    if (sandboxes.has(sandboxId)) lastUsed.set(sandboxId, Date.now());
+    else deps?.kept?.touch(sandboxId);
   };
   const end = async (sandboxId: string, reason: string): Promise<StoredRun> => {
+    if (attached.has(sandboxId) || (deps?.kept?.get(sandboxId) && !sandboxes.has(sandboxId))) {
+      attached.delete(sandboxId);
+      execCount.delete(sandboxId);
+      await the().kept?.end(sandboxId, reason);
+      return the().core.store.get(sandboxId);
+    }
     sandboxes.delete(sandboxId);
+    execCount.delete(sandboxId);
     lastUsed.delete(sandboxId);
     try {
       return await the().core.runs.endSession(sandboxId, reason);
@@ -185,7 +233,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
 
   tool(
     'sandbox_create',
-    'Create a disposable, hardened sandbox holding a copy of a project folder on this machine (credential-looking files left out). Returns its sandboxId. Network: none by default.',
+    'Create a disposable, hardened sandbox holding a copy of a project folder on this machine (credential-looking files left out). Returns its sandboxId. Network: none by default. It is wiped when this connection ends, unless keep is true.',
     z.strictObject({
       projectDir: z.string().min(1).describe('absolute path of the project folder on this machine (read, never written)'),
       isolation: Isolation.optional(),
@@ -195,12 +243,18 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         "auto, airlock, devcontainer[:PATH] or image:REF (absent: the user's default environment setting, else auto). A devcontainer is used only once the user has accepted it in Airlock; image:REF only when the image is already on the engine",
       ),
       publish: z.array(z.number().int().min(1).max(65535)).max(10).optional().describe('sandbox ports to publish on loopback right away'),
+      keep: z.boolean().optional().describe('true: the sandbox outlives this connection (for clients that reconnect per call); a later connection of a client granted the same folder uses it by sandboxId. End it with sandbox_destroy; it is wiped after 30 min unused'),
     }),
-    z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), environment: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut) }),
+    z.object({ sandboxId: z.string(), projectDir: z.string(), workspace: z.string(), isolation: z.string(), network: z.string(), environment: z.string(), excludedFiles: z.array(z.object({ path: z.string(), reason: z.string() })), previews: z.array(PreviewOut), kept: z.boolean() }),
     async (args, extra) => {
       if (closed) throw new AirlockError('CONFLICT', 'This MCP connection is closing.');
-      const release = sandboxSlots.take();
-      if (!release) throw new AirlockError('CONFLICT', `This client already holds ${sandboxSlots.count} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
+      const keptStore = the().kept;
+      if (args.keep && !keptStore) throw new AirlockError('INVALID_INPUT', 'This MCP server cannot keep sandboxes past the connection (only `airlock mcp` over stdio without --foreground can); omit keep and use the sandbox within this connection.', { field: 'keep' });
+      // Caps are taken before any await: a kept sandbox counts against the process's kept cap, any other against this connection's.
+      const release = args.keep ? keptStore?.reserve() : sandboxSlots.take();
+      if (!release) {
+        throw new AirlockError('CONFLICT', args.keep ? `${keptStore?.size ?? 0} kept sandboxes exist (the cap is ${keptStore?.cap ?? 0}); sandbox_destroy one first (sandbox_list shows them).` : `This client already holds ${sandboxSlots.count} sandboxes (the cap is ${limits.sandboxesPerClient}); sandbox_destroy one first.`);
+      }
       let record: StoredRun;
       try {
         const network = args.network ?? 'none';
@@ -232,11 +286,17 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         release();
         throw err;
       }
-      sandboxes.add(record.id);
-      slotOf.set(record.id, release);
-      madeAt.set(record.id, { projectDir: record.projectDir, createdAt: record.createdAt });
       client.runs.add(record.id);
-      lastUsed.set(record.id, Date.now());
+      if (args.keep && keptStore) {
+        attached.add(record.id);
+        await keptStore.keep(record.id, clientName(), record.projectDir, release);
+        await the().grants.note('granted', client, { what: 'keep', sandboxId: record.id, dir: record.projectDir });
+      } else {
+        sandboxes.add(record.id);
+        slotOf.set(record.id, release);
+        madeAt.set(record.id, { projectDir: record.projectDir, createdAt: record.createdAt });
+        lastUsed.set(record.id, Date.now());
+      }
       if (closed || extra.signal.aborted) {
         // A cancelled create leaves nothing: the sandbox made meanwhile is wiped before the call ends.
         await end(record.id, closed ? 'the client disconnected' : 'sandbox_create was cancelled');
@@ -246,8 +306,8 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       for (const port of args.publish ?? []) previews.push(await the().core.runs.publishPort(record.id, port));
       const excluded = record.excludedFiles.map((e) => ({ path: e.path, reason: e.reason }));
       return {
-        value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, environment: record.environment?.name ?? 'airlock', excludedFiles: excluded, previews },
-        text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}, environment ${record.environment?.name ?? 'airlock'}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}`,
+        value: { sandboxId: record.id, projectDir: record.projectDir, workspace: WORKSPACE, isolation: record.isolation, network: record.network, environment: record.environment?.name ?? 'airlock', excludedFiles: excluded, previews, kept: !!args.keep },
+        text: `Sandbox ${record.id} is ready: a copy of ${record.projectDir} at ${WORKSPACE} (${record.isolation}, network ${record.network}, environment ${record.environment?.name ?? 'airlock'}).${excluded.length ? ` Left out: ${excluded.map((e) => e.path).slice(0, 20).join(', ')}.` : ''}${previews.map((p) => ` Port ${p.sandboxPort} → ${p.url}.`).join('')}${args.keep ? ` Kept: it outlives this connection; sandbox_destroy it when done (it is wiped after ${Math.round(limits.idleMs / 60000)} min unused).` : ''}`,
       };
     },
   );
@@ -256,10 +316,14 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     'sandbox_list',
     "This client's live sandboxes: id, project, when made and last used.",
     z.strictObject({}),
-    z.object({ sandboxes: z.array(z.object({ sandboxId: z.string(), projectDir: z.string(), createdAt: z.string(), lastUsedAt: z.string() })), cap: z.number() }),
+    z.object({ sandboxes: z.array(z.object({ sandboxId: z.string(), projectDir: z.string(), createdAt: z.string(), lastUsedAt: z.string(), kept: z.boolean() })), cap: z.number() }),
     async () => {
-      const list = [...sandboxes].map((id) => ({ sandboxId: id, projectDir: madeAt.get(id)?.projectDir ?? '', createdAt: madeAt.get(id)?.createdAt ?? '', lastUsedAt: new Date(lastUsed.get(id) ?? 0).toISOString() }));
-      return { value: { sandboxes: list, cap: limits.sandboxesPerClient }, text: list.length ? list.map((s) => `${s.sandboxId}  ${s.projectDir}  (made ${s.createdAt})`).join('\n') : `no live sandboxes (cap ${limits.sandboxesPerClient})` };
+      const list = [...sandboxes].map((id) => ({ sandboxId: id, projectDir: madeAt.get(id)?.projectDir ?? '', createdAt: madeAt.get(id)?.createdAt ?? '', lastUsedAt: new Date(lastUsed.get(id) ?? 0).toISOString(), kept: false }));
+      // Kept sandboxes: those this connection uses, and those of folders granted to it without asking.
+      for (const k of the().kept?.list() ?? []) {
+        if (attached.has(k.sandboxId) || (await the().grants.grantedFolder(client, k.projectDir))) list.push({ sandboxId: k.sandboxId, projectDir: k.projectDir, createdAt: k.keptAt, lastUsedAt: k.lastUsedAt, kept: true });
+      }
+      return { value: { sandboxes: list, cap: limits.sandboxesPerClient }, text: list.length ? list.map((s) => `${s.sandboxId}  ${s.projectDir}  (made ${s.createdAt}${s.kept ? ', kept' : ''})`).join('\n') : `no live sandboxes (cap ${limits.sandboxesPerClient})` };
     },
   );
 
@@ -283,17 +347,17 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       outputUris: z.object({ stdout: z.string().optional(), stderr: z.string().optional() }).optional().describe('resources with the output kept (up to the cap, head and tail) when the result carries only part of it'),
     }),
     async (args, extra) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const cwd = workspacePath(args.cwd ?? WORKSPACE, 'cwd');
       const say = progress(extra);
       let streamed = 0;
       const result = await the().core.runs.execInSession(id, { command: args.command, cwd, timeoutSec: args.timeoutSec ?? 600, capBytes: limits.outputBytes, signal: extra.signal }, (_stream, bytes) => {
-        lastUsed.set(id, Date.now());
+        touch(id);
         if (streamed >= limits.outputBytes) return;
         streamed += bytes.length;
         say(bytes.subarray(0, 16 * 1024).toString('utf8'));
       });
-      lastUsed.set(id, Date.now());
+      touch(id);
       await say.flushed();
       if (result.failure) throw new AirlockError('CONFLICT', `The command could not run: ${result.failure}.`);
       // The result is sized for an agent's context; a longer output is kept in the run's folder and linked.
@@ -327,7 +391,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId, path: z.string().min(1).max(4096) }),
     z.object({ path: z.string(), bytes: z.number(), encoding: z.enum(['utf8', 'base64']), content: z.string(), sha256: z.string() }),
     async (args) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const file = workspacePath(args.path);
       const data = await the().core.runs.sessionSandbox(id).channel.readFile(file, { maxBytes: limits.fileBytes }).catch((err: unknown) => {
         const info = toErrorInfo(err);
@@ -345,7 +409,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId, path: z.string().min(1).max(4096), content: z.string(), encoding: z.enum(['utf8', 'base64']).optional(), executable: z.boolean().optional() }),
     z.object({ path: z.string(), bytes: z.number(), sha256: z.string() }),
     async (args) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const file = workspacePath(args.path);
       if (file === WORKSPACE) throw new AirlockError('INVALID_INPUT', 'Name a file inside the workspace, not the workspace itself.', { field: 'path' });
       const data = Buffer.from(args.content, args.encoding ?? 'utf8');
@@ -366,7 +430,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId, path: z.string().max(4096).optional() }),
     z.object({ path: z.string(), entries: z.array(z.object({ name: z.string(), type: z.string(), size: z.number() })), truncated: z.boolean() }),
     async (args) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const dir = workspacePath(args.path ?? WORKSPACE);
       const all = await the().core.runs.sessionSandbox(id).channel.list(dir);
       const entries = all.slice(0, limits.listEntries).map((e) => ({ name: e.name, type: e.type, size: e.size }));
@@ -388,7 +452,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId }),
     DiffOut,
     async (args) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const { result, patch } = await the().core.runs.collectSession(id);
       const files = result.changes.map(changedView);
       const view = patchView(patch);
@@ -402,7 +466,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId, port: z.number().int().min(1).max(65535) }),
     PreviewOut,
     async (args) => {
-      const p = await the().core.runs.publishPort(own(args.sandboxId), args.port);
+      const p = await the().core.runs.publishPort(await ownSandbox(args.sandboxId), args.port);
       return { value: p, text: `sandbox port ${p.sandboxPort} → ${p.url}` };
     },
   );
@@ -413,7 +477,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     z.strictObject({ sandboxId: SandboxId }),
     z.object({ sandboxId: z.string(), status: z.string(), wipe: WipeOut.optional(), changedFiles: z.number(), patchSha256: z.string().optional() }),
     async (args) => {
-      const id = own(args.sandboxId);
+      const id = await ownSandbox(args.sandboxId);
       const record = await end(id, 'sandbox_destroy');
       const listed = await the().services.diffs.list({ runId: id }).catch(() => undefined);
       const wipe = record.wipe ? { verified: record.wipe.verified, removed: record.wipe.removed, leftovers: record.wipe.leftovers, ...(record.wipe.durationMs !== undefined ? { durationMs: record.wipe.durationMs } : {}), at: record.wipe.at } : undefined;
@@ -580,7 +644,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       let by: 'user' | 'server-flag' = 'server-flag';
       let requestId: string | undefined;
       // --allow-apply writes without asking only into a granted folder and never a flagged file; anything else asks the user.
-      const unasked = the().allowApply && !flags.length && (await the().grants.grantedFolder(client, run.projectDir));
+      const unasked = allowApply() && !flags.length && (await the().grants.grantedFolder(client, run.projectDir));
       if (!unasked) {
         const req = await the().approvals.request(
           { runId: run.id, client: who, projectDir: run.projectDir, target: run.projectDir, mode: args.branch ? 'branch' : 'working-tree', ...(args.branch ? { branch: args.branch } : {}), files: reviewed.files, reviewedSha256: args.reviewedSha256, patchBytes: reviewed.bytes, ...(flags.length ? { flags } : {}) },
@@ -592,9 +656,9 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
         const keepAlive = setInterval(() => say("still waiting for the user's answer in Airlock"), KEEP_ALIVE_MS);
         const answer = await the().approvals.wait(req.requestId, extra.signal).finally(() => clearInterval(keepAlive));
         const how = the().approveHint ?? 'Open the Airlock app (or `airlock serve`): the request is shown there with the exact change to approve';
-        const why = the().allowApply ? ` (--allow-apply does not cover it: ${flags.length ? `flagged by review — ${flags.slice(0, 5).map((f) => `${f.path}: ${f.reason}`).join('; ')}` : `${run.projectDir} is not a folder granted to MCP clients`})` : '';
+        const why = allowApply() ? ` (--allow-apply does not cover it: ${flags.length ? `flagged by review — ${flags.slice(0, 5).map((f) => `${f.path}: ${f.reason}`).join('; ')}` : `${run.projectDir} is not a folder granted to MCP clients`})` : '';
         if (answer === 'refused') await refuse('the user said no', `The user refused to apply run ${run.id}; nothing was written.`);
-        if (answer === 'expired') await refuse('no answer', `Not applied: run_apply needs the user's yes${why} and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there.${the().allowApply ? '' : " (An MCP server started with 'airlock mcp --allow-apply' applies unflagged changes in granted folders without asking, recorded in the audit log.)"}`);
+        if (answer === 'expired') await refuse('no answer', `Not applied: run_apply needs the user's yes${why} and none came within ${args.waitSec ?? 300} s. ${how}; call run_apply again and approve it there.${allowApply() ? '' : " (An MCP server started with 'airlock mcp --allow-apply' applies unflagged changes in granted folders without asking, recorded in the audit log.)"}`);
         by = 'user';
       }
       await the().grants.note('granted', client, { what: 'run_apply', runId: run.id, dir: run.projectDir, by, files: reviewed.files.length, reviewedSha256: args.reviewedSha256 });

@@ -42,7 +42,7 @@ export type RunProxy = Pick<ModelProxy, 'onDidCall' | 'onDidSideDoor' | 'issueTo
  */
 export interface RunWorkspace {
   /** Reads the project on the host (never writes it), leaving credential-looking files out. */
-  snapshot(projectDir: string): Promise<ProjectSnapshot>;
+  snapshot(projectDir: string, opts?: { include?: string[]; exclude?: string[] }): Promise<ProjectSnapshot>;
   /**
    * Copies the snapshot into the sandbox and writes the same bytes into the run's object store on
    * the host (`objectsDir`) as the host's own baseline; gives the agent a git repository with
@@ -63,7 +63,7 @@ export interface HydratedWorkspace extends HydrateResult {
 }
 
 export const realWorkspace: RunWorkspace = {
-  snapshot: (projectDir) => snapshotProject(projectDir),
+  snapshot: (projectDir, opts) => snapshotProject(projectDir, opts),
   // The agent starts once the copy is in place; change queries wait for the baseline commit.
   async hydrate(sandbox, snapshot, objectsDir, { gitHistory, base }) {
     // From a project base, only what differs streams in; the baselines are the same commits (§11).
@@ -171,6 +171,8 @@ export interface SessionControl {
   ended: Promise<void>;
   end(reason: string): void;
   endReason?: string;
+  /** What of the project is copied besides the defaults (`airlock sandbox exec --include/--exclude`). */
+  snapshot?: { include?: string[]; exclude?: string[] };
 }
 
 /** One run in progress in this process: its input, what each step produced, and its bookkeeping. */

@@ -47,6 +47,8 @@ export interface SessionStartArgs {
   gitHistory?: StartRunArgs['gitHistory'];
   /** The project environment (§16), already checked by the caller; absent: `auto`. */
   environment?: string;
+  /** gitignore-style patterns copied besides, or left out besides, the defaults (`airlock sandbox exec`). */
+  snapshot?: { include?: string[]; exclude?: string[] };
 }
 
 /** How an attempt of an attempt group starts (docs/architecture.md §18). */
@@ -138,9 +140,10 @@ export class RunService implements Disposable {
 
   /**
    * Crash recovery: runs left unfinished by a process that is gone are marked `interrupted` and their
-   * sandboxes reaped. Runs owned by another live process are left alone.
+   * sandboxes reaped. Runs owned by another live process are left alone. `othersOnly` (a process
+   * already serving runs): sandboxes of this process are never touched, whatever their record says.
    */
-  async recover(managers: SandboxManager[]): Promise<string[]> {
+  async recover(managers: SandboxManager[], opts: { othersOnly?: boolean } = {}): Promise<string[]> {
     const { runs } = await this.deps.store.list();
     const interrupted: string[] = [];
     for (const run of runs) {
@@ -165,7 +168,7 @@ export class RunService implements Disposable {
     }
     const liveOwners = new Set(runs.filter((r) => !isFinalStatus(r.status) && !ownerIsGone(r.owner)).map((r) => r.id));
     for (const manager of managers) {
-      await manager.reapOrphans((runId) => this.live.has(runId) || liveOwners.has(runId));
+      await manager.reapOrphans((runId) => this.live.has(runId) || liveOwners.has(runId), opts);
     }
     return interrupted;
   }
@@ -198,6 +201,7 @@ export class RunService implements Disposable {
       ready: new Promise<void>((resolve) => (markReady = resolve)),
       markReady: () => markReady(),
       ended: new Promise<void>((resolve) => (end = () => resolve())),
+      ...(input.snapshot ? { snapshot: input.snapshot } : {}),
       end(reason) {
         if (!session.open) return;
         session.open = false;

@@ -38,7 +38,7 @@ const MAX_EVENT_PATHS = 1000;
 export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const { input } = run;
   await host.transition(run, 'preparing', 'reading project');
-  const snapshot = await host.workspace.snapshot(input.projectDir);
+  const snapshot = await host.workspace.snapshot(input.projectDir, run.session?.snapshot);
   run.snapshot = snapshot;
   const excludedFiles = snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason }));
   if (excludedFiles.length) await run.audit.append('excluded_files', { files: excludedFiles });

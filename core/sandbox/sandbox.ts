@@ -375,15 +375,18 @@ export class SandboxManager implements Disposable {
    * Left alone: sandboxes held by this manager, those of another Airlock process on this host that
    * is still running, and — on an engine that may be shared (reached over the network) — anything
    * not labelled with this installation's id, since another user's host name and pid mean nothing
-   * here (docs/architecture.md §13). Returns the run ids that were wiped.
+   * here (docs/architecture.md §13). `othersOnly`: only those of processes that are gone (a process
+   * that is already serving sandboxes recovers for others). Returns the run ids that were wiped.
    */
-  async reapOrphans(isLive: (runId: string) => boolean): Promise<string[]> {
+  async reapOrphans(isLive: (runId: string) => boolean, opts: { othersOnly?: boolean } = {}): Promise<string[]> {
     const own = this.ownLabels();
     const shared = (await this.driver.sharedEngine?.()) ?? false;
     const keep = (runId: string) => own.has(runId) || isLive(runId);
     const ours = (r: { owner?: string; installation?: string }): boolean => {
       const status = ownerStatus(r.owner);
       if (status === 'running') return false;
+      // A process already serving (a joined MCP worker) may be making sandboxes of its own right now.
+      if (opts.othersOnly && status !== 'gone') return false;
       if (r.installation !== undefined && r.installation === this.opts.installationId) return true;
       // Another installation (or none recorded): only a process of this very host that is gone, on an engine no one else uses.
       return !shared && (status === 'gone' || status === 'self');
