@@ -281,7 +281,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     const patchFile = path.join(tempDir(), 'result.patch');
     const code = await sandboxCommand.run(
       ['exec', dir, '--patch', patchFile, '--', 'sh', '-c', 'echo to-stdout; echo to-stderr >&2; echo more >> src/app.ts; rm docs/gone.md; cat .env 2>/dev/null; exit 7'],
-      { stdout: out, stderr: err, stdin: new PassThrough(), env: process.env },
+      // A session of the run service: recorded in a home of the test's own.
+      { stdout: out, stderr: err, stdin: new PassThrough(), env: { ...process.env, AIRLOCK_HOME: tempDir() } },
     );
     const stdout = Buffer.concat(chunks.out).toString();
     const stderr = Buffer.concat(chunks.err).toString();

@@ -1,19 +1,12 @@
-import { newRunId } from '../../../contracts/ids';
-import { writeFile } from 'node:fs/promises';
-import { DEFAULT_LIMITS, type WipeProof } from '../../sandbox/driver';
-import type { AppContext } from '../../app-context';
-import { DockerDriver } from '../../sandbox/docker/docker-driver';
-import type { Engine } from '../../sandbox/docker/engine';
-import { ensureSandboxImage } from '../../sandbox/image';
-import { SandboxManager, type Sandbox } from '../../sandbox/sandbox';
-import { finalPatch, listChanges, type FileChange } from '../../workspace/changes';
-import { hydrate } from '../../workspace/hydrate';
-import { classifyRiskyPaths } from '../../workspace/risky-paths';
-import { formatBytes } from '../../../contracts/format';
-import { snapshotProject } from '../../workspace/snapshot';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { AirlockError } from '../../../contracts/errors';
+import type { ChangedFile } from '../../../contracts/diffs';
+import { createAirlockCore } from '../../app';
+import { servicesFor } from '../../app-services';
+import type { StoredRun } from '../../runs/run-record';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
-import { withApp } from '../with-app';
 
 interface ExecArgs {
   projectDir: string;
@@ -55,131 +48,111 @@ function parseExec(args: string[]): ExecArgs {
   };
 }
 
-function statusLetter(c: FileChange): string {
+function statusLetter(c: ChangedFile): string {
   return c.status === 'added' ? 'A' : c.status === 'deleted' ? 'D' : c.status === 'renamed' ? 'R' : 'M';
 }
 
-function describeChange(c: FileChange): string {
+function describeChange(c: ChangedFile): string {
   const name = c.oldPath ? `${c.oldPath} → ${c.path}` : c.path;
   const parts: string[] = [];
-  if (c.binary) parts.push(`binary, ${formatBytes(c.size)}`);
+  if (c.binary) parts.push('binary');
   else if (c.additions || c.deletions) parts.push(`+${c.additions} −${c.deletions}`);
-  if (c.modeChanged) parts.push(`mode ${c.oldMode} → ${c.newMode}`);
-  if (c.tooLarge) parts.push('large');
+  if (c.modeChange) parts.push(`mode ${c.modeChange}`);
   return `  ${statusLetter(c)} ${name}${parts.length ? `  (${parts.join(', ')})` : ''}`;
 }
 
-function describeProof(proof: WipeProof): string {
-  const state = proof.leftovers.length ? `LEFTOVERS: ${proof.leftovers.join(', ')}` : 'verified: nothing labelled with the run remains';
-  return `wiped run ${proof.runId}: removed ${proof.removed.length} resource(s) in ${Math.round(proof.durationMs)} ms; ${state}`;
+function describeProof(runId: string, wipe: NonNullable<StoredRun['wipe']>): string {
+  const state = wipe.leftovers.length ? `LEFTOVERS: ${wipe.leftovers.join(', ')}` : 'verified: nothing labelled with the run remains';
+  return `wiped run ${runId}: removed ${wipe.removed.length} resource(s) in ${Math.round(wipe.durationMs ?? 0)} ms; ${state}`;
 }
 
-/** Exit code of the sandboxed command as a shell would report it. */
-function exitCodeOf(info: { exitCode: number | null; signal: string | null; timedOut: boolean }): number {
-  if (info.timedOut) return 124;
-  if (info.exitCode !== null) return info.exitCode;
-  const signals: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
-  return 128 + (signals[info.signal ?? ''] ?? 9);
+/** An argv as one `bash -c` command line, each word quoted when it needs it. */
+export function shellLine(argv: readonly string[]): string {
+  return argv.map((a) => (/^[\w./:=@+,-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
 }
 
+/**
+ * One command in a fresh sandbox, as a recorded session of the run service (docs/architecture.md
+ * §17): the same snapshot, hydrate, host-run command, host-derived collect, audit and wipe as a run
+ * or an MCP sandbox. Nothing the sandbox says about its own changes is read back: the change list
+ * and the patch are derived on the host (§11), and applied only with `airlock apply --reviewed`.
+ */
 async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
   const say = (line: string) => io.stderr.write(`airlock: ${line}\n`);
-  const snapshot = await snapshotProject(args.projectDir, { include: args.include, exclude: args.exclude });
-  say(`project ${snapshot.projectDir}: ${snapshot.fileCount} files, ${formatBytes(snapshot.totalBytes)}`);
-
-  return withApp(io, async (app) => {
-    const engine = await app.connectEngine();
-    try {
-      return await execWithEngine(args, io, app, engine, snapshot, say);
-    } finally {
-      engine.dispose();
-    }
-  });
-}
-
-async function execWithEngine(args: ExecArgs, io: CliIo, app: AppContext, engine: Engine, snapshot: Awaited<ReturnType<typeof snapshotProject>>, say: (line: string) => void): Promise<number> {
-  const image = await ensureSandboxImage({
-    engine,
-    ...(args.image ? { image: args.image } : {}),
-    onProgress: (p) => {
-      if (p.phase !== 'build' || /^step /.test(p.message)) say(`image: ${p.message}`);
-    },
-  });
-  const installation = await app.installationId();
-  const manager = new SandboxManager(new DockerDriver({ env: io.env, engine, installationId: installation }), { installationId: installation });
-  const runId = newRunId();
-  let sandbox: Sandbox | undefined;
-  let interrupted = false;
-  let kill: (() => void) | undefined;
+  const projectDir = path.resolve(args.projectDir);
+  if (!(await stat(projectDir).then((st) => st.isDirectory(), () => false))) throw new AirlockError('NOT_FOUND', `${projectDir} is not a folder; pass the project folder to copy into the sandbox.`);
+  const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
+  const services = servicesFor(core, undefined, { asksForMcp: false });
+  const stop = new AbortController();
   const onSigint = () => {
-    interrupted = true;
     say('interrupted: stopping the command and wiping the sandbox');
-    kill?.();
+    stop.abort();
   };
   process.once('SIGINT', onSigint);
+  let runId: string | undefined;
   try {
-    sandbox = await manager.create({ runId, image: image.ref, limits: DEFAULT_LIMITS, network: 'none' });
-    say(`sandbox ${sandbox.info.id.slice(0, 12)} ready (image ${image.ref}, no network)`);
-    // The agent command may start once the copy is in place; change queries wait for the baseline.
-    const hydrated = await hydrate(sandbox.channel, snapshot, { waitForBaseline: false });
-    say(`copied in ${hydrated.files} files (${formatBytes(hydrated.bytes)}) in ${Math.round(hydrated.durationMs)} ms`);
-    const notable = hydrated.excluded.filter((e) => e.kind !== 'gitignore' && e.kind !== 'git');
-    const ignoredCount = hydrated.excluded.length - notable.length;
+    const line = shellLine(args.argv);
+    say(`starting a sandbox on a copy of ${projectDir}`);
+    const record = await core.runs.startSession({
+      projectDir,
+      client: 'airlock sandbox exec',
+      isolation: 'container',
+      network: 'none',
+      // The session outlives the command by the time a collect and a wipe take.
+      timeoutSec: Math.ceil((args.timeoutSec ?? 24 * 3600) + 600),
+      ...(args.image ? { environment: `image:${args.image}` } : { environment: 'airlock' }),
+      ...(args.include.length || args.exclude.length ? { snapshot: { include: args.include, exclude: args.exclude } } : {}),
+    });
+    runId = record.id;
+    say(`sandbox ready (run ${record.id}, no network)`);
+    const notable = record.excludedFiles;
     if (notable.length) {
       say(`left on the host (${notable.length}):`);
       for (const e of notable) io.stderr.write(`  - ${e.path}: ${e.reason}\n`);
     }
-    if (ignoredCount) say(`also left out: ${ignoredCount} path(s) from .gitignore and git metadata`);
-    if (interrupted) return ExitCode.runNotDone;
+    if (stop.signal.aborted) return ExitCode.runNotDone;
+    say(`$ ${line}`);
+    const result = await core.runs.execInSession(record.id, { command: `exec ${line}`, cwd: '/workspace', timeoutSec: args.timeoutSec ?? 24 * 3600, capBytes: 1024 * 1024, signal: stop.signal }, (stream, bytes) => (stream === 'stdout' ? io.stdout : io.stderr).write(bytes));
+    if (result.failure) throw new AirlockError('SANDBOX_FAILED', `The command could not run: ${result.failure}.`);
+    const code = result.timedOut ? 124 : (result.exitCode ?? 128 + 9);
+    say(`command ${result.timedOut ? `timed out after ${args.timeoutSec} s` : `exited with ${result.exitCode ?? 'a signal'}`} (${Math.round(result.durationMs)} ms)`);
 
-    say(`$ ${args.argv.map((a) => (/^[\w./:=@+-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ')}`);
-    const proc = sandbox.channel.spawn({
-      argv: args.argv,
-      cwd: '/workspace',
-      ...(args.timeoutSec ? { timeoutMs: args.timeoutSec * 1000 } : {}),
-    });
-    proc.onStdout((chunk) => io.stdout.write(chunk));
-    proc.onStderr((chunk) => io.stderr.write(chunk));
-    proc.end();
-    kill = () => proc.kill('SIGTERM');
-    const exit = await proc.exited;
-    kill = undefined;
-    const code = exitCodeOf(exit);
-    say(`command ${exit.timedOut ? `timed out after ${args.timeoutSec} s` : `exited with ${exit.exitCode ?? exit.signal}`} (${Math.round(exit.durationMs)} ms)${exit.truncated ? '; output truncated' : ''}`);
-
-    const changes = await listChanges(sandbox.channel);
-    if (!changes.length) {
+    // Collected on the host at the end of the session, like a run's result; then wiped and checked gone.
+    const ended = await core.runs.endSession(record.id, 'the command ended');
+    runId = undefined;
+    const listed = await services.diffs.list({ runId: record.id });
+    if (!listed.files.length) {
       say('no files changed');
     } else {
-      say(`${changes.length} file(s) changed:`);
-      for (const c of changes) io.stderr.write(`${describeChange(c)}\n`);
-      const patch = await finalPatch(sandbox.channel);
-      const risky = classifyRiskyPaths(changes.map((c) => ({ path: c.path, ...(c.oldPath ? { oldPath: c.oldPath } : {}), ...(c.oldMode ? { oldMode: c.oldMode } : {}), ...(c.newMode ? { newMode: c.newMode } : {}) })));
-      for (const r of risky) say(`review: ${r.path} — ${r.reason}`);
+      say(`${listed.files.length} file(s) changed:`);
+      for (const c of listed.files) io.stderr.write(`${describeChange(c)}\n`);
+      for (const c of listed.files) if (c.risky) say(`review: ${c.path} — ${c.risky}`);
+      const preview = await services.diffs.preview({ runId: record.id });
       if (args.patchFile) {
-        await writeFile(args.patchFile, patch, { flag: 'wx' });
-        say(`patch written to ${args.patchFile} (git apply it in the project to keep the changes)`);
+        const written = await services.diffs.exportPatch({ runId: record.id, destPath: path.resolve(args.patchFile) });
+        say(`patch written to ${written.path}`);
       }
-      if (args.showDiff) io.stdout.write(patch);
+      if (args.showDiff) io.stdout.write(preview.text ?? `(patch too large to print; see airlock show ${record.id} --diff)\n`);
+      say(`result sha256: ${preview.sha256}  (after reviewing: airlock apply ${record.id} --reviewed ${preview.sha256})`);
     }
-    return interrupted ? ExitCode.runNotDone : code;
+    if (ended.wipe) say(describeProof(record.id, ended.wipe));
+    return stop.signal.aborted ? ExitCode.runNotDone : code;
   } finally {
     process.off('SIGINT', onSigint);
-    if (sandbox) {
-      const proof = await sandbox.destroy();
-      say(describeProof(proof));
-    } else {
-      const proof = await manager.driver.destroy(runId).catch(() => undefined);
-      if (proof && proof.removed.length) say(describeProof(proof));
+    // Interrupted or failed mid-way: the session still ends, collected and wiped.
+    if (runId) {
+      const ended = await core.runs.endSession(runId, 'airlock sandbox exec stopped').catch(() => undefined);
+      if (ended?.wipe) say(describeProof(runId, ended.wipe));
     }
-    manager.dispose();
+    await services.dispose();
   }
 }
 
 /**
  * `airlock sandbox exec <projectDir> -- <cmd…>`: one command in a fresh hardened sandbox on a copy of
- * the project; streams its output, prints the changed files and the diff, wipes the sandbox (with
- * proof) and exits with the command's exit code. The project folder is only read.
+ * the project, as a recorded session (History, audit); streams its output, prints the changed files
+ * and the diff derived on the host, wipes the sandbox (with proof), prints the digest to apply by
+ * and exits with the command's exit code. The project folder is only read.
  */
 export const sandboxCommand: CliCommand = {
   name: 'sandbox',
