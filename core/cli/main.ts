@@ -1,6 +1,7 @@
 import { ENGINE_CHOICES } from '../sandbox/docker/engine-choice';
 import { CliUsageError } from './args';
 import { ExitCode, type CliCommand, type CliIo } from './command';
+import { commandHelp } from './command-help';
 
 /** Every command by name; they load lazily so `airlock doctor` does not pay for the proxy or the UI host. */
 export const commands: Readonly<Record<string, () => Promise<CliCommand>>> = {
@@ -41,11 +42,17 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
     io.stderr.write(`airlock: unknown command '${name}'\n${usage()}`);
     return ExitCode.usage;
   }
-  const command = await load();
-  // `--debug` (any command) or AIRLOCK_DEBUG=1: errors Airlock handles by itself are printed as they happen.
   // Only before `--`: what follows is a command to run in the sandbox, its flags its own.
   const dash = rest.indexOf('--');
   const own = dash < 0 ? rest : rest.slice(0, dash);
+  // A heavy command's --help is printed without loading its module (cli.start.run_help).
+  const help = own.includes('--help') || own.includes('-h') ? commandHelp(name) : undefined;
+  if (help) {
+    io.stdout.write(`${help.summary}\n\nusage: ${help.usage}\n`);
+    return ExitCode.ok;
+  }
+  const command = await load();
+  // `--debug` (any command) or AIRLOCK_DEBUG=1: errors Airlock handles by itself are printed as they happen.
   const debug = own.includes('--debug') || io.env.AIRLOCK_DEBUG === '1';
   const { debugLog } = await import('../common/debug-log');
   const debugSub = debug ? debugLog.onDidNote((n) => io.stderr.write(`[debug] ${n.where}: ${n.message}\n`)) : undefined;

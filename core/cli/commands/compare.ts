@@ -1,4 +1,5 @@
 import { checkUnproven, type Comparison } from '../../../contracts/attempts';
+import { COMMAND_HELP } from '../command-help';
 import { requireAttemptGroupId } from '../../../contracts/ids';
 import { comparisonMarkdown } from '../../runs/attempt-report';
 import { createAirlockCore } from '../../app';
@@ -6,7 +7,7 @@ import { servicesFor } from '../../app-services';
 import { CliUsageError, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
-const USAGE = 'airlock compare <groupId> [--json | --markdown]';
+const USAGE = COMMAND_HELP.compare.usage;
 
 function formatDuration(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
@@ -44,8 +45,8 @@ export function printComparison(io: CliIo, c: Comparison): void {
 /** `airlock compare <groupId>`: an attempt group's attempts side by side (docs/architecture.md §18). */
 export const compareCommand: CliCommand = {
   name: 'compare',
-  summary: "Compare an attempt group's attempts side by side (check, changes, tokens, cost, time).",
-  usage: USAGE,
+  summary: COMMAND_HELP.compare.summary,
+  usage: COMMAND_HELP.compare.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, markdown: { type: 'boolean' } });
     const [id] = positionalsExactly(positionals, '<groupId>');

@@ -1,4 +1,5 @@
 import { defaultDoctorChecks, runDoctorChecks, type DoctorOptions, type ReadinessCheck } from '../../doctor/doctor';
+import { COMMAND_HELP } from '../command-help';
 import type { DoctorCheck } from '../../../contracts/sandboxes';
 import type { ImageProgress } from '../../sandbox/driver';
 import { parseCliArgs, positionalsExactly } from '../args';
@@ -7,7 +8,7 @@ import { withApp } from '../with-app';
 
 /** `airlock doctor`: the readiness checks of core/doctor, printed as they finish. */
 
-const USAGE = 'airlock doctor [--json] [--no-build] [--agents] [--image REF] [--prune]';
+const USAGE = COMMAND_HELP.doctor.usage;
 
 function parseDoctorArgs(args: string[]): DoctorOptions & { json: boolean } {
   const { values, positionals } = parseCliArgs(args, {
@@ -82,8 +83,8 @@ export async function runDoctor(checks: ReadinessCheck[], io: CliIo, options: Do
 export function createDoctorCommand(checks: () => ReadinessCheck[] = defaultDoctorChecks): CliCommand {
   return {
     name: 'doctor',
-    summary: 'Check the container engine, the sandbox image (building it if missing) and the sandbox helper.',
-    usage: USAGE,
+    summary: COMMAND_HELP.doctor.summary,
+    usage: COMMAND_HELP.doctor.usage,
     run: async (args, io) => runDoctor(checks(), io, parseDoctorArgs(args)),
   };
 }

@@ -1,4 +1,5 @@
 import type { PreparedEnvironmentInfo } from '../../../contracts/environments';
+import { COMMAND_HELP } from '../command-help';
 import { formatBytes } from '../../../contracts/format';
 import { listPrepared, parseAge, PreparedUsage, prunePrepared } from '../../environment/prepared-environments';
 import { CliUsageError, parseCliArgs } from '../args';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import { baseInfo, listProjectBases, pruneProjectBases } from '../../sandbox/docker/project-base-volumes';
 import { BaseStore } from '../../workspace/project-base';
 
-const USAGE = 'airlock env plan [DIR] [--environment auto|airlock|devcontainer[:PATH]|image:REF] [--allow-local-env NAME]… [--json]\nairlock env list [--json]\nairlock env prune [--older-than AGE] [--json]   (AGE: 30d, 12h, 90m, 45s; without it every prepared environment is removed)';
+const USAGE = COMMAND_HELP.env.usage;
 
 /** How long ago, in the largest whole unit. */
 function ago(iso: string | undefined, now: number): string {
@@ -33,8 +34,8 @@ function describe(p: PreparedEnvironmentInfo, now: number): string {
  */
 export const envCommand: CliCommand = {
   name: 'env',
-  summary: "Show a project's environment plan before a run; list or remove prepared environments",
-  usage: USAGE,
+  summary: COMMAND_HELP.env.summary,
+  usage: COMMAND_HELP.env.usage,
   async run(args: string[], io: CliIo): Promise<number> {
     const [verb, ...rest] = args;
     if (verb === 'plan') return planCommand(rest, io);

@@ -1,4 +1,5 @@
 import type { ApplyResult, ChangedFile, FileSelection } from '../../../contracts/diffs';
+import { COMMAND_HELP } from '../command-help';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { AirlockError } from '../../../contracts/errors';
 import { parseSection } from '../../workspace/partial';
@@ -11,8 +12,8 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 
 export const checkpointsCommand: CliCommand = {
   name: 'checkpoints',
-  summary: "List a run's checkpoints: its change after each turn that changed files (the last is its result).",
-  usage: 'airlock checkpoints <runId> [--json]   (review one: airlock show <runId> --checkpoint N; apply it alone: airlock apply <runId> --checkpoint N --reviewed SHA256; continue from it: airlock run --continue <runId> --checkpoint N --task "…")',
+  summary: COMMAND_HELP.checkpoints.summary,
+  usage: COMMAND_HELP.checkpoints.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
@@ -102,8 +103,8 @@ async function printHunks(out: NodeJS.WritableStream, s: AirlockServices, runId:
 
 export const runsCommand: CliCommand = {
   name: 'runs',
-  summary: 'List past and current runs, newest first.',
-  usage: 'airlock runs [--json] [--limit N]',
+  summary: COMMAND_HELP.runs.summary,
+  usage: COMMAND_HELP.runs.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, limit: { type: 'string' } });
     positionalsExactly(positionals);
@@ -120,8 +121,8 @@ export const runsCommand: CliCommand = {
 
 export const showCommand: CliCommand = {
   name: 'show',
-  summary: 'Show one run: its record, changed files (risky ones flagged) and usage.',
-  usage: 'airlock show <runId> [--thread | --checkpoint N] [--json] [--diff] [--hunks]   (--hunks: number each file\'s hunks and changed lines, for apply/patch --hunks/--lines; --thread: the whole thread\'s change up to this turn)',
+  summary: COMMAND_HELP.show.summary,
+  usage: COMMAND_HELP.show.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { json: { type: 'boolean' }, diff: { type: 'boolean' }, hunks: { type: 'boolean' }, thread: { type: 'boolean' }, checkpoint: { type: 'string' } });
     const [runId] = positionalsExactly(positionals, '<runId>');
@@ -159,8 +160,8 @@ export const showCommand: CliCommand = {
 
 export const applyCommand: CliCommand = {
   name: 'apply',
-  summary: "Apply a run's result to the project (or another folder): working tree or a new branch.",
-  usage: 'airlock apply <runId> --reviewed SHA256 [--thread | --checkpoint N] [--to DIR] [--branch NAME [--message TEXT]] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4] [--skip-conflicts] [--json]   (SHA256: from airlock show, or airlock patch with the same selection; --thread: the whole thread\'s change up to this turn; --checkpoint N: the run\'s change up to that checkpoint, see airlock checkpoints; whole or nothing: one conflicting file and nothing is written, unless --skip-conflicts writes the files that do not conflict)',
+  summary: COMMAND_HELP.apply.summary,
+  usage: COMMAND_HELP.apply.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, to: { type: 'string' }, branch: { type: 'string' }, message: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, json: { type: 'boolean' }, reviewed: { type: 'string' }, 'skip-conflicts': { type: 'boolean' }, checkpoint: { type: 'string' } });
     const checkpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });
@@ -217,8 +218,8 @@ const files = (n: number): string => `${n} ${n === 1 ? 'file' : 'files'}`;
 
 export const patchCommand: CliCommand = {
   name: 'patch',
-  summary: "Print a run's result as a patch (git apply accepts it), or write it to a file.",
-  usage: 'airlock patch <runId> [--thread | --checkpoint N] [--out FILE] [--files a,b,…] [--hunks PATH:1,3] [--lines PATH:-3,+4]   (hunk numbers and line ids: airlock show <runId> --hunks)',
+  summary: COMMAND_HELP.patch.summary,
+  usage: COMMAND_HELP.patch.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, { thread: { type: 'boolean' }, out: { type: 'string' }, files: { type: 'string', multiple: true }, hunks: { type: 'string', multiple: true }, lines: { type: 'string', multiple: true }, checkpoint: { type: 'string' } });
     const checkpoint = numberOption(values.checkpoint, 'checkpoint', { integer: true, min: 1 });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { COMMAND_HELP } from '../command-help';
 import path from 'node:path';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Readable, Writable } from 'node:stream';
@@ -91,8 +92,8 @@ const STDIO_MESSAGE_BYTES = 32 * 1024 * 1024;
  */
 export const mcpCommand: CliCommand = {
   name: 'mcp',
-  summary: 'Serve Airlock sandboxes and runs to an MCP client (Claude Code, Codex, Cursor, VS Code) over stdio.',
-  usage: 'airlock mcp [--project DIR]… [--allow-apply] [--cold] [--foreground]   (--project: a folder clients may use besides those granted in Settings → MCP, repeatable; --allow-apply: run_apply writes unflagged changes into granted folders without asking the user, recorded in the audit log; --cold: keep no started sandbox ready for the next sandbox_create; --foreground: serve in this process, see docs/architecture.md §17)',
+  summary: COMMAND_HELP.mcp.summary,
+  usage: COMMAND_HELP.mcp.usage,
   async run(args: string[], io: CliIo): Promise<number> {
     const { values, positionals } = parseCliArgs(args, { project: { type: 'string', multiple: true }, 'allow-apply': { type: 'boolean' }, cold: { type: 'boolean' }, foreground: { type: 'boolean' }, worker: { type: 'boolean' } });
     positionalsExactly(positionals);

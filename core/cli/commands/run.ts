@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { COMMAND_HELP } from '../command-help';
 import type { NetworkAnswer, RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { connectionsRefusedText } from '../../../contracts/format';
@@ -15,14 +16,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
 import { safeTerminalText as safe, TerminalSafeText } from '../terminal-safe';
 
-const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <runId> --task "…"
-       [--agent builtin|claude-code|codex|custom] [--custom-command CMD]
-       [--provider P] [--model M] [--approve-commands] [--timeout S] [--budget-tokens N] [--budget-usd N]
-       [--isolation container|gvisor|vm] [--engine docker|podman|auto] [--network none|allowlist|open] [--allow DOMAIN|preset:npm]… [--rule 'HOST read-only']… [--secret NAME]… [--internal-host NAME]… [--mcp NAME]… [--network-approvals ask|deny] [--publish PORT]… [--key-env VAR]
-       [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
-       [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
-       [--check 'npm test'] [--check-timeout S] [--attempts claude-code,codex,builtin:MODEL,AGENT:PROVIDER/MODEL]
-       airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
+const USAGE = COMMAND_HELP.run.usage;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -30,8 +24,8 @@ const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <r
  */
 export const runCommand: CliCommand = {
   name: 'run',
-  summary: 'Run an agent on a copy of a project in a fresh, disposable sandbox.',
-  usage: USAGE,
+  summary: COMMAND_HELP.run.summary,
+  usage: COMMAND_HELP.run.usage,
   async run(args, io) {
     const { values, positionals } = parseCliArgs(args, {
       task: { type: 'string' },

@@ -1,4 +1,5 @@
 import { stat } from 'node:fs/promises';
+import { COMMAND_HELP } from '../command-help';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import type { ChangedFile } from '../../../contracts/diffs';
@@ -19,8 +20,7 @@ interface ExecArgs {
   showDiff: boolean;
 }
 
-const USAGE =
-  'airlock sandbox exec <projectDir> [--image REF] [--timeout SECONDS] [--include PATTERN]… [--exclude PATTERN]… [--patch FILE] [--no-diff] -- <command…>';
+const USAGE = COMMAND_HELP.sandbox.usage;
 
 function parseExec(args: string[]): ExecArgs {
   // Everything after `--` is the command, options included: it is split off before parsing.
@@ -156,8 +156,8 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
  */
 export const sandboxCommand: CliCommand = {
   name: 'sandbox',
-  summary: 'Run one command in a fresh sandbox on a copy of a project and show the diff it caused.',
-  usage: USAGE,
+  summary: COMMAND_HELP.sandbox.summary,
+  usage: COMMAND_HELP.sandbox.usage,
   async run(args: string[], io: CliIo): Promise<number> {
     const [sub, ...rest] = args;
     if (sub !== 'exec') {
