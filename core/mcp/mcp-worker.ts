@@ -1,14 +1,9 @@
-import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { z } from 'zod';
 import { APP_VERSION } from '../common/app-version';
-import { debugLog } from '../common/debug-log';
-import { Emitter, type Event } from '../common/disposable';
-import { ownerStatus, PROCESS_OWNER } from '../common/process-alive';
-import { createMcpConnection, type McpConnection, type McpDeps } from './mcp-server';
+import { ownerStatus } from '../common/process-alive';
 
 /**
  * The stdio worker's door for later `airlock mcp` processes (docs/architecture.md §17, "Kept
@@ -16,25 +11,34 @@ import { createMcpConnection, type McpConnection, type McpDeps } from './mcp-ser
  * can enter); the relay of a later `airlock mcp` joins it instead of starting a worker of its own,
  * and relays its client's stdio over the socket. Each joined socket is one MCP connection with the
  * flags of the command that joined (its `--project` folders, `--allow-apply`). A worker stays while
- * it serves a connection or holds a kept sandbox, and goes when it has neither.
+ * it serves a connection or holds a kept sandbox, and goes when it has neither. This module is the
+ * relay's side and stays light (`airlock mcp` starts per client); the worker's is `mcp-worker-door.ts`.
  */
 
-/** What a joining relay sends first, one JSON line. */
-export const JoinHeader = z.strictObject({
-  v: z.literal(1),
-  build: z.string().max(2000),
-  projects: z.array(z.string().min(1).max(4096).refine((p) => path.isAbsolute(p), 'an absolute path')).max(100),
-  allowApply: z.boolean(),
-});
-export type JoinHeader = z.infer<typeof JoinHeader>;
+/** What a joining relay sends first, one JSON line (checked by the worker, `mcp-worker-door.ts`). */
+export interface JoinHeader {
+  v: 1;
+  build: string;
+  /** Absolute folders of the joining command's `--project`. */
+  projects: string[];
+  allowApply: boolean;
+}
 
 /** The worker's answer once it took the connection; anything else (or nothing) means "start your own". */
 export const JOIN_ACK = 'airlock-mcp-joined\n';
-const HEADER_BYTES = 512 * 1024;
+/** `<home>/mcp/workers/<pid>.json`: a worker's owner, socket and build. */
+export interface WorkerRecord {
+  owner: string;
+  socket: string;
+  build: string;
+}
 
-const WorkerRecord = z.object({ owner: z.string(), socket: z.string(), build: z.string() });
+function isWorkerRecord(v: unknown): v is WorkerRecord {
+  const r = v as Partial<WorkerRecord> | null;
+  return typeof r?.owner === 'string' && typeof r.socket === 'string' && typeof r.build === 'string';
+}
 
-function workersDir(home: string): string {
+export function workersDir(home: string): string {
   return path.join(home, 'mcp', 'workers');
 }
 
@@ -56,19 +60,6 @@ export async function buildId(): Promise<string> {
   return `${APP_VERSION} ${process.execPath} ${self} ${mtime}`;
 }
 
-/** Records the worker so relays find it; dispose removes the record. */
-export async function announceWorker(home: string, socket: string, build: string): Promise<{ dispose(): Promise<void> }> {
-  await mkdir(workersDir(home), { recursive: true, mode: 0o700 });
-  const file = path.join(workersDir(home), `${process.pid}.json`);
-  await writeFile(file, JSON.stringify({ owner: PROCESS_OWNER, socket, build }), { mode: 0o600 });
-  return {
-    async dispose() {
-      await rm(file, { force: true }).catch(debugLog.swallow('mcp.worker.record'));
-      await rm(socket, { force: true }).catch(debugLog.swallow('mcp.worker.socket'));
-    },
-  };
-}
-
 /**
  * Joins a running worker of this build for one connection: a socket the worker took (the ack read),
  * or undefined when there is none to join (the caller starts a worker). Records and sockets of
@@ -80,14 +71,14 @@ export async function joinWorker(home: string, header: Omit<JoinHeader, 'v' | 'b
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     if (!name.endsWith('.json')) continue;
     const file = path.join(dir, name);
-    const parsed = WorkerRecord.safeParse(await readFile(file, 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined));
-    if (!parsed.success || ownerStatus(parsed.data.owner) === 'gone') {
+    const record: unknown = await readFile(file, 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined);
+    if (!isWorkerRecord(record) || ownerStatus(record.owner) === 'gone') {
       await rm(file, { force: true }).catch(() => undefined);
       await rm(file.replace(/\.json$/, '.sock'), { force: true }).catch(() => undefined);
       continue;
     }
-    if (parsed.data.build !== build || ownerStatus(parsed.data.owner) !== 'running') continue;
-    const socket = await tryJoin(parsed.data.socket, { v: 1, build, ...header });
+    if (record.build !== build || ownerStatus(record.owner) !== 'running') continue;
+    const socket = await tryJoin(record.socket, { v: 1, build, ...header });
     if (socket) return socket;
   }
   return undefined;
@@ -120,125 +111,3 @@ async function tryJoin(socketPath: string, header: JoinHeader): Promise<net.Sock
   });
 }
 
-/**
- * Reads a joining relay's header from a socket the worker accepted: the header and the socket
- * positioned after it, or undefined (the socket is then closed) when it is not a valid header.
- */
-export async function readJoinHeader(socket: net.Socket): Promise<JoinHeader | undefined> {
-  return new Promise((resolve) => {
-    let buf = Buffer.alloc(0);
-    const done = (header: JoinHeader | undefined) => {
-      socket.off('data', onData);
-      socket.off('close', onClose);
-      if (!header) socket.destroy();
-      resolve(header);
-    };
-    const onClose = () => done(undefined);
-    const onData = (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      const nl = buf.indexOf(0x0a);
-      if (nl < 0) {
-        if (buf.length > HEADER_BYTES) done(undefined);
-        return;
-      }
-      socket.pause();
-      const rest = buf.subarray(nl + 1);
-      if (rest.length) socket.unshift(rest);
-      let value: unknown;
-      try {
-        value = JSON.parse(buf.subarray(0, nl).toString('utf8'));
-      } catch {
-        return done(undefined);
-      }
-      const parsed = JoinHeader.safeParse(value);
-      done(parsed.success ? parsed.data : undefined);
-    };
-    socket.on('data', onData);
-    socket.once('close', onClose);
-  });
-}
-
-/** The worker's listening door for joining relays; each joined socket is one MCP connection. */
-export interface WorkerDoor {
-  /** Joined connections being served. */
-  readonly active: number;
-  /** A connection joined or left. */
-  readonly onDidChange: Event<void>;
-  /** Stops taking joins and closes every joined connection (their sandboxes are wiped). */
-  close(reason: string): Promise<void>;
-}
-
-/**
- * Listens on `socketPath` for relays of this build (a folder only the user can enter; the socket
- * itself 0600) and serves each as its own MCP connection with the flags its command was given.
- * `onJoin` runs for each join (the worker recovers what crashed processes left, as any start does).
- */
-export async function openWorkerDoor(opts: { home: string; socketPath: string; build: string; deps: Promise<McpDeps>; maxMessageBytes: number; onJoin?: () => void }): Promise<WorkerDoor> {
-  const changed = new Emitter<void>();
-  const connections = new Map<McpConnection, net.Socket>();
-  let closing = false;
-  let active = 0;
-  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
-    if (closing) return void socket.destroy();
-    socket.on('error', () => undefined);
-    active += 1;
-    changed.fire();
-    void (async () => {
-      let connection: McpConnection | undefined;
-      try {
-        const header = await readJoinHeader(socket);
-        if (!header || header.build !== opts.build || closing) return;
-        socket.write(JOIN_ACK);
-        opts.onJoin?.();
-        connection = createMcpConnection(opts.deps, {}, { projects: header.projects, allowApply: header.allowApply });
-        connections.set(connection, socket);
-        const transport = new StdioServerTransport(socket, socket, { maxBufferSize: opts.maxMessageBytes });
-        const gone = new Promise<void>((resolve) => {
-          socket.once('end', () => resolve());
-          socket.once('close', () => resolve());
-          transport.onclose = () => resolve();
-        });
-        await connection.server.connect(transport);
-        // The header was read in paused mode; a 'data' listener alone does not restart the flow.
-        socket.resume();
-        await gone;
-        // The relay waits for the socket's end: by then this connection's sandboxes are wiped.
-        await connection.close('the client disconnected');
-        await transport.close().catch(() => undefined);
-      } catch (err) {
-        debugLog.note('mcp.worker.join', err);
-      } finally {
-        if (connection) connections.delete(connection);
-        socket.end();
-        active -= 1;
-        changed.fire();
-      }
-    })();
-  });
-  await mkdir(path.dirname(opts.socketPath), { recursive: true, mode: 0o700 });
-  await rm(opts.socketPath, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.socketPath, () => resolve());
-  });
-  await chmod(opts.socketPath, 0o600);
-  const record = await announceWorker(opts.home, opts.socketPath, opts.build);
-  return {
-    get active() {
-      return active;
-    },
-    onDidChange: changed.event,
-    async close(reason) {
-      if (closing) return;
-      closing = true;
-      await record.dispose();
-      server.close();
-      await Promise.all(
-        [...connections].map(async ([c, socket]) => {
-          await c.close(reason).catch(() => undefined);
-          socket.end();
-        }),
-      );
-    },
-  };
-}
