@@ -1,7 +1,8 @@
 /**
  * `cli.start`: `airlock --help` from bin/airlock.js (the built CLI; in this checkout that includes
  * the check that the bundles are fresh) against bare `node -e 0`, interleaved in the same run.
- * `cli.start.run_help` is `airlock run --help`, which loads the run command's module graph.
+ * `cli.start.run_help` is `airlock run --help`: a heavy command's help, printed from core/cli/command-help.ts
+ * without loading the command's module graph, so it should cost about what `cli.start` does.
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';

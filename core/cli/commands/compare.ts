@@ -7,8 +7,6 @@ import { servicesFor } from '../../app-services';
 import { CliUsageError, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 
-const USAGE = COMMAND_HELP.compare.usage;
-
 function formatDuration(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }

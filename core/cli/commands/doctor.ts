@@ -8,8 +8,6 @@ import { withApp } from '../with-app';
 
 /** `airlock doctor`: the readiness checks of core/doctor, printed as they finish. */
 
-const USAGE = COMMAND_HELP.doctor.usage;
-
 function parseDoctorArgs(args: string[]): DoctorOptions & { json: boolean } {
   const { values, positionals } = parseCliArgs(args, {
     json: { type: 'boolean' },

@@ -16,8 +16,6 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
 import { safeTerminalText as safe, TerminalSafeText } from '../terminal-safe';
 
-const USAGE = COMMAND_HELP.run.usage;
-
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
  * files changed, tokens) or, with `--json`, one JSON event per line and a final summary line.

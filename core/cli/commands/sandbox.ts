@@ -20,8 +20,6 @@ interface ExecArgs {
   showDiff: boolean;
 }
 
-const USAGE = COMMAND_HELP.sandbox.usage;
-
 function parseExec(args: string[]): ExecArgs {
   // Everything after `--` is the command, options included: it is split off before parsing.
   const dash = args.indexOf('--');
