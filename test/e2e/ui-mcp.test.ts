@@ -61,7 +61,13 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
     await panel.getByRole('button', { name: 'Test the stdio setup' }).click();
     await expect.poll(() => panel.getByRole('status', { name: 'Setup test' }).textContent().catch(() => ''), { timeout: 90_000 }).toMatch(/^Works: airlock mcp answered with \d+ tools/);
     expect((await services.settings.get({})).mcpHttp).toBeFalsy();
-    await panel.getByLabel(/Serve MCP over HTTP/).check();
+    // The switch is a setting like the others: nothing opens until Save (it used to apply at once).
+    const settingsForm = page.getByRole('form', { name: 'Settings' });
+    await settingsForm.getByLabel(/Serve MCP over HTTP/).check();
+    expect((await services.settings.get({})).mcpHttp).toBeFalsy();
+    expect((await services.mcp.info({})).http.url).toBeUndefined();
+    await settingsForm.getByRole('button', { name: 'Save settings' }).click();
+    await expect.poll(async () => (await services.settings.get({})).mcpHttp, { timeout: 20_000 }).toBe(true);
     await expect.poll(() => panel.locator('[data-mcp-url]').textContent(), { timeout: 20_000 }).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const info = await services.mcp.info({});
     expect(await panel.locator('[data-client="claude-code-http"] pre').textContent()).toContain(`Bearer ${info.http.token}`);
