@@ -119,6 +119,15 @@ describe.skipIf(!docker.ok || !chromium.ok)('compare attempts in the UI (Chromiu
     expect((await s.attempts.compare({ groupId: group.id })).chosen).toMatchObject({ runId: good, others: [{ runId: bad, verified: true, leftovers: [] }, { runId: cheat, verified: true, leftovers: [] }] });
     await page.getByRole('note', { name: 'Attempt' }).getByRole('button', { name: 'Compare attempts' }).click();
     await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 30_000 }).toContain('Other sandboxes verified gone');
+    // A success is framed in the theme's "ok" colour, never the amber that asks the user to look (polish list).
+    expect(await page.getByRole('status', { name: 'Apply result' }).evaluate((el) => {
+      const probe = document.createElement('span');
+      probe.style.color = 'var(--ok)';
+      document.body.append(probe);
+      const ok = getComputedStyle(probe).color;
+      probe.remove();
+      return getComputedStyle(el).borderTopColor === ok;
+    })).toBe(true);
     await expect.poll(() => card(good).getByText('Applied', { exact: true }).count()).toBe(1);
 
     await page.getByRole('button', { name: 'Export Markdown' }).click();
