@@ -19,6 +19,7 @@ import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { getAgentAdapter } from './agents';
 import { checkRunEnvironment } from './environment/run-environment';
 import { listPrepared, parseAge, PreparedUsage, prunePrepared } from './environment/prepared-environments';
+import { formatPlan, planEnvironment } from './environment/environment-plan';
 import { projectEnvironments } from './environment/project-environments';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
@@ -146,6 +147,10 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
     async find({ projectDir, environment }) {
       const choice = environment ?? (await core.settings.get()).defaultEnvironment;
       return projectEnvironments(core.home, projectDir, choice);
+    },
+    async plan({ projectDir, environment }) {
+      const choice = environment ?? (await core.settings.get()).defaultEnvironment;
+      return { text: formatPlan(await planEnvironment(core.home, projectDir, choice), undefined, 'app') };
     },
     async list() {
       const environments = await listPrepared((await core.engine()).docker, usage, await core.app.installationId());

@@ -525,6 +525,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       async find() {
         return { options: [{ choice: 'airlock', label: "Airlock's own image", kind: 'airlock' as const, notApplied: [] }], selected: 'airlock' };
       },
+      async plan() {
+        return { text: "choice: auto → uses Airlock's own image\n" };
+      },
       async list() {
         return { environments: [], totalBytes: 0, bases: [] };
       },
