@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
-import type { McpApplyRequest, McpFolderRequest, McpInfo, McpProjectGrant } from '../../../contracts';
+import { FINAL_RUN_STATUSES, type McpApplyRequest, type McpFolderRequest, type McpInfo, type McpProjectGrant } from '../../../contracts';
 import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
+import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
 
@@ -69,6 +70,7 @@ export function McpSettingsPanel() {
         </div>
       )}
       <SetupTest />
+      <McpClientsList />
       {info?.setup.map((line) => (
         <div key={line.client} className="mcp-setup" data-client={line.client}>
           <div className="row"><strong>{line.label}</strong><button type="button" onClick={() => void copy(line.text)} aria-label={`Copy the ${line.label} setup`}>Copy</button></div>
@@ -76,6 +78,38 @@ export function McpSettingsPanel() {
         </div>
       ))}
     </section>
+  );
+}
+
+/**
+ * The MCP clients that have used Airlock, from the run history: each name as the client gave it (a
+ * claim, shown as such), how many sandboxes it made, whether one is live, and when it was last seen.
+ */
+function McpClientsList() {
+  const runs = useRunsStore((s) => s.runs);
+  const clients = new Map<string, { sandboxes: number; live: number; last: string }>();
+  for (const r of Object.values(runs)) {
+    if (!r.mcpClient) continue;
+    const c = clients.get(r.mcpClient) ?? { sandboxes: 0, live: 0, last: r.createdAt };
+    c.sandboxes += 1;
+    if (!FINAL_RUN_STATUSES.includes(r.status)) c.live += 1;
+    if (r.createdAt > c.last) c.last = r.createdAt;
+    clients.set(r.mcpClient, c);
+  }
+  const list = [...clients].sort((a, b) => b[1].last.localeCompare(a[1].last));
+  return (
+    <div aria-label="MCP clients" role="group">
+      <h3>Clients</h3>
+      {list.length === 0 ? <p className="muted">No MCP client has made a sandbox yet.</p> : (
+        <ul className="mcp-clients">
+          {list.map(([name, c]) => (
+            <li key={name} data-mcp-client={name}>
+              <strong>{name}</strong> <span className="muted">(as it names itself)</span> · {c.sandboxes} sandbox{c.sandboxes === 1 ? '' : 'es'}{c.live ? `, ${c.live} live` : ''} · last {new Date(c.last).toLocaleString()}
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
   );
 }
 
