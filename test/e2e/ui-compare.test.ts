@@ -9,6 +9,7 @@ import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { polishShot } from './support/polish-shot';
 import { serveUi } from './support/serve-ui';
 import { gitProject } from './support/git-project';
 import { ensureBuiltRenderer } from './support/built-renderer';
@@ -128,6 +129,7 @@ describe.skipIf(!docker.ok || !chromium.ok)('compare attempts in the UI (Chromiu
       probe.remove();
       return getComputedStyle(el).borderTopColor === ok;
     })).toBe(true);
+    await polishShot(page, 'compare-applied-success');
     await expect.poll(() => card(good).getByText('Applied', { exact: true }).count()).toBe(1);
 
     await page.getByRole('button', { name: 'Export Markdown' }).click();
