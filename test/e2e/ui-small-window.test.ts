@@ -397,6 +397,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('an 800×600 window: first paint, si
     expect(await page.getByLabel('Isolation', { exact: true }).count()).toBe(1);
     await page.getByLabel('Network', { exact: true }).selectOption('allowlist');
     expect(await page.locator('#r-allow-help').textContent()).toContain('*.example.com');
+    // Each field's name is level with its control, not centred beside the notes under it.
+    for (const id of ['r-isolation', 'r-network']) {
+      const [label, control] = [await page.locator(`label[for="${id}"]`).boundingBox(), await page.locator(`#${id}`).boundingBox()];
+      expect(Math.abs((label?.y ?? 0) - (control?.y ?? 1e9)), id).toBeLessThan(12);
+    }
     expect(await page.locator('.new-run .banner.warn, form .banner.warn').filter({ hasText: 'Virtual machine' }).count()).toBe(0);
     await polishShot(page, 'new-run-form');
     await page.getByLabel('Project folder').fill(join(project, 'no-such-folder'));
