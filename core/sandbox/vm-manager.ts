@@ -9,9 +9,8 @@ import { SandboxManager } from './sandbox';
 const VM_HELLO_TIMEOUT_MS = 180_000;
 
 export interface VmManagerOptions {
+  /** The core's environment: where VM assets and runs live (`vmPaths`), and `AIRLOCK_VM_*` overrides. */
   env: NodeJS.ProcessEnv;
-  /** Airlock's data folder. */
-  home: string;
   /** The `vmAccel` setting (QEMU only). */
   vmAccel: Settings['vmAccel'];
   /** The sandbox image of a variant (WSL imports its file system). */
