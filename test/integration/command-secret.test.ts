@@ -111,14 +111,14 @@ describe.skipIf(!docker.ok || !keychain.ok)('a secret defined as a host command:
     server = https.createServer({ key: ca.leafKeyPem, cert: await ca.leafFor(HOST) }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
+      req.on('end', () => void (async () => {
         const authorization = req.headers.authorization ?? '';
         served.push({ url: req.url ?? '', authorization, body: Buffer.concat(chunks).toString(), runs: await runs() });
         if (authorization !== `Bearer ${token(2)}`) {
           res.writeHead(401, { 'WWW-Authenticate': 'Bearer' });
           res.end(`token expired: ${authorization}\n`);
         } else res.end(`created ${Buffer.concat(chunks).length} bytes\n`);
-      });
+      })());
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as net.AddressInfo).port;

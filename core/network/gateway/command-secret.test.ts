@@ -154,7 +154,7 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
     server = https.createServer({ key: upstreamCa.leafKeyPem, cert: await upstreamCa.leafFor(HOST) }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
+      req.on('end', () => void (async () => {
         const authorization = req.headers.authorization ?? '';
         seen.push({ url: req.url ?? '', authorization, body: Buffer.concat(chunks).toString(), runs: await runs() });
         if (req.url === '/always-401' || authorization !== `Bearer ${token(2)}`) {
@@ -163,7 +163,7 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
           return;
         }
         res.end(`ok ${req.method} ${req.url} got ${Buffer.concat(chunks).length} bytes with ${authorization}`);
-      });
+      })());
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as net.AddressInfo).port;
