@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import http2 from 'node:http2';
 import https from 'node:https';
 import type net from 'node:net';
 import os from 'node:os';
@@ -142,6 +143,8 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
   const events: EgressEvent[] = [];
   const fetches: SecretFetchEvent[] = [];
   const runs = async () => Number((await readFile(counter, 'utf8').catch(() => '0')).trim());
+  /** The run count whose token the server takes. */
+  let valid = 2;
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-cmd-gateway-'));
@@ -157,7 +160,7 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
       req.on('end', () => void (async () => {
         const authorization = req.headers.authorization ?? '';
         seen.push({ url: req.url ?? '', authorization, body: Buffer.concat(chunks).toString(), runs: await runs() });
-        if (req.url === '/always-401' || authorization !== `Bearer ${token(2)}`) {
+        if (req.url === '/always-401' || authorization !== `Bearer ${token(valid)}`) {
           res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' });
           res.end(`bad credentials: ${authorization}`);
           return;
@@ -241,6 +244,31 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
     s2.destroy();
   });
 
+  it('over HTTP/2 too: the held token went stale, the 401 runs the command once more and the stream gets the 200', async () => {
+    const placeholder = broker.env().API_TOKEN as string;
+    valid = 4;
+    const before = seen.length;
+    const s = await tunnel(proxy.port, HOST, port, runCa.certificatePem, ['h2']);
+    expect(s.alpnProtocol).toBe('h2');
+    const session = http2.connect(`https://${HOST}:${port}`, { createConnection: () => s });
+    const r = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const stream = session.request({ ':method': 'POST', ':path': '/v1/h2', authorization: `Bearer ${placeholder}` });
+      let status = 0;
+      let body = '';
+      stream.on('response', (h) => (status = Number(h[':status'])));
+      stream.on('data', (c: Buffer) => (body += c.toString()));
+      stream.on('end', () => resolve({ status, body }));
+      stream.on('error', reject);
+      stream.end('h2 body');
+    });
+    session.destroy();
+    expect(r).toEqual({ status: 200, body: `ok POST /v1/h2 got 7 bytes with Bearer ${placeholder}` });
+    expect(seen.slice(before).map((x) => [x.authorization, x.body, x.runs])).toEqual([
+      [`Bearer ${token(3)}`, 'h2 body', 3],
+      [`Bearer ${token(4)}`, 'h2 body', 4],
+    ]);
+  });
+
   it('a command that fails answers 502 naming the secret and the exit code, without its output', async () => {
     const gateway = new TlsGateway({ ca: runCa, rules: new RuleSet([]), broker: failingBroker, upstreamCa: [upstreamCa.certificatePem], idleTimeoutMs: 30_000 });
     const p = await EgressProxy.start({ runId: 'cmd-secret-fail', allow: [`${HOST}:${port}`], resolve: async () => ['127.0.0.1'], gateway, [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true });
@@ -259,12 +287,12 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
   });
 });
 
-function tunnel(proxyPort: number, host: string, port: number, ca: string): Promise<tls.TLSSocket> {
+function tunnel(proxyPort: number, host: string, port: number, ca: string, alpn = ['http/1.1']): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: `${host}:${port}`, headers: { host: `${host}:${port}` } });
     req.on('connect', (res, socket) => {
       if (res.statusCode !== 200) return reject(new Error(`CONNECT ${res.statusCode}`));
-      const s = tls.connect({ socket, servername: host, ca, ALPNProtocols: ['http/1.1'] }, () => resolve(s));
+      const s = tls.connect({ socket, servername: host, ca, ALPNProtocols: alpn }, () => resolve(s));
       s.on('error', reject);
     });
     req.on('error', reject);
