@@ -25,6 +25,7 @@ import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type 
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
+import { commandText } from './network/gateway/host-command-secret';
 import { formFromText, formText, presetBinding, SecretStore, type InjectForm, type SecretSummary } from './network/gateway/secret-store';
 import { credentialAgent } from './keys/subscription-credentials';
 import { imagesOf } from './workspace/result-images';
@@ -185,6 +186,7 @@ function secretsService(parts: ServiceParts): AirlockServices['secrets'] {
     git: s.git,
     npm: s.npm,
     ...(s.preset ? { preset: s.preset } : {}),
+    ...(s.command ? { command: commandText(s.command.argv), ...(s.command.ttlSeconds ? { ttlSeconds: s.command.ttlSeconds } : {}) } : {}),
     hasValue: s.hasValue,
   });
   return {

@@ -74,6 +74,8 @@ export interface AuditRecordData {
     allowed?: boolean;
     /** A question put to the user while an intercepted request waited, or an agent-proposed rule, and its answer. */
     approval?: { id: string; kind: 'request' | 'proposal'; method: string; path: string; rule?: string; deniedBy?: string; reason?: string; asked?: true; answer?: 'once' | 'run' | 'project' | 'deny'; by?: 'user' | 'timeout' | 'closed' };
+    /** A command secret's host command ran (first use, its life ran out, or a 401): whether it gave a value; never the value. */
+    secretFetch?: { secret: string; trigger: 'first use' | 'expired' | '401'; ok: boolean; error?: string; durationMs: number };
   };
   /**
    * The sandbox hit its cap of open connections into host services and connections to `service` were

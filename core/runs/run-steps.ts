@@ -311,6 +311,16 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
       run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
     }),
   );
+  // A command secret's command ran on the host: audited and said, never its value (docs/architecture.md §2.8).
+  if (net.onDidFetchSecret) {
+    run.disposables.add(
+      net.onDidFetchSecret((f) => {
+        host.auditLater(run, 'network', { policy: input.network, secretFetch: { secret: f.secret, trigger: f.trigger, ok: f.ok, ...(f.error ? { error: f.error.slice(0, 500) } : {}), durationMs: f.durationMs } });
+        const what = f.trigger === '401' ? 'fetched again after a 401' : f.trigger === 'expired' ? 'fetched again (its life ran out)' : 'fetched on first use';
+        run.terminal.write(f.ok ? `\r\n\x1b[36m[airlock] secret ${f.secret} ${what} by its host command\x1b[0m\r\n` : `\r\n\x1b[33m[airlock] secret ${f.secret} could not be fetched: ${f.error ?? 'the command failed'}\x1b[0m\r\n`);
+      }),
+    );
+  }
   const approvals = net.approvals;
   if (!approvals) return;
   // A request waits for the user, or the agent proposes a rule: a typed event (the UI's banner, the
