@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Transform } from 'node:stream';
+import { GATEWAY_PLACEHOLDER_PREFIX } from '../../common/command-env';
 import { Emitter, type Disposable, type Event } from '../../common/disposable';
 import { Secret } from '../../keys/secret';
 import { hostMatches } from '../allowlist';
@@ -55,7 +56,7 @@ export class CredentialBroker implements Disposable {
   readonly onDidFetch: Event<SecretFetchEvent> = this.fetched.event;
 
   constructor(secrets: BrokeredSecret[]) {
-    this.entries = secrets.map((s) => ({ ...s, placeholder: `airlock-placeholder-${s.binding.name}-${randomBytes(16).toString('hex')}` }));
+    this.entries = secrets.map((s) => ({ ...s, placeholder: `${GATEWAY_PLACEHOLDER_PREFIX}${s.binding.name}-${randomBytes(16).toString('hex')}` }));
     for (const e of this.entries) if (!(e.value instanceof Secret)) this.subscriptions.push(e.value.onDidFetch((f) => this.fetched.fire(f)));
   }
 
