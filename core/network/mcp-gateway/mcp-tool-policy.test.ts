@@ -145,7 +145,7 @@ describe('MCP per-tool policy (real SDK server and clients on loopback)', () => 
     // The run service's event stream and its answerMcp, reduced to what the CLI's answerer uses.
     const events = new Emitter<RunEvent>();
     let seq = 0;
-    gw.questions?.onDidAsk((q) => events.fire({ runId: 'run-policy', seq: ++seq, ts: new Date().toISOString(), event: { type: 'mcp_approval', ...q } } as RunEvent));
+    gw.questions?.onDidAsk((q) => events.fire({ runId: 'run-policy', seq: ++seq, at: new Date().toISOString(), event: { type: 'mcp_approval', ...q } }));
     const stdin = new PassThrough();
     const { io, out } = captureIo(process.env);
     const cliIo = { ...io, stdin: Object.assign(stdin, { isTTY: false }) };
