@@ -275,7 +275,8 @@ async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
     run.disposables.add(
       questions.onDidAsk((q) => {
         host.emitEvent(run, { type: 'mcp_approval', ...q });
-        host.auditLater(run, 'mcp', { event: 'ask', id: q.id, server: q.server, tool: q.tool, why: q.why, ...(q.why !== 'policy' ? { descriptionSha256: gateway.tools.find((t) => t.server === q.server && t.tool === q.tool)?.descriptionHash } : {}) });
+        const now = q.why === 'policy' ? undefined : gateway.tools.find((t) => t.server === q.server && t.tool === q.tool)?.descriptionHash;
+        host.auditLater(run, 'mcp', { event: 'ask', id: q.id, server: q.server, tool: q.tool, why: q.why, ...(now ? { descriptionSha256: now } : {}) });
         host.deps.notify?.({ runId: run.id, title: q.why === 'policy' ? 'An MCP tool call is waiting for you' : 'An MCP tool changed since you enabled it', body: `${q.server}/${q.tool}`.slice(0, 200) });
         run.terminal.write(`\r\n\x1b[33m[airlock] MCP: ${q.server}/${q.tool} waits for your answer${q.why === 'changed' ? ' (its description changed since you enabled the server)' : q.why === 'new' ? ' (not among the tools pinned when you enabled the server)' : ''}\x1b[0m\r\n`);
       }),

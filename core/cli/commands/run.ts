@@ -22,7 +22,8 @@ const USAGE = `airlock run <projectDir> --task "…" | airlock run --continue <r
        [--git-history none|N|all] [--environment auto|airlock|devcontainer[:PATH]|image:REF]
        [--trust-environment] [--allow-local-env NAME]… [--setup-allow DOMAIN|preset:NAME]… [--json]
        [--check 'npm test'] [--check-timeout S] [--attempts claude-code,codex,builtin:MODEL,AGENT:PROVIDER/MODEL]
-       airlock run --again <runId> [projectDir] [any option above, to change that setting]`;
+       airlock run --again <runId> [projectDir] [any option above, to change that setting]
+--network-approvals also decides MCP calls that ask: ask waits for your answer here, deny refuses them at once.`;
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -402,7 +403,7 @@ async function startTrusting(io: CliIo, json: boolean, start: (trust: boolean) =
 }
 
 /**
- * `--network-approvals`: whether a request the gateway's rules refuse waits for an answer here. The
+ * `--network-approvals`: whether a request the gateway's rules refuse (and an MCP call that asks, §20) waits for an answer here. The
  * default follows who can answer: `ask` at a terminal, `deny` otherwise — a script or CI job has no one
  * to answer, and holding the request for the full wait only delays the same 403 (docs/architecture.md §2.8).
  * `ask` without a terminal reads the answers from stdin (`o`/`p`/`d`, or `{"answer":"once"}` with --json).
