@@ -363,6 +363,9 @@ function runsService(parts: ServiceParts): RunsService {
     async answerNetwork({ runId, id, answer }) {
       return { answered: await runs.answerNetwork(runId, id, answer) };
     },
+    async answerMcp({ runId, id, answer }) {
+      return { answered: runs.answerMcp(runId, id, answer) };
+    },
     async allowNetwork({ runId, host, port, scope }) {
       await runs.allowNetwork(runId, host, port, scope);
       return { allowed: true };

@@ -88,8 +88,14 @@ export interface AuditRecordData {
    * argument, an answer or a credential.
    */
   mcp: {
-    event: 'open' | 'call';
-    servers?: Array<{ name: string; origin: string; transport: string; tools: number; skipped?: string[] }>;
+    /** `ask`: a call waits for the user (`why`); `answer`: the user's answer (`by` user, timeout or closed). */
+    event: 'open' | 'call' | 'ask' | 'answer';
+    id?: string;
+    why?: 'policy' | 'changed' | 'new';
+    /** With `ask` for a changed or new tool: the hash of the description the server gives now. */
+    descriptionSha256?: string;
+    answer?: 'once' | 'run' | 'deny';
+    servers?: Array<{ name: string; origin: string; transport: string; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }>;
     server?: string;
     tool?: string;
     argsSha256?: string;

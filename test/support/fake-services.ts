@@ -349,6 +349,11 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         get(args.runId);
         return { answered: false };
       },
+      async answerMcp(args) {
+        log('runs:answerMcp', args);
+        get(args.runId);
+        return { answered: false };
+      },
       onDidChangeStatus: status.event,
       onDidEvent: runEvent.event,
     },
