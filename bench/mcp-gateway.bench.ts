@@ -1,6 +1,6 @@
 /**
  * The run MCP gateway's cost (docs/architecture.md §8, §20): `mcp.gateway.call` is one `tools/call` of
- * a small tool made by the official SDK client through a run's gateway (token check, policy hook,
+ * a small tool made by the official SDK client through a run's gateway (token check, the per-tool policy,
  * forwarding over the gateway's own SDK client with the credential, scrubbing, the cap, the call
  * event), against the same call made directly to the server by the same kind of client. Samples are
  * interleaved so load drift on a shared machine hits both sides alike. The server is a real SDK server
@@ -12,7 +12,9 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Secret } from '../core/keys/secret';
-import { GATEWAY_PATH, openRunMcpGateway } from '../core/network/mcp-gateway/run-mcp-gateway';
+import type { McpServerEntry } from '../core/network/mcp-gateway/mcp-server-registry';
+import { createMcpRunPolicy } from '../core/network/mcp-gateway/mcp-tool-policy';
+import { GATEWAY_PATH, listServerTools, openRunMcpGateway } from '../core/network/mcp-gateway/run-mcp-gateway';
 import { MCP_CANARY, startLoopbackMcpServer } from '../test/support/mcp-upstream';
 import { percentile, withRatio, type Benchmark } from './harness';
 
@@ -41,7 +43,12 @@ const gatewayCall: Benchmark = {
   name: 'mcp.gateway.call',
   async run() {
     const upstream = await startLoopbackMcpServer();
-    const gateway = await openRunMcpGateway({ runId: 'bench', servers: [{ entry: { name: 'demo', url: upstream.url, transport: 'http', auth: { type: 'bearer' }, addedAt: new Date().toISOString() }, credential: new Secret(MCP_CANARY) }] });
+    // A run's real path: the per-tool policy, with echo allowed and its description pinned (no question).
+    const bare: McpServerEntry = { name: 'demo', url: upstream.url, transport: 'http', auth: { type: 'bearer' }, addedAt: new Date().toISOString(), policy: { echo: 'allow' } };
+    const { tools } = await listServerTools({ entry: bare, credential: new Secret(MCP_CANARY) });
+    const entry: McpServerEntry = { ...bare, pins: Object.fromEntries(tools.map((t) => [t.tool, t.descriptionHash])) };
+    const { policy, hide, approvals } = createMcpRunPolicy({ entries: [entry], mode: 'ask' });
+    const gateway = await openRunMcpGateway({ runId: 'bench', servers: [{ entry, credential: new Secret(MCP_CANARY) }], policy, hide, questions: approvals });
     const direct = await client(upstream.url, MCP_CANARY);
     const through = await client(`http://127.0.0.1:${gateway.port}${GATEWAY_PATH}`, gateway.token);
     const args = { text: 'x'.repeat(200) };

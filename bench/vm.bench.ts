@@ -83,23 +83,27 @@ export const benchmarks: Benchmark[] = [
     async run(): Promise<BenchResult[]> {
       const { ref } = await ensureSandboxImage();
       const runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-bench-'));
+      const engine = await connectEngine();
+      const engineOf = async () => engine;
       // Snapshots of this bench go to a private directory, so the first start really makes one.
       const snapAssets = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-bench-assets-'));
-      const cold = new QemuDriver({ paths: { runsDir }, snapshots: false });
+      const cold = new QemuDriver({ engine: engineOf, paths: { runsDir }, snapshots: false });
       const real = cold.paths;
       const restored = new QemuDriver({
+        engine: engineOf,
         paths: { runsDir, assetsDir: snapAssets, kernel: real.kernel, initramfs: real.initramfs, busybox: real.busybox, manifest: real.manifest, baseDir: real.baseDir },
         snapshots: true,
       });
       // The derived image's disk in the bench's own directory: the shared disk cache keeps its three.
       const onDerived = new QemuDriver({
+        engine: engineOf,
         paths: { runsDir, assetsDir: snapAssets, kernel: real.kernel, initramfs: real.initramfs, busybox: real.busybox, manifest: real.manifest, baseDir: path.join(snapAssets, 'base') },
         snapshots: true,
       });
       try {
         await cold.checkAvailable();
         // The base disk is made once per image version: not part of a run's start-up.
-        await ensureBaseDisk(ref, cold.paths);
+        await ensureBaseDisk(ref, cold.paths, engine);
         const accel = await cold.accel();
         const limits = { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 };
         const spec = { image: ref, limits, network: 'none' as const };
@@ -110,9 +114,9 @@ export const benchmarks: Benchmark[] = [
         const docker = await measure(new DockerDriver(), spec, DOCKER_SAMPLES);
         const warm = await measureWarm(restored, spec);
         // A project environment's derived image: its disk and snapshot are made once per image (not timed).
-        const derivedRef = (await deriveSandboxImage((await connectEngine()).docker, { baseRef: PROJECT_BASE, airlockRef: ref, emit: () => undefined, what: PROJECT_BASE })).ref;
+        const derivedRef = (await deriveSandboxImage(engine.docker, { baseRef: PROJECT_BASE, airlockRef: ref, emit: () => undefined, what: PROJECT_BASE })).ref;
         const derivedSpec = { ...spec, image: derivedRef };
-        await ensureBaseDisk(derivedRef, onDerived.paths);
+        await ensureBaseDisk(derivedRef, onDerived.paths, engine);
         await measure(onDerived, derivedSpec, 1);
         // Interleaved with restores of Airlock's image, so both see the same load on a shared machine.
         const derived: number[] = [];

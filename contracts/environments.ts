@@ -124,6 +124,12 @@ export type ProjectEnvironments = z.infer<typeof ProjectEnvironments>;
 export const environmentsContracts = {
   /** The environments found in a project (the New run form's picker). */
   'environments:find': { input: z.strictObject({ projectDir: z.string().min(1).max(4096), environment: EnvironmentChoiceText.optional() }), output: ProjectEnvironments },
+  /**
+   * What a run on the project would build and run, read on the host only (`airlock env plan`, worded for
+   * the app): the image or build, features, each setup command with its user and folder, variables,
+   * ports, sidecars and what is not applied. Shown before the user accepts a devcontainer.
+   */
+  'environments:plan': { input: z.strictObject({ projectDir: z.string().min(1).max(4096), environment: EnvironmentChoiceText.optional() }), output: z.object({ text: z.string().max(1_000_000) }) },
   /** This installation's prepared environments (`airlock env list`, Settings). */
   'environments:list': { input: z.strictObject({}).default({}), output: z.object({ environments: z.array(PreparedEnvironmentInfo), totalBytes: z.number().nonnegative(), bases: z.array(ProjectBaseInfo).max(10_000).default([]) }) },
   /** Removes prepared environments: all, or those unused for longer than `olderThan` (`airlock env prune`). */

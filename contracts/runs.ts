@@ -418,11 +418,56 @@ export const ConnectionsRefusedEvent = z.object({
 });
 export type ConnectionsRefusedEvent = z.infer<typeof ConnectionsRefusedEvent>;
 
+/** How a user answers an MCP call that waits: this call, this tool for the rest of the run, or no. */
+export const McpAnswer = z.enum(['once', 'run', 'deny']);
+export type McpAnswer = z.infer<typeof McpAnswer>;
+
+/**
+ * A call through the run's MCP gateway waits for the user (docs/architecture.md §20): the tool's rule
+ * is ask (`why: policy`), or its description is not the one pinned when the server was enabled
+ * (`changed`, `new`: then `description` is what the server says now). Host-made, except `args`: the
+ * agent's arguments (cleaned, bounded), to be shown as the agent's words.
+ */
+export const McpApprovalEvent = z.object({
+  type: z.literal('mcp_approval'),
+  id: z.string().max(64),
+  server: z.string().max(64),
+  tool: z.string().max(200),
+  why: z.enum(['policy', 'changed', 'new']),
+  description: z.string().max(1100).optional(),
+  args: z.string().max(1100),
+  answers: z.array(McpAnswer),
+  expiresAt: z.string(),
+});
+export type McpApprovalEvent = z.infer<typeof McpApprovalEvent>;
+
+/** An MCP question was answered (by the user), timed out, or its call went away. */
+export const McpApprovalResolvedEvent = z.object({
+  type: z.literal('mcp_approval_resolved'),
+  id: z.string().max(64),
+  answer: McpAnswer,
+  by: z.enum(['user', 'timeout', 'closed']),
+});
+export type McpApprovalResolvedEvent = z.infer<typeof McpApprovalResolvedEvent>;
+
+/** One finished call through the run's MCP gateway: who decided and how it went (no arguments, no answer). */
+export const McpCallRunEvent = z.object({
+  type: z.literal('mcp_call'),
+  server: z.string().max(64),
+  tool: z.string().max(200),
+  decision: z.enum(['allow', 'deny']),
+  by: z.string().max(40).optional(),
+  reason: z.string().max(500).optional(),
+  isError: z.boolean(),
+  durationMs: z.number().int().nonnegative(),
+});
+export type McpCallRunEvent = z.infer<typeof McpCallRunEvent>;
+
 /**
  * The body of one run event: a status transition, a host-observed network event, the environment
  * and its setup, or one of the agent's events (agent-events.ts).
  */
-export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, ConnectionsRefusedEvent, EnvironmentEvent, SetupEvent, AgentEvent]);
+export const RunEventBody = z.union([RunStatusEvent, NetworkBlockedEvent, NetworkApprovalEvent, NetworkApprovalResolvedEvent, McpApprovalEvent, McpApprovalResolvedEvent, McpCallRunEvent, ConnectionsRefusedEvent, EnvironmentEvent, SetupEvent, AgentEvent]);
 export type RunEventBody = z.infer<typeof RunEventBody>;
 
 /** One numbered event of a run, as stored in its event log. `seq` increases by one per run. */
@@ -537,6 +582,15 @@ export const runsContracts = {
    */
   'runs:answerNetwork': {
     input: z.strictObject({ runId: RunId, id: z.string().min(1).max(64), answer: NetworkAnswer }),
+    output: z.object({ answered: z.boolean() }),
+  },
+  /**
+   * Answers an `mcp_approval` event while its call waits (docs/architecture.md §20): `once` lets that
+   * call through, `run` the tool's calls for the rest of the run, `deny` refuses it (a tool error for
+   * the agent). `answered` is false when the question is no longer open.
+   */
+  'runs:answerMcp': {
+    input: z.strictObject({ runId: RunId, id: z.string().min(1).max(64), answer: McpAnswer }),
     output: z.object({ answered: z.boolean() }),
   },
 } as const;

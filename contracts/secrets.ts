@@ -21,6 +21,11 @@ export const SecretView = z.object({
   git: z.boolean(),
   npm: z.boolean(),
   preset: z.string().optional(),
+  /** Set when a host command prints the value when a run needs it (no value stored); the command line as written. */
+  command: z.string().optional(),
+  /** How long a command's value is held before it is fetched again. */
+  ttlSeconds: z.number().optional(),
+  /** A value is stored, or a command prints it. */
   hasValue: z.boolean(),
 });
 export type SecretView = z.infer<typeof SecretView>;

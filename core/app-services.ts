@@ -19,11 +19,13 @@ import { toTerminalChunk, type TerminalOutput } from './common/terminal-output';
 import { getAgentAdapter } from './agents';
 import { checkRunEnvironment } from './environment/run-environment';
 import { listPrepared, parseAge, PreparedUsage, prunePrepared } from './environment/prepared-environments';
+import { formatPlan, planEnvironment } from './environment/environment-plan';
 import { projectEnvironments } from './environment/project-environments';
 import { defaultDoctorChecks, engineCheck, failedFinding, runDoctorChecks, type DoctorContext, type DoctorFinding, type EngineFound } from './doctor/doctor';
 import { describeEngine, validateEngineSelection } from './sandbox/docker/engine-endpoint';
 import type { ProviderConfig } from './keys/provider-catalog';
 import { readCodexSignin } from './keys/codex-auth-file';
+import { commandText } from './network/gateway/host-command-secret';
 import { formFromText, formText, presetBinding, SecretStore, type InjectForm, type SecretSummary } from './network/gateway/secret-store';
 import { credentialAgent } from './keys/subscription-credentials';
 import { imagesOf } from './workspace/result-images';
@@ -151,6 +153,10 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
       const choice = environment ?? (await core.settings.get()).defaultEnvironment;
       return projectEnvironments(core.home, projectDir, choice);
     },
+    async plan({ projectDir, environment }) {
+      const choice = environment ?? (await core.settings.get()).defaultEnvironment;
+      return { text: formatPlan(await planEnvironment(core.home, projectDir, choice), undefined, 'app') };
+    },
     async list() {
       const environments = await listPrepared((await core.engine()).docker, usage, await core.app.installationId());
       // Project bases are listed with them (§11); an engine without them has none.
@@ -184,6 +190,7 @@ function secretsService(parts: ServiceParts): AirlockServices['secrets'] {
     git: s.git,
     npm: s.npm,
     ...(s.preset ? { preset: s.preset } : {}),
+    ...(s.command ? { command: commandText(s.command.argv), ...(s.command.ttlSeconds ? { ttlSeconds: s.command.ttlSeconds } : {}) } : {}),
     hasValue: s.hasValue,
   });
   return {
@@ -359,6 +366,9 @@ function runsService(parts: ServiceParts): RunsService {
     },
     async answerNetwork({ runId, id, answer }) {
       return { answered: await runs.answerNetwork(runId, id, answer) };
+    },
+    async answerMcp({ runId, id, answer }) {
+      return { answered: runs.answerMcp(runId, id, answer) };
     },
     async allowNetwork({ runId, host, port, scope }) {
       await runs.allowNetwork(runId, host, port, scope);

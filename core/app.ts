@@ -141,8 +141,21 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     // The user's MCP servers for a run (§20): credentials from the same keychain service as provider keys.
     // Loaded on first use: a run without --mcp (and every CLI start) never pays for the SDK's client.
     mcpGateway: async (run) => {
-      const [{ McpServerRegistry }, { openRunMcpGateway }] = await Promise.all([import('./network/mcp-gateway/mcp-server-registry'), import('./network/mcp-gateway/run-mcp-gateway')]);
-      return openRunMcpGateway({ runId: run.runId, servers: await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers) });
+      const [{ McpServerRegistry }, { openRunMcpGateway }, { createMcpRunPolicy, reviewPins }] = await Promise.all([import('./network/mcp-gateway/mcp-server-registry'), import('./network/mcp-gateway/run-mcp-gateway'), import('./network/mcp-gateway/mcp-tool-policy')]);
+      const servers = await new McpServerRegistry({ home, service: app.keychainService }).resolve(run.servers);
+      // Per-tool rules and pins from the entries (§20); questions wait for the user unless the run says no one answers.
+      const { policy, hide, approvals } = createMcpRunPolicy({ entries: servers.map((s) => s.entry), mode: run.approvals });
+      const entries = servers.map((s) => s.entry);
+      const gateway = await openRunMcpGateway({ runId: run.runId, servers, policy, hide, questions: approvals });
+      // The run's `open` record says which tools changed since pinned, were never pinned, or are denied (hidden).
+      const review = reviewPins(entries, gateway.tools);
+      for (const s of gateway.record.servers) {
+        const r = review.get(s.name);
+        if (r?.changed.length) s.changed = r.changed;
+        if (r?.unpinned.length) s.unpinned = r.unpinned;
+        if (r?.denied.length) s.denied = r.denied;
+      }
+      return gateway;
     },
     bases: core.bases,
     ...(opts.setupQuietMsForTests ? { setupQuietMs: opts.setupQuietMsForTests } : {}),

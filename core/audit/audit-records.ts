@@ -74,6 +74,8 @@ export interface AuditRecordData {
     allowed?: boolean;
     /** A question put to the user while an intercepted request waited, or an agent-proposed rule, and its answer. */
     approval?: { id: string; kind: 'request' | 'proposal'; method: string; path: string; rule?: string; deniedBy?: string; reason?: string; asked?: true; answer?: 'once' | 'run' | 'project' | 'deny'; by?: 'user' | 'timeout' | 'closed' };
+    /** A command secret's host command ran (first use, its life ran out, or a 401): whether it gave a value; never the value. */
+    secretFetch?: { secret: string; trigger: 'first use' | 'expired' | '401'; ok: boolean; error?: string; durationMs: number };
   };
   /**
    * The sandbox hit its cap of open connections into host services and connections to `service` were
@@ -86,8 +88,14 @@ export interface AuditRecordData {
    * argument, an answer or a credential.
    */
   mcp: {
-    event: 'open' | 'call';
-    servers?: Array<{ name: string; origin: string; transport: string; tools: number; skipped?: string[] }>;
+    /** `ask`: a call waits for the user (`why`); `answer`: the user's answer (`by` user, timeout or closed). */
+    event: 'open' | 'call' | 'ask' | 'answer';
+    id?: string;
+    why?: 'policy' | 'changed' | 'new';
+    /** With `ask` for a changed or new tool: the hash of the description the server gives now. */
+    descriptionSha256?: string;
+    answer?: 'once' | 'run' | 'deny';
+    servers?: Array<{ name: string; origin: string; transport: string; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }>;
     server?: string;
     tool?: string;
     argsSha256?: string;

@@ -1,7 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { writeDurably } from './stored-file';
 
 /** The first problem zod found, as `field a.b: message` (what a damaged-file error names). */
 export function issueText(error: z.ZodError): string {
@@ -46,10 +46,7 @@ export async function readStoredJsonFile<T>(schema: z.ZodType<T>, file: string, 
   return parseStoredJson(schema, file, text, fix);
 }
 
-/** Writes a private JSON file whole or not at all (a temporary file renamed over it). */
-export async function writeJsonFileAtomic(file: string, value: unknown): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
-  await rename(tmp, file);
+/** Writes a private JSON file whole or not at all, durably (stored-file.ts's `writeDurably`). */
+export function writeJsonFileAtomic(file: string, value: unknown): Promise<void> {
+  return writeDurably(file, `${JSON.stringify(value, null, 2)}\n`);
 }

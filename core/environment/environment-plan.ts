@@ -131,25 +131,29 @@ function sidecarPlan(s: ComposeService): DevcontainerPlan['sidecars'][number] {
 }
 
 /** The plan as `airlock env plan` prints it. */
-export function formatPlan(p: EnvironmentPlan, prepared: string | undefined): string {
+/** Who reads the plan: the CLI names its flags; the app names its own controls. */
+export type PlanAudience = 'cli' | 'app';
+
+export function formatPlan(p: EnvironmentPlan, prepared: string | undefined, audience: PlanAudience = 'cli'): string {
+  const cli = audience === 'cli';
   const out: string[] = [`project: ${p.project}`, `choice: ${p.choice} → uses ${p.uses === 'airlock' ? "Airlock's own image" : p.uses}`];
   if (p.fallback) out.push(`fallback: ${p.fallback.config} ${p.fallback.reason}`);
   if (p.image) out.push(`image: ${p.image} (pulled if the engine lacks it), with Airlock's runtime added`);
   const d = p.devcontainer;
   if (d) {
-    out.push('', `devcontainer ${d.config}${d.name ? ` (${d.name})` : ''}: ${d.accepted === 'trusted' ? 'accepted' : d.accepted === 'changed' ? 'CHANGED since you accepted it (a run asks again)' : 'not accepted yet (a run asks first; --trust-environment)'}`);
+    out.push('', `devcontainer ${d.config}${d.name ? ` (${d.name})` : ''}: ${d.accepted === 'trusted' ? 'accepted' : d.accepted === 'changed' ? 'CHANGED since you accepted it (a run asks again)' : `not accepted yet (${cli ? 'a run asks first; --trust-environment' : 'tick the box to build and use it'})`}`);
     if (d.problem) out.push(`  cannot be used as it is: ${d.problem}`);
     const b = d.build;
     out.push(b.kind === 'image' ? `  image: ${b.image}` : b.kind === 'dockerfile' ? `  build: ${b.dockerfile} in context ${b.context}${Object.keys(b.args).length ? `, args ${Object.entries(b.args).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}${b.target ? `, target ${b.target}` : ''}` : `  compose: ${b.files.join(', ')}; the sandbox is service '${b.service}' (${b.workspace.kind === 'image' ? b.workspace.image : `built from ${b.workspace.dockerfile}`})`);
     for (const f of d.features) out.push(`  feature ${f.id}${Object.keys(f.options).length ? ` ${JSON.stringify(f.options)}` : ''}: ${f.applied ? 'installed in the build' : `not applied: ${f.reason}`}`);
     out.push(`  runtime: ${d.runtime}`);
     if (d.setup.length) {
-      out.push(`  setup (before the agent, no run token; network: ${d.setupNetwork.presets.length ? `${d.setupNetwork.presets.map((x) => `preset:${x}`).join(', ')} implied by ${d.setupNetwork.impliedBy.join(', ')}` : 'none'}, plus --setup-allow):`);
+      out.push(`  setup (before the agent, no run token; network: ${d.setupNetwork.presets.length ? `${d.setupNetwork.presets.map((x) => `preset:${x}`).join(', ')} implied by ${d.setupNetwork.impliedBy.join(', ')}` : 'none'}${cli ? ', plus --setup-allow' : ''}):`);
       d.setup.forEach((s, i) => out.push(`    ${i + 1}. ${s.hook}${s.name ? `.${s.name}` : ''}${s.parallel ? ' (parallel)' : ''}: ${s.command}   as ${s.user} in ${s.cwd}`));
     } else out.push('  setup: none');
     const env = Object.entries(d.env);
     if (env.length) out.push(`  env: ${env.map(([k, v]) => `${k}=${v}`).join(' ')}`);
-    if (d.ports.length) out.push(`  ports: ${d.ports.join(', ')} (offered as preview ports, published only with --publish)`);
+    if (d.ports.length) out.push(`  ports: ${d.ports.join(', ')} (offered as preview ports, published only ${cli ? 'with --publish' : 'when you publish one'})`);
     for (const s of d.sidecars) out.push(`  sidecar ${s.service}: ${s.source.kind === 'image' ? s.source.image : `built from ${s.source.dockerfile}`}${s.environment.length ? `, env ${s.environment.join(', ')}` : ''} (hardened, on the run's internal network, no route out)`);
     for (const n of d.notApplied) out.push(`  not applied: ${n.field}: ${n.reason}`);
   }

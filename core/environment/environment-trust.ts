@@ -1,7 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 import { projectDataDir } from '../network/project-network-store';
 import type { DevcontainerEnvironment } from './devcontainer-config';
@@ -21,20 +21,18 @@ const TrustFile = z.object({
 type TrustFile = z.infer<typeof TrustFile>;
 
 export class EnvironmentTrust {
-  private readonly file: string;
+  private readonly stored: StoredFile<TrustFile>;
 
-  constructor(
-    private readonly projectDir: string,
-    home: string,
-  ) {
-    this.file = path.join(projectDataDir(projectDir, home), 'environment-trust.json');
+  constructor(projectDir: string, home: string) {
+    // Missing: nothing accepted. Damaged: an error naming it (a default would drop every acceptance on the next write).
+    this.stored = new StoredFile(path.join(projectDataDir(projectDir, home), 'environment-trust.json'), {
+      parse: (file, text) => parseStoredJson(TrustFile, file, text, "fix or delete it (deleting asks again before this project's environments are used)."),
+      empty: () => ({ version: 1, project: path.resolve(projectDir), accepted: {} }),
+    });
   }
 
-  private async load(): Promise<TrustFile> {
-    // Missing: nothing accepted. Damaged: an error naming it (a default would drop every acceptance on the next write).
-    const text = await readFile(this.file, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
-    if (text !== undefined) return parseStoredJson(TrustFile, this.file, text, "fix or delete it (deleting asks again before this project's environments are used).");
-    return { version: 1, project: path.resolve(this.projectDir), accepted: {} };
+  private load(): Promise<TrustFile> {
+    return this.stored.read();
   }
 
   /** `trusted`: this content was accepted; `changed`: an earlier content was; `new`: never. */
@@ -45,12 +43,7 @@ export class EnvironmentTrust {
 
   /** Records the user's acceptance of this content (returns when it is on disk). */
   async accept(env: Pick<DevcontainerEnvironment, 'configPath' | 'contentHash'>): Promise<void> {
-    const body = await this.load();
-    body.accepted[env.configPath] = { contentHash: env.contentHash, at: new Date().toISOString() };
-    await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
-    await rename(tmp, this.file);
+    await this.stored.update((body) => ({ ...body, accepted: { ...body.accepted, [env.configPath]: { contentHash: env.contentHash, at: new Date().toISOString() } } }));
   }
 }
 

@@ -1,10 +1,11 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import { ProviderId } from '../../contracts/ids';
 import type { KeyStorage, ProviderKind } from '../../contracts/keys';
 import { airlockHome } from '../common/paths';
+import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 import type { CredentialKind } from './subscription-credentials';
 
@@ -127,6 +128,9 @@ export function normalizeBaseUrl(raw: string, kind: ProviderKind): string {
   return `${url.protocol}//${url.host}${p}`;
 }
 
+const CATALOG_FIX = 'fix or remove it (custom providers, base URLs and key labels are kept there; the keys themselves stay in the keychain).';
+const emptyCatalog = (): CatalogFile => ({ version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {}, authBaseUrls: {} });
+
 /**
  * The providers Airlock knows: the built-ins and user-added OpenAI-compatible servers. Persisted
  * WITHOUT keys in `<airlockHome>/providers.json`.
@@ -134,7 +138,6 @@ export function normalizeBaseUrl(raw: string, kind: ProviderKind): string {
 export class ProviderCatalog {
   private readonly file: string;
   private cache: CatalogFile | undefined;
-  private writing: Promise<void> = Promise.resolve();
 
   constructor(opts: { home?: string } = {}) {
     this.file = path.join(opts.home ?? airlockHome(), 'providers.json');
@@ -149,27 +152,19 @@ export class ProviderCatalog {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     // A damaged file is an error, never an empty catalog: the next save would overwrite the user's providers.
-    const data: CatalogFile =
-      text === undefined
-        ? { version: 1, custom: [], baseUrls: {}, keys: {}, sideDoors: {}, authBaseUrls: {} }
-        : parseStoredJson(CatalogFile, this.file, text, 'fix or remove it (custom providers, base URLs and key labels are kept there; the keys themselves stay in the keychain).');
+    const data: CatalogFile = text === undefined ? emptyCatalog() : parseStoredJson(CatalogFile, this.file, text, CATALOG_FIX);
     this.cache = data;
     return data;
   }
 
   private async save(mutate: (data: CatalogFile) => void): Promise<void> {
-    const run = async () => {
-      const data = await this.load();
+    // Serialised with every other writer of this file, in this process and others (StoredFile):
+    // two quick edits cannot lose one another.
+    await new StoredFile<CatalogFile>(this.file, { parse: (file, text) => parseStoredJson(CatalogFile, file, text, CATALOG_FIX), empty: emptyCatalog }).update((data) => {
       mutate(data);
-      await mkdir(path.dirname(this.file), { recursive: true });
-      const tmp = `${this.file}.${process.pid}.tmp`;
-      await writeFile(tmp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
-      await rename(tmp, this.file);
-    };
-    // Serialise writers so two quick edits cannot lose one another.
-    const next = this.writing.then(run, run);
-    this.writing = next.catch(() => undefined);
-    return next;
+      this.cache = data;
+      return data;
+    });
   }
 
   async list(): Promise<ProviderConfig[]> {

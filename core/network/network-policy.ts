@@ -7,6 +7,7 @@ import { formatAllowEntry, toAllowEntry, type AllowEntry } from './allowlist';
 import { EgressProxy, type EgressEvent, type EgressProxyOptions } from './egress-proxy';
 import { internalHostName } from './address-checks';
 import { CredentialBroker, type BrokeredSecret } from './gateway/credential-broker';
+import type { SecretFetchEvent } from './gateway/host-command-secret';
 import { NetworkApprovals } from './gateway/network-approvals';
 import { loadProjectRules } from './gateway/project-rules';
 import { RunCa } from './gateway/run-ca';
@@ -112,6 +113,8 @@ export interface AppliedNetworkPolicy extends Disposable {
   approvals?: NetworkApprovals;
   /** Every connection attempt through the egress proxy (never fires for `none`/`open`). */
   onDidConnect: Event<EgressEvent>;
+  /** Every run of a command secret's host command (first use, expiry, a 401); never the value. */
+  onDidFetchSecret: Event<SecretFetchEvent>;
   /** Stops the proxy and removes the in-sandbox listener. */
   close(): Promise<void>;
 }
@@ -168,8 +171,10 @@ export async function applyNetworkPolicy(
 ): Promise<AppliedNetworkPolicy> {
   const parsed = NetworkPolicySchema.parse(policy);
   const emitter = new Emitter<EgressEvent>();
+  const fetchedSecrets = new Emitter<SecretFetchEvent>();
   const store = new DisposableStore();
   store.add(emitter);
+  store.add(fetchedSecrets);
 
   if (parsed.mode === 'open') {
     if (opts.sandboxNetwork !== 'open') {
@@ -214,6 +219,10 @@ export async function applyNetworkPolicy(
   const rules = new RuleSet([...approvedForProject, ...parsed.rules.map(parseRule)]);
   const projectRules = opts.projectPath ? await loadProjectRules(opts.projectPath) : undefined;
   const broker = opts.secrets?.length ? new CredentialBroker(opts.secrets) : undefined;
+  if (broker) {
+    store.add(broker);
+    store.add(broker.onDidFetch((e) => fetchedSecrets.fire(e)));
+  }
   let gateway: TlsGateway | undefined;
   let approvals: NetworkApprovals | undefined;
   let trustEnv: Record<string, string> = {};
@@ -323,6 +332,7 @@ export async function applyNetworkPolicy(
       ...(egress ? { proxy: egress } : {}),
       ...(approvals ? { approvals } : {}),
       onDidConnect: emitter.event,
+      onDidFetchSecret: fetchedSecrets.event,
       close,
       dispose: () => void close(),
     };

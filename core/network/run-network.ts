@@ -35,7 +35,8 @@ export async function applyRunNetwork(
   keychainService = 'airlock',
 ) {
   // Only the secrets chosen for this run leave the keychain, and only into this process (docs/architecture.md §2.8).
-  const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).resolve(run.secrets) : [];
+  // A secret defined as a host command runs it only when the gateway first needs the value.
+  const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).forRun(run.secrets) : [];
   const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules, run.internalHosts), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
     // A run has someone to ask (the run view, `airlock run` at a terminal) unless it says it has not:
@@ -53,6 +54,7 @@ export async function applyRunNetwork(
     env: applied.env,
     record: applied.record,
     onDidConnect: applied.onDidConnect,
+    onDidFetchSecret: applied.onDidFetchSecret,
     ...(applied.approvals ? { approvals: applied.approvals } : {}),
     async allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project') {
       const proxy = applied.proxy;

@@ -9,6 +9,7 @@ import type { AuditLog, AuditRecordData, AuditRecordType } from '../audit';
 import type { ChannelProcess, RunResult } from '../channel/channel-client';
 import type { Disposable, DisposableStore, Event } from '../common/disposable';
 import type { EgressEvent } from '../network/egress-proxy';
+import type { SecretFetchEvent } from '../network/gateway/host-command-secret';
 import type { PreviewPorts } from '../network/preview-ports';
 import type { ModelProxy, SandboxCredential } from '../proxy/model-proxy';
 import type { ImageProgress, SandboxLimits, SandboxSpec } from '../sandbox/driver';
@@ -129,7 +130,7 @@ export interface RunServiceDeps {
    * Opens the run's MCP gateway over the user's servers named by the run (docs/architecture.md §20):
    * credentials from the keychain, connected and listed on the host; absent: `--mcp` is refused.
    */
-  mcpGateway?(run: { runId: string; projectDir: string; servers: string[] }): Promise<RunMcpGateway>;
+  mcpGateway?(run: { runId: string; projectDir: string; servers: string[]; /** The run's question mode: `deny` refuses at once what would ask. */ approvals: 'ask' | 'deny' }): Promise<RunMcpGateway>;
   /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
   bases?: Pick<ProjectBases, 'claim' | 'refresh' | 'discard'>;
 }
@@ -139,6 +140,8 @@ export interface RunNetwork extends Disposable {
   env: Record<string, string>;
   record: { policy: string; allow: string[]; warning?: string; internalHosts?: string[]; gateway?: { rules: string[]; projectRules: string[]; secrets: string[]; internalHosts: string[] } };
   onDidConnect: Event<EgressAttempt>;
+  /** Every run of a command secret's host command (docs/architecture.md §2.8); never the value. */
+  onDidFetchSecret?: Event<SecretFetchEvent>;
   /** Lets a denied host through: this once, for the rest of the run, or for every run of the project. */
   allow(host: string, port: number | undefined, scope: 'once' | 'run' | 'project'): Promise<void>;
   /** Questions put to the user while intercepted requests wait (gateway runs only). */

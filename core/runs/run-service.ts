@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { AgentEvent } from '../../contracts/agent-events';
 import { AirlockError, type ErrorInfo } from '../../contracts/errors';
 import { newRunId } from '../../contracts/ids';
-import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type NetworkAnswer, type RunAttempt, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
+import { DEFAULT_GIT_HISTORY, isFinalStatus, type ContinueRunArgs, type McpAnswer, type NetworkAnswer, type RunAttempt, type RunEvent, type RunEventBody, type RunStatus, type StartRunArgs } from '../../contracts/runs';
 import { runTerminalId } from '../../contracts/terminals';
 import { commandOutputBytes } from '../agents';
 import { AuditLog, type AuditRecordData, type AuditRecordType } from '../audit';
@@ -455,6 +455,12 @@ export class RunService implements Disposable {
     if (!live || !approvals) return false;
     // Recorded by the approvals' own resolve event (answer and who gave it).
     return approvals.answer(id, answer);
+  }
+
+  /** Answers an MCP question of a live run (a call through its gateway waits, docs/architecture.md §20). */
+  answerMcp(runId: string, id: string, answer: McpAnswer): boolean {
+    // Recorded by the questions' own resolve event (answer and who gave it).
+    return this.live.get(runId)?.mcp?.gateway.questions?.answer(id, answer) ?? false;
   }
 
   /** Stops every live run (cancel + wipe) and waits for them. */

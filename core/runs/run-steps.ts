@@ -257,17 +257,42 @@ async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
   if (!host.deps.mcpGateway) throw new AirlockError('INTERNAL', 'the MCP gateway is not wired in this build');
   const sandbox = required(run.sandbox, 'network', 'prepare');
   await host.update(run, { phase: `connecting MCP servers: ${names.join(', ')}` });
-  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names }));
+  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names, approvals: run.input.networkApprovals ?? 'ask' }));
   const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => gateway.connect(), { name: 'MCP gateway' }));
   run.mcp = { gateway, sandboxPort: exposed.port };
   await run.audit.append('mcp', { event: 'open', servers: gateway.record.servers });
   run.disposables.add(
     gateway.onDidCall((c) => {
       host.auditLater(run, 'mcp', { event: 'call', server: c.server, tool: c.tool, argsSha256: c.argsSha256, argsBytes: c.argsBytes, decision: c.decision, ...(c.by ? { by: c.by } : {}), ...(c.reason ? { reason: c.reason } : {}), resultBytes: c.resultBytes, isError: c.isError, ...(c.capped ? { capped: true } : {}), durationMs: c.durationMs });
+      host.emitEvent(run, { type: 'mcp_call', server: c.server, tool: c.tool.slice(0, 200), decision: c.decision, ...(c.by ? { by: c.by.slice(0, 40) } : {}), ...(c.reason ? { reason: c.reason.slice(0, 500) } : {}), isError: c.isError, durationMs: c.durationMs });
+      if (c.decision === 'deny') run.terminal.write(`\r\n\x1b[33m[airlock] MCP: refused ${c.server}/${c.tool}: ${c.reason ?? 'denied'}\x1b[0m\r\n`);
     }),
   );
+  const questions = gateway.questions;
+  if (questions) {
+    // A call waits for the user (its rule asks, or its description is not the one pinned): a typed
+    // event (the run view's prompt, the CLI's), an audit record and a notification; the answer likewise.
+    run.disposables.add(
+      questions.onDidAsk((q) => {
+        host.emitEvent(run, { type: 'mcp_approval', ...q });
+        const now = q.why === 'policy' ? undefined : gateway.tools.find((t) => t.server === q.server && t.tool === q.tool)?.descriptionHash;
+        host.auditLater(run, 'mcp', { event: 'ask', id: q.id, server: q.server, tool: q.tool, why: q.why, ...(now ? { descriptionSha256: now } : {}) });
+        host.deps.notify?.({ runId: run.id, title: q.why === 'policy' ? 'An MCP tool call is waiting for you' : 'An MCP tool changed since you enabled it', body: `${q.server}/${q.tool}`.slice(0, 200) });
+        run.terminal.write(`\r\n\x1b[33m[airlock] MCP: ${q.server}/${q.tool} waits for your answer${q.why === 'changed' ? ' (its description changed since you enabled the server)' : q.why === 'new' ? ' (not among the tools pinned when you enabled the server)' : ''}\x1b[0m\r\n`);
+      }),
+    );
+    run.disposables.add(
+      questions.onDidResolve((r) => {
+        host.emitEvent(run, { type: 'mcp_approval_resolved', id: r.id, answer: r.answer, by: r.by });
+        host.auditLater(run, 'mcp', { event: 'answer', id: r.id, server: r.question.server, tool: r.question.tool, answer: r.answer, by: r.by });
+      }),
+    );
+  }
   const tools = gateway.record.servers.map((s) => `${s.name} (${s.tools} tools)`).join(', ');
   run.terminal.write(`\x1b[36m[airlock] MCP gateway: ${tools}; credentials stay on this machine\x1b[0m\r\n`);
+  for (const s of gateway.record.servers) {
+    if (s.changed?.length) run.terminal.write(`\x1b[33m[airlock] MCP: ${s.name}'s tool description(s) changed since you enabled it: ${s.changed.join(', ')} (their calls ask first)\x1b[0m\r\n`);
+  }
 }
 
 /** Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy. */
@@ -311,6 +336,16 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
       run.terminal.write(`\r\n\x1b[33m[airlock] blocked ${e.method} ${e.host}:${e.port}: ${e.reason ?? 'not on the allow-list'}\x1b[0m\r\n`);
     }),
   );
+  // A command secret's command ran on the host: audited and said, never its value (docs/architecture.md §2.8).
+  if (net.onDidFetchSecret) {
+    run.disposables.add(
+      net.onDidFetchSecret((f) => {
+        host.auditLater(run, 'network', { policy: input.network, secretFetch: { secret: f.secret, trigger: f.trigger, ok: f.ok, ...(f.error ? { error: f.error.slice(0, 500) } : {}), durationMs: f.durationMs } });
+        const what = f.trigger === '401' ? 'fetched again after a 401' : f.trigger === 'expired' ? 'fetched again (its life ran out)' : 'fetched on first use';
+        run.terminal.write(f.ok ? `\r\n\x1b[36m[airlock] secret ${f.secret} ${what} by its host command\x1b[0m\r\n` : `\r\n\x1b[33m[airlock] secret ${f.secret} could not be fetched: ${f.error ?? 'the command failed'}\x1b[0m\r\n`);
+      }),
+    );
+  }
   const approvals = net.approvals;
   if (!approvals) return;
   // A request waits for the user, or the agent proposes a rule: a typed event (the UI's banner, the

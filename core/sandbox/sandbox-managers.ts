@@ -119,7 +119,7 @@ export class SandboxManagers {
     }
     const { vmAccel } = await this.opts.settings();
     if (process.platform !== 'win32' && process.platform !== 'darwin') this.vmAccelInUse = vmAccel ?? 'auto';
-    return createVmManager({ env: this.opts.env, home: this.opts.home, vmAccel, image: (v) => this.image(v) });
+    return createVmManager({ env: this.opts.env, vmAccel, image: (v) => this.image(v), engine: () => this.engine() });
   }
 
   /**

@@ -2,19 +2,21 @@ import { mkdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { Settings } from '../../contracts/settings';
 import { pathExists } from '../common/path-exists';
+import type { Engine } from './docker/engine';
 import { SandboxManager } from './sandbox';
 
 /** VM sandboxes announce themselves later than containers (a kernel boots first). */
 const VM_HELLO_TIMEOUT_MS = 180_000;
 
 export interface VmManagerOptions {
+  /** The core's environment: where VM assets and runs live (`vmPaths`), and `AIRLOCK_VM_*` overrides. */
   env: NodeJS.ProcessEnv;
-  /** Airlock's data folder. */
-  home: string;
   /** The `vmAccel` setting (QEMU only). */
   vmAccel: Settings['vmAccel'];
   /** The sandbox image of a variant (WSL imports its file system). */
   image(variant: 'base'): Promise<string>;
+  /** The engine the settings chose, which built that image: VM disks and WSL file systems are exported from it. */
+  engine(): Promise<Engine>;
 }
 
 /**
@@ -32,7 +34,7 @@ export async function createVmManager(opts: VmManagerOptions): Promise<SandboxMa
     if (!(await pathExists(rootfsTar))) {
       const { exportWslRootfs } = await import('./wsl/wsl-rootfs');
       await mkdir(path.dirname(rootfsTar), { recursive: true });
-      await exportWslRootfs(ref, `${rootfsTar}.partial`);
+      await exportWslRootfs(ref, `${rootfsTar}.partial`, await opts.engine());
       await rename(`${rootfsTar}.partial`, rootfsTar);
     }
     return new SandboxManager(new WslDriver({ rootfsTar, distrosDir: dataDir }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
@@ -42,7 +44,7 @@ export async function createVmManager(opts: VmManagerOptions): Promise<SandboxMa
     return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
   }
   const { QemuDriver } = await import('./qemu/qemu-driver');
-  const driver = new QemuDriver({ env: opts.env, accelSetting: opts.vmAccel });
+  const driver = new QemuDriver({ env: opts.env, accelSetting: opts.vmAccel, engine: opts.engine });
   await driver.checkAvailable();
   return new SandboxManager(driver, { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
 }

@@ -1,8 +1,8 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { Settings } from '../../contracts/settings';
 import { Emitter, type Event } from '../common/disposable';
+import { StoredFile } from '../common/stored-file';
 
 export const DEFAULT_SETTINGS: Settings = {
   theme: 'system',
@@ -37,33 +37,25 @@ export function parseSettingsFile(file: string, text: string): Settings {
   return parsed.data;
 }
 
-/** Settings in `<home>/settings.json` (no secrets); written atomically. */
+/** Settings in `<home>/settings.json` (no secrets); updates serialised and written atomically (StoredFile). */
 export class SettingsStore {
   readonly file: string;
+  private readonly stored: StoredFile<Settings>;
   private readonly changed = new Emitter<Settings>();
   readonly onDidChange: Event<Settings> = this.changed.event;
 
   constructor(home: string) {
     this.file = path.join(home, 'settings.json');
+    this.stored = new StoredFile(this.file, { parse: parseSettingsFile, empty: () => ({ ...DEFAULT_SETTINGS }) });
   }
 
-  async get(): Promise<Settings> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { ...DEFAULT_SETTINGS };
-      throw err;
-    }
-    return parseSettingsFile(this.file, text);
+  get(): Promise<Settings> {
+    return this.stored.read();
   }
 
+  /** Saves `patch` over the stored settings; two updates at once both land. */
   async update(patch: Partial<Settings>): Promise<Settings> {
-    const next = { ...(await this.get()), ...patch };
-    await mkdir(path.dirname(this.file), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, JSON.stringify(next, null, 2));
-    await rename(tmp, this.file);
+    const next = await this.stored.update((current) => ({ ...current, ...patch }));
     this.changed.fire(next);
     return next;
   }

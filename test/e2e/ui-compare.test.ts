@@ -9,6 +9,7 @@ import type { HostServer } from '../../core/host/host-server';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { polishShot } from './support/polish-shot';
 import { serveUi } from './support/serve-ui';
 import { gitProject } from './support/git-project';
 import { ensureBuiltRenderer } from './support/built-renderer';
@@ -119,6 +120,16 @@ describe.skipIf(!docker.ok || !chromium.ok)('compare attempts in the UI (Chromiu
     expect((await s.attempts.compare({ groupId: group.id })).chosen).toMatchObject({ runId: good, others: [{ runId: bad, verified: true, leftovers: [] }, { runId: cheat, verified: true, leftovers: [] }] });
     await page.getByRole('note', { name: 'Attempt' }).getByRole('button', { name: 'Compare attempts' }).click();
     await expect.poll(() => page.getByRole('status', { name: 'Apply result' }).textContent(), { timeout: 30_000 }).toContain('Other sandboxes verified gone');
+    // A success is framed in the theme's "ok" colour, never the amber that asks the user to look (polish list).
+    expect(await page.getByRole('status', { name: 'Apply result' }).evaluate((el) => {
+      const probe = document.createElement('span');
+      probe.style.color = 'var(--ok)';
+      document.body.append(probe);
+      const ok = getComputedStyle(probe).color;
+      probe.remove();
+      return getComputedStyle(el).borderTopColor === ok;
+    })).toBe(true);
+    await polishShot(page, 'compare-applied-success');
     await expect.poll(() => card(good).getByText('Applied', { exact: true }).count()).toBe(1);
 
     await page.getByRole('button', { name: 'Export Markdown' }).click();

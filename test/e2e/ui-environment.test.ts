@@ -75,6 +75,17 @@ describe.skipIf(!chromium.ok)('the New run form picks the environment (Chromium,
     await select().selectOption('devcontainer:.devcontainer/go/devcontainer.json');
     await expect.poll(() => page.getByTestId('environment-not-applied').textContent().catch(() => ''), { timeout: 20_000 }).toContain('runArgs');
     expect(await page.getByLabel(/Build and run \.devcontainer\/go\/devcontainer\.json/).isChecked()).toBe(false);
+    // Before accepting, the user can read what it would build and run, as `airlock env plan` reads it on
+    // the host, in the app's words (no CLI flags).
+    await page.getByText('What it will build and run').click();
+    const plan = page.getByLabel('Environment plan');
+    await expect.poll(() => plan.textContent().catch(() => ''), { timeout: 20_000 }).toContain('postCreateCommand: go vet ./...');
+    expect(await plan.textContent()).toContain('image: golang:1.22');
+    expect(await plan.textContent()).toContain('not accepted yet (tick the box to build and use it)');
+    expect(await plan.textContent()).not.toMatch(/--(trust-environment|setup-allow|publish)/);
+    await select().selectOption('devcontainer:.devcontainer/node/devcontainer.json');
+    await expect.poll(() => plan.textContent().catch(() => ''), { timeout: 20_000 }).toContain('image: node:20');
+    await select().selectOption('devcontainer:.devcontainer/go/devcontainer.json');
 
     await select().selectOption('airlock');
     await expect.poll(() => page.getByTestId('environment-not-applied').count(), { timeout: 20_000 }).toBe(0);

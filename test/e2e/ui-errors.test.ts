@@ -10,6 +10,7 @@ import type { AirlockServices } from '../../core/api/services';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { polishShot } from './support/polish-shot';
 import { serveUi } from './support/serve-ui';
 import { ensureBuiltRenderer } from './support/built-renderer';
 
@@ -138,6 +139,7 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     // The agent's own report no longer blames the run token either.
     expect(await page.getByRole('log', { name: 'Transcript' }).textContent()).not.toContain('run token');
     await shot(page, 'errors-05-run-key-refused');
+    await polishShot(page, 'key-refused-replace-key');
     await banner.getByRole('button', { name: 'Replace key' }).click();
     await page.locator('tr[data-provider="anthropic"]').waitFor();
   });

@@ -58,10 +58,17 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
     // app's own test starts exactly that command as a stdio client and lists its tools.
     await expect.poll(() => panel.locator('[data-client="claude-code"] pre').textContent()).toBe(`claude mcp add airlock -- ${process.execPath} ${join(import.meta.dirname, '..', '..', 'bin', 'airlock.js')} mcp`);
     expect(await panel.getByRole('note', { name: 'Command used' }).textContent()).toContain('npm link');
+    expect(await panel.getByRole('group', { name: 'MCP clients' }).textContent()).toContain('No MCP client has made a sandbox yet.');
     await panel.getByRole('button', { name: 'Test the stdio setup' }).click();
     await expect.poll(() => panel.getByRole('status', { name: 'Setup test' }).textContent().catch(() => ''), { timeout: 90_000 }).toMatch(/^Works: airlock mcp answered with \d+ tools/);
     expect((await services.settings.get({})).mcpHttp).toBeFalsy();
-    await panel.getByLabel(/Serve MCP over HTTP/).check();
+    // The switch is a setting like the others: nothing opens until Save (it used to apply at once).
+    const settingsForm = page.getByRole('form', { name: 'Settings' });
+    await settingsForm.getByLabel(/Serve MCP over HTTP/).check();
+    expect((await services.settings.get({})).mcpHttp).toBeFalsy();
+    expect((await services.mcp.info({})).http.url).toBeUndefined();
+    await settingsForm.getByRole('button', { name: 'Save settings' }).click();
+    await expect.poll(async () => (await services.settings.get({})).mcpHttp, { timeout: 20_000 }).toBe(true);
     await expect.poll(() => panel.locator('[data-mcp-url]').textContent(), { timeout: 20_000 }).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const info = await services.mcp.info({});
     expect(await panel.locator('[data-client="claude-code-http"] pre').textContent()).toContain(`Bearer ${info.http.token}`);
@@ -92,6 +99,9 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
     expect(result.structuredContent).toMatchObject({ applied: ['hello.txt'], approvedBy: 'user' });
     expect(await readFile(join(project, 'hello.txt'), 'utf8')).toBe('hello from the mcp client\n');
     await dialog.waitFor({ state: 'detached', timeout: 20_000 });
+    // The client is listed from the run history, under the name it gave (shown as its claim).
+    await page.getByRole('button', { name: /Settings/ }).click();
+    await expect.poll(() => panel.locator('[data-mcp-client="e2e-mcp-client 3.1"]').textContent().catch(() => ''), { timeout: 20_000 }).toMatch(/e2e-mcp-client 3\.1 \(as it names itself\) · 1 sandbox · last /);
     await client.close();
     expect(pageErrors).toEqual([]);
   }, 300_000);

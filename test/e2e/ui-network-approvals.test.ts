@@ -226,6 +226,17 @@ describe.skipIf(!docker.ok || !chromium.ok)('network approvals in the run view (
     await gh.waitFor({ state: 'detached', timeout: 20_000 });
     expect((await store.list()).map((s) => s.name)).toEqual(['registry']);
     await expect(store.resolve(['gh'])).rejects.toThrow(/no secret named "gh"/);
+
+    // A secret a host command prints (added with the CLI) is listed with its command, never run by listing.
+    await store.setCommand({ name: 'fetched', hosts: ['api.airlock.test'], forms: [{ type: 'bearer' }], command: { argv: ['gh', 'auth', 'token'], ttlSeconds: 600 } });
+    await page.getByRole('button', { name: 'Secrets' }).click();
+    await page.reload();
+    await page.getByRole('button', { name: 'Secrets' }).click();
+    const fetched = page.locator('tr[data-secret="fetched"]');
+    await fetched.waitFor({ timeout: 20_000 });
+    expect(await fetched.textContent()).toContain('fetched by gh auth token when a run needs it, held 600 s');
+    expect(await fetched.textContent()).not.toContain('no value in the keychain');
+    await store.remove('fetched');
     await store.remove('registry');
   }, 120_000);
 });

@@ -13,6 +13,7 @@ import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
 import { ensureBuiltRenderer } from './support/built-renderer';
 import { gitProject } from './support/git-project';
+import { polishShot } from './support/polish-shot';
 import { serveUi } from './support/serve-ui';
 
 /**
@@ -372,4 +373,79 @@ describe.skipIf(!docker.ok || !chromium.ok)('an 800×600 window: first paint, si
     expect(await page.content()).not.toContain(KEY);
     expect(pageErrors).toEqual([]);
   });
+  it('the polish list (issue 41), each item checked and pictured at 1280×800 and 800×600', async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(url);
+    await page.getByRole('heading').first().waitFor();
+    // A wide window with the sidebar open, then shrunk: nothing sticks out sideways.
+    if ((await page.locator('.sidebar-toggle').getAttribute('aria-expanded')) !== 'true') await page.locator('.sidebar-toggle').click();
+    await page.getByRole('button', { name: /^New run/ }).click();
+    await page.locator('main h1').waitFor();
+    await page.setViewportSize({ width: W, height: H });
+    expect(await overflow(page)).toEqual({ page: 0, main: 0, outside: [] });
+    await polishShot(page, 'shrunk-with-sidebar-open');
+    await page.locator('.sidebar-toggle').click();
+
+    // The New run form at 1280×800: Start run on screen without scrolling, every select labelled, the
+    // allowlist's syntax said, a missing optional isolation level a quiet note, folder errors in the app's words.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.getByLabel('Project folder').fill(project);
+    await page.getByLabel('Task').fill('Polish');
+    const start = await page.getByRole('button', { name: 'Start run' }).boundingBox();
+    expect((start?.y ?? 1e9) + (start?.height ?? 0)).toBeLessThanOrEqual(800);
+    expect(await page.getByLabel('Network', { exact: true }).count()).toBe(1);
+    expect(await page.getByLabel('Isolation', { exact: true }).count()).toBe(1);
+    await page.getByLabel('Network', { exact: true }).selectOption('allowlist');
+    expect(await page.locator('#r-allow-help').textContent()).toContain('*.example.com');
+    // Each field's name is level with its control, not centred beside the notes under it.
+    for (const id of ['r-isolation', 'r-network']) {
+      const [label, control] = [await page.locator(`label[for="${id}"]`).boundingBox(), await page.locator(`#${id}`).boundingBox()];
+      expect(Math.abs((label?.y ?? 0) - (control?.y ?? 1e9)), id).toBeLessThan(12);
+    }
+    expect(await page.locator('.new-run .banner.warn, form .banner.warn').filter({ hasText: 'Virtual machine' }).count()).toBe(0);
+    await polishShot(page, 'new-run-form');
+    await page.getByLabel('Project folder').fill(join(project, 'no-such-folder'));
+    await expect.poll(() => page.locator('main').textContent(), { timeout: 20_000 }).toContain('choose an existing folder');
+    expect(await page.locator('main').textContent()).not.toContain('pass the path');
+    await polishShot(page, 'new-run-missing-folder');
+
+    // The finished run: changed files listed (never "No changed files yet."), each command once in the transcript.
+    await page.getByRole('button', { name: /^History/ }).click();
+    await page.locator(`tr[data-run="${runId}"]`).click();
+    await page.locator('.run-header').waitFor();
+    const transcript = page.getByRole('log', { name: 'Transcript' });
+    await transcript.waitFor();
+    // The transcript is read after the view opens: wait for it, then count (one item per command, not two).
+    await transcript.locator('details.t-item', { hasText: 'drew-chart' }).first().waitFor({ timeout: 20_000 });
+    expect(await transcript.locator('details.t-item', { hasText: 'test -f results/missing.csv' }).count()).toBe(1);
+    expect(await page.locator('main').textContent()).not.toContain('No changed files yet.');
+    await polishShot(page, 'finished-run');
+
+    // Review of a picture: no Unified/Split (they mean nothing for an image).
+    await page.getByRole('button', { name: 'Review & apply' }).click();
+    await page.getByRole('heading', { name: 'Review & apply' }).waitFor();
+    await page.locator('.file-row[data-path="chart.png"] .tree-file').click();
+    await page.getByRole('region', { name: 'Pictures' }).waitFor({ timeout: 30_000 });
+    expect(await page.getByRole('button', { name: 'Split' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Unified' }).count()).toBe(0);
+    await polishShot(page, 'review-picture');
+
+    // Settings: the MCP switch is one of the form's fields (Save applies it); the prepared environments' Clear.
+    await page.getByRole('button', { name: /^Settings/ }).click();
+    const settingsForm = page.getByRole('form', { name: 'Settings' });
+    await settingsForm.getByLabel(/Serve MCP over HTTP/).waitFor();
+    await settingsForm.getByLabel(/Serve MCP over HTTP/).scrollIntoViewIfNeeded();
+    await polishShot(page, 'settings-mcp-switch');
+    await page.getByRole('region', { name: 'Prepared environments' }).scrollIntoViewIfNeeded();
+    await polishShot(page, 'settings-prepared-environments');
+
+    // Keys: a stored key is "Replace key", and the next step points to a run.
+    await page.getByRole('button', { name: /^Keys/ }).click();
+    await page.getByRole('heading', { name: 'Keys & providers' }).waitFor();
+    // Settings was scrolled down; Keys starts at its top.
+    expect(await page.locator('.main').evaluate((m) => m.scrollTop)).toBe(0);
+    expect(await page.locator('tr[data-provider="anthropic"]').getByRole('button', { name: 'Add key' }).count()).toBe(0);
+    await polishShot(page, 'keys');
+    expect(pageErrors).toEqual([]);
+  }, 180_000);
 });

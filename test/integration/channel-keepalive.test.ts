@@ -16,7 +16,7 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import type { SandboxDriver } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
-import { sandboxImage, testRunId } from './sandbox-support';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 const runsc = docker.ok ? await requirePrerequisite('runsc') : docker;
@@ -99,7 +99,7 @@ const WAYS: Way[] = [
     driver: async () => {
       const { QemuDriver } = await import('../../core/sandbox/qemu/qemu-driver');
       const runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-keepalive-vm-'));
-      const driver = new QemuDriver({ paths: { runsDir }, diskBytes: 1024 ** 3 });
+      const driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3 });
       await driver.checkAvailable();
       return {
         driver,

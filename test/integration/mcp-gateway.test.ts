@@ -82,11 +82,20 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     const added = await airlock(['mcp-servers', 'add', 'demo', '--url', mcp.url], `${MCP_CANARY}\n`);
     expect(added.code, added.stderr).toBe(0);
     expect(added.stdout).toContain('added demo');
+    // Enabling shows the tools (the server's words) and pins them; every tool asks until allowed.
+    expect(added.stdout).toContain('demo offers 5 tool(s), pinned as shown');
+    expect(added.stdout).toMatch(/ {2}delete_item {2}ask \[says: destructive\] {2}Deletes an item by id\./);
+    for (const tool of ['echo', 'whoami']) {
+      const allowed = await airlock(['mcp-servers', 'policy', 'demo', tool, 'allow']);
+      expect(allowed.stdout, allowed.stderr).toContain(`demo: ${tool} is allow`);
+    }
 
     const search = `node -e "$(cat search.cjs)" ${[enc('AIRLOCK_MCP_CONFIG='), enc('file-control-5a17'), enc(MCP_CANARY)].join(' ')}`;
     upstream.setScript([
       { toolCalls: [{ name: 'mcp__airlock__demo__echo', input: { text: 'hello through the gateway' } }] },
       { toolCalls: [{ name: 'mcp__airlock__demo__whoami', input: {} }] },
+      // delete_item has no rule (ask) and this run has no one to answer (--json, no terminal): refused at once.
+      { toolCalls: [{ name: 'mcp__airlock__demo__delete_item', input: { id: '7' } }] },
       { toolCalls: [{ name: 'Bash', input: { command: search, description: 'search for the token' } }] },
       { text: 'All done here.' },
     ]);
@@ -102,13 +111,19 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     const named = [...new Set(first.match(/mcp__airlock__[A-Za-z0-9_-]+/g) ?? [])].sort();
     expect(named).toEqual(['mcp__airlock__demo__big', 'mcp__airlock__demo__delete_item', 'mcp__airlock__demo__echo', 'mcp__airlock__demo__fetch_page', 'mcp__airlock__demo__whoami']);
 
-    // The server got both calls with the real token, from the gateway on the host.
+    // The server got both allowed calls with the real token, from the gateway on the host; never the refused one.
     expect(mcp.calls.map((c) => c.tool)).toEqual(['echo', 'whoami']);
     expect(mcp.calls[0]).toEqual({ tool: 'echo', args: { text: 'hello through the gateway' }, authorization: `Bearer ${MCP_CANARY}` });
     // The agent saw the answers; the echoed header arrived scrubbed.
     const results = events.filter((e) => e.type === 'tool_result').map((e) => String(e.output));
     expect(results.some((r) => r.includes('echo: hello through the gateway'))).toBe(true);
     expect(results.some((r) => r.includes(`Bearer ${SCRUBBED}`)), JSON.stringify(results)).toBe(true);
+    expect(results.some((r) => r.includes('Airlock refused this call to demo/delete_item') && r.includes('airlock mcp-servers policy demo delete_item allow')), JSON.stringify(results)).toBe(true);
+    expect(events.filter((e) => e.type === 'mcp_call').map((e) => [e.tool, e.decision, e.by])).toEqual([
+      ['echo', 'allow', 'policy'],
+      ['whoami', 'allow', 'policy'],
+      ['delete_item', 'deny', 'no one to ask'],
+    ]);
 
     // Inside the sandbox: no file, environment or command line held the token (controls found).
     const terminal = await readFile(path.join(home, 'runs', summary.runId, 'terminal.log'), 'utf8');
@@ -123,9 +138,10 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     const audit = (await readFile(path.join(home, 'runs', summary.runId, 'audit.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; data: Record<string, unknown> });
     const mcpRecords = audit.filter((r) => r.type === 'mcp').map((r) => r.data);
     expect(mcpRecords[0]).toMatchObject({ event: 'open', servers: [{ name: 'demo', transport: 'http', tools: 5 }] });
-    expect(mcpRecords.filter((r) => r.event === 'call').map((r) => [r.tool, r.decision, r.isError])).toEqual([
-      ['echo', 'allow', false],
-      ['whoami', 'allow', false],
+    expect(mcpRecords.filter((r) => r.event === 'call').map((r) => [r.tool, r.decision, r.by, r.isError])).toEqual([
+      ['echo', 'allow', 'policy', false],
+      ['whoami', 'allow', 'policy', false],
+      ['delete_item', 'deny', 'no one to ask', true],
     ]);
     for (const r of mcpRecords.filter((x) => x.event === 'call')) expect(r.argsSha256).toMatch(/^[0-9a-f]{64}$/);
     const verify = await airlock(['audit', 'verify', summary.runId]);

@@ -4,6 +4,13 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { podmanTestSocket, type Prerequisite } from '../support/prerequisites';
 
 /** A fresh run id in the format RunService uses. */
+let shared: Promise<Engine> | undefined;
+/** The engine tests use when they make a VM driver themselves (the app passes the one its settings chose). */
+export function testEngine(): Promise<Engine> {
+  shared ??= connectEngine();
+  return shared;
+}
+
 export function testRunId(): string {
   return newRunId();
 }

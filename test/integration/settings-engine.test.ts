@@ -5,6 +5,7 @@
  * (docs/architecture.md §13, "Changing engines").
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,12 +17,12 @@ import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { QemuDriver } from '../../core/sandbox/qemu/qemu-driver';
 import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { requirePrerequisite } from '../support/prerequisites';
-import { sandboxImage, testRunId } from './sandbox-support';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 // VM managers are made (not booted) when QEMU and the prepared kernel are here; required under CI like every VM test.
 const qemu = await requirePrerequisite('qemu');
-const vmReady = qemu.ok && process.platform === 'linux' && (await new QemuDriver({}).checkAvailable().then(() => true, () => false));
+const vmReady = qemu.ok && process.platform === 'linux' && (await new QemuDriver({ engine: testEngine }).checkAvailable().then(() => true, () => false));
 if (qemu.ok && !vmReady && process.env.CI) throw new Error('CI needs the VM kernel and initramfs: run scripts/prepare-vm-assets.sh');
 const SOCKET = '/var/run/docker.sock';
 
@@ -144,5 +145,36 @@ describe.skipIf(!docker.ok)('engine settings (real core, real engine)', () => {
     expect(await (next.driver as QemuDriver).accel()).toMatchObject({ accel: 'tcg', reason: 'software emulation chosen by the vmAccel setting' });
     await first.retire(); // nothing was running on it: retired at once
     expect(await core.engine()).toBe(engine);
+  });
+  it.skipIf(!vmReady)('VM isolation reads the sandbox image from the engine the settings chose (a second endpoint), not the ambient one', async () => {
+    // A second endpoint to the same engine, made here: a Unix socket that forwards to it and records
+    // every request line. The settings name it; the process environment still names the default socket.
+    const dir = await mkdtemp(path.join(tmpdir(), 'airlock-engine-proxy-'));
+    const socket = path.join(dir, 'engine.sock');
+    const seen: string[] = [];
+    const proxy = createServer((client) => {
+      const upstream = connect(SOCKET);
+      client.on('data', (d: Buffer) => {
+        for (const m of d.toString('latin1').matchAll(/^(?:GET|POST|PUT|DELETE|HEAD) (\S+) HTTP\/1\.[01]\r$/gm)) seen.push(m[1] as string);
+      });
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(socket, r));
+    try {
+      await services.settings.update({ engineHost: `unix://${socket}` });
+      const vm = await core.sandboxes('vm');
+      // An image no engine has: the VM's disk is asked for on the chosen engine and refused by name,
+      // before anything is built or booted.
+      const image = `airlock-test/not-on-any-engine:${process.pid}`;
+      const err = await refusal(vm.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }));
+      expect(err.message).toContain(image);
+      expect(seen.some((p) => decodeURIComponent(p).includes(`/images/${image}/json`)), seen.join('\n')).toBe(true);
+    } finally {
+      await services.settings.update({ engineHost: `unix://${SOCKET}` });
+      await new Promise<void>((r) => proxy.close(() => r()));
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -17,6 +17,7 @@ import { vmPaths } from '../../core/sandbox/qemu/vm-paths';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { SandboxManager } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
+import { testEngine } from './sandbox-support';
 
 const qemu = await requirePrerequisite('qemu');
 const docker = qemu.ok ? await requirePrerequisite('docker') : qemu;
@@ -39,7 +40,7 @@ describe.skipIf(!qemu.ok)('VM accelerator probe on this machine', () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-accel-it-'));
     // Under CI missing assets fail here (scripts/prepare-vm-assets.sh prepares them).
-    await new QemuDriver().checkAvailable();
+    await new QemuDriver({ engine: testEngine }).checkAvailable();
     verdict = await detectAccel({ env: {}, kernel: paths.kernel, initramfs: paths.initramfs, cacheFile: path.join(dir, 'accel.json') });
     console.log(`[accel] ${verdict.accel} (${verdict.source})${verdict.reason ? `: ${verdict.reason}` : ''}`);
   });
@@ -96,7 +97,7 @@ describe.skipIf(!qemu.ok)('VM accelerator probe on this machine', () => {
         await chmod(qemuBinary, 0o755);
       }
       const { ref } = await ensureSandboxImage();
-      driver = new QemuDriver({ env: { ...process.env, AIRLOCK_VM_ACCEL: 'kvm' }, qemuBinary, paths: { runsDir }, diskBytes: 1024 ** 3 });
+      driver = new QemuDriver({ engine: testEngine, env: { ...process.env, AIRLOCK_VM_ACCEL: 'kvm' }, qemuBinary, paths: { runsDir }, diskBytes: 1024 ** 3 });
       manager = new SandboxManager(driver);
       const runId = `r-accel-${randomBytes(4).toString('hex')}`;
       const sandbox = await manager.create({ runId, image: ref, limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });

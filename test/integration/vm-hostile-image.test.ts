@@ -17,6 +17,7 @@ import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { derivedImage } from '../support/environment-images';
 import { HOSTILE_DOCKERFILE, testImage } from '../support/host-escape-images';
 import { requirePrerequisite } from '../support/prerequisites';
+import { testEngine } from './sandbox-support';
 
 const qemu = await requirePrerequisite('qemu');
 // The VM's disk is made from the Docker image, so the engine is needed too.
@@ -30,7 +31,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile project image runs no code as
 
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-hostile-'));
-    driver = new QemuDriver({ paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
+    driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
     await driver.checkAvailable();
     const image = await derivedImage(await testImage('hostile', HOSTILE_DOCKERFILE));
     manager = new SandboxManager(driver);

@@ -19,6 +19,7 @@ import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
+import { testEngine } from './sandbox-support';
 
 const qemu = await requirePrerequisite('qemu');
 const docker = qemu.ok ? await requirePrerequisite('docker') : qemu;
@@ -30,7 +31,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
 
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-result-'));
-    const driver = new QemuDriver({ paths: { runsDir }, diskBytes: 1024 ** 3, accel: 'tcg' });
+    const driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, accel: 'tcg' });
     await driver.checkAvailable();
     const { ref } = await ensureSandboxImage();
     manager = new SandboxManager(driver);

@@ -11,6 +11,7 @@ import { extract } from 'tar-stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportWslRootfs, WSL_CONF, WSL_DISTRIBUTION_CONF, WSL_HOSTS } from '../../core/sandbox/wsl/wsl-rootfs';
 import { requirePrerequisite } from '../support/prerequisites';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -24,7 +25,7 @@ describe.skipIf(!docker.ok)('exportWslRootfs', () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-wsl-rootfs-'));
     dirs.push(dir);
     const out = path.join(dir, 'rootfs.tar');
-    await exportWslRootfs('debian:bookworm-slim', out, { busybox: Buffer.from('busybox stand-in') });
+    await exportWslRootfs('debian:bookworm-slim', out, await testEngine(), { busybox: Buffer.from('busybox stand-in') });
     const seen = new Map<string, string>();
     const owners = new Map<string, { uid?: number; mode?: number; type?: string }>();
     const ex = extract();

@@ -349,6 +349,11 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         get(args.runId);
         return { answered: false };
       },
+      async answerMcp(args) {
+        log('runs:answerMcp', args);
+        get(args.runId);
+        return { answered: false };
+      },
       onDidChangeStatus: status.event,
       onDidEvent: runEvent.event,
     },
@@ -524,6 +529,9 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
     environments: {
       async find() {
         return { options: [{ choice: 'airlock', label: "Airlock's own image", kind: 'airlock' as const, notApplied: [] }], selected: 'airlock' };
+      },
+      async plan() {
+        return { text: "choice: auto → uses Airlock's own image\n" };
       },
       async list() {
         return { environments: [], totalBytes: 0, bases: [] };

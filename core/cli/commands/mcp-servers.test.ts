@@ -3,12 +3,13 @@
  * is touched): the token goes to the keychain only, never into a file or the command's output.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { captureIo } from '../../../test/support/cli-io';
+import { MCP_CANARY, startLoopbackMcpServer } from '../../../test/support/mcp-upstream';
 import { requirePrerequisite } from '../../../test/support/prerequisites';
 import { mcpServerRegistryFor, mcpServersCommand } from './mcp-servers';
 
@@ -21,31 +22,84 @@ afterAll(async () => {
 });
 
 async function run(args: string[], home: string, stdin = '') {
-  const { io, out } = captureIo({ ...env, AIRLOCK_HOME: home });
+  const { io, out, err } = captureIo({ ...env, AIRLOCK_HOME: home });
   const withStdin = { ...io, stdin: Object.assign(Readable.from([Buffer.from(stdin)]), { isTTY: false }) };
   const code = await mcpServersCommand.run(args, withStdin);
-  return { code, out: out() };
+  return { code, out: out(), err: err() };
 }
 
 describe.skipIf(!keychain.ok)('airlock mcp-servers', () => {
-  it('add (token from stdin) / list / rm: the token in the keychain only, never printed or in a file', async () => {
+  it('add (token from stdin) pins the tools it shows / list / rm: the token in the keychain only, never printed or in a file', async () => {
     const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
     homes.push(home);
-    const token = `mcp-tok-${randomBytes(16).toString('hex')}`;
-    const added = await run(['add', 'tracker', '--url', 'https://mcp.tracker.test/mcp'], home, `${token}\n`);
-    expect(added.out).toContain('added tracker (https://mcp.tracker.test, http, bearer from the OS keychain); give it to a run with --mcp tracker');
-    await run(['add', 'local', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'header:X-Api-Key', '--transport', 'sse'], home, 'another-token-value\n');
-    const listed = await run(['list'], home);
-    expect(listed.out).toBe('tracker  https://mcp.tracker.test/mcp  http  auth bearer\nlocal  http://127.0.0.1:9/mcp  sse  auth header:X-Api-Key\n');
-    const json = await run(['list', '--json'], home);
-    const file = await readFile(path.join(home, 'mcp-servers.json'), 'utf8');
-    expect(file + added.out + listed.out + json.out).not.toContain(token);
-    const [resolved] = await mcpServerRegistryFor({ home, keychainService: service }).resolve(['tracker']);
-    expect(resolved!.credential!.reveal()).toBe(token);
-    expect(JSON.stringify(resolved)).not.toContain(token);
-    expect((await run(['rm', 'tracker'], home)).out).toContain('removed tracker and its token');
-    expect((await run(['rm', 'local'], home)).out).toContain('removed local');
-    await expect(mcpServerRegistryFor({ home, keychainService: service }).resolve(['tracker'])).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('airlock mcp-servers add tracker') });
+    const server = await startLoopbackMcpServer();
+    try {
+      const token = MCP_CANARY;
+      const origin = new URL(server.url).origin;
+      const added = await run(['add', 'tracker', '--url', server.url], home, `${token}\n`);
+      expect(added.out).toContain(`added tracker (${origin}, http, bearer from the OS keychain); give it to a run with --mcp tracker`);
+      expect(added.out).toContain('tracker offers 5 tool(s), pinned as shown');
+      expect(added.out).toContain('  echo  ask [says: read-only]  Echoes the text back.\n');
+      expect(added.out).toContain('every tool asks before each call; allow one with: airlock mcp-servers policy tracker TOOL allow');
+      // Unreachable (a closed loopback port): kept, unpinned, and said so.
+      const local = await run(['add', 'local', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'header:X-Api-Key', '--transport', 'sse'], home, 'another-token-value\n');
+      expect(local.err).toContain("note: could not list local's tools now");
+      expect(local.err).toContain('airlock mcp-servers pin local');
+      const policy = await run(['policy', 'tracker', 'echo', 'allow'], home);
+      expect(policy.out).toBe('tracker: echo is allow; rules: echo=allow; 5 tools pinned\n');
+      expect((await run(['policy', 'tracker', '*', 'deny'], home)).out).toContain('rules: echo=allow *=deny');
+      expect((await run(['policy', 'tracker', 'nope', 'ask'], home)).out).toContain("note: nope is not among tracker's pinned tools");
+      await expect(run(['policy', 'tracker', 'echo', 'maybe'], home)).rejects.toThrow(/allow, ask, deny or default/);
+      await expect(run(['policy', 'nosuch', 'echo', 'allow'], home)).rejects.toThrow(/no MCP server named "nosuch"/);
+      const listed = await run(['list'], home);
+      expect(listed.out).toBe(`tracker  ${server.url}  http  auth bearer  rules: echo=allow *=deny nope=ask; 5 tools pinned\nlocal  http://127.0.0.1:9/mcp  sse  auth header:X-Api-Key  rules: none (every tool asks); tools not pinned yet\n`);
+      const json = await run(['list', '--json'], home);
+      const file = await readFile(path.join(home, 'mcp-servers.json'), 'utf8');
+      expect(JSON.parse(file).servers[0].pins.echo).toMatch(/^[0-9a-f]{64}$/);
+      expect(file + added.out + added.err + listed.out + json.out).not.toContain(token);
+      const [resolved] = await mcpServerRegistryFor({ home, keychainService: service }).resolve(['tracker']);
+      expect(resolved!.credential!.reveal()).toBe(token);
+      expect(JSON.stringify(resolved)).not.toContain(token);
+      // Re-pinning after the server changed a description records the new hash.
+      const before = JSON.parse(file).servers[0].pins.echo as string;
+      server.setDescription('echo', 'Echoes, and more.');
+      expect((await run(['pin', 'tracker'], home)).out).toContain('  echo  allow [says: read-only]  Echoes, and more.');
+      const after = JSON.parse(await readFile(path.join(home, 'mcp-servers.json'), 'utf8')).servers[0].pins.echo as string;
+      expect(after).not.toBe(before);
+      expect((await run(['rm', 'tracker'], home)).out).toContain('removed tracker and its token');
+      expect((await run(['rm', 'local'], home)).out).toContain('removed local');
+      await expect(mcpServerRegistryFor({ home, keychainService: service }).resolve(['tracker'])).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('airlock mcp-servers add tracker') });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("list --project shows the project's .mcp.json as proposed, never enabled, without a header or env value", async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
+    const project = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-project-'));
+    homes.push(home, project);
+    const secret = `proj-secret-${randomBytes(8).toString('hex')}`;
+    await writeFile(
+      path.join(project, '.mcp.json'),
+      JSON.stringify({
+        mcpServers: {
+          linear: { type: 'http', url: `https://mcp.linear.test/mcp?token=${secret}`, headers: { Authorization: `Bearer ${secret}` } },
+          files: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '.'], env: { API_KEY: secret } },
+        },
+      }),
+    );
+    const listed = await run(['list', '--project', project], home);
+    expect(listed.out).toContain(`proposed by the project (${path.join(project, '.mcp.json')}), not enabled:`);
+    expect(listed.out).toContain('  linear  https://mcp.linear.test/mcp (query/credential hidden)  http  sets Authorization (values not shown)  to use it: airlock mcp-servers add linear --url URL');
+    expect(listed.out).toContain('  files  stdio: npx -y @modelcontextprotocol/server-filesystem . (local servers are not served by the gateway yet)  sets API_KEY (values not shown)');
+    const json = JSON.parse((await run(['list', '--json', '--project', project], home)).out) as { servers: unknown[]; project: { proposed: Array<{ name: string; enabled: boolean }> } };
+    expect(json.servers).toEqual([]);
+    expect(json.project.proposed.map((p) => [p.name, p.enabled])).toEqual([['linear', false], ['files', false]]);
+    expect(listed.out + JSON.stringify(json)).not.toContain(secret);
+    // Listed is not enabled: a run naming it finds no server of the user's.
+    await expect(mcpServerRegistryFor({ home, keychainService: service }).resolve(['linear'])).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('airlock mcp-servers add linear') });
+    await writeFile(path.join(project, '.mcp.json'), '{ not json');
+    await expect(run(['list', '--project', project], home)).rejects.toThrow(/\.mcp\.json is not valid JSON; fix it or remove it/);
   });
 
   it('refuses plain http off loopback, a credential in the URL, a bad name and a token given as an argument', async () => {

@@ -1,6 +1,9 @@
 import { AirlockError } from '../../../contracts/errors';
 import type { AppContext } from '../../app-context';
-import { McpServerRegistry, type McpAuth } from '../../network/mcp-gateway/mcp-server-registry';
+import { McpServerRegistry, McpToolRule, type McpAuth, type McpServerEntry } from '../../network/mcp-gateway/mcp-server-registry';
+import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
+import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
+import { listServerTools, type ListedTool } from '../../network/mcp-gateway/run-mcp-gateway';
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { safeTerminalText as safe } from '../terminal-safe';
@@ -8,9 +11,13 @@ import { withApp } from '../with-app';
 import { readSecretFromStdin } from './keys';
 
 const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--auth bearer|header:NAME|none]   (the token on stdin)
-       airlock mcp-servers list [--json]
+       airlock mcp-servers list [--json] [--project DIR]
+       airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
+       airlock mcp-servers pin NAME          (shows the server's tools now and pins their descriptions)
        airlock mcp-servers rm NAME
-A run uses a server only when named for it: airlock run … --agent claude-code --mcp NAME`;
+A run uses a server only when named for it: airlock run … --agent claude-code --mcp NAME
+Every tool asks before each call until you allow it; a tool whose description changed since it was pinned asks again.
+A project's .mcp.json is only listed (--project DIR), never used until you add its servers yourself.`;
 
 export function mcpServerRegistryFor(app: Pick<AppContext, 'home' | 'keychainService'>): McpServerRegistry {
   // The same keychain service as provider keys (its own account namespace), so CLI and app agree.
@@ -28,6 +35,29 @@ function authText(a: McpAuth): string {
   return a.type === 'header' ? `header:${a.name}` : a.type;
 }
 
+function rulesText(e: McpServerEntry): string {
+  const rules = Object.entries(e.policy ?? {}).map(([t, r]) => `${t}=${r}`);
+  return `rules: ${rules.length ? rules.join(' ') : 'none (every tool asks)'}; ${e.pins ? `${Object.keys(e.pins).length} tools pinned` : 'tools not pinned yet'}`;
+}
+
+function hintText(t: ListedTool): string {
+  const a = t.annotations;
+  const words = [a.readOnlyHint ? 'read-only' : '', a.destructiveHint ? 'destructive' : '', a.openWorldHint ? 'open-world' : ''].filter(Boolean);
+  return words.length ? ` [says: ${words.join(', ')}]` : '';
+}
+
+/** Connects with the stored credential, shows the tools (their rule, the server's own words) and pins them. */
+async function pinTools(registry: McpServerRegistry, name: string, print: (t: string) => void): Promise<void> {
+  const [server] = await registry.resolve([name]);
+  const { tools, cut } = await listServerTools(server!);
+  const entry = await registry.pin(name, tools);
+  print(`${name} offers ${tools.length} tool(s)${cut ? ' (more were cut)' : ''}, pinned as shown (a changed description asks again):`);
+  for (const t of tools) {
+    const desc = t.description.replace(/\s+/g, ' ').slice(0, 160);
+    print(safe(`  ${t.tool}  ${toolStanding(entry, t).rule}${hintText(t)}  ${desc}`));
+  }
+}
+
 /**
  * `airlock mcp-servers …`: the user's MCP servers a run's gateway may connect to (docs/architecture.md
  * §20). The credential is read from stdin only, stored in the OS keychain and never printed; the
@@ -43,8 +73,10 @@ export const mcpServersCommand: CliCommand = {
       transport: { type: 'string' },
       auth: { type: 'string' },
       json: { type: 'boolean', default: false },
+      project: { type: 'string' },
     });
-    const [sub, name, ...extra] = positionals;
+    const [sub, name, ...rest] = positionals;
+    const extra = sub === 'policy' ? rest.slice(2) : rest;
     if (extra.length) throw new CliUsageError(`unexpected argument '${extra[0]!.slice(0, 40)}' (a token goes on stdin, never as an argument)`);
     return withApp(io, async (app) => {
       const registry = mcpServerRegistryFor(app);
@@ -59,13 +91,52 @@ export const mcpServersCommand: CliCommand = {
           const credential = auth.type === 'none' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
           const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
           print(`added ${saved.name} (${new URL(saved.url).origin}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
+          try {
+            await pinTools(registry, saved.name, print);
+          } catch (err) {
+            // Kept, unpinned: every tool asks until pinned, so nothing is trusted unseen.
+            io.stderr.write(`note: could not list ${saved.name}'s tools now (${safe((err as Error).message.slice(0, 300))}); every tool asks until you pin them: airlock mcp-servers pin ${saved.name}\n`);
+          }
+          print(`every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
+          return ExitCode.ok;
+        }
+        case 'pin': {
+          if (!name) throw new CliUsageError('name the server: airlock mcp-servers pin NAME');
+          await pinTools(registry, name, print);
+          return ExitCode.ok;
+        }
+        case 'policy': {
+          const [tool, ruleText] = rest;
+          if (!name || !tool || !ruleText) throw new CliUsageError("write: airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default");
+          const rule = ruleText === 'default' ? undefined : McpToolRule.safeParse(ruleText).data;
+          if (ruleText !== 'default' && !rule) throw new CliUsageError(`the rule is allow, ask, deny or default (remove the tool's own rule), not '${ruleText.slice(0, 40)}'`);
+          const entry = await registry.setPolicy(name, tool, rule);
+          const known = tool === '*' || entry.pins?.[tool] !== undefined;
+          print(safe(`${name}: ${tool === '*' ? 'every tool without its own rule' : tool} ${rule ? `is ${rule}` : 'follows the default again'}; ${rulesText(entry)}${known ? '' : `\nnote: ${tool} is not among ${name}'s pinned tools (see airlock mcp-servers pin ${name})`}`));
           return ExitCode.ok;
         }
         case 'list': {
           const all = await registry.list();
-          if (values.json) print(JSON.stringify(all));
-          else if (all.length === 0) print('no MCP servers; add one with `airlock mcp-servers add NAME --url URL` (the token on stdin)');
-          else for (const s of all) print(safe(`${s.name}  ${s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}`));
+          const project = values.project ? await readProjectMcpConfig(values.project) : undefined;
+          if (values.json) {
+            print(JSON.stringify(project ? { servers: all, project: { file: project.file, proposed: project.servers.map((p) => ({ ...p, enabled: false, added: all.some((s) => s.name === p.name) })) } } : all));
+            return ExitCode.ok;
+          }
+          if (all.length === 0) print('no MCP servers; add one with `airlock mcp-servers add NAME --url URL` (the token on stdin)');
+          else for (const s of all) print(safe(`${s.name}  ${s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}  ${rulesText(s)}`));
+          if (project) {
+            if (project.servers.length === 0) print(safe(`${project.file}: no MCP servers proposed`));
+            else {
+              // The project's file is a request: shown, never enabled by being there (§20).
+              print(safe(`proposed by the project (${project.file}), not enabled:`));
+              for (const p of project.servers) {
+                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'} (local servers are not served by the gateway yet)` : `${p.url ?? '(no url)'}  ${p.transport}`;
+                const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
+                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? '' : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+                print(safe(`  ${p.name}  ${where}${secrets}${added}`));
+              }
+            }
+          }
           return ExitCode.ok;
         }
         case 'rm': {
@@ -75,7 +146,7 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         default:
-          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, list or rm');
+          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, list, policy, pin or rm');
       }
     });
   },

@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline';
 import { COMMAND_HELP } from '../command-help';
-import type { NetworkAnswer, RunEvent, RunSummary } from '../../../contracts';
+import type { McpAnswer, McpApprovalEvent, NetworkAnswer, RunEvent, RunSummary } from '../../../contracts';
 import { ERROR_ACTION_CLI, describeError } from '../../../contracts/error-help';
 import { connectionsRefusedText } from '../../../contracts/format';
 import { AirlockError } from '../../../contracts/errors';
@@ -190,7 +190,9 @@ export const runCommand: CliCommand = {
       };
       process.on('SIGINT', onSigint);
       // Command approvals (mode ask), and network questions while an intercepted request waits.
-      const approvals = started.approval === 'ask' || (started.network === 'allowlist' && networkApprovals === 'ask') ? answerApprovals(io, runId, services, json) : undefined;
+      // MCP calls that ask wait for an answer here too (the same `--network-approvals` mode, §20).
+      const hasMcp = Boolean(values.mcp?.length || base?.mcpServers?.length || parent?.mcpServers?.length);
+      const approvals = started.approval === 'ask' || ((started.network === 'allowlist' || hasMcp) && networkApprovals === 'ask') ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);
       approvals?.close();
@@ -331,6 +333,19 @@ export function liveView(io: CliIo): RunView {
         case 'network_approval_resolved':
           if (event.by !== 'user') out.write(`\n! network question ${event.by === 'timeout' ? 'timed out: denied' : 'closed'}\n`);
           break;
+        case 'mcp_approval':
+          endText();
+          out.write(`${mcpQuestionText(event)}\n  ${mcpPrompt(event.answers)} `);
+          break;
+        case 'mcp_approval_resolved':
+          if (event.by !== 'user') out.write(`\n! MCP question ${event.by === 'timeout' ? 'timed out: denied' : 'closed'}\n`);
+          break;
+        case 'mcp_call':
+          if (event.decision === 'deny') {
+            endText();
+            out.write(`! MCP: refused ${event.server}/${safe(event.tool)}: ${safe(event.reason ?? 'denied')}\n`);
+          }
+          break;
         case 'finished':
           endText();
           out.write(`\n${safe(event.summary)}\n`);
@@ -379,7 +394,7 @@ async function startTrusting(io: CliIo, json: boolean, start: (trust: boolean) =
 }
 
 /**
- * `--network-approvals`: whether a request the gateway's rules refuse waits for an answer here. The
+ * `--network-approvals`: whether a request the gateway's rules refuse (and an MCP call that asks, §20) waits for an answer here. The
  * default follows who can answer: `ask` at a terminal, `deny` otherwise — a script or CI job has no one
  * to answer, and holding the request for the full wait only delays the same 403 (docs/architecture.md §2.8).
  * `ask` without a terminal reads the answers from stdin (`o`/`p`/`d`, or `{"answer":"once"}` with --json).
@@ -411,15 +426,42 @@ export function parseNetworkAnswer(line: string, offered: readonly NetworkAnswer
   return picked ?? 'deny';
 }
 
-function answerApprovals(io: CliIo, runId: string, services: ReturnType<typeof servicesFor>, json: boolean): { close(): void } {
+/** What a waiting MCP call shows: the tool, why it asks, and the agent's arguments (or the server's new description) marked as theirs. */
+export function mcpQuestionText(q: McpApprovalEvent): string {
+  const head = `? MCP ${q.server}/${safe(q.tool)} wants to run`;
+  const why = q.why === 'changed' ? `\n  its description CHANGED since you enabled ${q.server}; now (the server's words): "${safe(q.description ?? '')}"` : q.why === 'new' ? `\n  it was not pinned when you enabled ${q.server}; its description (the server's words): "${safe(q.description ?? '')}"` : '';
+  return `${head}${why}\n  arguments (the agent's): ${safe(q.args)}`;
+}
+
+const MCP_KEYS: Record<McpAnswer, string> = { once: '[o]nce', run: '[r]un (this tool, this run)', deny: '[d]eny' };
+
+function mcpPrompt(answers: readonly McpAnswer[]): string {
+  return `allow? ${answers.map((a) => MCP_KEYS[a]).join(' / ')} (no answer: deny)`;
+}
+
+/** A line answering an MCP question: `o`/`once`, `r`/`run`, or `{"answer":"once"}` with --json; anything else denies. */
+export function parseMcpAnswer(line: string, offered: readonly McpAnswer[], json: boolean): McpAnswer {
+  let word = line.trim().toLowerCase();
+  if (json && word.startsWith('{')) {
+    try {
+      word = String((JSON.parse(line) as { answer?: unknown }).answer ?? '');
+    } catch {
+      word = '';
+    }
+  }
+  return offered.find((a) => a === word || (word.length === 1 && a.startsWith(word))) ?? 'deny';
+}
+
+export function answerApprovals(io: CliIo, runId: string, services: Pick<ReturnType<typeof servicesFor>, 'runs'>, json: boolean): { close(): void } {
   const rl = createInterface({ input: io.stdin, terminal: false });
-  const waiting: Array<{ kind: 'command'; id: string } | { kind: 'network'; id: string; answers: NetworkAnswer[] }> = [];
+  const waiting: Array<{ kind: 'command'; id: string } | { kind: 'network'; id: string; answers: NetworkAnswer[] } | { kind: 'mcp'; id: string; answers: McpAnswer[] }> = [];
   const answers: string[] = [];
   const settle = () => {
     while (waiting.length && answers.length) {
       const q = waiting.shift() as (typeof waiting)[number];
       const line = answers.shift() as string;
       if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseNetworkAnswer(line, q.answers, json) }).catch(() => undefined);
+      else if (q.kind === 'mcp') void services.runs.answerMcp({ runId, id: q.id, answer: parseMcpAnswer(line, q.answers, json) }).catch(() => undefined);
       else void services.runs.approve({ runId, requestId: q.id, approved: parseAnswer(line, json) }).catch(() => undefined);
     }
   };
@@ -427,7 +469,8 @@ function answerApprovals(io: CliIo, runId: string, services: ReturnType<typeof s
     if (e.runId !== runId) return;
     if (e.event.type === 'approval_request') waiting.push({ kind: 'command', id: e.event.id });
     else if (e.event.type === 'network_approval') waiting.push({ kind: 'network', id: e.event.id, answers: e.event.answers });
-    else if (e.event.type === 'network_approval_resolved') {
+    else if (e.event.type === 'mcp_approval') waiting.push({ kind: 'mcp', id: e.event.id, answers: e.event.answers });
+    else if (e.event.type === 'network_approval_resolved' || e.event.type === 'mcp_approval_resolved') {
       // Timed out or answered elsewhere: the next line answers the next question, not this one.
       const id = e.event.id;
       const at = waiting.findIndex((w) => w.id === id);

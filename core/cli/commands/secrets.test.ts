@@ -45,6 +45,34 @@ describe.skipIf(!keychain.ok)('airlock secrets / network check', () => {
     await expect(run(secretsCommand, ['set', 'Bad Name', '--preset', 'github'], home, 'xxxxyyyy\n')).rejects.toThrow();
   });
 
+  it('set --command stores the command, no value (an earlier one leaves the keychain); list shows it; the command runs only when a run needs it', async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-secrets-cmd-'));
+    homes.push(home);
+    const store = secretStoreFor({ home, keychainService: env.AIRLOCK_KEYCHAIN_SERVICE });
+    const counter = path.join(home, 'runs');
+    await run(secretsCommand, ['set', 'api', '--host', 'api.example.test', '--form', 'bearer'], home, 'an-old-stored-value\n');
+    const set = await run(secretsCommand, ['set', 'api', '--host', 'api.example.test', '--form', 'bearer', '--env', 'API_TOKEN', '--command', `sh -c 'echo x >> "$0"; echo tok-from-command' ${counter}`, '--ttl', '600'], home);
+    expect(set.code).toBe(0);
+    expect(set.out).toContain(`stored api: \`sh -c 'echo x >> "$0"; echo tok-from-command' ${counter}\` prints its value on this machine when a run first needs it (again after 600 s) and again after a 401`);
+    // The old stored value is gone from the keychain; the file holds the command, never a value.
+    await expect(store.resolve(['api'])).rejects.toMatchObject({ kind: 'CONFLICT' });
+    const file = JSON.parse(await readFile(path.join(home, 'egress-secrets.json'), 'utf8')) as { secrets: Array<{ command?: unknown }> };
+    expect(file.secrets[0]?.command).toEqual({ argv: ['sh', '-c', 'echo x >> "$0"; echo tok-from-command', counter], ttlSeconds: 600 });
+    expect(JSON.stringify(file)).not.toContain('an-old-stored-value');
+    const listed = await run(secretsCommand, ['list'], home);
+    expect(listed.out).toContain(`api  command sh -c 'echo x >> "$0"; echo tok-from-command' ${counter} (ttl 600 s)  hosts api.example.test`);
+    // Resolving for a run does not run the command; the gateway's first need does.
+    const [brokered] = await store.forRun(['api']);
+    await expect(readFile(counter)).rejects.toThrow();
+    const source = brokered!.value;
+    expect('get' in source).toBe(true);
+    if ('get' in source) expect((await source.get()).reveal()).toBe('tok-from-command');
+    expect((await readFile(counter, 'utf8')).trim()).toBe('x');
+    // Shell syntax outside a quoted sh -c is refused with what to do.
+    await expect(run(secretsCommand, ['set', 'api', '--host', 'api.example.test', '--form', 'bearer', '--command', 'gh auth token | head -1'], home)).rejects.toThrow(/runs without a shell — write sh -c/);
+    await expect(run(secretsCommand, ['set', 'api', '--preset', 'github', '--ttl', '5'], home, 'value-xyz\n')).rejects.toThrow(/--ttl goes with --command/);
+  });
+
   it('network check says which rule decides, with the project policy tightening', async () => {
     const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-check-'));
     homes.push(home);

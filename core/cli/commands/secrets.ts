@@ -3,10 +3,12 @@ import type { AppContext } from '../../app-context';
 import { presetBinding, SECRET_PRESETS, SecretStore, type InjectForm, type SecretBindingInput, type SecretPreset } from '../../network/gateway/secret-store';
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { commandText, parseCommandLine } from '../../network/gateway/host-command-secret';
 import { withApp } from '../with-app';
 import { readSecretFromStdin } from './keys';
 
 const USAGE = `airlock secrets set NAME (--preset github|npm | --host HOST… --form bearer|basic:USER|header:NAME…) [--host HOST]… [--path /PREFIX]… [--env VAR]… [--git] [--npm]   (value on stdin)
+       airlock secrets set NAME … --command 'gh auth token' [--ttl SECONDS]   (no value stored: the command prints it when a run needs it)
        airlock secrets list [--json]
        airlock secrets rm NAME`;
 
@@ -42,6 +44,8 @@ export const secretsCommand: CliCommand = {
       git: { type: 'boolean', default: false },
       npm: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
+      command: { type: 'string' },
+      ttl: { type: 'string' },
     });
     const [sub, name, ...extra] = positionals;
     return withApp(io, (app) => secretsSub(sub, name, extra, values, secretStoreFor(app), io));
@@ -52,7 +56,7 @@ async function secretsSub(
   sub: string | undefined,
   name: string | undefined,
   extra: string[],
-  values: { preset?: string; host?: string[]; path?: string[]; form?: string[]; env?: string[]; git: boolean; npm: boolean; json: boolean },
+  values: { preset?: string; host?: string[]; path?: string[]; form?: string[]; env?: string[]; git: boolean; npm: boolean; json: boolean; command?: string; ttl?: string },
   store: SecretStore,
   io: CliIo,
 ): Promise<number> {
@@ -71,6 +75,16 @@ async function secretsSub(
       }
       if (values.path?.length) binding = { ...binding, pathPrefixes: values.path };
       if (values.env?.length && values.preset) binding = { ...binding, env: values.env };
+      if (values.ttl !== undefined && values.command === undefined) throw new CliUsageError('--ttl goes with --command (a stored value has no life of its own)');
+      if (values.command !== undefined) {
+        // No value is read or stored: the command prints it on the host when a run needs it.
+        const ttl = values.ttl === undefined ? undefined : Number(values.ttl);
+        if (ttl !== undefined && !(Number.isInteger(ttl) && ttl >= 1 && ttl <= 30 * 86_400)) throw new CliUsageError('--ttl is a whole number of seconds from 1 to 2592000 (30 days)');
+        const argv = parseCommandLine(values.command);
+        const saved = await store.setCommand({ ...binding, command: { argv, ...(ttl ? { ttlSeconds: ttl } : {}) } });
+        print(`stored ${saved.name}: \`${commandText(argv)}\` prints its value on this machine when a run first needs it${ttl ? ` (again after ${ttl} s)` : ''} and again after a 401; sent only to ${saved.hosts.join(', ')}${saved.pathPrefixes ? ` under ${saved.pathPrefixes.join(', ')}` : ''}; choose it for a run with --secret ${saved.name}`);
+        return ExitCode.ok;
+      }
       const value = await readSecretFromStdin(io, `value for ${name}: `);
       const saved = await store.set(binding, value.reveal());
       print(`stored ${saved.name} in the OS keychain, sent only to ${saved.hosts.join(', ')}${saved.pathPrefixes ? ` under ${saved.pathPrefixes.join(', ')}` : ''}; choose it for a run with --secret ${saved.name}`);
@@ -83,7 +97,8 @@ async function secretsSub(
       else
         for (const s of all) {
           const forms = s.forms.map((f) => (f.type === 'bearer' ? 'bearer' : f.type === 'basic' ? `basic:${f.username}` : `header:${f.name}`)).join(',');
-          print(`${s.name}${s.hasValue ? '' : ' (value missing from the keychain)'}  hosts ${s.hosts.join(',')}${s.pathPrefixes ? `  paths ${s.pathPrefixes.join(',')}` : ''}  as ${forms}${s.env.length ? `  env ${s.env.join(',')}` : ''}`);
+          const source = s.command ? `  command ${commandText(s.command.argv)}${s.command.ttlSeconds ? ` (ttl ${s.command.ttlSeconds} s)` : ''}` : '';
+          print(`${s.name}${s.hasValue ? '' : ' (value missing from the keychain)'}${source}  hosts ${s.hosts.join(',')}${s.pathPrefixes ? `  paths ${s.pathPrefixes.join(',')}` : ''}  as ${forms}${s.env.length ? `  env ${s.env.join(',')}` : ''}`);
         }
       return ExitCode.ok;
     }

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Transform } from 'node:stream';
-import type { Secret } from '../../keys/secret';
+import { GATEWAY_PLACEHOLDER_PREFIX } from '../../common/command-env';
+import { Emitter, type Disposable, type Event } from '../../common/disposable';
+import { Secret } from '../../keys/secret';
 import { hostMatches } from '../allowlist';
+import type { HostCommandSecret, SecretFetchEvent } from './host-command-secret';
 import { pathReadings } from './rules';
 import { scrubPairs, ScrubStream, scrubString, type ScrubMode, type ScrubPair } from './secret-scrub';
 import type { SecretBinding } from './secret-store';
@@ -12,11 +15,14 @@ import type { SecretBinding } from './secret-store';
  * credential helper). On the way out, the gateway calls `swap`: a placeholder toward a bound host
  * (and path) in one of the binding's forms is replaced by the value; a placeholder anywhere else
  * refuses the request. Responses from bound hosts pass `scrubber`, which replaces the value by the
- * placeholder should the upstream echo it.
+ * placeholder should the upstream echo it. A secret whose value a host command prints is fetched
+ * when a request first needs it (`swap` answers `fetch`, the gateway awaits `fetch()` and swaps
+ * again) and refreshed once after a 401 (`refresh`).
  */
 export interface BrokeredSecret {
   binding: SecretBinding;
-  value: Secret<string>;
+  /** The stored value, or the host command that prints it when needed. */
+  value: Secret<string> | HostCommandSecret;
 }
 
 export interface SwapResult {
@@ -32,16 +38,61 @@ export interface SwapRefusal {
   secret: string;
 }
 
+/** The request needs a command secret's value that is not held yet: `fetch(secret)`, then swap again. */
+export interface SwapNeedsValue {
+  fetch: string;
+}
+
 interface Entry extends BrokeredSecret {
   placeholder: string;
 }
 
-export class CredentialBroker {
+export class CredentialBroker implements Disposable {
   private readonly entries: Entry[];
-  private readonly forms = new WeakMap<Entry, { value: string; pairs: ScrubPair[] }>();
+  private readonly forms = new WeakMap<Secret<string>, ScrubPair[]>();
+  private readonly fetched = new Emitter<SecretFetchEvent>();
+  private readonly subscriptions: Disposable[] = [];
+  /** Every run of a command secret's command (never its value): for the run's audit. */
+  readonly onDidFetch: Event<SecretFetchEvent> = this.fetched.event;
 
   constructor(secrets: BrokeredSecret[]) {
-    this.entries = secrets.map((s) => ({ ...s, placeholder: `airlock-placeholder-${s.binding.name}-${randomBytes(16).toString('hex')}` }));
+    this.entries = secrets.map((s) => ({ ...s, placeholder: `${GATEWAY_PLACEHOLDER_PREFIX}${s.binding.name}-${randomBytes(16).toString('hex')}` }));
+    for (const e of this.entries) if (!(e.value instanceof Secret)) this.subscriptions.push(e.value.onDidFetch((f) => this.fetched.fire(f)));
+  }
+
+  dispose(): void {
+    for (const s of this.subscriptions) s.dispose();
+    for (const e of this.entries) if (!(e.value instanceof Secret)) e.value.dispose();
+    this.fetched.dispose();
+  }
+
+  /** Fetches a command secret's value (a `SwapNeedsValue` answer); rejects with why it could not. */
+  async fetch(name: string): Promise<void> {
+    const source = this.entries.find((e) => e.binding.name === name)?.value;
+    if (source && !(source instanceof Secret)) await source.get();
+  }
+
+  /** The value `swap` puts on requests for `name` right now (to hand back to `refresh` after a 401). */
+  heldValue(name: string): Secret<string> | undefined {
+    const source = this.entries.find((e) => e.binding.name === name)?.value;
+    return source instanceof Secret ? source : source?.held();
+  }
+
+  /** Whether a 401 can be answered by fetching `name` again (a command secret). */
+  refreshable(name: string): boolean {
+    const source = this.entries.find((e) => e.binding.name === name)?.value;
+    return source !== undefined && !(source instanceof Secret);
+  }
+
+  /**
+   * After a 401 to a request that carried `stale`: a fresh value (the command runs again unless
+   * another request already replaced the value), or undefined when it is the same value again.
+   */
+  async refresh(name: string, stale: Secret<string>): Promise<Secret<string> | undefined> {
+    const source = this.entries.find((e) => e.binding.name === name)?.value;
+    if (!source || source instanceof Secret) return undefined;
+    const fresh = await source.refresh(stale);
+    return fresh.reveal() === stale.reveal() ? undefined : fresh;
   }
 
   get names(): string[] {
@@ -108,7 +159,7 @@ export class CredentialBroker {
    * Rewrites a request's headers for `host` and `path`. Every header value is searched for every
    * placeholder; one found outside a bound host, path and form refuses the whole request.
    */
-  swap(host: string, path: string, rawHeaders: string[]): SwapResult | SwapRefusal {
+  swap(host: string, path: string, rawHeaders: string[]): SwapResult | SwapRefusal | SwapNeedsValue {
     const out = [...rawHeaders];
     let injected: string | undefined;
     for (let i = 0; i + 1 < out.length; i += 2) {
@@ -122,7 +173,9 @@ export class CredentialBroker {
         if (!this.bound(e, host, path)) {
           return { refused: `the placeholder of secret "${e.binding.name}" was sent to ${host}, which it is not bound to`, secret: e.binding.name };
         }
-        const real = e.value.reveal();
+        const held = e.value instanceof Secret ? e.value : e.value.held();
+        if (!held) return { fetch: e.binding.name };
+        const real = held.reveal();
         if (inBasic && decoded && e.binding.forms.some((f) => f.type === 'basic') && decoded.password === e.placeholder) {
           value = `Basic ${Buffer.from(`${decoded.user}:${real}`).toString('base64')}`;
         } else if (name === 'authorization' && e.binding.forms.some((f) => f.type === 'bearer') && /^(bearer|token) /i.test(value) && value.slice(value.indexOf(' ') + 1).trim() === e.placeholder) {
@@ -165,14 +218,18 @@ export class CredentialBroker {
     return scrubString(text, this.pairsFor(this.entries));
   }
 
-  /** Every form of each entry's value, computed once per value (a value fetched again gets new forms). */
+  /**
+   * Every form of each entry's values — a command secret's current one and every earlier one this
+   * run held (a server may still echo a stale token) — computed once per value.
+   */
   private pairsFor(entries: Entry[]): ScrubPair[] {
     const pairs: ScrubPair[] = [];
     for (const e of entries) {
-      const value = e.value.reveal();
-      let known = this.forms.get(e);
-      if (!known || known.value !== value) this.forms.set(e, (known = { value, pairs: scrubPairs([{ value, placeholder: e.placeholder }]) }));
-      pairs.push(...known.pairs);
+      for (const value of e.value instanceof Secret ? [e.value] : e.value.values()) {
+        let known = this.forms.get(value);
+        if (!known) this.forms.set(value, (known = scrubPairs([{ value: value.reveal(), placeholder: e.placeholder }])));
+        pairs.push(...known);
+      }
     }
     return pairs.sort((a, b) => b.from.length - a.from.length);
   }

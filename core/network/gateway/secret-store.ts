@@ -6,12 +6,15 @@ import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { normalizeHostPattern } from '../allowlist';
+import type { BrokeredSecret } from './credential-broker';
+import { HostCommandSecret, type HostCommandSecretOptions } from './host-command-secret';
 
 /**
  * Secrets the egress gateway injects on the way out (docs/architecture.md §2.8). The value lives in
  * the OS keychain — the same backend as provider keys, under its own account namespace
  * (`egress-secret:<name>`) so no secret can shadow a provider key; the binding (hosts, path prefixes,
- * how it is sent) is plain metadata in `<home>/egress-secrets.json`, which never holds a value.
+ * how it is sent) is plain metadata in `<home>/egress-secrets.json`, which never holds a value. A
+ * secret may instead name a host command that prints the value when a run needs it (never stored).
  */
 
 /** How a secret travels: what the gateway looks for (the placeholder) and swaps. */
@@ -41,6 +44,17 @@ export const SecretBindingSchema = z
     /** Whether npm's user config names the placeholder as the auth token for these hosts. */
     npm: z.boolean().default(false),
     preset: z.string().max(40).optional(),
+    /**
+     * Set: the value is not stored; a host command prints it when a run first needs it (argv, no
+     * shell) and again after a 401 or its life (`ttlSeconds`); host-command-secret.ts.
+     */
+    command: z
+      .object({
+        argv: z.array(z.string().min(1).max(4096)).min(1).max(64),
+        ttlSeconds: z.number().int().min(1).max(30 * 86_400).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type SecretBinding = z.infer<typeof SecretBindingSchema>;
@@ -89,6 +103,7 @@ export class SecretStore {
   /** Stores (or replaces) a secret and its binding. The value goes to the keychain only. */
   async set(input: SecretBindingInput, value: string): Promise<SecretBinding> {
     const binding = normalizeBinding(input);
+    if (binding.command) throw new AirlockError('INVALID_INPUT', `the secret "${binding.name}" names a command; store it with setCommand (no value is stored for it)`);
     const v = value.replace(/\r?\n$/, '');
     if (v.length < 4 || v.length > 16_384 || /[\r\n\0]/.test(v)) {
       throw new AirlockError('INVALID_INPUT', 'the secret value must be one line of 4 to 16384 characters (pipe it on stdin)');
@@ -102,9 +117,25 @@ export class SecretStore {
     });
   }
 
+  /**
+   * Stores a secret whose value a host command prints when a run needs it (`binding.command`). No
+   * value is stored; one left in the keychain from an earlier `set` under this name is deleted.
+   */
+  async setCommand(input: SecretBindingInput): Promise<SecretBinding> {
+    const binding = normalizeBinding(input);
+    if (!binding.command) throw new AirlockError('INVALID_INPUT', `the secret "${binding.name}" names no command`);
+    return this.serialized(async () => {
+      const all = (await this.read()).filter((s) => s.name !== binding.name);
+      await this.write([...all, binding]);
+      await this.backend.delete(account(binding.name)).catch(() => false);
+      return binding;
+    });
+  }
+
   async list(): Promise<SecretSummary[]> {
     const all = await this.read();
-    return Promise.all(all.map(async (s) => ({ ...s, hasValue: (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
+    // A command secret always has a way to its value (whether the command works shows on first use).
+    return Promise.all(all.map(async (s) => ({ ...s, hasValue: s.command !== undefined || (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
   }
 
   /** Removes the value and the binding; false when there was neither. */
@@ -118,12 +149,31 @@ export class SecretStore {
     });
   }
 
-  /** The bindings and values for a run's chosen secrets; a name that is not stored is an error. */
+  /**
+   * A run's chosen secrets for the credential broker: stored values read from the keychain now,
+   * command secrets as a `HostCommandSecret` that runs its command only when the gateway needs the
+   * value. A name that is not stored is an error.
+   */
+  async forRun(names: string[], opts: Omit<HostCommandSecretOptions, 'ttlMs'> = {}): Promise<BrokeredSecret[]> {
+    const all = await this.read();
+    const out: BrokeredSecret[] = [];
+    for (const name of [...new Set(names)]) {
+      const binding = all.find((s) => s.name === name);
+      if (binding?.command) {
+        const ttl = binding.command.ttlSeconds;
+        out.push({ binding, value: new HostCommandSecret(name, binding.command.argv, { ...opts, ...(ttl ? { ttlMs: ttl * 1000 } : {}) }) });
+      } else out.push(...(await this.resolve([name])));
+    }
+    return out;
+  }
+
+  /** The bindings and stored values of secrets (not command ones); a name that is not stored is an error. */
   async resolve(names: string[]): Promise<Array<{ binding: SecretBinding; value: Secret<string> }>> {
     const all = await this.read();
     const out: Array<{ binding: SecretBinding; value: Secret<string> }> = [];
     for (const name of [...new Set(names)]) {
       const binding = all.find((s) => s.name === name);
+      if (binding?.command) throw new AirlockError('CONFLICT', `the secret "${name}" is fetched by a host command; no value is stored for it`);
       const value = binding ? await this.backend.get(account(name)) : undefined;
       if (!binding || value === undefined) {
         throw new AirlockError('NOT_FOUND', `no secret named "${name}"; add it with \`airlock secrets set ${name} --preset github\` (the value on stdin)`);

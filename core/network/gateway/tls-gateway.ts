@@ -6,12 +6,14 @@ import { Duplex, pipeline, type Transform } from 'node:stream';
 import tls from 'node:tls';
 import type { Disposable } from '../../common/disposable';
 import { endToEndHeaders } from '../../common/hop-headers';
+import type { Secret } from '../../keys/secret';
 import type { CredentialBroker } from './credential-broker';
 import { answerPlain, hostHeaderOf, redactQuery, requestRawHeaders, withoutHeaders, writeHead, type GatewayRequest, type GatewayResponse } from './gateway-http';
 import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
 import { checkPush } from './push-guard';
 import type { RunCa } from './run-ca';
 import { canonicalPath, decideWithProject, pathReadings, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
+import { HeldBody } from './held-body';
 import { contentEncodingOf, decodersFor } from './response-decoding';
 import { relayUpgrade } from './upgrade-relay';
 import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
@@ -70,7 +72,15 @@ export interface TlsGatewayOptions {
 }
 
 type Refused = { status: number; rule?: string; reason: string; secret?: string; askable?: boolean };
-type Judged = { decision?: RuleDecision; headers: string[]; secret?: string };
+type Judged = {
+  decision?: RuleDecision;
+  headers: string[];
+  secret?: string;
+  /** The headers before the swap, kept when the secret can be fetched again: a 401 is retried with a fresh value. */
+  unswapped?: string[];
+};
+/** A command secret's value is needed and not held yet (credential-broker.ts `swap`). */
+type NeedsValue = { fetch: string };
 
 type Target = UpstreamTarget;
 
@@ -213,7 +223,7 @@ export class TlsGateway implements Disposable {
    * user's answer to an earlier refusal: it stands in for the user's rules (the project's file still
    * tightens, and every other check runs again).
    */
-  private judge(req: GatewayRequest, t: Target, approved?: RuleDecision): Judged | Refused {
+  private judge(req: GatewayRequest, t: Target, approved?: RuleDecision): Judged | Refused | NeedsValue {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
@@ -243,17 +253,39 @@ export class TlsGateway implements Disposable {
     if (decision && !decision.allowed) return { status: 403, rule: decision.rule, reason: decision.reason, ...(decision.byProject || approved ? {} : { askable: true }) };
     let headers = endToEndHeaders(raw, req.headers.upgrade !== undefined);
     let secret: string | undefined;
+    let unswapped: string[] | undefined;
     if (broker) {
-      const swapped = broker.swap(t.host, path, headers);
-      if ('refused' in swapped) return { status: 403, ...(decision ? { rule: decision.rule } : {}), reason: swapped.refused, secret: swapped.secret };
-      headers = swapped.headers;
-      secret = swapped.injected;
       // Every answer from a bound host is scrubbed (a server may echo a value it stored earlier), and
       // a compressed echo would hide from the scrubber: ask for plain bytes (a server that compresses
       // anyway is decoded before scrubbing, relayResponse).
       if (broker.covers(t.host)) headers = [...withoutHeaders(headers, 'accept-encoding'), 'Accept-Encoding', 'identity'];
+      const swapped = broker.swap(t.host, path, headers);
+      if ('fetch' in swapped) return swapped;
+      if ('refused' in swapped) return { status: 403, ...(decision ? { rule: decision.rule } : {}), reason: swapped.refused, secret: swapped.secret };
+      if (swapped.injected && broker.refreshable(swapped.injected)) unswapped = headers;
+      headers = swapped.headers;
+      secret = swapped.injected;
     }
-    return { ...(decision ? { decision } : {}), headers, ...(secret ? { secret } : {}) };
+    return { ...(decision ? { decision } : {}), headers, ...(secret ? { secret } : {}), ...(unswapped ? { unswapped } : {}) };
+  }
+
+  /**
+   * `judge`, fetching a command secret's value first when the request needs one that is not held
+   * (its command runs on the host once, however many requests wait). A command that fails refuses
+   * the request with 502 and says why, never with the command's output.
+   */
+  private async judgeFetching(req: GatewayRequest, t: Target, approved?: RuleDecision): Promise<Judged | Refused> {
+    // A request may carry several command secrets' placeholders: each is fetched in turn.
+    for (let i = 0; i < 8; i++) {
+      const verdict = this.judge(req, t, approved);
+      if (!('fetch' in verdict)) return verdict;
+      try {
+        await this.opts.broker?.fetch(verdict.fetch);
+      } catch (err) {
+        return { status: 502, reason: `the secret "${verdict.fetch}" could not be fetched: ${(err as Error).message}`, secret: verdict.fetch };
+      }
+    }
+    return { status: 502, reason: 'the secrets this request carries could not be fetched' };
   }
 
   private denialBody(t: Target, method: string, path: string, rule: string | undefined, reason: string): string {
@@ -262,6 +294,11 @@ export class TlsGateway implements Disposable {
       this.opts.howToAsk?.(t.host, method, path) ??
       `ask the user to allow it from the run view, or propose a narrower rule with a reason (${HOW_TO_PROPOSE}); \`airlock network check ${origin}${path} --method ${method}\` shows the deciding rule`;
     return `airlock: ${method} ${origin}${path} refused — ${reason}${rule ? ` (rule: ${rule})` : ''}.\nTo go on: ${ask}.\n`;
+  }
+
+  /** The body of a request the gateway could not send (a secret that could not be fetched). */
+  private failureBody(t: Target, method: string, path: string, reason: string): string {
+    return `airlock: ${method} https://${t.host}${t.port === 443 ? '' : `:${t.port}`}${path} was not sent — ${reason}.\n`;
   }
 
   private onRequest(req: GatewayRequest, res: GatewayResponse): void {
@@ -279,7 +316,18 @@ export class TlsGateway implements Disposable {
       this.refuse(req, res, t, { status: 400, reason: 'the request target must be a path' }, base);
       return;
     }
-    const verdict = this.judge(req, t);
+    const judged = this.judge(req, t);
+    if ('fetch' in judged) {
+      void this.judgeFetching(req, t).then((v) => {
+        if (!res.destroyed) this.dispatch(req, res, t, v, base);
+      });
+      return;
+    }
+    this.dispatch(req, res, t, judged, base);
+  }
+
+  /** Serves, refuses, or puts to the user a judged request. */
+  private dispatch(req: GatewayRequest, res: GatewayResponse, t: Served, verdict: Judged | Refused, base: Base): void {
     if ('status' in verdict && verdict.askable && this.opts.approvals) {
       void this.askThenServe(req, res, t, verdict, base);
       return;
@@ -307,7 +355,8 @@ export class TlsGateway implements Disposable {
       return;
     }
     const by = answer === 'once' ? 'allowed once by the user' : 'allowed for this project by the user';
-    const again = this.judge(req, t, { allowed: true, rule: `${by} (was refused by: ${refused.rule ?? refused.reason})`, reason: by });
+    const again = await this.judgeFetching(req, t, { allowed: true, rule: `${by} (was refused by: ${refused.rule ?? refused.reason})`, reason: by });
+    if (res.destroyed) return;
     if ('status' in again) this.refuse(req, res, t, again, base);
     else this.serve(req, res, t, again, base);
   }
@@ -319,10 +368,48 @@ export class TlsGateway implements Disposable {
     let bytesDown = 0;
     let done = false;
     let exchange: UpstreamExchange | undefined;
+    let note: string | undefined;
     const finish = (status: number, reason?: string) => {
       if (done) return;
       done = true;
-      t.onRequest({ ...record, allowed: true, status, ...(reason ? { reason } : {}), bytesUp, bytesDown });
+      const why = [note, reason].filter(Boolean).join('; ');
+      t.onRequest({ ...record, allowed: true, status, ...(why ? { reason: why } : {}), bytesUp, bytesDown });
+    };
+    // A command secret's value may have expired upstream: the body is held (bounded) so a 401 can be
+    // answered once by fetching the value again and sending the same request with it.
+    const broker = this.opts.broker;
+    const stale = secret && verdict.unswapped ? broker?.heldValue(secret) : undefined;
+    const retry = stale && secret && verdict.unswapped ? { secret, stale, unswapped: verdict.unswapped, body: new HeldBody() } : undefined;
+    if (retry) res.once('close', () => retry.body.drop());
+    let retried = false;
+    const answered = (ex: UpstreamExchange) => (up: UpstreamResponse) => {
+      if (exchange !== ex) return;
+      if (up.status === 401 && retry && !retried) {
+        retried = true;
+        void this.retryAfter401(retry, up, t, base, (fresh) => {
+          if (!fresh || res.destroyed) {
+            if (!res.destroyed) this.relayResponse(up, res, t, (n) => (bytesDown += n), finish);
+            else up.body.destroy();
+            return;
+          }
+          // The stale answer is read and dropped; the same request goes again with the fresh value.
+          up.body.resume();
+          note = `sent again after a 401 with a fresh value of secret "${retry.secret}"`;
+          this.upstream.open(t, base.method, req.url ?? '/', fresh.headers).then((again) => {
+            exchange = again;
+            if (res.destroyed) {
+              again.destroy();
+              finish(499, 'the client went away');
+              return;
+            }
+            again.onResponse(answered(again));
+            again.onError((err) => exchange === again && failed(err));
+            again.body.end(fresh.body);
+          }, failed);
+        });
+        return;
+      }
+      this.relayResponse(up, res, t, (n) => (bytesDown += n), finish);
     };
     const failed = (err: NodeJS.ErrnoException) => {
       const why = `upstream failed (${err.code ?? err.message})`;
@@ -341,13 +428,19 @@ export class TlsGateway implements Disposable {
           finish(499, 'the client went away');
           return;
         }
-        ex.onResponse((up) => this.relayResponse(up, res, t, (n) => (bytesDown += n), finish));
-        ex.onError(failed);
+        ex.onResponse(answered(ex));
+        // An error of an exchange already replaced by its retry is no longer this request's.
+        ex.onError((err) => exchange === ex && !(retried && retry) && failed(err));
         if (prefix?.length) {
           bytesUp += prefix.length;
           ex.body.write(prefix);
+          retry?.body.add(prefix);
         }
-        req.on('data', (c: Buffer) => (bytesUp += c.length));
+        req.on('data', (c: Buffer) => {
+          bytesUp += c.length;
+          retry?.body.add(c);
+        });
+        if (retry) req.once('end', () => retry.body.end());
         req.pipe(ex.body);
       }, failed);
     };
@@ -378,6 +471,30 @@ export class TlsGateway implements Disposable {
         t.onRequest({ ...base, allowed: false, status: 200, rule, reason: check.outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
       });
     });
+  }
+
+  /**
+   * After a 401 to a request that carried a command secret: the whole held body (the client may
+   * still be sending it), then a fresh value (the command runs again unless another request already
+   * replaced the value) swapped into the request's own headers. `then(undefined)` when the request
+   * cannot go again — body over the bound, the client gone, the command failed or printed the same
+   * value — and the 401 is relayed as it came.
+   */
+  private async retryAfter401(
+    retry: { secret: string; stale: Secret<string>; unswapped: string[]; body: HeldBody },
+    up: UpstreamResponse,
+    t: Target,
+    base: Base,
+    then: (fresh: { headers: string[]; body: Buffer } | undefined) => void,
+  ): Promise<void> {
+    const broker = this.opts.broker;
+    const body = await retry.body.whole();
+    if (!body || !broker || up.body.destroyed) return then(undefined);
+    const fresh = await broker.refresh(retry.secret, retry.stale).catch(() => undefined);
+    if (!fresh) return then(undefined);
+    const path = (base.path.split('?')[0] as string) || '/';
+    const swapped = broker.swap(t.host, path, retry.unswapped);
+    then('headers' in swapped ? { headers: swapped.headers, body } : undefined);
   }
 
   /**
@@ -430,7 +547,10 @@ export class TlsGateway implements Disposable {
   }
 
   private refuse(req: GatewayRequest, res: GatewayResponse, t: Served, r: Refused, base: Base): void {
-    if (!res.headersSent) answerPlain(res, r.status, this.denialBody(t, base.method, base.path, r.rule, r.reason), 'denied');
+    if (!res.headersSent) {
+      if (r.status === 502) answerPlain(res, 502, this.failureBody(t, base.method, base.path, r.reason), 'secret-unavailable');
+      else answerPlain(res, r.status, this.denialBody(t, base.method, base.path, r.rule, r.reason), 'denied');
+    }
     req.resume();
     t.onRequest({ ...base, allowed: false, status: r.status, ...(r.rule ? { rule: r.rule } : {}), reason: r.reason, ...(r.secret ? { secret: r.secret } : {}), bytesUp: 0, bytesDown: 0 });
   }
@@ -446,7 +566,9 @@ export class TlsGateway implements Disposable {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     const base = { host: t.host, port: t.port, method, path: redactQuery(url), address: t.addresses[0] ?? '', started };
-    const verdict = this.judge(req, t);
+    const judged = this.judge(req, t);
+    // A command secret not fetched yet: the request carries a secret, which an upgrade never does.
+    const verdict: Judged | Refused = 'fetch' in judged ? { status: 403, reason: `a request that upgrades the connection cannot carry the secret "${judged.fetch}"; send it on an ordinary request`, secret: judged.fetch } : judged;
     if ('status' in verdict) {
       const body = this.denialBody(t, method, base.path, verdict.rule, verdict.reason);
       socket.end(`HTTP/1.1 ${verdict.status} Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);

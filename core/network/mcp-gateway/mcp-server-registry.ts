@@ -24,6 +24,14 @@ export const McpAuthSchema = z.discriminatedUnion('type', [
 ]);
 export type McpAuth = z.infer<typeof McpAuthSchema>;
 
+/** A tool's rule: forwarded, put to the user first, or refused. */
+export const McpToolRule = z.enum(['allow', 'ask', 'deny']);
+export type McpToolRule = z.infer<typeof McpToolRule>;
+
+/** A tool name as a server may give it (MCP: 1–128 of letters, digits, `_ . -`), or `*`: every tool without its own rule. */
+export const MCP_TOOL_KEY = /^(?:\*|[A-Za-z0-9_.-]{1,128})$/;
+const ToolKey = z.string().regex(MCP_TOOL_KEY);
+
 export const McpServerEntrySchema = z
   .object({
     name: z.string().regex(MCP_SERVER_NAME),
@@ -33,6 +41,11 @@ export const McpServerEntrySchema = z
     transport: z.enum(['http', 'sse']),
     auth: McpAuthSchema,
     addedAt: z.string(),
+    /** Per-tool rules the user set (`*`: the rest); a tool with none asks (the safer default, §20). */
+    policy: z.record(ToolKey, McpToolRule).optional(),
+    /** Each tool's description hash when the user enabled (or re-pinned) the server; a changed or new tool asks again. */
+    pins: z.record(ToolKey, z.string().regex(/^[0-9a-f]{64}$/)).optional(),
+    pinnedAt: z.string().optional(),
   })
   .strict();
 export type McpServerEntry = z.infer<typeof McpServerEntrySchema>;
@@ -76,7 +89,7 @@ export class McpServerRegistry {
     this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
   }
 
-  /** Adds (or replaces) a server; the credential goes to the keychain only. */
+  /** Adds (or replaces, dropping its rules and pins: it may be another server now) a server; the credential goes to the keychain only. */
   async add(input: { name: string; url: string; transport?: 'http' | 'sse'; auth: McpAuth }, credential?: string): Promise<McpServerEntry> {
     if (!MCP_SERVER_NAME.test(input.name)) throw new AirlockError('INVALID_INPUT', 'a server name is lower-case letters, digits and - (up to 24), starting with a letter', { field: 'name' });
     const url = checkServerUrl(input.url);
@@ -95,6 +108,30 @@ export class McpServerRegistry {
       await this.write([...all, entry]);
       return entry;
     });
+  }
+
+  /** Sets one tool's rule (`*`: every tool without its own); `undefined` removes it (the tool asks again). */
+  async setPolicy(name: string, tool: string, rule: McpToolRule | undefined): Promise<McpServerEntry> {
+    if (!MCP_TOOL_KEY.test(tool)) throw new AirlockError('INVALID_INPUT', `"${tool.slice(0, 60)}" is not a tool name (letters, digits, _ . - up to 128) or * (every tool without its own rule)`, { field: 'tool' });
+    return this.update(name, (e) => {
+      const policy = { ...(e.policy ?? {}) };
+      if (rule) policy[tool] = rule;
+      else delete policy[tool];
+      const { policy: _old, ...rest } = e;
+      return Object.keys(policy).length ? { ...rest, policy } : rest;
+    });
+  }
+
+  /** Records the tools' description hashes the user has now seen: later changes ask again. */
+  async pin(name: string, tools: ReadonlyArray<{ tool: string; descriptionHash: string }>): Promise<McpServerEntry> {
+    const pins: Record<string, string> = {};
+    for (const t of tools) if (MCP_TOOL_KEY.test(t.tool) && t.tool !== '*') pins[t.tool] = t.descriptionHash;
+    return this.update(name, (e) => ({ ...e, pins, pinnedAt: new Date().toISOString() }));
+  }
+
+  /** One entry by name, or undefined. */
+  async get(name: string): Promise<McpServerEntry | undefined> {
+    return (await this.read()).find((s) => s.name === name);
   }
 
   async list(): Promise<McpServerSummary[]> {
@@ -129,6 +166,18 @@ export class McpServerRegistry {
       out.push({ entry, credential: new Secret(value) });
     }
     return out;
+  }
+
+  private update(name: string, change: (e: McpServerEntry) => McpServerEntry): Promise<McpServerEntry> {
+    return this.serialized(async () => {
+      const all = await this.read();
+      const at = all.findIndex((s) => s.name === name);
+      if (at < 0) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`, { field: 'name' });
+      const next = McpServerEntrySchema.parse(change(all[at] as McpServerEntry));
+      all[at] = next;
+      await this.write(all);
+      return next;
+    });
   }
 
   private async read(): Promise<McpServerEntry[]> {

@@ -81,8 +81,12 @@ export interface McpCallEvent {
   durationMs: number;
 }
 
-/** Decides a call before it is forwarded (the run's per-tool policy); absent: every call is allowed. */
-export type McpCallPolicy = (tool: GatewayTool, call: { argsSha256: string }) => Promise<{ decision: McpDecision; reason?: string }>;
+/**
+ * Decides a call before it is forwarded (the run's per-tool policy, mcp-tool-policy.ts); absent: every
+ * call is allowed. It may wait (a question to the user); `signal` aborts when the caller went away.
+ * `args` is the sandbox's (attacker-written) arguments, for showing to the user only.
+ */
+export type McpCallPolicy = (tool: GatewayTool, call: { argsSha256: string; args: Record<string, unknown>; signal?: AbortSignal }) => Promise<{ decision: McpDecision; by?: string; reason?: string }>;
 
 export interface RunMcpGateway extends Disposable {
   /** The run token the sandbox presents (`Authorization: Bearer`). Never log it. */
@@ -91,10 +95,38 @@ export interface RunMcpGateway extends Disposable {
   readonly port: number;
   readonly tools: readonly GatewayTool[];
   /** What the run records: each server, where it is, how many tools it serves, what was left out. */
-  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse'; tools: number; skipped?: string[] }> };
+  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse'; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }> };
   readonly onDidCall: Event<McpCallEvent>;
+  /** The run's questions about calls (when the policy can ask), as given to `openRunMcpGateway`. */
+  readonly questions?: McpQuestionsPort;
   /** A new connection to the gateway, for the channel (`exposeHostService`). */
   connect(): Socket;
+}
+
+/** What the run needs of the policy's questions (mcp-tool-policy.ts `McpApprovals`): events to show and record, and the answer. */
+export interface McpQuestionsPort extends Disposable {
+  readonly onDidAsk: Event<McpQuestion>;
+  readonly onDidResolve: Event<{ id: string; answer: McpAnswer; by: 'user' | 'timeout' | 'closed'; question: McpQuestion }>;
+  answer(id: string, answer: McpAnswer): boolean;
+}
+
+/** `once`: this call. `run`: this tool for the rest of the run. `deny`: refuse this call. */
+export type McpAnswer = 'once' | 'run' | 'deny';
+
+/** A call waiting for the user. Host-made, except `args` (the agent's, cleaned and bounded: show as such). */
+export interface McpQuestion {
+  id: string;
+  server: string;
+  tool: string;
+  /** `policy`: the tool's rule is ask. `changed`: its description is not the one pinned. `new`: no pin for it. */
+  why: 'policy' | 'changed' | 'new';
+  /** The tool's description as the server gives it now (scrubbed, cleaned, bounded), for `changed` and `new`. */
+  description?: string;
+  /** The call's arguments as JSON (cleaned, bounded). */
+  args: string;
+  answers: McpAnswer[];
+  /** ISO time the call stops waiting (then it is refused). */
+  expiresAt: string;
 }
 
 interface Upstream {
@@ -155,6 +187,32 @@ export function toolDescriptionHash(tool: Pick<Tool, 'description' | 'inputSchem
   return sha256(JSON.stringify([tool.title ?? null, tool.description ?? null, tool.inputSchema ?? null, tool.annotations ?? null]));
 }
 
+/** A server's tools as the host sees them now: what `airlock mcp-servers add|pin` shows and pins. */
+export interface ListedTool {
+  tool: string;
+  descriptionHash: string;
+  /** Scrubbed of the server's credential; still the server's words. */
+  description: string;
+  annotations: GatewayTool['annotations'];
+}
+
+/** Connects to one server with its credential, lists its tools and disconnects (pinning, docs/architecture.md §20). */
+export async function listServerTools(server: ResolvedMcpServer): Promise<{ tools: ListedTool[]; cut: boolean }> {
+  const forms = server.credential ? [...secretForms(server.credential.reveal())].sort((a, b) => b.length - a.length) : [];
+  const up = await connectUpstream(server, forms);
+  try {
+    const { tools, cut } = await listAll(up);
+    return { tools: tools.map((t) => ({ tool: t.name, descriptionHash: toolDescriptionHash(t), description: scrubText(t.description ?? '', forms), annotations: hints(t) })), cut };
+  } finally {
+    await up.client.close().catch(() => undefined);
+  }
+}
+
+function hints(t: Tool): GatewayTool['annotations'] {
+  const a = t.annotations ?? {};
+  return { ...(a.readOnlyHint !== undefined ? { readOnlyHint: a.readOnlyHint } : {}), ...(a.destructiveHint !== undefined ? { destructiveHint: a.destructiveHint } : {}), ...(a.openWorldHint !== undefined ? { openWorldHint: a.openWorldHint } : {}) };
+}
+
 function errorResult(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
@@ -163,7 +221,14 @@ function errorResult(text: string): CallToolResult {
  * Connects to the run's servers (each with its credential), lists their tools and starts the gateway
  * on 127.0.0.1. A server that cannot be reached fails the whole gateway: a run asked for it by name.
  */
-export async function openRunMcpGateway(opts: { runId: string; servers: ResolvedMcpServer[]; policy?: McpCallPolicy }): Promise<RunMcpGateway> {
+export async function openRunMcpGateway(opts: {
+  runId: string;
+  servers: ResolvedMcpServer[];
+  policy?: McpCallPolicy;
+  /** Tools left out of the listing (their rule is deny); a call to one still reaches the policy (and is refused, audited). */
+  hide?: (tool: GatewayTool) => boolean;
+  questions?: McpQuestionsPort;
+}): Promise<RunMcpGateway> {
   // Every encoded form of every credential: what must never pass into the sandbox.
   const forms = [...new Set(opts.servers.flatMap((s) => (s.credential ? secretForms(s.credential.reveal()) : [])))].sort((a, b) => b.length - a.length);
   const upstreams: Upstream[] = [];
@@ -184,13 +249,12 @@ export async function openRunMcpGateway(opts: { runId: string; servers: Resolved
         }
         // What the sandbox reads is scrubbed like any answer: a description can echo a credential too.
         const served = JSON.parse(scrubText(JSON.stringify({ ...t, name }), forms)) as Tool;
-        const a = t.annotations ?? {};
         tools.push({
           server: server.entry.name,
           tool: t.name,
           name,
           descriptionHash: toolDescriptionHash(t),
-          annotations: { ...(a.readOnlyHint !== undefined ? { readOnlyHint: a.readOnlyHint } : {}), ...(a.destructiveHint !== undefined ? { destructiveHint: a.destructiveHint } : {}), ...(a.openWorldHint !== undefined ? { openWorldHint: a.openWorldHint } : {}) },
+          annotations: hints(t),
           definition: served,
         });
       }
@@ -207,18 +271,19 @@ export async function openRunMcpGateway(opts: { runId: string; servers: Resolved
   const byName = new Map(tools.map((t) => [t.name, t]));
   const clientOf = new Map(upstreams.map((u) => [u.name, u.client]));
 
-  const callTool = async (name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult> => {
+  const callTool = async (name: string, args: Record<string, unknown> | undefined, signal?: AbortSignal): Promise<CallToolResult> => {
     const started = Date.now();
     const argsJson = JSON.stringify(args ?? {});
     const base = { argsSha256: sha256(argsJson), argsBytes: Buffer.byteLength(argsJson) };
     const tool = byName.get(name);
     if (!tool) return errorResult(`no tool named "${name.slice(0, 100)}" in this run's MCP gateway`);
+    const verdict: { decision: McpDecision; by?: string; reason?: string } = opts.policy ? await opts.policy(tool, { argsSha256: base.argsSha256, args: args ?? {}, ...(signal ? { signal } : {}) }) : { decision: 'allow' };
+    const by = verdict.by ? { by: verdict.by } : {};
     const finish = (result: CallToolResult, decision: McpDecision, extra: { reason?: string; capped?: true } = {}): CallToolResult => {
       const resultBytes = Buffer.byteLength(JSON.stringify(result));
-      calls.fire({ server: tool.server, tool: tool.tool, ...base, decision, resultBytes, isError: result.isError === true, durationMs: Date.now() - started, ...extra });
+      calls.fire({ server: tool.server, tool: tool.tool, ...base, decision, ...by, resultBytes, isError: result.isError === true, durationMs: Date.now() - started, ...extra });
       return result;
     };
-    const verdict = opts.policy ? await opts.policy(tool, { argsSha256: base.argsSha256 }) : { decision: 'allow' as const };
     if (verdict.decision === 'deny') return finish(errorResult(`Airlock refused this call to ${tool.server}/${tool.tool}: ${verdict.reason ?? 'denied by policy'}`), 'deny', verdict.reason ? { reason: verdict.reason } : {});
     const client = clientOf.get(tool.server) as Client;
     let raw: unknown;
@@ -235,11 +300,11 @@ export async function openRunMcpGateway(opts: { runId: string; servers: Resolved
     return finish(JSON.parse(text) as CallToolResult, 'allow');
   };
 
-  const listed = tools.map((t) => t.definition);
+  const listed = tools.filter((t) => !opts.hide?.(t)).map((t) => t.definition);
   const newServer = () => {
     const server = new Server({ name: 'airlock', version: APP_VERSION }, { capabilities: { tools: {} }, instructions: 'Tools of the MCP servers the user enabled for this Airlock run; each name starts with its server.' });
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-    server.setRequestHandler(CallToolRequestSchema, (req) => callTool(req.params.name, req.params.arguments));
+    server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params.name, req.params.arguments, extra.signal));
     return server;
   };
 
@@ -298,12 +363,14 @@ export async function openRunMcpGateway(opts: { runId: string; servers: Resolved
     tools,
     record,
     onDidCall: calls.event,
+    ...(opts.questions ? { questions: opts.questions } : {}),
     connect: () => netConnect(port, '127.0.0.1'),
     dispose() {
       if (disposed) return;
       disposed = true;
-      // The token dies first: nothing presented after this is served.
+      // The token dies first: nothing presented after this is served. Waiting calls are refused (closed).
       tokens.clear();
+      opts.questions?.dispose();
       calls.dispose();
       for (const { server } of sessions.values()) void server.close().catch(() => undefined);
       sessions.clear();

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
-import { connectEngine, engineConnectError, statusCodeOf, type Engine } from './engine';
+import { engineConnectError, statusCodeOf, type Engine } from './engine';
 
 /** What a VM needs to know of a sandbox image besides its files. */
 export interface ImageConfig {
@@ -15,10 +15,10 @@ export interface ImageConfig {
 /**
  * A Docker image made into another kind of sandbox (a VM disk, a WSL root filesystem) is read
  * through the engine API, the same way every container is made (one access path to the engine;
- * no `docker` CLI needed). `what` names the use in errors.
+ * no `docker` CLI needed), and through the engine the caller was given: the one the settings chose,
+ * where the image was built (docs/architecture.md §13). `what` names the use in errors.
  */
-export async function inspectImageConfig(image: string, what: string, engine?: Engine): Promise<ImageConfig> {
-  const e = engine ?? (await connectEngine());
+export async function inspectImageConfig(image: string, what: string, e: Engine): Promise<ImageConfig> {
   try {
     const info = await e.docker.getImage(image).inspect();
     return { id: info.Id, user: info.Config?.User ?? '', env: info.Config?.Env ?? [], workdir: info.Config?.WorkingDir || '/workspace', labels: info.Config?.Labels ?? {} };
@@ -32,8 +32,7 @@ export async function inspectImageConfig(image: string, what: string, engine?: E
  * Streams the root filesystem of `image` (a tar, as `docker export` gives it) to `use`, from a
  * container that never starts and has no network, removed afterwards whatever happens.
  */
-export async function withImageFilesystem<T>(image: string, use: (tar: Readable) => Promise<T>, engine?: Engine): Promise<T> {
-  const e = engine ?? (await connectEngine());
+export async function withImageFilesystem<T>(image: string, use: (tar: Readable) => Promise<T>, e: Engine): Promise<T> {
   const container = await e.docker.createContainer({ Image: image, Cmd: ['true'], NetworkDisabled: true, HostConfig: { NetworkMode: 'none' } }).catch(async (err: unknown) => {
     throw (await engineConnectError(err, e.endpoint)) ?? new AirlockError('SANDBOX_FAILED', `Could not create a container of ${image} to export its files: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   });

@@ -3,6 +3,7 @@ import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, wr
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { runToolOk } from '../../common/run-tool';
+import type { Engine } from '../docker/engine';
 import { inspectImageConfig, withImageFilesystem, type ImageConfig } from '../docker/image-export';
 import type { VmPaths } from './vm-paths';
 import { pathExists } from '../../common/path-exists';
@@ -118,8 +119,8 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
  * busybox and the image's user are added under /opt/airlock-vm (never its ENV: the helper starts from
  * Airlock's fixed environment, docs/architecture.md §2.3; commands get the image's ENV from the host).
  */
-export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?: (message: string) => void): Promise<BaseDisk> {
-  const config = await inspectImageConfig(image, "the VM's disk");
+export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engine, onProgress?: (message: string) => void): Promise<BaseDisk> {
+  const config = await inspectImageConfig(image, "the VM's disk", engine);
   const initPath = path.join(paths.resourcesDir, 'guest-init.sh');
   const [initHash, busyboxHash] = await Promise.all([
     sha256File(initPath).catch(() => {
@@ -141,7 +142,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
   }
   let pending = building.get(key);
   if (!pending) {
-    pending = buildBaseDisk(image, config, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
+    pending = buildBaseDisk(image, config, engine, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
     building.set(key, pending);
   }
   return pending;
@@ -150,6 +151,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, onProgress?:
 async function buildBaseDisk(
   image: string,
   config: ImageConfig,
+  engine: Engine,
   paths: VmPaths,
   initPath: string,
   diskPath: string,
@@ -167,7 +169,7 @@ async function buildBaseDisk(
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     const untar = ['tar', '-x', '-C', root, '--numeric-owner'];
     const unpack = isRoot ? untar : ['fakeroot', '-s', `${root}.fakeroot`, '--', ...untar];
-    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }));
+    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }), engine);
 
     const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
     const resolved = resolveGuestUser(config.user, passwd, config.env, config.workdir);

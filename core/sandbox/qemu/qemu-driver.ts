@@ -5,6 +5,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { Emitter, type Event } from '../../common/disposable';
 import type { ChannelStream, IsolationKind, SandboxDriver, SandboxEvent, SandboxSpec, WipeProof } from '../driver';
 import { accelCacheFile, detectAccel, type AccelProbe, type VmAccel, type VmAccelChoice } from './accel';
+import type { Engine } from '../docker/engine';
 import { ensureBaseDisk } from './base-disk';
 import { configSocketOf } from './qemu-args';
 import { qmpCommand } from './qmp';
@@ -21,6 +22,8 @@ import { listVms, QEMU_ID_PREFIX, removeVmRun, vmLeftovers } from './vm-inventor
 export type { QemuSandboxInfo } from './vm-boot';
 
 export interface QemuDriverOptions {
+  /** The engine that holds the sandbox images (the one the settings chose): each base disk is exported from it. */
+  engine: () => Promise<Engine>;
   env?: NodeJS.ProcessEnv;
   /** Overrides of the asset / run directories (tests). */
   paths?: Partial<VmPaths>;
@@ -70,7 +73,7 @@ export class QemuDriver implements SandboxDriver {
   private versionProbe: Promise<string> | undefined;
   private readonly snapshots: VmSnapshotStore;
 
-  constructor(private readonly opts: QemuDriverOptions = {}) {
+  constructor(private readonly opts: QemuDriverOptions) {
     this.paths = vmPaths(opts.env, opts.paths);
     this.qemu = opts.qemuBinary ?? 'qemu-system-x86_64';
     this.snapshots = new VmSnapshotStore({ qemu: this.qemu, paths: this.paths, qemuVersion: () => this.qemuVersion(), ...(opts.bootTimeoutMs !== undefined ? { bootTimeoutMs: opts.bootTimeoutMs } : {}), ...(opts.onProgress ? { onProgress: opts.onProgress } : {}) });
@@ -136,7 +139,7 @@ export class QemuDriver implements SandboxDriver {
       throw new AirlockError('CONFLICT', `A VM for run ${spec.runId} already exists; destroy it first.`);
     }
     await this.checkAvailable();
-    const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), ensureBaseDisk(spec.image, this.paths, this.opts.onProgress)]);
+    const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), this.opts.engine().then((engine) => ensureBaseDisk(spec.image, this.paths, engine, this.opts.onProgress))]);
     try {
       return await this.boot(spec, files, probe, seccomp, base.path);
     } catch (err) {

@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
 import { AirlockError } from '../../../contracts/errors';
 import { LOADER_PRELOAD_FILE } from '../docker/container-config';
+import type { Engine } from '../docker/engine';
 import { withImageFilesystem } from '../docker/image-export';
 
 /**
@@ -141,6 +142,6 @@ export async function prepareWslRootfs(input: NodeJS.ReadableStream, output: Nod
  * streamed through prepareWslRootfs(). Runs where Docker runs (a build machine, or Windows with
  * Docker); the result is what WslDriver's `rootfsTar` option names.
  */
-export async function exportWslRootfs(image: string, outTar: string, opts: WslRootfsOptions = {}): Promise<void> {
-  await withImageFilesystem(image, (tar) => prepareWslRootfs(tar, createWriteStream(outTar), opts));
+export async function exportWslRootfs(image: string, outTar: string, engine: Engine, opts: WslRootfsOptions = {}): Promise<void> {
+  await withImageFilesystem(image, (tar) => prepareWslRootfs(tar, createWriteStream(outTar), opts), engine);
 }

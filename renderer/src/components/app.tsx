@@ -1,4 +1,4 @@
-import { useEffect, useMemo } from 'react';
+import { useEffect, useMemo, useRef } from 'react';
 import { isFinalStatus } from '../../../contracts';
 import { useAppStore, type Route } from '../stores/app-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -74,6 +74,13 @@ export function App() {
     return () => window.removeEventListener('keydown', onKey);
   }, [navigate, toggleSidebar]);
 
+  // Another screen starts at its top, not at the last screen's scroll position.
+  const mainRef = useRef<HTMLElement>(null);
+  const screenKey = JSON.stringify(route);
+  useEffect(() => {
+    mainRef.current?.scrollTo({ top: 0 });
+  }, [screenKey]);
+
   return (
     <div className={`app${collapsed ? ' collapsed' : ''}`}>
       <nav className="sidebar" aria-label="Main">
@@ -100,7 +107,7 @@ export function App() {
         {!connected && !disconnectedWhy && <div className="badge fail" role="status">disconnected — retrying</div>}
         <ThemeToggle />
       </nav>
-      <main className="main">
+      <main className="main" ref={mainRef}>
         {!connected && disconnectedWhy && <div className="banner error" role="alert" aria-label="Connection lost">{disconnectedWhy}</div>}
         <McpFolderRequests />
         <McpApplyRequests />

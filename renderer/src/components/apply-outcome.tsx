@@ -26,7 +26,7 @@ export function ApplyOutcome({ result, resolved, busy, onResolve, onApplyOthers 
       {applied.length > 0 && unchanged.length > 0 && <div className="muted">Already in your project: {names(unchanged)}.</div>}
       {result.authorFallback && <div className="banner" role="note">git has no user.name/user.email for this project, so the commit is authored by Airlock. Set them with <span className="mono">git config user.name</span> / <span className="mono">user.email</span> to author it yourself.</div>}
       {conflicts.length > 0 && (
-        <div className={`banner ${open.length ? 'error' : ''}`} aria-label="Conflicts">
+        <div className={`banner ${open.length ? 'error' : 'ok'}`} aria-label="Conflicts">
           {refusedWhole
             ? <><b>Nothing was written.</b> {countOf(conflicts.length, 'file')} of this change {conflicts.length === 1 ? 'conflicts' : 'conflict'} with edits in your project, and a change is applied whole or not at all, so your project stays as it was{result.branch ? '' : '. Resolve each conflict, then apply again'}.</>
             : <><b>{countOf(conflicts.length, 'file')} not applied</b> because your project changed under them. Nothing of yours was overwritten; your project now has only part of this change.</>}

@@ -87,7 +87,7 @@ export function CompareScreen({ groupId }: { groupId: string }) {
       <p className="muted">{c.task.length > 200 ? `${c.task.slice(0, 200)}…` : c.task}<br /><span className="mono">{c.projectDir}</span>{c.check && <> · check <span className="mono">{c.check}</span>, run by the host after each agent's processes were gone</>}</p>
       {error && <ErrorBanner message={error} />}
       {c.chosen && (
-        <div className="banner" role="status" aria-label="Apply result">
+        <div className={`banner ${c.chosen.others.every((o) => o.verified) ? 'ok' : 'error'}`} role="status" aria-label="Apply result">
           Applied attempt {(c.attempts.find((a) => a.runId === c.chosen?.runId)?.index ?? 0) + 1}. Other sandboxes {c.chosen.others.every((o) => o.verified) ? 'verified gone' : `NOT verified gone: ${c.chosen.others.flatMap((o) => o.leftovers).join(', ')}`}.
         </div>
       )}

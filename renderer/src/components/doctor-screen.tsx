@@ -22,7 +22,7 @@ export function DoctorScreen() {
       </div>
       <ErrorBanner message={error} />
       {report && (
-        <div className={`banner ${report.ready ? '' : 'error'}`} style={report.ready && !needsKey ? { borderColor: 'var(--ok)', background: 'transparent' } : undefined} role="status">
+        <div className={`banner ${!report.ready ? 'error' : needsKey ? '' : 'ok'}`} role="status">
           {!report.ready ? 'Not ready yet: fix the failed checks below.' : needsKey ? 'Almost ready: runs need a provider key.' : 'Ready: runs can start.'}
           {report.ready && needsKey && (
             <button className="btn small primary" style={{ marginLeft: 12 }} onClick={() => navigate({ name: 'keys' })}>Add key</button>

@@ -1,5 +1,5 @@
-import { useEffect, useRef } from 'react';
-import { api } from '../api';
+import { useEffect, useRef, useState } from 'react';
+import { api, errorInfo } from '../api';
 import { useFolderLookup } from '../hooks/use-folder-lookup';
 import { useNewRunForm } from '../stores/new-run-form-store';
 
@@ -54,6 +54,7 @@ export function EnvironmentField({ defaultEnvironment }: { defaultEnvironment?: 
           Build and run {option.label.replace(/^devcontainer: /, '')}: its Dockerfile, build folder and setup commands are the project&apos;s own code, and building runs it with the engine&apos;s network{option.trust === 'changed' ? ' (changed since you accepted it)' : ''}.
         </label>
       )}
+      {option && option.kind !== 'airlock' && <EnvironmentPlanView projectDir={projectDir} environment={selected} />}
       {option && option.notApplied.length > 0 && (
         <div className="muted" data-testid="environment-not-applied">
           Not applied (it would weaken the sandbox):
@@ -61,5 +62,34 @@ export function EnvironmentField({ defaultEnvironment }: { defaultEnvironment?: 
         </div>
       )}
     </div>
+  );
+}
+
+/**
+ * What the chosen environment would build and run, read on the host (`airlock env plan`): the image or
+ * build, features, each setup command with its user and folder. Read when opened, and again when the
+ * choice changes while open, so accepting a devcontainer is judged on what it does.
+ */
+function EnvironmentPlanView({ projectDir, environment }: { projectDir: string; environment: string }) {
+  const [open, setOpen] = useState(false);
+  const [plan, setPlan] = useState<{ for: string; text?: string; error?: string }>();
+  const key = `${projectDir}\0${environment}`;
+  useEffect(() => {
+    if (!open || plan?.for === key) return;
+    let live = true;
+    api().call('environments:plan', { projectDir, environment }).then(
+      (r) => live && setPlan({ for: key, text: r.text }),
+      (e: unknown) => live && setPlan({ for: key, error: errorInfo(e).message }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [open, key, plan?.for, projectDir, environment]);
+  const current = plan?.for === key ? plan : undefined;
+  return (
+    <details className="environment-plan" onToggle={(e) => setOpen(e.currentTarget.open)}>
+      <summary>What it will build and run</summary>
+      {!current ? <div className="muted">Reading the plan…</div> : current.error ? <div className="del-n" role="alert">{current.error}</div> : <pre className="mono" aria-label="Environment plan">{current.text}</pre>}
+    </details>
   );
 }

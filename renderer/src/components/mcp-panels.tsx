@@ -1,11 +1,13 @@
 import { useCallback, useEffect, useState } from 'react';
-import type { McpApplyRequest, McpFolderRequest, McpInfo, McpProjectGrant } from '../../../contracts';
+import { FINAL_RUN_STATUSES, type McpApplyRequest, type McpFolderRequest, type McpInfo, type McpProjectGrant } from '../../../contracts';
 import { api, errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
+import { useRunsStore } from '../stores/runs-store';
+import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
 
 /**
- * The MCP door in the UI (docs/architecture.md §17): Settings' switch for the loopback HTTP door and
+ * The MCP door in the UI (docs/architecture.md §17): the loopback HTTP door's address (its switch is a setting) and
  * the setup lines with copy buttons; and the banner where the user answers an MCP client's request
  * to apply a result, seeing who asks and the exact change.
  */
@@ -19,11 +21,14 @@ async function copy(text: string): Promise<void> {
   }
 }
 
-/** Settings → MCP: the HTTP switch (off by default) and one setup line per client, each with Copy. */
+/**
+ * Settings → MCP: the HTTP door's address (its switch is a setting, saved with the form's Save) and one
+ * setup line per client, each with Copy.
+ */
 export function McpSettingsPanel() {
   const [info, setInfo] = useState<McpInfo>();
   const [error, setError] = useState<ReturnType<typeof errorInfo>>();
-  const [enabled, setEnabled] = useState<boolean>();
+  const httpSaved = useSettingsStore((s) => s.settings?.mcpHttp === true);
   const load = useCallback(async (): Promise<McpInfo | undefined> => {
     try {
       const next = await api().call('mcp:info', {});
@@ -34,29 +39,27 @@ export function McpSettingsPanel() {
       return undefined;
     }
   }, []);
-  useEffect(() => void load(), [load]);
-  const toggle = async (on: boolean) => {
-    setEnabled(on);
-    try {
-      await api().call('settings:update', { mcpHttp: on });
-      // The door opens in the background: ask again until it has an address (or says why not).
-      for (let i = 0; i < 20; i++) {
+  // The saved switch changed: the door opens (or closes) in the background, so ask until it has an
+  // address, says why not, or is gone.
+  useEffect(() => {
+    let live = true;
+    void (async () => {
+      for (let i = 0; i < 40 && live; i++) {
         const next = await load();
-        if (!on || !next || next.http.url || next.http.error) break;
+        if (!next || (httpSaved ? next.http.url || next.http.error : !next.http.url)) break;
         await new Promise((r) => setTimeout(r, 250));
       }
-    } catch (e) {
-      setError(errorInfo(e));
-    }
-  };
+    })();
+    return () => {
+      live = false;
+    };
+  }, [load, httpSaved]);
   return (
     <section className="panel" aria-labelledby="s-mcp-title">
       <h2 id="s-mcp-title">MCP (Claude Code, Codex, Cursor, VS Code)</h2>
       <p className="muted">Host agents create sandboxes and runs through <span className="mono">airlock mcp</span>. Nothing is applied to a project without your yes here.</p>
       {error && <ErrorBanner error={error} />}
-      <label className="row check-label">
-        <input id="s-mcp-http" type="checkbox" checked={enabled ?? info?.http.enabled ?? false} onChange={(e) => void toggle(e.target.checked)} /> Serve MCP over HTTP on 127.0.0.1 while the app runs (token required)
-      </label>
+      {info?.http.enabled && !info.http.url && !info.http.error && <p className="muted">Opening the HTTP door…</p>}
       {info?.http.url && <div className="mono" data-mcp-url>{info.http.url}</div>}
       {info?.http.error && <ErrorBanner message={`The HTTP door did not open: ${info.http.error}`} />}
       <McpGrantsEditor />
@@ -67,6 +70,7 @@ export function McpSettingsPanel() {
         </div>
       )}
       <SetupTest />
+      <McpClientsList />
       {info?.setup.map((line) => (
         <div key={line.client} className="mcp-setup" data-client={line.client}>
           <div className="row"><strong>{line.label}</strong><button type="button" onClick={() => void copy(line.text)} aria-label={`Copy the ${line.label} setup`}>Copy</button></div>
@@ -74,6 +78,38 @@ export function McpSettingsPanel() {
         </div>
       ))}
     </section>
+  );
+}
+
+/**
+ * The MCP clients that have used Airlock, from the run history: each name as the client gave it (a
+ * claim, shown as such), how many sandboxes it made, whether one is live, and when it was last seen.
+ */
+function McpClientsList() {
+  const runs = useRunsStore((s) => s.runs);
+  const clients = new Map<string, { sandboxes: number; live: number; last: string }>();
+  for (const r of Object.values(runs)) {
+    if (!r.mcpClient) continue;
+    const c = clients.get(r.mcpClient) ?? { sandboxes: 0, live: 0, last: r.createdAt };
+    c.sandboxes += 1;
+    if (!FINAL_RUN_STATUSES.includes(r.status)) c.live += 1;
+    if (r.createdAt > c.last) c.last = r.createdAt;
+    clients.set(r.mcpClient, c);
+  }
+  const list = [...clients].sort((a, b) => b[1].last.localeCompare(a[1].last));
+  return (
+    <div aria-label="MCP clients" role="group">
+      <h3>Clients</h3>
+      {list.length === 0 ? <p className="muted">No MCP client has made a sandbox yet.</p> : (
+        <ul className="mcp-clients">
+          {list.map(([name, c]) => (
+            <li key={name} data-mcp-client={name}>
+              <strong>{name}</strong> <span className="muted">(as it names itself)</span> · {c.sandboxes} sandbox{c.sandboxes === 1 ? '' : 'es'}{c.live ? `, ${c.live} live` : ''} · last {new Date(c.last).toLocaleString()}
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
   );
 }
 

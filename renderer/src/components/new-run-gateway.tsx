@@ -30,7 +30,7 @@ export function GatewayFields() {
         {error && <span className="del-n">{error}</span>}
         {secrets?.length === 0 && <span className="muted">none stored.</span>}
         {secrets?.map((s) => (
-          <label key={s.name} className="row" title={`${s.hosts.join(', ')}${s.hasValue ? '' : ' (no value stored)'}`}>
+          <label key={s.name} className="row" title={`${s.hosts.join(', ')}${s.command ? ` (fetched by: ${s.command})` : s.hasValue ? '' : ' (no value stored)'}`}>
             <input type="checkbox" checked={d.secrets.includes(s.name)} disabled={!s.hasValue} onChange={(e) => toggle(s.name, e.target.checked)} /> {s.name}
             <span className="muted">({s.hosts.slice(0, 2).join(', ')}{s.hosts.length > 2 ? '…' : ''})</span>
           </label>

@@ -12,6 +12,7 @@ import { CheckpointTimeline } from './checkpoint-timeline';
 import { ConfirmInline, ErrorBanner, StatusBadge, useNow } from './common';
 import { DiffViewer } from './diff-viewer';
 import { FileTreeView } from './file-tree-view';
+import { McpApprovalPrompts } from './mcp-approval-prompt';
 import { NetworkApprovalPrompts } from './network-approval-prompt';
 import { RunNetworkPanel } from './run-network-panel';
 import { RunReport } from './run-report';
@@ -178,6 +179,7 @@ export function RunView({ runId }: { runId: string }) {
       {run.error && <ErrorBanner error={run.error} provider={run.provider} />}
       <ApprovalPrompt runId={runId} />
       {!final && <NetworkApprovalPrompts runId={runId} events={live?.events ?? EMPTY_EVENTS} />}
+      {!final && <McpApprovalPrompts runId={runId} events={live?.events ?? EMPTY_EVENTS} />}
       {/* A finished run's result comes first; a live run's files sit under its transcript and terminal. */}
       {final && changes}
       {final && record?.id === runId && isFinalStatus(record.status) && <RunReport run={record} events={live?.events ?? []} />}

@@ -72,14 +72,14 @@ export function SecretsScreen() {
         {list === undefined ? (
           <div className="muted">Loading…</div>
         ) : list.length === 0 ? (
-          <div className="muted">No secrets yet. Add one below (or with <code>airlock secrets set NAME --preset github</code>).</div>
+          <div className="muted">No secrets yet. Add one below (or with <code>airlock secrets set NAME --preset github</code>; a token a host command prints when needed: <code>--command 'gh auth token'</code>).</div>
         ) : (
           <table>
             <thead><tr><th>Name</th><th>Hosts</th><th>Travels as</th><th>In the sandbox</th><th /></tr></thead>
             <tbody>
               {list.map((s) => (
                 <tr key={s.name} data-secret={s.name}>
-                  <td className="mono">{s.name}{s.preset ? <span className="muted"> ({s.preset})</span> : null}{!s.hasValue && <span className="del-n"> no value in the keychain</span>}</td>
+                  <td className="mono">{s.name}{s.preset ? <span className="muted"> ({s.preset})</span> : null}{!s.hasValue && <span className="del-n"> no value in the keychain</span>}{s.command ? <div className="muted" data-command>fetched by <code>{s.command}</code> when a run needs it{s.ttlSeconds ? `, held ${s.ttlSeconds} s` : ''}</div> : null}</td>
                   <td className="mono">{s.hosts.join(', ')}{s.pathPrefixes?.length ? ` under ${s.pathPrefixes.join(', ')}` : ''}</td>
                   <td className="mono">{s.forms.join(', ')}</td>
                   <td className="mono">{[...s.env, ...(s.git ? ['git credential helper'] : []), ...(s.npm ? ['npm config'] : [])].join(', ') || '—'}</td>

@@ -210,6 +210,9 @@ function SettingsForm({ settings }: { settings: Settings }) {
           <SettingRow id="s-transcripts" label="Transcripts" hint="Keep prompts and model answers in each run's log on this machine (off by default)." when="Takes effect: from the next model call.">
             <label className="row check-label"><input id="s-transcripts" type="checkbox" checked={d.transcripts} onChange={(e) => set({ transcripts: e.target.checked })} /> Keep transcripts</label>
           </SettingRow>
+          <SettingRow id="s-mcp-http" label="MCP over HTTP" hint="Lets host agents reach Airlock's MCP door at an address on 127.0.0.1 with a token, besides the stdio command below (off by default)." when="Takes effect: once saved; the door stays open while the app runs.">
+            <label className="row check-label"><input id="s-mcp-http" type="checkbox" checked={d.mcpHttp} onChange={(e) => set({ mcpHttp: e.target.checked })} /> Serve MCP over HTTP on 127.0.0.1 (token required)</label>
+          </SettingRow>
         </div>
       </section>
     </form>

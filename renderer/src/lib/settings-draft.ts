@@ -17,6 +17,8 @@ export interface SettingsDraft {
   engine: EngineSetting;
   engineHost: string;
   engineAllowInsecure: boolean;
+  /** The MCP door over HTTP on loopback (docs/architecture.md §17); saved with the rest, never on its own. */
+  mcpHttp: boolean;
 }
 
 /** The form as the saved settings fill it. */
@@ -37,6 +39,7 @@ export function draftOf(s: Settings): SettingsDraft {
     engine: s.engine ?? 'auto',
     engineHost: s.engineHost ?? '',
     engineAllowInsecure: s.engineAllowInsecure === true,
+    mcpHttp: s.mcpHttp === true,
   };
 }
 
@@ -61,9 +64,10 @@ export function patchOf(d: SettingsDraft, s: Settings): { patch: Partial<Setting
     engine: d.engine,
     engineHost: d.engineHost.trim(),
     engineAllowInsecure: d.engineAllowInsecure,
+    mcpHttp: d.mcpHttp,
   };
   const saved = draftOf(s);
-  const was: Partial<Settings> = { ...s, gitHistory: s.gitHistory ?? DEFAULT_GIT_HISTORY, vmAccel: saved.vmAccel, engine: saved.engine, engineHost: saved.engineHost, engineAllowInsecure: saved.engineAllowInsecure };
+  const was: Partial<Settings> = { ...s, gitHistory: s.gitHistory ?? DEFAULT_GIT_HISTORY, vmAccel: saved.vmAccel, engine: saved.engine, engineHost: saved.engineHost, engineAllowInsecure: saved.engineAllowInsecure, mcpHttp: saved.mcpHttp };
   const patch: Partial<Settings> = {};
   for (const [k, v] of Object.entries(next) as Array<[keyof Settings, unknown]>) {
     if (v !== was[k]) (patch as Record<string, unknown>)[k] = v;
