@@ -23,6 +23,7 @@ describe.skipIf(!docker.ok)('airlock sandbox exec: a host-derived result from a 
   let fx: RunFixture;
   let scratch: string;
   const tag = `airlock-test-lying-git:${process.pid}`;
+  const label = `lying-git-${process.pid}`;
 
   beforeAll(async () => {
     fx = await createRunFixture();
@@ -39,10 +40,12 @@ describe.skipIf(!docker.ok)('airlock sandbox exec: a host-derived result from a 
         '',
       ].join('\n'),
     );
-    await run('docker', ['build', '-q', '--label', 'airlock.test=lying-git', '-t', tag, scratch], { maxBuffer: 16 * 1024 * 1024 });
+    await run('docker', ['build', '-q', '--label', `airlock.test=${label}`, '-t', tag, scratch], { maxBuffer: 16 * 1024 * 1024 });
   }, 900_000);
   afterAll(async () => {
-    await run('docker', ['image', 'rm', '-f', tag]).catch(() => undefined);
+    // The test's image and the environment images Airlock derived from it (they inherit its label).
+    const images = (await run('docker', ['images', '-q', '--filter', `label=airlock.test=${label}`]).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean);
+    await run('docker', ['image', 'rm', '-f', tag, ...new Set(images)]).catch(() => undefined);
     await fx?.close();
     if (scratch) await rm(scratch, { recursive: true, force: true });
   });
