@@ -543,7 +543,7 @@ describe('a broken channel', () => {
       stdin.write(encodeFrame(FrameType.stdout, 45, Buffer.alloc(16)));
       stdin.write(encodeControl({ t: 'req', id: 1, op: 'stats' }));
       await vi.waitFor(() => expect(results).toHaveLength(1), { timeout: 10_000, interval: 20 });
-      expect(results[0]).toEqual({ streams: 0, sinks: 0, mux: 0 });
+      expect(results[0]).toEqual({ streams: 0, sinks: 0, mux: 0, closedIdle: 0 });
       expect([...acked]).toEqual([]);
     } finally {
       await helper.dispose();

@@ -291,8 +291,11 @@ export class ChannelClient implements Disposable {
     return this.connectionLimit;
   }
 
-  /** Streams open in the helper (its side of the same accounting), as it reports them. */
-  async helperStats(): Promise<{ streams: number; sinks: number; mux: number }> {
+  /**
+   * Streams open in the helper (its side of the same accounting), and the idle connections it closed
+   * for waiting ones, as it reports them (its claims: for tests, benchmarks and diagnostics).
+   */
+  async helperStats(): Promise<{ streams: number; sinks: number; mux: number; closedIdle: number }> {
     return this.request({ op: 'stats' });
   }
 
@@ -474,18 +477,21 @@ export class ChannelClient implements Disposable {
    * each connection made there is joined to a fresh `connect()`. At most `maxConnections` (default
    * `maxConnections` of the channel, at most MAX_SERVICE_CONNECTIONS) are open at once; the helper
    * holds later ones waiting for a slot (§4). `name` says what it is when connections are refused.
+   * `closeIdle`: while connections wait, the helper closes the service's idle ones (no bytes for
+   * IDLE_CLOSE_MS after the server spoke last), for a service whose clients keep sockets open
+   * longer than its own idle timeout (the egress proxy's tunnels); never a connection mid-request.
    */
   async exposeHostService(
     sandboxPort: number,
     connect: () => Socket,
-    opts: { name?: string; maxConnections?: number } = {},
+    opts: { name?: string; maxConnections?: number; closeIdle?: boolean } = {},
   ): Promise<{ port: number } & Disposable> {
     const listenerId = this.nextHandle++;
     const limit = Math.max(1, Math.min(MAX_SERVICE_CONNECTIONS, Math.floor(opts.maxConnections ?? this.connectionLimit)));
     this.services.set(listenerId, { name: opts.name ?? `host service ${listenerId}`, connect, limit, open: 0 });
     let port: number;
     try {
-      ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort, maxConnections: limit }));
+      ({ port } = await this.request({ op: 'listen', listenerId, port: sandboxPort, maxConnections: limit, ...(opts.closeIdle ? { closeIdle: true } : {}) }));
     } catch (err) {
       this.services.delete(listenerId);
       throw err;

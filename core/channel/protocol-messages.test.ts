@@ -74,7 +74,7 @@ const results: { [Op in RequestOp]: unknown } = {
   unlisten: {},
   connect: {},
   ping: {},
-  stats: { streams: 2, sinks: 3, mux: 1 },
+  stats: { streams: 2, sinks: 3, mux: 1, closedIdle: 4 },
 };
 
 /** The error a guard throws for `value`, as the other side would report it. */

@@ -190,6 +190,12 @@ const port = int({ min: 0, max: 65535 });
 export const MAX_SERVICE_CONNECTIONS = 1024;
 export const ACCEPT_WAIT_MS = 60_000;
 export const MAX_WAITING_CONNECTIONS = 1024;
+/**
+ * A service exposed with `closeIdle` (the egress proxy): while connections wait at its cap, the
+ * helper closes its longest-idle connection whose server spoke last and which carried no bytes either
+ * way for this long, as a busy server closes idle keep-alive sockets (docs/architecture.md §4).
+ */
+export const IDLE_CLOSE_MS = 5_000;
 
 export const wireError = object({ kind: str({ max: 64 }), message: str({ max: MAX_MESSAGE_CHARS, clip: true }) });
 export type WireError = Infer<typeof wireError>;
@@ -258,13 +264,22 @@ const ops = {
     result: object({ backend: str({ max: 32 }) }),
   },
   unwatch: { request: { watchId: handle }, result: done },
-  /** `maxConnections`: the host's cap for this service; the helper makes connections past it wait (§4). */
-  listen: { request: { listenerId: handle, port, maxConnections: optional(int({ min: 1, max: MAX_SERVICE_CONNECTIONS })) }, result: object({ port: int({ min: 1, max: 65535 }) }) },
+  /**
+   * `maxConnections`: the host's cap for this service; the helper makes connections past it wait (§4).
+   * `closeIdle`: while some wait, the helper closes this service's idle connections (IDLE_CLOSE_MS).
+   */
+  listen: {
+    request: { listenerId: handle, port, maxConnections: optional(int({ min: 1, max: MAX_SERVICE_CONNECTIONS })), closeIdle: optional(bool) },
+    result: object({ port: int({ min: 1, max: 65535 }) }),
+  },
   unlisten: { request: { listenerId: handle }, result: done },
   connect: { request: { stream: hostStream, port: int({ min: 1, max: 65535 }) }, result: done },
   ping: { request: {}, result: done },
-  /** What the helper holds open: forwarded TCP streams, its routing table of streams, streams its mux keeps state for (§4). */
-  stats: { request: {}, result: object({ streams: int({ min: 0 }), sinks: int({ min: 0 }), mux: int({ min: 0 }) }) },
+  /**
+   * What the helper holds open: forwarded TCP streams, its routing table of streams, streams its mux
+   * keeps state for; and how many idle connections it closed for waiting ones since it started (§4).
+   */
+  stats: { request: {}, result: object({ streams: int({ min: 0 }), sinks: int({ min: 0 }), mux: int({ min: 0 }), closedIdle: int({ min: 0 }) }) },
 };
 type Ops = typeof ops;
 export type RequestOp = keyof Ops;

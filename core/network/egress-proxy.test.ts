@@ -521,6 +521,45 @@ describe('EgressProxy: load', () => {
     }
   });
 
+  it('lets a tunnel go as soon as its server closed first and the client closed too, not at the idle timeout (issue 44)', async () => {
+    // The server answers and closes at once; each client reads to the end, then, once the server's
+    // side is gone, sends its last bytes and closes (a TLS client's close_notify: what npm does).
+    let serverClosed = 0;
+    const closer = net.createServer((socket) => {
+      socket.on('close', () => (serverClosed += 1));
+      socket.end('bye');
+    });
+    await new Promise<void>((r) => closer.listen(0, '127.0.0.1', r));
+    const closerPort = (closer.address() as net.AddressInfo).port;
+    try {
+      const proxy = await proxyWith([`other.test:${closerPort}`], { idleTimeoutMs: 600_000 });
+      const events = collect(proxy);
+      const replies: string[] = [];
+      for (let i = 1; i <= 5; i++) {
+        const s = net.connect({ port: proxy.port, host: '127.0.0.1', allowHalfOpen: true });
+        let got = '';
+        s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+        s.on('error', (e: NodeJS.ErrnoException) => (got += ` ERR ${e.code ?? e.message}`));
+        const ended = new Promise<void>((r) => s.once('end', () => r()));
+        const closed = new Promise<void>((r) => s.once('close', () => r()));
+        s.write(`CONNECT other.test:${closerPort} HTTP/1.1\r\nHost: other.test:${closerPort}\r\n\r\n`);
+        await ended;
+        await vi.waitFor(() => expect(serverClosed).toBe(i), { timeout: 10_000, interval: 5 });
+        s.end('last words');
+        await closed;
+        replies.push(got);
+      }
+      expect(replies.filter((r) => !/^HTTP\/1\.1 200[\s\S]*\r\n\r\nbye$/.test(r))).toEqual([]);
+      // Every tunnel is over on the proxy too: it holds none of its maxConnections and ended for no
+      // reason (before the fix each waited for the idle timeout, and npm's used all 512).
+      await vi.waitFor(() => expect(proxy.activeConnections).toBe(0), { timeout: 10_000, interval: 20 });
+      await vi.waitFor(() => expect(events).toHaveLength(5), { timeout: 10_000, interval: 20 });
+      expect(events.filter((e) => e.reason)).toEqual([]);
+    } finally {
+      await new Promise<void>((r) => closer.close(() => r()));
+    }
+  });
+
   it('serves others while a slow client dribbles its request head, then cuts the idle one off', async () => {
     const proxy = await proxyWith([`echo.test:${echoPort}`], { handshakeTimeoutMs: 400 });
     const events = collect(proxy);

@@ -100,6 +100,11 @@ export function openTunnel(
   });
   upstream.once('close', () => {
     client.end();
+    // Nothing the client still sends can go anywhere now. Unread, its end is never seen, so its
+    // socket is never destroyed and holds a connection of the proxy's maxConnections until the idle
+    // timeout (issue 44: npm's finished tunnels used all 512, and the next connections were closed
+    // unanswered). Draining lets it end and close.
+    client.resume();
     onClosed();
   });
   client.once('close', () => {

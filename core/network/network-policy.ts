@@ -44,7 +44,7 @@ export type NetworkPolicy = z.input<typeof NetworkPolicySchema>;
 
 /** What the channel must offer (ChannelClient satisfies it). */
 export interface PolicyChannel {
-  exposeHostService(sandboxPort: number, connect: () => Socket, opts?: { name?: string }): Promise<{ port: number } & Disposable>;
+  exposeHostService(sandboxPort: number, connect: () => Socket, opts?: { name?: string; closeIdle?: boolean }): Promise<{ port: number } & Disposable>;
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
   writeFile(path: string, data: Buffer | string, opts?: { mode?: number }): Promise<void>;
 }
@@ -261,7 +261,9 @@ export async function applyNetworkPolicy(
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));
   let exposed: { port: number } & Disposable;
   try {
-    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect(), { name: 'egress proxy' });
+    // Clients (npm) keep hundreds of tunnels idle far longer than the proxy's own idle timeout: at
+    // the cap, the helper closes idle ones for those waiting (docs/architecture.md §4).
+    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect(), { name: 'egress proxy', closeIdle: true });
   } catch (err) {
     await proxy.close();
     throw err;

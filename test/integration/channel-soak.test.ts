@@ -108,7 +108,8 @@ describe.skipIf(!docker.ok)('the channel under a long session’s connections (s
     const { port: modelPort } = await model.start();
     egress = await EgressProxy.start({ runId: 'r-soak', allow: [], handshakeTimeoutMs: 1000 });
     ports.model = (await channel.exposeHostService(0, () => netConnect(modelPort, '127.0.0.1'), { name: 'model proxy' })).port;
-    ports.egress = (await channel.exposeHostService(0, () => egress.connect(), { name: 'egress proxy' })).port;
+    // As applyNetworkPolicy exposes it: idle connections may be closed, but only for waiting ones.
+    ports.egress = (await channel.exposeHostService(0, () => egress.connect(), { name: 'egress proxy', closeIdle: true })).port;
   });
 
   afterAll(async () => {
@@ -162,7 +163,7 @@ describe.skipIf(!docker.ok)('the channel under a long session’s connections (s
   it('holds no slot afterwards, on the host or in the helper, and fresh connections work', async () => {
     await vi.waitFor(() => expect(channel.openConnections).toBe(0), { timeout: 10_000, interval: 50 });
     await vi.waitFor(() => expect(channel.openStreams).toBe(0), { timeout: 10_000, interval: 50 });
-    await vi.waitFor(async () => expect(await channel.helperStats()).toEqual({ streams: 0, sinks: 0, mux: 0 }), { timeout: 10_000, interval: 50 });
+    await vi.waitFor(async () => expect(await channel.helperStats()).toEqual({ streams: 0, sinks: 0, mux: 0, closedIdle: 0 }), { timeout: 10_000, interval: 50 });
     console.log(`[soak] ${totals.connections} connections; open afterwards: host ${channel.openConnections}, host streams ${channel.openStreams}, helper ${JSON.stringify(await channel.helperStats())}`);
     const r = await channel.run({ argv: ['node', '-e', CONNECTOR, String(ports.model), '20', '20', 'client-first', Buffer.from('HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n').toString('base64')] });
     expect(JSON.parse(r.stdout.toString())).toEqual({ 'client-first': { closed: 20, answered: 20, stuck: 0, errors: {} } });

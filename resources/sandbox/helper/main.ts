@@ -204,7 +204,7 @@ async function handle(req: Request): Promise<unknown> {
       watches.delete(req.watchId);
       return {};
     case 'listen':
-      return tcp.listen(req.listenerId, req.port, req.maxConnections);
+      return tcp.listen(req.listenerId, req.port, req.maxConnections, req.closeIdle);
     case 'unlisten':
       tcp.unlisten(req.listenerId);
       return {};
@@ -212,7 +212,7 @@ async function handle(req: Request): Promise<unknown> {
       await tcp.connect(req.stream, req.port);
       return {};
     case 'stats':
-      return { streams: tcp.openStreams, sinks: sinks.size, mux: mux.trackedStreams };
+      return { streams: tcp.openStreams, sinks: sinks.size, mux: mux.trackedStreams, closedIdle: tcp.closedIdle };
   }
 }
 
