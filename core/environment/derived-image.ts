@@ -16,7 +16,7 @@ import { LABEL_DERIVED_FROM } from '../sandbox/labels';
  */
 
 /** Bump when the recipe below changes: every derived image is rebuilt. */
-export const DERIVE_RECIPE = 'airlock-derive-v4';
+export const DERIVE_RECIPE = 'airlock-derive-v5';
 export const DERIVED_REPOSITORY = 'airlock-env';
 /** Base images are tagged here by their id while derived images build FROM them. */
 export const BASE_REPOSITORY = 'airlock-env-base';
@@ -42,9 +42,11 @@ export interface DerivedImage {
 
 /** The derived image's Dockerfile: a tools stage on Airlock's image, then the user's image plus /opt/airlock. */
 export function derivedDockerfile(airlockRef: string, baseRef: string): string {
+  // Airlock's image carries the tools and their libraries (/opt/airlock/libexec, /opt/airlock/lib); the
+  // wrappers here serve the agent-side workspace commands only. The helper never runs them: its own
+  // commands start the loader by absolute path (docs/architecture.md §2.3).
   const tools = TOOLS.map(
     (t) =>
-      `p=$(command -v ${t}); cp "$p" $t/libexec/${t}; ldd "$p" | awk '$2 == "=>" { print $3 }' | xargs -r -I{} cp -Ln {} $t/lib/; ` +
       `printf '#!/bin/sh\\n${t === 'git' ? `GIT_EXEC_PATH=${AIRLOCK_TOOLS_BIN} GIT_TEMPLATE_DIR=/opt/airlock/git-templates ` : ''}exec /opt/airlock/lib/ld.so --library-path /opt/airlock/lib /opt/airlock/libexec/${t} "$@"\\n' > $t/bin/${t}; chmod 755 $t/bin/${t}; `,
   ).join('');
   const check = [
@@ -63,8 +65,8 @@ export function derivedDockerfile(airlockRef: string, baseRef: string): string {
     `# ${DERIVE_RECIPE}: docs/architecture.md §16`,
     `FROM ${airlockRef} AS airlock`,
     'USER 0:0',
-    `RUN set -e; t=/opt/airlock-tools; mkdir -p $t/bin $t/lib $t/libexec; ${tools}` +
-      `cp -L "$(ldd "$(command -v git)" | awk '/ld-linux/ { print $1 }')" $t/lib/ld.so; ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates; ${CA_STAGE}`,
+    `RUN set -e; t=/opt/airlock-tools; mkdir -p $t/bin; ${tools}` +
+      `ln -s ../node/node $t/bin/node; cp -r /usr/share/git-core/templates $t/git-templates; ${CA_STAGE}`,
     `FROM ${baseRef}`,
     'USER 0:0',
     'COPY --from=airlock /opt/airlock /opt/airlock',

@@ -10,7 +10,8 @@ import type { CollectedResult, StoredResult } from '../workspace/collect';
 import { ZERO_OID } from '../workspace/git-objects';
 import { HostRepo } from '../workspace/host-repo';
 import { StoredResultSchema } from '../workspace/stored-result';
-import { SANDBOX_LAYOUT, type WorkspaceShell } from '../workspace/workspace-shell';
+import { SCAN_JS } from '../workspace/helper-scripts';
+import { SANDBOX_LAYOUT, nodeArgv, type WorkspaceShell } from '../workspace/workspace-shell';
 import type { LoadedResult } from './run-apply';
 import { captureSession, loadSession, saveSession, type CarriedSession } from './run-session';
 import type { RunStore } from './run-store';
@@ -276,27 +277,32 @@ export class Checkpointer {
   }
 
   /**
-   * The cheap scan: did anything in the workspace change since the last look? One `find` that
+   * The cheap scan: did anything in the workspace change since the last look? One walk that
    * stops at the first entry whose status changed after the marker (writes, new and deleted names
    * through their folder, chmod). A hint like every other: the marker lives in the sandbox, and a
    * scan the agent fools only leaves a turn without its own checkpoint — the result is whole anyway.
    */
   private async scan(first: boolean, markOnly = false): Promise<boolean> {
-    const state = SANDBOX_LAYOUT.stateDir;
-    const prune = this.opts.tracksDeps ? '-name .git' : '\\( -name node_modules -o -name .git \\)';
-    // The next marker is placed before the scan, so a write during the scan is seen next time.
-    const script = first || markOnly
-      ? `touch "$2/checkpoint.mark"`
-      : `touch "$2/checkpoint.next" || exit 3; if [ -e "$2/checkpoint.mark" ]; then out=$(cd "$1" && find . ${prune} -prune -o -cnewer "$2/checkpoint.mark" -print -quit); else out=missing; fi; mv "$2/checkpoint.next" "$2/checkpoint.mark"; [ -n "$out" ] && echo changed; exit 0`;
     try {
-      // As the helper: the marker lives in /airlock, which the agent can neither write nor move (§2.3).
-      const res = await this.opts.shell.run({ argv: ['sh', '-c', script, 'sh', SANDBOX_LAYOUT.workDir, state], env: { ...SANDBOX_LAYOUT.env, LC_ALL: 'C' }, maxOutputBytes: 1024, timeoutMs: 60_000, as: 'helper' });
-      if (first || markOnly) return false;
-      return res.exitCode !== 0 || res.stdout.toString('utf8').includes('changed');
+      return await scanWorkspace(this.opts.shell, first || markOnly ? 'mark' : 'scan', this.opts.tracksDeps);
     } catch {
       return !first;
     }
   }
+}
+
+/**
+ * `mark`: (re)writes the checkpoint marker and resolves false; `scan`: whether anything in the
+ * workspace changed status since the marker, then moves the marker. As the helper: the marker lives in
+ * /airlock, which the agent can neither write nor move; the walk is Airlock's Node, no shell or `find`
+ * of the image (docs/architecture.md §2.3). The next marker is placed before the walk, so a write
+ * during it is seen next time. Rejects when the sandbox cannot be asked.
+ */
+export async function scanWorkspace(shell: WorkspaceShell, mode: 'mark' | 'scan', tracksDeps: boolean): Promise<boolean> {
+  const layout = SANDBOX_LAYOUT;
+  const res = await shell.run({ argv: nodeArgv(layout, SCAN_JS, [layout.workDir, layout.stateDir, mode, tracksDeps ? '' : '1']), env: { ...layout.env, ...layout.helper?.env }, maxOutputBytes: 1024, timeoutMs: 60_000, as: 'helper' });
+  if (mode === 'mark') return false;
+  return res.exitCode !== 0 || res.stdout.toString('utf8').includes('changed');
 }
 
 function summaryOf(n: number, c: CollectedResult, request: number | undefined): Checkpoint {

@@ -6,7 +6,7 @@ import {
   LARGE_OUTPUT_BYTES,
   SANDBOX_LAYOUT,
   gitArgv,
-  gitEnv,
+  helperGitEnv,
   runChecked,
   serialized,
   trackingIndex,
@@ -58,23 +58,27 @@ export interface WorkspaceFileDiff {
 const DEFAULT_DIFF_CAP = 1024 * 1024;
 const NO_DRIVERS = ['--no-ext-diff', '--no-textconv', '--no-color'];
 
-/** Runs `git add -A` on the tracking index, then `git <args>`, in one round trip (in the sandbox). */
+/** What `git add -A --ignore-errors` says about a file it may not read: left as the index had it. */
+const UNREADABLE = /Permission denied|unable to index file|adding files failed/;
+
+/**
+ * Runs `git add -A` on the tracking index, then `git <args>`: two direct spawns of Airlock's git as
+ * the helper, no shell (docs/architecture.md §2.3). Callers hold the workspace's queue (`serialized`).
+ */
 export async function refreshedGit(shell: WorkspaceShell, layout: WorkspaceLayout, args: string[], what: string, pathspec: string[] = []) {
-  const git = gitArgv(layout, []);
-  const quoted = (xs: string[]) => xs.map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
+  const env = helperGitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) });
   // The helper holds no DAC_READ_SEARCH (docs/architecture.md §2.3): a file or folder the agent made
   // unreadable to others is skipped here (it stays as the index had it) instead of failing the list.
   // The result is not this: collect reads every changed file as the agent (docs/architecture.md §11).
-  const body = [
-    `out=$(${quoted(git)} add -A --ignore-errors ${pathspec.length ? `-- ${quoted(pathspec)}` : ''} 2>&1) || ` +
-      `if printf '%s\\n' "$out" | grep -v -e 'Permission denied' -e 'unable to index file' -e 'adding files failed' | grep -q .; then printf '%s\\n' "$out" >&2; exit 1; fi`,
-    `exec ${quoted(git)} ${quoted(args)}`,
-  ].join('\n');
-  return runChecked(
-    shell,
-    { argv: ['sh', '-c', body], env: gitEnv(layout, { GIT_INDEX_FILE: trackingIndex(layout) }), maxOutputBytes: LARGE_OUTPUT_BYTES, timeoutMs: 10 * 60_000, as: 'helper' },
-    what,
-  );
+  const add = await shell.run({ argv: gitArgv(layout, ['add', '-A', '--ignore-errors', ...(pathspec.length ? ['--', ...pathspec] : [])]), env, maxOutputBytes: 1024 * 1024, timeoutMs: 10 * 60_000, as: 'helper' });
+  if (add.timedOut || add.exitCode !== 0) {
+    const said = `${add.stdout.toString('utf8')}\n${add.stderr.toString('utf8')}`.split('\n').filter((l) => l.trim() && !UNREADABLE.test(l));
+    if (add.timedOut) throw new AirlockError('COMMAND_TIMEOUT', `${what} timed out after ${add.durationMs} ms; the sandbox may be overloaded — retry, or raise the timeout.`);
+    if (add.exitCode === null || said.length) {
+      throw new AirlockError('SANDBOX_FAILED', `${what} failed (git add, exit ${add.exitCode ?? add.signal}): ${said.slice(-5).join(' | ') || 'no error output'}.`);
+    }
+  }
+  return runChecked(shell, { argv: gitArgv(layout, args), env, maxOutputBytes: LARGE_OUTPUT_BYTES, timeoutMs: 10 * 60_000, as: 'helper' }, what);
 }
 
 /** Parses `git diff --raw --numstat -z` output. */
@@ -149,7 +153,7 @@ export function listChanges(shell: WorkspaceShell, opts: ChangesOptions = {}): P
         shell,
         {
           argv: gitArgv(layout, ['cat-file', '--batch-check=%(objectname) %(objectsize)']),
-          env: gitEnv(layout),
+          env: helperGitEnv(layout),
           as: 'helper',
           stdin: [...oids].join('\n') + '\n',
           maxOutputBytes: LARGE_OUTPUT_BYTES,

@@ -6,7 +6,7 @@ import { parseHostileTar } from './hostile-tar';
 import { foldCollisions, symlinkLeavesProject, unsafePathReason, unsafeSymlinkReason } from './result-paths';
 import { plantedGitDirs, plantedRepoFlag, plantedRepoRefusal } from './git-steering';
 import type { ManifestFile } from './snapshot';
-import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
+import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, helperGitEnv, serialized, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
 import { sha256Hex } from '../common/sha256';
 
 /** One changed file of a result, derived on the host. */
@@ -284,7 +284,7 @@ async function ignoredInWorkspace(shell: WorkspaceShell, layout: WorkspaceLayout
   try {
     const res = await shell.run({
       argv: gitArgv(layout, ['check-ignore', '--no-index', '-z', '--stdin']),
-      env: gitEnv(layout),
+      env: helperGitEnv(layout),
       as: 'helper',
       stdin: `${paths.join('\0')}\0`,
       maxOutputBytes: HINT_OUTPUT_BYTES,

@@ -5,8 +5,8 @@ import { assertBaselineRecorded, type HydrateOptions, type HydrateResult } from 
 import { changedFolders, checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
-import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
-import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, runChecked, serializedBarrier, trackingIndex, type WorkspaceShell } from './workspace-shell';
+import { BASELINE_JS } from './helper-scripts';
+import { BASELINE_IDENT, BASELINE_REF, SANDBOX_LAYOUT, gitArgv, gitEnv, helperGitEnv, nodeArgv, runChecked, serializedBarrier, trackingIndex, type WorkspaceShell } from './workspace-shell';
 
 /** The base on the engine is not what the host wrote: the sandbox must not be used; remove the base and copy in whole. */
 export class BaseMismatchError extends AirlockError {
@@ -68,7 +68,6 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   importing?.catch(() => undefined);
   const plan = planDelta(snapshot, base);
   const spool = `${layout.stateDir}/hydrate.tar`;
-  const deletionsFile = `${layout.stateDir}/base-deletions`;
   const deletionList = (paths: string[]) => paths.map((p) => `${p}\0`).join('');
 
   // As the agent's user (no agent process exists yet), at once: the listing that checks the base, and the
@@ -129,20 +128,10 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
 
   const repoReady = sandboxRepo?.finish();
   repoReady?.catch(() => undefined);
-  const baselineScript = [
-    'spool=$1; js=$2; ident=$3; tree=$4; dels=$5; shift 5',
-    'cat > "$dels"',
-    `node -e "$js" ${BASELINE_REF} "$ident" "$tree" "$dels" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done --force || exit 11`,
-    'rm -f "$spool" "$dels"',
-    'set -e',
-    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
-    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
-    `"$@" rev-parse ${BASELINE_REF}`,
-  ].join('\n');
   const baselineRun = shell.run({
-    argv: ['sh', '-c', baselineScript, 'sh', spool, TAR_TO_FAST_IMPORT_JS, IDENT, base.tree, deletionsFile, ...gitArgv(layout, [])],
+    argv: nodeArgv(layout, BASELINE_JS, [spool, IDENT, base.tree, '1', trackingIndex(layout), JSON.stringify(gitArgv(layout, [])), BASELINE_REF, '']),
     stdin: deletionList(deletions),
-    env: { ...env, INDEX: trackingIndex(layout) },
+    env: helperGitEnv(layout),
     timeoutMs,
     as: 'helper',
   });

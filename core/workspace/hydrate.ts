@@ -4,7 +4,7 @@ import type { ExcludedEntry, ManifestFile, ProjectSnapshot, SnapshotProgress } f
 import type { GitMode } from './git-objects';
 import type { HostRepo } from './host-repo';
 import { startSandboxRepo, type GitHistory, type SandboxRepoSummary } from './sandbox-repo';
-import { TAR_TO_FAST_IMPORT_JS } from './tar-to-fast-import';
+import { BASELINE_JS, PREPARE_JS } from './helper-scripts';
 import {
   BASELINE_IDENT,
   BASELINE_REF,
@@ -12,6 +12,9 @@ import {
   baselineGitDir,
   gitArgv,
   gitEnv,
+  gitProgram,
+  helperGitEnv,
+  nodeArgv,
   runChecked,
   serializedBarrier,
   trackingIndex,
@@ -82,21 +85,10 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   const gitDir = baselineGitDir(layout);
   const env = gitEnv(layout);
 
-  const prepare = [
-    'set -e',
-    'mkdir -p "$1" "$3"',
-    'git init -q --bare "$2"',
-    'printf "%s" "$4" > "$2/info/attributes"',
-    'printf "%s" "$5" > "$2/info/exclude"',
-    // The copy below runs as the agent's user and spools here; the baseline (as the helper) reads it
-    // and checks what it builds against the host's manifest, so a later write by the agent is caught.
-    ': > "$1/hydrate.tar"',
-    'chmod 0666 "$1/hydrate.tar"',
-  ].join('\n');
   await runChecked(
     shell,
-    // As the helper: /airlock is the helper's, out of the agent's reach (docs/architecture.md §2.3).
-    { argv: ['sh', '-c', prepare, 'sh', layout.stateDir, gitDir, layout.workDir, INFO_ATTRIBUTES, INFO_EXCLUDE], env, timeoutMs, as: 'helper' },
+    // As the helper: /airlock is the helper's, out of the agent's reach; Airlock's Node and git only (docs/architecture.md §2.3).
+    { argv: nodeArgv(layout, PREPARE_JS, [layout.stateDir, gitDir, layout.workDir, INFO_ATTRIBUTES, INFO_EXCLUDE, JSON.stringify(gitProgram(layout))]), env: helperGitEnv(layout), timeoutMs, as: 'helper' },
     'preparing the workspace',
   );
 
@@ -149,20 +141,9 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   // Settles while the baseline below records in the background.
   const repoReady = sandboxRepo?.finish();
   repoReady?.catch(() => undefined);
-  const baselineScript = [
-    'spool=$1; js=$2; ident=$3; shift 3',
-    `node -e "$js" ${BASELINE_REF} "$ident" < "$spool" | "$@" -c pack.compression=1 fast-import --quiet --done || exit 11`,
-    'rm -f "$spool"',
-    'set -e',
-    `"$@" symbolic-ref HEAD ${BASELINE_REF}`,
-    `GIT_INDEX_FILE="$INDEX" "$@" read-tree ${BASELINE_REF}`,
-    // Fills the stat cache; files the agent already changed simply stay stale (-q).
-    'GIT_INDEX_FILE="$INDEX" "$@" update-index -q --refresh >/dev/null 2>&1 || true',
-    `"$@" rev-parse ${BASELINE_REF}`,
-  ].join('\n');
   const baselineRun = shell.run({
-    argv: ['sh', '-c', baselineScript, 'sh', spool, TAR_TO_FAST_IMPORT_JS, ident, ...gitArgv(layout, [])],
-    env: { ...env, INDEX: trackingIndex(layout) },
+    argv: nodeArgv(layout, BASELINE_JS, [spool, ident, '', '', trackingIndex(layout), JSON.stringify(gitArgv(layout, [])), BASELINE_REF, '1']),
+    env: helperGitEnv(layout),
     timeoutMs,
     as: 'helper',
   });
@@ -202,11 +183,7 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
 export function assertBaselineRecorded(r: Awaited<ReturnType<WorkspaceShell['run']>>, expected: string): void {
   const got = r.stdout.toString('utf8').trim();
   if (r.exitCode !== 0 || r.timedOut) {
-    const noNode = /node: (not found|No such file)/.test(r.stderr.toString('utf8'));
-    throw new AirlockError(
-      noNode ? 'IMAGE_INCOMPATIBLE' : 'SANDBOX_FAILED',
-      `Recording the baseline failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.${noNode ? ' The image needs node; use the Airlock image.' : ''}`,
-    );
+    throw new AirlockError('SANDBOX_FAILED', `Recording the baseline failed (exit ${r.exitCode ?? r.signal}): ${r.stderr.toString('utf8').trim().slice(-500) || 'no error output'}.`);
   }
   if (got !== expected) {
     throw new AirlockError('SANDBOX_FAILED', `The baseline in the sandbox (${got}) does not match the project as read (${expected}); the copy cannot be trusted. Retry the run.`);

@@ -2,17 +2,17 @@
  * A tiny Node program, run inside the sandbox (`node -e`), that turns the project tar stream into a
  * `git fast-import` stream committing the baseline. With it the project crosses the channel once:
  * `tee` feeds the same bytes to `tar -x` and to this converter. Plain CommonJS, no dependencies,
- * Node 18+ (whatever the image ships). Understands ustar, PAX (`x`) and GNU long names (`L`/`K`).
- * With a third and fourth argument (a tree id and a file of NUL-separated paths), the commit starts
- * from that tree and deletes those paths before the streamed files: a run started from a project
- * base (hydrate-base.ts) streams only what differs from it.
+ * Node 18+. Understands ustar, PAX (`x`) and GNU long names (`L`/`K`).
+ * `TAR_TO_FAST_IMPORT_FN` defines `tarToFastImport(input, out, ref, ident, baseTree, deletions, done)`;
+ * with a tree id and paths, the commit starts from that tree and deletes those paths before the
+ * streamed files: a run started from a project base (hydrate-base.ts) streams only what differs from
+ * it. `done(error?)` is called once the last line is written (the caller ends `out`).
  */
-export const TAR_TO_FAST_IMPORT_JS = String.raw`
-const ref = process.argv[1], ident = process.argv[2], baseTree = process.argv[3], deletions = process.argv[4];
-const out = process.stdout;
+export const TAR_TO_FAST_IMPORT_FN = String.raw`
+function tarToFastImport(input, out, ref, ident, baseTree, deletions, done) {
 let buf = Buffer.alloc(0), state = 'header', remain = 0, pad = 0, cur = null, pax = {}, longName = null, longLink = null, marks = [], zeroBlocks = 0;
 let paused = false;
-function write(b) { if (!out.write(b) && !paused) { paused = true; process.stdin.pause(); out.once('drain', () => { paused = false; process.stdin.resume(); }); } }
+function write(b) { if (!out.write(b) && !paused) { paused = true; input.pause(); out.once('drain', () => { paused = false; input.resume(); }); } }
 function str(b, s, n) { const x = b.subarray(s, s + n); const z = x.indexOf(0); return (z < 0 ? x : x.subarray(0, z)).toString('utf8'); }
 function num(b, s, n) { if (b[s] & 0x80) { let v = 0; for (let i = s + 1; i < s + n; i++) v = v * 256 + b[i]; return v; } const t = str(b, s, n).trim(); return t ? parseInt(t, 8) : 0; }
 function quote(p) { let o = '"'; for (const ch of p) { const c = ch.codePointAt(0); if (ch === '"') o += '\\"'; else if (ch === '\\') o += '\\\\'; else if (ch === '\n') o += '\\n'; else if (ch === '\t') o += '\\t'; else if (c < 32 || c === 127) o += '\\' + c.toString(8).padStart(3, '0'); else o += ch; } return o + '"'; }
@@ -37,7 +37,7 @@ function endBody() {
   else if (cur && cur.meta) { const d = Buffer.concat(cur.data); if (cur.meta === 'x') pax = parsePax(d); else if (cur.meta === 'L') longName = str(d, 0, d.length); else if (cur.meta === 'K') longLink = str(d, 0, d.length); }
   cur = null;
 }
-process.stdin.on('data', (chunk) => {
+input.on('data', (chunk) => {
   buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
   let off = 0;
   for (;;) {
@@ -47,13 +47,20 @@ process.stdin.on('data', (chunk) => {
   }
   buf = buf.subarray(off);
 });
-process.stdin.on('end', () => {
-  if (state !== 'header' || zeroBlocks < 2) { process.stderr.write('truncated tar stream\n'); process.exit(2); }
+input.on('end', () => {
+  if (state !== 'header' || zeroBlocks < 2) { done('truncated tar stream'); return; }
   const lines = ['commit ' + ref, 'author ' + ident, 'committer ' + ident, 'data 17', 'airlock baseline'];
   if (baseTree) lines.push('M 040000 ' + baseTree + ' ""');
-  if (deletions) for (const p of require('fs').readFileSync(deletions).toString('utf8').split('\0')) if (p) lines.push('D ' + quote(p));
+  for (const p of deletions) if (p) lines.push('D ' + quote(p));
   for (const [mark, mode, name] of marks) lines.push('M ' + mode + ' :' + mark + ' ' + quote(name));
   lines.push('', 'done', '');
   out.write(lines.join('\n'));
+  done();
 });
+}
+`;
+
+/** The converter as a program: the tar on stdin, the import stream on stdout (`node -e JS ref ident`). */
+export const TAR_TO_FAST_IMPORT_JS = `${TAR_TO_FAST_IMPORT_FN}
+tarToFastImport(process.stdin, process.stdout, process.argv[1], process.argv[2], '', [], (err) => { if (err) { process.stderr.write(err + '\\n'); process.exit(2); } });
 `;

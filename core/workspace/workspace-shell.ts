@@ -1,5 +1,6 @@
 import { AirlockError } from '../../contracts/errors';
 import type { RunResult, SpawnOptions } from '../channel/channel-client';
+import { AIRLOCK_LIBEXEC, AIRLOCK_NODE_ARGV, AIRLOCK_NO_PROGRAMS, airlockProgram } from '../common/airlock-runtime';
 import type { Disposable } from '../common/disposable';
 
 /** Options and outcome of one process run: exactly `ChannelClient.run`'s (no PTY in workspace work). */
@@ -28,6 +29,12 @@ export interface WorkspaceLayout {
   stateDir: string;
   /** Extra environment for every workspace command (PATH where the shell does not provide one). */
   env?: Record<string, string>;
+  /**
+   * How the commands Airlock runs as the helper (`as: 'helper'`) start git and Node: argv prefixes and
+   * the environment that replaces `env`. Absent: `git` from the PATH and this process's Node (a host
+   * directory in tests).
+   */
+  helper?: { git: readonly string[]; node: readonly string[]; env: Record<string, string> };
 }
 
 /** The layout inside an Airlock sandbox (two volumes, see the Docker driver). */
@@ -36,6 +43,13 @@ export const SANDBOX_LAYOUT: WorkspaceLayout = {
   stateDir: '/airlock',
   // /opt/airlock/bin first: a derived image's own git, tar and find for Airlock's commands (docs/architecture.md §16).
   env: { PATH: '/opt/airlock/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
+  // As the helper, only Airlock's own programs, by absolute path through Airlock's loader: in a derived
+  // image the project's sh, git, tar and libc would otherwise run as root (docs/architecture.md §2.3).
+  helper: {
+    git: airlockProgram(`${AIRLOCK_LIBEXEC}/git`),
+    node: AIRLOCK_NODE_ARGV,
+    env: { PATH: AIRLOCK_NO_PROGRAMS, GIT_EXEC_PATH: AIRLOCK_NO_PROGRAMS },
+  },
 };
 
 export function baselineGitDir(layout: WorkspaceLayout): string {
@@ -68,10 +82,31 @@ export function gitEnv(layout: WorkspaceLayout, extra?: Record<string, string>):
   };
 }
 
-/** `git` with the baseline git dir, the project copy as work tree and byte-exact, hook-free settings. */
+/**
+ * Environment for git run as the helper: `gitEnv` with the layout's helper environment over it (no
+ * PATH that leads to an image's program).
+ */
+export function helperGitEnv(layout: WorkspaceLayout, extra?: Record<string, string>): Record<string, string> {
+  return { ...gitEnv(layout), ...layout.helper?.env, ...extra };
+}
+
+/** The git program alone (no options): Airlock's where the layout names one. */
+export function gitProgram(layout: WorkspaceLayout): readonly string[] {
+  return layout.helper?.git ?? ['git'];
+}
+
+/** Runs `script` (CommonJS source) on Airlock's Node as `node -e script args…`; argv only, no shell. */
+export function nodeArgv(layout: WorkspaceLayout, script: string, args: string[]): string[] {
+  return [...(layout.helper?.node ?? [process.execPath]), '-e', script, ...args];
+}
+
+/**
+ * `git` with the baseline git dir, the project copy as work tree and byte-exact, hook-free settings.
+ * Airlock's own git where the layout names one (it runs as the helper).
+ */
 export function gitArgv(layout: WorkspaceLayout, args: string[]): string[] {
   return [
-    'git',
+    ...gitProgram(layout),
     `--git-dir=${baselineGitDir(layout)}`,
     `--work-tree=${layout.workDir}`,
     '-c', 'safe.directory=*',
@@ -90,6 +125,9 @@ export function gitArgv(layout: WorkspaceLayout, args: string[]): string[] {
     '-c', 'diff.renames=true',
     '-c', 'diff.renameLimit=2000',
     '-c', 'color.ui=false',
+    // Nothing runs another program: no automatic gc or maintenance after a write.
+    '-c', 'gc.auto=0',
+    '-c', 'maintenance.auto=false',
     ...args,
   ];
 }

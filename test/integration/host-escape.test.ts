@@ -8,8 +8,13 @@
  *    profile opens the host's root (so the probe can tell).
  * 2. A hostile project image (NODE_OPTIONS, LD_PRELOAD, NODE_PATH, ENTRYPOINT, WORKDIR, USER root;
  *    /etc/ld.so.preload) runs no code as the helper, and the helper's environment is Airlock's alone.
+ * 3. A project image whose /bin/sh, git, tar, find and inotifywait are its own scripts: Airlock's whole
+ *    workspace path (copy-in and baseline, setup's end, the watcher, the live list and diffs, the
+ *    checkpoint scan, collect, apply) runs none of them as the helper; the agent's commands do.
  */
+import { readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
+import path from 'node:path';
 import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
@@ -17,8 +22,17 @@ import { connectEngine } from '../../core/sandbox/docker/engine';
 import { deriveSandboxImage } from '../../core/environment/derived-image';
 import type { SandboxLimits } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
+import { killAgentProcesses } from '../../core/runs/setup-end';
+import { scanWorkspace } from '../../core/runs/checkpoints';
+import { applyResult } from '../../core/workspace/apply';
+import { fileDiff, finalPatch, listChanges, watchChanges } from '../../core/workspace/changes';
+import { collectResult } from '../../core/workspace/collect';
+import { HostRepo } from '../../core/workspace/host-repo';
+import { hydrate } from '../../core/workspace/hydrate';
+import { snapshotProject } from '../../core/workspace/snapshot';
+import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
-import { HOSTILE_DOCKERFILE, PROBE_DOCKERFILE, parseProbe, preloadDockerfile, probeBinary, testImage } from '../support/host-escape-images';
+import { HOSTILE_DOCKERFILE, HOSTILE_TOOLS, HOSTILE_TOOLS_DOCKERFILE, PROBE_DOCKERFILE, parseProbe, preloadDockerfile, probeBinary, testImage } from '../support/host-escape-images';
 import { derivedImage } from '../support/environment-images';
 import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant } from './sandbox-support';
 
@@ -186,5 +200,68 @@ describe.skipIf(!docker)('a hostile project image runs no code as the helper (ru
     } finally {
       await m.shutdown();
     }
+  });
+});
+
+describe.skipIf(!docker)("a project image's own sh, git, tar, find and inotifywait never run as the helper (runc, derived)", () => {
+  let manager: SandboxManager;
+  let sandbox: Sandbox;
+
+  beforeAll(async () => {
+    const image = await derivedImage(await testImage('hostile-tools', HOSTILE_TOOLS_DOCKERFILE));
+    manager = new SandboxManager(new DockerDriver());
+    sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
+  });
+
+  afterAll(async () => {
+    await manager?.shutdown();
+    cleanupTemps();
+  });
+
+  /** `hostile-<tool>-<uid>` markers in /tmp, listed by the helper's own file operation (no program runs). */
+  async function markers(): Promise<string[]> {
+    return (await sandbox.channel.list('/tmp')).map((e) => e.name).filter((n) => n.startsWith('hostile-')).sort();
+  }
+
+  it('copy-in, setup end, watch, live changes, checkpoint scan, collect and apply: no marker by uid 0, while the agent\'s commands leave theirs', async () => {
+    const dir = gitRepo({ 'src/app.ts': 'export const a = 1;\n', 'README.md': '# demo\n' });
+    const snapshot = await snapshotProject(dir);
+    const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+    const hydrated = await hydrate(sandbox.channel, snapshot, { hostRepo: repo });
+    expect(await listChanges(sandbox.channel)).toEqual([]);
+    // Setup's end: every process of the agent's user is gone (none is left here).
+    await killAgentProcesses(sandbox.channel);
+    expect(await scanWorkspace(sandbox.channel, 'mark', false)).toBe(false);
+
+    let seen: () => void = () => undefined;
+    const changed = new Promise<void>((resolve) => (seen = resolve));
+    const watch = await watchChanges(sandbox.channel, (paths) => paths.includes('src/app.ts') && seen(), { debounceMs: 20 });
+    try {
+      // The agent: an edit, and each replaced program used once (the positive control).
+      const agent = await sandbox.channel.run({ argv: ['sh', '-c', "printf 'export const a = 2;\\n' > /workspace/src/app.ts && echo new > /workspace/added.txt && git --version && tar --version && find /workspace -maxdepth 0 && (inotifywait --help || true)"] });
+      expect(agent.exitCode, agent.stderr.toString('utf8')).toBe(0);
+      await changed;
+    } finally {
+      watch.dispose();
+    }
+
+    const live = await listChanges(sandbox.channel);
+    expect(live.map((c) => c.path).sort()).toEqual(['added.txt', 'src/app.ts']);
+    expect((await fileDiff(sandbox.channel, 'src/app.ts')).diff).toContain('+export const a = 2;');
+    expect((await finalPatch(sandbox.channel)).toString('utf8')).toContain('added.txt');
+    expect(await scanWorkspace(sandbox.channel, 'scan', false)).toBe(true);
+    expect(await scanWorkspace(sandbox.channel, 'scan', false)).toBe(false);
+
+    const { result, patch } = await collectResult(sandbox.channel, { repo, baseCommit: await (hydrated.hostBaseline as Promise<string>), manifest: hydrated.manifest });
+    expect(result.changes.map((c) => c.path).sort()).toEqual(['added.txt', 'src/app.ts']);
+    const applied = await applyResult({ projectDir: dir, repo, result, patch, reviewedSha256: result.patchSha256, mode: 'working-tree' });
+    expect(applied.conflicts).toEqual([]);
+    expect(readFileSync(path.join(dir, 'src/app.ts'), 'utf8')).toBe('export const a = 2;\n');
+
+    const found = await markers();
+    // The project's programs do run, as the agent (uid 1000): each replaced one left its marker.
+    for (const t of HOSTILE_TOOLS) expect(found).toContain(`hostile-${t}-1000`);
+    // And none ran as the helper (uid 0).
+    expect(found.filter((n) => !n.endsWith('-1000'))).toEqual([]);
   });
 });

@@ -88,6 +88,21 @@ ENTRYPOINT ["/hostile/entry.sh"]
 CMD ["sleep", "infinity"]
 `;
 
+/** The programs a hostile project image replaces; each wrapper leaves /tmp/hostile-<name>-<uid>, then runs the real one. */
+export const HOSTILE_TOOLS = ['sh', 'git', 'tar', 'find', 'inotifywait'] as const;
+
+/**
+ * A project image whose `/bin/sh`, git, tar, find and inotifywait are the project's own scripts: what
+ * a derived image's Airlock commands would run as root if they started any of them by name.
+ */
+export const HOSTILE_TOOLS_DOCKERFILE = `FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends git inotify-tools && rm -rf /var/lib/apt/lists/*
+RUN set -e; for t in git tar find inotifywait; do p=$(command -v $t); mv "$p" "$p.real"; \\
+      printf '#!/usr/bin/dash\\n: > /tmp/hostile-%s-$(id -u)\\nexec %s.real "$@"\\n' $t "$p" > "$p"; chmod 755 "$p"; done; \\
+    printf '#!/usr/bin/dash\\n: > /tmp/hostile-sh-$(id -u)\\nexec /usr/bin/dash "$@"\\n' > /bin/sh.hostile; chmod 755 /bin/sh.hostile; \\
+    mv -f /bin/sh.hostile /bin/sh
+`;
+
 /** `base` with /etc/ld.so.preload naming the hook (which every glibc loader reads). */
 export function preloadDockerfile(base: string): string {
   return `FROM ${base}\nUSER 0:0\nRUN echo /hostile/hook.so > /etc/ld.so.preload\n`;

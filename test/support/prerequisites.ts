@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 
-export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless' | 'host-agent-clis' | 'netns';
+export type Prerequisite = 'docker' | 'keychain' | 'chromium' | 'qemu' | 'sshd' | 'openssl' | 'runsc' | 'podman' | 'podman-rootless' | 'host-agent-clis' | 'netns' | 'private-dockerd';
 
 /** Where the host copies of Claude Code and Codex live for the MCP client tests (scripts/ci-setup.sh installs them). */
 export function hostAgentClisDir(): string {
@@ -103,6 +103,11 @@ async function check(name: Prerequisite): Promise<PrerequisiteStatus> {
       return process.getuid?.() === 0 && (await probe('ip', ['netns', 'list']))
         ? { ok: true, reason: '' }
         : { ok: false, reason: 'making a network namespace needs root and iproute2 (apt-get install iproute2; run the tests as root, as CI does)' };
+    case 'private-dockerd':
+      // A second Docker engine the test starts in mount and network namespaces of its own: root, unshare, dockerd.
+      return process.getuid?.() === 0 && (await probe('unshare', ['--version'])) && (await probe('dockerd', ['--version']))
+        ? { ok: true, reason: '' }
+        : { ok: false, reason: 'starting a private Docker engine in namespaces of its own needs root, unshare (util-linux) and dockerd (apt-get install docker.io; run the tests as root, as CI does)' };
     case 'qemu':
       return (await probe('qemu-system-x86_64', ['--version']))
         ? { ok: true, reason: '' }

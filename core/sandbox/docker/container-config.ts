@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import { AirlockError } from '../../../contracts/errors';
 import type { SandboxSpec } from '../driver';
+import { AIRLOCK_LOADER, AIRLOCK_NODE, AIRLOCK_NODE_ARGV } from '../../common/airlock-runtime';
 import { PROCESS_OWNER } from '../../common/process-alive';
 import { LABEL_INSTALLATION, LABEL_OWNER, LABEL_VOLUME, runLabels } from '../labels';
 import type { EngineKind } from './engine-endpoint';
@@ -27,9 +28,9 @@ export const WORKSPACE_DIR = '/workspace';
 export const STATE_DIR = '/airlock';
 export const HELPER_PATH = '/opt/airlock/helper.js';
 /** The helper's own Node (the official build: ~3× faster to start than Debian's; see the Dockerfile). */
-export const HELPER_NODE = '/opt/airlock/node/node';
+export const HELPER_NODE = AIRLOCK_NODE;
 /** Airlock's copy of the dynamic loader, next to the C libraries its Node and node-pty were linked with. */
-export const HELPER_LOADER = '/opt/airlock/lib/ld.so';
+export const HELPER_LOADER = AIRLOCK_LOADER;
 /**
  * Starts the helper from Airlock's files only: its Node by absolute path, loaded by Airlock's own
  * loader with Airlock's own libraries (never the image's /bin/sh, libc or /etc/ld.so.cache), with an
@@ -37,7 +38,7 @@ export const HELPER_LOADER = '/opt/airlock/lib/ld.so';
  * The environment is Airlock's too (`helperEnv`); /etc/ld.so.preload, which every glibc loader
  * reads, is refused at create (docs/architecture.md §2.3).
  */
-export const HELPER_COMMAND = [HELPER_LOADER, '--inhibit-cache', '--library-path', '/opt/airlock/lib', HELPER_NODE, '--openssl-config=/dev/null', HELPER_PATH];
+export const HELPER_COMMAND = [...AIRLOCK_NODE_ARGV, HELPER_PATH];
 /** The file every glibc loader reads before anything else, and loads what it names into the process. */
 export const LOADER_PRELOAD_FILE = '/etc/ld.so.preload';
 /** The helper's whole environment. */

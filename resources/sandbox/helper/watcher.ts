@@ -1,6 +1,6 @@
 /**
  * Watches a directory tree and reports debounced batches of changed relative paths.
- * Backends, best first: `inotifywait -m -r` (inotify-tools in the image), `fs.watch` recursive
+ * Backends, best first: `inotifywait -m -r` (Airlock's copy in a sandbox), `fs.watch` recursive
  * (Node >= 20 on Linux), polling (stat walk).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -58,6 +58,28 @@ class Debouncer {
   }
 }
 
+/**
+ * Inside a sandbox the helper runs from /opt/airlock as root: it starts Airlock's own inotifywait
+ * through Airlock's loader and libraries, never the image's program or libc (a derived image's are the
+ * project's; docs/architecture.md §2.3). Without it, the fs backend. Elsewhere (a helper on the host,
+ * in tests) the one on the PATH.
+ */
+const AIRLOCK_INOTIFYWAIT = '/opt/airlock/libexec/inotifywait';
+const AIRLOCK_LOADER_ARGV = ['/opt/airlock/lib/ld.so', '--inhibit-cache', '--library-path', '/opt/airlock/lib'];
+
+async function inotifyCommand(): Promise<string[] | undefined> {
+  if (process.argv[1]?.startsWith('/opt/airlock/')) {
+    try {
+      await access(AIRLOCK_INOTIFYWAIT, fsConstants.R_OK);
+      return [...AIRLOCK_LOADER_ARGV, AIRLOCK_INOTIFYWAIT];
+    } catch {
+      return undefined;
+    }
+  }
+  const bin = await findOnPath('inotifywait');
+  return bin ? [bin] : undefined;
+}
+
 async function findOnPath(name: string): Promise<string | undefined> {
   for (const dir of (process.env.PATH || '/usr/local/bin:/usr/bin:/bin').split(':')) {
     if (!dir) continue;
@@ -96,12 +118,13 @@ async function walk(root: string, dir: string, ignored: (rel: string) => boolean
   );
 }
 
-function startInotify(bin: string, root: string, opts: WatchOptions, debouncer: Debouncer, ignored: (rel: string) => boolean): Promise<ChildProcess> {
+function startInotify(command: string[], root: string, opts: WatchOptions, debouncer: Debouncer, ignored: (rel: string) => boolean): Promise<ChildProcess> {
   const args = ['-m', '-r', '--format', '%e %w%f', '-e', 'modify,attrib,close_write,move,create,delete'];
   const exclude = ignoreRegexSource(opts.ignore, `${escapeForRegex(root.replace(/\/+$/, ''))}/`);
   if (exclude) args.push('--exclude', exclude);
   args.push(root);
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const [bin, ...pre] = command as [string, ...string[]];
+  const child = spawn(bin, [...pre, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const prefix = root.endsWith('/') ? root : `${root}/`;
   let lineBuf = '';
   child.stdout!.setEncoding('utf8');
@@ -161,10 +184,10 @@ export async function watchTree(root: string, opts: WatchOptions): Promise<Watch
   const want = opts.backend;
 
   if (want === 'auto' || want === 'inotify') {
-    const bin = await findOnPath('inotifywait');
-    if (bin) {
+    const command = await inotifyCommand();
+    if (command) {
       try {
-        const child = await startInotify(bin, root, opts, debouncer, ignored);
+        const child = await startInotify(command, root, opts, debouncer, ignored);
         return {
           backend: 'inotify',
           dispose() {
