@@ -220,6 +220,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('an 800×600 window: first paint, si
 
   it('a run with a failing command, a write, and pictures: "exit 1", the path, a wipe proof named by the run', async () => {
     await services!.keys.set({ provider: 'anthropic', key: KEY, baseUrl: upstream.url, storage: keychain.ok ? 'keychain' : 'session' });
+    // The first key stored and no run yet: Keys points to a first run (polish list).
+    await page.getByRole('button', { name: /^New run/ }).click();
+    await page.getByRole('button', { name: /^Keys/ }).click();
+    await page.getByRole('note', { name: 'Next step' }).getByRole('button', { name: 'Start a first run' }).waitFor({ timeout: 20_000 });
+    await polishShot(page, 'keys-first-run-next');
     // The app keeps one sandbox started ahead (the warm pool): wait for ours, so this run takes it.
     const ours = ['--filter', 'label=airlock.pool', '--filter', `label=airlock.owner=${hostname()}:${process.pid}`];
     await expect.poll(async () => (await exec('docker', ['ps', '-q', ...ours])).stdout.trim(), { timeout: 240_000, interval: 500 }).not.toBe('');
