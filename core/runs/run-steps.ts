@@ -38,11 +38,11 @@ const MAX_EVENT_PATHS = 1000;
 export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const { input } = run;
   await host.transition(run, 'preparing', 'reading project');
-  const snapshot = await host.workspace.snapshot(input.projectDir, run.session?.snapshot);
-  run.snapshot = snapshot;
-  const excludedFiles = snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason }));
-  if (excludedFiles.length) await run.audit.append('excluded_files', { files: excludedFiles });
-  await host.update(run, { excludedFiles, phase: 'preparing image' });
+  // The project is read while the environment, the image, the base's volumes and the sandbox are made
+  // (none of them needs it): the scan of a large project is off the run's start (docs/architecture.md §11).
+  const scanning = host.workspace.snapshot(input.projectDir, run.session?.snapshot);
+  scanning.catch(() => undefined);
+  await host.update(run, { phase: 'preparing image' });
   throwIfStopped(run);
 
   const onProgress = (p: { phase: string; message: string }) => {
@@ -99,6 +99,12 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   }
   run.sandbox = sandbox;
   watchConnectionCap(host, run, sandbox);
+  const snapshot = await scanning;
+  run.snapshot = snapshot;
+  const excludedFiles = snapshot.excluded.map((e) => ({ path: e.path, reason: e.reason }));
+  if (excludedFiles.length) await run.audit.append('excluded_files', { files: excludedFiles });
+  await host.update(run, { excludedFiles });
+  throwIfStopped(run);
   if (sidecars) {
     await host.update(run, { phase: `starting services: ${sidecars.services.join(', ')}` });
     run.terminal.write(`\x1b[36m[airlock] compose services: ${sidecars.services.join(', ')} (hardened, on the run's internal network, no route out)\x1b[0m\r\n`);

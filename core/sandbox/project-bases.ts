@@ -51,10 +51,9 @@ export class ProjectBases {
   async claim(runId: string, projectDir: string): Promise<BaseClaim | { reason: string }> {
     const engine = await this.usable();
     if (!engine) return { reason: 'the engine has no overlay volumes (Podman, rootless or not Linux)' };
-    const found = await findProjectBase(engine, this.store, projectDir);
+    const [found, installation, image] = await Promise.all([findProjectBase(engine, this.store, projectDir), this.opts.installationId(), this.opts.image()]);
     if (!found.ok) return { reason: found.reason };
-    const installation = await this.opts.installationId();
-    await prepareBaseVolumes(engine, { runId, record: found.record, image: await this.opts.image(), installation });
+    await prepareBaseVolumes(engine, { runId, record: found.record, image, installation });
     return { record: found.record, objectsDir: this.store.objectsDir(found.record.key, found.record.volume) };
   }
 

@@ -67,30 +67,37 @@ export interface KnownTrees {
  * given and nothing under it is hashed (a project base's trees: only changed folders cost).
  */
 export function treeOids(files: ReadonlyArray<{ path: string; oid: string; mode: string }>, known?: KnownTrees): Map<string, string> {
-  interface Dir { files: Map<string, { mode: string; oid: string }>; dirs: Map<string, Dir> }
-  const root: Dir = { files: new Map(), dirs: new Map() };
-  for (const f of files) {
-    const parts = f.path.split('/');
-    let dir = root;
-    for (let i = 0; i < parts.length - 1; i++) {
-      const p = parts[i] as string;
-      let next = dir.dirs.get(p);
-      if (!next) dir.dirs.set(p, (next = { files: new Map(), dirs: new Map() }));
-      dir = next;
-    }
-    dir.files.set(parts[parts.length - 1] as string, { mode: f.mode, oid: f.oid });
-  }
-  const out = new Map<string, string>();
+  /** A folder; `hit` when it is clean and its id known (nothing under it is gathered or hashed). */
+  interface Dir { files: Map<string, { mode: string; oid: string }>; dirs: Map<string, Dir>; hit?: string }
   const cached = (dir: string): string | undefined => {
     if (!known || !known.clean(dir)) return undefined;
     const t = known.trees;
     return t instanceof Map ? t.get(dir) : Object.prototype.hasOwnProperty.call(t, dir) ? (t as Record<string, string>)[dir] : undefined;
   };
+  const root: Dir = { files: new Map(), dirs: new Map() };
+  const rootHit = cached('');
+  if (rootHit) return new Map([['', rootHit]]);
+  file: for (const f of files) {
+    let dir = root;
+    let start = 0;
+    for (let i = f.path.indexOf('/'); i !== -1; i = f.path.indexOf('/', start)) {
+      const name = f.path.slice(start, i);
+      let next = dir.dirs.get(name);
+      if (!next) {
+        const hit = cached(f.path.slice(0, i));
+        dir.dirs.set(name, (next = { files: new Map(), dirs: new Map(), ...(hit ? { hit } : {}) }));
+      }
+      if (next.hit) continue file;
+      dir = next;
+      start = i + 1;
+    }
+    dir.files.set(f.path.slice(start), { mode: f.mode, oid: f.oid });
+  }
+  const out = new Map<string, string>();
   const treeOid = (dir: Dir, at: string): string => {
-    const hit = cached(at);
-    if (hit) {
-      out.set(at, hit);
-      return hit;
+    if (dir.hit) {
+      out.set(at, dir.hit);
+      return dir.hit;
     }
     const entries: Array<{ sortKey: Buffer; head: string; oid: string }> = [];
     for (const [name, f] of dir.files) entries.push({ sortKey: Buffer.from(name), head: `${f.mode} ${name}\0`, oid: f.oid });

@@ -79,11 +79,11 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   if (!inline) {
     await runChecked(shell, { argv: ['sh', '-c', `cd ${layout.workDir} && xargs -0 -r rm -rf --`], stdin: deletionList(plan.deletions), env, timeoutMs }, 'removing the files the project no longer has');
   }
-  const importer = await importing;
   const imported: Array<{ path: string; mode: GitMode; mark: number }> = [];
   // The same snapshot object, narrowed to what differs: exclusions by content land in its own list.
+  // The copy starts at once; the first file's blob waits for the host's importer if it is still starting.
   const delta: ProjectSnapshot = Object.assign(Object.create(snapshot) as ProjectSnapshot, { entries: plan.stream });
-  const streams = delta.open(opts.onProgress, importer ? async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await importer.blob(content) }) : undefined);
+  const streams = delta.open(opts.onProgress, importing ? async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await (await importing).blob(content) }) : undefined);
   const copy = shell.run({
     argv: ['sh', '-c', COPY_SCRIPT, 'sh', spool, layout.workDir, ...(inline ? plan.deletions : [])],
     stdin: streams.tar,
@@ -94,6 +94,10 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   // The base first: a changed one is never used, whatever else went wrong.
   const problem = listed.status === 'fulfilled' && !listed.value.timedOut ? checkBaseListing(withoutAgentRepo(parseCtimeListing(listed.value.stdout), opts.gitHistory !== undefined), base, plan) : 'its files could not be listed';
   const failed = copyRun.status === 'rejected' || copyRun.value.exitCode !== 0 || copyRun.value.timedOut || streamed.status === 'rejected';
+  const importer = await importing?.catch((err: unknown) => {
+    if (problem || failed) return undefined;
+    throw err;
+  });
   if (problem || failed) {
     importer?.abort();
     streams.tar.destroy();
@@ -139,12 +143,12 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   // Only the folders the delta touched are hashed again; the others are the base's (host-computed) trees.
   const touched = changedFolders([...plan.stream.map((e) => e.path), ...deletions]);
   const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline', { trees: base.trees, clean: (d) => !touched.has(d) });
-  const marks = new Map(imported.map((i) => [i.path, i]));
   const hostBaseline = importer
     ? importer
         .commit(
-          { ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n' },
-          manifest.map((f): CommitChange => marks.get(f.path) ?? { path: f.path, mode: f.mode, oid: f.oid }),
+          { ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n', baseTree: base.tree },
+          // The base's tree (its objects are borrowed), the removals, then the streamed files: a few lines, not one per file.
+          [...deletions.map((p): CommitChange => ({ path: p, delete: true })), ...imported],
         )
         .then((c) => {
           if (c !== expected) throw new AirlockError('INTERNAL', `The host's baseline (${c}) does not match the project as read (${expected}).`);

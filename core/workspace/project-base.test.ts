@@ -80,9 +80,10 @@ describe('checkBaseListing', () => {
 describe('a base\'s trees', () => {
   it('give the same baseline commit as hashing every folder, only the touched folders hashed again', () => {
     const f = (path: string, oid: string) => ({ path, oid: oid.repeat(40), mode: '100644' });
-    const before = [f('a/x', '1'), f('a/y', '2'), f('b/c/z', '3'), f('b/d/w', '4'), f('top', '5')];
+    const before = [f('a/x', '1'), f('a/y', '2'), f('b/c/q/r', '8'), f('b/c/z', '3'), f('b/d/w', '4'), f('top', '5')];
     const trees = treeOids(before);
-    const after = [f('a/x', '1'), f('a/y', '2'), f('b/c/z', '6'), f('b/e', '7'), f('top', '5')];
+    // A clean folder inside a touched one (b/c/q) keeps its recorded id.
+    const after = [f('a/x', '1'), f('a/y', '2'), f('b/c/q/r', '8'), f('b/c/z', '6'), f('b/e', '7'), f('top', '5')];
     const touched = changedFolders(['b/c/z', 'b/e', 'b/d']);
     expect([...touched].sort()).toEqual(['', 'b', 'b/c']);
     expect(baselineCommitOid(after, 'i', 'm', { trees, clean: (d) => !touched.has(d) })).toBe(baselineCommitOid(after, 'i', 'm'));

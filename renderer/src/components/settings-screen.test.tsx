@@ -60,6 +60,37 @@ describe('Settings screen (jsdom, fake services through the real router)', () =>
     expect(field('Insecure engines').checked).toBe(false);
   });
 
+  it('lists the project bases kept on the engine beside prepared environments, and Clear removes them too', async () => {
+    let listed = [
+      { project: '/home/u/big-project', volume: 'airlock-base-aa-01', files: 12000, sizeBytes: 150 * 1024 * 1024, createdAt: '2026-12-01T10:00:00.000Z', projectExists: true },
+      { project: '/home/u/gone', volume: 'airlock-base-bb-02', files: 3000, sizeBytes: 20 * 1024 * 1024, createdAt: '2026-11-01T10:00:00.000Z', projectExists: false },
+    ];
+    let pruned = 0;
+    ({ services, disconnect } = connectFakeApp({ autoFinish: true, checkSettings: refuseFtp, checkEngine: okCheck }, (s) => {
+      s.environments.list = async () => ({ environments: [], totalBytes: 0, bases: listed });
+      s.environments.prune = async () => {
+        pruned += 1;
+        const removed = listed.map((b) => ({ key: `project base: ${b.project}`, sizeBytes: 0 }));
+        listed = [];
+        return { removed, kept: [], freedBytes: 170 * 1024 * 1024 };
+      };
+    }));
+    await useSettingsStore.getState().load();
+    render(<SettingsScreen />);
+    const bases = await screen.findByTestId('project-bases');
+    expect(bases.textContent).toContain('/home/u/big-project');
+    expect(bases.textContent).toMatch(/12,?000 files/);
+    expect(within(bases).getAllByRole('listitem')[1]?.textContent).toContain('the folder is gone');
+    // No prepared environment, but bases to clear: the button is live and the question names them.
+    fireEvent.click(screen.getByRole('button', { name: 'Clear' }));
+    const confirm = screen.getByRole('group', { name: 'Confirm clearing prepared environments' });
+    expect(confirm.textContent).toContain('2 project base(s)');
+    fireEvent.click(within(confirm).getByRole('button', { name: 'Clear' }));
+    await waitFor(() => expect(screen.queryByTestId('project-bases')).toBeNull());
+    expect(pruned).toBe(1);
+    expect(screen.getByRole('status').textContent).toContain('Removed 2');
+  });
+
   it('a bad engine address is an error on its field and nothing is saved; a good one is saved with the rest', async () => {
     await connect();
     render(<SettingsScreen />);
