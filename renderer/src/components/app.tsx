@@ -78,7 +78,7 @@ export function App() {
   const mainRef = useRef<HTMLElement>(null);
   const screenKey = JSON.stringify(route);
   useEffect(() => {
-    mainRef.current?.scrollTo({ top: 0 });
+    if (mainRef.current) mainRef.current.scrollTop = 0;
   }, [screenKey]);
 
   return (
