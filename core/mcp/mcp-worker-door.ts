@@ -83,9 +83,10 @@ export interface WorkerDoor {
 /**
  * Listens on `socketPath` for relays of this build (a folder only the user can enter; the socket
  * itself 0600) and serves each as its own MCP connection with the flags its command was given.
- * `onJoin` runs for each join (the worker recovers what crashed processes left, as any start does).
+ * `onJoin` runs for each join (the worker recovers what crashed processes left, as any start does);
+ * the joined connection's tools wait for it, as a fresh start's wait for the core's recovery.
  */
-export async function openWorkerDoor(opts: { home: string; socketPath: string; build: string; deps: Promise<McpDeps>; maxMessageBytes: number; onJoin?: () => void }): Promise<WorkerDoor> {
+export async function openWorkerDoor(opts: { home: string; socketPath: string; build: string; deps: Promise<McpDeps>; maxMessageBytes: number; onJoin?: () => Promise<void> }): Promise<WorkerDoor> {
   const changed = new Emitter<void>();
   const connections = new Map<McpConnection, net.Socket>();
   let closing = false;
@@ -101,8 +102,8 @@ export async function openWorkerDoor(opts: { home: string; socketPath: string; b
         const header = await readJoinHeader(socket);
         if (!header || header.build !== opts.build || closing) return;
         socket.write(JOIN_ACK);
-        opts.onJoin?.();
-        connection = createMcpConnection(opts.deps, {}, { projects: header.projects, allowApply: header.allowApply });
+        const recovered = opts.onJoin?.();
+        connection = createMcpConnection(recovered ? opts.deps.then(async (d) => (await recovered, d)) : opts.deps, {}, { projects: header.projects, allowApply: header.allowApply });
         connections.set(connection, socket);
         const transport = new StdioServerTransport(socket, socket, { maxBufferSize: opts.maxMessageBytes });
         const gone = new Promise<void>((resolve) => {

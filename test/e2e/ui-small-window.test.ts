@@ -403,9 +403,11 @@ describe.skipIf(!docker.ok || !chromium.ok)('an 800×600 window: first paint, si
     await page.getByLabel('Network', { exact: true }).selectOption('allowlist');
     expect(await page.locator('#r-allow-help').textContent()).toContain('*.example.com');
     // Each field's name is level with its control, not centred beside the notes under it.
+    // Both measured in one frame, once the environment row (read after the folder) has its final height.
+    await page.getByTestId('environment-found').waitFor({ timeout: 20_000 });
     for (const id of ['r-isolation', 'r-network']) {
-      const [label, control] = [await page.locator(`label[for="${id}"]`).boundingBox(), await page.locator(`#${id}`).boundingBox()];
-      expect(Math.abs((label?.y ?? 0) - (control?.y ?? 1e9)), id).toBeLessThan(12);
+      const offset = await page.evaluate((i) => (document.querySelector(`label[for="${i}"]`) as HTMLElement).getBoundingClientRect().top - (document.getElementById(i) as HTMLElement).getBoundingClientRect().top, id);
+      expect(Math.abs(offset), id).toBeLessThan(12);
     }
     expect(await page.locator('.new-run .banner.warn, form .banner.warn').filter({ hasText: 'Virtual machine' }).count()).toBe(0);
     await polishShot(page, 'new-run-form');

@@ -101,7 +101,14 @@ async function openDoor(core: AirlockCore, deps: Promise<McpDeps>, io: CliIo): P
   if (!socketPath) return undefined;
   // Any `airlock mcp` start recovers what crashed processes left; a join is such a start. Only
   // others' leftovers: this process may be making a sandbox right now.
-  const recover = () => void core.sandboxes('container').then((m) => core.runs.recover([m], { othersOnly: true })).then(() => sweepKeptRecords(core.home)).catch(debugLog.swallow('mcp.worker.recover'));
+  const recover = async (): Promise<void> => {
+    try {
+      await core.runs.recover([await core.sandboxes('container')], { othersOnly: true });
+      await sweepKeptRecords(core.home);
+    } catch (err) {
+      debugLog.swallow('mcp.worker.recover')(err);
+    }
+  };
   return openWorkerDoor({ home: core.home, socketPath, build: await buildId(), deps, maxMessageBytes: STDIO_MESSAGE_BYTES, onJoin: recover }).catch((err: unknown) => {
     io.stderr.write(`airlock mcp: later connections cannot join this server (${(err as Error).message}); each starts its own, and keep is refused\n`);
     return undefined;
