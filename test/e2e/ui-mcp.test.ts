@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AirlockServices } from '../../core/api/services';
 import { requirePrerequisite } from '../support/prerequisites';
 import { launchChromium } from './support/browser';
+import { polishShot } from './support/polish-shot';
 import { ensureBuiltRenderer } from './support/built-renderer';
 import { gitProject } from './support/git-project';
 import { serveUi, type ServedUi } from './support/serve-ui';
@@ -102,6 +103,13 @@ describe.skipIf(!docker.ok || !chromium.ok)('MCP apply approval in the browser U
     // The client is listed from the run history, under the name it gave (shown as its claim).
     await page.getByRole('button', { name: /Settings/ }).click();
     await expect.poll(() => panel.locator('[data-mcp-client="e2e-mcp-client 3.1"]').textContent().catch(() => ''), { timeout: 20_000 }).toMatch(/e2e-mcp-client 3\.1 \(as it names itself\) · 1 sandbox · last /);
+    // An MCP session in History offers no Run again (it has no task or agent to run again; polish list).
+    await page.getByRole('button', { name: /^History/ }).click();
+    const row = page.locator(`tr[data-run="${sandboxId}"]`);
+    await row.waitFor({ timeout: 20_000 });
+    expect(await row.getByRole('button', { name: 'Delete' }).count()).toBe(1);
+    expect(await row.getByRole('button', { name: 'Run again' }).count()).toBe(0);
+    await polishShot(page, 'history-mcp-session');
     await client.close();
     expect(pageErrors).toEqual([]);
   }, 300_000);
