@@ -111,6 +111,15 @@ describe.skipIf(!docker.ok || !chromium.ok || !keychain.ok)('errors in plain wor
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toContain('refused your anthropic key');
     expect(await status.textContent()).not.toContain('airlock keys set');
     await shot(page, 'errors-03-key-test-refused');
+    await polishShot(page, 'key-test-refused');
+    // A new base URL makes the last verdict stale: it goes (polish list). The URL stays the fake's.
+    await row.getByRole('button', { name: 'Change URL' }).click();
+    await row.getByLabel('Anthropic new base URL').fill(`${upstream.url}/`);
+    await row.getByRole('button', { name: 'Save URL' }).click();
+    await expect.poll(() => row.getByRole('button', { name: 'Change URL' }).count(), { timeout: 20_000 }).toBe(1);
+    expect(await row.textContent()).toContain(upstream.url);
+    expect(await status.count()).toBe(0);
+    await polishShot(page, 'key-url-changed-verdict-cleared');
   });
 
   it('a folder known not to exist blocks Start at the field', async () => {
