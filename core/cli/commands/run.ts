@@ -322,8 +322,8 @@ export function liveView(io: CliIo): RunView {
           endText();
           out.write(
             event.kind === 'proposal'
-              ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${safe(event.reason ?? '')}"\n  ${networkPrompt(event.answers)} `
-              : `? ${event.method} ${event.host}${event.path} is waiting (refused by ${event.deniedBy ?? 'a rule'})${event.rule ? `\n  "for this project" adds: ${event.rule}` : ''}\n  ${networkPrompt(event.answers)} `,
+              ? `? the agent proposes the network rule: ${event.rule}\n  its reason (the agent's words): "${safe(event.reason ?? '')}"\n  ${answerPrompt(NETWORK_KEYS, event.answers)} `
+              : `? ${event.method} ${event.host}${event.path} is waiting (refused by ${event.deniedBy ?? 'a rule'})${event.rule ? `\n  "for this project" adds: ${event.rule}` : ''}\n  ${answerPrompt(NETWORK_KEYS, event.answers)} `,
           );
           break;
         case 'connections_refused':
@@ -335,7 +335,7 @@ export function liveView(io: CliIo): RunView {
           break;
         case 'mcp_approval':
           endText();
-          out.write(`${mcpQuestionText(event)}\n  ${mcpPrompt(event.answers)} `);
+          out.write(`${mcpQuestionText(event)}\n  ${answerPrompt(MCP_KEYS, event.answers)} `);
           break;
         case 'mcp_approval_resolved':
           if (event.by !== 'user') out.write(`\n! MCP question ${event.by === 'timeout' ? 'timed out: denied' : 'closed'}\n`);
@@ -407,40 +407,16 @@ export function networkApprovalsOption(value: string | undefined, tty: boolean):
 
 const NETWORK_KEYS: Record<NetworkAnswer, string> = { once: '[o]nce', run: '[r]un', project: '[p]roject', deny: '[d]eny' };
 
-/** `allow? [o]nce / [p]roject / [d]eny` for the answers offered. */
-function networkPrompt(answers: readonly NetworkAnswer[]): string {
-  return `allow? ${answers.map((a) => NETWORK_KEYS[a]).join(' / ')} (no answer: deny)`;
+/** `allow? [o]nce / [p]roject / [d]eny` for the answers offered, each named by `keys`. */
+function answerPrompt<A extends string>(keys: Record<A, string>, answers: readonly A[]): string {
+  return `allow? ${answers.map((a) => keys[a]).join(' / ')} (no answer: deny)`;
 }
 
-/** A line answering a network question: `o`/`once`, `r`/`run`, `p`/`project`, or `{"answer":"once"}` with --json; else deny. */
-export function parseNetworkAnswer(line: string, offered: readonly NetworkAnswer[], json: boolean): NetworkAnswer {
-  let word = line.trim().toLowerCase();
-  if (json && word.startsWith('{')) {
-    try {
-      word = String((JSON.parse(line) as { answer?: unknown }).answer ?? '');
-    } catch {
-      word = '';
-    }
-  }
-  const picked = offered.find((a) => a === word || (word.length === 1 && a.startsWith(word)));
-  return picked ?? 'deny';
-}
-
-/** What a waiting MCP call shows: the tool, why it asks, and the agent's arguments (or the server's new description) marked as theirs. */
-export function mcpQuestionText(q: McpApprovalEvent): string {
-  const head = `? MCP ${q.server}/${safe(q.tool)} wants to run`;
-  const why = q.why === 'changed' ? `\n  its description CHANGED since you enabled ${q.server}; now (the server's words): "${safe(q.description ?? '')}"` : q.why === 'new' ? `\n  it was not pinned when you enabled ${q.server}; its description (the server's words): "${safe(q.description ?? '')}"` : '';
-  return `${head}${why}\n  arguments (the agent's): ${safe(q.args)}`;
-}
-
-const MCP_KEYS: Record<McpAnswer, string> = { once: '[o]nce', run: '[r]un (this tool, this run)', deny: '[d]eny' };
-
-function mcpPrompt(answers: readonly McpAnswer[]): string {
-  return `allow? ${answers.map((a) => MCP_KEYS[a]).join(' / ')} (no answer: deny)`;
-}
-
-/** A line answering an MCP question: `o`/`once`, `r`/`run`, or `{"answer":"once"}` with --json; anything else denies. */
-export function parseMcpAnswer(line: string, offered: readonly McpAnswer[], json: boolean): McpAnswer {
+/**
+ * A line answering a network or MCP question: a word (`once`) or its first letter, or `{"answer":"once"}`
+ * with --json; anything not offered denies.
+ */
+export function parseChoice<A extends string>(line: string, offered: readonly A[], json: boolean): A | 'deny' {
   let word = line.trim().toLowerCase();
   if (json && word.startsWith('{')) {
     try {
@@ -452,6 +428,15 @@ export function parseMcpAnswer(line: string, offered: readonly McpAnswer[], json
   return offered.find((a) => a === word || (word.length === 1 && a.startsWith(word))) ?? 'deny';
 }
 
+/** What a waiting MCP call shows: the tool, why it asks, and the agent's arguments (or the server's new description) marked as theirs. */
+export function mcpQuestionText(q: McpApprovalEvent): string {
+  const head = `? MCP ${q.server}/${safe(q.tool)} wants to run`;
+  const why = q.why === 'changed' ? `\n  its description CHANGED since you enabled ${q.server}; now (the server's words): "${safe(q.description ?? '')}"` : q.why === 'new' ? `\n  it was not pinned when you enabled ${q.server}; its description (the server's words): "${safe(q.description ?? '')}"` : '';
+  return `${head}${why}\n  arguments (the agent's): ${safe(q.args)}`;
+}
+
+const MCP_KEYS: Record<McpAnswer, string> = { once: '[o]nce', run: '[r]un (this tool, this run)', deny: '[d]eny' };
+
 export function answerApprovals(io: CliIo, runId: string, services: Pick<ReturnType<typeof servicesFor>, 'runs'>, json: boolean): { close(): void } {
   const rl = createInterface({ input: io.stdin, terminal: false });
   const waiting: Array<{ kind: 'command'; id: string } | { kind: 'network'; id: string; answers: NetworkAnswer[] } | { kind: 'mcp'; id: string; answers: McpAnswer[] }> = [];
@@ -460,8 +445,8 @@ export function answerApprovals(io: CliIo, runId: string, services: Pick<ReturnT
     while (waiting.length && answers.length) {
       const q = waiting.shift() as (typeof waiting)[number];
       const line = answers.shift() as string;
-      if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseNetworkAnswer(line, q.answers, json) }).catch(() => undefined);
-      else if (q.kind === 'mcp') void services.runs.answerMcp({ runId, id: q.id, answer: parseMcpAnswer(line, q.answers, json) }).catch(() => undefined);
+      if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(() => undefined);
+      else if (q.kind === 'mcp') void services.runs.answerMcp({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(() => undefined);
       else void services.runs.approve({ runId, requestId: q.id, approved: parseAnswer(line, json) }).catch(() => undefined);
     }
   };
