@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
@@ -136,31 +135,23 @@ const emptyCatalog = (): CatalogFile => ({ version: 1, custom: [], baseUrls: {},
  * WITHOUT keys in `<airlockHome>/providers.json`.
  */
 export class ProviderCatalog {
-  private readonly file: string;
+  private readonly stored: StoredFile<CatalogFile>;
   private cache: CatalogFile | undefined;
 
   constructor(opts: { home?: string } = {}) {
-    this.file = path.join(opts.home ?? airlockHome(), 'providers.json');
+    // A damaged file is an error, never an empty catalog: the next save would overwrite the user's providers.
+    this.stored = new StoredFile<CatalogFile>(path.join(opts.home ?? airlockHome(), 'providers.json'), { parse: (file, text) => parseStoredJson(CatalogFile, file, text, CATALOG_FIX), empty: emptyCatalog });
   }
 
   private async load(): Promise<CatalogFile> {
-    if (this.cache) return this.cache;
-    let text: string | undefined;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
-    // A damaged file is an error, never an empty catalog: the next save would overwrite the user's providers.
-    const data: CatalogFile = text === undefined ? emptyCatalog() : parseStoredJson(CatalogFile, this.file, text, CATALOG_FIX);
-    this.cache = data;
-    return data;
+    this.cache ??= await this.stored.read();
+    return this.cache;
   }
 
   private async save(mutate: (data: CatalogFile) => void): Promise<void> {
     // Serialised with every other writer of this file, in this process and others (StoredFile):
     // two quick edits cannot lose one another.
-    await new StoredFile<CatalogFile>(this.file, { parse: (file, text) => parseStoredJson(CatalogFile, file, text, CATALOG_FIX), empty: emptyCatalog }).update((data) => {
+    await this.stored.update((data) => {
       mutate(data);
       this.cache = data;
       return data;
