@@ -18,7 +18,7 @@ import { AirlockError } from '../../contracts/errors';
 export class StoredFile<T> {
   constructor(
     readonly file: string,
-    private readonly format: { parse(file: string, text: string): T; empty(): T; serialize?(value: T): string },
+    private readonly format: { parse(file: string, text: string): T; empty(): T },
   ) {}
 
   /** The stored value, or `empty()` when there is no file yet. */
@@ -38,15 +38,10 @@ export class StoredFile<T> {
     return serialised(this.file, () =>
       withLockFolder(`${this.file}.lock`, async () => {
         const next = await change(await this.read());
-        await writeDurably(this.file, this.format.serialize ? this.format.serialize(next) : `${JSON.stringify(next, null, 2)}\n`);
+        await writeDurably(this.file, `${JSON.stringify(next, null, 2)}\n`);
         return next;
       }),
     );
-  }
-
-  /** Replaces the whole value (still queued behind updates in flight). */
-  write(value: T): Promise<T> {
-    return this.update(() => value);
   }
 }
 
