@@ -1,8 +1,9 @@
-import { Fragment, useEffect, useState, type ReactNode } from 'react';
+import { Fragment, useState, type ReactNode } from 'react';
 import type { AuditRecordView, AuditVerifyResult } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { useRemote } from '../hooks/use-remote';
 import { describeAuditRecord } from '../lib/audit-summary';
 import { useAppStore } from '../stores/app-store';
+import { useRecordsStore } from '../stores/records-store';
 import { ErrorBanner } from './common';
 
 /** Audit times to the second: records often come many to a minute. */
@@ -11,11 +12,6 @@ function recordTime(iso: string): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
 }
 
-/** Records read per call; a run's log is read whole, page by page. */
-const PAGE = 1000;
-/** A log longer than this is shown in part (the CLI's `airlock audit` reads it all). */
-const MAX_RECORDS = 20_000;
-
 export interface AuditLogState {
   verify?: AuditVerifyResult;
   records?: AuditRecordView[];
@@ -23,30 +19,11 @@ export interface AuditLogState {
   error?: string;
 }
 
-/** A run's audit log (and apply log) with the verification of its hash chain, through `audit:*`. */
+/** A run's audit log (and apply log) with the verification of its hash chain, re-read when `refreshKey` changes. */
 export function useAuditLog(runId: string, refreshKey?: unknown): AuditLogState {
-  const [state, setState] = useState<AuditLogState>({});
-  useEffect(() => {
-    let stale = false;
-    void (async () => {
-      try {
-        const verify = await api().call('audit:verify', { runId });
-        const records: AuditRecordView[] = [];
-        let total = 0;
-        for (let offset = 0; offset < MAX_RECORDS; offset += PAGE) {
-          const page = await api().call('audit:read', { runId, offset, limit: PAGE });
-          records.push(...page.records);
-          total = page.total;
-          if (offset + PAGE >= page.total) break;
-        }
-        if (!stale) setState({ verify, records, total });
-      } catch (err) {
-        if (!stale) setState({ error: errorMessage(err) });
-      }
-    })();
-    return () => { stale = true; };
-  }, [runId, refreshKey]);
-  return state;
+  const read = useRecordsStore((s) => s.readAuditLog);
+  const { value, error } = useRemote(() => read(runId), [runId, refreshKey]);
+  return { ...value, ...(error ? { error: error.message } : {}) };
 }
 
 /** The verdict on a run's audit log, prominent: verified, or broken at record N and why. */

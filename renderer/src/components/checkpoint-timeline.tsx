@@ -1,7 +1,6 @@
-import { useEffect, useState } from 'react';
-import type { CheckpointList } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { useState } from 'react';
 import { useAction } from '../hooks/use-action';
+import { useRemote } from '../hooks/use-remote';
 import { useAppStore } from '../stores/app-store';
 import { useDiffStore } from '../stores/diff-store';
 import { useRunsStore } from '../stores/runs-store';
@@ -16,16 +15,13 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 export function CheckpointTimeline({ runId, final }: { runId: string; final: boolean }) {
   const files = useDiffStore((s) => s.files[runId]);
   const navigate = useAppStore((s) => s.navigate);
-  const [list, setList] = useState<CheckpointList>();
+  const checkpoints = useDiffStore((s) => s.checkpoints);
+  const { value: list, error: loadError } = useRemote(() => checkpoints(runId), [runId, files, final]);
   const [continuing, setContinuing] = useState<number>();
   const [task, setTask] = useState('');
   // Loading the list and continuing share one error line.
-  const { busy, error, setError, run } = useAction();
-  useEffect(() => {
-    let stale = false;
-    api().call('diffs:checkpoints', { runId }).then((l) => { if (!stale) setList(l); }, (err) => { if (!stale) setError(errorMessage(err)); });
-    return () => { stale = true; };
-  }, [runId, files, final, setError]);
+  const { busy, error: runError, run } = useAction();
+  const error = runError ?? loadError?.message;
   if (!list?.checkpoints.length) return error ? <div className="del-n" role="alert">{error}</div> : null;
   const submit = (n: number) => run(async () => {
     const next = await useRunsStore.getState().continueRun({ runId, task, checkpoint: n });

@@ -1,9 +1,11 @@
-import { useCallback, useEffect, useState } from 'react';
-import { checkUnproven, type AttemptComparison, type Comparison } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { useEffect, useState } from 'react';
+import { checkUnproven, type AttemptComparison } from '../../../contracts';
+import { errorMessage } from '../api';
 import { formatElapsed, formatTokens, formatUsd } from '../lib/format';
 import { useAction } from '../hooks/use-action';
+import { useRemote } from '../hooks/use-remote';
 import { useAppStore } from '../stores/app-store';
+import { useRecordsStore } from '../stores/records-store';
 import { ErrorBanner, StatusBadge } from './common';
 
 /** A report as a file download (a blob URL: nothing leaves the machine). */
@@ -55,23 +57,17 @@ function AttemptFiles({ attempt }: { attempt: AttemptComparison }) {
  */
 export function CompareScreen({ groupId }: { groupId: string }) {
   const navigate = useAppStore((s) => s.navigate);
-  const [c, setC] = useState<Comparison>();
+  const { compareAttempts, exportAttempts, onAttemptsChange } = useRecordsStore.getState();
+  const { value: c, error: loadError, reload } = useRemote(() => compareAttempts(groupId), [groupId]);
+  useEffect(() => onAttemptsChange(groupId, () => void reload()), [groupId, onAttemptsChange, reload]);
   // Loading, apply and export share one error line.
-  const { error, setError } = useAction();
+  const { error: actionError, setError } = useAction();
+  const error = actionError ?? loadError?.message;
   const [report, setReport] = useState<string>();
-  const load = useCallback(() => {
-    api().call('attempts:compare', { groupId }).then(setC, (err: unknown) => setError(errorMessage(err)));
-  }, [groupId, setError]);
-  useEffect(() => {
-    load();
-    return api().on('attempts:onDidChange', (e) => {
-      if (e.groupId === groupId) load();
-    });
-  }, [groupId, load]);
 
   const exportAs = async (format: 'markdown' | 'json') => {
     try {
-      const r = await api().call('attempts:export', { groupId, format });
+      const r = await exportAttempts(groupId, format);
       setReport(r.text);
       download(r.filename, r.mimeType, r.text);
     } catch (err) {

@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import type { DebugNote } from '../../../contracts/sandboxes';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
+import { useRecordsStore } from '../stores/records-store';
 
 /**
  * The errors Airlock handled by itself (best-effort steps that failed, core/common/debug-log.ts),
@@ -11,7 +12,7 @@ export function DebugLogPanel() {
   const [error, setError] = useState<string>();
   const load = async () => {
     try {
-      setNotes((await api().call('sandboxes:debugLog', {})).notes);
+      setNotes(await useRecordsStore.getState().debugLog());
       setError(undefined);
     } catch (err) {
       setError(errorMessage(err));

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import type { FolderListing } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
+import { useRecordsStore } from '../stores/records-store';
 
 /**
  * Browses folders under the user's home on the host (`projects:listFolders`): where the page has
@@ -10,7 +11,7 @@ export function FolderBrowser({ start, onChoose, onCancel }: { start?: string; o
   const [listing, setListing] = useState<FolderListing>();
   const [error, setError] = useState<string>();
   const open = (path?: string) => {
-    api().call('projects:listFolders', path ? { path } : {}).then(
+    useRecordsStore.getState().listFolders(path).then(
       (l) => { setListing(l); setError(undefined); },
       (err) => {
         setError(errorMessage(err));

@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'react';
-import { IMAGE_PATH, type ChangeScope, type FileImages, type ImageSide } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { useState } from 'react';
+import { IMAGE_PATH, type ChangeScope, type ImageSide } from '../../../contracts';
+import { useRemote } from '../hooks/use-remote';
+import { useDiffStore } from '../stores/diff-store';
 import { formatBytes } from '../lib/format';
 
 /** Whether review shows this changed file as pictures too (the host decides from the bytes what each side is). */
@@ -37,17 +38,11 @@ function Side({ label, side, cap }: { label: string; side: ImageSide; cap: numbe
 
 /** A changed picture before and after, side by side or one over the other. */
 export function ImageDiff({ runId, path, scope, checkpoint }: { runId: string; path: string; scope?: ChangeScope; checkpoint?: number }) {
-  const [images, setImages] = useState<FileImages | { error: string } | undefined>();
+  const load = useDiffStore((s) => s.images);
+  const { value: images, error } = useRemote(() => load({ runId, path, ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}) }), [runId, path, scope, checkpoint], { reset: true });
   const [layout, setLayout] = useState<'side' | 'stacked'>('side');
-  useEffect(() => {
-    let live = true;
-    setImages(undefined);
-    api().call('diffs:images', { runId, path, ...(scope ? { scope } : {}), ...(checkpoint !== undefined ? { checkpoint } : {}) })
-      .then((r) => live && setImages(r), (err: unknown) => live && setImages({ error: errorMessage(err) }));
-    return () => { live = false; };
-  }, [runId, path, scope, checkpoint]);
+  if (error) return <div className="empty" role="note">{error.message}</div>;
   if (!images) return <div className="empty">Loading the pictures…</div>;
-  if ('error' in images) return <div className="empty" role="note">{images.error}</div>;
   return (
     <section className="stack" aria-label="Pictures">
       <div className="row" role="radiogroup" aria-label="Picture layout">

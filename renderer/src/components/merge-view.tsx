@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ChangeScope, MergeRegion, MergeView } from '../../../contracts';
-import { api, ApiError, errorMessage } from '../api';
+import { ApiError, errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
+import { useDiffStore } from '../stores/diff-store';
 import { countOf } from '../lib/format';
 import { ErrorBanner } from './common';
 
@@ -52,7 +53,7 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
 
   const load = useCallback(async () => {
     try {
-      const v = await api().call('diffs:mergeView', { runId, ...(scope ? { scope } : {}), path });
+      const v = await useDiffStore.getState().mergeView({ runId, ...(scope ? { scope } : {}), path });
       setView(v);
       setChoices(Array.from({ length: v.conflicts }, () => undefined));
       setText(composeResolution(v.regions, []));
@@ -76,7 +77,7 @@ export function MergeViewPanel({ runId, scope, path, onClose, onResolved }: { ru
     setNote(undefined);
     // The scope the host says the view is of, and its digests: the host saves only against that same view.
     await run(async () => {
-      await api().call('diffs:resolve', { runId, scope: view.scope, path, content: text, oursSha256: view.oursSha256, theirsSha256: view.theirsSha256 });
+      await useDiffStore.getState().resolve({ runId, scope: view.scope, path, content: text, oursSha256: view.oursSha256, theirsSha256: view.theirsSha256 });
       onResolved(path);
     }, async (err) => {
       if (!(err instanceof ApiError && err.kind === 'CONFLICT')) return false;

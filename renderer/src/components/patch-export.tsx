@@ -1,7 +1,8 @@
 import { useState } from 'react';
 import { PATCH_DOWNLOAD_PATH, PATCH_SHA256_HEADER, type ChangeScope, type FileSelection } from '../../../contracts';
-import { api, errorMessage } from '../api';
-import { scopeArgs, type ViewScope } from '../stores/diff-store';
+import { errorMessage } from '../api';
+import { isDesktopApp } from '../stores/app-store';
+import { scopeArgs, useDiffStore, type ViewScope } from '../stores/diff-store';
 
 /** The browser download: the host renders the selection's patch and sends it as an attachment. */
 async function downloadPatch(body: { runId: string; scope?: ChangeScope; checkpoint?: number; files: string[]; selection?: FileSelection[] }): Promise<{ name: string; sha256: string }> {
@@ -31,14 +32,15 @@ async function downloadPatch(body: { runId: string; scope?: ChangeScope; checkpo
 export function PatchExport({ runId, scope, files, selection, disabled, onError }: { runId: string; scope?: ViewScope; files: string[]; selection: FileSelection[]; disabled: boolean; onError(message: string | undefined): void }) {
   const [note, setNote] = useState<string>();
   const body = { runId, ...scopeArgs(scope), files, ...(selection.length ? { selection } : {}) };
-  const desktop = api().transportKind === 'ipc';
+  const desktop = isDesktopApp();
+  const { savePatch, exportPatch } = useDiffStore.getState();
   const run = (fn: () => Promise<string | undefined>) => () => {
     onError(undefined);
     setNote(undefined);
     fn().then(setNote, (err: unknown) => onError(errorMessage(err)));
   };
   const save = run(async () => {
-    const r = await api().call('diffs:savePatch', body);
+    const r = await savePatch(body);
     return r.saved ? `Patch saved to ${r.path} (sha256 ${r.sha256?.slice(0, 16)}…)` : undefined;
   });
   const download = run(async () => {
@@ -46,7 +48,7 @@ export function PatchExport({ runId, scope, files, selection, disabled, onError 
     return `Downloaded ${r.name} (sha256 ${r.sha256.slice(0, 16)}…)`;
   });
   const copy = run(async () => {
-    const r = await api().call('diffs:exportPatch', { ...body, to: 'clipboard' });
+    const r = await exportPatch({ ...body, to: 'clipboard' });
     if (r.text === undefined) throw new Error('The patch is too large for the clipboard; save it instead.');
     await navigator.clipboard.writeText(r.text);
     return `Patch copied (sha256 ${r.sha256?.slice(0, 16)}…)`;

@@ -2,8 +2,9 @@ import { useEffect, useState } from 'react';
 import type { ErrorInfo } from '../../../contracts';
 import type { ProjectBaseInfo } from '../../../contracts/environments';
 import { formatBytes } from '../../../contracts/format';
-import { api, errorInfo } from '../api';
+import { errorInfo } from '../api';
 import { useAction } from '../hooks/use-action';
+import { useRecordsStore } from '../stores/records-store';
 import { ConfirmInline, ErrorBanner } from './common';
 
 /**
@@ -19,13 +20,13 @@ export function PreparedEnvironmentsPanel() {
   const [cleared, setCleared] = useState<string>();
   const [confirming, setConfirming] = useState(false);
   const load = () =>
-    api().call('environments:list', {}).then(
+    useRecordsStore.getState().listEnvironments().then(
       (r) => { setState({ count: r.environments.length, bytes: r.totalBytes, bases: r.bases }); setLoadError(undefined); },
       (err) => setLoadError(errorInfo(err)),
     );
   useEffect(() => { void load(); }, []);
   const clear = () => run(async () => {
-    const r = await api().call('environments:prune', {});
+    const r = await useRecordsStore.getState().pruneEnvironments();
     setCleared(`Removed ${r.removed.length}, ${formatBytes(r.freedBytes)} freed${r.kept.length ? `; ${r.kept.length} in use kept` : ''}.`);
     await load();
   });

@@ -1,8 +1,9 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import type { SecretView } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
+import { useRecordsStore } from '../stores/records-store';
 import { ConfirmInline, ErrorBanner } from './common';
 
 type Kind = 'github' | 'npm' | 'custom';
@@ -30,13 +31,14 @@ export function SecretsScreen() {
   const [value, setValue] = useState('');
   const { busy, error: formError, run } = useAction();
 
-  const load = () => api().call('secrets:list', {}).then((l) => { setList(l); setError(undefined); }, (err) => setError(errorMessage(err)));
+  const { listSecrets, setSecret, removeSecret } = useRecordsStore.getState();
+  const load = () => listSecrets().then((l) => { setList(l); setError(undefined); }, (err) => setError(errorMessage(err)));
   useEffect(() => void load(), []);
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const saved = await api().call('secrets:set', {
+      const saved = await setSecret({
         name: name.trim(),
         ...(kind === 'custom' ? {} : { preset: kind }),
         hosts: words(hosts),
@@ -54,7 +56,7 @@ export function SecretsScreen() {
   const remove = async (secret: string) => {
     setRemoving(undefined);
     try {
-      await api().call('secrets:remove', { name: secret });
+      await removeSecret(secret);
       await load();
     } catch (err) {
       setError(errorMessage(err));

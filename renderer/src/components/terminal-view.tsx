@@ -4,9 +4,10 @@ import { SearchAddon } from '@xterm/addon-search';
 import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
-import { api } from '../api';
 import { useResolvedTheme } from '../lib/theme';
 import { useAppStore } from '../stores/app-store';
+import { useRunsStore } from '../stores/runs-store';
+import { useShellsStore } from '../stores/shells-store';
 import { bufferText } from '../terminal/buffer-text';
 import { newPart } from '../terminal/live-after-replay';
 import { needsPreviewPorts, openExternalLink } from '../terminal/open-link';
@@ -31,8 +32,8 @@ function openLink(uri: string, runId: string | undefined): void {
     return;
   }
   if (!runId) return refuseLink(uri);
-  void api()
-    .call('runs:previewPorts', { runId })
+  void useRunsStore.getState()
+    .previewPorts(runId)
     .then(
       (ports) => {
         if (!openExternalLink(uri, ports)) refuseLink(uri);
@@ -88,6 +89,7 @@ export function TerminalView({ terminalId, runId, interactive = false, label, ac
   useEffect(() => {
     const el = host.current;
     if (!el) return;
+    const shells = useShellsStore.getState();
     const term = new Terminal({
       // A run's terminal shows pipe output (bare \n); a shell's is a PTY, which sends \r\n itself.
       convertEol: terminalId.startsWith('run:'),
@@ -137,7 +139,7 @@ export function TerminalView({ terminalId, runId, interactive = false, label, ac
       const size = `${term.cols}x${term.rows}`;
       if (!interactive || size === sent) return;
       sent = size;
-      void api().call('terminals:resize', { terminalId, cols: term.cols, rows: term.rows }).catch(() => {});
+      void shells.resize(terminalId, term.cols, term.rows).catch(() => {});
     };
     const resized = term.onResize(sendSize);
     fitNow.current = () => {
@@ -180,7 +182,7 @@ export function TerminalView({ terminalId, runId, interactive = false, label, ac
       let offset = 0;
       try {
         for (;;) {
-          const page = await api().call('terminals:replay', { terminalId, offset });
+          const page = await shells.replay(terminalId, offset);
           if (cancelled) return;
           sink.write(page.data);
           offset = page.nextOffset;
@@ -193,7 +195,7 @@ export function TerminalView({ terminalId, runId, interactive = false, label, ac
       for (const deliver of held.splice(0)) deliver();
     })();
 
-    const input = interactive ? term.onData((data) => void api().call('terminals:write', { terminalId, data }).catch(() => {})) : undefined;
+    const input = interactive ? term.onData((data) => void shells.write(terminalId, data).catch(() => {})) : undefined;
     return () => {
       cancelled = true;
       clearTimeout(debounce);

@@ -1,4 +1,5 @@
 import { create } from 'zustand';
+import { api } from '../api';
 
 export type Route =
   | { name: 'doctor' }
@@ -51,3 +52,8 @@ export const useAppStore = create<AppState>()((set) => ({
   },
   dismiss: (id) => set((s) => ({ notices: s.notices.filter((n) => n.id !== id) })),
 }));
+
+/** Whether this page is the desktop app's window (IPC) rather than the browser UI (native dialogs, not downloads). */
+export function isDesktopApp(): boolean {
+  return api().transportKind === 'ipc';
+}

@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import type { ChangeScope, ChangedFile, FileDiff } from '../../../contracts';
+import type { ChangeScope, ChangedFile, ChannelInput, ChannelOutput, FileDiff } from '../../../contracts';
 import { api, errorMessage } from '../api';
 
 /**
@@ -31,6 +31,14 @@ interface DiffState {
   loadFile(runId: string, path: string, scope?: ViewScope): Promise<void>;
   /** `diffs:onDidChange`: refetch what is loaded for that run (debounced by the caller). */
   invalidate(runId: string): Promise<void>;
+  /** Reads the host answers afresh each time (not kept here): checkpoints, pictures, a merge view. */
+  checkpoints(runId: string): Promise<ChannelOutput<'diffs:checkpoints'>>;
+  images(input: ChannelInput<'diffs:images'>): Promise<ChannelOutput<'diffs:images'>>;
+  mergeView(input: ChannelInput<'diffs:mergeView'>): Promise<ChannelOutput<'diffs:mergeView'>>;
+  /** Saves a resolved conflict; the host writes only against the view's digests. */
+  resolve(input: ChannelInput<'diffs:resolve'>): Promise<ChannelOutput<'diffs:resolve'>>;
+  savePatch(input: ChannelInput<'diffs:savePatch'>): Promise<ChannelOutput<'diffs:savePatch'>>;
+  exportPatch(input: ChannelInput<'diffs:exportPatch'>): Promise<ChannelOutput<'diffs:exportPatch'>>;
 }
 
 export const diffKey = (runId: string, path: string, scope?: ViewScope) => `${viewKey(runId, scope)}\0${path}`;
@@ -59,4 +67,10 @@ export const useDiffStore = create<DiffState>()((set, get) => ({
     const loaded = Object.keys(get().diffs).filter((k) => k.startsWith(`${runId}\0`));
     await Promise.all(loaded.map((k) => get().loadFile(runId, k.slice(runId.length + 1))));
   },
+  checkpoints: (runId) => api().call('diffs:checkpoints', { runId }),
+  images: (input) => api().call('diffs:images', input),
+  mergeView: (input) => api().call('diffs:mergeView', input),
+  resolve: (input) => api().call('diffs:resolve', input),
+  savePatch: (input) => api().call('diffs:savePatch', input),
+  exportPatch: (input) => api().call('diffs:exportPatch', input),
 }));

@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import { isFinalStatus, type ContinueRunInput, type RunEvent, type RunRecord, type RunSummary, type StartRunInput } from '../../../contracts';
+import { isFinalStatus, type ChannelOutput, type ContinueRunInput, type RunEvent, type RunRecord, type RunSummary, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 
 /** Events kept in memory per run for the transcript; command output lives in the terminal instead. */
@@ -27,6 +27,8 @@ interface RunsState {
   cancel(runId: string): Promise<void>;
   approve(runId: string, requestId: string, approved: boolean): Promise<void>;
   remove(runId: string): Promise<void>;
+  /** The run's published preview ports (a terminal link to loopback opens only for one of them). */
+  previewPorts(runId: string): Promise<ChannelOutput<'runs:previewPorts'>>;
   applyStatus(summary: RunSummary): void;
   applyEvent(event: RunEvent): void;
 }
@@ -93,6 +95,7 @@ export const useRunsStore = create<RunsState>()((set, get) => {
       const run = get().runs[runId];
       if (run?.pendingApproval?.requestId === requestId) get().applyStatus({ ...run, pendingApproval: undefined });
     },
+    previewPorts: (runId) => api().call('runs:previewPorts', { runId }),
     async remove(runId) {
       await api().call('runs:delete', { runId });
       set((s) => {

@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import { MAX_SHELLS_PER_RUN } from '../../../contracts';
+import { MAX_SHELLS_PER_RUN, type ChannelOutput } from '../../../contracts';
 import { api } from '../api';
 
 export interface ShellTab {
@@ -21,6 +21,11 @@ interface ShellsState {
   /** Ends the shell (its PTY and bash in the sandbox) and removes its tab. */
   close(runId: string, terminalId: string): Promise<void>;
   markExited(runId: string, terminalId: string): void;
+  /** A terminal's output kept on the host, from `offset` (any terminal: a run's agent or a shell). */
+  replay(terminalId: string, offset: number): Promise<ChannelOutput<'terminals:replay'>>;
+  /** Keystrokes to an interactive terminal. */
+  write(terminalId: string, data: string): Promise<void>;
+  resize(terminalId: string, cols: number, rows: number): Promise<void>;
 }
 
 /** Shells still running in a run (exited ones keep their tab, to read, but do not count). */
@@ -59,5 +64,12 @@ export const useShellsStore = create<ShellsState>()((set, get) => ({
     const run = get().byRun[runId];
     if (!run?.tabs.some((t) => t.terminalId === terminalId && !t.exited)) return;
     set((s) => ({ byRun: { ...s.byRun, [runId]: { ...run, tabs: run.tabs.map((t) => (t.terminalId === terminalId ? { ...t, exited: true } : t)) } } }));
+  },
+  replay: (terminalId, offset) => api().call('terminals:replay', { terminalId, offset }),
+  async write(terminalId, data) {
+    await api().call('terminals:write', { terminalId, data });
+  },
+  async resize(terminalId, cols, rows) {
+    await api().call('terminals:resize', { terminalId, cols, rows });
   },
 }));
