@@ -8,9 +8,11 @@ import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { safeTerminalText as safe } from '../terminal-safe';
 import { withApp } from '../with-app';
+import { openInBrowser } from '../open-in-browser';
 import { readSecretFromStdin } from './keys';
 
-const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--auth bearer|header:NAME|none]   (the token on stdin)
+const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--auth bearer|header:NAME|oauth|none]   (a token on stdin)
+       airlock mcp-servers login NAME [--no-browser]   (OAuth: sign in on the server's page; tokens go to the OS keychain)
        airlock mcp-servers list [--json] [--project DIR]
        airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
        airlock mcp-servers pin NAME          (shows the server's tools now and pins their descriptions)
@@ -27,8 +29,9 @@ export function mcpServerRegistryFor(app: Pick<AppContext, 'home' | 'keychainSer
 function parseAuth(text: string | undefined): McpAuth {
   if (text === undefined || text === 'bearer') return { type: 'bearer' };
   if (text === 'none') return { type: 'none' };
+  if (text === 'oauth') return { type: 'oauth' };
   if (text.startsWith('header:') && text.length > 'header:'.length) return { type: 'header', name: text.slice('header:'.length) };
-  throw new CliUsageError(`--auth ${text.slice(0, 60)}: write bearer, header:NAME or none`);
+  throw new CliUsageError(`--auth ${text.slice(0, 60)}: write bearer, header:NAME, oauth or none`);
 }
 
 function authText(a: McpAuth): string {
@@ -58,6 +61,17 @@ async function pinTools(registry: McpServerRegistry, name: string, print: (t: st
   }
 }
 
+/** Signs in to an OAuth server: prints the sign-in page's address (and opens it), waits for the answer. */
+async function signIn(registry: McpServerRegistry, name: string, browser: boolean, print: (t: string) => void): Promise<void> {
+  await registry.login(name, async (url) => {
+    // The server's own page: printed whole, since the user must be able to open it by hand.
+    print(`sign in to ${name} in your browser (waiting up to 5 minutes):`);
+    print(`  ${safe(url.href)}`);
+    if (browser) await openInBrowser(url.href);
+  });
+  print(`signed in to ${name}; its tokens are in the OS keychain and are refreshed there (the sandbox never sees them)`);
+}
+
 /**
  * `airlock mcp-servers …`: the user's MCP servers a run's gateway may connect to (docs/architecture.md
  * §20). The credential is read from stdin only, stored in the OS keychain and never printed; the
@@ -74,6 +88,7 @@ export const mcpServersCommand: CliCommand = {
       auth: { type: 'string' },
       json: { type: 'boolean', default: false },
       project: { type: 'string' },
+      'no-browser': { type: 'boolean', default: false },
     });
     const [sub, name, ...rest] = positionals;
     const extra = sub === 'policy' ? rest.slice(2) : rest;
@@ -88,9 +103,10 @@ export const mcpServersCommand: CliCommand = {
           const transport = values.transport ?? 'http';
           if (transport !== 'http' && transport !== 'sse') throw new CliUsageError('--transport is http (Streamable HTTP) or sse');
           const auth = parseAuth(values.auth);
-          const credential = auth.type === 'none' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
+          const credential = auth.type === 'none' || auth.type === 'oauth' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
           const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
           print(`added ${saved.name} (${new URL(saved.url).origin}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
+          if (auth.type === 'oauth') await signIn(registry, saved.name, !values['no-browser'], print);
           try {
             await pinTools(registry, saved.name, print);
           } catch (err) {
@@ -98,6 +114,11 @@ export const mcpServersCommand: CliCommand = {
             io.stderr.write(`note: could not list ${saved.name}'s tools now (${safe((err as Error).message.slice(0, 300))}); every tool asks until you pin them: airlock mcp-servers pin ${saved.name}\n`);
           }
           print(`every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
+          return ExitCode.ok;
+        }
+        case 'login': {
+          if (!name) throw new CliUsageError('name the server: airlock mcp-servers login NAME');
+          await signIn(registry, name, !values['no-browser'], print);
           return ExitCode.ok;
         }
         case 'pin': {
@@ -146,7 +167,7 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         default:
-          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, list, policy, pin or rm');
+          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, login, list, policy, pin or rm');
       }
     });
   },

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -12,8 +11,7 @@ import { startHostServer, type HostServer } from '../../host/host-server';
 import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
-import { findTool } from '../../common/resolve-tool';
-import { hostToolCwd } from '../../common/host-tool-env';
+import { openInBrowser } from '../open-in-browser';
 
 export interface ServeOptions {
   /** Given with --port (0: any free port); absent: the port this data folder used last, if free. */
@@ -79,19 +77,6 @@ export function untilSignal(stderr: Pick<NodeJS.WritableStream, 'write'> = proce
       for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
     },
   };
-}
-
-async function openInBrowser(url: string): Promise<void> {
-  // From PATH only: the CLI often runs in the project folder, which must not supply the opener.
-  const cmd = await findTool(process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open');
-  if (!cmd) return; // no opener installed: the printed URL is enough
-  try {
-    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true, cwd: hostToolCwd() });
-    child.on('error', () => {}); // no opener installed: the printed URL is enough
-    child.unref();
-  } catch {
-    // same: printing the URL is the fallback
-  }
 }
 
 /** Where `serve` remembers its port for a data folder: `<AIRLOCK_HOME>/serve.json`. */

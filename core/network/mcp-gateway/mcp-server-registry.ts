@@ -5,6 +5,7 @@ import { readStoredJsonFile, writeJsonFileAtomic } from '../../common/stored-jso
 import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
+import { hasOAuthTokens, McpOAuthSession, signInMcpServer } from './mcp-oauth';
 
 /**
  * The user's MCP servers the run gateway may connect to (docs/architecture.md §20). The entry (name,
@@ -16,11 +17,13 @@ import { Secret } from '../../keys/secret';
 /** A server name: what `--mcp NAME` takes and what prefixes its tools in the sandbox. */
 export const MCP_SERVER_NAME = /^[a-z][a-z0-9-]{0,23}$/;
 
-/** How the credential travels to the server: `Authorization: Bearer <v>` or a named header. */
+/** How the credential travels to the server: `Authorization: Bearer <v>`, a named header, or OAuth tokens. */
 export const McpAuthSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('none') }).strict(),
   z.object({ type: z.literal('bearer') }).strict(),
   z.object({ type: z.literal('header'), name: z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/) }).strict(),
+  /** Signed in on the host (`airlock mcp-servers login`): tokens in the keychain, refreshed there (mcp-oauth.ts). */
+  z.object({ type: z.literal('oauth') }).strict(),
 ]);
 export type McpAuth = z.infer<typeof McpAuthSchema>;
 
@@ -61,6 +64,8 @@ export interface McpServerSummary extends McpServerEntry {
 export interface ResolvedMcpServer {
   entry: McpServerEntry;
   credential?: Secret<string>;
+  /** For `auth: oauth`: the signed-in session the SDK sends and refreshes the tokens through. */
+  oauth?: McpOAuthSession;
 }
 
 /** Checks a server URL: https anywhere, plain http only to loopback (a local server). */
@@ -95,12 +100,12 @@ export class McpServerRegistry {
     const url = checkServerUrl(input.url);
     const auth = McpAuthSchema.parse(input.auth);
     const value = credential?.replace(/\r?\n$/, '');
-    if (auth.type !== 'none' && (!value || value.length < 4 || value.length > 16_384 || /[\r\n\0]/.test(value))) {
+    if (auth.type !== 'none' && auth.type !== 'oauth' && (!value || value.length < 4 || value.length > 16_384 || /[\r\n\0]/.test(value))) {
       throw new AirlockError('INVALID_INPUT', 'the credential must be one line of 4 to 16384 characters (pipe it on stdin)');
     }
     const entry: McpServerEntry = { name: input.name, url: url.href, transport: input.transport ?? 'http', auth, addedAt: new Date().toISOString() };
     return this.serialized(async () => {
-      if (auth.type !== 'none') {
+      if (auth.type !== 'none' && auth.type !== 'oauth') {
         await this.backend.probe();
         await this.backend.set(account(entry.name), value as string);
       } else await this.backend.delete(account(entry.name)).catch(() => false);
@@ -136,7 +141,13 @@ export class McpServerRegistry {
 
   async list(): Promise<McpServerSummary[]> {
     const all = await this.read();
-    return Promise.all(all.map(async (s) => ({ ...s, hasCredential: s.auth.type !== 'none' && (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
+    return Promise.all(
+      all.map(async (s) => {
+        if (s.auth.type === 'none') return { ...s, hasCredential: false };
+        const value = await this.backend.get(account(s.name)).catch(() => undefined);
+        return { ...s, hasCredential: s.auth.type === 'oauth' ? hasOAuthTokens(value) : value !== undefined };
+      }),
+    );
   }
 
   /** Removes the entry and its credential; false when there was neither. */
@@ -161,11 +172,28 @@ export class McpServerRegistry {
         out.push({ entry });
         continue;
       }
+      if (entry.auth.type === 'oauth') {
+        const oauth = await McpOAuthSession.load(this.backend, account(name), name);
+        if (!oauth) throw new AirlockError('NOT_FOUND', `MCP server "${name}" is not signed in; sign in with \`airlock mcp-servers login ${name}\``, { field: 'mcpServers' });
+        out.push({ entry, oauth });
+        continue;
+      }
       const value = await this.backend.get(account(name));
       if (value === undefined) throw new AirlockError('NOT_FOUND', `the credential of MCP server "${name}" is missing from the keychain; add the server again (\`airlock mcp-servers add ${name} …\`)`, { field: 'mcpServers' });
       out.push({ entry, credential: new Secret(value) });
     }
     return out;
+  }
+
+  /**
+   * Signs in to an OAuth server (`auth: oauth`): `open` shows the user the server's sign-in page; the
+   * tokens replace the stored ones only once the sign-in succeeded (mcp-oauth.ts).
+   */
+  async login(name: string, open: (url: URL) => void | Promise<void>, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<void> {
+    const entry = await this.get(name);
+    if (!entry) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`, { field: 'name' });
+    if (entry.auth.type !== 'oauth') throw new AirlockError('INVALID_INPUT', `MCP server "${name}" uses ${entry.auth.type === 'none' ? 'no credential' : 'a stored token'}, not OAuth; add it again with --auth oauth to sign in`, { field: 'name' });
+    await signInMcpServer({ backend: this.backend, account: account(name), name, serverUrl: entry.url, open, ...opts });
   }
 
   private update(name: string, change: (e: McpServerEntry) => McpServerEntry): Promise<McpServerEntry> {

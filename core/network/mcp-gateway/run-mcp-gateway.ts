@@ -145,18 +145,31 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/** Every encoded form of the servers' credentials (tokens, OAuth tokens), longest first. */
+function credentialForms(servers: readonly ResolvedMcpServer[]): string[] {
+  const forms: string[] = [];
+  addForms(forms, servers.flatMap((s) => [...(s.credential ? [s.credential.reveal()] : []), ...(s.oauth?.secretValues() ?? [])]));
+  return forms;
+}
+
+function addForms(forms: string[], values: readonly string[]): void {
+  for (const f of values.flatMap((v) => [...secretForms(v)])) if (!forms.includes(f)) forms.push(f);
+  forms.sort((a, b) => b.length - a.length);
+}
+
 /** The headers a server's credential travels in. */
 function authHeaders(server: ResolvedMcpServer): Record<string, string> {
   const auth = server.entry.auth;
   const value = server.credential?.reveal();
-  if (auth.type === 'none' || value === undefined) return {};
+  if (auth.type === 'none' || auth.type === 'oauth' || value === undefined) return {};
   return auth.type === 'bearer' ? { Authorization: `Bearer ${value}` } : { [auth.name]: value };
 }
 
 async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[]): Promise<Upstream> {
   const url = new URL(server.entry.url);
-  const requestInit: RequestInit = { headers: authHeaders(server) };
-  const transport = server.entry.transport === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
+  // An OAuth server gets its tokens from the session, which the SDK refreshes on the host.
+  const options = { requestInit: { headers: authHeaders(server) }, ...(server.oauth ? { authProvider: server.oauth } : {}) };
+  const transport = server.entry.transport === 'sse' ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
   const client = new Client({ name: 'airlock-mcp-gateway', version: APP_VERSION }, { capabilities: {} });
   try {
     await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
@@ -198,7 +211,7 @@ export interface ListedTool {
 
 /** Connects to one server with its credential, lists its tools and disconnects (pinning, docs/architecture.md §20). */
 export async function listServerTools(server: ResolvedMcpServer): Promise<{ tools: ListedTool[]; cut: boolean }> {
-  const forms = server.credential ? [...secretForms(server.credential.reveal())].sort((a, b) => b.length - a.length) : [];
+  const forms = credentialForms([server]);
   const up = await connectUpstream(server, forms);
   try {
     const { tools, cut } = await listAll(up);
@@ -229,10 +242,15 @@ export async function openRunMcpGateway(opts: {
   hide?: (tool: GatewayTool) => boolean;
   questions?: McpQuestionsPort;
 }): Promise<RunMcpGateway> {
-  // Every encoded form of every credential: what must never pass into the sandbox.
-  const forms = [...new Set(opts.servers.flatMap((s) => (s.credential ? secretForms(s.credential.reveal()) : [])))].sort((a, b) => b.length - a.length);
+  // Every encoded form of every credential: what must never pass into the sandbox. A refreshed
+  // OAuth token joins the list in place, before the call that used it answers.
+  const forms = credentialForms(opts.servers);
+  const refreshes = opts.servers.flatMap((s) => (s.oauth ? [s.oauth.onDidSaveTokens((values) => addForms(forms, values))] : []));
   const upstreams: Upstream[] = [];
-  const closeUpstreams = () => Promise.all(upstreams.map((u) => u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'))));
+  const closeUpstreams = () => {
+    for (const r of refreshes) r.dispose();
+    return Promise.all(upstreams.map((u) => u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'))));
+  };
   const tools: GatewayTool[] = [];
   const record: RunMcpGateway['record'] = { servers: [] };
   try {
