@@ -67,8 +67,15 @@ export function citationsIn(text) {
 
 /** Citations that do not resolve, as `file: §N "Heading": why` lines. */
 export async function findBrokenCitations(root = repoRoot) {
-  const sections = sectionsOf(await readFile(path.join(root, DOC), 'utf8'));
+  const doc = await readFile(path.join(root, DOC), 'utf8');
+  const sections = sectionsOf(doc);
   const broken = [];
+  // The document's own cross-references (`§16, "Setup ends completely"`) hold to the same rule.
+  for (const m of doc.replace(/\s+/g, ' ').matchAll(/§(\d+(?:\.\d+)?),? "([^"]{1,90})"/g)) {
+    const labels = sections.get(m[1]);
+    if (!labels) broken.push(`${DOC}: §${m[1]} "${m[2]}": no section ${m[1]}`);
+    else if (!labels.has(norm(m[2]))) broken.push(`${DOC}: §${m[1]} "${m[2]}": no heading or paragraph label "${m[2]}" in that section`);
+  }
   for await (const file of walk(root)) {
     if (file === DOC) continue;
     const text = await readFile(path.join(root, file), 'utf8');

@@ -19,7 +19,7 @@ const DOC = [
   '### 2.3 Hardened by default',
   '**No way back to the host** (issue 35).',
   '### Image architecture',
-  '- *Apply: only the reviewed bytes.* Text.',
+  '- *Apply: only the reviewed bytes.* Text, as §2.3, "No way back to the host" says.',
   '',
 ].join('\n');
 
@@ -58,17 +58,19 @@ describe('docs/architecture.md citations (docs/architecture.md §10)', () => {
     }
   });
 
-  it('report a missing section and a heading that is not in the cited section', async () => {
+  it('report a missing section, and a heading not in the cited section (from code or from the document itself)', async () => {
     const dir = await fixture({
       'core/b.ts': `// ${DOC_PATH} §7 and ${DOC_PATH} §1, "No way back to the host"\n`,
       'scripts/c.sh': `# ${DOC_PATH} §2.4\n`,
     });
+    await writeFile(path.join(dir, 'docs', 'architecture.md'), `${DOC}See §1, "Image architecture".\n`);
     try {
       const broken = await findBrokenCitations(dir);
-      expect(broken).toHaveLength(3);
+      expect(broken).toHaveLength(4);
       expect(broken.join('\n')).toContain(`core/b.ts: §7: ${DOC_PATH} has no section 7`);
       expect(broken.join('\n')).toContain('core/b.ts: §1 "No way back to the host": no heading or paragraph label');
       expect(broken.join('\n')).toContain(`scripts/c.sh: §2.4: ${DOC_PATH} has no section 2.4`);
+      expect(broken.join('\n')).toContain(`${DOC_PATH}: §1 "Image architecture": no heading or paragraph label`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
