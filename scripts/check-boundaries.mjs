@@ -231,5 +231,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const v = [...(await findViolations()), ...(await findFolderViolations()), ...(await findResourceViolations()), ...cycles.map((c) => `import cycle in core: ${c}`)];
   for (const line of v) console.error(line);
   console.log(v.length ? `${v.length} import boundary violation(s)` : 'import boundaries: ok');
-  process.exitCode = v.length ? 1 : 0;
+  // Citations of docs/architecture.md stay valid (scripts/check-doc-citations.mjs), so lint and CI check them too.
+  const { findBrokenCitations } = await import('./check-doc-citations.mjs');
+  const broken = await findBrokenCitations();
+  for (const line of broken) console.error(line);
+  console.log(broken.length ? `${broken.length} broken docs/architecture.md citation(s)` : 'architecture.md citations: ok');
+  process.exitCode = v.length || broken.length ? 1 : 0;
 }

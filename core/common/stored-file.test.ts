@@ -11,7 +11,7 @@ const exec = promisify(execFile);
 type Counts = Record<string, number>;
 const counts = (file: string) => new StoredFile<Counts>(file, { parse: (_f, t) => JSON.parse(t) as Counts, empty: () => ({}) });
 
-describe('StoredFile (docs/architecture.md §3, "Stored files")', () => {
+describe('StoredFile (docs/architecture.md §5, "Stored files")', () => {
   let dir: string;
   beforeEach(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'airlock-stored-file-'));

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 
 /**
- * One stored file of Airlock's home (docs/architecture.md §3, "Stored files"): a checked read, a
+ * One stored file of Airlock's home (docs/architecture.md §5, "Stored files"): a checked read, a
  * serialised update and a durable atomic write, with one file mode (0600, folders 0700).
  *
  * - **Read**: `parse` turns the text into the value or throws an error naming the file and the fix

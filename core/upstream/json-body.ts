@@ -1,6 +1,6 @@
 /**
  * Re-serialising a request body without re-serialising what need not be (docs/architecture.md §12,
- * "Side doors", cost). A body the proxy changed (a side door stripped, an output limit lowered,
+ * "The model proxy closes side doors", cost). A body the proxy changed (a side door stripped, an output limit lowered,
  * `stream_options` added) or that carries tools goes out as the proxy parsed it, so no field the
  * proxy reads can be read another way upstream (a duplicate key). Serialising it all again is the
  * cost: `JSON.stringify` of a 40 KB conversation took ~80 µs a call, of a Claude Code tool list

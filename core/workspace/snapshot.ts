@@ -174,7 +174,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     // Name-based decisions first (synchronous), then the lstat of every kept name in this folder
     // is issued at once and consumed in order: one lstat awaited at a time made the scan of a
     // 10k-file project ~700 ms, serial before the copy starts (the in-order walk is unchanged;
-    // measured in docs/architecture.md §8, "Where workspace.hydrate's time goes").
+    // measured in bench/README.md, "workspace.hydrate").
     const absPrefix = abs.endsWith(path.sep) ? abs : `${abs}${path.sep}`;
     const decided = dirents.map((d) => {
       const rel = dirRel ? `${dirRel}/${d.name}` : d.name;
@@ -351,7 +351,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
  * A file's bytes, or undefined when it cannot be read. The callback `readFile`: the promise one
  * adds FileHandle bookkeeping and thread-pool round trips per call; streaming 10k small files took
  * ~30% less time with this one, and that host CPU is taken from the sandbox's `tar -x` on the same
- * cores (docs/architecture.md §8).
+ * cores (bench/README.md, "workspace.hydrate").
  */
 function readWhole(file: string): Promise<Buffer | undefined> {
   return new Promise((resolve) => readFileCb(file, (err, data) => resolve(err ? undefined : data)));

@@ -1,5 +1,5 @@
 /**
- * docs/architecture.md §16, "VM isolation": a project environment under `--isolation vm`. The VM's
+ * docs/architecture.md §16, "VM isolation on a derived image": a project environment under `--isolation vm`. The VM's
  * root disk is made from the derived image (Go, no Node of its own; Airlock's runtime under
  * /opt/airlock), the setup phase reaches a registry stand-in through the allowlist over the channel
  * as in a container, the agent's `go test` runs in the VM and its output reaches the model; the

@@ -10,7 +10,7 @@ import { buildQemuArgs } from './qemu-args';
 import type { RunFiles, VmPaths } from './vm-paths';
 
 /**
- * Starting a QEMU process and waiting for its guest (docs/architecture.md §4, "VM isolation"): the
+ * Starting a QEMU process and waiting for its guest (docs/architecture.md §4, "The QEMU driver's parts"): the
  * scratch disk, the command line, the sockets QEMU opens, the helper's first bytes, and what to show
  * when a boot fails. The driver decides what to boot (cold or restored); this module boots it.
  */

@@ -29,7 +29,7 @@ export interface ReviewData {
 
 /**
  * Loads a run and the change list of the scope shown; the diff store refetches on `diffs:onDidChange`
- * (docs/architecture.md §5, "event ⇒ invalidate ⇒ refetch"). A load error goes to `onError` (a stable setter).
+ * (docs/architecture.md §5, "Invalidate and refetch"). A load error goes to `onError` (a stable setter).
  */
 export function useReviewData(runId: string, checkpoint: number | undefined, onError: (message: string) => void): ReviewData {
   const run = useRunsStore((s) => s.runs[runId]);
