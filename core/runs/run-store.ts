@@ -6,7 +6,6 @@ import { AirlockError } from '../../contracts/errors';
 import { StoredFile } from '../common/stored-file';
 import { checkStoredValue } from '../common/stored-json';
 import { RunId, requireRunId } from '../../contracts/ids';
-import { airlockHome } from '../common/paths';
 import type { Disposable } from '../common/disposable';
 import { StoredRun, upgradeStoredRun, type StoredRunInput } from './run-record';
 
@@ -47,8 +46,8 @@ export interface RunListing {
 export type RunUpdate = Partial<StoredRun> | ((current: StoredRun) => StoredRun);
 
 export interface RunStoreOptions {
-  /** Airlock's data directory (default `airlockHome()`); runs go under `<home>/runs`. */
-  home?: string;
+  /** Airlock's data directory (the context's home); runs go under `<home>/runs`. */
+  home: string;
   /** Events are written when this many bytes are buffered … */
   eventFlushBytes?: number;
   /** … or this long after the first buffered one. */
@@ -88,8 +87,8 @@ export class RunStore implements Disposable {
   private readonly flushBytes: number;
   private readonly flushMs: number;
 
-  constructor(options: RunStoreOptions = {}) {
-    this.root = path.join(options.home ?? airlockHome(), 'runs');
+  constructor(options: RunStoreOptions) {
+    this.root = path.join(options.home, 'runs');
     this.flushBytes = options.eventFlushBytes ?? 64 * 1024;
     this.flushMs = options.eventFlushMs ?? 50;
   }

@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
 import { StoredFile } from '../../common/stored-file';
 import { parseStoredJson } from '../../common/stored-json';
-import { airlockHome } from '../../common/paths';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 
@@ -85,8 +84,8 @@ export class McpServerRegistry {
   private readonly backend: KeyBackend;
   private readonly stored: StoredFile<z.infer<typeof StoreFile>>;
 
-  constructor(opts: { home?: string; backend?: KeyBackend; service?: string } = {}) {
-    this.file = path.join(opts.home ?? airlockHome(), 'mcp-servers.json');
+  constructor(opts: { home: string; backend?: KeyBackend; service?: string }) {
+    this.file = path.join(opts.home, 'mcp-servers.json');
     this.stored = new StoredFile<z.infer<typeof StoreFile>>(this.file, { parse: (file, text) => parseStoredJson(StoreFile, file, text, 'fix or remove it (it holds no credentials; those stay in the keychain).'), empty: () => ({ version: 1, servers: [] }) });
     this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
   }
