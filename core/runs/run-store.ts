@@ -3,6 +3,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { debugLog } from '../common/debug-log';
 import { StoredFile } from '../common/stored-file';
 import { checkStoredValue } from '../common/stored-json';
 import { RunId, requireRunId } from '../../contracts/ids';
@@ -213,9 +214,9 @@ export class RunStore implements Disposable {
     }
     if (buffer.bytes >= this.flushBytes) {
       // One drain at a time: a producer faster than the disk gets fewer, larger writes.
-      if (!buffer.draining) void this.drain(runId, buffer).catch(() => undefined);
+      if (!buffer.draining) void this.drain(runId, buffer).catch(debugLog.swallow('runs.events'));
     } else if (!buffer.timer) {
-      buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(() => undefined), this.flushMs);
+      buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(debugLog.swallow('runs.events')), this.flushMs);
       buffer.timer.unref?.();
     }
   }
@@ -265,6 +266,7 @@ export class RunStore implements Disposable {
             if (buffer.draining) return;
             const h = buffer.handle;
             buffer.handle = undefined;
+            // Every line is written already: a failed close loses nothing.
             void h?.close().catch(() => undefined);
           }, 1000);
           buffer.idle.unref?.();
@@ -279,12 +281,14 @@ export class RunStore implements Disposable {
     if (!buffer) return;
     if (buffer.timer) clearTimeout(buffer.timer);
     buffer.timer = undefined;
-    await write().catch(() => undefined);
-    await buffer.draining?.catch(() => undefined);
+    // Closing goes on whatever the last write did; a failure is noted, not thrown at the closer.
+    await write().catch(debugLog.swallow('runs.events'));
+    await buffer.draining?.catch(debugLog.swallow('runs.events'));
     if (buffer.idle) clearTimeout(buffer.idle);
     buffer.idle = undefined;
     const h = buffer.handle;
     buffer.handle = undefined;
+    // What was buffered is written (or noted) above: a failed close loses nothing.
     await h?.close().catch(() => undefined);
   }
 
@@ -332,6 +336,7 @@ export class RunStore implements Disposable {
     } finally {
       rl.close();
       input.destroy();
+      // A read handle: a failed close loses nothing.
       await handle.close().catch(() => undefined);
     }
   }
@@ -343,7 +348,7 @@ export class RunStore implements Disposable {
 
   /** Disposable: flushes pending events in the background. */
   dispose(): void {
-    void this.flushAll().catch(() => undefined);
+    void this.flushAll().catch(debugLog.swallow('runs.events'));
   }
 
   private async read(p: RunPaths): Promise<{ record: StoredRun } | { missing: boolean; reason: string }> {
