@@ -10,7 +10,10 @@
 //   in-sandbox code under resources/ imports only the wire protocol and a few shared helpers
 //   (RESOURCES_MAY_IMPORT), never keys, proxy or runs;
 // and no import cycle among core's modules (imports that load at run time: `import type` is
-// erased, and `await import()` is how a module loads another lazily).
+// erased, and `await import()` is how a module loads another lazily);
+// and no new ambient read in core/ (process.env, airlockHome(), connectEngine()): only the roots
+// may read ambient state (AMBIENT_ROOTS); files below them that still do are counted in
+// scripts/ambient-baseline.json, which may only shrink (docs/architecture.md §5).
 // Every function takes the repository root, so tests can check fixtures in a temp folder.
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -226,9 +229,37 @@ export async function findResourceViolations(root = repoRoot) {
   return violations;
 }
 
+/** The composition roots: they read the environment, the home and the engine, and hand them down. */
+const AMBIENT_ROOTS = ['core/cli/entry.ts'];
+const AMBIENT = /process\.env\b|\bairlockHome\(\)|\bconnectEngine\(\)/g;
+
+/**
+ * Ambient reads in core/ (tests aside) beyond the baseline: `process.env`, `airlockHome()` and
+ * `connectEngine()` outside the roots. Comment lines do not count. `baseline` maps a file to the
+ * reads it still has; a file not in it may have none.
+ */
+export async function findAmbientReads(root = repoRoot, baseline = undefined) {
+  const allowed = baseline ?? JSON.parse(await readFile(path.join(root, 'scripts', 'ambient-baseline.json'), 'utf8').catch(() => '{}'));
+  const violations = [];
+  for (const file of await sources(root, 'core')) {
+    const rel = file.split(path.sep).join('/');
+    if (/\.test\.tsx?$/.test(rel) || AMBIENT_ROOTS.includes(rel)) continue;
+    const text = await readFile(path.join(root, file), 'utf8');
+    const code = text.split('\n').filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l)).join('\n');
+    const found = [...code.matchAll(AMBIENT)].map((m) => m[0]);
+    const limit = allowed[rel] ?? 0;
+    if (found.length > limit) {
+      violations.push(
+        `${rel}: reads ambient state (${[...new Set(found)].join(', ')}) ${found.length} time(s), ${limit} allowed. core/ takes the home, engine, keychain service and environment from the AppContext it is given (core/app-context.ts): add a parameter, do not default it (docs/architecture.md §5).`,
+      );
+    }
+  }
+  return violations;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const cycles = await findImportCycles();
-  const v = [...(await findViolations()), ...(await findFolderViolations()), ...(await findResourceViolations()), ...cycles.map((c) => `import cycle in core: ${c}`)];
+  const v = [...(await findViolations()), ...(await findFolderViolations()), ...(await findResourceViolations()), ...(await findAmbientReads()), ...cycles.map((c) => `import cycle in core: ${c}`)];
   for (const line of v) console.error(line);
   console.log(v.length ? `${v.length} import boundary violation(s)` : 'import boundaries: ok');
   // Citations of docs/architecture.md stay valid (scripts/check-doc-citations.mjs), so lint and CI check them too.

@@ -23,25 +23,33 @@ export class StoredFile<T> {
 
   /** The stored value, or `empty()` when there is no file yet. */
   async read(): Promise<T> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return this.format.empty();
-      throw err;
-    }
-    return this.format.parse(this.file, text);
+    const text = await this.readText();
+    return text === undefined ? this.format.empty() : this.format.parse(this.file, text);
   }
 
-  /** Reads, applies `change` and writes, with no other update of this file in between (this process or another). */
+  /**
+   * Reads, applies `change` and writes, with no other update of this file in between (this process or
+   * another). A result that is stored already, byte for byte, is not written again.
+   */
   update(change: (current: T) => T | Promise<T>): Promise<T> {
     return serialised(this.file, () =>
       withLockFolder(`${this.file}.lock`, async () => {
-        const next = await change(await this.read());
-        await writeDurably(this.file, `${JSON.stringify(next, null, 2)}\n`);
+        const before = await this.readText();
+        const next = await change(before === undefined ? this.format.empty() : this.format.parse(this.file, before));
+        const after = `${JSON.stringify(next, null, 2)}\n`;
+        if (after !== before) await writeDurably(this.file, after);
         return next;
       }),
     );
+  }
+
+  private async readText(): Promise<string | undefined> {
+    try {
+      return await readFile(this.file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
   }
 }
 

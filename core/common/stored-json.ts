@@ -1,7 +1,5 @@
-import { readFile } from 'node:fs/promises';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
-import { writeDurably } from './stored-file';
 
 /** The first problem zod found, as `field a.b: message` (what a damaged-file error names). */
 export function issueText(error: z.ZodError): string {
@@ -32,21 +30,4 @@ export function parseStoredJson<T>(schema: z.ZodType<T>, file: string, text: str
     throw new AirlockError('INVALID_INPUT', `${file} is damaged: not valid JSON (${(err as Error).message}); ${fix}`);
   }
   return checkStoredValue(schema, file, raw, fix);
-}
-
-/** Reads and checks a JSON file Airlock wrote; a missing file is `undefined` (nothing stored yet). */
-export async function readStoredJsonFile<T>(schema: z.ZodType<T>, file: string, fix: string): Promise<T | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  return parseStoredJson(schema, file, text, fix);
-}
-
-/** Writes a private JSON file whole or not at all, durably (stored-file.ts's `writeDurably`). */
-export function writeJsonFileAtomic(file: string, value: unknown): Promise<void> {
-  return writeDurably(file, `${JSON.stringify(value, null, 2)}\n`);
 }

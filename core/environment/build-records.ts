@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { z } from 'zod';
+import { StoredFile } from '../common/stored-file';
 import { imageId } from './engine-build';
 
 /**
@@ -21,6 +21,8 @@ const RECORD_RECIPE = 'airlock-build-record-v1';
 const MAX_RECORDS = 200;
 
 const RecordsFile = z.object({ version: z.literal(1), builds: z.record(z.string(), z.object({ imageId: z.string(), at: z.string() })) });
+type Records = z.infer<typeof RecordsFile>;
+const noRecords = (): Records => ({ version: 1, builds: {} });
 
 export interface BuildInputs {
   /** The tag the build makes. */
@@ -36,10 +38,22 @@ export interface BuildInputs {
 }
 
 export class BuildRecords {
-  private readonly file: string;
+  private readonly stored: StoredFile<Records>;
 
   constructor(home: string) {
-    this.file = path.join(home, 'environment-builds.json');
+    this.stored = new StoredFile(path.join(home, 'environment-builds.json'), {
+      parse: (_file, text) => {
+        try {
+          const parsed = RecordsFile.safeParse(JSON.parse(text));
+          if (parsed.success) return parsed.data;
+        } catch {
+          // Not JSON: treated like a damaged record, below.
+        }
+        // A record is only a shortcut: when damaged, every build is checked by the engine and the file is written anew.
+        return noRecords();
+      },
+      empty: noRecords,
+    });
   }
 
   /**
@@ -71,26 +85,18 @@ export class BuildRecords {
   }
 
   async remember(key: string, id: string): Promise<void> {
-    const builds = await this.read();
-    builds[key] = { imageId: id, at: new Date().toISOString() };
-    // The oldest go first: a record is only a shortcut, the engine can always check again.
-    const kept = Object.entries(builds)
-      .sort(([, a], [, b]) => b.at.localeCompare(a.at))
-      .slice(0, MAX_RECORDS);
-    await mkdir(path.dirname(this.file), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ version: 1, builds: Object.fromEntries(kept) }, null, 2)}\n`, { mode: 0o600 });
-    await rename(tmp, this.file);
+    await this.stored.update(({ builds }) => {
+      builds[key] = { imageId: id, at: new Date().toISOString() };
+      // The oldest go first: a record is only a shortcut, the engine can always check again.
+      const kept = Object.entries(builds)
+        .sort(([, a], [, b]) => b.at.localeCompare(a.at))
+        .slice(0, MAX_RECORDS);
+      return { version: 1, builds: Object.fromEntries(kept) };
+    });
   }
 
-  private async read(): Promise<Record<string, { imageId: string; at: string }>> {
-    try {
-      const parsed = RecordsFile.safeParse(JSON.parse(await readFile(this.file, 'utf8')));
-      return parsed.success ? parsed.data.builds : {};
-    } catch {
-      // Missing or damaged: every build is checked by the engine, and the file is written anew.
-      return {};
-    }
+  private async read(): Promise<Records['builds']> {
+    return (await this.stored.read()).builds;
   }
 }
 

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import type { PreparedEnvironmentInfo, PruneResult } from '../../contracts/environments';
 import { AirlockError } from '../../contracts/errors';
+import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 import type { ChannelClient } from '../channel/channel-client';
 import { LABEL_INSTALLATION } from '../sandbox/labels';
@@ -255,29 +256,21 @@ function emptyDirTar(name: string): Buffer {
 const UsageFile = z.object({ version: z.literal(1), lastUsed: z.record(z.string(), z.string()) });
 
 export class PreparedUsage {
-  private readonly file: string;
+  private readonly stored: StoredFile<z.infer<typeof UsageFile>>;
   constructor(home: string) {
-    this.file = path.join(home, 'prepared-environments.json');
+    this.stored = new StoredFile(path.join(home, 'prepared-environments.json'), {
+      parse: (file, text) => parseStoredJson(UsageFile, file, text, "delete it: it only dates the prepared environments' last use ('airlock env prune' then goes by creation time)."),
+      empty: () => ({ version: 1, lastUsed: {} }),
+    });
   }
   async read(): Promise<Record<string, string>> {
-    const text = await readFile(this.file, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
-    return text === undefined ? {} : parseStoredJson(UsageFile, this.file, text, "delete it: it only dates the prepared environments' last use ('airlock env prune' then goes by creation time).").lastUsed;
+    return (await this.stored.read()).lastUsed;
   }
   async touch(key: string): Promise<void> {
-    const lastUsed = await this.read();
-    lastUsed[key] = new Date().toISOString();
-    await this.write(lastUsed);
+    await this.stored.update(({ lastUsed }) => ({ version: 1, lastUsed: { ...lastUsed, [key]: new Date().toISOString() } }));
   }
   async forget(keys: string[]): Promise<void> {
-    const lastUsed = await this.read();
-    for (const k of keys) delete lastUsed[k];
-    await this.write(lastUsed);
-  }
-  private async write(lastUsed: Record<string, string>): Promise<void> {
-    await mkdir(path.dirname(this.file), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ version: 1, lastUsed }, null, 2)}\n`, { mode: 0o600 });
-    await rename(tmp, this.file);
+    await this.stored.update(({ lastUsed }) => ({ version: 1, lastUsed: Object.fromEntries(Object.entries(lastUsed).filter(([k]) => !keys.includes(k))) }));
   }
 }
 

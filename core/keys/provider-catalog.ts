@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import { ProviderId } from '../../contracts/ids';
 import type { KeyStorage, ProviderKind } from '../../contracts/keys';
-import { airlockHome } from '../common/paths';
 import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 import type { CredentialKind } from './subscription-credentials';
@@ -138,9 +137,9 @@ export class ProviderCatalog {
   private readonly stored: StoredFile<CatalogFile>;
   private cache: CatalogFile | undefined;
 
-  constructor(opts: { home?: string } = {}) {
+  constructor(opts: { home: string }) {
     // A damaged file is an error, never an empty catalog: the next save would overwrite the user's providers.
-    this.stored = new StoredFile<CatalogFile>(path.join(opts.home ?? airlockHome(), 'providers.json'), { parse: (file, text) => parseStoredJson(CatalogFile, file, text, CATALOG_FIX), empty: emptyCatalog });
+    this.stored = new StoredFile<CatalogFile>(path.join(opts.home, 'providers.json'), { parse: (file, text) => parseStoredJson(CatalogFile, file, text, CATALOG_FIX), empty: emptyCatalog });
   }
 
   private async load(): Promise<CatalogFile> {

@@ -1,10 +1,11 @@
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { ownerStatus, PROCESS_OWNER } from '../common/process-alive';
 import { debugLog } from '../common/debug-log';
 import { Emitter, type Event } from '../common/disposable';
 import { SlotCap } from '../runs/client-grants';
+import { writeDurably } from '../common/stored-file';
 
 /**
  * Kept sandboxes (docs/architecture.md §17, "Kept sandboxes"): made with `sandbox_create {keep: true}`,
@@ -149,7 +150,6 @@ export class KeptSandboxes {
   }
 
   private async write(record: KeptRecord): Promise<void> {
-    await mkdir(keptDir(this.deps.home), { recursive: true, mode: 0o700 });
-    await writeFile(this.file(record.sandboxId), JSON.stringify(record, null, 2), { mode: 0o600 });
+    await writeDurably(this.file(record.sandboxId), `${JSON.stringify(record, null, 2)}\n`);
   }
 }

@@ -113,8 +113,7 @@ describe('applyNetworkPolicy', () => {
       { mode: 'allowlist', presets: [], allow: [`web.test:${webPort}`] },
       {
         sandboxNetwork: 'none',
-        projectPath: '/projects/demo',
-        home,
+        project: { path: '/projects/demo', home },
         proxyOptions: { resolve: resolver, [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true },
       },
     );
@@ -148,7 +147,7 @@ describe('applyNetworkPolicy', () => {
     const next = await applyNetworkPolicy(
       sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),
       { mode: 'allowlist' },
-      { sandboxNetwork: 'none', projectPath: '/projects/demo', home },
+      { sandboxNetwork: 'none', project: { path: '/projects/demo', home } },
     );
     expect(next.record.projectAllow).toEqual([`other.test:${webPort}`]);
     expect(next.record.allow).toEqual([`other.test:${webPort}`]);

@@ -58,10 +58,11 @@ export interface PolicySandbox {
 export interface ApplyNetworkPolicyOptions {
   /** The network the sandbox was created with (`SandboxSpec.network`). */
   sandboxNetwork: NetworkMode;
-  /** The project: its remembered hosts join the allowlist, and "allow for the project" persists there. */
-  projectPath?: string;
-  /** Airlock's data directory (default airlockHome()). */
-  home?: string;
+  /**
+   * The project (`path`) and Airlock's data directory (`home`): the project's remembered hosts join the
+   * allowlist, and "allow for the project" persists there.
+   */
+  project?: { path: string; home: string };
   /** Where presets read the host's tool configuration (defaults: this process's env and home, cwd = the project). */
   presetContext?: PresetContext;
   /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
@@ -207,17 +208,17 @@ export async function applyNetworkPolicy(
   }
 
   // Presets read the project's own tool config too (a project .npmrc naming its registry).
-  const presetContext: PresetContext = { ...(opts.projectPath ? { cwd: opts.projectPath } : {}), ...opts.presetContext };
+  const presetContext: PresetContext = { ...(opts.project ? { cwd: opts.project.path } : {}), ...opts.presetContext };
   const presets: Preset[] = await derivePresets(parsed.presets, presetContext);
   const custom: AllowEntry[] = parsed.allow.map((e) => toAllowEntry(e));
-  const projectStore = opts.projectPath ? new ProjectNetworkStore(opts.projectPath, opts.home) : undefined;
+  const projectStore = opts.project ? new ProjectNetworkStore(opts.project.path, opts.project.home) : undefined;
   const projectAllow = projectStore ? await projectStore.load() : [];
   // Rules the user approved "for this project" in earlier runs come first: they answered a refusal.
   const approvedForProject = projectStore ? (await projectStore.loadRules()).map(parseRule) : [];
   // Internal hosts: the run's and those the user named for the project, by name only (docs/architecture.md §2.8).
   const internalHosts = [...new Set([...parsed.internalHosts.map(internalHostName), ...(projectStore ? await projectStore.loadInternalHosts() : [])])];
   const rules = new RuleSet([...approvedForProject, ...parsed.rules.map(parseRule)]);
-  const projectRules = opts.projectPath ? await loadProjectRules(opts.projectPath) : undefined;
+  const projectRules = opts.project ? await loadProjectRules(opts.project.path) : undefined;
   const broker = opts.secrets?.length ? new CredentialBroker(opts.secrets) : undefined;
   if (broker) {
     store.add(broker);

@@ -1,15 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
-import { airlockHome } from '../common/paths';
 import { Allowlist, AllowEntrySchema, type AllowEntry } from './allowlist';
 import { sha256Hex } from '../common/sha256';
 import { internalHostName } from './address-checks';
 
-/** `<airlockHome()>/projects/<hash>`: per-project data; the hash is of the project's absolute path. */
-export function projectDataDir(projectPath: string, home: string = airlockHome()): string {
+/** `<home>/projects/<hash>`: per-project data; the hash is of the project's absolute path. */
+export function projectDataDir(projectPath: string, home: string): string {
   const hash = sha256Hex(path.resolve(projectPath)).slice(0, 16);
   return path.join(home, 'projects', hash);
 }
@@ -29,17 +27,21 @@ const NetworkFile = z
 
 /**
  * Hosts the user allowed "for the project" (`<project dir>/network.json`). Every allowlist run of
- * the project starts with them. Writes are atomic (temp file + rename) and serialized.
+ * the project starts with them. One StoredFile: checked reads, serialised updates, durable writes.
  */
 export class ProjectNetworkStore {
   readonly file: string;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly stored: StoredFile<z.infer<typeof NetworkFile>>;
 
   constructor(
     readonly projectPath: string,
-    home: string = airlockHome(),
+    home: string,
   ) {
     this.file = path.join(projectDataDir(projectPath, home), 'network.json');
+    this.stored = new StoredFile<z.infer<typeof NetworkFile>>(this.file, {
+      parse: (file, text) => parseStoredJson(NetworkFile, file, text, "fix or delete it to reset the project's allowed hosts."),
+      empty: () => ({ version: 1, allow: [] }),
+    });
   }
 
   /** The project's allowed entries; none when the file does not exist yet. */
@@ -77,16 +79,7 @@ export class ProjectNetworkStore {
   }
 
   private async read(): Promise<{ allow: AllowEntry[]; rules: string[]; internalHosts: string[] }> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { allow: [], rules: [], internalHosts: [] };
-      throw err;
-    }
-    const data = parseStoredJson(NetworkFile, this.file, text, "fix or delete it to reset the project's allowed hosts.");
-    // Re-validate each host pattern: the file is user-editable.
-    return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [], internalHosts: data.internalHosts ?? [] };
+    return checked(await this.stored.read());
   }
 
   /** Adds an entry (merging ports) and returns the stored list. */
@@ -104,26 +97,24 @@ export class ProjectNetworkStore {
     });
   }
 
-  private update(
+  private async update(
     change: (list: Allowlist) => Allowlist | void,
     changeRules: (rules: string[]) => string[] = (r) => r,
     changeInternal: (hosts: string[]) => string[] = (h) => h,
   ): Promise<AllowEntry[]> {
-    const next = this.queue.then(async () => {
-      const stored = await this.read();
+    const saved = await this.stored.update((data) => {
+      const stored = checked(data);
       const current = new Allowlist(stored.allow);
-      const updated = change(current) ?? current;
-      const entries = updated.entries();
+      const entries = (change(current) ?? current).entries();
       const rules = changeRules(stored.rules);
       const internalHosts = changeInternal(stored.internalHosts);
-      await mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-      const tmp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
-      const body = { version: 1 as const, project: path.resolve(this.projectPath), allow: entries, ...(rules.length ? { rules } : {}), ...(internalHosts.length ? { internalHosts } : {}) };
-      await writeFile(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
-      await rename(tmp, this.file);
-      return entries;
+      return { version: 1, project: path.resolve(this.projectPath), allow: entries, ...(rules.length ? { rules } : {}), ...(internalHosts.length ? { internalHosts } : {}) };
     });
-    this.queue = next.catch(() => undefined);
-    return next;
+    return saved.allow;
   }
+}
+
+/** The file's lists, each host pattern re-validated (the file is user-editable). */
+function checked(data: z.infer<typeof NetworkFile>): { allow: AllowEntry[]; rules: string[]; internalHosts: string[] } {
+  return { allow: new Allowlist(data.allow).entries(), rules: data.rules ?? [], internalHosts: data.internalHosts ?? [] };
 }

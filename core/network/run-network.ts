@@ -42,8 +42,7 @@ export async function applyRunNetwork(
     // A run has someone to ask (the run view, `airlock run` at a terminal) unless it says it has not:
     // a non-interactive `airlock run` refuses at once instead of holding the request (docs/architecture.md §2.8).
     askUser: run.networkApprovals !== 'deny',
-    projectPath: run.projectDir,
-    home,
+    project: { path: run.projectDir, home },
     ...(secrets.length ? { secrets } : {}),
     ...(proxyOptions?.upstreamCa ? { upstreamCa: proxyOptions.upstreamCa } : {}),
     ...(proxyOptions

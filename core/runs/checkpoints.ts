@@ -1,10 +1,11 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { Checkpoint, CheckpointList } from '../../contracts/checkpoints';
 import { AirlockError, toErrorInfo } from '../../contracts/errors';
 import type { AgentSessionFiles } from '../agents';
 import type { AuditLog } from '../audit';
+import { StoredFile } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 import type { CollectedResult, StoredResult } from '../workspace/collect';
 import { ZERO_OID } from '../workspace/git-objects';
@@ -51,11 +52,16 @@ export function checkpointPaths(store: RunStore, runId: string): { dir: string; 
   };
 }
 
-async function readIndex(store: RunStore, runId: string): Promise<CheckpointIndex | undefined> {
-  const file = checkpointPaths(store, runId).index;
-  const text = await readFile(file, 'utf8').catch(() => undefined);
-  if (text === undefined) return undefined;
-  return parseStoredJson(CheckpointIndex, file, text, "the run's checkpoints cannot be read; review and apply its result instead.");
+/** A run's checkpoint index (undefined: no checkpoint was ever looked for). */
+function indexFile(store: RunStore, runId: string): StoredFile<CheckpointIndex | undefined> {
+  return new StoredFile(checkpointPaths(store, runId).index, {
+    parse: (file, text) => parseStoredJson(CheckpointIndex, file, text, "the run's checkpoints cannot be read; review and apply its result instead."),
+    empty: () => undefined,
+  });
+}
+
+function readIndex(store: RunStore, runId: string): Promise<CheckpointIndex | undefined> {
+  return indexFile(store, runId).read();
 }
 
 /** A run's checkpoints, oldest first (none for a run that recorded none). */
@@ -269,11 +275,9 @@ export class Checkpointer {
   }
 
   private async writeIndex(): Promise<void> {
-    const p = checkpointPaths(this.opts.store, this.opts.runId);
-    await mkdir(p.dir, { recursive: true });
     const index: CheckpointIndex = { version: 1, checkpoints: this.entries, ...(this.limited ? { limited: this.limited } : {}) };
-    await writeFile(`${p.index}.tmp`, JSON.stringify(index));
-    await rename(`${p.index}.tmp`, p.index);
+    // This recorder is the index's only writer: the whole index replaces the stored one.
+    await indexFile(this.opts.store, this.opts.runId).update(() => index);
   }
 
   /**

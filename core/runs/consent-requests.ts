@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { debugLog } from '../common/debug-log';
 import { Emitter, toDisposable, type Disposable, type Event } from '../common/disposable';
+import { StoredFile, writeDurably } from '../common/stored-file';
 import { parseStoredJson } from '../common/stored-json';
 
 const POLL_MS = 250;
@@ -45,7 +46,7 @@ export class ConsentRequests<T extends ConsentBase> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const now = Date.now();
     const full = this.schema.parse({ ...req, requestId: randomBytes(16).toString('hex'), requestedAt: new Date(now).toISOString(), expiresAt: new Date(now + ttlMs).toISOString() });
-    await this.writeAtomic(this.file(full.requestId, 'request'), JSON.stringify(full));
+    await writeDurably(this.file(full.requestId, 'request'), JSON.stringify(full));
     return full;
   }
 
@@ -89,9 +90,15 @@ export class ConsentRequests<T extends ConsentBase> {
 
   /** The user's answer; false when the request is unknown, expired or answered already. */
   async answer(requestId: string, approved: boolean): Promise<boolean> {
-    if (!(await this.get(requestId)) || (await this.answerOf(requestId))) return false;
-    await this.writeAtomic(this.file(requestId, 'answer'), JSON.stringify({ approved, at: new Date().toISOString() }));
-    return true;
+    if (!(await this.get(requestId))) return false;
+    // One answer wins: a second one (another window, the CLI) finds the first and writes nothing.
+    let answered = false;
+    await new StoredFile<z.infer<typeof AnswerFile> | null>(this.file(requestId, 'answer'), { parse: answerOrRefusal, empty: () => null }).update((current) => {
+      if (current) return current;
+      answered = true;
+      return { approved, at: new Date().toISOString() };
+    });
+    return answered;
   }
 
   /** Fires when the waiting requests may have changed (polled while someone listens). */
@@ -151,10 +158,13 @@ export class ConsentRequests<T extends ConsentBase> {
   private file(requestId: string, kind: 'request' | 'answer'): string {
     return path.join(this.dir, `${requestId}.${kind}.json`);
   }
+}
 
-  private async writeAtomic(file: string, text: string): Promise<void> {
-    const tmp = `${file}.${process.pid}.tmp`;
-    await writeFile(tmp, text, { mode: 0o600 });
-    await rename(tmp, file);
+/** A stored answer; a damaged one reads as a refusal (the safer reading, as `answerOf` does). */
+function answerOrRefusal(_file: string, text: string): z.infer<typeof AnswerFile> {
+  try {
+    return AnswerFile.parse(JSON.parse(text));
+  } catch {
+    return { approved: false, at: '' };
   }
 }

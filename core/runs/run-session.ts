@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
 import type { AgentSessionFiles } from '../agents';
@@ -8,6 +8,7 @@ import { parseHostileTar } from '../workspace/hostile-tar';
 import { unsafePathReason } from '../workspace/result-paths';
 import { TarWriter } from '../workspace/tar-writer';
 import type { WorkspaceShell } from '../workspace/workspace-shell';
+import { writeDurably } from '../common/stored-file';
 
 /**
  * An agent's session files, carried from a finished turn's sandbox into the next turn's
@@ -90,7 +91,7 @@ export async function restoreSession(shell: WorkspaceShell, spec: AgentSessionFi
 }
 
 export async function saveSession(file: string, session: CarriedSession): Promise<void> {
-  await writeFile(file, JSON.stringify(session), { mode: 0o600 });
+  await writeDurably(file, JSON.stringify(session));
 }
 
 /**

@@ -1,11 +1,12 @@
-import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { copyFile, mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { AirlockError } from '../../contracts/errors';
+import { debugLog } from '../common/debug-log';
+import { StoredFile } from '../common/stored-file';
 import { checkStoredValue } from '../common/stored-json';
 import { RunId, requireRunId } from '../../contracts/ids';
-import { airlockHome } from '../common/paths';
 import type { Disposable } from '../common/disposable';
 import { StoredRun, upgradeStoredRun, type StoredRunInput } from './run-record';
 
@@ -46,8 +47,8 @@ export interface RunListing {
 export type RunUpdate = Partial<StoredRun> | ((current: StoredRun) => StoredRun);
 
 export interface RunStoreOptions {
-  /** Airlock's data directory (default `airlockHome()`); runs go under `<home>/runs`. */
-  home?: string;
+  /** Airlock's data directory (the context's home); runs go under `<home>/runs`. */
+  home: string;
   /** Events are written when this many bytes are buffered … */
   eventFlushBytes?: number;
   /** … or this long after the first buffered one. */
@@ -75,10 +76,10 @@ interface EventBuffer {
 /**
  * Run history on disk: one folder per run under `<home>/runs/<runId>/`.
  *
- * Crash safety: `run.json` is replaced atomically (temp file, fsync, rename; the previous version
- * stays as `run.json.bak` and is used if `run.json` is unreadable); `events.jsonl` is appended in
- * whole lines and a torn last line is skipped on read and fenced off before the next append.
- * Writes to one run are serialised.
+ * Crash safety: `run.json` is a StoredFile (durable atomic replace, updates serialised in this
+ * process and across processes); the previous version stays as `run.json.bak` and is used if
+ * `run.json` is unreadable. `events.jsonl` is appended in whole lines and a torn last line is
+ * skipped on read and fenced off before the next append.
  */
 export class RunStore implements Disposable {
   readonly root: string;
@@ -87,8 +88,8 @@ export class RunStore implements Disposable {
   private readonly flushBytes: number;
   private readonly flushMs: number;
 
-  constructor(options: RunStoreOptions = {}) {
-    this.root = path.join(options.home ?? airlockHome(), 'runs');
+  constructor(options: RunStoreOptions) {
+    this.root = path.join(options.home, 'runs');
     this.flushBytes = options.eventFlushBytes ?? 64 * 1024;
     this.flushMs = options.eventFlushMs ?? 50;
   }
@@ -120,7 +121,7 @@ export class RunStore implements Disposable {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new AirlockError('CONFLICT', `Run ${record.id} already exists.`);
       throw err;
     }
-    await this.withLock(record.id, () => this.writeRecord(p, record));
+    await this.withLock(record.id, () => this.writeRecord(p, () => record));
     return record;
   }
 
@@ -135,11 +136,13 @@ export class RunStore implements Disposable {
   async update(runId: string, patch: RunUpdate): Promise<StoredRun> {
     const p = this.paths(runId);
     return this.withLock(runId, async () => {
-      const current = await this.get(runId);
-      const merged = typeof patch === 'function' ? patch(current) : { ...current, ...patch };
-      const next = parseRecord({ ...merged, id: current.id, updatedAt: new Date().toISOString() });
-      await this.writeRecord(p, next);
-      return next;
+      // Checked first: the file's lock folder would otherwise bring back the folder of a deleted run.
+      await this.get(runId);
+      return this.writeRecord(p, async () => {
+        const current = await this.get(runId);
+        const merged = typeof patch === 'function' ? patch(current) : { ...current, ...patch };
+        return parseRecord({ ...merged, id: current.id, updatedAt: new Date().toISOString() });
+      });
     });
   }
 
@@ -211,9 +214,9 @@ export class RunStore implements Disposable {
     }
     if (buffer.bytes >= this.flushBytes) {
       // One drain at a time: a producer faster than the disk gets fewer, larger writes.
-      if (!buffer.draining) void this.drain(runId, buffer).catch(() => undefined);
+      if (!buffer.draining) void this.drain(runId, buffer).catch(debugLog.swallow('runs.events'));
     } else if (!buffer.timer) {
-      buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(() => undefined), this.flushMs);
+      buffer.timer = setTimeout(() => void this.flushEvents(runId).catch(debugLog.swallow('runs.events')), this.flushMs);
       buffer.timer.unref?.();
     }
   }
@@ -263,6 +266,7 @@ export class RunStore implements Disposable {
             if (buffer.draining) return;
             const h = buffer.handle;
             buffer.handle = undefined;
+            // Every line is written already: a failed close loses nothing.
             void h?.close().catch(() => undefined);
           }, 1000);
           buffer.idle.unref?.();
@@ -277,12 +281,14 @@ export class RunStore implements Disposable {
     if (!buffer) return;
     if (buffer.timer) clearTimeout(buffer.timer);
     buffer.timer = undefined;
-    await write().catch(() => undefined);
-    await buffer.draining?.catch(() => undefined);
+    // Closing goes on whatever the last write did; a failure is noted, not thrown at the closer.
+    await write().catch(debugLog.swallow('runs.events'));
+    await buffer.draining?.catch(debugLog.swallow('runs.events'));
     if (buffer.idle) clearTimeout(buffer.idle);
     buffer.idle = undefined;
     const h = buffer.handle;
     buffer.handle = undefined;
+    // What was buffered is written (or noted) above: a failed close loses nothing.
     await h?.close().catch(() => undefined);
   }
 
@@ -330,6 +336,7 @@ export class RunStore implements Disposable {
     } finally {
       rl.close();
       input.destroy();
+      // A read handle: a failed close loses nothing.
       await handle.close().catch(() => undefined);
     }
   }
@@ -341,7 +348,7 @@ export class RunStore implements Disposable {
 
   /** Disposable: flushes pending events in the background. */
   dispose(): void {
-    void this.flushAll().catch(() => undefined);
+    void this.flushAll().catch(debugLog.swallow('runs.events'));
   }
 
   private async read(p: RunPaths): Promise<{ record: StoredRun } | { missing: boolean; reason: string }> {
@@ -362,20 +369,18 @@ export class RunStore implements Disposable {
     return { missing: false, reason: main.ok ? 'run.json does not match the run record schema' : 'run.json is damaged (not valid JSON) and no usable backup' };
   }
 
-  private async writeRecord(p: RunPaths, record: StoredRun): Promise<void> {
-    const tmp = `${p.record}.tmp-${process.pid}-${Math.random().toString(16).slice(2)}`;
-    const handle = await open(tmp, 'w');
-    try {
-      await handle.writeFile(`${JSON.stringify(record, null, 2)}\n`);
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    // Keep the previous version until the new one is in place: a reader always finds one of them.
-    await rename(p.record, p.recordBackup).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
+  /** Writes the record `next` makes (read under the file's lock), keeping the previous one as `run.json.bak`. */
+  private async writeRecord(p: RunPaths, next: () => Promise<StoredRun> | StoredRun): Promise<StoredRun> {
+    let written: StoredRun | undefined;
+    await recordFile(p.record).update(async () => {
+      written = await next();
+      // The previous version stays beside it (the main file is only ever replaced whole, so a reader always finds one).
+      await copyFile(p.record, p.recordBackup).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+      return written;
     });
-    await rename(tmp, p.record);
+    return written as StoredRun;
   }
 
   private withLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
@@ -397,18 +402,32 @@ function parseRecord(input: unknown): StoredRun {
   return parsed.data;
 }
 
-async function readJson(file: string): Promise<{ ok: true; value: unknown } | { ok: false; missing: boolean }> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    return { ok: false, missing: (err as NodeJS.ErrnoException).code === 'ENOENT' };
-  }
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch {
-    return { ok: false, missing: false };
-  }
+type RecordText = { ok: true; value: unknown } | { ok: false; missing: boolean };
+
+/** A run record file: JSON, or the reason it is not (the schema is checked by the reader, with the backup as fallback). */
+function recordFile(file: string): StoredFile<unknown> {
+  return new StoredFile<unknown>(file, {
+    parse: (_file, text) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        return NOT_JSON;
+      }
+    },
+    empty: () => MISSING,
+  });
+}
+const NOT_JSON = Symbol('not JSON');
+const MISSING = Symbol('missing');
+
+async function readJson(file: string): Promise<RecordText> {
+  const value = await recordFile(file)
+    .read()
+    // Unreadable (permissions, a folder in its place): reported like a damaged record, with the backup tried first.
+    .catch(() => NOT_JSON);
+  if (value === MISSING) return { ok: false, missing: true };
+  if (value === NOT_JSON) return { ok: false, missing: false };
+  return { ok: true, value };
 }
 
 async function endsWithoutNewline(file: string): Promise<boolean> {

@@ -6,10 +6,10 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 // @ts-expect-error plain ESM script without types
-const { findViolations, findImportCycles, findFolderViolations, findResourceViolations } = (await import('../../scripts/check-boundaries.mjs')) as Record<
+const { findViolations, findImportCycles, findFolderViolations, findResourceViolations, findAmbientReads } = (await import('../../scripts/check-boundaries.mjs')) as Record<
   'findViolations' | 'findImportCycles' | 'findFolderViolations' | 'findResourceViolations',
   (root?: string) => Promise<string[]>
->;
+> & { findAmbientReads: (root?: string, baseline?: Record<string, number>) => Promise<string[]> };
 
 /** A throwaway tree of `files` (path → text) to run the checker on. */
 async function fixture(files: Record<string, string>): Promise<string> {
@@ -20,6 +20,32 @@ async function fixture(files: Record<string, string>): Promise<string> {
   }
   return dir;
 }
+
+describe('no ambient state below the composition root (docs/architecture.md §5)', () => {
+  it('holds for the whole tree (within scripts/ambient-baseline.json)', async () => {
+    expect(await findAmbientReads()).toEqual([]);
+  });
+
+  it('a new process.env, airlockHome() or connectEngine() in core/ fails, naming the file and what to do', async () => {
+    const dir = await fixture({
+      'core/store/new-store.ts': "import { airlockHome } from '../common/paths';\nexport const home = (h?: string) => h ?? airlockHome();\n",
+      'core/net/proxy.ts': '// process.env is read by the root only\nexport const port = Number(process.env.PORT);\n',
+      'core/sandbox/old.ts': 'export const a = process.env.A;\nexport const b = process.env.B;\n',
+      'core/sandbox/old.test.ts': 'export const c = process.env.C;\n',
+      'core/cli/entry.ts': 'export const d = process.env.D;\n',
+    });
+    try {
+      const v = await findAmbientReads(dir, { 'core/sandbox/old.ts': 1 });
+      expect(v).toHaveLength(3);
+      expect(v.find((l) => l.startsWith('core/store/new-store.ts'))).toMatch(/airlockHome\(\).*1 time\(s\), 0 allowed.*AppContext.*add a parameter, do not default it/);
+      expect(v.find((l) => l.startsWith('core/net/proxy.ts'))).toContain('process.env');
+      expect(v.find((l) => l.startsWith('core/sandbox/old.ts'))).toContain('2 time(s), 1 allowed');
+      expect(await findAmbientReads(dir, { 'core/sandbox/old.ts': 2, 'core/net/proxy.ts': 1, 'core/store/new-store.ts': 1 })).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('import boundaries (docs/architecture.md §3)', () => {
   it('holds for the whole tree', async () => {

@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
@@ -12,6 +12,8 @@ import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { openInBrowser } from '../open-in-browser';
+import { debugLog } from '../../common/debug-log';
+import { writeDurably } from '../../common/stored-file';
 
 export interface ServeOptions {
   /** Given with --port (0: any free port); absent: the port this data folder used last, if free. */
@@ -100,8 +102,8 @@ export async function lastServePort(home: string): Promise<number | undefined> {
 }
 
 async function saveServePort(home: string, port: number): Promise<void> {
-  await mkdir(home, { recursive: true, mode: 0o700 }).catch(() => undefined);
-  await writeFile(servePortFile(home), `${JSON.stringify({ port })}\n`).catch(() => undefined); // best effort: only a convenience
+  // Best effort: the port is only a convenience (the next serve reuses it when free).
+  await writeDurably(servePortFile(home), `${JSON.stringify({ port })}\n`).catch(debugLog.swallow('serve.port'));
 }
 
 export function createServeCommand(deps: ServeDeps): CliCommand {

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
-import { readStoredJsonFile, writeJsonFileAtomic } from '../../common/stored-json';
-import { airlockHome } from '../../common/paths';
+import { StoredFile } from '../../common/stored-file';
+import { parseStoredJson } from '../../common/stored-json';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { normalizeHostPattern } from '../allowlist';
@@ -93,10 +93,11 @@ export interface SecretSummary extends SecretBinding {
 export class SecretStore {
   readonly file: string;
   private readonly backend: KeyBackend;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly stored: StoredFile<z.infer<typeof StoreFile>>;
 
-  constructor(opts: { home?: string; backend?: KeyBackend; service?: string } = {}) {
-    this.file = path.join(opts.home ?? airlockHome(), 'egress-secrets.json');
+  constructor(opts: { home: string; backend?: KeyBackend; service?: string }) {
+    this.file = path.join(opts.home, 'egress-secrets.json');
+    this.stored = new StoredFile<z.infer<typeof StoreFile>>(this.file, { parse: (file, text) => parseStoredJson(StoreFile, file, text, 'fix or remove it (it holds no values; those stay in the keychain).'), empty: () => ({ version: 1, secrets: [] }) });
     this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
   }
 
@@ -108,12 +109,10 @@ export class SecretStore {
     if (v.length < 4 || v.length > 16_384 || /[\r\n\0]/.test(v)) {
       throw new AirlockError('INVALID_INPUT', 'the secret value must be one line of 4 to 16384 characters (pipe it on stdin)');
     }
-    return this.serialized(async () => {
+    return this.change(async (all) => {
       await this.backend.probe();
       await this.backend.set(account(binding.name), v);
-      const all = (await this.read()).filter((s) => s.name !== binding.name);
-      await this.write([...all, binding]);
-      return binding;
+      return { list: [...all.filter((s) => s.name !== binding.name), binding], result: binding };
     });
   }
 
@@ -124,11 +123,10 @@ export class SecretStore {
   async setCommand(input: SecretBindingInput): Promise<SecretBinding> {
     const binding = normalizeBinding(input);
     if (!binding.command) throw new AirlockError('INVALID_INPUT', `the secret "${binding.name}" names no command`);
-    return this.serialized(async () => {
-      const all = (await this.read()).filter((s) => s.name !== binding.name);
-      await this.write([...all, binding]);
+    return this.change(async (all) => {
+      const list = [...all.filter((s) => s.name !== binding.name), binding];
       await this.backend.delete(account(binding.name)).catch(() => false);
-      return binding;
+      return { list, result: binding };
     });
   }
 
@@ -140,12 +138,10 @@ export class SecretStore {
 
   /** Removes the value and the binding; false when there was neither. */
   async remove(name: string): Promise<boolean> {
-    return this.serialized(async () => {
-      const all = await this.read();
+    return this.change(async (all) => {
       const had = all.some((s) => s.name === name);
       const deleted = await this.backend.delete(account(name));
-      if (had) await this.write(all.filter((s) => s.name !== name));
-      return had || deleted;
+      return { list: had ? all.filter((s) => s.name !== name) : all, result: had || deleted };
     });
   }
 
@@ -184,18 +180,20 @@ export class SecretStore {
   }
 
   private async read(): Promise<SecretBinding[]> {
-    return (await readStoredJsonFile(StoreFile, this.file, 'fix or remove it (it holds no values; those stay in the keychain).'))?.secrets ?? [];
+    return (await this.stored.read()).secrets;
   }
 
-  private write(secrets: SecretBinding[]): Promise<void> {
-    return writeJsonFileAtomic(this.file, { version: 1, secrets });
+  /** One update of the file (serialised with every other, in this process and others): `op` returns the list to store and its result. */
+  private async change<R>(op: (all: SecretBinding[]) => Promise<{ list: SecretBinding[]; result: R }>): Promise<R> {
+    let result: { value: R } | undefined;
+    await this.stored.update(async (file) => {
+      const out = await op(file.secrets);
+      result = { value: out.result };
+      return out.list === file.secrets ? file : { version: 1, secrets: out.list };
+    });
+    return (result as { value: R }).value;
   }
 
-  private serialized<T>(op: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(op, op);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
 }
 
 function account(name: string): string {

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
-import { readStoredJsonFile, writeJsonFileAtomic } from '../../common/stored-json';
-import { airlockHome } from '../../common/paths';
+import { StoredFile } from '../../common/stored-file';
+import { parseStoredJson } from '../../common/stored-json';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { hasOAuthTokens, McpOAuthSession, signInMcpServer } from './mcp-oauth';
@@ -87,10 +87,11 @@ export function checkServerUrl(text: string): URL {
 export class McpServerRegistry {
   readonly file: string;
   private readonly backend: KeyBackend;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly stored: StoredFile<z.infer<typeof StoreFile>>;
 
-  constructor(opts: { home?: string; backend?: KeyBackend; service?: string } = {}) {
-    this.file = path.join(opts.home ?? airlockHome(), 'mcp-servers.json');
+  constructor(opts: { home: string; backend?: KeyBackend; service?: string }) {
+    this.file = path.join(opts.home, 'mcp-servers.json');
+    this.stored = new StoredFile<z.infer<typeof StoreFile>>(this.file, { parse: (file, text) => parseStoredJson(StoreFile, file, text, 'fix or remove it (it holds no credentials; those stay in the keychain).'), empty: () => ({ version: 1, servers: [] }) });
     this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
   }
 
@@ -104,14 +105,12 @@ export class McpServerRegistry {
       throw new AirlockError('INVALID_INPUT', 'the credential must be one line of 4 to 16384 characters (pipe it on stdin)');
     }
     const entry: McpServerEntry = { name: input.name, url: url.href, transport: input.transport ?? 'http', auth, addedAt: new Date().toISOString() };
-    return this.serialized(async () => {
+    return this.change(async (all) => {
       if (auth.type !== 'none' && auth.type !== 'oauth') {
         await this.backend.probe();
         await this.backend.set(account(entry.name), value as string);
       } else await this.backend.delete(account(entry.name)).catch(() => false);
-      const all = (await this.read()).filter((s) => s.name !== entry.name);
-      await this.write([...all, entry]);
-      return entry;
+      return { list: [...all.filter((s) => s.name !== entry.name), entry], result: entry };
     });
   }
 
@@ -152,12 +151,10 @@ export class McpServerRegistry {
 
   /** Removes the entry and its credential; false when there was neither. */
   async remove(name: string): Promise<boolean> {
-    return this.serialized(async () => {
-      const all = await this.read();
+    return this.change(async (all) => {
       const had = all.some((s) => s.name === name);
       const deleted = await this.backend.delete(account(name)).catch(() => false);
-      if (had) await this.write(all.filter((s) => s.name !== name));
-      return had || deleted;
+      return { list: had ? all.filter((s) => s.name !== name) : all, result: had || deleted };
     });
   }
 
@@ -197,30 +194,29 @@ export class McpServerRegistry {
   }
 
   private update(name: string, change: (e: McpServerEntry) => McpServerEntry): Promise<McpServerEntry> {
-    return this.serialized(async () => {
-      const all = await this.read();
+    return this.change(async (all) => {
       const at = all.findIndex((s) => s.name === name);
       if (at < 0) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`, { field: 'name' });
       const next = McpServerEntrySchema.parse(change(all[at] as McpServerEntry));
-      all[at] = next;
-      await this.write(all);
-      return next;
+      return { list: all.map((s, i) => (i === at ? next : s)), result: next };
     });
   }
 
   private async read(): Promise<McpServerEntry[]> {
-    return (await readStoredJsonFile(StoreFile, this.file, 'fix or remove it (it holds no credentials; those stay in the keychain).'))?.servers ?? [];
+    return (await this.stored.read()).servers;
   }
 
-  private write(servers: McpServerEntry[]): Promise<void> {
-    return writeJsonFileAtomic(this.file, { version: 1, servers });
+  /** One update of the file (serialised with every other, in this process and others): `op` returns the list to store and its result. */
+  private async change<R>(op: (all: McpServerEntry[]) => Promise<{ list: McpServerEntry[]; result: R }>): Promise<R> {
+    let result: { value: R } | undefined;
+    await this.stored.update(async (file) => {
+      const out = await op(file.servers);
+      result = { value: out.result };
+      return out.list === file.servers ? file : { version: 1, servers: out.list };
+    });
+    return (result as { value: R }).value;
   }
 
-  private serialized<T>(op: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(op, op);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
 }
 
 function account(name: string): string {

@@ -1,12 +1,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { access, mkdir, open, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { access, open, readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { runTool } from '../../common/run-tool';
 import { hostToolCwd } from '../../common/host-tool-env';
+import { debugLog } from '../../common/debug-log';
+import { writeDurably } from '../../common/stored-file';
 
 /** How QEMU executes the guest: hardware virtualization (KVM, HVF) or software emulation (TCG). */
 export type VmAccel = 'kvm' | 'hvf' | 'tcg';
@@ -153,11 +155,7 @@ async function probeKvmCached(opts: DetectAccelOptions & { kernel: string; initr
   if (opts.cacheFile) {
     // Best effort: an unwritable cache only means probing again next time.
     const entry: CacheEntry = { key, verdict, checkedAt: new Date().toISOString() };
-    const tmp = `${opts.cacheFile}.${process.pid}.${randomBytes(3).toString('hex')}`;
-    await mkdir(path.dirname(opts.cacheFile), { recursive: true })
-      .then(() => writeFile(tmp, JSON.stringify(entry, null, 2), { mode: 0o600 }))
-      .then(() => rename(tmp, opts.cacheFile as string))
-      .catch(() => undefined);
+    await writeDurably(opts.cacheFile, `${JSON.stringify(entry, null, 2)}\n`).catch(debugLog.swallow('accel.cache'));
   }
   return result;
 }
