@@ -127,7 +127,7 @@ describe('one step at a time', () => {
     filesChanged: () => undefined,
     runAgent: async () => undefined,
   });
-  const bare = (): LiveRun => ({ id: 'r-x-00000000', input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
+  const bare = (): LiveRun => ({ id: 'r-x-00000000', spec: { kind: 'agent', args: input(), agent: fakes.deps.agent('custom'), sessionId: 's' }, input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
 
   it('collect refuses to run before the copy it collects against exists (a misordered pipeline)', async () => {
     await expect(collectStep(host(), bare())).rejects.toMatchObject({ kind: 'INTERNAL', message: expect.stringMatching(/collect step ran before (prepare|hydrate)/) });
