@@ -1,5 +1,5 @@
 import type { AgentEvent } from '../../contracts/agent-events';
-import type { RunAgent as AgentId } from '../../contracts/runs';
+import type { AgentKind as AgentId } from '../../contracts/runs';
 import type { SandboxCredential } from '../proxy/sandbox-signin';
 
 /** What an adapter needs to build the agent's command line inside the sandbox. */

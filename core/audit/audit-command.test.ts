@@ -28,7 +28,7 @@ async function makeRun(): Promise<{ id: string; store: RunStore }> {
   const store = new RunStore({ home });
   const id = newRunId();
   const now = new Date().toISOString();
-  await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+  await store.create({ id, kind: 'agent', task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
   const log = await AuditLog.open(store.paths(id).audit);
   await log.append('lifecycle', { from: null, to: 'queued' });
   await log.append('lifecycle', { from: 'queued', to: 'done' });

@@ -15,7 +15,7 @@ afterEach(async () => {
 
 function run(id: string, extra: Partial<StoredRun> = {}): StoredRun {
   return StoredRun.parse({
-    id, task: 't', projectDir: '/p', agent: 'codex', provider: 'openai', model: 'gpt-5', status: 'done', createdAt: '2026-12-02T00:00:00.000Z', updatedAt: '2026-12-02T00:00:10.000Z',
+    id, kind: 'agent', task: 't', projectDir: '/p', agent: 'codex', provider: 'openai', model: 'gpt-5', status: 'done', createdAt: '2026-12-02T00:00:00.000Z', updatedAt: '2026-12-02T00:00:10.000Z',
     startedAt: '2026-12-02T00:00:01.000Z', endedAt: '2026-12-02T00:00:10.000Z', isolation: 'container', network: 'none', sandbox: { driver: 'docker' },
     usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 5, cacheWriteTokens: 0, requests: 3 },
     ...extra,

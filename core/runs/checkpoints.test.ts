@@ -2,6 +2,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AirlockError } from '../../contracts/errors';
+import { LimitError } from '../common/limit-error';
 import type { CollectedResult } from '../workspace/collect';
 import type { WorkspaceShell } from '../workspace/workspace-shell';
 import { Checkpointer, checkpointPaths, type CheckpointerOptions } from './checkpoints';
@@ -88,5 +90,24 @@ describe('Checkpointer', () => {
     const i = await index();
     expect(i.checkpoints.map((c) => c.n)).toEqual([1, 2]);
     expect(i.limited).toMatchObject({ reason: 'bytes' });
+  });
+
+  // Issue 39: a limit is a typed error, never recovered from the words of a message.
+  it('stops at the result cap by its typed error; a failure whose words mention a cap is a note, and later turns are checkpointed', async () => {
+    let calls = 0;
+    const failing = async (): Promise<CollectedResult> => {
+      calls++;
+      if (calls === 1) throw new AirlockError('SANDBOX_FAILED', 'the helper said: output cap reached while listing');
+      if (calls === 2) return collected('1'.repeat(40), 1, 10);
+      throw new LimitError('SANDBOX_FAILED', 'result-bytes', 100, 'The changed files exceed the 100-byte result cap.');
+    };
+    const { cp, notes, index } = await setup({ results: [], collect: failing });
+    for (let i = 0; i < 5; i++) await cp.turnEnded();
+    const i = await index();
+    expect(i.checkpoints.map((c) => c.n)).toEqual([1]);
+    expect(i.limited).toMatchObject({ reason: 'bytes' });
+    expect(notes.some((n) => /not taken: the helper said: output cap reached/.test(n))).toBe(true);
+    // Limited: no collect after the cap was reached.
+    expect(calls).toBe(3);
   });
 });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { Checkpoint, CheckpointList } from '../../contracts/checkpoints';
 import { AirlockError, toErrorInfo } from '../../contracts/errors';
+import { LimitError } from '../common/limit-error';
 import type { AgentSessionFiles } from '../agents';
 import type { AuditLog } from '../audit';
 import { StoredFile } from '../common/stored-file';
@@ -222,8 +223,8 @@ export class Checkpointer {
         collected = await this.opts.collect({ ref: `refs/airlock/checkpoints/${n}`, maxResultBytes: Math.min(MAX_COLLECT_BYTES, budget) });
       } catch (err) {
         // Cut like a result: a turn over the cap is not checkpointed, and later ones are not either.
+        if (err instanceof LimitError && err.limit === 'result-bytes') return await this.limit('bytes', request);
         const info = toErrorInfo(err);
-        if (/cap/.test(info.message)) return await this.limit('bytes', request);
         await this.opts.audit.append('note', { message: `checkpoint after model request ${request} not taken: ${info.message}` });
         return;
       }

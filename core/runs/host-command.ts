@@ -95,7 +95,7 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
     onOutput?.(stream, bytes);
     onEvent(commandOutputEvent(req.id, stream, bytes));
   });
-  if (!run.sandbox || !(run.agentProcess || run.session?.open)) result.failure = 'the run is ending';
+  if (!run.sandbox || !(run.agentProcess || (run.spec.kind === 'session' && run.spec.control.open))) result.failure = 'the run is ending';
   else {
     try {
       const proc = run.sandbox.channel.spawn({ argv, cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
@@ -110,7 +110,7 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
       };
       const subs = [proc.onStdout(onChunk('stdout')), proc.onStderr(onChunk('stderr'))];
       // An MCP client has no stdin to give: a command that reads it sees its end, not a hang.
-      if (run.session) proc.end();
+      if (run.spec.kind === 'session') proc.end();
       try {
         ({ exitCode: result.exitCode, timedOut: result.timedOut } = await proc.exited);
       } finally {

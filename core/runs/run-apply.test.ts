@@ -30,7 +30,7 @@ async function finishedRun(opts: { seal?: boolean } = {}) {
   const store = new RunStore({ home });
   const id = newRunId();
   const now = new Date().toISOString();
-  const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+  const run = await store.create({ id, kind: 'agent', task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
   const paths = store.paths(id);
   const sb = await localSandbox(projectDir, undefined, resultPaths(store, id).objects);
   await writeFile(sb.at('src/a.ts'), 'export const a = 2;\n');
@@ -106,7 +106,7 @@ describe('a run collected by an older Airlock', () => {
     const id = newRunId();
     const now = new Date().toISOString();
     const projectDir = gitRepo(PROJECT);
-    const run = await store.create({ id, task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+    const run = await store.create({ id, kind: 'agent', task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
     const paths = store.paths(id);
     await mkdir(paths.artifacts, { recursive: true });
     const legacyPatch = Buffer.from('diff --git a/src/a.ts b/src/a.ts\n--- a/src/a.ts\n+++ b/src/a.ts\n@@ -1 +1 @@\n-export const a = 1;\n+export const a = 9;\n');
@@ -189,7 +189,7 @@ describe('stored files apply reads back', () => {
     const store = new RunStore({ home });
     const id = newRunId();
     const now = new Date().toISOString();
-    await store.create({ id, task: 't', projectDir: gitRepo(PROJECT), agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+    await store.create({ id, kind: 'agent', task: 't', projectDir: gitRepo(PROJECT), agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
     const paths = store.paths(id);
     await mkdir(paths.artifacts, { recursive: true });
     await writeFile(paths.patch, 'diff --git a/x b/x\n');

@@ -26,7 +26,7 @@ import type { CommandLedger } from './command-ledger';
 import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
-import type { Continuation } from './run-thread';
+import type { RunSpec, SandboxArgs } from './run-spec';
 import type { StoredRun } from './run-record';
 
 /**
@@ -100,7 +100,7 @@ export interface RunServiceDeps {
    * The project environment of a run (docs/architecture.md §16): its derived image (none for
    * Airlock's own), the environment for the agent and its commands, and what to record.
    */
-  environment?(input: StartRunArgs & { agentVariant: 'base' | 'agents' }, onProgress: (p: ImageProgress) => void): Promise<PreparedRunEnvironment>;
+  environment?(input: SandboxArgs & { agentVariant: 'base' | 'agents' }, onProgress: (p: ImageProgress) => void): Promise<PreparedRunEnvironment>;
   proxy: RunProxy;
   /** The model proxy's loopback port on the host. */
   proxyPort: number;
@@ -158,37 +158,13 @@ export interface NetworkApprovalsPort {
 /** One connection attempt through a run's egress proxy (allow-list policy), as a run sees it. */
 export type EgressAttempt = Omit<EgressEvent, 'id' | 'runId' | 'at' | 'address'>;
 
-/**
- * An MCP session's control (docs/architecture.md §17): the run's agent step is the client's use of
- * the sandbox, from `ready` until `end()` (destroy, disconnect, idle timeout, time limit).
- */
-export interface SessionControl {
-  /** What the client called itself (a claim; display only). */
-  client: string;
-  /** The sandbox accepts commands (false once the session is ending). */
-  open: boolean;
-  /** Settles when the sandbox is running and hydrated. */
-  ready: Promise<void>;
-  markReady(): void;
-  /** Settles when the session was ended. */
-  ended: Promise<void>;
-  end(reason: string): void;
-  endReason?: string;
-  /** What of the project is copied besides the defaults (`airlock sandbox exec --include/--exclude`). */
-  snapshot?: { include?: string[]; exclude?: string[] };
-}
-
 /** One run in progress in this process: its input, what each step produced, and its bookkeeping. */
 export interface LiveRun {
   id: string;
-  input: StartRunArgs;
-  /** Set for an MCP session: no agent, no run token; the client drives the sandbox. */
-  session?: SessionControl;
-  agent: AgentAdapter;
-  /** The id of the agent's conversation: the parent's when it is carried, else a new one (run-thread.ts). */
-  sessionId: string;
-  /** A follow-up turn: what it takes from the run it continues (docs/architecture.md §15). */
-  continuation?: Continuation;
+  /** What the run is: an agent run or an MCP session, each with only its own fields (run-spec.ts). */
+  spec: RunSpec;
+  /** What every step reads of the sandbox's settings (an agent run's is its whole input). */
+  input: SandboxArgs;
   /** Whether the parent agent's session files were put in place (started at hydrate, awaited before the agent). */
   sessionRestored?: Promise<boolean>;
   // What the steps produced, in order.
@@ -274,7 +250,7 @@ export interface StepHost {
   /** The run's changed files changed: viewers refetch. */
   filesChanged(run: LiveRun): void;
   /** Starts the agent and pumps its events until it exits; throws when it failed. */
-  runAgent(run: LiveRun, argv: string[], env: Record<string, string>, cwd?: string): Promise<void>;
+  runAgent(run: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd?: string): Promise<void>;
 }
 
 /** A command the agent asked the host to run (host-run commands). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ChangedFile, type FileChangeStatus } from '../../contracts/diffs';
 import { ApprovalMode, RunApplied, RunRecord, RunSummary, Usage, type RunRecord as RunRecordView } from '../../contracts/runs';
 import type { FileChange } from '../workspace/changes';
+import { RunKind } from './run-spec';
 
 /**
  * The persisted run record (`<home>/runs/<id>/run.json`): the contract's `RunRecord`
@@ -32,6 +33,8 @@ export type LogAnchor = z.infer<typeof LogAnchor>;
 
 export const StoredRun = RunRecord.omit({ changedFiles: true })
   .extend({
+    /** Which pipeline ran it (run-spec.ts): an agent run, or an MCP session (whose agent, provider and model are display only). */
+    kind: RunKind,
     updatedAt: z.string(),
     startedAt: z.string().nullable().default(null),
     endedAt: z.string().nullable().default(null),
@@ -93,7 +96,8 @@ export function toChangedFile(c: FileChange, risky?: string): ChangedFile {
 
 /**
  * Reads a record written by an earlier Airlock (before the schema followed the contract): usage
- * `modelCalls`, an `isolation` object, `excluded`, changed files with `kind`, the wipe's `verifiedAt`.
+ * `modelCalls`, an `isolation` object, `excluded`, changed files with `kind`, the wipe's `verifiedAt`,
+ * no run `kind`.
  * Anything else passes through unchanged.
  */
 export function upgradeStoredRun(raw: unknown): unknown {
@@ -128,6 +132,8 @@ export function upgradeStoredRun(raw: unknown): unknown {
     const { verifiedAt, ...rest } = wipe;
     r.wipe = { ...rest, at: verifiedAt, verified: Array.isArray(wipe.leftovers) && wipe.leftovers.length === 0 };
   }
+  // Before runs had a kind, a session was told by its pretend agent `mcp` (and its client's name).
+  if (!('kind' in r)) r.kind = r.agent === 'mcp' || typeof r.mcpClient === 'string' ? 'session' : 'agent';
   const limits = obj(r.limits);
   if (limits && limits.timeoutSec === undefined) r.limits = { ...limits, timeoutSec: 1800 };
   if (!limits) r.limits = { timeoutSec: 1800 };

@@ -17,8 +17,9 @@ import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import type { CollectedResult } from '../workspace/collect';
 import { CommandLedger } from './command-ledger';
 import { executeHostCommand, runHostCommand, type HostCommandResult } from './host-command';
-import { realWorkspace, type LiveRun, type RunServiceDeps, type SessionControl, type StepHost } from './run-context';
+import { realWorkspace, type LiveRun, type RunServiceDeps, type StepHost } from './run-context';
 import type { AgentAdapter } from '../agents';
+import { sessionControl, type RunSpec, type SandboxArgs } from './run-spec';
 import type { StoredRun } from './run-record';
 import { runSteps } from './run-steps';
 import { resolveContinuation, type Continuation } from './run-thread';
@@ -59,19 +60,6 @@ export interface LaunchOptions {
   slot?: () => Promise<Disposable>;
 }
 
-/** The run's "agent" in an MCP session: none runs; the client on the host drives the sandbox. */
-const MCP_SESSION_AGENT: AgentAdapter = {
-  id: 'mcp',
-  imageVariant: 'base',
-  supportsApproval: false,
-  providerFormats: [],
-  terminal: 'commands',
-  command() {
-    throw new AirlockError('INTERNAL', 'an MCP session starts no agent');
-  },
-  createParser: () => ({ push: () => [], end: () => [] }),
-};
-
 /**
  * Runs tasks: one run = one task on one project with one agent and one provider/model, in its own
  * sandbox with its own run token (docs/architecture.md §1). The run itself is the steps in run-steps.ts;
@@ -109,7 +97,7 @@ export class RunService implements Disposable {
       auditLater: (run, type, data) => this.auditLater(run, type, data),
       emitEvent: (run, event) => this.emitEvent(run, event),
       filesChanged: (run) => this.filesEmitter.fire({ runId: run.id }),
-      runAgent: (run, argv, env, cwd) => this.runAgent(run, argv, env, cwd),
+      runAgent: (run, agent, argv, env, cwd) => this.runAgent(run, agent, argv, env, cwd),
     };
     this.subscriptions.add(deps.proxy.onDidCall((e) => this.onModelCall(e)));
     this.subscriptions.add(
@@ -184,7 +172,10 @@ export class RunService implements Disposable {
 
   /** Queues a run and starts it in the background; resolves with the queued record. */
   async start(input: StartRunArgs, follow?: { continuation: Continuation; sessionId: string }, options?: LaunchOptions): Promise<StoredRun> {
-    return (await this.launch(input, this.deps.agent(input.agent), follow, undefined, options)).record;
+    const agent = this.deps.agent(input.agent);
+    await this.checkAgentRun(input, agent);
+    const spec: RunSpec = { kind: 'agent', args: input, agent, sessionId: follow?.sessionId ?? randomUUID(), ...(follow ? { continuation: follow.continuation } : {}) };
+    return (await this.launch(spec, input, options)).record;
   }
 
   /**
@@ -193,29 +184,9 @@ export class RunService implements Disposable {
    * wiped like every run; resolves once the sandbox is hydrated and running.
    */
   async startSession(input: SessionStartArgs): Promise<StoredRun> {
-    let markReady = () => {};
-    let end: (reason: string) => void = () => {};
-    const session: SessionControl = {
-      client: input.client,
-      open: true,
-      ready: new Promise<void>((resolve) => (markReady = resolve)),
-      markReady: () => markReady(),
-      ended: new Promise<void>((resolve) => (end = () => resolve())),
-      ...(input.snapshot ? { snapshot: input.snapshot } : {}),
-      end(reason) {
-        if (!session.open) return;
-        session.open = false;
-        session.endReason = reason;
-        end(reason);
-      },
-    };
-    const args: StartRunArgs = {
+    const session = sessionControl(input.client, input.snapshot);
+    const args: SandboxArgs = {
       projectDir: input.projectDir,
-      task: `MCP session (${input.client})`,
-      agent: 'builtin', // unused: a session has no agent; the record says 'mcp'
-      provider: 'none',
-      model: '',
-      approval: 'auto',
       isolation: input.isolation,
       network: input.network,
       ...(input.allowlist?.length ? { allowlist: input.allowlist } : {}),
@@ -223,7 +194,7 @@ export class RunService implements Disposable {
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
       ...(input.environment ? { environment: input.environment } : {}),
     };
-    const { record, live } = await this.launch(args, MCP_SESSION_AGENT, undefined, session);
+    const { record, live } = await this.launch({ kind: 'session', control: session }, args);
     const outcome = await Promise.race([session.ready.then(() => undefined), live.done]);
     if (outcome) {
       const failed = outcome.error ?? { kind: 'SANDBOX_FAILED', message: `The sandbox ended before it was ready (${outcome.status}).` };
@@ -269,7 +240,7 @@ export class RunService implements Disposable {
 
   private liveSession(runId: string): LiveRun {
     const live = this.live.get(runId);
-    if (!live?.session?.open) throw new AirlockError('CONFLICT', `Sandbox ${runId} is not live (destroyed, timed out, or never made here); create one with sandbox_create.`);
+    if (live?.spec.kind !== 'session' || !live.spec.control.open) throw new AirlockError('CONFLICT', `Sandbox ${runId} is not live (destroyed, timed out, or never made here); create one with sandbox_create.`);
     return live;
   }
 
@@ -277,38 +248,39 @@ export class RunService implements Disposable {
   async endSession(runId: string, reason: string): Promise<StoredRun> {
     const live = this.live.get(runId);
     if (!live) return this.deps.store.get(runId);
-    if (!live.session) throw new AirlockError('CONFLICT', `Run ${runId} is an agent run, not an MCP session; cancel it instead.`);
-    live.session.end(reason);
+    if (live.spec.kind !== 'session') throw new AirlockError('CONFLICT', `Run ${runId} is an agent run, not an MCP session; cancel it instead.`);
+    live.spec.control.end(reason);
     return live.done;
   }
 
-  private async launch(input: StartRunArgs, agent: AgentAdapter, follow?: { continuation: Continuation; sessionId: string }, session?: SessionControl, options?: LaunchOptions): Promise<{ record: StoredRun; live: LiveRun }> {
-    if (!session) {
-      if (input.approval === 'ask' && !agent.supportsApproval) {
-        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
-      }
-      if (input.mcpServers?.length && !agent.supportsMcp) {
-        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway yet; use --mcp with the claude-code agent, or start the run without --mcp.`, { field: 'mcpServers' });
-      }
-      await this.deps.checkProviderAccess?.(input.provider, input.agent);
-      const format = await this.deps.providerFormat(input.provider);
-      if (!agent.providerFormats.includes(format)) {
-        throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
-      }
+  /** Refuses an agent run its agent cannot do (approvals, MCP, the provider's wire format) or may not (the provider's credential). */
+  private async checkAgentRun(input: StartRunArgs, agent: AgentAdapter): Promise<void> {
+    if (input.approval === 'ask' && !agent.supportsApproval) {
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
+    if (input.mcpServers?.length && !agent.supportsMcp) {
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway yet; use --mcp with the claude-code agent, or start the run without --mcp.`, { field: 'mcpServers' });
+    }
+    await this.deps.checkProviderAccess?.(input.provider, input.agent);
+    const format = await this.deps.providerFormat(input.provider);
+    if (!agent.providerFormats.includes(format)) {
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent does not speak the ${format} format of provider ${input.provider}; choose a ${agent.providerFormats.join(' or ')} provider.`);
+    }
+  }
+
+  /** Records a queued run of either kind and starts its pipeline in the background. */
+  private async launch(spec: RunSpec, input: SandboxArgs, options?: LaunchOptions): Promise<{ record: StoredRun; live: LiveRun }> {
     const id = newRunId();
     const now = new Date().toISOString();
+    const shown = shownAs(spec);
+    const follow = spec.kind === 'agent' ? spec.continuation : undefined;
     const record = await this.deps.store.create({
       id,
-      task: input.task,
+      kind: spec.kind,
+      ...shown,
       projectDir: path.resolve(input.projectDir),
-      agent: agent.id,
-      ...(session ? { mcpClient: session.client } : {}),
-      ...(input.customCommand ? { customCommand: input.customCommand } : {}),
-      provider: input.provider,
-      model: input.model,
+      ...(spec.kind === 'agent' && spec.args.customCommand ? { customCommand: spec.args.customCommand } : {}),
       status: 'queued',
-      approval: input.approval,
       createdAt: now,
       updatedAt: now,
       isolation: input.isolation,
@@ -324,10 +296,10 @@ export class RunService implements Disposable {
       ...(input.egressRules?.length ? { egressRules: input.egressRules } : {}),
       ...(input.secrets?.length ? { secrets: input.secrets } : {}),
       ...(input.networkApprovals ? { networkApprovals: input.networkApprovals } : {}),
-      ...(input.mcpServers?.length ? { mcpServers: input.mcpServers } : {}),
+      ...(spec.kind === 'agent' && spec.args.mcpServers?.length ? { mcpServers: spec.args.mcpServers } : {}),
       ...(input.internalHosts?.length ? { internalHosts: input.internalHosts } : {}),
       gitHistory: input.gitHistory ?? DEFAULT_GIT_HISTORY,
-      ...(follow ? { thread: follow.continuation.thread } : {}),
+      ...(follow ? { thread: follow.thread } : {}),
       ...(options?.attempt ? { attempt: options.attempt } : {}),
     });
     const paths = this.deps.store.paths(id);
@@ -335,17 +307,17 @@ export class RunService implements Disposable {
     await audit.append('run_created', {
       runId: id,
       projectDir: record.projectDir,
-      agent: agent.id,
-      ...(session ? { mcpClient: session.client } : {}),
-      provider: input.provider,
-      model: input.model,
+      agent: shown.agent,
+      ...(shown.mcpClient ? { mcpClient: shown.mcpClient } : {}),
+      provider: shown.provider,
+      model: shown.model,
       isolation: input.isolation,
       network: input.network,
-      approval: input.approval,
-      taskSha256: createHash('sha256').update(input.task).digest('hex'),
+      approval: shown.approval,
+      taskSha256: createHash('sha256').update(shown.task).digest('hex'),
     });
     if (follow) {
-      const { thread, parentWipedAt, previous, session } = follow.continuation;
+      const { thread, parentWipedAt, previous, session } = follow;
       await audit.append('thread', {
         ...thread,
         parentWipedAt,
@@ -356,11 +328,8 @@ export class RunService implements Disposable {
     await audit.append('lifecycle', { from: null, to: 'queued' });
     const live: LiveRun = {
       id,
+      spec,
       input,
-      ...(session ? { session } : {}),
-      agent,
-      sessionId: follow?.sessionId ?? randomUUID(),
-      ...(follow ? { continuation: follow.continuation } : {}),
       cancelRequested: false,
       timedOut: false,
       stop: new AbortController(),
@@ -398,7 +367,7 @@ export class RunService implements Disposable {
       live.stop.abort();
       await this.note(live, 'cancel requested by the user');
       live.agentProcess?.kill('SIGTERM');
-      live.session?.end('cancelled');
+      if (live.spec.kind === 'session') live.spec.control.end('cancelled');
     }
     return this.deps.store.get(runId);
   }
@@ -495,7 +464,7 @@ export class RunService implements Disposable {
       live.stop.abort();
       void this.note(live, `run timed out after ${input.limits.timeoutSec} s`);
       live.agentProcess?.kill('SIGTERM');
-      live.session?.end(`time limit of ${input.limits.timeoutSec} s reached`);
+      if (live.spec.kind === 'session') live.spec.control.end(`time limit of ${input.limits.timeoutSec} s reached`);
     }, input.limits.timeoutSec * 1000);
     live.disposables.add(toDisposable(() => clearTimeout(wallClock)));
     const { failure, wipe } = await runSteps(this.host, live);
@@ -503,8 +472,7 @@ export class RunService implements Disposable {
   }
 
   /** Starts the agent in the sandbox and pumps its output into events until it exits. */
-  private async runAgent(live: LiveRun, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
-    const { agent } = live;
+  private async runAgent(live: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd = '/workspace'): Promise<void> {
     const sandbox = live.sandbox as Sandbox;
     const parser = agent.createParser();
     const proc = sandbox.channel.spawn({ argv, cwd, env });
@@ -684,6 +652,16 @@ export class RunService implements Disposable {
     if (event.type !== 'command_output' && !(event.type === 'setup' && event.phase === 'output')) this.deps.store.appendEvents(live.id, [runEvent]);
     this.eventEmitter.fire(runEvent);
   }
+}
+
+/**
+ * How a run shows in lists, the record and the audit log: an agent run by its task, agent and model;
+ * a session by its client, under the agent name `mcp` with no provider (the contract's RunSummary
+ * has these fields for every run; the record's `kind` says which run it is).
+ */
+function shownAs(spec: RunSpec): { task: string; agent: StoredRun['agent']; mcpClient?: string; provider: string; model: string; approval: 'auto' | 'ask' } {
+  if (spec.kind === 'agent') return { task: spec.args.task, agent: spec.agent.id, provider: spec.args.provider, model: spec.args.model, approval: spec.args.approval };
+  return { task: `MCP session (${spec.control.client})`, agent: 'mcp', mcpClient: spec.control.client, provider: 'none', model: '', approval: 'auto' };
 }
 
 /**

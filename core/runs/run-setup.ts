@@ -112,7 +112,7 @@ export function restorePreparedHome(sandbox: Sandbox): Promise<RunResult> {
  * works (`run.preparedKept`). Failing to keep it is a note, not a failed run: the next run sets up again.
  */
 async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
-  if (run.continuation) {
+  if (run.spec.kind === 'agent' && run.spec.continuation) {
     await updatePrepared(host, run, { status: 'not-kept', key: prepared.key, reason: "a follow-up's sandbox holds the previous agent's session" });
     return;
   }

@@ -115,6 +115,29 @@ describe('a run as named steps (fakes of the sandbox, channel, proxy and workspa
   });
 });
 
+// Issue 39: a session is its own kind of run: no agent, no provider, no run token, its own pipeline.
+describe('an MCP session (its own pipeline, no agent fields)', () => {
+  it('prepares, hydrates, waits for the client, collects and wipes, and never mints a run token or starts an agent', async () => {
+    const started = await service.startSession({ projectDir: '/tmp/project', client: 'test-client 1.0', isolation: 'container', network: 'none', timeoutSec: 60 });
+    expect(started).toMatchObject({ kind: 'session', agent: 'mcp', mcpClient: 'test-client 1.0', status: 'running' });
+    const final = await service.endSession(started.id, 'the client ended it');
+    expect(final).toMatchObject({ kind: 'session', status: 'done', wipe: { verified: true } });
+    expectInOrder('snapshot', 'create', 'hydrate', 'watch', 'collect', 'destroy', 'revokeRun');
+    expect(fakes.log.filter((l) => l.startsWith('issueToken') || l.startsWith('spawn'))).toEqual([]);
+    await expect(service.endSession(started.id, 'again')).resolves.toMatchObject({ status: 'done' });
+  });
+
+  it('refuses to end an agent run as a session', async () => {
+    fakes.agentExit.code = 'hang';
+    const started = await service.start(input());
+    expect(started.kind).toBe('agent');
+    await vi.waitFor(() => expect(fakes.log.some((l) => l.startsWith('spawn'))).toBe(true));
+    await expect(service.endSession(started.id, 'x')).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await service.cancel(started.id);
+    await service.wait(started.id);
+  });
+});
+
 describe('one step at a time', () => {
   const host = (): StepHost => ({
     deps: fakes.deps,
@@ -127,7 +150,7 @@ describe('one step at a time', () => {
     filesChanged: () => undefined,
     runAgent: async () => undefined,
   });
-  const bare = (): LiveRun => ({ id: 'r-x-00000000', input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
+  const bare = (): LiveRun => ({ id: 'r-x-00000000', spec: { kind: 'agent', args: input(), agent: fakes.deps.agent('custom'), sessionId: 's' }, input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
 
   it('collect refuses to run before the copy it collects against exists (a misordered pipeline)', async () => {
     await expect(collectStep(host(), bare())).rejects.toMatchObject({ kind: 'INTERNAL', message: expect.stringMatching(/collect step ran before (prepare|hydrate)/) });

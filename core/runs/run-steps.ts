@@ -9,7 +9,8 @@ import { commandEnv } from '../common/command-env';
 import { PreviewPorts } from '../network/preview-ports';
 import { proxyEnvFor } from '../proxy/model-proxy';
 import { DEFAULT_LIMITS, type SandboxSpec } from '../sandbox/driver';
-import type { LiveRun, StepHost } from './run-context';
+import type { LiveRun, RunNetwork, StepHost } from './run-context';
+import { imageVariantOf, type AgentRunSpec, type SessionControl } from './run-spec';
 import { resultPaths } from './run-apply';
 import { checkStep, stopLeftoverProcesses } from './run-check';
 import { restorePreparedHome, setupStep } from './run-setup';
@@ -40,7 +41,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   await host.transition(run, 'preparing', 'reading project');
   // The project is read while the environment, the image, the base's volumes and the sandbox are made
   // (none of them needs it): the scan of a large project is off the run's start (docs/architecture.md §11).
-  const scanning = host.workspace.snapshot(input.projectDir, run.session?.snapshot);
+  const scanning = host.workspace.snapshot(input.projectDir, run.spec.kind === 'session' ? run.spec.control.snapshot : undefined);
   scanning.catch(() => undefined);
   await host.update(run, { phase: 'preparing image' });
   throwIfStopped(run);
@@ -49,7 +50,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     if (p.phase === 'build') host.updateLater(run, { phase: `building image: ${p.message}`.slice(0, 200) });
   };
   // The project's environment (docs/architecture.md §16): a derived image, or Airlock's own.
-  const environment = host.deps.environment ? await host.deps.environment({ ...input, agentVariant: run.agent.imageVariant }, onProgress) : undefined;
+  const environment = host.deps.environment ? await host.deps.environment({ ...input, agentVariant: imageVariantOf(run.spec) }, onProgress) : undefined;
   if (environment) {
     run.environmentEnv = environment.env;
     if (environment.setup) run.setup = environment.setup;
@@ -61,7 +62,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
     host.emitEvent(run, { type: 'environment', name: rec.name, kind: rec.kind, notApplied: rec.notApplied, ...(rec.fallback ? { fallback: rec.fallback } : {}) });
     for (const n of rec.notApplied) run.terminal.write(`\x1b[33m[airlock] not applied: ${n.field}: ${n.reason}\x1b[0m\r\n`);
   }
-  const image = environment?.image ?? (await host.deps.image(run.agent.imageVariant, onProgress, input.isolation));
+  const image = environment?.image ?? (await host.deps.image(imageVariantOf(run.spec), onProgress, input.isolation));
   await host.update(run, { phase: 'starting sandbox' });
   const manager = await host.deps.sandboxes(input.isolation);
   const sidecars = environment?.sidecars;
@@ -81,7 +82,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<void> {
   const bases = host.deps.bases;
   // (The environment step answers for Airlock's own image too: kind 'airlock', no image of its own.)
   const ownImage = !environment || (environment.record.kind === 'airlock' && !environment.image && !environment.setup && !environment.sidecars);
-  run.refreshBase = !!bases && ownImage && !joined && (input.isolation ?? 'container') === 'container' && !run.continuation && !run.session;
+  run.refreshBase = !!bases && ownImage && !joined && (input.isolation ?? 'container') === 'container' && run.spec.kind === 'agent' && !run.spec.continuation;
   if (bases && run.refreshBase) {
     const claim = await bases.claim(run.id, input.projectDir).catch((err: unknown) => ({ reason: (err as Error).message }));
     if ('record' in claim) {
@@ -179,10 +180,11 @@ function vmAccelOf(info: object): { accel?: 'kvm' | 'hvf' | 'tcg'; accelNote?: s
 export async function hydrateStep(host: StepHost, run: LiveRun): Promise<void> {
   const sandbox = required(run.sandbox, 'hydrate', 'prepare');
   await host.update(run, { phase: 'copying project' });
+  const spec = run.spec.kind === 'agent' ? run.spec : undefined;
   // A follow-up's conversation goes into place while the project streams in (off the agent's critical path).
-  if (run.agent.session) run.sessionRestored = restoreAgentSession(run, sandbox);
+  if (spec?.agent.session) run.sessionRestored = restoreAgentSession(run, spec, sandbox);
   // A follow-up turn starts from the previous result: laid over the project, it is this run's baseline.
-  if (run.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(run.continuation.previous));
+  if (spec?.continuation) run.snapshot = overlaySnapshot(required(run.snapshot, 'hydrate', 'prepare'), await overlayOf(spec.continuation.previous));
   const gitHistory = run.input.gitHistory ?? DEFAULT_GIT_HISTORY;
   // A reused prepared environment's home goes into place while the project streams in (§16, "The prepared path").
   if (run.setup && run.prepared?.reuse) {
@@ -226,8 +228,9 @@ function watchConnectionCap(host: StepHost, run: LiveRun, sandbox: Sandbox): voi
  * Mints the run token and makes the model proxy appear inside the sandbox on loopback, through the
  * channel (docs/architecture.md §4); sets up the egress proxy for a wider policy than `none`.
  */
-export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
-  const { input, id } = run;
+export async function networkStep(host: StepHost, run: LiveRun, spec: AgentRunSpec): Promise<void> {
+  const { id } = run;
+  const input = spec.args;
   const sandbox = required(run.sandbox, 'network', 'prepare');
   const grant = run.disposables.add(
     host.deps.proxy.issueToken({
@@ -249,7 +252,7 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
   if (credential) await run.audit.append('note', { message: `subscription credential '${input.provider}' (${credential.kind}) serves this ${input.agent} run; the sandbox holds only run-scoped placeholders in its place` });
   run.tokenBytes = Buffer.from(grant.token);
   await policyStep(host, run);
-  await mcpStep(host, run);
+  await mcpStep(host, run, spec);
 }
 
 /**
@@ -257,8 +260,8 @@ export async function networkStep(host: StepHost, run: LiveRun): Promise<void> {
  * on the host with their credentials, appear inside the sandbox as one endpoint on loopback through
  * the channel, under a token of the run's own; the gateway and its token go with the run.
  */
-async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
-  const names = run.input.mcpServers ?? [];
+async function mcpStep(host: StepHost, run: LiveRun, spec: AgentRunSpec): Promise<void> {
+  const names = spec.args.mcpServers ?? [];
   if (names.length === 0) return;
   if (!host.deps.mcpGateway) throw new AirlockError('INTERNAL', 'the MCP gateway is not wired in this build');
   const sandbox = required(run.sandbox, 'network', 'prepare');
@@ -301,21 +304,20 @@ async function mcpStep(host: StepHost, run: LiveRun): Promise<void> {
   }
 }
 
-/** Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy. */
-async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
+/**
+ * Sets up the run's network policy: `none` is recorded; a wider one starts the egress proxy, and is
+ * returned (its environment is what the sandbox's processes need to reach it).
+ */
+async function policyStep(host: StepHost, run: LiveRun): Promise<RunNetwork | undefined> {
   const { input, id } = run;
   const sandbox = required(run.sandbox, 'network', 'prepare');
-  // An MCP session's commands get the project environment's variables (containerEnv, the image's ENV), as an agent's do.
-  if (run.session) run.commandEnv = commandEnv(run.environmentEnv ?? {});
   if (input.network === 'none') {
     await run.audit.append('network', { policy: 'none' });
-    return;
+    return undefined;
   }
   if (!host.deps.network) throw new AirlockError('INTERNAL', 'network policies are not wired in this build');
   const net = run.disposables.add(await host.deps.network(sandbox, { runId: id, policy: input.network, allowlist: input.allowlist ?? [], egressRules: input.egressRules ?? [], secrets: input.secrets ?? [], internalHosts: input.internalHosts ?? [], networkApprovals: input.networkApprovals ?? 'ask', projectDir: path.resolve(input.projectDir) }));
   run.network = net;
-  // An MCP session's commands reach the egress proxy the same way an agent's would.
-  if (run.session) run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...net.env });
   await run.audit.append('network', { policy: input.network, allow: net.record.allow, ...(net.record.internalHosts?.length ? { internalHosts: net.record.internalHosts } : {}), ...(net.record.gateway ? { gateway: net.record.gateway } : {}) });
   if (net.record.warning) run.terminal.write(`\x1b[33m[airlock] ${net.record.warning}\x1b[0m\r\n`);
   run.disposables.add(
@@ -352,6 +354,13 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
       }),
     );
   }
+  watchApprovals(host, run, net);
+  return net;
+}
+
+/** Network questions put to the user (gateway runs): events, audit records and a notification. */
+function watchApprovals(host: StepHost, run: LiveRun, net: RunNetwork): void {
+  const { input, id } = run;
   const approvals = net.approvals;
   if (!approvals) return;
   // A request waits for the user, or the agent proposes a rule: a typed event (the UI's banner, the
@@ -373,8 +382,8 @@ async function policyStep(host: StepHost, run: LiveRun): Promise<void> {
 }
 
 /** Starts the agent with provider settings that point at the proxy and the run token as its key. */
-export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
-  const { input } = run;
+export async function agentStep(host: StepHost, run: LiveRun, spec: AgentRunSpec): Promise<void> {
+  const input = spec.args;
   const sandbox = required(run.sandbox, 'agent', 'prepare');
   const grant = required(run.grant, 'agent', 'network');
   run.disposables.add(
@@ -387,7 +396,7 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
       host.filesChanged(run);
     }),
   );
-  run.checkpoints = startCheckpoints(host, run, sandbox);
+  run.checkpoints = startCheckpoints(host, run, spec, sandbox);
   await host.transition(run, 'running', 'agent working');
   const ctx: AgentCommandContext = {
     task: input.task,
@@ -400,20 +409,19 @@ export async function agentStep(host: StepHost, run: LiveRun): Promise<void> {
     ...(grant.credential ? { credential: grant.credential } : {}),
     ...(run.mcp ? { mcp: { url: `http://127.0.0.1:${run.mcp.sandboxPort}/mcp`, token: run.mcp.gateway.token } } : {}),
   };
-  if (run.agent.session) ctx.session = { id: run.sessionId, resume: await (run.sessionRestored ?? false) };
-  const command = run.agent.command(ctx);
+  if (spec.agent.session) ctx.session = { id: spec.sessionId, resume: await (run.sessionRestored ?? false) };
+  const command = spec.agent.command(ctx);
   const env: Record<string, string> = { ...(run.environmentEnv ?? {}), ...proxyEnvFor(grant.sandboxPort, grant.token), ...(run.network?.env ?? {}), ...command.env };
   for (const name of command.unsetEnv ?? []) delete env[name];
   run.commandEnv = commandEnv(env);
-  await host.runAgent(run, command.argv, env, command.cwd);
+  await host.runAgent(run, spec.agent, command.argv, env, command.cwd);
 }
 
 /**
  * An MCP session's middle (docs/architecture.md §17): the sandbox is live for the client's commands
  * until the session ends. No run token was minted: nothing in the sandbox can reach a model.
  */
-export async function sessionStep(host: StepHost, run: LiveRun): Promise<void> {
-  const session = required(run.session, 'session', 'startSession');
+export async function sessionStep(host: StepHost, run: LiveRun, session: SessionControl): Promise<void> {
   const sandbox = required(run.sandbox, 'session', 'prepare');
   run.disposables.add(
     await host.workspace.watch(sandbox, (paths) => {
@@ -433,6 +441,7 @@ export async function sessionStep(host: StepHost, run: LiveRun): Promise<void> {
 
 /** Derives the result on the host and stores it with the run: patch, changed files, baseline. Returns how many files changed. */
 export async function collectStep(host: StepHost, run: LiveRun): Promise<number> {
+  const spec = run.spec.kind === 'agent' ? run.spec : undefined;
   const sandbox = required(run.sandbox, 'collect', 'prepare');
   const hydrated = required(run.hydrated, 'collect', 'hydrate');
   await host.transition(run, 'collecting', 'collecting the result');
@@ -440,9 +449,9 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
   const { result, patch } = await host.workspace.collect(sandbox, { snapshot: required(run.snapshot, 'collect', 'prepare'), hydrated, hints: run.changeHints });
   // The result is the run's last checkpoint (recorded before the store is compacted, which keeps their blobs).
   await run.checkpoints?.finish({ result, patch }).catch((err: unknown) => run.audit.append('note', { message: `checkpoints not kept: ${toErrorInfo(err).message}` }));
-  const thread = run.continuation ? await collectThreadResult(hydrated.repo, result, run.continuation.previous) : undefined;
+  const thread = spec?.continuation ? await collectThreadResult(hydrated.repo, result, spec.continuation.previous) : undefined;
   await host.workspace.store(host.deps.store, run.id, { result, patch }, thread);
-  await keepAgentSession(host, run, sandbox);
+  if (spec) await keepAgentSession(host, run, spec, sandbox);
   if (result.changes.length) {
     await run.audit.append('file_change', { changes: result.changes.map((c) => ({ path: c.path, kind: c.status, ...(c.oldPath ? { oldPath: c.oldPath } : {}) })) });
   }
@@ -458,7 +467,7 @@ export async function collectStep(host: StepHost, run: LiveRun): Promise<number>
  * The run's checkpointer (docs/architecture.md §19): the same collect as the result's, per turn.
  * The built-in agent's transcript is kept with each checkpoint, for Continue from here.
  */
-function startCheckpoints(host: StepHost, run: LiveRun, sandbox: Sandbox): Checkpointer | undefined {
+function startCheckpoints(host: StepHost, run: LiveRun, spec: AgentRunSpec, sandbox: Sandbox): Checkpointer | undefined {
   const hydrated = run.hydrated;
   const snapshot = run.snapshot;
   if (!hydrated?.hostBaseline || !snapshot) return undefined;
@@ -472,7 +481,7 @@ function startCheckpoints(host: StepHost, run: LiveRun, sandbox: Sandbox): Check
     baseCommit,
     tracksDeps: hydrated.manifest.some((f) => /(^|\/)node_modules\//.test(f.path)),
     audit: run.audit,
-    ...(run.agent.session && run.input.agent === 'builtin' ? { session: { spec: run.agent.session, id: run.sessionId, ...(run.tokenBytes ? { token: run.tokenBytes } : {}) } } : {}),
+    ...(spec.agent.session && spec.args.agent === 'builtin' ? { session: { spec: spec.agent.session, id: spec.sessionId, ...(run.tokenBytes ? { token: run.tokenBytes } : {}) } } : {}),
     onRecorded: () => {
       // Viewers refetch the timeline with the file list (diffs:onDidChange).
       host.filesChanged(run);
@@ -485,11 +494,11 @@ function startCheckpoints(host: StepHost, run: LiveRun, sandbox: Sandbox): Check
  * Resolves with whether the agent resumes (never rejects); a session that cannot be put back means
  * a fresh conversation.
  */
-async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<boolean> {
-  const session = run.continuation?.session;
-  if (!session || !run.agent.session) return false;
+async function restoreAgentSession(run: LiveRun, spec: AgentRunSpec, sandbox: Sandbox): Promise<boolean> {
+  const session = spec.continuation?.session;
+  if (!session || !spec.agent.session) return false;
   try {
-    await restoreSession(sandbox.channel, run.agent.session, session);
+    await restoreSession(sandbox.channel, spec.agent.session, session);
     return true;
   } catch (err) {
     const message = `the previous conversation could not be put in place (${toErrorInfo(err).message}); the agent starts a fresh one`;
@@ -504,10 +513,10 @@ async function restoreAgentSession(run: LiveRun, sandbox: Sandbox): Promise<bool
  * Hostile bytes, read under caps with the run token removed; a failure loses only the follow-up's
  * memory, never the run.
  */
-async function keepAgentSession(host: StepHost, run: LiveRun, sandbox: Sandbox): Promise<void> {
-  if (!run.agent.session) return;
+async function keepAgentSession(host: StepHost, run: LiveRun, spec: AgentRunSpec, sandbox: Sandbox): Promise<void> {
+  if (!spec.agent.session) return;
   try {
-    const session = await captureSession(sandbox.channel, run.agent.session, run.sessionId, run.tokenBytes);
+    const session = await captureSession(sandbox.channel, spec.agent.session, spec.sessionId, run.tokenBytes);
     if (!session) return;
     await saveSession(sessionFile(host.deps.store, run.id), session);
     await run.audit.append('note', { message: 'kept the agent session for a follow-up', files: session.files.map((f) => ({ path: f.path, bytes: f.bytes, sha256: f.sha256 })) });
@@ -562,35 +571,59 @@ export async function wipeStep(host: StepHost, run: LiveRun, failure: ErrorInfo 
 }
 
 /**
- * Runs the steps in order. An agent that fails (budget, timeout, crash) still has its diff so far
- * collected for review; whatever fails, the step-scoped resources are released and the sandbox is
- * wiped. Returns the run's failure, if any, and the wipe's proof.
+ * Runs the run's pipeline: the agent run's or the session's, each over the shared steps. An agent
+ * that fails (budget, timeout, crash) still has its diff so far collected for review; whatever fails,
+ * the step-scoped resources are released and the sandbox is wiped. Returns the run's failure, if
+ * any, and the wipe's proof.
  */
 export async function runSteps(host: StepHost, run: LiveRun): Promise<{ failure: ErrorInfo | undefined; wipe?: StoredRun['wipe'] }> {
   let failure: ErrorInfo | undefined;
   try {
-    await prepareStep(host, run);
-    await hydrateStep(host, run);
-    // Lifecycle commands, before the run token exists (docs/architecture.md §16).
-    await setupStep(host, run, run.setup);
-    if (run.session) await policyStep(host, run);
-    else await networkStep(host, run);
-    const agentFailure = await (run.session ? sessionStep(host, run) : agentStep(host, run)).then(
-      () => undefined,
-      (err: unknown) => err,
-    );
-    // With a check (§18), nothing the agent started outlives it: not into collect, not into the check.
-    const check = run.session ? undefined : run.input.check;
-    const swept = check ? await stopLeftoverProcesses(run.sandbox) : 0;
-    const changed = await collectStep(host, run);
-    if (check) await checkStep(host, run, check, swept);
-    if (agentFailure) throw withChangesNote(agentFailure, changed);
+    const { spec } = run;
+    if (spec.kind === 'agent') await agentPipeline(host, run, spec);
+    else await sessionPipeline(host, run, spec.control);
   } catch (err) {
     failure = await recordFailure(run, err);
   } finally {
     run.disposables.dispose();
   }
   return wipeStep(host, run, failure);
+}
+
+/** An agent run: prepare, hydrate, setup, network (run token, egress, MCP gateway), agent, check, collect. */
+async function agentPipeline(host: StepHost, run: LiveRun, spec: AgentRunSpec): Promise<void> {
+  await prepareStep(host, run);
+  await hydrateStep(host, run);
+  // Lifecycle commands, before the run token exists (docs/architecture.md §16).
+  await setupStep(host, run, run.setup);
+  await networkStep(host, run, spec);
+  const agentFailure = await agentStep(host, run, spec).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  // With a check (§18), nothing the agent started outlives it: not into collect, not into the check.
+  const check = spec.args.check;
+  const swept = check ? await stopLeftoverProcesses(run.sandbox) : 0;
+  const changed = await collectStep(host, run);
+  if (check) await checkStep(host, run, check, swept);
+  if (agentFailure) throw withChangesNote(agentFailure, changed);
+}
+
+/** An MCP session (§17): prepare, hydrate, setup, the network policy (no run token), the client's use, collect. */
+async function sessionPipeline(host: StepHost, run: LiveRun, control: SessionControl): Promise<void> {
+  await prepareStep(host, run);
+  await hydrateStep(host, run);
+  await setupStep(host, run, run.setup);
+  const net = await policyStep(host, run);
+  // The client's commands get the project environment's variables (containerEnv, the image's ENV) and reach
+  // the egress proxy, as an agent's do.
+  run.commandEnv = commandEnv({ ...(run.environmentEnv ?? {}), ...(net?.env ?? {}) });
+  const sessionFailure = await sessionStep(host, run, control).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  const changed = await collectStep(host, run);
+  if (sessionFailure) throw withChangesNote(sessionFailure, changed);
 }
 
 /** An agent failure, saying whether there is anything to review (only when there is). */

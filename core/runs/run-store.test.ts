@@ -22,6 +22,7 @@ afterEach(async () => {
 function input(id: string, createdAt: string, extra: Partial<StoredRunInput> = {}): StoredRunInput {
   return {
     id,
+    kind: 'agent',
     task: 'fix the bug',
     projectDir: '/tmp/project',
     agent: 'builtin',
@@ -86,6 +87,31 @@ describe('RunStore', () => {
     expect(view).not.toHaveProperty('sandbox');
     expect(view).not.toHaveProperty('owner');
     expect(toRunSummary(run)).not.toHaveProperty('excludedFiles');
+  });
+
+  // Issue 39: runs are of a kind (run-spec.ts); records written before the kind existed still load, as the kind they were.
+  it('reads a record written before runs had a kind: a session by its pretend agent `mcp`, everything else an agent run', async () => {
+    const old = (id: string, extra: Record<string, unknown>) => ({
+      id, task: 't', projectDir: '/p', provider: 'anthropic', model: 'm', status: 'done', approval: 'auto',
+      createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', isolation: 'container', network: 'none', sandbox: { driver: 'docker' }, ...extra,
+    });
+    const agentRun = newRunId();
+    const session = newRunId();
+    for (const [id, raw] of [[agentRun, old(agentRun, { agent: 'claude-code' })], [session, old(session, { agent: 'mcp', mcpClient: 'claude-desktop 1.0', provider: 'none', model: '' })]] as const) {
+      await mkdir(store.paths(id).dir, { recursive: true });
+      await writeFile(store.paths(id).record, JSON.stringify(raw));
+    }
+    expect(await store.get(agentRun)).toMatchObject({ kind: 'agent', agent: 'claude-code' });
+    expect(await store.get(session)).toMatchObject({ kind: 'session', agent: 'mcp', mcpClient: 'claude-desktop 1.0' });
+    // Rewritten by this Airlock, the kind is stored, and a list reads both.
+    await store.update(session, { phase: 'x' });
+    expect(JSON.parse(await readFile(store.paths(session).record, 'utf8'))).toMatchObject({ kind: 'session' });
+    expect((await store.list()).runs.map((r) => [r.id, r.kind]).sort()).toEqual([[agentRun, 'agent'], [session, 'session']].sort());
+  });
+
+  it('refuses a record of an unknown kind rather than running it as an agent run', async () => {
+    const id = newRunId();
+    await expect(store.create({ ...input(id, '2026-01-01T00:00:00.000Z'), kind: 'robot' } as unknown as StoredRunInput)).rejects.toThrow();
   });
 
   it('serialises concurrent updates to one run', async () => {
@@ -251,7 +277,7 @@ describe('RunStore events after an empty flush', () => {
     try {
       const id = newRunId();
       const now = new Date().toISOString();
-      await store.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'running', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+      await store.create({ id, kind: 'agent', task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'running', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
       store.appendEvents(id, [{ seq: 0 }]);
       await store.flushEvents(id);
       for await (const _ of store.readEvents(id)) void _; // a reader flushes an empty buffer

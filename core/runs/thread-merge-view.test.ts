@@ -41,7 +41,7 @@ const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 async function turn(store: RunStore, projectDir: string, thread: StoredRun['thread'] | undefined, overlay: Awaited<ReturnType<typeof overlayOf>> | undefined, edit: (sb: LocalSandbox) => Promise<void>) {
   const id = newRunId();
   const now = new Date().toISOString();
-  await store.create({ id, task: `turn ${thread?.turn ?? 1}`, projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' }, ...(thread ? { thread } : {}) });
+  await store.create({ id, kind: 'agent', task: `turn ${thread?.turn ?? 1}`, projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' }, ...(thread ? { thread } : {}) });
   const shell = new LocalShell();
   const layout = await localLayout(tempDir('airlock-sbx-'));
   const read = await snapshotProject(projectDir);

@@ -1,4 +1,5 @@
 import { AirlockError } from '../../contracts/errors';
+import { LimitError } from '../common/limit-error';
 import { parseRawNumstat, refreshedGit, type FileChange } from './changes';
 import { ZERO_OID, blobOid, quoteC, type GitMode } from './git-objects';
 import type { FastImport, HostRepo } from './host-repo';
@@ -141,7 +142,7 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
       timeoutMs: 10 * 60_000,
     });
     if (res.truncated || res.stdout.length > maxResultBytes + 16 * 1024 * 1024) {
-      throw new AirlockError('SANDBOX_FAILED', `The changed files exceed the ${maxResultBytes}-byte result cap; add large generated files to .gitignore and retry.`);
+      throw new LimitError('SANDBOX_FAILED', 'result-bytes', maxResultBytes, `The changed files exceed the ${maxResultBytes}-byte result cap; add large generated files to .gitignore and retry.`);
     }
     if (res.timedOut) throw new AirlockError('COMMAND_TIMEOUT', 'Reading the changed files out of the sandbox timed out; retry.');
     const parsed = parseHostileTar(res.stdout, { wanted: new Set(wanted), maxFileBytes });
