@@ -5,7 +5,7 @@ import { assertRealInside, buildContextDigest } from './build-context';
 import { AirlockError } from '../../contracts/errors';
 import { loadCompose, type ComposeService } from './compose-file';
 import { parseJsonc } from './jsonc';
-import { featuresDigest, readLocalFeatures } from './local-features';
+import { featuresDigest, readLocalFeatures, type LocalFeature } from './local-features';
 import { substituteDeep, type Substitution, type VariableContext } from './devcontainer-variables';
 
 /** The sandbox's workspace, where `${containerWorkspaceFolder}` points. */
@@ -77,6 +77,11 @@ export interface DevcontainerEnvironment {
   lifecycle: Partial<Record<LifecycleHook, LifecycleStep[]>>;
   forwardPorts: number[];
   features: DevcontainerFeature[];
+  /**
+   * Every feature to install, local and published, in install order, once published ones are fetched
+   * and pinned (published-features.ts `pinFeatures`); absent before.
+   */
+  installed?: LocalFeature[];
   notApplied: NotApplied[];
   /** Host variables the user allowed by name and that the config uses. */
   localEnvUsed: string[];
@@ -295,7 +300,8 @@ async function readInside(root: string, rel: string, configPath: string, field: 
   }
 }
 
-function lifecycleSteps(v: unknown, file: string, hook: string): LifecycleStep[] | undefined {
+/** A lifecycle hook's value as steps (string: `sh -c`; array: argv; object: named, parallel). */
+export function lifecycleSteps(v: unknown, file: string, hook: string): LifecycleStep[] | undefined {
   if (v === undefined || v === null) return undefined;
   const one = (x: unknown, name?: string): LifecycleStep => {
     if (typeof x === 'string' && x.trim()) return { ...(name ? { name } : {}), argv: ['/bin/sh', '-c', x] };
