@@ -209,9 +209,11 @@ export async function unpackFeature(id: string, blob: Buffer): Promise<Record<st
   const ex = extract();
   const done = new Promise<void>((resolve, reject) => {
     ex.on('entry', (header, stream, next) => {
+      // The entry's stream ends with the archive when it is destroyed: nothing more to report from it.
+      stream.on('error', () => undefined);
       const fail = (what: string): void => {
-        stream.resume();
-        ex.destroy(featureError(id, what, 'the feature is refused as it is; report it to its publisher'));
+        reject(featureError(id, what, 'the feature is refused as it is; report it to its publisher'));
+        ex.destroy();
       };
       count++;
       if (count > MAX_ENTRIES) return fail(`its layer has more than ${MAX_ENTRIES} entries`);
