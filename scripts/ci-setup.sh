@@ -21,6 +21,8 @@ command -v podman >/dev/null || need_pkgs+=(podman)
 command -v newuidmap >/dev/null || need_pkgs+=(uidmap)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
+# An OCI registry on loopback for published devcontainer features (environment-published-features.test.ts starts it).
+command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing: ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -89,7 +89,7 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const share = total ? (counts.identical + counts.refused) / total : 1;
-  process.stdout.write(`\n${total} configurations: ${counts.identical} read identically, ${counts.refused} refused for a named hardening reason, ${counts.defect} defects (${(share * 100).toFixed(1)}%, goal ${GOAL * 100}%)${publishedFeatures ? `; ${publishedFeatures} ask for published features Airlock does not install yet` : ''}\n`);
+  process.stdout.write(`\n${total} configurations: ${counts.identical} read identically, ${counts.refused} refused for a named hardening reason, ${counts.defect} defects (${(share * 100).toFixed(1)}%, goal ${GOAL * 100}%)${publishedFeatures ? `; ${publishedFeatures} ask for published features the plan could not fetch from their registry here (they are read and compared all the same; installed where the registry is reachable)` : ''}\n`);
   return share >= GOAL ? 0 : 1;
 }
 

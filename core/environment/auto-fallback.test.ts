@@ -22,7 +22,7 @@ async function project(files: Record<string, string>): Promise<string> {
 /** docs/architecture.md §16, "Choosing": `auto` never fails because of a devcontainer the user did not accept. */
 describe('auto falls back to Airlock’s image', () => {
   const cases: Array<[string, Record<string, string>, RegExp, string]> = [
-    ['a published feature', { '.devcontainer/devcontainer.json': '{"image":"debian:bookworm-slim","features":{"ghcr.io/devcontainers/features/go:1":{}}}' }, /published devcontainer features \(ghcr\.io\/devcontainers\/features\/go:1\)/, '.devcontainer/devcontainer.json'],
+    ['a published feature', { '.devcontainer/devcontainer.json': '{"image":"debian:bookworm-slim","features":{"localhost:1/airlock-test/go:1":{}}}' }, /feature 'localhost:1\/airlock-test\/go:1': the registry localhost:1 is unreachable/, '.devcontainer/devcontainer.json'],
     ['no image at all', { '.devcontainer.json': '{"name":"x"}' }, /image|build|dockerComposeFile/, '.devcontainer.json'],
     ['a syntax error', { '.devcontainer.json': '{\n  "image": "x"\n  "name": "y"\n}\n' }, /^not used, Airlock's own image ran instead: \.devcontainer\.json:3:3: comma expected/, '.devcontainer.json'],
     ['a compose file it cannot read', { '.devcontainer/devcontainer.json': '{"dockerComposeFile":"c.yml","service":"app"}', '.devcontainer/c.yml': 'services: [\n' }, /c\.yml/, '.devcontainer/devcontainer.json'],
@@ -48,7 +48,7 @@ describe('auto falls back to Airlock’s image', () => {
 
   it('a long reason is cut to one bounded line', async () => {
     const home = await project({});
-    const many = Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`ghcr.io/devcontainers/features/tool-number-${i}:1`, {}]));
+    const many = { [`not-a-registry-id-${'x'.repeat(600)}`]: {} };
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: many }) });
     const checked = await checkRunEnvironment(home, { projectDir: dir });
     const reason = 'skipped' in checked ? checked.skipped.reason : '';

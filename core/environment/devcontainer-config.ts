@@ -5,24 +5,14 @@ import { assertRealInside, buildContextDigest } from './build-context';
 import { AirlockError } from '../../contracts/errors';
 import { loadCompose, type ComposeService } from './compose-file';
 import { parseJsonc } from './jsonc';
-import { featuresDigest, readLocalFeatures } from './local-features';
+import { featuresDigest, readLocalFeatures, type LocalFeature } from './local-features';
+import { LIFECYCLE_HOOKS, lifecycleSteps, type LifecycleHook, type LifecycleStep } from './lifecycle';
 import { substituteDeep, type Substitution, type VariableContext } from './devcontainer-variables';
 
 /** The sandbox's workspace, where `${containerWorkspaceFolder}` points. */
 export const CONTAINER_WORKSPACE = '/workspace';
 
-/** One command of a lifecycle hook: a shell line runs under `/bin/sh -c`, an array as argv. */
-export interface LifecycleStep {
-  /** The key in the object form (the spec runs those in parallel). */
-  name?: string;
-  argv: string[];
-}
-
-/** In the spec's order; `postAttachCommand` runs last, as when a tool attaches (the agent does, every run). */
-export const LIFECYCLE_HOOKS = ['onCreateCommand', 'updateContentCommand', 'postCreateCommand', 'postStartCommand', 'postAttachCommand'] as const;
-/** Hooks for processes and attaching, run at every start: a prepared environment does not replace them. */
-export const EVERY_START_HOOKS: readonly LifecycleHook[] = ['postStartCommand', 'postAttachCommand'];
-export type LifecycleHook = (typeof LIFECYCLE_HOOKS)[number];
+export { EVERY_START_HOOKS, LIFECYCLE_HOOKS, lifecycleSteps, type LifecycleHook, type LifecycleStep } from './lifecycle';
 
 /** An option of the config that Airlock does not apply, and why (shown in the form, the CLI, the run record). */
 export interface NotApplied {
@@ -77,6 +67,11 @@ export interface DevcontainerEnvironment {
   lifecycle: Partial<Record<LifecycleHook, LifecycleStep[]>>;
   forwardPorts: number[];
   features: DevcontainerFeature[];
+  /**
+   * Every feature to install, local and published, in install order, once published ones are fetched
+   * and pinned (published-features.ts `pinFeatures`); absent before.
+   */
+  installed?: LocalFeature[];
   notApplied: NotApplied[];
   /** Host variables the user allowed by name and that the config uses. */
   localEnvUsed: string[];
@@ -293,17 +288,6 @@ async function readInside(root: string, rel: string, configPath: string, field: 
   } catch {
     throw new AirlockError('NOT_FOUND', `${configPath}: ${field} '${rel}' does not exist in the project. Add the file or fix the path in ${configPath}.`, { field: 'environment' });
   }
-}
-
-function lifecycleSteps(v: unknown, file: string, hook: string): LifecycleStep[] | undefined {
-  if (v === undefined || v === null) return undefined;
-  const one = (x: unknown, name?: string): LifecycleStep => {
-    if (typeof x === 'string' && x.trim()) return { ...(name ? { name } : {}), argv: ['/bin/sh', '-c', x] };
-    if (Array.isArray(x) && x.length > 0 && x.every((a) => typeof a === 'string')) return { ...(name ? { name } : {}), argv: x };
-    throw invalid(file, `${hook}${name ? `.${name}` : ''} must be a command line, an array of arguments, or an object of those`);
-  };
-  if (isRecord(v)) return Object.entries(v).map(([name, x]) => one(x, name));
-  return [one(v)];
 }
 
 /**

@@ -51,7 +51,6 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     return { derived, record: recordOf(`image:${env.ref}`, 'image', derived, []) };
   }
   const cfg = env.config;
-  assertBuildable(cfg);
   let baseRef: string;
   let contextExcluded: string[] | undefined;
   let sidecars: SidecarImage[] | undefined;
@@ -76,8 +75,10 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
       }),
     );
   }
-  const local = await readLocalFeatures(o.projectDir, cfg);
-  if (local.length) baseRef = await buildLocalFeatures(docker, cfg, baseRef, local, o.emit);
+  // Published features were fetched and pinned when the environment was checked (published-features.ts).
+  if (!cfg.installed && cfg.features.some((f) => !f.local)) throw new AirlockError('INTERNAL', `${cfg.configPath}: its published features were not fetched before the build (pinFeatures)`, { field: 'environment' });
+  const features = cfg.installed ?? (await readLocalFeatures(o.projectDir, cfg));
+  if (features.length) baseRef = await buildLocalFeatures(docker, cfg, baseRef, features, o.emit);
   const derived = await deriveSandboxImage(docker, { baseRef, airlockRef: o.airlockRef, emit: o.emit, what: `the devcontainer of ${cfg.configPath}` });
   const record = recordOf(`devcontainer:${cfg.configPath}`, 'devcontainer', derived, cfg.notApplied);
   if (cfg.localEnvUsed.length) record.localEnvUsed = cfg.localEnvUsed;
@@ -88,21 +89,6 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
 
 function recordOf(name: string, kind: 'image' | 'devcontainer', d: DerivedImage, notApplied: EnvironmentRecord['notApplied']): EnvironmentRecord {
   return { name, kind, image: d.ref, imageId: d.id, baseImage: d.baseRef, baseImageId: d.baseId, notApplied, ...(d.imageUser ? { imageUser: d.imageUser } : {}) };
-}
-
-/**
- * What this version cannot build, refused before anything runs: published features (fetched from
- * an OCI registry, which Airlock does not do), named in the error. Local `./…` features are built.
- */
-export function assertBuildable(cfg: DevcontainerEnvironment): void {
-  const published = cfg.features.filter((f) => !f.local);
-  if (published.length === 0) return;
-  const names = published.map((f) => f.id).join(', ');
-  throw new AirlockError(
-    'INVALID_INPUT',
-    `${cfg.configPath} asks for published devcontainer features (${names}); Airlock does not fetch features from their registry. Copy the feature into the project and name it as a local feature ("./name"), install the tool in the Dockerfile (build.dockerfile), or choose --environment airlock.`,
-    { field: 'environment' },
-  );
 }
 
 /**

@@ -4,13 +4,14 @@ import { autoCandidate, fallbackReason, isConfigurationError } from './auto-fall
 import type { DevcontainerEnvironment, NotApplied } from './devcontainer-config';
 import { findDevcontainerConfigs } from './devcontainer-files';
 import { formatEnvironmentChoice, parseEnvironmentChoice, resolveEnvironment } from './environment-choice';
-import { assertBuildable } from './environment-image';
+import { featureRegistry } from './feature-registry';
+import { pinFeatures } from './published-features';
 import { EnvironmentTrust } from './environment-trust';
 import { setupPlan } from './setup-plan';
 
 /**
  * `airlock env plan` (docs/architecture.md §16, "The plan"): what a run on this project would use,
- * read on the host only — nothing is built, pulled or run. The image or build, the features, each
+ * read on the host only — nothing is built, pulled or run (published features are fetched to pin their versions, never run). The image or build, the features, each
  * setup command in order with its user and folder, the variables, ports and sidecars, what is not
  * applied and why, whether the configuration is accepted, and whether a prepared environment exists.
  */
@@ -35,10 +36,11 @@ export interface DevcontainerPlan {
   /** Why it cannot be used as it is (published features…), when it cannot. */
   problem?: string;
   build: { kind: 'image'; image: string } | { kind: 'dockerfile'; dockerfile: string; context: string; args: Record<string, string>; target?: string } | { kind: 'compose'; files: string[]; service: string; workspace: PlannedSource };
-  features: Array<{ id: string; local: boolean; options: Record<string, unknown>; applied: boolean; reason?: string }>;
+  /** In install order once fetched; a published one with the version its devcontainer-feature.json gives and the manifest digest it is pinned by. */
+  features: Array<{ id: string; local: boolean; options: Record<string, unknown>; applied: boolean; reason?: string; version?: string; digest?: string; dependencyOf?: boolean }>;
   /** The derive step: Airlock's runtime and hardening on top of the image (always). */
   runtime: string;
-  setup: Array<{ hook: string; name?: string; command: string; argv: string[]; user: string; cwd: string; parallel: boolean }>;
+  setup: Array<{ hook: string; /** The feature whose devcontainer-feature.json gives the command. */ feature?: string; name?: string; command: string; argv: string[]; user: string; cwd: string; parallel: boolean }>;
   /** What setup may reach: the registries the manifests imply, plus `--setup-allow`. */
   setupNetwork: { presets: string[]; impliedBy: string[] };
   /** containerEnv and remoteEnv merged, as the sandbox gets them (`${containerEnv:NAME}` resolved in the run from the image's environment). */
@@ -72,14 +74,15 @@ export async function planEnvironment(home: string, projectDir: string, choiceTe
   }
   if (resolved.kind === 'airlock') return { ...base, uses: 'airlock' };
   if (resolved.kind === 'image') return { ...base, uses: `image:${resolved.ref}`, image: resolved.ref };
-  const cfg = resolved.config;
-  const accepted = await new EnvironmentTrust(root, home).state(cfg);
+  let cfg = resolved.config;
   let problem: string | undefined;
   try {
-    assertBuildable(cfg);
+    // Published features are fetched (never run) to show and pin their versions: the accepted content includes their digests.
+    cfg = await pinFeatures(root, cfg, featureRegistry(home));
   } catch (err) {
     problem = err instanceof Error ? err.message : String(err);
   }
+  const accepted = await new EnvironmentTrust(root, home).state(cfg);
   const devcontainer = await devcontainerPlan(root, cfg, accepted === 'new' ? 'untrusted' : accepted, problem);
   const name = `devcontainer:${cfg.configPath}`;
   if (choice.kind === 'auto' && (problem || accepted !== 'trusted')) {
@@ -104,10 +107,15 @@ async function devcontainerPlan(root: string, cfg: DevcontainerEnvironment, acce
     accepted,
     ...(problem ? { problem } : {}),
     build,
-    features: cfg.features.map((f) => ({ id: f.id, local: f.local, options: f.options, applied: f.local, ...(f.local ? {} : { reason: 'published features are not fetched yet: copy it into the project as a local feature ("./name") or install the tool in the Dockerfile' }) })),
+    features: cfg.installed
+      ? cfg.installed.map((f) => {
+          const declared = cfg.features.find((d) => d.id === f.id);
+          return { id: f.id, local: !f.published, options: declared?.options ?? {}, applied: true, ...(f.version ? { version: f.version } : {}), ...(f.published ? { digest: f.published.digest } : {}), ...(declared ? {} : { dependencyOf: true }) };
+        })
+      : cfg.features.map((f) => ({ id: f.id, local: f.local, options: f.options, applied: f.local, ...(f.local ? {} : { reason: 'not fetched: see the problem above' }) })),
     runtime: "Airlock's runtime (/opt/airlock: helper, its Node, git/tar/find) and the host's extra CAs are added as a derived image; the sandbox runs hardened (no capabilities, read-only root, no network but its channel)",
-    setup: (setup?.hooks ?? []).flatMap(({ hook, steps }) =>
-      steps.map((s) => ({ hook, ...(s.name ? { name: s.name } : {}), command: s.argv[0] === '/bin/sh' && s.argv[1] === '-c' ? (s.argv[2] ?? '') : s.argv.join(' '), argv: s.argv, user: SANDBOX_USER, cwd: cfg.workFolder, parallel: steps.length > 1 })),
+    setup: (setup?.hooks ?? []).flatMap(({ hook, feature, steps }) =>
+      steps.map((s) => ({ hook, ...(feature ? { feature } : {}), ...(s.name ? { name: s.name } : {}), command: s.argv[0] === '/bin/sh' && s.argv[1] === '-c' ? (s.argv[2] ?? '') : s.argv.join(' '), argv: s.argv, user: SANDBOX_USER, cwd: cfg.workFolder, parallel: steps.length > 1 })),
     ),
     setupNetwork: { presets: setup?.presets ?? [], impliedBy: setup?.impliedBy ?? [] },
     env: { ...cfg.containerEnv, ...cfg.remoteEnv },
@@ -145,11 +153,14 @@ export function formatPlan(p: EnvironmentPlan, prepared: string | undefined, aud
     if (d.problem) out.push(`  cannot be used as it is: ${d.problem}`);
     const b = d.build;
     out.push(b.kind === 'image' ? `  image: ${b.image}` : b.kind === 'dockerfile' ? `  build: ${b.dockerfile} in context ${b.context}${Object.keys(b.args).length ? `, args ${Object.entries(b.args).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}${b.target ? `, target ${b.target}` : ''}` : `  compose: ${b.files.join(', ')}; the sandbox is service '${b.service}' (${b.workspace.kind === 'image' ? b.workspace.image : `built from ${b.workspace.dockerfile}`})`);
-    for (const f of d.features) out.push(`  feature ${f.id}${Object.keys(f.options).length ? ` ${JSON.stringify(f.options)}` : ''}: ${f.applied ? 'installed in the build' : `not applied: ${f.reason}`}`);
+    for (const f of d.features) {
+      const pinned = f.digest ? ` (version ${f.version ?? 'unstated'}, ${f.digest})` : f.version ? ` (version ${f.version})` : '';
+      out.push(`  feature ${f.id}${pinned}${Object.keys(f.options).length ? ` ${JSON.stringify(f.options)}` : ''}: ${f.applied ? `installed in the build${f.dependencyOf ? ' (another feature depends on it)' : ''}` : `not applied: ${f.reason}`}`);
+    }
     out.push(`  runtime: ${d.runtime}`);
     if (d.setup.length) {
       out.push(`  setup (before the agent, no run token; network: ${d.setupNetwork.presets.length ? `${d.setupNetwork.presets.map((x) => `preset:${x}`).join(', ')} implied by ${d.setupNetwork.impliedBy.join(', ')}` : 'none'}${cli ? ', plus --setup-allow' : ''}):`);
-      d.setup.forEach((s, i) => out.push(`    ${i + 1}. ${s.hook}${s.name ? `.${s.name}` : ''}${s.parallel ? ' (parallel)' : ''}: ${s.command}   as ${s.user} in ${s.cwd}`));
+      d.setup.forEach((s, i) => out.push(`    ${i + 1}. ${s.hook}${s.feature ? ` (feature ${s.feature})` : ''}${s.name ? `.${s.name}` : ''}${s.parallel ? ' (parallel)' : ''}: ${s.command}   as ${s.user} in ${s.cwd}`));
     } else out.push('  setup: none');
     const env = Object.entries(d.env);
     if (env.length) out.push(`  env: ${env.map(([k, v]) => `${k}=${v}`).join(' ')}`);

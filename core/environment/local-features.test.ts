@@ -64,6 +64,7 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
       dir: `.devcontainer/${id.replace(/^\.\//, '')}`,
       files: {},
       env: {},
+      lifecycle: {},
       containerEnv: {},
       refused: {},
       installsAfter: o.installsAfter ?? [],

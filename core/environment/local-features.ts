@@ -6,6 +6,7 @@ import { AirlockError } from '../../contracts/errors';
 import type { ImageProgress } from '../sandbox/driver';
 import { buildContextTar } from '../sandbox/image';
 import type { DevcontainerEnvironment, DevcontainerFeature } from './devcontainer-config';
+import { LIFECYCLE_HOOKS, lifecycleSteps, type LifecycleHook, type LifecycleStep } from './lifecycle';
 import { BASE_REPOSITORY } from './derived-image';
 import { engineBuild, imageId } from './engine-build';
 import { parseJsonc } from './jsonc';
@@ -47,6 +48,12 @@ export interface LocalFeature {
   installsAfter: string[];
   /** Feature ids it needs installed first (hard: each must be a local feature of the configuration). */
   dependsOn: string[];
+  /** Its devcontainer-feature.json's lifecycle commands (run before the configuration's own, in install order). */
+  lifecycle: Partial<Record<LifecycleHook, LifecycleStep[]>>;
+  /** Its devcontainer-feature.json's `version`. */
+  version?: string;
+  /** A published feature: where it came from and the manifest digest it is pinned by. */
+  published?: { resource: string; digest: string };
 }
 
 /** The folder of a local feature, relative to the project; refused when it leaves the project. */
@@ -158,9 +165,18 @@ async function readFeature(projectDir: string, cfg: Pick<DevcontainerEnvironment
     if (err instanceof AirlockError) throw err;
     throw new AirlockError('NOT_FOUND', `${cfg.configPath}: feature '${f.id}' is not a folder of the project (${dir}). Add it, or remove it from "features".`, { field: 'environment' });
   }
+  return featureFromFiles(cfg.configPath, f, dir, files);
+}
+
+/**
+ * A feature from its files (a local folder's, or a published feature's unpacked layer): options as
+ * variables (the feature's defaults under the user's values), containerEnv, ordering hints, what it
+ * asks that the sandbox does not grant, and its lifecycle commands (run before the config's own).
+ */
+export function featureFromFiles(configPath: string, f: Pick<DevcontainerFeature, 'id' | 'options'>, dir: string, files: Record<string, Buffer>): LocalFeature {
   const meta = files['devcontainer-feature.json'];
-  if (!meta) throw invalid(cfg.configPath, `feature '${f.id}' has no devcontainer-feature.json`);
-  if (!files['install.sh']) throw invalid(cfg.configPath, `feature '${f.id}' has no install.sh`);
+  if (!meta) throw invalid(configPath, `feature '${f.id}' has no devcontainer-feature.json`);
+  if (!files['install.sh']) throw invalid(configPath, `feature '${f.id}' has no install.sh`);
   const json = parseJsonc(meta.toString('utf8'), `${dir}/devcontainer-feature.json`);
   const m = typeof json === 'object' && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : {};
   const env: Record<string, string> = {};
@@ -181,8 +197,15 @@ async function readFeature(projectDir: string, cfg: Pick<DevcontainerEnvironment
     const v = m[key];
     if (v !== undefined && v !== false && !(Array.isArray(v) && v.length === 0)) refused[key] = reason;
   }
-  return { id: f.id, dir, files, env, containerEnv, installsAfter, dependsOn, refused, ...(metaId ? { metaId } : {}) };
+  const lifecycle: LocalFeature['lifecycle'] = {};
+  for (const hook of LIFECYCLE_HOOKS) {
+    const steps = lifecycleSteps(m[hook], `${dir}/devcontainer-feature.json`, hook);
+    if (steps) lifecycle[hook] = steps;
+  }
+  const version = typeof m.version === 'string' ? m.version : undefined;
+  return { id: f.id, dir, files, env, containerEnv, installsAfter, dependsOn, refused, lifecycle, ...(metaId ? { metaId } : {}), ...(version ? { version } : {}) };
 }
+
 
 /** The spec's option → variable name: `version` → `VERSION`, `install-tools` → `INSTALL_TOOLS`. */
 export function optionEnvName(option: string): string {

@@ -4,7 +4,6 @@ import { AirlockError } from '../../contracts/errors';
 import { loadDevcontainer } from './devcontainer-config';
 import { findDevcontainerConfigs } from './devcontainer-files';
 import { formatEnvironmentChoice, parseEnvironmentChoice, resolveEnvironment } from './environment-choice';
-import { assertBuildable } from './environment-image';
 import { EnvironmentTrust } from './environment-trust';
 
 /**
@@ -21,12 +20,8 @@ export async function projectEnvironments(home: string, projectDir: string, choi
     const choice = `devcontainer:${configPath}`;
     try {
       const cfg = await loadDevcontainer(root, configPath);
-      let problem: string | undefined;
-      try {
-        assertBuildable(cfg);
-      } catch (err) {
-        problem = err instanceof Error ? err.message : String(err);
-      }
+      // Published features are fetched when a run or the plan checks the configuration, not when listing.
+      const problem: string | undefined = undefined;
       const state = await trust.state(cfg);
       options.push({ choice, label: `devcontainer: ${configPath}`, kind: 'devcontainer', trust: state === 'new' ? 'untrusted' : state, notApplied: cfg.notApplied, ...(problem ? { problem } : {}) });
     } catch (err) {

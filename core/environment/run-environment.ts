@@ -8,7 +8,9 @@ import type { ImageProgress } from '../sandbox/driver';
 import { autoCandidate, fallbackReason, isConfigurationError } from './auto-fallback';
 import { findDevcontainerConfigs } from './devcontainer-files';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
-import { assertBuildable, prepareEnvironmentImage } from './environment-image';
+import { prepareEnvironmentImage } from './environment-image';
+import { featureRegistry } from './feature-registry';
+import { pinFeatures } from './published-features';
 import { EnvironmentTrust, untrustedError } from './environment-trust';
 import { capturePrepared, lookupPrepared, PreparedUsage, preparedInputs } from './prepared-environments';
 import { setupPlan, type SetupPlan } from './setup-plan';
@@ -107,13 +109,16 @@ export async function checkRunEnvironment(home: string, req: RunEnvironmentReque
     return { kind: 'airlock', found, skipped: { field: autoCandidate(found), reason: fallbackReason(err.message) } };
   }
   if (resolved.kind !== 'devcontainer') return resolved;
-  const config = resolved.config;
-  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: config.configPath, reason } });
+  const read = resolved.config;
+  const fallBack = (reason: string): CheckedEnvironment => ({ kind: 'airlock', found: resolved.found, skipped: { field: read.configPath, reason } });
   try {
-    assertBuildable(config);
+    // Published features are fetched and pinned before trust is asked: the digests are part of what is accepted.
+    resolved = { ...resolved, config: await pinFeatures(req.projectDir, read, featureRegistry(home)) };
   } catch (err) {
-    // A configuration the user accepted and that no longer builds is their choice failing: say so.
-    if (!mayFallBack || !isConfigurationError(err) || (await new EnvironmentTrust(path.resolve(req.projectDir), home).state(config)) === 'trusted') throw err;
+    // A configuration the user accepted and that no longer builds is their choice failing: say so. A registry
+    // that cannot be reached or refuses is no reason for `auto` to fail either (auto-fallback.ts).
+    const fetchFailed = err instanceof AirlockError && (err.kind === 'UPSTREAM_ERROR' || err.kind === 'UNAUTHORIZED');
+    if (!mayFallBack || !(isConfigurationError(err) || fetchFailed) || (await new EnvironmentTrust(path.resolve(req.projectDir), home).state(read)) === 'trusted') throw err;
     return fallBack(fallbackReason(err.message));
   }
   if (req.agentVariant === 'agents') {

@@ -6,7 +6,8 @@ import { LIFECYCLE_HOOKS, type DevcontainerEnvironment, type LifecycleHook, type
 /** The setup phase of a run (docs/architecture.md §16): the lifecycle hooks in order, and what they may reach. */
 export interface SetupPlan {
   configPath: string;
-  hooks: Array<{ hook: LifecycleHook; steps: LifecycleStep[] }>;
+  /** In order; an entry's steps run at once. `feature`: the commands of that feature's devcontainer-feature.json. */
+  hooks: Array<{ hook: LifecycleHook; feature?: string; steps: LifecycleStep[] }>;
   /** Presets implied by the project's manifests and lockfiles (`preset:npm`, …). */
   presets: PresetName[];
   /** Which files implied them, for the record. */
@@ -37,7 +38,11 @@ const MANIFESTS: Array<[string, PresetName]> = [
 
 /** The setup plan of a devcontainer, or undefined when it has no lifecycle commands. */
 export async function setupPlan(projectDir: string, cfg: DevcontainerEnvironment): Promise<SetupPlan | undefined> {
-  const hooks = LIFECYCLE_HOOKS.flatMap((hook) => (cfg.lifecycle[hook] ? [{ hook, steps: cfg.lifecycle[hook] as LifecycleStep[] }] : []));
+  // Each feature's commands for a hook run before the configuration's own, in install order, one after another (as the reference runs them).
+  const hooks = LIFECYCLE_HOOKS.flatMap((hook) => [
+    ...(cfg.installed ?? []).flatMap((f) => (f.lifecycle[hook] ? [{ hook, feature: f.id, steps: f.lifecycle[hook] as LifecycleStep[] }] : [])),
+    ...(cfg.lifecycle[hook] ? [{ hook, steps: cfg.lifecycle[hook] as LifecycleStep[] }] : []),
+  ]);
   if (hooks.length === 0) return undefined;
   const presets = new Set<PresetName>();
   const impliedBy: string[] = [];

@@ -28,7 +28,7 @@ export interface ReferenceOutput {
 /** The plan's devcontainer part, as far as it is compared. */
 export interface PlanDevcontainer {
   build: { kind: 'image'; image: string } | { kind: 'dockerfile'; dockerfile: string; context: string; args: Record<string, string>; target?: string } | { kind: 'compose'; files: string[]; service: string };
-  features: Array<{ id: string; options: Record<string, unknown>; applied: boolean; reason?: string }>;
+  features: Array<{ id: string; options: Record<string, unknown>; applied: boolean; reason?: string; dependencyOf?: boolean }>;
   setup: Array<{ hook: string; name?: string; argv: string[]; cwd: string }>;
   containerEnv?: Record<string, string>;
   remoteEnv?: Record<string, string>;
@@ -156,11 +156,11 @@ export function compareReading(input: CompareInput): Verdict {
     differs('image', cfg.image, plan.build.kind === 'image' ? plan.build.image : plan.build);
   }
 
-  // Features: the same ids with the same options (installing a published one is the build's part: noted).
+  // Features: the same ids with the same options (a feature fetched only because another depends on it is the install's part, not the reading's).
   const refFeatures = isRecord(cfg.features) ? Object.fromEntries(Object.entries(cfg.features).map(([id, o]) => [id, featureOptions(o)])) : {};
-  const ourFeatures = Object.fromEntries(plan.features.map((f) => [f.id, f.options]));
+  const ourFeatures = Object.fromEntries(plan.features.filter((f) => !f.dependencyOf).map((f) => [f.id, f.options]));
   differs('features', refFeatures, ourFeatures);
-  for (const f of plan.features) if (!f.applied) notes.push(`feature ${f.id} not installed: ${f.reason ?? 'no reason given'}`);
+  for (const f of plan.features) if (!f.applied) notes.push(`feature ${f.id} not fetched: ${f.reason ?? 'no reason given'}`);
 
   // Variables. ${containerEnv:…} stays as written on both sides (resolved in the container).
   const ourContainerEnv = plan.containerEnv ?? plan.env;

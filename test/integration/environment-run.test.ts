@@ -172,8 +172,8 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     expect((await failure(start({ projectDir: malformed, environment: 'devcontainer' }, []))).message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
     const noDockerfile = await f.project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
     expect((await failure(start({ projectDir: noDockerfile, trustEnvironment: true }, []))).message).toMatch(/build\.dockerfile '\.devcontainer\/Dockerfile' does not exist/);
-    const withFeature = await f.project({ '.devcontainer.json': '{"image":"debian:bookworm-slim","features":{"ghcr.io/devcontainers/features/go:1":{}}}' });
-    expect((await failure(start({ projectDir: withFeature, trustEnvironment: true }, []))).message).toMatch(/features \(ghcr\.io\/devcontainers\/features\/go:1\)/);
+    const withFeature = await f.project({ '.devcontainer.json': '{"image":"debian:bookworm-slim","features":{"localhost:1/airlock-test/go:1":{}}}' });
+    expect((await failure(start({ projectDir: withFeature, trustEnvironment: true }, []))).message).toMatch(/feature 'localhost:1\/airlock-test\/go:1': the registry localhost:1 is unreachable/);
     expect((await f.services.runs.list({})).length).toBe(before);
 
     // A failing build: the run fails before any model call, with the build's log.

@@ -25,7 +25,7 @@ describe('npm run conformance:devcontainer', () => {
     expect(r.out).toMatch(/refused: runArgs: extra engine options are not applied/);
     expect(r.out).toMatch(/refused: remoteUser: setup and the agent run as uid 1000/);
     expect(r.out).toMatch(/^refused for a named hardening reason\s+compose-app\/\.devcontainer\/devcontainer\.json$/m);
-    expect(r.out).toMatch(/note: feature ghcr\.io\/devcontainers\/features\/node:1 not installed/);
+    expect(r.out).toMatch(/note: feature localhost:1\/airlock-test\/node:1 not fetched/);
     expect(r.out).toMatch(/^3 configurations: 1 read identically, 2 refused for a named hardening reason, 0 defects \(100\.0%, goal 95%\); 1 ask for published features/m);
     expect(r.code).toBe(0);
   }, 300_000);

@@ -35,7 +35,7 @@ async function cli(...argv: string[]): Promise<{ code: number; out: string; err:
 const CONFIG = {
   name: 'web',
   build: { dockerfile: 'Dockerfile', args: { VARIANT: '20' } },
-  features: { './tool': { version: '2' }, 'ghcr.io/devcontainers/features/go:1': {} },
+  features: { './tool': { version: '2' }, 'localhost:1/airlock-test/go:1': {} },
   containerEnv: { APP_ENV: 'dev' },
   remoteEnv: { EXTRA: '1' },
   forwardPorts: [3000],
@@ -63,9 +63,9 @@ describe('airlock env plan', () => {
     expect(d?.build).toEqual({ kind: 'dockerfile', dockerfile: '.devcontainer/Dockerfile', context: '.devcontainer', args: { VARIANT: '20' } });
     expect(d?.features.map((f) => [f.id, f.applied])).toEqual([
       ['./tool', true],
-      ['ghcr.io/devcontainers/features/go:1', false],
+      ['localhost:1/airlock-test/go:1', false],
     ]);
-    expect(d?.problem).toMatch(/published devcontainer features/);
+    expect(d?.problem).toMatch(/the registry localhost:1 is unreachable/);
     expect(d?.setup.map((s) => `${s.hook}${s.name ? `.${s.name}` : ''}: ${s.command} | ${s.cwd} | ${s.parallel}`)).toEqual([
       'onCreateCommand: echo create | /workspace | false',
       'postCreateCommand.deps: npm ci | /workspace | true',
@@ -84,7 +84,7 @@ describe('airlock env plan', () => {
     expect(human.out).toContain('not accepted yet');
     expect(human.out).toContain('build: .devcontainer/Dockerfile in context .devcontainer, args VARIANT=20');
     expect(human.out).toMatch(/1\. onCreateCommand: echo create {3}as uid 1000 .* in \/workspace/);
-    expect(human.out).toContain('feature ghcr.io/devcontainers/features/go:1: not applied:');
+    expect(human.out).toContain('feature localhost:1/airlock-test/go:1: not applied:');
     expect(human.out).toContain('not applied: runArgs:');
   });
 
