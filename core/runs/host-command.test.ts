@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
-import { CommandOutput } from './host-command';
+import { execFileSync } from 'node:child_process';
+import { CommandOutput, commandArgv } from './host-command';
 
 const TOKEN = Buffer.from('airlock-run-token-0123456789abcdef');
 
@@ -38,5 +39,17 @@ describe('CommandOutput (host-run command output on its way to the terminal)', (
     await vi.waitFor(() => expect(out.length).toBeGreaterThan(0));
     expect(out.map(([, t]) => t).join('')).toContain('line 9\n');
     output.end();
+  });
+});
+
+describe("commandArgv (the agent's command line)", () => {
+  it("puts the environment's PATH back after the login profile, quoted whatever it holds", () => {
+    expect(commandArgv('ls', true, undefined)).toEqual(['bash', '-lc', 'ls']);
+    expect(commandArgv('ls', false, '/x')).toEqual(['bash', '-c', 'ls']);
+    const odd = "/opt/it's $(here)/bin:/usr/bin:/bin";
+    const argv = commandArgv('printf %s "$PATH"', true, odd);
+    // A real bash, with a profile that sets PATH outright as Debian's does.
+    const out = execFileSync(argv[0] as string, ['--noprofile', '-c', `PATH=/usr/bin:/bin; ${argv[2]}`], { encoding: 'utf8' });
+    expect(out).toBe(odd);
   });
 });

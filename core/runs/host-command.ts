@@ -66,6 +66,20 @@ export class CommandOutput {
   }
 }
 
+/** A word for a POSIX shell, whatever it holds. */
+const shellWord = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/**
+ * The argv of a command for the agent. A login shell (the agent's commands) reads the profile first
+ * (tens of ms per command); Debian's /etc/profile sets PATH outright, so a PATH the environment gives
+ * (image `ENV`, `containerEnv`, `remoteEnv`: what setup's commands saw) is put back after it
+ * (docs/architecture.md §16, "Any image becomes a hardened sandbox").
+ */
+export function commandArgv(command: string, login: boolean, envPath: string | undefined): string[] {
+  if (!login) return ['bash', '-c', command];
+  return ['bash', '-lc', envPath === undefined ? command : `export PATH=${shellWord(envPath)}\n${command}`];
+}
+
 /** What the host saw of a command it ran: exit, timing and its output under a cap per stream. */
 export interface HostCommandResult {
   exitCode: number | null;
@@ -86,8 +100,7 @@ export interface HostCommandResult {
  */
 export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest, 'id' | 'command' | 'cwd' | 'timeoutSec' | 'capBytes'> & { signal?: AbortSignal; loginShell?: boolean }, onEvent: (event: AgentEvent) => void, onOutput?: (stream: Stream, bytes: Buffer) => void): Promise<HostCommandResult> {
   const started = Date.now();
-  // A login shell (the agent's commands) reads the profile first; that costs tens of ms per command.
-  const argv = ['bash', req.loginShell === false ? '-c' : '-lc', req.command];
+  const argv = commandArgv(req.command, req.loginShell !== false, run.commandEnv?.PATH);
   onEvent({ type: 'command_started', id: req.id, command: req.command, argv, cwd: req.cwd });
   const result: HostCommandResult = { exitCode: null, timedOut: false, durationMs: 0, output: new OutputCapture(req.capBytes), stdout: new OutputCapture(req.capBytes), stderr: new OutputCapture(req.capBytes) };
   const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => {

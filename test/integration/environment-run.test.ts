@@ -253,7 +253,7 @@ describe.skipIf(!docker.ok)('the setup phase (real Docker, a local registry stan
     expect(audit).toMatch(/setup: postCreateCommand from \.devcontainer\/devcontainer\.json; network allowlist .*registry\.airlock\.test.*\(implied by package\.json\)/);
   });
 
-  it("as the reference runs it: setup in workspaceFolder (a folder of the project), ${containerEnv:PATH} extends the image's PATH", async () => {
+  it("as the reference runs it: setup in workspaceFolder (a folder of the project), ${containerEnv:PATH} extends the image's PATH, and the agent's login shell sees the same PATH", async () => {
     const projectDir = await f.project({
       'web/index.js': 'console.log(1)\n',
       '.devcontainer/devcontainer.json': JSON.stringify({
@@ -265,12 +265,14 @@ describe.skipIf(!docker.ok)('the setup phase (real Docker, a local registry stan
     });
     const image = (await f.core.engine().then((e) => e.docker.getImage(airlockImage).inspect())).Config?.Env?.find((e) => e.startsWith('PATH='))?.slice(5);
     expect(image).toMatch(/\/usr\/bin/);
-    f.upstream.setScript(script('cat web/setup.txt'));
+    // The agent's `bash -lc` reads Debian's /etc/profile, which sets PATH outright: the environment's PATH is put back after it.
+    f.upstream.setScript(script('cat web/setup.txt; echo "agent-path=$PATH"'));
     const started = await f.services.runs.start(StartRunInput.parse({ projectDir, task: 't', provider: 'anthropic', model: 'claude-sonnet-4-5', trustEnvironment: true }));
     const run = await f.core.runs.wait(started.id);
     expect(run.error).toBeUndefined();
     const sent = f.upstream.requests.map((r) => JSON.stringify(r.body)).join('\n');
     expect(sent).toContain(`setup-cwd=/workspace/web setup-path=${image}:/opt/extra/bin here=/workspace/web`);
+    expect(sent).toContain(`agent-path=${image}:/opt/extra/bin\\n`);
   });
 
   it('a failing setup command ends the run before any model call, with its status and output', async () => {
