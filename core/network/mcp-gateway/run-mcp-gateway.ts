@@ -13,7 +13,8 @@ import { Emitter, type Disposable, type Event } from '../../common/disposable';
 import { debugLog } from '../../common/debug-log';
 import { RunTokenRegistry, presentedToken } from '../../proxy/run-tokens';
 import { secretForms } from '../gateway/secret-scrub';
-import type { ResolvedMcpServer } from './mcp-server-registry';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { serverOrigin, type ResolvedMcpServer } from './mcp-server-registry';
 
 /**
  * A run's MCP gateway (docs/architecture.md §20): one Streamable HTTP endpoint on the host's loopback,
@@ -95,7 +96,7 @@ export interface RunMcpGateway extends Disposable {
   readonly port: number;
   readonly tools: readonly GatewayTool[];
   /** What the run records: each server, where it is, how many tools it serves, what was left out. */
-  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse'; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }> };
+  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse' | 'stdio'; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }> };
   readonly onDidCall: Event<McpCallEvent>;
   /** The run's questions about calls (when the policy can ask), as given to `openRunMcpGateway`. */
   readonly questions?: McpQuestionsPort;
@@ -132,7 +133,15 @@ export interface McpQuestion {
 interface Upstream {
   name: string;
   client: Client;
+  /** A stdio server's sidecar, removed with the gateway. */
+  sidecar?: { dispose(): Promise<void> };
 }
+
+/**
+ * Starts a stdio server's sidecar and hands back its stdio transport (stdio-sidecar.ts); given by the
+ * composition root, which knows the engine. Absent: stdio servers are refused.
+ */
+export type StdioOpener = (server: ResolvedMcpServer) => Promise<{ transport: Transport; dispose(): Promise<void> }>;
 
 /** Replaces every encoded form of every credential in `text`. */
 export function scrubText(text: string, forms: readonly string[]): string {
@@ -145,6 +154,12 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/** Every encoded form of every secret of a server (its credential, a stdio server's secret environment). */
+function serverSecretForms(server: ResolvedMcpServer): string[] {
+  const values = [server.credential, ...Object.values(server.secretEnv ?? {})].filter((v): v is NonNullable<typeof v> => v !== undefined);
+  return values.flatMap((v) => secretForms(v.reveal()));
+}
+
 /** The headers a server's credential travels in. */
 function authHeaders(server: ResolvedMcpServer): Record<string, string> {
   const auth = server.entry.auth;
@@ -153,8 +168,9 @@ function authHeaders(server: ResolvedMcpServer): Record<string, string> {
   return auth.type === 'bearer' ? { Authorization: `Bearer ${value}` } : { [auth.name]: value };
 }
 
-async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[]): Promise<Upstream> {
-  const url = new URL(server.entry.url);
+async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[], stdio?: StdioOpener): Promise<Upstream> {
+  if (server.entry.transport === 'stdio') return connectStdio(server, forms, stdio);
+  const url = new URL(server.entry.url ?? '');
   const requestInit: RequestInit = { headers: authHeaders(server) };
   const transport = server.entry.transport === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
   const client = new Client({ name: 'airlock-mcp-gateway', version: APP_VERSION }, { capabilities: {} });
@@ -167,6 +183,21 @@ async function connectUpstream(server: ResolvedMcpServer, forms: readonly string
     throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (${url.origin}) could not be reached: ${why}. Check the server (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
   }
   return { name: server.entry.name, client };
+}
+
+async function connectStdio(server: ResolvedMcpServer, forms: readonly string[], stdio?: StdioOpener): Promise<Upstream> {
+  if (!stdio) throw new AirlockError('INVALID_INPUT', `MCP server "${server.entry.name}" is a local (stdio) server; it runs only in a sidecar container beside a container sandbox (--isolation container or gvisor).`, { field: 'mcpServers' });
+  const sidecar = await stdio(server);
+  const client = new Client({ name: 'airlock-mcp-gateway', version: APP_VERSION }, { capabilities: {} });
+  try {
+    await client.connect(sidecar.transport, { timeout: CONNECT_TIMEOUT_MS });
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    await sidecar.dispose();
+    const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 300);
+    throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (stdio, in its sidecar) did not answer: ${why}. Check its command (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
+  }
+  return { name: server.entry.name, client, sidecar };
 }
 
 async function listAll(up: Upstream): Promise<{ tools: Tool[]; cut: boolean }> {
@@ -197,14 +228,15 @@ export interface ListedTool {
 }
 
 /** Connects to one server with its credential, lists its tools and disconnects (pinning, docs/architecture.md §20). */
-export async function listServerTools(server: ResolvedMcpServer): Promise<{ tools: ListedTool[]; cut: boolean }> {
-  const forms = server.credential ? [...secretForms(server.credential.reveal())].sort((a, b) => b.length - a.length) : [];
-  const up = await connectUpstream(server, forms);
+export async function listServerTools(server: ResolvedMcpServer, stdio?: StdioOpener): Promise<{ tools: ListedTool[]; cut: boolean }> {
+  const forms = serverSecretForms(server).sort((a, b) => b.length - a.length);
+  const up = await connectUpstream(server, forms, stdio);
   try {
     const { tools, cut } = await listAll(up);
     return { tools: tools.map((t) => ({ tool: t.name, descriptionHash: toolDescriptionHash(t), description: scrubText(t.description ?? '', forms), annotations: hints(t) })), cut };
   } finally {
     await up.client.close().catch(() => undefined);
+    await up.sidecar?.dispose();
   }
 }
 
@@ -228,16 +260,24 @@ export async function openRunMcpGateway(opts: {
   /** Tools left out of the listing (their rule is deny); a call to one still reaches the policy (and is refused, audited). */
   hide?: (tool: GatewayTool) => boolean;
   questions?: McpQuestionsPort;
+  /** Starts a stdio server's sidecar (absent: stdio servers are refused). */
+  stdio?: StdioOpener;
 }): Promise<RunMcpGateway> {
   // Every encoded form of every credential: what must never pass into the sandbox.
-  const forms = [...new Set(opts.servers.flatMap((s) => (s.credential ? secretForms(s.credential.reveal()) : [])))].sort((a, b) => b.length - a.length);
+  const forms = [...new Set(opts.servers.flatMap(serverSecretForms))].sort((a, b) => b.length - a.length);
   const upstreams: Upstream[] = [];
-  const closeUpstreams = () => Promise.all(upstreams.map((u) => u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'))));
+  const closeUpstreams = () =>
+    Promise.all(
+      upstreams.map(async (u) => {
+        await u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'));
+        await u.sidecar?.dispose().catch(debugLog.swallow('mcp-gateway.remove-sidecar'));
+      }),
+    );
   const tools: GatewayTool[] = [];
   const record: RunMcpGateway['record'] = { servers: [] };
   try {
     for (const server of opts.servers) {
-      const up = await connectUpstream(server, forms);
+      const up = await connectUpstream(server, forms, opts.stdio);
       upstreams.push(up);
       const { tools: listed, cut } = await listAll(up);
       const skipped: string[] = [];
@@ -259,7 +299,7 @@ export async function openRunMcpGateway(opts: {
         });
       }
       if (cut) skipped.push(`(more than ${MAX_TOOLS_PER_SERVER} tools: the rest)`);
-      const origin = new URL(server.entry.url).origin;
+      const origin = serverOrigin(server.entry);
       record.servers.push({ name: server.entry.name, origin, transport: server.entry.transport, tools: listed.length - skipped.length + (cut ? 1 : 0), ...(skipped.length ? { skipped } : {}) });
     }
   } catch (err) {
