@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,6 +77,21 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP stdio server in its own sidecar
     const entry = await new McpServerRegistry({ home, service: 'unused' }).get('everything');
     expect(entry).toMatchObject({ transport: 'stdio', stdio: { package: SERVER_EVERYTHING, command: ['stdio'] } });
     expect(entry?.url).toBeUndefined();
+  });
+
+  it('keeps a secret environment value in the keychain only, never in the registry file', async () => {
+    const registry = new McpServerRegistry({ home, service: `airlock-test-mcp-stdio-${randomBytes(4).toString('hex')}` });
+    const canary = `stdio-secret-${randomBytes(8).toString('hex')}`;
+    await registry.addStdio({ name: 'withsecret', stdio: parseStdioCommand(['node', '/srv/x.js'], { env: ['MODE=ro'] }) }, { API_TOKEN: canary });
+    expect(await readFile(registry.file, 'utf8')).not.toContain(canary);
+    const [resolved] = await registry.resolve(['withsecret']);
+    expect(resolved?.entry.stdio).toMatchObject({ env: { MODE: 'ro' }, secretEnv: ['API_TOKEN'] });
+    expect(resolved?.secretEnv?.API_TOKEN?.reveal()).toBe(canary);
+    await registry.remove('withsecret');
+    await registry.addStdio({ name: 'withsecret', stdio: parseStdioCommand(['node', '/srv/x.js']) });
+    // The replaced entry's secret went with it.
+    expect((await registry.resolve(['withsecret']))[0]?.secretEnv).toBeUndefined();
+    await registry.remove('withsecret');
   });
 
   it('serves the sidecar server’s tools through the gateway: the SDK client lists and calls echo and get-sum', async () => {
