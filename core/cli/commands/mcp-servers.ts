@@ -154,9 +154,9 @@ export const mcpServersCommand: CliCommand = {
               // The project's file is a request: shown, never enabled by being there (§20).
               print(safe(`proposed by the project (${project.file}), not enabled:`));
               for (const p of project.servers) {
-                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'} (local servers are not served by the gateway yet)` : `${p.url ?? '(no url)'}  ${p.transport}`;
+                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
                 const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
-                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? '' : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it (in its own sidecar): airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
                 print(safe(`  ${p.name}  ${where}${secrets}${added}`));
               }
             }
