@@ -9,6 +9,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Secret } from '../core/keys/secret';
@@ -122,7 +123,7 @@ const stdioCall: Benchmark = {
     // The direct side: a second process of the same program, in the same sidecar, over its own exec stream.
     const command = await sidecar.packageCommand(await sidecar.fetchPackage(host, spec), spec, ['stdio']);
     const exec = await engine.docker.getContainer(sidecar.mcpSidecarName(runId, 'everything')).exec({ Cmd: command, AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: false, User: '65534:65534', WorkingDir: '/tmp' });
-    const stream = (await exec.start({ hijack: true, stdin: true })) as unknown as import('node:stream').Duplex;
+    const stream = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
     const out = new ExecDemuxer(stream as unknown as NodeJS.ReadableStream & { pause(): unknown; resume(): unknown }, () => undefined);
     const direct = new Client({ name: 'airlock-bench', version: '1' });
     await direct.connect(new sidecar.EngineStdioTransport(stream, out.stdout));
