@@ -9,6 +9,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Secret } from '../core/keys/secret';
@@ -86,4 +87,77 @@ const gatewayCall: Benchmark = {
   },
 };
 
-export const benchmarks: Benchmark[] = [gatewayCall];
+/**
+ * `mcp.gateway.call.stdio`: the same kind of call to a local (stdio) server in its sidecar (§20) —
+ * `@modelcontextprotocol/server-everything`'s echo, fetched on the host and run in Airlock's image
+ * with no network — through the run's gateway (HTTP, policy, the gateway's SDK client over the
+ * engine's exec stream), against the same call made directly over a second exec stream into the same
+ * sidecar (a second process of the same server program), by the same kind of SDK client.
+ */
+const stdioCall: Benchmark = {
+  name: 'mcp.gateway.call.stdio',
+  requires: ['docker'],
+  async run() {
+    const [{ mkdtemp, rm }, os, path, { randomBytes }, { testEngine, sandboxImage }, { engineIdentity }, sidecar, { parseStdioCommand }] = await Promise.all([
+      import('node:fs/promises'),
+      import('node:os'),
+      import('node:path'),
+      import('node:crypto'),
+      import('../test/integration/sandbox-support'),
+      import('../core/sandbox/docker/engine'),
+      import('../core/network/mcp-gateway/stdio-sidecar'),
+      import('../core/network/mcp-gateway/stdio-command'),
+    ]);
+    const { ExecDemuxer } = await import('../core/sandbox/docker/exec-demux');
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-mcp-stdio-'));
+    const engine = await testEngine();
+    const image = await sandboxImage(engine);
+    const runId = `bench-${randomBytes(4).toString('hex')}`;
+    const spec = '@modelcontextprotocol/server-everything@2026.8.31';
+    const host = { docker: engine.docker, engine: (await engineIdentity(engine)).kind, airlockImage: () => Promise.resolve(image), packageCache: path.join(home, 'mcp-packages') };
+    const entry: McpServerEntry = { name: 'everything', transport: 'stdio', stdio: parseStdioCommand(['npx', '-y', spec, 'stdio']), auth: { type: 'none' }, addedAt: new Date().toISOString(), policy: { echo: 'allow' } };
+    const { tools } = await listServerTools({ entry }, (s) => sidecar.openStdioSidecar(host, `${runId}-pin`, s));
+    const pinned: McpServerEntry = { ...entry, pins: Object.fromEntries(tools.map((t) => [t.tool, t.descriptionHash])) };
+    const { policy, hide, approvals } = createMcpRunPolicy({ entries: [pinned], mode: 'ask' });
+    const gateway = await openRunMcpGateway({ runId, servers: [{ entry: pinned }], policy, hide, questions: approvals, stdio: (s) => sidecar.openStdioSidecar(host, runId, s) });
+    // The direct side: a second process of the same program, in the same sidecar, over its own exec stream.
+    const command = await sidecar.packageCommand(await sidecar.fetchPackage(host, spec), spec, ['stdio']);
+    const exec = await engine.docker.getContainer(sidecar.mcpSidecarName(runId, 'everything')).exec({ Cmd: command, AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: false, User: '65534:65534', WorkingDir: '/tmp' });
+    const stream = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+    const out = new ExecDemuxer(stream as unknown as NodeJS.ReadableStream & { pause(): unknown; resume(): unknown }, () => undefined);
+    const direct = new Client({ name: 'airlock-bench', version: '1' });
+    await direct.connect(new sidecar.EngineStdioTransport(stream, out.stdout));
+    const through = await client(`http://127.0.0.1:${gateway.port}${GATEWAY_PATH}`, gateway.token);
+    const args = { message: 'x'.repeat(200) };
+    const viaDirect = () => direct.callTool({ name: 'echo', arguments: args });
+    const viaGateway = () => through.callTool({ name: 'everything__echo', arguments: args });
+    const samples = Math.min(SAMPLES, 200);
+    try {
+      for (let i = 0; i < 30; i++) {
+        await viaDirect();
+        await viaGateway();
+      }
+      const d: number[] = [];
+      const g: number[] = [];
+      for (let i = 0; i < samples; i++) {
+        for (const [fn, outv] of (i % 2 ? [[viaDirect, d], [viaGateway, g]] : [[viaGateway, g], [viaDirect, d]]) as Array<[() => Promise<unknown>, number[]]>) {
+          const t0 = performance.now();
+          await fn();
+          outv.push(performance.now() - t0);
+        }
+      }
+      return [
+        withRatio({ name: 'mcp.gateway.call.stdio', value: p50(g), unit: 'ms', baseline: p50(d), note: `p50 of ${samples} tools/call (echo, 200 bytes) to server-everything in its sidecar through the run's gateway vs the same call direct over an exec stream into the same sidecar; p90 ${percentile(g, 90).toFixed(2)} vs ${percentile(d, 90).toFixed(2)} ms` }),
+        { name: 'mcp.gateway.call.stdio.added', value: p50(g) - p50(d), unit: 'ms', note: 'p50 through the gateway minus p50 direct (stdio sidecar)' },
+      ];
+    } finally {
+      await through.close().catch(() => undefined);
+      await direct.close().catch(() => undefined);
+      gateway.dispose();
+      await engine.docker.getContainer(sidecar.mcpSidecarName(runId, 'everything')).remove({ force: true }).catch(() => undefined);
+      await rm(home, { recursive: true, force: true });
+    }
+  },
+};
+
+export const benchmarks: Benchmark[] = [gatewayCall, stdioCall];

@@ -146,7 +146,25 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
       // Per-tool rules and pins from the entries (§20); questions wait for the user unless the run says no one answers.
       const { policy, hide, approvals } = createMcpRunPolicy({ entries: servers.map((s) => s.entry), mode: run.approvals });
       const entries = servers.map((s) => s.entry);
-      const gateway = await openRunMcpGateway({ runId: run.runId, servers, policy, hide, questions: approvals });
+      // Local (stdio) servers run in sidecars beside a container sandbox only: the run's wipe removes them (§20).
+      const isolation = run.isolation ?? 'container';
+      const stdio =
+        isolation === 'container' || isolation === 'gvisor'
+          ? async (server: (typeof servers)[number]) => {
+              const [{ openStdioSidecar }, { engineIdentity }] = await Promise.all([import('./network/mcp-gateway/stdio-sidecar'), import('./sandbox/docker/engine')]);
+              const engine = await core.engine();
+              const sidecarHost = {
+                docker: engine.docker,
+                engine: (await engineIdentity(engine)).kind,
+                airlockImage: () => core.image('base', undefined, isolation),
+                ...(isolation === 'gvisor' ? { runtime: 'runsc' } : {}),
+                installation: await app.installationId(),
+                packageCache: `${home}/mcp-packages`,
+              };
+              return openStdioSidecar(sidecarHost, run.runId, server);
+            }
+          : undefined;
+      const gateway = await openRunMcpGateway({ runId: run.runId, servers, policy, hide, questions: approvals, ...(stdio ? { stdio } : {}) });
       // The run's `open` record says which tools changed since pinned, were never pinned, or are denied (hidden).
       const review = reviewPins(entries, gateway.tools);
       for (const s of gateway.record.servers) {

@@ -130,7 +130,7 @@ export interface RunServiceDeps {
    * Opens the run's MCP gateway over the user's servers named by the run (docs/architecture.md §20):
    * credentials from the keychain, connected and listed on the host; absent: `--mcp` is refused.
    */
-  mcpGateway?(run: { runId: string; projectDir: string; servers: string[]; /** The run's question mode: `deny` refuses at once what would ask. */ approvals: 'ask' | 'deny' }): Promise<RunMcpGateway>;
+  mcpGateway?(run: { runId: string; projectDir: string; servers: string[]; isolation?: Isolation; /** The run's question mode: `deny` refuses at once what would ask. */ approvals: 'ask' | 'deny' }): Promise<RunMcpGateway>;
   /** Project bases: a run on Airlock's own image starts from its project's last copy on the engine (§11). */
   bases?: Pick<ProjectBases, 'claim' | 'refresh' | 'discard'>;
 }

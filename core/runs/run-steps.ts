@@ -266,7 +266,7 @@ async function mcpStep(host: StepHost, run: LiveRun, spec: AgentRunSpec): Promis
   if (!host.deps.mcpGateway) throw new AirlockError('INTERNAL', 'the MCP gateway is not wired in this build');
   const sandbox = required(run.sandbox, 'network', 'prepare');
   await host.update(run, { phase: `connecting MCP servers: ${names.join(', ')}` });
-  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names, approvals: run.input.networkApprovals ?? 'ask' }));
+  const gateway = run.disposables.add(await host.deps.mcpGateway({ runId: run.id, projectDir: path.resolve(run.input.projectDir), servers: names, ...(run.input.isolation ? { isolation: run.input.isolation } : {}), approvals: run.input.networkApprovals ?? 'ask' }));
   const exposed = run.disposables.add(await sandbox.channel.exposeHostService(0, () => gateway.connect(), { name: 'MCP gateway' }));
   run.mcp = { gateway, sandboxPort: exposed.port };
   await run.audit.append('mcp', { event: 'open', servers: gateway.record.servers });

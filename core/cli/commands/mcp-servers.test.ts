@@ -91,7 +91,7 @@ describe.skipIf(!keychain.ok)('airlock mcp-servers', () => {
     const listed = await run(['list', '--project', project], home);
     expect(listed.out).toContain(`proposed by the project (${path.join(project, '.mcp.json')}), not enabled:`);
     expect(listed.out).toContain('  linear  https://mcp.linear.test/mcp (query/credential hidden)  http  sets Authorization (values not shown)  to use it: airlock mcp-servers add linear --url URL');
-    expect(listed.out).toContain('  files  stdio: npx -y @modelcontextprotocol/server-filesystem . (local servers are not served by the gateway yet)  sets API_KEY (values not shown)');
+    expect(listed.out).toContain('  files  stdio: npx -y @modelcontextprotocol/server-filesystem .  sets API_KEY (values not shown)  to use it (in its own sidecar): airlock mcp-servers add files --stdio -- COMMAND');
     const json = JSON.parse((await run(['list', '--json', '--project', project], home)).out) as { servers: unknown[]; project: { proposed: Array<{ name: string; enabled: boolean }> } };
     expect(json.servers).toEqual([]);
     expect(json.project.proposed.map((p) => [p.name, p.enabled])).toEqual([['linear', false], ['files', false]]);
@@ -110,5 +110,23 @@ describe.skipIf(!keychain.ok)('airlock mcp-servers', () => {
     await expect(run(['add', 'Bad Name', '--url', 'https://mcp.example.test/mcp'], home, 'tokentoken\n')).rejects.toThrow(/lower-case letters/);
     await expect(run(['add', 'web', 'tokentoken', '--url', 'https://mcp.example.test/mcp'], home)).rejects.toThrow(/token goes on stdin/);
     expect((await run(['list'], home)).out).toContain('no MCP servers');
+  });
+
+  it('add --stdio: the command after --, npx as a package fetched on the host, a secret env value from stdin to the keychain only', async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
+    homes.push(home);
+    const secret = `stdio-canary-${randomBytes(6).toString('hex')}`;
+    const added = await run(['add', 'everything', '--stdio', '--env', 'MODE=ro', '--secret-env', 'API_TOKEN', '--', 'npx', '-y', '@modelcontextprotocol/server-everything@2026.8.31', 'stdio'], home, `${secret}\n`);
+    expect(added.code).toBe(0);
+    expect(added.out).toContain("added everything (stdio: npm @modelcontextprotocol/server-everything@2026.8.31, fetched on the host with scripts off; runs in its own sidecar container on Airlock's image, no network, API_TOKEN from the OS keychain)");
+    expect(added.out + added.err).not.toContain(secret);
+    const file = await readFile(path.join(home, 'mcp-servers.json'), 'utf8');
+    expect(file).not.toContain(secret);
+    expect(JSON.parse(file).servers[0]).toMatchObject({ name: 'everything', transport: 'stdio', stdio: { package: '@modelcontextprotocol/server-everything@2026.8.31', command: ['stdio'], env: { MODE: 'ro' }, secretEnv: ['API_TOKEN'] } });
+    const listed = await run(['list'], home);
+    expect(listed.out).toContain('everything  npm @modelcontextprotocol/server-everything@2026.8.31 (sidecar, airlock image, secrets: API_TOKEN)  stdio');
+    await expect(run(['add', 'bad', '--stdio'], home)).rejects.toThrow(/give the server command after --/);
+    await expect(run(['add', 'bad', '--', 'node', 'x.js'], home)).rejects.toThrow(/add --stdio/);
+    expect((await run(['rm', 'everything'], home)).out).toContain('removed everything');
   });
 });

@@ -1,7 +1,8 @@
 import { AirlockError } from '../../../contracts/errors';
 import type { AppContext } from '../../app-context';
-import { McpServerRegistry, McpToolRule, type McpAuth, type McpServerEntry } from '../../network/mcp-gateway/mcp-server-registry';
+import { McpServerRegistry, McpToolRule, serverOrigin, type McpAuth, type McpServerEntry } from '../../network/mcp-gateway/mcp-server-registry';
 import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
+import { parseStdioCommand } from '../../network/mcp-gateway/stdio-command';
 import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
 import { listServerTools, type ListedTool } from '../../network/mcp-gateway/run-mcp-gateway';
 import { CliUsageError, parseCliArgs } from '../args';
@@ -12,6 +13,8 @@ import { openInBrowser } from '../open-in-browser';
 import { readSecretFromStdin } from './keys';
 
 const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--auth bearer|header:NAME|oauth|none]   (a token on stdin)
+       airlock mcp-servers add NAME --stdio [--image IMAGE] [--env K=V]… [--secret-env K] -- COMMAND ARGS…
+                                            (runs in its own sidecar container, no network; npx -y PKG@VER is fetched on the host, scripts off; K's value on stdin)
        airlock mcp-servers login NAME [--no-browser]   (OAuth: sign in on the server's page; tokens go to the OS keychain)
        airlock mcp-servers list [--json] [--project DIR]
        airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
@@ -81,8 +84,16 @@ export const mcpServersCommand: CliCommand = {
   name: 'mcp-servers',
   summary: "Your MCP servers for runs (--mcp NAME): tokens stay in the OS keychain, the agent reaches them through Airlock's gateway.",
   usage: USAGE,
-  async run(args, io: CliIo) {
+  async run(allArgs, io: CliIo) {
+    // A stdio server's command follows `--` and is never read as options.
+    const dashes = allArgs.indexOf('--');
+    const args = dashes < 0 ? allArgs : allArgs.slice(0, dashes);
+    const command = dashes < 0 ? [] : allArgs.slice(dashes + 1);
     const { values, positionals } = parseCliArgs(args, {
+      stdio: { type: 'boolean', default: false },
+      image: { type: 'string' },
+      env: { type: 'string', multiple: true },
+      'secret-env': { type: 'string' },
       url: { type: 'string' },
       transport: { type: 'string' },
       auth: { type: 'string' },
@@ -98,6 +109,19 @@ export const mcpServersCommand: CliCommand = {
       const print = (text: string) => io.stdout.write(`${text}\n`);
       switch (sub) {
         case 'add': {
+          if (values.stdio) {
+            if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --stdio -- COMMAND ARGS…');
+            if (values.url) throw new CliUsageError('a stdio server has no --url; its command follows --');
+            const stdio = parseStdioCommand(command, { ...(values.image ? { image: values.image } : {}), env: values.env ?? [] });
+            const secretName = values['secret-env'];
+            const secrets = secretName ? { [secretName]: (await readSecretFromStdin(io, `value of ${secretName} for ${name}: `)).reveal() } : {};
+            const saved = await registry.addStdio({ name, stdio }, secrets);
+            const what = saved.stdio?.package ? `npm ${saved.stdio.package}, fetched on the host with scripts off` : safe((saved.stdio?.command ?? []).join(' ').slice(0, 200));
+            print(`added ${saved.name} (stdio: ${what}; runs in its own sidecar container on ${saved.stdio?.image ?? "Airlock's image"}, no network${secretName ? `, ${secretName} from the OS keychain` : ''}); give it to a run with --mcp ${saved.name}`);
+            print(`its tools are not pinned (a stdio server is only started beside a run): every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
+            return ExitCode.ok;
+          }
+          if (command.length) throw new CliUsageError('a command after -- is for a stdio server: add --stdio');
           if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --url URL (the token on stdin)');
           if (!values.url) throw new CliUsageError('give the server endpoint: --url https://…/mcp');
           const transport = values.transport ?? 'http';
@@ -105,7 +129,7 @@ export const mcpServersCommand: CliCommand = {
           const auth = parseAuth(values.auth);
           const credential = auth.type === 'none' || auth.type === 'oauth' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
           const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
-          print(`added ${saved.name} (${new URL(saved.url).origin}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
+          print(`added ${saved.name} (${serverOrigin(saved)}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
           if (auth.type === 'oauth') await signIn(registry, saved.name, !values['no-browser'], print);
           try {
             await pinTools(registry, saved.name, print);
@@ -144,16 +168,16 @@ export const mcpServersCommand: CliCommand = {
             return ExitCode.ok;
           }
           if (all.length === 0) print('no MCP servers; add one with `airlock mcp-servers add NAME --url URL` (the token on stdin)');
-          else for (const s of all) print(safe(`${s.name}  ${s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}  ${rulesText(s)}`));
+          else for (const s of all) print(safe(`${s.name}  ${s.transport === 'stdio' ? `${s.stdio?.package ? `npm ${s.stdio.package}` : (s.stdio?.command ?? []).join(' ').slice(0, 120)} (sidecar, ${s.stdio?.image ?? 'airlock image'}${s.stdio?.secretEnv?.length ? `, secrets: ${s.stdio.secretEnv.join(' ')}` : ''})` : s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}  ${rulesText(s)}`));
           if (project) {
             if (project.servers.length === 0) print(safe(`${project.file}: no MCP servers proposed`));
             else {
               // The project's file is a request: shown, never enabled by being there (§20).
               print(safe(`proposed by the project (${project.file}), not enabled:`));
               for (const p of project.servers) {
-                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'} (local servers are not served by the gateway yet)` : `${p.url ?? '(no url)'}  ${p.transport}`;
+                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
                 const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
-                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? '' : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it (in its own sidecar): airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
                 print(safe(`  ${p.name}  ${where}${secrets}${added}`));
               }
             }

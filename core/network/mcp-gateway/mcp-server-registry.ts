@@ -35,13 +35,39 @@ export type McpToolRule = z.infer<typeof McpToolRule>;
 export const MCP_TOOL_KEY = /^(?:\*|[A-Za-z0-9_.-]{1,128})$/;
 const ToolKey = z.string().regex(MCP_TOOL_KEY);
 
+/** An environment variable name a stdio server is given. */
+export const MCP_ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/**
+ * A local (stdio) server: never run on the host, each in its own hardened sidecar container with no
+ * network (docs/architecture.md §20). `package` (an npm spec) is fetched on the host with scripts off
+ * and copied into the sidecar; `command` runs there with its stdin/stdout as the MCP stream.
+ */
+export const McpStdioSchema = z
+  .object({
+    /** What runs in the sidecar: the program and its arguments; for a package, the arguments of its program (npx's choice of bin). */
+    command: z.array(z.string().min(1).max(4000)).max(64),
+    /** The server's own image; absent: Airlock's sandbox image. */
+    image: z.string().min(1).max(300).regex(/^[A-Za-z0-9][A-Za-z0-9._\/:@-]*$/).optional(),
+    /** An npm package (`name@version`) fetched on the host without running its scripts. */
+    package: z.string().min(1).max(214).regex(/^(?:@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*(?:@[A-Za-z0-9._^~<>=| -]+)?$/).optional(),
+    /** Plain environment values (no secrets: those are `secretEnv`, in the keychain). */
+    env: z.record(z.string().regex(MCP_ENV_NAME), z.string().max(4000)).optional(),
+    /** Names of variables whose values live in the keychain (`mcp-server:<name>:env:<VAR>`). */
+    secretEnv: z.array(z.string().regex(MCP_ENV_NAME)).max(32).optional(),
+  })
+  .strict()
+  .refine((s) => s.command.length > 0 || s.package !== undefined, { message: 'name the program to run', path: ['command'] });
+export type McpStdio = z.infer<typeof McpStdioSchema>;
+
 export const McpServerEntrySchema = z
   .object({
     name: z.string().regex(MCP_SERVER_NAME),
-    /** The server's endpoint: https, or http only to this machine's loopback. */
-    url: z.string().min(1).max(2000),
-    /** Streamable HTTP (the current transport) or the older HTTP+SSE one. */
-    transport: z.enum(['http', 'sse']),
+    /** The server's endpoint: https, or http only to this machine's loopback (absent for a stdio server). */
+    url: z.string().min(1).max(2000).optional(),
+    /** Streamable HTTP (the current transport), the older HTTP+SSE one, or a local stdio server in a sidecar. */
+    transport: z.enum(['http', 'sse', 'stdio']),
+    stdio: McpStdioSchema.optional(),
     auth: McpAuthSchema,
     addedAt: z.string(),
     /** Per-tool rules the user set (`*`: the rest); a tool with none asks (the safer default, §20). */
@@ -66,6 +92,14 @@ export interface ResolvedMcpServer {
   credential?: Secret<string>;
   /** For `auth: oauth`: the signed-in session the SDK sends and refreshes the tokens through. */
   oauth?: McpOAuthSession;
+  /** A stdio server's secret environment values (from the keychain). */
+  secretEnv?: Record<string, Secret<string>>;
+}
+
+/** Where a server is, for records and lists: the URL's origin, or `stdio:` and its image. */
+export function serverOrigin(entry: McpServerEntry): string {
+  if (entry.transport === 'stdio') return `stdio:${entry.stdio?.image ?? 'airlock'}`;
+  return entry.url ? new URL(entry.url).origin : '(no url)';
 }
 
 /** Checks a server URL: https anywhere, plain http only to loopback (a local server). */
@@ -99,6 +133,7 @@ export class McpServerRegistry {
   async add(input: { name: string; url: string; transport?: 'http' | 'sse'; auth: McpAuth }, credential?: string): Promise<McpServerEntry> {
     if (!MCP_SERVER_NAME.test(input.name)) throw new AirlockError('INVALID_INPUT', 'a server name is lower-case letters, digits and - (up to 24), starting with a letter', { field: 'name' });
     const url = checkServerUrl(input.url);
+    await this.dropSecretEnv(input.name);
     const auth = McpAuthSchema.parse(input.auth);
     const value = credential?.replace(/\r?\n$/, '');
     if (auth.type !== 'none' && auth.type !== 'oauth' && (!value || value.length < 4 || value.length > 16_384 || /[\r\n\0]/.test(value))) {
@@ -112,6 +147,36 @@ export class McpServerRegistry {
       } else await this.backend.delete(account(entry.name)).catch(() => false);
       return { list: [...all.filter((s) => s.name !== entry.name), entry], result: entry };
     });
+  }
+
+  /**
+   * Adds (or replaces) a local stdio server, run in a sidecar (§20). Secret environment values go to
+   * the keychain only (one account per variable); the file holds their names.
+   */
+  async addStdio(input: { name: string; stdio: McpStdio }, secrets: Record<string, string> = {}): Promise<McpServerEntry> {
+    if (!MCP_SERVER_NAME.test(input.name)) throw new AirlockError('INVALID_INPUT', 'a server name is lower-case letters, digits and - (up to 24), starting with a letter', { field: 'name' });
+    const parsed = McpStdioSchema.safeParse({ ...input.stdio, ...(Object.keys(secrets).length ? { secretEnv: Object.keys(secrets) } : {}) });
+    if (!parsed.success) throw new AirlockError('INVALID_INPUT', `the stdio server "${input.name}" is not valid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ').slice(0, 400)}`, { field: 'stdio' });
+    for (const [k, v] of Object.entries(secrets)) {
+      if (!v || v.length > 16_384 || /[\r\n\0]/.test(v)) throw new AirlockError('INVALID_INPUT', `the secret value of ${k} must be one line of up to 16384 characters`, { field: 'secretEnv' });
+      if (parsed.data.env?.[k] !== undefined) throw new AirlockError('INVALID_INPUT', `${k} is given both as a plain and as a secret value; keep one`, { field: 'secretEnv' });
+    }
+    const entry: McpServerEntry = { name: input.name, transport: 'stdio', stdio: parsed.data, auth: { type: 'none' }, addedAt: new Date().toISOString() };
+    return this.serialized(async () => {
+      await this.dropSecretEnv(input.name);
+      if (Object.keys(secrets).length) await this.backend.probe();
+      for (const [k, v] of Object.entries(secrets)) await this.backend.set(envAccount(input.name, k), v);
+      await this.backend.delete(account(entry.name)).catch(() => false);
+      const all = (await this.read()).filter((s) => s.name !== entry.name);
+      await this.write([...all, entry]);
+      return entry;
+    });
+  }
+
+  /** Deletes the keychain values of a stdio entry's secret variables (when it is replaced or removed). */
+  private async dropSecretEnv(name: string): Promise<void> {
+    const old = (await this.read()).find((s) => s.name === name);
+    for (const k of old?.stdio?.secretEnv ?? []) await this.backend.delete(envAccount(name, k)).catch(() => false);
   }
 
   /** Sets one tool's rule (`*`: every tool without its own); `undefined` removes it (the tool asks again). */
@@ -153,6 +218,7 @@ export class McpServerRegistry {
   async remove(name: string): Promise<boolean> {
     return this.change(async (all) => {
       const had = all.some((s) => s.name === name);
+      await this.dropSecretEnv(name);
       const deleted = await this.backend.delete(account(name)).catch(() => false);
       return { list: had ? all.filter((s) => s.name !== name) : all, result: had || deleted };
     });
@@ -165,6 +231,16 @@ export class McpServerRegistry {
     for (const name of [...new Set(names)]) {
       const entry = all.find((s) => s.name === name);
       if (!entry) throw new AirlockError('NOT_FOUND', `no MCP server named "${name}"; add it with \`airlock mcp-servers add ${name} --url URL --auth bearer\` (the token on stdin)`, { field: 'mcpServers' });
+      if (entry.transport === 'stdio') {
+        const secretEnv: Record<string, Secret<string>> = {};
+        for (const k of entry.stdio?.secretEnv ?? []) {
+          const v = await this.backend.get(envAccount(name, k));
+          if (v === undefined) throw new AirlockError('NOT_FOUND', `the secret ${k} of MCP server "${name}" is missing from the keychain; add the server again (\`airlock mcp-servers add ${name} --stdio --secret-env ${k} -- …\`)`, { field: 'mcpServers' });
+          secretEnv[k] = new Secret(v);
+        }
+        out.push({ entry, ...(Object.keys(secretEnv).length ? { secretEnv } : {}) });
+        continue;
+      }
       if (entry.auth.type === 'none') {
         out.push({ entry });
         continue;
@@ -221,4 +297,8 @@ export class McpServerRegistry {
 
 function account(name: string): string {
   return `mcp-server:${name}`;
+}
+
+function envAccount(name: string, variable: string): string {
+  return `mcp-server:${name}:env:${variable}`;
 }

@@ -13,7 +13,8 @@ import { Emitter, type Disposable, type Event } from '../../common/disposable';
 import { debugLog } from '../../common/debug-log';
 import { RunTokenRegistry, presentedToken } from '../../proxy/run-tokens';
 import { secretForms } from '../gateway/secret-scrub';
-import type { ResolvedMcpServer } from './mcp-server-registry';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { serverOrigin, type ResolvedMcpServer } from './mcp-server-registry';
 
 /**
  * A run's MCP gateway (docs/architecture.md §20): one Streamable HTTP endpoint on the host's loopback,
@@ -95,7 +96,7 @@ export interface RunMcpGateway extends Disposable {
   readonly port: number;
   readonly tools: readonly GatewayTool[];
   /** What the run records: each server, where it is, how many tools it serves, what was left out. */
-  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse'; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }> };
+  readonly record: { servers: Array<{ name: string; origin: string; transport: 'http' | 'sse' | 'stdio'; tools: number; skipped?: string[]; changed?: string[]; unpinned?: string[]; denied?: string[] }> };
   readonly onDidCall: Event<McpCallEvent>;
   /** The run's questions about calls (when the policy can ask), as given to `openRunMcpGateway`. */
   readonly questions?: McpQuestionsPort;
@@ -132,7 +133,15 @@ export interface McpQuestion {
 interface Upstream {
   name: string;
   client: Client;
+  /** A stdio server's sidecar, removed with the gateway. */
+  sidecar?: { dispose(): Promise<void> };
 }
+
+/**
+ * Starts a stdio server's sidecar and hands back its stdio transport (stdio-sidecar.ts); given by the
+ * composition root, which knows the engine. Absent: stdio servers are refused.
+ */
+export type StdioOpener = (server: ResolvedMcpServer) => Promise<{ transport: Transport; dispose(): Promise<void> }>;
 
 /** Replaces every encoded form of every credential in `text`. */
 export function scrubText(text: string, forms: readonly string[]): string {
@@ -145,10 +154,13 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** Every encoded form of the servers' credentials (tokens, OAuth tokens), longest first. */
+/** Every encoded form of every secret of the servers (credentials, OAuth tokens, stdio servers' secret environment), longest first. */
 function credentialForms(servers: readonly ResolvedMcpServer[]): string[] {
   const forms: string[] = [];
-  addForms(forms, servers.flatMap((s) => [...(s.credential ? [s.credential.reveal()] : []), ...(s.oauth?.secretValues() ?? [])]));
+  addForms(
+    forms,
+    servers.flatMap((s) => [...(s.credential ? [s.credential.reveal()] : []), ...Object.values(s.secretEnv ?? {}).map((v) => v.reveal()), ...(s.oauth?.secretValues() ?? [])]),
+  );
   return forms;
 }
 
@@ -165,8 +177,9 @@ function authHeaders(server: ResolvedMcpServer): Record<string, string> {
   return auth.type === 'bearer' ? { Authorization: `Bearer ${value}` } : { [auth.name]: value };
 }
 
-async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[]): Promise<Upstream> {
-  const url = new URL(server.entry.url);
+async function connectUpstream(server: ResolvedMcpServer, forms: readonly string[], stdio?: StdioOpener): Promise<Upstream> {
+  if (server.entry.transport === 'stdio') return connectStdio(server, forms, stdio);
+  const url = new URL(server.entry.url ?? '');
   // An OAuth server gets its tokens from the session, which the SDK refreshes on the host.
   const options = { requestInit: { headers: authHeaders(server) }, ...(server.oauth ? { authProvider: server.oauth } : {}) };
   const transport = server.entry.transport === 'sse' ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
@@ -180,6 +193,21 @@ async function connectUpstream(server: ResolvedMcpServer, forms: readonly string
     throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (${url.origin}) could not be reached: ${why}. Check the server (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
   }
   return { name: server.entry.name, client };
+}
+
+async function connectStdio(server: ResolvedMcpServer, forms: readonly string[], stdio?: StdioOpener): Promise<Upstream> {
+  if (!stdio) throw new AirlockError('INVALID_INPUT', `MCP server "${server.entry.name}" is a local (stdio) server; it runs only in a sidecar container beside a container sandbox (--isolation container or gvisor).`, { field: 'mcpServers' });
+  const sidecar = await stdio(server);
+  const client = new Client({ name: 'airlock-mcp-gateway', version: APP_VERSION }, { capabilities: {} });
+  try {
+    await client.connect(sidecar.transport, { timeout: CONNECT_TIMEOUT_MS });
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    await sidecar.dispose();
+    const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 300);
+    throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (stdio, in its sidecar) did not answer: ${why}. Check its command (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
+  }
+  return { name: server.entry.name, client, sidecar };
 }
 
 async function listAll(up: Upstream): Promise<{ tools: Tool[]; cut: boolean }> {
@@ -210,14 +238,15 @@ export interface ListedTool {
 }
 
 /** Connects to one server with its credential, lists its tools and disconnects (pinning, docs/architecture.md §20). */
-export async function listServerTools(server: ResolvedMcpServer): Promise<{ tools: ListedTool[]; cut: boolean }> {
+export async function listServerTools(server: ResolvedMcpServer, stdio?: StdioOpener): Promise<{ tools: ListedTool[]; cut: boolean }> {
   const forms = credentialForms([server]);
-  const up = await connectUpstream(server, forms);
+  const up = await connectUpstream(server, forms, stdio);
   try {
     const { tools, cut } = await listAll(up);
     return { tools: tools.map((t) => ({ tool: t.name, descriptionHash: toolDescriptionHash(t), description: scrubText(t.description ?? '', forms), annotations: hints(t) })), cut };
   } finally {
     await up.client.close().catch(() => undefined);
+    await up.sidecar?.dispose();
   }
 }
 
@@ -241,6 +270,8 @@ export async function openRunMcpGateway(opts: {
   /** Tools left out of the listing (their rule is deny); a call to one still reaches the policy (and is refused, audited). */
   hide?: (tool: GatewayTool) => boolean;
   questions?: McpQuestionsPort;
+  /** Starts a stdio server's sidecar (absent: stdio servers are refused). */
+  stdio?: StdioOpener;
 }): Promise<RunMcpGateway> {
   // Every encoded form of every credential: what must never pass into the sandbox. A refreshed
   // OAuth token joins the list in place, before the call that used it answers.
@@ -249,13 +280,18 @@ export async function openRunMcpGateway(opts: {
   const upstreams: Upstream[] = [];
   const closeUpstreams = () => {
     for (const r of refreshes) r.dispose();
-    return Promise.all(upstreams.map((u) => u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'))));
+    return Promise.all(
+      upstreams.map(async (u) => {
+        await u.client.close().catch(debugLog.swallow('mcp-gateway.close-upstream'));
+        await u.sidecar?.dispose().catch(debugLog.swallow('mcp-gateway.remove-sidecar'));
+      }),
+    );
   };
   const tools: GatewayTool[] = [];
   const record: RunMcpGateway['record'] = { servers: [] };
   try {
     for (const server of opts.servers) {
-      const up = await connectUpstream(server, forms);
+      const up = await connectUpstream(server, forms, opts.stdio);
       upstreams.push(up);
       const { tools: listed, cut } = await listAll(up);
       const skipped: string[] = [];
@@ -277,7 +313,7 @@ export async function openRunMcpGateway(opts: {
         });
       }
       if (cut) skipped.push(`(more than ${MAX_TOOLS_PER_SERVER} tools: the rest)`);
-      const origin = new URL(server.entry.url).origin;
+      const origin = serverOrigin(server.entry);
       record.servers.push({ name: server.entry.name, origin, transport: server.entry.transport, tools: listed.length - skipped.length + (cut ? 1 : 0), ...(skipped.length ? { skipped } : {}) });
     }
   } catch (err) {
