@@ -126,6 +126,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: 
     mcp: mcp.service,
     environments: environmentsService(parts),
     secrets: secretsService(parts),
+    mcpServers: mcpServersService(parts),
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -174,6 +175,46 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
         kept: [...result.kept, ...bases.kept.filter(() => olderThanMs === undefined).map((p) => ({ key: `project base: ${p}`, reason: 'a live run starts from it' }))],
         freedBytes: result.freedBytes + bases.freedBytes,
       };
+    },
+  };
+}
+
+/**
+ * The user's MCP servers (docs/architecture.md §20): the same registry and tool listing as `airlock
+ * mcp-servers …`, loaded when first used (the MCP SDK is not needed to start the app).
+ */
+function mcpServersService(parts: ServiceParts): AirlockServices['mcpServers'] {
+  const load = async () => {
+    const admin = await import('./network/mcp-gateway/mcp-servers-admin');
+    return { admin, registry: admin.mcpServerRegistryFor({ home: parts.core.home, keychainService: parts.core.app.keychainService }) };
+  };
+  return {
+    async list({ projectDir }) {
+      const { admin, registry } = await load();
+      return admin.listMcpServers(registry, projectDir);
+    },
+    async add({ name, url, transport, auth, credential }) {
+      const { admin, registry } = await load();
+      return admin.addMcpServer(registry, { name, url, transport, auth }, auth.type === 'none' ? undefined : credential);
+    },
+    async remove({ name }) {
+      const { registry } = await load();
+      return { removed: await registry.remove(name) };
+    },
+    async tools({ name }) {
+      const { admin, registry } = await load();
+      const { entry, tools, cut } = await admin.currentTools(registry, name);
+      return { tools: admin.mcpToolViews(entry, tools), cut };
+    },
+    async setRule({ name, tool, rule }) {
+      const { admin, registry } = await load();
+      await registry.setPolicy(name, tool, rule === 'default' ? undefined : rule);
+      return admin.mcpServerViewOf(registry, name);
+    },
+    async pin({ name }) {
+      const { admin, registry } = await load();
+      const { entry, tools, cut } = await admin.pinServerTools(registry, name);
+      return { server: await admin.mcpServerViewOf(registry, name), tools: admin.mcpToolViews(entry, tools), cut };
     },
   };
 }
