@@ -191,7 +191,9 @@ function mcpServersService(parts: ServiceParts): AirlockServices['mcpServers'] {
   return {
     async list({ projectDir }) {
       const { admin, registry } = await load();
-      return admin.listMcpServers(registry, projectDir);
+      const env = parts.core.app.env;
+      const userHome = env.HOME || env.USERPROFILE;
+      return admin.listMcpServers(registry, projectDir, userHome ? { userHome, env: { CODEX_HOME: env.CODEX_HOME, APPDATA: env.APPDATA } } : undefined);
     },
     async add({ name, url, transport, auth, credential }) {
       const { admin, registry } = await load();

@@ -42,6 +42,7 @@ async function shotAtBothSizes(page: Page, name: string): Promise<void> {
 describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen (Chromium, real core, real keychain, real MCP server)', () => {
   let home: string;
   let project: string;
+  let userHome: string;
   let services: AirlockServices | undefined;
   let stopServe: (() => Promise<void>) | undefined;
   let closeBrowser: () => Promise<void>;
@@ -64,7 +65,14 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen (Chromium, rea
         },
       }),
     );
-    const ui = await serveUi({ env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: keychainService }, rendererDir, warm: false });
+    // The user's other MCP clients, in a home folder of the test's: Claude Code, Codex and the project's VS Code file.
+    userHome = await mkdtemp(join(tmpdir(), 'airlock-e2e-mcp-servers-user-'));
+    await writeFile(join(userHome, '.claude.json'), JSON.stringify({ mcpServers: { notes: { type: 'http', url: 'https://notes.invalid/mcp', headers: { 'X-Api-Key': PROJECT_SECRET } } }, projects: { [project]: { mcpServers: { local: { type: 'sse', url: 'https://local.invalid/sse' } } } } }));
+    await mkdir(join(userHome, '.codex'));
+    await writeFile(join(userHome, '.codex', 'config.toml'), `model = "x"\n\n[mcp_servers.docs]\nurl = "https://docs.invalid/mcp"\nbearer_token_env_var = "DOCS_TOKEN"\n\n[mcp_servers.shell]\ncommand = "npx"\nargs = ["-y", "shell-server"]\n\n[mcp_servers.shell.env]\nSHELL_TOKEN = "${PROJECT_SECRET}"\n`);
+    await mkdir(join(project, '.vscode'));
+    await writeFile(join(project, '.vscode', 'mcp.json'), JSON.stringify({ servers: { issues: { type: 'http', url: 'https://issues.invalid/mcp' } } }));
+    const ui = await serveUi({ env: { ...process.env, HOME: userHome, AIRLOCK_HOME: home, AIRLOCK_KEYCHAIN_SERVICE: keychainService }, rendererDir, warm: false });
     stopServe = ui.stop;
     services = ui.services;
     url = ui.host.url;
@@ -82,6 +90,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen (Chromium, rea
     await upstream?.close();
     await rm(home, { recursive: true, force: true });
     await rm(project, { recursive: true, force: true });
+    await rm(userHome, { recursive: true, force: true });
   });
 
   const row = (name: string) => page.locator(`[data-mcp-server="${name}"]`);
@@ -139,22 +148,37 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen (Chromium, rea
     expect(tools.tools.find((t) => t.tool === 'whoami')).toMatchObject({ pin: 'same' });
   });
 
-  it("lists a project's .mcp.json as proposed, without its values, never enabled, and imports one into the form", async () => {
-    const proposals = page.getByRole('region', { name: 'Proposed by a project' });
+  it("lists what the user's other MCP clients and a project's files configure, without their values, never enabled, and imports one", async () => {
+    const proposals = page.getByRole('region', { name: 'Found in your other MCP clients' });
+    // The user's own clients are listed without a project.
+    await proposals.locator('[data-proposed="notes"]').waitFor();
+    expect(await proposals.locator('[data-proposed="docs"]').getAttribute('data-source')).toContain('Codex');
+    expect(await proposals.locator('[data-proposed="tracker"]').count()).toBe(0);
     await proposals.getByLabel('Project folder').fill(project);
-    await proposals.getByRole('button', { name: 'Read .mcp.json' }).click();
-    const tracker = proposals.locator('[data-proposed="tracker"]');
-    await tracker.waitFor();
+    await proposals.getByRole('button', { name: 'Look again' }).click();
+    await proposals.locator('[data-proposed="tracker"]').waitFor();
+    const source = async (name: string) => proposals.locator(`[data-proposed="${name}"]`).getAttribute('data-source');
+    expect(await source('tracker')).toBe(join(project, '.mcp.json'));
+    expect(await source('local')).toContain('Claude Code, this project');
+    expect(await source('issues')).toContain('VS Code, the project');
+    expect(await source('notes')).toContain('Claude Code');
     const text = await proposals.textContent();
     expect(text).toContain('sets Authorization (values not shown)');
-    expect(text).toContain('not enabled');
     expect(text).toContain('sets API_KEY (values not shown)');
+    expect(text).toContain('sets X-Api-Key (values not shown)');
+    expect(text).toContain('sets DOCS_TOKEN (values not shown)');
+    expect(text).toContain('sets SHELL_TOKEN (values not shown)');
+    expect(text).toContain('not enabled');
     expect(await page.content()).not.toContain(PROJECT_SECRET);
     expect(await page.content()).not.toContain('query-secret');
+    expect(JSON.stringify(await services!.mcpServers.list({ projectDir: project }))).not.toContain(PROJECT_SECRET);
     // Not enabled: the user's servers are unchanged.
     expect((await services!.mcpServers.list({})).servers.map((s) => s.name)).toEqual(['fixture']);
-    await proposals.getByRole('button', { name: 'Import tracker' }).click();
     const form = page.getByRole('form', { name: 'Add MCP server' });
+    await proposals.getByRole('button', { name: /^Import docs from Codex/ }).click();
+    expect(await form.getByLabel('Server name').inputValue()).toBe('docs');
+    expect(await form.getByLabel('Server URL').inputValue()).toBe('https://docs.invalid/mcp');
+    await proposals.getByRole('button', { name: /^Import tracker from/ }).click();
     expect(await form.getByLabel('Server name').inputValue()).toBe('tracker');
     // Its URL had a query that is never shown: the user types the endpoint.
     expect(await form.getByLabel('Server URL').inputValue()).toBe('');

@@ -2,6 +2,7 @@ import type { McpServerView, McpToolView, ProposedMcpServerView } from '../../..
 import type { AppContext } from '../../app-context';
 import { McpServerRegistry, type McpAuth, type McpServerEntry, type McpServerSummary } from './mcp-server-registry';
 import { toolStanding } from './mcp-tool-policy';
+import { readClientMcpConfigs } from './client-mcp-configs';
 import { readProjectMcpConfig } from './project-mcp-config';
 import { listServerTools, type ListedTool } from './run-mcp-gateway';
 
@@ -74,14 +75,32 @@ export async function addMcpServer(
   }
 }
 
-/** The user's servers and, for a project, what its `.mcp.json` proposes (never enabled by being there). */
-export async function listMcpServers(registry: McpServerRegistry, projectDir?: string): Promise<{ servers: McpServerView[]; proposed: ProposedMcpServerView[]; proposedFile?: string }> {
+/** Where the user's other MCP clients keep their configurations: the user's home folder and the environment naming Codex's and VS Code's. */
+export interface ClientConfigPlaces {
+  userHome: string;
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * The user's servers and, as proposals never enabled by being there: what a project's `.mcp.json`
+ * proposes (with `projectDir`) and what the user's other MCP clients configure (with `clients`).
+ */
+export async function listMcpServers(registry: McpServerRegistry, projectDir?: string, clients?: ClientConfigPlaces): Promise<{ servers: McpServerView[]; proposed: ProposedMcpServerView[]; proposedFile?: string }> {
   const all = await registry.list();
   const servers = all.map(mcpServerView);
-  if (!projectDir) return { servers, proposed: [] };
-  const project = await readProjectMcpConfig(projectDir);
-  const proposed = project.servers.map((p) => ({ ...p, source: project.file, added: all.some((s) => s.name === p.name) }));
-  return { servers, proposed, proposedFile: project.file };
+  const added = (name: string) => all.some((s) => s.name === name);
+  const proposed: ProposedMcpServerView[] = [];
+  let proposedFile: string | undefined;
+  if (projectDir) {
+    const project = await readProjectMcpConfig(projectDir);
+    proposedFile = project.file;
+    proposed.push(...project.servers.map((p) => ({ ...p, source: project.file, added: added(p.name) })));
+  }
+  if (clients) {
+    const found = await readClientMcpConfigs({ userHome: clients.userHome, ...(projectDir ? { projectDir } : {}), ...(clients.env ? { env: clients.env } : {}) });
+    for (const c of found) proposed.push(...c.servers.map((p) => ({ ...p, source: c.source, added: added(p.name) })));
+  }
+  return { servers, proposed, ...(proposedFile ? { proposedFile } : {}) };
 }
 
 /** A server entry as the screen shows it after a change. */

@@ -107,7 +107,10 @@ function ServerTools({ server, onChanged }: { server: McpServerView; onChanged: 
   );
 }
 
-/** What a project's `.mcp.json` proposes: listed to import, never enabled by being there. */
+/**
+ * What the user's other MCP clients (Claude Code, Codex, Cursor, VS Code) and a project's files
+ * configure: listed to import, never enabled by being there.
+ */
 function Proposals({ onImport }: { onImport: (p: ProposedMcpServerView) => void }) {
   const formProject = useNewRunForm((s) => s.draft.projectDir);
   const [dir, setDir] = useState(formProject);
@@ -115,37 +118,39 @@ function Proposals({ onImport }: { onImport: (p: ProposedMcpServerView) => void 
   const { busy, error, run } = useAction();
   const look = (e?: FormEvent) => {
     e?.preventDefault();
-    void run(async () => setFound(await api().call('mcpServers:list', { projectDir: dir.trim() })));
+    const projectDir = dir.trim();
+    void run(async () => setFound(await api().call('mcpServers:list', projectDir ? { projectDir } : {})));
   };
-  useEffect(() => {
-    if (formProject) look();
-  }, []);
+  useEffect(() => look(), []);
   return (
-    <section className="panel stack" aria-label="Proposed by a project">
-      <h2>Proposed by a project</h2>
-      <p className="muted">A project's <code>.mcp.json</code> is a request: its servers are shown here and used only once you add them yourself.</p>
+    <section className="panel stack" aria-label="Found in your other MCP clients">
+      <h2>Found in your other MCP clients</h2>
+      <p className="muted">
+        What Claude Code, Codex, Cursor and VS Code already configure, and a project's <code>.mcp.json</code> (a request from the project): shown here, never used until you add a server yourself. Header and environment values are never read out.
+      </p>
       <form className="row" onSubmit={look} aria-label="Project to read">
         <label className="row">Project folder <input aria-label="Project folder" value={dir} onChange={(e) => setDir(e.target.value)} spellCheck={false} autoCapitalize="off" placeholder="/path/to/project" /></label>
-        <button className="btn" type="submit" disabled={busy || !dir.trim()}>Read .mcp.json</button>
+        <button className="btn" type="submit" disabled={busy}>Look again</button>
       </form>
       {error && <ErrorBanner message={error} />}
       {found && (found.proposed.length === 0 ? (
-        <div className="muted">{found.proposedFile}: no MCP servers proposed.</div>
+        <div className="muted">Nothing found{found.proposedFile ? ` (${found.proposedFile} proposes no servers)` : ''}.</div>
       ) : (
         <ul className="stack" aria-label="Proposed servers">
           {found.proposed.map((p) => (
-            <li key={p.name} data-proposed={p.name}>
+            <li key={`${p.source}/${p.name}`} data-proposed={p.name} data-source={p.source}>
               <span className="mono">{p.name}</span> <span className="muted">({p.transport})</span>{' '}
               <span className="mono">{p.transport === 'stdio' ? p.command : p.url}</span>
               {p.secretNames.length > 0 && <span className="muted"> sets {p.secretNames.join(', ')} (values not shown)</span>}
-              <span className="muted"> — not enabled</span>
-              {p.added ? (
-                <span className="muted"> (a server of yours has this name; only yours is used)</span>
-              ) : p.transport === 'stdio' ? (
-                <span className="muted"> (local servers are not served by the gateway yet)</span>
-              ) : (
-                <> <button className="btn small" onClick={() => onImport(p)} aria-label={`Import ${p.name}`}>Import…</button></>
-              )}
+              <div className="muted">from {p.source}; not enabled
+                {p.added ? (
+                  ' (a server of yours has this name; only yours is used)'
+                ) : p.transport === 'stdio' ? (
+                  ' (local servers are not served by the gateway yet)'
+                ) : (
+                  <> <button className="btn small" onClick={() => onImport(p)} aria-label={`Import ${p.name} from ${p.source}`}>Import…</button></>
+                )}
+              </div>
             </li>
           ))}
         </ul>
