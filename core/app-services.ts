@@ -64,7 +64,7 @@ export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: 
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
-  return servicesFor(core, opts.pickFolder);
+  return servicesFor(core, opts.pickFolder, { asksForMcp: true });
 }
 
 /** The system's folder dialog (Electron's main process); resolves to the chosen folder or null. */
@@ -87,8 +87,10 @@ interface ServiceParts {
 }
 
 /**
- * The services over a core. `asksForMcp: false` (the `airlock mcp` worker): this process shows no
- * UI, so it does not announce itself as the app that answers MCP folder requests (§17).
+ * The services over a core. Only a process that shows the user its questions (the desktop app,
+ * `airlock serve`: `asksForMcp: true`) announces itself as the app that answers MCP folder requests
+ * (§17); the CLI's commands (`airlock run`, `compare`, `mcp`, …) do not, so a client's request is never
+ * left waiting on a process that cannot ask anyone.
  */
 export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: { asksForMcp?: boolean } = {}): AirlockServices {
   const { store, runs, vault, catalog } = core;
@@ -110,7 +112,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: 
     },
   };
 
-  const mcp = mcpService(parts, () => services, opts.asksForMcp !== false);
+  const mcp = mcpService(parts, () => services, opts.asksForMcp === true);
   const attempts = attemptsService(parts, () => services);
   const services: AirlockServices = {
     attempts: attempts.service,
