@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { captureIo } from '../../../test/support/cli-io';
+import type * as ClientGrantsModule from '../../runs/client-grants';
 
 const announced = vi.hoisted(() => ({ homes: [] as string[] }));
 vi.mock('../../runs/client-grants', async (importOriginal) => {
-  const real = await importOriginal<typeof import('../../runs/client-grants')>();
+  const real = await importOriginal<typeof ClientGrantsModule>();
   return {
     ...real,
     announceApp: (home: string) => {
