@@ -5,6 +5,7 @@ import { diffsContracts, diffsEvents } from './diffs';
 import { environmentsContracts } from './environments';
 import { keysContracts, keysEvents } from './keys';
 import { mcpContracts, mcpEvents } from './mcp';
+import { mcpServersContracts } from './mcp-servers';
 import { projectsContracts } from './projects';
 import { runsContracts, runsEvents } from './runs';
 import { sandboxesContracts, sandboxesEvents } from './sandboxes';
@@ -25,6 +26,7 @@ export * from './error-help';
 export * from './ids';
 export * from './keys';
 export * from './mcp';
+export * from './mcp-servers';
 export * from './projects';
 export * from './runs';
 export * from './run-again';
@@ -54,6 +56,7 @@ export const contracts = {
   ...auditContracts,
   ...projectsContracts,
   ...mcpContracts,
+  ...mcpServersContracts,
   ...attemptsContracts,
   ...environmentsContracts,
   ...secretsContracts,

@@ -64,7 +64,7 @@ export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: 
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
-  return servicesFor(core, opts.pickFolder);
+  return servicesFor(core, opts.pickFolder, { asksForMcp: true });
 }
 
 /** The system's folder dialog (Electron's main process); resolves to the chosen folder or null. */
@@ -87,8 +87,10 @@ interface ServiceParts {
 }
 
 /**
- * The services over a core. `asksForMcp: false` (the `airlock mcp` worker): this process shows no
- * UI, so it does not announce itself as the app that answers MCP folder requests (§17).
+ * The services over a core. Only a process that shows the user its questions (the desktop app,
+ * `airlock serve`: `asksForMcp: true`) announces itself as the app that answers MCP folder requests
+ * (§17); the CLI's commands (`airlock run`, `compare`, `mcp`, …) do not, so a client's request is never
+ * left waiting on a process that cannot ask anyone.
  */
 export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: { asksForMcp?: boolean } = {}): AirlockServices {
   const { store, runs, vault, catalog } = core;
@@ -110,7 +112,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: 
     },
   };
 
-  const mcp = mcpService(parts, () => services, opts.asksForMcp !== false);
+  const mcp = mcpService(parts, () => services, opts.asksForMcp === true);
   const attempts = attemptsService(parts, () => services);
   const services: AirlockServices = {
     attempts: attempts.service,
@@ -126,6 +128,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: 
     mcp: mcp.service,
     environments: environmentsService(parts),
     secrets: secretsService(parts),
+    mcpServers: mcpServersService(parts),
     onDidTerminalOutput: terminalOutput.event,
     previewPorts() {
       return runs.allPreviewPorts();
@@ -174,6 +177,48 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
         kept: [...result.kept, ...bases.kept.filter(() => olderThanMs === undefined).map((p) => ({ key: `project base: ${p}`, reason: 'a live run starts from it' }))],
         freedBytes: result.freedBytes + bases.freedBytes,
       };
+    },
+  };
+}
+
+/**
+ * The user's MCP servers (docs/architecture.md §20): the same registry and tool listing as `airlock
+ * mcp-servers …`, loaded when first used (the MCP SDK is not needed to start the app).
+ */
+function mcpServersService(parts: ServiceParts): AirlockServices['mcpServers'] {
+  const load = async () => {
+    const admin = await import('./network/mcp-gateway/mcp-servers-admin');
+    return { admin, registry: admin.mcpServerRegistryFor({ home: parts.core.home, keychainService: parts.core.app.keychainService }) };
+  };
+  return {
+    async list({ projectDir }) {
+      const { admin, registry } = await load();
+      const env = parts.core.app.env;
+      const userHome = env.HOME || env.USERPROFILE;
+      return admin.listMcpServers(registry, projectDir, userHome ? { userHome, env: { CODEX_HOME: env.CODEX_HOME, APPDATA: env.APPDATA } } : undefined);
+    },
+    async add({ name, url, transport, auth, credential }) {
+      const { admin, registry } = await load();
+      return admin.addMcpServer(registry, { name, url, transport, auth }, auth.type === 'none' ? undefined : credential);
+    },
+    async remove({ name }) {
+      const { registry } = await load();
+      return { removed: await registry.remove(name) };
+    },
+    async tools({ name }) {
+      const { admin, registry } = await load();
+      const { entry, tools, cut } = await admin.currentTools(registry, name);
+      return { tools: admin.mcpToolViews(entry, tools), cut };
+    },
+    async setRule({ name, tool, rule }) {
+      const { admin, registry } = await load();
+      await registry.setPolicy(name, tool, rule === 'default' ? undefined : rule);
+      return admin.mcpServerViewOf(registry, name);
+    },
+    async pin({ name }) {
+      const { admin, registry } = await load();
+      const { entry, tools, cut } = await admin.pinServerTools(registry, name);
+      return { server: await admin.mcpServerViewOf(registry, name), tools: admin.mcpToolViews(entry, tools), cut };
     },
   };
 }

@@ -17,6 +17,7 @@ import { ensureBuiltRenderer } from './support/built-renderer';
 import { serveUi } from './support/serve-ui';
 
 const chromium = await requirePrerequisite('chromium');
+const SHOTS = join(import.meta.dirname, '..', '..', 'test-results', 'screenshots');
 
 async function devcontainer(dir: string, rel: string, config: object): Promise<void> {
   await mkdir(join(dir, rel, '..'), { recursive: true });
@@ -83,6 +84,13 @@ describe.skipIf(!chromium.ok)('the New run form picks the environment (Chromium,
     expect(await plan.textContent()).toContain('image: golang:1.22');
     expect(await plan.textContent()).toContain('not accepted yet (tick the box to build and use it)');
     expect(await plan.textContent()).not.toMatch(/--(trust-environment|setup-allow|publish)/);
+    // The plan as the user reads it in the form, at the two window sizes (issue 38).
+    await mkdir(SHOTS, { recursive: true });
+    for (const size of [{ width: 1280, height: 800 }, { width: 800, height: 600 }]) {
+      await page.setViewportSize(size);
+      await plan.scrollIntoViewIfNeeded();
+      await page.screenshot({ path: join(SHOTS, `new-run-plan-${size.width}x${size.height}.png`) });
+    }
     await select().selectOption('devcontainer:.devcontainer/node/devcontainer.json');
     await expect.poll(() => plan.textContent().catch(() => ''), { timeout: 20_000 }).toContain('image: node:20');
     await select().selectOption('devcontainer:.devcontainer/go/devcontainer.json');

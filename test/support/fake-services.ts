@@ -485,6 +485,27 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
         return { removed: secrets.delete(name) };
       },
     },
+    mcpServers: {
+      // The fake has no servers; the real screen is tested against the real core (ui-mcp-servers).
+      async list() {
+        return { servers: [], proposed: [] };
+      },
+      async add() {
+        throw new AirlockError('INVALID_INPUT', 'the fake core keeps no MCP servers');
+      },
+      async remove() {
+        return { removed: false };
+      },
+      async tools() {
+        return { tools: [], cut: false };
+      },
+      async setRule() {
+        throw new AirlockError('NOT_FOUND', 'no MCP server');
+      },
+      async pin() {
+        throw new AirlockError('NOT_FOUND', 'no MCP server');
+      },
+    },
     mcp: {
       async info() {
         return { http: { enabled: false }, setup: [], command: { text: 'airlock', onPath: true } };

@@ -60,7 +60,7 @@ describe('two updates of one stored file at once: neither lost', () => {
     const id = newRunId();
     const at = new Date().toISOString();
     const first = new RunStore({ home });
-    await first.create({ id, task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'queued', createdAt: at, updatedAt: at, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
+    await first.create({ id, kind: 'agent', task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'queued', createdAt: at, updatedAt: at, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
     await both(() => new RunStore({ home }), (s, i) => s.update(id, (r) => ({ ...r, task: `${r.task}+${i}` })));
     const task = (await first.get(id)).task;
     expect(task.split('+').slice(1).map(Number).sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);

@@ -1,10 +1,10 @@
 import { AirlockError } from '../../../contracts/errors';
-import type { AppContext } from '../../app-context';
-import { McpServerRegistry, McpToolRule, serverOrigin, type McpAuth, type McpServerEntry } from '../../network/mcp-gateway/mcp-server-registry';
+import { McpToolRule, serverOrigin, type McpAuth, type McpServerEntry, type McpServerRegistry } from '../../network/mcp-gateway/mcp-server-registry';
+import { mcpServerRegistryFor, pinServerTools } from '../../network/mcp-gateway/mcp-servers-admin';
 import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
 import { parseStdioCommand } from '../../network/mcp-gateway/stdio-command';
 import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
-import { listServerTools, type ListedTool } from '../../network/mcp-gateway/run-mcp-gateway';
+import type { ListedTool } from '../../network/mcp-gateway/run-mcp-gateway';
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { safeTerminalText as safe } from '../terminal-safe';
@@ -24,10 +24,7 @@ A run uses a server only when named for it: airlock run … --agent claude-code 
 Every tool asks before each call until you allow it; a tool whose description changed since it was pinned asks again.
 A project's .mcp.json is only listed (--project DIR), never used until you add its servers yourself.`;
 
-export function mcpServerRegistryFor(app: Pick<AppContext, 'home' | 'keychainService'>): McpServerRegistry {
-  // The same keychain service as provider keys (its own account namespace), so CLI and app agree.
-  return new McpServerRegistry({ home: app.home, service: app.keychainService });
-}
+export { mcpServerRegistryFor };
 
 function parseAuth(text: string | undefined): McpAuth {
   if (text === undefined || text === 'bearer') return { type: 'bearer' };
@@ -54,9 +51,7 @@ function hintText(t: ListedTool): string {
 
 /** Connects with the stored credential, shows the tools (their rule, the server's own words) and pins them. */
 async function pinTools(registry: McpServerRegistry, name: string, print: (t: string) => void): Promise<void> {
-  const [server] = await registry.resolve([name]);
-  const { tools, cut } = await listServerTools(server!);
-  const entry = await registry.pin(name, tools);
+  const { entry, tools, cut } = await pinServerTools(registry, name);
   print(`${name} offers ${tools.length} tool(s)${cut ? ' (more were cut)' : ''}, pinned as shown (a changed description asks again):`);
   for (const t of tools) {
     const desc = t.description.replace(/\s+/g, ' ').slice(0, 160);

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { AirlockError } from '../../../contracts/errors';
-import { Emitter, type Disposable, type Event } from '../../common/disposable';
+import type { Disposable, Event } from '../../common/disposable';
+import { PendingQuestions } from '../../common/pending-questions';
 import type { ProjectNetworkStore } from '../project-network-store';
 import { globToRegExp, parseRule, type GatewayRule, type RuleSet } from './rules';
 
@@ -116,28 +116,22 @@ export function checkProposal(text: string, intercepts: (host: string) => boolea
   return rule;
 }
 
-interface Pending {
-  request: NetworkApprovalRequest;
-  settle(answer: NetworkAnswer, by: NetworkApprovalResolved['by']): void;
-}
-
 export class NetworkApprovals implements Disposable {
-  private readonly pending = new Map<string, Pending>();
-  private readonly asked = new Emitter<NetworkApprovalRequest>();
-  private readonly resolved = new Emitter<NetworkApprovalResolved>();
-  private readonly waitMs: number;
+  private readonly questions: PendingQuestions<NetworkApprovalRequest, NetworkAnswer>;
   /** A question was put to the user (fire the typed run event and audit it). */
-  readonly onDidAsk: Event<NetworkApprovalRequest> = this.asked.event;
+  readonly onDidAsk: Event<NetworkApprovalRequest>;
   /** A question was answered, timed out, or its request went away. */
-  readonly onDidResolve: Event<NetworkApprovalResolved> = this.resolved.event;
+  readonly onDidResolve: Event<NetworkApprovalResolved>;
 
   constructor(private readonly opts: NetworkApprovalsOptions) {
-    this.waitMs = opts.waitMs ?? 120_000;
+    this.questions = new PendingQuestions<NetworkApprovalRequest, NetworkAnswer>({ waitMs: opts.waitMs ?? 120_000, max: MAX_PENDING, idPrefix: 'net', refuse: 'deny' });
+    this.onDidAsk = this.questions.onDidAsk;
+    this.onDidResolve = (listener) => this.questions.onDidResolve((r) => listener({ id: r.id, answer: r.answer, by: r.by, request: r.question }));
   }
 
   /** The questions open now. */
   open(): NetworkApprovalRequest[] {
-    return [...this.pending.values()].map((p) => p.request);
+    return this.questions.open();
   }
 
   /**
@@ -172,43 +166,25 @@ export class NetworkApprovals implements Disposable {
 
   /** The user's answer. False when the question is no longer open or the answer was not offered. */
   async answer(id: string, answer: NetworkAnswer): Promise<boolean> {
-    const p = this.pending.get(id);
-    if (!p) return false;
-    if (!p.request.answers.includes(answer)) throw new AirlockError('INVALID_INPUT', `"${answer}" is not offered for this request; choose ${p.request.answers.join(', ')}`);
-    if ((answer === 'project' || answer === 'run') && p.request.rule) {
+    const request = this.questions.get(id);
+    if (!request) return false;
+    if (!request.answers.includes(answer)) throw new AirlockError('INVALID_INPUT', `"${answer}" is not offered for this request; choose ${request.answers.join(', ')}`);
+    if ((answer === 'project' || answer === 'run') && request.rule) {
       if (answer === 'project') {
         if (!this.opts.projectStore) throw new AirlockError('CONFLICT', 'This run has no project to remember the rule for; choose Allow once or this run.');
-        await this.opts.projectStore.addRule(p.request.rule);
+        await this.opts.projectStore.addRule(request.rule);
       }
       // In force before the request goes on: its retry, and the next one, pass.
-      this.opts.rules.prepend(parseRule(p.request.rule));
+      this.opts.rules.prepend(parseRule(request.rule));
     }
-    p.settle(answer, 'user');
-    return true;
+    return this.questions.answer(id, answer);
   }
 
   dispose(): void {
-    for (const p of [...this.pending.values()]) p.settle('deny', 'closed');
-    this.asked.dispose();
-    this.resolved.dispose();
+    this.questions.dispose();
   }
 
-  private put(body: Omit<NetworkApprovalRequest, 'id' | 'expiresAt'>, signal?: AbortSignal): Promise<NetworkAnswer> {
-    if (this.pending.size >= MAX_PENDING || signal?.aborted) return Promise.resolve('deny');
-    const request: NetworkApprovalRequest = { id: `net-${randomBytes(6).toString('hex')}`, ...body, expiresAt: new Date(Date.now() + this.waitMs).toISOString() };
-    return new Promise<NetworkAnswer>((resolve) => {
-      const timer = setTimeout(() => settle('deny', 'timeout'), this.waitMs);
-      const onAbort = () => settle('deny', 'closed');
-      const settle = (answer: NetworkAnswer, by: NetworkApprovalResolved['by']) => {
-        if (!this.pending.delete(request.id)) return;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.resolved.fire({ id: request.id, answer, by, request });
-        resolve(answer);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(request.id, { request, settle });
-      this.asked.fire(request);
-    });
+  private async put(body: Omit<NetworkApprovalRequest, 'id' | 'expiresAt'>, signal?: AbortSignal): Promise<NetworkAnswer> {
+    return (await this.questions.ask(body, signal)).answer;
   }
 }

@@ -162,14 +162,12 @@ export class McpServerRegistry {
       if (parsed.data.env?.[k] !== undefined) throw new AirlockError('INVALID_INPUT', `${k} is given both as a plain and as a secret value; keep one`, { field: 'secretEnv' });
     }
     const entry: McpServerEntry = { name: input.name, transport: 'stdio', stdio: parsed.data, auth: { type: 'none' }, addedAt: new Date().toISOString() };
-    return this.serialized(async () => {
+    return this.change(async (all) => {
       await this.dropSecretEnv(input.name);
       if (Object.keys(secrets).length) await this.backend.probe();
       for (const [k, v] of Object.entries(secrets)) await this.backend.set(envAccount(input.name, k), v);
       await this.backend.delete(account(entry.name)).catch(() => false);
-      const all = (await this.read()).filter((s) => s.name !== entry.name);
-      await this.write([...all, entry]);
-      return entry;
+      return { list: [...all.filter((s) => s.name !== entry.name), entry], result: entry };
     });
   }
 
@@ -265,7 +263,7 @@ export class McpServerRegistry {
   async login(name: string, open: (url: URL) => void | Promise<void>, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<void> {
     const entry = await this.get(name);
     if (!entry) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`, { field: 'name' });
-    if (entry.auth.type !== 'oauth') throw new AirlockError('INVALID_INPUT', `MCP server "${name}" uses ${entry.auth.type === 'none' ? 'no credential' : 'a stored token'}, not OAuth; add it again with --auth oauth to sign in`, { field: 'name' });
+    if (entry.auth.type !== 'oauth' || !entry.url) throw new AirlockError('INVALID_INPUT', `MCP server "${name}" uses ${entry.auth.type === 'none' ? 'no credential' : 'a stored token'}, not OAuth; add it again with --auth oauth to sign in`, { field: 'name' });
     await signInMcpServer({ backend: this.backend, account: account(name), name, serverUrl: entry.url, open, ...opts });
   }
 

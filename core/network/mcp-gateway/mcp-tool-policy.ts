@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { Emitter, type Disposable, type Event } from '../../common/disposable';
+import type { Disposable, Event } from '../../common/disposable';
+import { PendingQuestions, type SettledBy } from '../../common/pending-questions';
 import { cleanAgentText } from '../gateway/network-approvals';
 import type { McpServerEntry, McpToolRule } from './mcp-server-registry';
 import type { GatewayTool, McpAnswer, McpCallPolicy, McpQuestion, McpQuestionsPort } from './run-mcp-gateway';
@@ -53,58 +53,34 @@ export function reviewPins(entries: readonly McpServerEntry[], tools: readonly G
   return out;
 }
 
-interface Pending {
-  question: McpQuestion;
-  settle(answer: McpAnswer, by: 'user' | 'timeout' | 'closed'): void;
-}
-
 /** The calls waiting for the user in one run; answered from the run view or the CLI. */
 export class McpApprovals implements McpQuestionsPort, Disposable {
-  private readonly pending = new Map<string, Pending>();
-  private readonly asked = new Emitter<McpQuestion>();
-  private readonly resolved = new Emitter<{ id: string; answer: McpAnswer; by: 'user' | 'timeout' | 'closed'; question: McpQuestion }>();
-  readonly onDidAsk: Event<McpQuestion> = this.asked.event;
-  readonly onDidResolve = this.resolved.event;
+  private readonly questions: PendingQuestions<McpQuestion, McpAnswer>;
+  readonly onDidAsk: Event<McpQuestion>;
+  readonly onDidResolve: Event<{ id: string; answer: McpAnswer; by: SettledBy; question: McpQuestion }>;
 
-  constructor(private readonly waitMs = WAIT_MS) {}
+  constructor(waitMs = WAIT_MS) {
+    this.questions = new PendingQuestions<McpQuestion, McpAnswer>({ waitMs, max: MAX_PENDING, idPrefix: 'mcp', refuse: 'deny' });
+    this.onDidAsk = this.questions.onDidAsk;
+    this.onDidResolve = this.questions.onDidResolve;
+  }
 
   open(): McpQuestion[] {
-    return [...this.pending.values()].map((p) => p.question);
+    return this.questions.open();
   }
 
   /** Puts a call to the user; resolves with the answer (`deny` when the wait ends, the caller leaves or the run ends). */
-  ask(q: Omit<McpQuestion, 'id' | 'answers' | 'expiresAt'>, signal?: AbortSignal): Promise<{ answer: McpAnswer; by: 'user' | 'timeout' | 'closed' }> {
-    if (this.pending.size >= MAX_PENDING || signal?.aborted) return Promise.resolve({ answer: 'deny', by: 'closed' });
-    const id = `mcp-${randomBytes(6).toString('hex')}`;
-    const question: McpQuestion = { id, ...q, answers: ['once', 'run', 'deny'], expiresAt: new Date(Date.now() + this.waitMs).toISOString() };
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => settle('deny', 'timeout'), this.waitMs);
-      const onAbort = () => settle('deny', 'closed');
-      const settle = (answer: McpAnswer, by: 'user' | 'timeout' | 'closed') => {
-        if (!this.pending.delete(id)) return;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.resolved.fire({ id, answer, by, question });
-        resolve({ answer, by });
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(id, { question, settle });
-      this.asked.fire(question);
-    });
+  ask(q: Omit<McpQuestion, 'id' | 'answers' | 'expiresAt'>, signal?: AbortSignal): Promise<{ answer: McpAnswer; by: SettledBy }> {
+    return this.questions.ask({ ...q, answers: ['once', 'run', 'deny'] }, signal);
   }
 
   /** The user's answer; false when the question is no longer open. */
   answer(id: string, answer: McpAnswer): boolean {
-    const p = this.pending.get(id);
-    if (!p) return false;
-    p.settle(answer, 'user');
-    return true;
+    return this.questions.answer(id, answer);
   }
 
   dispose(): void {
-    for (const p of [...this.pending.values()]) p.settle('deny', 'closed');
-    this.asked.dispose();
-    this.resolved.dispose();
+    this.questions.dispose();
   }
 }
 

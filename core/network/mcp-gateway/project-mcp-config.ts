@@ -61,11 +61,21 @@ export async function readProjectMcpConfig(dir: string): Promise<{ file: string;
   }
   const map = (parsed as { mcpServers?: unknown } | null)?.mcpServers;
   if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new AirlockError('INVALID_INPUT', `${file} has no "mcpServers" object; it is not an MCP configuration`);
+  const servers = proposedServers(map);
+  return { file, servers };
+}
+
+/**
+ * The servers of one MCP client configuration's server map (`mcpServers` of Claude Code, Cursor and
+ * `.mcp.json`; `servers` of VS Code; Codex's `mcp_servers` tables): what each is and where, and the
+ * names — never the values — of the headers or environment variables it sets.
+ */
+export function proposedServers(map: object): ProposedMcpServer[] {
   const servers: ProposedMcpServer[] = [];
   for (const [name, raw] of Object.entries(map as Record<string, unknown>).slice(0, MAX_SERVERS)) {
     if (typeof raw !== 'object' || raw === null) continue;
     const s = raw as Record<string, unknown>;
-    const url = str(s.url, 2000);
+    const url = str(s.url, 2000) ?? str(s.serverUrl, 2000);
     const command = str(s.command, 500);
     const type = str(s.type, 20);
     const transport = type === 'sse' ? 'sse' : type === 'stdio' || (!url && command) ? 'stdio' : 'http';
@@ -76,8 +86,8 @@ export async function readProjectMcpConfig(dir: string): Promise<{ file: string;
       transport,
       ...(transport !== 'stdio' && url ? { url: shownUrl(url) } : {}),
       ...(transport === 'stdio' && command ? { command: [command, ...args].join(' ').slice(0, 500) } : {}),
-      secretNames: transport === 'stdio' ? names(s.env) : names(s.headers),
+      secretNames: transport === 'stdio' ? names(s.env) : [...names(s.headers), ...names(s.http_headers), ...(typeof s.bearer_token_env_var === 'string' ? [s.bearer_token_env_var.slice(0, 100)] : [])],
     });
   }
-  return { file, servers };
+  return servers;
 }

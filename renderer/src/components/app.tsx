@@ -12,6 +12,7 @@ import { KeysScreen } from './keys-screen';
 import { NewRunScreen } from './new-run-screen';
 import { ReviewScreen } from './review-screen';
 import { SecretsScreen } from './secrets-screen';
+import { McpServersScreen } from './mcp-servers-screen';
 import { SettingsScreen } from './settings-screen';
 import { RunView } from './run-view';
 import { ThemeToggle } from './theme-toggle';
@@ -26,6 +27,7 @@ const NAV: Array<{ route: Route; label: string; key: string }> = [
   { route: { name: 'doctor' }, label: 'Setup check', key: '4' },
   { route: { name: 'settings' }, label: 'Settings', key: '5' },
   { route: { name: 'secrets' }, label: 'Secrets', key: '6' },
+  { route: { name: 'mcp-servers' }, label: 'MCP servers', key: '7' },
 ];
 /** Alt+0 collapses or expands the sidebar (the toggle button is also the first stop of Tab). */
 const TOGGLE_KEY = '0';
@@ -35,6 +37,7 @@ function Screen({ route }: { route: Route }) {
     case 'doctor': return <DoctorScreen />;
     case 'keys': return <KeysScreen />;
     case 'secrets': return <SecretsScreen />;
+    case 'mcp-servers': return <McpServersScreen />;
     case 'new': return <NewRunScreen />;
     case 'history': return <HistoryScreen />;
     case 'settings': return <SettingsScreen />;

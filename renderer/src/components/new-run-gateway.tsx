@@ -45,8 +45,8 @@ export function GatewayFields() {
         <span className="mono">HOST read-only</span> (GET, HEAD, git fetch) · <span className="mono">HOST git-fetch</span> · <span className="mono">HOST git-push=PREFIX</span> (push only
         branches under PREFIX) · <span className="mono">HOST allow|deny [METHODS] [/path/glob]</span>. Rules narrow the allowed domains above; they never add one.
       </div>
-      <div className="row" role="radiogroup" aria-label="A request a rule refuses">
-        <span className="muted">A request a rule refuses:</span>
+      <div className="row" role="radiogroup" aria-label="A request a rule refuses, or an MCP tool that asks">
+        <span className="muted">A request a rule refuses, or an MCP tool call that asks:</span>
         <label className="row"><input type="radio" name="net-approvals" checked={d.networkApprovals === 'ask'} onChange={() => set({ networkApprovals: 'ask' })} /> waits for my answer</label>
         <label className="row"><input type="radio" name="net-approvals" checked={d.networkApprovals === 'deny'} onChange={() => set({ networkApprovals: 'deny' })} /> is refused at once (unattended runs)</label>
       </div>

@@ -2,6 +2,7 @@ import type { RunEvent, RunRecord } from '../../../contracts';
 import { auditHighlights } from '../lib/audit-summary';
 import { summarizeEnvironment } from '../lib/environment-summary';
 import { formatElapsed, formatTime } from '../lib/format';
+import { mcpCallText } from '../lib/transcript';
 import { useAppStore } from '../stores/app-store';
 import { AuditVerdict, useAuditLog } from './audit-view';
 
@@ -57,6 +58,28 @@ function EnvironmentReport({ run }: { run: RunRecord }) {
   );
 }
 
+/** The calls through the run's MCP gateway: server, tool, decision, by whom, how long, an error (the host's `mcp_call` events). */
+function McpCallsReport({ run, events }: { run: RunRecord; events: readonly RunEvent[] }) {
+  const calls = events.flatMap((e) => (e.event.type === 'mcp_call' ? [{ at: e.at, seq: e.seq, call: e.event }] : []));
+  return (
+    <section aria-label="MCP tool calls">
+      <h3>MCP tool calls</h3>
+      {run.mcpServers?.length ? <div>Servers <span className="mono">{run.mcpServers.join(', ')}</span></div> : null}
+      {calls.length === 0 ? <div className="muted">No tool was called.</div> : (
+        <ul aria-label="MCP calls">
+          {calls.map(({ at, seq, call }) => (
+            <li key={seq} data-mcp-call={`${call.server}/${call.tool}`}>
+              <span className="mono">{call.server} › {call.tool}</span>{' '}
+              <span className={call.decision === 'deny' || call.isError ? 'del-n' : 'add-n'}>{mcpCallText(call)}</span>{' '}
+              <span className="muted">{formatTime(at)}</span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
 /**
  * What a finished run leaves as proof: the audit log's verdict, the wipe, the files kept out of
  * the sandbox, the approvals asked and answered, and the network attempts. Approvals and network
@@ -97,6 +120,7 @@ export function RunReport({ run, events }: { run: RunRecord; events: readonly Ru
             </ul>
           )}
         </section>
+        {(run.mcpServers?.length || events.some((e) => e.event.type === 'mcp_call')) && <McpCallsReport run={run} events={events} />}
         <section aria-label="Network">
           <h3>Network</h3>
           <div>

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef } from 'react';
 import type { RunEvent } from '../../../contracts';
-import { buildTranscript } from '../lib/transcript';
+import { buildTranscript, mcpCallText } from '../lib/transcript';
 
 /** How a command ended: `exit 1`, `timed out`, `killed` (a non-zero exit is an answer, not a failure of the tool). */
 function exitText(r: { exitCode: number | null; timedOut?: boolean }): string {
@@ -43,6 +43,13 @@ export function TranscriptView({ events }: { events: readonly RunEvent[] }) {
             );
           case 'approval':
             return <div className="t-item" key={it.key}>Approval for <code className="mono">{it.command}</code>: {it.approved === undefined ? 'waiting' : it.approved ? 'approved' : 'denied'}</div>;
+          case 'mcp':
+            return (
+              <div className="t-item" key={it.key} data-mcp-call={`${it.server}/${it.tool}`}>
+                MCP <b className="mono">{it.server}</b> › <span className="mono">{it.tool}</span>{' '}
+                <span className={it.decision === 'deny' || it.isError ? 'del-n' : 'add-n'}>{mcpCallText(it)}</span>
+              </div>
+            );
           case 'status':
             return <div className="t-status" key={it.key}>→ {it.status}{it.phase ? ` · ${it.phase}` : ''}{it.error ? ` · ${it.error}` : ''}</div>;
           case 'error':

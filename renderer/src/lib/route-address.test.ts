@@ -37,7 +37,7 @@ function holder(start: Route) {
 
 describe('screen addresses', () => {
   it('round-trips every route and refuses malformed addresses', () => {
-    const routes: Route[] = [{ name: 'new' }, { name: 'history' }, { name: 'run', runId: RUN }, { name: 'review', runId: RUN }, { name: 'review', runId: RUN, checkpoint: 3 }, { name: 'audit', runId: RUN }, { name: 'compare', groupId: GROUP }];
+    const routes: Route[] = [{ name: 'new' }, { name: 'history' }, { name: 'mcp-servers' }, { name: 'run', runId: RUN }, { name: 'review', runId: RUN }, { name: 'review', runId: RUN, checkpoint: 3 }, { name: 'audit', runId: RUN }, { name: 'compare', groupId: GROUP }];
     for (const r of routes) expect(routeFromFragment(`#${routeToFragment(r)}`)).toEqual(r);
     for (const bad of ['', '#', '#/nope', '#/run/../../etc', `#/run/${RUN}/x`, '#/review/r-1/2', `#/review/${RUN}/-1`, `#/compare/${RUN}`, '#/history/x']) expect(routeFromFragment(bad)).toBeNull();
   });

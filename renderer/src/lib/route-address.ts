@@ -8,7 +8,7 @@
 import { AttemptGroupId, RunId } from '../../../contracts';
 import type { Route } from '../stores/app-store';
 
-const PLAIN = ['new', 'history', 'keys', 'doctor', 'settings', 'secrets'] as const;
+const PLAIN = ['new', 'history', 'keys', 'doctor', 'settings', 'secrets', 'mcp-servers'] as const;
 type PlainName = (typeof PLAIN)[number];
 
 /** The fragment for a route, without the leading `#`. */

@@ -13,6 +13,8 @@ export type TranscriptItem =
   | { kind: 'command'; key: string; command: string; cwd: string; exitCode?: number | null; durationMs?: number; timedOut?: boolean }
   | { kind: 'approval'; key: string; requestId: string; command: string; approved?: boolean }
   | { kind: 'status'; key: string; status: string; phase?: string; error?: string }
+  /** One call through the run's MCP gateway (docs/architecture.md §20): the host's record, not the agent's words. */
+  | { kind: 'mcp'; key: string; server: string; tool: string; decision: 'allow' | 'deny'; by?: string; reason?: string; isError: boolean; durationMs: number }
   | { kind: 'error'; key: string; message: string }
   | { kind: 'finished'; key: string; summary: string };
 
@@ -41,6 +43,13 @@ function stringify(v: unknown): string {
  * calls paired with their results, commands with their exit, approvals with their answers.
  * Command output is not here: it goes to the terminal.
  */
+/** An MCP call's outcome in words: `allowed by policy · 12 ms`, `denied by user — reason`, `allowed … · error`. */
+export function mcpCallText(c: { decision: 'allow' | 'deny'; by?: string; reason?: string; isError: boolean; durationMs: number }): string {
+  const who = c.by ? ` by ${c.by}` : '';
+  const took = c.durationMs < 1000 ? `${c.durationMs} ms` : `${(c.durationMs / 1000).toFixed(1)} s`;
+  return `${c.decision === 'allow' ? 'allowed' : 'denied'}${who} · ${took}${c.decision === 'allow' && c.isError ? ' · the server answered with an error' : ''}${c.reason ? ` — ${c.reason}` : ''}`;
+}
+
 export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
   const items: TranscriptItem[] = [];
   const tools = new Map<string, Extract<TranscriptItem, { kind: 'tool' }>>();
@@ -101,6 +110,9 @@ export function buildTranscript(events: readonly RunEvent[]): TranscriptItem[] {
         break;
       case 'agent_error':
         items.push({ kind: 'error', key, message: e.message });
+        break;
+      case 'mcp_call':
+        items.push({ kind: 'mcp', key, server: e.server, tool: e.tool, decision: e.decision, ...(e.by ? { by: e.by } : {}), ...(e.reason ? { reason: e.reason } : {}), isError: e.isError, durationMs: e.durationMs });
         break;
       case 'connections_refused':
         items.push({ kind: 'error', key, message: connectionsRefusedText(e.service, e.limit, e.refused, e.ended) });

@@ -5,6 +5,7 @@ export type Route =
   | { name: 'doctor' }
   | { name: 'keys' }
   | { name: 'secrets' }
+  | { name: 'mcp-servers' }
   | { name: 'new' }
   | { name: 'run'; runId: string }
   | { name: 'review'; runId: string; checkpoint?: number }
