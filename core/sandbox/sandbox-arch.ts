@@ -48,7 +48,7 @@ export async function engineArch(engine: Engine): Promise<SandboxArch> {
 /**
  * How long a container sandbox's helper may take to say hello (and run its first command) when the
  * engine runs it under emulation: `AIRLOCK_SANDBOX_ARCH` names another architecture than the engine's
- * own (scripts/arm64-check.sh), so every program in it is translated by QEMU user emulation and Node
+ * own (scripts/arm64-check.sh; docs/architecture.md §4 "Image architecture"), so every program in it is translated by QEMU user emulation and Node
  * alone starts in seconds, not milliseconds. As long as a VM's boot (vm-manager.ts).
  */
 export const EMULATED_HELLO_TIMEOUT_MS = 180_000;
