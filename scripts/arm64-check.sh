@@ -174,6 +174,8 @@ log "an arm64 container runs: uname -m = $out"
 # ---- 3. build and run through the app ----------------------------------------------------------------
 log "driver: steps $steps"
 cd "$REPO"
+# The payload (helper, built-in agent) and the CLI the driver runs, built from this checkout when stale.
+nice -n 19 node scripts/build.mjs bundles --if-stale || die "building Airlock's bundles failed (above)"
 AIRLOCK_SANDBOX_ARCH=arm64 AIRLOCK_SANDBOX_BASE_IMAGE="$BASE_TAG" AIRLOCK_ARM64_STEPS="$steps" \
   nice -n 19 node_modules/.bin/tsx scripts/arm64-drive.ts || die "the driver failed (above)"
 log "PASS"

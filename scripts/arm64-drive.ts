@@ -169,7 +169,8 @@ async function main(): Promise<void> {
   try {
     const catalog = new ProviderCatalog({ home });
     await catalog.setBaseUrl('anthropic', upstream.url);
-    await catalog.setBaseUrl('openai', upstream.url);
+    // OpenAI-kind base URLs include the version segment (provider-catalog.ts), as the app's own tests set it.
+    await catalog.setBaseUrl('openai', `${upstream.url}/v1`);
     const env: NodeJS.ProcessEnv = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_ARM64_KEY: KEY };
 
     // 1. Airlock's image for arm64, through the app's own build path.

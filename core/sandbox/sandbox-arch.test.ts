@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { defaultResourcesDir, describeSandboxImage } from './image';
-import { sandboxArchFrom, sandboxBuildArgs } from './sandbox-arch';
+import { containerHelloTimeoutMs, EMULATED_HELLO_TIMEOUT_MS, sandboxArchFrom, sandboxBuildArgs } from './sandbox-arch';
 
 const payload = async () => ({ files: { 'helper.js': Buffer.from('helper') }, hash: 'h' });
 
@@ -54,5 +54,23 @@ describe('sandbox image architecture', () => {
     for (const bad of ['debian:bookworm-slim\nRUN rm -rf /', 'Debian Bookworm', '']) {
       await expect(describeSandboxImage({ arch: 'arm64', payload, baseImage: bad })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('AIRLOCK_SANDBOX_BASE_IMAGE') });
     }
+  });
+
+  it('gives an emulated architecture’s helper a VM’s time to say hello, and leaves a native one at the default', async () => {
+    let asked = 0;
+    const amd64Engine = async () => (asked++, 'amd64' as const);
+    // arm64 on an x86-64 engine (scripts/arm64-check.sh): every program is translated by QEMU user emulation.
+    expect(await containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: 'arm64' }, amd64Engine)).toBe(EMULATED_HELLO_TIMEOUT_MS);
+    expect(await containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: ' aarch64 ' }, amd64Engine)).toBe(EMULATED_HELLO_TIMEOUT_MS);
+    expect(EMULATED_HELLO_TIMEOUT_MS).toBeGreaterThan(15_000);
+    // The engine's own architecture asked for: native, the channel's default.
+    expect(await containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: 'amd64' }, amd64Engine)).toBeUndefined();
+    expect(await containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: 'arm64' }, async () => 'arm64')).toBeUndefined();
+    // Nothing asked: the engine is not even queried.
+    asked = 0;
+    expect(await containerHelloTimeoutMs({}, amd64Engine)).toBeUndefined();
+    expect(await containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: '' }, amd64Engine)).toBeUndefined();
+    expect(asked).toBe(0);
+    await expect(containerHelloTimeoutMs({ AIRLOCK_SANDBOX_ARCH: 'riscv64' }, amd64Engine)).rejects.toMatchObject({ kind: 'IMAGE_INCOMPATIBLE', message: expect.stringContaining('AIRLOCK_SANDBOX_ARCH') });
   });
 });

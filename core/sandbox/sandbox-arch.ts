@@ -44,3 +44,22 @@ export async function engineArch(engine: Engine): Promise<SandboxArch> {
   const info = (await engine.docker.info()) as { Architecture?: string };
   return sandboxArchFrom(info.Architecture);
 }
+
+/**
+ * How long a container sandbox's helper may take to say hello (and run its first command) when the
+ * engine runs it under emulation: `AIRLOCK_SANDBOX_ARCH` names another architecture than the engine's
+ * own (scripts/arm64-check.sh; docs/architecture.md §4 "Image architecture"), so every program in it is translated by QEMU user emulation and Node
+ * alone starts in seconds, not milliseconds. As long as a VM's boot (vm-manager.ts).
+ */
+export const EMULATED_HELLO_TIMEOUT_MS = 180_000;
+
+/**
+ * The hello timeout for container sandboxes, given the environment and the engine's own architecture
+ * (asked only when `AIRLOCK_SANDBOX_ARCH` is set): EMULATED_HELLO_TIMEOUT_MS when that names a foreign
+ * architecture, otherwise undefined (the channel's default: a native helper answers in well under a second).
+ */
+export async function containerHelloTimeoutMs(env: NodeJS.ProcessEnv, native: () => Promise<SandboxArch>): Promise<number | undefined> {
+  const asked = env.AIRLOCK_SANDBOX_ARCH?.trim();
+  if (!asked) return undefined;
+  return sandboxArchFrom(asked, 'AIRLOCK_SANDBOX_ARCH') === (await native()) ? undefined : EMULATED_HELLO_TIMEOUT_MS;
+}

@@ -9,6 +9,7 @@ import { DEFAULT_LIMITS, type ImageProgress, type SandboxSpec } from './driver';
 import { debugLog } from '../common/debug-log';
 import { ensureSandboxImage } from './image';
 import { SandboxManager } from './sandbox';
+import { containerHelloTimeoutMs, engineArch } from './sandbox-arch';
 import { createVmManager } from './vm-manager';
 
 export interface SandboxManagersOptions {
@@ -115,7 +116,10 @@ export class SandboxManagers {
   private async createManager(isolation: Isolation): Promise<SandboxManager> {
     if (isolation !== 'vm') {
       const installation = await this.opts.installationId();
-      return new SandboxManager(new DockerDriver({ env: this.opts.env, engine: await this.engine(), installationId: installation, isolation }), { installationId: installation });
+      const engine = await this.engine();
+      // An emulated architecture (AIRLOCK_SANDBOX_ARCH) starts its helper far slower than a native one.
+      const helloTimeoutMs = await containerHelloTimeoutMs(this.opts.env, () => engineArch(engine));
+      return new SandboxManager(new DockerDriver({ env: this.opts.env, engine, installationId: installation, isolation }), { installationId: installation, ...(helloTimeoutMs ? { helloTimeoutMs } : {}) });
     }
     const { vmAccel } = await this.opts.settings();
     if (process.platform !== 'win32' && process.platform !== 'darwin') this.vmAccelInUse = vmAccel ?? 'auto';
