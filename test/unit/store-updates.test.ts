@@ -17,7 +17,7 @@ import { z } from 'zod';
 
 /**
  * Every store of a file that is read, changed and written back is one StoredFile (docs/architecture.md
- * §3, "Stored files"): two of its objects (the app's and a CLI's, or two made per run) updating at
+ * §5, "Stored files"): two of its objects (the app's and a CLI's, or two made per run) updating at
  * once lose neither update. Before, each kept its own in-process queue (or none), so the second
  * writer wrote back what it had read before the first one's change.
  */
