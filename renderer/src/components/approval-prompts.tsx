@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, type ReactNode } from 'react';
 import type { McpAnswer, McpApprovalEvent, NetworkAnswer, NetworkApprovalEvent, RunEvent } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
+import { useRunsStore } from '../stores/runs-store';
 import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
 
@@ -72,7 +73,7 @@ function NetworkQuestion({ runId, q }: { runId: string; q: NetworkApprovalEvent 
   return (
     <QuestionBox id={q.id} label={proposal ? 'Approve network rule' : 'Allow network request'} answers={q.answers} labels={NETWORK_LABELS}
       primary={(a) => a === 'once' || a === 'run'} late="That request is no longer waiting (it timed out or was closed)."
-      send={(a) => api().call('runs:answerNetwork', { runId, id: q.id, answer: a })}>
+      send={(a) => useRunsStore.getState().answerNetwork({ runId, id: q.id, answer: a })}>
       {proposal ? (
         <>
           <span>The agent proposes the network rule</span>
@@ -95,7 +96,7 @@ function NetworkQuestion({ runId, q }: { runId: string; q: NetworkApprovalEvent 
 function McpQuestion({ runId, q }: { runId: string; q: McpApprovalEvent }) {
   return (
     <QuestionBox id={q.id} label="Allow MCP tool call" answers={q.answers} labels={MCP_LABELS} primary={() => true}
-      late="That call is no longer waiting (it timed out or was closed)." send={(a) => api().call('runs:answerMcp', { runId, id: q.id, answer: a })}>
+      late="That call is no longer waiting (it timed out or was closed)." send={(a) => useRunsStore.getState().answerMcp({ runId, id: q.id, answer: a })}>
       <span>The agent calls the MCP tool <code>{q.server}/{q.tool}</code></span>
       {q.why !== 'policy' && (
         <span>

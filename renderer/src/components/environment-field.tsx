@@ -1,11 +1,12 @@
 import { useEffect, useRef, useState } from 'react';
-import { api, errorInfo } from '../api';
+import { errorInfo } from '../api';
+import { useRecordsStore } from '../stores/records-store';
 import { useFolderLookup } from '../hooks/use-folder-lookup';
 import { useNewRunForm } from '../stores/new-run-form-store';
 
 /** The project's environments as the core found them, for the folder typed (debounced like the exclusions preview). */
 function useProjectEnvironments(projectDir: string, environment: string | undefined) {
-  const { value, error } = useFolderLookup(projectDir, (dir) => api().call('environments:find', { projectDir: dir, ...(environment ? { environment } : {}) }), environment ?? '');
+  const { value, error } = useFolderLookup(projectDir, (dir) => useRecordsStore.getState().findEnvironments(dir, environment), environment ?? '');
   return { found: value, error };
 }
 
@@ -77,8 +78,8 @@ function EnvironmentPlanView({ projectDir, environment }: { projectDir: string; 
   useEffect(() => {
     if (!open || plan?.for === key) return;
     let live = true;
-    api().call('environments:plan', { projectDir, environment }).then(
-      (r) => live && setPlan({ for: key, text: r.text }),
+    useRecordsStore.getState().environmentPlan(projectDir, environment).then(
+      (text) => live && setPlan({ for: key, text }),
       (e: unknown) => live && setPlan({ for: key, error: errorInfo(e).message }),
     );
     return () => {

@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
 import { FINAL_RUN_STATUSES, type McpApplyRequest, type McpFolderRequest, type McpInfo, type McpProjectGrant } from '../../../contracts';
-import { api, errorInfo } from '../api';
+import { errorInfo } from '../api';
 import { useAppStore } from '../stores/app-store';
+import { useMcpDoorStore } from '../stores/mcp-door-store';
 import { useRunsStore } from '../stores/runs-store';
 import { useSettingsStore } from '../stores/settings-store';
 import { ErrorBanner } from './common';
@@ -31,7 +32,7 @@ export function McpSettingsPanel() {
   const httpSaved = useSettingsStore((s) => s.settings?.mcpHttp === true);
   const load = useCallback(async (): Promise<McpInfo | undefined> => {
     try {
-      const next = await api().call('mcp:info', {});
+      const next = await useMcpDoorStore.getState().info();
       setInfo(next);
       return next;
     } catch (e) {
@@ -119,7 +120,7 @@ function SetupTest() {
   const test = async () => {
     setState({ busy: true });
     try {
-      const r = await api().call('mcp:testSetup', {});
+      const r = await useMcpDoorStore.getState().testSetup();
       setState({ busy: false, ok: r.ok, text: r.ok ? `Works: airlock mcp answered with ${r.tools} tools in ${(r.ms / 1000).toFixed(1)} s.` : (r.error ?? 'It did not answer.') });
     } catch (e) {
       setState({ busy: false, ok: false, text: errorInfo(e).message });
@@ -138,13 +139,13 @@ function ApplyRequestCard({ req, onAnswered }: { req: McpApplyRequest; onAnswere
   const [patch, setPatch] = useState<{ text?: string; sha256: string; bytes: number }>();
   const [error, setError] = useState<ReturnType<typeof errorInfo>>();
   useEffect(() => {
-    api().call('diffs:preview', { runId: req.runId, files: req.files }).then(setPatch, (e: unknown) => setError(errorInfo(e)));
+    useMcpDoorStore.getState().previewPatch(req.runId, req.files).then(setPatch, (e: unknown) => setError(errorInfo(e)));
   }, [req.runId, req.files]);
   // The digest the client reviewed must be the host's own rendering of what would be written.
   const matches = patch?.sha256 === req.reviewedSha256;
   const answer = async (approved: boolean) => {
     try {
-      const { answered } = await api().call('mcp:answerApply', { requestId: req.requestId, approved });
+      const answered = await useMcpDoorStore.getState().answerApply(req.requestId, approved);
       useAppStore.getState().notify(answered ? 'info' : 'error', answered ? (approved ? 'Approved: the change is being applied.' : 'Refused: nothing is written.') : 'That request expired or was answered already.');
       onAnswered();
     } catch (e) {
@@ -180,11 +181,12 @@ function ApplyRequestCard({ req, onAnswered }: { req: McpApplyRequest; onAnswere
 export function McpApplyRequests() {
   const [requests, setRequests] = useState<McpApplyRequest[]>([]);
   const load = useCallback(() => {
-    api().call('mcp:applyRequests', {}).then(setRequests, () => undefined);
+    // A failed read keeps the last list; the next change event reads again.
+    useMcpDoorStore.getState().applyRequests().then(setRequests, () => undefined);
   }, []);
   useEffect(() => {
     load();
-    return api().on('mcp:onDidChangeApplyRequests', load);
+    return useMcpDoorStore.getState().onRequestsChange('apply', load);
   }, [load]);
   if (!requests.length) return null;
   return (
@@ -194,19 +196,19 @@ export function McpApplyRequests() {
   );
 }
 
+const NO_GRANTS: McpProjectGrant[] = [];
+
 /** Settings → MCP → Project folders: what clients may use, with the network and continuation each allows. */
 function McpGrantsEditor() {
-  const [grants, setGrants] = useState<McpProjectGrant[]>([]);
+  const grants = useSettingsStore((s) => s.settings?.mcpProjects) ?? NO_GRANTS;
   const [dir, setDir] = useState('');
   const [allow, setAllow] = useState('');
   const [open, setOpen] = useState(false);
   const [error, setError] = useState<ReturnType<typeof errorInfo>>();
-  useEffect(() => {
-    api().call('settings:get', {}).then((s) => setGrants(s.mcpProjects ?? []), (e: unknown) => setError(errorInfo(e)));
-  }, []);
+  // Saved at once (not with the form's Save): the form takes settings saved elsewhere into fields it has not edited.
   const save = async (next: McpProjectGrant[]) => {
     try {
-      setGrants((await api().call('settings:update', { mcpProjects: next })).mcpProjects ?? []);
+      await useSettingsStore.getState().update({ mcpProjects: next });
       setError(undefined);
     } catch (e) {
       setError(errorInfo(e));
@@ -248,15 +250,16 @@ function McpGrantsEditor() {
 export function McpFolderRequests() {
   const [requests, setRequests] = useState<McpFolderRequest[]>([]);
   const load = useCallback(() => {
-    api().call('mcp:folderRequests', {}).then(setRequests, () => undefined);
+    // A failed read keeps the last list; the next change event reads again.
+    useMcpDoorStore.getState().folderRequests().then(setRequests, () => undefined);
   }, []);
   useEffect(() => {
     load();
-    return api().on('mcp:onDidChangeFolderRequests', load);
+    return useMcpDoorStore.getState().onRequestsChange('folder', load);
   }, [load]);
   const answer = async (req: McpFolderRequest, approved: boolean, remember = false) => {
     try {
-      const { answered } = await api().call('mcp:answerFolder', { requestId: req.requestId, approved, remember });
+      const answered = await useMcpDoorStore.getState().answerFolder(req.requestId, approved, remember);
       if (!answered) useAppStore.getState().notify('error', 'That request expired or was answered already.');
     } catch (e) {
       useAppStore.getState().notify('error', errorInfo(e).message);

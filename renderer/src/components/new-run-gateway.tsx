@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import type { SecretView } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
+import { useRecordsStore } from '../stores/records-store';
 import { useAppStore } from '../stores/app-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 
@@ -16,7 +17,7 @@ export function GatewayFields() {
   const [secrets, setSecrets] = useState<SecretView[]>();
   const [error, setError] = useState<string>();
   useEffect(() => {
-    api().call('secrets:list', {}).then(setSecrets, (err: unknown) => setError(errorMessage(err)));
+    useRecordsStore.getState().listSecrets().then(setSecrets, (err: unknown) => setError(errorMessage(err)));
   }, []);
   const toggle = (name: string, on: boolean) => set({ secrets: on ? [...new Set([...d.secrets, name])] : d.secrets.filter((n) => n !== name) });
   // A name ticked earlier (Run again) whose secret is gone is shown, so Start's refusal is no surprise.

@@ -1,6 +1,7 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import { DEFAULT_GIT_HISTORY, newRunDefaults, type ApprovalMode, type GitHistory, type Isolation } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
+import { useRecordsStore } from '../stores/records-store';
 import { useExcludedPreview } from '../hooks/use-excluded-preview';
 import { useGvisorBlocked, useVmAvailability } from '../hooks/use-isolation-availability';
 import { useProviderChoice } from '../hooks/use-provider-choice';
@@ -41,7 +42,7 @@ function ProjectField({ problem }: { problem?: string }) {
   const [browsing, setBrowsing] = useState(false);
   const pick = async () => {
     try {
-      const picked = await api().call('projects:pickFolder', projectDir.trim() ? { defaultPath: projectDir.trim() } : {});
+      const picked = await useRecordsStore.getState().pickFolder(projectDir.trim() || undefined);
       if (!picked.native) setBrowsing(true);
       else if (picked.path) set({ projectDir: picked.path });
     } catch (err) {

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'react';
 import { isFinalStatus, type RunRecord } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import { errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
 import { summarizeEnvironment } from '../lib/environment-summary';
 import { costUnknownWhy, formatElapsed, formatTokens, formatUsd } from '../lib/format';
@@ -90,7 +90,7 @@ export function RunView({ runId }: { runId: string }) {
   useEffect(() => setRecord(undefined), [runId]);
   const status = run?.status;
   useEffect(() => {
-    if (status && status !== 'queued') api().call('runs:get', { runId }).then(setRecord, (err) => setError(errorMessage(err)));
+    if (status && status !== 'queued') useRunsStore.getState().record(runId).then(setRecord, (err) => setError(errorMessage(err)));
   }, [runId, status]);
 
   useEffect(() => {

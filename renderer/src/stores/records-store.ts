@@ -27,6 +27,12 @@ interface RecordsState {
   listFolders(path?: string): Promise<FolderListing>;
   listEnvironments(): Promise<ChannelOutput<'environments:list'>>;
   pruneEnvironments(): Promise<ChannelOutput<'environments:prune'>>;
+  /** The project's environments as the core finds them (the New run form's environment field). */
+  findEnvironments(projectDir: string, environment?: string): Promise<ChannelOutput<'environments:find'>>;
+  /** What the chosen environment will build and run (`airlock env plan`'s text). */
+  environmentPlan(projectDir: string, environment: string): Promise<string>;
+  /** The OS folder picker where there is one (`native: false` in the browser UI). */
+  pickFolder(defaultPath?: string): Promise<ChannelOutput<'projects:pickFolder'>>;
   listSecrets(): Promise<SecretView[]>;
   setSecret(input: ChannelInput<'secrets:set'>): Promise<ChannelOutput<'secrets:set'>>;
   removeSecret(name: string): Promise<void>;
@@ -60,6 +66,9 @@ export const useRecordsStore = create<RecordsState>()(() => ({
   listFolders: (path) => api().call('projects:listFolders', path ? { path } : {}),
   listEnvironments: () => api().call('environments:list', {}),
   pruneEnvironments: () => api().call('environments:prune', {}),
+  findEnvironments: (projectDir, environment) => api().call('environments:find', { projectDir, ...(environment ? { environment } : {}) }),
+  environmentPlan: async (projectDir, environment) => (await api().call('environments:plan', { projectDir, environment })).text,
+  pickFolder: (defaultPath) => api().call('projects:pickFolder', defaultPath ? { defaultPath } : {}),
   listSecrets: () => api().call('secrets:list', {}),
   setSecret: (input) => api().call('secrets:set', input),
   async removeSecret(name) {

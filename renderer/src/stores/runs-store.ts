@@ -1,5 +1,5 @@
 import { create } from 'zustand';
-import { isFinalStatus, type ChannelOutput, type ContinueRunInput, type RunEvent, type RunRecord, type RunSummary, type StartRunInput } from '../../../contracts';
+import { isFinalStatus, type ChannelInput, type ChannelOutput, type ContinueRunInput, type RunEvent, type RunRecord, type RunSummary, type StartRunInput } from '../../../contracts';
 import { api } from '../api';
 
 /** Events kept in memory per run for the transcript; command output lives in the terminal instead. */
@@ -29,6 +29,12 @@ interface RunsState {
   remove(runId: string): Promise<void>;
   /** The run's published preview ports (a terminal link to loopback opens only for one of them). */
   previewPorts(runId: string): Promise<ChannelOutput<'runs:previewPorts'>>;
+  /** The run's whole record (wipe proof, exclusions, limits, environment). */
+  record(runId: string): Promise<RunRecord>;
+  /** Answers a waiting network question; `answered: false` when it is no longer waiting. */
+  answerNetwork(input: ChannelInput<'runs:answerNetwork'>): Promise<ChannelOutput<'runs:answerNetwork'>>;
+  /** Answers a waiting MCP tool question; `answered: false` when it is no longer waiting. */
+  answerMcp(input: ChannelInput<'runs:answerMcp'>): Promise<ChannelOutput<'runs:answerMcp'>>;
   applyStatus(summary: RunSummary): void;
   applyEvent(event: RunEvent): void;
 }
@@ -96,6 +102,9 @@ export const useRunsStore = create<RunsState>()((set, get) => {
       if (run?.pendingApproval?.requestId === requestId) get().applyStatus({ ...run, pendingApproval: undefined });
     },
     previewPorts: (runId) => api().call('runs:previewPorts', { runId }),
+    record: (runId) => api().call('runs:get', { runId }),
+    answerNetwork: (input) => api().call('runs:answerNetwork', input),
+    answerMcp: (input) => api().call('runs:answerMcp', input),
     async remove(runId) {
       await api().call('runs:delete', { runId });
       set((s) => {
