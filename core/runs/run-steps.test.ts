@@ -4,7 +4,9 @@ import type { RunEvent, RunSummary, StartRunArgs } from '../../contracts/runs';
 import { StartRunInput } from '../../contracts/runs';
 import { createRunFakes, type RunFakes } from '../../test/support/run-fakes';
 import { DisposableStore } from '../common/disposable';
-import type { LiveRun, StepHost } from './run-context';
+import type { LiveRun, LiveSessionRun, StepHost } from './run-context';
+import type { Sandbox } from '../sandbox/sandbox';
+import { networkStep } from './run-network';
 import { RunService } from './run-service';
 import { collectStep, wipeStep } from './run-steps';
 import { DEFAULT_LIMITS } from '../sandbox/driver';
@@ -201,6 +203,14 @@ describe('one step at a time', () => {
     // @ts-expect-error collect needs the product of hydrate (checked by `npm run lint`'s typecheck)
     const misordered = (): unknown => collectStep(host(), bare());
     expect(misordered).toBeTypeOf('function');
+  });
+
+  it('a session has no agent fields and no token stage: the compiler refuses both', () => {
+    // @ts-expect-error a live MCP session has no agent (no process, grant or approvals)
+    const agentOf = (run: LiveSessionRun): unknown => run.agent;
+    // @ts-expect-error the network step that mints a run token takes only an agent run
+    const mint = (run: LiveSessionRun, sandbox: Sandbox): unknown => networkStep(host(), run, sandbox, async () => undefined);
+    expect([agentOf, mint].every((f) => typeof f === 'function')).toBe(true);
   });
 
   it('wipe revokes the run token when there is no sandbox to destroy', async () => {
