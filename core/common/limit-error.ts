@@ -9,8 +9,8 @@ import type { ErrorKind } from '../../contracts/errors';
 export class LimitError extends AirlockError {
   constructor(
     kind: ErrorKind,
-    /** Which limit: `result-bytes` (collect's cap on the changed files). */
-    readonly limit: 'result-bytes',
+    /** Which limit: `result-bytes` (collect's cap on the changed files), `file-bytes` (an MCP client's read of one file). */
+    readonly limit: 'result-bytes' | 'file-bytes',
     /** The cap that was reached. */
     readonly cap: number,
     message: string,

@@ -21,6 +21,7 @@ import type { StoredRun } from '../runs/run-record';
 import { classifyRiskyPaths } from '../workspace/risky-paths';
 import type { ApplyApprovals } from './apply-approvals';
 import type { KeptSandboxes } from './kept-sandboxes';
+import { readCapped } from './sandbox-read';
 import { DEFAULT_MCP_LIMITS, headAndTail, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
@@ -393,10 +394,8 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     async (args) => {
       const id = await ownSandbox(args.sandboxId);
       const file = workspacePath(args.path);
-      const data = await the().core.runs.sessionSandbox(id).channel.readFile(file, { maxBytes: limits.fileBytes }).catch((err: unknown) => {
-        const info = toErrorInfo(err);
-        throw new AirlockError(info.kind, /more than|too large|maxBytes/i.test(info.message) ? `${file} is larger than the ${limits.fileBytes}-byte cap of sandbox_read_file; read part of it with sandbox_exec (head, tail, sed).` : info.message);
-      });
+      // Over the cap: a LimitError saying so and what to do instead (sandbox-read.ts).
+      const data = await readCapped(the().core.runs.sessionSandbox(id).channel, file, limits.fileBytes);
       const utf8 = data.toString('utf8');
       const text = Buffer.from(utf8, 'utf8').equals(data);
       return { value: { path: file, bytes: data.length, encoding: text ? ('utf8' as const) : ('base64' as const), content: text ? utf8 : data.toString('base64'), sha256: createHash('sha256').update(data).digest('hex') }, text: text ? utf8 : `${file}: ${data.length} bytes of binary data (base64 in structuredContent)` };

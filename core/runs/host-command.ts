@@ -3,7 +3,7 @@ import { commandOutputEvent } from '../agents';
 import { OutputCapture } from '../common/output-capture';
 import { StreamRedactor } from '../common/stream-redactor';
 import { Utf8Carry } from '../common/utf8';
-import type { CommandRequest, LiveRun } from './run-context';
+import type { CommandRequest, LiveAgentRun, LiveRun } from './run-context';
 
 type Stream = 'stdout' | 'stderr';
 
@@ -103,15 +103,17 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
   const argv = commandArgv(req.command, req.loginShell !== false, run.commandEnv?.PATH);
   onEvent({ type: 'command_started', id: req.id, command: req.command, argv, cwd: req.cwd });
   const result: HostCommandResult = { exitCode: null, timedOut: false, durationMs: 0, output: new OutputCapture(req.capBytes), stdout: new OutputCapture(req.capBytes), stderr: new OutputCapture(req.capBytes) };
-  const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (stream, bytes) => {
+  const token = run.kind === 'agent' ? run.agent.grant?.tokenBytes : undefined;
+  const output = new CommandOutput(token ? [token] : [], (stream, bytes) => {
     result[stream].add(bytes);
     onOutput?.(stream, bytes);
     onEvent(commandOutputEvent(req.id, stream, bytes));
   });
-  if (!run.sandbox || !(run.agentProcess || (run.spec.kind === 'session' && run.spec.control.open))) result.failure = 'the run is ending';
+  const sandbox = run.made.sandbox;
+  if (!sandbox || !(run.kind === 'agent' ? run.agent.process : run.spec.control.open)) result.failure = 'the run is ending';
   else {
     try {
-      const proc = run.sandbox.channel.spawn({ argv, cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
+      const proc = sandbox.channel.spawn({ argv, cwd: req.cwd, env: run.commandEnv, timeoutMs: Math.round(req.timeoutSec * 1000) });
       run.hostCommands.add(proc);
       // The caller went away (an MCP client cancelled or vanished): the command goes too.
       const onAbort = () => proc.kill('SIGKILL');
@@ -123,7 +125,7 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
       };
       const subs = [proc.onStdout(onChunk('stdout')), proc.onStderr(onChunk('stderr'))];
       // An MCP client has no stdin to give: a command that reads it sees its end, not a hang.
-      if (run.spec.kind === 'session') proc.end();
+      if (run.kind === 'session') proc.end();
       try {
         ({ exitCode: result.exitCode, timedOut: result.timedOut } = await proc.exited);
       } finally {
@@ -147,10 +149,10 @@ export async function executeHostCommand(run: LiveRun, req: Pick<CommandRequest,
  * what the model should see (head and tail) as a `command_result` line. `onEvent` receives the
  * command's events (started, output, exited) as if the agent had sent them.
  */
-export async function runHostCommand(run: LiveRun, req: CommandRequest, onEvent: (event: AgentEvent) => void): Promise<void> {
+export async function runHostCommand(run: LiveAgentRun, req: CommandRequest, onEvent: (event: AgentEvent) => void): Promise<void> {
   const { exitCode, timedOut, durationMs, output: capture, failure } = await executeHostCommand(run, req, onEvent);
   const outputBytes = capture.bytes;
   if (failure) capture.add(Buffer.from(`failed to start: ${failure}`));
   const result: AgentEventOf<'command_result'> = { type: 'command_result', id: req.id, exitCode, timedOut, durationMs, output: capture.text(), truncated: capture.truncated, outputBytes };
-  run.agentProcess?.write(`${JSON.stringify(result)}\n`);
+  run.agent.process?.write(`${JSON.stringify(result)}\n`);
 }

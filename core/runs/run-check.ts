@@ -16,8 +16,7 @@ export const CHECK_OUTPUT_CAP = 64 * 1024;
  * otherwise outlive it and could rewrite the workspace after collect, or steer the check. Resolves
  * with how many processes were killed, or why the check cannot run (some survived).
  */
-export async function stopLeftoverProcesses(sandbox: Pick<Sandbox, 'channel'> | undefined): Promise<number | { notRun: string }> {
-  if (!sandbox) return { notRun: 'the run has no sandbox' };
+export async function stopLeftoverProcesses(sandbox: Pick<Sandbox, 'channel'>): Promise<number | { notRun: string }> {
   try {
     return await sweep(sandbox);
   } catch (err) {
@@ -60,8 +59,8 @@ export function checkInvocation(command: string, env: Record<string, string>, ho
  * duration and (capped, token-free) output are what the host saw; nothing the agent printed counts.
  * Never throws: a check that could not run is recorded as not passed, with why.
  */
-export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec, swept: number | { notRun: string }): Promise<RunCheckResult> {
-  const sandbox = run.sandbox;
+export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec, swept: number | { notRun: string }, agent: { sandbox: Sandbox; env: Record<string, string>; tokenBytes: Buffer }): Promise<RunCheckResult> {
+  const { sandbox } = agent;
   const killedProcesses = typeof swept === 'number' ? swept : 0;
   const capture = new OutputCapture(CHECK_OUTPUT_CAP);
   const started = Date.now();
@@ -70,20 +69,19 @@ export async function checkStep(host: StepHost, run: LiveRun, spec: RunCheckSpec
   let notRun: string | undefined;
   let environment: RunCheckResult['environment'];
   const home = `/tmp/airlock-check-home-${randomBytes(8).toString('hex')}`;
-  if (!sandbox) notRun = 'the run has no sandbox';
-  else if (typeof swept !== 'number') notRun = swept.notRun;
+  if (typeof swept !== 'number') notRun = swept.notRun;
   else if (run.cancelRequested) notRun = 'the run was cancelled';
   else {
     await host.update(run, { phase: 'running the check' });
     // The agent is gone: its token goes before the check runs code the agent may have written.
     host.deps.proxy.revokeRun(run.id);
     run.terminal.write(`\r\n\x1b[1m[airlock] check: ${spec.command.slice(0, 500)}\x1b[0m\r\n`);
-    const output = new CommandOutput(run.tokenBytes ? [run.tokenBytes] : [], (_stream, bytes) => {
+    const output = new CommandOutput([agent.tokenBytes], (_stream, bytes) => {
       capture.add(bytes);
       run.terminal.write(bytes);
     });
     try {
-      const inv = checkInvocation(spec.command, run.commandEnv, home);
+      const inv = checkInvocation(spec.command, agent.env, home);
       environment = { shell: 'bash --noprofile --norc -c', home, path: CHECK_PATH, variables: Object.keys(inv.env).sort() };
       const proc = sandbox.channel.spawn({ argv: inv.argv, cwd: '/workspace', env: inv.env, timeoutMs: spec.timeoutSec * 1000 });
       proc.end();

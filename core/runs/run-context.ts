@@ -21,12 +21,11 @@ import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { hydrateFromBase } from '../workspace/hydrate-base';
 import type { BaseClaim, ProjectBases } from '../sandbox/project-bases';
 import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
-import type { Checkpointer } from './checkpoints';
 import type { CommandLedger } from './command-ledger';
 import { storeRunResult } from './run-apply';
 import type { RunStore, RunUpdate } from './run-store';
 import type { RunTerminal } from './run-terminal';
-import type { RunSpec, SandboxArgs } from './run-spec';
+import type { AgentRunSpec, SandboxArgs, SessionRunSpec } from './run-spec';
 import type { StoredRun } from './run-record';
 
 /**
@@ -158,59 +157,112 @@ export interface NetworkApprovalsPort {
 /** One connection attempt through a run's egress proxy (allow-list policy), as a run sees it. */
 export type EgressAttempt = Omit<EgressEvent, 'id' | 'runId' | 'at' | 'address'>;
 
-/** One run in progress in this process: its input, what each step produced, and its bookkeeping. */
-export interface LiveRun {
-  id: string;
-  /** What the run is: an agent run or an MCP session, each with only its own fields (run-spec.ts). */
-  spec: RunSpec;
-  /** What every step reads of the sandbox's settings (an agent run's is its whole input). */
-  input: SandboxArgs;
-  /** Whether the parent agent's session files were put in place (started at hydrate, awaited before the agent). */
-  sessionRestored?: Promise<boolean>;
-  // What the steps produced, in order.
-  snapshot?: ProjectSnapshot;
+/**
+ * What a run has made so far (docs/architecture.md §1, "Kinds of run"): each step records here what
+ * it made, for what outlives a failed step — the wipe (the sandbox, the base to refresh, the pool to
+ * refill) and the service's calls while the run is live (previews, the network policy's answers, an
+ * MCP session's collect so far). No step reads it: a step's inputs are the products of the steps
+ * before it, handed on by the pipeline.
+ */
+export interface MadeSoFar {
   sandbox?: Sandbox;
-  /** The project base the sandbox's volumes were made from, and whether a new base is written after the run. */
-  base?: BaseClaim;
-  /** Makes the run's sandbox again without the base (its volumes empty): the fallback when the base fails its check. */
-  sandboxWithoutBase?: () => Promise<Sandbox>;
-  refreshBase?: boolean;
   previews?: PreviewPorts;
-  hydrated?: HydratedWorkspace;
-  /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
-  changeHints: Set<string>;
-  /** Per-turn checkpoints (docs/architecture.md §19), while the agent works. */
-  checkpoints?: Checkpointer;
-  /** The run token (revoked when disposed) and the proxy's port inside the sandbox. */
-  grant?: { token: string; sandboxPort: number; credential?: SandboxCredential };
+  /** The hydrated workspace (after setup: its new baseline), what an MCP session's collect so far reads. */
+  workspace?: RunWorkspaceState;
+  /** The run's wider network policy, while it is in force. */
   network?: RunNetwork;
-  /** The run's MCP gateway and its port inside the sandbox (docs/architecture.md §20). */
-  mcp?: { gateway: RunMcpGateway; sandboxPort: number };
-  agentProcess?: ChannelProcess;
-  /** Commands the host runs for the agent (host-run commands), killed when the agent ends. */
-  hostCommands: Set<ChannelProcess>;
-  /** The project environment's variables (image env, containerEnv, remoteEnv), under the agent's own. */
-  environmentEnv?: Record<string, string>;
-  /** The environment's setup phase (lifecycle commands), run after hydrate and before the network step. */
-  setup?: SetupPlan;
-  /** The setup's prepared environment: reused (setup skipped) or kept after setup (§16). */
-  prepared?: PreparedState;
+  /** The project's base is written anew from this copy once the sandbox is wiped (§11). */
+  refreshBase?: { files: number; bytes: number };
   /**
    * The sandbox spec (image by id) to keep warm for the next run once this one ends: the project
    * environment's derived image, or the prepared environment this run made or used (§16).
    */
   warmNext?: Omit<SandboxSpec, 'runId'>;
-  /** A reused prepared environment's home, copied into place while the project streams in (run-setup.ts). */
-  preparedHome?: Promise<RunResult>;
   /**
    * The prepared image this run's setup left, being committed while the agent works (run-setup.ts);
    * never rejects. The wipe step waits for it before the pool is refilled and the run ends.
    */
   preparedKept?: Promise<void>;
-  /** Their environment: the agent's minus its provider settings and token. */
-  commandEnv: Record<string, string>;
+}
+
+/** What prepare hands on: the sandbox, the project as read, and what the project's environment gives the later steps. */
+export interface PreparedSandbox {
+  sandbox: Sandbox;
+  snapshot: ProjectSnapshot;
+  /** The project environment's variables (image env, containerEnv, remoteEnv), under the agent's own. */
+  env: Record<string, string>;
+  /** The environment's setup phase (lifecycle commands), run after hydrate and before the network step. */
+  setup?: SetupPlan;
+  /** The setup's prepared environment: reused (setup skipped) or kept after setup (§16). */
+  prepared?: PreparedState;
+  /** The project base the sandbox's volumes were made from, and how to make the sandbox again without it (its fallback). */
+  base?: { claim: BaseClaim; remake(): Promise<Sandbox> };
+  /** Whether the project's base is written anew from this run's copy once it is wiped (§11). */
+  refreshBase: boolean;
+}
+
+/** What hydrate (and setup after it) hands on: the copy in the sandbox and the host's baseline of it. */
+export interface RunWorkspaceState {
+  sandbox: Sandbox;
+  /** The run's baseline as read on the host (a follow-up's: the project with the previous result laid over it). */
+  snapshot: ProjectSnapshot;
+  hydrated: HydratedWorkspace;
+}
+
+/** What hydrate hands on: the workspace, and a reused prepared environment's home being copied into place meanwhile. */
+export interface HydratedSandbox extends RunWorkspaceState {
+  preparedHome?: Promise<RunResult>;
+}
+
+/** What an agent run's network step hands on: the run token, the model proxy inside the sandbox, the policy, the MCP gateway. */
+export interface AgentGrant {
+  token: string;
   /** The run token as bytes, removed from command output before it is logged or shown. */
-  tokenBytes?: Buffer;
+  tokenBytes: Buffer;
+  /** The model proxy's port inside the sandbox. */
+  sandboxPort: number;
+  credential?: SandboxCredential;
+  /** The wider network policy (absent: `none`). */
+  network?: RunNetwork;
+  /** The run's MCP gateway and its port inside the sandbox (docs/architecture.md §20). */
+  mcp?: { gateway: RunMcpGateway; sandboxPort: number };
+}
+
+/** What the agent step hands on: how the agent ended (a failure: the pipeline still collects) and the commands' environment. */
+export interface AgentEnd {
+  failure?: unknown;
+  /** The environment host-run commands and the check get: the agent's minus its provider settings and token. */
+  commandEnv: Record<string, string>;
+}
+
+/** What the run service sees of a live agent run's agent (its events, its process, the proxy's account of its calls). */
+export interface AgentLive {
+  /** The run token and what came with it, once the network step made them (host-run commands redact it). */
+  grant?: AgentGrant;
+  process?: ChannelProcess;
+  pendingApprovals: Map<string, string>;
+  errors: Array<{ message: string; status?: number }>;
+  /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
+  keyRefused?: { provider: string; status: number };
+  /** The provider's server failed the last call (unreachable, or a 5xx), as the proxy saw it; a later answer clears it. */
+  upstreamFailed?: { provider: string; baseUrl?: string; code?: string; status: number };
+  summary?: string;
+  finishReason?: string;
+}
+
+/** One run in progress in this process: its input, what it made so far, and its bookkeeping. */
+interface LiveRunBase {
+  id: string;
+  /** What every step reads of the sandbox's settings (an agent run's is its whole input). */
+  input: SandboxArgs;
+  /** What the steps made so far: for the wipe and the service's calls, never read by a later step. */
+  made: MadeSoFar;
+  /** Paths the live change feed reported (bounded): a hint for collect, like everything from inside. */
+  changeHints: Set<string>;
+  /** Commands the host runs in the sandbox (host-run commands, an MCP client's), killed when the agent or session ends. */
+  hostCommands: Set<ChannelProcess>;
+  /** Their environment: the agent's minus its provider settings and token, or a session's (set once the sandbox is ready for them). */
+  commandEnv: Record<string, string>;
   cancelRequested: boolean;
   timedOut: boolean;
   /** Aborted when the user cancels or the time limit passes: what waits on the sandbox (setup) stops at once. */
@@ -222,18 +274,26 @@ export interface LiveRun {
   disposables: DisposableStore;
   /** Commands for the audit log: the host's own (host-run) apart from the agent's claims. */
   commands: CommandLedger;
-  pendingApprovals: Map<string, string>;
-  agentErrors: Array<{ message: string; status?: number }>;
-  /** The provider answered 401/403 to a call with the real key (seen by the proxy, not the sandbox). */
-  keyRefused?: { provider: string; status: number };
-  /** The provider's server failed the last call (unreachable, or a 5xx), as the proxy saw it; a later answer clears it. */
-  upstreamFailed?: { provider: string; baseUrl?: string; code?: string; status: number };
-  summary?: string;
-  finishReason?: string;
   done: Promise<StoredRun>;
   /** The lifecycle state last written (the audit's `from`). */
   status: RunStatus;
 }
+
+/** A live agent run: its spec and what the service sees of its agent. */
+export interface LiveAgentRun extends LiveRunBase {
+  kind: 'agent';
+  spec: AgentRunSpec;
+  agent: AgentLive;
+}
+
+/** A live MCP session: no agent fields at all. */
+export interface LiveSessionRun extends LiveRunBase {
+  kind: 'session';
+  spec: SessionRunSpec;
+}
+
+/** One run in progress in this process, of either kind (run-spec.ts). */
+export type LiveRun = LiveAgentRun | LiveSessionRun;
 
 /** What the run service gives the steps: its dependencies and how a run's progress is recorded. */
 export interface StepHost {
@@ -249,8 +309,8 @@ export interface StepHost {
   emitEvent(run: LiveRun, event: RunEventBody): void;
   /** The run's changed files changed: viewers refetch. */
   filesChanged(run: LiveRun): void;
-  /** Starts the agent and pumps its events until it exits; throws when it failed. */
-  runAgent(run: LiveRun, agent: AgentAdapter, argv: string[], env: Record<string, string>, cwd?: string): Promise<void>;
+  /** Starts the agent in the sandbox and pumps its events until it exits; throws when it failed. */
+  runAgent(run: LiveAgentRun, sandbox: Sandbox, argv: string[], env: Record<string, string>, cwd?: string): Promise<void>;
 }
 
 /** A command the agent asked the host to run (host-run commands). */

@@ -7,7 +7,7 @@ import type { RunResult } from '../channel/channel-client';
 import type { RunPrepared } from '../../contracts/environments';
 import { restoreArgv } from '../environment/prepared-environments';
 import type { PreparedState } from '../environment/run-environment';
-import type { LiveRun, RunNetwork, StepHost } from './run-context';
+import type { HydratedSandbox, LiveRun, PreparedSandbox, RunNetwork, RunWorkspaceState, StepHost } from './run-context';
 import { endSetupProcesses } from './setup-end';
 import { watchSetupProcess } from './setup-watch';
 import { tlsFailureHint } from '../environment/tls-failure';
@@ -25,23 +25,21 @@ const SETUP_TIMEOUT_MS = 30 * 60_000;
  * starting point: the result's baseline is the workspace after setup, so review and apply show only
  * the agent's work.
  */
-export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | undefined): Promise<void> {
-  if (!plan) return;
-  const sandbox = run.sandbox;
-  const hydrated = run.hydrated;
-  const snapshot = run.snapshot;
-  if (!sandbox || !hydrated || !snapshot) throw new AirlockError('INTERNAL', 'setup runs after prepare and hydrate');
-  const prepared = run.prepared;
+export async function setupStep(host: StepHost, run: LiveRun, env: Pick<PreparedSandbox, 'setup' | 'prepared' | 'env'>, ws: HydratedSandbox): Promise<RunWorkspaceState> {
+  const plan = env.setup;
+  const { sandbox, snapshot, hydrated } = ws;
+  if (!plan) return { sandbox, snapshot, hydrated };
+  const prepared = env.prepared;
   // A prepared environment holds what setup left; postStartCommand is for processes, so it runs at every start.
   const reuse = prepared?.reuse === true;
   const hooks = reuse ? plan.hooks.filter((h) => EVERY_START_HOOKS.includes(h.hook)) : plan.hooks;
   await host.update(run, { phase: reuse ? 'starting from the prepared environment' : 'setting up the environment' });
   run.terminal.write(`\r\n\x1b[1;36m── Setup (${plan.configPath}) ──\x1b[0m\r\n`);
   if (reuse && prepared) {
-    await restorePrepared(host, run, sandbox, prepared);
+    await restorePrepared(host, run, sandbox, prepared, ws.preparedHome);
   }
   if (hooks.length) {
-    await runHooks(host, run, sandbox, { ...plan, hooks });
+    await runHooks(host, run, sandbox, { ...plan, hooks }, env.env);
     // Nothing setup started outlives it: not into the capture below, not into the agent's phase (the run token).
     const ended = await endSetupProcesses(sandbox);
     await run.audit.append('note', {
@@ -49,22 +47,25 @@ export async function setupStep(host: StepHost, run: LiveRun, plan: SetupPlan | 
     });
     if (ended.leftover) run.terminal.write(`\x1b[33m[setup] ${ended.leftover} process(es) left running by setup were ended: lifecycle commands cannot leave processes for the agent's phase\x1b[0m\r\n`);
   }
+  let after: RunWorkspaceState = { sandbox, snapshot, hydrated };
   if (reuse && prepared && !prepared.restoresWorkspace && !hooks.length) {
     // Nothing ran in the workspace and the image holds no workspace files (the host's own record of
     // what it committed): the hydrated project is already the agent's starting point.
     await run.audit.append('note', { message: "setup finished; the prepared environment holds no workspace files, so the agent's starting point is the project as copied in" });
   } else {
     // The agent starts from the workspace as setup left it: that is its baseline (derived on the host, like every result).
-    const after = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
-    run.hydrated = { ...hydrated, hostBaseline: Promise.resolve(after.result.resultCommit) };
-    await run.audit.append('note', { message: `setup finished; it changed ${after.result.changes.length} file(s), the agent's starting point (not its work)` });
-    if (prepared && !reuse) await keepPrepared(host, run, prepared, hydrated.manifest, after.result.changes);
+    const left = await host.workspace.collect(sandbox, { snapshot, hydrated, hints: [] });
+    after = { sandbox, snapshot, hydrated: { ...hydrated, hostBaseline: Promise.resolve(left.result.resultCommit) } };
+    run.made.workspace = after;
+    await run.audit.append('note', { message: `setup finished; it changed ${left.result.changes.length} file(s), the agent's starting point (not its work)` });
+    if (prepared && !reuse) await keepPrepared(host, run, sandbox, prepared, hydrated.manifest, left.result.changes);
   }
   run.terminal.write(`\x1b[1;36m── Agent ──\x1b[0m\r\n`);
+  return after;
 }
 
 /** The lifecycle commands in order, under setup's own network (disposed when they end). */
-async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: SetupPlan): Promise<void> {
+async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: SetupPlan, environmentEnv: Record<string, string>): Promise<void> {
   const allow = [...plan.presets.map((p) => `preset:${p}`), ...(run.input.setupAllowlist ?? [])];
   let net: RunNetwork | undefined;
   if (allow.length && host.deps.network) {
@@ -77,7 +78,7 @@ async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: Se
     message: `setup: ${plan.hooks.map((h) => h.hook).join(', ')} from ${plan.configPath}; network ${net ? `allowlist ${net.record.allow.join(', ')}${implied}` : 'none'}; no run token exists yet`,
   });
   try {
-    const env = { ...(run.environmentEnv ?? {}), ...(net?.env ?? {}) };
+    const env = { ...environmentEnv, ...(net?.env ?? {}) };
     for (const { hook, steps } of plan.hooks) {
       await Promise.all(steps.map((step) => runSetupCommand(host, run, sandbox, plan, hook, step, env)));
     }
@@ -87,10 +88,10 @@ async function runHooks(host: StepHost, run: LiveRun, sandbox: Sandbox, plan: Se
 }
 
 /** Puts a prepared environment's state in place over the freshly hydrated project: setup is not run again. */
-async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, prepared: PreparedState): Promise<void> {
+async function restorePrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, prepared: PreparedState, preparedHome: Promise<RunResult> | undefined): Promise<void> {
   run.terminal.write(`\x1b[36m[setup] starting from the prepared environment ${prepared.ref} (same inputs: setup not run again)\x1b[0m\r\n`);
   // The home's copy started with hydrate (restorePreparedHome); the workspace's goes over the fresh project.
-  const home = await (run.preparedHome ?? restorePreparedHome(sandbox));
+  const home = await (preparedHome ?? restorePreparedHome(sandbox));
   const r = home.exitCode === 0 && prepared.restoresWorkspace ? await sandbox.channel.run({ argv: restoreArgv('workspace'), cwd: '/workspace', timeoutMs: SETUP_TIMEOUT_MS }) : home;
   if (r.exitCode !== 0) {
     throw new AirlockError('SANDBOX_FAILED', `Putting the prepared environment ${prepared.ref} in place failed (status ${r.exitCode ?? 'killed'}): ${r.stderr.toString('utf8').trim().slice(-1000)}. Clear it with \`airlock env prune\` and run again: setup will run and prepare it anew.`, { field: 'environment' });
@@ -109,10 +110,10 @@ export function restorePreparedHome(sandbox: Sandbox): Promise<RunResult> {
  * Keeps what setup left as this key's prepared environment, before the network step (no run token
  * exists) and before the agent. A first run of a follow-up is not kept: its home holds the parent
  * agent's session. The state leaves the sandbox here; the image is committed from it while the agent
- * works (`run.preparedKept`). Failing to keep it is a note, not a failed run: the next run sets up again.
+ * works (`run.made.preparedKept`, which the wipe waits for). Failing to keep it is a note, not a failed run: the next run sets up again.
  */
-async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
-  if (run.spec.kind === 'agent' && run.spec.continuation) {
+async function keepPrepared(host: StepHost, run: LiveRun, sandbox: Sandbox, prepared: PreparedState, manifest: Array<{ path: string }>, changes: Array<{ path: string; oldPath?: string }>): Promise<void> {
+  if (run.kind === 'agent' && run.spec.continuation) {
     await updatePrepared(host, run, { status: 'not-kept', key: prepared.key, reason: "a follow-up's sandbox holds the previous agent's session" });
     return;
   }
@@ -126,24 +127,20 @@ async function keepPrepared(host: StepHost, run: LiveRun, prepared: PreparedStat
   };
   let image: Promise<{ id: string; size: number }>;
   try {
-    ({ image } = await prepared.capture(run.sandbox?.channel ?? fail(), unchanged));
+    ({ image } = await prepared.capture(sandbox.channel, unchanged));
   } catch (err) {
     await failed(err);
     return;
   }
-  run.preparedKept = image
+  run.made.preparedKept = image
     .then(async ({ id, size }) => {
       // The next run on these inputs starts from this image: that is the one to keep warm.
-      if (run.warmNext) run.warmNext = { ...run.warmNext, image: id };
+      if (run.made.warmNext) run.made.warmNext = { ...run.made.warmNext, image: id };
       await prepared.markUsed().catch(debugLog.swallow('prepared.markUsed'));
       await run.audit.append('note', { message: `prepared environment kept: ${prepared.ref} (${Math.round(size / 1024 / 1024)} MiB), captured after setup and before the agent; the next run on the same inputs skips setup` });
       await updatePrepared(host, run, { status: 'created', key: prepared.key, image: prepared.ref });
     }, failed)
     .catch(debugLog.swallow('run.prepared-kept'));
-
-  function fail(): never {
-    throw new AirlockError('INTERNAL', 'keeping a prepared environment needs the sandbox');
-  }
 }
 
 /** Whether the run started from a prepared environment, on its record (the report shows it). */

@@ -4,9 +4,12 @@ import type { RunEvent, RunSummary, StartRunArgs } from '../../contracts/runs';
 import { StartRunInput } from '../../contracts/runs';
 import { createRunFakes, type RunFakes } from '../../test/support/run-fakes';
 import { DisposableStore } from '../common/disposable';
-import type { LiveRun, StepHost } from './run-context';
+import type { LiveRun, LiveSessionRun, StepHost } from './run-context';
+import type { Sandbox } from '../sandbox/sandbox';
+import { networkStep } from './run-network';
 import { RunService } from './run-service';
 import { collectStep, wipeStep } from './run-steps';
+import { DEFAULT_LIMITS } from '../sandbox/driver';
 
 let fakes: RunFakes;
 let service: RunService;
@@ -138,6 +141,50 @@ describe('an MCP session (its own pipeline, no agent fields)', () => {
   });
 });
 
+// Issue 39: each step takes the products of the steps before it; what must be cleaned up is reachable from `made`.
+describe('the pipelines hand products on', () => {
+  it('a session has no run-token, model-proxy or agent stage: prepare, hydrate, policy, the client, collect, wipe', async () => {
+    const started = await service.startSession({ projectDir: '/tmp/project', client: 'c', isolation: 'container', network: 'none', timeoutSec: 60 });
+    await service.endSession(started.id, 'done');
+    expectInOrder('snapshot', 'create', 'hydrate', 'watch', 'collect', 'destroy', 'revokeRun');
+    expect(fakes.log.filter((l) => /^(issueToken|exposeHostService|spawn|kill)/.test(l))).toEqual([]);
+  });
+
+  it('a session whose hydrate fails still wipes the sandbox prepare made, and never reaches the client', async () => {
+    fakes.failAt('hydrate');
+    await expect(service.startSession({ projectDir: '/tmp/project', client: 'c', isolation: 'container', network: 'none', timeoutSec: 60 })).rejects.toMatchObject({ message: expect.stringContaining('hydrate failed') });
+    expectInOrder('create', 'hydrate', 'destroyed sb-1', 'revokeRun');
+    expect(fakes.log.some((l) => l === 'watch' || l === 'collect')).toBe(false);
+  });
+
+  it('an agent run whose hydrate fails wipes what prepare made and mints no run token', async () => {
+    fakes.failAt('hydrate');
+    const { final } = await runToEnd();
+    expect(final).toMatchObject({ status: 'failed', error: { message: expect.stringContaining('hydrate failed') } });
+    expectInOrder('create', 'hydrate', 'destroyed sb-1', 'revokeRun');
+    expect(fakes.log.filter((l) => /^(issueToken|exposeHostService|spawn|collect)/.test(l))).toEqual([]);
+  });
+
+  it('a base that fails its check: the sandbox made from it goes, the run goes on in the one made afresh, and the wipe takes that one', async () => {
+    fakes.useBase({ mismatch: true });
+    const { final } = await runToEnd();
+    expect(final).toMatchObject({ status: 'done', wipe: { verified: true } });
+    // The new base is written from the copy once the run is wiped.
+    const steps = fakes.log.filter((l) => /^(claim base|create|hydrate|destroyed|discard base|issueToken|spawn|collect|refresh base|revokeRun)/.test(l));
+    expect(steps).toEqual(['claim base', 'create', 'hydrate', 'destroyed sb-1', 'discard base', 'create', 'hydrate', 'issueToken', 'spawn agent http://127.0.0.1:40123', 'collect', 'destroyed sb-2', 'refresh base', 'revokeRun']);
+  });
+
+  it('cancelled while the agent works: the grant is released before the wipe, which destroys the sandbox the steps made', async () => {
+    fakes.agentExit.code = 'hang';
+    const started = await service.start(input());
+    await vi.waitFor(() => expect(fakes.log.some((l) => l.startsWith('spawn'))).toBe(true));
+    await service.cancel(started.id);
+    await service.wait(started.id);
+    expectInOrder('issueToken', 'spawn', 'kill', 'collect', 'unexpose', 'destroyed sb-1', 'revokeRun');
+    expect(fakes.liveTokens.size).toBe(0);
+  });
+});
+
 describe('one step at a time', () => {
   const host = (): StepHost => ({
     deps: fakes.deps,
@@ -150,16 +197,32 @@ describe('one step at a time', () => {
     filesChanged: () => undefined,
     runAgent: async () => undefined,
   });
-  const bare = (): LiveRun => ({ id: 'r-x-00000000', spec: { kind: 'agent', args: input(), agent: fakes.deps.agent('custom'), sessionId: 's' }, input: input(), disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
+  const bare = (made: LiveRun['made'] = {}): LiveRun => ({ id: 'r-x-00000000', kind: 'agent', spec: { kind: 'agent', args: input(), agent: fakes.deps.agent('custom'), sessionId: 's' }, input: input(), made, disposables: new DisposableStore(), audit: { append: async () => undefined } } as unknown as LiveRun);
 
-  it('collect refuses to run before the copy it collects against exists (a misordered pipeline)', async () => {
-    await expect(collectStep(host(), bare())).rejects.toMatchObject({ kind: 'INTERNAL', message: expect.stringMatching(/collect step ran before (prepare|hydrate)/) });
-    expect(fakes.log).not.toContain('collect');
+  it('collect takes the hydrated workspace: a pipeline that calls it before hydrate does not compile', () => {
+    // @ts-expect-error collect needs the product of hydrate (checked by `npm run lint`'s typecheck)
+    const misordered = (): unknown => collectStep(host(), bare());
+    expect(misordered).toBeTypeOf('function');
+  });
+
+  it('a session has no agent fields and no token stage: the compiler refuses both', () => {
+    // @ts-expect-error a live MCP session has no agent (no process, grant or approvals)
+    const agentOf = (run: LiveSessionRun): unknown => run.agent;
+    // @ts-expect-error the network step that mints a run token takes only an agent run
+    const mint = (run: LiveSessionRun, sandbox: Sandbox): unknown => networkStep(host(), run, sandbox, async () => undefined);
+    expect([agentOf, mint].every((f) => typeof f === 'function')).toBe(true);
   });
 
   it('wipe revokes the run token when there is no sandbox to destroy', async () => {
     const result = await wipeStep(host(), bare(), undefined);
     expect(fakes.log).toEqual(['revokeRun']);
     expect(result.failure).toBeUndefined();
+  });
+
+  it('wipe destroys the sandbox recorded as made, whatever step failed after it', async () => {
+    const sandbox = await (await fakes.deps.sandboxes('container')).create({ runId: 'r-x-00000000', image: 'i', limits: DEFAULT_LIMITS, network: 'none' });
+    const result = await wipeStep(host(), bare({ sandbox }), { kind: 'SANDBOX_FAILED', message: 'hydrate failed' });
+    expect(fakes.log).toEqual(['create', 'destroy', 'destroyed sb-1', 'revokeRun']);
+    expect(result).toMatchObject({ failure: { message: 'hydrate failed' }, wipe: { verified: true } });
   });
 });

@@ -104,6 +104,10 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     const diff = await ok<{ files: Array<{ path: string; status: string }>; patch: string; patchSha256: string }>(client, 'sandbox_diff', { sandboxId: id });
     expect(diff.files.map((f) => f.path).sort()).toEqual(['src/app.js', 'src/new/thing.txt']);
     expect(diff.patch).toContain('+export const answer = 2;');
+    // Issue 39: over sandbox_read_file's cap, the read is refused as the limit it is (a LimitError), saying what to do instead.
+    await ok(client, 'sandbox_exec', { sandboxId: id, command: 'head -c 10485761 /dev/zero > big.bin' });
+    expect(errorText(await call(client, 'sandbox_read_file', { sandboxId: id, path: 'big.bin' }))).toBe('INVALID_INPUT: /workspace/big.bin is larger than the 10485760-byte cap of sandbox_read_file; read part of it with sandbox_exec (head, tail, sed).');
+    await ok(client, 'sandbox_exec', { sandboxId: id, command: 'rm big.bin' });
 
     // A preview port: a server in the sandbox, reached from the host on 127.0.0.1 only.
     await ok(client, 'sandbox_exec', { sandboxId: id, command: `nohup node -e "require('http').createServer((q,s)=>s.end('preview-ok')).listen(8123)" >/dev/null 2>&1 & for i in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/8123) 2>/dev/null && exit 0; sleep 0.1; done; exit 1` });

@@ -13,6 +13,8 @@ import type { Sandbox } from '../../core/sandbox/sandbox';
 import type { CollectedResult } from '../../core/workspace/collect';
 import type { HostRepo } from '../../core/workspace/host-repo';
 import type { HydrateResult } from '../../core/workspace/hydrate';
+import { BaseMismatchError } from '../../core/workspace/hydrate-base';
+import type { BaseRecord } from '../../core/workspace/project-base';
 import type { ProjectSnapshot } from '../../core/workspace/snapshot';
 
 /**
@@ -32,6 +34,11 @@ export interface RunFakes {
   liveTokens: Set<string>;
   /** The channel says the sandbox hit its connection cap (as ChannelClient does). */
   refuseConnections(e: ConnectionsRefused): void;
+  /**
+   * Gives the run a project base (`deps.bases`) whose copy fails its check at hydrate when
+   * `mismatch` is set: the steps must fall back to a sandbox made afresh.
+   */
+  useBase(opts: { mismatch: boolean }): void;
   dispose(): Promise<void>;
 }
 
@@ -47,6 +54,8 @@ export async function createRunFakes(): Promise<RunFakes> {
     if (failing.has(what)) throw new AirlockError('SANDBOX_FAILED', `${what} failed (fake)`);
   };
   let tokens = 0;
+  let sandboxes = 0;
+  const base = { mismatch: false };
   const refused = new Emitter<ConnectionsRefused>();
 
   const agentProcess = (argv: string[]): ChannelProcess => {
@@ -75,8 +84,9 @@ export async function createRunFakes(): Promise<RunFakes> {
   };
 
   const sandbox = (runId: string): Sandbox => {
+    const id = `sb-${++sandboxes}`;
     const fake = {
-      info: { id: `sb-${runId}`, runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString() },
+      info: { id, runId, kind: 'docker', state: 'running', createdAt: new Date().toISOString() },
       runId,
       channel: {
         spawn: (opts: { argv: string[] }) => agentProcess(opts.argv),
@@ -88,7 +98,8 @@ export async function createRunFakes(): Promise<RunFakes> {
       },
       destroy: async (): Promise<WipeProof> => {
         maybeFail('destroy');
-        return { runId, removed: [`sb-${runId}`], leftovers: [], durationMs: 5, verifiedAt: new Date().toISOString() };
+        log.push(`destroyed ${id}`);
+        return { runId, removed: [id], leftovers: [], durationMs: 5, verifiedAt: new Date().toISOString() };
       },
     };
     // Only what the steps use is faked; the rest of Sandbox is never reached in these tests.
@@ -118,8 +129,9 @@ export async function createRunFakes(): Promise<RunFakes> {
       maybeFail('snapshot');
       return snapshot;
     },
-    hydrate: async () => {
+    hydrate: async (_sandbox, _snapshot, _objects, opts) => {
       maybeFail('hydrate');
+      if (opts.base && base.mismatch) throw new BaseMismatchError('the base changed on the engine (fake)');
       const hydrated: HydrateResult = { files: 0, bytes: 0, durationMs: 1, baselineCommit: 'base', baselineReady: Promise.resolve(), excluded: [], manifest: [] };
       // The steps only hand the object store on to collect (faked here too).
       return { ...hydrated, repo: {} as HostRepo };
@@ -177,6 +189,22 @@ export async function createRunFakes(): Promise<RunFakes> {
     agentExit,
     liveTokens,
     refuseConnections: (e) => refused.fire(e),
+    useBase: (opts) => {
+      base.mismatch = opts.mismatch;
+      const record = { volume: 'airlock-base-fake', createdAt: new Date().toISOString() } as unknown as BaseRecord;
+      deps.bases = {
+        claim: async () => {
+          log.push('claim base');
+          return { record, objectsDir: path.join(home, 'base-objects') };
+        },
+        refresh: async () => {
+          log.push('refresh base');
+        },
+        discard: async () => {
+          log.push('discard base');
+        },
+      };
+    },
     dispose: async () => {
       store.dispose();
       await rm(home, { recursive: true, force: true });

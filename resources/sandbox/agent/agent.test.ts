@@ -9,7 +9,7 @@ import { builtinAdapter } from '../../../core/agents/builtin-adapter';
 import { ChannelClient } from '../../../core/channel/channel-client';
 import { startLocalHelper, type LocalHelper } from '../../../core/channel/local-helper';
 import { runHostCommand } from '../../../core/runs/host-command';
-import type { LiveRun } from '../../../core/runs/run-context';
+import type { LiveAgentRun } from '../../../core/runs/run-context';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../../../test/fixtures/fake-upstream';
 
 /**
@@ -74,12 +74,12 @@ async function runAgent(format: Format, opts: { env?: Record<string, string>; co
   const parser = builtinAdapter.createParser();
   const events: AgentEvent[] = [];
   const run = {
-    sandbox: { channel },
-    agentProcess: { write: (d: string) => child.stdin.write(d) },
+    kind: 'agent',
+    made: { sandbox: { channel } },
+    agent: { process: { write: (d: string) => child.stdin.write(d) }, grant: { tokenBytes: Buffer.from(TOKEN) } },
     hostCommands: new Set(),
     commandEnv: { PATH: env.PATH, HOME: workspace, ...opts.commandEnv },
-    tokenBytes: Buffer.from(TOKEN),
-  } as unknown as LiveRun;
+  } as unknown as LiveAgentRun;
   const commands: Promise<void>[] = [];
   const take = (batch: AgentEvent[]) => {
     for (const event of batch) {
