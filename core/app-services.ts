@@ -60,7 +60,7 @@ function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
  * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker } = {}): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker }): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();

@@ -138,13 +138,13 @@ export const imageCheck: ReadinessCheck = {
     const { options } = ctx;
     const started = Date.now();
     try {
-      const r = await ensureSandboxImage({ engine, image: options.image, variant: options.agents ? 'agents' : 'base', allowBuild: options.build, onProgress: (p) => ctx.progress(p) });
+      const r = await ensureSandboxImage({ env: ctx.env, engine, image: options.image, variant: options.agents ? 'agents' : 'base', allowBuild: options.build, onProgress: (p) => ctx.progress(p) });
       ctx.state.set('image', r.ref);
       const how = options.image ? 'has node, git and tar' : r.built ? `built in ${Math.round((Date.now() - started) / 1000)} s` : 'present';
       let pruned = '';
       if (options.prune && !options.image) {
         const keep = [r.ref];
-        if (options.agents) keep.push((await ensureSandboxImage({ engine, variant: 'base', allowBuild: false })).ref);
+        if (options.agents) keep.push((await ensureSandboxImage({ env: ctx.env, engine, variant: 'base', allowBuild: false })).ref);
         pruned = `; removed ${(await pruneSandboxImages({ engine, keep })).length} older tag(s)`;
       }
       return { status: 'ok', detail: `${r.ref} (${how})${pruned}` };

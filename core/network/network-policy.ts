@@ -63,8 +63,8 @@ export interface ApplyNetworkPolicyOptions {
    * allowlist, and "allow for the project" persists there.
    */
   project?: { path: string; home: string };
-  /** Where presets read the host's tool configuration (defaults: this process's env and home, cwd = the project). */
-  presetContext?: PresetContext;
+  /** Where presets read the host's tool configuration (the root's env; home and cwd default to the user's home and the project). */
+  presetContext: PresetContext;
   /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
   sandboxProxyPort?: number;
   /** Extra proxy settings (timeouts; tests inject a resolver). */

@@ -135,6 +135,7 @@ export class SandboxManagers {
     let ref = this.images.get(variant);
     if (!ref) {
       ref = ensureSandboxImage({
+        env: this.opts.env,
         variant,
         engine: this.engine(),
         onProgress: (p) => {
@@ -156,7 +157,7 @@ export class SandboxManagers {
   async warm(): Promise<void> {
     this.keepWarm = true;
     try {
-      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false, engine: this.engine() });
+      const { ref } = await ensureSandboxImage({ env: this.opts.env, variant: 'base', allowBuild: false, engine: this.engine() });
       const manager = await this.sandboxes('container');
       await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
     } catch {
@@ -193,7 +194,7 @@ export class SandboxManagers {
     const driver = (await this.sandboxes('vm')).driver;
     if (!(driver instanceof LimaDriver)) throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on macOS needs the Lima driver.');
     // Built for the VM's own architecture (arm64 on Apple Silicon), with the tag naming it.
-    const { ref, context, buildargs } = await describeSandboxImage({ arch: await driver.vmArch() });
+    const { ref, context, buildargs } = await describeSandboxImage({ env: this.opts.env, arch: await driver.vmArch() });
     await driver.ensureImage(ref, context, buildargs);
     return ref;
   }

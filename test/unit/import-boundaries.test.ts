@@ -45,6 +45,21 @@ describe('no ambient state below the composition root (docs/architecture.md §5)
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("the context's own engine method is not ambient; a bare connectEngine() is, and a marked sandbox-side line is not", async () => {
+    const dir = await fixture({
+      'core/doctor/check.ts': 'export interface Ctx { connectEngine(): Promise<unknown> }\nexport const e = (app: Ctx) => app.connectEngine();\n',
+      'core/sandbox/bare.ts': "import { connectEngine } from './docker/engine';\nexport const e = () => connectEngine();\n",
+      'core/workspace/script.ts': 'export const JS = `const env = { ...process.env }; // ambient-ok: runs in the sandbox\n`;\n',
+    });
+    try {
+      const v = await findAmbientReads(dir, {});
+      expect(v).toHaveLength(1);
+      expect(v[0]).toMatch(/^core\/sandbox\/bare\.ts: .*connectEngine\(\)/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('import boundaries (docs/architecture.md §3)', () => {

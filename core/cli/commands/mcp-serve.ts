@@ -32,7 +32,7 @@ export async function serveMcp(io: CliIo, opts: { projects: string[]; allowApply
   let door: WorkerDoor | undefined;
   // The client's initialize is answered while the core loads and starts (crash recovery included); tools wait for it.
   const starting: Promise<McpDeps> = Promise.all([import('../../app'), import('../../app-services')]).then(async ([{ createAirlockCore }, { servicesFor }]) => {
-    const core = await createAirlockCore({ env: io.env });
+    const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
     // A client that starts Airlock is about to ask for a sandbox: like the app, the server keeps
     // one started (hardened, empty, no network) for the next sandbox_create (§17, mcp.sandbox.ready).
     if (!cold) void core.warm();

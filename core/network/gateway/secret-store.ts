@@ -150,7 +150,7 @@ export class SecretStore {
    * command secrets as a `HostCommandSecret` that runs its command only when the gateway needs the
    * value. A name that is not stored is an error.
    */
-  async forRun(names: string[], opts: Omit<HostCommandSecretOptions, 'ttlMs'> = {}): Promise<BrokeredSecret[]> {
+  async forRun(names: string[], opts: Omit<HostCommandSecretOptions, 'ttlMs'>): Promise<BrokeredSecret[]> {
     const all = await this.read();
     const out: BrokeredSecret[] = [];
     for (const name of [...new Set(names)]) {

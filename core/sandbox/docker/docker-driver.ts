@@ -19,7 +19,8 @@ import { createContainerWithProfile } from './seccomp-profile';
 export interface DockerDriverOptions {
   /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
   engine?: Engine | Promise<Engine>;
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment, from the root: the engine is resolved from it when none is given. */
+  env: NodeJS.ProcessEnv;
   /** This installation's id, labelled on everything created (the reaper's test on shared engines). */
   installationId?: string;
   /** Receives the helper's stderr (debug output); it never enters the channel. */
@@ -94,7 +95,7 @@ export class DockerDriver implements SandboxDriver {
   /** The helper's stdio of containers started by this driver, until their first openChannel. */
   private readonly attached = new Map<string, { runId: string; socket: Duplex }>();
 
-  constructor(private readonly opts: DockerDriverOptions = {}) {
+  constructor(private readonly opts: DockerDriverOptions) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
     this.enginePromise?.catch(() => undefined);
     this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';

@@ -119,7 +119,7 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
  * busybox and the image's user are added under /opt/airlock-vm (never its ENV: the helper starts from
  * Airlock's fixed environment, docs/architecture.md §2.3; commands get the image's ENV from the host).
  */
-export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engine, onProgress?: (message: string) => void): Promise<BaseDisk> {
+export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engine, env: NodeJS.ProcessEnv, onProgress?: (message: string) => void): Promise<BaseDisk> {
   const config = await inspectImageConfig(image, "the VM's disk", engine);
   const initPath = path.join(paths.resourcesDir, 'guest-init.sh');
   const [initHash, busyboxHash] = await Promise.all([
@@ -142,7 +142,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engi
   }
   let pending = building.get(key);
   if (!pending) {
-    pending = buildBaseDisk(image, config, engine, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
+    pending = buildBaseDisk(image, config, engine, env, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
     building.set(key, pending);
   }
   return pending;
@@ -152,6 +152,7 @@ async function buildBaseDisk(
   image: string,
   config: ImageConfig,
   engine: Engine,
+  env: NodeJS.ProcessEnv,
   paths: VmPaths,
   initPath: string,
   diskPath: string,
@@ -169,7 +170,7 @@ async function buildBaseDisk(
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     const untar = ['tar', '-x', '-C', root, '--numeric-owner'];
     const unpack = isRoot ? untar : ['fakeroot', '-s', `${root}.fakeroot`, '--', ...untar];
-    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }), engine);
+    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000, env }), engine);
 
     const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
     const resolved = resolveGuestUser(config.user, passwd, config.env, config.workdir);
@@ -189,8 +190,8 @@ async function buildBaseDisk(
     await mkdir(path.join(root, user.home.replace(/^\/+/, '')), { recursive: true });
 
     const [du, inodes] = await Promise.all([
-      runToolOk('du', ['-sk', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
-      runToolOk('du', ['-s', '--inodes', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
+      runToolOk('du', ['-sk', root], 'Could not size the VM disk', { timeoutMs: 120_000, env }),
+      runToolOk('du', ['-s', '--inodes', root], 'Could not size the VM disk', { timeoutMs: 120_000, env }),
     ]);
     const usedK = Number.parseInt(du.stdout.toString(), 10);
     const files = Number.parseInt(inodes.stdout.toString(), 10);
@@ -200,7 +201,7 @@ async function buildBaseDisk(
     onProgress?.(`writing the VM base disk (${Math.round(sizeK / 1024)} MiB)`);
     const mkfs = ['mke2fs', '-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'airlock-root', '-N', String(inodeCount), '-d', root, tmpImg, `${sizeK}k`];
     const mk = isRoot ? mkfs : ['fakeroot', '-i', `${root}.fakeroot`, '--', ...mkfs];
-    await runToolOk(mk[0] as string, mk.slice(1), 'Could not write the VM base disk', { timeoutMs: 10 * 60_000 });
+    await runToolOk(mk[0] as string, mk.slice(1), 'Could not write the VM base disk', { timeoutMs: 10 * 60_000, env });
     await chmod(tmpImg, 0o444);
     const sizeBytes = sizeK * 1024;
     await writeFile(metaPath, JSON.stringify({ image, imageId: config.id, user, sizeBytes, createdAt: new Date().toISOString() }, null, 2));

@@ -56,6 +56,8 @@ async function pruneSnapshots(root: string, keep: number): Promise<void> {
 
 export interface VmSnapshotStoreOptions {
   qemu: string;
+  /** The host's environment (qemu-img, mke2fs run with it), from the root. */
+  env: NodeJS.ProcessEnv;
   paths: VmPaths;
   qemuVersion(): Promise<string>;
   bootTimeoutMs?: number;
@@ -103,7 +105,7 @@ export class VmSnapshotStore {
     let vm: LiveVm | undefined;
     const sockets: net.Socket[] = [];
     try {
-      await Promise.all([createOverlay(shape.basePath, files.overlay, 'overlay disk'), createScratchDisk(files.scratch, shape.diskBytes)]);
+      await Promise.all([createOverlay(shape.basePath, files.overlay, 'overlay disk', this.o.env), createScratchDisk(files.scratch, shape.diskBytes, this.o.env)]);
       vm = spawnVm(this.o.qemu, this.o.paths, buildId, files, info, shape, false);
       const deadline = Date.now() + (this.o.bootTimeoutMs ?? defaultBootTimeoutMs(shape.accel));
       const [channel, config] = await Promise.all([connectWhenListening(vm, files.channelSocket, deadline), connectWhenListening(vm, configSocketOf(files), deadline)]);

@@ -29,7 +29,9 @@ export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promi
 export interface WslDriverOptions {
   /** The distribution root filesystem: `docker export` of the sandbox image passed through prepareWslRootfs(). */
   rootfsTar: string;
-  /** Where per-run distributions keep their virtual disks; default `wslDataDir()`. */
+  /** The host's environment (wsl.exe runs with it; `wslDataDir(env)` by default), from the root. */
+  env: NodeJS.ProcessEnv;
+  /** Where per-run distributions keep their virtual disks; default `wslDataDir(env)`. */
   distrosDir?: string;
   /** Default `wsl.exe`. */
   wsl?: string;
@@ -43,7 +45,7 @@ export interface WslDriverOptions {
  * Where the WSL root filesystem and the per-run virtual disks live: Local AppData (`%LOCALAPPDATA%\\Airlock\\wsl`),
  * never the Roaming profile (which domain logons copy around), unless AIRLOCK_HOME names a home.
  */
-export function wslDataDir(env: NodeJS.ProcessEnv = process.env): string {
+export function wslDataDir(env: NodeJS.ProcessEnv): string {
   if (!env.AIRLOCK_HOME && env.LOCALAPPDATA) return path.win32.join(env.LOCALAPPDATA, 'Airlock', 'wsl');
   return path.join(airlockHome(env), 'wsl');
 }
@@ -65,8 +67,8 @@ export class WslDriver implements SandboxDriver {
   constructor(private readonly opts: WslDriverOptions) {
     const bin = opts.wsl ?? 'wsl.exe';
     // WSL_UTF8=1 makes newer wsl.exe print UTF-8; decodeWslOutput handles both.
-    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, env: { ...process.env, WSL_UTF8: '1' } }));
-    this.distrosDir = opts.distrosDir ?? wslDataDir();
+    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, env: { ...opts.env, WSL_UTF8: '1' } }));
+    this.distrosDir = opts.distrosDir ?? wslDataDir(opts.env);
   }
 
   private async wsl(args: string[], timeoutMs = 120_000): Promise<{ code: number | null; text: string }> {
@@ -104,7 +106,7 @@ export class WslDriver implements SandboxDriver {
     const user = this.opts.user ?? { uid: 1000, gid: 1000, home: '/home/airlock' };
     const args = wslHelperArgs(sandboxId, { ...user, pids: this.limits.get(sandboxId) ?? 512 });
     if (this.opts.openStream) return this.opts.openStream(args);
-    return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe'), args);
+    return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe', this.opts.env), args, { env: this.opts.env });
   }
 
   /**
