@@ -14,6 +14,7 @@ import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
 import { SandboxManager } from '../sandbox/sandbox';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Readiness checks, one implementation for `airlock doctor` and the UI's doctor screen
@@ -187,7 +188,7 @@ export const helperCheck: ReadinessCheck = {
       const detail = `protocol ${hello.version}, node ${hello.node}, uid ${hello.uid}, ${pty}; ready in ${ready} ms, wiped in ${Math.round(proof.durationMs)} ms with nothing left`;
       return hello.pty ? { status: 'ok', detail } : { status: 'warn', detail, fix: "Terminals need node-pty in /opt/airlock; use Airlock's image." };
     } catch (err) {
-      await manager.driver.destroy(runId).catch(() => undefined);
+      await manager.driver.destroy(runId).catch(debugLog.swallow('doctor.sandbox.destroy'));
       throw err;
     } finally {
       manager.dispose();

@@ -13,6 +13,7 @@ import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
 import { engineArch, sandboxArchFrom, sandboxBuildArgs, type SandboxArch } from './sandbox-arch';
+import { debugLog } from '../common/debug-log';
 
 export const IMAGE_REPOSITORY = 'airlock-sandbox';
 
@@ -356,7 +357,7 @@ export async function checkImageCompatible(docker: Docker, ref: string, engineKi
     }
     compatible.add(imageId);
   } finally {
-    await container?.remove({ force: true }).catch(() => undefined);
+    await container?.remove({ force: true }).catch(debugLog.swallow('image.check.container.remove'));
   }
 }
 

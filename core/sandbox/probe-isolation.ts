@@ -26,7 +26,7 @@ export interface ProbeIsolationOptions {
 }
 
 async function answers(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
-  const r = await runTool(cmd, args, { timeoutMs: 15_000, env }).catch(() => undefined);
+  const r = await runTool(cmd, args, { timeoutMs: 15_000, env }).catch(() => undefined); // a tool that does not run is the answer: not available
   return { ok: r?.code === 0, out: r ? `${r.stdout.toString('utf8')}${r.stderr}`.trim() : '' };
 }
 

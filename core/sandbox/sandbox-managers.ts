@@ -86,13 +86,13 @@ export class SandboxManagers {
     const managers = isolations.flatMap((i) => {
       const m = this.managers.get(i);
       this.managers.delete(i);
-      return m ? [m.catch(() => undefined)] : [];
+      return m ? [m.catch(() => undefined)] : []; // a manager that failed to start has nothing to dispose
     });
-    const parts = [...managers, ...(engine ? [engine.catch(() => undefined)] : [])];
+    const parts = [...managers, ...(engine ? [engine.catch(() => undefined)] : [])]; // an engine that failed to connect has nothing to dispose
     for (const p of parts) this.retiredParts.add(p);
     const done = (async () => {
       for (const m of managers) await (await m)?.retire();
-      (await engine?.catch(() => undefined))?.dispose();
+      (await engine?.catch(() => undefined))?.dispose(); // an engine that failed to connect has nothing to dispose
       for (const p of parts) this.retiredParts.delete(p);
     })();
     this.retiring.add(done);
@@ -183,7 +183,7 @@ export class SandboxManagers {
     const set = new Set(images);
     for (const [isolation, m] of this.managers) {
       if (isolation === 'vm') continue;
-      await (await m.catch(() => undefined))?.releaseImages(set);
+      await (await m.catch(() => undefined))?.releaseImages(set); // a manager that failed to start holds no pool
     }
   }
 
@@ -201,10 +201,10 @@ export class SandboxManagers {
 
   async dispose(): Promise<void> {
     // The warm pool and every sandbox still held are wiped, and checked gone, before the engine closes.
-    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown'));
+    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown')); // a manager that failed to start has nothing to shut down
     // Replaced managers and engines: their runs were shut down before this.
     for (const p of this.retiredParts) (await p)?.dispose();
-    (await this.enginePromise?.catch(() => undefined))?.dispose();
+    (await this.enginePromise?.catch(() => undefined))?.dispose(); // an engine that failed to connect has nothing to dispose
     this.buildProgress.dispose();
   }
 }

@@ -140,7 +140,7 @@ export class FastImport {
       child.on('error', reject);
       child.on('close', (code) => (code === 0 ? resolve() : reject(new AirlockError('INTERNAL', `Writing the run's object store failed: ${this.stderr.trim() || `exit ${code}`}`))));
     });
-    this.done.catch(() => undefined);
+    this.done.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   }
 
   private async write(chunk: Buffer | string): Promise<void> {

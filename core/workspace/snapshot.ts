@@ -139,7 +139,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     const isGit = git !== undefined && git === (await realpath(root));
     return { isGit, headCommit: isGit ? await gitHead(root) : undefined };
   })();
-  gitInfo.catch(() => undefined);
+  gitInfo.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const rootExclude = respectGitignore ? await readText(path.join(root, '.git', 'info', 'exclude')) : '';
   // A level or option without rules decides nothing: it is not consulted (per-name matching is most of the scan's own time).
   const rootLevels: IgnoreLevel[] = hasRules(rootExclude) ? [{ prefix: '', ig: ignore().add(rootExclude) }] : [];
@@ -343,7 +343,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
     throw error;
   });
   // Consumers that only await one stream must not see an unhandled rejection from the other path.
-  manifestPromise.catch(() => undefined);
+  manifestPromise.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   return { tar: tar.stream, manifest: manifestPromise };
 }
 

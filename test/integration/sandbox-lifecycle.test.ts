@@ -107,7 +107,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     await writeFile(
       probe,
       `import { DockerDriver } from ${JSON.stringify(driverPath)};\n` +
-        `try { await new DockerDriver().list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
+        `try { await new DockerDriver({ env: process.env }).list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
         `catch (e) { console.log(JSON.stringify({ kind: e.kind, message: e.message })); }\n`,
     );
     await chmod(dir, 0o755);

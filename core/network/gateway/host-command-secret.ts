@@ -179,7 +179,7 @@ export class HostCommandSecret {
   private async execute(): Promise<string> {
     const what = `the command of secret "${this.name}" (${this.argv[0]})`;
     const env = this.opts.env;
-    const bin = await findTool(this.argv[0] as string, env).catch(() => undefined);
+    const bin = await findTool(this.argv[0] as string, env).catch(() => undefined); // not found is the error thrown below
     if (!bin) throw new AirlockError('NOT_FOUND', `${what} was not found on this machine's PATH; fix it with \`airlock secrets set ${this.name} --command …\``);
     const timeoutMs = this.opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     const out = await new Promise<Buffer>((resolve, reject) => {

@@ -15,6 +15,7 @@ import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
 import { containerProcessOwners } from './container-processes';
 import { createContainerWithProfile } from './seccomp-profile';
+import { debugLog } from '../../common/debug-log';
 
 export interface DockerDriverOptions {
   /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
@@ -97,7 +98,7 @@ export class DockerDriver implements SandboxDriver {
 
   constructor(private readonly opts: DockerDriverOptions) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
-    this.enginePromise?.catch(() => undefined);
+    this.enginePromise?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
     this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
   }
 
@@ -142,14 +143,14 @@ export class DockerDriver implements SandboxDriver {
     const docker = engine.docker;
     // The image is asked about while the engine's identity is (asked once per driver, then cached).
     const inspecting = docker.getImage(spec.image).inspect();
-    inspecting.catch(() => undefined);
+    inspecting.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
     const { identity, ...configOpts } = await this.configOptions(engine);
     let container: Docker.Container;
     let image: Docker.ImageInspectInfo;
     try {
       // Podman's volumes are made ahead of the container, meanwhile.
       const volumes = identity.kind === 'podman' ? Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' }))) : undefined;
-      volumes?.catch(() => undefined);
+      volumes?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
       image = await inspecting;
       // The image's ENV names, to take out of the helper's environment (container-config.ts helperEnv).
       const config = hardenedContainerConfig(spec, { ...configOpts, imageEnv: image.Config?.Env ?? [] });
@@ -157,7 +158,7 @@ export class DockerDriver implements SandboxDriver {
       container = await createContainerWithProfile(docker, identity.kind, config);
     } catch (err) {
       // Volumes made ahead of the container (Podman) go with the failed create.
-      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(() => undefined);
+      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(debugLog.swallow('docker.create.cleanup'));
       if (err instanceof AirlockError) throw err;
       if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
@@ -176,7 +177,7 @@ export class DockerDriver implements SandboxDriver {
       await container.start();
     } catch (err) {
       // Leave nothing behind when start fails (a half-made sandbox still has volumes).
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('docker.create.cleanup'));
       if (err instanceof AirlockError) throw err;
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }

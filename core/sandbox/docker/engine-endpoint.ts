@@ -21,6 +21,7 @@ import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-cho
 import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
 import { pathExists } from '../../common/path-exists';
 import { sha256Hex } from '../../common/sha256';
+import { debugLog } from '../../common/debug-log';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -263,7 +264,7 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
     const sshPath = await findTool('ssh', ctx.env);
     if (!sshPath) throw new AirlockError('INVALID_INPUT', `${address} needs the OpenSSH client (ssh), which is not on PATH. Install it (openssh-client) and retry.`);
     // AIRLOCK_SSH_NO_MUX=1: one ssh connection per stream (a server whose MaxSessions is too low for sharing).
-    const controlDir = ctx.env.AIRLOCK_SSH_NO_MUX === '1' ? undefined : await privateControlDir().catch(() => undefined);
+    const controlDir = ctx.env.AIRLOCK_SSH_NO_MUX === '1' ? undefined : await privateControlDir().catch(debugLog.swallow('engine.ssh.controlDir'));
     const agent = new SshDialAgent(sshPath, target, controlDir, ctx.env.AIRLOCK_SSH_CONFIG || undefined, ctx.env);
     const display = `ssh://${target.user ? `${target.user}@` : ''}${target.host}${target.port ? `:${target.port}` : ''}`;
     return {

@@ -36,6 +36,7 @@ import {
   parseNerdctlPs,
   type LimaTemplateOptions,
 } from './lima-cli';
+import { debugLog } from '../../common/debug-log';
 
 /** Runs `limactl` with the given arguments (tests substitute a recorder). */
 export type LimactlRunner = (args: string[], opts?: { timeoutMs?: number; input?: Buffer }) => Promise<ToolResult>;
@@ -177,7 +178,7 @@ export class LimaDriver implements SandboxDriver {
       for (const name of Object.values(limaVolumeNames(spec.runId))) await this.nerdctl(nerdctlVolumeCreateArgs(spec.runId, name), `Could not create the disk-backed volumes of run ${spec.runId}`);
       id = (await this.nerdctl(nerdctlRunArgs({ ...spec, imageEnv }), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
     } catch (err) {
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('lima.create.cleanup'));
       throw err;
     }
     this.emitter.fire({ type: 'created', runId: spec.runId, id });

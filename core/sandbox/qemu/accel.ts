@@ -111,7 +111,7 @@ export async function detectAccel(opts: DetectAccelOptions): Promise<AccelProbe>
     return probeKvmCached({ ...opts, kernel: opts.kernel, initramfs: opts.initramfs });
   }
   if (platform === 'darwin') {
-    const r = await runTool('sysctl', ['-n', 'kern.hv_support'], { timeoutMs: 5000, env: opts.env }).catch(() => undefined);
+    const r = await runTool('sysctl', ['-n', 'kern.hv_support'], { timeoutMs: 5000, env: opts.env }).catch(() => undefined); // no sysctl: no HVF, said below
     if (r && r.code === 0 && r.stdout.toString().trim() === '1') return { accel: 'hvf', reason: '', source: 'platform' };
     return { accel: 'tcg', reason: `the macOS Hypervisor framework is not available: ${slower}`, source: 'platform' };
   }
@@ -131,13 +131,13 @@ function isVerdict(v: unknown): v is BootVerdict {
 }
 
 async function fileStamp(file: string): Promise<string> {
-  const st = await stat(file).catch(() => undefined);
+  const st = await stat(file).catch(() => undefined); // a missing file stamps as missing
   return st ? `${st.size}:${Math.floor(st.mtimeMs)}` : 'missing';
 }
 
 /** What the verdict depends on: QEMU's build, the host kernel (KVM lives there) and the guest kernel. */
 async function cacheKey(qemu: string, kernel: string, initramfs: string, env: NodeJS.ProcessEnv): Promise<string> {
-  const v = await runTool(qemu, ['--version'], { timeoutMs: 15_000, env }).catch(() => undefined);
+  const v = await runTool(qemu, ['--version'], { timeoutMs: 15_000, env }).catch(() => undefined); // no answer: version unknown, probed again
   const version = v?.code === 0 ? (v.stdout.toString('utf8').split('\n')[0] ?? '').trim() : 'unknown';
   return JSON.stringify({ qemu, version, host: os.release(), kernel: await fileStamp(kernel), initramfs: await fileStamp(initramfs) });
 }
@@ -148,7 +148,7 @@ async function probeKvmCached(opts: DetectAccelOptions & { kernel: string; initr
   if (opts.cacheFile) {
     const cached = await readFile(opts.cacheFile, 'utf8')
       .then((t) => JSON.parse(t) as Partial<CacheEntry>)
-      .catch(() => undefined);
+      .catch(() => undefined); // no or damaged cache: probe again
     if (cached?.key === key && isVerdict(cached.verdict)) return { ...verdictToAccel(cached.verdict), source: 'cache' };
   }
   const verdict = await probeKvmBoot({ qemuBinary: qemu, kernel: opts.kernel, initramfs: opts.initramfs, deadlineMs: opts.deadlineMs });

@@ -12,6 +12,7 @@ import { parseStoredJson } from '../../common/stored-json';
 import { sha256Hex, sha256File } from '../../common/sha256';
 import { LABEL_DERIVED_FROM } from '../labels';
 import { checkGuestImage, guestHelperCommand } from './guest-image';
+import { debugLog } from '../../common/debug-log';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/3';
@@ -88,13 +89,13 @@ function usedMarker(diskPath: string): string {
 async function markUsed(diskPath: string): Promise<void> {
   const marker = usedMarker(diskPath);
   const now = new Date();
-  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(() => undefined));
+  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(debugLog.swallow('vm.base.markUsed')));
 }
 
 /** Deletes all but the `keep` most recently made or used base disks; returns the names removed. */
 export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<string[]> {
   const names = (await readdir(paths.baseDir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}\.img$/.test(n));
-  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0;
+  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0; // a disk gone meanwhile sorts oldest
   const dated = await Promise.all(names.map(async (n) => ({ n, t: Math.max(await mtime(path.join(paths.baseDir, n)), await mtime(usedMarker(path.join(paths.baseDir, n)))) })));
   dated.sort((a, b) => b.t - a.t);
   const removed: string[] = [];
@@ -207,7 +208,7 @@ async function buildBaseDisk(
     await writeFile(metaPath, JSON.stringify({ image, imageId: config.id, user, sizeBytes, createdAt: new Date().toISOString() }, null, 2));
     await rename(tmpImg, diskPath);
     // Older image versions' disks are ~1 GB each: keep a few (running VMs hold theirs open anyway).
-    await pruneBaseDisks(paths, BASE_DISKS_KEPT).catch(() => undefined);
+    await pruneBaseDisks(paths, BASE_DISKS_KEPT).catch(debugLog.swallow('vm.base.prune'));
     onProgress?.('VM base disk ready');
     return { path: diskPath, imageId: config.id, user, sizeBytes };
   } finally {

@@ -18,6 +18,7 @@ import { bootDiagnostics, connectWhenListening, createOverlay, createScratchDisk
 import { VmSnapshotStore } from './vm-snapshot-store';
 import { openVmChannel } from './vm-channel';
 import { listVms, QEMU_ID_PREFIX, removeVmRun, vmLeftovers } from './vm-inventory';
+import { debugLog } from '../../common/debug-log';
 
 export type { QemuSandboxInfo } from './vm-boot';
 
@@ -112,7 +113,7 @@ export class QemuDriver implements SandboxDriver {
         `VM isolation with QEMU needs an x86-64 Linux host; this one is ${hostArch}. Use container isolation (with gVisor where the engine has it) on this machine (docs/architecture.md §4).`,
       );
     }
-    const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000, env: this.opts.env }).catch(() => undefined);
+    const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000, env: this.opts.env }).catch(() => undefined); // a missing QEMU is the error thrown below
     if (!r || r.code !== 0) {
       throw new AirlockError('VM_UNAVAILABLE', `QEMU (${this.qemu}) is not installed: run scripts/prepare-vm-assets.sh, or apt-get install qemu-system-x86 qemu-utils.`);
     }
@@ -225,7 +226,7 @@ export class QemuDriver implements SandboxDriver {
       vm.configSocket = undefined;
     } catch (err) {
       const detail = vm ? await bootDiagnostics(vm) : '';
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('qemu.create.cleanup'));
       if (err instanceof AirlockError && err.kind !== 'SANDBOX_FAILED' && err.kind !== 'COMMAND_TIMEOUT') throw err;
       const msg = err instanceof Error ? err.message : String(err);
       throw new AirlockError('SANDBOX_FAILED', `The VM for run ${spec.runId} did not start: ${msg}${detail ? `\n${detail}` : ''}`, { cause: err });

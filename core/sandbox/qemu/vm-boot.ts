@@ -68,7 +68,7 @@ export function defaultBootTimeoutMs(accel: VmAccel): number {
 
 /** The last `bytes` of a file, or '' when it is missing (diagnostics). */
 export async function fileTail(file: string, bytes = 2000): Promise<string> {
-  const fh = await open(file, 'r').catch(() => undefined);
+  const fh = await open(file, 'r').catch(() => undefined); // no file yet: no tail
   if (!fh) return '';
   try {
     const { size } = await fh.stat();

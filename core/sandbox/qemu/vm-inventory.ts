@@ -21,7 +21,7 @@ export async function listVms(runsDir: string, live: ReadonlyMap<string, LiveVm>
   for (const runId of names) {
     if (!isSafeRunId(runId)) continue;
     const files = runFiles(runsDir, runId);
-    const st = await stat(files.dir).catch(() => undefined);
+    const st = await stat(files.dir).catch(() => undefined); // the run folder may be gone meanwhile
     if (!st?.isDirectory()) continue;
     const { record, problem } = await readVmRunRecord(files.record);
     const pid = await readPidfile(files.pidfile);

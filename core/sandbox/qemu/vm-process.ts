@@ -15,11 +15,11 @@ export const isAlive = isProcessAlive;
 /** The command line of a process, or undefined when it is gone. `env`: the host's environment (`ps` off Linux runs with it). */
 export async function commandLineOf(pid: number, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   if (process.platform === 'linux') {
-    const raw = await readFile(`/proc/${pid}/cmdline`).catch(() => undefined);
+    const raw = await readFile(`/proc/${pid}/cmdline`).catch(() => undefined); // the process may be gone
     if (!raw || raw.length === 0) return undefined;
     return raw.toString('utf8').replaceAll('\0', ' ');
   }
-  const r = await runTool('ps', ['-o', 'command=', '-p', String(pid)], { timeoutMs: 5000, env }).catch(() => undefined);
+  const r = await runTool('ps', ['-o', 'command=', '-p', String(pid)], { timeoutMs: 5000, env }).catch(() => undefined); // no ps or the process gone: unknown
   const out = r?.code === 0 ? r.stdout.toString('utf8').trim() : '';
   return out || undefined;
 }
@@ -43,7 +43,7 @@ export async function processesMentioning(needle: string, env: NodeJS.ProcessEnv
         .filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid)
         .map(async (e) => {
           // Read only the start: the run directory appears early in QEMU's arguments.
-          const fh = await open(`/proc/${e}/cmdline`, 'r').catch(() => undefined);
+          const fh = await open(`/proc/${e}/cmdline`, 'r').catch(() => undefined); // the process may be gone
           if (!fh) return;
           try {
             const buf = Buffer.alloc(8192);

@@ -49,7 +49,7 @@ async function warmHelper(socket: net.Socket, hello: Buffer, timeoutMs: number):
 /** Keeps the `keep` newest snapshots (by their metadata's age); older image versions' go. */
 async function pruneSnapshots(root: string, keep: number): Promise<void> {
   const names = (await readdir(root).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}$/.test(n));
-  const aged = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(root, n, 'snapshot.json')).catch(() => undefined))?.mtimeMs ?? 0 })));
+  const aged = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(root, n, 'snapshot.json')).catch(() => undefined))?.mtimeMs ?? 0 }))); // a snapshot without its record sorts oldest
   aged.sort((a, b) => b.t - a.t);
   for (const { n } of aged.slice(keep)) await rm(path.join(root, n), { recursive: true, force: true });
 }

@@ -22,6 +22,7 @@ import {
   wslUnregisterArgs,
 } from './wsl-cli';
 import { pathExists } from '../../common/path-exists';
+import { debugLog } from '../../common/debug-log';
 
 /** Runs `wsl.exe` (tests substitute a recorder). */
 export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promise<ToolResult>;
@@ -87,7 +88,7 @@ export class WslDriver implements SandboxDriver {
     await mkdir(dir, { recursive: true });
     const r = await this.wsl(wslImportArgs(name, dir, this.opts.rootfsTar), 10 * 60_000);
     if (r.code !== 0) {
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('wsl.create.cleanup'));
       if (/WSL_E_WSL_OPTIONAL_COMPONENT_REQUIRED|HCS_E_HYPERV_NOT_INSTALLED|not installed/i.test(r.text)) {
         throw new AirlockError('VM_UNAVAILABLE', `WSL2 is not installed or not enabled (${r.text.slice(0, 300)}). Run \`wsl --install\` as administrator and restart.`);
       }
