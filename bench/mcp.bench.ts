@@ -78,8 +78,8 @@ const execRoundtrip: Benchmark = {
   name: 'mcp.exec.roundtrip',
   requires: ['docker'],
   async run(): Promise<BenchResult[]> {
-    const { ref } = await ensureSandboxImage({});
-    const manager = new SandboxManager(new DockerDriver());
+    const { ref } = await ensureSandboxImage({ env: process.env });
+    const manager = new SandboxManager(new DockerDriver({ env: process.env }));
     const sandbox = await manager.create(spec(ref));
     const rig = await mcpRig();
     try {
@@ -110,8 +110,8 @@ function sandboxReady(name: string, cold: boolean): Benchmark {
     name,
     requires: ['docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage({});
-      const manager = new SandboxManager(new DockerDriver());
+      const { ref } = await ensureSandboxImage({ env: process.env });
+      const manager = new SandboxManager(new DockerDriver({ env: process.env }));
       const rig = await mcpRig({ cold });
       try {
         const mcp: number[] = [];

@@ -126,7 +126,7 @@ export const benchmarks: Benchmark[] = [
     name: 'network.preview',
     async run(): Promise<BenchResult[]> {
       const server = await echoServer();
-      const helper = await startLocalHelper();
+      const helper = await startLocalHelper({ env: process.env });
       const client = await ChannelClient.connect(helper.stream);
       try {
         const published = await publishPort(client, server.port);

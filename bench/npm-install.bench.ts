@@ -59,12 +59,12 @@ export const benchmarks: Benchmark[] = [
     name: 'network.egress.npm_install',
     requires: ['docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage();
-      const manager = new SandboxManager(new DockerDriver());
+      const { ref } = await ensureSandboxImage({ env: process.env });
+      const manager = new SandboxManager(new DockerDriver({ env: process.env }));
       const runId = newRunId();
       const sandbox = await manager.create({ runId, image: ref, limits: { memoryBytes: 2 * 1024 ** 3, cpus: 2, pids: 1024 }, network: 'none' });
       try {
-        const net = await applyNetworkPolicy(sandbox, { mode: 'allowlist', presets: ['npm'] }, { sandboxNetwork: 'none' });
+        const net = await applyNetworkPolicy(sandbox, { mode: 'allowlist', presets: ['npm'] }, { presetContext: { env: process.env }, sandboxNetwork: 'none' });
         // What the channel and the egress proxy saw, for the note (and the failure, if any).
         let refused = 0;
         let tunnels = 0;

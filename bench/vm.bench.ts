@@ -81,21 +81,21 @@ export const benchmarks: Benchmark[] = [
     name: 'vm',
     requires: ['qemu', 'docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage();
+      const { ref } = await ensureSandboxImage({ env: process.env });
       const runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-bench-'));
-      const engine = await connectEngine();
+      const engine = await connectEngine(process.env);
       const engineOf = async () => engine;
       // Snapshots of this bench go to a private directory, so the first start really makes one.
       const snapAssets = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-bench-assets-'));
-      const cold = new QemuDriver({ engine: engineOf, paths: { runsDir }, snapshots: false });
+      const cold = new QemuDriver({ env: process.env, engine: engineOf, paths: { runsDir }, snapshots: false });
       const real = cold.paths;
-      const restored = new QemuDriver({
+      const restored = new QemuDriver({ env: process.env,
         engine: engineOf,
         paths: { runsDir, assetsDir: snapAssets, kernel: real.kernel, initramfs: real.initramfs, busybox: real.busybox, manifest: real.manifest, baseDir: real.baseDir },
         snapshots: true,
       });
       // The derived image's disk in the bench's own directory: the shared disk cache keeps its three.
-      const onDerived = new QemuDriver({
+      const onDerived = new QemuDriver({ env: process.env,
         engine: engineOf,
         paths: { runsDir, assetsDir: snapAssets, kernel: real.kernel, initramfs: real.initramfs, busybox: real.busybox, manifest: real.manifest, baseDir: path.join(snapAssets, 'base') },
         snapshots: true,
@@ -103,7 +103,7 @@ export const benchmarks: Benchmark[] = [
       try {
         await cold.checkAvailable();
         // The base disk is made once per image version: not part of a run's start-up.
-        await ensureBaseDisk(ref, cold.paths, engine);
+        await ensureBaseDisk(ref, cold.paths, engine, process.env);
         const accel = await cold.accel();
         const limits = { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 };
         const spec = { image: ref, limits, network: 'none' as const };
@@ -111,12 +111,12 @@ export const benchmarks: Benchmark[] = [
         // The first start makes the snapshot (boot to hello, save) and restores it: paid once per image version.
         const first = await measure(restored, spec, 1);
         const vm = await measure(restored, spec, RESTORE_SAMPLES);
-        const docker = await measure(new DockerDriver(), spec, DOCKER_SAMPLES);
+        const docker = await measure(new DockerDriver({ env: process.env }), spec, DOCKER_SAMPLES);
         const warm = await measureWarm(restored, spec);
         // A project environment's derived image: its disk and snapshot are made once per image (not timed).
         const derivedRef = (await deriveSandboxImage(engine.docker, { baseRef: PROJECT_BASE, airlockRef: ref, emit: () => undefined, what: PROJECT_BASE })).ref;
         const derivedSpec = { ...spec, image: derivedRef };
-        await ensureBaseDisk(derivedRef, onDerived.paths, engine);
+        await ensureBaseDisk(derivedRef, onDerived.paths, engine, process.env);
         await measure(onDerived, derivedSpec, 1);
         // Interleaved with restores of Airlock's image, so both see the same load on a shared machine.
         const derived: number[] = [];

@@ -55,10 +55,10 @@ const repeatBench: Benchmark = {
   name: 'workspace.hydrate.repeat',
   requires: ['docker'],
   async run(): Promise<BenchResult[]> {
-    const engine: Engine = await connectEngine();
+    const engine: Engine = await connectEngine(process.env);
     if (!(await engineSupportsBases(engine))) return [{ name: 'workspace.hydrate.repeat', value: Number.NaN, unit: '', note: 'not run: the engine has no overlay volumes (Podman or rootless)' }];
-    const image = (await ensureSandboxImage({ engine })).ref;
-    const manager = new SandboxManager(new DockerDriver({ engine }));
+    const image = (await ensureSandboxImage({ env: process.env, engine })).ref;
+    const manager = new SandboxManager(new DockerDriver({ env: process.env, engine }));
     const work = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-base-'));
     const store = new BaseStore(path.join(work, 'bases'));
     const dir = path.join(work, 'project');

@@ -14,7 +14,8 @@ export function keychainServiceOf(env: NodeJS.ProcessEnv): string {
 }
 
 export interface AppContextOptions {
-  env?: NodeJS.ProcessEnv;
+  /** The root's environment (CLI entry, Electron main, a test): nothing below the context reads `process.env`. */
+  env: NodeJS.ProcessEnv;
   /** Airlock's data folder (default `airlockHome(env)`). */
   home?: string;
 }
@@ -38,8 +39,8 @@ export class AppContext {
   private installation: Promise<string> | undefined;
   private closed: Promise<void> | undefined;
 
-  constructor(opts: AppContextOptions = {}) {
-    this.env = opts.env ?? process.env;
+  constructor(opts: AppContextOptions) {
+    this.env = opts.env;
     this.home = opts.home ?? airlockHome(this.env);
     this.keychainService = keychainServiceOf(this.env);
     this.settings = new SettingsStore(this.home);
@@ -84,6 +85,6 @@ export class AppContext {
 }
 
 /** The shared pieces for one environment (see `AppContext`). */
-export function createAppContext(opts: AppContextOptions = {}): AppContext {
+export function createAppContext(opts: AppContextOptions): AppContext {
   return new AppContext(opts);
 }

@@ -60,7 +60,7 @@ function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
  * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker } = {}): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker }): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
@@ -312,7 +312,7 @@ function providersService(parts: ServiceParts): ProvidersService {
       return providerInfo(config);
     },
     async remove({ id }) {
-      await vault.remove(id).catch(() => false);
+      await vault.remove(id).catch(debugLog.swallow('keys.remove.keychain'));
       return { removed: await catalog.remove(id) };
     },
   };
@@ -333,7 +333,7 @@ function runsService(parts: ServiceParts): RunsService {
     async start(input) {
       // Checked before a run record exists: a folder that is not there is the form's error, not a failed run.
       const dir = path.resolve(input.projectDir);
-      const st = await stat(dir).catch(() => undefined);
+      const st = await stat(dir).catch(() => undefined); // the folder may not exist
       if (!st) throw new AirlockError('NOT_FOUND', `Project folder ${dir} does not exist; choose an existing folder.`, { field: 'projectDir' });
       if (!st.isDirectory()) throw new AirlockError('INVALID_INPUT', `${dir} is not a folder; choose the project's folder.`, { field: 'projectDir' });
       const settings = await parts.core.settings.get();
@@ -344,7 +344,7 @@ function runsService(parts: ServiceParts): RunsService {
       const started = toRunSummary(await runs.start({ ...input, ...(gitHistory === undefined ? {} : { gitHistory }), ...(environment ? { environment } : {}) }));
       // The New run form offers the latest folders again (settings, so the CLI's runs count too).
       const { recentProjects } = await parts.core.settings.get();
-      if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(() => undefined);
+      if (recentProjects?.[0] !== started.projectDir) await parts.core.settings.update({ recentProjects: withRecentProject(recentProjects, started.projectDir) }).catch(debugLog.swallow('settings.recentProjects'));
       return started;
     },
     async continue(args) {
@@ -660,7 +660,7 @@ function mcpService(parts: ServiceParts, services: () => AirlockServices, announ
     } else if (!s.mcpHttp && door) {
       const closing = door;
       door = undefined;
-      await (await closing.catch(() => undefined))?.close();
+      await (await closing.catch(() => undefined))?.close(); // a door that failed to open has nothing to close
     }
   };
   const settingsSub = core.settings.onDidChange((s) => void sync(s));
@@ -669,7 +669,7 @@ function mcpService(parts: ServiceParts, services: () => AirlockServices, announ
     service: {
       async info() {
         const s = await core.settings.get();
-        const http = s.mcpHttp ? await door?.catch(() => undefined) : undefined;
+        const http = s.mcpHttp ? await door?.catch(() => undefined) : undefined; // a door that failed to open shows as none
         const cmd = await resolveAirlockCommand(resourcePaths(), core.env);
         return {
           http: { enabled: s.mcpHttp === true, ...(http ? { url: http.url, token: http.token } : {}), ...(doorError ? { error: doorError } : {}) },
@@ -703,7 +703,7 @@ function mcpService(parts: ServiceParts, services: () => AirlockServices, announ
       await (await presence)?.dispose();
       const closing = door;
       door = undefined;
-      await (await closing?.catch(() => undefined))?.close();
+      await (await closing?.catch(() => undefined))?.close(); // a door that failed to open has nothing to close
       await grants.dispose();
     },
   };

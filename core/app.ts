@@ -110,7 +110,7 @@ export class AirlockCore {
 }
 
 /** Builds the core: opens the stores, starts the proxy on loopback, recovers crashed runs. */
-export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<AirlockCore> {
+export async function createAirlockCore(opts: AirlockCoreOptions): Promise<AirlockCore> {
   const app = opts.app ?? new AppContext(opts);
   await app.ensureHome();
   const { catalog, vault, settings, store, home } = app;
@@ -137,7 +137,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions = {}): Promise<
     checkProviderAccess: async (p, agent) => assertCredentialServes(await catalog.get(p), agent),
     agent: getAgentAdapter,
     warmEnvironment: (isolation, spec) => managers.warmEnvironment(isolation, spec),
-    network: (sandbox, run) => applyRunNetwork(sandbox, run, home, opts.egressProxyForTests, app.keychainService),
+    network: (sandbox, run) => applyRunNetwork(sandbox, run, { home, keychainService: app.keychainService, env: app.env }, opts.egressProxyForTests),
     // The user's MCP servers for a run (§20): credentials from the same keychain service as provider keys.
     // Loaded on first use: a run without --mcp (and every CLI start) never pays for the SDK's client.
     mcpGateway: async (run) => {

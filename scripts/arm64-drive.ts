@@ -163,7 +163,7 @@ async function cliRun(env: NodeJS.ProcessEnv, c: RunCase): Promise<void> {
 async function main(): Promise<void> {
   if (ARCH !== 'arm64') fail('setup', 'run through scripts/arm64-check.sh (AIRLOCK_SANDBOX_ARCH=arm64 and AIRLOCK_SANDBOX_BASE_IMAGE)');
   const only = new Set((process.env.AIRLOCK_ARM64_STEPS ?? 'builtin,devcontainer,agents').split(','));
-  const engine = await connectEngine();
+  const engine = await connectEngine(process.env);
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-arm64-home-'));
   const upstream = await startFakeUpstream({ expectedKey: KEY });
   try {
@@ -175,7 +175,7 @@ async function main(): Promise<void> {
 
     // 1. Airlock's image for arm64, through the app's own build path.
     let t0 = Date.now();
-    const base = await ensureSandboxImage({ engine, variant: 'base', onProgress: progressLog() });
+    const base = await ensureSandboxImage({ env: process.env, engine, variant: 'base', onProgress: progressLog() });
     const baseFacts = await imageFacts(engine, base.ref);
     if (baseFacts.arch !== 'arm64') fail('image', `${base.ref} is ${baseFacts.arch}`);
     const inside = await inImage(engine, base.ref, 'uname -m; /opt/airlock/node/node -p "process.arch + \' \' + process.version"; /opt/airlock/node/node -e "require(\'/opt/airlock/node_modules/node-pty\'); console.log(\'node-pty ok\')"');
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     // 4. The agents image: Claude Code and Codex, their arm64 native programs, each completing a run.
     if (only.has('agents')) {
       t0 = Date.now();
-      const agents = await ensureSandboxImage({ engine, variant: 'agents', onProgress: progressLog() });
+      const agents = await ensureSandboxImage({ env: process.env, engine, variant: 'agents', onProgress: progressLog() });
       const facts = await imageFacts(engine, agents.ref);
       // The native programs npm chose: ELF e_machine 0xb7 (EM_AARCH64) at offset 18.
       const natives = await inImage(

@@ -13,7 +13,8 @@
 // erased, and `await import()` is how a module loads another lazily);
 // and no new ambient read in core/ (process.env, airlockHome(), connectEngine()): only the roots
 // may read ambient state (AMBIENT_ROOTS); files below them that still do are counted in
-// scripts/ambient-baseline.json, which may only shrink (docs/architecture.md §5).
+// scripts/ambient-baseline.json, which may only shrink (docs/architecture.md §5). A line marked
+// `ambient-ok: <why>` (the text of a script that runs in the sandbox) does not count.
 // Every function takes the repository root, so tests can check fixtures in a temp folder.
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -231,7 +232,13 @@ export async function findResourceViolations(root = repoRoot) {
 
 /** The composition roots: they read the environment, the home and the engine, and hand them down. */
 const AMBIENT_ROOTS = ['core/cli/entry.ts'];
-const AMBIENT = /process\.env\b|\bairlockHome\(\)|\bconnectEngine\(\)/g;
+/**
+ * `connectEngine()` called bare (not `app.connectEngine()`, the context's method, nor its declaration
+ * `connectEngine(): Promise<Engine>`), `airlockHome()` with no environment, and any `process.env`.
+ */
+const AMBIENT = /process\.env\b|(?<![.\w])airlockHome\(\)|(?<![.\w])connectEngine\(\)(?!\s*:)/g;
+/** A line that says why it is not the host's ambient state (text of a script that runs in the sandbox). */
+const NOT_AMBIENT = /ambient-ok: \S/;
 
 /**
  * Ambient reads in core/ (tests aside) beyond the baseline: `process.env`, `airlockHome()` and
@@ -245,7 +252,7 @@ export async function findAmbientReads(root = repoRoot, baseline = undefined) {
     const rel = file.split(path.sep).join('/');
     if (/\.test\.tsx?$/.test(rel) || AMBIENT_ROOTS.includes(rel)) continue;
     const text = await readFile(path.join(root, file), 'utf8');
-    const code = text.split('\n').filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l)).join('\n');
+    const code = text.split('\n').filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l) && !NOT_AMBIENT.test(l)).join('\n');
     const found = [...code.matchAll(AMBIENT)].map((m) => m[0]);
     const limit = allowed[rel] ?? 0;
     if (found.length > limit) {
@@ -257,9 +264,38 @@ export async function findAmbientReads(root = repoRoot, baseline = undefined) {
   return violations;
 }
 
+const BARE_CATCH = /\.catch\(\(\) => (?:undefined|\{\}|false|null)\)|\bcatch\s*(?:\([^)]*\))?\s*\{\s*\}/g;
+
+/**
+ * Errors swallowed without a word in core/ (tests aside): `.catch(() => undefined)` (or `{}`, `false`,
+ * `null`) and an empty `catch {}`, on a line with no `//` comment and not under a comment line. Each
+ * goes to the debug sink (`.catch(debugLog.swallow('where'))`) or says why ignoring is right
+ * (docs/architecture.md §5). `baseline` (scripts/bare-catch-baseline.json) maps a file to the bare
+ * ones it still has; it may only shrink.
+ */
+export async function findBareCatches(root = repoRoot, baseline = undefined) {
+  const allowed = baseline ?? JSON.parse(await readFile(path.join(root, 'scripts', 'bare-catch-baseline.json'), 'utf8').catch(() => '{}')); // no baseline: none allowed
+  const violations = [];
+  for (const file of await sources(root, 'core')) {
+    const rel = file.split(path.sep).join('/');
+    if (/\.test\.tsx?$/.test(rel)) continue;
+    const lines = (await readFile(path.join(root, file), 'utf8')).split('\n');
+    let found = 0;
+    lines.forEach((line, i) => {
+      const said = line.includes('//') || /^\s*(\/\/|\*|\/\*)/.test(lines[i - 1] ?? '');
+      if (!said) found += [...line.matchAll(BARE_CATCH)].length;
+    });
+    const limit = allowed[rel] ?? 0;
+    if (found > limit) {
+      violations.push(`${rel}: swallows ${found} error(s) without a word, ${limit} allowed. Use .catch(debugLog.swallow('where')) (core/common/debug-log.ts) or say in a comment why ignoring is right (docs/architecture.md §5).`);
+    }
+  }
+  return violations;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const cycles = await findImportCycles();
-  const v = [...(await findViolations()), ...(await findFolderViolations()), ...(await findResourceViolations()), ...(await findAmbientReads()), ...cycles.map((c) => `import cycle in core: ${c}`)];
+  const v = [...(await findViolations()), ...(await findFolderViolations()), ...(await findResourceViolations()), ...(await findAmbientReads()), ...(await findBareCatches()), ...cycles.map((c) => `import cycle in core: ${c}`)];
   for (const line of v) console.error(line);
   console.log(v.length ? `${v.length} import boundary violation(s)` : 'import boundaries: ok');
   // Citations of docs/architecture.md stay valid (scripts/check-doc-citations.mjs), so lint and CI check them too.

@@ -5,6 +5,7 @@ import { canonicalJson } from './canonical-json';
 import { GENESIS_HASH, type AuditRecord, type AuditRecordData, type AuditRecordType } from './audit-records';
 import { sha256Hex } from '../common/sha256';
 import { auditRecordProblem } from './audit-record-schema';
+import { debugLog } from '../common/debug-log';
 
 /** The hash of a record: SHA-256 over the canonical JSON of everything but `hash`. */
 export function hashAuditRecord(record: Omit<AuditRecord, 'hash'>): string {
@@ -237,7 +238,7 @@ export class AuditLog {
       }
       return log;
     } catch (err) {
-      await handle.close().catch(() => undefined);
+      await handle.close().catch(debugLog.swallow('audit.close'));
       throw err;
     }
   }
@@ -259,7 +260,7 @@ export class AuditLog {
   /** Appends one record; resolves once it is written. Rejects after `seal`/`close`. */
   append<T extends AuditRecordType>(type: T, data: AuditRecordData[T]): Promise<AuditRecord<T>> {
     const run = this.queue.then(() => this.write(type, data));
-    this.queue = run.catch(() => undefined);
+    this.queue = run.catch(() => undefined); // the caller sees the error; the queue goes on
     return run;
   }
 
@@ -275,7 +276,7 @@ export class AuditLog {
     await this.queue;
     if (this.closed) return;
     this.closed = true;
-    await this.handle.datasync().catch(() => undefined);
+    await this.handle.datasync().catch(debugLog.swallow('audit.datasync'));
     await this.handle.close();
   }
 

@@ -442,7 +442,7 @@ describe('ChannelClient with a local helper', () => {
 
 describe('a broken channel', () => {
   it('rejects every pending call with CHANNEL_CLOSED when the helper dies', async () => {
-    const helper = await startLocalHelper();
+    const helper = await startLocalHelper({ env: process.env });
     try {
       const client = await ChannelClient.connect(helper.stream);
       const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
@@ -464,7 +464,7 @@ describe('a broken channel', () => {
   });
 
   it('dispose() rejects pending calls and ends the helper and its commands', async () => {
-    const helper = await startLocalHelper();
+    const helper = await startLocalHelper({ env: process.env });
     try {
       const client = await ChannelClient.connect(helper.stream);
       const proc = client.spawn({ argv: ['sh', '-c', 'sleep 60 & echo $!; wait'] });
@@ -483,7 +483,7 @@ describe('a broken channel', () => {
   });
 
   it('closing the channel closes forwarded connections: with an error for those who listen, quietly otherwise', async () => {
-    const helper = await startLocalHelper();
+    const helper = await startLocalHelper({ env: process.env });
     try {
       const client = await ChannelClient.connect(helper.stream);
       const script = `const s = require('net').createServer(() => {}).listen(0, '127.0.0.1', () => console.log(s.address().port));`;
@@ -505,7 +505,7 @@ describe('a broken channel', () => {
   });
 
   it('the helper stops on a malformed frame and says why', async () => {
-    const helper = await startLocalHelper();
+    const helper = await startLocalHelper({ env: process.env });
     try {
       const client = await ChannelClient.connect(helper.stream);
       const closed = new Promise<{ reason: string }>((r) => client.onDidClose(r));
@@ -522,7 +522,7 @@ describe('a broken channel', () => {
   });
 
   it('the helper keeps no books for a stream it does not know: data on it is dropped, never credited (issue 44)', async () => {
-    const helper = await startLocalHelper();
+    const helper = await startLocalHelper({ env: process.env });
     try {
       // A bare host: frames in and out, so what the helper answers (acks included) is seen as sent.
       const decoder = new FrameDecoder();

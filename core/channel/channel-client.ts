@@ -31,6 +31,7 @@ import {
   type WireSpawn,
 } from './protocol';
 import type { Guard } from './guards';
+import { debugLog } from '../common/debug-log';
 
 /** What to start in the sandbox (the wire request, less the helper-side kill grace). */
 export type SpawnOptions = Omit<WireSpawn, 'killGraceMs'>;
@@ -151,7 +152,7 @@ class ProcessHandle implements ChannelProcess {
       this.settle = { resolve, reject };
     });
     // Callers that only stream output may never await `exited`; a failure must not crash the host.
-    this.exited.catch(() => undefined);
+    this.exited.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   }
 
   /** @internal Output from the helper. */
@@ -202,12 +203,12 @@ class ProcessHandle implements ChannelProcess {
 
   kill(signal: NodeJS.Signals = 'SIGTERM'): void {
     if (this.done) return;
-    this.client.request({ op: 'kill', stream: this.id, signal }).catch(() => undefined);
+    this.client.request({ op: 'kill', stream: this.id, signal }).catch(debugLog.swallow('channel.kill'));
   }
 
   resize(cols: number, rows: number): void {
     if (this.done) return;
-    this.client.request({ op: 'resize', stream: this.id, cols, rows }).catch(() => undefined);
+    this.client.request({ op: 'resize', stream: this.id, cols, rows }).catch(debugLog.swallow('channel.resize'));
   }
 }
 
@@ -468,7 +469,7 @@ export class ChannelClient implements Disposable {
     }
     return toDisposable(() => {
       this.watchers.delete(watchId);
-      if (!this.isClosed) this.request({ op: 'unwatch', watchId }).catch(() => undefined);
+      if (!this.isClosed) this.request({ op: 'unwatch', watchId }).catch(debugLog.swallow('channel.unwatch'));
     });
   }
 
@@ -498,7 +499,7 @@ export class ChannelClient implements Disposable {
     }
     const disposable = toDisposable(() => {
       this.services.delete(listenerId);
-      if (!this.isClosed) this.request({ op: 'unlisten', listenerId }).catch(() => undefined);
+      if (!this.isClosed) this.request({ op: 'unlisten', listenerId }).catch(debugLog.swallow('channel.unlisten'));
     });
     return { port, dispose: () => disposable.dispose() };
   }

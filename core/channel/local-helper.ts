@@ -19,13 +19,13 @@ export interface LocalHelper {
 }
 
 /** Starts `node helper.js` locally; `env` is the helper's own environment (never seen by its commands). */
-export async function startLocalHelper(opts: { env?: NodeJS.ProcessEnv; node?: string } = {}): Promise<LocalHelper> {
+export async function startLocalHelper(opts: { env: NodeJS.ProcessEnv; node?: string }): Promise<LocalHelper> {
   const bundle = await loadHelperBundle();
   const dir = await mkdtemp(join(tmpdir(), 'airlock-helper-'));
   for (const [name, data] of Object.entries(bundle.files)) await writeFile(join(dir, name), data);
   const child = spawn(opts.node ?? process.execPath, [join(dir, 'helper.js')], {
     stdio: ['pipe', 'pipe', 'pipe'],
-    env: opts.env ?? process.env,
+    env: opts.env,
   });
   let stderr = '';
   child.stderr!.setEncoding('utf8');

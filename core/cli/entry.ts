@@ -8,7 +8,8 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   process.stdout.write(`airlock ${APP_VERSION}\n`);
 } else {
   const { main } = await import('./main');
-  process.exitCode = await main(argv);
+  // The root: the process's streams and environment are read here and nowhere below (docs/architecture.md §5).
+  process.exitCode = await main(argv, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
 }
 
 export {};

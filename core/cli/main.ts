@@ -31,7 +31,7 @@ function usage(): string {
 }
 
 /** Runs the CLI and returns its exit code. */
-export async function main(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+export async function main(argv: string[], io: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h') {
     io.stdout.write(usage());
@@ -117,8 +117,4 @@ function takeEngineHost(args: string[]): { host: string | undefined; choice: str
     out.push(a);
   }
   return { host, choice, args: out };
-}
-
-function defaultIo(): CliIo {
-  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }

@@ -24,7 +24,7 @@ export function hostToolCwd(home: string = os.homedir()): string {
  * safe path on (`PYTHONSAFEPATH`: no working directory or script folder on the import path, for
  * Pythons run without `-I`, e.g. behind a tool's own launcher script).
  */
-export function hostToolEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+export function hostToolEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { ...env, GOTOOLCHAIN: 'local', PYTHONSAFEPATH: '1' };
 }
 

@@ -37,7 +37,7 @@ async function search(name: string, envPath: string): Promise<string | undefined
  * already is an absolute path (a configured binary) is returned as it is; a relative path with a
  * separator (`./tool`) is refused, since it would name a file of the current folder.
  */
-export function findTool(name: string, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+export function findTool(name: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   if (path.isAbsolute(name)) return Promise.resolve(name);
   if (name.includes('/') || name.includes('\\')) return Promise.resolve(undefined);
   const envPath = env.PATH ?? env.Path ?? '';
@@ -55,7 +55,7 @@ export function findTool(name: string, env: NodeJS.ProcessEnv = process.env): Pr
 }
 
 /** Like `findTool`, but a missing tool is a typed error naming it. */
-export async function resolveTool(name: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+export async function resolveTool(name: string, env: NodeJS.ProcessEnv): Promise<string> {
   const found = await findTool(name, env);
   if (!found) throw new AirlockError('NOT_FOUND', `'${name}' was not found on PATH (relative PATH entries and the current folder are never searched).`);
   return found;

@@ -16,7 +16,8 @@ export interface RunToolOptions {
   timeoutMs?: number;
   /** Written (or piped) to the tool's stdin, which is then closed. */
   input?: string | Buffer | Readable;
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment, from the root (a host tool sees the user's own settings on purpose). */
+  env: NodeJS.ProcessEnv;
   /** Default: the user's home folder, never the current folder (often the project: docs/architecture.md §12). */
   cwd?: string;
   /** Stdout kept in memory at most (bytes); the rest is dropped. Default 16 MiB. */
@@ -28,16 +29,16 @@ export interface RunToolOptions {
  * output. Never throws for a non-zero exit: callers decide; throws VM_UNAVAILABLE when the tool is
  * not installed.
  */
-export async function runTool(cmd: string, args: readonly string[], opts: RunToolOptions = {}): Promise<ToolResult> {
+export async function runTool(cmd: string, args: readonly string[], opts: RunToolOptions): Promise<ToolResult> {
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const maxStdout = opts.maxStdoutBytes ?? 16 * 1024 * 1024;
   // From PATH, never from the current folder (which may be the user's project).
-  const bin = await findTool(cmd, opts.env ?? process.env);
+  const bin = await findTool(cmd, opts.env);
   if (!bin) throw new AirlockError('VM_UNAVAILABLE', `'${cmd}' is not installed or not on PATH.`);
   return new Promise((resolve, reject) => {
     const child = spawn(bin, [...args], {
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: hostToolEnv(opts.env ?? process.env),
+      env: hostToolEnv(opts.env),
       cwd: opts.cwd ?? hostToolCwd(),
       windowsHide: true,
     });
@@ -77,7 +78,7 @@ export async function runTool(cmd: string, args: readonly string[], opts: RunToo
 }
 
 /** runTool that throws SANDBOX_FAILED with `what` and the tool's stderr when it does not exit 0. */
-export async function runToolOk(cmd: string, args: readonly string[], what: string, opts: RunToolOptions = {}): Promise<ToolResult> {
+export async function runToolOk(cmd: string, args: readonly string[], what: string, opts: RunToolOptions): Promise<ToolResult> {
   const r = await runTool(cmd, args, opts);
   if (r.code !== 0) {
     const why = r.signal ? `killed by ${r.signal}${r.signal === 'SIGKILL' ? ' (timed out)' : ''}` : `exit code ${r.code}`;

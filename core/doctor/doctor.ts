@@ -14,6 +14,7 @@ import { GVISOR_RUNTIME, gvisorFix } from '../sandbox/docker/gvisor';
 import { DEFAULT_LIMITS, type ImageProgress } from '../sandbox/driver';
 import { ensureSandboxImage, pruneSandboxImages } from '../sandbox/image';
 import { SandboxManager } from '../sandbox/sandbox';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Readiness checks, one implementation for `airlock doctor` and the UI's doctor screen
@@ -138,13 +139,13 @@ export const imageCheck: ReadinessCheck = {
     const { options } = ctx;
     const started = Date.now();
     try {
-      const r = await ensureSandboxImage({ engine, image: options.image, variant: options.agents ? 'agents' : 'base', allowBuild: options.build, onProgress: (p) => ctx.progress(p) });
+      const r = await ensureSandboxImage({ env: ctx.env, engine, image: options.image, variant: options.agents ? 'agents' : 'base', allowBuild: options.build, onProgress: (p) => ctx.progress(p) });
       ctx.state.set('image', r.ref);
       const how = options.image ? 'has node, git and tar' : r.built ? `built in ${Math.round((Date.now() - started) / 1000)} s` : 'present';
       let pruned = '';
       if (options.prune && !options.image) {
         const keep = [r.ref];
-        if (options.agents) keep.push((await ensureSandboxImage({ engine, variant: 'base', allowBuild: false })).ref);
+        if (options.agents) keep.push((await ensureSandboxImage({ env: ctx.env, engine, variant: 'base', allowBuild: false })).ref);
         pruned = `; removed ${(await pruneSandboxImages({ engine, keep })).length} older tag(s)`;
       }
       return { status: 'ok', detail: `${r.ref} (${how})${pruned}` };
@@ -187,7 +188,7 @@ export const helperCheck: ReadinessCheck = {
       const detail = `protocol ${hello.version}, node ${hello.node}, uid ${hello.uid}, ${pty}; ready in ${ready} ms, wiped in ${Math.round(proof.durationMs)} ms with nothing left`;
       return hello.pty ? { status: 'ok', detail } : { status: 'warn', detail, fix: "Terminals need node-pty in /opt/airlock; use Airlock's image." };
     } catch (err) {
-      await manager.driver.destroy(runId).catch(() => undefined);
+      await manager.driver.destroy(runId).catch(debugLog.swallow('doctor.sandbox.destroy'));
       throw err;
     } finally {
       manager.dispose();

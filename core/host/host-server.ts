@@ -103,6 +103,19 @@ export function tokenMatches(candidate: string | undefined | null, expectedDiges
   return Boolean(candidate) && timingSafeEqual(digest(candidate as string), expectedDigest);
 }
 
+/** The headers every answer carries: the content security policy for this port, no framing, no sniffing, no referrer. */
+function securityHeaders(port: number): Record<string, string> {
+  return {
+    'content-security-policy': contentSecurityPolicy(port),
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'cross-origin-opener-policy': 'same-origin',
+    'cross-origin-resource-policy': 'same-origin',
+    'permissions-policy': 'camera=(), microphone=(), geolocation=()',
+  };
+}
+
 /**
  * Serves the renderer and the API router over WebSocket on 127.0.0.1 (docs/architecture.md §2.7). Every
  * request needs the token (query parameter once, then a same-site cookie) and a loopback `Host`
@@ -118,16 +131,6 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
   const cookieName = () => `${AIRLOCK_COOKIE_PREFIX}${port}`;
   const tokenOk = (candidate: string | undefined | null) => tokenMatches(candidate, tokenDigest);
 
-  const securityHeaders = (): Record<string, string> => ({
-    'content-security-policy': contentSecurityPolicy(port),
-    'x-content-type-options': 'nosniff',
-    'x-frame-options': 'DENY',
-    'referrer-policy': 'no-referrer',
-    'cross-origin-opener-policy': 'same-origin',
-    'cross-origin-resource-policy': 'same-origin',
-    'permissions-policy': 'camera=(), microphone=(), geolocation=()',
-  });
-
   /** Checks host, origin and token; returns why a request is refused, or undefined. */
   const check = (req: IncomingMessage, url: URL, requireOrigin: boolean): Refusal | undefined => {
     const refusal = loopbackRefusal(req, port, requireOrigin);
@@ -142,35 +145,35 @@ export async function startHostServer(opts: HostServerOptions): Promise<HostServ
     // The stream and the patch download are POSTs so the browser always sends its Origin, which must be ours.
     const refusal = check(req, url, isStream || url.pathname === PATCH_DOWNLOAD_PATH);
     if (refusal) {
-      res.writeHead(403, { ...securityHeaders(), 'content-type': 'text/plain; charset=utf-8' })
+      res.writeHead(403, { ...securityHeaders(port), 'content-type': 'text/plain; charset=utf-8' })
         .end(refusal === 'bad-token' ? staleTokenText(opts.launchCommand ?? 'airlock serve') : 'Forbidden\n');
       return;
     }
     if (url.pathname === PATCH_DOWNLOAD_PATH && req.method === 'POST') {
-      void servePatchDownload(req, res, opts.router, securityHeaders()).catch(() => res.destroy());
+      void servePatchDownload(req, res, opts.router, securityHeaders(port)).catch(() => res.destroy());
       return;
     }
     if (isStream && req.method === 'POST') {
-      const stream = serveTerminalStream(req, res, terminalOutput, securityHeaders(), url.searchParams.get(HOST_TERMINAL_STREAM_ACK_PARAM) === '1');
+      const stream = serveTerminalStream(req, res, terminalOutput, securityHeaders(port), url.searchParams.get(HOST_TERMINAL_STREAM_ACK_PARAM) === '1');
       streams.set(stream.id, stream);
       res.on('close', () => streams.delete(stream.id));
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.writeHead(405, { ...securityHeaders(), allow: 'GET, HEAD' }).end();
+      res.writeHead(405, { ...securityHeaders(port), allow: 'GET, HEAD' }).end();
       return;
     }
     if (url.searchParams.has(HOST_TOKEN_PARAM)) {
       // Trade the token in the URL for an HttpOnly cookie, so it leaves the address bar and history.
       res.writeHead(303, {
-        ...securityHeaders(),
+        ...securityHeaders(port),
         'set-cookie': `${cookieName()}=${token}; HttpOnly; SameSite=Strict; Path=/`,
         location: url.pathname,
         'cache-control': 'no-store',
       }).end();
       return;
     }
-    void serveStatic(opts.rendererDir, url.pathname, res, securityHeaders());
+    void serveStatic(opts.rendererDir, url.pathname, res, securityHeaders(port));
   });
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });

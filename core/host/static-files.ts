@@ -41,7 +41,7 @@ export function resolveStaticPath(root: string, urlPath: string): string | undef
 /** Streams a file of the built renderer; 404 for anything missing or outside the root. */
 export async function serveStatic(root: string, urlPath: string, res: ServerResponse, headers: Record<string, string>): Promise<void> {
   const file = resolveStaticPath(root, urlPath);
-  const info = file ? await stat(file).catch(() => undefined) : undefined;
+  const info = file ? await stat(file).catch(() => undefined) : undefined; // no such file: 404
   if (!file || !info?.isFile()) {
     res.writeHead(404, { ...headers, 'content-type': 'text/plain; charset=utf-8' }).end('not found\n');
     return;

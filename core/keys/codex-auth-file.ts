@@ -6,12 +6,12 @@ import { readCodexKeyring } from './codex-keyring';
 import { Secret } from './secret';
 
 /** Codex's home on this machine: `$CODEX_HOME`, else `~/.codex`. */
-export function codexHome(env: NodeJS.ProcessEnv = process.env): string {
+export function codexHome(env: NodeJS.ProcessEnv): string {
   return env.CODEX_HOME?.trim() || path.join(os.homedir(), '.codex');
 }
 
 /** Where Codex keeps its sign-in as a file: `$CODEX_HOME/auth.json`, else `~/.codex/auth.json`. */
-export function codexAuthPath(env: NodeJS.ProcessEnv = process.env): string {
+export function codexAuthPath(env: NodeJS.ProcessEnv): string {
   return path.join(codexHome(env), 'auth.json');
 }
 
@@ -39,7 +39,7 @@ export async function readCodexAuthFile(file: string): Promise<Secret> {
  * `$CODEX_HOME/auth.json` when that file exists, else the OS keyring entry Codex uses for that
  * CODEX_HOME (`cli_auth_credentials_store = "keyring"` or `"auto"`). NOT_FOUND names both places.
  */
-export async function readCodexSignin(env: NodeJS.ProcessEnv = process.env, keyringService?: string): Promise<{ text: Secret; from: string }> {
+export async function readCodexSignin(env: NodeJS.ProcessEnv, keyringService?: string): Promise<{ text: Secret; from: string }> {
   const file = codexAuthPath(env);
   const present = await stat(file).then(() => true, (err: NodeJS.ErrnoException) => err.code !== 'ENOENT');
   if (present) return { text: await readCodexAuthFile(file), from: file };

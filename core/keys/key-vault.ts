@@ -134,7 +134,7 @@ export class KeyVault {
    * Takes a provider's key from a host environment variable for this process (headless use).
    * It is then used exactly like a keychain key and, like one, never reaches a sandbox.
    */
-  useEnvKey(provider: string, variable: string, env: NodeJS.ProcessEnv = process.env): void {
+  useEnvKey(provider: string, variable: string, env: NodeJS.ProcessEnv): void {
     const value = env[variable]?.trim();
     if (!value) {
       throw new AirlockError('KEY_MISSING', `environment variable ${variable} is empty or not set; export it with the ${provider} key, or store the key with \`airlock keys set ${provider}\``);

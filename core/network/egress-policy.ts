@@ -4,6 +4,7 @@ import { rawHeaderValues } from '../common/hop-headers';
 import { DEFAULT_PORT, toAllowEntry, type AllowEntry, type Allowlist, type EgressKind } from './allowlist';
 import { blockedAddressReason, internalHostName, isIpLiteral, isLoopbackAddress, isPrivateAddress, normalizeHostName, reservedNameReason } from './address-checks';
 import type { ProjectNetworkStore } from './project-network-store';
+import { debugLog } from '../common/debug-log';
 
 /**
  * The egress proxy's policy (docs/architecture.md §2.8): which names, ports and addresses a run may
@@ -259,7 +260,7 @@ export class EgressPolicy {
       .then((entries) => {
         for (const e of entries) this.allowlist.add(e);
       })
-      .catch(() => undefined)
+      .catch(debugLog.swallow('egress.project.allowlist'))
       .finally(() => {
         this.projectReload = undefined;
       });

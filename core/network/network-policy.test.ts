@@ -42,7 +42,7 @@ const resolver: Resolver = async (host) => {
 };
 
 beforeAll(async () => {
-  helper = await startLocalHelper();
+  helper = await startLocalHelper({ env: process.env });
   client = await ChannelClient.connect(helper.stream);
   web = http.createServer((req, res) => res.end(`reached ${req.headers.host}${req.url}`));
   await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
@@ -59,7 +59,7 @@ afterAll(async () => {
 
 describe('applyNetworkPolicy', () => {
   it('none: nothing to set up on an isolated sandbox', async () => {
-    const applied = await applyNetworkPolicy(sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }), { mode: 'none' }, { sandboxNetwork: 'none' });
+    const applied = await applyNetworkPolicy(sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }), { mode: 'none' }, { presetContext: { env: process.env }, sandboxNetwork: 'none' });
     expect(applied.env).toEqual({});
     expect(applied.record).toEqual({ policy: 'none', allow: [], interfaces: [], defaultRoute: false });
     expect(applied.proxy).toBeUndefined();
@@ -68,14 +68,14 @@ describe('applyNetworkPolicy', () => {
 
   it('none/allowlist refuse a sandbox that has a way out', async () => {
     const leaky = sandboxWith({ dev: BRIDGED_DEV, route: ROUTE_DEFAULT });
-    await expect(applyNetworkPolicy(leaky, { mode: 'none' }, { sandboxNetwork: 'none' })).rejects.toMatchObject({ kind: 'SANDBOX_FAILED' });
-    await expect(applyNetworkPolicy(leaky, { mode: 'allowlist' }, { sandboxNetwork: 'open' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(applyNetworkPolicy(leaky, { mode: 'none' }, { presetContext: { env: process.env }, sandboxNetwork: 'none' })).rejects.toMatchObject({ kind: 'SANDBOX_FAILED' });
+    await expect(applyNetworkPolicy(leaky, { mode: 'allowlist' }, { presetContext: { env: process.env }, sandboxNetwork: 'open' })).rejects.toMatchObject({ kind: 'CONFLICT' });
   });
 
   it('open: needs an open sandbox and is recorded as open with a warning', async () => {
     const isolated = sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY });
-    await expect(applyNetworkPolicy(isolated, { mode: 'open' }, { sandboxNetwork: 'none' })).rejects.toMatchObject({ kind: 'CONFLICT' });
-    const applied = await applyNetworkPolicy(sandboxWith({ dev: BRIDGED_DEV, route: ROUTE_DEFAULT }), { mode: 'open' }, { sandboxNetwork: 'open' });
+    await expect(applyNetworkPolicy(isolated, { mode: 'open' }, { presetContext: { env: process.env }, sandboxNetwork: 'none' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    const applied = await applyNetworkPolicy(sandboxWith({ dev: BRIDGED_DEV, route: ROUTE_DEFAULT }), { mode: 'open' }, { presetContext: { env: process.env }, sandboxNetwork: 'open' });
     expect(applied.env).toEqual({});
     expect(applied.record).toMatchObject({ policy: 'open', allow: [], interfaces: ['eth0'], defaultRoute: true });
     expect(applied.record.warning).toMatch(/Open network/);
@@ -83,9 +83,9 @@ describe('applyNetworkPolicy', () => {
 
   it('rejects malformed policies and entries with typed errors', async () => {
     const isolated = sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY });
-    await expect(applyNetworkPolicy(isolated, { mode: 'wide' } as never, { sandboxNetwork: 'none' })).rejects.toThrow();
+    await expect(applyNetworkPolicy(isolated, { mode: 'wide' } as never, { presetContext: { env: process.env }, sandboxNetwork: 'none' })).rejects.toThrow();
     await expect(
-      applyNetworkPolicy(isolated, { mode: 'allowlist', allow: ['10.0.0.1'] }, { sandboxNetwork: 'none' }),
+      applyNetworkPolicy(isolated, { mode: 'allowlist', allow: ['10.0.0.1'] }, { presetContext: { env: process.env }, sandboxNetwork: 'none' }),
     ).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
   });
 
@@ -93,7 +93,7 @@ describe('applyNetworkPolicy', () => {
     const applied = await applyNetworkPolicy(
       sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),
       { mode: 'allowlist', allow: [`web.test:${webPort}`] },
-      { sandboxNetwork: 'none', proxyOptions: { resolve: resolver } },
+      { presetContext: { env: process.env }, sandboxNetwork: 'none', proxyOptions: { resolve: resolver } },
     );
     const events: EgressEvent[] = [];
     applied.onDidConnect((e) => events.push(e));
@@ -112,6 +112,7 @@ describe('applyNetworkPolicy', () => {
       sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),
       { mode: 'allowlist', presets: [], allow: [`web.test:${webPort}`] },
       {
+        presetContext: { env: process.env },
         sandboxNetwork: 'none',
         project: { path: '/projects/demo', home },
         proxyOptions: { resolve: resolver, [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true },
@@ -147,7 +148,7 @@ describe('applyNetworkPolicy', () => {
     const next = await applyNetworkPolicy(
       sandboxWith({ dev: LO_ONLY_DEV, route: ROUTE_EMPTY }),
       { mode: 'allowlist' },
-      { sandboxNetwork: 'none', project: { path: '/projects/demo', home } },
+      { presetContext: { env: process.env }, sandboxNetwork: 'none', project: { path: '/projects/demo', home } },
     );
     expect(next.record.projectAllow).toEqual([`other.test:${webPort}`]);
     expect(next.record.allow).toEqual([`other.test:${webPort}`]);

@@ -63,8 +63,8 @@ export interface ApplyNetworkPolicyOptions {
    * allowlist, and "allow for the project" persists there.
    */
   project?: { path: string; home: string };
-  /** Where presets read the host's tool configuration (defaults: this process's env and home, cwd = the project). */
-  presetContext?: PresetContext;
+  /** Where presets read the host's tool configuration (the root's env; home and cwd default to the user's home and the project). */
+  presetContext: PresetContext;
   /** Port for the proxy inside the sandbox (default 0: the helper picks a free one). */
   sandboxProxyPort?: number;
   /** Extra proxy settings (timeouts; tests inject a resolver). */
@@ -157,6 +157,96 @@ function noOneToAsk(host: string, method: string, path: string): string {
   return `${NO_ONE_TO_ASK}; the user can allow it with a rule (\`--rule '${host} allow ${method} ${path}'\`) or run again at a terminal or with \`--network-approvals ask\``;
 }
 
+/** The sandbox's interfaces, after checking it has nothing but loopback (none and allowlist need no route out). */
+async function loopbackOnly(sandbox: PolicySandbox): Promise<Awaited<ReturnType<typeof inspectSandboxNetwork>>> {
+  const seen = await inspectSandboxNetwork(sandbox.channel);
+  if (seen.interfaces.length > 0 || seen.defaultRoute) {
+    throw new AirlockError(
+      'SANDBOX_FAILED',
+      `the sandbox should have only loopback but has ${seen.interfaces.join(', ') || 'a default route'}; it was not isolated — recreate it`,
+    );
+  }
+  return seen;
+}
+
+/**
+ * The run's TLS gateway (rules, the project's rules, brokered secrets) with its approvals desk and a
+ * run CA installed in the sandbox; both are added to `store`. Returns the CA's trust variables.
+ */
+async function startGateway(
+  sandbox: PolicySandbox,
+  opts: ApplyNetworkPolicyOptions,
+  parts: { rules: RuleSet; projectRules: RuleSet | undefined; broker: CredentialBroker | undefined; projectStore: ProjectNetworkStore | undefined; store: DisposableStore },
+): Promise<{ gateway: TlsGateway; approvals: NetworkApprovals; trustEnv: Record<string, string> }> {
+  const { rules, projectRules, broker, projectStore, store } = parts;
+  const ca = await RunCa.create(sandbox.runId);
+  let gateway: TlsGateway | undefined;
+  const approvals = new NetworkApprovals({ rules, ...(projectStore ? { projectStore } : {}), intercepts: (host) => gateway?.intercepts(host) === true, ...(opts.approvalWaitMs ? { waitMs: opts.approvalWaitMs } : {}) });
+  store.add(approvals);
+  gateway = new TlsGateway({
+    ...(opts.askUser ? { approvals } : { howToAsk: noOneToAsk }),
+    ca,
+    rules,
+    ...(projectRules ? { projectRules } : {}),
+    ...(broker ? { broker } : {}),
+    ...(opts.upstreamCa ? { upstreamCa: opts.upstreamCa } : {}),
+    idleTimeoutMs: opts.proxyOptions?.idleTimeoutMs ?? 300_000,
+  });
+  store.add(gateway);
+  return { gateway, approvals, trustEnv: await installRunCa(sandbox.channel, ca.certificatePem) };
+}
+
+/** The egress proxy, reachable on loopback inside the sandbox; a proxy that cannot be exposed is closed. */
+async function exposeProxy(sandbox: PolicySandbox, proxy: EgressProxy, port: number): Promise<{ port: number } & Disposable> {
+  try {
+    // Clients (npm) keep hundreds of tunnels idle far longer than the proxy's own idle timeout: at
+    // the cap, the helper closes idle ones for those waiting (docs/architecture.md §4).
+    return await sandbox.channel.exposeHostService(port, () => proxy.connect(), { name: 'egress proxy', closeIdle: true });
+  } catch (err) {
+    await proxy.close();
+    throw err;
+  }
+}
+
+/** git's and npm's settings for the brokered secrets (placeholders only), for the ports each host is allowed on. */
+async function brokerToolEnv(sandbox: PolicySandbox, broker: CredentialBroker, proxy: EgressProxy): Promise<Record<string, string>> {
+  // git and npm name a registry by host and port.
+  const portsOf = (host: string) => proxy.entries().find((e) => e.host === host)?.ports?.filter((p) => p !== 80) ?? [443];
+  const env = broker.gitEnv(portsOf);
+  const npmrc = broker.npmrcLines(portsOf);
+  if (npmrc.length) {
+    // Only placeholders: the sandbox's npm sends one, the gateway swaps it toward the registry.
+    await sandbox.channel.writeFile('/tmp/.airlock-egress/npmrc', `${npmrc.join('\n')}\n`, { mode: 0o644 });
+    return { ...env, NPM_CONFIG_USERCONFIG: '/tmp/.airlock-egress/npmrc' };
+  }
+  return env;
+}
+
+/** The proxy variables every process in the sandbox gets, npm's own included. */
+function proxyEnv(url: string): Record<string, string> {
+  const noProxy = '127.0.0.1,localhost';
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+    // npm reads its own settings first; keep it on the proxy even when a project .npmrc says otherwise.
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    npm_config_noproxy: noProxy,
+  };
+}
+
+/** What the project's own config asks for and the user has not allowed (`granted`): said, not granted. */
+function notAllowedWarning(presets: readonly Preset[], granted: readonly string[]): string | undefined {
+  const asked = presets.flatMap((p) => p.pending.map((q) => ({ text: formatAllowEntry(q.entry), from: q.from }))).filter((q) => !granted.includes(q.text) && !granted.includes(q.text.replace(/:\d+$/, '')));
+  return asked.length
+    ? `the project's own config asks for ${asked.map((q) => `${q.text} (${q.from})`).join(', ')}: not allowed unless you allow it (Allow when it is blocked, or --allow)`
+    : undefined;
+}
+
 /**
  * Sets up what the sandbox needs for `policy`:
  * - `none` → nothing (checks the sandbox really has no interface but loopback);
@@ -176,6 +266,7 @@ export async function applyNetworkPolicy(
   const store = new DisposableStore();
   store.add(emitter);
   store.add(fetchedSecrets);
+  const finish = (base: { env: Record<string, string>; record: NetworkRecord }, egress?: EgressProxy, approvals?: NetworkApprovals) => appliedPolicy(base, { store, emitter, fetchedSecrets }, egress, approvals);
 
   if (parsed.mode === 'open') {
     if (opts.sandboxNetwork !== 'open') {
@@ -196,13 +287,7 @@ export async function applyNetworkPolicy(
       `the "${parsed.mode}" network policy needs a sandbox created with network "none" (it has "${opts.sandboxNetwork}")`,
     );
   }
-  const seen = await inspectSandboxNetwork(sandbox.channel);
-  if (seen.interfaces.length > 0 || seen.defaultRoute) {
-    throw new AirlockError(
-      'SANDBOX_FAILED',
-      `the sandbox should have only loopback but has ${seen.interfaces.join(', ') || 'a default route'}; it was not isolated — recreate it`,
-    );
-  }
+  const seen = await loopbackOnly(sandbox);
   if (parsed.mode === 'none') {
     return finish({ env: {}, record: { policy: 'none', allow: [], ...seen } });
   }
@@ -224,25 +309,8 @@ export async function applyNetworkPolicy(
     store.add(broker);
     store.add(broker.onDidFetch((e) => fetchedSecrets.fire(e)));
   }
-  let gateway: TlsGateway | undefined;
-  let approvals: NetworkApprovals | undefined;
-  let trustEnv: Record<string, string> = {};
-  if (rules.rules.length || projectRules?.rules.length || broker) {
-    const ca = await RunCa.create(sandbox.runId);
-    approvals = new NetworkApprovals({ rules, ...(projectStore ? { projectStore } : {}), intercepts: (host) => gateway?.intercepts(host) === true, ...(opts.approvalWaitMs ? { waitMs: opts.approvalWaitMs } : {}) });
-    store.add(approvals);
-    gateway = new TlsGateway({
-      ...(opts.askUser ? { approvals } : { howToAsk: noOneToAsk }),
-      ca,
-      rules,
-      ...(projectRules ? { projectRules } : {}),
-      ...(broker ? { broker } : {}),
-      ...(opts.upstreamCa ? { upstreamCa: opts.upstreamCa } : {}),
-      idleTimeoutMs: opts.proxyOptions?.idleTimeoutMs ?? 300_000,
-    });
-    store.add(gateway);
-    trustEnv = await installRunCa(sandbox.channel, ca.certificatePem);
-  }
+  const { gateway, approvals, trustEnv } =
+    rules.rules.length || projectRules?.rules.length || broker ? await startGateway(sandbox, opts, { rules, projectRules, broker, projectStore, store }) : { gateway: undefined, approvals: undefined, trustEnv: {} };
   const proxy = await EgressProxy.start({
     ...opts.proxyOptions,
     runId: sandbox.runId,
@@ -260,47 +328,9 @@ export async function applyNetworkPolicy(
   });
   store.add({ dispose: () => void proxy.close() });
   store.add(proxy.onDidConnect((e) => emitter.fire(e)));
-  let exposed: { port: number } & Disposable;
-  try {
-    // Clients (npm) keep hundreds of tunnels idle far longer than the proxy's own idle timeout: at
-    // the cap, the helper closes idle ones for those waiting (docs/architecture.md §4).
-    exposed = await sandbox.channel.exposeHostService(opts.sandboxProxyPort ?? 0, () => proxy.connect(), { name: 'egress proxy', closeIdle: true });
-  } catch (err) {
-    await proxy.close();
-    throw err;
-  }
-  store.add(exposed);
-  const url = `http://127.0.0.1:${exposed.port}`;
-  const noProxy = '127.0.0.1,localhost';
-  const env: Record<string, string> = {
-    HTTP_PROXY: url,
-    HTTPS_PROXY: url,
-    http_proxy: url,
-    https_proxy: url,
-    NO_PROXY: noProxy,
-    no_proxy: noProxy,
-    // npm reads its own settings first; keep it on the proxy even when a project .npmrc says otherwise.
-    npm_config_proxy: url,
-    npm_config_https_proxy: url,
-    npm_config_noproxy: noProxy,
-    ...trustEnv,
-    ...broker?.env(),
-  };
-  // The ports each bound host is allowed on: git and npm name a registry by host and port.
-  const portsOf = (host: string) => proxy.entries().find((e) => e.host === host)?.ports?.filter((p) => p !== 80) ?? [443];
-  if (broker) Object.assign(env, broker.gitEnv(portsOf));
-  const npmrc = broker?.npmrcLines(portsOf);
-  if (npmrc?.length) {
-    // Only placeholders: the sandbox's npm sends one, the gateway swaps it toward the registry.
-    await sandbox.channel.writeFile('/tmp/.airlock-egress/npmrc', `${npmrc.join('\n')}\n`, { mode: 0o644 });
-    env.NPM_CONFIG_USERCONFIG = '/tmp/.airlock-egress/npmrc';
-  }
-  // What the project's own config asks for and the user has not allowed: said, not granted.
-  const granted = proxy.entries().map(formatAllowEntry);
-  const asked = presets.flatMap((p) => p.pending.map((q) => ({ text: formatAllowEntry(q.entry), from: q.from }))).filter((q) => !granted.includes(q.text) && !granted.includes(q.text.replace(/:\d+$/, '')));
-  const warning = asked.length
-    ? `the project's own config asks for ${asked.map((q) => `${q.text} (${q.from})`).join(', ')}: not allowed unless you allow it (Allow when it is blocked, or --allow)`
-    : undefined;
+  const exposed = store.add(await exposeProxy(sandbox, proxy, opts.sandboxProxyPort ?? 0));
+  const env: Record<string, string> = { ...proxyEnv(`http://127.0.0.1:${exposed.port}`), ...trustEnv, ...broker?.env(), ...(broker ? await brokerToolEnv(sandbox, broker, proxy) : {}) };
+  const warning = notAllowedWarning(presets, proxy.entries().map(formatAllowEntry));
   return finish(
     {
       env,
@@ -320,24 +350,30 @@ export async function applyNetworkPolicy(
     proxy,
     approvals,
   );
+}
 
-  function finish(base: { env: Record<string, string>; record: NetworkRecord }, egress?: EgressProxy, approvals?: NetworkApprovals): AppliedNetworkPolicy {
-    let closing: Promise<void> | undefined;
-    const close = (): Promise<void> => {
-      closing ??= (async () => {
-        if (egress) await egress.close();
-        store.dispose();
-      })();
-      return closing;
-    };
-    return {
-      ...base,
-      ...(egress ? { proxy: egress } : {}),
-      ...(approvals ? { approvals } : {}),
-      onDidConnect: emitter.event,
-      onDidFetchSecret: fetchedSecrets.event,
-      close,
-      dispose: () => void close(),
-    };
-  }
+/** The applied policy handed back: closing it closes the egress proxy, then everything in `store`. */
+function appliedPolicy(
+  base: { env: Record<string, string>; record: NetworkRecord },
+  parts: { store: DisposableStore; emitter: Emitter<EgressEvent>; fetchedSecrets: Emitter<SecretFetchEvent> },
+  egress?: EgressProxy,
+  approvals?: NetworkApprovals,
+): AppliedNetworkPolicy {
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      if (egress) await egress.close();
+      parts.store.dispose();
+    })();
+    return closing;
+  };
+  return {
+    ...base,
+    ...(egress ? { proxy: egress } : {}),
+    ...(approvals ? { approvals } : {}),
+    onDidConnect: parts.emitter.event,
+    onDidFetchSecret: parts.fetchedSecrets.event,
+    close,
+    dispose: () => void close(),
+  };
 }

@@ -98,7 +98,7 @@ describe('npm preset', () => {
   it('equals what `npm config get registry` reports on this machine', async () => {
     const env = { ...process.env, npm_config_update_notifier: 'false' };
     const reported = new URL(execFileSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8', env }).trim());
-    const preset = await derivePreset('npm');
+    const preset = await derivePreset('npm', { env: process.env });
     const port = reported.port ? Number(reported.port) : reported.protocol === 'https:' ? 443 : 80;
     expect(preset.entries[0]).toEqual({ host: reported.hostname, ports: [port] });
   });
@@ -221,5 +221,5 @@ describe('go preset', () => {
 });
 
 it('refuses an unknown preset with a typed error', async () => {
-  await expect(derivePreset('maven' as never)).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+  await expect(derivePreset('maven' as never, { env: process.env })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
 });

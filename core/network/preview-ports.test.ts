@@ -12,7 +12,7 @@ let app: http.Server;
 let appPort = 0;
 
 beforeAll(async () => {
-  helper = await startLocalHelper();
+  helper = await startLocalHelper({ env: process.env });
   client = await ChannelClient.connect(helper.stream);
   app = http.createServer((req, res) => res.end(`preview says ${req.url}`));
   await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));

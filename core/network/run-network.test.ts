@@ -42,7 +42,7 @@ describe('run network with gateway secrets and rules', () => {
       },
     } as unknown as Sandbox;
     try {
-      const net = await applyRunNetwork(sandbox, { runId: 'run-net-test', policy: 'allowlist', allowlist: ['github.com'], egressRules: ['github.com git-push=agent/'], secrets: ['gh'], projectDir: home }, home, undefined, service);
+      const net = await applyRunNetwork(sandbox, { runId: 'run-net-test', policy: 'allowlist', allowlist: ['github.com'], egressRules: ['github.com git-push=agent/'], secrets: ['gh'], projectDir: home }, { home, keychainService: service, env: process.env });
       expect(net.env.GH_TOKEN).toMatch(/^airlock-placeholder-gh-[0-9a-f]{32}$/);
       expect(net.env.GITHUB_TOKEN).toBe(net.env.GH_TOKEN);
       expect(net.env.GIT_CONFIG_KEY_1).toBe('credential.https://github.com.helper');
@@ -55,7 +55,7 @@ describe('run network with gateway secrets and rules', () => {
       expect(everything).not.toContain(value);
       expect(everything).not.toMatch(/PRIVATE KEY/);
       net.dispose();
-      await expect(applyRunNetwork(sandbox, { runId: 'r2', policy: 'allowlist', allowlist: ['github.com'], secrets: ['nope'], projectDir: home }, home, undefined, service)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+      await expect(applyRunNetwork(sandbox, { runId: 'r2', policy: 'allowlist', allowlist: ['github.com'], secrets: ['nope'], projectDir: home }, { home, keychainService: service, env: process.env })).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     } finally {
       await store.remove('gh');
     }

@@ -30,19 +30,20 @@ export function parseRunNetworkPolicy(policy: 'allowlist' | 'open', allowlist: r
 export async function applyRunNetwork(
   sandbox: Sandbox,
   run: { runId: string; policy: 'allowlist' | 'open'; allowlist: string[]; egressRules?: string[]; secrets?: string[]; internalHosts?: string[]; networkApprovals?: 'ask' | 'deny'; projectDir: string },
-  home: string,
+  host: { home: string; keychainService: string; env: NodeJS.ProcessEnv },
   proxyOptions?: EgressProxyForTests,
-  keychainService = 'airlock',
 ) {
+  const { home, keychainService, env } = host;
   // Only the secrets chosen for this run leave the keychain, and only into this process (docs/architecture.md §2.8).
   // A secret defined as a host command runs it only when the gateway first needs the value.
-  const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).forRun(run.secrets) : [];
+  const secrets = run.secrets?.length ? await new SecretStore({ home, service: keychainService }).forRun(run.secrets, { env }) : [];
   const applied = await applyNetworkPolicy(sandbox, parseRunNetworkPolicy(run.policy, run.allowlist, run.egressRules, run.internalHosts), {
     sandboxNetwork: run.policy === 'open' ? 'open' : 'none',
     // A run has someone to ask (the run view, `airlock run` at a terminal) unless it says it has not:
     // a non-interactive `airlock run` refuses at once instead of holding the request (docs/architecture.md §2.8).
     askUser: run.networkApprovals !== 'deny',
     project: { path: run.projectDir, home },
+    presetContext: { env },
     ...(secrets.length ? { secrets } : {}),
     ...(proxyOptions?.upstreamCa ? { upstreamCa: proxyOptions.upstreamCa } : {}),
     ...(proxyOptions

@@ -16,6 +16,7 @@ import { admitCall, type AdmittedCall, type Caller, type PickedUpstream, type Si
 import { forwardCall, type RelayHooks } from './proxy-relay';
 import { newRunState, settleCall, usageView, type ModelCallEvent, type RunState } from './proxy-ledger';
 import type { ResolvedUpstream, UpstreamResolver } from './upstream-resolver';
+import { debugLog } from '../common/debug-log';
 
 /*
  * The proxy in four parts along its seams (docs/architecture.md §3): intake (proxy-intake.ts: the
@@ -276,7 +277,7 @@ export class ModelProxy implements Disposable {
     if (!call) return;
     if (!(await this.freshen(res, call, started))) return;
     // The host's turn boundary (checkpoints): the call waits until the host has looked at the workspace.
-    if (caller.run.beforeForward) await caller.run.beforeForward().catch(() => undefined);
+    if (caller.run.beforeForward) await caller.run.beforeForward().catch(debugLog.swallow('proxy.beforeForward'));
     forwardCall(res, call, this.relayHooks(started));
   }
 

@@ -13,6 +13,7 @@ import type { ImageProgress } from './driver';
 import { LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
 import { engineArch, sandboxArchFrom, sandboxBuildArgs, type SandboxArch } from './sandbox-arch';
+import { debugLog } from '../common/debug-log';
 
 export const IMAGE_REPOSITORY = 'airlock-sandbox';
 
@@ -22,6 +23,8 @@ export function defaultResourcesDir(): string {
 }
 
 export interface EnsureImageOptions {
+  /** The host's environment, from the root: `AIRLOCK_SANDBOX_ARCH`, `AIRLOCK_SANDBOX_BASE_IMAGE`, `NODE_EXTRA_CA_CERTS`, and the engine when none is given. */
+  env: NodeJS.ProcessEnv;
   variant?: 'base' | 'agents';
   onProgress?: (p: ImageProgress) => void;
   /** A user-chosen image: not built, but checked for node/git/tar (IMAGE_INCOMPATIBLE otherwise). */
@@ -76,7 +79,7 @@ export function contextHash(dockerfile: Buffer, payload: SandboxPayload, extra =
  * /usr/local/share/ca-certificates, and NODE_EXTRA_CA_CERTS when it is not the system bundle), so
  * a TLS-intercepting proxy that the host trusts works for npm inside the build and the sandbox.
  */
-export async function hostExtraCaCerts(env: NodeJS.ProcessEnv = process.env): Promise<Record<string, Buffer>> {
+export async function hostExtraCaCerts(env: NodeJS.ProcessEnv): Promise<Record<string, Buffer>> {
   const out: Record<string, Buffer> = {};
   if (process.platform !== 'linux') return out;
   const dir = '/usr/local/share/ca-certificates';
@@ -148,8 +151,8 @@ const inFlight = new Map<string, Promise<EnsureImageResult>>();
  * its reference. Progress arrives as structured events. For a user-chosen `image`, checks that it
  * has node, git and tar instead.
  */
-export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise<EnsureImageResult> {
-  const engine = (await opts.engine) ?? (await connectEngine());
+export async function ensureSandboxImage(opts: EnsureImageOptions): Promise<EnsureImageResult> {
+  const engine = (await opts.engine) ?? (await connectEngine(opts.env));
   const emit = opts.onProgress ?? (() => undefined);
   try {
     if (opts.image) {
@@ -160,11 +163,11 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
     }
     const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
     const native = await engineArch(engine);
-    const arch = opts.arch ?? archOverride() ?? native;
+    const arch = opts.arch ?? archOverride(opts.env) ?? native;
     // A foreign architecture is asked for explicitly; the native one needs no platform parameter (old engines lack it).
     const platform = arch === native ? undefined : `linux/${arch}`;
     emit({ phase: 'context', message: `preparing the sandbox payload (${arch})`, variant: 'base' });
-    const baseImage = opts.baseImage ?? baseImageOverride();
+    const baseImage = opts.baseImage ?? baseImageOverride(opts.env);
     const { ref: baseRef, context, buildargs } = await describeSandboxImage({ ...opts, arch, ...(baseImage ? { baseImage } : {}) });
     const base = await buildOnce(engine, baseRef, opts, context, { buildargs, platform }, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
@@ -174,18 +177,18 @@ export async function ensureSandboxImage(opts: EnsureImageOptions = {}): Promise
     const agents = await buildOnce(engine, agentsRef, opts, () => buildContextTar(agentsDockerfile), { buildargs: { BASE: baseRef, ...buildargs }, platform }, 'agents', emit);
     return { ref: agents.ref, built: agents.built || base.built };
   } catch (err) {
-    throw (await engineConnectError(err, engine.endpoint)) ?? err;
+    throw (await engineConnectError(err, engine.endpoint, opts.env)) ?? err;
   }
 }
 
 /** `AIRLOCK_SANDBOX_ARCH` (amd64/arm64), when set: build for that architecture under the engine's emulation. */
-function archOverride(env: NodeJS.ProcessEnv = process.env): SandboxArch | undefined {
+function archOverride(env: NodeJS.ProcessEnv): SandboxArch | undefined {
   const v = env.AIRLOCK_SANDBOX_ARCH?.trim();
   return v ? sandboxArchFrom(v, 'AIRLOCK_SANDBOX_ARCH') : undefined;
 }
 
 /** `AIRLOCK_SANDBOX_BASE_IMAGE`, when set: the image the sandbox Dockerfile starts FROM. */
-function baseImageOverride(env: NodeJS.ProcessEnv = process.env): string | undefined {
+function baseImageOverride(env: NodeJS.ProcessEnv): string | undefined {
   return env.AIRLOCK_SANDBOX_BASE_IMAGE?.trim() || undefined;
 }
 
@@ -203,7 +206,7 @@ export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: San
  * to build when its build arguments name another architecture than the build's own.
  */
 export async function describeSandboxImage(
-  opts: Pick<EnsureImageOptions, 'payload' | 'resourcesDir' | 'baseImage'> & { arch: SandboxArch },
+  opts: Pick<EnsureImageOptions, 'env' | 'payload' | 'resourcesDir' | 'baseImage'> & { arch: SandboxArch },
 ): Promise<{ ref: string; context: () => Promise<Buffer>; buildargs: Record<string, string> }> {
   if (opts.baseImage !== undefined && !IMAGE_REFERENCE.test(opts.baseImage)) {
     throw new AirlockError('INVALID_INPUT', `The sandbox base image '${opts.baseImage.slice(0, 200)}' (AIRLOCK_SANDBOX_BASE_IMAGE) is not an image reference; name a Debian bookworm image of the sandbox's architecture, like airlock-arm64-base:bookworm, or unset it to use debian:bookworm-slim.`, { field: 'AIRLOCK_SANDBOX_BASE_IMAGE' });
@@ -211,7 +214,7 @@ export async function describeSandboxImage(
   const resourcesDir = opts.resourcesDir ?? defaultResourcesDir();
   const payload = await (opts.payload ?? defaultPayload)();
   const dockerfile = await readFile(path.join(resourcesDir, 'Dockerfile'));
-  const certs = await hostExtraCaCerts();
+  const certs = await hostExtraCaCerts(opts.env);
   return {
     ref: baseImageRef(opts.arch, dockerfile, payload, certs, opts.baseImage),
     context: () => buildContextTar(dockerfile, payload, certs),
@@ -354,7 +357,7 @@ export async function checkImageCompatible(docker: Docker, ref: string, engineKi
     }
     compatible.add(imageId);
   } finally {
-    await container?.remove({ force: true }).catch(() => undefined);
+    await container?.remove({ force: true }).catch(debugLog.swallow('image.check.container.remove'));
   }
 }
 
@@ -362,8 +365,8 @@ export async function checkImageCompatible(docker: Docker, ref: string, engineKi
  * Removes Airlock sandbox image tags other than `keep` (older builds left by upgrades or helper
  * changes). Images a container still uses are left alone. Returns the removed tags.
  */
-export async function pruneSandboxImages(opts: { keep: string[]; engine?: Engine; repository?: string }): Promise<string[]> {
-  const engine = opts.engine ?? (await connectEngine());
+export async function pruneSandboxImages(opts: { keep: string[]; engine: Engine; repository?: string }): Promise<string[]> {
+  const engine = opts.engine;
   const keep = new Set(opts.keep);
   const repository = opts.repository ?? IMAGE_REPOSITORY;
   const images = await engine.docker.listImages({ filters: { reference: [repository] } });

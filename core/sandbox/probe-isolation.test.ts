@@ -24,7 +24,7 @@ async function windowsTools(o: { vmcompute: boolean; hypervisor: boolean }): Pro
 
 describe('probeIsolation', () => {
   it('reports every VM level with a reason when it is not for this platform', async () => {
-    const probes = await probeIsolation({ platform: 'freebsd', arch: 'x64' });
+    const probes = await probeIsolation({ env: process.env, platform: 'freebsd', arch: 'x64' });
     expect(probes.map((p) => p.kind)).toEqual(['qemu', 'lima', 'wsl']);
     for (const p of probes) {
       expect(p.available).toBe(false);
@@ -59,9 +59,9 @@ describe('probeIsolation', () => {
   });
 
   it('includes Docker when the doctor passes its engine check, and survives a throwing check', async () => {
-    const ok = await probeIsolation({ platform: 'freebsd', arch: 'x64', docker: async () => ({ ok: true, reason: '' }) });
+    const ok = await probeIsolation({ env: process.env, platform: 'freebsd', arch: 'x64', docker: async () => ({ ok: true, reason: '' }) });
     expect(ok[0]).toEqual({ kind: 'docker', available: true, reason: '' });
-    const bad = await probeIsolation({
+    const bad = await probeIsolation({ env: process.env,
       platform: 'freebsd',
       arch: 'x64',
       docker: async () => {

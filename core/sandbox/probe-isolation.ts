@@ -15,7 +15,8 @@ export interface IsolationProbe {
 }
 
 export interface ProbeIsolationOptions {
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment (the probed tools run with it), from the root. */
+  env: NodeJS.ProcessEnv;
   platform?: NodeJS.Platform;
   arch?: string;
   /** Docker check (default: none, `docker` is omitted); `airlock doctor` passes the engine check. */
@@ -24,8 +25,8 @@ export interface ProbeIsolationOptions {
   accelSetting?: VmAccelChoice;
 }
 
-async function answers(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
-  const r = await runTool(cmd, args, { timeoutMs: 15_000, env }).catch(() => undefined);
+async function answers(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
+  const r = await runTool(cmd, args, { timeoutMs: 15_000, env }).catch(() => undefined); // a tool that does not run is the answer: not available
   return { ok: r?.code === 0, out: r ? `${r.stdout.toString('utf8')}${r.stderr}`.trim() : '' };
 }
 
@@ -65,7 +66,7 @@ async function probeLima(o: ProbeIsolationOptions): Promise<IsolationProbe> {
 async function probeWsl(o: ProbeIsolationOptions): Promise<IsolationProbe> {
   const platform = o.platform ?? process.platform;
   if (platform !== 'win32') return { kind: 'wsl', available: false, reason: 'the WSL2 driver is for Windows' };
-  const env = o.env ?? process.env;
+  const env = o.env;
   const v = await answers('wsl.exe', ['--status'], { ...env, WSL_UTF8: '1' });
   if (!v.ok) return { kind: 'wsl', available: false, reason: 'WSL2 is not installed or not enabled: run `wsl --install` as administrator' };
   // `wsl --status` exits 0 even when WSL2 cannot start (it only prints a localized note:
@@ -88,7 +89,7 @@ async function probeWsl(o: ProbeIsolationOptions): Promise<IsolationProbe> {
  * (with the accelerator they would use), Lima on macOS, WSL2 on Windows; Docker when a check is given.
  * Never throws; each probe is bounded in time.
  */
-export async function probeIsolation(opts: ProbeIsolationOptions = {}): Promise<IsolationProbe[]> {
+export async function probeIsolation(opts: ProbeIsolationOptions): Promise<IsolationProbe[]> {
   const probes: Array<Promise<IsolationProbe>> = [];
   if (opts.docker) {
     const check = opts.docker;

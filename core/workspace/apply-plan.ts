@@ -159,7 +159,7 @@ export async function plan(entries: Entry[], scratch: string, ours: (p: string) 
 }
 
 export async function readState(full: string): Promise<FileState> {
-  const st = await lstat(full).catch(() => undefined);
+  const st = await lstat(full).catch(() => undefined); // the file may not exist
   if (!st) return ABSENT;
   if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(full) };
   if (st.isFile()) return { kind: 'file', content: await readFile(full), exec: (st.mode & 0o100) !== 0 };
@@ -169,7 +169,7 @@ export async function readState(full: string): Promise<FileState> {
 /** Writes next to the target and renames over it, so a symlink at the path is replaced, not followed. */
 export async function writeStateAtomic(full: string, state: FileState): Promise<void> {
   const tmp = path.join(path.dirname(full), `.airlock-apply-${process.pid}-${Math.random().toString(36).slice(2)}`);
-  const prev = await lstat(full).catch(() => undefined);
+  const prev = await lstat(full).catch(() => undefined); // the file may not exist
   try {
     if (state.kind === 'symlink') {
       await symlink(state.target, tmp);

@@ -55,7 +55,7 @@ async function projectNameClash(projectDir: string, rel: string): Promise<string
   let dir = projectDir;
   for (let i = 0; i < parts.length; i++) {
     const name = parts[i] as string;
-    const names = await readdir(dir).catch(() => undefined);
+    const names = await readdir(dir).catch(() => undefined); // the folder may not exist
     if (!names) return undefined;
     const key = foldName(name);
     const other = names.find((n) => n !== name && foldName(n) === key);
@@ -68,7 +68,7 @@ async function projectNameClash(projectDir: string, rel: string): Promise<string
 
 /** Throws unless `dir` resolves (symlinks followed) to the project or a folder inside it. */
 export async function assertInside(projectDir: string, dir: string): Promise<void> {
-  const real = await realpath(dir).catch(() => undefined);
+  const real = await realpath(dir).catch(() => undefined); // the folder may not exist
   if (real === undefined) return; // does not exist: nothing is written through it
   if (real !== projectDir && !real.startsWith(projectDir + path.sep)) {
     throw new AirlockError('INVALID_INPUT', `${path.relative(projectDir, dir)} resolves outside the project (${real}); refusing to write there`);
@@ -81,7 +81,7 @@ async function makeDirsInside(projectDir: string, rel: string): Promise<void> {
   let dir = projectDir;
   for (const part of parts) {
     dir = path.join(dir, part);
-    const st = await lstat(dir).catch(() => undefined);
+    const st = await lstat(dir).catch(() => undefined); // the folder may not exist
     if (!st) await mkdir(dir).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
     });
@@ -95,7 +95,7 @@ async function parentProblem(projectDir: string, rel: string, writes: Map<string
   const parts = rel.split('/');
   for (let i = 1; i < parts.length; i++) {
     const sub = parts.slice(0, i).join('/');
-    const st = await lstat(path.join(projectDir, sub)).catch(() => undefined);
+    const st = await lstat(path.join(projectDir, sub)).catch(() => undefined); // the folder may not exist
     if (!st) return undefined;
     if (st.isSymbolicLink()) return `${sub} is a symlink in the project; refusing to write through it`;
     if (!st.isDirectory() && writes.get(sub)?.kind !== 'absent') return `${sub} is a file in the project, so ${rel} cannot be created`;

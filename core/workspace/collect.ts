@@ -92,7 +92,7 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   try {
     return await collectInto(shell, layout, opts, await importing);
   } catch (err) {
-    (await importing.catch(() => undefined))?.abort();
+    (await importing.catch(() => undefined))?.abort(); // an import that failed has nothing to abort
     throw err;
   }
 }

@@ -63,7 +63,7 @@ importer.on('close', (code) => {
   if (code !== 0) fail('git fast-import exited with ' + code);
   fs.rmSync(spool, { force: true });
   if (setHead === '1') must(g, ['symbolic-ref', 'HEAD', ref]);
-  const withIndex = { env: { ...process.env, GIT_INDEX_FILE: index } };
+  const withIndex = { env: { ...process.env, GIT_INDEX_FILE: index } }; // ambient-ok: runs in the sandbox, its own environment
   must(g, ['read-tree', ref], withIndex);
   // Fills the stat cache; files the agent already changed simply stay stale (-q).
   git(g, ['update-index', '-q', '--refresh'], { ...withIndex, stdio: 'ignore' });

@@ -15,10 +15,20 @@ import { AirlockError } from '../../contracts/errors';
 
 let resolved: Promise<string> | undefined;
 
+/**
+ * The host's environment git runs with (its `PATH`, `HOME` for the user's identity). Host git is
+ * reached from every workspace operation, whose callers (the run pipeline) do not carry the root's
+ * environment yet, so this is the one place below the roots that reads it (docs/architecture.md §5,
+ * "Ambient state"); `GIT_*` variables are dropped from it in `hostGit`.
+ */
+export function hostGitEnv(): NodeJS.ProcessEnv {
+  return process.env;
+}
+
 /** The absolute path of `git` from `PATH` (resolved once per process). */
 export function gitExecutable(): Promise<string> {
   // Only git.exe on Windows: a .cmd would need a shell.
-  resolved ??= findTool(process.platform === 'win32' ? 'git.exe' : 'git').then((found) => {
+  resolved ??= findTool(process.platform === 'win32' ? 'git.exe' : 'git', hostGitEnv()).then((found) => {
     if (!found) throw new AirlockError('INVALID_INPUT', 'git was not found on PATH; install git to review and apply results.');
     return found;
   });
@@ -65,7 +75,7 @@ export interface HostGitResult {
 export async function hostGit(args: string[], opts: HostGitOptions): Promise<HostGitResult> {
   const exe = await gitExecutable();
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('GIT_')) env[k] = v;
+  for (const [k, v] of Object.entries(hostGitEnv())) if (v !== undefined && !k.startsWith('GIT_')) env[k] = v;
   Object.assign(env, {
     GIT_CONFIG_NOSYSTEM: '1',
     ...(opts.userConfig ? {} : { GIT_CONFIG_GLOBAL: os.devNull }),

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { blobOid, quoteC, type GitMode } from './git-objects';
-import { gitExecutable, hostGit, hostGitOk } from './host-git';
+import { gitExecutable, hostGit, hostGitEnv, hostGitOk } from './host-git';
 
 /** Attributes that keep host diffs byte-exact whatever `.gitattributes` a project or agent carries. */
 const INFO_ATTRIBUTES = '* -text -filter -ident -working-tree-encoding !diff !merge !eol\n';
@@ -56,7 +56,7 @@ export class HostRepo {
     const exe = await gitExecutable();
     const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', 'fastimport.unpackLimit=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
       cwd: this.gitDir,
-      env: { PATH: process.env.PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
+      env: { PATH: hostGitEnv().PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
     });
@@ -140,7 +140,7 @@ export class FastImport {
       child.on('error', reject);
       child.on('close', (code) => (code === 0 ? resolve() : reject(new AirlockError('INTERNAL', `Writing the run's object store failed: ${this.stderr.trim() || `exit ${code}`}`))));
     });
-    this.done.catch(() => undefined);
+    this.done.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   }
 
   private async write(chunk: Buffer | string): Promise<void> {

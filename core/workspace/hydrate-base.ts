@@ -63,9 +63,9 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   const env = gitEnv(layout);
   // The listing and the host's importer start first: neither needs the plan.
   const listing = shell.run({ argv: ['sh', '-c', ctimeListingScript(layout.workDir)], env, timeoutMs });
-  listing.catch(() => undefined);
+  listing.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const importing = opts.hostRepo?.importer();
-  importing?.catch(() => undefined);
+  importing?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const plan = planDelta(snapshot, base);
   const spool = `${layout.stateDir}/hydrate.tar`;
   const deletionList = (paths: string[]) => paths.map((p) => `${p}\0`).join('');
@@ -131,7 +131,7 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   const deletions = [...plan.deletions, ...dropped];
 
   const repoReady = sandboxRepo?.finish();
-  repoReady?.catch(() => undefined);
+  repoReady?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const baselineRun = shell.run({
     argv: nodeArgv(layout, BASELINE_JS, [spool, IDENT, base.tree, '1', trackingIndex(layout), JSON.stringify(gitArgv(layout, [])), BASELINE_REF, '']),
     stdin: deletionList(deletions),
@@ -139,7 +139,7 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
     timeoutMs,
     as: 'helper',
   });
-  baselineRun.catch(() => undefined);
+  baselineRun.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   // Only the folders the delta touched are hashed again; the others are the base's (host-computed) trees.
   const touched = changedFolders([...plan.stream.map((e) => e.path), ...deletions]);
   const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline', { trees: base.trees, clean: (d) => !touched.has(d) });
@@ -155,11 +155,11 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
           return c;
         })
     : undefined;
-  hostBaseline?.catch(() => undefined);
+  hostBaseline?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const baselineReady = serializedBarrier(shell, async () => {
     assertBaselineRecorded(await baselineRun, expected);
   });
-  baselineReady.catch(() => undefined);
+  baselineReady.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const repoSummary = await repoReady;
   if (opts.waitForBaseline ?? true) await baselineReady;
   return {

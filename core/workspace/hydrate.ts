@@ -140,14 +140,14 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
   }
   // Settles while the baseline below records in the background.
   const repoReady = sandboxRepo?.finish();
-  repoReady?.catch(() => undefined);
+  repoReady?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const baselineRun = shell.run({
     argv: nodeArgv(layout, BASELINE_JS, [spool, ident, '', '', trackingIndex(layout), JSON.stringify(gitArgv(layout, [])), BASELINE_REF, '1']),
     env: helperGitEnv(layout),
     timeoutMs,
     as: 'helper',
   });
-  baselineRun.catch(() => undefined);
+  baselineRun.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const files = manifest.value;
   const expected = baselineCommitOid(files, ident, 'airlock baseline');
   const hostBaseline = importer
@@ -156,11 +156,11 @@ export async function hydrate(shell: WorkspaceShell, snapshot: ProjectSnapshot, 
         return got;
       })
     : undefined;
-  hostBaseline?.catch(() => undefined);
+  hostBaseline?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const baselineReady = serializedBarrier(shell, async () => {
     assertBaselineRecorded(await baselineRun, expected);
   });
-  baselineReady.catch(() => undefined);
+  baselineReady.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const repoSummary = await repoReady;
   if (opts.waitForBaseline ?? true) await baselineReady;
   return {

@@ -74,7 +74,7 @@ export function startSandboxRepo(
     if (repo.kind === 'history') await installSandboxRepo(shell, repo, opts);
     return repo;
   });
-  early.catch(() => undefined);
+  early.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   return {
     async finish() {
       const finishing = performance.now();

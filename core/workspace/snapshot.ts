@@ -109,12 +109,8 @@ interface IgnoreLevel {
   ig: Ignore;
 }
 
-/**
- * Scans a project for copying into a sandbox. Honours nested `.gitignore` files, skips `.git`,
- * leaves out credential-looking files and files above the size cap (all listed in `excluded`),
- * keeps symlinks as symlinks (never follows one, so nothing outside the project is read).
- */
-export async function snapshotProject(projectDir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+/** The project folder, resolved; NOT_FOUND or INVALID_INPUT when it is not an existing folder. */
+async function projectRoot(projectDir: string): Promise<string> {
   const root = path.resolve(projectDir);
   let rootStat;
   try {
@@ -125,6 +121,65 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
   if (!rootStat.isDirectory()) {
     throw new AirlockError('INVALID_INPUT', `${root} is not a folder; pass the project's folder, not a file or a symlink.`);
   }
+  return root;
+}
+
+/** Whether the project is a git repository's top level, and its HEAD. */
+async function projectGitInfo(root: string): Promise<{ isGit: boolean; headCommit: string | undefined }> {
+  const git = await gitTopLevel(root);
+  const isGit = git !== undefined && git === (await realpath(root));
+  return { isGit, headCommit: isGit ? await gitHead(root) : undefined };
+}
+
+/** Whether the `.gitignore` levels (outermost first, a later match wins) ignore `rel`. */
+function gitignored(levels: IgnoreLevel[], rel: string, isDir: boolean): boolean {
+  let state = false;
+  for (const level of levels) {
+    const sub = level.prefix ? rel.slice(level.prefix.length + 1) : rel;
+    const r = level.ig.test(isDir ? `${sub}/` : sub);
+    if (r.ignored) state = true;
+    else if (r.unignored) state = false;
+  }
+  return state;
+}
+
+/** Whether `rel` or a folder on its way is excluded by option (`extra`) or ignored by the levels met while scanning. */
+function ignoredOnTheWay(rel: string, levelsByDir: ReadonlyMap<string, IgnoreLevel[]>, extra: Ignore | undefined): boolean {
+  const parts = rel.split('/');
+  let levels = levelsByDir.get('') ?? [];
+  for (let i = 0; i < parts.length; i++) {
+    const sub = parts.slice(0, i + 1).join('/');
+    const isDir = i < parts.length - 1;
+    if (extra?.ignores(isDir ? `${sub}/` : sub) || gitignored(levels, sub, isDir)) return true;
+    if (isDir) levels = levelsByDir.get(sub) ?? levels;
+  }
+  return false;
+}
+
+/** A kept name's entry from its lstat (symlinks kept as links, never followed), or why it is left out. */
+async function placeEntry(rel: string, full: string, st: Stats | undefined, maxFileBytes: number): Promise<{ entry: SnapshotEntry } | { excluded: ExcludedEntry }> {
+  if (!st) return { excluded: { path: rel, kind: 'special', reason: 'could not be read (vanished or unreadable name)' } };
+  const mode = st.mode & 0o7777;
+  const times = { mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino };
+  if (st.isDirectory()) return { entry: { path: rel, type: 'dir', mode, size: 0, ...times } };
+  if (st.isSymbolicLink()) {
+    const linkTarget = await readlink(full);
+    return { entry: { path: rel, type: 'symlink', mode, size: Buffer.byteLength(linkTarget), ...times, linkTarget } };
+  }
+  if (!st.isFile()) return { excluded: { path: rel, kind: 'special', reason: 'socket, FIFO or device file' } };
+  if (st.size > maxFileBytes) {
+    return { excluded: { path: rel, kind: 'too-large', reason: `too large: ${formatBytes(st.size)} exceeds the ${formatBytes(maxFileBytes)} cap (raise maxFileBytes to copy it)` } };
+  }
+  return { entry: { path: rel, type: 'file', mode, size: st.size, ...times } };
+}
+
+/**
+ * Scans a project for copying into a sandbox. Honours nested `.gitignore` files, skips `.git`,
+ * leaves out credential-looking files and files above the size cap (all listed in `excluded`),
+ * keeps symlinks as symlinks (never follows one, so nothing outside the project is read).
+ */
+export async function snapshotProject(projectDir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+  const root = await projectRoot(projectDir);
   const maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   const respectGitignore = opts.respectGitignore ?? true;
   const forced = ignore().add(opts.include ?? []);
@@ -134,12 +189,8 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
   const excluded: ExcludedEntry[] = [];
 
   // The project's git identity is asked for while the folders are walked (two git processes, off the walk's path).
-  const gitInfo = (async () => {
-    const git = await gitTopLevel(root);
-    const isGit = git !== undefined && git === (await realpath(root));
-    return { isGit, headCommit: isGit ? await gitHead(root) : undefined };
-  })();
-  gitInfo.catch(() => undefined);
+  const gitInfo = projectGitInfo(root);
+  gitInfo.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const rootExclude = respectGitignore ? await readText(path.join(root, '.git', 'info', 'exclude')) : '';
   // A level or option without rules decides nothing: it is not consulted (per-name matching is most of the scan's own time).
   const rootLevels: IgnoreLevel[] = hasRules(rootExclude) ? [{ prefix: '', ig: ignore().add(rootExclude) }] : [];
@@ -148,17 +199,6 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
 
   const isForced = (rel: string, isDir: boolean) => anyForced && (forced.ignores(isDir ? `${rel}/` : rel) || (isDir && forced.ignores(rel)));
   const mayForceBelow = (rel: string) => includePrefixes.some((p) => p.startsWith(`${rel}/`));
-
-  const gitignored = (levels: IgnoreLevel[], rel: string, isDir: boolean): boolean => {
-    let state = false;
-    for (const level of levels) {
-      const sub = level.prefix ? rel.slice(level.prefix.length + 1) : rel;
-      const r = level.ig.test(isDir ? `${sub}/` : sub);
-      if (r.ignored) state = true;
-      else if (r.unignored) state = false;
-    }
-    return state;
-  };
 
   const levelsByDir = new Map<string, IgnoreLevel[]>();
   const walk = async (dirRel: string, levels: IgnoreLevel[], onlyForced: boolean): Promise<void> => {
@@ -206,28 +246,13 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
         }
         continue;
       }
-      const full = path.join(root, rel);
-      const st = await item.stat;
-      if (!st) {
-        excluded.push({ path: rel, kind: 'special', reason: 'could not be read (vanished or unreadable name)' });
+      const placed = await placeEntry(rel, path.join(root, rel), await item.stat, maxFileBytes);
+      if ('excluded' in placed) {
+        excluded.push(placed.excluded);
         continue;
       }
-      const mode = st.mode & 0o7777;
-      if (st.isDirectory()) {
-        entries.push({ path: rel, type: 'dir', mode, size: 0, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
-        await walk(rel, here, false);
-      } else if (st.isSymbolicLink()) {
-        const linkTarget = await readlink(full);
-        entries.push({ path: rel, type: 'symlink', mode, size: Buffer.byteLength(linkTarget), mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, linkTarget });
-      } else if (st.isFile()) {
-        if (st.size > maxFileBytes) {
-          excluded.push({ path: rel, kind: 'too-large', reason: `too large: ${formatBytes(st.size)} exceeds the ${formatBytes(maxFileBytes)} cap (raise maxFileBytes to copy it)` });
-          continue;
-        }
-        entries.push({ path: rel, type: 'file', mode, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
-      } else {
-        excluded.push({ path: rel, kind: 'special', reason: 'socket, FIFO or device file' });
-      }
+      entries.push(placed.entry);
+      if (placed.entry.type === 'dir') await walk(rel, here, false);
     }
   };
   await walk('', rootLevels, false);
@@ -242,18 +267,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
     excluded,
     fileCount: files.length,
     totalBytes: files.reduce((n, e) => n + e.size, 0),
-    isIgnored: (rel) => {
-      if (isForced(rel, false)) return false;
-      const parts = rel.split('/');
-      let levels = levelsByDir.get('') ?? [];
-      for (let i = 0; i < parts.length; i++) {
-        const sub = parts.slice(0, i + 1).join('/');
-        const isDir = i < parts.length - 1;
-        if ((anyExtra && extra.ignores(isDir ? `${sub}/` : sub)) || gitignored(levels, sub, isDir)) return true;
-        if (isDir) levels = levelsByDir.get(sub) ?? levels;
-      }
-      return false;
-    },
+    isIgnored: (rel) => !isForced(rel, false) && ignoredOnTheWay(rel, levelsByDir, anyExtra ? extra : undefined),
     // A method: a copy with other entries (overlay-snapshot.ts) streams its own entries.
     open(onProgress, onFile) {
       return openStreams(this, (rel) => isForced(rel, false), onProgress, onFile);
@@ -343,7 +357,7 @@ function openStreams(snapshot: ProjectSnapshot, isForced: (rel: string) => boole
     throw error;
   });
   // Consumers that only await one stream must not see an unhandled rejection from the other path.
-  manifestPromise.catch(() => undefined);
+  manifestPromise.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   return { tar: tar.stream, manifest: manifestPromise };
 }
 

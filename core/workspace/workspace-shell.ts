@@ -161,7 +161,7 @@ export function serialized<T>(shell: WorkspaceShell, task: () => Promise<T>): Pr
   const prev = queues.get(shell) ?? Promise.resolve();
   const run = (): Promise<T> => (broken.has(shell) ? Promise.reject(broken.get(shell)) : task());
   const next = prev.then(run, run);
-  queues.set(shell, next.catch(() => undefined));
+  queues.set(shell, next.catch(() => undefined)); // the caller sees the error; the queue goes on
   return next;
 }
 

@@ -20,13 +20,13 @@ function p50(values: number[]): number {
 }
 
 describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
-  const driver = new DockerDriver();
+  const driver = new DockerDriver({ env: process.env });
   const runId = `chan-test-${randomBytes(4).toString('hex')}`;
   let sandboxId: string;
   let client: ChannelClient;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage();
+    const { ref } = await ensureSandboxImage({ env: process.env });
     const info = await driver.create({ runId, image: ref, limits: DEFAULT_LIMITS, network: 'none' });
     sandboxId = info.id;
     const t0 = performance.now();

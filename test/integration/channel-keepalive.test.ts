@@ -90,8 +90,8 @@ interface Way {
 }
 
 const WAYS: Way[] = [
-  { name: 'Docker (runc)', ok: docker.ok, driver: async () => ({ driver: new DockerDriver(), cleanup: async () => undefined }) },
-  { name: 'gVisor', ok: runsc.ok, driver: async () => ({ driver: new DockerDriver({ isolation: 'gvisor' }), cleanup: async () => undefined }) },
+  { name: 'Docker (runc)', ok: docker.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env }), cleanup: async () => undefined }) },
+  { name: 'gVisor', ok: runsc.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env, isolation: 'gvisor' }), cleanup: async () => undefined }) },
   {
     name: 'QEMU VM',
     ok: qemu.ok,
@@ -99,7 +99,7 @@ const WAYS: Way[] = [
     driver: async () => {
       const { QemuDriver } = await import('../../core/sandbox/qemu/qemu-driver');
       const runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-keepalive-vm-'));
-      const driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3 });
+      const driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3 });
       await driver.checkAvailable();
       return {
         driver,

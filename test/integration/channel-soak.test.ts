@@ -100,7 +100,7 @@ describe.skipIf(!docker.ok)('the channel under a long session’s connections (s
   const totals = { connections: 0 };
 
   beforeAll(async () => {
-    manager = new SandboxManager(new DockerDriver());
+    manager = new SandboxManager(new DockerDriver({ env: process.env }));
     sandbox = await manager.create({ runId: testRunId(), image: await sandboxImage(), limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
     channel = sandbox.channel;
     // Short timeouts, so "the server closes first" and "idle" happen within the test.

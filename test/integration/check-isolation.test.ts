@@ -17,12 +17,12 @@ import { requirePrerequisite } from '../support/prerequisites';
 const docker = await requirePrerequisite('docker');
 
 describe.skipIf(!docker.ok)('a check nobody in the sandbox can steer', () => {
-  const driver = new DockerDriver();
+  const driver = new DockerDriver({ env: process.env });
   const runId = `check-iso-${randomBytes(4).toString('hex')}`;
   let client: ChannelClient;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage();
+    const { ref } = await ensureSandboxImage({ env: process.env });
     const info = await driver.create({ runId, image: ref, limits: DEFAULT_LIMITS, network: 'none' });
     client = await ChannelClient.connect(await driver.openChannel(info.id));
     // A project whose test fails, as the check should find.

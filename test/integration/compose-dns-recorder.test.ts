@@ -102,7 +102,7 @@ async function startPrivateEngine(): Promise<PrivateEngine> {
       if (await docker.ping().then(() => true, () => false)) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const shared = (await connectEngine()).docker;
+    const shared = (await connectEngine(process.env)).docker;
     await docker.loadImage((await shared.getImage(IMAGE).get()) as unknown as Readable).then((s) => new Promise((r, j) => docker.modem.followProgress(s as unknown as Readable, (e) => (e ? j(e) : r(undefined)))));
   } catch (err) {
     await stop();

@@ -51,7 +51,7 @@ describe.skipIf(!docker.ok)('a project image of another architecture than the sa
   let other: string;
 
   beforeAll(async () => {
-    engine = await connectEngine();
+    engine = await connectEngine(process.env);
     airlockRef = await sandboxImage(engine);
     other = (await engineArch(engine)) === 'amd64' ? 'arm64' : 'amd64';
     const stream = await engine.docker.loadImage((await foreignImageArchive(tag, other)) as unknown as NodeJS.ReadableStream);

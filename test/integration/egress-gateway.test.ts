@@ -53,7 +53,7 @@ console.log(JSON.stringify({ hits, procs: fs.readdirSync('/proc').filter((p) => 
 `;
 
 describe.skipIf(!docker.ok || !keychain.ok)('egress gateway in a Docker sandbox (git and npm over intercepted HTTPS)', () => {
-  const manager = new SandboxManager(new DockerDriver());
+  const manager = new SandboxManager(new DockerDriver({ env: process.env }));
   let sandbox: Sandbox;
   let server: GitHttpsServer;
   let home: string;
@@ -70,6 +70,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('egress gateway in a Docker sandbox 
       sandbox,
       { mode: 'allowlist', allow: [`${GIT_HOST}:${port}`, `${REGISTRY_HOST}:${port}`, `${OTHER_HOST}:${port}`], ...extra },
       {
+        presetContext: { env: process.env },
         sandboxNetwork: 'none',
         secrets: await secrets.resolve(['gh', 'registry']),
         upstreamCa: [server.caPem],
@@ -87,7 +88,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('egress gateway in a Docker sandbox 
   };
 
   beforeAll(async () => {
-    const { ref: image } = await ensureSandboxImage();
+    const { ref: image } = await ensureSandboxImage({ env: process.env });
     server = await startGitHttpsServer(TOKEN);
     home = await mkdtemp(path.join(os.tmpdir(), 'airlock-egress-home-'));
     secrets = new SecretStore({ home, service });

@@ -41,7 +41,7 @@ describe.skipIf(!docker.ok)("the host's extra CAs in derived images (real Docker
     await o(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'ext.cnf', '-out', 'server.crt']);
     [caPem, serverKey, serverCert] = await Promise.all(['ca.crt', 'server.key', 'server.crt'].map((f) => readFile(path.join(dir, f), 'utf8'))) as [string, string, string];
     // Airlock's image as a machine with this company CA would build it (core/sandbox/image.ts puts the host's extras there).
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     const base = await sandboxImage();
     airlockWithCa = `airlock-test-ca-runtime:${process.pid}`;
     await engineBuild(
@@ -69,7 +69,7 @@ i=0; until grep -q listening /tmp/server.log 2>/dev/null || [ $i -gt 1200 ]; do 
   const NODE_CLIENT = `/opt/airlock/node/node -e "require('https').get('https://localhost:8443',r=>r.on('data',d=>console.log('node:'+d))).on('error',e=>console.log('node-failed:'+e.code))"`;
 
   it('an image with a system store (Debian + ca-certificates): the store, curl, Python and Node trust the CA', async () => {
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     const derived = await deriveSandboxImage(engine.docker, { baseRef: await nodelessImage(), airlockRef: airlockWithCa, emit: () => undefined, what: 'the Node-less test image' });
     made.push(derived.ref);
     const out = await inside(
@@ -95,7 +95,7 @@ ${NODE_CLIENT}`,
   }, 900_000);
 
   it('an image with no CA store at all (debian:bookworm-slim): Node trusts the CA and the bundle holds the public roots and it', async () => {
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     const derived = await deriveSandboxImage(engine.docker, { baseRef: 'debian:bookworm-slim', airlockRef: airlockWithCa, emit: () => undefined, what: 'debian:bookworm-slim' });
     made.push(derived.ref);
     const out = await inside(derived.ref, `${SERVER}grep -c "BEGIN CERTIFICATE" "$SSL_CERT_FILE"\ngrep -c "Airlock test company CA" /opt/airlock/ca/extra.pem || true\n${NODE_CLIENT}`);

@@ -58,7 +58,7 @@ describe.skipIf(!docker.ok)('the prepared path: build record and warm pool (real
   const images: string[] = [];
 
   beforeAll(async () => {
-    engine = (await connectEngine()).docker;
+    engine = (await connectEngine(process.env)).docker;
     await nodelessImage();
     f = await createRunFixture();
   });

@@ -101,7 +101,7 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     // The record names the environment and the image that ran, and what was not applied.
     const env = run.environment;
     expect(env?.name).toBe('devcontainer:.devcontainer/devcontainer.json');
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     expect(env?.imageId).toBe((await engine.docker.getImage(env?.image ?? '').inspect()).Id);
     expect(run.sandbox.image).toBe(env?.image);
     expect(env?.notApplied.map((n) => n.field)).toEqual(['initializeCommand', 'runArgs', 'mounts', '${localEnv:AIRLOCK_TEST_SECRET}']);
@@ -139,7 +139,7 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
   });
 
   it('an image whose default user is root runs as uid 1000 with a writable home, hardened', async () => {
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     expect((await engine.docker.getImage('debian:bookworm-slim').inspect()).Config.User || 'root').toBe('root');
     const projectDir = await f.project(GO_PROJECT);
     const started = await start({ projectDir, environment: 'image:debian:bookworm-slim' }, script('id -u; echo "home=$HOME"; touch "$HOME/probe" && echo home-writable; touch /usr/probe 2>/dev/null || echo root-read-only; command -v node || echo no-node'));
@@ -186,7 +186,7 @@ describe.skipIf(!docker.ok)('project environments (real Docker, fake upstream)',
     expect(await leftoversOf(failed.id)).toEqual([]);
 
     // An image with no shell cannot host the runtime: refused by the derive step itself.
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     await engineBuild(engine.docker, { tag: 'airlock-test-noshell:1', context: await buildContextTar(Buffer.from('FROM scratch\nCOPY payload/ /\n'), { files: { 'hello.txt': Buffer.from('hi\n') }, hash: '' }), what: 'a shell-less image', emit: () => undefined }, (x) => new AirlockError('IMAGE_BUILD_FAILED', x.error));
     const noShell = await f.core.runs.wait((await start({ projectDir: await f.project(GO_PROJECT), environment: 'image:airlock-test-noshell:1' }, [])).id);
     expect(noShell.error?.kind).toBe('IMAGE_INCOMPATIBLE');

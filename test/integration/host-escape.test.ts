@@ -39,7 +39,7 @@ import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, ty
 const VARIANTS = [...SANDBOX_VARIANTS, ...DERIVED_SANDBOX_VARIANTS];
 const available = new Map<string, PrerequisiteStatus>();
 for (const v of VARIANTS) available.set(v.name, await requirePrerequisite(v.prerequisite));
-const docker = available.get('runc')?.ok ? (await connectEngine()).docker : undefined;
+const docker = available.get('runc')?.ok ? (await connectEngine(process.env)).docker : undefined;
 
 const LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 ** 2, cpus: 1, pids: 256 };
 /** Every file in a sandbox that lives on a host filesystem. */
@@ -50,7 +50,7 @@ const TEST_LABEL = { 'airlock.test': 'host-escape' };
 let probe: Promise<Buffer> | undefined;
 /** The probe binary, built once per run (and cached by the engine's layers across runs). */
 function probeBytes(): Promise<Buffer> {
-  probe ??= testImage('handle-probe', PROBE_DOCKERFILE).then(async (img) => probeBinary((await connectEngine()).docker, img));
+  probe ??= testImage('handle-probe', PROBE_DOCKERFILE).then(async (img) => probeBinary((await connectEngine(process.env)).docker, img));
   return probe;
 }
 
@@ -107,7 +107,7 @@ function handleSuite(variant: SandboxVariant): void {
 
     beforeAll(async () => {
       const chosen = await variant.engine();
-      const driver = new DockerDriver({ isolation: variant.isolation, ...(chosen ? { engine: chosen } : {}) });
+      const driver = new DockerDriver({ env: process.env, isolation: variant.isolation, ...(chosen ? { engine: chosen } : {}) });
       manager = new SandboxManager(driver);
       const image = await (variant.image?.(chosen) ?? sandboxImage(chosen));
       sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
@@ -151,7 +151,7 @@ describe.skipIf(!docker)('a hostile project image runs no code as the helper (ru
   beforeAll(async () => {
     hostile = await testImage('hostile', HOSTILE_DOCKERFILE);
     const image = await derivedImage(hostile);
-    manager = new SandboxManager(new DockerDriver());
+    manager = new SandboxManager(new DockerDriver({ env: process.env }));
     sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
   });
 
@@ -191,7 +191,7 @@ describe.skipIf(!docker)('a hostile project image runs no code as the helper (ru
     await expect(deriveSandboxImage(d, { baseRef: preloaded, airlockRef, emit: () => undefined, what: 'the hostile image' })).rejects.toThrow(/\/etc\/ld\.so\.preload/);
     // An image given as it is (no derivation) is refused at create, before anything of it runs.
     const direct = await testImage('airlock-preload', preloadDockerfile(airlockRef));
-    const m = new SandboxManager(new DockerDriver());
+    const m = new SandboxManager(new DockerDriver({ env: process.env }));
     const runId = testRunId();
     try {
       await expect(m.create({ runId, image: direct, limits: LIMITS, network: 'none' })).rejects.toMatchObject({ kind: 'IMAGE_INCOMPATIBLE', message: expect.stringMatching(/\/etc\/ld\.so\.preload/) });
@@ -209,7 +209,7 @@ describe.skipIf(!docker)("a project image's own sh, git, tar, find and inotifywa
 
   beforeAll(async () => {
     const image = await derivedImage(await testImage('hostile-tools', HOSTILE_TOOLS_DOCKERFILE));
-    manager = new SandboxManager(new DockerDriver());
+    manager = new SandboxManager(new DockerDriver({ env: process.env }));
     sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
   });
 

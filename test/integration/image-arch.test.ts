@@ -20,7 +20,7 @@ describe.skipIf(!docker.ok)('sandbox image architecture on the Docker engine', (
   let ref: string;
 
   beforeAll(async () => {
-    engine = await connectEngine();
+    engine = await connectEngine(process.env);
     native = await engineArch(engine);
     ref = await sandboxImage();
   });
@@ -34,7 +34,7 @@ describe.skipIf(!docker.ok)('sandbox image architecture on the Docker engine', (
 
   it('stops at the Dockerfile’s check when the build arguments name another architecture, leaving no image', async () => {
     const other: SandboxArch = native === 'amd64' ? 'arm64' : 'amd64';
-    const { context, buildargs } = await describeSandboxImage({ arch: other });
+    const { context, buildargs } = await describeSandboxImage({ env: process.env, arch: other });
     const tag = `airlock-sandbox-archcheck:${Date.now()}`;
     // No platform parameter: what a builder does that ignores it (the layers before the check come from the cache).
     const stream = await engine.docker.buildImage((await context()) as unknown as NodeJS.ReadableStream, { t: tag, rm: true, forcerm: true, buildargs });

@@ -69,7 +69,7 @@ async function hostListenAddresses(port: number): Promise<string[]> {
 }
 
 describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
-  const manager = new SandboxManager(new DockerDriver());
+  const manager = new SandboxManager(new DockerDriver({ env: process.env }));
   let image: string;
   let isolated: Sandbox;
   let policy: AppliedNetworkPolicy | undefined;
@@ -79,7 +79,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   let presetContext: PresetContext;
 
   beforeAll(async () => {
-    ({ ref: image } = await ensureSandboxImage());
+    ({ ref: image } = await ensureSandboxImage({ env: process.env }));
     registry = await startFakeRegistry();
     // The preset reads this machine's npm config (here a user .npmrc naming the fake registry); an
     // inherited registry variable would outrank it. A project's own .npmrc would only be shown (issue 12).
@@ -240,8 +240,8 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   it('open: works and is recorded as open (checked from inside: interfaces and a default route)', async () => {
     const open = await manager.create({ runId: runId('open'), image, limits: DEFAULT_LIMITS, network: 'open' });
     try {
-      await expect(applyNetworkPolicy(open, { mode: 'allowlist' }, { sandboxNetwork: 'open' })).rejects.toMatchObject({ kind: 'CONFLICT' });
-      const applied = await applyNetworkPolicy(open, { mode: 'open' }, { sandboxNetwork: 'open' });
+      await expect(applyNetworkPolicy(open, { mode: 'allowlist' }, { presetContext: { env: process.env }, sandboxNetwork: 'open' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+      const applied = await applyNetworkPolicy(open, { mode: 'open' }, { presetContext: { env: process.env }, sandboxNetwork: 'open' });
       expect(applied.record.policy).toBe('open');
       expect(applied.record.warning).toMatch(/Open network/);
       expect(applied.record.interfaces.length).toBeGreaterThan(0);
@@ -254,7 +254,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   });
 
   it('none on an open sandbox is refused, on an isolated one it sets nothing up', async () => {
-    const none = await applyNetworkPolicy(isolated, { mode: 'none' }, { sandboxNetwork: 'none' });
+    const none = await applyNetworkPolicy(isolated, { mode: 'none' }, { presetContext: { env: process.env }, sandboxNetwork: 'none' });
     expect(none.record).toEqual({ policy: 'none', allow: [], interfaces: [], defaultRoute: false });
     expect(none.env).toEqual({});
   });

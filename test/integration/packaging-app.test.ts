@@ -334,8 +334,8 @@ describe.skipIf(!docker.ok || !browserOk.ok)('the packaged desktop app (electron
     });
 
     it('builds (or finds) the sandbox image from the packaged Dockerfile and payload: the same tag as this checkout', async () => {
-      const engine = await connectEngine();
-      const expected = (await describeSandboxImage({ arch: await engineArch(engine).finally(() => engine.dispose()) })).ref;
+      const engine = await connectEngine(process.env);
+      const expected = (await describeSandboxImage({ env: process.env, arch: await engineArch(engine).finally(() => engine.dispose()) })).ref;
       const built = (await invoke('sandboxes:buildImage', { variant: 'base' })) as { ok: boolean; value?: { image: string } };
       expect(built).toMatchObject({ ok: true, value: { image: expected } });
     });

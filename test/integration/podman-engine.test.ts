@@ -43,7 +43,7 @@ describe.skipIf(!podman.ok)('Podman as the engine (real Podman API)', () => {
     // The way a user points Airlock at Podman: the podman choice and CONTAINER_HOST.
     engine = await connectEngine({ ...process.env, AIRLOCK_ENGINE: 'podman', CONTAINER_HOST: `unix://${podmanTestSocket()}` });
     docker = engine.docker;
-    driver = new DockerDriver({ engine });
+    driver = new DockerDriver({ env: process.env, engine });
     image = await sandboxImage(engine);
   });
   afterAll(() => engine?.dispose());
@@ -55,7 +55,7 @@ describe.skipIf(!podman.ok)('Podman as the engine (real Podman API)', () => {
     expect(id.version).toMatch(/^[4-9]\./);
     expect(id.rootless).toBe(process.getuid?.() !== 0 && podmanTestSocket().startsWith('/run/user/'));
     expect(id.runtimes).toContain('runc');
-    const ping = await pingEngine(engine);
+    const ping = await pingEngine(engine, process.env);
     expect(ping).toMatchObject({ kind: 'podman', podman: true, version: id.version });
     expect(describeEngine({ ...engine.endpoint.description, kind: id.kind, rootless: id.rootless }, id.version)).toMatch(new RegExp(`^(rootless )?Podman ${id.version.replace(/\./g, '\\.')} on the local socket`));
     // The podman choice alone (no CONTAINER_HOST) finds the same socket when it is the standard one.
@@ -106,11 +106,11 @@ describe.skipIf(!podman.ok)('Podman as the engine (real Podman API)', () => {
   });
 
   it('checks a user image through Podman: one without node is IMAGE_INCOMPATIBLE, Airlock\'s passes', async () => {
-    const err = await rejection(ensureSandboxImage({ engine, image: 'debian:bookworm-slim' }));
+    const err = await rejection(ensureSandboxImage({ env: process.env, engine, image: 'debian:bookworm-slim' }));
     expect(err.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(err.message).toMatch(/is missing node, git/);
     expect(await docker.listContainers({ all: true, filters: { label: ['airlock.kind=image-check'] } })).toEqual([]);
-    await expect(ensureSandboxImage({ engine, image })).resolves.toEqual({ ref: image, built: false });
+    await expect(ensureSandboxImage({ env: process.env, engine, image })).resolves.toEqual({ ref: image, built: false });
   });
 
   describe('a failing build through Podman\'s builder', () => {
@@ -124,7 +124,7 @@ describe.skipIf(!podman.ok)('Podman as the engine (real Podman API)', () => {
     it('gives IMAGE_BUILD_FAILED with the failing step and the tail of its output', async () => {
       const steps: string[] = [];
       const err = await rejection(
-        ensureSandboxImage({
+        ensureSandboxImage({ env: process.env,
           engine,
           resourcesDir: dir,
           payload: async () => ({ files: { 'helper.js': Buffer.from(`// ${Date.now()}`) }, hash: 'test' }),

@@ -53,7 +53,7 @@ describe.skipIf(!rootless.ok)('rootless Podman as the engine (real Podman API, i
     const runId = testRunId();
     let err: unknown;
     try {
-      await new DockerDriver({ engine }).create({ runId, image: 'airlock-sandbox:never-used', limits: DEFAULT_LIMITS, network: 'none' });
+      await new DockerDriver({ env: process.env, engine }).create({ runId, image: 'airlock-sandbox:never-used', limits: DEFAULT_LIMITS, network: 'none' });
     } catch (e) {
       err = e;
     }

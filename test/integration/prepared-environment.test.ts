@@ -57,7 +57,7 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     };
   });
   afterAll(async () => {
-    const engine = await connectEngine().catch(() => undefined);
+    const engine = await connectEngine(process.env).catch(() => undefined);
     for (const ref of made) await engine?.docker.getImage(ref).remove({ force: true }).catch(() => undefined);
     await f?.close();
   });
@@ -114,7 +114,7 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     const audit2 = await import('node:fs/promises').then((fs) => fs.readFile(f.core.store.paths(second.id).audit, 'utf8'));
     expect(audit2).toContain(`setup skipped: started from the prepared environment ${ref}`);
     // Setup's files are in the image (counted by the host at commit), so they are put back and collected as the baseline.
-    expect(Number((await (await connectEngine()).docker.getImage(ref).inspect()).Config.Labels['airlock.prepared.workspace-entries'])).toBeGreaterThan(0);
+    expect(Number((await (await connectEngine(process.env)).docker.getImage(ref).inspect()).Config.Labels['airlock.prepared.workspace-entries'])).toBeGreaterThan(0);
     expect(audit2).toContain('setup finished; it changed');
 
     // The canaries: the prepared image holds setup's state and nothing of any agent phase, no token, no key.
@@ -138,7 +138,7 @@ describe.skipIf(!docker.ok)('prepared environments (real Docker, fake upstream)'
     for (const r of [first, second, third]) expect(await leftoversOf(r.id)).toEqual([]);
 
     // `env list` sees both with their inputs; `env prune --older-than` keeps recent ones; prune removes them.
-    const engine = await connectEngine();
+    const engine = await connectEngine(process.env);
     const usage = new PreparedUsage(f.home);
     const listed = (await listPrepared(engine.docker, usage, await f.core.app.installationId())).filter((p) => p.project === path.resolve(projectDir));
     expect(listed.map((p) => p.key).sort()).toEqual([first.environment?.prepared?.key, third.environment?.prepared?.key].sort());

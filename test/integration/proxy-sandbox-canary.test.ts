@@ -96,7 +96,7 @@ describe.skipIf(!available.get(variant.name)?.ok || !keychain.ok)(`canary key th
     const { port: proxyPort } = await proxy.start();
 
     const engine = await variant.engine();
-    driver = new DockerDriver({ isolation: variant.isolation, ...(engine ? { engine } : {}) });
+    driver = new DockerDriver({ env: process.env, isolation: variant.isolation, ...(engine ? { engine } : {}) });
     imageRef = await sandboxImage(engine);
     sandboxId = (await driver.create({ runId, image: imageRef, limits: DEFAULT_LIMITS, network: 'none' })).id;
     client = await ChannelClient.connect(await driver.openChannel(sandboxId));

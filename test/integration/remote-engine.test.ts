@@ -211,7 +211,7 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
     const remote = await connectEngine({ ...process.env, ...tlsEngine.env });
     try {
       const progress: string[] = [];
-      const r = await ensureSandboxImage({ engine: remote, force: true, onProgress: (p) => progress.push(p.phase) });
+      const r = await ensureSandboxImage({ env: process.env, engine: remote, force: true, onProgress: (p) => progress.push(p.phase) });
       expect(r.built).toBe(true);
       expect(progress).toContain('build');
       expect((await remote.docker.getImage(r.ref).inspect()).RepoTags).toContain(r.ref);
@@ -317,7 +317,7 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(await remoteLeftovers(remote, otherInstallation)).toHaveLength(1);
         expect(await remoteLeftovers(remote, unlabelled)).toHaveLength(1);
         // The same engine through its local socket is not shared: a process of this host that is gone is judged by its pid.
-        const local = new SandboxManager(new DockerDriver());
+        const local = new SandboxManager(new DockerDriver({ env: process.env }));
         expect((await local.reapOrphans(mineOnly)).sort()).toEqual([otherInstallation, unlabelled].sort());
       } finally {
         for (const runId of [mine, otherInstallation, unlabelled]) await remote.docker.getVolume(`airlock-${runId}-workspace`).remove().catch(() => undefined);

@@ -66,7 +66,7 @@ function hardeningSuite(variant: SandboxVariant): void {
 
     beforeAll(async () => {
       const chosen = await variant.engine();
-      driver = new DockerDriver({ isolation: variant.isolation, ...(chosen ? { engine: chosen } : {}) });
+      driver = new DockerDriver({ env: process.env, isolation: variant.isolation, ...(chosen ? { engine: chosen } : {}) });
       manager = new SandboxManager(driver);
       image = await (variant.image?.(chosen) ?? sandboxImage(chosen));
       engine = (await driver.engine()).docker;

@@ -32,7 +32,7 @@ async function kindOf(p: Promise<unknown>): Promise<AirlockError> {
 }
 
 describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
-  const driver = new DockerDriver();
+  const driver = new DockerDriver({ env: process.env });
   let engine: Docker;
   let image: string;
 
@@ -88,10 +88,10 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     const unreachable = await kindOf(tcp.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }));
     expect(unreachable.kind).toBe('DOCKER_UNREACHABLE');
     expect(unreachable.message).toContain('over plain TCP at 127.0.0.1:1');
-    const status = await checkEngine(await connectEngine(env));
+    const status = await checkEngine(env, await connectEngine(env));
     expect(status.ok).toBe(false);
     expect(status.error?.kind).toBe('DOCKER_NOT_RUNNING');
-    const good = await checkEngine();
+    const good = await checkEngine(process.env);
     expect(good.ok).toBe(true);
     expect(good.version).toMatch(/^\d+\./);
   });
@@ -107,7 +107,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     await writeFile(
       probe,
       `import { DockerDriver } from ${JSON.stringify(driverPath)};\n` +
-        `try { await new DockerDriver().list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
+        `try { await new DockerDriver({ env: process.env }).list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
         `catch (e) { console.log(JSON.stringify({ kind: e.kind, message: e.message })); }\n`,
     );
     await chmod(dir, 0o755);
@@ -131,13 +131,13 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
 
   it('a user image without node is rejected with IMAGE_INCOMPATIBLE naming what is missing', async () => {
     // The seeded Debian base has tar but neither node nor git.
-    const err = await kindOf(ensureSandboxImage({ image: 'debian:bookworm-slim' }));
+    const err = await kindOf(ensureSandboxImage({ env: process.env, image: 'debian:bookworm-slim' }));
     expect(err.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(err.message).toMatch(/is missing node, git, which/);
     expect(await engine.listContainers({ all: true, filters: { label: ['airlock.kind=image-check'] } })).toEqual([]);
     // Airlock's own image passes the same check.
-    await expect(ensureSandboxImage({ image })).resolves.toEqual({ ref: image, built: false });
-    expect((await kindOf(ensureSandboxImage({ image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
+    await expect(ensureSandboxImage({ env: process.env, image })).resolves.toEqual({ ref: image, built: false });
+    expect((await kindOf(ensureSandboxImage({ env: process.env, image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
   });
 
   describe('image build failure', () => {
@@ -151,7 +151,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     it('gives IMAGE_BUILD_FAILED with the failing step and the tail of its output', async () => {
       const steps: string[] = [];
       const err = await kindOf(
-        ensureSandboxImage({
+        ensureSandboxImage({ env: process.env,
           resourcesDir: dir,
           payload: async () => ({ files: { 'helper.js': Buffer.from(`// ${Date.now()}`) }, hash: 'test' }),
           onProgress: (p) => {
@@ -174,7 +174,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     const base = engine.getImage('debian:bookworm-slim');
     for (const tag of ['old', 'current']) await base.tag({ repo, tag });
     try {
-      const removed = await pruneSandboxImages({ repository: repo, keep: [`${repo}:current`] });
+      const removed = await pruneSandboxImages({ engine: await driver.engine(), repository: repo, keep: [`${repo}:current`] });
       expect(removed).toContain(`${repo}:old`);
       expect(removed).not.toContain(`${repo}:current`);
       const left = (await engine.listImages({ filters: { reference: [repo] } })).flatMap((i) => i.RepoTags ?? []);

@@ -7,7 +7,7 @@ import { podmanTestSocket, type Prerequisite } from '../support/prerequisites';
 let shared: Promise<Engine> | undefined;
 /** The engine tests use when they make a VM driver themselves (the app passes the one its settings chose). */
 export function testEngine(): Promise<Engine> {
-  shared ??= connectEngine();
+  shared ??= connectEngine(process.env);
   return shared;
 }
 
@@ -25,7 +25,7 @@ export function sandboxImage(engine?: Engine): Promise<string> {
   const key = engine?.endpoint.display ?? 'default';
   let image = images.get(key);
   if (!image) {
-    image = ensureSandboxImage({
+    image = ensureSandboxImage({ env: process.env,
       ...(engine ? { engine } : {}),
       onProgress: (p) => {
         if (p.phase === 'build' && p.message.startsWith('step ')) console.log(`[image ${key}] ${p.message}`);

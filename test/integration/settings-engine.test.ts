@@ -22,7 +22,7 @@ import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 const docker = await requirePrerequisite('docker');
 // VM managers are made (not booted) when QEMU and the prepared kernel are here; required under CI like every VM test.
 const qemu = await requirePrerequisite('qemu');
-const vmReady = qemu.ok && process.platform === 'linux' && (await new QemuDriver({ engine: testEngine }).checkAvailable().then(() => true, () => false));
+const vmReady = qemu.ok && process.platform === 'linux' && (await new QemuDriver({ env: process.env, engine: testEngine }).checkAvailable().then(() => true, () => false));
 if (qemu.ok && !vmReady && process.env.CI) throw new Error('CI needs the VM kernel and initramfs: run scripts/prepare-vm-assets.sh');
 const SOCKET = '/var/run/docker.sock';
 

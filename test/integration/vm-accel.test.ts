@@ -33,14 +33,14 @@ async function kvmOpens(): Promise<boolean> {
 }
 
 describe.skipIf(!qemu.ok)('VM accelerator probe on this machine', () => {
-  const paths = vmPaths();
+  const paths = vmPaths(process.env);
   let dir: string;
   let verdict: AccelProbe;
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-accel-it-'));
     // Under CI missing assets fail here (scripts/prepare-vm-assets.sh prepares them).
-    await new QemuDriver({ engine: testEngine }).checkAvailable();
+    await new QemuDriver({ env: process.env, engine: testEngine }).checkAvailable();
     verdict = await detectAccel({ env: {}, kernel: paths.kernel, initramfs: paths.initramfs, cacheFile: path.join(dir, 'accel.json') });
     console.log(`[accel] ${verdict.accel} (${verdict.source})${verdict.reason ? `: ${verdict.reason}` : ''}`);
   });
@@ -96,7 +96,7 @@ describe.skipIf(!qemu.ok)('VM accelerator probe on this machine', () => {
         await writeFile(qemuBinary, `#!/bin/sh\nfor a in "$@"; do case "$a" in *accel=kvm*) echo 'qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69' >&2; exit 1;; esac; done\nexec qemu-system-x86_64 "$@"\n`);
         await chmod(qemuBinary, 0o755);
       }
-      const { ref } = await ensureSandboxImage();
+      const { ref } = await ensureSandboxImage({ env: process.env });
       driver = new QemuDriver({ engine: testEngine, env: { ...process.env, AIRLOCK_VM_ACCEL: 'kvm' }, qemuBinary, paths: { runsDir }, diskBytes: 1024 ** 3 });
       manager = new SandboxManager(driver);
       const runId = `r-accel-${randomBytes(4).toString('hex')}`;

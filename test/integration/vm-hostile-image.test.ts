@@ -31,7 +31,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile project image runs no code as
 
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-hostile-'));
-    driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
+    driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
     await driver.checkAvailable();
     const image = await derivedImage(await testImage('hostile', HOSTILE_DOCKERFILE));
     manager = new SandboxManager(driver);

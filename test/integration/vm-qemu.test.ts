@@ -42,10 +42,10 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-test-'));
     // A small scratch disk: the leak scan below reads it whole (sparse zeros included).
-    driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
+    driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
     // Under CI a missing kernel/initramfs fails here (scripts/prepare-vm-assets.sh prepares them).
     await driver.checkAvailable();
-    const { ref } = await ensureSandboxImage();
+    const { ref } = await ensureSandboxImage({ env: process.env });
     imageRef = ref;
     manager = new SandboxManager(driver);
     const t0 = performance.now();
@@ -220,7 +220,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     const files = driver.runFiles(runId);
     expect(await fileContains(files.scratch, marker)).toBe(true);
     // The shared, read-only base disk never sees what a run writes.
-    const base = await ensureBaseDisk(imageRef, driver.paths, await testEngine());
+    const base = await ensureBaseDisk(imageRef, driver.paths, await testEngine(), process.env);
     expect(await fileContains(base.path, marker)).toBe(false);
     // Nor do the snapshots runs are restored from (state, scratch template, hello): they are read-only.
     const snapshotsDir = path.join(driver.paths.assetsDir, 'snapshots');
@@ -264,7 +264,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     const pid = await readPidfile(files.pidfile);
     expect(pid).toBeDefined();
     // A second driver knows the VM only from disk, like the app after a crash.
-    const fresh = new QemuDriver({ engine: testEngine, paths: { runsDir } });
+    const fresh = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir } });
     const proofs = await fresh.reap();
     fresh.dispose();
     expect(proofs.map((p) => p.runId)).toEqual([runId]);

@@ -31,9 +31,9 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
 
   beforeAll(async () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-result-'));
-    const driver = new QemuDriver({ engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, accel: 'tcg' });
+    const driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, accel: 'tcg' });
     await driver.checkAvailable();
-    const { ref } = await ensureSandboxImage();
+    const { ref } = await ensureSandboxImage({ env: process.env });
     manager = new SandboxManager(driver);
     sandbox = await manager.create({ runId: `r-vmres-${randomBytes(4).toString('hex')}`, image: ref, limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
   });

@@ -28,7 +28,7 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
   let share: string;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage();
+    const { ref } = await ensureSandboxImage({ env: process.env });
     // Nothing added to the image: the app imports its files as they are (plus /etc files), so `ip` must be its own.
     // What WSL mounts into every distribution (/mnt/wsl, shared by all of them), with something another distribution left there.
     share = await mkdtemp(path.join(os.tmpdir(), 'airlock-wsl-share-'));
@@ -42,14 +42,14 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
       '--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined',
       '-v', `${share}:/mnt/wsl`, '--label', 'airlock.test=wsl-script',
       ref, '/bin/sh', '-c', script,
-    ]);
+    ], { env: process.env });
     channel = await ChannelClient.connect(stream, { helloTimeoutMs: 60_000 });
   });
 
   afterAll(async () => {
     channel?.dispose();
     stream?.close();
-    await runTool('docker', ['rm', '-f', name], { timeoutMs: 30_000 });
+    await runTool('docker', ['rm', '-f', name], { env: process.env, timeoutMs: 30_000 });
     if (share) await rm(share, { recursive: true, force: true });
   });
 
@@ -95,7 +95,7 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
     const lo = await channel.run({ argv: ['node', '-e', "require('net').connect(1,'127.0.0.1').on('error',e=>console.log(e.code))"] });
     expect(lo.stdout.toString().trim()).toBe('ECONNREFUSED');
     // Outside the namespace, the stand-in distribution does have a network card (an address on the bridge).
-    const outside = await runTool('docker', ['inspect', '-f', '{{.NetworkSettings.IPAddress}}', name], { timeoutMs: 30_000 });
+    const outside = await runTool('docker', ['inspect', '-f', '{{.NetworkSettings.IPAddress}}', name], { env: process.env, timeoutMs: 30_000 });
     expect(outside.stdout.toString().trim()).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
   });
 

@@ -51,9 +51,9 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
   const made: Sandbox[] = [];
 
   beforeAll(async () => {
-    engine = await connectEngine();
+    engine = await connectEngine(process.env);
     image = await sandboxImage();
-    manager = new SandboxManager(new DockerDriver({ engine }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine }));
     store = new BaseStore(tempDir('airlock-bases-'));
     expect(await engineSupportsBases(engine)).toBe(true);
   });

@@ -54,7 +54,7 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
 
   beforeAll(async () => {
     image = await sandboxImage();
-    manager = new SandboxManager(new DockerDriver());
+    manager = new SandboxManager(new DockerDriver({ env: process.env }));
   });
   afterAll(() => {
     manager?.dispose();

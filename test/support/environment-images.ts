@@ -32,7 +32,7 @@ function once(key: string, make: () => Promise<string>): Promise<string> {
 export function nodelessImage(engine?: Engine): Promise<string> {
   const tag = `airlock-test-nodeless:${createHash('sha256').update(NODELESS_DOCKERFILE).digest('hex').slice(0, 16)}`;
   return once(`nodeless ${engine?.endpoint.display ?? ''}`, async () => {
-    const docker = (engine ?? (await connectEngine())).docker;
+    const docker = (engine ?? (await connectEngine(process.env))).docker;
     if (await imageId(docker, tag)) return tag;
     await engineBuild(docker, { tag, context: await buildContextTar(Buffer.from(NODELESS_DOCKERFILE)), what: 'the Node-less test image', emit: () => undefined }, (f) => new AirlockError('IMAGE_BUILD_FAILED', `building ${tag} failed at ${f.where}: ${f.error}\n${f.tail}`));
     return tag;
@@ -42,7 +42,7 @@ export function nodelessImage(engine?: Engine): Promise<string> {
 /** The derived sandbox image of `base` (Airlock's runtime added), as a run would make it. */
 export function derivedImage(base: string, engine?: Engine): Promise<string> {
   return once(`derived ${base} ${engine?.endpoint.display ?? ''}`, async () => {
-    const docker = (engine ?? (await connectEngine())).docker;
+    const docker = (engine ?? (await connectEngine(process.env))).docker;
     const airlockRef = await sandboxImage(engine);
     return (await deriveSandboxImage(docker, { baseRef: base, airlockRef, emit: () => undefined, what: base })).ref;
   });

@@ -111,7 +111,7 @@ export function preloadDockerfile(base: string): string {
 /** Builds `dockerfile` once per machine (tagged by its hash; the engine's cache does the rest). */
 export async function testImage(name: string, dockerfile: string, engine?: Engine): Promise<string> {
   const tag = `airlock-test-${name}:${createHash('sha256').update(dockerfile).digest('hex').slice(0, 16)}`;
-  const docker = (engine ?? (await connectEngine())).docker;
+  const docker = (engine ?? (await connectEngine(process.env))).docker;
   if (await imageId(docker, tag)) return tag;
   await engineBuild(docker, { tag, context: await buildContextTar(Buffer.from(dockerfile)), what: `the ${name} test image`, emit: () => undefined }, (f) => new AirlockError('IMAGE_BUILD_FAILED', `building ${tag} failed at ${f.where}: ${f.error}\n${f.tail}`));
   return tag;

@@ -184,7 +184,7 @@ export async function concatMapProject(registryUrl: string): Promise<Record<stri
  * from there). The caller removes `tag`.
  */
 export async function airlockImageWithCa(base: string, caPem: string, tag: string, label: string): Promise<string> {
-  const engine = await connectEngine();
+  const engine = await connectEngine(process.env);
   await engineBuild(
     engine.docker,
     {

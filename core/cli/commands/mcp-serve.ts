@@ -32,7 +32,7 @@ export async function serveMcp(io: CliIo, opts: { projects: string[]; allowApply
   let door: WorkerDoor | undefined;
   // The client's initialize is answered while the core loads and starts (crash recovery included); tools wait for it.
   const starting: Promise<McpDeps> = Promise.all([import('../../app'), import('../../app-services')]).then(async ([{ createAirlockCore }, { servicesFor }]) => {
-    const core = await createAirlockCore({ env: io.env });
+    const core = await createAirlockCore({ env: io.env, ...(io.app ? { app: io.app } : {}) });
     // A client that starts Airlock is about to ask for a sandbox: like the app, the server keeps
     // one started (hardened, empty, no network) for the next sandbox_create (§17, mcp.sandbox.ready).
     if (!cold) void core.warm();
@@ -67,20 +67,20 @@ export async function serveMcp(io: CliIo, opts: { projects: string[]; allowApply
     if (worker) {
       // This client is done: its relay may go. The worker stays while it serves a joined
       // connection or holds a kept sandbox, and goes when it has neither (or is stopped).
-      await transport.close().catch(() => undefined);
+      await transport.close().catch(debugLog.swallow('mcp.transport.close'));
       if (process.send) process.send({ released: true }, () => process.disconnect?.());
-      await untilUnused(door, (await starting.catch(() => undefined))?.kept, stop.stopped);
+      await untilUnused(door, (await starting.catch(() => undefined))?.kept, stop.stopped); // a core that failed to start keeps nothing
     }
     return ExitCode.ok;
   } finally {
     try {
       await door?.close('airlock mcp stopped');
       await connection.close('airlock mcp stopped');
-      await transport.close().catch(() => undefined);
-      const deps = await starting.catch(() => undefined);
+      await transport.close().catch(debugLog.swallow('mcp.transport.close'));
+      const deps = await starting.catch(() => undefined); // a core that failed to start has nothing to stop
       await deps?.kept?.dispose('airlock mcp stopped');
       // The warm sandbox is wiped before the process goes (dispose alone does not wait for it).
-      await deps?.core.sandboxes('container').then((m) => m.shutdown(), () => undefined).catch(() => undefined);
+      await deps?.core.sandboxes('container').then((m) => m.shutdown(), () => undefined).catch(debugLog.swallow('mcp.sandboxes.shutdown'));
       await deps?.grants.dispose();
       await deps?.services.dispose();
     } finally {

@@ -60,12 +60,13 @@ async function pinTools(registry: McpServerRegistry, name: string, print: (t: st
 }
 
 /** Signs in to an OAuth server: prints the sign-in page's address (and opens it), waits for the answer. */
-async function signIn(registry: McpServerRegistry, name: string, browser: boolean, print: (t: string) => void): Promise<void> {
+/** `browser`: the host environment to find the opener with, or undefined for no browser. */
+async function signIn(registry: McpServerRegistry, name: string, browser: NodeJS.ProcessEnv | undefined, print: (t: string) => void): Promise<void> {
   await registry.login(name, async (url) => {
     // The server's own page: printed whole, since the user must be able to open it by hand.
     print(`sign in to ${name} in your browser (waiting up to 5 minutes):`);
     print(`  ${safe(url.href)}`);
-    if (browser) await openInBrowser(url.href);
+    if (browser) await openInBrowser(url.href, browser);
   });
   print(`signed in to ${name}; its tokens are in the OS keychain and are refreshed there (the sandbox never sees them)`);
 }
@@ -125,7 +126,7 @@ export const mcpServersCommand: CliCommand = {
           const credential = auth.type === 'none' || auth.type === 'oauth' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
           const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
           print(`added ${saved.name} (${serverOrigin(saved)}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
-          if (auth.type === 'oauth') await signIn(registry, saved.name, !values['no-browser'], print);
+          if (auth.type === 'oauth') await signIn(registry, saved.name, values['no-browser'] ? undefined : io.env, print);
           try {
             await pinTools(registry, saved.name, print);
           } catch (err) {
@@ -137,7 +138,7 @@ export const mcpServersCommand: CliCommand = {
         }
         case 'login': {
           if (!name) throw new CliUsageError('name the server: airlock mcp-servers login NAME');
-          await signIn(registry, name, !values['no-browser'], print);
+          await signIn(registry, name, values['no-browser'] ? undefined : io.env, print);
           return ExitCode.ok;
         }
         case 'pin': {

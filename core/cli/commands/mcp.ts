@@ -17,7 +17,7 @@ import { ExitCode, type CliCommand, type CliIo } from '../command';
  * started: that is how a later connection reaches a kept sandbox (§17, "Kept sandboxes").
  */
 async function relayToWorker(io: CliIo, flags: string[], join: { projects: string[]; allowApply: boolean }): Promise<number> {
-  const joined = await joinWorker(airlockHome(io.env), join).catch(() => undefined);
+  const joined = await joinWorker(airlockHome(io.env), join).catch(() => undefined); // no worker to join: start one
   if (joined) return relayOverSocket(io, joined);
   const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'mcp', '--worker', ...flags], { detached: true, stdio: ['pipe', 'pipe', 'pipe', 'ipc'], env: io.env });
   const { stdin, stdout, stderr } = child;

@@ -70,7 +70,7 @@ export const networkCommand: CliCommand = {
     const print = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
     switch (sub) {
       case 'presets': {
-        const presets = await derivePresets(PRESET_NAMES);
+        const presets = await derivePresets(PRESET_NAMES, { env: io.env });
         if (values.json) {
           print(JSON.stringify(presets));
         } else {

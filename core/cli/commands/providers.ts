@@ -2,6 +2,7 @@ import { AirlockError } from '../../../contracts/errors';
 import { CliUsageError, parseCliArgs } from '../args';
 import { ExitCode, type CliCommand } from '../command';
 import { withApp } from '../with-app';
+import { debugLog } from '../../common/debug-log';
 
 const usage = `airlock providers add <id> --base-url URL [--no-key] [--label TEXT] [--model ID]… [--kind openai-compatible|anthropic]
        airlock providers list [--json]
@@ -68,7 +69,7 @@ export const providersCommand: CliCommand = {
             io.stdout.write(`${id} is built in and stays; its base URL is reset to the default\n`);
             return ExitCode.ok;
           }
-          await vault.remove(id).catch(() => false);
+          await vault.remove(id).catch(debugLog.swallow('keys.remove.keychain'));
           await catalog.remove(id);
           io.stdout.write(`removed ${id} and its key\n`);
           return ExitCode.ok;

@@ -15,6 +15,7 @@ import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '.
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { parseAttempts, runAttemptGroup } from './run-attempts';
 import { safeTerminalText as safe, TerminalSafeText } from '../terminal-safe';
+import { debugLog } from '../../common/debug-log';
 
 /**
  * `airlock run`: one task in a fresh sandbox, with live progress (phase, commands and their output,
@@ -445,9 +446,9 @@ export function answerApprovals(io: CliIo, runId: string, services: Pick<ReturnT
     while (waiting.length && answers.length) {
       const q = waiting.shift() as (typeof waiting)[number];
       const line = answers.shift() as string;
-      if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(() => undefined);
-      else if (q.kind === 'mcp') void services.runs.answerMcp({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(() => undefined);
-      else void services.runs.approve({ runId, requestId: q.id, approved: parseAnswer(line, json) }).catch(() => undefined);
+      if (q.kind === 'network') void services.runs.answerNetwork({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(debugLog.swallow('cli.run.answerNetwork'));
+      else if (q.kind === 'mcp') void services.runs.answerMcp({ runId, id: q.id, answer: parseChoice(line, q.answers, json) }).catch(debugLog.swallow('cli.run.answerMcp'));
+      else void services.runs.approve({ runId, requestId: q.id, approved: parseAnswer(line, json) }).catch(debugLog.swallow('cli.run.approve'));
     }
   };
   const sub = services.runs.onDidEvent((e) => {

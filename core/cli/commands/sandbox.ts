@@ -8,6 +8,7 @@ import { servicesFor } from '../../app-services';
 import type { StoredRun } from '../../runs/run-record';
 import { CliUsageError, numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
+import { debugLog } from '../../common/debug-log';
 
 interface ExecArgs {
   projectDir: string;
@@ -139,7 +140,7 @@ async function execInSandbox(args: ExecArgs, io: CliIo): Promise<number> {
     process.off('SIGINT', onSigint);
     // Interrupted or failed mid-way: the session still ends, collected and wiped.
     if (runId) {
-      const ended = await core.runs.endSession(runId, 'airlock sandbox exec stopped').catch(() => undefined);
+      const ended = await core.runs.endSession(runId, 'airlock sandbox exec stopped').catch(debugLog.swallow('cli.sandbox.endSession'));
       if (ended?.wipe) say(describeProof(runId, ended.wipe));
     }
     await services.dispose();

@@ -62,7 +62,7 @@ describe.skipIf(!keychain.ok)('airlock secrets / network check', () => {
     const listed = await run(secretsCommand, ['list'], home);
     expect(listed.out).toContain(`api  command sh -c 'echo x >> "$0"; echo tok-from-command' ${counter} (ttl 600 s)  hosts api.example.test`);
     // Resolving for a run does not run the command; the gateway's first need does.
-    const [brokered] = await store.forRun(['api']);
+    const [brokered] = await store.forRun(['api'], { env: process.env });
     await expect(readFile(counter)).rejects.toThrow();
     const source = brokered!.value;
     expect('get' in source).toBe(true);

@@ -149,7 +149,7 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
         if (opts.port === undefined) await saveServePort(home, host.port);
         io.stdout.write(`Airlock is running at ${host.url}\n${note}Open that URL (it carries this session's token). Ctrl+C stops it.\n`);
         deps.onListening?.(host);
-        if (opts.open) (deps.openBrowser ?? openInBrowser)(host.url);
+        if (opts.open) (deps.openBrowser ?? ((url: string) => openInBrowser(url, io.env)))(host.url);
         await stop.stopped;
         return ExitCode.ok;
       } finally {

@@ -109,15 +109,15 @@ describe('HostCommandSecret: the command runs on the host, once per need', () =>
   });
 
   it('a command that does not finish in time is stopped with a clear error', async () => {
-    const err = await new HostCommandSecret('slow', ['sleep', '30'], { timeoutMs: 200 }).get().catch((e: Error) => e);
+    const err = await new HostCommandSecret('slow', ['sleep', '30'], { env: process.env, timeoutMs: 200 }).get().catch((e: Error) => e);
     expect(err).toMatchObject({ kind: 'COMMAND_TIMEOUT' });
     expect((err as Error).message).toMatch(/did not finish within .* s; it was stopped/);
   });
 
   it('refuses output that is not one line, and a command not on PATH', async () => {
-    await expect(new HostCommandSecret('x', ['printf', 'a-token\\nsecond-line']).get()).rejects.toThrow(/did not print one line .*printed 2 line/);
-    await expect(new HostCommandSecret('x', ['true']).get()).rejects.toThrow(/printed nothing/);
-    await expect(new HostCommandSecret('x', [`airlock-no-such-tool-${SALT}`]).get()).rejects.toThrow(/was not found on this machine's PATH/);
+    await expect(new HostCommandSecret('x', ['printf', 'a-token\\nsecond-line'], { env: process.env }).get()).rejects.toThrow(/did not print one line .*printed 2 line/);
+    await expect(new HostCommandSecret('x', ['true'], { env: process.env }).get()).rejects.toThrow(/printed nothing/);
+    await expect(new HostCommandSecret('x', [`airlock-no-such-tool-${SALT}`], { env: process.env }).get()).rejects.toThrow(/was not found on this machine's PATH/);
   });
 });
 
@@ -176,7 +176,7 @@ describe('the gateway fetches a command secret on first use and again on a 401 (
     const gateway = new TlsGateway({ ca: runCa, rules: new RuleSet([]), broker, upstreamCa: [upstreamCa.certificatePem], idleTimeoutMs: 30_000 });
     proxy = await EgressProxy.start({ runId: 'cmd-secret-test', allow: [`${HOST}:${port}`], resolve: async () => ['127.0.0.1'], gateway, [ALLOW_LOOPBACK_TARGETS_FOR_TESTS]: true });
     proxy.onDidConnect((e) => events.push(e));
-    failingBroker = new CredentialBroker([{ binding: normalizeBinding({ name: 'broken', hosts: [HOST], forms: [{ type: 'bearer' }], env: ['BROKEN_TOKEN'] }), value: new HostCommandSecret('broken', ['sh', '-c', `echo "nope tok_${SALT}_x" >&2; exit 7`]) }]);
+    failingBroker = new CredentialBroker([{ binding: normalizeBinding({ name: 'broken', hosts: [HOST], forms: [{ type: 'bearer' }], env: ['BROKEN_TOKEN'] }), value: new HostCommandSecret('broken', ['sh', '-c', `echo "nope tok_${SALT}_x" >&2; exit 7`], { env: process.env }) }]);
   });
 
   afterAll(async () => {

@@ -37,7 +37,8 @@ export interface HostCommandSecretOptions {
   /** The value is fetched again after this long (the binding's `ttlSeconds`); default: for the run. */
   ttlMs?: number;
   timeoutMs?: number;
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment the command runs with (the user's own, on purpose), from the root. */
+  env: NodeJS.ProcessEnv;
   cwd?: string;
 }
 
@@ -123,7 +124,7 @@ export class HostCommandSecret {
   constructor(
     readonly name: string,
     readonly argv: readonly string[],
-    private readonly opts: HostCommandSecretOptions = {},
+    private readonly opts: HostCommandSecretOptions,
   ) {}
 
   /** The value held now, unless there is none yet or its life ran out. */
@@ -177,8 +178,8 @@ export class HostCommandSecret {
 
   private async execute(): Promise<string> {
     const what = `the command of secret "${this.name}" (${this.argv[0]})`;
-    const env = this.opts.env ?? process.env;
-    const bin = await findTool(this.argv[0] as string, env).catch(() => undefined);
+    const env = this.opts.env;
+    const bin = await findTool(this.argv[0] as string, env).catch(() => undefined); // not found is the error thrown below
     if (!bin) throw new AirlockError('NOT_FOUND', `${what} was not found on this machine's PATH; fix it with \`airlock secrets set ${this.name} --command …\``);
     const timeoutMs = this.opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     const out = await new Promise<Buffer>((resolve, reject) => {

@@ -8,6 +8,7 @@ import { Secret } from '../../keys/secret';
 import { normalizeHostPattern } from '../allowlist';
 import type { BrokeredSecret } from './credential-broker';
 import { HostCommandSecret, type HostCommandSecretOptions } from './host-command-secret';
+import { debugLog } from '../../common/debug-log';
 
 /**
  * Secrets the egress gateway injects on the way out (docs/architecture.md §2.8). The value lives in
@@ -125,7 +126,7 @@ export class SecretStore {
     if (!binding.command) throw new AirlockError('INVALID_INPUT', `the secret "${binding.name}" names no command`);
     return this.change(async (all) => {
       const list = [...all.filter((s) => s.name !== binding.name), binding];
-      await this.backend.delete(account(binding.name)).catch(() => false);
+      await this.backend.delete(account(binding.name)).catch(debugLog.swallow('secrets.remove.keychain'));
       return { list, result: binding };
     });
   }
@@ -133,7 +134,7 @@ export class SecretStore {
   async list(): Promise<SecretSummary[]> {
     const all = await this.read();
     // A command secret always has a way to its value (whether the command works shows on first use).
-    return Promise.all(all.map(async (s) => ({ ...s, hasValue: s.command !== undefined || (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined })));
+    return Promise.all(all.map(async (s) => ({ ...s, hasValue: s.command !== undefined || (await this.backend.get(account(s.name)).catch(() => undefined)) !== undefined }))); // an unreadable value shows as not set
   }
 
   /** Removes the value and the binding; false when there was neither. */
@@ -150,7 +151,7 @@ export class SecretStore {
    * command secrets as a `HostCommandSecret` that runs its command only when the gateway needs the
    * value. A name that is not stored is an error.
    */
-  async forRun(names: string[], opts: Omit<HostCommandSecretOptions, 'ttlMs'> = {}): Promise<BrokeredSecret[]> {
+  async forRun(names: string[], opts: Omit<HostCommandSecretOptions, 'ttlMs'>): Promise<BrokeredSecret[]> {
     const all = await this.read();
     const out: BrokeredSecret[] = [];
     for (const name of [...new Set(names)]) {

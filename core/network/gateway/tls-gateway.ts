@@ -17,6 +17,7 @@ import { HeldBody } from './held-body';
 import { contentEncodingOf, decodersFor } from './response-decoding';
 import { relayUpgrade } from './upgrade-relay';
 import { GATEWAY_CIPHERS, UpstreamClient, type UpstreamExchange, type UpstreamResponse, type UpstreamTarget } from './upstream-client';
+import { debugLog } from '../../common/debug-log';
 
 export { redactQuery } from './gateway-http';
 
@@ -490,7 +491,7 @@ export class TlsGateway implements Disposable {
     const broker = this.opts.broker;
     const body = await retry.body.whole();
     if (!body || !broker || up.body.destroyed) return then(undefined);
-    const fresh = await broker.refresh(retry.secret, retry.stale).catch(() => undefined);
+    const fresh = await broker.refresh(retry.secret, retry.stale).catch(debugLog.swallow('gateway.secret.refresh'));
     if (!fresh) return then(undefined);
     const path = (base.path.split('?')[0] as string) || '/';
     const swapped = broker.swap(t.host, path, retry.unswapped);

@@ -21,7 +21,7 @@ const DERIVERS: Record<PresetName, (ctx: Ctx) => Promise<Preset>> = {
 };
 
 /** Derives one preset from the host's configuration of that tool. */
-export async function derivePreset(name: PresetName, context?: PresetContext): Promise<Preset> {
+export async function derivePreset(name: PresetName, context: PresetContext): Promise<Preset> {
   const derive = DERIVERS[name];
   if (!derive) {
     throw new AirlockError('INVALID_INPUT', `unknown network preset "${String(name)}"; choose one of ${PRESET_NAMES.join(', ')}`);
@@ -30,6 +30,6 @@ export async function derivePreset(name: PresetName, context?: PresetContext): P
 }
 
 /** Derives several presets (in parallel). */
-export function derivePresets(names: readonly PresetName[], context?: PresetContext): Promise<Preset[]> {
+export function derivePresets(names: readonly PresetName[], context: PresetContext): Promise<Preset[]> {
   return Promise.all([...new Set(names)].map((n) => derivePreset(n, context)));
 }

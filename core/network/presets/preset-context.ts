@@ -43,8 +43,8 @@ export interface Preset {
 export type ToolRunner = (cmd: string, args: string[], opts: { env: NodeJS.ProcessEnv; cwd: string }) => Promise<string | undefined>;
 
 export interface PresetContext {
-  /** Environment the tools see (default `process.env`). */
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment the tools see (the user's own settings, on purpose), from the root. */
+  env: NodeJS.ProcessEnv;
   /** Home directory for per-user config files (default `os.homedir()`). */
   homeDir?: string;
   /** The project directory: its `.npmrc` and `.cargo/config.toml` registries are shown as pending. No tool runs there. */
@@ -60,7 +60,7 @@ export interface PresetContext {
 /** The default tool runner: execFile with a timeout and no shell. */
 export const execTool: ToolRunner = async (cmd, args, opts) => {
   // The tool itself comes from PATH, never from the current folder.
-  const bin = await findTool(cmd, opts.env ?? process.env);
+  const bin = await findTool(cmd, opts.env);
   if (!bin) return undefined;
   return new Promise((resolve) => {
     execFile(bin, args, { env: opts.env, cwd: opts.cwd, timeout: 15_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout) => {
@@ -79,10 +79,10 @@ export interface Ctx {
   run: ToolRunner;
 }
 
-export function resolveCtx(c: PresetContext = {}): Ctx {
+export function resolveCtx(c: PresetContext): Ctx {
   const home = c.homeDir ?? os.homedir();
   const cwd = c.cwd ?? process.cwd();
-  const env = hostToolEnv(c.env ?? process.env);
+  const env = hostToolEnv(c.env);
   // Tools run from the home folder; a project that holds it (the home folder opened as a project,
   // or `/`) could plant what they read there, so then no tool runs and the files are read instead.
   const useTools = (c.useTools ?? true) && !isInsideFolder(home, cwd);

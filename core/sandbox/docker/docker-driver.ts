@@ -15,11 +15,13 @@ import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
 import { containerProcessOwners } from './container-processes';
 import { createContainerWithProfile } from './seccomp-profile';
+import { debugLog } from '../../common/debug-log';
 
 export interface DockerDriverOptions {
   /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
   engine?: Engine | Promise<Engine>;
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment, from the root: the engine is resolved from it when none is given. */
+  env: NodeJS.ProcessEnv;
   /** This installation's id, labelled on everything created (the reaper's test on shared engines). */
   installationId?: string;
   /** Receives the helper's stderr (debug output); it never enters the channel. */
@@ -94,9 +96,9 @@ export class DockerDriver implements SandboxDriver {
   /** The helper's stdio of containers started by this driver, until their first openChannel. */
   private readonly attached = new Map<string, { runId: string; socket: Duplex }>();
 
-  constructor(private readonly opts: DockerDriverOptions = {}) {
+  constructor(private readonly opts: DockerDriverOptions) {
     if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
-    this.enginePromise?.catch(() => undefined);
+    this.enginePromise?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
     this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
   }
 
@@ -141,14 +143,14 @@ export class DockerDriver implements SandboxDriver {
     const docker = engine.docker;
     // The image is asked about while the engine's identity is (asked once per driver, then cached).
     const inspecting = docker.getImage(spec.image).inspect();
-    inspecting.catch(() => undefined);
+    inspecting.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
     const { identity, ...configOpts } = await this.configOptions(engine);
     let container: Docker.Container;
     let image: Docker.ImageInspectInfo;
     try {
       // Podman's volumes are made ahead of the container, meanwhile.
       const volumes = identity.kind === 'podman' ? Promise.all(sandboxVolumes(spec.runId, this.opts.installationId).map((v) => docker.createVolume({ Name: v.Name, Labels: v.Labels, Driver: 'local' }))) : undefined;
-      volumes?.catch(() => undefined);
+      volumes?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
       image = await inspecting;
       // The image's ENV names, to take out of the helper's environment (container-config.ts helperEnv).
       const config = hardenedContainerConfig(spec, { ...configOpts, imageEnv: image.Config?.Env ?? [] });
@@ -156,7 +158,7 @@ export class DockerDriver implements SandboxDriver {
       container = await createContainerWithProfile(docker, identity.kind, config);
     } catch (err) {
       // Volumes made ahead of the container (Podman) go with the failed create.
-      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(() => undefined);
+      if (identity.kind === 'podman') await this.destroy(spec.runId).catch(debugLog.swallow('docker.create.cleanup'));
       if (err instanceof AirlockError) throw err;
       if (statusCodeOf(err) === 404) {
         throw new AirlockError('NOT_FOUND', `Image '${spec.image}' is not available to the engine. Run \`airlock doctor\` to build the Airlock image, or pull/build the image you chose.`, { cause: err });
@@ -175,7 +177,7 @@ export class DockerDriver implements SandboxDriver {
       await container.start();
     } catch (err) {
       // Leave nothing behind when start fails (a half-made sandbox still has volumes).
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('docker.create.cleanup'));
       if (err instanceof AirlockError) throw err;
       return this.fail(err, `Could not start the sandbox for run ${spec.runId}`);
     }

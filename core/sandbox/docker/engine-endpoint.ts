@@ -21,6 +21,7 @@ import { ENGINE_CHOICES, type EngineChoice, type EngineKind } from './engine-cho
 import { limitSupportFrom, type EngineInfoLimits, type EngineLimitSupport, type LibpodHostInfo } from './engine-limits';
 import { pathExists } from '../../common/path-exists';
 import { sha256Hex } from '../../common/sha256';
+import { debugLog } from '../../common/debug-log';
 
 /** How the engine's API is reached. */
 export type EngineTransport = 'unix' | 'npipe' | 'tcp' | 'tls' | 'ssh';
@@ -83,7 +84,7 @@ function currentUid(): number {
 }
 
 /** Podman's API sockets: rootful `/run/podman/podman.sock`, rootless `$XDG_RUNTIME_DIR/podman/podman.sock`. */
-export function podmanSockets(env: NodeJS.ProcessEnv = process.env, uid = currentUid()): CandidateSocket[] {
+export function podmanSockets(env: NodeJS.ProcessEnv, uid = currentUid()): CandidateSocket[] {
   if (process.platform === 'win32') return [{ path: '//./pipe/podman-machine-default', kind: 'podman' }];
   const runtimeDir = env.XDG_RUNTIME_DIR || `/run/user/${uid}`;
   const rootful: CandidateSocket = { path: '/run/podman/podman.sock', kind: 'podman', rootless: false };
@@ -93,7 +94,7 @@ export function podmanSockets(env: NodeJS.ProcessEnv = process.env, uid = curren
 }
 
 /** Docker's sockets (Engine, Desktop, Colima, OrbStack, rootless, Rancher), most common first. */
-export function dockerSockets(env: NodeJS.ProcessEnv = process.env, home = os.homedir(), uid = currentUid()): CandidateSocket[] {
+export function dockerSockets(env: NodeJS.ProcessEnv, home = os.homedir(), uid = currentUid()): CandidateSocket[] {
   if (process.platform === 'win32') return [{ path: '//./pipe/docker_engine', kind: 'docker' }];
   const runtimeDir = env.XDG_RUNTIME_DIR || `/run/user/${uid}`;
   const d = (p: string, rootless?: boolean): CandidateSocket => ({ path: p, kind: 'docker', ...(rootless === undefined ? {} : { rootless }) });
@@ -110,14 +111,14 @@ export function dockerSockets(env: NodeJS.ProcessEnv = process.env, home = os.ho
 }
 
 /** The sockets tried for a choice, in order (`auto`: Docker's first, then Podman's). */
-export function candidateSockets(env: NodeJS.ProcessEnv = process.env, choice: EngineChoice = 'auto', home = os.homedir()): CandidateSocket[] {
+export function candidateSockets(env: NodeJS.ProcessEnv, choice: EngineChoice = 'auto', home = os.homedir()): CandidateSocket[] {
   if (choice === 'podman') return podmanSockets(env);
   if (choice === 'docker') return dockerSockets(env, home);
   return [...dockerSockets(env, home), ...podmanSockets(env)];
 }
 
 /** The engine choice from `AIRLOCK_ENGINE` (what `--engine` sets), else `fallback` (the setting). */
-export function engineChoiceFrom(env: NodeJS.ProcessEnv = process.env, fallback: EngineChoice = 'auto'): EngineChoice {
+export function engineChoiceFrom(env: NodeJS.ProcessEnv, fallback: EngineChoice = 'auto'): EngineChoice {
   const v = env.AIRLOCK_ENGINE?.trim().toLowerCase();
   if (!v) return fallback;
   if ((ENGINE_CHOICES as readonly string[]).includes(v)) return v as EngineChoice;
@@ -263,7 +264,7 @@ async function parseAddress(address: string, ctx: ParseContext): Promise<EngineE
     const sshPath = await findTool('ssh', ctx.env);
     if (!sshPath) throw new AirlockError('INVALID_INPUT', `${address} needs the OpenSSH client (ssh), which is not on PATH. Install it (openssh-client) and retry.`);
     // AIRLOCK_SSH_NO_MUX=1: one ssh connection per stream (a server whose MaxSessions is too low for sharing).
-    const controlDir = ctx.env.AIRLOCK_SSH_NO_MUX === '1' ? undefined : await privateControlDir().catch(() => undefined);
+    const controlDir = ctx.env.AIRLOCK_SSH_NO_MUX === '1' ? undefined : await privateControlDir().catch(debugLog.swallow('engine.ssh.controlDir'));
     const agent = new SshDialAgent(sshPath, target, controlDir, ctx.env.AIRLOCK_SSH_CONFIG || undefined, ctx.env);
     const display = `ssh://${target.user ? `${target.user}@` : ''}${target.host}${target.port ? `:${target.port}` : ''}`;
     return {
@@ -366,7 +367,7 @@ export async function validateEngineSelection(env: NodeJS.ProcessEnv, selection:
  * `~/.docker/config.json`, and finally the first well-known socket that exists (Docker's, then
  * Podman's rootful/rootless). Bad input is INVALID_INPUT saying what to fix.
  */
-export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<EngineEndpoint> {
+export async function resolveEngineEndpoint(env: NodeJS.ProcessEnv, selection: EngineSelection = {}): Promise<EngineEndpoint> {
   const chosen = selection.host?.trim();
   if (chosen) {
     if (chosen.includes('://')) {

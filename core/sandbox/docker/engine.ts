@@ -29,9 +29,11 @@ function errorCode(err: unknown): string | undefined {
 
 /**
  * Maps a failure to reach the engine to a typed error that says what to do. Returns undefined for
- * errors that are not about reaching the engine (the caller rethrows them as they are).
+ * errors that are not about reaching the engine (the caller rethrows them as they are). `env` is the
+ * host's environment the endpoint was resolved from; without it (an engine that built the image
+ * already, so one is installed) no "not installed" verdict is given.
  */
-export async function engineConnectError(err: unknown, endpoint: EngineEndpoint, env: NodeJS.ProcessEnv = process.env): Promise<AirlockError | undefined> {
+export async function engineConnectError(err: unknown, endpoint: EngineEndpoint, env?: NodeJS.ProcessEnv): Promise<AirlockError | undefined> {
   if (err instanceof AirlockError) return err;
   const code = errorCode(err);
   const where = endpoint.display;
@@ -47,7 +49,7 @@ export async function engineConnectError(err: unknown, endpoint: EngineEndpoint,
     if (remote) return remote;
   }
   if (code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ECONNRESET' || code === 'ENOTFOUND' || code === 'EPIPE' || code === 'ENOTSOCK') {
-    if (endpoint.guessed && !env.DOCKER_HOST && !(await dockerCliInstalled(env))) {
+    if (endpoint.guessed && env && !env.DOCKER_HOST && !(await dockerCliInstalled(env))) {
       return new AirlockError(
         'DOCKER_NOT_INSTALLED',
         'No container engine found. Install Docker (Docker Desktop on macOS/Windows, docker.io or Docker Engine on Linux), Colima, OrbStack or Podman, start it, and run `airlock doctor` again.',
@@ -123,7 +125,7 @@ export interface Engine {
  * `AIRLOCK_ENGINE_HOST` as `--engine-host` sets it), else DOCKER_HOST, the Docker context, the
  * well-known sockets. Does not contact the engine; see `pingEngine`.
  */
-export async function connectEngine(env: NodeJS.ProcessEnv = process.env, selection: EngineSelection = {}): Promise<Engine> {
+export async function connectEngine(env: NodeJS.ProcessEnv, selection: EngineSelection = {}): Promise<Engine> {
   const allowInsecure = selection.allowInsecure || env.AIRLOCK_ENGINE_ALLOW_INSECURE === '1';
   const endpoint = await resolveEngineEndpoint(env, { host: env.AIRLOCK_ENGINE_HOST || selection.host, allowInsecure, choice: engineChoiceFrom(env, selection.choice) });
   const docker = new Docker({ ...endpoint.options, timeout: undefined });
@@ -153,7 +155,7 @@ async function libpodHostInfo(engine: Engine): Promise<LibpodHostInfo | undefine
 }
 
 /** Asks the engine for its version; typed errors when it cannot be reached. */
-export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean; kind: EngineKind }> {
+export async function pingEngine(engine: Engine, env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<{ version: string; apiVersion: string; os: string; podman: boolean; kind: EngineKind }> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const version = await Promise.race([

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { AirlockError } from '../../../contracts/errors';
 import { engineConnectError, statusCodeOf, type Engine } from './engine';
+import { debugLog } from '../../common/debug-log';
 
 /** What a VM needs to know of a sandbox image besides its files. */
 export interface ImageConfig {
@@ -40,6 +41,6 @@ export async function withImageFilesystem<T>(image: string, use: (tar: Readable)
     const tar = (await container.export()) as Readable;
     return await use(tar);
   } finally {
-    await container.remove({ force: true }).catch(() => undefined);
+    await container.remove({ force: true }).catch(debugLog.swallow('image.export.container.remove'));
   }
 }

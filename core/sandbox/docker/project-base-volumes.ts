@@ -12,6 +12,7 @@ import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manif
 import { snapshotProject, type SnapshotOptions } from '../../workspace/snapshot';
 import { TAR_TO_FAST_IMPORT_JS } from '../../workspace/tar-to-fast-import';
 import { BASELINE_IDENT, BASELINE_REF, gitArgv } from '../../workspace/workspace-shell';
+import { debugLog } from '../../common/debug-log';
 
 /**
  * The engine half of project bases (docs/architecture.md §11, "A project's last copy"): the volume a
@@ -211,11 +212,11 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
   } catch (err) {
     importer.abort();
     streams.tar.destroy();
-    await docker.getVolume(volume).remove({ force: true }).catch(() => undefined);
+    await docker.getVolume(volume).remove({ force: true }).catch(debugLog.swallow('base.volume.remove'));
     await store.removeStores(key, previous?.volume);
     throw err instanceof AirlockError ? err : new AirlockError('SANDBOX_FAILED', `Writing the project base failed: ${messageOf(err)}`, { cause: err });
   } finally {
-    await container?.remove({ force: true }).catch(() => undefined);
+    await container?.remove({ force: true }).catch(debugLog.swallow('base.container.remove'));
   }
 }
 
@@ -388,7 +389,7 @@ export async function pruneProjectBases(engine: Engine, store: BaseStore, opts: 
   const vols = (await engine.docker.listVolumes({ filters })).Volumes ?? [];
   for (const v of vols) {
     if (known.has(v.Name) || (await baseInUse(engine.docker, v.Name))) continue;
-    await engine.docker.getVolume(v.Name).remove({ force: true }).catch(() => undefined);
+    await engine.docker.getVolume(v.Name).remove({ force: true }).catch(debugLog.swallow('base.volume.prune'));
     removed.push(v.Name);
   }
   return { removed, kept, freedBytes };

@@ -129,7 +129,7 @@ const spec = { runId: 'r-lima-1', image: 'airlock-sandbox:x', limits: DEFAULT_LI
 describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
   it('creates and starts the airlock VM once from the Airlock template, then one container per run', async () => {
     const fake = fakeLimactl();
-    const driver = new LimaDriver({ runner: fake.runner });
+    const driver = new LimaDriver({ env: process.env, runner: fake.runner });
     const info = await driver.create(spec);
     await driver.create({ ...spec, runId: 'r-lima-2' });
     expect(info).toMatchObject({ kind: 'lima', runId: 'r-lima-1', state: 'running' });
@@ -143,7 +143,7 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
   it('opens the channel as nerdctl exec -i of the helper through limactl shell', async () => {
     const fake = fakeLimactl();
     const seen: string[][] = [];
-    const driver = new LimaDriver({
+    const driver = new LimaDriver({ env: process.env,
       runner: fake.runner,
       openStream: (args) => {
         seen.push(args);
@@ -158,7 +158,7 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
 
   it('wipes a run by label and verifies nothing of it remains', async () => {
     const fake = fakeLimactl();
-    const driver = new LimaDriver({ runner: fake.runner });
+    const driver = new LimaDriver({ env: process.env, runner: fake.runner });
     await driver.create(spec);
     await driver.create({ ...spec, runId: 'r-other' });
     const proof = await driver.destroy('r-lima-1');
@@ -171,14 +171,14 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
 
   it('refuses a VM that mounts host directories (e.g. from a global override.yaml)', async () => {
     const fake = fakeLimactl({ mounts: 1 });
-    const driver = new LimaDriver({ runner: fake.runner });
+    const driver = new LimaDriver({ env: process.env, runner: fake.runner });
     await expect(driver.create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/mounts 1 host directory/) });
     expect(fake.containers).toEqual([]);
   });
 
   it('builds the sandbox image inside the VM from the build context when it is missing, once', async () => {
     const fake = fakeLimactl();
-    const driver = new LimaDriver({ runner: fake.runner });
+    const driver = new LimaDriver({ env: process.env, runner: fake.runner });
     const context = async () => Buffer.from('context-tar-bytes');
     expect(await driver.ensureImage('airlock-sandbox:abc', context)).toBe(true);
     expect(await driver.ensureImage('airlock-sandbox:abc', context)).toBe(false);
@@ -191,9 +191,9 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
 
   it('builds for the VM’s own architecture (aarch64 on Apple Silicon), passing the Dockerfile’s build arguments to nerdctl', async () => {
     const fake = fakeLimactl();
-    const driver = new LimaDriver({ runner: fake.runner });
+    const driver = new LimaDriver({ env: process.env, runner: fake.runner });
     expect(await driver.vmArch()).toBe('arm64');
-    const { ref, buildargs } = await describeSandboxImage({ arch: await driver.vmArch(), payload: async () => ({ files: { 'helper.js': Buffer.from('h') }, hash: 'h' }) });
+    const { ref, buildargs } = await describeSandboxImage({ env: process.env, arch: await driver.vmArch(), payload: async () => ({ files: { 'helper.js': Buffer.from('h') }, hash: 'h' }) });
     expect(ref).toMatch(/^airlock-sandbox:arm64-/);
     await driver.ensureImage(ref, async () => Buffer.from('tar'), buildargs);
     const build = fake.calls.find((c) => c[0] === 'shell' && c[4] === 'sh');
@@ -213,25 +213,25 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
       ],
     };
     const fake = fakeLimactl({ config });
-    await expect(new LimaDriver({ runner: fake.runner }).create(spec)).rejects.toMatchObject({
+    await expect(new LimaDriver({ env: process.env, runner: fake.runner }).create(spec)).rejects.toMatchObject({
       kind: 'VM_UNAVAILABLE',
       message: expect.stringMatching(/SSH agent forwarding.*proxy variables.*a port forward \(127\.0\.0\.1:8080 → 127\.0\.0\.1\)/),
     });
     expect(fake.containers).toEqual([]);
     // Airlock's own rules followed by Lima's built-in default forward: accepted.
     const ok = fakeLimactl({ config: { ssh: { forwardAgent: false }, propagateProxyEnv: false, portForwards: config.portForwards.slice(1) } });
-    await expect(new LimaDriver({ runner: ok.runner }).create(spec)).resolves.toMatchObject({ kind: 'lima' });
+    await expect(new LimaDriver({ env: process.env, runner: ok.runner }).create(spec)).resolves.toMatchObject({ kind: 'lima' });
   });
 
   it('refuses a VM without the guard against the Mac’s loopback (host.lima.internal)', async () => {
     const fake = fakeLimactl({ guard: false });
-    await expect(new LimaDriver({ runner: fake.runner }).create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/host\.lima\.internal, 192\.168\.5\.2/) });
+    await expect(new LimaDriver({ env: process.env, runner: fake.runner }).create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/host\.lima\.internal, 192\.168\.5\.2/) });
     expect(fake.template()).toMatch(/ip daddr 192\.168\.5\.2 ct state new reject/);
   });
 
   it('gives each run disk-backed, executable volumes for /workspace and /airlock, made before the container', async () => {
     const fake = fakeLimactl();
-    await new LimaDriver({ runner: fake.runner }).create(spec);
+    await new LimaDriver({ env: process.env, runner: fake.runner }).create(spec);
     const run = fake.calls.find((c) => c[4] === 'nerdctl' && c[5] === 'run') ?? [];
     expect(run.join(' ')).toContain('--volume airlock-r-lima-1-workspace:/workspace --volume airlock-r-lima-1-state:/airlock');
     // No tmpfs holds the workspace (nerdctl makes every --tmpfs noexec and RAM-backed).
@@ -241,7 +241,7 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
 
   it("asks the image's ENV before the container and sets each of its names empty for the helper", async () => {
     const fake = fakeLimactl();
-    await new LimaDriver({ runner: fake.runner }).create(spec);
+    await new LimaDriver({ env: process.env, runner: fake.runner }).create(spec);
     const inspect = fake.calls.findIndex((c) => c[4] === 'nerdctl' && c[5] === 'image' && c.includes('--format'));
     const runAt = fake.calls.findIndex((c) => c[4] === 'nerdctl' && c[5] === 'run');
     expect(inspect).toBeGreaterThan(-1);
@@ -251,8 +251,8 @@ describe('LimaDriver (recorded behaviour, not run on a Mac)', () => {
   });
 
   it('says how to install Lima when limactl is missing, and refuses network policies it cannot honour', async () => {
-    const driver = new LimaDriver({ runner: fakeLimactl({ installed: false }).runner });
+    const driver = new LimaDriver({ env: process.env, runner: fakeLimactl({ installed: false }).runner });
     await expect(driver.create(spec)).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE' });
-    await expect(new LimaDriver({ runner: fakeLimactl().runner }).create({ ...spec, network: 'open' })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
+    await expect(new LimaDriver({ env: process.env, runner: fakeLimactl().runner }).create({ ...spec, network: 'open' })).rejects.toMatchObject({ kind: 'INVALID_INPUT' });
   });
 });

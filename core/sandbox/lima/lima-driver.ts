@@ -36,11 +36,14 @@ import {
   parseNerdctlPs,
   type LimaTemplateOptions,
 } from './lima-cli';
+import { debugLog } from '../../common/debug-log';
 
 /** Runs `limactl` with the given arguments (tests substitute a recorder). */
 export type LimactlRunner = (args: string[], opts?: { timeoutMs?: number; input?: Buffer }) => Promise<ToolResult>;
 
 export interface LimaDriverOptions {
+  /** The host's environment (limactl runs with it), from the root. */
+  env: NodeJS.ProcessEnv;
   instance?: string;
   /** Path of `limactl`; default from PATH. */
   limactl?: string;
@@ -66,10 +69,10 @@ export class LimaDriver implements SandboxDriver {
   private vmReady: Promise<void> | undefined;
   private vmArchitecture: SandboxArch | undefined;
 
-  constructor(private readonly opts: LimaDriverOptions = {}) {
+  constructor(private readonly opts: LimaDriverOptions) {
     this.instance = opts.instance ?? LIMA_INSTANCE;
     const bin = opts.limactl ?? 'limactl';
-    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, input: o?.input }));
+    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, input: o?.input, env: opts.env }));
   }
 
   private async ok(args: string[], what: string, timeoutMs = 120_000): Promise<ToolResult> {
@@ -175,7 +178,7 @@ export class LimaDriver implements SandboxDriver {
       for (const name of Object.values(limaVolumeNames(spec.runId))) await this.nerdctl(nerdctlVolumeCreateArgs(spec.runId, name), `Could not create the disk-backed volumes of run ${spec.runId}`);
       id = (await this.nerdctl(nerdctlRunArgs({ ...spec, imageEnv }), `Could not start the sandbox container for run ${spec.runId}`)).stdout.toString('utf8').trim().split('\n').pop() ?? '';
     } catch (err) {
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('lima.create.cleanup'));
       throw err;
     }
     this.emitter.fire({ type: 'created', runId: spec.runId, id });
@@ -187,7 +190,7 @@ export class LimaDriver implements SandboxDriver {
     if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(sandboxId)) throw new AirlockError('INVALID_INPUT', `'${sandboxId}' is not a container id.`);
     const args = limactlShellArgs(nerdctlExecHelperArgs(sandboxId), this.instance);
     if (this.opts.openStream) return this.opts.openStream(args);
-    return spawnChannelStream(await resolveTool(this.opts.limactl ?? 'limactl'), args);
+    return spawnChannelStream(await resolveTool(this.opts.limactl ?? 'limactl', this.opts.env), args, { env: this.opts.env });
   }
 
   private async containers(runId?: string) {

@@ -47,7 +47,7 @@ const ACCEL_ENV = 'AIRLOCK_VM_ACCEL';
  * The accelerator forced by `AIRLOCK_VM_ACCEL` (wins) or the `vmAccel` setting; `auto` when neither.
  * Throws INVALID_INPUT for a value that is not `auto`, `kvm`, `hvf` or `tcg`.
  */
-export function accelOverride(env: NodeJS.ProcessEnv = process.env, setting?: VmAccelChoice): VmAccelChoice {
+export function accelOverride(env: NodeJS.ProcessEnv, setting?: VmAccelChoice): VmAccelChoice {
   const raw = env[ACCEL_ENV]?.trim().toLowerCase();
   if (raw) {
     if (raw === 'auto' || raw === 'kvm' || raw === 'hvf' || raw === 'tcg') return raw;
@@ -57,7 +57,8 @@ export function accelOverride(env: NodeJS.ProcessEnv = process.env, setting?: Vm
 }
 
 export interface DetectAccelOptions {
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment (`AIRLOCK_VM_ACCEL`; QEMU runs with it), from the root. */
+  env: NodeJS.ProcessEnv;
   platform?: NodeJS.Platform;
   /** The `vmAccel` setting (the environment variable wins over it). */
   setting?: VmAccelChoice;
@@ -85,11 +86,11 @@ const recheck = `Updating QEMU or the host kernel runs this check again; ${ACCEL
  * guest hangs. The verdict is remembered in `cacheFile`, keyed by QEMU's version, the host kernel
  * and the guest kernel/initramfs, so the probe is paid once.
  */
-export async function detectAccel(opts: DetectAccelOptions = {}): Promise<AccelProbe> {
+export async function detectAccel(opts: DetectAccelOptions): Promise<AccelProbe> {
   const platform = opts.platform ?? process.platform;
-  const choice = accelOverride(opts.env ?? process.env, opts.setting);
+  const choice = accelOverride(opts.env, opts.setting);
   if (choice !== 'auto') {
-    const where = (opts.env ?? process.env)[ACCEL_ENV] ? ACCEL_ENV : 'the vmAccel setting';
+    const where = opts.env[ACCEL_ENV] ? ACCEL_ENV : 'the vmAccel setting';
     return { accel: choice, reason: choice === 'tcg' ? `software emulation chosen by ${where}` : `chosen by ${where}, not probed`, source: 'override' };
   }
   if (platform === 'linux') {
@@ -110,7 +111,7 @@ export async function detectAccel(opts: DetectAccelOptions = {}): Promise<AccelP
     return probeKvmCached({ ...opts, kernel: opts.kernel, initramfs: opts.initramfs });
   }
   if (platform === 'darwin') {
-    const r = await runTool('sysctl', ['-n', 'kern.hv_support'], { timeoutMs: 5000 }).catch(() => undefined);
+    const r = await runTool('sysctl', ['-n', 'kern.hv_support'], { timeoutMs: 5000, env: opts.env }).catch(() => undefined); // no sysctl: no HVF, said below
     if (r && r.code === 0 && r.stdout.toString().trim() === '1') return { accel: 'hvf', reason: '', source: 'platform' };
     return { accel: 'tcg', reason: `the macOS Hypervisor framework is not available: ${slower}`, source: 'platform' };
   }
@@ -130,24 +131,24 @@ function isVerdict(v: unknown): v is BootVerdict {
 }
 
 async function fileStamp(file: string): Promise<string> {
-  const st = await stat(file).catch(() => undefined);
+  const st = await stat(file).catch(() => undefined); // a missing file stamps as missing
   return st ? `${st.size}:${Math.floor(st.mtimeMs)}` : 'missing';
 }
 
 /** What the verdict depends on: QEMU's build, the host kernel (KVM lives there) and the guest kernel. */
-async function cacheKey(qemu: string, kernel: string, initramfs: string): Promise<string> {
-  const v = await runTool(qemu, ['--version'], { timeoutMs: 15_000 }).catch(() => undefined);
+async function cacheKey(qemu: string, kernel: string, initramfs: string, env: NodeJS.ProcessEnv): Promise<string> {
+  const v = await runTool(qemu, ['--version'], { timeoutMs: 15_000, env }).catch(() => undefined); // no answer: version unknown, probed again
   const version = v?.code === 0 ? (v.stdout.toString('utf8').split('\n')[0] ?? '').trim() : 'unknown';
   return JSON.stringify({ qemu, version, host: os.release(), kernel: await fileStamp(kernel), initramfs: await fileStamp(initramfs) });
 }
 
 async function probeKvmCached(opts: DetectAccelOptions & { kernel: string; initramfs: string }): Promise<AccelProbe> {
   const qemu = opts.qemuBinary ?? 'qemu-system-x86_64';
-  const key = opts.cacheFile ? await cacheKey(qemu, opts.kernel, opts.initramfs) : '';
+  const key = opts.cacheFile ? await cacheKey(qemu, opts.kernel, opts.initramfs, opts.env) : '';
   if (opts.cacheFile) {
     const cached = await readFile(opts.cacheFile, 'utf8')
       .then((t) => JSON.parse(t) as Partial<CacheEntry>)
-      .catch(() => undefined);
+      .catch(() => undefined); // no or damaged cache: probe again
     if (cached?.key === key && isVerdict(cached.verdict)) return { ...verdictToAccel(cached.verdict), source: 'cache' };
   }
   const verdict = await probeKvmBoot({ qemuBinary: qemu, kernel: opts.kernel, initramfs: opts.initramfs, deadlineMs: opts.deadlineMs });

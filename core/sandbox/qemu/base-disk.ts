@@ -12,6 +12,7 @@ import { parseStoredJson } from '../../common/stored-json';
 import { sha256Hex, sha256File } from '../../common/sha256';
 import { LABEL_DERIVED_FROM } from '../labels';
 import { checkGuestImage, guestHelperCommand } from './guest-image';
+import { debugLog } from '../../common/debug-log';
 
 /** Bump when the layout of a base disk changes, so old ones are not reused. */
 const BASE_FORMAT = 'airlock-vm-base/3';
@@ -88,13 +89,13 @@ function usedMarker(diskPath: string): string {
 async function markUsed(diskPath: string): Promise<void> {
   const marker = usedMarker(diskPath);
   const now = new Date();
-  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(() => undefined));
+  await utimes(marker, now, now).catch(() => writeFile(marker, '', { mode: 0o600 }).catch(debugLog.swallow('vm.base.markUsed')));
 }
 
 /** Deletes all but the `keep` most recently made or used base disks; returns the names removed. */
 export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<string[]> {
   const names = (await readdir(paths.baseDir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}\.img$/.test(n));
-  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0;
+  const mtime = async (file: string) => (await stat(file).catch(() => undefined))?.mtimeMs ?? 0; // a disk gone meanwhile sorts oldest
   const dated = await Promise.all(names.map(async (n) => ({ n, t: Math.max(await mtime(path.join(paths.baseDir, n)), await mtime(usedMarker(path.join(paths.baseDir, n)))) })));
   dated.sort((a, b) => b.t - a.t);
   const removed: string[] = [];
@@ -119,7 +120,7 @@ export async function pruneBaseDisks(paths: VmPaths, keep: number): Promise<stri
  * busybox and the image's user are added under /opt/airlock-vm (never its ENV: the helper starts from
  * Airlock's fixed environment, docs/architecture.md §2.3; commands get the image's ENV from the host).
  */
-export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engine, onProgress?: (message: string) => void): Promise<BaseDisk> {
+export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engine, env: NodeJS.ProcessEnv, onProgress?: (message: string) => void): Promise<BaseDisk> {
   const config = await inspectImageConfig(image, "the VM's disk", engine);
   const initPath = path.join(paths.resourcesDir, 'guest-init.sh');
   const [initHash, busyboxHash] = await Promise.all([
@@ -142,7 +143,7 @@ export async function ensureBaseDisk(image: string, paths: VmPaths, engine: Engi
   }
   let pending = building.get(key);
   if (!pending) {
-    pending = buildBaseDisk(image, config, engine, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
+    pending = buildBaseDisk(image, config, engine, env, paths, initPath, diskPath, metaPath, onProgress).finally(() => building.delete(key));
     building.set(key, pending);
   }
   return pending;
@@ -152,6 +153,7 @@ async function buildBaseDisk(
   image: string,
   config: ImageConfig,
   engine: Engine,
+  env: NodeJS.ProcessEnv,
   paths: VmPaths,
   initPath: string,
   diskPath: string,
@@ -169,7 +171,7 @@ async function buildBaseDisk(
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     const untar = ['tar', '-x', '-C', root, '--numeric-owner'];
     const unpack = isRoot ? untar : ['fakeroot', '-s', `${root}.fakeroot`, '--', ...untar];
-    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000 }), engine);
+    await withImageFilesystem(image, (tar) => runToolOk(unpack[0] as string, unpack.slice(1), 'Could not export the sandbox image for the VM', { input: tar, timeoutMs: 10 * 60_000, env }), engine);
 
     const passwd = await readFile(path.join(root, 'etc', 'passwd'), 'utf8').catch(() => '');
     const resolved = resolveGuestUser(config.user, passwd, config.env, config.workdir);
@@ -189,8 +191,8 @@ async function buildBaseDisk(
     await mkdir(path.join(root, user.home.replace(/^\/+/, '')), { recursive: true });
 
     const [du, inodes] = await Promise.all([
-      runToolOk('du', ['-sk', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
-      runToolOk('du', ['-s', '--inodes', root], 'Could not size the VM disk', { timeoutMs: 120_000 }),
+      runToolOk('du', ['-sk', root], 'Could not size the VM disk', { timeoutMs: 120_000, env }),
+      runToolOk('du', ['-s', '--inodes', root], 'Could not size the VM disk', { timeoutMs: 120_000, env }),
     ]);
     const usedK = Number.parseInt(du.stdout.toString(), 10);
     const files = Number.parseInt(inodes.stdout.toString(), 10);
@@ -200,13 +202,13 @@ async function buildBaseDisk(
     onProgress?.(`writing the VM base disk (${Math.round(sizeK / 1024)} MiB)`);
     const mkfs = ['mke2fs', '-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'airlock-root', '-N', String(inodeCount), '-d', root, tmpImg, `${sizeK}k`];
     const mk = isRoot ? mkfs : ['fakeroot', '-i', `${root}.fakeroot`, '--', ...mkfs];
-    await runToolOk(mk[0] as string, mk.slice(1), 'Could not write the VM base disk', { timeoutMs: 10 * 60_000 });
+    await runToolOk(mk[0] as string, mk.slice(1), 'Could not write the VM base disk', { timeoutMs: 10 * 60_000, env });
     await chmod(tmpImg, 0o444);
     const sizeBytes = sizeK * 1024;
     await writeFile(metaPath, JSON.stringify({ image, imageId: config.id, user, sizeBytes, createdAt: new Date().toISOString() }, null, 2));
     await rename(tmpImg, diskPath);
     // Older image versions' disks are ~1 GB each: keep a few (running VMs hold theirs open anyway).
-    await pruneBaseDisks(paths, BASE_DISKS_KEPT).catch(() => undefined);
+    await pruneBaseDisks(paths, BASE_DISKS_KEPT).catch(debugLog.swallow('vm.base.prune'));
     onProgress?.('VM base disk ready');
     return { path: diskPath, imageId: config.id, user, sizeBytes };
   } finally {

@@ -7,8 +7,8 @@ import type { ChannelStream } from '../driver';
  * `wsl.exe -d … -- node helper.js` (docs/architecture.md §4). Stderr goes to a bounded tail for diagnostics;
  * close() ends stdin and kills the process.
  */
-export function spawnChannelStream(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv } = {}): ChannelStream {
-  const child = spawn(cmd, [...args], { stdio: ['pipe', 'pipe', 'pipe'], env: hostToolEnv(opts.env ?? process.env), cwd: hostToolCwd(), windowsHide: true });
+export function spawnChannelStream(cmd: string, args: readonly string[], opts: { env: NodeJS.ProcessEnv }): ChannelStream {
+  const child = spawn(cmd, [...args], { stdio: ['pipe', 'pipe', 'pipe'], env: hostToolEnv(opts.env), cwd: hostToolCwd(), windowsHide: true });
   let tail = '';
   child.stderr.on('data', (c: Buffer) => {
     tail = (tail + c.toString('utf8')).slice(-4000);

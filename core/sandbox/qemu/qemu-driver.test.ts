@@ -14,7 +14,7 @@ describe('QemuDriver without booting', () => {
   let driver: QemuDriver;
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'airlock-qemu-unit-'));
-    driver = new QemuDriver({ engine: noEngine, paths: { assetsDir: path.join(root, 'assets'), kernel: path.join(root, 'assets', 'vmlinuz'), runsDir: path.join(root, 'runs') } });
+    driver = new QemuDriver({ env: process.env, engine: noEngine, paths: { assetsDir: path.join(root, 'assets'), kernel: path.join(root, 'assets', 'vmlinuz'), runsDir: path.join(root, 'runs') } });
   });
   afterAll(async () => {
     driver.dispose();
@@ -35,7 +35,7 @@ describe('QemuDriver without booting', () => {
   });
 
   it('refuses an arm64 host clearly (its kernel, machine type and console are x86-64), before touching QEMU', async () => {
-    const arm = new QemuDriver({ engine: noEngine, hostArch: 'arm64', qemuBinary: path.join(root, 'no-such-qemu'), paths: driver.paths });
+    const arm = new QemuDriver({ env: process.env, engine: noEngine, hostArch: 'arm64', qemuBinary: path.join(root, 'no-such-qemu'), paths: driver.paths });
     await expect(arm.checkAvailable()).rejects.toMatchObject({ kind: 'VM_UNAVAILABLE', message: expect.stringMatching(/x86-64 Linux host; this one is arm64.*container isolation/) });
     arm.dispose();
   });

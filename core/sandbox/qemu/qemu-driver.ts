@@ -18,13 +18,15 @@ import { bootDiagnostics, connectWhenListening, createOverlay, createScratchDisk
 import { VmSnapshotStore } from './vm-snapshot-store';
 import { openVmChannel } from './vm-channel';
 import { listVms, QEMU_ID_PREFIX, removeVmRun, vmLeftovers } from './vm-inventory';
+import { debugLog } from '../../common/debug-log';
 
 export type { QemuSandboxInfo } from './vm-boot';
 
 export interface QemuDriverOptions {
   /** The engine that holds the sandbox images (the one the settings chose): each base disk is exported from it. */
   engine: () => Promise<Engine>;
-  env?: NodeJS.ProcessEnv;
+  /** The host's environment (QEMU and its tools run with it; `AIRLOCK_VM_*`), from the root. */
+  env: NodeJS.ProcessEnv;
   /** Overrides of the asset / run directories (tests). */
   paths?: Partial<VmPaths>;
   /** Default `qemu-system-x86_64`. */
@@ -76,14 +78,14 @@ export class QemuDriver implements SandboxDriver {
   constructor(private readonly opts: QemuDriverOptions) {
     this.paths = vmPaths(opts.env, opts.paths);
     this.qemu = opts.qemuBinary ?? 'qemu-system-x86_64';
-    this.snapshots = new VmSnapshotStore({ qemu: this.qemu, paths: this.paths, qemuVersion: () => this.qemuVersion(), ...(opts.bootTimeoutMs !== undefined ? { bootTimeoutMs: opts.bootTimeoutMs } : {}), ...(opts.onProgress ? { onProgress: opts.onProgress } : {}) });
+    this.snapshots = new VmSnapshotStore({ qemu: this.qemu, env: opts.env, paths: this.paths, qemuVersion: () => this.qemuVersion(), ...(opts.bootTimeoutMs !== undefined ? { bootTimeoutMs: opts.bootTimeoutMs } : {}), ...(opts.onProgress ? { onProgress: opts.onProgress } : {}) });
   }
 
   /** KVM/HVF or TCG, and why (cached). */
   accel(): Promise<AccelProbe> {
     if (this.opts.accel) return Promise.resolve({ accel: this.opts.accel, reason: this.opts.accel === 'tcg' ? 'software emulation chosen explicitly' : '' });
     this.accelProbe ??= detectAccel({
-      env: this.opts.env ?? process.env,
+      env: this.opts.env,
       setting: this.opts.accelSetting,
       qemuBinary: this.qemu,
       kernel: this.paths.kernel,
@@ -94,7 +96,7 @@ export class QemuDriver implements SandboxDriver {
   }
 
   private seccomp(): Promise<boolean> {
-    this.seccompProbe ??= runTool(this.qemu, ['-help'], { timeoutMs: 15_000 }).then(
+    this.seccompProbe ??= runTool(this.qemu, ['-help'], { timeoutMs: 15_000, env: this.opts.env }).then(
       (r) => r.stdout.toString().includes('-sandbox'),
       () => false,
     );
@@ -111,7 +113,7 @@ export class QemuDriver implements SandboxDriver {
         `VM isolation with QEMU needs an x86-64 Linux host; this one is ${hostArch}. Use container isolation (with gVisor where the engine has it) on this machine (docs/architecture.md §4).`,
       );
     }
-    const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000 }).catch(() => undefined);
+    const r = await runTool(this.qemu, ['--version'], { timeoutMs: 15_000, env: this.opts.env }).catch(() => undefined); // a missing QEMU is the error thrown below
     if (!r || r.code !== 0) {
       throw new AirlockError('VM_UNAVAILABLE', `QEMU (${this.qemu}) is not installed: run scripts/prepare-vm-assets.sh, or apt-get install qemu-system-x86 qemu-utils.`);
     }
@@ -139,7 +141,7 @@ export class QemuDriver implements SandboxDriver {
       throw new AirlockError('CONFLICT', `A VM for run ${spec.runId} already exists; destroy it first.`);
     }
     await this.checkAvailable();
-    const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), this.opts.engine().then((engine) => ensureBaseDisk(spec.image, this.paths, engine, this.opts.onProgress))]);
+    const [probe, seccomp, base] = await Promise.all([this.accel(), this.seccomp(), this.opts.engine().then((engine) => ensureBaseDisk(spec.image, this.paths, engine, this.opts.env, this.opts.onProgress))]);
     try {
       return await this.boot(spec, files, probe, seccomp, base.path);
     } catch (err) {
@@ -188,11 +190,11 @@ export class QemuDriver implements SandboxDriver {
     try {
       await writeFile(files.record, JSON.stringify(record, null, 2), { mode: 0o600 });
       await Promise.all([
-        createOverlay(basePath, files.overlay, 'overlay disk'),
+        createOverlay(basePath, files.overlay, 'overlay disk', this.opts.env),
         // Restored: the guest already has its scratch file system mounted; the run writes to its own overlay over it.
         snapshot
-          ? createOverlay(snapshot.scratch, files.scratch, 'scratch overlay')
-          : createScratchDisk(files.scratch, diskBytes),
+          ? createOverlay(snapshot.scratch, files.scratch, 'scratch overlay', this.opts.env)
+          : createScratchDisk(files.scratch, diskBytes, this.opts.env),
       ]);
       const wallClockMs = this.opts.wallClockMs ?? 4 * 3600_000;
       vm = spawnVm(this.qemu, this.paths, spec.runId, files, info, shape, !!snapshot);
@@ -224,7 +226,7 @@ export class QemuDriver implements SandboxDriver {
       vm.configSocket = undefined;
     } catch (err) {
       const detail = vm ? await bootDiagnostics(vm) : '';
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('qemu.create.cleanup'));
       if (err instanceof AirlockError && err.kind !== 'SANDBOX_FAILED' && err.kind !== 'COMMAND_TIMEOUT') throw err;
       const msg = err instanceof Error ? err.message : String(err);
       throw new AirlockError('SANDBOX_FAILED', `The VM for run ${spec.runId} did not start: ${msg}${detail ? `\n${detail}` : ''}`, { cause: err });
@@ -235,13 +237,13 @@ export class QemuDriver implements SandboxDriver {
   }
 
   private snapshotsOn(): boolean {
-    const env = (this.opts.env ?? process.env).AIRLOCK_VM_SNAPSHOT;
+    const env = this.opts.env.AIRLOCK_VM_SNAPSHOT;
     if (env !== undefined && env !== '') return env !== '0' && env.toLowerCase() !== 'false';
     return this.opts.snapshots ?? true;
   }
 
   private qemuVersion(): Promise<string> {
-    this.versionProbe ??= runTool(this.qemu, ['--version'], { timeoutMs: 15_000 }).then(
+    this.versionProbe ??= runTool(this.qemu, ['--version'], { timeoutMs: 15_000, env: this.opts.env }).then(
       (r) => (r.stdout.toString('utf8').split('\n')[0] ?? '').trim(),
       () => 'unknown',
     );
@@ -285,7 +287,7 @@ export class QemuDriver implements SandboxDriver {
     const killed = vm ? await stopVm(vm) : undefined;
     if (killed) removed.push(`process:${killed}`);
     // Not started by this process (a crash, another host process): found by its pidfile.
-    removed.push(...(await removeVmRun(runId, files, vm?.child.pid)));
+    removed.push(...(await removeVmRun(runId, files, this.opts.env, vm?.child.pid)));
     this.live.delete(runId);
     const leftovers = await this.leftovers(runId);
     const proof: WipeProof = { runId, removed, leftovers, durationMs: performance.now() - t0, verifiedAt: new Date().toISOString() };
@@ -295,11 +297,11 @@ export class QemuDriver implements SandboxDriver {
 
   /** What of the run still exists: its directory, or any process naming it. Empty = verified gone. */
   leftovers(runId: string): Promise<string[]> {
-    return vmLeftovers(runFiles(this.paths.runsDir, runId));
+    return vmLeftovers(runFiles(this.paths.runsDir, runId), this.opts.env);
   }
 
   list(): Promise<QemuSandboxInfo[]> {
-    return listVms(this.paths.runsDir, this.live);
+    return listVms(this.paths.runsDir, this.live, this.opts.env);
   }
 
   /**

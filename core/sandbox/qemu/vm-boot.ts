@@ -68,7 +68,7 @@ export function defaultBootTimeoutMs(accel: VmAccel): number {
 
 /** The last `bytes` of a file, or '' when it is missing (diagnostics). */
 export async function fileTail(file: string, bytes = 2000): Promise<string> {
-  const fh = await open(file, 'r').catch(() => undefined);
+  const fh = await open(file, 'r').catch(() => undefined); // no file yet: no tail
   if (!fh) return '';
   try {
     const { size } = await fh.stat();
@@ -82,17 +82,17 @@ export async function fileTail(file: string, bytes = 2000): Promise<string> {
 }
 
 /** A sparse ext4 scratch disk of `bytes` (holds /workspace, /airlock, /tmp and $HOME). */
-export async function createScratchDisk(file: string, bytes: number): Promise<void> {
+export async function createScratchDisk(file: string, bytes: number, env: NodeJS.ProcessEnv): Promise<void> {
   const fh = await open(file, 'wx', 0o600);
   await fh.truncate(bytes);
   await fh.close();
   // Lazy init: formatting a sparse file of any size takes ~0.1 s and writes a few MB.
-  await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', file], 'Could not format the VM scratch disk', { timeoutMs: 60_000 });
+  await runToolOk('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-m', '0', '-E', 'lazy_itable_init=1,nodiscard', '-L', 'airlock-scratch', file], 'Could not format the VM scratch disk', { timeoutMs: 60_000, env });
 }
 
 /** The qcow2 overlay of a run over a read-only raw disk (the base disk, or a snapshot's scratch disk). */
-export function createOverlay(backing: string, file: string, what: string): Promise<unknown> {
-  return runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'raw', file], `Could not create the VM ${what}`, { timeoutMs: 30_000 });
+export function createOverlay(backing: string, file: string, what: string, env: NodeJS.ProcessEnv): Promise<unknown> {
+  return runToolOk('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'raw', file], `Could not create the VM ${what}`, { timeoutMs: 30_000, env });
 }
 
 /**

@@ -15,17 +15,17 @@ import { readVmRunRecord } from './vm-run-record';
 export const QEMU_ID_PREFIX = 'qemu-';
 
 /** Every run directory's VM, as crash recovery and `list()` see it; `live` are those this process started. */
-export async function listVms(runsDir: string, live: ReadonlyMap<string, LiveVm>): Promise<QemuSandboxInfo[]> {
+export async function listVms(runsDir: string, live: ReadonlyMap<string, LiveVm>, env: NodeJS.ProcessEnv): Promise<QemuSandboxInfo[]> {
   const names = await readdir(runsDir).catch(() => [] as string[]);
   const out: QemuSandboxInfo[] = [];
   for (const runId of names) {
     if (!isSafeRunId(runId)) continue;
     const files = runFiles(runsDir, runId);
-    const st = await stat(files.dir).catch(() => undefined);
+    const st = await stat(files.dir).catch(() => undefined); // the run folder may be gone meanwhile
     if (!st?.isDirectory()) continue;
     const { record, problem } = await readVmRunRecord(files.record);
     const pid = await readPidfile(files.pidfile);
-    const running = pid !== undefined && (await isRunQemu(pid, files.dir));
+    const running = pid !== undefined && (await isRunQemu(pid, files.dir, env));
     const mine = live.get(runId);
     out.push({
       id: `${QEMU_ID_PREFIX}${runId}`,
@@ -47,10 +47,10 @@ export async function listVms(runsDir: string, live: ReadonlyMap<string, LiveVm>
  * Kills a run's QEMU that this process did not start (a crash, another process), found by its
  * pidfile, and removes the run's directory. Returns what was removed, for the wipe proof.
  */
-export async function removeVmRun(runId: string, files: RunFiles, killedPid?: number): Promise<string[]> {
+export async function removeVmRun(runId: string, files: RunFiles, env: NodeJS.ProcessEnv, killedPid?: number): Promise<string[]> {
   const removed: string[] = [];
   const pid = await readPidfile(files.pidfile);
-  if (pid && pid !== killedPid && (await isRunQemu(pid, files.dir))) {
+  if (pid && pid !== killedPid && (await isRunQemu(pid, files.dir, env))) {
     try {
       process.kill(pid, 'SIGKILL');
       removed.push(`process:${pid}`);
@@ -68,9 +68,9 @@ export async function removeVmRun(runId: string, files: RunFiles, killedPid?: nu
 }
 
 /** What of the run still exists: its directory, or any process naming it. Empty = verified gone. */
-export async function vmLeftovers(files: RunFiles): Promise<string[]> {
+export async function vmLeftovers(files: RunFiles, env: NodeJS.ProcessEnv): Promise<string[]> {
   const out: string[] = [];
   if (await pathExists(files.dir)) out.push(`dir:${files.dir}`);
-  for (const pid of await processesMentioning(`${files.dir}/`)) out.push(`process:${pid}`);
+  for (const pid of await processesMentioning(`${files.dir}/`, env)) out.push(`process:${pid}`);
   return out;
 }

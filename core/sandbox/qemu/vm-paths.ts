@@ -4,7 +4,7 @@ import { resourcePaths } from '../../common/resources';
 
 /** Where the QEMU driver keeps its files. */
 export interface VmPaths {
-  /** Kernel, initramfs, busybox and base disks: `$AIRLOCK_VM_ASSETS`, else `<airlockHome()>/vm`. */
+  /** Kernel, initramfs, busybox and base disks: `$AIRLOCK_VM_ASSETS`, else `<airlockHome(env)>/vm`. */
   assetsDir: string;
   kernel: string;
   initramfs: string;
@@ -18,7 +18,7 @@ export interface VmPaths {
   resourcesDir: string;
 }
 
-export function vmPaths(env: NodeJS.ProcessEnv = process.env, overrides: Partial<VmPaths> = {}): VmPaths {
+export function vmPaths(env: NodeJS.ProcessEnv, overrides: Partial<VmPaths> = {}): VmPaths {
   const assetsDir = overrides.assetsDir ?? (env.AIRLOCK_VM_ASSETS ? path.resolve(env.AIRLOCK_VM_ASSETS) : path.join(airlockHome(env), 'vm'));
   return {
     assetsDir,

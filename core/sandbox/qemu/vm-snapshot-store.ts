@@ -49,13 +49,15 @@ async function warmHelper(socket: net.Socket, hello: Buffer, timeoutMs: number):
 /** Keeps the `keep` newest snapshots (by their metadata's age); older image versions' go. */
 async function pruneSnapshots(root: string, keep: number): Promise<void> {
   const names = (await readdir(root).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{20}$/.test(n));
-  const aged = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(root, n, 'snapshot.json')).catch(() => undefined))?.mtimeMs ?? 0 })));
+  const aged = await Promise.all(names.map(async (n) => ({ n, t: (await stat(path.join(root, n, 'snapshot.json')).catch(() => undefined))?.mtimeMs ?? 0 }))); // a snapshot without its record sorts oldest
   aged.sort((a, b) => b.t - a.t);
   for (const { n } of aged.slice(keep)) await rm(path.join(root, n), { recursive: true, force: true });
 }
 
 export interface VmSnapshotStoreOptions {
   qemu: string;
+  /** The host's environment (qemu-img, mke2fs run with it), from the root. */
+  env: NodeJS.ProcessEnv;
   paths: VmPaths;
   qemuVersion(): Promise<string>;
   bootTimeoutMs?: number;
@@ -103,7 +105,7 @@ export class VmSnapshotStore {
     let vm: LiveVm | undefined;
     const sockets: net.Socket[] = [];
     try {
-      await Promise.all([createOverlay(shape.basePath, files.overlay, 'overlay disk'), createScratchDisk(files.scratch, shape.diskBytes)]);
+      await Promise.all([createOverlay(shape.basePath, files.overlay, 'overlay disk', this.o.env), createScratchDisk(files.scratch, shape.diskBytes, this.o.env)]);
       vm = spawnVm(this.o.qemu, this.o.paths, buildId, files, info, shape, false);
       const deadline = Date.now() + (this.o.bootTimeoutMs ?? defaultBootTimeoutMs(shape.accel));
       const [channel, config] = await Promise.all([connectWhenListening(vm, files.channelSocket, deadline), connectWhenListening(vm, configSocketOf(files), deadline)]);

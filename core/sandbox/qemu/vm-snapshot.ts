@@ -32,7 +32,7 @@ export function snapshotFiles(dir: string): SnapshotFiles {
 const SNAPSHOT_FORMAT = 'airlock-vm-snapshot/4';
 
 async function stamp(file: string): Promise<string> {
-  const st = await stat(file).catch(() => undefined);
+  const st = await stat(file).catch(() => undefined); // the file may not exist
   return st ? `${st.size}:${Math.floor(st.mtimeMs)}` : 'missing';
 }
 

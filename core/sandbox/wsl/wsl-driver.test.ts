@@ -50,7 +50,7 @@ describe('WslDriver (recorded behaviour, not run on Windows)', () => {
       if (cmd === '--distribution' && args[2] === '--exec') return registered.has(name as string) ? res('', 0) : res(GERMAN_NOT_FOUND, -1);
       return res('Ungültiger Befehl', -1);
     };
-    const driver = new WslDriver({ rootfsTar, distrosDir: path.join(dir, 'distros'), runner });
+    const driver = new WslDriver({ env: process.env, rootfsTar, distrosDir: path.join(dir, 'distros'), runner });
     await driver.create({ runId: 'r-wsl-1', image: 'x', limits: { memoryBytes: 1 << 30, cpus: 1, pids: 128 }, network: 'none' });
     const proof = await driver.destroy('r-wsl-1');
     expect(proof.leftovers).toEqual([]);

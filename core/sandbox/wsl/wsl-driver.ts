@@ -22,6 +22,7 @@ import {
   wslUnregisterArgs,
 } from './wsl-cli';
 import { pathExists } from '../../common/path-exists';
+import { debugLog } from '../../common/debug-log';
 
 /** Runs `wsl.exe` (tests substitute a recorder). */
 export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promise<ToolResult>;
@@ -29,7 +30,9 @@ export type WslRunner = (args: string[], opts?: { timeoutMs?: number }) => Promi
 export interface WslDriverOptions {
   /** The distribution root filesystem: `docker export` of the sandbox image passed through prepareWslRootfs(). */
   rootfsTar: string;
-  /** Where per-run distributions keep their virtual disks; default `wslDataDir()`. */
+  /** The host's environment (wsl.exe runs with it; `wslDataDir(env)` by default), from the root. */
+  env: NodeJS.ProcessEnv;
+  /** Where per-run distributions keep their virtual disks; default `wslDataDir(env)`. */
   distrosDir?: string;
   /** Default `wsl.exe`. */
   wsl?: string;
@@ -43,7 +46,7 @@ export interface WslDriverOptions {
  * Where the WSL root filesystem and the per-run virtual disks live: Local AppData (`%LOCALAPPDATA%\\Airlock\\wsl`),
  * never the Roaming profile (which domain logons copy around), unless AIRLOCK_HOME names a home.
  */
-export function wslDataDir(env: NodeJS.ProcessEnv = process.env): string {
+export function wslDataDir(env: NodeJS.ProcessEnv): string {
   if (!env.AIRLOCK_HOME && env.LOCALAPPDATA) return path.win32.join(env.LOCALAPPDATA, 'Airlock', 'wsl');
   return path.join(airlockHome(env), 'wsl');
 }
@@ -65,8 +68,8 @@ export class WslDriver implements SandboxDriver {
   constructor(private readonly opts: WslDriverOptions) {
     const bin = opts.wsl ?? 'wsl.exe';
     // WSL_UTF8=1 makes newer wsl.exe print UTF-8; decodeWslOutput handles both.
-    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, env: { ...process.env, WSL_UTF8: '1' } }));
-    this.distrosDir = opts.distrosDir ?? wslDataDir();
+    this.run = opts.runner ?? ((args, o) => runTool(bin, args, { timeoutMs: o?.timeoutMs ?? 120_000, env: { ...opts.env, WSL_UTF8: '1' } }));
+    this.distrosDir = opts.distrosDir ?? wslDataDir(opts.env);
   }
 
   private async wsl(args: string[], timeoutMs = 120_000): Promise<{ code: number | null; text: string }> {
@@ -85,7 +88,7 @@ export class WslDriver implements SandboxDriver {
     await mkdir(dir, { recursive: true });
     const r = await this.wsl(wslImportArgs(name, dir, this.opts.rootfsTar), 10 * 60_000);
     if (r.code !== 0) {
-      await this.destroy(spec.runId).catch(() => undefined);
+      await this.destroy(spec.runId).catch(debugLog.swallow('wsl.create.cleanup'));
       if (/WSL_E_WSL_OPTIONAL_COMPONENT_REQUIRED|HCS_E_HYPERV_NOT_INSTALLED|not installed/i.test(r.text)) {
         throw new AirlockError('VM_UNAVAILABLE', `WSL2 is not installed or not enabled (${r.text.slice(0, 300)}). Run \`wsl --install\` as administrator and restart.`);
       }
@@ -104,7 +107,7 @@ export class WslDriver implements SandboxDriver {
     const user = this.opts.user ?? { uid: 1000, gid: 1000, home: '/home/airlock' };
     const args = wslHelperArgs(sandboxId, { ...user, pids: this.limits.get(sandboxId) ?? 512 });
     if (this.opts.openStream) return this.opts.openStream(args);
-    return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe'), args);
+    return spawnChannelStream(await resolveTool(this.opts.wsl ?? 'wsl.exe', this.opts.env), args, { env: this.opts.env });
   }
 
   /**

@@ -27,7 +27,7 @@ let helper: LocalHelper;
 let channel: ChannelClient;
 
 beforeAll(async () => {
-  helper = await startLocalHelper();
+  helper = await startLocalHelper({ env: process.env });
   channel = await ChannelClient.connect(helper.stream);
   const { files } = await loadAgentBundle();
   bundleDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-agent-bundle-'));
