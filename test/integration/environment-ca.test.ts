@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { deriveSandboxImage } from '../../core/environment/derived-image';
 import { engineBuild } from '../../core/environment/engine-build';
+import { AIRLOCK_IMAGE_ENV } from '../../core/environment/run-environment';
 import { tlsFailureHint } from '../../core/environment/tls-failure';
 import { connectEngine } from '../../core/sandbox/docker/engine';
 import { buildContextTar } from '../../core/sandbox/image';
@@ -46,7 +47,7 @@ describe.skipIf(!docker.ok)("the host's extra CAs in derived images (real Docker
     airlockWithCa = `airlock-test-ca-runtime:${process.pid}`;
     await engineBuild(
       engine.docker,
-      { tag: airlockWithCa, context: await buildContextTar(Buffer.from(`FROM ${base}\nUSER 0:0\nCOPY payload/company-ca.crt /usr/local/share/ca-certificates/airlock-host/company-ca.crt\n`), { files: { 'company-ca.crt': Buffer.from(caPem) }, hash: '' }), labels: { 'airlock.test': `environment-ca-${process.pid}` }, what: 'a runtime image with a test CA', emit: () => undefined },
+      { tag: airlockWithCa, context: await buildContextTar(Buffer.from(`FROM ${base}\nUSER 0:0\nCOPY payload/company-ca.crt /usr/local/share/ca-certificates/airlock-host/company-ca.crt\nRUN update-ca-certificates >/dev/null 2>&1\n`), { files: { 'company-ca.crt': Buffer.from(caPem) }, hash: '' }), labels: { 'airlock.test': `environment-ca-${process.pid}` }, what: 'a runtime image with a test CA', emit: () => undefined },
       (f) => new AirlockError('IMAGE_BUILD_FAILED', `${f.error}\n${f.tail}`),
     );
     made.push(airlockWithCa);
@@ -67,6 +68,15 @@ describe.skipIf(!docker.ok)("the host's extra CAs in derived images (real Docker
 i=0; until grep -q listening /tmp/server.log 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.05; i=$((i+1)); done
 `;
   const NODE_CLIENT = `/opt/airlock/node/node -e "require('https').get('https://localhost:8443',r=>r.on('data',d=>console.log('node:'+d))).on('error',e=>console.log('node-failed:'+e.code))"`;
+
+  it("Airlock's own image: its node (the official build, bundled roots only) trusts the CA with the environment commands get there, and not without it", async () => {
+    // Commands never inherit the image's ENV (the helper gives them a clean one): `env -i` as the helper does.
+    const given = Object.entries(AIRLOCK_IMAGE_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
+    const client = NODE_CLIENT.replace('/opt/airlock/node/node', 'node');
+    const out = await inside(airlockWithCa, `${SERVER}env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp ${given} ${client}\nenv -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp ${client}`);
+    expect(out.split('\n').filter((l) => l.startsWith('node')).map((l) => l.replace(/:.*/, ''))).toEqual(['node', 'node-failed']);
+    expect(out).toContain('node:tls-ok');
+  }, 600_000);
 
   it('an image with a system store (Debian + ca-certificates): the store, curl, Python and Node trust the CA', async () => {
     const engine = await connectEngine();
