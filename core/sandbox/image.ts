@@ -194,7 +194,8 @@ const IMAGE_REFERENCE = /^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9._-]{0,12
 
 /** The base image's tag: its architecture, then the content hash of the build inputs (the architecture and a non-default FROM included). */
 export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: SandboxPayload, certs: Record<string, Buffer> = {}, baseImage?: string): string {
-  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}${baseImage ? `\0from=${baseImage}` : ''}`, certs)}`;
+  // `labels=host-ca`: an image under this tag carries the LABEL_HOST_CA label (images built before it did not).
+  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}\0labels=host-ca${baseImage ? `\0from=${baseImage}` : ''}`, certs)}`;
 }
 
 /**
