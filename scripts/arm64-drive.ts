@@ -179,7 +179,7 @@ async function main(): Promise<void> {
     const baseFacts = await imageFacts(engine, base.ref);
     if (baseFacts.arch !== 'arm64') fail('image', `${base.ref} is ${baseFacts.arch}`);
     const inside = await inImage(engine, base.ref, 'uname -m; /opt/airlock/node/node -p "process.arch + \' \' + process.version"; /opt/airlock/node/node -e "require(\'/opt/airlock/node_modules/node-pty\'); console.log(\'node-pty ok\')"');
-    if (!/aarch64/.test(inside) || !/arm64 v18/.test(inside) || !inside.includes('node-pty ok')) fail('image', `inside ${base.ref}: ${inside}`);
+    if (!/aarch64/.test(inside) || !/arm64 v24\./.test(inside) || !inside.includes('node-pty ok')) fail('image', `inside ${base.ref}: ${inside}`);
     results.push(`RESULT image: PASS ${base.ref} ${baseFacts.arch} ${baseFacts.size} ${base.built ? `built in ${secs(Date.now() - t0)}` : 'already built (cached)'}; helper Node ${inside.split('\n')[1] ?? ''}, node-pty loads`);
     log(results.at(-1) as string);
 

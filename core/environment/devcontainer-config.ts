@@ -147,6 +147,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
   if (work.notApplied) notApplied.push(work.notApplied);
   const inFolder = (v: string): string => v.split(WORK_FOLDER).join(work.folder).split(WORK_FOLDER_BASENAME).join(path.posix.basename(work.folder));
   const cfg = mapStrings(substituted, inFolder);
+  const inProject = projectPaths(work.project);
   const source = mapStrings(resolvedSource, inFolder);
   for (const [field, reason] of Object.entries(REFUSED)) {
     const v = cfg[field];
@@ -165,7 +166,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
 
   const lifecycle: DevcontainerEnvironment['lifecycle'] = {};
   for (const hook of LIFECYCLE_HOOKS) {
-    const steps = lifecycleSteps(cfg[hook], configPath, hook);
+    const steps = lifecycleSteps(mapStrings(cfg[hook], inProject), configPath, hook);
     if (steps) lifecycle[hook] = steps;
   }
   if (source.kind === 'compose') notApplied.push(...source.notApplied);
@@ -183,8 +184,8 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     configPath,
     ...(typeof cfg.name === 'string' ? { name: cfg.name } : {}),
     source,
-    containerEnv: mapStrings(containerEnv, inFolder),
-    remoteEnv: stringMap(cfg.remoteEnv, configPath, 'remoteEnv'),
+    containerEnv: mapStrings(mapStrings(containerEnv, inFolder), inProject),
+    remoteEnv: mapStrings(stringMap(cfg.remoteEnv, configPath, 'remoteEnv'), inProject),
     workFolder: work.folder,
     ...(optionalString(cfg.containerUser, configPath, 'containerUser') ? { containerUser: cfg.containerUser as string } : {}),
     ...(optionalString(cfg.remoteUser, configPath, 'remoteUser') ? { remoteUser: cfg.remoteUser as string } : {}),
@@ -203,18 +204,31 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
  * them in `workspaceFolder`; Airlock's project is at ${CONTAINER_WORKSPACE}, so a workspaceFolder inside
  * the project maps to the same folder under it. One outside the project is named as not applied.
  */
-function workFolder(cfg: Record<string, unknown>, source: EnvironmentSource, root: string): { folder: string; notApplied?: NotApplied } {
+function workFolder(cfg: Record<string, unknown>, source: EnvironmentSource, root: string): { folder: string; project?: string; notApplied?: NotApplied } {
   const mountTarget = typeof cfg.workspaceMount === 'string' ? /(?:^|,)(?:target|dst|destination)=([^,]+)/.exec(cfg.workspaceMount)?.[1] : undefined;
   const project = source.kind === 'compose' ? source.workspace.projectFolder : (mountTarget ?? `/workspaces/${path.basename(root)}`);
   const asked = typeof cfg.workspaceFolder === 'string' && cfg.workspaceFolder ? path.posix.normalize(cfg.workspaceFolder).replace(/(.)\/$/, '$1') : source.kind === 'compose' ? '/' : project;
   if (project && asked) {
     const below = path.posix.relative(project, asked);
-    if (!below.startsWith('..') && !path.posix.isAbsolute(below)) return { folder: path.posix.join(CONTAINER_WORKSPACE, below) };
+    if (!below.startsWith('..') && !path.posix.isAbsolute(below)) return { folder: path.posix.join(CONTAINER_WORKSPACE, below), project };
   }
   return {
     folder: CONTAINER_WORKSPACE,
+    ...(project ? { project } : {}),
     notApplied: { field: 'workspaceFolder', reason: `'${asked}' is not inside the project's folder${project ? ` (${project})` : ' (the compose file does not mount it)'}: the project is copied to ${CONTAINER_WORKSPACE} and setup commands run there` },
   };
+}
+
+/**
+ * The project's folder in the reference's container written out in a command or a variable
+ * (`node /workspaces/app/tool.mjs` where the project is mounted at `/workspaces`) names the same file
+ * under ${CONTAINER_WORKSPACE} in the sandbox: rewritten there, whole path segments only. Never
+ * applied to host paths (build contexts, compose files).
+ */
+function projectPaths(project: string | undefined): (s: string) => string {
+  if (!project || project === '/' || project === CONTAINER_WORKSPACE) return (s) => s;
+  const re = new RegExp(`(?<![\\w./-])${project.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=$|[/\\s"':;])`, 'g');
+  return (s) => s.replace(re, CONTAINER_WORKSPACE);
 }
 
 function mapStrings<T>(v: T, f: (s: string) => string): T {

@@ -15,6 +15,8 @@ import { buildLocalFeatures, readLocalFeatures } from './local-features';
 import { sidecarImage, type SidecarImage } from './compose-sidecars';
 import { BASE_REPOSITORY, deriveSandboxImage, type DerivedImage } from './derived-image';
 import { tlsFailureHint } from './tls-failure';
+import { HOST_CA_DOCKERFILE, withHostCas } from './build-ca';
+import { LABEL_HOST_CA } from '../sandbox/labels';
 import { engineBuild, imageId, pullImage } from './engine-build';
 import type { ResolvedEnvironment } from './environment-choice';
 
@@ -51,6 +53,9 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     return { derived, record: recordOf(`image:${env.ref}`, 'image', derived, []) };
   }
   const cfg = env.config;
+  // The host's extra CAs, when Airlock's image carries any, go into the build's own steps too (build-ca.ts).
+  const airlockLabels = (await docker.getImage(o.airlockRef).inspect().catch(() => undefined))?.Config?.Labels ?? {};
+  const hostCa = Number(airlockLabels[LABEL_HOST_CA] ?? 0) > 0 ? o.airlockRef : undefined;
   let baseRef: string;
   let contextExcluded: string[] | undefined;
   let sidecars: SidecarImage[] | undefined;
@@ -58,18 +63,18 @@ export async function prepareEnvironmentImage(docker: Docker, env: ResolvedEnvir
     baseRef = cfg.source.image;
     if (!(await imageId(docker, baseRef))) await pullImage(docker, baseRef, o.emit);
   } else if (cfg.source.kind === 'build') {
-    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit, { tag: 'build', what: `the devcontainer image of ${cfg.configPath}`, ...(o.records ? { records: o.records } : {}) });
+    const built = await buildDevcontainerImage(docker, o.projectDir, cfg, cfg.source, o.emit, { tag: 'build', what: `the devcontainer image of ${cfg.configPath}`, ...(o.records ? { records: o.records } : {}), ...(hostCa ? { hostCa } : {}) });
     baseRef = built.ref;
     contextExcluded = built.excluded;
   } else {
     // Compose: the agent's sandbox is made from `service`; the other services run as sidecars.
     const src = cfg.source;
-    const ws = await composeServiceImage(docker, o.projectDir, cfg, src.workspace, o.emit);
+    const ws = await composeServiceImage(docker, o.projectDir, cfg, src.workspace, o.emit, hostCa);
     baseRef = ws.ref;
     contextExcluded = ws.excluded;
     sidecars = await Promise.all(
       src.sidecars.map(async (svc) => {
-        const built = await composeServiceImage(docker, o.projectDir, cfg, svc, o.emit);
+        const built = await composeServiceImage(docker, o.projectDir, cfg, svc, o.emit, hostCa);
         contextExcluded = [...(contextExcluded ?? []), ...built.excluded];
         return sidecarImage(docker, svc, built.ref);
       }),
@@ -102,7 +107,7 @@ async function buildDevcontainerImage(
   cfg: DevcontainerEnvironment,
   src: { dockerfile: string; context: string; args: Record<string, string>; target?: string },
   emit: (p: ImageProgress) => void,
-  as: { tag: string; what: string; records?: BuildRecords },
+  as: { tag: string; what: string; records?: BuildRecords; hostCa?: string },
 ): Promise<{ ref: string; excluded: string[] }> {
   const contextDir = path.join(projectDir, src.context);
   const dockerfile = path.posix.relative(src.context, src.dockerfile);
@@ -110,12 +115,18 @@ async function buildDevcontainerImage(
   // Checked again where it is read: the build sees only the project (build-context.ts).
   await assertRealInside(projectDir, src.context, { file: cfg.configPath, field: 'build.context' });
   await assertRealInside(projectDir, src.dockerfile, { file: cfg.configPath, field: 'build.dockerfile' });
-  const snapshot = await snapshotContext(contextDir);
-  const excluded = snapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path);
+  const projectSnapshot = await snapshotContext(contextDir);
+  const excluded = projectSnapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path);
+  const projectDockerfile = await readFile(path.join(contextDir, dockerfile), 'utf8').catch(() => undefined);
+  // With the host's extra CAs: the rewritten Dockerfile is built, beside the project's files in the context.
+  const rewritten = as.hostCa && projectDockerfile !== undefined ? withHostCas(projectDockerfile, as.hostCa) : undefined;
+  const snapshot = rewritten === undefined ? projectSnapshot : withContextFile(projectSnapshot, HOST_CA_DOCKERFILE, Buffer.from(rewritten));
+  const builtDockerfile = rewritten === undefined ? dockerfile : HOST_CA_DOCKERFILE;
   const ref = `${BASE_REPOSITORY}:${as.tag}-${cfg.contentHash.slice(0, 20)}`;
   const labels = { 'airlock.devcontainer': cfg.configPath };
   // Built before from exactly these inputs, and the tag still names that image: the engine's cache check is skipped.
-  const key = as.records ? await buildKey(docker, as.records, { tag: ref, dockerfile, dockerfilePath: path.join(contextDir, dockerfile), snapshot, target: src.target, args: src.args, labels }) : undefined;
+  const dockerfileText = rewritten ?? projectDockerfile;
+  const key = as.records && dockerfileText !== undefined ? await buildKey(docker, as.records, { tag: ref, dockerfile: builtDockerfile, dockerfileText, snapshot, target: src.target, args: src.args, labels }) : undefined;
   if (key && as.records && (await as.records.find(docker, key, ref))) {
     emit({ phase: 'build', message: `${as.what}: unchanged since it was built (same Dockerfile, context and base images)`, variant: 'custom' });
     return { ref, excluded };
@@ -124,7 +135,7 @@ async function buildDevcontainerImage(
   emit({ phase: 'build', message: `building ${as.what}`, variant: 'custom' });
   const id = await engineBuild(
     docker,
-    { tag: ref, context: streams.tar, dockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels, what: as.what, emit },
+    { tag: ref, context: streams.tar, dockerfile: builtDockerfile, ...(src.target ? { target: src.target } : {}), buildargs: src.args, labels, what: as.what, emit },
     (f) =>
       new AirlockError(
         'IMAGE_BUILD_FAILED',
@@ -140,22 +151,27 @@ async function buildDevcontainerImage(
 async function buildKey(
   docker: Docker,
   records: BuildRecords,
-  b: { tag: string; dockerfile: string; dockerfilePath: string; snapshot: ProjectSnapshot; target: string | undefined; args: Record<string, string>; labels: Record<string, string> },
+  b: { tag: string; dockerfile: string; dockerfileText: string; snapshot: ProjectSnapshot; target: string | undefined; args: Record<string, string>; labels: Record<string, string> },
 ): Promise<string | undefined> {
-  const dockerfileText = await readFile(b.dockerfilePath, 'utf8').catch(() => undefined);
-  if (dockerfileText === undefined) return undefined;
   const streams = b.snapshot.open();
   const hash = createHash('sha256');
   for await (const chunk of streams.tar) hash.update(chunk as Buffer);
   await streams.manifest;
-  return records.keyOf(docker, { tag: b.tag, dockerfile: b.dockerfile, dockerfileText, contextDigest: hash.digest('hex'), ...(b.target ? { target: b.target } : {}), args: b.args, labels: b.labels });
+  return records.keyOf(docker, { tag: b.tag, dockerfile: b.dockerfile, dockerfileText: b.dockerfileText, contextDigest: hash.digest('hex'), ...(b.target ? { target: b.target } : {}), args: b.args, labels: b.labels });
 }
 
 /** A compose service's image: pulled when the engine lacks it, or built from its `build` (the same guarded context). */
-async function composeServiceImage(docker: Docker, projectDir: string, cfg: DevcontainerEnvironment, svc: ComposeService, emit: (p: ImageProgress) => void): Promise<{ ref: string; excluded: string[] }> {
+async function composeServiceImage(docker: Docker, projectDir: string, cfg: DevcontainerEnvironment, svc: ComposeService, emit: (p: ImageProgress) => void, hostCa: string | undefined): Promise<{ ref: string; excluded: string[] }> {
   if (svc.source.kind === 'image') {
     if (!(await imageId(docker, svc.source.image))) await pullImage(docker, svc.source.image, emit);
     return { ref: svc.source.image, excluded: [] };
   }
-  return buildDevcontainerImage(docker, projectDir, cfg, svc.source, emit, { tag: `svc-${svc.name.toLowerCase()}`, what: `the compose service '${svc.name}' of ${cfg.configPath}` });
+  return buildDevcontainerImage(docker, projectDir, cfg, svc.source, emit, { tag: `svc-${svc.name.toLowerCase()}`, what: `the compose service '${svc.name}' of ${cfg.configPath}`, ...(hostCa ? { hostCa } : {}) });
+}
+
+/** A context snapshot with one more file at its root (replacing a project file of that name). */
+function withContextFile(snapshot: ProjectSnapshot, name: string, content: Buffer): ProjectSnapshot {
+  const entries = snapshot.entries.filter((e) => e.path !== name);
+  entries.push({ path: name, type: 'file', mode: 0o644, size: content.length, mtimeMs: 0, content });
+  return { ...snapshot, entries, fileCount: entries.filter((e) => e.type === 'file').length, totalBytes: snapshot.totalBytes + content.length };
 }

@@ -34,6 +34,23 @@ describe('devcontainer reading, as the reference reads it', () => {
     expect((await loadDevcontainer(given, '.devcontainer/devcontainer.json')).source).toMatchObject({ context: '.devcontainer' });
   });
 
+  it("the project's container folder written out in a command or a variable names the same file under /workspace", async () => {
+    const dir = await project({
+      '.devcontainer/devcontainer.json': JSON.stringify({
+        dockerComposeFile: 'compose.yml',
+        service: 'dev',
+        workspaceFolder: '/workspaces/app',
+        postStartCommand: 'node /workspaces/app/tool.mjs && ls /workspacesX /srv/workspaces',
+        remoteEnv: { TOOLS: '/workspaces/app/bin:/usr/bin' },
+      }),
+      '.devcontainer/compose.yml': 'services:\n  dev:\n    image: x\n    volumes:\n      - ..:/workspaces:cached\n',
+    });
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    expect(cfg.workFolder).toBe('/workspace/app');
+    expect(cfg.lifecycle.postStartCommand).toEqual([{ argv: ['/bin/sh', '-c', 'node /workspace/app/tool.mjs && ls /workspacesX /srv/workspaces'] }]);
+    expect(cfg.remoteEnv).toEqual({ TOOLS: '/workspace/app/bin:/usr/bin' });
+  });
+
   it('postAttachCommand runs last in setup; overrideCommand: false is named', async () => {
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', postAttachCommand: 'echo attached', postStartCommand: 'echo started', overrideCommand: false }) });
     const cfg = await loadDevcontainer(dir, '.devcontainer.json');

@@ -139,6 +139,15 @@ export async function checkRunEnvironment(home: string, req: RunEnvironmentReque
 
 const AGENTS_REASON = "Claude Code and Codex run in Airlock's own image for now, not in a project environment";
 
+/**
+ * The environment of commands in Airlock's own image (commands never inherit the image's ENV,
+ * docs/architecture.md §16 "Behind a TLS proxy"): its Node is the official build, which trusts only its
+ * bundled roots, so it is pointed at the system store, where the image keeps the host's extra CAs
+ * (resources/sandbox/Dockerfile sets the same for its own build). A run's egress gateway replaces it
+ * with its own CA where it intercepts.
+ */
+export const AIRLOCK_IMAGE_ENV: Readonly<Record<string, string>> = { NODE_EXTRA_CA_CERTS: '/etc/ssl/certs/ca-certificates.crt' };
+
 /** A resolved environment, and a devcontainer `auto` found but could not use (recorded as not applied). */
 export type CheckedEnvironment = ResolvedEnvironment | (Extract<ResolvedEnvironment, { kind: 'airlock' }> & { skipped: { field: string; reason: string } });
 
@@ -153,7 +162,7 @@ export async function prepareRunEnvironment(
   onProgress: (p: ImageProgress) => void,
 ): Promise<PreparedRunEnvironment> {
   const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
-  if (resolved.kind === 'airlock') return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [], ...('skipped' in resolved ? { fallback: { config: resolved.skipped.field, reason: resolved.skipped.reason } } : {}) } };
+  if (resolved.kind === 'airlock') return { env: { ...AIRLOCK_IMAGE_ENV }, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [], ...('skipped' in resolved ? { fallback: { config: resolved.skipped.field, reason: resolved.skipped.reason } } : {}) } };
   // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
   const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;
   const runtime = composed ? sidecarRuntime(req.isolation) : undefined;
@@ -161,7 +170,7 @@ export async function prepareRunEnvironment(
   const engine = await deps.engine();
   const airlockRef = await deps.airlockImage(onProgress);
   const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: req.projectDir, airlockRef, emit: onProgress, records: new BuildRecords(deps.home) });
-  if (!prepared) return { env: {}, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
+  if (!prepared) return { env: { ...AIRLOCK_IMAGE_ENV }, record: { name: 'airlock', kind: 'airlock', notApplied: [] } };
   const cfg = resolved.kind === 'devcontainer' ? resolved.config : undefined;
   // A compose dev service's own `environment` (the database it is given) is kept, under containerEnv as the reference orders them.
   const serviceEnv = cfg?.source.kind === 'compose' ? cfg.source.workspace.environment : {};

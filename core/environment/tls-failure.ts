@@ -14,6 +14,6 @@ export function tlsFailureHint(output: string): string | undefined {
     'This is a TLS failure: the server (or a proxy between it and this machine that re-signs TLS, as company networks do) presented a certificate the sandbox does not trust. ' +
     "Airlock puts the CAs this machine adds beyond the public ones in every sandbox (its system store and NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, GIT_SSL_CAINFO): install your company's CA on this machine " +
     '(a .crt file in /usr/local/share/ca-certificates, or NODE_EXTRA_CA_CERTS pointing at it) and run again; Airlock rebuilds its image and the project environment with it. ' +
-    "A Dockerfile's own RUN steps do not get it: add the CA in the Dockerfile, or move the download to postCreateCommand."
+    "A devcontainer Dockerfile's own RUN steps get it too (as NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, GIT_SSL_CAINFO, CURL_CA_BUNDLE build arguments): a tool that reads none of them needs the CA added in the Dockerfile, or the download moved to postCreateCommand."
   );
 }

@@ -10,7 +10,7 @@ import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type E
 import type { EngineKind } from './docker/engine-endpoint';
 import { createContainerWithProfile, seccompSecurityOpt } from './docker/seccomp-profile';
 import type { ImageProgress } from './driver';
-import { LABEL_KIND } from './labels';
+import { LABEL_HOST_CA, LABEL_KIND } from './labels';
 import { defaultPayload, normalizePayloadPath, type PayloadProvider, type SandboxPayload } from './payload';
 import { engineArch, sandboxArchFrom, sandboxBuildArgs, type SandboxArch } from './sandbox-arch';
 import { debugLog } from '../common/debug-log';
@@ -168,8 +168,8 @@ export async function ensureSandboxImage(opts: EnsureImageOptions): Promise<Ensu
     const platform = arch === native ? undefined : `linux/${arch}`;
     emit({ phase: 'context', message: `preparing the sandbox payload (${arch})`, variant: 'base' });
     const baseImage = opts.baseImage ?? baseImageOverride(opts.env);
-    const { ref: baseRef, context, buildargs } = await describeSandboxImage({ ...opts, arch, ...(baseImage ? { baseImage } : {}) });
-    const base = await buildOnce(engine, baseRef, opts, context, { buildargs, platform }, 'base', emit);
+    const { ref: baseRef, context, buildargs, labels } = await describeSandboxImage({ ...opts, arch, ...(baseImage ? { baseImage } : {}) });
+    const base = await buildOnce(engine, baseRef, opts, context, { buildargs, labels, platform }, 'base', emit);
     if ((opts.variant ?? 'base') === 'base') return base;
 
     const agentsDockerfile = await readFile(path.join(resourcesDir, 'agents.Dockerfile'));
@@ -197,7 +197,8 @@ const IMAGE_REFERENCE = /^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9._-]{0,12
 
 /** The base image's tag: its architecture, then the content hash of the build inputs (the architecture and a non-default FROM included). */
 export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: SandboxPayload, certs: Record<string, Buffer> = {}, baseImage?: string): string {
-  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}${baseImage ? `\0from=${baseImage}` : ''}`, certs)}`;
+  // `labels=host-ca`: an image under this tag carries the LABEL_HOST_CA label (images built before it did not).
+  return `${IMAGE_REPOSITORY}:${arch}-${contextHash(dockerfile, payload, `arch=${arch}\0labels=host-ca${baseImage ? `\0from=${baseImage}` : ''}`, certs)}`;
 }
 
 /**
@@ -207,7 +208,7 @@ export function baseImageRef(arch: SandboxArch, dockerfile: Buffer, payload: San
  */
 export async function describeSandboxImage(
   opts: Pick<EnsureImageOptions, 'env' | 'payload' | 'resourcesDir' | 'baseImage'> & { arch: SandboxArch },
-): Promise<{ ref: string; context: () => Promise<Buffer>; buildargs: Record<string, string> }> {
+): Promise<{ ref: string; context: () => Promise<Buffer>; buildargs: Record<string, string>; labels: Record<string, string> }> {
   if (opts.baseImage !== undefined && !IMAGE_REFERENCE.test(opts.baseImage)) {
     throw new AirlockError('INVALID_INPUT', `The sandbox base image '${opts.baseImage.slice(0, 200)}' (AIRLOCK_SANDBOX_BASE_IMAGE) is not an image reference; name a Debian bookworm image of the sandbox's architecture, like airlock-arm64-base:bookworm, or unset it to use debian:bookworm-slim.`, { field: 'AIRLOCK_SANDBOX_BASE_IMAGE' });
   }
@@ -219,6 +220,7 @@ export async function describeSandboxImage(
     ref: baseImageRef(opts.arch, dockerfile, payload, certs, opts.baseImage),
     context: () => buildContextTar(dockerfile, payload, certs),
     buildargs: { ...sandboxBuildArgs(opts.arch), ...(opts.baseImage ? { AIRLOCK_BASE_IMAGE: opts.baseImage } : {}) },
+    labels: { [LABEL_HOST_CA]: String(Object.keys(certs).length) },
   };
 }
 
@@ -251,6 +253,8 @@ async function buildOnce(
 /** What the engine's build endpoint is given besides the context: build arguments and, for a foreign architecture, the platform. */
 interface BuildParams {
   buildargs: Record<string, string>;
+  /** Labels beyond the kind and variant (the base image's host CA count). */
+  labels?: Record<string, string>;
   platform?: string;
 }
 
@@ -258,7 +262,7 @@ async function buildImage(
   docker: Docker,
   ref: string,
   context: () => Promise<Buffer>,
-  { buildargs, platform }: BuildParams,
+  { buildargs, labels, platform }: BuildParams,
   variant: 'base' | 'agents',
   emit: (p: ImageProgress) => void,
 ): Promise<EnsureImageResult> {
@@ -271,7 +275,7 @@ async function buildImage(
     forcerm: true,
     buildargs,
     ...(platform ? { platform } : {}),
-    labels: { [LABEL_KIND]: 'image', 'airlock.variant': variant },
+    labels: { ...labels, [LABEL_KIND]: 'image', 'airlock.variant': variant },
   });
   await consumeBuildStream(stream, parser);
   if (parser.error) throw buildFailure(parser);

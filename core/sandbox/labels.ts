@@ -27,3 +27,9 @@ export function assertSafeRunId(runId: string): void {
     throw new Error(`run id '${runId}' must be letters, digits, '.', '_' or '-'`);
   }
 }
+/**
+ * On Airlock's sandbox image: how many CA certificates of the host's beyond the public ones it carries
+ * (core/sandbox/image.ts `hostExtraCaCerts`); a devcontainer build adds them to its own steps when
+ * there are any (core/environment/build-ca.ts).
+ */
+export const LABEL_HOST_CA = 'airlock.host-ca';

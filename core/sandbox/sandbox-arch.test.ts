@@ -33,7 +33,10 @@ describe('sandbox image architecture', () => {
     const dockerfile = await readFile(path.join(defaultResourcesDir(), 'Dockerfile'), 'utf8');
     expect(dockerfile).not.toMatch(/node-linux-(x64|arm64)/);
     for (const arg of Object.keys(sandboxBuildArgs('arm64'))) expect(dockerfile).toMatch(new RegExp(`^ARG ${arg}$`, 'm'));
-    expect(dockerfile).toContain('"$AIRLOCK_NODE_PACKAGE@18.20.4"');
+    // One pinned version for both packages, each checked against its own sha512 before it runs.
+    expect(dockerfile).toMatch(/fetch \/tmp\/node\.tgz "\$AIRLOCK_NODE_PACKAGE" "\$node_version" "\$node_sum"/);
+    expect(dockerfile).toMatch(/amd64\) node_sum=\S+ ;;/);
+    expect(dockerfile).toMatch(/arm64\) node_sum=\S+ ;;/);
     expect(dockerfile).toMatch(/dpkg --print-architecture[\s\S]*"\$built" != "\$AIRLOCK_ARCH"/);
   });
 

@@ -88,7 +88,7 @@ export function referenceProjectFolder(input: CompareInput): string | undefined 
 /** Replaces the reference's project folder with Airlock's in every string. */
 function mapper(projectFolder: string | undefined): (s: string) => string {
   if (!projectFolder || projectFolder === '/') return (s) => s;
-  const re = new RegExp(`${projectFolder.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=$|[/\\s"':;])`, 'g');
+  const re = new RegExp(`(?<![\\w./-])${projectFolder.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=$|[/\\s"':;])`, 'g');
   return (s) => s.replace(re, AIRLOCK_WORKSPACE);
 }
 

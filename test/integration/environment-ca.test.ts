@@ -6,13 +6,17 @@
  * inside the derived sandbox (no network) curl, Python and Node reach a server on the container's own
  * loopback whose certificate that CA signed.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AirlockError } from '../../contracts/errors';
 import { deriveSandboxImage } from '../../core/environment/derived-image';
 import { engineBuild } from '../../core/environment/engine-build';
+import { parseEnvironmentChoice, resolveEnvironment } from '../../core/environment/environment-choice';
+import { prepareEnvironmentImage } from '../../core/environment/environment-image';
+import { LABEL_HOST_CA } from '../../core/sandbox/labels';
+import { AIRLOCK_IMAGE_ENV } from '../../core/environment/run-environment';
 import { tlsFailureHint } from '../../core/environment/tls-failure';
 import { connectEngine } from '../../core/sandbox/docker/engine';
 import { buildContextTar } from '../../core/sandbox/image';
@@ -46,7 +50,7 @@ describe.skipIf(!docker.ok)("the host's extra CAs in derived images (real Docker
     airlockWithCa = `airlock-test-ca-runtime:${process.pid}`;
     await engineBuild(
       engine.docker,
-      { tag: airlockWithCa, context: await buildContextTar(Buffer.from(`FROM ${base}\nUSER 0:0\nCOPY payload/company-ca.crt /usr/local/share/ca-certificates/airlock-host/company-ca.crt\n`), { files: { 'company-ca.crt': Buffer.from(caPem) }, hash: '' }), labels: { 'airlock.test': `environment-ca-${process.pid}` }, what: 'a runtime image with a test CA', emit: () => undefined },
+      { tag: airlockWithCa, context: await buildContextTar(Buffer.from(`FROM ${base}\nUSER 0:0\nCOPY payload/company-ca.crt /usr/local/share/ca-certificates/airlock-host/company-ca.crt\nRUN update-ca-certificates >/dev/null 2>&1\n`), { files: { 'company-ca.crt': Buffer.from(caPem) }, hash: '' }), labels: { 'airlock.test': `environment-ca-${process.pid}`, [LABEL_HOST_CA]: '1' }, what: 'a runtime image with a test CA', emit: () => undefined },
       (f) => new AirlockError('IMAGE_BUILD_FAILED', `${f.error}\n${f.tail}`),
     );
     made.push(airlockWithCa);
@@ -67,6 +71,15 @@ describe.skipIf(!docker.ok)("the host's extra CAs in derived images (real Docker
 i=0; until grep -q listening /tmp/server.log 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.05; i=$((i+1)); done
 `;
   const NODE_CLIENT = `/opt/airlock/node/node -e "require('https').get('https://localhost:8443',r=>r.on('data',d=>console.log('node:'+d))).on('error',e=>console.log('node-failed:'+e.code))"`;
+
+  it("Airlock's own image: its node (the official build, bundled roots only) trusts the CA with the environment commands get there, and not without it", async () => {
+    // Commands never inherit the image's ENV (the helper gives them a clean one): `env -i` as the helper does.
+    const given = Object.entries(AIRLOCK_IMAGE_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
+    const client = NODE_CLIENT.replace('/opt/airlock/node/node', 'node');
+    const out = await inside(airlockWithCa, `${SERVER}env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp ${given} ${client}\nenv -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp ${client}`);
+    expect(out.split('\n').filter((l) => l.startsWith('node')).map((l) => l.replace(/:.*/, ''))).toEqual(['node', 'node-failed']);
+    expect(out).toContain('node:tls-ok');
+  }, 600_000);
 
   it('an image with a system store (Debian + ca-certificates): the store, curl, Python and Node trust the CA', async () => {
     const engine = await connectEngine(process.env);
@@ -104,6 +117,58 @@ ${NODE_CLIENT}`,
     expect(Number(count)).toBeGreaterThan(100);
     expect(out).toContain('node:tls-ok');
   }, 600_000);
+
+  it("a devcontainer Dockerfile's own RUN steps trust the CA (curl and Python), and the variables stay out of the image", async () => {
+    const engine = await connectEngine(process.env);
+    const project = path.join(dir, 'project');
+    await mkdir(path.join(project, '.devcontainer'), { recursive: true });
+    await writeFile(
+      path.join(project, '.devcontainer/serve.py'),
+      [
+        'import http.server, ssl',
+        'class H(http.server.BaseHTTPRequestHandler):',
+        '    def do_GET(self):',
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'tls-ok')",
+        '    def log_message(self, *a): pass',
+        "s = http.server.HTTPServer(('127.0.0.1', 8443), H)",
+        "c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain('/tmp/c.pem', '/tmp/k.pem')",
+        's.socket = c.wrap_socket(s.socket, server_side=True)',
+        "open('/tmp/ready', 'w').close()",
+        's.serve_forever()',
+        '',
+      ].join('\n'),
+    );
+    // The project's own steps reach a server whose certificate only the test CA signed (on the build container's loopback).
+    await writeFile(
+      path.join(project, '.devcontainer/Dockerfile'),
+      `FROM ${await nodelessImage()}
+ARG K
+ARG C
+COPY serve.py /tmp/serve.py
+RUN printf '%s\\n' "$K" > /tmp/k.pem && printf '%s\\n' "$C" > /tmp/c.pem \\
+ && { python3 /tmp/serve.py & } \\
+ && i=0; while [ ! -f /tmp/ready ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; \\
+ { echo "env:$NODE_EXTRA_CA_CERTS|$SSL_CERT_FILE|$REQUESTS_CA_BUNDLE|$GIT_SSL_CAINFO|$CURL_CA_BUNDLE"; \\
+   echo "curl:$(curl -sS --max-time 30 https://localhost:8443 2>&1)"; \\
+   python3 -c "import urllib.request;print('python:'+urllib.request.urlopen('https://localhost:8443', timeout=30).read().decode())" 2>&1 | tail -1; \\
+   ls /usr/local/share/ca-certificates/airlock-host/; } > /build-result.txt; rm -f /tmp/k.pem
+`,
+    );
+    await writeFile(path.join(project, '.devcontainer/devcontainer.json'), JSON.stringify({ build: { dockerfile: 'Dockerfile', args: { K: serverKey, C: serverCert } } }));
+    const resolved = await resolveEnvironment(project, parseEnvironmentChoice('devcontainer'));
+    const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: project, airlockRef: airlockWithCa, emit: () => undefined });
+    if (!prepared) throw new Error('no devcontainer image');
+    made.push(prepared.derived.ref, prepared.derived.baseRef);
+    const { stdout } = await exec('docker', ['run', '--rm', '--label', LABEL, '--network', 'none', prepared.derived.baseRef, 'cat', '/build-result.txt']);
+    const bundle = '/opt/airlock-build-ca/bundle.pem';
+    expect(stdout).toContain(`env:${bundle}|${bundle}|${bundle}|${bundle}|${bundle}`);
+    expect(stdout).toContain('curl:tls-ok');
+    expect(stdout).toContain('python:tls-ok');
+    expect(stdout).toContain('company-ca.crt');
+    // Build arguments, not ENV: the project's image keeps its own configuration.
+    const env = (await engine.docker.getImage(prepared.derived.baseRef).inspect()).Config?.Env ?? [];
+    expect(env.filter((e) => /^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|REQUESTS_CA_BUNDLE|GIT_SSL_CAINFO|CURL_CA_BUNDLE)=/.test(e))).toEqual([]);
+  }, 900_000);
 
   it('names a TLS failure with what to do, and nothing else', () => {
     expect(tlsFailureHint('npm ERR! code UNABLE_TO_GET_ISSUER_CERT_LOCALLY\nnpm ERR! unable to get local issuer certificate')).toMatch(/TLS failure.*install your company's CA on this machine/);

@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BuildProgressParser } from '../../core/sandbox/build-progress';
 import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
-import { buildFailure, describeSandboxImage } from '../../core/sandbox/image';
+import { buildFailure, describeSandboxImage, hostExtraCaCerts } from '../../core/sandbox/image';
+import { LABEL_HOST_CA } from '../../core/sandbox/labels';
 import { engineArch, type SandboxArch } from '../../core/sandbox/sandbox-arch';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage } from './sandbox-support';
@@ -30,6 +31,8 @@ describe.skipIf(!docker.ok)('sandbox image architecture on the Docker engine', (
     expect(ref.startsWith(`airlock-sandbox:${native}-`)).toBe(true);
     const inspect = await engine.docker.getImage(ref).inspect();
     expect(inspect.Architecture).toBe(native);
+    // How many host CAs it carries, as this machine has them: a devcontainer build adds them to its own steps when any (build-ca.ts).
+    expect(inspect.Config?.Labels?.[LABEL_HOST_CA]).toBe(String(Object.keys(await hostExtraCaCerts(process.env)).length));
   });
 
   it('stops at the Dockerfile’s check when the build arguments name another architecture, leaving no image', async () => {
