@@ -259,7 +259,7 @@ export class RunService implements Disposable {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
     if (input.mcpServers?.length && !agent.supportsMcp) {
-      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway yet; use --mcp with the claude-code agent, or start the run without --mcp.`, { field: 'mcpServers' });
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway; use --mcp with the builtin, claude-code or codex agent, or start the run without --mcp.`, { field: 'mcpServers' });
     }
     await this.deps.checkProviderAccess?.(input.provider, input.agent);
     const format = await this.deps.providerFormat(input.provider);
