@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { captureIo } from '../../../test/support/cli-io';
 import { MCP_CANARY, startLoopbackMcpServer } from '../../../test/support/mcp-upstream';
 import { requirePrerequisite } from '../../../test/support/prerequisites';
+import { projectDataDir } from '../../network/project-network-store';
 import { mcpServerRegistryFor, mcpServersCommand } from './mcp-servers';
 
 const keychain = await requirePrerequisite('keychain');
@@ -100,6 +101,26 @@ describe.skipIf(!keychain.ok)('airlock mcp-servers', () => {
     await expect(mcpServerRegistryFor({ home, keychainService: service }).resolve(['linear'])).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('airlock mcp-servers add linear') });
     await writeFile(path.join(project, '.mcp.json'), '{ not json');
     await expect(run(['list', '--project', project], home)).rejects.toThrow(/\.mcp\.json is not valid JSON; fix it or remove it/);
+  });
+
+  it("project DIR [NAME…] enables the user's servers for a project (names only, under the home), --none clears, an unknown name is refused", async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
+    homes.push(home);
+    const project = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-project-'));
+    homes.push(project);
+    await run(['add', 'open', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'none'], home);
+    expect((await run(['project', project], home)).out).toBe(`${project}: no MCP servers enabled; runs get one only with --mcp NAME\n`);
+    expect((await run(['project', project, 'open'], home)).out).toBe(`${project}: runs get open unless --mcp names others (--no-mcp: none)\n`);
+    const stored = JSON.parse(await readFile(path.join(projectDataDir(project, home), 'mcp-servers.json'), 'utf8')) as { servers: string[]; project: string };
+    expect(stored).toMatchObject({ servers: ['open'], project });
+    expect(JSON.parse((await run(['project', project, '--json'], home)).out)).toEqual({ projectDir: project, servers: ['open'] });
+    await expect(run(['project', project, 'nosuch'], home)).rejects.toThrow(/no MCP server named "nosuch"/);
+    // A server removed later is no longer listed for the project.
+    await run(['rm', 'open'], home);
+    expect((await run(['project', project], home)).out).toContain('no MCP servers enabled');
+    await run(['add', 'open', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'none'], home);
+    expect((await run(['project', project, '--none'], home)).out).toContain('no MCP servers enabled');
+    expect((await run(['project', project], home)).out).toContain('no MCP servers enabled');
   });
 
   it('refuses plain http off loopback, a credential in the URL, a bad name and a token given as an argument', async () => {

@@ -1,6 +1,7 @@
+import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { McpToolRule, serverOrigin, type McpAuth, type McpServerEntry, type McpServerRegistry } from '../../network/mcp-gateway/mcp-server-registry';
-import { mcpServerRegistryFor, pinServerTools } from '../../network/mcp-gateway/mcp-servers-admin';
+import { mcpServerRegistryFor, pinServerTools, projectMcpServers, setProjectMcpServers } from '../../network/mcp-gateway/mcp-servers-admin';
 import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
 import { parseStdioCommand } from '../../network/mcp-gateway/stdio-command';
 import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
@@ -20,6 +21,7 @@ const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--
        airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
        airlock mcp-servers pin NAME          (shows the server's tools now and pins their descriptions)
        airlock mcp-servers rm NAME
+       airlock mcp-servers project DIR [NAME…] [--none]   (the servers a project's runs get when none are named with --mcp)
 A run uses a server only when named for it: airlock run … --agent claude-code --mcp NAME
 Every tool asks before each call until you allow it; a tool whose description changed since it was pinned asks again.
 A project's .mcp.json is only listed (--project DIR), never used until you add its servers yourself.`;
@@ -95,9 +97,10 @@ export const mcpServersCommand: CliCommand = {
       json: { type: 'boolean', default: false },
       project: { type: 'string' },
       'no-browser': { type: 'boolean', default: false },
+      none: { type: 'boolean', default: false },
     });
     const [sub, name, ...rest] = positionals;
-    const extra = sub === 'policy' ? rest.slice(2) : rest;
+    const extra = sub === 'policy' ? rest.slice(2) : sub === 'project' ? [] : rest;
     if (extra.length) throw new CliUsageError(`unexpected argument '${extra[0]!.slice(0, 40)}' (a token goes on stdin, never as an argument)`);
     return withApp(io, async (app) => {
       const registry = mcpServerRegistryFor(app);
@@ -179,6 +182,16 @@ export const mcpServersCommand: CliCommand = {
           }
           return ExitCode.ok;
         }
+        case 'project': {
+          // Enabled per project by the user (§20); a project's own .mcp.json never writes here.
+          if (!name) throw new CliUsageError('name the project folder: airlock mcp-servers project DIR [NAME…] [--none]');
+          if (values.none && rest.length) throw new CliUsageError('--none clears the list; name servers or write --none, not both');
+          const dir = path.resolve(name);
+          const now = values.none || rest.length ? await setProjectMcpServers(registry, app.home, dir, values.none ? [] : rest) : await projectMcpServers(registry, app.home, dir);
+          if (values.json) print(JSON.stringify(now));
+          else print(safe(now.servers.length ? `${dir}: runs get ${now.servers.join(', ')} unless --mcp names others (--no-mcp: none)` : `${dir}: no MCP servers enabled; runs get one only with --mcp NAME`));
+          return ExitCode.ok;
+        }
         case 'rm': {
           if (!name) throw new CliUsageError('name the server to remove');
           if (!(await registry.remove(name))) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`);
@@ -186,7 +199,7 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         default:
-          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, login, list, policy, pin or rm');
+          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, login, list, policy, pin, project or rm');
       }
     });
   },

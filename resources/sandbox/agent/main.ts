@@ -15,7 +15,7 @@ import { emit, redact, setRedaction } from './events';
 import { McpGatewayClient } from './mcp-client';
 import { UpstreamError, type ModelClient, type ToolResultMessage, type ToolSpec } from './model';
 import { OpenAiClient } from './openai-client';
-import { runTool, TOOLS } from './tools';
+import { runTool, TOOLS, type ToolOutcome } from './tools';
 import { loadTranscript, saveTranscript } from './transcript';
 
 function systemPrompt(config: AgentConfig, mcpTools: number): string {
@@ -106,7 +106,7 @@ async function run(config: AgentConfig, approvals: ApprovalReader, mcp: McpGatew
     let finished: string | undefined;
     for (const call of turn.calls) {
       emit({ type: 'tool_call', id: call.id, name: call.name, input: call.input });
-      const outcome = call.inputError
+      const outcome: ToolOutcome = call.inputError
         ? { ok: false, output: `error: ${call.inputError}; send the arguments as a JSON object` }
         : mcp?.has(call.name)
           ? await mcp.call(call.name, call.input)
