@@ -32,6 +32,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen: OAuth sign-in
   let page: Page;
   let oauth: OAuthMcpServer;
   const opened: string[] = [];
+  const pageErrors: string[] = [];
   const keychainService = `airlock-e2e-mcp-signin-${process.pid}`;
 
   beforeAll(async () => {
@@ -56,6 +57,7 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen: OAuth sign-in
     closeBrowser = b.close;
     page = await b.browser.newPage();
     await page.setViewportSize({ width: 1280, height: 800 });
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
     await page.goto(ui.host.url);
   });
 
@@ -109,14 +111,15 @@ describe.skipIf(!chromium.ok || !keychain.ok)('MCP servers screen: OAuth sign-in
     const file = JSON.parse(await readFile(join(projectDataDir(project, home), 'mcp-servers.json'), 'utf8')) as { servers: string[] };
     expect(file.servers).toEqual(['docs']);
 
-    await page.getByRole('button', { name: /New run/ }).first().click();
+    await page.getByRole('button', { name: /^New run/ }).click();
     await page.getByLabel('Project folder').fill(project);
     const box = page.getByLabel('MCP server docs');
     await expect.poll(() => box.isChecked()).toBe(true);
     // The airlock run line for the form names it.
-    await page.getByText('--mcp docs').first().waitFor();
+    await expect.poll(() => page.getByLabel('CLI command').first().textContent()).toContain('--mcp docs');
     // Another folder has none enabled.
     await page.getByLabel('Project folder').fill(home);
     await expect.poll(() => box.isChecked()).toBe(false);
+    expect(pageErrors).toEqual([]);
   });
 });

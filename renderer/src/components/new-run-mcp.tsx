@@ -11,7 +11,9 @@ export function McpServersField() {
   const servers = useMcpServersStore((s) => s.servers);
   const projectDir = useNewRunForm((s) => s.draft.projectDir.trim());
   const agent = useNewRunForm((s) => s.draft.agent);
-  const picked = useNewRunForm((s) => s.draft.mcpServers ?? []);
+  // The array itself, not a fresh `?? []` per render (a new value each time would render forever).
+  const chosen = useNewRunForm((s) => s.draft.mcpServers);
+  const picked = chosen ?? [];
   useEffect(() => {
     if (useMcpServersStore.getState().servers === undefined) void useMcpServersStore.getState().load();
   }, []);
