@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { McpToolRule, serverOrigin, type McpAuth, type McpServerEntry, type McpServerRegistry } from '../../network/mcp-gateway/mcp-server-registry';
-import { mcpServerRegistryFor, pinServerTools, projectMcpServers, setProjectMcpServers } from '../../network/mcp-gateway/mcp-servers-admin';
+import { listMcpServers, mcpServerRegistryFor, pinServerTools, projectMcpServers, setProjectMcpServers } from '../../network/mcp-gateway/mcp-servers-admin';
 import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
 import { parseStdioCommand } from '../../network/mcp-gateway/stdio-command';
 import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
@@ -17,7 +17,7 @@ const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--
        airlock mcp-servers add NAME --stdio [--image IMAGE] [--env K=V]… [--secret-env K] -- COMMAND ARGS…
                                             (runs in its own sidecar container, no network; npx -y PKG@VER is fetched on the host, scripts off; K's value on stdin)
        airlock mcp-servers login NAME [--no-browser]   (OAuth: sign in on the server's page; tokens go to the OS keychain)
-       airlock mcp-servers list [--json] [--project DIR]
+       airlock mcp-servers list [--json] [--project DIR] [--proposals]   (--proposals: what Claude Code, Codex, Cursor and VS Code configure; names only, never values)
        airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
        airlock mcp-servers pin NAME          (shows the server's tools now and pins their descriptions)
        airlock mcp-servers rm NAME
@@ -73,6 +73,32 @@ async function signIn(registry: McpServerRegistry, name: string, browser: boolea
 }
 
 /**
+ * What the user's other MCP clients (and, with a project, its files) configure: the same reading as the
+ * MCP servers screen (client-mcp-configs.ts). Listed to add by hand, never enabled; header and
+ * environment values are never read out, only their names.
+ */
+async function printProposals(registry: McpServerRegistry, io: CliIo, projectDir: string | undefined, json: boolean, print: (text: string) => void): Promise<void> {
+  const userHome = io.env.HOME || io.env.USERPROFILE;
+  const clients = userHome ? { userHome, env: { CODEX_HOME: io.env.CODEX_HOME, APPDATA: io.env.APPDATA } } : undefined;
+  const { proposed } = await listMcpServers(registry, projectDir ? path.resolve(projectDir) : undefined, clients);
+  if (json) {
+    print(JSON.stringify({ proposed: proposed.map((p) => ({ ...p, enabled: false })) }));
+    return;
+  }
+  if (proposed.length === 0) {
+    print(`nothing found in Claude Code, Codex, Cursor or VS Code${projectDir ? ' or the project' : ''}`);
+    return;
+  }
+  print('configured by your other MCP clients (not enabled; add one yourself to use it):');
+  for (const p of proposed) {
+    const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
+    const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
+    const added = p.added ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it: airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+    print(safe(`  ${p.name}  ${where}  from ${p.source}${secrets}${added}`));
+  }
+}
+
+/**
  * `airlock mcp-servers …`: the user's MCP servers a run's gateway may connect to (docs/architecture.md
  * §20). The credential is read from stdin only, stored in the OS keychain and never printed; the
  * sandbox never sees it, only the gateway's tools.
@@ -98,6 +124,7 @@ export const mcpServersCommand: CliCommand = {
       project: { type: 'string' },
       'no-browser': { type: 'boolean', default: false },
       none: { type: 'boolean', default: false },
+      proposals: { type: 'boolean', default: false },
     });
     const [sub, name, ...rest] = positionals;
     const extra = sub === 'policy' ? rest.slice(2) : sub === 'project' ? [] : rest;
@@ -159,6 +186,10 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         case 'list': {
+          if (values.proposals) {
+            await printProposals(registry, io, values.project, values.json, print);
+            return ExitCode.ok;
+          }
           const all = await registry.list();
           const project = values.project ? await readProjectMcpConfig(values.project) : undefined;
           if (values.json) {
