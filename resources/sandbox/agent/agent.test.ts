@@ -79,6 +79,8 @@ async function runAgent(format: Format, opts: { env?: Record<string, string>; co
   const events: AgentEvent[] = [];
   const run = {
     sandbox: { channel },
+    // An agent run (host-command.ts asks, to tell it from an MCP session).
+    spec: { kind: 'agent' },
     agentProcess: { write: (d: string) => child.stdin.write(d) },
     hostCommands: new Set(),
     commandEnv: { PATH: env.PATH, HOME: workspace, ...opts.commandEnv },
