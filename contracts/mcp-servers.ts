@@ -74,6 +74,10 @@ export const ProposedMcpServerView = z.object({
 });
 export type ProposedMcpServerView = z.infer<typeof ProposedMcpServerView>;
 
+/** The user's servers enabled for one project: its runs get them when none are named. */
+export const ProjectMcpServersView = z.object({ projectDir: z.string(), servers: z.array(z.string()) });
+export type ProjectMcpServersView = z.infer<typeof ProjectMcpServersView>;
+
 export const mcpServersContracts = {
   /** The user's servers; with `projectDir`, also what that project's `.mcp.json` proposes (not enabled). */
   'mcpServers:list': {
@@ -109,4 +113,14 @@ export const mcpServersContracts = {
   },
   /** Pins the tools' descriptions as the server offers them now (the user has seen them). */
   'mcpServers:pin': { input: z.strictObject({ name: z.string().min(1).max(40) }), output: z.object({ server: McpServerView, tools: z.array(McpToolView), cut: z.boolean() }) },
+  /**
+   * Signs in to an `auth: oauth` server on the host: the host opens the server's own sign-in page in
+   * the user's browser (https, or http to loopback only) and answers once the tokens are in the keychain,
+   * or with the error (refused, timed out after 5 minutes). The tokens never leave the host.
+   */
+  'mcpServers:login': { input: z.strictObject({ name: z.string().min(1).max(40) }), output: z.object({ server: McpServerView }) },
+  /** The servers a project's runs get by default (enabled per project by the user); a project's `.mcp.json` never sets them. */
+  'mcpServers:projectServers': { input: z.strictObject({ projectDir: z.string().min(1).max(4096) }), output: ProjectMcpServersView },
+  /** Replaces the servers enabled for a project; each must be one of the user's servers. */
+  'mcpServers:setProjectServers': { input: z.strictObject({ projectDir: z.string().min(1).max(4096), servers: z.array(McpServerName).max(50) }), output: ProjectMcpServersView },
 } as const;

@@ -60,11 +60,11 @@ function mapEvent<A, B>(event: Event<A>, fn: (a: A) => B): Event<B> {
  * The contracts implemented by the real core (docs/architecture.md §5). Both transports — Electron IPC and
  * the loopback WebSocket host — reach the core only through these services and the router.
  */
-export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker }): Promise<AirlockServices> {
+export async function createAirlockServices(opts: AirlockCoreOptions & { warm?: boolean; pickFolder?: FolderPicker; openExternal?: (url: string) => Promise<void> }): Promise<AirlockServices> {
   const core = await createAirlockCore(opts);
   // The app lives long enough for a pre-started sandbox to pay off; the CLI does not warm.
   if (opts.warm !== false) void core.warm();
-  return servicesFor(core, opts.pickFolder, { asksForMcp: true });
+  return servicesFor(core, opts.pickFolder, { asksForMcp: true, ...(opts.openExternal ? { openExternal: opts.openExternal } : {}) });
 }
 
 /** The system's folder dialog (Electron's main process); resolves to the chosen folder or null. */
@@ -83,6 +83,8 @@ interface ServiceParts {
   terminalOutput: Emitter<TerminalOutput>;
   /** A run's two logs and the anchors its record keeps of them. */
   logsOf(run: StoredRun): RunLogs;
+  /** Opens a checked https (or loopback) page in the user's browser (the desktop app's main process); absent: cannot. */
+  openExternal?: (url: string) => Promise<void>;
   providerInfo(p: ProviderConfig): Promise<ProviderInfo>;
 }
 
@@ -92,7 +94,7 @@ interface ServiceParts {
  * (§17); the CLI's commands (`airlock run`, `compare`, `mcp`, …) do not, so a client's request is never
  * left waiting on a process that cannot ask anyone.
  */
-export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: { asksForMcp?: boolean } = {}): AirlockServices {
+export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: { asksForMcp?: boolean; openExternal?: (url: string) => Promise<void> } = {}): AirlockServices {
   const { store, runs, vault, catalog } = core;
   const terminalOutput = new Emitter<TerminalOutput>();
   const forwardRunTerminals = runs.onDidTerminalData((c) => terminalOutput.fire(c));
@@ -105,6 +107,7 @@ export function servicesFor(core: AirlockCore, pickFolder?: FolderPicker, opts: 
     terminalOutput,
     changes: new RunChanges(runs, store),
     shells: new ShellSessions(runs, store, (c) => terminalOutput.fire(c)),
+    ...(opts.openExternal ? { openExternal: opts.openExternal } : {}),
     logsOf: (run) => ({ ...store.paths(run.id), anchors: { ...(run.audit ? { audit: run.audit } : {}), ...(run.applyLog ? { applyLog: run.applyLog } : {}) } }),
     async providerInfo(p) {
       const key = await vault.info(p.id);
@@ -219,6 +222,20 @@ function mcpServersService(parts: ServiceParts): AirlockServices['mcpServers'] {
       const { admin, registry } = await load();
       const { entry, tools, cut } = await admin.pinServerTools(registry, name);
       return { server: await admin.mcpServerViewOf(registry, name), tools: admin.mcpToolViews(entry, tools), cut };
+    },
+    async login({ name }) {
+      const { admin, registry } = await load();
+      const open = parts.openExternal;
+      if (!open) throw new AirlockError('INVALID_INPUT', `this window cannot open a browser; sign in with \`airlock mcp-servers login ${name}\``, { field: 'name' });
+      return { server: await admin.loginMcpServer(registry, name, open) };
+    },
+    async projectServers({ projectDir }) {
+      const { admin, registry } = await load();
+      return admin.projectMcpServers(registry, parts.core.home, projectDir);
+    },
+    async setProjectServers({ projectDir, servers }) {
+      const { admin, registry } = await load();
+      return admin.setProjectMcpServers(registry, parts.core.home, projectDir, servers);
     },
   };
 }

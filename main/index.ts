@@ -1,4 +1,4 @@
-import { app, BrowserWindow, dialog, protocol, type IpcMainEvent, type IpcMainInvokeEvent } from 'electron';
+import { app, BrowserWindow, dialog, protocol, shell, type IpcMainEvent, type IpcMainInvokeEvent } from 'electron';
 import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
 import { createAirlockServices } from '../core/app-services';
@@ -97,6 +97,8 @@ if (!app.requestSingleInstanceLock()) {
           const r = win && !win.isDestroyed() ? await dialog.showOpenDialog(win, options) : await dialog.showOpenDialog(options);
           return r.canceled ? null : (r.filePaths[0] ?? null);
         },
+        // An MCP server's sign-in page (`mcpServers:login`): the core checked it is https or loopback http.
+        openExternal: (url) => shell.openExternal(url),
       });
     } catch (err) {
       dialog.showErrorBox('Airlock could not start', err instanceof Error ? err.message : String(err));

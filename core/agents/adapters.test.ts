@@ -211,7 +211,32 @@ describe('adapter commands', () => {
     expect(cmd.argv.join(' ')).not.toContain(mcp.token);
     // Without a gateway, no MCP configuration at all.
     expect(getAgentAdapter('claude-code').command(ctx).env.AIRLOCK_MCP_CONFIG).toBeUndefined();
-    expect(getAgentAdapter('codex').supportsMcp).toBeFalsy();
+    expect(getAgentAdapter('custom').supportsMcp).toBeFalsy();
+  });
+
+  it('codex with the run MCP gateway: [mcp_servers.airlock] for this run, the token from env, never argv', () => {
+    const mcp = { url: 'http://127.0.0.1:42000/mcp', token: 'airlock-run-mcp-token-xyz' };
+    const cmd = getAgentAdapter('codex').command({ ...ctx, providerFormat: 'openai', mcp });
+    expect(getAgentAdapter('codex').supportsMcp).toBe(true);
+    expect(cmd.argv).toContain('mcp_servers.airlock.url="http://127.0.0.1:42000/mcp"');
+    expect(cmd.argv).toContain('mcp_servers.airlock.bearer_token_env_var="AIRLOCK_MCP_TOKEN"');
+    expect(cmd.argv).toContain('mcp_servers.airlock.required=true');
+    expect(cmd.env.AIRLOCK_MCP_TOKEN).toBe(mcp.token);
+    expect(cmd.argv.join(' ')).not.toContain(mcp.token);
+    // The overrides come before the task (after `--` everything is the prompt).
+    expect(cmd.argv.indexOf('mcp_servers.airlock.url="http://127.0.0.1:42000/mcp"')).toBeLessThan(cmd.argv.indexOf('--'));
+    const plain = getAgentAdapter('codex').command({ ...ctx, providerFormat: 'openai' });
+    expect(plain.argv.join(' ')).not.toContain('mcp_servers');
+    expect(plain.env.AIRLOCK_MCP_TOKEN).toBeUndefined();
+  });
+
+  it('builtin with the run MCP gateway: its endpoint and token in the environment only', () => {
+    const mcp = { url: 'http://127.0.0.1:42000/mcp', token: 'airlock-run-mcp-token-xyz' };
+    const cmd = getAgentAdapter('builtin').command({ ...ctx, mcp });
+    expect(getAgentAdapter('builtin').supportsMcp).toBe(true);
+    expect(cmd.env).toMatchObject({ AIRLOCK_MCP_URL: mcp.url, AIRLOCK_MCP_TOKEN: mcp.token });
+    expect(cmd.argv.join(' ')).not.toContain(mcp.token);
+    expect(getAgentAdapter('builtin').command(ctx).env.AIRLOCK_MCP_URL).toBeUndefined();
   });
 
   it('codex: exec --json with the airlock provider pointed at the proxy', () => {

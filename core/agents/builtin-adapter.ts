@@ -13,6 +13,7 @@ export const builtinAdapter: AgentAdapter = {
   id: 'builtin',
   imageVariant: 'base',
   supportsApproval: true,
+  supportsMcp: true,
   terminal: 'commands',
   providerFormats: ['anthropic', 'openai'],
   // Its transcript, in the provider's wire format (resources/sandbox/agent/transcript.ts).
@@ -27,6 +28,11 @@ export const builtinAdapter: AgentAdapter = {
       AIRLOCK_WORKSPACE: ctx.workspace ?? DEFAULT_WORKSPACE,
     };
     if (ctx.maxSteps !== undefined) env.AIRLOCK_MAX_STEPS = String(ctx.maxSteps);
+    // The run's MCP gateway (docs/architecture.md §20 "Agents"): the agent lists its tools to the model and calls them there.
+    if (ctx.mcp) {
+      env.AIRLOCK_MCP_URL = ctx.mcp.url;
+      env.AIRLOCK_MCP_TOKEN = ctx.mcp.token;
+    }
     if (ctx.session) {
       env.AIRLOCK_TRANSCRIPT = `${SESSION_DIR}/transcript.json`;
       if (ctx.session.resume) env.AIRLOCK_RESUME = '1';

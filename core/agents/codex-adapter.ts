@@ -19,6 +19,7 @@ export const codexAdapter: AgentAdapter = {
   supportsApproval: false,
   terminal: 'commands',
   providerFormats: ['openai'],
+  supportsMcp: true,
   // Its conversation: rollout files by date; the sandbox holds only this run's (and a carried one).
   session: { dir: `${AGENT_SCRATCH_DIR}/codex/sessions`, matches: (rel) => /^\d{4}\/\d{2}\/\d{2}\/rollout-[0-9A-Za-z_:.-]{1,200}\.jsonl$/.test(rel) && !rel.includes('..') },
   command(ctx) {
@@ -40,6 +41,7 @@ export const codexAdapter: AgentAdapter = {
       '-c', `model_providers.airlock.base_url=${toml(OPENAI_BASE_URL!)}`,
       ...auth,
       '-c', 'model_providers.airlock.wire_api="responses"',
+      ...(ctx.mcp ? codexMcpConfig(ctx.mcp.url) : []),
       // A follow-up continues the one carried session, the newest (and only) one in the sandbox.
       ...(ctx.session?.resume ? ['resume', '--last'] : []),
       '--', ctx.task,
@@ -56,12 +58,33 @@ export const codexAdapter: AgentAdapter = {
     } else {
       env.OPENAI_API_KEY = OPENAI_API_KEY!;
     }
+    if (ctx.mcp) env[CODEX_MCP_TOKEN_ENV] = ctx.mcp.token;
     return { argv: ['sh', '-c', prepare, 'sh', ...argv], env, cwd: workspace, ...(signin ? { unsetEnv: ['OPENAI_API_KEY'] } : {}) };
   },
   createParser() {
     return createCodexParser();
   },
 };
+
+/** The variable Codex reads the gateway's token from (`bearer_token_env_var`): never on the command line. */
+export const CODEX_MCP_TOKEN_ENV = 'AIRLOCK_MCP_TOKEN';
+
+/**
+ * The run's MCP gateway as Codex's only MCP server `airlock` (docs/architecture.md §20 "Agents"), as
+ * `-c` overrides of `[mcp_servers.airlock]` for this run: Streamable HTTP with the token from the
+ * environment; `required`, so Codex waits for it at start rather than silently leaving its tools out;
+ * tool calls approved up front (Airlock's policy decides at the gateway, and an `ask` may wait 120 s).
+ */
+export function codexMcpConfig(url: string): string[] {
+  return [
+    '-c', `mcp_servers.airlock.url=${toml(url)}`,
+    '-c', `mcp_servers.airlock.bearer_token_env_var=${toml(CODEX_MCP_TOKEN_ENV)}`,
+    '-c', 'mcp_servers.airlock.required=true',
+    '-c', 'mcp_servers.airlock.startup_timeout_sec=60',
+    '-c', 'mcp_servers.airlock.tool_timeout_sec=300',
+    '-c', 'mcp_servers.airlock.default_tools_approval_mode="approve"',
+  ];
+}
 
 /**
  * Codex's auth.json for a ChatGPT sign-in with placeholders only: the access token is the run token,

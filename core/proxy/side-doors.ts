@@ -79,6 +79,9 @@ export function sideDoorOfTool(format: WireFormat, tool: unknown): string | unde
     return type.replace(/_\d{8}$/, '');
   }
   if (type === undefined || OPENAI_CLIENT_TOOLS.has(type)) return undefined;
+  // A Responses `namespace` groups tools the client runs (how Codex offers an MCP server's tools, §20):
+  // a side door only if something inside it is one.
+  if (type === 'namespace' && Array.isArray(tool.tools)) return tool.tools.map((t) => sideDoorOfTool(format, t)).find((d) => d !== undefined);
   return type;
 }
 

@@ -64,6 +64,7 @@ export class RunLifecycle {
 
   /** A run whose process is gone: `interrupted`, its audit log sealed with the reason. */
   private async markInterrupted(run: StoredRun): Promise<void> {
+    // A log too damaged to open reads as none (and is left alone below).
     const audit = await AuditLog.open(this.deps.store.paths(run.id).audit).catch(() => undefined);
     // A log sealed just before the crash (or one too damaged to open) is left as it is: evidence.
     if (audit && !audit.sealed) {
@@ -105,7 +106,7 @@ export class RunLifecycle {
       throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent cannot pause for approvals; use approval mode "auto" (the sandbox is the boundary) or the built-in agent.`);
     }
     if (input.mcpServers?.length && !agent.supportsMcp) {
-      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway yet; use --mcp with the claude-code agent, or start the run without --mcp.`, { field: 'mcpServers' });
+      throw new AirlockError('INVALID_INPUT', `The ${input.agent} agent is not pointed at Airlock's MCP gateway; use --mcp with the builtin, claude-code or codex agent, or start the run without --mcp.`, { field: 'mcpServers' });
     }
     await this.deps.checkProviderAccess?.(input.provider, input.agent);
     const format = await this.deps.providerFormat(input.provider);
@@ -235,7 +236,9 @@ export class RunLifecycle {
   /** Stops every live run (cancel + wipe) and waits for them. */
   async shutdown(): Promise<void> {
     const runs = [...this.rec.live.values()];
+    // Each run's own end records why it failed; shutdown only waits for all of them to be wiped.
     await Promise.all(runs.map((r) => this.cancel(r.id).catch(() => undefined)));
+    // As above: a run that failed says so in its own record.
     await Promise.all(runs.map((r) => r.done.catch(() => undefined)));
   }
 

@@ -40,12 +40,13 @@ interface SearchResult {
   control: { environ: boolean; file: boolean };
 }
 
-describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the sandbox uses a bearer-protected MCP server; the token stays on the host', () => {
+describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code, Codex and the built-in agent in the sandbox use a bearer-protected MCP server; the token stays on the host', () => {
   let home: string;
   let projectDir: string;
   let upstream: FakeUpstream;
   let mcp: LoopbackMcpServer;
   let env: NodeJS.ProcessEnv;
+  let added: CliResult;
 
   function airlock(args: string[], stdin = ''): Promise<CliResult> {
     return new Promise((resolve) => {
@@ -67,9 +68,17 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     await exec('bash', ['-c', 'git init -q -b main && git add -A && git -c user.email=t@t.invalid -c user.name=t commit -qm init'], { cwd: projectDir });
     upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
     mcp = await startLoopbackMcpServer();
-    await new ProviderCatalog({ home }).setBaseUrl('anthropic', upstream.url);
+    const catalog = new ProviderCatalog({ home });
+    await catalog.setBaseUrl('anthropic', upstream.url);
+    await catalog.setBaseUrl('openai', `${upstream.url}/v1`);
     env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_TEST_KEY: CANARY_KEY, AIRLOCK_KEYCHAIN_SERVICE: `airlock-test-mcp-gw-${randomBytes(4).toString('hex')}` };
-  });
+    // The server is added once (token on stdin) and two of its tools allowed; each agent's run uses it.
+    added = await airlock(['mcp-servers', 'add', 'demo', '--url', mcp.url], `${MCP_CANARY}\n`);
+    for (const tool of ['echo', 'whoami']) {
+      const allowed = await airlock(['mcp-servers', 'policy', 'demo', tool, 'allow']);
+      expect(allowed.stdout, allowed.stderr).toContain(`demo: ${tool} is allow`);
+    }
+  }, 120_000);
   afterAll(async () => {
     await airlock(['mcp-servers', 'rm', 'demo']).catch(() => undefined);
     await upstream?.close();
@@ -79,16 +88,12 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
   });
 
   it('lists and calls the server tools through the gateway; the canary is nowhere in the sandbox, the records or the output', async () => {
-    const added = await airlock(['mcp-servers', 'add', 'demo', '--url', mcp.url], `${MCP_CANARY}\n`);
     expect(added.code, added.stderr).toBe(0);
     expect(added.stdout).toContain('added demo');
     // Enabling shows the tools (the server's words) and pins them; every tool asks until allowed.
     expect(added.stdout).toContain('demo offers 5 tool(s), pinned as shown');
     expect(added.stdout).toMatch(/ {2}delete_item {2}ask \[says: destructive\] {2}Deletes an item by id\./);
-    for (const tool of ['echo', 'whoami']) {
-      const allowed = await airlock(['mcp-servers', 'policy', 'demo', tool, 'allow']);
-      expect(allowed.stdout, allowed.stderr).toContain(`demo: ${tool} is allow`);
-    }
+    const callsBefore = mcp.calls.length;
 
     const search = `node -e "$(cat search.cjs)" ${[enc('AIRLOCK_MCP_CONFIG='), enc('file-control-5a17'), enc(MCP_CANARY)].join(' ')}`;
     upstream.setScript([
@@ -112,8 +117,8 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     expect(named).toEqual(['mcp__airlock__demo__big', 'mcp__airlock__demo__delete_item', 'mcp__airlock__demo__echo', 'mcp__airlock__demo__fetch_page', 'mcp__airlock__demo__whoami']);
 
     // The server got both allowed calls with the real token, from the gateway on the host; never the refused one.
-    expect(mcp.calls.map((c) => c.tool)).toEqual(['echo', 'whoami']);
-    expect(mcp.calls[0]).toEqual({ tool: 'echo', args: { text: 'hello through the gateway' }, authorization: `Bearer ${MCP_CANARY}` });
+    expect(mcp.calls.slice(callsBefore).map((c) => c.tool)).toEqual(['echo', 'whoami']);
+    expect(mcp.calls[callsBefore]).toEqual({ tool: 'echo', args: { text: 'hello through the gateway' }, authorization: `Bearer ${MCP_CANARY}` });
     // The agent saw the answers; the echoed header arrived scrubbed.
     const results = events.filter((e) => e.type === 'tool_result').map((e) => String(e.output));
     expect(results.some((r) => r.includes('echo: hello through the gateway'))).toBe(true);
@@ -152,4 +157,94 @@ describe.skipIf(!docker.ok || !keychain.ok)('MCP gateway: Claude Code in the san
     expect(await filesContaining(home, MCP_CANARY)).toEqual([]);
     expect(await leftoversOf(summary.runId)).toEqual([]);
   });
+  /**
+   * Codex (real CLI: `[mcp_servers.airlock]` set for the run, Streamable HTTP with the token from an
+   * environment variable) and the built-in agent (its own MCP client) against the same server.
+   */
+  const otherAgents = [
+    {
+      agent: 'codex',
+      provider: 'openai',
+      model: 'gpt-5',
+      path: '/v1/responses',
+      // Codex offers an MCP server's tools as the Responses namespace `mcp__<its name>` (fake upstream: `ns/tool`).
+      tool: (name: string) => `mcp__airlock/demo__${name}`,
+      shell: (command: string) => ({ name: 'exec_command', input: { cmd: command } }),
+      byProject: false,
+      offered: (body: unknown) =>
+        ((body as { tools?: { type?: string; name?: string; tools?: { name?: string }[] }[] }).tools ?? []).find((t) => t.type === 'namespace' && t.name === 'mcp__airlock')?.tools?.map((t) => t.name ?? '') ?? [],
+    },
+    {
+      agent: 'builtin',
+      provider: 'anthropic',
+      model: 'claude-sonnet-4-5',
+      path: '/v1/messages',
+      tool: (name: string) => `demo__${name}`,
+      shell: (command: string) => ({ name: 'run_command', input: { command } }),
+      // No --mcp: the run gets the servers the user enabled for the project, and says so.
+      byProject: true,
+      offered: (body: unknown) => ((body as { tools?: { name?: string }[] }).tools ?? []).map((t) => t.name ?? '').filter((n) => n.startsWith('demo__')),
+    },
+  ] as const;
+
+  for (const a of otherAgents) {
+    it(`${a.agent}: lists and calls the server tools through the gateway without setup; the canary is nowhere`, async () => {
+      const callsBefore = mcp.calls.length;
+      const requestsBefore = upstream.requests.length;
+      const search = `node -e "$(cat search.cjs)" ${[enc('AIRLOCK_MCP_TOKEN='), enc('file-control-5a17'), enc(MCP_CANARY)].join(' ')}`;
+      upstream.setScript([
+        { toolCalls: [{ name: a.tool('echo'), input: { text: `hello from ${a.agent}` } }] },
+        { toolCalls: [{ name: a.tool('whoami'), input: {} }] },
+        { toolCalls: [{ name: a.tool('delete_item'), input: { id: '7' } }] },
+        { toolCalls: [a.shell(search)] },
+        { text: 'All done here.' },
+      ]);
+      if (a.byProject) {
+        const enabled = await airlock(['mcp-servers', 'project', projectDir, 'demo']);
+        expect(enabled.stdout, enabled.stderr).toContain(`${projectDir}: runs get demo unless --mcp names others`);
+      }
+      const run = await airlock(['run', projectDir, '--agent', a.agent, '--provider', a.provider, '--model', a.model, '--key-env', 'AIRLOCK_TEST_KEY', ...(a.byProject ? [] : ['--mcp', 'demo']), '--task', 'Use the demo tools.', '--json']);
+      if (a.byProject) await airlock(['mcp-servers', 'project', projectDir, '--none']);
+      const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type?: string; message?: string; event?: Record<string, unknown>; runId?: string; status?: string });
+      if (a.byProject) expect(lines.find((l) => l.type === 'note')?.message).toBe('MCP servers enabled for this project: demo (--mcp NAME picks others, --no-mcp none)');
+      const summary = lines.at(-1) as { runId: string; status: string };
+      const events = lines.filter((l) => l.event).map((l) => l.event as Record<string, unknown>);
+      expect(summary.status, `${run.stderr.slice(-2000)}\n${JSON.stringify(events.slice(-12)).slice(0, 4000)}`).toBe('done');
+
+      const terminal = await readFile(path.join(home, 'runs', summary.runId, 'terminal.log'), 'utf8');
+      // The agent listed the gateway's tools before its first model request and offered them all.
+      const first = upstream.requests.slice(requestsBefore).find((r) => r.method === 'POST' && r.path === a.path);
+      expect([...a.offered(first?.body)].sort(), JSON.stringify(upstream.requests.slice(requestsBefore).map((r) => [r.method, r.path, ((r.body as { tools?: { type?: string; name?: string; tools?: { name?: string }[] }[] } | undefined)?.tools ?? []).map((t) => [t.type, t.name, t.tools?.map((x) => x.name)])]))).toEqual(['demo__big', 'demo__delete_item', 'demo__echo', 'demo__fetch_page', 'demo__whoami']);
+      // The server got the two allowed calls with its token, from the gateway; never the refused one.
+      expect(mcp.calls.slice(callsBefore)).toEqual([
+        { tool: 'echo', args: { text: `hello from ${a.agent}` }, authorization: `Bearer ${MCP_CANARY}` },
+        { tool: 'whoami', args: {}, authorization: `Bearer ${MCP_CANARY}` },
+      ]);
+      const results = events.filter((e) => e.type === 'tool_result').map((e) => String(e.output));
+      expect(results.some((r) => r.includes(`echo: hello from ${a.agent}`)), JSON.stringify(results)).toBe(true);
+      expect(results.some((r) => r.includes(`Bearer ${SCRUBBED}`)), JSON.stringify(results)).toBe(true);
+      expect(events.filter((e) => e.type === 'mcp_call').map((e) => [e.tool, e.decision, e.by])).toEqual([
+        ['echo', 'allow', 'policy'],
+        ['whoami', 'allow', 'policy'],
+        ['delete_item', 'deny', 'no one to ask'],
+      ]);
+
+      // Inside the sandbox: nothing held the server's token (the agent's environment and a file were searched).
+      const line = terminal.split(/\r?\n/).find((l) => l.includes('"control"'));
+      expect(line, terminal.slice(-3000)).toBeDefined();
+      const inside = JSON.parse(line!.slice(line!.indexOf('{'))) as SearchResult;
+      expect(inside.control).toEqual({ environ: true, file: true });
+      expect(inside.hits).toEqual([]);
+
+      const audit = (await readFile(path.join(home, 'runs', summary.runId, 'audit.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; data: Record<string, unknown> });
+      expect(audit.filter((r) => r.type === 'mcp' && r.data.event === 'call').map((r) => [r.data.tool, r.data.decision])).toEqual([
+        ['echo', 'allow'],
+        ['whoami', 'allow'],
+        ['delete_item', 'deny'],
+      ]);
+      expect(run.stdout + run.stderr).not.toContain(MCP_CANARY);
+      expect(await filesContaining(home, MCP_CANARY)).toEqual([]);
+      expect(await leftoversOf(summary.runId)).toEqual([]);
+    });
+  }
 });

@@ -505,6 +505,16 @@ export function createFakeServices(opts: FakeServicesOptions = {}): FakeServices
       async pin() {
         throw new AirlockError('NOT_FOUND', 'no MCP server');
       },
+      async login() {
+        throw new AirlockError('NOT_FOUND', 'no MCP server');
+      },
+      async projectServers({ projectDir }) {
+        return { projectDir, servers: [] };
+      },
+      async setProjectServers({ projectDir, servers }) {
+        if (servers.length) throw new AirlockError('NOT_FOUND', 'no MCP server');
+        return { projectDir, servers: [] };
+      },
     },
     mcp: {
       async info() {

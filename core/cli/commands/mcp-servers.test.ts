@@ -3,7 +3,7 @@
  * is touched): the token goes to the keychain only, never into a file or the command's output.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { captureIo } from '../../../test/support/cli-io';
 import { MCP_CANARY, startLoopbackMcpServer } from '../../../test/support/mcp-upstream';
 import { requirePrerequisite } from '../../../test/support/prerequisites';
+import { projectDataDir } from '../../network/project-network-store';
 import { mcpServerRegistryFor, mcpServersCommand } from './mcp-servers';
 
 const keychain = await requirePrerequisite('keychain');
@@ -100,6 +101,53 @@ describe.skipIf(!keychain.ok)('airlock mcp-servers', () => {
     await expect(mcpServerRegistryFor({ home, keychainService: service }).resolve(['linear'])).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining('airlock mcp-servers add linear') });
     await writeFile(path.join(project, '.mcp.json'), '{ not json');
     await expect(run(['list', '--project', project], home)).rejects.toThrow(/\.mcp\.json is not valid JSON; fix it or remove it/);
+  });
+
+  it("project DIR [NAME…] enables the user's servers for a project (names only, under the home), --none clears, an unknown name is refused", async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
+    homes.push(home);
+    const project = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-project-'));
+    homes.push(project);
+    await run(['add', 'open', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'none'], home);
+    expect((await run(['project', project], home)).out).toBe(`${project}: no MCP servers enabled; runs get one only with --mcp NAME\n`);
+    expect((await run(['project', project, 'open'], home)).out).toBe(`${project}: runs get open unless --mcp names others (--no-mcp: none)\n`);
+    const stored = JSON.parse(await readFile(path.join(projectDataDir(project, home), 'mcp-servers.json'), 'utf8')) as { servers: string[]; project: string };
+    expect(stored).toMatchObject({ servers: ['open'], project });
+    expect(JSON.parse((await run(['project', project, '--json'], home)).out)).toEqual({ projectDir: project, servers: ['open'] });
+    await expect(run(['project', project, 'nosuch'], home)).rejects.toThrow(/no MCP server named "nosuch"/);
+    // A server removed later is no longer listed for the project.
+    await run(['rm', 'open'], home);
+    expect((await run(['project', project], home)).out).toContain('no MCP servers enabled');
+    await run(['add', 'open', '--url', 'http://127.0.0.1:9/mcp', '--auth', 'none'], home);
+    expect((await run(['project', project, '--none'], home)).out).toContain('no MCP servers enabled');
+    expect((await run(['project', project], home)).out).toContain('no MCP servers enabled');
+  });
+
+  it("list --proposals prints what the user's other clients configure: names, sources and variable names, never values", async () => {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-'));
+    homes.push(home);
+    const userHome = await mkdtemp(path.join(os.tmpdir(), 'airlock-mcp-servers-user-'));
+    homes.push(userHome);
+    const secret = `client-secret-${'7e1a'.repeat(6)}`;
+    await writeFile(path.join(userHome, '.claude.json'), JSON.stringify({ mcpServers: { notes: { type: 'http', url: 'https://notes.invalid/mcp?key=query-secret', headers: { 'X-Api-Key': secret } } } }));
+    await mkdir(path.join(userHome, '.codex'));
+    await writeFile(path.join(userHome, '.codex', 'config.toml'), `[mcp_servers.docs]\nurl = "https://docs.invalid/mcp"\nbearer_token_env_var = "DOCS_TOKEN"\n\n[mcp_servers.shell]\ncommand = "npx"\nargs = ["-y", "shell-server"]\n\n[mcp_servers.shell.env]\nSHELL_TOKEN = "${secret}"\n`);
+    const { io, out } = captureIo({ ...env, AIRLOCK_HOME: home, HOME: userHome });
+    expect(await mcpServersCommand.run(['list', '--proposals'], io)).toBe(0);
+    const text = out();
+    expect(text).toContain('configured by your other MCP clients (not enabled; add one yourself to use it):');
+    expect(text).toMatch(/ {2}notes {2}https:\/\/notes\.invalid\/mcp.* {2}http {2}from Claude Code.* {2}sets X-Api-Key \(values not shown\) {2}to use it: airlock mcp-servers add notes --url URL/);
+    expect(text).toMatch(/ {2}docs {2}https:\/\/docs\.invalid\/mcp {2}http {2}from Codex.* {2}sets DOCS_TOKEN \(values not shown\)/);
+    expect(text).toMatch(/ {2}shell {2}stdio: npx -y shell-server {2}from Codex.* {2}sets SHELL_TOKEN \(values not shown\)/);
+    expect(text).not.toContain(secret);
+    expect(text).not.toContain('query-secret');
+    const json = captureIo({ ...env, AIRLOCK_HOME: home, HOME: userHome });
+    await mcpServersCommand.run(['list', '--proposals', '--json'], json.io);
+    const parsed = JSON.parse(json.out()) as { proposed: Array<{ name: string; enabled: boolean }> };
+    expect(parsed.proposed.map((p) => [p.name, p.enabled]).sort()).toEqual([['docs', false], ['notes', false], ['shell', false]]);
+    expect(json.out()).not.toContain(secret);
+    // Listing changed nothing: the user has no servers.
+    expect(await mcpServerRegistryFor({ home, keychainService: service }).list()).toEqual([]);
   });
 
   it('refuses plain http off loopback, a credential in the URL, a bad name and a token given as an argument', async () => {

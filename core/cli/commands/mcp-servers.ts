@@ -1,6 +1,7 @@
+import path from 'node:path';
 import { AirlockError } from '../../../contracts/errors';
 import { McpToolRule, serverOrigin, type McpAuth, type McpServerEntry, type McpServerRegistry } from '../../network/mcp-gateway/mcp-server-registry';
-import { mcpServerRegistryFor, pinServerTools } from '../../network/mcp-gateway/mcp-servers-admin';
+import { listMcpServers, mcpServerRegistryFor, pinServerTools, projectMcpServers, setProjectMcpServers } from '../../network/mcp-gateway/mcp-servers-admin';
 import { toolStanding } from '../../network/mcp-gateway/mcp-tool-policy';
 import { parseStdioCommand } from '../../network/mcp-gateway/stdio-command';
 import { readProjectMcpConfig } from '../../network/mcp-gateway/project-mcp-config';
@@ -16,10 +17,11 @@ const USAGE = `airlock mcp-servers add NAME --url URL [--transport http|sse] [--
        airlock mcp-servers add NAME --stdio [--image IMAGE] [--env K=V]… [--secret-env K] -- COMMAND ARGS…
                                             (runs in its own sidecar container, no network; npx -y PKG@VER is fetched on the host, scripts off; K's value on stdin)
        airlock mcp-servers login NAME [--no-browser]   (OAuth: sign in on the server's page; tokens go to the OS keychain)
-       airlock mcp-servers list [--json] [--project DIR]
+       airlock mcp-servers list [--json] [--project DIR] [--proposals]   (--proposals: what Claude Code, Codex, Cursor and VS Code configure; names only, never values)
        airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default
        airlock mcp-servers pin NAME          (shows the server's tools now and pins their descriptions)
        airlock mcp-servers rm NAME
+       airlock mcp-servers project DIR [NAME…] [--none]   (the servers a project's runs get when none are named with --mcp)
 A run uses a server only when named for it: airlock run … --agent claude-code --mcp NAME
 Every tool asks before each call until you allow it; a tool whose description changed since it was pinned asks again.
 A project's .mcp.json is only listed (--project DIR), never used until you add its servers yourself.`;
@@ -72,6 +74,32 @@ async function signIn(registry: McpServerRegistry, name: string, browser: NodeJS
 }
 
 /**
+ * What the user's other MCP clients (and, with a project, its files) configure: the same reading as the
+ * MCP servers screen (client-mcp-configs.ts). Listed to add by hand, never enabled; header and
+ * environment values are never read out, only their names.
+ */
+async function printProposals(registry: McpServerRegistry, io: CliIo, projectDir: string | undefined, json: boolean, print: (text: string) => void): Promise<void> {
+  const userHome = io.env.HOME || io.env.USERPROFILE;
+  const clients = userHome ? { userHome, env: { CODEX_HOME: io.env.CODEX_HOME, APPDATA: io.env.APPDATA } } : undefined;
+  const { proposed } = await listMcpServers(registry, projectDir ? path.resolve(projectDir) : undefined, clients);
+  if (json) {
+    print(JSON.stringify({ proposed: proposed.map((p) => ({ ...p, enabled: false })) }));
+    return;
+  }
+  if (proposed.length === 0) {
+    print(`nothing found in Claude Code, Codex, Cursor or VS Code${projectDir ? ' or the project' : ''}`);
+    return;
+  }
+  print('configured by your other MCP clients (not enabled; add one yourself to use it):');
+  for (const p of proposed) {
+    const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
+    const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
+    const added = p.added ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it: airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+    print(safe(`  ${p.name}  ${where}  from ${p.source}${secrets}${added}`));
+  }
+}
+
+/**
  * `airlock mcp-servers …`: the user's MCP servers a run's gateway may connect to (docs/architecture.md
  * §20). The credential is read from stdin only, stored in the OS keychain and never printed; the
  * sandbox never sees it, only the gateway's tools.
@@ -96,9 +124,11 @@ export const mcpServersCommand: CliCommand = {
       json: { type: 'boolean', default: false },
       project: { type: 'string' },
       'no-browser': { type: 'boolean', default: false },
+      none: { type: 'boolean', default: false },
+      proposals: { type: 'boolean', default: false },
     });
     const [sub, name, ...rest] = positionals;
-    const extra = sub === 'policy' ? rest.slice(2) : rest;
+    const extra = sub === 'policy' ? rest.slice(2) : sub === 'project' ? [] : rest;
     if (extra.length) throw new CliUsageError(`unexpected argument '${extra[0]!.slice(0, 40)}' (a token goes on stdin, never as an argument)`);
     return withApp(io, async (app) => {
       const registry = mcpServerRegistryFor(app);
@@ -157,6 +187,10 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         case 'list': {
+          if (values.proposals) {
+            await printProposals(registry, io, values.project, values.json, print);
+            return ExitCode.ok;
+          }
           const all = await registry.list();
           const project = values.project ? await readProjectMcpConfig(values.project) : undefined;
           if (values.json) {
@@ -180,6 +214,16 @@ export const mcpServersCommand: CliCommand = {
           }
           return ExitCode.ok;
         }
+        case 'project': {
+          // Enabled per project by the user (§20); a project's own .mcp.json never writes here.
+          if (!name) throw new CliUsageError('name the project folder: airlock mcp-servers project DIR [NAME…] [--none]');
+          if (values.none && rest.length) throw new CliUsageError('--none clears the list; name servers or write --none, not both');
+          const dir = path.resolve(name);
+          const now = values.none || rest.length ? await setProjectMcpServers(registry, app.home, dir, values.none ? [] : rest) : await projectMcpServers(registry, app.home, dir);
+          if (values.json) print(JSON.stringify(now));
+          else print(safe(now.servers.length ? `${dir}: runs get ${now.servers.join(', ')} unless --mcp names others (--no-mcp: none)` : `${dir}: no MCP servers enabled; runs get one only with --mcp NAME`));
+          return ExitCode.ok;
+        }
         case 'rm': {
           if (!name) throw new CliUsageError('name the server to remove');
           if (!(await registry.remove(name))) throw new AirlockError('NOT_FOUND', `no MCP server named "${name.slice(0, 40)}" (see \`airlock mcp-servers list\`)`);
@@ -187,7 +231,7 @@ export const mcpServersCommand: CliCommand = {
           return ExitCode.ok;
         }
         default:
-          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, login, list, policy, pin or rm');
+          throw new CliUsageError(sub ? `unknown subcommand '${sub.slice(0, 40)}'` : 'name a subcommand: add, login, list, policy, pin, project or rm');
       }
     });
   },

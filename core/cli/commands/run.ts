@@ -8,6 +8,7 @@ import { runAgainInput } from '../../../contracts/run-again';
 import { defaultModelFor, newRunDefaults } from '../../../contracts/run-defaults';
 import { AgentKind, StartRunInput, type GitHistory } from '../../../contracts/runs';
 import { freshConversationReason } from '../../runs/run-thread';
+import { getAgentAdapter } from '../../agents';
 import { createAirlockCore } from '../../app';
 import { servicesFor } from '../../app-services';
 import { environmentLine, environmentLines, isFinal, printChangedFiles, setupLine, usageLine } from '../run-format';
@@ -42,6 +43,7 @@ export const runCommand: CliCommand = {
       rule: { type: 'string', multiple: true },
       secret: { type: 'string', multiple: true },
       mcp: { type: 'string', multiple: true },
+      'no-mcp': { type: 'boolean' },
       'internal-host': { type: 'string', multiple: true },
       'network-approvals': { type: 'string' },
       'key-env': { type: 'string' },
@@ -88,6 +90,15 @@ export const runCommand: CliCommand = {
       const provider = values.provider ?? parent?.provider ?? base?.provider ?? defaults.provider ?? 'anthropic';
       const config = await core.catalog.get(provider);
       if (values['key-env']) core.vault.useEnvKey(provider, values['key-env'], io.env);
+      // A new run that names no MCP servers gets the ones the user enabled for the project (§20), and says which.
+      const projectMcp = !values.mcp?.length && !values['no-mcp'] && !again && !parent && projectDir && getAgentAdapter(values.agent ?? defaults.agent).supportsMcp
+        ? (await services.mcpServers.projectServers({ projectDir })).servers
+        : [];
+      if (projectMcp.length) {
+        const note = `MCP servers enabled for this project: ${projectMcp.join(', ')} (--mcp NAME picks others, --no-mcp none)`;
+        if (values.json) io.stdout.write(`${JSON.stringify({ type: 'note', message: note })}\n`);
+        else io.stderr.write(`note: ${safe(note)}\n`);
+      }
       const startInput = () => {
         const model = values.model ?? (provider === base?.provider ? base.model : undefined) ?? defaultModelFor(settings, config);
         if (!model) throw new AirlockError('INVALID_INPUT', `provider ${provider} lists no models; pass --model`);
@@ -106,7 +117,7 @@ export const runCommand: CliCommand = {
           ...(values.allow?.length ? { allowlist: values.allow } : base?.allowlist ? { allowlist: base.allowlist } : {}),
           ...(values.rule?.length ? { egressRules: values.rule } : base?.egressRules ? { egressRules: base.egressRules } : {}),
           ...(values.secret?.length ? { secrets: values.secret } : base?.secrets ? { secrets: base.secrets } : {}),
-          ...(values.mcp?.length ? { mcpServers: values.mcp } : base?.mcpServers ? { mcpServers: base.mcpServers } : {}),
+          ...(values['no-mcp'] ? {} : values.mcp?.length ? { mcpServers: values.mcp } : base?.mcpServers ? { mcpServers: base.mcpServers } : projectMcp.length ? { mcpServers: projectMcp } : {}),
           ...(values['internal-host']?.length ? { internalHosts: values['internal-host'] } : base?.internalHosts ? { internalHosts: base.internalHosts } : {}),
           networkApprovals,
           ...((gitHistory ?? base?.gitHistory) !== undefined ? { gitHistory: gitHistory ?? base?.gitHistory } : {}),
@@ -192,7 +203,7 @@ export const runCommand: CliCommand = {
       process.on('SIGINT', onSigint);
       // Command approvals (mode ask), and network questions while an intercepted request waits.
       // MCP calls that ask wait for an answer here too (the same `--network-approvals` mode, §20).
-      const hasMcp = Boolean(values.mcp?.length || base?.mcpServers?.length || parent?.mcpServers?.length);
+      const hasMcp = Boolean(values.mcp?.length || base?.mcpServers?.length || parent?.mcpServers?.length || projectMcp.length);
       const approvals = started.approval === 'ask' || ((started.network === 'allowlist' || hasMcp) && networkApprovals === 'ask') ? answerApprovals(io, runId, services, json) : undefined;
       const final = await core.runs.wait(runId);
       process.off('SIGINT', onSigint);

@@ -49,7 +49,8 @@ export interface ServeDeps {
 /** The real core (`core/app-services.ts`), loaded only when serving. */
 async function createCoreServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices> {
   const { createAirlockServices } = await import('../../app-services');
-  return createAirlockServices({ env, ...(app ? { app } : {}) });
+  // The user's browser on this machine, for an MCP server's sign-in page (the URL is checked first).
+  return createAirlockServices({ env, ...(app ? { app } : {}), openExternal: (url) => openInBrowser(url, env) });
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;

@@ -4,6 +4,8 @@ import { McpServerRegistry, type McpAuth, type McpServerEntry, type McpServerSum
 import { toolStanding } from './mcp-tool-policy';
 import { readClientMcpConfigs } from './client-mcp-configs';
 import { readProjectMcpConfig } from './project-mcp-config';
+import { ProjectMcpDefaults } from './project-mcp-defaults';
+import { AirlockError } from '../../../contracts/errors';
 import { listServerTools, type ListedTool } from './run-mcp-gateway';
 
 /**
@@ -107,4 +109,36 @@ export async function listMcpServers(registry: McpServerRegistry, projectDir?: s
 /** A server entry as the screen shows it after a change. */
 export async function mcpServerViewOf(registry: McpServerRegistry, name: string): Promise<McpServerView> {
   return mcpServerView(await summaryOf(registry, name));
+}
+
+/**
+ * Opens a sign-in page only when it is one Airlock may hand to the browser: https, or http to the
+ * host's loopback (a local authorization server). A `javascript:`, `file:` or other URL from a
+ * server's metadata is refused, never opened.
+ */
+export function checkedSignInUrl(url: URL): string {
+  const loopback = url.hostname === '127.0.0.1' || url.hostname === 'localhost' || url.hostname === '[::1]';
+  if (url.protocol === 'https:' || (url.protocol === 'http:' && loopback)) return url.href;
+  throw new AirlockError('INVALID_INPUT', `the sign-in page of this MCP server is not https (${url.protocol.slice(0, 20)}); Airlock does not open it`);
+}
+
+/** Signs in to an OAuth server on the host (`open` shows the checked sign-in page); the view after it. */
+export async function loginMcpServer(registry: McpServerRegistry, name: string, open: (url: string) => Promise<void>): Promise<McpServerView> {
+  await registry.login(name, (url) => open(checkedSignInUrl(url)));
+  return mcpServerViewOf(registry, name);
+}
+
+/** The servers enabled for a project, without names the registry no longer holds. */
+export async function projectMcpServers(registry: McpServerRegistry, home: string, projectDir: string): Promise<{ projectDir: string; servers: string[] }> {
+  const names = new Set((await registry.list()).map((s) => s.name));
+  const servers = (await new ProjectMcpDefaults(projectDir, home).load()).filter((n) => names.has(n));
+  return { projectDir, servers };
+}
+
+/** Enables exactly these of the user's servers for a project (an unknown name is refused). */
+export async function setProjectMcpServers(registry: McpServerRegistry, home: string, projectDir: string, servers: readonly string[]): Promise<{ projectDir: string; servers: string[] }> {
+  const names = new Set((await registry.list()).map((s) => s.name));
+  const unknown = servers.find((n) => !names.has(n));
+  if (unknown) throw new AirlockError('NOT_FOUND', `no MCP server named "${unknown.slice(0, 40)}" (add it first)`, { field: 'servers' });
+  return { projectDir, servers: await new ProjectMcpDefaults(projectDir, home).save(servers) };
 }

@@ -1,12 +1,13 @@
 import { useEffect, useState, type FormEvent } from 'react';
-import type { ChannelOutput, McpServerView, McpToolView, ProposedMcpServerView } from '../../../contracts';
-import { api, errorMessage } from '../api';
+import type { McpServerView, McpToolView, ProposedMcpServerView } from '../../../contracts';
+import { errorMessage } from '../api';
 import { useAction } from '../hooks/use-action';
 import { useAppStore } from '../stores/app-store';
+import { useMcpServersStore } from '../stores/mcp-servers-store';
 import { useNewRunForm } from '../stores/new-run-form-store';
 import { ConfirmInline, ErrorBanner } from './common';
 
-type AuthKind = 'none' | 'bearer' | 'header';
+type AuthKind = 'none' | 'bearer' | 'header' | 'oauth';
 type RuleChoice = 'allow' | 'ask' | 'deny' | 'default';
 
 function authText(s: McpServerView): string {
@@ -52,22 +53,15 @@ function ToolRow({ server, tool, onRule }: { server: string; tool: McpToolView; 
 }
 
 /** One server's tools as it offers them now, each with its rule; pin shows they were seen. */
-function ServerTools({ server, onChanged }: { server: McpServerView; onChanged: () => void }) {
-  const [tools, setTools] = useState<ChannelOutput<'mcpServers:tools'>>();
+function ServerTools({ server }: { server: McpServerView }) {
+  const tools = useMcpServersStore((s) => s.tools[server.name]);
+  const store = useMcpServersStore.getState;
   const { busy, error, run } = useAction();
-  const load = () => run(async () => setTools(await api().call('mcpServers:tools', { name: server.name })));
-  useEffect(() => void load(), [server.name]);
-  const setRule = (tool: string, rule: RuleChoice) =>
-    void run(async () => {
-      await api().call('mcpServers:setRule', { name: server.name, tool, rule });
-      onChanged();
-      setTools(await api().call('mcpServers:tools', { name: server.name }));
-    });
+  useEffect(() => void run(() => store().loadTools(server.name)), [server.name]);
+  const setRule = (tool: string, rule: RuleChoice) => void run(() => store().setRule(server.name, tool, rule));
   const pin = () =>
     void run(async () => {
-      const pinned = await api().call('mcpServers:pin', { name: server.name });
-      setTools({ tools: pinned.tools, cut: pinned.cut });
-      onChanged();
+      const pinned = await store().pin(server.name);
       useAppStore.getState().notify('success', `${server.name}: ${pinned.tools.length} tool descriptions pinned`);
     });
   const rest = server.policy['*'];
@@ -115,12 +109,12 @@ function ServerTools({ server, onChanged }: { server: McpServerView; onChanged: 
 function Proposals({ onImport }: { onImport: (p: ProposedMcpServerView) => void }) {
   const formProject = useNewRunForm((s) => s.draft.projectDir);
   const [dir, setDir] = useState(formProject);
-  const [found, setFound] = useState<ChannelOutput<'mcpServers:list'>>();
+  const found = useMcpServersStore((s) => s.proposals);
   const { busy, error, run } = useAction();
   const look = (e?: FormEvent) => {
     e?.preventDefault();
     const projectDir = dir.trim();
-    void run(async () => setFound(await api().call('mcpServers:list', projectDir ? { projectDir } : {})));
+    void run(() => useMcpServersStore.getState().lookForProposals(projectDir || undefined));
   };
   useEffect(() => look(), []);
   return (
@@ -161,12 +155,69 @@ function Proposals({ onImport }: { onImport: (p: ProposedMcpServerView) => void 
 }
 
 /**
+ * Which of the user's servers a project's runs get by default (docs/architecture.md §20 "Enabled per
+ * project"): the New run form preselects them and `airlock run` uses them when no `--mcp` is given.
+ */
+function ProjectServers({ servers }: { servers: McpServerView[] }) {
+  const formProject = useNewRunForm((s) => s.draft.projectDir);
+  const [dir, setDir] = useState(formProject);
+  const [shownFor, setShownFor] = useState<string>();
+  const [picked, setPicked] = useState<string[]>([]);
+  const { busy, error, run } = useAction();
+  const store = useMcpServersStore.getState;
+  const show = (e?: FormEvent) => {
+    e?.preventDefault();
+    const projectDir = dir.trim();
+    if (!projectDir) return;
+    void run(async () => {
+      setPicked(await store().projectServers(projectDir, true));
+      setShownFor(projectDir);
+    });
+  };
+  useEffect(() => show(), []);
+  const save = () =>
+    void run(async () => {
+      const saved = await store().setProjectServers(shownFor!, picked);
+      useAppStore.getState().notify('success', saved.length ? `Runs of this project get ${saved.join(', ')}` : 'Runs of this project get no MCP servers unless you pick them');
+    });
+  return (
+    <section className="panel stack" aria-label="Enabled per project">
+      <h2>Enabled per project</h2>
+      <p className="muted">The servers a project's runs get unless you pick others: the New run form starts with them ticked, and <code>airlock run</code> uses them when no <code>--mcp</code> is given. A project's own <code>.mcp.json</code> never changes this.</p>
+      <form className="row" onSubmit={show} aria-label="Project for MCP servers">
+        <label className="row">Project folder <input aria-label="Project folder for MCP servers" value={dir} onChange={(e) => setDir(e.target.value)} spellCheck={false} autoCapitalize="off" placeholder="/path/to/project" /></label>
+        <button className="btn" type="submit" disabled={busy || !dir.trim()}>Show</button>
+      </form>
+      {error && <ErrorBanner message={error} />}
+      {shownFor && (
+        <>
+          <div className="row" role="group" aria-label={`MCP servers enabled for ${shownFor}`}>
+            {servers.map((s) => (
+              <label key={s.name} className="row" style={{ gap: 4 }}>
+                <input type="checkbox" aria-label={`Enable ${s.name} for the project`} checked={picked.includes(s.name)} onChange={(e) => setPicked(e.target.checked ? [...picked, s.name] : picked.filter((n) => n !== s.name))} />
+                <span className="mono">{s.name}</span>
+              </label>
+            ))}
+          </div>
+          <div className="row">
+            <button className="btn primary" disabled={busy} onClick={save}>Save for this project</button>
+            <span className="muted mono">{shownFor}</span>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}
+
+/**
  * The user's MCP servers for runs (docs/architecture.md §20): the same registry as `airlock
  * mcp-servers`. A token typed here goes straight to the OS keychain and is never shown again; the
  * sandbox only ever sees the gateway's tools.
  */
 export function McpServersScreen() {
-  const [list, setList] = useState<McpServerView[]>();
+  const list = useMcpServersStore((s) => s.servers);
+  const loadError = useMcpServersStore((s) => s.error);
+  const store = useMcpServersStore.getState;
   const [error, setError] = useState<string>();
   const [removing, setRemoving] = useState<string>();
   const [open, setOpen] = useState<string>();
@@ -178,36 +229,53 @@ export function McpServersScreen() {
   const [credential, setCredential] = useState('');
   const { busy, error: formError, run } = useAction();
 
-  const load = () => api().call('mcpServers:list', {}).then((l) => { setList(l.servers); setError(undefined); }, (err) => setError(errorMessage(err)));
-  useEffect(() => void load(), []);
+  const [signingIn, setSigningIn] = useState<string>();
+  useEffect(() => void store().load(), []);
+
+  /** Signs in on the host: the browser opens the server's own page; the answer comes when it is done or failed. */
+  const signIn = async (server: string) => {
+    setSigningIn(server);
+    setError(undefined);
+    try {
+      await store().login(server);
+      useAppStore.getState().notify('success', `Signed in to ${server}: its tokens are in the OS keychain`);
+      return true;
+    } catch (err) {
+      setError(`Sign-in to ${server} failed: ${errorMessage(err)}`);
+      return false;
+    } finally {
+      setSigningIn(undefined);
+    }
+  };
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const added = await api().call('mcpServers:add', {
+      const added = await store().add({
         name: name.trim(),
         url: url.trim(),
         transport,
         auth: auth === 'header' ? { type: 'header', name: header.trim() } : { type: auth },
-        ...(auth === 'none' ? {} : { credential }),
+        ...(auth === 'none' || auth === 'oauth' ? {} : { credential }),
       });
       // The token leaves the page as soon as it is stored.
       setCredential('');
       setName('');
       setUrl('');
       const n = useAppStore.getState().notify;
-      if (added.pinError) n('error', `${added.server.name} added, but its tools could not be listed now (${added.pinError}); every tool asks until you pin them`);
+      if (auth === 'oauth') {
+        // Signed in right away; its tools are listed and pinned once it is.
+        if (await signIn(added.server.name)) await store().pin(added.server.name).catch(() => undefined);
+      } else if (added.pinError) n('error', `${added.server.name} added, but its tools could not be listed now (${added.pinError}); every tool asks until you pin them`);
       else n('success', `${added.server.name} added: ${added.tools.length} tools pinned; each asks before its call until you allow it`);
-      await load();
       setOpen(added.server.name);
     });
   };
   const remove = async (server: string) => {
     setRemoving(undefined);
     try {
-      await api().call('mcpServers:remove', { name: server });
+      await store().remove(server);
       if (open === server) setOpen(undefined);
-      await load();
     } catch (err) {
       setError(errorMessage(err));
     }
@@ -228,7 +296,7 @@ export function McpServersScreen() {
       <p className="muted">
         Your MCP servers for runs: Airlock connects to them on this machine with their tokens from the OS keychain, and the agent reaches their tools through the run's gateway (<code>airlock run --mcp NAME</code>). The sandbox never sees a token.
       </p>
-      <ErrorBanner message={error} />
+      <ErrorBanner message={error ?? loadError} />
       <section className="panel" aria-label="Your MCP servers">
         {list === undefined ? (
           <div className="muted">Loading…</div>
@@ -243,7 +311,7 @@ export function McpServersScreen() {
                   <tr key={s.name} data-mcp-server={s.name}>
                     <td className="mono">{s.name}</td>
                     <td className="mono">{s.transport === 'stdio' ? s.command : s.url} <span className="muted">({s.transport === 'http' ? 'Streamable HTTP' : s.transport === 'sse' ? 'SSE' : 'local, in its own sidecar'})</span></td>
-                    <td>{authText(s)}{s.auth.type !== 'none' && !s.hasCredential && <span className="del-n"> token missing from the keychain</span>}</td>
+                    <td>{authText(s)}{s.auth.type !== 'none' && s.auth.type !== 'oauth' && !s.hasCredential && <span className="del-n"> token missing from the keychain</span>}</td>
                     <td>
                       {Object.keys(s.policy).length ? Object.entries(s.policy).map(([t, r]) => `${t === '*' ? 'others' : t}: ${r}`).join(', ') : 'none: every tool asks'}
                       <div className="muted">{s.pinnedTools ? `${s.pinnedTools} tools pinned` : 'tools not pinned yet'}</div>
@@ -260,6 +328,11 @@ export function McpServersScreen() {
                         />
                       ) : (
                         <div className="row">
+                          {s.auth.type === 'oauth' && (
+                            <button className="btn small" disabled={signingIn !== undefined} onClick={() => void signIn(s.name)} aria-label={`Sign in to ${s.name}`}>
+                              {signingIn === s.name ? 'Waiting for the browser…' : s.hasCredential ? 'Sign in again' : 'Sign in'}
+                            </button>
+                          )}
                           <button className="btn small" onClick={() => setOpen(open === s.name ? undefined : s.name)} aria-expanded={open === s.name} aria-label={`Tools of ${s.name}`}>Tools</button>
                           <button className="btn small danger" onClick={() => setRemoving(s.name)} aria-label={`Remove MCP server ${s.name}`}>Remove</button>
                         </div>
@@ -272,7 +345,8 @@ export function McpServersScreen() {
           </div>
         )}
       </section>
-      {selected && <ServerTools key={selected.name} server={selected} onChanged={() => void load()} />}
+      {selected && <ServerTools key={selected.name} server={selected} />}
+      {list && list.length > 0 && <ProjectServers servers={list} />}
       <section className="panel stack" aria-label="Add an MCP server">
         <h2>Add an MCP server</h2>
         <form className="stack" onSubmit={submit} aria-label="Add MCP server">
@@ -285,18 +359,22 @@ export function McpServersScreen() {
             </select>
           </label>
           <div className="row" role="radiogroup" aria-label="Credential">
-            {(['bearer', 'header', 'none'] as const).map((k) => (
+            {(['bearer', 'header', 'oauth', 'none'] as const).map((k) => (
               <label key={k} className="row" style={{ gap: 4 }}>
                 <input type="radio" name="mcp-auth" value={k} checked={auth === k} onChange={() => setAuth(k)} />
-                {k === 'bearer' ? 'Bearer token' : k === 'header' ? 'Token in a header' : 'None'}
+                {k === 'bearer' ? 'Bearer token' : k === 'header' ? 'Token in a header' : k === 'oauth' ? 'Sign in (OAuth, in your browser)' : 'None'}
               </label>
             ))}
           </div>
           {auth === 'header' && <label className="row">Header name <input aria-label="Header name" value={header} onChange={(e) => setHeader(e.target.value)} placeholder="X-API-Key" spellCheck={false} autoCapitalize="off" /></label>}
-          {auth !== 'none' && <label className="row">Token <input aria-label="Server token" type="password" autoComplete="off" value={credential} onChange={(e) => setCredential(e.target.value)} /></label>}
-          <span className="muted" style={{ fontSize: 13 }}>Sign-in with OAuth is not supported yet: use a token the service issues. The token goes to the OS keychain and is never shown again.</span>
+          {auth !== 'none' && auth !== 'oauth' && <label className="row">Token <input aria-label="Server token" type="password" autoComplete="off" value={credential} onChange={(e) => setCredential(e.target.value)} /></label>}
+          <span className="muted" style={{ fontSize: 13 }}>
+            {auth === 'oauth'
+              ? "Airlock opens the server's own sign-in page in your browser; the tokens go to the OS keychain and are refreshed there."
+              : 'The token goes to the OS keychain and is never shown again.'}
+          </span>
           <div className="row">
-            <button className="btn primary" type="submit" disabled={busy || !name.trim() || !url.trim() || (auth !== 'none' && credential.length === 0) || (auth === 'header' && !header.trim())}>{busy ? 'Connecting…' : 'Add and list its tools'}</button>
+            <button className="btn primary" type="submit" disabled={busy || !name.trim() || !url.trim() || (auth !== 'none' && auth !== 'oauth' && credential.length === 0) || (auth === 'header' && !header.trim())}>{busy ? 'Connecting…' : auth === 'oauth' ? 'Add and sign in' : 'Add and list its tools'}</button>
             {formError && <span className="del-n" role="alert">{formError}</span>}
           </div>
         </form>

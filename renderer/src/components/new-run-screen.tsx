@@ -19,6 +19,7 @@ import { EnvironmentField } from './environment-field';
 import { FolderBrowser } from './folder-browser';
 import { AttemptsField } from './new-run-attempts';
 import { GatewayFields } from './new-run-gateway';
+import { McpServersField } from './new-run-mcp';
 
 /** What the form adds after an approval mode's label. */
 const APPROVAL_WHY: Record<ApprovalMode, string> = { auto: ' (the sandbox is the boundary)', ask: '' };
@@ -212,6 +213,7 @@ export function NewRunScreen() {
             </>
           )}
         </div>
+        <McpServersField />
         <label htmlFor="r-timeout">Limits</label>
         <div className="row">
           <input id="r-timeout" type="number" min={1} step="any" style={{ width: 80 }} value={d.timeoutMin} onChange={(e) => set({ timeoutMin: e.target.value })} /> <span className="muted">minutes</span>

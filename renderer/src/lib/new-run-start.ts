@@ -31,6 +31,8 @@ export function startInputOf(d: NewRunDraft, gitHistory: GitHistory): StartRunIn
     allowlist: d.network === 'allowlist' ? d.allowlist.split(/[\s,]+/).filter(Boolean) : undefined,
     ...(d.network === 'allowlist' ? gatewayOf(d) : {}),
     ...(d.check.trim() ? { check: { command: d.check.trim() } } : {}),
+    // A custom command is not pointed at the gateway: it gets no MCP servers.
+    ...(d.agent !== 'custom' && d.mcpServers?.length ? { mcpServers: [...d.mcpServers] } : {}),
     ...(d.network === 'allowlist' && d.internalHosts?.trim() ? { internalHosts: d.internalHosts.split(/[\s,]+/).filter(Boolean) } : {}),
     gitHistory,
     ...(d.environment ? { environment: d.environment } : {}),

@@ -37,6 +37,10 @@ export interface NewRunDraft {
   networkApprovals: NetworkApprovalMode;
   /** The check the host runs once the agent is gone; empty: none. */
   check: string;
+  /** The user's MCP servers the run gets (docs/architecture.md §20); starts as the project's enabled ones. */
+  mcpServers?: string[];
+  /** The project whose enabled MCP servers `mcpServers` started from (taken once per project folder). */
+  mcpProject?: string;
   /**
    * Attempts of one task (agents × models, docs/architecture.md §18); fewer than two: a single run.
    * Each row's provider and model may be empty: the form's own.
@@ -58,6 +62,8 @@ interface NewRunFormState {
   /** A run to repeat was loaded ("Run again"): the form says so until the next edit. */
   againFrom?: string;
   set(patch: Partial<NewRunDraft>): void;
+  /** Ticks the servers enabled for `projectDir`, once per folder, if that is still the form's project. */
+  presetMcp(projectDir: string, servers: string[]): void;
   /** Takes the user's defaults, once, for fields the user has not filled. */
   seed(settings: Settings): void;
   /** The defaults changed (Settings screen): the form takes them again. */
@@ -102,6 +108,8 @@ export const useNewRunForm = create<NewRunFormState>()(
       draft: EMPTY,
       seeded: false,
       set: (patch) => set((s) => ({ draft: { ...s.draft, ...patch }, againFrom: undefined })),
+      presetMcp: (projectDir, servers) =>
+        set((s) => (s.draft.projectDir.trim() !== projectDir || s.draft.mcpProject === projectDir ? s : { draft: { ...s.draft, mcpServers: servers, mcpProject: projectDir } })),
       seed(settings) {
         if (get().seeded) return;
         const defaults = newRunDefaults(settings);
@@ -147,6 +155,9 @@ export const useNewRunForm = create<NewRunFormState>()(
             ...(input.environment !== undefined ? { environment: input.environment } : {}),
             egressRules: (input.egressRules ?? []).join('\n'),
             secrets: [...(input.secrets ?? [])],
+            // The past run's servers, not the project's current ones.
+            mcpServers: [...(input.mcpServers ?? [])],
+            mcpProject: input.projectDir,
             networkApprovals: input.networkApprovals ?? 'ask',
             check: input.check?.command ?? '',
             attempts: [],

@@ -10,7 +10,11 @@ import { ChannelClient } from '../../../core/channel/channel-client';
 import { startLocalHelper, type LocalHelper } from '../../../core/channel/local-helper';
 import { runHostCommand } from '../../../core/runs/host-command';
 import type { LiveAgentRun } from '../../../core/runs/run-context';
+import { Secret } from '../../../core/keys/secret';
+import type { ResolvedMcpServer } from '../../../core/network/mcp-gateway/mcp-server-registry';
+import { GATEWAY_PATH, openRunMcpGateway, SCRUBBED, type RunMcpGateway } from '../../../core/network/mcp-gateway/run-mcp-gateway';
 import { startFakeUpstream, type FakeUpstream, type ScriptedTurn } from '../../../test/fixtures/fake-upstream';
+import { MCP_CANARY, startLoopbackMcpServer, type LoopbackMcpServer } from '../../../test/support/mcp-upstream';
 
 /**
  * The built-in agent, bundled exactly as it ships, run on the host as a child process with a temp
@@ -373,5 +377,60 @@ describe('built-in agent tools', () => {
     const run = await runAgent('anthropic', { env: { AIRLOCK_MODEL: '' } });
     expect(run.code).toBe(1);
     expect(ofType(run, 'agent_error')[0]!.message).toContain('AIRLOCK_MODEL');
+  });
+});
+
+/**
+ * The built-in agent as a client of the run's MCP gateway (docs/architecture.md §20 "Agents"): the real
+ * gateway in front of a real SDK server that takes only a bearer canary. The agent lists the gateway's
+ * tools to the model, calls them there, and never sees the server's token; a deny is a tool error.
+ */
+describe.each<Format>(['anthropic', 'openai'])('built-in agent with the MCP gateway, %s format', (format) => {
+  let mcp: LoopbackMcpServer;
+  let gw: RunMcpGateway;
+  beforeAll(async () => {
+    mcp = await startLoopbackMcpServer();
+    const server: ResolvedMcpServer = { entry: { name: 'demo', url: mcp.url, transport: 'http', auth: { type: 'bearer' }, addedAt: new Date().toISOString() }, credential: new Secret(MCP_CANARY) };
+    gw = await openRunMcpGateway({ runId: 'run-agent-test', servers: [server], policy: async (tool) => (tool.tool === 'delete_item' ? { decision: 'deny', by: 'policy' } : { decision: 'allow', by: 'policy' }) });
+  });
+  afterAll(async () => {
+    gw?.dispose();
+    await mcp?.close();
+  });
+
+  it('lists the gateway tools to the model and calls them through it; the token stays at the gateway', async () => {
+    await start([
+      { toolCalls: [{ name: 'demo__echo', input: { text: 'via the gateway' } }] },
+      { toolCalls: [{ name: 'demo__whoami', input: {} }, { name: 'demo__delete_item', input: { id: '9' } }] },
+      { toolCalls: [{ name: 'finish', input: { summary: 'used the tools' } }] },
+    ]);
+    const run = await runAgent(format, { env: { AIRLOCK_MCP_URL: `http://127.0.0.1:${gw.port}${GATEWAY_PATH}`, AIRLOCK_MCP_TOKEN: gw.token } });
+    expect(run.code, run.stderr).toBe(0);
+    expect(ofType(run, 'agent_error')).toEqual([]);
+    // The model was offered the gateway's tools beside the agent's own.
+    const first = JSON.stringify(upstream.requests.find((r) => r.method === 'POST')!.body);
+    for (const name of ['demo__echo', 'demo__whoami', 'demo__fetch_page', 'run_command']) expect(first).toContain(`"${name}"`);
+    // The server got the calls the policy allowed, with its token, from the gateway; never the denied one.
+    expect(mcp.calls.slice(-2)).toEqual([
+      { tool: 'echo', args: { text: 'via the gateway' }, authorization: `Bearer ${MCP_CANARY}` },
+      { tool: 'whoami', args: {}, authorization: `Bearer ${MCP_CANARY}` },
+    ]);
+    const results = ofType(run, 'tool_result');
+    expect(results[0]).toMatchObject({ ok: true, output: 'echo: via the gateway' });
+    expect(results[1]!.output).toContain(`Bearer ${SCRUBBED}`);
+    expect(results[2]).toMatchObject({ ok: false });
+    // The answers went back to the model as tool results.
+    expect(toolResultsSent(format, 1)).toEqual(['echo: via the gateway']);
+    // Neither the server's token nor the gateway's is in anything the agent wrote.
+    expect(run.stdout + run.stderr).not.toContain(MCP_CANARY);
+    expect(run.stdout).not.toContain(gw.token);
+  });
+
+  it('goes on without MCP tools when the gateway refuses it, and says so', async () => {
+    await start([{ toolCalls: [{ name: 'finish', input: { summary: 'no tools' } }] }]);
+    const run = await runAgent(format, { env: { AIRLOCK_MCP_URL: `http://127.0.0.1:${gw.port}${GATEWAY_PATH}`, AIRLOCK_MCP_TOKEN: 'not-the-run-token-0000' } });
+    expect(run.code).toBe(0);
+    expect(ofType(run, 'agent_error')[0]!.message).toMatch(/MCP tools are not available.*401/);
+    expect(JSON.stringify(upstream.requests.find((r) => r.method === 'POST')!.body)).not.toContain('demo__echo');
   });
 });

@@ -24,6 +24,8 @@ export interface AgentConfig {
   transcriptFile?: string;
   /** Continue the conversation in `transcriptFile` (a follow-up turn). */
   resume: boolean;
+  /** The run's MCP gateway (docs/architecture.md §20): its endpoint and token (never printed); none: no MCP tools. */
+  mcp?: { url: string; token: string };
 }
 
 export class ConfigError extends Error {}
@@ -65,5 +67,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     contextChars: int(env, 'AIRLOCK_CONTEXT_CHARS', 400_000, 1000),
     ...(env.AIRLOCK_TRANSCRIPT ? { transcriptFile: env.AIRLOCK_TRANSCRIPT } : {}),
     resume: env.AIRLOCK_RESUME === '1' && !!env.AIRLOCK_TRANSCRIPT,
+    ...(env.AIRLOCK_MCP_URL && env.AIRLOCK_MCP_TOKEN ? { mcp: { url: env.AIRLOCK_MCP_URL, token: env.AIRLOCK_MCP_TOKEN } } : {}),
   };
 }

@@ -1,14 +1,16 @@
 import type { AgentEvent } from '../../../contracts/agent-events';
 
-let secret = '';
+let secrets: string[] = [];
 
-/** Any occurrence of this string in an emitted event is replaced by [REDACTED] (the run token). */
-export function setRedaction(value: string): void {
-  secret = value.length >= 8 ? value : '';
+/** Any occurrence of these strings in an emitted event is replaced by [REDACTED] (the run's tokens). */
+export function setRedaction(...values: string[]): void {
+  secrets = values.filter((v) => v.length >= 8);
 }
 
 export function redact(text: string): string {
-  return secret && text.includes(secret) ? text.split(secret).join('[REDACTED]') : text;
+  let out = text;
+  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join('[REDACTED]');
+  return out;
 }
 
 /** Writes one event as one JSON line on stdout: the agent's only output channel. */

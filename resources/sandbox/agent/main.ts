@@ -12,12 +12,13 @@ import { AnthropicClient } from './anthropic-client';
 import { ApprovalReader } from './approvals';
 import { ConfigError, readConfig, type AgentConfig } from './config';
 import { emit, redact, setRedaction } from './events';
-import { UpstreamError, type ModelClient, type ToolResultMessage } from './model';
+import { McpGatewayClient } from './mcp-client';
+import { UpstreamError, type ModelClient, type ToolResultMessage, type ToolSpec } from './model';
 import { OpenAiClient } from './openai-client';
-import { runTool, TOOLS } from './tools';
+import { runTool, TOOLS, type ToolOutcome } from './tools';
 import { loadTranscript, saveTranscript } from './transcript';
 
-function systemPrompt(config: AgentConfig): string {
+function systemPrompt(config: AgentConfig, mcpTools: number): string {
   return [
     'You are a coding agent working on a copy of a software project inside an isolated, disposable sandbox.',
     `The project is in ${config.workspace} (your working directory). Use the tools to inspect and change it.`,
@@ -25,15 +26,30 @@ function systemPrompt(config: AgentConfig): string {
     'Use edit_file for small changes (old_text must match exactly once) and write_file for new files.',
     'The sandbox has no internet access. Files you change are reviewed by the user before they reach the real project.',
     'When the task is done, call finish with a short summary of what you changed.',
+    ...(mcpTools > 0 ? ["Tools named <server>__<tool> are the user's MCP servers, reached through Airlock: use them when the task needs them; a call the user refuses comes back as an error."] : []),
   ].join('\n');
 }
 
-function makeClient(config: AgentConfig, previous: Array<Record<string, unknown>>): ModelClient & { addUser(text: string): void } {
-  const system = systemPrompt(config);
+function makeClient(config: AgentConfig, previous: Array<Record<string, unknown>>, mcpTools: ToolSpec[]): ModelClient & { addUser(text: string): void } {
+  const system = systemPrompt(config, mcpTools.length);
+  const tools = [...TOOLS, ...mcpTools];
   if (config.format === 'anthropic') {
-    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
+    return new AnthropicClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, maxTokens: config.maxTokens, system, tools, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
   }
-  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools: TOOLS, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
+  return new OpenAiClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, model: config.model, system, tools, retries: config.retries, contextChars: config.contextChars }, config.task, previous);
+}
+
+/** The run's MCP gateway and its tools, when the run has one; one that cannot be reached is said and left out. */
+async function connectMcp(config: AgentConfig): Promise<{ client?: McpGatewayClient; tools: ToolSpec[] }> {
+  if (!config.mcp) return { tools: [] };
+  const client = new McpGatewayClient(config.mcp.url, config.mcp.token);
+  try {
+    const builtin = new Set(TOOLS.map((t) => t.name));
+    return { client, tools: (await client.connect()).filter((t) => !builtin.has(t.name)) };
+  } catch (err) {
+    emit({ type: 'agent_error', message: redact(`The MCP tools are not available: ${(err as Error).message}`) });
+    return { tools: [] };
+  }
 }
 
 /** An earlier turn's conversation (a follow-up turn), or none; one that cannot be read is said and dropped. */
@@ -47,8 +63,8 @@ function previousConversation(config: AgentConfig): Array<Record<string, unknown
   }
 }
 
-async function run(config: AgentConfig, approvals: ApprovalReader): Promise<number> {
-  const client = makeClient(config, previousConversation(config));
+async function run(config: AgentConfig, approvals: ApprovalReader, mcp: McpGatewayClient | undefined, mcpTools: ToolSpec[]): Promise<number> {
+  const client = makeClient(config, previousConversation(config), mcpTools);
   let keepFailed = false;
   const keep = () => {
     if (!config.transcriptFile || keepFailed) return;
@@ -90,9 +106,11 @@ async function run(config: AgentConfig, approvals: ApprovalReader): Promise<numb
     let finished: string | undefined;
     for (const call of turn.calls) {
       emit({ type: 'tool_call', id: call.id, name: call.name, input: call.input });
-      const outcome = call.inputError
+      const outcome: ToolOutcome = call.inputError
         ? { ok: false, output: `error: ${call.inputError}; send the arguments as a JSON object` }
-        : await runTool(call.id, call.name, call.input, { config, approve, runCommand });
+        : mcp?.has(call.name)
+          ? await mcp.call(call.name, call.input)
+          : await runTool(call.id, call.name, call.input, { config, approve, runCommand });
       const output = redact(outcome.output);
       emit({ type: 'tool_result', id: call.id, ok: outcome.ok, output, ...('truncated' in outcome && outcome.truncated ? { truncated: true } : {}) });
       results.push({ id: call.id, output, isError: !outcome.ok });
@@ -117,11 +135,12 @@ async function main(): Promise<number> {
     emit({ type: 'agent_error', message: err instanceof ConfigError ? `Agent configuration: ${err.message}` : `Agent configuration: ${(err as Error).message}` });
     return 1;
   }
-  setRedaction(config.apiKey);
+  setRedaction(config.apiKey, config.mcp?.token ?? '');
   const approvals = new ApprovalReader();
   approvals.start();
+  const mcp = await connectMcp(config);
   try {
-    return await run(config, approvals);
+    return await run(config, approvals, mcp.client, mcp.tools);
   } catch (err) {
     if (err instanceof UpstreamError) {
       emit({ type: 'agent_error', message: err.message, ...(err.status !== undefined ? { status: err.status } : {}) });
@@ -132,6 +151,7 @@ async function main(): Promise<number> {
     return 1;
   } finally {
     approvals.close();
+    await mcp.client?.close();
   }
 }
 

@@ -18,14 +18,14 @@ export interface ServedUi {
  * Starts `airlock serve --no-open` in-process with the built renderer, for the e2e tests that
  * drive its UI in Chromium. `warm: false` skips the warm pool (tests that never start a sandbox).
  */
-export async function serveUi(opts: { env: NodeJS.ProcessEnv; rendererDir: string; warm?: boolean; args?: string[]; egressProxyForTests?: AirlockCoreOptions['egressProxyForTests'] }): Promise<ServedUi> {
+export async function serveUi(opts: { env: NodeJS.ProcessEnv; rendererDir: string; warm?: boolean; args?: string[]; egressProxyForTests?: AirlockCoreOptions['egressProxyForTests']; openExternal?: (url: string) => Promise<void> }): Promise<ServedUi> {
   let services: AirlockServices | undefined;
   let resolveStop!: () => void;
   const stopped = new Promise<void>((r) => (resolveStop = r));
   let onListening!: (h: HostServer) => void;
   const listening = new Promise<HostServer>((r) => (onListening = r));
   const command = createServeCommand({
-    createServices: async (e) => (services = await createAirlockServices({ env: e, ...(opts.warm === false ? { warm: false } : {}), ...(opts.egressProxyForTests ? { egressProxyForTests: opts.egressProxyForTests } : {}) })),
+    createServices: async (e) => (services = await createAirlockServices({ env: e, ...(opts.warm === false ? { warm: false } : {}), ...(opts.egressProxyForTests ? { egressProxyForTests: opts.egressProxyForTests } : {}), ...(opts.openExternal ? { openExternal: opts.openExternal } : {}) })),
     untilStopped: () => ({ stopped, done: () => {} }),
     onListening,
   });
