@@ -49,7 +49,7 @@ describe.skipIf(!docker.ok)('a client does only what the user granted (airlock m
   const runCount = async () => (await fx.core.store.list()).runs.length;
 
   beforeAll(async () => {
-    fx = await createRunFixture();
+    fx = await createRunFixture({ asksForMcp: true });
     granted = await fx.project({ 'README.md': '# granted\n' });
   }, 600_000);
   afterAll(async () => {

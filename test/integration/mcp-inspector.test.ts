@@ -39,7 +39,7 @@ describe.skipIf(!docker.ok)('MCP Inspector CLI over stdio: create (keep) → exe
   let granted: string;
 
   beforeAll(async () => {
-    fx = await createRunFixture();
+    fx = await createRunFixture({ asksForMcp: true });
     scratch = await mkdtemp(path.join(os.tmpdir(), 'airlock-inspector-'));
     granted = await fx.project({ 'README.md': '# inspected\n', 'src/app.js': 'export const answer = 1;\n' });
   }, 600_000);

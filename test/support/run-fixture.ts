@@ -40,7 +40,14 @@ export interface RunFixture {
  * name) pointed at the scripted fake upstream for both wire formats.
  */
 export async function createRunFixture(
-  opts: { storage?: 'keychain' | 'session'; egressProxy?: AirlockCoreOptions['egressProxyForTests']; env?: Record<string, string>; setupQuietMs?: number } = {},
+  opts: {
+    storage?: 'keychain' | 'session';
+    egressProxy?: AirlockCoreOptions['egressProxyForTests'];
+    env?: Record<string, string>;
+    setupQuietMs?: number;
+    /** Stand in for the app that answers MCP folder requests (announces itself, as the app and `airlock serve` do). */
+    asksForMcp?: boolean;
+  } = {},
 ): Promise<RunFixture> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-home-'));
   const upstream = await startFakeUpstream({ expectedKey: CANARY_KEY });
@@ -57,7 +64,7 @@ export async function createRunFixture(
   await core.catalog.setBaseUrl('openai', `${upstream.url}/v1`);
   await core.vault.set('anthropic', CANARY_KEY, { storage: opts.storage ?? 'session' });
   await core.vault.set('openai', CANARY_KEY, { storage: opts.storage ?? 'session' });
-  const services = servicesFor(core);
+  const services = servicesFor(core, undefined, { asksForMcp: opts.asksForMcp === true });
   const projects: string[] = [];
   return {
     home,
