@@ -157,11 +157,11 @@ function environmentsService(parts: ServiceParts): EnvironmentsService {
   return {
     async find({ projectDir, environment }) {
       const choice = environment ?? (await core.settings.get()).defaultEnvironment;
-      return projectEnvironments(core.home, projectDir, choice);
+      return projectEnvironments(core, projectDir, choice);
     },
     async plan({ projectDir, environment }) {
       const choice = environment ?? (await core.settings.get()).defaultEnvironment;
-      return { text: formatPlan(await planEnvironment(core.home, projectDir, choice), undefined, 'app') };
+      return { text: formatPlan(await planEnvironment(core, projectDir, choice), undefined, 'app') };
     },
     async list() {
       const environments = await listPrepared((await core.engine()).docker, usage, await core.app.installationId());
@@ -357,7 +357,7 @@ function runsService(parts: ServiceParts): RunsService {
       const gitHistory = input.gitHistory ?? newRunDefaults(settings).gitHistory;
       const environment = input.environment ?? settings.defaultEnvironment;
       // A malformed or unaccepted devcontainer is the form's error, before a run exists (§16).
-      await checkRunEnvironment(parts.core.home, { ...input, projectDir: dir, agentVariant: getAgentAdapter(input.agent).imageVariant, ...(environment ? { environment } : {}) });
+      await checkRunEnvironment(parts.core, { ...input, projectDir: dir, agentVariant: getAgentAdapter(input.agent).imageVariant, ...(environment ? { environment } : {}) });
       const started = toRunSummary(await runs.start({ ...input, ...(gitHistory === undefined ? {} : { gitHistory }), ...(environment ? { environment } : {}) }));
       // The New run form offers the latest folders again (settings, so the CLI's runs count too).
       const { recentProjects } = await parts.core.settings.get();

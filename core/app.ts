@@ -130,7 +130,7 @@ export async function createAirlockCore(opts: AirlockCoreOptions): Promise<Airlo
     store,
     sandboxes: (isolation) => core.sandboxes(isolation),
     image: (variant, onProgress, isolation) => core.image(variant, onProgress, isolation),
-    environment: (input, onProgress) => prepareRunEnvironment({ home, installationId: () => app.installationId(), engine: () => core.engine(), airlockImage: (p) => core.image('base', p) }, input, onProgress),
+    environment: (input, onProgress) => prepareRunEnvironment({ home, env: app.env, installationId: () => app.installationId(), engine: () => core.engine(), airlockImage: (p) => core.image('base', p) }, input, onProgress),
     proxy,
     proxyPort: core.proxyPort,
     providerFormat: (p) => core.providerFormat(p),

@@ -2,6 +2,7 @@ import { app, BrowserWindow, dialog, protocol, shell, type IpcMainEvent, type Ip
 import { createApiRouter } from '../core/api/router';
 import type { AirlockServices } from '../core/api/services';
 import { createAirlockServices } from '../core/app-services';
+import { debugLog } from '../core/common/debug-log';
 import { resourcePaths } from '../core/common/resources';
 import { APP_SCHEME, APP_SCHEME_PRIVILEGES, appProtocolHandler } from './app-protocol';
 import { contentSecurityPolicy } from './csp';
@@ -88,6 +89,8 @@ if (!app.requestSingleInstanceLock()) {
 
   void app.whenReady().then(async () => {
     installMenu(process.platform === 'darwin');
+    // AIRLOCK_DEBUG: an unexpected error's stack goes to the terminal that started the app (for the app's lifetime).
+    if (process.env.AIRLOCK_DEBUG) debugLog.onDidStack((s) => process.stderr.write(`[debug] ${s.where}: ${s.stack}\n`));
     try {
       services = await createAirlockServices({
         env: process.env,

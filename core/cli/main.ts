@@ -55,7 +55,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   // `--debug` (any command) or AIRLOCK_DEBUG=1: errors Airlock handles by itself are printed as they happen.
   const debug = own.includes('--debug') || io.env.AIRLOCK_DEBUG === '1';
   const { debugLog } = await import('../common/debug-log');
-  const debugSub = debug ? debugLog.onDidNote((n) => io.stderr.write(`[debug] ${n.where}: ${n.message}\n`)) : undefined;
+  const debugSubs = debug ? [debugLog.onDidNote((n) => io.stderr.write(`[debug] ${n.where}: ${n.message}\n`)), debugLog.onDidStack((s) => io.stderr.write(`[debug] ${s.where}: ${s.stack}\n`))] : [];
   try {
     const { host, choice, args } = takeEngineHost([...own.filter((a) => a !== '--debug'), ...(dash < 0 ? [] : rest.slice(dash))]);
     if (args.includes('--help') || args.includes('-h')) {
@@ -83,7 +83,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(`airlock ${name}: ${help.title}: ${help.message}\n${help.actions.map((a) => `  → ${ERROR_ACTION_CLI[a]}\n`).join('')}`);
     return info.kind === 'INVALID_INPUT' ? ExitCode.usage : ExitCode.failure;
   } finally {
-    debugSub?.dispose();
+    for (const sub of debugSubs) sub.dispose();
   }
 }
 

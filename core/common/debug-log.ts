@@ -10,6 +10,13 @@ export interface DebugNote {
   message: string;
 }
 
+/** An unexpected error's stack, for `--debug` only. */
+export interface DebugStack {
+  /** What failed, e.g. `run <id>`. */
+  where: string;
+  stack: string;
+}
+
 const KEEP = 500;
 const MAX_MESSAGE = 300;
 
@@ -23,6 +30,9 @@ export class DebugLog {
   private readonly notes: DebugNote[] = [];
   private readonly emitter = new Emitter<DebugNote>();
   readonly onDidNote: Event<DebugNote> = this.emitter.event;
+  private readonly stacks = new Emitter<DebugStack>();
+  /** Stacks as they happen (`airlock --debug` prints them); none is kept. */
+  readonly onDidStack: Event<DebugStack> = this.stacks.event;
 
   note(where: string, err: unknown): void {
     const text = err instanceof Error ? err.message : String(err);
@@ -39,6 +49,14 @@ export class DebugLog {
       this.note(where, err);
       return undefined;
     };
+  }
+
+  /**
+   * An unexpected error's whole stack, handed to whoever prints `--debug` output and kept nowhere:
+   * stacks may hold paths, so they never reach records or the UI's notes.
+   */
+  stack(where: string, err: unknown): void {
+    this.stacks.fire({ where, stack: err instanceof Error && err.stack ? err.stack : String(err) });
   }
 
   /** The last notes, oldest first. */

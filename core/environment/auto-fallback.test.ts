@@ -33,7 +33,7 @@ describe('auto falls back to Airlock’s image', () => {
     it(`${what}: the run keeps Airlock's image and says why in one line; an explicit or accepting choice still fails`, async () => {
       const home = await project({});
       const dir = await project(files);
-      const checked = await checkRunEnvironment(home, { projectDir: dir });
+      const checked = await checkRunEnvironment({ home, env: process.env }, { projectDir: dir });
       expect(checked.kind).toBe('airlock');
       const skipped = 'skipped' in checked ? checked.skipped : undefined;
       expect(skipped?.field).toBe(field);
@@ -41,8 +41,8 @@ describe('auto falls back to Airlock’s image', () => {
       expect(skipped?.reason).toMatch(reason);
       expect(skipped?.reason).not.toContain('\n');
       // Chosen explicitly, or accepted in this request: the user asked for it, so its error stands.
-      await expect(checkRunEnvironment(home, { projectDir: dir, environment: 'devcontainer' })).rejects.toThrow();
-      await expect(checkRunEnvironment(home, { projectDir: dir, trustEnvironment: true })).rejects.toThrow();
+      await expect(checkRunEnvironment({ home, env: process.env }, { projectDir: dir, environment: 'devcontainer' })).rejects.toThrow();
+      await expect(checkRunEnvironment({ home, env: process.env }, { projectDir: dir, trustEnvironment: true })).rejects.toThrow();
     });
   }
 
@@ -50,7 +50,7 @@ describe('auto falls back to Airlock’s image', () => {
     const home = await project({});
     const many = { [`not-a-registry-id-${'x'.repeat(600)}`]: {} };
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: many }) });
-    const checked = await checkRunEnvironment(home, { projectDir: dir });
+    const checked = await checkRunEnvironment({ home, env: process.env }, { projectDir: dir });
     const reason = 'skipped' in checked ? checked.skipped.reason : '';
     expect(reason.length).toBeLessThanOrEqual(450);
     expect(reason.endsWith('…')).toBe(true);

@@ -91,14 +91,14 @@ services:
       '.devcontainer/compose.yml': 'services:\n  app: { image: "debian:bookworm-slim" }\n  db: { build: . }\n',
       '.devcontainer/Dockerfile': 'FROM debian:bookworm-slim\n',
     };
-    const a = await loadDevcontainer(await project(files), '.devcontainer/devcontainer.json');
-    const b = await loadDevcontainer(await project({ ...files, '.devcontainer/Dockerfile': 'FROM debian:bookworm-slim\nRUN true\n' }), '.devcontainer/devcontainer.json');
+    const a = await loadDevcontainer(await project(files), '.devcontainer/devcontainer.json', { env: process.env });
+    const b = await loadDevcontainer(await project({ ...files, '.devcontainer/Dockerfile': 'FROM debian:bookworm-slim\nRUN true\n' }), '.devcontainer/devcontainer.json', { env: process.env });
     expect(a.contentHash).not.toBe(b.contentHash);
   });
 
   it('refuses bad compose input with the file and what to do', async () => {
     const bad = async (compose: string, dc = JSON.stringify({ dockerComposeFile: 'c.yml', service: 'app' })) =>
-      (await failure(loadDevcontainer(await project({ '.devcontainer.json': dc, 'c.yml': compose }), '.devcontainer.json'))).message;
+      (await failure(loadDevcontainer(await project({ '.devcontainer.json': dc, 'c.yml': compose }), '.devcontainer.json', { env: process.env }))).message;
     expect(await bad('services:\n  app: [unclosed\n')).toMatch(/^c\.yml:\d+:\d+: .*Fix the compose file/);
     expect(await bad('services:\n  db: { image: x }\n')).toMatch(/service 'app' is not in c\.yml \(it has db\)/);
     expect(await bad('services:\n  app: { image: x }\n', JSON.stringify({ dockerComposeFile: 'c.yml', service: 'app', runServices: ['cache'] }))).toMatch(/runServices names 'cache'/);

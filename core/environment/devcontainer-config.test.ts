@@ -44,17 +44,17 @@ describe('devcontainer discovery', () => {
 
   it('auto uses the top configuration, or the only named one, and asks when several are named', async () => {
     const none = await project({ 'main.go': '' });
-    expect((await resolveEnvironment(none, { kind: 'auto' })).kind).toBe('airlock');
+    expect((await resolveEnvironment(none, { kind: 'auto' }, { env: process.env })).kind).toBe('airlock');
     const one = await project({ '.devcontainer/go/devcontainer.json': '{"image":"golang"}' });
-    const r = await resolveEnvironment(one, { kind: 'auto' });
+    const r = await resolveEnvironment(one, { kind: 'auto' }, { env: process.env });
     expect(r.kind === 'devcontainer' && r.config.configPath).toBe('.devcontainer/go/devcontainer.json');
     const two = await project({ '.devcontainer/go/devcontainer.json': '{"image":"golang"}', '.devcontainer/py/devcontainer.json': '{"image":"python"}' });
-    const err = await failure(resolveEnvironment(two, { kind: 'auto' }));
+    const err = await failure(resolveEnvironment(two, { kind: 'auto' }, { env: process.env }));
     expect(err.message).toMatch(/2 devcontainer configurations \(go, py\).*--environment devcontainer:go/);
-    const picked = await resolveEnvironment(two, { kind: 'devcontainer', path: 'py' });
+    const picked = await resolveEnvironment(two, { kind: 'devcontainer', path: 'py' }, { env: process.env });
     expect(picked.kind === 'devcontainer' && picked.config.source).toEqual({ kind: 'image', image: 'python' });
-    expect((await failure(resolveEnvironment(two, { kind: 'devcontainer', path: 'rust' }))).message).toMatch(/No devcontainer configuration 'rust'.*go\/devcontainer.json/);
-    expect((await failure(resolveEnvironment(none, { kind: 'devcontainer' }))).message).toMatch(/no devcontainer configuration/);
+    expect((await failure(resolveEnvironment(two, { kind: 'devcontainer', path: 'rust' }, { env: process.env }))).message).toMatch(/No devcontainer configuration 'rust'.*go\/devcontainer.json/);
+    expect((await failure(resolveEnvironment(none, { kind: 'devcontainer' }, { env: process.env }))).message).toMatch(/no devcontainer configuration/);
   });
 
   it('parses --environment values and refuses unknown ones', () => {
@@ -70,27 +70,27 @@ describe('devcontainer discovery', () => {
 describe('devcontainer.json', () => {
   it('reads comments and trailing commas, and says line and column of a syntax error', async () => {
     const ok = await project({ '.devcontainer.json': '// the env\n{\n  "image": "golang:1.22", /* go */\n  "forwardPorts": [8080, "db:5432",],\n}\n' });
-    const env = await loadDevcontainer(ok, '.devcontainer.json');
+    const env = await loadDevcontainer(ok, '.devcontainer.json', { env: process.env });
     expect(env.source).toEqual({ kind: 'image', image: 'golang:1.22' });
     expect(env.forwardPorts).toEqual([8080]);
     // A compose service's port is not offered, and says why (the record, the CLI and the form show notApplied).
     expect(env.notApplied).toContainEqual({ field: 'forwardPorts "db:5432"', reason: expect.stringMatching(/^a compose service's port is not offered as a preview port: .*internal network.*db:5432$/) });
     const bad = await project({ '.devcontainer.json': '{\n  "image": "golang"\n  "remoteUser": "vscode"\n}\n' });
-    const err = await failure(loadDevcontainer(bad, '.devcontainer.json'));
+    const err = await failure(loadDevcontainer(bad, '.devcontainer.json', { env: process.env }));
     expect(err.kind).toBe('INVALID_INPUT');
     expect(err.message).toMatch(/^\.devcontainer\.json:3:3: comma expected/);
   });
 
   it("offers the sandbox's own forwardPorts (numbers, strings, localhost:N) once each; lists service ports and non-ports as not applied", async () => {
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', forwardPorts: [3000, '5173', 'localhost:3000', 'db:5432', 'cache:6379', 70000, 'web'] }) });
-    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     expect(env.forwardPorts).toEqual([3000, 5173]);
     expect(env.notApplied.map((n) => n.field)).toEqual(['forwardPorts "db:5432"', 'forwardPorts "cache:6379"', 'forwardPorts 70000', 'forwardPorts "web"']);
     expect(env.notApplied[1]?.reason).toMatch(/reach it as cache:6379$/);
     expect(env.notApplied[2]?.reason).toBe('not a port (1-65535) or service:port');
     // A hostile file cannot grow the record past its schema: long names are no service, long lists are counted.
     const many = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', forwardPorts: [...Array.from({ length: 150 }, (_, i) => 1000 + i), ...Array.from({ length: 30 }, (_, i) => `svc${i}:1`), `${'a'.repeat(500)}:1`] }) });
-    const bounded = await loadDevcontainer(many, '.devcontainer.json');
+    const bounded = await loadDevcontainer(many, '.devcontainer.json', { env: process.env });
     expect(bounded.forwardPorts).toHaveLength(100);
     expect(bounded.notApplied).toHaveLength(21);
     expect(bounded.notApplied.at(-1)).toEqual({ field: 'forwardPorts', reason: '61 more entries were not read (at most 100 ports and 20 other entries are)' });
@@ -102,21 +102,21 @@ describe('devcontainer.json', () => {
       '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"..","args":{"GO":"1.22","N":3},"target":"dev"}}',
       '.devcontainer/Dockerfile': 'FROM debian:bookworm-slim\n',
     });
-    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(env.source).toEqual({ kind: 'build', dockerfile: '.devcontainer/Dockerfile', context: '', args: { GO: '1.22', N: '3' }, target: 'dev' });
     await writeFile(path.join(dir, '.devcontainer/Dockerfile'), 'FROM debian:bookworm-slim\nRUN true\n');
-    expect((await loadDevcontainer(dir, '.devcontainer/devcontainer.json')).contentHash).not.toBe(env.contentHash);
+    expect((await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env })).contentHash).not.toBe(env.contentHash);
   });
 
   it('names a missing Dockerfile, a path outside the project and a config with nothing to run', async () => {
     const missing = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
-    expect((await failure(loadDevcontainer(missing, '.devcontainer/devcontainer.json'))).message).toMatch(/build\.dockerfile '\.devcontainer\/Dockerfile' does not exist/);
+    expect((await failure(loadDevcontainer(missing, '.devcontainer/devcontainer.json', { env: process.env }))).message).toMatch(/build\.dockerfile '\.devcontainer\/Dockerfile' does not exist/);
     const outside = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../../etc/Dockerfile"}}' });
-    expect((await failure(loadDevcontainer(outside, '.devcontainer/devcontainer.json'))).message).toMatch(/points outside the project/);
+    expect((await failure(loadDevcontainer(outside, '.devcontainer/devcontainer.json', { env: process.env }))).message).toMatch(/points outside the project/);
     const empty = await project({ '.devcontainer.json': '{"name":"x"}' });
-    expect((await failure(loadDevcontainer(empty, '.devcontainer.json'))).message).toMatch(/names no image/);
+    expect((await failure(loadDevcontainer(empty, '.devcontainer.json', { env: process.env }))).message).toMatch(/names no image/);
     const notObject = await project({ '.devcontainer.json': '[1]' });
-    expect((await failure(loadDevcontainer(notObject, '.devcontainer.json'))).message).toMatch(/one JSON object/);
+    expect((await failure(loadDevcontainer(notObject, '.devcontainer.json', { env: process.env }))).message).toMatch(/one JSON object/);
   });
 
   it('resolves build paths by their real paths: a link out of the project is refused naming it, a link inside is fine (docs/architecture.md §16)', async () => {
@@ -124,21 +124,21 @@ describe('devcontainer.json', () => {
     // A committed `.devcontainer/root -> <outside>` makes the context any folder there.
     const ctx = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"${localWorkspaceFolder}/.devcontainer/root/home"}}', '.devcontainer/Dockerfile': 'FROM debian\n' });
     await symlink(outside, path.join(ctx, '.devcontainer/root'));
-    const e1 = await failure(loadDevcontainer(ctx, '.devcontainer/devcontainer.json'));
+    const e1 = await failure(loadDevcontainer(ctx, '.devcontainer/devcontainer.json', { env: process.env }));
     expect(e1.message).toContain("build.context '.devcontainer/root/home' leads outside the project through the link '.devcontainer/root'");
     // A Dockerfile that is a link out of the project.
     const df = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile"}}' });
     await symlink(path.join(outside, 'Dockerfile'), path.join(df, '.devcontainer/Dockerfile'));
-    expect((await failure(loadDevcontainer(df, '.devcontainer/devcontainer.json'))).message).toContain("build.dockerfile '.devcontainer/Dockerfile' leads outside the project through the link '.devcontainer/Dockerfile'");
+    expect((await failure(loadDevcontainer(df, '.devcontainer/devcontainer.json', { env: process.env }))).message).toContain("build.dockerfile '.devcontainer/Dockerfile' leads outside the project through the link '.devcontainer/Dockerfile'");
     // A compose service's build context, likewise.
     const compose = await project({ '.devcontainer.json': '{"dockerComposeFile":"c.yml","service":"app"}', 'c.yml': 'services:\n  app:\n    build: ./up/home\n' });
     await symlink(outside, path.join(compose, 'up'));
-    expect((await failure(loadDevcontainer(compose, '.devcontainer.json'))).message).toContain("services.app.build.context 'up/home' leads outside the project through the link 'up'");
+    expect((await failure(loadDevcontainer(compose, '.devcontainer.json', { env: process.env }))).message).toContain("services.app.build.context 'up/home' leads outside the project through the link 'up'");
     // A link that stays inside the project is only a name.
     const fine = await project({ '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"Dockerfile","context":"ctx"}}', 'real/Dockerfile': 'FROM debian\n' });
     await symlink(path.join(fine, 'real'), path.join(fine, '.devcontainer/ctx'));
     await symlink('../real/Dockerfile', path.join(fine, '.devcontainer/Dockerfile'));
-    expect((await loadDevcontainer(fine, '.devcontainer/devcontainer.json')).source).toMatchObject({ kind: 'build', context: '.devcontainer/ctx' });
+    expect((await loadDevcontainer(fine, '.devcontainer/devcontainer.json', { env: process.env })).source).toMatchObject({ kind: 'build', context: '.devcontainer/ctx' });
   });
 
   it('normalises the lifecycle commands: string, array and object forms', async () => {
@@ -150,7 +150,7 @@ describe('devcontainer.json', () => {
         postCreateCommand: { pip: 'pip install -r requirements.txt', go: ['go', 'mod', 'download'] },
       }),
     });
-    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     expect(env.lifecycle).toEqual({
       onCreateCommand: [{ argv: ['/bin/sh', '-c', 'make deps'] }],
       updateContentCommand: [{ argv: ['npm', 'ci'] }],
@@ -160,7 +160,7 @@ describe('devcontainer.json', () => {
       ],
     });
     const bad = await project({ '.devcontainer.json': '{"image":"x","postStartCommand":42}' });
-    expect((await failure(loadDevcontainer(bad, '.devcontainer.json'))).message).toMatch(/postStartCommand must be a command line/);
+    expect((await failure(loadDevcontainer(bad, '.devcontainer.json', { env: process.env }))).message).toMatch(/postStartCommand must be a command line/);
   });
 
   it('substitutes the variables', async () => {
@@ -171,7 +171,7 @@ describe('devcontainer.json', () => {
         remoteEnv: { PATH2: '${containerEnv:WS}:${containerEnv:NOPE:/usr/bin}', KEEP: '${unknownVar}' },
       }),
     });
-    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     expect(env.containerEnv).toEqual({ WS: '/workspace/bin', BASE: path.basename(dir), CBASE: 'workspace' });
     // `${containerEnv:…}` is the container's: kept as the reference prints it, resolved in the run (containerEnvironment).
     expect(env.remoteEnv).toEqual({ PATH2: '${containerEnv:WS}:${containerEnv:NOPE:/usr/bin}', KEEP: '${unknownVar}' });
@@ -205,7 +205,7 @@ describe('devcontainer.json', () => {
         hostRequirements: { gpu: true },
       }),
     });
-    const env = await loadDevcontainer(dir, '.devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     const fields = env.notApplied.map((n) => n.field);
     expect(fields).toEqual(['initializeCommand', 'runArgs', 'mounts', 'workspaceMount', 'privileged', 'capAdd', 'securityOpt', 'hostRequirements.gpu', '${localEnv:HOME}']);
     expect(env.notApplied[0]?.reason).toMatch(/runs on the host/);
@@ -219,7 +219,7 @@ describe('devcontainer.json', () => {
       '.devcontainer/local-tool/devcontainer-feature.json': '{"id":"local-tool"}',
       '.devcontainer/local-tool/install.sh': 'true\n',
     });
-    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const env = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(env.source).toMatchObject({ kind: 'compose', files: ['.devcontainer/compose.yml'], service: 'app', runServices: ['app', 'db'] });
     expect(env.source.kind === 'compose' && env.source.sidecars.map((s) => s.name)).toEqual(['db']);
     expect(env.features).toEqual([
@@ -227,6 +227,6 @@ describe('devcontainer.json', () => {
       { id: 'ghcr.io/devcontainers/features/go:1', options: {}, local: false },
     ]);
     const noService = await project({ '.devcontainer.json': '{"dockerComposeFile":"c.yml"}', 'c.yml': '' });
-    expect((await failure(loadDevcontainer(noService, '.devcontainer.json'))).message).toMatch(/needs "service"/);
+    expect((await failure(loadDevcontainer(noService, '.devcontainer.json', { env: process.env }))).message).toMatch(/needs "service"/);
   });
 });

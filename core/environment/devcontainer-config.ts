@@ -80,7 +80,8 @@ export interface DevcontainerEnvironment {
 }
 
 export interface ResolveOptions {
-  env?: NodeJS.ProcessEnv;
+  /** The root's environment, which `${localEnv:NAME}` reads (only names in `allowedLocalEnv` are used). */
+  env: NodeJS.ProcessEnv;
   /** `${localEnv:NAME}` names the user allowed (non-secret, explicit, recorded). */
   allowedLocalEnv?: readonly string[];
 }
@@ -111,8 +112,14 @@ const RUN_ARG_HINTS: Array<[RegExp, string]> = [
   [/^--device(=|$)/, 'host devices'],
 ];
 
+/** Where a project's environment is read for: Airlock's data folder and the root's environment (`${localEnv:…}`). */
+export interface EnvironmentHost {
+  home: string;
+  env: NodeJS.ProcessEnv;
+}
+
 /** Reads and resolves one devcontainer.json of a project. */
-export async function loadDevcontainer(projectDir: string, configPath: string, opts: ResolveOptions = {}): Promise<DevcontainerEnvironment> {
+export async function loadDevcontainer(projectDir: string, configPath: string, opts: ResolveOptions): Promise<DevcontainerEnvironment> {
   const root = path.resolve(projectDir);
   const abs = path.resolve(root, configPath);
   let text: string;
@@ -130,7 +137,7 @@ export async function loadDevcontainer(projectDir: string, configPath: string, o
     localWorkspaceFolder: root,
     containerWorkspaceFolder: WORK_FOLDER,
     containerWorkspaceFolderBasename: WORK_FOLDER_BASENAME,
-    env: opts.env ?? process.env,
+    env: opts.env,
     allowedLocalEnv: allowed,
     devcontainerId: createHash('sha256').update(`${root}\0${configPath}`).digest('hex').slice(0, 16),
   };

@@ -45,7 +45,7 @@ export type ResolvedEnvironment =
  * Resolves a choice for a project on the host: finds the devcontainer configurations and reads the
  * chosen one. `found` lists every configuration the project has, so the form and the CLI can offer them.
  */
-export async function resolveEnvironment(projectDir: string, choice: EnvironmentChoice, opts: ResolveOptions = {}): Promise<ResolvedEnvironment> {
+export async function resolveEnvironment(projectDir: string, choice: EnvironmentChoice, opts: ResolveOptions): Promise<ResolvedEnvironment> {
   const found = await findDevcontainerConfigs(projectDir);
   if (choice.kind === 'airlock') return { kind: 'airlock', found };
   if (choice.kind === 'image') return { kind: 'image', ref: choice.ref, found };

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { ComposeImageSource, ComposeService } from './compose-file';
 import { autoCandidate, fallbackReason, isConfigurationError } from './auto-fallback';
-import type { DevcontainerEnvironment, NotApplied } from './devcontainer-config';
+import type { DevcontainerEnvironment, EnvironmentHost, NotApplied } from './devcontainer-config';
 import { findDevcontainerConfigs } from './devcontainer-files';
 import { formatEnvironmentChoice, parseEnvironmentChoice, resolveEnvironment } from './environment-choice';
 import { featureRegistry } from './feature-registry';
@@ -61,13 +61,13 @@ type PlannedSource = { kind: 'image'; image: string } | { kind: 'build'; dockerf
 /** The sandbox user every setup command and the agent run as. */
 const SANDBOX_USER = 'uid 1000 (airlock), no capabilities';
 
-export async function planEnvironment(home: string, projectDir: string, choiceText: string | undefined, opts: { allowLocalEnv?: string[] } = {}): Promise<EnvironmentPlan> {
+export async function planEnvironment({ home, env }: EnvironmentHost, projectDir: string, choiceText: string | undefined, opts: { allowLocalEnv?: string[] } = {}): Promise<EnvironmentPlan> {
   const root = path.resolve(projectDir);
   const choice = parseEnvironmentChoice(choiceText);
   const base = { project: root, choice: formatEnvironmentChoice(choice) };
   let resolved;
   try {
-    resolved = await resolveEnvironment(root, choice, { allowedLocalEnv: opts.allowLocalEnv ?? [] });
+    resolved = await resolveEnvironment(root, choice, { env, allowedLocalEnv: opts.allowLocalEnv ?? [] });
   } catch (err) {
     if (choice.kind !== 'auto' || !isConfigurationError(err)) throw err;
     return { ...base, uses: 'airlock', fallback: { config: autoCandidate(await findDevcontainerConfigs(root)), reason: fallbackReason(err.message) } };

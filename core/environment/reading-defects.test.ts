@@ -25,13 +25,13 @@ async function project(files: Record<string, string>): Promise<string> {
 describe('devcontainer reading, as the reference reads it', () => {
   it('build.dockerfile "../Dockerfile" with no context builds in the Dockerfile\'s folder', async () => {
     const dir = await project({ 'Dockerfile': 'FROM debian:bookworm-slim\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../Dockerfile"}}' });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(cfg.source).toEqual({ kind: 'build', dockerfile: 'Dockerfile', context: '', args: {} });
     const nested = await project({ '.devcontainer/docker/Dockerfile': 'FROM x\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"docker/Dockerfile"}}' });
-    expect((await loadDevcontainer(nested, '.devcontainer/devcontainer.json')).source).toMatchObject({ dockerfile: '.devcontainer/docker/Dockerfile', context: '.devcontainer/docker' });
+    expect((await loadDevcontainer(nested, '.devcontainer/devcontainer.json', { env: process.env })).source).toMatchObject({ dockerfile: '.devcontainer/docker/Dockerfile', context: '.devcontainer/docker' });
     // A context written in the file still wins.
     const given = await project({ 'Dockerfile': 'FROM x\n', '.devcontainer/devcontainer.json': '{"build":{"dockerfile":"../Dockerfile","context":"."}}' });
-    expect((await loadDevcontainer(given, '.devcontainer/devcontainer.json')).source).toMatchObject({ context: '.devcontainer' });
+    expect((await loadDevcontainer(given, '.devcontainer/devcontainer.json', { env: process.env })).source).toMatchObject({ context: '.devcontainer' });
   });
 
   it("the project's container folder written out in a command or a variable names the same file under /workspace", async () => {
@@ -45,7 +45,7 @@ describe('devcontainer reading, as the reference reads it', () => {
       }),
       '.devcontainer/compose.yml': 'services:\n  dev:\n    image: x\n    volumes:\n      - ..:/workspaces:cached\n',
     });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(cfg.workFolder).toBe('/workspace/app');
     expect(cfg.lifecycle.postStartCommand).toEqual([{ argv: ['/bin/sh', '-c', 'node /workspace/app/tool.mjs && ls /workspacesX /srv/workspaces'] }]);
     expect(cfg.remoteEnv).toEqual({ TOOLS: '/workspace/app/bin:/usr/bin' });
@@ -53,18 +53,18 @@ describe('devcontainer reading, as the reference reads it', () => {
 
   it('postAttachCommand runs last in setup; overrideCommand: false is named', async () => {
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', postAttachCommand: 'echo attached', postStartCommand: 'echo started', overrideCommand: false }) });
-    const cfg = await loadDevcontainer(dir, '.devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     expect((await setupPlan(dir, cfg))?.hooks.map((h) => h.hook)).toEqual(['postStartCommand', 'postAttachCommand']);
     expect(cfg.notApplied.map((n) => n.field)).toContain('overrideCommand');
     const kept = await project({ '.devcontainer.json': '{"image":"x","overrideCommand":true}' });
-    expect((await loadDevcontainer(kept, '.devcontainer.json')).notApplied).toEqual([]);
+    expect((await loadDevcontainer(kept, '.devcontainer.json', { env: process.env })).notApplied).toEqual([]);
   });
 
   it('text inside customizations (VS Code only) gives no ${localEnv} notice', async () => {
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', customizations: { vscode: { settings: { 'terminal.integrated.env.linux': { TOKEN: '${localEnv:GITHUB_TOKEN}' } } } } }) });
     expect((await loadDevcontainer(dir, '.devcontainer.json', { env: { GITHUB_TOKEN: 'secret' } })).notApplied).toEqual([]);
     const used = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', containerEnv: { T: '${localEnv:GITHUB_TOKEN}' } }) });
-    expect((await loadDevcontainer(used, '.devcontainer.json')).notApplied.map((n) => n.field)).toEqual(['${localEnv:GITHUB_TOKEN}']);
+    expect((await loadDevcontainer(used, '.devcontainer.json', { env: process.env })).notApplied.map((n) => n.field)).toEqual(['${localEnv:GITHUB_TOKEN}']);
   });
 
   it("a local feature's privileged, capAdd, securityOpt, init and mounts are named as not applied", async () => {
@@ -73,7 +73,7 @@ describe('devcontainer reading, as the reference reads it', () => {
       '.devcontainer/dind/devcontainer-feature.json': JSON.stringify({ id: 'dind', privileged: true, capAdd: ['SYS_ADMIN'], securityOpt: ['seccomp=unconfined'], init: true, mounts: [{ source: 'dind-var', target: '/var/lib/docker', type: 'volume' }] }),
       '.devcontainer/dind/install.sh': '#!/bin/sh\n',
     });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(cfg.notApplied.map((n) => n.field)).toEqual(['features["./dind"].privileged', 'features["./dind"].capAdd', 'features["./dind"].securityOpt', 'features["./dind"].init', 'features["./dind"].mounts']);
   });
 
@@ -84,7 +84,7 @@ describe('devcontainer reading, as the reference reads it', () => {
       'app.Dockerfile': 'FROM x\n',
       '.devcontainer/compose.extend.yml': 'services:\n  app:\n    environment:\n      - DB_PORT=6543\n      - HOST_TOKEN\n',
     });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     const src = cfg.source;
     if (src.kind !== 'compose') throw new Error('compose expected');
     expect(src.workspace.environment).toEqual({ DB_HOST: 'db', DB_PORT: '6543' });
@@ -94,7 +94,7 @@ describe('devcontainer reading, as the reference reads it', () => {
 
   it('${containerEnv:PATH} is kept as written when read and extends the image\'s own PATH in the run', async () => {
     const dir = await project({ '.devcontainer.json': JSON.stringify({ image: 'x', containerEnv: { TOOLS: '${containerEnv:HOME}/tools' }, remoteEnv: { PATH: '${containerEnv:PATH}:/opt/x', T: '${containerEnv:TOOLS}', D: '${containerEnv:NOPE:dflt}' }, postCreateCommand: 'echo ${containerEnv:PATH}' }) });
-    const cfg = await loadDevcontainer(dir, '.devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer.json', { env: process.env });
     // As the reference prints it: resolved only where the container's environment is known.
     expect(cfg.remoteEnv.PATH).toBe('${containerEnv:PATH}:/opt/x');
     expect(cfg.lifecycle.postCreateCommand?.[0]?.argv[2]).toBe('echo ${containerEnv:PATH}');
@@ -104,14 +104,14 @@ describe('devcontainer reading, as the reference reads it', () => {
 
   it('a workspaceFolder inside the project is the folder setup runs in, and ${containerWorkspaceFolder} points there', async () => {
     const dir = await project({ '.devcontainer/devcontainer.json': JSON.stringify({ image: 'x', workspaceFolder: '/workspaces/${localWorkspaceFolderBasename}/web', postCreateCommand: 'cd ${containerWorkspaceFolder} && ls ${containerWorkspaceFolderBasename}' }) });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(cfg.workFolder).toBe('/workspace/web');
     expect((await setupPlan(dir, cfg))?.cwd).toBe('/workspace/web');
     expect(cfg.lifecycle.postCreateCommand?.[0]?.argv[2]).toBe('cd /workspace/web && ls web');
     expect(cfg.notApplied).toEqual([]);
     // The default folder is the project's; one outside it is named.
-    expect((await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x"}' }), '.devcontainer.json')).workFolder).toBe('/workspace');
-    const outside = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","workspaceFolder":"/src"}' }), '.devcontainer.json');
+    expect((await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x"}' }), '.devcontainer.json', { env: process.env })).workFolder).toBe('/workspace');
+    const outside = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","workspaceFolder":"/src"}' }), '.devcontainer.json', { env: process.env });
     expect(outside.workFolder).toBe('/workspace');
     expect(outside.notApplied.map((n) => n.field)).toEqual(['workspaceFolder']);
   });
@@ -121,13 +121,13 @@ describe('devcontainer reading, as the reference reads it', () => {
       '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yml', service: 'app', workspaceFolder: '/workspaces/${localWorkspaceFolderBasename}/api' }),
       '.devcontainer/compose.yml': 'services:\n  app:\n    image: x\n    volumes:\n      - ../..:/workspaces:cached\n',
     });
-    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json');
+    const cfg = await loadDevcontainer(dir, '.devcontainer/devcontainer.json', { env: process.env });
     expect(cfg.workFolder).toBe('/workspace/api');
     expect(cfg.notApplied.map((n) => n.field)).toEqual(['services.app.volumes']);
   });
 
   it('remoteUser and containerUser are named: setup and the agent run as uid 1000', async () => {
-    const cfg = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","remoteUser":"vscode","containerUser":"root"}' }), '.devcontainer.json');
+    const cfg = await loadDevcontainer(await project({ '.devcontainer.json': '{"image":"x","remoteUser":"vscode","containerUser":"root"}' }), '.devcontainer.json', { env: process.env });
     expect(cfg.notApplied.map((n) => n.field)).toEqual(['remoteUser', 'containerUser']);
   });
 });

@@ -6,6 +6,7 @@ import type { ChannelClient } from '../channel/channel-client';
 import { engineIdentity, type Engine } from '../sandbox/docker/engine';
 import type { ImageProgress } from '../sandbox/driver';
 import { autoCandidate, fallbackReason, isConfigurationError } from './auto-fallback';
+import type { EnvironmentHost } from './devcontainer-config';
 import { findDevcontainerConfigs } from './devcontainer-files';
 import { parseEnvironmentChoice, resolveEnvironment, type ResolvedEnvironment } from './environment-choice';
 import { prepareEnvironmentImage } from './environment-image';
@@ -82,6 +83,8 @@ export interface PreparedState {
 
 export interface RunEnvironmentDeps {
   home: string;
+  /** The root's environment (`${localEnv:…}` of the devcontainer). */
+  env: NodeJS.ProcessEnv;
   /** This home's installation id: prepared environments are labelled and keyed with it, sidecars and their network labelled (the reaper's test on shared engines). */
   installationId(): Promise<string>;
   engine(): Promise<Engine>;
@@ -96,13 +99,13 @@ export interface RunEnvironmentDeps {
  * failed run): a malformed config, a missing Dockerfile or an unaccepted devcontainer stops here.
  * With `trustEnvironment` the acceptance is recorded for this content.
  */
-export async function checkRunEnvironment(home: string, req: RunEnvironmentRequest & { agentVariant?: 'base' | 'agents' }): Promise<CheckedEnvironment> {
+export async function checkRunEnvironment({ home, env }: EnvironmentHost, req: RunEnvironmentRequest & { agentVariant?: 'base' | 'agents' }): Promise<CheckedEnvironment> {
   const choice = parseEnvironmentChoice(req.environment);
   // `auto` found the devcontainer by itself: where it cannot be used, the run keeps Airlock's image and says why (auto-fallback.ts).
   const mayFallBack = choice.kind === 'auto' && !req.trustEnvironment;
   let resolved: ResolvedEnvironment;
   try {
-    resolved = await resolveEnvironment(req.projectDir, choice, { allowedLocalEnv: req.allowLocalEnv ?? [] });
+    resolved = await resolveEnvironment(req.projectDir, choice, { env, allowedLocalEnv: req.allowLocalEnv ?? [] });
   } catch (err) {
     if (!mayFallBack || !isConfigurationError(err)) throw err;
     const found = await findDevcontainerConfigs(req.projectDir);
@@ -161,7 +164,7 @@ export async function prepareRunEnvironment(
   req: RunEnvironmentRequest & { agentVariant: 'base' | 'agents'; isolation: Isolation },
   onProgress: (p: ImageProgress) => void,
 ): Promise<PreparedRunEnvironment> {
-  const resolved = await checkRunEnvironment(deps.home, { ...req, trustEnvironment: false });
+  const resolved = await checkRunEnvironment(deps, { ...req, trustEnvironment: false });
   if (resolved.kind === 'airlock') return { env: { ...AIRLOCK_IMAGE_ENV }, record: { name: 'airlock', kind: 'airlock', notApplied: 'skipped' in resolved ? [resolved.skipped] : [], ...('skipped' in resolved ? { fallback: { config: resolved.skipped.field, reason: resolved.skipped.reason } } : {}) } };
   // Sidecars need a container engine beside the sandbox: refused for a VM before anything is built.
   const composed = resolved.kind === 'devcontainer' && resolved.config.source.kind === 'compose' && resolved.config.source.sidecars.length > 0;

@@ -785,7 +785,7 @@ function resourceError(uri: URL, err: unknown): McpError {
 async function checkMcpEnvironment(core: AirlockCore, projectDir: string, environment: string | undefined): Promise<void> {
   let checked;
   try {
-    checked = await checkRunEnvironment(core.home, { projectDir, ...(environment ? { environment } : {}), agentVariant: 'base', trustEnvironment: false });
+    checked = await checkRunEnvironment(core, { projectDir, ...(environment ? { environment } : {}), agentVariant: 'base', trustEnvironment: false });
   } catch (err) {
     if (err instanceof AirlockError && err.kind === 'FORBIDDEN') {
       const why = err.message.replace(/ Read it, then accept it .*$/, '');

@@ -10,7 +10,7 @@ import { captureSession, loadSession, restoreSession, saveSession, SESSION_MAX_F
 
 const ID = '0b6f3a52-1c1e-4a59-9d7e-5d2f8f1c0a11';
 const TOKEN = Buffer.from(`airlock-run-token-${'ab'.repeat(32)}`);
-const shell = new LocalShell();
+const shell = new LocalShell(process.env);
 let dir: string;
 let spec: AgentSessionFiles;
 

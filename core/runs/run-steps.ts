@@ -540,8 +540,8 @@ async function recordFailure(run: LiveRun, err: unknown): Promise<ErrorInfo> {
   let failure = toErrorInfo(err);
   if (!(err instanceof AirlockError)) {
     failure = { kind: 'INTERNAL', message: `unexpected error: ${failure.message}` };
-    // Stacks never reach records (they may hold paths); AIRLOCK_DEBUG shows them to the developer.
-    if (process.env.AIRLOCK_DEBUG) process.stderr.write(`[airlock debug] run ${run.id}: ${(err as Error).stack ?? String(err)}\n`);
+    // Stacks never reach records (they may hold paths); `--debug` (AIRLOCK_DEBUG=1) shows them to the developer.
+    debugLog.stack(`run ${run.id}`, err);
   }
   await run.audit.append('error', { kind: failure.kind, message: failure.message }).catch(debugLog.swallow('run.audit.error'));
   return failure;

@@ -42,7 +42,7 @@ async function turn(store: RunStore, projectDir: string, thread: StoredRun['thre
   const id = newRunId();
   const now = new Date().toISOString();
   await store.create({ id, kind: 'agent', task: `turn ${thread?.turn ?? 1}`, projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' }, ...(thread ? { thread } : {}) });
-  const shell = new LocalShell();
+  const shell = new LocalShell(process.env);
   const layout = await localLayout(tempDir('airlock-sbx-'));
   const read = await snapshotProject(projectDir);
   // A follow-up starts from the previous result laid over the project, as hydrateStep does.

@@ -63,7 +63,7 @@ describe('change tracking', () => {
   it('lets the agent start before the baseline is recorded; edits made meanwhile still show as changes', async () => {
     const dir = tempDir();
     writeTree(dir, { 'a.txt': 'original\n', 'b.txt': 'keep\n' });
-    const shell = new LocalShell();
+    const shell = new LocalShell(process.env);
     const layout = await localLayout(tempDir('airlock-sbx-'));
     const hydrated = await hydrate(shell, await snapshotProject(dir), { layout, waitForBaseline: false });
     // Immediately, before the baseline may be done: edit, delete and add.

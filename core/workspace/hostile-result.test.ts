@@ -19,7 +19,7 @@ afterAll(cleanupTemps);
  */
 class LyingShell extends LocalShell {
   constructor(private readonly lies: { gitDiff?: (real: Buffer) => Buffer; tar?: (real: Buffer, asked: string[]) => Buffer; listing?: (real: Buffer) => Buffer }) {
-    super();
+    super(process.env);
   }
 
   override async run(opts: ShellRunOptions): Promise<ShellRunResult> {

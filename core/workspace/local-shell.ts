@@ -12,6 +12,9 @@ import type { ShellRunOptions, ShellRunResult, ShellWatchOptions, WorkspaceLayou
  * copies. It isolates nothing: never point it at a user's project.
  */
 export class LocalShell implements WorkspaceShell {
+  /** `env`: the environment commands run with (the caller's, with each command's own `env` on top). */
+  constructor(private readonly env: NodeJS.ProcessEnv) {}
+
   async run(opts: ShellRunOptions): Promise<ShellRunResult> {
     const started = performance.now();
     const [cmd, ...args] = opts.argv;
@@ -20,7 +23,7 @@ export class LocalShell implements WorkspaceShell {
     return new Promise((resolve, reject) => {
       const child = spawn(cmd, args, {
         cwd: opts.cwd,
-        env: { ...process.env, ...opts.env },
+        env: { ...this.env, ...opts.env },
         stdio: ['pipe', 'pipe', 'pipe'],
       });
       const out: Buffer[] = [];

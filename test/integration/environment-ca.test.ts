@@ -155,7 +155,7 @@ RUN printf '%s\\n' "$K" > /tmp/k.pem && printf '%s\\n' "$C" > /tmp/c.pem \\
 `,
     );
     await writeFile(path.join(project, '.devcontainer/devcontainer.json'), JSON.stringify({ build: { dockerfile: 'Dockerfile', args: { K: serverKey, C: serverCert } } }));
-    const resolved = await resolveEnvironment(project, parseEnvironmentChoice('devcontainer'));
+    const resolved = await resolveEnvironment(project, parseEnvironmentChoice('devcontainer'), { env: process.env });
     const prepared = await prepareEnvironmentImage(engine.docker, resolved, { projectDir: project, airlockRef: airlockWithCa, emit: () => undefined });
     if (!prepared) throw new Error('no devcontainer image');
     made.push(prepared.derived.ref, prepared.derived.baseRef);

@@ -81,7 +81,7 @@ describe.skipIf(!docker.ok)('the prepared path: build record and warm pool (real
     const airlockRef = await f.core.image('base');
     async function prepare(): Promise<{ built: boolean; marker: string; ref: string }> {
       const seen: ImageProgress[] = [];
-      const resolved = await resolveEnvironment(dir, parseEnvironmentChoice(undefined), { allowedLocalEnv: [] });
+      const resolved = await resolveEnvironment(dir, parseEnvironmentChoice(undefined), { env: process.env, allowedLocalEnv: [] });
       const p = await prepareEnvironmentImage(engine, resolved, { projectDir: dir, airlockRef, emit: (e) => seen.push(e), records });
       if (!p) throw new Error('no environment image');
       images.push(p.derived.ref);

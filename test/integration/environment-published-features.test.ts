@@ -50,7 +50,7 @@ describe.skipIf(!docker.ok || !registryOk)('published devcontainer features (rea
     const projectDir = await f.project({
       '.devcontainer/devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: { [id]: { greeting: 'hi-from-options' } } }),
     });
-    const plan = await planEnvironment(f.home, projectDir, 'devcontainer');
+    const plan = await planEnvironment({ home: f.home, env: process.env }, projectDir, 'devcontainer');
     expect(plan.devcontainer?.problem).toBeUndefined();
     expect(plan.devcontainer?.features).toEqual([expect.objectContaining({ id, local: false, applied: true, version: '1.0.0', digest: digest1 })]);
     expect(plan.devcontainer?.notApplied).toContainEqual(expect.objectContaining({ field: `features["${id}"].capAdd` }));
@@ -69,21 +69,21 @@ describe.skipIf(!docker.ok || !registryOk)('published devcontainer features (rea
     expect(sent).toContain('setup=feature-setup-ran');
     expect(run.environment?.notApplied).toContainEqual(expect.objectContaining({ field: `features["${id}"].capAdd` }));
     expect(await leftoversOf(run.id)).toEqual([]);
-    await expect(checkRunEnvironment(f.home, { projectDir, environment: 'devcontainer' })).resolves.toMatchObject({ kind: 'devcontainer' });
+    await expect(checkRunEnvironment({ home: f.home, env: process.env }, { projectDir, environment: 'devcontainer' })).resolves.toMatchObject({ kind: 'devcontainer' });
 
     // A new version under the same tag: the accepted content no longer matches.
     const digest2 = await reg.publish('hello', feature('1.0.1'));
     expect(digest2).not.toBe(digest1);
-    await expect(checkRunEnvironment(f.home, { projectDir, environment: 'devcontainer' })).rejects.toMatchObject({ kind: 'FORBIDDEN', message: expect.stringMatching(/changed since you accepted it/) });
-    const plan2 = await planEnvironment(f.home, projectDir, 'devcontainer');
+    await expect(checkRunEnvironment({ home: f.home, env: process.env }, { projectDir, environment: 'devcontainer' })).rejects.toMatchObject({ kind: 'FORBIDDEN', message: expect.stringMatching(/changed since you accepted it/) });
+    const plan2 = await planEnvironment({ home: f.home, env: process.env }, projectDir, 'devcontainer');
     expect(plan2.devcontainer).toMatchObject({ accepted: 'changed', features: [expect.objectContaining({ version: '1.0.1', digest: digest2 })] });
   }, 600_000);
 
   it('a feature the registry does not have is a clear error naming it, before anything is built', async () => {
     const id = `${reg.host}/airlock-test/missing:1`;
     const projectDir = await f.project({ '.devcontainer/devcontainer.json': JSON.stringify({ image: 'debian:bookworm-slim', features: { [id]: {} } }) });
-    await expect(checkRunEnvironment(f.home, { projectDir, environment: 'devcontainer', trustEnvironment: true })).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining(`feature '${id}'`) });
+    await expect(checkRunEnvironment({ home: f.home, env: process.env }, { projectDir, environment: 'devcontainer', trustEnvironment: true })).rejects.toMatchObject({ kind: 'NOT_FOUND', message: expect.stringContaining(`feature '${id}'`) });
     // `auto` keeps Airlock's image and says why.
-    await expect(checkRunEnvironment(f.home, { projectDir })).resolves.toMatchObject({ kind: 'airlock', skipped: { reason: expect.stringContaining('missing') } });
+    await expect(checkRunEnvironment({ home: f.home, env: process.env }, { projectDir })).resolves.toMatchObject({ kind: 'airlock', skipped: { reason: expect.stringContaining('missing') } });
   }, 120_000);
 });

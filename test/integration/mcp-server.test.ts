@@ -233,7 +233,7 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     await ok(client, 'sandbox_destroy', { sandboxId: auto.sandboxId });
 
     // The user accepts it (what the New run form and --trust-environment record): now it is used.
-    const resolved = await resolveEnvironment(envProject, parseEnvironmentChoice('devcontainer'));
+    const resolved = await resolveEnvironment(envProject, parseEnvironmentChoice('devcontainer'), { env: process.env });
     if (resolved.kind !== 'devcontainer') throw new Error('the devcontainer was not found');
     await new EnvironmentTrust(envProject, fx.home).accept(resolved.config);
     const dev = await ok<{ sandboxId: string; environment: string }>(client, 'sandbox_create', { projectDir: envProject, environment: 'devcontainer' });

@@ -105,7 +105,7 @@ export async function collectLocal(sb: LocalSandbox, opts: Partial<CollectOption
 
 /** Snapshots the project and hydrates it into a temp dir through the LocalShell. */
 export async function localSandbox(projectDir: string, opts?: SnapshotOptions, repoDir?: string, hydrateOpts: Pick<HydrateOptions, 'gitHistory'> = {}): Promise<LocalSandbox> {
-  const shell = new LocalShell();
+  const shell = new LocalShell(process.env);
   const layout = await localLayout(tempDir('airlock-sbx-'));
   const snapshot = await snapshotProject(projectDir, opts);
   const repo = await HostRepo.create(repoDir ?? path.join(tempDir('airlock-objects-'), 'objects.git'));

@@ -90,7 +90,7 @@ async function planCommand(args: string[], io: CliIo): Promise<number> {
   if (positionals.length > 1) throw new CliUsageError(`env plan takes one project folder, not ${positionals.length}\n${USAGE}`);
   const dir = path.resolve(positionals[0] ?? process.cwd());
   return withApp(io, async (app) => {
-    const plan = await planEnvironment(app.home, dir, values.environment, { allowLocalEnv: values['allow-local-env'] ?? [] });
+    const plan = await planEnvironment(app, dir, values.environment, { allowLocalEnv: values['allow-local-env'] ?? [] });
     const prepared = plan.devcontainer?.setup.length ? await preparedFor(app, plan) : undefined;
     if (values.json) io.stdout.write(`${JSON.stringify({ ...plan, ...(prepared ? { prepared } : {}) }, null, 2)}\n`);
     else io.stdout.write(formatPlan(plan, prepared?.text));
