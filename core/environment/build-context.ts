@@ -23,7 +23,7 @@ export const CONTEXT_MAX_FILE_BYTES = 512 * 1024 * 1024;
  */
 export async function assertRealInside(root: string, rel: string, where: { file: string; field: string }): Promise<void> {
   const realRoot = await realpath(root);
-  const real = await realpath(path.join(root, rel)).catch(() => undefined);
+  const real = await realpath(path.join(root, rel)).catch(() => undefined); // a path that does not exist passes: the caller's own check says so
   if (real === undefined) return;
   const r = path.relative(realRoot, real);
   if (r === '' || (!r.startsWith('..') && !path.isAbsolute(r))) return;
@@ -33,7 +33,7 @@ export async function assertRealInside(root: string, rel: string, where: { file:
   let target = real;
   for (let i = 1; i <= parts.length; i++) {
     const p = parts.slice(0, i).join('/');
-    const st = await lstat(path.join(root, p)).catch(() => undefined);
+    const st = await lstat(path.join(root, p)).catch(() => undefined); // a part that does not exist is no link
     if (st?.isSymbolicLink()) {
       link = p;
       target = await readlink(path.join(root, p)).catch(() => real);

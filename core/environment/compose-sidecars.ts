@@ -10,6 +10,7 @@ import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, runLabels } fro
 import type { ComposeService } from './compose-file';
 import { createContainerWithProfile, seccompSecurityOpt } from '../sandbox/docker/seccomp-profile';
 import { dnsHostConfig, sidecarDns, type SidecarDns } from './sidecar-dns';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Compose sidecars (docs/architecture.md §16): the devcontainer's other services (a database, a
@@ -188,7 +189,7 @@ export async function createSidecarNetwork(docker: Docker, runId: string, servic
     const plan = podmanSidecarAddresses(info, services);
     return { name, ...plan };
   } catch (err) {
-    await net.remove().catch(() => undefined);
+    await net.remove().catch(debugLog.swallow('sidecars.network.remove'));
     throw err;
   }
 }

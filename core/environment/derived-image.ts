@@ -5,6 +5,7 @@ import type { ImageProgress } from '../sandbox/driver';
 import { buildContextTar } from '../sandbox/image';
 import { engineBuild, imageId, type BuildFailure } from './engine-build';
 import { LABEL_DERIVED_FROM } from '../sandbox/labels';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Any image becomes a hardened sandbox (docs/architecture.md §16): the user's image plus Airlock's
@@ -123,7 +124,7 @@ export async function deriveSandboxImage(docker: Docker, o: DeriveOptions): Prom
   const airlock = await docker
     .getImage(o.airlockRef)
     .inspect()
-    .catch(() => undefined);
+    .catch(debugLog.swallow('derivedImage.airlockImage'));
   if (!airlock) throw new AirlockError('NOT_FOUND', `Airlock's sandbox image ${o.airlockRef} is missing; run \`airlock doctor\` to build it.`);
   const mismatch = architectureMismatch(o.what, base.Architecture, airlock.Architecture);
   if (mismatch) throw mismatch;

@@ -282,7 +282,7 @@ async function resolveSource(cfg: Record<string, unknown>, c: SourceCtx): Promis
     const given = build?.context ?? cfg.context;
     const context = typeof given === 'string' ? inside(c, given, 'build.context') : path.posix.dirname(rel) === '.' ? '' : path.posix.dirname(rel);
     await assertRealInside(c.root, context, { file: c.configPath, field: 'build.context' });
-    const ctxStat = await stat(path.join(c.root, context)).catch(() => undefined);
+    const ctxStat = await stat(path.join(c.root, context)).catch(() => undefined); // missing: refused just below as not a folder
     if (!ctxStat?.isDirectory()) throw invalid(c.configPath, `build.context '${context || '.'}' is not a folder of the project`);
     // Trust covers every file the build can read: the whole context as the engine would get it.
     c.hashed.push(await buildContextDigest(path.join(c.root, context)));

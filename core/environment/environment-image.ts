@@ -117,7 +117,7 @@ async function buildDevcontainerImage(
   await assertRealInside(projectDir, src.dockerfile, { file: cfg.configPath, field: 'build.dockerfile' });
   const projectSnapshot = await snapshotContext(contextDir);
   const excluded = projectSnapshot.excluded.filter((e) => e.kind === 'secret').map((e) => e.path);
-  const projectDockerfile = await readFile(path.join(contextDir, dockerfile), 'utf8').catch(() => undefined);
+  const projectDockerfile = await readFile(path.join(contextDir, dockerfile), 'utf8').catch(() => undefined); // no Dockerfile there: no host-CA rewrite and no build record; the build says what is missing
   // With the host's extra CAs: the rewritten Dockerfile is built, beside the project's files in the context.
   const rewritten = as.hostCa && projectDockerfile !== undefined ? withHostCas(projectDockerfile, as.hostCa) : undefined;
   const snapshot = rewritten === undefined ? projectSnapshot : withContextFile(projectSnapshot, HOST_CA_DOCKERFILE, Buffer.from(rewritten));

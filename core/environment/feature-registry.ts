@@ -57,7 +57,7 @@ export class FeatureRegistry {
     if (!layer || !/^sha256:[0-9a-f]{64}$/.test(layer.digest)) throw featureError(id, `its manifest (${manifest.digest}) has no devcontainer feature layer`, 'check the id: it names an image or artifact that is no devcontainer feature');
     if (layer.size > MAX_LAYER_BYTES) throw featureError(id, `its layer is ${layer.size} bytes, more than the ${MAX_LAYER_BYTES >> 20} MiB a feature may have`, 'install the tool in the Dockerfile instead');
     const file = path.join(this.o.cacheDir, `${layer.digest.slice('sha256:'.length)}.tar`);
-    let blob: Buffer | undefined = await readFile(file).catch(() => undefined);
+    let blob: Buffer | undefined = await readFile(file).catch(() => undefined); // not cached yet: fetched below
     // A cached layer is checked again: the cache is a file anyone with the home can change.
     if (!blob || sha256(blob) !== layer.digest) {
       const fresh = await client.blob(layer.digest);

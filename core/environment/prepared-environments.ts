@@ -15,6 +15,7 @@ import { AIRLOCK_TOOLS_BIN } from './derived-image';
 import { checkPreparedTar } from './prepared-tar-check';
 import type { DevcontainerEnvironment } from './devcontainer-config';
 import type { SetupPlan } from './setup-plan';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Prepared environments (docs/architecture.md §16, "Prepared environments"; Codespaces calls them
@@ -95,7 +96,7 @@ export async function lookupPrepared(docker: Docker, inputs: PreparedInputs): Pr
     .getImage(ref)
     .inspect()
     .then((i) => (i.Config?.Labels?.[LABEL_KEY] === key ? { id: i.Id, entries: i.Config.Labels[LABEL_WORKSPACE_ENTRIES] } : undefined))
-    .catch(() => undefined);
+    .catch(() => undefined); // no image under this ref (or another key's): nothing to reuse, setup runs
   return { key, ref, inputs, ...(existing ? { existingId: existing.id, restoresWorkspace: existing.entries !== '0' } : {}) };
 }
 
@@ -228,7 +229,7 @@ async function commitPrepared(docker: Docker, t: PreparedLookup & { derivedRef: 
     const info = await docker.getImage(id).inspect();
     return { id, size: info.Size ?? 0 };
   } finally {
-    await container.remove({ force: true, v: true }).catch(() => undefined);
+    await container.remove({ force: true, v: true }).catch(debugLog.swallow('prepared.capture.removeContainer'));
   }
 }
 

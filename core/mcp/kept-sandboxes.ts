@@ -136,7 +136,7 @@ export class KeptSandboxes {
   /** Ends every kept sandbox (the process stops). */
   async dispose(reason: string): Promise<void> {
     clearInterval(this.timer);
-    await Promise.all([...this.kept.keys()].map((id) => this.end(id, reason).catch(() => undefined)));
+    await Promise.all([...this.kept.keys()].map((id) => this.end(id, reason).catch(debugLog.swallow('keptSandboxes.dispose'))));
     this.changed.dispose();
   }
 

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { digest, loopbackRefusal, tokenMatches } from '../host/host-server';
 import { createMcpConnection, type McpConnection, type McpDeps } from './mcp-server';
+import { debugLog } from '../common/debug-log';
 
 /** The path clients are given: `http://127.0.0.1:<port>/mcp`. */
 export const MCP_HTTP_PATH = '/mcp';
@@ -50,7 +51,7 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
     if (!s) return;
     sessions.delete(id);
     await s.connection.close(reason);
-    await s.transport.close().catch(() => undefined);
+    await s.transport.close().catch(debugLog.swallow('mcpHttp.transport.close'));
   };
   const idle = (s: Session) => s.inFlight === 0 && s.connection.sandboxes.size === 0;
   const idleMs = opts.sessionIdleMs ?? SESSION_IDLE_MS;
@@ -133,7 +134,7 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
       const all = [...sessions.values()];
       sessions.clear();
       await Promise.all(all.map(({ connection }) => connection.close('Airlock stopped serving MCP over HTTP')));
-      await Promise.all(all.map(({ transport }) => transport.close().catch(() => undefined)));
+      await Promise.all(all.map(({ transport }) => transport.close().catch(debugLog.swallow('mcpHttp.transport.close'))));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -23,6 +23,7 @@ import type { ApplyApprovals } from './apply-approvals';
 import type { KeptSandboxes } from './kept-sandboxes';
 import { readCapped } from './sandbox-read';
 import { DEFAULT_MCP_LIMITS, headAndTail, KEEP_ALIVE_MS, WORKSPACE, workspacePath, type McpLimits } from './mcp-limits';
+import { debugLog } from '../common/debug-log';
 
 /** What the MCP door is built on: the same core and services as the CLI and the UI (§17). */
 export interface McpDeps {
@@ -195,7 +196,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
 
   const idleTimer = setInterval(() => {
     const now = Date.now();
-    for (const [id, at] of lastUsed) if (now - at >= limits.idleMs) void end(id, `idle for ${Math.round((now - at) / 1000)} s`).catch(() => undefined);
+    for (const [id, at] of lastUsed) if (now - at >= limits.idleMs) void end(id, `idle for ${Math.round((now - at) / 1000)} s`).catch(debugLog.swallow('mcp.idleEnd'));
   }, Math.max(50, Math.min(30_000, limits.idleMs / 4)));
   idleTimer.unref();
 
@@ -226,7 +227,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     const say = (message: string) => {
       if (token === undefined) return;
       n += 1;
-      const next = extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(() => undefined);
+      const next = extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, message } }).catch(debugLog.swallow('mcp.progress'));
       sent = Promise.all([sent, next]);
     };
     return Object.assign(say, { flushed: () => sent });
@@ -478,7 +479,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
     async (args) => {
       const id = await ownSandbox(args.sandboxId);
       const record = await end(id, 'sandbox_destroy');
-      const listed = await the().services.diffs.list({ runId: id }).catch(() => undefined);
+      const listed = await the().services.diffs.list({ runId: id }).catch(debugLog.swallow('mcp.sandboxDestroy.diff'));
       const wipe = record.wipe ? { verified: record.wipe.verified, removed: record.wipe.removed, leftovers: record.wipe.leftovers, ...(record.wipe.durationMs !== undefined ? { durationMs: record.wipe.durationMs } : {}), at: record.wipe.at } : undefined;
       return {
         value: { sandboxId: id, status: record.status, ...(wipe ? { wipe } : {}), changedFiles: record.changedFiles.length, ...(listed?.patchSha256 ? { patchSha256: listed.patchSha256 } : {}) },
@@ -685,7 +686,7 @@ export function createMcpConnection(depsOrPromise: McpDeps | Promise<McpDeps>, l
       if (closed) return;
       closed = true;
       clearInterval(idleTimer);
-      await Promise.all([...sandboxes].map((id) => end(id, reason).catch(() => undefined)));
+      await Promise.all([...sandboxes].map((id) => end(id, reason).catch(debugLog.swallow('mcp.close.end'))));
     },
   };
 }
@@ -716,7 +717,7 @@ function registerResources(server: McpServer, ready: () => Promise<McpDeps>, lim
     const file = path.join(core.store.paths(id).dir, 'terminal.log');
     const size = await stat(file).then((s) => s.size, () => 0);
     const from = Math.max(0, size - limits.patchBytes);
-    const handle = await open(file, 'r').catch(() => undefined);
+    const handle = await open(file, 'r').catch(() => undefined); // no terminal log yet: the resource is empty
     if (!handle) return text(uri, '');
     try {
       const buf = Buffer.alloc(size - from);

@@ -117,7 +117,7 @@ export async function openWorkerDoor(opts: { home: string; socketPath: string; b
         await gone;
         // The relay waits for the socket's end: by then this connection's sandboxes are wiped.
         await connection.close('the client disconnected');
-        await transport.close().catch(() => undefined);
+        await transport.close().catch(debugLog.swallow('mcpWorkerDoor.transport.close'));
       } catch (err) {
         debugLog.note('mcp.worker.join', err);
       } finally {
@@ -148,7 +148,7 @@ export async function openWorkerDoor(opts: { home: string; socketPath: string; b
       server.close();
       await Promise.all(
         [...connections].map(async ([c, socket]) => {
-          await c.close(reason).catch(() => undefined);
+          await c.close(reason).catch(debugLog.swallow('mcpWorkerDoor.connection.close'));
           socket.end();
         }),
       );

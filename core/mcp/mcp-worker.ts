@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { APP_VERSION } from '../common/app-version';
 import { ownerStatus } from '../common/process-alive';
+import { debugLog } from '../common/debug-log';
 
 /**
  * The stdio worker's door for later `airlock mcp` processes (docs/architecture.md §17, "Kept
@@ -73,8 +74,8 @@ export async function joinWorker(home: string, header: Omit<JoinHeader, 'v' | 'b
     const file = path.join(dir, name);
     const record: unknown = await readFile(file, 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined);
     if (!isWorkerRecord(record) || ownerStatus(record.owner) === 'gone') {
-      await rm(file, { force: true }).catch(() => undefined);
-      await rm(file.replace(/\.json$/, '.sock'), { force: true }).catch(() => undefined);
+      await rm(file, { force: true }).catch(debugLog.swallow('mcpWorker.sweep.record'));
+      await rm(file.replace(/\.json$/, '.sock'), { force: true }).catch(debugLog.swallow('mcpWorker.sweep.socket'));
       continue;
     }
     if (record.build !== build || ownerStatus(record.owner) !== 'running') continue;

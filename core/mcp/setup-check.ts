@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { AirlockCommand } from './airlock-command';
+import { debugLog } from '../common/debug-log';
 
 /** What starting the setup lines' command as a client would found. */
 export interface SetupCheck {
@@ -30,6 +31,6 @@ export async function checkStdioSetup(cmd: Pick<AirlockCommand, 'command' | 'arg
     const tail = stderr.trim().split('\n').slice(-3).join(' ').slice(0, 400);
     return { ok: false, tools: 0, ms: Math.round(performance.now() - started), error: `${cmd.command} ${[...cmd.args, 'mcp'].join(' ')} did not answer as an MCP server: ${why}${tail ? ` (it printed: ${tail})` : ''}` };
   } finally {
-    await client.close().catch(() => undefined);
+    await client.close().catch(debugLog.swallow('setupCheck.mcp.close'));
   }
 }

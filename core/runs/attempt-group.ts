@@ -10,6 +10,7 @@ import { compareAttempt, comparisonOf } from './attempt-report';
 import { Slots } from './attempt-slots';
 import type { StoredRun } from './run-record';
 import type { RunService } from './run-service';
+import { debugLog } from '../common/debug-log';
 
 type StartAttemptsArgs = z.output<typeof StartAttemptsInput>;
 type ApplyArgs = z.output<typeof ApplyInput>;
@@ -68,7 +69,7 @@ export class AttemptGroups implements Disposable {
         started.push(await this.deps.runs.start(run, undefined, { attempt: { groupId: id, index }, slot: () => slots.acquire() }));
       }
     } catch (err) {
-      await Promise.all(started.map((r) => this.deps.runs.cancel(r.id).catch(() => undefined)));
+      await Promise.all(started.map((r) => this.deps.runs.cancel(r.id).catch(debugLog.swallow('attempts.start.cancel'))));
       throw err;
     }
     return this.deps.groups.create({

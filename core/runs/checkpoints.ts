@@ -17,6 +17,7 @@ import { SANDBOX_LAYOUT, nodeArgv, type WorkspaceShell } from '../workspace/work
 import type { LoadedResult } from './run-apply';
 import { captureSession, loadSession, saveSession, type CarriedSession } from './run-session';
 import type { RunStore } from './run-store';
+import { debugLog } from '../common/debug-log';
 
 /**
  * Checkpoints inside a run (docs/architecture.md §19). After each agent turn that changed files,
@@ -112,13 +113,13 @@ export async function checkpointEntry(store: RunStore, runId: string, n: number)
 
 /** Blob ids every recorded checkpoint needs (kept when the run's object store is compacted). */
 export async function checkpointOids(store: RunStore, runId: string): Promise<string[]> {
-  const index = await readIndex(store, runId).catch(() => undefined);
+  const index = await readIndex(store, runId).catch(debugLog.swallow('checkpoints.oids.index'));
   if (!index) return [];
   const p = checkpointPaths(store, runId);
   const out: string[] = [];
   for (const c of index.checkpoints) {
     if (c.final) continue;
-    const text = await readFile(p.result(c.n), 'utf8').catch(() => undefined);
+    const text = await readFile(p.result(c.n), 'utf8').catch(() => undefined); // a result not written (the run stopped): that checkpoint keeps no blobs
     if (text === undefined) continue;
     // A damaged listing loses only that checkpoint (loading it says so), never the run's result.
     let raw: unknown;
@@ -179,7 +180,7 @@ export class Checkpointer {
   /** A model request of the run, before it goes upstream: the previous turn's tool calls are done. */
   turnEnded(): Promise<void> {
     const request = ++this.requests;
-    const look = (this.chain = this.chain.then(() => this.look(request)).catch(() => undefined));
+    const look = (this.chain = this.chain.then(() => this.look(request)).catch(debugLog.swallow('checkpoints.look')));
     // The agent waits for its checkpoint, but never for long: past the bound it goes on.
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, MAX_HOLD_MS)));

@@ -106,7 +106,7 @@ export async function announceApp(home: string): Promise<{ dispose(): Promise<vo
 }
 
 async function appIsOpen(home: string): Promise<boolean> {
-  const text = await readFile(path.join(home, 'mcp', 'app.json'), 'utf8').catch(() => undefined);
+  const text = await readFile(path.join(home, 'mcp', 'app.json'), 'utf8').catch(() => undefined); // no app.json: the app is not open
   if (!text) return false;
   try {
     const owner = (JSON.parse(text) as { owner?: unknown }).owner;
@@ -137,7 +137,7 @@ class GrantLog {
     return this.log.then((l) => l.append('note', { message, event, ...data })).then(() => undefined, (err: unknown) => debugLog.note('mcp.grantLog', err));
   }
   async close(): Promise<void> {
-    await (await this.log?.catch(() => undefined))?.close().catch(() => undefined);
+    await (await this.log?.catch(debugLog.swallow('mcp.grantLog.open')))?.close().catch(debugLog.swallow('mcp.grantLog.close'));
   }
   get file(): Promise<string | undefined> {
     return this.log ? this.log.then((l) => l.file, () => undefined) : Promise.resolve(undefined);
@@ -177,7 +177,7 @@ export class ClientGrants {
    */
   async folder(client: ClientRef, projectDir: string, opts: { purpose: 'sandbox' | 'run'; signal?: AbortSignal; waitMs?: number }): Promise<FolderGrant> {
     if (!path.isAbsolute(projectDir)) throw new AirlockError('INVALID_INPUT', `projectDir must be an absolute path on this machine (got ${JSON.stringify(projectDir.slice(0, 200))}).`, { field: 'projectDir' });
-    const dir = await realpath(projectDir).catch(() => undefined);
+    const dir = await realpath(projectDir).catch(() => undefined); // does not exist: INVALID_INPUT below
     const isDir = dir ? await stat(dir).then((s) => s.isDirectory(), () => false) : false;
     if (!dir || !isDir) throw new AirlockError('INVALID_INPUT', `${projectDir} is not a folder on this machine; pass the absolute path of a project folder.`, { field: 'projectDir' });
     const why = await forbiddenFolder(dir, this.deps);
@@ -247,7 +247,7 @@ export class ClientGrants {
 
   /** Whether `--allow-apply` may write into this folder without asking: only a granted one (Settings or `--project`). */
   async grantedFolder(client: ClientRef, projectDir: string): Promise<boolean> {
-    const dir = await realpath(projectDir).catch(() => undefined);
+    const dir = await realpath(projectDir).catch(() => undefined); // does not exist: no grant
     return !!dir && !(await forbiddenFolder(dir, this.deps)) && !!(await this.grantFor(client, dir));
   }
 
@@ -262,7 +262,7 @@ export class ClientGrants {
     let best: (FolderGrant & { depth: number }) | undefined;
     for (const c of candidates) {
       if (!path.isAbsolute(c.grant.dir)) continue;
-      const real = await realpath(c.grant.dir).catch(() => undefined);
+      const real = await realpath(c.grant.dir).catch(() => undefined); // a granted folder that is gone grants nothing
       if (!real || !(dir === real || dir.startsWith(real.endsWith(path.sep) ? real : real + path.sep))) continue;
       if (!best || real.length > best.depth) best = { dir, via: c.via, grant: c.grant, depth: real.length };
     }

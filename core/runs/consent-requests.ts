@@ -125,7 +125,7 @@ export class ConsentRequests<T extends ConsentBase> {
   /** The user's answer, if given. A damaged answer file is a refusal (the safer reading), noted in the debug log. */
   private async answerOf(requestId: string): Promise<ConsentAnswer | undefined> {
     const file = this.file(requestId, 'answer');
-    const text = await readFile(file, 'utf8').catch(() => undefined);
+    const text = await readFile(file, 'utf8').catch(() => undefined); // no answer file: not answered yet
     if (text === undefined) return undefined;
     try {
       return parseStoredJson(AnswerFile, file, text, 'the request is refused; the client may ask again.').approved ? 'approved' : 'refused';
@@ -138,7 +138,7 @@ export class ConsentRequests<T extends ConsentBase> {
   /** A waiting request; a damaged request file counts as none (never approvable), noted in the debug log. */
   private async read(requestId: string): Promise<T | undefined> {
     const file = this.file(requestId, 'request');
-    const text = await readFile(file, 'utf8').catch(() => undefined);
+    const text = await readFile(file, 'utf8').catch(() => undefined); // no request file: none waiting
     if (text === undefined) return undefined;
     try {
       return parseStoredJson(this.schema, file, text, 'the request cannot be answered; the client may ask again.');

@@ -120,11 +120,11 @@ async function readResult(runId: string, resultFile: string, patchFile: string):
  */
 export async function loadLegacyResult(store: RunStore, runId: string): Promise<{ patch: Buffer; files: FileChange[] } | undefined> {
   const p = store.paths(runId);
-  const marker = await readFile(path.join(p.artifacts, 'baseline.json')).catch(() => undefined);
+  const marker = await readFile(path.join(p.artifacts, 'baseline.json')).catch(() => undefined); // no marker: not a legacy result
   if (marker === undefined) return undefined;
   const file = path.join(p.artifacts, 'changes.json');
-  const text = await readFile(file, 'utf8').catch(() => undefined);
-  const patch = await readFile(p.patch).catch(() => undefined);
+  const text = await readFile(file, 'utf8').catch(() => undefined); // a part missing: not a readable legacy result
+  const patch = await readFile(p.patch).catch(() => undefined); // (as above)
   if (text === undefined || patch === undefined) return undefined;
   // Written by that Airlock's collect in the shape of its day; only the listing is checked, as it is shown for reading only.
   const files = parseStoredJson(LegacyChanges, file, text, `the run's list of changes cannot be shown; its whole patch is ${p.patch}, for git apply.`);

@@ -99,7 +99,7 @@ export async function saveSession(file: string, session: CarriedSession): Promis
  * and field: continuing would otherwise start the agent's conversation afresh without saying so.
  */
 export async function loadSession(file: string): Promise<CarriedSession | undefined> {
-  const text = await readFile(file, 'utf8').catch(() => undefined);
+  const text = await readFile(file, 'utf8').catch(() => undefined); // no file: no stored session
   if (text === undefined) return undefined;
   return parseStoredJson(CarriedSession, file, text, "the agent's conversation cannot be carried over; start a new run with the task instead of continuing.");
 }

@@ -54,7 +54,7 @@ export async function prepareStep(host: StepHost, run: LiveRun): Promise<Prepare
   // The project is read while the environment, the image, the base's volumes and the sandbox are made
   // (none of them needs it): the scan of a large project is off the run's start (docs/architecture.md §11).
   const scanning = host.workspace.snapshot(input.projectDir, run.kind === 'session' ? run.spec.control.snapshot : undefined);
-  scanning.catch(() => undefined);
+  scanning.catch(() => undefined); // marked handled only: awaited below, where its error fails the run
   await host.update(run, { phase: 'preparing image' });
   throwIfStopped(run);
 
@@ -365,7 +365,7 @@ function startCheckpoints(host: StepHost, run: LiveAgentRun, ws: RunWorkspaceSta
   const { sandbox, snapshot, hydrated } = ws;
   if (!hydrated.hostBaseline) return undefined;
   const baseCommit = hydrated.hostBaseline;
-  baseCommit.catch(() => undefined);
+  baseCommit.catch(() => undefined); // marked handled only: the checkpointer awaits it, where its error is the look's
   return new Checkpointer({
     store: host.deps.store,
     runId: run.id,

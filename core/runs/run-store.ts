@@ -161,7 +161,7 @@ export class RunStore implements Disposable {
       names.map(async (name) => {
         const dir = path.join(this.root, name);
         if (!RunId.safeParse(name).success) {
-          const st = await stat(dir).catch(() => undefined);
+          const st = await stat(dir).catch(() => undefined); // gone meanwhile: nothing to report
           if (st?.isDirectory()) unreadable.push({ runId: name, dir, reason: 'not a run folder (unexpected name)' });
           return;
         }
@@ -183,7 +183,7 @@ export class RunStore implements Disposable {
       this.buffers.delete(runId);
       buffer?.lines.splice(0);
       await this.closeEvents(buffer, async () => undefined);
-      const st = await stat(p.dir).catch(() => undefined);
+      const st = await stat(p.dir).catch(() => undefined); // no folder: NOT_FOUND below
       if (!st) throw new AirlockError('NOT_FOUND', `No run ${runId}. 'airlock runs' lists the runs.`);
       await rm(p.dir, { recursive: true, force: true });
     });
@@ -386,7 +386,7 @@ export class RunStore implements Disposable {
   private withLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.locks.get(runId) ?? Promise.resolve();
     const next = prev.then(fn, fn);
-    this.locks.set(runId, next.catch(() => undefined));
+    this.locks.set(runId, next.catch(() => undefined)); // the chain only orders calls: each caller gets its own error from `next`
     return next;
   }
 }

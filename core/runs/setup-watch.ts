@@ -94,7 +94,7 @@ export async function watchSetupProcess(proc: ChannelProcess, o: SetupWatchOptio
     if (quiet) clearTimeout(quiet);
     if (onAbort) o.signal?.removeEventListener('abort', onAbort);
     for (const s of subs) s.dispose();
-    stopped.catch(() => undefined);
+    stopped.catch(() => undefined); // marked handled only: raced above, a stop after the command ended is no error
   }
 }
 

@@ -175,7 +175,7 @@ export async function signInMcpServer(opts: {
   const state = randomBytes(16).toString('hex');
   let settle!: { resolve(code: string): void; reject(err: Error): void };
   const answered = new Promise<string>((resolve, reject) => (settle = { resolve, reject }));
-  answered.catch(() => undefined);
+  answered.catch(() => undefined); // marked handled only: awaited below, where its error is the sign-in's
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname !== '/callback') {

@@ -6,6 +6,7 @@ import { parseStoredJson } from '../../common/stored-json';
 import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { hasOAuthTokens, McpOAuthSession, signInMcpServer } from './mcp-oauth';
+import { debugLog } from '../../common/debug-log';
 
 /**
  * The user's MCP servers the run gateway may connect to (docs/architecture.md §20). The entry (name,
@@ -144,7 +145,7 @@ export class McpServerRegistry {
       if (auth.type !== 'none' && auth.type !== 'oauth') {
         await this.backend.probe();
         await this.backend.set(account(entry.name), value as string);
-      } else await this.backend.delete(account(entry.name)).catch(() => false);
+      } else await this.backend.delete(account(entry.name)).catch(debugLog.swallow('mcpServers.deleteSecret'));
       return { list: [...all.filter((s) => s.name !== entry.name), entry], result: entry };
     });
   }
@@ -166,7 +167,7 @@ export class McpServerRegistry {
       await this.dropSecretEnv(input.name);
       if (Object.keys(secrets).length) await this.backend.probe();
       for (const [k, v] of Object.entries(secrets)) await this.backend.set(envAccount(input.name, k), v);
-      await this.backend.delete(account(entry.name)).catch(() => false);
+      await this.backend.delete(account(entry.name)).catch(debugLog.swallow('mcpServers.deleteSecret'));
       return { list: [...all.filter((s) => s.name !== entry.name), entry], result: entry };
     });
   }
@@ -174,7 +175,7 @@ export class McpServerRegistry {
   /** Deletes the keychain values of a stdio entry's secret variables (when it is replaced or removed). */
   private async dropSecretEnv(name: string): Promise<void> {
     const old = (await this.read()).find((s) => s.name === name);
-    for (const k of old?.stdio?.secretEnv ?? []) await this.backend.delete(envAccount(name, k)).catch(() => false);
+    for (const k of old?.stdio?.secretEnv ?? []) await this.backend.delete(envAccount(name, k)).catch(debugLog.swallow('mcpServers.deleteSecretEnv'));
   }
 
   /** Sets one tool's rule (`*`: every tool without its own); `undefined` removes it (the tool asks again). */
@@ -206,7 +207,7 @@ export class McpServerRegistry {
     return Promise.all(
       all.map(async (s) => {
         if (s.auth.type === 'none') return { ...s, hasCredential: false };
-        const value = await this.backend.get(account(s.name)).catch(() => undefined);
+        const value = await this.backend.get(account(s.name)).catch(debugLog.swallow('mcpServers.list.credential'));
         return { ...s, hasCredential: s.auth.type === 'oauth' ? hasOAuthTokens(value) : value !== undefined };
       }),
     );
@@ -217,7 +218,10 @@ export class McpServerRegistry {
     return this.change(async (all) => {
       const had = all.some((s) => s.name === name);
       await this.dropSecretEnv(name);
-      const deleted = await this.backend.delete(account(name)).catch(() => false);
+      const deleted = await this.backend.delete(account(name)).catch((err: unknown) => {
+        debugLog.note('mcpServers.remove.secret', err);
+        return false;
+      });
       return { list: had ? all.filter((s) => s.name !== name) : all, result: had || deleted };
     });
   }

@@ -187,7 +187,7 @@ async function connectUpstream(server: ResolvedMcpServer, forms: readonly string
   try {
     await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
   } catch (err) {
-    await client.close().catch(() => undefined);
+    await client.close().catch(debugLog.swallow('mcpGateway.connect.close'));
     // The server's words may echo what it was sent: scrubbed before they reach a record or a screen.
     const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 300);
     throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (${url.origin}) could not be reached: ${why}. Check the server (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
@@ -202,7 +202,7 @@ async function connectStdio(server: ResolvedMcpServer, forms: readonly string[],
   try {
     await client.connect(sidecar.transport, { timeout: CONNECT_TIMEOUT_MS });
   } catch (err) {
-    await client.close().catch(() => undefined);
+    await client.close().catch(debugLog.swallow('mcpGateway.connect.close'));
     await sidecar.dispose();
     const why = scrubText((err as Error).message ?? String(err), forms).slice(0, 300);
     throw new AirlockError('UPSTREAM_ERROR', `MCP server "${server.entry.name}" (stdio, in its sidecar) did not answer: ${why}. Check its command (\`airlock mcp-servers list\`) or start the run without --mcp ${server.entry.name}.`, { field: 'mcpServers' });
@@ -245,7 +245,7 @@ export async function listServerTools(server: ResolvedMcpServer, stdio?: StdioOp
     const { tools, cut } = await listAll(up);
     return { tools: tools.map((t) => ({ tool: t.name, descriptionHash: toolDescriptionHash(t), description: scrubText(t.description ?? '', forms), annotations: hints(t) })), cut };
   } finally {
-    await up.client.close().catch(() => undefined);
+    await up.client.close().catch(debugLog.swallow('mcpGateway.listTools.close'));
     await up.sidecar?.dispose();
   }
 }
@@ -391,7 +391,7 @@ export async function openRunMcpGateway(opts: {
     };
     await server.connect(transport);
     await transport.handleRequest(req, res);
-    if (!transport.sessionId) await server.close().catch(() => undefined);
+    if (!transport.sessionId) await server.close().catch(debugLog.swallow('mcpGateway.session.close'));
   };
   const http = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -426,7 +426,7 @@ export async function openRunMcpGateway(opts: {
       tokens.clear();
       opts.questions?.dispose();
       calls.dispose();
-      for (const { server } of sessions.values()) void server.close().catch(() => undefined);
+      for (const { server } of sessions.values()) void server.close().catch(debugLog.swallow('mcpGateway.dispose.close'));
       sessions.clear();
       http.closeAllConnections();
       http.close();
