@@ -25,4 +25,17 @@ describe('DebugLog (errors swallowed on purpose go somewhere)', () => {
     expect(kept[0]?.where).toBe('n100');
     expect(log.recent(2).map((n) => n.where)).toEqual(['n598', 'n599']);
   });
+
+  it('hands a stack to listeners whole and keeps it nowhere (stacks may hold paths)', () => {
+    const log = new DebugLog();
+    const heard: string[] = [];
+    const sub = log.onDidStack((s) => heard.push(`${s.where}: ${s.stack}`));
+    const err = new Error('boom');
+    log.stack('run r1', err);
+    log.stack('run r2', 'not an error');
+    sub.dispose();
+    expect(heard).toEqual([`run r1: ${err.stack}`, 'run r2: not an error']);
+    expect(heard[0]).toContain('\n    at ');
+    expect(log.recent()).toEqual([]);
+  });
 });
