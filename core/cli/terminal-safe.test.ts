@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../contracts/runs';
-import { liveView } from './commands/run';
+import { liveView } from './run-view';
 import type { CliIo } from './command';
 import { TerminalSafeText } from './terminal-safe';
 

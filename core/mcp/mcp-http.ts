@@ -33,6 +33,11 @@ export interface McpHttpServer {
   close(): Promise<void>;
 }
 
+/** An HTTP refusal with a JSON-RPC error body; the codes are the SDK transport's (-32001 an unknown session, -32603 internal, -32000 the rest). */
+function refuse(res: ServerResponse, status: number, message: string, code = status >= 500 ? -32603 : -32000): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
 /**
  * The MCP door over Streamable HTTP (docs/architecture.md §17), on 127.0.0.1 only, with the UI
  * host's checks: a loopback `Host` (DNS rebinding), an `Origin` only from this host (so no web page
@@ -67,11 +72,6 @@ export async function startMcpHttpServer(deps: McpDeps, opts: { port?: number; t
     if (!oldest) return false;
     await endSession(oldest[0], 'a new client needed its place');
     return true;
-  };
-
-  /** An HTTP refusal with a JSON-RPC error body; the codes are the SDK transport's (-32001 an unknown session, -32603 internal, -32000 the rest). */
-  const refuse = (res: ServerResponse, status: number, message: string, code = status >= 500 ? -32603 : -32000) => {
-    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {

@@ -238,26 +238,7 @@ export async function publishPort(channel: SandboxPortConnector, sandboxPort: nu
     socket.on('error', () => socket.destroy());
     void admit(socket);
   };
-  // Loopback explicitly: never 0.0.0.0 or ::, so nothing on the LAN can reach the preview. The
-  // link is `localhost`, which a browser tries as ::1 first: the same port on ::1 is taken too, so
-  // no other local process listening there receives the preview's requests.
-  let servers: net.Server[] = [];
-  for (let attempt = 0; ; attempt++) {
-    const v4 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
-    await listenOn(v4, '127.0.0.1', 0);
-    hostPort = (v4.address() as net.AddressInfo).port;
-    const v6 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
-    const taken = await listenOn(v6, '::1', hostPort).then(
-      () => false,
-      (err: NodeJS.ErrnoException) => err.code === 'EADDRINUSE',
-    );
-    if (!taken) {
-      servers = v6.listening ? [v4, v6] : [v4];
-      break;
-    }
-    await new Promise<void>((resolve) => v4.close(() => resolve()));
-    if (attempt >= 8) throw new AirlockError('SANDBOX_FAILED', 'could not find a free loopback port for the preview (127.0.0.1 and ::1); try again');
-  }
+  const servers = await listenOnLoopback(onConnection, (p) => (hostPort = p));
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
@@ -280,6 +261,29 @@ export async function publishPort(channel: SandboxPortConnector, sandboxPort: nu
     close,
     dispose: () => void close(),
   };
+}
+
+/**
+ * Listens on a random port of 127.0.0.1 and the same port of ::1. Loopback explicitly: never 0.0.0.0
+ * or ::, so nothing on the LAN can reach the preview. The link is `localhost`, which a browser tries as
+ * ::1 first: the same port on ::1 is taken too, so no other local process listening there receives
+ * the preview's requests. `onPort` learns each port tried as soon as 127.0.0.1 listens on it.
+ */
+async function listenOnLoopback(onConnection: (socket: net.Socket) => void, onPort: (port: number) => void): Promise<net.Server[]> {
+  for (let attempt = 0; ; attempt++) {
+    const v4 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
+    await listenOn(v4, '127.0.0.1', 0);
+    const hostPort = (v4.address() as net.AddressInfo).port;
+    onPort(hostPort);
+    const v6 = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, onConnection);
+    const taken = await listenOn(v6, '::1', hostPort).then(
+      () => false,
+      (err: NodeJS.ErrnoException) => err.code === 'EADDRINUSE',
+    );
+    if (!taken) return v6.listening ? [v4, v6] : [v4];
+    await new Promise<void>((resolve) => v4.close(() => resolve()));
+    if (attempt >= 8) throw new AirlockError('SANDBOX_FAILED', 'could not find a free loopback port for the preview (127.0.0.1 and ::1); try again');
+  }
 }
 
 /** Listens on `host:port` (exclusive); rejects with the listen error. */

@@ -86,6 +86,25 @@ export function sideDoorOfTool(format: WireFormat, tool: unknown): string | unde
 }
 
 /**
+ * The `anthropic-beta` header with the betas Airlock does not know left out (each `note`d; an allowed
+ * one stays). A new value when one was left out or the header came as several; undefined: as it came.
+ */
+function betaHeaderPolicy(header: string | string[] | undefined, note: (name: string) => boolean): { value: string | undefined } | undefined {
+  if (header === undefined) return undefined;
+  const values = (Array.isArray(header) ? header.join(',') : header).split(',').map((v) => v.trim()).filter(Boolean);
+  const kept = values.filter((v) => KNOWN_ANTHROPIC_BETAS.has(v) || !note(`anthropic-beta:${v}`));
+  return kept.length !== values.length || Array.isArray(header) ? { value: kept.length ? kept.join(',') : undefined } : undefined;
+}
+
+/** A Responses `include` list without the outputs of provider-side tools that are not allowed. */
+function includesAllowed(include: unknown[], allowSet: ReadonlySet<string>): unknown[] {
+  return include.filter((v) => {
+    const tool = typeof v === 'string' ? INCLUDE_OF_TOOL[v.split('.')[0] as string] : undefined;
+    return !(tool && !allowSet.has(tool));
+  });
+}
+
+/**
  * Applies the side-door policy to a parsed request body and its `anthropic-beta` header. Never
  * mutates `parsed`; returns a new body only when something was stripped.
  */
@@ -112,11 +131,8 @@ export function applySideDoorPolicy(input: {
   };
   const result: SideDoorResult = { stripped, allowed };
 
-  if (input.betaHeader !== undefined) {
-    const values = (Array.isArray(input.betaHeader) ? input.betaHeader.join(',') : input.betaHeader).split(',').map((v) => v.trim()).filter(Boolean);
-    const kept = values.filter((v) => KNOWN_ANTHROPIC_BETAS.has(v) || !note(`anthropic-beta:${v}`));
-    if (kept.length !== values.length || Array.isArray(input.betaHeader)) result.beta = { value: kept.length ? kept.join(',') : undefined };
-  }
+  const beta = betaHeaderPolicy(input.betaHeader, note);
+  if (beta) result.beta = beta;
 
   const parsed = input.parsed;
   if (!parsed) return result;
@@ -157,10 +173,7 @@ export function applySideDoorPolicy(input: {
   }
 
   if (format === 'openai' && Array.isArray(parsed.include)) {
-    const include = parsed.include.filter((v) => {
-      const tool = typeof v === 'string' ? INCLUDE_OF_TOOL[v.split('.')[0] as string] : undefined;
-      return !(tool && !allowSet.has(tool));
-    });
+    const include = includesAllowed(parsed.include, allowSet);
     if (include.length !== parsed.include.length) edit().include = include;
   }
 

@@ -97,10 +97,12 @@ export async function collectResult(shell: WorkspaceShell, opts: CollectOptions)
   }
 }
 
-async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts: CollectOptions, importer: FastImport): Promise<CollectedResult> {
-  const manifest = new Map(opts.manifest.map((f) => [f.path, f]));
-  const skipped: StoredResult['skipped'] = [];
-
+/**
+ * The paths that may have changed: the sandbox's stat listing (or its git tracking where that fails)
+ * and the live hints, less unsafe paths (listed in `skipped`) and new files the project's rules or
+ * the workspace's own .gitignore files leave out.
+ */
+async function changeCandidates(shell: WorkspaceShell, layout: WorkspaceLayout, opts: CollectOptions, manifest: Map<string, ManifestFile>, skipped: StoredResult['skipped']): Promise<Set<string>> {
   const candidates = new Set<string>();
   /** New files only the listing or the live feed proposed (checked against the workspace's .gitignore below). */
   const newFromOthers = new Set<string>();
@@ -125,6 +127,14 @@ async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts:
   // The workspace's own .gitignore files (a venv's `*`, caches) may only leave new files out:
   // trusting them can hide a change from the result, never add one.
   for (const p of await ignoredInWorkspace(shell, layout, [...newFromOthers])) candidates.delete(p);
+  return candidates;
+}
+
+async function collectInto(shell: WorkspaceShell, layout: WorkspaceLayout, opts: CollectOptions, importer: FastImport): Promise<CollectedResult> {
+  const manifest = new Map(opts.manifest.map((f) => [f.path, f]));
+  const skipped: StoredResult['skipped'] = [];
+
+  const candidates = await changeCandidates(shell, layout, opts, manifest, skipped);
 
   // Read out exactly the candidates; the archive is hostile input.
   const wanted = [...candidates].sort();

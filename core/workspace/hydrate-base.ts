@@ -1,8 +1,8 @@
 import { AirlockError } from '../../contracts/errors';
 import { baselineCommitOid, type GitMode } from './git-objects';
-import type { CommitChange, HostRepo } from './host-repo';
+import type { CommitChange, FastImport, HostRepo } from './host-repo';
 import { assertBaselineRecorded, type HydrateOptions, type HydrateResult } from './hydrate';
-import { changedFolders, checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord } from './project-base';
+import { changedFolders, checkBaseListing, ctimeListingScript, parseCtimeListing, planDelta, type BaseRecord, type DeltaPlan } from './project-base';
 import { startSandboxRepo } from './sandbox-repo';
 import type { ManifestFile, ProjectSnapshot } from './snapshot';
 import { BASELINE_JS } from './helper-scripts';
@@ -43,6 +43,38 @@ export interface HydrateFromBaseOptions extends Omit<HydrateOptions, 'hostRepo'>
 export interface HydrateFromBaseResult extends HydrateResult {
   /** What crossed: files streamed, paths removed, files kept from the base. */
   delta: { streamed: number; deleted: number; reused: number };
+}
+
+/**
+ * The host's baseline commit: the base's tree (its objects are borrowed), the removals, then the
+ * streamed files — a few lines, not one per file; it must be the commit computed from the manifest.
+ */
+function commitHostBaseline(importer: FastImport, base: BaseRecord, deletions: readonly string[], imported: readonly CommitChange[], expected: string): Promise<string> {
+  return importer
+    .commit({ ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n', baseTree: base.tree }, [...deletions.map((p): CommitChange => ({ path: p, delete: true })), ...imported])
+    .then((c) => {
+      if (c !== expected) throw new AirlockError('INTERNAL', `The host's baseline (${c}) does not match the project as read (${expected}).`);
+      return c;
+    });
+}
+
+/** The whole manifest, in the scan's order: the base's files kept, and the streamed ones. */
+function wholeManifest(snapshot: ProjectSnapshot, plan: DeltaPlan, streamedFiles: readonly ManifestFile[]): ManifestFile[] {
+  const reused = new Map(plan.reuse.map((f) => [f.path, f]));
+  const got = new Map(streamedFiles.map((f) => [f.path, f]));
+  const manifest: ManifestFile[] = [];
+  for (const e of snapshot.entries) {
+    const f = reused.get(e.path) ?? got.get(e.path);
+    if (f) manifest.push({ path: f.path, oid: f.oid, size: f.size, mode: f.mode, ...(f.mtime !== undefined ? { mtime: f.mtime } : {}) });
+  }
+  return manifest;
+}
+
+/** Base files the delta streamed again that are now left out by their content (not in the manifest). */
+function droppedByContent(base: BaseRecord, plan: DeltaPlan, manifest: readonly ManifestFile[]): string[] {
+  const inManifest = new Set(manifest.map((f) => f.path));
+  const streamedPaths = new Set(plan.stream.filter((e) => e.type !== 'dir').map((e) => e.path));
+  return base.files.filter((f) => !inManifest.has(f.path) && streamedPaths.has(f.path)).map((f) => f.path);
 }
 
 /**
@@ -113,18 +145,9 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   }
   const streamedFiles = streamed.status === 'fulfilled' ? streamed.value : [];
 
-  // The whole manifest, in the scan's order: the base's files kept, and the streamed ones.
-  const reused = new Map(plan.reuse.map((f) => [f.path, f]));
-  const got = new Map(streamedFiles.map((f) => [f.path, f]));
-  const manifest: ManifestFile[] = [];
-  for (const e of snapshot.entries) {
-    const f = reused.get(e.path) ?? got.get(e.path);
-    if (f) manifest.push({ path: f.path, oid: f.oid, size: f.size, mode: f.mode, ...(f.mtime !== undefined ? { mtime: f.mtime } : {}) });
-  }
+  const manifest = wholeManifest(snapshot, plan, streamedFiles);
   // A base file now left out by its content (a token written since) must not stay in the workspace.
-  const inManifest = new Set(manifest.map((f) => f.path));
-  const streamedPaths = new Set(plan.stream.filter((e) => e.type !== 'dir').map((e) => e.path));
-  const dropped = base.files.filter((f) => !inManifest.has(f.path) && streamedPaths.has(f.path)).map((f) => f.path);
+  const dropped = droppedByContent(base, plan, manifest);
   if (dropped.length) {
     await runChecked(shell, { argv: ['sh', '-c', `cd ${layout.workDir} && xargs -0 -r rm -f --`], stdin: deletionList(dropped), env, timeoutMs }, 'removing files left out by content');
   }
@@ -143,18 +166,7 @@ export async function hydrateFromBase(shell: WorkspaceShell, snapshot: ProjectSn
   // Only the folders the delta touched are hashed again; the others are the base's (host-computed) trees.
   const touched = changedFolders([...plan.stream.map((e) => e.path), ...deletions]);
   const expected = baselineCommitOid(manifest, IDENT, 'airlock baseline', { trees: base.trees, clean: (d) => !touched.has(d) });
-  const hostBaseline = importer
-    ? importer
-        .commit(
-          { ref: BASELINE_REF, ident: IDENT, message: 'airlock baseline\n', baseTree: base.tree },
-          // The base's tree (its objects are borrowed), the removals, then the streamed files: a few lines, not one per file.
-          [...deletions.map((p): CommitChange => ({ path: p, delete: true })), ...imported],
-        )
-        .then((c) => {
-          if (c !== expected) throw new AirlockError('INTERNAL', `The host's baseline (${c}) does not match the project as read (${expected}).`);
-          return c;
-        })
-    : undefined;
+  const hostBaseline = importer ? commitHostBaseline(importer, base, deletions, imported, expected) : undefined;
   hostBaseline?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const baselineReady = serializedBarrier(shell, async () => {
     assertBaselineRecorded(await baselineRun, expected);

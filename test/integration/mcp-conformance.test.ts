@@ -10,7 +10,7 @@ import { LATEST_PROTOCOL_VERSION, McpError } from '@modelcontextprotocol/sdk/typ
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApplyApprovals } from '../../core/mcp/apply-approvals';
 import { startMcpHttpServer, type McpHttpServer } from '../../core/mcp/mcp-http';
-import { RESOURCE_NOT_FOUND } from '../../core/mcp/mcp-server';
+import { RESOURCE_NOT_FOUND } from '../../core/mcp/mcp-resources';
 import { ClientGrants } from '../../core/runs/client-grants';
 import { requirePrerequisite } from '../support/prerequisites';
 import { createRunFixture, type RunFixture } from '../support/run-fixture';

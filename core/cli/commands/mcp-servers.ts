@@ -99,6 +99,35 @@ async function printProposals(registry: McpServerRegistry, io: CliIo, projectDir
   }
 }
 
+const OPTIONS = {
+  stdio: { type: 'boolean', default: false },
+  image: { type: 'string' },
+  env: { type: 'string', multiple: true },
+  'secret-env': { type: 'string' },
+  url: { type: 'string' },
+  transport: { type: 'string' },
+  auth: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  project: { type: 'string' },
+  'no-browser': { type: 'boolean', default: false },
+  none: { type: 'boolean', default: false },
+  proposals: { type: 'boolean', default: false },
+} as const;
+
+/** One `airlock mcp-servers` subcommand's call: its flags and words, and where it reads and writes. */
+interface McpServersCall {
+  registry: McpServerRegistry;
+  io: CliIo;
+  print: (text: string) => void;
+  values: ReturnType<typeof parseCliArgs<typeof OPTIONS>>['values'];
+  /** The word after the subcommand: a server's name (a project folder for `project`). */
+  name: string | undefined;
+  /** The words after it. */
+  rest: string[];
+  /** A stdio server's command, after `--`. */
+  command: string[];
+}
+
 /**
  * `airlock mcp-servers …`: the user's MCP servers a run's gateway may connect to (docs/architecture.md
  * §20). The credential is read from stdin only, stored in the OS keychain and never printed; the
@@ -113,59 +142,17 @@ export const mcpServersCommand: CliCommand = {
     const dashes = allArgs.indexOf('--');
     const args = dashes < 0 ? allArgs : allArgs.slice(0, dashes);
     const command = dashes < 0 ? [] : allArgs.slice(dashes + 1);
-    const { values, positionals } = parseCliArgs(args, {
-      stdio: { type: 'boolean', default: false },
-      image: { type: 'string' },
-      env: { type: 'string', multiple: true },
-      'secret-env': { type: 'string' },
-      url: { type: 'string' },
-      transport: { type: 'string' },
-      auth: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      project: { type: 'string' },
-      'no-browser': { type: 'boolean', default: false },
-      none: { type: 'boolean', default: false },
-      proposals: { type: 'boolean', default: false },
-    });
+    const { values, positionals } = parseCliArgs(args, OPTIONS);
     const [sub, name, ...rest] = positionals;
     const extra = sub === 'policy' ? rest.slice(2) : sub === 'project' ? [] : rest;
     if (extra.length) throw new CliUsageError(`unexpected argument '${extra[0]!.slice(0, 40)}' (a token goes on stdin, never as an argument)`);
     return withApp(io, async (app) => {
       const registry = mcpServerRegistryFor(app);
       const print = (text: string) => io.stdout.write(`${text}\n`);
+      const call: McpServersCall = { registry, io, print, values, name, rest, command };
       switch (sub) {
-        case 'add': {
-          if (values.stdio) {
-            if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --stdio -- COMMAND ARGS…');
-            if (values.url) throw new CliUsageError('a stdio server has no --url; its command follows --');
-            const stdio = parseStdioCommand(command, { ...(values.image ? { image: values.image } : {}), env: values.env ?? [] });
-            const secretName = values['secret-env'];
-            const secrets = secretName ? { [secretName]: (await readSecretFromStdin(io, `value of ${secretName} for ${name}: `)).reveal() } : {};
-            const saved = await registry.addStdio({ name, stdio }, secrets);
-            const what = saved.stdio?.package ? `npm ${saved.stdio.package}, fetched on the host with scripts off` : safe((saved.stdio?.command ?? []).join(' ').slice(0, 200));
-            print(`added ${saved.name} (stdio: ${what}; runs in its own sidecar container on ${saved.stdio?.image ?? "Airlock's image"}, no network${secretName ? `, ${secretName} from the OS keychain` : ''}); give it to a run with --mcp ${saved.name}`);
-            print(`its tools are not pinned (a stdio server is only started beside a run): every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
-            return ExitCode.ok;
-          }
-          if (command.length) throw new CliUsageError('a command after -- is for a stdio server: add --stdio');
-          if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --url URL (the token on stdin)');
-          if (!values.url) throw new CliUsageError('give the server endpoint: --url https://…/mcp');
-          const transport = values.transport ?? 'http';
-          if (transport !== 'http' && transport !== 'sse') throw new CliUsageError('--transport is http (Streamable HTTP) or sse');
-          const auth = parseAuth(values.auth);
-          const credential = auth.type === 'none' || auth.type === 'oauth' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
-          const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
-          print(`added ${saved.name} (${serverOrigin(saved)}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
-          if (auth.type === 'oauth') await signIn(registry, saved.name, values['no-browser'] ? undefined : io.env, print);
-          try {
-            await pinTools(registry, saved.name, print);
-          } catch (err) {
-            // Kept, unpinned: every tool asks until pinned, so nothing is trusted unseen.
-            io.stderr.write(`note: could not list ${saved.name}'s tools now (${safe((err as Error).message.slice(0, 300))}); every tool asks until you pin them: airlock mcp-servers pin ${saved.name}\n`);
-          }
-          print(`every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
-          return ExitCode.ok;
-        }
+        case 'add':
+          return values.stdio ? addStdioServer(call) : addRemoteServer(call);
         case 'login': {
           if (!name) throw new CliUsageError('name the server: airlock mcp-servers login NAME');
           await signIn(registry, name, values['no-browser'] ? undefined : io.env, print);
@@ -176,44 +163,10 @@ export const mcpServersCommand: CliCommand = {
           await pinTools(registry, name, print);
           return ExitCode.ok;
         }
-        case 'policy': {
-          const [tool, ruleText] = rest;
-          if (!name || !tool || !ruleText) throw new CliUsageError("write: airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default");
-          const rule = ruleText === 'default' ? undefined : McpToolRule.safeParse(ruleText).data;
-          if (ruleText !== 'default' && !rule) throw new CliUsageError(`the rule is allow, ask, deny or default (remove the tool's own rule), not '${ruleText.slice(0, 40)}'`);
-          const entry = await registry.setPolicy(name, tool, rule);
-          const known = tool === '*' || entry.pins?.[tool] !== undefined;
-          print(safe(`${name}: ${tool === '*' ? 'every tool without its own rule' : tool} ${rule ? `is ${rule}` : 'follows the default again'}; ${rulesText(entry)}${known ? '' : `\nnote: ${tool} is not among ${name}'s pinned tools (see airlock mcp-servers pin ${name})`}`));
-          return ExitCode.ok;
-        }
-        case 'list': {
-          if (values.proposals) {
-            await printProposals(registry, io, values.project, values.json, print);
-            return ExitCode.ok;
-          }
-          const all = await registry.list();
-          const project = values.project ? await readProjectMcpConfig(values.project) : undefined;
-          if (values.json) {
-            print(JSON.stringify(project ? { servers: all, project: { file: project.file, proposed: project.servers.map((p) => ({ ...p, enabled: false, added: all.some((s) => s.name === p.name) })) } } : all));
-            return ExitCode.ok;
-          }
-          if (all.length === 0) print('no MCP servers; add one with `airlock mcp-servers add NAME --url URL` (the token on stdin)');
-          else for (const s of all) print(safe(`${s.name}  ${s.transport === 'stdio' ? `${s.stdio?.package ? `npm ${s.stdio.package}` : (s.stdio?.command ?? []).join(' ').slice(0, 120)} (sidecar, ${s.stdio?.image ?? 'airlock image'}${s.stdio?.secretEnv?.length ? `, secrets: ${s.stdio.secretEnv.join(' ')}` : ''})` : s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}  ${rulesText(s)}`));
-          if (project) {
-            if (project.servers.length === 0) print(safe(`${project.file}: no MCP servers proposed`));
-            else {
-              // The project's file is a request: shown, never enabled by being there (§20).
-              print(safe(`proposed by the project (${project.file}), not enabled:`));
-              for (const p of project.servers) {
-                const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
-                const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
-                const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it (in its own sidecar): airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
-                print(safe(`  ${p.name}  ${where}${secrets}${added}`));
-              }
-            }
-          }
-          return ExitCode.ok;
-        }
+        case 'policy':
+          return setToolPolicy(call);
+        case 'list':
+          return listServers(call);
         case 'project': {
           // Enabled per project by the user (§20); a project's own .mcp.json never writes here.
           if (!name) throw new CliUsageError('name the project folder: airlock mcp-servers project DIR [NAME…] [--none]');
@@ -236,3 +189,81 @@ export const mcpServersCommand: CliCommand = {
     });
   },
 };
+
+/** `add NAME --stdio -- COMMAND`: a local server, run in its own sidecar; its secret's value from stdin. */
+async function addStdioServer({ registry, io, print, values, name, command }: McpServersCall): Promise<number> {
+  if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --stdio -- COMMAND ARGS…');
+  if (values.url) throw new CliUsageError('a stdio server has no --url; its command follows --');
+  const stdio = parseStdioCommand(command, { ...(values.image ? { image: values.image } : {}), env: values.env ?? [] });
+  const secretName = values['secret-env'];
+  const secrets = secretName ? { [secretName]: (await readSecretFromStdin(io, `value of ${secretName} for ${name}: `)).reveal() } : {};
+  const saved = await registry.addStdio({ name, stdio }, secrets);
+  const what = saved.stdio?.package ? `npm ${saved.stdio.package}, fetched on the host with scripts off` : safe((saved.stdio?.command ?? []).join(' ').slice(0, 200));
+  print(`added ${saved.name} (stdio: ${what}; runs in its own sidecar container on ${saved.stdio?.image ?? "Airlock's image"}, no network${secretName ? `, ${secretName} from the OS keychain` : ''}); give it to a run with --mcp ${saved.name}`);
+  print(`its tools are not pinned (a stdio server is only started beside a run): every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
+  return ExitCode.ok;
+}
+
+/** `add NAME --url URL`: a remote server with its token from stdin (or OAuth sign-in), its tools pinned as listed now. */
+async function addRemoteServer({ registry, io, print, values, name, command }: McpServersCall): Promise<number> {
+  if (command.length) throw new CliUsageError('a command after -- is for a stdio server: add --stdio');
+  if (!name) throw new CliUsageError('name the server: airlock mcp-servers add NAME --url URL (the token on stdin)');
+  if (!values.url) throw new CliUsageError('give the server endpoint: --url https://…/mcp');
+  const transport = values.transport ?? 'http';
+  if (transport !== 'http' && transport !== 'sse') throw new CliUsageError('--transport is http (Streamable HTTP) or sse');
+  const auth = parseAuth(values.auth);
+  const credential = auth.type === 'none' || auth.type === 'oauth' ? undefined : (await readSecretFromStdin(io, `token for ${name}: `)).reveal();
+  const saved = await registry.add({ name, url: values.url, transport, auth }, credential);
+  print(`added ${saved.name} (${serverOrigin(saved)}, ${saved.transport}${auth.type === 'none' ? ', no credential' : `, ${authText(auth)} from the OS keychain`}); give it to a run with --mcp ${saved.name}`);
+  if (auth.type === 'oauth') await signIn(registry, saved.name, values['no-browser'] ? undefined : io.env, print);
+  try {
+    await pinTools(registry, saved.name, print);
+  } catch (err) {
+    // Kept, unpinned: every tool asks until pinned, so nothing is trusted unseen.
+    io.stderr.write(`note: could not list ${saved.name}'s tools now (${safe((err as Error).message.slice(0, 300))}); every tool asks until you pin them: airlock mcp-servers pin ${saved.name}\n`);
+  }
+  print(`every tool asks before each call; allow one with: airlock mcp-servers policy ${saved.name} TOOL allow`);
+  return ExitCode.ok;
+}
+
+/** `policy NAME TOOL|'*' allow|ask|deny|default`: one tool's rule, or the server's default. */
+async function setToolPolicy({ registry, print, name, rest }: McpServersCall): Promise<number> {
+  const [tool, ruleText] = rest;
+  if (!name || !tool || !ruleText) throw new CliUsageError("write: airlock mcp-servers policy NAME TOOL|'*' allow|ask|deny|default");
+  const rule = ruleText === 'default' ? undefined : McpToolRule.safeParse(ruleText).data;
+  if (ruleText !== 'default' && !rule) throw new CliUsageError(`the rule is allow, ask, deny or default (remove the tool's own rule), not '${ruleText.slice(0, 40)}'`);
+  const entry = await registry.setPolicy(name, tool, rule);
+  const known = tool === '*' || entry.pins?.[tool] !== undefined;
+  print(safe(`${name}: ${tool === '*' ? 'every tool without its own rule' : tool} ${rule ? `is ${rule}` : 'follows the default again'}; ${rulesText(entry)}${known ? '' : `\nnote: ${tool} is not among ${name}'s pinned tools (see airlock mcp-servers pin ${name})`}`));
+  return ExitCode.ok;
+}
+
+/** `list [--json] [--project DIR] [--proposals]`: the user's servers, and what a project's file proposes (never enabled by being there). */
+async function listServers({ registry, io, print, values }: McpServersCall): Promise<number> {
+  if (values.proposals) {
+    await printProposals(registry, io, values.project, values.json, print);
+    return ExitCode.ok;
+  }
+  const all = await registry.list();
+  const project = values.project ? await readProjectMcpConfig(values.project) : undefined;
+  if (values.json) {
+    print(JSON.stringify(project ? { servers: all, project: { file: project.file, proposed: project.servers.map((p) => ({ ...p, enabled: false, added: all.some((s) => s.name === p.name) })) } } : all));
+    return ExitCode.ok;
+  }
+  if (all.length === 0) print('no MCP servers; add one with `airlock mcp-servers add NAME --url URL` (the token on stdin)');
+  else for (const s of all) print(safe(`${s.name}  ${s.transport === 'stdio' ? `${s.stdio?.package ? `npm ${s.stdio.package}` : (s.stdio?.command ?? []).join(' ').slice(0, 120)} (sidecar, ${s.stdio?.image ?? 'airlock image'}${s.stdio?.secretEnv?.length ? `, secrets: ${s.stdio.secretEnv.join(' ')}` : ''})` : s.url}  ${s.transport}  auth ${authText(s.auth)}${s.auth.type !== 'none' && !s.hasCredential ? ' (token missing from the keychain)' : ''}  ${rulesText(s)}`));
+  if (project) {
+    if (project.servers.length === 0) print(safe(`${project.file}: no MCP servers proposed`));
+    else {
+      // The project's file is a request: shown, never enabled by being there (§20).
+      print(safe(`proposed by the project (${project.file}), not enabled:`));
+      for (const p of project.servers) {
+        const where = p.transport === 'stdio' ? `stdio: ${p.command ?? '?'}` : `${p.url ?? '(no url)'}  ${p.transport}`;
+        const secrets = p.secretNames.length ? `  sets ${p.secretNames.join(', ')} (values not shown)` : '';
+        const added = all.some((s) => s.name === p.name) ? '  (a server of yours has this name; only yours is used)' : p.transport === 'stdio' ? `  to use it (in its own sidecar): airlock mcp-servers add ${p.name} --stdio -- COMMAND` : `  to use it: airlock mcp-servers add ${p.name} --url URL`;
+        print(safe(`  ${p.name}  ${where}${secrets}${added}`));
+      }
+    }
+  }
+  return ExitCode.ok;
+}

@@ -10,7 +10,7 @@ import type { Secret } from '../../keys/secret';
 import type { CredentialBroker } from './credential-broker';
 import { answerPlain, hostHeaderOf, redactQuery, requestRawHeaders, withoutHeaders, writeHead, type GatewayRequest, type GatewayResponse } from './gateway-http';
 import { HOW_TO_PROPOSE, type NetworkApprovals } from './network-approvals';
-import { checkPush } from './push-guard';
+import { checkPush, type PushCheck } from './push-guard';
 import type { RunCa } from './run-ca';
 import { canonicalPath, decideWithProject, pathReadings, refusedPushResult, type RuleDecision, type RuleSet } from './rules';
 import { HeldBody } from './held-body';
@@ -376,11 +376,7 @@ export class TlsGateway implements Disposable {
       const why = [note, reason].filter(Boolean).join('; ');
       t.onRequest({ ...record, allowed: true, status, ...(why ? { reason: why } : {}), bytesUp, bytesDown });
     };
-    // A command secret's value may have expired upstream: the body is held (bounded) so a 401 can be
-    // answered once by fetching the value again and sending the same request with it.
-    const broker = this.opts.broker;
-    const stale = secret && verdict.unswapped ? broker?.heldValue(secret) : undefined;
-    const retry = stale && secret && verdict.unswapped ? { secret, stale, unswapped: verdict.unswapped, body: new HeldBody() } : undefined;
+    const retry = this.retryPlan(verdict);
     if (retry) res.once('close', () => retry.body.drop());
     let retried = false;
     const answered = (ex: UpstreamExchange) => (up: UpstreamResponse) => {
@@ -446,10 +442,7 @@ export class TlsGateway implements Disposable {
       }, failed);
     };
 
-    if (!decision?.pushPrefix) {
-      forward();
-      return;
-    }
+    if (!decision?.pushPrefix) return forward();
     // A push allowed only under a prefix: read the ref updates before any byte goes upstream.
     const rule = decision.rule;
     checkPush(req, decision.pushPrefix, (check) => {
@@ -462,15 +455,28 @@ export class TlsGateway implements Disposable {
         this.refuse(req, res, t, { status: 403, ...(rule ? { rule } : {}), reason: check.reason, ...(secret ? { secret } : {}) }, base);
         return;
       }
-      // Answer in git's own words (the rest of the pack is read and dropped, never forwarded).
-      req.resume();
-      req.once('end', () => {
-        if (res.headersSent) return;
-        const result = refusedPushResult(check.parsed.updates, check.parsed.capabilities, `${check.outside} (rule: ${rule})`);
-        writeHead(res, 200, 'OK', ['Content-Type', 'application/x-git-receive-pack-result', 'Content-Length', String(result.length), 'Cache-Control', 'no-cache']);
-        res.end(result);
-        t.onRequest({ ...base, allowed: false, status: 200, rule, reason: check.outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
-      });
+      this.answerRefusedPush(req, res, t, base, check, rule, secret);
+    });
+  }
+
+  /**
+   * A command secret's value may have expired upstream: the body is held (bounded) so a 401 can be
+   * answered once by fetching the value again and sending the same request with it.
+   */
+  private retryPlan({ secret, unswapped }: Judged): { secret: string; stale: Secret<string>; unswapped: string[]; body: HeldBody } | undefined {
+    const stale = secret && unswapped ? this.opts.broker?.heldValue(secret) : undefined;
+    return stale && secret && unswapped ? { secret, stale, unswapped, body: new HeldBody() } : undefined;
+  }
+
+  /** A push with a ref outside its prefix: answered in git's own words (the rest of the pack is read and dropped, never forwarded). */
+  private answerRefusedPush(req: GatewayRequest, res: GatewayResponse, t: Served, base: Base, check: Extract<PushCheck, { kind: 'outside' }>, rule: RuleDecision['rule'], secret: Judged['secret']): void {
+    req.resume();
+    req.once('end', () => {
+      if (res.headersSent) return;
+      const result = refusedPushResult(check.parsed.updates, check.parsed.capabilities, `${check.outside} (rule: ${rule})`);
+      writeHead(res, 200, 'OK', ['Content-Type', 'application/x-git-receive-pack-result', 'Content-Length', String(result.length), 'Cache-Control', 'no-cache']);
+      res.end(result);
+      t.onRequest({ ...base, allowed: false, status: 200, rule, reason: check.outside, ...(secret ? { secret } : {}), bytesUp: 0, bytesDown: result.length });
     });
   }
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -259,11 +259,8 @@ function errorResult(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
-/**
- * Connects to the run's servers (each with its credential), lists their tools and starts the gateway
- * on 127.0.0.1. A server that cannot be reached fails the whole gateway: a run asked for it by name.
- */
-export async function openRunMcpGateway(opts: {
+/** What `openRunMcpGateway` is given. */
+export interface RunMcpGatewayOptions {
   runId: string;
   servers: ResolvedMcpServer[];
   policy?: McpCallPolicy;
@@ -272,7 +269,13 @@ export async function openRunMcpGateway(opts: {
   questions?: McpQuestionsPort;
   /** Starts a stdio server's sidecar (absent: stdio servers are refused). */
   stdio?: StdioOpener;
-}): Promise<RunMcpGateway> {
+}
+
+/**
+ * Connects to the run's servers (each with its credential), lists their tools and starts the gateway
+ * on 127.0.0.1. A server that cannot be reached fails the whole gateway: a run asked for it by name.
+ */
+export async function openRunMcpGateway(opts: RunMcpGatewayOptions): Promise<RunMcpGateway> {
   // Every encoded form of every credential: what must never pass into the sandbox. A refreshed
   // OAuth token joins the list in place, before the call that used it answers.
   const forms = credentialForms(opts.servers);
@@ -293,28 +296,7 @@ export async function openRunMcpGateway(opts: {
     for (const server of opts.servers) {
       const up = await connectUpstream(server, forms, opts.stdio);
       upstreams.push(up);
-      const { tools: listed, cut } = await listAll(up);
-      const skipped: string[] = [];
-      for (const t of listed) {
-        const name = `${server.entry.name}${TOOL_SEPARATOR}${t.name}`;
-        if (!TOOL_NAME.test(name) || tools.some((x) => x.name === name)) {
-          skipped.push(scrubText(t.name, forms).slice(0, 80));
-          continue;
-        }
-        // What the sandbox reads is scrubbed like any answer: a description can echo a credential too.
-        const served = JSON.parse(scrubText(JSON.stringify({ ...t, name }), forms)) as Tool;
-        tools.push({
-          server: server.entry.name,
-          tool: t.name,
-          name,
-          descriptionHash: toolDescriptionHash(t),
-          annotations: hints(t),
-          definition: served,
-        });
-      }
-      if (cut) skipped.push(`(more than ${MAX_TOOLS_PER_SERVER} tools: the rest)`);
-      const origin = serverOrigin(server.entry);
-      record.servers.push({ name: server.entry.name, origin, transport: server.entry.transport, tools: listed.length - skipped.length + (cut ? 1 : 0), ...(skipped.length ? { skipped } : {}) });
+      record.servers.push(await serveToolsOf(server, up, forms, tools));
     }
   } catch (err) {
     await closeUpstreams();
@@ -322,16 +304,92 @@ export async function openRunMcpGateway(opts: {
   }
 
   const calls = new Emitter<McpCallEvent>();
-  const byName = new Map(tools.map((t) => [t.name, t]));
-  const clientOf = new Map(upstreams.map((u) => [u.name, u.client]));
+  const callTool = toolCaller({ tools, upstreams, forms, calls, ...(opts.policy ? { policy: opts.policy } : {}) });
+  const listed = tools.filter((t) => !opts.hide?.(t)).map((t) => t.definition);
+  const tokens = new RunTokenRegistry();
+  const { token } = tokens.issue({ runId: opts.runId, providers: [] });
+  const endpoint = gatewayEndpoint(tokens, () => {
+    const server = new Server({ name: 'airlock', version: APP_VERSION }, { capabilities: { tools: {} }, instructions: 'Tools of the MCP servers the user enabled for this Airlock run; each name starts with its server.' });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+    server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params.name, req.params.arguments, extra.signal));
+    return server;
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      endpoint.http.once('error', reject);
+      endpoint.http.listen(0, '127.0.0.1', () => resolve());
+    });
+  } catch (err) {
+    await closeUpstreams();
+    throw err;
+  }
+  const port = (endpoint.http.address() as AddressInfo).port;
+  let disposed = false;
+  return {
+    token,
+    port,
+    tools,
+    record,
+    onDidCall: calls.event,
+    ...(opts.questions ? { questions: opts.questions } : {}),
+    connect: () => netConnect(port, '127.0.0.1'),
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      // The token dies first: nothing presented after this is served. Waiting calls are refused (closed).
+      tokens.clear();
+      opts.questions?.dispose();
+      calls.dispose();
+      endpoint.close();
+      void closeUpstreams();
+    },
+  };
+}
 
-  const callTool = async (name: string, args: Record<string, unknown> | undefined, signal?: AbortSignal): Promise<CallToolResult> => {
+/**
+ * The tools one server offers the run, named `<server>__<tool>` and added to `tools`; a name the APIs
+ * would not take, or one already taken, is skipped (and recorded). Returns the server's record.
+ */
+async function serveToolsOf(server: ResolvedMcpServer, up: Upstream, forms: readonly string[], tools: GatewayTool[]): Promise<RunMcpGateway['record']['servers'][number]> {
+  const { tools: listed, cut } = await listAll(up);
+  const skipped: string[] = [];
+  for (const t of listed) {
+    const name = `${server.entry.name}${TOOL_SEPARATOR}${t.name}`;
+    if (!TOOL_NAME.test(name) || tools.some((x) => x.name === name)) {
+      skipped.push(scrubText(t.name, forms).slice(0, 80));
+      continue;
+    }
+    // What the sandbox reads is scrubbed like any answer: a description can echo a credential too.
+    const served = JSON.parse(scrubText(JSON.stringify({ ...t, name }), forms)) as Tool;
+    tools.push({
+      server: server.entry.name,
+      tool: t.name,
+      name,
+      descriptionHash: toolDescriptionHash(t),
+      annotations: hints(t),
+      definition: served,
+    });
+  }
+  if (cut) skipped.push(`(more than ${MAX_TOOLS_PER_SERVER} tools: the rest)`);
+  const origin = serverOrigin(server.entry);
+  return { name: server.entry.name, origin, transport: server.entry.transport, tools: listed.length - skipped.length + (cut ? 1 : 0), ...(skipped.length ? { skipped } : {}) };
+}
+
+/**
+ * A call from the sandbox: the policy decides, the server's client forwards it, and the answer comes
+ * back scrubbed of every credential and capped; every call, refused or not, is reported on `calls`.
+ */
+function toolCaller(gw: { tools: readonly GatewayTool[]; upstreams: readonly Upstream[]; forms: readonly string[]; calls: Emitter<McpCallEvent>; policy?: McpCallPolicy }) {
+  const { forms, calls } = gw;
+  const byName = new Map(gw.tools.map((t) => [t.name, t]));
+  const clientOf = new Map(gw.upstreams.map((u) => [u.name, u.client]));
+  return async (name: string, args: Record<string, unknown> | undefined, signal?: AbortSignal): Promise<CallToolResult> => {
     const started = Date.now();
     const argsJson = JSON.stringify(args ?? {});
     const base = { argsSha256: sha256(argsJson), argsBytes: Buffer.byteLength(argsJson) };
     const tool = byName.get(name);
     if (!tool) return errorResult(`no tool named "${name.slice(0, 100)}" in this run's MCP gateway`);
-    const verdict: { decision: McpDecision; by?: string; reason?: string } = opts.policy ? await opts.policy(tool, { argsSha256: base.argsSha256, args: args ?? {}, ...(signal ? { signal } : {}) }) : { decision: 'allow' };
+    const verdict: { decision: McpDecision; by?: string; reason?: string } = gw.policy ? await gw.policy(tool, { argsSha256: base.argsSha256, args: args ?? {}, ...(signal ? { signal } : {}) }) : { decision: 'allow' };
     const by = verdict.by ? { by: verdict.by } : {};
     const finish = (result: CallToolResult, decision: McpDecision, extra: { reason?: string; capped?: true } = {}): CallToolResult => {
       const resultBytes = Buffer.byteLength(JSON.stringify(result));
@@ -353,17 +411,13 @@ export async function openRunMcpGateway(opts: {
     }
     return finish(JSON.parse(text) as CallToolResult, 'allow');
   };
+}
 
-  const listed = tools.filter((t) => !opts.hide?.(t)).map((t) => t.definition);
-  const newServer = () => {
-    const server = new Server({ name: 'airlock', version: APP_VERSION }, { capabilities: { tools: {} }, instructions: 'Tools of the MCP servers the user enabled for this Airlock run; each name starts with its server.' });
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-    server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params.name, req.params.arguments, extra.signal));
-    return server;
-  };
-
-  const tokens = new RunTokenRegistry();
-  const { token } = tokens.issue({ runId: opts.runId, providers: [] });
+/**
+ * The endpoint the sandbox reaches: only with the run's token and never from a web page, at
+ * GATEWAY_PATH, one MCP server (from `newServer`) per Streamable HTTP session, at most MAX_SESSIONS.
+ */
+function gatewayEndpoint(tokens: RunTokenRegistry, newServer: () => Server): { http: HttpServer; close(): void } {
   const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: Server }>();
   const refuse = (res: ServerResponse, status: number, message: string) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
@@ -391,6 +445,7 @@ export async function openRunMcpGateway(opts: {
     };
     await server.connect(transport);
     await transport.handleRequest(req, res);
+    // A request that opened no session leaves no server behind; closing one that never ran cannot matter.
     if (!transport.sessionId) await server.close().catch(debugLog.swallow('mcpGateway.session.close'));
   };
   const http = createServer((req, res) => {
@@ -400,37 +455,14 @@ export async function openRunMcpGateway(opts: {
       else res.destroy();
     });
   });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      http.once('error', reject);
-      http.listen(0, '127.0.0.1', () => resolve());
-    });
-  } catch (err) {
-    await closeUpstreams();
-    throw err;
-  }
-  const port = (http.address() as AddressInfo).port;
-  let disposed = false;
   return {
-    token,
-    port,
-    tools,
-    record,
-    onDidCall: calls.event,
-    ...(opts.questions ? { questions: opts.questions } : {}),
-    connect: () => netConnect(port, '127.0.0.1'),
-    dispose() {
-      if (disposed) return;
-      disposed = true;
-      // The token dies first: nothing presented after this is served. Waiting calls are refused (closed).
-      tokens.clear();
-      opts.questions?.dispose();
-      calls.dispose();
+    http,
+    close() {
+      // Sessions end with the gateway: a server that fails to close has nothing left to serve.
       for (const { server } of sessions.values()) void server.close().catch(debugLog.swallow('mcpGateway.dispose.close'));
       sessions.clear();
       http.closeAllConnections();
       http.close();
-      void closeUpstreams();
     },
   };
 }

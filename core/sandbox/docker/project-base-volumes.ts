@@ -97,6 +97,40 @@ export interface CreateBaseOptions {
 }
 
 /**
+ * The writer container of a base: Airlock's image, no network, read-only root, every capability dropped
+ * but CHOWN and DAC_READ_SEARCH, the new volume at /base; the project's tar arrives on its stdin.
+ */
+function writerContainer(image: string, volume: string, key: string, installLabels: Record<string, string>): Docker.ContainerCreateOptions {
+  return {
+    Image: image,
+    Entrypoint: ['/bin/sh', '-c', WRITER_SCRIPT, 'sh'],
+    Cmd: gitArgv(WRITER_LAYOUT, []),
+    User: '0:0',
+    Env: [`JS=${TAR_TO_FAST_IMPORT_JS}`, `IDENT=${IDENT}`, `ATTRS=${INFO_ATTRIBUTES}`, `EXCLUDE=${INFO_EXCLUDE}`, 'PATH=/opt/airlock/bin:/usr/local/bin:/usr/bin:/bin', 'HOME=/tmp'],
+    WorkingDir: '/',
+    OpenStdin: true,
+    StdinOnce: true,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    NetworkDisabled: true,
+    Labels: { [LABEL_KIND]: 'base-writer', [LABEL_BASE_KEY]: key, ...installLabels },
+    HostConfig: {
+      NetworkMode: 'none',
+      ReadonlyRootfs: true,
+      CapDrop: ['ALL'],
+      // CHOWN: the files become the sandbox user's; DAC_READ_SEARCH: the digest lists folders a project keeps private.
+      CapAdd: ['CHOWN', 'DAC_READ_SEARCH'],
+      SecurityOpt: ['no-new-privileges'],
+      Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=64m' },
+      Memory: 1024 ** 3,
+      PidsLimit: 256,
+      Mounts: [{ Type: 'volume', Source: volume, Target: '/base' }],
+    },
+  };
+}
+
+/**
  * Reads the project afresh and writes it as the base of its key: into a new volume through a writer
  * container, and into a host object store; records both. The previous base of the key is removed
  * unless a live run still reads it. What goes in is the project as read now, never a workspace.
@@ -119,33 +153,7 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
   try {
     // The digest labels the volume only once known; write into a volume named for this attempt, label-free of content, then record.
     await docker.createVolume({ Name: volume, Driver: 'local', Labels: { [LABEL_KIND]: 'base', [LABEL_BASE_KEY]: key, [LABEL_BASE_NONCE]: nonce, ...installLabels } });
-    container = await docker.createContainer({
-      Image: opts.image,
-      Entrypoint: ['/bin/sh', '-c', WRITER_SCRIPT, 'sh'],
-      Cmd: gitArgv(WRITER_LAYOUT, []),
-      User: '0:0',
-      Env: [`JS=${TAR_TO_FAST_IMPORT_JS}`, `IDENT=${IDENT}`, `ATTRS=${INFO_ATTRIBUTES}`, `EXCLUDE=${INFO_EXCLUDE}`, 'PATH=/opt/airlock/bin:/usr/local/bin:/usr/bin:/bin', 'HOME=/tmp'],
-      WorkingDir: '/',
-      OpenStdin: true,
-      StdinOnce: true,
-      AttachStdin: true,
-      AttachStdout: true,
-      AttachStderr: true,
-      NetworkDisabled: true,
-      Labels: { [LABEL_KIND]: 'base-writer', [LABEL_BASE_KEY]: key, ...installLabels },
-      HostConfig: {
-        NetworkMode: 'none',
-        ReadonlyRootfs: true,
-        CapDrop: ['ALL'],
-        // CHOWN: the files become the sandbox user's; DAC_READ_SEARCH: the digest lists folders a project keeps private.
-        CapAdd: ['CHOWN', 'DAC_READ_SEARCH'],
-        SecurityOpt: ['no-new-privileges'],
-        Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=64m' },
-        Memory: 1024 ** 3,
-        PidsLimit: 256,
-        Mounts: [{ Type: 'volume', Source: volume, Target: '/base' }],
-      },
-    });
+    container = await docker.createContainer(writerContainer(opts.image, volume, key, installLabels));
     const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
     const out = new PassThrough();
     const err = new PassThrough();
