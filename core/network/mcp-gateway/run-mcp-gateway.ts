@@ -445,7 +445,7 @@ function gatewayEndpoint(tokens: RunTokenRegistry, newServer: () => Server): { h
     };
     await server.connect(transport);
     await transport.handleRequest(req, res);
-    // A request that opened no session leaves no server behind; closing one that never ran cannot matter.
+    // A request that opened no session leaves no server behind.
     if (!transport.sessionId) await server.close().catch(debugLog.swallow('mcpGateway.session.close'));
   };
   const http = createServer((req, res) => {
