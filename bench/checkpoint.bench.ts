@@ -10,6 +10,7 @@ import { hydrate } from '../core/workspace/hydrate';
 import { snapshotProject } from '../core/workspace/snapshot';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 import { freshSandbox, generatedRepo } from './workspace.bench';
+import { testGit } from '../test/support/workspace-fixtures';
 
 const CHANGED = 10;
 const ROUNDS = 5;
@@ -31,8 +32,8 @@ const checkpointBench: Benchmark = {
     const sb = await freshSandbox();
     const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-cp-'));
     try {
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
       const baseCommit = await (hydrated.hostBaseline as Promise<string>);
       const collect = (extra: { ref?: string; maxResultBytes?: number } = {}) => collectResult(sb.channel, { repo, baseCommit, manifest: hydrated.manifest, isIgnored: snapshot.isIgnored, ...extra });

@@ -16,6 +16,7 @@ import { BaseStore, RACY_MS } from '../core/workspace/project-base';
 import { snapshotProject } from '../core/workspace/snapshot';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
 import { generatedRepo } from './workspace.bench';
+import { testGit } from '../test/support/workspace-fixtures';
 
 const ROUNDS = 3;
 const FILES = 10_000;
@@ -79,8 +80,8 @@ const repeatBench: Benchmark = {
       const t0 = performance.now();
       const sb = await create(newRunId());
       const t1 = performance.now();
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
       const h = await hydrate(sb.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
       const t2 = performance.now();
       full.push(t2 - t1);
@@ -99,13 +100,13 @@ const repeatBench: Benchmark = {
       const runId = newRunId();
       const t0 = performance.now();
       const [snapshot, { record, repo }] = await Promise.all([
-        snapshotProject(dir),
+        snapshotProject(testGit, dir),
         (async () => {
           const found = await findProjectBase(engine, store, dir);
           if (!found.ok) throw new Error(`no base: ${found.reason}`);
           const [, made] = await Promise.all([
             prepareBaseVolumes(engine, { runId, record: found.record, image }),
-            HostRepo.create(path.join(objects, 'objects.git'), { borrowFrom: store.objectsDir(found.record.key, found.record.volume) }),
+            HostRepo.create(testGit, path.join(objects, 'objects.git'), { borrowFrom: store.objectsDir(found.record.key, found.record.volume) }),
           ]);
           return { record: found.record, repo: made };
         })(),
@@ -132,7 +133,7 @@ const repeatBench: Benchmark = {
         for (let round = 0; round < ROUNDS; round++) {
           await before(round);
           // The first run's base, written after its copy-in (untimed: it is off the next run's path).
-          await createProjectBase({ engine, image, store, projectDir: dir });
+          await createProjectBase({ engine, git: testGit, image, store, projectDir: dir });
           await after(round);
           await timeRepeat(ms, total, streamed);
           await timeFull();

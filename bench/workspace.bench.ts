@@ -18,6 +18,7 @@ import { buildSandboxRepo, type GitHistory } from '../core/workspace/sandbox-rep
 import { snapshotProject } from '../core/workspace/snapshot';
 import { startTlsEngine } from '../test/support/remote-engines';
 import { percentile, sample, withRatio, type Benchmark, type BenchResult } from './harness';
+import { testGit } from '../test/support/workspace-fixtures';
 
 const FILES = 10_000;
 const FILE_BYTES = 10_000; // 10k × 10 kB = 100 MB
@@ -94,9 +95,9 @@ const hydrateBench: Benchmark = {
       const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
       try {
         const t0 = performance.now();
-        const snapshot = await snapshotProject(dir);
+        const snapshot = await snapshotProject(testGit, dir);
         // As a run does: the host writes its own baseline from the same bytes while they stream.
-        const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+        const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
         const h = await hydrate(a.channel, snapshot, { waitForBaseline: false, hostRepo: repo });
         ours.push(performance.now() - t0);
         await Promise.all([h.baselineReady, h.hostBaseline]);
@@ -108,7 +109,7 @@ const hydrateBench: Benchmark = {
       const c = await freshSandbox();
       try {
         const t0 = performance.now();
-        await hydrate(c.channel, await snapshotProject(dir), { waitForBaseline: false });
+        await hydrate(c.channel, await snapshotProject(testGit, dir), { waitForBaseline: false });
         noStore.push(performance.now() - t0);
       } finally {
         await c.destroy();
@@ -183,8 +184,8 @@ const hydrateGitBench: Benchmark = {
       const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
       try {
         const t0 = performance.now();
-        const repo = await HostRepo.create(path.join(objects, 'objects.git'));
-        const h = await hydrate(sb.channel, await snapshotProject(dir), { waitForBaseline: false, hostRepo: repo, ...(gitHistory !== undefined ? { gitHistory } : {}) });
+        const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
+        const h = await hydrate(sb.channel, await snapshotProject(testGit, dir), { waitForBaseline: false, hostRepo: repo, ...(gitHistory !== undefined ? { gitHistory } : {}) });
         const ms = performance.now() - t0;
         if (gitHistory === 50 && h.sandboxRepo) {
           repoMs.push(h.sandboxRepo.waitMs);
@@ -204,7 +205,7 @@ const hydrateGitBench: Benchmark = {
       fifty.push(await timed(50));
       none.push(await timed('none'));
     }
-    const snapshot = await snapshotProject(dir);
+    const snapshot = await snapshotProject(testGit, dir);
     const buildMs = await sample(ROUNDS, () => buildSandboxRepo(snapshot, 50), 0);
     return [
       withRatio({
@@ -244,8 +245,8 @@ const collectBench: Benchmark = {
     const sb = await freshSandbox();
     const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
     try {
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(objects, 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
       const baseCommit = await (hydrated.hostBaseline as Promise<string>);
       const touch = Array.from({ length: CHANGED }, (_, i) => `pkg${i % 100}/src/file${i * 97}.ts`);
@@ -294,7 +295,7 @@ const diffBench: Benchmark = {
     const dir = await generatedRepo();
     const sb = await freshSandbox();
     try {
-      await hydrate(sb.channel, await snapshotProject(dir));
+      await hydrate(sb.channel, await snapshotProject(testGit, dir));
       // The baseline's own index, copied: `git diff` against it is plain git in the container.
       const touch = Array.from({ length: CHANGED }, (_, i) => `pkg${i % 100}/src/file${i * 97}.ts`);
       // The agent's commands change the files; /airlock is the helper's (root's) own, not theirs (§2.3).
@@ -362,8 +363,8 @@ const hydrateRemoteBench: Benchmark = {
         const objects = await mkdtemp(path.join(os.tmpdir(), 'airlock-bench-objects-'));
         try {
           const t0 = performance.now();
-          const repo = await HostRepo.create(path.join(objects, 'objects.git'));
-          await hydrate(a.channel, await snapshotProject(dir), { waitForBaseline: false, hostRepo: repo });
+          const repo = await HostRepo.create(testGit, path.join(objects, 'objects.git'));
+          await hydrate(a.channel, await snapshotProject(testGit, dir), { waitForBaseline: false, hostRepo: repo });
           ours.push(performance.now() - t0);
         } finally {
           await a.destroy();

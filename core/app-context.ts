@@ -7,6 +7,7 @@ import { RunStore } from './runs/run-store';
 import type { Engine } from './sandbox/docker/engine';
 import type { EngineSelection } from './sandbox/docker/engine-endpoint';
 import { SettingsStore } from './settings/settings-store';
+import { HostGit } from './workspace/host-git';
 
 /** The keychain service provider keys live under: `AIRLOCK_KEYCHAIN_SERVICE` (tests, side-by-side installs) or `airlock`. */
 export function keychainServiceOf(env: NodeJS.ProcessEnv): string {
@@ -36,6 +37,8 @@ export class AppContext {
   readonly catalog: ProviderCatalog;
   readonly vault: KeyVault;
   readonly store: RunStore;
+  /** Host git, on this environment's `PATH` (every read of the project and of a run's object store). */
+  readonly git: HostGit;
   private installation: Promise<string> | undefined;
   private closed: Promise<void> | undefined;
 
@@ -46,7 +49,8 @@ export class AppContext {
     this.settings = new SettingsStore(this.home);
     this.catalog = new ProviderCatalog({ home: this.home });
     this.vault = new KeyVault(this.catalog, { service: this.keychainService });
-    this.store = new RunStore({ home: this.home });
+    this.git = new HostGit(this.env);
+    this.store = new RunStore({ home: this.home, git: this.git });
   }
 
   /** Creates the data folder (owner only) if it is not there yet. */

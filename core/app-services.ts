@@ -368,7 +368,7 @@ function runsService(parts: ServiceParts): RunsService {
       return toRunSummary(await runs.continue(args));
     },
     async previewExcluded({ projectDir }) {
-      const snap = await snapshotProject(projectDir).catch((err: unknown) => {
+      const snap = await snapshotProject(parts.core.app.git, projectDir).catch((err: unknown) => {
         throw aboutProjectDir(err);
       });
       return {

@@ -65,7 +65,7 @@ export class AirlockCore {
   ) {
     ({ env: this.env, home: this.home, store: this.store, catalog: this.catalog, vault: this.vault, settings: this.settings } = app);
     this.onDidBuildProgress = sandboxManagers.onDidBuildProgress;
-    this.bases = new ProjectBases({ home: this.home, engine: () => this.engine(), image: () => this.image('base'), installationId: () => app.installationId() });
+    this.bases = new ProjectBases({ home: this.home, git: app.git, engine: () => this.engine(), image: () => this.image('base'), installationId: () => app.installationId() });
   }
 
   /** The container engine sandboxes, image builds and the reaper use (`SandboxManagers.engine`). */

@@ -9,6 +9,7 @@ import { newRunId } from '../../contracts/ids';
 import { RunStore } from '../runs/run-store';
 import { openApplyLog } from './apply-log';
 import { AuditLog } from './audit-log';
+import { testGit } from '../../test/support/workspace-fixtures';
 
 let home: string;
 beforeEach(async () => {
@@ -25,7 +26,7 @@ async function runCli(args: string[]): Promise<{ code: number; out: string; err:
 }
 
 async function makeRun(): Promise<{ id: string; store: RunStore }> {
-  const store = new RunStore({ home });
+  const store = new RunStore({ git: testGit, home });
   const id = newRunId();
   const now = new Date().toISOString();
   await store.create({ id, kind: 'agent', task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });

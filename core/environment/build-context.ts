@@ -4,7 +4,7 @@ import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { AirlockError } from '../../contracts/errors';
-import { snapshotProject, type ProjectSnapshot } from '../workspace/snapshot';
+import { snapshotFolder, type ProjectSnapshot } from '../workspace/snapshot';
 
 /**
  * What a project build may read (docs/architecture.md §16, "The build sees only the project"): the
@@ -60,7 +60,7 @@ export async function dockerignore(contextDir: string): Promise<string[]> {
 export async function snapshotContext(contextDir: string): Promise<ProjectSnapshot> {
   // By its real path (checked inside the project by assertRealInside): a link inside the project is only a name.
   const real = await realpath(contextDir);
-  return snapshotProject(real, { respectGitignore: false, exclude: await dockerignore(real), maxFileBytes: CONTEXT_MAX_FILE_BYTES });
+  return snapshotFolder(real, { respectGitignore: false, exclude: await dockerignore(real), maxFileBytes: CONTEXT_MAX_FILE_BYTES });
 }
 
 /**

@@ -96,7 +96,7 @@ export async function loadCheckpointResult(store: RunStore, runId: string, n: nu
   const result = parseStoredJson(StoredResultSchema, file, await readFile(file, 'utf8'), `checkpoint ${n} cannot be applied; apply the run's result or another checkpoint.`);
   const patch = await readFile(p.patch(n));
   if (result.patchSha256 !== entry.patchSha256 || result.resultCommit !== entry.resultCommit) throw new AirlockError('INVALID_INPUT', `Checkpoint ${n} of run ${runId} does not match its index (the run folder was changed); apply the run's result instead.`);
-  return { result, patch, repo: HostRepo.open(path.join(store.paths(runId).artifacts, 'objects.git')) };
+  return { result, patch, repo: HostRepo.open(store.git, path.join(store.paths(runId).artifacts, 'objects.git')) };
 }
 
 /** The agent's conversation kept with a checkpoint (built-in agent), for Continue from here. */

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog, verifyAuditLog } from '../audit/audit-log';
 import { sha256Hex } from '../common/sha256';
 import type { AuditRecord, AuditRecordData } from '../audit/audit-records';
-import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, testGit } from '../../test/support/workspace-fixtures';
 import { applyRunResult, loadLegacyResult, loadRunResult, resultPaths, storeRunResult, writeRecordedPatch } from './run-apply';
 import { openApplyLog } from '../audit/apply-log';
 import { newRunId } from '../../contracts/ids';
@@ -27,7 +27,7 @@ const PROJECT = { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const
 /** A finished run on a real git project: result collected from a local sandbox, audit log sealed unless told otherwise. */
 async function finishedRun(opts: { seal?: boolean } = {}) {
   const projectDir = gitRepo(PROJECT);
-  const store = new RunStore({ home });
+  const store = new RunStore({ git: testGit, home });
   const id = newRunId();
   const now = new Date().toISOString();
   const run = await store.create({ id, kind: 'agent', task: 't', projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
@@ -102,7 +102,7 @@ describe('applyRunResult', () => {
 
 describe('a run collected by an older Airlock', () => {
   it('is never applied (its result was not derived on the host), but its whole patch can still be exported', async () => {
-    const store = new RunStore({ home });
+    const store = new RunStore({ git: testGit, home });
     const id = newRunId();
     const now = new Date().toISOString();
     const projectDir = gitRepo(PROJECT);
@@ -186,7 +186,7 @@ describe('stored files apply reads back', () => {
   });
 
   it("names a legacy run's damaged change list instead of showing no changes", async () => {
-    const store = new RunStore({ home });
+    const store = new RunStore({ git: testGit, home });
     const id = newRunId();
     const now = new Date().toISOString();
     await store.create({ id, kind: 'agent', task: 't', projectDir: gitRepo(PROJECT), agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });

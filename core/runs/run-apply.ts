@@ -49,7 +49,7 @@ export async function storeRunResult(store: RunStore, runId: string, collected: 
   const keep = [...collected.result.changes, ...(thread?.result.changes ?? [])].flatMap((c) => [c.oldOid, c.newOid]).filter((o) => o !== ZERO_OID);
   // And what the run's checkpoints need, to be applied on their own (docs/architecture.md §19).
   keep.push(...(await checkpointOids(store, runId)));
-  await HostRepo.open(rp.objects).keepOnly(keep);
+  await HostRepo.open(store.git, rp.objects).keepOnly(keep);
 }
 
 /** A finished run's collected result (host-derived), its patch and its object store. */
@@ -80,7 +80,7 @@ export async function loadRunResult(store: RunStore, runId: string, scope: Chang
       if (isDamaged(err)) throw err;
       throw new AirlockError('NOT_FOUND', `Run ${runId} is a follow-up turn but its thread total (artifacts/thread-result.json) is missing or unreadable; review this turn's own change instead, or continue from the first turn again.`);
     }
-    return { ...total, repo: HostRepo.open(rp.objects) };
+    return { ...total, repo: HostRepo.open(store.git, rp.objects) };
   }
   let loaded: { result: StoredResult; patch: Buffer };
   try {
@@ -91,7 +91,7 @@ export async function loadRunResult(store: RunStore, runId: string, scope: Chang
     if (legacy) throw new AirlockError('INVALID_INPUT', `Run ${runId} was collected by an older Airlock whose result was not derived on the host; export its patch ('airlock patch ${runId} --out FILE'), read it, and apply it with git.`);
     throw new AirlockError('NOT_FOUND', `Run ${runId} has no collected result.`);
   }
-  return { ...loaded, repo: HostRepo.open(rp.objects) };
+  return { ...loaded, repo: HostRepo.open(store.git, rp.objects) };
 }
 
 /** A result file that is there but damaged (`parseStoredJson`): said as it is, not as "no result". */

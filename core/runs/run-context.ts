@@ -16,6 +16,7 @@ import type { ImageProgress, SandboxLimits, SandboxSpec } from '../sandbox/drive
 import type { Sandbox, SandboxManager } from '../sandbox/sandbox';
 import { watchChanges } from '../workspace/changes';
 import { collectResult, type CollectedResult } from '../workspace/collect';
+import type { HostGit } from '../workspace/host-git';
 import { HostRepo } from '../workspace/host-repo';
 import { hydrate, type HydrateResult } from '../workspace/hydrate';
 import { hydrateFromBase } from '../workspace/hydrate-base';
@@ -62,12 +63,13 @@ export interface HydratedWorkspace extends HydrateResult {
   repo: HostRepo;
 }
 
-export const realWorkspace: RunWorkspace = {
-  snapshot: (projectDir, opts) => snapshotProject(projectDir, opts),
+/** The real workspace operations, reading the project with the root's host git. */
+export const realWorkspace = (git: HostGit): RunWorkspace => ({
+  snapshot: (projectDir, opts) => snapshotProject(git, projectDir, opts),
   // The agent starts once the copy is in place; change queries wait for the baseline commit.
   async hydrate(sandbox, snapshot, objectsDir, { gitHistory, base }) {
     // From a project base, only what differs streams in; the baselines are the same commits (§11).
-    const repo = await HostRepo.create(objectsDir, base ? { borrowFrom: base.objectsDir } : {});
+    const repo = await HostRepo.create(git, objectsDir, base ? { borrowFrom: base.objectsDir } : {});
     const opts = { waitForBaseline: false, hostRepo: repo, gitHistory };
     return { ...(base ? await hydrateFromBase(sandbox.channel, snapshot, base.record, opts) : await hydrate(sandbox.channel, snapshot, opts)), repo };
   },
@@ -86,7 +88,7 @@ export const realWorkspace: RunWorkspace = {
     });
   },
   store: storeRunResult,
-};
+});
 
 /** What a run needs from the rest of the core; `core/app.ts` wires the real parts. */
 export interface RunServiceDeps {

@@ -44,7 +44,7 @@ export class RunService implements Disposable {
   constructor(deps: RunServiceDeps) {
     const rec = (this.rec = new RunRecorder(deps.store));
     const events = new RunAgentEvents(deps, rec);
-    const workspace = deps.workspace ?? realWorkspace;
+    const workspace = deps.workspace ?? realWorkspace(deps.store.git);
     // What the steps (run-steps.ts) may do: record progress and start the agent.
     const host: StepHost = {
       deps,

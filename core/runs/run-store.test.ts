@@ -6,13 +6,14 @@ import { newRunId } from '../../contracts/ids';
 import { RunEvent, RunRecord } from '../../contracts/runs';
 import { toRunRecordView, toRunSummary, type StoredRunInput } from './run-record';
 import { RunStore } from './run-store';
+import { testGit } from '../../test/support/workspace-fixtures';
 
 let home: string;
 let store: RunStore;
 
 beforeEach(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'airlock-runs-'));
-  store = new RunStore({ home });
+  store = new RunStore({ git: testGit, home });
 });
 afterEach(async () => {
   await store.close();
@@ -208,7 +209,7 @@ describe('RunStore events', () => {
   });
 
   it('flushes on the size threshold without an explicit flush', async () => {
-    const small = new RunStore({ home, eventFlushBytes: 10, eventFlushMs: 60_000 });
+    const small = new RunStore({ git: testGit, home, eventFlushBytes: 10, eventFlushMs: 60_000 });
     const id = newRunId();
     await small.create(input(id, '2026-01-01T00:00:00.000Z'));
     small.appendEvents(id, [{ data: 'x'.repeat(20) }]);
@@ -217,7 +218,7 @@ describe('RunStore events', () => {
   });
 
   it('keeps order while writes are in flight, and closes its files', async () => {
-    const small = new RunStore({ home, eventFlushBytes: 10, eventFlushMs: 1 });
+    const small = new RunStore({ git: testGit, home, eventFlushBytes: 10, eventFlushMs: 1 });
     const id = newRunId();
     await small.create(input(id, '2026-01-01T00:00:00.000Z'));
     for (let i = 0; i < 500; i++) {
@@ -246,7 +247,7 @@ describe('RunStore events', () => {
     await store.flushEvents(id);
     // A crash mid-write: half a line at the end.
     await appendFile(store.paths(id).events, '{"n":3,"da');
-    const fresh = new RunStore({ home });
+    const fresh = new RunStore({ git: testGit, home });
     fresh.appendEvents(id, [{ n: 4 }]);
     const skipped: number[] = [];
     const seen: unknown[] = [];
@@ -273,7 +274,7 @@ describe('RunStore events', () => {
 describe('RunStore events after an empty flush', () => {
   it('keeps writing events appended after a flush with nothing buffered (a read mid-run)', async () => {
     const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-store-flush-'));
-    const store = new RunStore({ home });
+    const store = new RunStore({ git: testGit, home });
     try {
       const id = newRunId();
       const now = new Date().toISOString();

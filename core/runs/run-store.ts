@@ -8,6 +8,7 @@ import { StoredFile } from '../common/stored-file';
 import { checkStoredValue } from '../common/stored-json';
 import { RunId, requireRunId } from '../../contracts/ids';
 import type { Disposable } from '../common/disposable';
+import type { HostGit } from '../workspace/host-git';
 import { StoredRun, upgradeStoredRun, type StoredRunInput } from './run-record';
 
 /** Where one run's files live. */
@@ -49,6 +50,8 @@ export type RunUpdate = Partial<StoredRun> | ((current: StoredRun) => StoredRun)
 export interface RunStoreOptions {
   /** Airlock's data directory (the context's home); runs go under `<home>/runs`. */
   home: string;
+  /** Host git, for the runs' object stores (`<run>/artifacts/objects.git`). */
+  git: HostGit;
   /** Events are written when this many bytes are buffered … */
   eventFlushBytes?: number;
   /** … or this long after the first buffered one. */
@@ -83,6 +86,8 @@ interface EventBuffer {
  */
 export class RunStore implements Disposable {
   readonly root: string;
+  /** Host git, for the runs' object stores. */
+  readonly git: HostGit;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly buffers = new Map<string, EventBuffer>();
   private readonly flushBytes: number;
@@ -90,6 +95,7 @@ export class RunStore implements Disposable {
 
   constructor(options: RunStoreOptions) {
     this.root = path.join(options.home, 'runs');
+    this.git = options.git;
     this.flushBytes = options.eventFlushBytes ?? 64 * 1024;
     this.flushMs = options.eventFlushMs ?? 50;
   }

@@ -8,6 +8,7 @@ import { Emitter } from '../common/disposable';
 import type { Sandbox } from '../sandbox/sandbox';
 import { RunStore } from './run-store';
 import { ShellSessions } from './shell-sessions';
+import { testGit } from '../../test/support/workspace-fixtures';
 
 /** A channel process that records what the shell sessions ask of it. */
 function fakeProcess(calls: string[]): ChannelProcess {
@@ -36,7 +37,7 @@ let shells: ShellSessions;
 
 beforeEach(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'airlock-shells-'));
-  store = new RunStore({ home });
+  store = new RunStore({ git: testGit, home });
   await mkdir(store.paths(RUN).dir, { recursive: true });
   calls = [];
   const sandbox = { channel: { spawn: (opts: { pty?: { cols: number; rows: number } }) => (calls.push(`spawn pty ${opts.pty?.cols}x${opts.pty?.rows}`), fakeProcess(calls)) } } as unknown as Sandbox;

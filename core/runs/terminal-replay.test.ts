@@ -5,12 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newRunId } from '../../contracts/ids';
 import { RunStore } from './run-store';
 import { replayTerminal } from './terminal-replay';
+import { testGit } from '../../test/support/workspace-fixtures';
 
 let home: string;
 let store: RunStore;
 beforeAll(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'airlock-replay-'));
-  store = new RunStore({ home });
+  store = new RunStore({ git: testGit, home });
 });
 afterAll(async () => {
   store.dispose();

@@ -3,7 +3,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { newRunId } from '../../contracts/ids';
-import { cleanupTemps, collectLocal, gitRepo, tempDir, type LocalSandbox } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, collectLocal, gitRepo, tempDir, type LocalSandbox, testGit } from '../../test/support/workspace-fixtures';
 import { AuditLog } from '../audit/audit-log';
 import type { AuditRecord } from '../audit/audit-records';
 import { hydrate } from '../workspace/hydrate';
@@ -44,10 +44,10 @@ async function turn(store: RunStore, projectDir: string, thread: StoredRun['thre
   await store.create({ id, kind: 'agent', task: `turn ${thread?.turn ?? 1}`, projectDir, agent: 'builtin', provider: 'anthropic', model: 'm', status: 'done', createdAt: now, updatedAt: now, isolation: 'container', network: 'none', sandbox: { driver: 'docker' }, ...(thread ? { thread } : {}) });
   const shell = new LocalShell(process.env);
   const layout = await localLayout(tempDir('airlock-sbx-'));
-  const read = await snapshotProject(projectDir);
+  const read = await snapshotProject(testGit, projectDir);
   // A follow-up starts from the previous result laid over the project, as hydrateStep does.
   const snapshot = overlay ? overlaySnapshot(read, overlay) : read;
-  const repo = await HostRepo.create(resultPaths(store, id).objects);
+  const repo = await HostRepo.create(testGit, resultPaths(store, id).objects);
   const hydrated = await hydrate(shell, snapshot, { layout, hostRepo: repo });
   const sb: LocalSandbox = { shell, layout, snapshot, hydrated, repo, at: (rel) => path.join(layout.workDir, rel) };
   await edit(sb);
@@ -64,7 +64,7 @@ async function seal(store: RunStore, id: string): Promise<void> {
 /** A 2-turn thread on a project whose c.txt the user then changes where turn 1 did. */
 async function twoTurnThread() {
   const projectDir = gitRepo({ 'c.txt': BASE });
-  const store = new RunStore({ home });
+  const store = new RunStore({ git: testGit, home });
   const first = await turn(store, projectDir, undefined, undefined, (sb) => writeFile(sb.at('c.txt'), TURN1));
   const c1 = await collectLocal(first.sb);
   await storeRunResult(store, first.id, c1);

@@ -3,10 +3,13 @@ import { debugLog } from '../common/debug-log';
 import type { Engine } from './docker/engine';
 import { createProjectBase, engineSupportsBases, findProjectBase, listProjectBases, prepareBaseVolumes, pruneProjectBases, removeBase, type BaseListing, type PruneBasesResult } from './docker/project-base-volumes';
 import { BaseStore, baseKey, type BaseRecord } from '../workspace/project-base';
+import type { HostGit } from '../workspace/host-git';
 
 export interface ProjectBasesOptions {
   /** `<AIRLOCK_HOME>`: records and host object stores live in `bases/` under it. */
   home: string;
+  /** Host git: a base is the project as read with it, kept in a host object store. */
+  git: HostGit;
   engine: () => Promise<Engine>;
   /** Airlock's own sandbox image (the writer's and the ownership step's; never a project's). */
   image: () => Promise<string>;
@@ -66,7 +69,7 @@ export class ProjectBases {
     const task = (async () => {
       const engine = await this.usable();
       if (!engine) return;
-      await createProjectBase({ engine, image: await this.opts.image(), store: this.store, projectDir, installation: await this.opts.installationId() });
+      await createProjectBase({ engine, git: this.opts.git, image: await this.opts.image(), store: this.store, projectDir, installation: await this.opts.installationId() });
     })()
       .catch(debugLog.swallow('workspace.base.refresh'))
       .finally(() => this.writing.delete(key));

@@ -2,17 +2,18 @@ import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import type { ApplyOptions, ApplyOutcome } from './apply';
 import { ABSENT, foldedTogether, plan, type Entry, type FileState } from './apply-plan';
-import { hostGit, hostGitOk } from './host-git';
+import type { HostGit } from './host-git';
 import { foldName } from './result-paths';
 import { gitTopLevel } from './snapshot';
 
 export async function applyToBranch(projectDir: string, entries: Entry[], opts: ApplyOptions, scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
-  const top = await gitTopLevel(projectDir);
+  const host = opts.repo.host;
+  const top = await gitTopLevel(host, projectDir);
   if (!top || top !== projectDir) {
     throw new AirlockError('INVALID_INPUT', `${projectDir} is not the top folder of a git repository; branch mode needs one. Apply to the working tree instead.`);
   }
-  const git = (args: string[], input?: Buffer, env: Record<string, string> = {}) => hostGit(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) });
-  const gitOk = async (args: string[], env: Record<string, string> = {}, input?: Buffer) => (await hostGitOk(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) })).toString('utf8');
+  const git = (args: string[], input?: Buffer, env: Record<string, string> = {}) => host.run(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) });
+  const gitOk = async (args: string[], env: Record<string, string> = {}, input?: Buffer) => (await host.ok(args, { cwd: projectDir, env, ...(input ? { stdin: input } : {}) })).toString('utf8');
   const branch = opts.branch ?? `airlock/result-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-')}`;
   if ((await git(['check-ref-format', '--branch', branch])).code !== 0) {
     throw new AirlockError('INVALID_INPUT', `'${branch}' is not a valid branch name; pick another.`);
@@ -66,7 +67,7 @@ export async function applyToBranch(projectDir: string, entries: Entry[], opts: 
     }
     return undefined;
   };
-  const p = await plan(entries, scratch, ours, refuse, opts.resolved);
+  const p = await plan(host, entries, scratch, ours, refuse, opts.resolved);
   // Whole or nothing, as in the working tree; and no empty commit when the branch start already has it all.
   if ((p.conflicts.length && !opts.skipConflicts) || p.writes.size === 0) return { applied: [], conflicts: p.conflicts, held: p.conflicts.length ? p.applied : [], unchanged: p.unchanged };
   const index = path.join(scratch, 'branch.index');
@@ -89,19 +90,19 @@ export async function applyToBranch(projectDir: string, entries: Entry[], opts: 
   const message = commitMessage(opts.message, p.applied.length, p.conflicts.map((c) => c.path));
   // The author is the user's identity as git resolves it for the project (global config is read
   // for that call only); without one the commit is Airlock's and the caller says so.
-  const ident = await userIdentity(projectDir);
+  const ident = await userIdentity(host, projectDir);
   const identEnv: Record<string, string> = ident
     ? {}
     : { GIT_AUTHOR_NAME: 'Airlock', GIT_AUTHOR_EMAIL: 'airlock@localhost', GIT_COMMITTER_NAME: 'Airlock', GIT_COMMITTER_EMAIL: 'airlock@localhost' };
-  const commit = (await hostGitOk(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: identEnv, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
+  const commit = (await host.ok(['commit-tree', treeId, '-p', start, '-F', '-'], { cwd: projectDir, env: identEnv, stdin: Buffer.from(message), userConfig: true })).toString('utf8').trim();
   await gitOk(['update-ref', '-m', 'airlock: apply run result', `refs/heads/${branch}`, commit, '0'.repeat(40)]);
   return { applied: p.applied, conflicts: p.conflicts, held: [], unchanged: p.unchanged, branch, commit, author: ident ?? 'Airlock <airlock@localhost>', ...(ident ? {} : { authorFallback: true }) };
 }
 
 /** `Name <email>` from the user's git config for the project (local, then global), or undefined. */
-async function userIdentity(projectDir: string): Promise<string | undefined> {
+async function userIdentity(host: HostGit, projectDir: string): Promise<string | undefined> {
   const get = async (key: string) => {
-    const r = await hostGit(['config', '--get', key], { cwd: projectDir, userConfig: true });
+    const r = await host.run(['config', '--get', key], { cwd: projectDir, userConfig: true });
     return r.code === 0 ? r.stdout.toString('utf8').trim() : '';
   };
   const [name, email] = [await get('user.name'), await get('user.email')];

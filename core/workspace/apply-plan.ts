@@ -4,7 +4,7 @@ import type { ResultChange } from './collect';
 import { sha256Hex } from '../common/sha256';
 import type { ApplyConflict } from './apply';
 import { ZERO_OID } from './git-objects';
-import { hostGit } from './host-git';
+import type { HostGit } from './host-git';
 import type { HostRepo } from './host-repo';
 import { foldCollisions } from './result-paths';
 
@@ -76,7 +76,7 @@ export function foldedTogether(entries: Entry[]): Map<string, string> {
 }
 
 /** Three-way decision for one file; `ours` is the project's version now. */
-export async function decide(scratch: string, base: FileState, ours: FileState, theirs: FileState): Promise<Decision> {
+export async function decide(git: HostGit, scratch: string, base: FileState, ours: FileState, theirs: FileState): Promise<Decision> {
   if (sameState(ours, base) || sameState(ours, theirs)) return { ok: true, result: theirs };
   if (sameState(base, theirs)) return { ok: true, result: ours };
   if (ours.kind === 'other') return { ok: false, reason: `a ${ours.what} is in the way in the project` };
@@ -95,7 +95,7 @@ export async function decide(scratch: string, base: FileState, ours: FileState, 
   const dir = await mkdtemp(path.join(scratch, 'merge-'));
   const [o, b, t] = ['ours', 'base', 'theirs'].map((n) => path.join(dir, n)) as [string, string, string];
   await Promise.all([writeFile(o, ours.content), writeFile(b, base.content), writeFile(t, theirs.content)]);
-  const res = await hostGit(['merge-file', '-p', '-q', o, b, t], { cwd: dir });
+  const res = await git.run(['merge-file', '-p', '-q', o, b, t], { cwd: dir });
   if (res.code !== 0) return { ok: false, reason: 'edited both in the project since the run started and by the run, and the edits overlap' };
   return { ok: true, result: { kind: 'file', content: res.stdout, exec } };
 }
@@ -108,7 +108,7 @@ export interface Plan {
   writes: Map<string, FileState>;
 }
 
-export async function plan(entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>, refuse: (p: string) => Promise<string | undefined>, resolved?: ReadonlyMap<string, string>): Promise<Plan> {
+export async function plan(git: HostGit, entries: Entry[], scratch: string, ours: (p: string) => Promise<FileState>, refuse: (p: string) => Promise<string | undefined>, resolved?: ReadonlyMap<string, string>): Promise<Plan> {
   const out: Plan = { applied: [], conflicts: [], unchanged: [], writes: new Map() };
   for (const e of entries) {
     const label = e.dst ?? (e.src as string);
@@ -137,7 +137,7 @@ export async function plan(entries: Entry[], scratch: string, ours: (p: string) 
         out.conflicts.push({ path: label, reason: `renamed from ${e.src}, which was deleted in the project since the run started` });
         continue;
       }
-      const d = oursSrc.kind === 'absent' ? ({ ok: true, result: e.theirs } as Decision) : await decide(scratch, e.base, oursSrc, e.theirs);
+      const d = oursSrc.kind === 'absent' ? ({ ok: true, result: e.theirs } as Decision) : await decide(git, scratch, e.base, oursSrc, e.theirs);
       if (!d.ok) {
         out.conflicts.push({ path: label, reason: `renamed from ${e.src}: ${d.reason}` });
         continue;
@@ -147,7 +147,7 @@ export async function plan(entries: Entry[], scratch: string, ours: (p: string) 
       out.applied.push(label);
       continue;
     }
-    const d = await decide(scratch, e.base, oursSrc.kind === 'absent' && e.dst ? await ours(e.dst) : oursSrc, e.theirs);
+    const d = await decide(git, scratch, e.base, oursSrc.kind === 'absent' && e.dst ? await ours(e.dst) : oursSrc, e.theirs);
     if (!d.ok) {
       out.conflicts.push({ path: label, reason: d.reason });
       continue;

@@ -8,7 +8,7 @@ import { foldName } from './result-paths';
 export async function applyToWorkingTree(projectDir: string, entries: Entry[], opts: ApplyOptions, scratch: string): Promise<Omit<ApplyOutcome, 'patchSha256'>> {
   const folded = foldedTogether(entries);
   const refuse = async (rel: string) => folded.get(rel) ?? (await projectNameClash(projectDir, rel));
-  const p = await plan(entries, scratch, (rel) => readState(path.join(projectDir, rel)), refuse, opts.resolved);
+  const p = await plan(opts.repo.host, entries, scratch, (rel) => readState(path.join(projectDir, rel)), refuse, opts.resolved);
   const conflicts = [...p.conflicts];
   const failed = new Set<string>();
   // Parents must be real directories inside the project: never write through a symlink.

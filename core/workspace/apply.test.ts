@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { applyResult } from './apply';
 import { commitMessage } from './apply-branch';
 import { exportPatch } from './apply-patch';
+import { HostGit } from './host-git';
+import { HostRepo } from './host-repo';
 import { cleanupTemps, collectLocal, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, type LocalResult, type LocalSandbox } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
@@ -247,27 +249,22 @@ describe('applyResult (branch)', () => {
 });
 
 describe('applyResult (branch commit identity and message)', () => {
-  /** Runs `fn` with a HOME whose global git config is `gitconfig` (none when undefined). */
-  async function withHome<T>(gitconfig: string | undefined, fn: () => Promise<T>): Promise<T> {
+  /**
+   * The result as applied by an app whose environment's HOME has `gitconfig` as global git config
+   * (none when undefined): host git reads the identity from the root's environment, not the process's.
+   */
+  function fromHome(gitconfig: string | undefined, result: LocalResult) {
     const home = tempDir('airlock-home-');
     if (gitconfig !== undefined) writeFileSync(path.join(home, '.gitconfig'), gitconfig);
-    const saved = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME };
-    process.env.HOME = home;
-    process.env.XDG_CONFIG_HOME = path.join(home, '.config');
-    try {
-      return await fn();
-    } finally {
-      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
-    }
+    const host = new HostGit({ ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') });
+    return { ...reviewed(result), repo: HostRepo.open(host, result.repo.gitDir) };
   }
   const task = 'Add a retry to the fetch helper so that flaky network calls do not fail the whole build on the first error';
 
   it("authors the commit with the user's global git identity and the task as message (subject at most 72 characters)", async () => {
     const dir = gitRepo(PROJECT);
     const result = await runOn(dir);
-    const out = await withHome('[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n', () =>
-      applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/ident', message: `${task}\n\nSecond paragraph.` }),
-    );
+    const out = await applyResult({ projectDir: dir, ...fromHome('[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n', result), mode: 'branch', branch: 'airlock/ident', message: `${task}\n\nSecond paragraph.` });
     expect(out.author).toBe('Ada Lovelace <ada@example.invalid>');
     expect(out.authorFallback).toBeUndefined();
     expect(git(dir, ['log', '-1', '--format=%an <%ae>|%cn <%ce>', 'airlock/ident']).trim()).toBe('Ada Lovelace <ada@example.invalid>|Ada Lovelace <ada@example.invalid>');
@@ -285,13 +282,13 @@ describe('applyResult (branch commit identity and message)', () => {
     const result = await runOn(dir);
     git(dir, ['config', 'user.name', 'Project Person']);
     git(dir, ['config', 'user.email', 'proj@example.invalid']);
-    const local = await withHome('[user]\n\tname = Global\n\temail = global@example.invalid\n', () => applyResult({ projectDir: dir, ...reviewed(result), mode: 'branch', branch: 'airlock/local', message: 'Short task' }));
+    const local = await applyResult({ projectDir: dir, ...fromHome('[user]\n\tname = Global\n\temail = global@example.invalid\n', result), mode: 'branch', branch: 'airlock/local', message: 'Short task' });
     expect(git(dir, ['log', '-1', '--format=%an <%ae>%n%s', 'airlock/local']).trim()).toBe('Project Person <proj@example.invalid>\nShort task');
     expect(local.author).toBe('Project Person <proj@example.invalid>');
 
     const bare = gitRepo(PROJECT);
     const r2 = await runOn(bare);
-    const out = await withHome(undefined, () => applyResult({ projectDir: bare, ...reviewed(r2), mode: 'branch', branch: 'airlock/none' }));
+    const out = await applyResult({ projectDir: bare, ...fromHome(undefined, r2), mode: 'branch', branch: 'airlock/none' });
     expect(out.authorFallback).toBe(true);
     expect(git(bare, ['log', '-1', '--format=%an <%ae>', 'airlock/none']).trim()).toBe('Airlock <airlock@localhost>');
   });

@@ -6,7 +6,7 @@ import { fileDiff, finalPatch, listChanges, watchChanges } from './changes';
 import { hydrate } from './hydrate';
 import { LocalShell, localLayout } from './local-shell';
 import { snapshotProject } from './snapshot';
-import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, fingerprint, git, gitRepo, localSandbox, tempDir, writeTree, testGit } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 
@@ -65,7 +65,7 @@ describe('change tracking', () => {
     writeTree(dir, { 'a.txt': 'original\n', 'b.txt': 'keep\n' });
     const shell = new LocalShell(process.env);
     const layout = await localLayout(tempDir('airlock-sbx-'));
-    const hydrated = await hydrate(shell, await snapshotProject(dir), { layout, waitForBaseline: false });
+    const hydrated = await hydrate(shell, await snapshotProject(testGit, dir), { layout, waitForBaseline: false });
     // Immediately, before the baseline may be done: edit, delete and add.
     writeFileSync(path.join(layout.workDir, 'a.txt'), 'edited at once\n');
     unlinkSync(path.join(layout.workDir, 'b.txt'));

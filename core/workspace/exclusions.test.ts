@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exclusionByContent, exclusionByName } from './exclusions';
 import { snapshotProject } from './snapshot';
+import { testGit } from '../../test/support/workspace-fixtures';
 
 // Issue 12, attack 6: the credential and .git checks at hydrate do not depend on letter case.
 describe('exclusions ignore letter case', () => {
@@ -40,7 +41,7 @@ describe('exclusions ignore letter case', () => {
     await writeFile(path.join(dir, 'README.md'), 'hi\n');
     await mkdir(path.join(dir, '.GIT'));
     await writeFile(path.join(dir, '.GIT', 'config'), '[remote "origin"]\n\turl = https://user:token@example.invalid/r.git\n');
-    const snap = await snapshotProject(dir);
+    const snap = await snapshotProject(testGit, dir);
     expect(snap.entries.map((e) => e.path)).toEqual(['README.md']);
     expect(snap.excluded.map((e) => [e.path, e.kind]).sort()).toEqual([['.ENV', 'secret'], ['.GIT/', 'git']]);
   });

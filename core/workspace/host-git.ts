@@ -13,29 +13,6 @@ import { AirlockError } from '../../contracts/errors';
  * - without inherited `GIT_*` variables (`GIT_DIR`, `GIT_INDEX_FILE`… of the caller's shell).
  */
 
-let resolved: Promise<string> | undefined;
-
-/**
- * The host's environment git runs with (its `PATH`, `HOME` for the user's identity). Host git is
- * reached from every workspace operation, whose callers (the run pipeline) do not carry the root's
- * environment yet, so this is the one place below the roots that reads it (docs/architecture.md §5,
- * "Ambient state"); `GIT_*` variables are dropped from it in `hostGit`.
- */
-export function hostGitEnv(): NodeJS.ProcessEnv {
-  return process.env;
-}
-
-/** The absolute path of `git` from `PATH` (resolved once per process). */
-export function gitExecutable(): Promise<string> {
-  // Only git.exe on Windows: a .cmd would need a shell.
-  resolved ??= findTool(process.platform === 'win32' ? 'git.exe' : 'git', hostGitEnv()).then((found) => {
-    if (!found) throw new AirlockError('INVALID_INPUT', 'git was not found on PATH; install git to review and apply results.');
-    return found;
-  });
-  resolved.catch(() => (resolved = undefined));
-  return resolved;
-}
-
 /** Config every host git call gets: nothing from the repository can run code on the host. */
 const HARDENING = [
   '-c', `core.hooksPath=${os.devNull}`,
@@ -71,20 +48,62 @@ export interface HostGitResult {
   stderr: string;
 }
 
-/** Runs host git hardened (see the module comment); never throws on a non-zero exit. */
-export async function hostGit(args: string[], opts: HostGitOptions): Promise<HostGitResult> {
-  const exe = await gitExecutable();
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(hostGitEnv())) if (v !== undefined && !k.startsWith('GIT_')) env[k] = v;
-  Object.assign(env, {
-    GIT_CONFIG_NOSYSTEM: '1',
-    ...(opts.userConfig ? {} : { GIT_CONFIG_GLOBAL: os.devNull }),
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_OPTIONAL_LOCKS: '0',
-    GIT_NO_REPLACE_OBJECTS: '1',
-    LC_ALL: 'C',
-    ...opts.env,
-  });
+/** The host's environment as the root read it (`AppContext.env`, a test's `process.env`). */
+export type HostGitEnvironment = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Host git for one environment, made once by the composition root (`AppContext.git`,
+ * docs/architecture.md §5, "One composition root") and handed to every workspace operation that
+ * reads the project or a run's object store. The environment gives git its `PATH` and `HOME` (the
+ * user's identity for a branch commit); `GIT_*` variables are dropped from it.
+ */
+export class HostGit {
+  private resolved: Promise<string> | undefined;
+
+  constructor(private readonly hostEnv: HostGitEnvironment) {}
+
+  /** The `PATH` git was looked up on (git's own helpers, e.g. `fast-import`, need it too). */
+  get searchPath(): string {
+    return this.hostEnv.PATH ?? '';
+  }
+
+  /** The absolute path of `git` from `PATH` (resolved once per instance). */
+  executable(): Promise<string> {
+    // Only git.exe on Windows: a .cmd would need a shell.
+    this.resolved ??= findTool(process.platform === 'win32' ? 'git.exe' : 'git', this.hostEnv).then((found) => {
+      if (!found) throw new AirlockError('INVALID_INPUT', 'git was not found on PATH; install git to review and apply results.');
+      return found;
+    });
+    this.resolved.catch(() => (this.resolved = undefined));
+    return this.resolved;
+  }
+
+  /** Runs host git hardened (see the module comment); never throws on a non-zero exit. */
+  async run(args: string[], opts: HostGitOptions): Promise<HostGitResult> {
+    const exe = await this.executable();
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(this.hostEnv)) if (v !== undefined && !k.startsWith('GIT_')) env[k] = v;
+    Object.assign(env, {
+      GIT_CONFIG_NOSYSTEM: '1',
+      ...(opts.userConfig ? {} : { GIT_CONFIG_GLOBAL: os.devNull }),
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_OPTIONAL_LOCKS: '0',
+      GIT_NO_REPLACE_OBJECTS: '1',
+      LC_ALL: 'C',
+      ...opts.env,
+    });
+    return runGit(exe, args, opts, env);
+  }
+
+  /** Like `run`, but a non-zero exit is a typed error naming `what`. */
+  async ok(args: string[], opts: HostGitOptions, what = `git ${args[0]}`): Promise<Buffer> {
+    const r = await this.run(args, opts);
+    if (r.code !== 0) throw new AirlockError('INTERNAL', `${what} failed in ${opts.cwd}: ${r.stderr.trim().slice(-500) || `exit ${r.code}`}`);
+    return r.stdout;
+  }
+}
+
+function runGit(exe: string, args: string[], opts: HostGitOptions, env: Record<string, string>): Promise<HostGitResult> {
   const max = opts.maxOutputBytes ?? 1024 * 1024 * 1024;
   return new Promise((resolve, reject) => {
     const child = spawn(exe, [...HARDENING, ...args], { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true });
@@ -113,11 +132,4 @@ export async function hostGit(args: string[], opts: HostGitOptions): Promise<Hos
     else if (typeof input === 'string' || Buffer.isBuffer(input)) child.stdin.end(input);
     else input.pipe(child.stdin);
   });
-}
-
-/** Like `hostGit`, but a non-zero exit is a typed error naming `what`. */
-export async function hostGitOk(args: string[], opts: HostGitOptions, what = `git ${args[0]}`): Promise<Buffer> {
-  const r = await hostGit(args, opts);
-  if (r.code !== 0) throw new AirlockError('INTERNAL', `${what} failed in ${opts.cwd}: ${r.stderr.trim().slice(-500) || `exit ${r.code}`}`);
-  return r.stdout;
 }

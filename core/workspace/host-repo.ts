@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AirlockError } from '../../contracts/errors';
 import { blobOid, quoteC, type GitMode } from './git-objects';
-import { gitExecutable, hostGit, hostGitEnv, hostGitOk } from './host-git';
+import type { HostGit } from './host-git';
 
 /** Attributes that keep host diffs byte-exact whatever `.gitattributes` a project or agent carries. */
 const INFO_ATTRIBUTES = '* -text -filter -ident -working-tree-encoding !diff !merge !eol\n';
@@ -23,29 +23,32 @@ export interface HostBlob {
  * from here. `HEAD` names no commit, so no in-tree `.gitattributes` is ever consulted.
  */
 export class HostRepo {
-  private constructor(readonly gitDir: string) {}
+  private constructor(
+    readonly host: HostGit,
+    readonly gitDir: string,
+  ) {}
 
   /**
    * Creates (or opens) the store at `gitDir`. `borrowFrom` names another store whose objects this one
    * reads until `keepOnly` (a project base's, project-base.ts): compaction copies what it keeps, so a
    * compacted store never depends on it.
    */
-  static async create(gitDir: string, opts: { borrowFrom?: string } = {}): Promise<HostRepo> {
+  static async create(host: HostGit, gitDir: string, opts: { borrowFrom?: string } = {}): Promise<HostRepo> {
     await mkdir(path.dirname(gitDir), { recursive: true });
-    await hostGitOk(['init', '-q', '--bare', gitDir], { cwd: path.dirname(gitDir) }, 'creating the run object store');
+    await host.ok(['init', '-q', '--bare', gitDir], { cwd: path.dirname(gitDir) }, 'creating the run object store');
     await writeFile(path.join(gitDir, 'info', 'attributes'), INFO_ATTRIBUTES);
     await writeFile(path.join(gitDir, 'HEAD'), 'ref: refs/airlock/no-head\n');
     if (opts.borrowFrom) await writeFile(path.join(gitDir, 'objects', 'info', 'alternates'), `${path.resolve(opts.borrowFrom, 'objects')}\n`);
-    return new HostRepo(gitDir);
+    return new HostRepo(host, gitDir);
   }
 
-  static open(gitDir: string): HostRepo {
-    return new HostRepo(gitDir);
+  static open(host: HostGit, gitDir: string): HostRepo {
+    return new HostRepo(host, gitDir);
   }
 
   /** git in this store (hardened; see host-git). */
   git(args: string[], stdin?: Buffer | string, what?: string): Promise<Buffer> {
-    return hostGitOk([`--git-dir=${this.gitDir}`, ...args], { cwd: this.gitDir, ...(stdin !== undefined ? { stdin } : {}) }, what);
+    return this.host.ok([`--git-dir=${this.gitDir}`, ...args], { cwd: this.gitDir, ...(stdin !== undefined ? { stdin } : {}) }, what);
   }
 
   /**
@@ -53,10 +56,10 @@ export class HostRepo {
    * commit of the given path → blob-mark set and returns its id.
    */
   async importer(): Promise<FastImport> {
-    const exe = await gitExecutable();
+    const exe = await this.host.executable();
     const child = spawn(exe, [`--git-dir=${this.gitDir}`, '-c', 'pack.compression=0', '-c', 'fastimport.unpackLimit=0', '-c', `core.hooksPath=${os.devNull}`, 'fast-import', '--quiet', '--done', '--force'], {
       cwd: this.gitDir,
-      env: { PATH: hostGitEnv().PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
+      env: { PATH: this.host.searchPath, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: os.devNull, LC_ALL: 'C' },
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
     });
@@ -170,7 +173,7 @@ export class FastImport {
     await this.write(lines.join('\n'));
     this.child.stdin.end();
     await this.done;
-    const out = await hostGit([`--git-dir=${this.repo.gitDir}`, 'rev-parse', '--verify', '-q', spec.ref], { cwd: this.repo.gitDir });
+    const out = await this.repo.host.run([`--git-dir=${this.repo.gitDir}`, 'rev-parse', '--verify', '-q', spec.ref], { cwd: this.repo.gitDir });
     if (out.code !== 0) throw new AirlockError('INTERNAL', `The commit ${spec.ref} was not written to the run's object store.`);
     return out.stdout.toString('latin1').trim();
   }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { applyResult } from './apply';
 import { mergeRegions, mergeViewOf, writeResolution } from './merge-view';
-import { cleanupTemps, collectLocal, gitRepo, localSandbox } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, collectLocal, gitRepo, localSandbox, testGit } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 
@@ -49,7 +49,7 @@ describe('three-way merge view', () => {
 
   it('is not fooled by marker-like lines in the files', async () => {
     const fake = '<<<<<<< ours\n=======\n>>>>>>> theirs\n';
-    const regions = await mergeRegions(`a\n${fake}mine\n`, `a\n${fake}base\n`, `a\n${fake}theirs\n`);
+    const regions = await mergeRegions(testGit, `a\n${fake}mine\n`, `a\n${fake}base\n`, `a\n${fake}theirs\n`);
     expect(regions).toEqual([
       { kind: 'clean', text: `a\n${fake}` },
       { kind: 'conflict', ours: 'mine\n', base: 'base\n', theirs: 'theirs\n' },

@@ -6,7 +6,7 @@ import { readState, writeStateAtomic } from './apply-plan';
 import { assertInside } from './apply-working-tree';
 import { selectChanges, type StoredResult } from './collect';
 import { ZERO_OID } from './git-objects';
-import { hostGit } from './host-git';
+import type { HostGit } from './host-git';
 import type { HostRepo } from './host-repo';
 import { unsafePathReason } from './result-paths';
 import { sha256Hex } from '../common/sha256';
@@ -68,7 +68,7 @@ export async function mergeViewOf(src: MergeSource): Promise<MergeViewData> {
   const { base, theirs } = await runSides(src);
   const mine = await projectFile(src.projectDir, src.path);
   const ours = utf8Text(mine.content, "The project's file", src.path);
-  const regions = await mergeRegions(ours, base.text, theirs.text);
+  const regions = await mergeRegions(src.repo.host, ours, base.text, theirs.text);
   return {
     path: src.path,
     base: base.text,
@@ -106,13 +106,13 @@ function markerSize(texts: string[]): number {
 }
 
 /** `git merge-file --diff3 -p` of the three texts, as regions. */
-export async function mergeRegions(ours: string, base: string, theirs: string): Promise<MergeRegion[]> {
+export async function mergeRegions(git: HostGit, ours: string, base: string, theirs: string): Promise<MergeRegion[]> {
   const size = markerSize([ours, base, theirs]);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'airlock-merge-'));
   try {
     const files = ['ours', 'base', 'theirs'].map((n) => path.join(dir, n)) as [string, string, string];
     await Promise.all([writeFile(files[0], ours), writeFile(files[1], base), writeFile(files[2], theirs)]);
-    const res = await hostGit(['merge-file', '-p', '-q', '--diff3', `--marker-size=${size}`, '-L', 'ours', '-L', 'base', '-L', 'theirs', ...files], { cwd: dir });
+    const res = await git.run(['merge-file', '-p', '-q', '--diff3', `--marker-size=${size}`, '-L', 'ours', '-L', 'base', '-L', 'theirs', ...files], { cwd: dir });
     // Exit status: the number of conflicts (0–127), or an error.
     if (res.code === null || res.code > 127) throw new AirlockError('INTERNAL', `git merge-file failed: ${res.stderr.slice(0, 300)}`);
     return parseMerged(res.stdout.toString('utf8'), size);

@@ -7,7 +7,7 @@ import { deflate } from 'node:zlib';
 import { AirlockError } from '../../contracts/errors';
 import { DEFAULT_GIT_HISTORY, type GitHistory } from '../../contracts/runs';
 import { exclusionByContent, exclusionByName, needsTokenInspection } from './exclusions';
-import { hostGit, hostGitOk } from './host-git';
+import type { HostGit } from './host-git';
 import type { ProjectSnapshot } from './snapshot';
 import { TarWriter } from './tar-writer';
 import { SANDBOX_LAYOUT, gitEnv, runChecked, type WorkspaceLayout, type WorkspaceShell } from './workspace-shell';
@@ -132,10 +132,10 @@ interface CommitInfo {
  * A project that is not the top of a git work tree (or has no commit yet) gets a fresh repository.
  */
 export async function buildSandboxRepo(snapshot: ProjectSnapshot, history: GitHistory = DEFAULT_GIT_HISTORY): Promise<SandboxRepo> {
-  if (!snapshot.isGit || !snapshot.headCommit) return { kind: 'fresh', files: skeleton('ref: refs/heads/main\n'), commits: 0, rewritten: false };
+  if (!snapshot.git || !snapshot.isGit || !snapshot.headCommit) return { kind: 'fresh', files: skeleton('ref: refs/heads/main\n'), commits: 0, rewritten: false };
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'airlock-sandbox-repo-'));
   try {
-    return await buildFromHistory(snapshot, snapshot.headCommit, history, scratch);
+    return await buildFromHistory(snapshot.git, snapshot, snapshot.headCommit, history, scratch);
   } catch (err) {
     // A history the host cannot read whole (a partial clone, a damaged store) costs the agent its
     // history, not the run.
@@ -145,22 +145,22 @@ export async function buildSandboxRepo(snapshot: ProjectSnapshot, history: GitHi
   }
 }
 
-async function buildFromHistory(snapshot: ProjectSnapshot, head: string, history: GitHistory, scratch: string): Promise<SandboxRepo> {
+async function buildFromHistory(host: HostGit, snapshot: ProjectSnapshot, head: string, history: GitHistory, scratch: string): Promise<SandboxRepo> {
   const project = snapshot.projectDir;
-  const inProject = async (args: string[]) => (await hostGitOk(args, { cwd: project }, `reading the project's git (${args[0]})`)).toString('utf8').trim();
+  const inProject = async (args: string[]) => (await host.ok(args, { cwd: project }, `reading the project's git (${args[0]})`)).toString('utf8').trim();
   const commonDir = path.resolve(project, await inProject(['rev-parse', '--git-common-dir']));
-  const branch = (await hostGit(['symbolic-ref', '-q', 'HEAD'], { cwd: project })).stdout.toString('utf8').trim();
+  const branch = (await host.run(['symbolic-ref', '-q', 'HEAD'], { cwd: project })).stdout.toString('utf8').trim();
 
   // A scratch store that reads the project's objects through `alternates` and keeps whatever it
   // writes (rewritten trees and commits) to itself: the project's `.git` is only read.
   const gitDir = path.join(scratch, 'repo.git');
-  await hostGitOk(['init', '-q', '--bare', '--template=', gitDir], { cwd: scratch }, 'creating a scratch repository');
+  await host.ok(['init', '-q', '--bare', '--template=', gitDir], { cwd: scratch }, 'creating a scratch repository');
   await mkdir(path.join(gitDir, 'objects', 'info'), { recursive: true });
   await writeFile(path.join(gitDir, 'objects', 'info', 'alternates'), `${path.join(commonDir, 'objects')}\n`);
   const userShallow = await readFile(path.join(commonDir, 'shallow'), 'utf8').catch(() => '');
   if (userShallow) await writeFile(path.join(gitDir, 'shallow'), userShallow);
   const git = (args: string[], stdin?: string, env?: Record<string, string>) =>
-    hostGitOk([`--git-dir=${gitDir}`, ...args], { cwd: scratch, ...(stdin !== undefined ? { stdin } : {}), ...(env ? { env } : {}) }, `building the sandbox repository (git ${args[0]})`);
+    host.ok([`--git-dir=${gitDir}`, ...args], { cwd: scratch, ...(stdin !== undefined ? { stdin } : {}), ...(env ? { env } : {}) }, `building the sandbox repository (git ${args[0]})`);
 
   const limit = history === 'all' ? [] : [`--max-count=${history === 'none' ? 1 : history}`];
   const listing = (await git(['rev-list', '--objects', ...limit, head])).toString('utf8').split('\n').filter(Boolean);

@@ -2,7 +2,7 @@ import { existsSync, lstatSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { snapshotProject } from './snapshot';
-import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir, writeTree } from '../../test/support/workspace-fixtures';
+import { cleanupTemps, fingerprint, gitRepo, localSandbox, tempDir, writeTree, testGit } from '../../test/support/workspace-fixtures';
 
 afterAll(cleanupTemps);
 
@@ -36,7 +36,7 @@ describe('snapshotProject', () => {
       'notes/key.txt': KEY,
       'src/parser.ts': 'const marker = "-----BEGIN RSA PRIVATE KEY-----"; // a string, not a key\n',
     });
-    const snap = await snapshotProject(dir);
+    const snap = await snapshotProject(testGit, dir);
     const sb = await localSandbox(dir);
     const excluded = Object.fromEntries(sb.hydrated.excluded.map((e) => [e.path, e.kind]));
     expect(excluded).toMatchObject({
@@ -100,7 +100,7 @@ describe('snapshotProject', () => {
     // Nothing of the outside folder travelled: not in the manifest, not in the baseline.
     expect(sb.hydrated.manifest.map((f) => f.path).sort()).toEqual(['escape-dir', 'escape-file', 'inner-link', 'private.txt', 'real/file.txt', 'run.sh']);
     const tarBytes: Buffer[] = [];
-    const again = (await snapshotProject(dir)).open();
+    const again = (await snapshotProject(testGit, dir)).open();
     for await (const c of again.tar) tarBytes.push(c as Buffer);
     await again.manifest;
     expect(Buffer.concat(tarBytes).includes('TOP-SECRET-OUTSIDE')).toBe(false);
@@ -145,7 +145,7 @@ describe('snapshotProject', () => {
     spec['a/b.txt'] = 'bb';
     spec['c.txt'] = 'c';
     writeTree(dir, spec);
-    const snap = await snapshotProject(dir);
+    const snap = await snapshotProject(testGit, dir);
     const expected = ['a', 'a/b.txt', 'a/z', 'a/z/deep.txt', 'big', ...Array.from({ length: 300 }, (_, i) => `big/f${String(i).padStart(3, '0')}.txt`), 'c.txt'];
     expect(snap.entries.map((e) => e.path)).toEqual(expected);
     for (const e of snap.entries) if (e.type === 'file') expect(e.size).toBe(Buffer.byteLength(spec[e.path] as string));
@@ -154,6 +154,6 @@ describe('snapshotProject', () => {
   });
 
   it('refuses a missing project folder with a typed error', async () => {
-    await expect(snapshotProject('/nonexistent/airlock-project')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await expect(snapshotProject(testGit, '/nonexistent/airlock-project')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
   });
 });

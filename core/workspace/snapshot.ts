@@ -7,7 +7,7 @@ import ignore, { type Ignore } from 'ignore';
 import { AirlockError } from '../../contracts/errors';
 import { exclusionByContent, exclusionByName, isGitMetadataName, type ExclusionKind } from './exclusions';
 import { blobOid, gitModeOf, type GitMode } from './git-objects';
-import { hostGit } from './host-git';
+import type { HostGit } from './host-git';
 import { TarWriter, type TarEntry } from './tar-writer';
 
 export interface SnapshotOptions {
@@ -79,6 +79,8 @@ export interface SnapshotStreams {
 /** A read-only scan of a project, ready to be streamed into a sandbox. */
 export interface ProjectSnapshot {
   projectDir: string;
+  /** The host git the project was read with, whose history is read with it too (sandbox-repo.ts); none for a plain folder. */
+  git: HostGit | undefined;
   /** The project folder is the top level of a git work tree. */
   isGit: boolean;
   /** `HEAD` of the project when scanned (git projects with a commit). */
@@ -125,10 +127,10 @@ async function projectRoot(projectDir: string): Promise<string> {
 }
 
 /** Whether the project is a git repository's top level, and its HEAD. */
-async function projectGitInfo(root: string): Promise<{ isGit: boolean; headCommit: string | undefined }> {
-  const git = await gitTopLevel(root);
-  const isGit = git !== undefined && git === (await realpath(root));
-  return { isGit, headCommit: isGit ? await gitHead(root) : undefined };
+async function projectGitInfo(git: HostGit, root: string): Promise<{ isGit: boolean; headCommit: string | undefined }> {
+  const top = await gitTopLevel(git, root);
+  const isGit = top !== undefined && top === (await realpath(root));
+  return { isGit, headCommit: isGit ? await gitHead(git, root) : undefined };
 }
 
 /** Whether the `.gitignore` levels (outermost first, a later match wins) ignore `rel`. */
@@ -178,7 +180,16 @@ async function placeEntry(rel: string, full: string, st: Stats | undefined, maxF
  * leaves out credential-looking files and files above the size cap (all listed in `excluded`),
  * keeps symlinks as symlinks (never follows one, so nothing outside the project is read).
  */
-export async function snapshotProject(projectDir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+export function snapshotProject(git: HostGit, projectDir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+  return scan(git, projectDir, opts);
+}
+
+/** A folder read as plain files, never as a git project (a build context, which the engine gets as it is). */
+export function snapshotFolder(dir: string, opts: SnapshotOptions = {}): Promise<ProjectSnapshot> {
+  return scan(undefined, dir, opts);
+}
+
+async function scan(git: HostGit | undefined, projectDir: string, opts: SnapshotOptions): Promise<ProjectSnapshot> {
   const root = await projectRoot(projectDir);
   const maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   const respectGitignore = opts.respectGitignore ?? true;
@@ -189,7 +200,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
   const excluded: ExcludedEntry[] = [];
 
   // The project's git identity is asked for while the folders are walked (two git processes, off the walk's path).
-  const gitInfo = projectGitInfo(root);
+  const gitInfo = git ? projectGitInfo(git, root) : Promise.resolve({ isGit: false, headCommit: undefined });
   gitInfo.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
   const rootExclude = respectGitignore ? await readText(path.join(root, '.git', 'info', 'exclude')) : '';
   // A level or option without rules decides nothing: it is not consulted (per-name matching is most of the scan's own time).
@@ -261,6 +272,7 @@ export async function snapshotProject(projectDir: string, opts: SnapshotOptions 
   const files = entries.filter((e) => e.type !== 'dir');
   const snapshot: ProjectSnapshot = {
     projectDir: root,
+    git,
     isGit,
     headCommit,
     entries,
@@ -392,9 +404,9 @@ async function readText(file: string): Promise<string> {
   }
 }
 
-async function gitOut(cwd: string, args: string[]): Promise<string | undefined> {
+async function gitOut(git: HostGit, cwd: string, args: string[]): Promise<string | undefined> {
   try {
-    const r = await hostGit(args, { cwd });
+    const r = await git.run(args, { cwd });
     return r.code === 0 ? r.stdout.toString('utf8').trim() : undefined;
   } catch {
     return undefined; // no git on this machine: not a git project as far as Airlock can tell
@@ -402,12 +414,12 @@ async function gitOut(cwd: string, args: string[]): Promise<string | undefined> 
 }
 
 /** The top level of the git work tree containing `dir` (read-only git call), if any. */
-export async function gitTopLevel(dir: string): Promise<string | undefined> {
-  const top = await gitOut(dir, ['rev-parse', '--show-toplevel']);
+export async function gitTopLevel(git: HostGit, dir: string): Promise<string | undefined> {
+  const top = await gitOut(git, dir, ['rev-parse', '--show-toplevel']);
   return top ? realpath(top).catch(() => top) : undefined;
 }
 
-async function gitHead(dir: string): Promise<string | undefined> {
-  return gitOut(dir, ['rev-parse', '--verify', '-q', 'HEAD']);
+async function gitHead(git: HostGit, dir: string): Promise<string | undefined> {
+  return gitOut(git, dir, ['rev-parse', '--verify', '-q', 'HEAD']);
 }
 

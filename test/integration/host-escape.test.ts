@@ -30,7 +30,7 @@ import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
+import { cleanupTemps, gitRepo, tempDir, testGit } from '../support/workspace-fixtures';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
 import { HOSTILE_DOCKERFILE, HOSTILE_TOOLS, HOSTILE_TOOLS_DOCKERFILE, PROBE_DOCKERFILE, parseProbe, preloadDockerfile, probeBinary, testImage } from '../support/host-escape-images';
 import { derivedImage } from '../support/environment-images';
@@ -225,8 +225,8 @@ describe.skipIf(!docker)("a project image's own sh, git, tar, find and inotifywa
 
   it('copy-in, setup end, watch, live changes, checkpoint scan, collect and apply: no marker by uid 0, while the agent\'s commands leave theirs', async () => {
     const dir = gitRepo({ 'src/app.ts': 'export const a = 1;\n', 'README.md': '# demo\n' });
-    const snapshot = await snapshotProject(dir);
-    const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+    const snapshot = await snapshotProject(testGit, dir);
+    const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
     const hydrated = await hydrate(sandbox.channel, snapshot, { hostRepo: repo });
     expect(await listChanges(sandbox.channel)).toEqual([]);
     // Setup's end: every process of the agent's user is gone (none is left here).

@@ -3,6 +3,7 @@ import { createProjectBase, findProjectBase } from '../../core/sandbox/docker/pr
 import { baseKey } from '../../core/workspace/project-base';
 import { requirePrerequisite } from '../support/prerequisites';
 import { createRunFixture, leftoversOf, type RunFixture } from '../support/run-fixture';
+import { testGit } from '../support/workspace-fixtures';
 
 const docker = await requirePrerequisite('docker');
 
@@ -23,7 +24,7 @@ describe.skipIf(!docker.ok)('a run from a tampered project base (real Docker, fa
     const projectDir = await f.project({ 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const b = 2;\n' });
     const engine = await f.core.engine();
     const image = await f.core.image('base');
-    const rec = await createProjectBase({ engine, image, store: f.core.bases.store, projectDir, installation: await f.core.app.installationId(), racyMs: 0 });
+    const rec = await createProjectBase({ engine, git: testGit, image, store: f.core.bases.store, projectDir, installation: await f.core.app.installationId(), racyMs: 0 });
     // Someone with access to the engine rewrites a file of the base (same size) and plants another.
     const tamper = await engine.docker.createContainer({
       Image: image,

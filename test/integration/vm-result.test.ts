@@ -16,7 +16,7 @@ import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, gitRepo, tempDir } from '../support/workspace-fixtures';
+import { cleanupTemps, gitRepo, tempDir, testGit } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 import { testEngine } from './sandbox-support';
@@ -46,8 +46,8 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
 
   it('an agent that commits its work and deletes the sandbox baseline changes nothing: the host still lists, flags and applies what it read', async () => {
     const project = gitRepo({ 'a.txt': 'a\n', 'run.sh': 'echo\n' });
-    const snapshot = await snapshotProject(project);
-    const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+    const snapshot = await snapshotProject(testGit, project);
+    const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
     const hydrated = await hydrate(sandbox.channel, snapshot, { hostRepo: repo, gitHistory: 50 });
     // The agent's repository works the same in a VM: the user's commit, a clean status.
     const probe = await sandbox.channel.run({ argv: ['sh', '-c', 'cd /workspace && git log --format=%s && git status --porcelain'] });

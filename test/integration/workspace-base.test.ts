@@ -13,7 +13,7 @@ import { HostRepo } from '../../core/workspace/host-repo';
 import { BaseMismatchError, hydrateFromBase, type HydrateFromBaseResult } from '../../core/workspace/hydrate-base';
 import { BaseStore, baseKey, type BaseRecord } from '../../core/workspace/project-base';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, tempDir, writeTree } from '../support/workspace-fixtures';
+import { cleanupTemps, tempDir, writeTree, testGit } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
 
@@ -71,8 +71,8 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
     await prepareBaseVolumes(engine, { runId, record: rec, image });
     const sb = await manager.create({ runId, image, limits: DEFAULT_LIMITS, network: 'none' });
     made.push(sb);
-    const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'), { borrowFrom: store.objectsDir(rec.key, rec.volume) });
-    const h = await hydrateFromBase(sb.channel, await snapshotProject(dir), rec, { hostRepo: repo });
+    const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'), { borrowFrom: store.objectsDir(rec.key, rec.volume) });
+    const h = await hydrateFromBase(sb.channel, await snapshotProject(testGit, dir), rec, { hostRepo: repo });
     await h.hostBaseline;
     return { sb, h, repo };
   }
@@ -105,7 +105,7 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
 
   it('never holds an agent file; a file changed, added, deleted or retyped by the user is exactly as on disk in the next sandbox', async () => {
     const dir = project();
-    let rec = await createProjectBase({ engine, image, store, projectDir: dir, racyMs: 0 });
+    let rec = await createProjectBase({ engine, git: testGit, image, store, projectDir: dir, racyMs: 0 });
     expect(rec.files.map((f) => f.path)).not.toContain('.env');
 
     // Run 1 starts from the base; its agent writes and edits files.
@@ -120,7 +120,7 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
     await wipe(first.sb);
 
     // The next base is written after the run, from the project: the agent's files are nowhere in it.
-    rec = await createProjectBase({ engine, image, store, projectDir: dir, racyMs: 0 });
+    rec = await createProjectBase({ engine, git: testGit, image, store, projectDir: dir, racyMs: 0 });
     expect(rec.files.map((f) => f.path)).not.toContain('agent-file.txt');
 
     // The user changes the project between runs.
@@ -150,7 +150,7 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
 
   it('does not use a base whose recorded content hash does not match, nor one made again on the engine', async () => {
     const dir = project();
-    const rec = await createProjectBase({ engine, image, store, projectDir: dir, racyMs: 0 });
+    const rec = await createProjectBase({ engine, git: testGit, image, store, projectDir: dir, racyMs: 0 });
     expect((await findProjectBase(engine, store, dir)).ok).toBe(true);
 
     // The host's record altered: its manifest no longer hashes to the digest the volume carries.
@@ -172,7 +172,7 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
 
   it('detects a base whose files were changed on the engine, before anything runs on it', async () => {
     const dir = project();
-    const rec = await createProjectBase({ engine, image, store, projectDir: dir, racyMs: 0 });
+    const rec = await createProjectBase({ engine, git: testGit, image, store, projectDir: dir, racyMs: 0 });
     // Someone with engine access rewrites a file of the base with the same size.
     const tamper = await engine.docker.createContainer({
       Image: image,
@@ -195,8 +195,8 @@ describe.skipIf(!docker.ok)('project bases on a real Docker engine', () => {
   it('prune removes bases: every one with all, and those whose project folder is gone', async () => {
     const kept = project();
     const gone = project();
-    const a = await createProjectBase({ engine, image, store, projectDir: kept, racyMs: 0 });
-    const b = await createProjectBase({ engine, image, store, projectDir: gone, racyMs: 0 });
+    const a = await createProjectBase({ engine, git: testGit, image, store, projectDir: kept, racyMs: 0 });
+    const b = await createProjectBase({ engine, git: testGit, image, store, projectDir: gone, racyMs: 0 });
     rmSync(gone, { recursive: true, force: true });
     const first = await pruneProjectBases(engine, store);
     expect(first.removed).toContain(b.projectDir);

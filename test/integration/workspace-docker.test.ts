@@ -13,7 +13,7 @@ import { collectResult } from '../../core/workspace/collect';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { hydrate } from '../../core/workspace/hydrate';
 import { snapshotProject } from '../../core/workspace/snapshot';
-import { cleanupTemps, fingerprint, git, gitRepo, tempDir } from '../support/workspace-fixtures';
+import { cleanupTemps, fingerprint, git, gitRepo, tempDir, testGit } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 import { sandboxImage, testRunId } from './sandbox-support';
@@ -75,9 +75,9 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     const dir = project();
     const before = fingerprint(dir);
     await withSandbox(async (sb) => {
-      const snapshot = await snapshotProject(dir);
+      const snapshot = await snapshotProject(testGit, dir);
       const progress: number[] = [];
-      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { onProgress: (p) => progress.push(p.files), hostRepo: repo });
       expect(hydrated.baselineCommit).toMatch(/^[0-9a-f]{40}$/);
       expect(hydrated.files).toBe(6);
@@ -135,8 +135,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
   it('an agent that rewrites /airlock/baseline.git cannot change the result: it is derived on the host against the host baseline', async () => {
     const dir = project();
     await withSandbox(async (sb) => {
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
       // The agent edits, then recommits the workspace as the sandbox's baseline and refreshes the
       // tracking index, so the sandbox's own git sees no change at all.
@@ -186,8 +186,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
   it('a file the agent makes private: the live list skips it instead of failing, and the result has it', async () => {
     const dir = project();
     await withSandbox(async (sb) => {
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
       const agent = "cd /workspace && printf 'hidden\\n' > secret.txt && chmod 600 secret.txt && mkdir priv && printf 'p\\n' > priv/p.txt && chmod 700 priv && printf 'seen\\n' > seen.txt";
       expect((await sb.channel.run({ argv: ['sh', '-c', agent] })).exitCode).toBe(0);
@@ -214,8 +214,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     const dir = gitRepo({ 'README.md': 'hi\n' });
     const marker = gitSteeringMarker();
     await withSandbox(async (sb) => {
-      const snapshot = await snapshotProject(dir);
-      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
+      const snapshot = await snapshotProject(testGit, dir);
+      const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
       const hydrated = await hydrate(sb.channel, snapshot, { hostRepo: repo });
       const run = await sb.channel.run({ argv: ['sh', '-c', gitSteeringPlantScript(marker)] });
       expect(run.stderr.toString()).toBe('');
@@ -240,8 +240,8 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
     for (let i = 0; i < 120; i++) files[`data/f${i}.txt`] = `${i}`.padEnd(100_003, 'x');
     const dir = gitRepo(files);
     await withSandbox(async (sb) => {
-      const repo = await HostRepo.create(path.join(tempDir(), 'objects.git'));
-      const hydrated = await hydrate(sb.channel, await snapshotProject(dir), { hostRepo: repo });
+      const repo = await HostRepo.create(testGit, path.join(tempDir(), 'objects.git'));
+      const hydrated = await hydrate(sb.channel, await snapshotProject(testGit, dir), { hostRepo: repo });
       expect(hydrated.files).toBe(120);
       const r = await sb.channel.run({ argv: ['sh', '-c', 'cat /workspace/data/*.txt | wc -c'] });
       expect(Number(r.stdout.toString().trim())).toBe(120 * 100_003);
@@ -252,7 +252,7 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
   it('reports changed paths live while a command runs', async () => {
     const dir = project();
     await withSandbox(async (sb) => {
-      await hydrate(sb.channel, await snapshotProject(dir));
+      await hydrate(sb.channel, await snapshotProject(testGit, dir));
       const seen = new Set<string>();
       let resolveSeen!: () => void;
       const gotAll = new Promise<void>((r) => (resolveSeen = r));

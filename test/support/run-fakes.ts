@@ -16,6 +16,7 @@ import type { HydrateResult } from '../../core/workspace/hydrate';
 import { BaseMismatchError } from '../../core/workspace/hydrate-base';
 import type { BaseRecord } from '../../core/workspace/project-base';
 import type { ProjectSnapshot } from '../../core/workspace/snapshot';
+import { testGit } from './workspace-fixtures';
 
 /**
  * Fakes of the parts a run drives (sandbox and its channel, model proxy, workspace operations,
@@ -44,7 +45,7 @@ export interface RunFakes {
 
 export async function createRunFakes(): Promise<RunFakes> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'airlock-run-fakes-'));
-  const store = new RunStore({ home });
+  const store = new RunStore({ git: testGit, home });
   const log: string[] = [];
   const failing = new Set<string>();
   const agentExit: RunFakes['agentExit'] = { code: 0 };

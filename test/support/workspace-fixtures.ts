@@ -6,10 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { collectResult, type CollectedResult, type CollectOptions } from '../../core/workspace/collect';
 import { hydrate, type HydrateOptions, type HydrateResult } from '../../core/workspace/hydrate';
+import { HostGit } from '../../core/workspace/host-git';
 import { HostRepo } from '../../core/workspace/host-repo';
 import { LocalShell, localLayout } from '../../core/workspace/local-shell';
 import { snapshotProject, type ProjectSnapshot, type SnapshotOptions } from '../../core/workspace/snapshot';
 import type { WorkspaceLayout } from '../../core/workspace/workspace-shell';
+
+/** Host git on the test process's environment (a test is a composition root). */
+export const testGit = new HostGit(process.env);
 
 export type TreeSpec = Record<string, string | Buffer | { content: string | Buffer; mode?: number } | { symlink: string }>;
 
@@ -107,8 +111,8 @@ export async function collectLocal(sb: LocalSandbox, opts: Partial<CollectOption
 export async function localSandbox(projectDir: string, opts?: SnapshotOptions, repoDir?: string, hydrateOpts: Pick<HydrateOptions, 'gitHistory'> = {}): Promise<LocalSandbox> {
   const shell = new LocalShell(process.env);
   const layout = await localLayout(tempDir('airlock-sbx-'));
-  const snapshot = await snapshotProject(projectDir, opts);
-  const repo = await HostRepo.create(repoDir ?? path.join(tempDir('airlock-objects-'), 'objects.git'));
+  const snapshot = await snapshotProject(testGit, projectDir, opts);
+  const repo = await HostRepo.create(testGit, repoDir ?? path.join(tempDir('airlock-objects-'), 'objects.git'));
   const hydrated = await hydrate(shell, snapshot, { layout, hostRepo: repo, ...hydrateOpts });
   return { shell, layout, snapshot, hydrated, repo, at: (rel) => path.join(layout.workDir, rel) };
 }

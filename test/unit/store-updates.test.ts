@@ -14,6 +14,7 @@ import { AttemptGroupStore } from '../../core/runs/attempt-group-store';
 import { ConsentRequests } from '../../core/runs/consent-requests';
 import { RunStore } from '../../core/runs/run-store';
 import { z } from 'zod';
+import { testGit } from '../support/workspace-fixtures';
 
 /**
  * Every store of a file that is read, changed and written back is one StoredFile (docs/architecture.md
@@ -59,9 +60,9 @@ describe('two updates of one stored file at once: neither lost', () => {
   it("a run's run.json (two stores of one home)", async () => {
     const id = newRunId();
     const at = new Date().toISOString();
-    const first = new RunStore({ home });
+    const first = new RunStore({ git: testGit, home });
     await first.create({ id, kind: 'agent', task: 't', projectDir: '/p', agent: 'builtin', provider: 'anthropic', model: 'm', status: 'queued', createdAt: at, updatedAt: at, isolation: 'container', network: 'none', sandbox: { driver: 'docker' } });
-    await both(() => new RunStore({ home }), (s, i) => s.update(id, (r) => ({ ...r, task: `${r.task}+${i}` })));
+    await both(() => new RunStore({ git: testGit, home }), (s, i) => s.update(id, (r) => ({ ...r, task: `${r.task}+${i}` })));
     const task = (await first.get(id)).task;
     expect(task.split('+').slice(1).map(Number).sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     // The previous version stays beside it; no temporary file or lock is left.

@@ -7,6 +7,7 @@ import { LABEL_INSTALLATION, LABEL_KIND, LABEL_VOLUME } from '../labels';
 import { sandboxVolumes } from './container-config';
 import type { Engine } from './engine';
 import { baselineCommitOfTree, treeOids } from '../../workspace/git-objects';
+import type { HostGit } from '../../workspace/host-git';
 import { HostRepo } from '../../workspace/host-repo';
 import { BASE_RECORD_VERSION, type BaseStore, baseKey, ctimeListingScript, manifestDigest, parseCtimeListing, trustedStat, type BaseDir, type BaseFile, type BaseRecord } from '../../workspace/project-base';
 import { snapshotProject, type SnapshotOptions } from '../../workspace/snapshot';
@@ -81,6 +82,8 @@ function messageOf(err: unknown): string {
 
 export interface CreateBaseOptions {
   engine: Engine;
+  /** Host git the project is read with and the base's object store written with. */
+  git: HostGit;
   /** Airlock's own sandbox image (tar, git, node; never a project's image). */
   image: string;
   store: BaseStore;
@@ -141,11 +144,11 @@ export async function createProjectBase(opts: CreateBaseOptions): Promise<BaseRe
   const key = baseKey(opts.projectDir, opts.variant);
   const previous = await store.read(key);
   const scanStarted = Date.now();
-  const snapshot = await snapshotProject(opts.projectDir, opts.snapshotOptions);
+  const snapshot = await snapshotProject(opts.git, opts.projectDir, opts.snapshotOptions);
   const volume = `airlock-base-${key.slice(0, 16)}-${randomBytes(4).toString('hex')}`;
   const installLabels: Record<string, string> = opts.installation ? { [LABEL_INSTALLATION]: opts.installation } : {};
   const nonce = randomBytes(16).toString('hex');
-  const repo = await HostRepo.create(store.objectsDir(key, volume));
+  const repo = await HostRepo.create(opts.git, store.objectsDir(key, volume));
   const importer = await repo.importer();
   const imported: Array<{ path: string; mode: BaseFile['mode']; mark: number }> = [];
   const streams = snapshot.open(undefined, async (f, content) => void imported.push({ path: f.path, mode: f.mode, mark: await importer.blob(content) }));
