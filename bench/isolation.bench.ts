@@ -81,7 +81,7 @@ async function interleaved(ours: Timer, base: Timer): Promise<{ ours: number; ba
 }
 
 async function imageOn(engine?: Engine): Promise<string> {
-  return (await ensureSandboxImage({ env: process.env, ...(engine ? { engine } : {}) })).ref;
+  return (await ensureSandboxImage({ env: process.env, engine: engine ?? connectEngine(process.env) })).ref;
 }
 
 const readyGvisor: Benchmark = {
@@ -89,7 +89,7 @@ const readyGvisor: Benchmark = {
   requires: ['docker', 'runsc'],
   async run(): Promise<BenchResult[]> {
     const image = await imageOn();
-    const { ours, base } = await interleaved(new ReadyTimer({ env: process.env, isolation: 'gvisor' }, image), new ReadyTimer({ env: process.env }, image));
+    const { ours, base } = await interleaved(new ReadyTimer({ env: process.env, engine: connectEngine(process.env), isolation: 'gvisor' }, image), new ReadyTimer({ env: process.env, engine: connectEngine(process.env) }, image));
     const bare = await interleaved(new BareRunTimer(image, ['--runtime=runsc']), new BareRunTimer(image, []));
     return [
       withRatio({ name: 'sandbox.ready.gvisor', value: ours, unit: 'ms', baseline: base, budget: '≤ 2×', note: `p50 of ${SAMPLES}; baseline the hardened runc sandbox (sandbox.ready's path)` }),

@@ -25,6 +25,7 @@ import { DEFAULT_LIMITS } from '../core/sandbox/driver';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager } from '../core/sandbox/sandbox';
 import { percentile, withRatio, type Benchmark, type BenchResult } from './harness';
+import { connectEngine } from '../core/sandbox/docker/engine';
 
 const run = promisify(execFile);
 const SAMPLES = Number(process.env.AIRLOCK_BENCH_SAMPLES ?? 7);
@@ -78,8 +79,8 @@ const execRoundtrip: Benchmark = {
   name: 'mcp.exec.roundtrip',
   requires: ['docker'],
   async run(): Promise<BenchResult[]> {
-    const { ref } = await ensureSandboxImage({ env: process.env });
-    const manager = new SandboxManager(new DockerDriver({ env: process.env }));
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
     const sandbox = await manager.create(spec(ref));
     const rig = await mcpRig();
     try {
@@ -110,8 +111,8 @@ function sandboxReady(name: string, cold: boolean): Benchmark {
     name,
     requires: ['docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage({ env: process.env });
-      const manager = new SandboxManager(new DockerDriver({ env: process.env }));
+      const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+      const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
       const rig = await mcpRig({ cold });
       try {
         const mcp: number[] = [];

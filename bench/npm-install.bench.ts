@@ -14,6 +14,7 @@ import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager } from '../core/sandbox/sandbox';
 import { newRunId } from '../contracts/ids';
 import { withRatio, type Benchmark, type BenchResult } from './harness';
+import { connectEngine } from '../core/sandbox/docker/engine';
 
 /** Stable, well-known dev tools; together about 300 packages. Exact versions: the same tree each run. */
 const PACKAGE_JSON = JSON.stringify(
@@ -59,8 +60,8 @@ export const benchmarks: Benchmark[] = [
     name: 'network.egress.npm_install',
     requires: ['docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage({ env: process.env });
-      const manager = new SandboxManager(new DockerDriver({ env: process.env }));
+      const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+      const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
       const runId = newRunId();
       const sandbox = await manager.create({ runId, image: ref, limits: { memoryBytes: 2 * 1024 ** 3, cpus: 2, pids: 1024 }, network: 'none' });
       try {

@@ -13,12 +13,13 @@ import { DockerDriver } from '../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS, type SandboxSpec } from '../core/sandbox/driver';
 import { ensureSandboxImage } from '../core/sandbox/image';
 import { SandboxManager } from '../core/sandbox/sandbox';
+import { connectEngine } from '../core/sandbox/docker/engine';
 
 const SAMPLES = Number(process.env.AIRLOCK_BENCH_SAMPLES ?? 7);
 
 let imagePromise: Promise<string> | undefined;
 function image(): Promise<string> {
-  imagePromise ??= ensureSandboxImage({ env: process.env }).then((r) => r.ref);
+  imagePromise ??= ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) }).then((r) => r.ref);
   return imagePromise;
 }
 
@@ -55,7 +56,7 @@ const p50 = (xs: number[]) => percentile(xs, 50);
  */
 async function measureReady(pool: boolean): Promise<{ ours: number; bare: number }> {
   const ref = await image();
-  const manager = new SandboxManager(new DockerDriver({ env: process.env }));
+  const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
   const base = spec(ref);
   if (pool) await manager.warm({ image: base.image, limits: base.limits, network: base.network }, 1);
   // Warm the engine's caches (image layers, node) once for both sides.
@@ -101,7 +102,7 @@ const roundtrip: Benchmark = {
   requires: ['docker'],
   async run(): Promise<BenchResult[]> {
     const ref = await image();
-    const manager = new SandboxManager(new DockerDriver({ env: process.env }));
+    const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
     const sandbox = await manager.create(spec(ref));
     try {
       const id = sandbox.info.id;
@@ -145,7 +146,7 @@ const wipe: Benchmark = {
   requires: ['docker'],
   async run(): Promise<BenchResult[]> {
     const ref = await image();
-    const driver = new DockerDriver({ env: process.env });
+    const driver = new DockerDriver({ env: process.env, engine: connectEngine(process.env) });
     const engine = (await driver.engine()).docker;
     const manager = new SandboxManager(driver);
     const ours: number[] = [];

@@ -81,7 +81,7 @@ export const benchmarks: Benchmark[] = [
     name: 'vm',
     requires: ['qemu', 'docker'],
     async run(): Promise<BenchResult[]> {
-      const { ref } = await ensureSandboxImage({ env: process.env });
+      const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
       const runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-bench-'));
       const engine = await connectEngine(process.env);
       const engineOf = async () => engine;
@@ -111,7 +111,7 @@ export const benchmarks: Benchmark[] = [
         // The first start makes the snapshot (boot to hello, save) and restores it: paid once per image version.
         const first = await measure(restored, spec, 1);
         const vm = await measure(restored, spec, RESTORE_SAMPLES);
-        const docker = await measure(new DockerDriver({ env: process.env }), spec, DOCKER_SAMPLES);
+        const docker = await measure(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }), spec, DOCKER_SAMPLES);
         const warm = await measureWarm(restored, spec);
         // A project environment's derived image: its disk and snapshot are made once per image (not timed).
         const derivedRef = (await deriveSandboxImage(engine.docker, { baseRef: PROJECT_BASE, airlockRef: ref, emit: () => undefined, what: PROJECT_BASE })).ref;

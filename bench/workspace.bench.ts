@@ -68,7 +68,7 @@ function sh(cmd: string, stdio: 'ignore' | 'pipe' = 'ignore', env: NodeJS.Proces
 
 let env: Promise<{ manager: SandboxManager; image: string }> | undefined;
 function sandboxes() {
-  env ??= (async () => ({ manager: new SandboxManager(new DockerDriver({ env: process.env })), image: (await ensureSandboxImage({ env: process.env })).ref }))();
+  env ??= (async () => ({ manager: new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) })), image: (await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) })).ref }))();
   return env;
 }
 

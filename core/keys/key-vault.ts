@@ -4,7 +4,7 @@ import { Emitter, type Event } from '../common/disposable';
 import { ChatgptSession } from './chatgpt-session';
 import { testConnection } from './connection-test';
 import { checkKeyFormat } from './key-format';
-import { OsKeychainBackend, type KeyBackend } from './keychain-backend';
+import { keyBackendOf, type KeyBackend, type KeychainAccess } from './keychain-backend';
 import type { ProviderCatalog } from './provider-catalog';
 import { Secret } from './secret';
 import { testChatgptSignin, testClaudeSubscription } from './subscription-test';
@@ -34,9 +34,9 @@ export class KeyVault {
 
   constructor(
     private readonly catalog: ProviderCatalog,
-    opts: { backend?: KeyBackend; service?: string } = {},
+    access: KeychainAccess,
   ) {
-    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+    this.backend = keyBackendOf(access);
   }
 
   /** Whether keys can be stored persistently; the message says how to fix it when not. */

@@ -48,9 +48,20 @@ async function guarded<T>(op: (signal: AbortSignal) => Promise<T>): Promise<T> {
   }
 }
 
-/** One keychain entry per provider under service `airlock` (keytar-compatible layout). */
+/**
+ * Where a store's secrets live: the OS keychain under the context's service (`AppContext.keychainService`),
+ * or, in a test, another backend. Never a default service: a store cannot open another keychain.
+ */
+export type KeychainAccess = { service: string } | { backend: KeyBackend };
+
+/** The backend of a `KeychainAccess`. */
+export function keyBackendOf(access: KeychainAccess): KeyBackend {
+  return 'backend' in access ? access.backend : new OsKeychainBackend(access.service);
+}
+
+/** One keychain entry per provider under the context's service (`airlock` by default; keytar-compatible layout). */
 export class OsKeychainBackend implements KeyBackend {
-  constructor(private readonly service = 'airlock') {}
+  constructor(private readonly service: string) {}
 
   async probe(): Promise<void> {
     // Reading an entry succeeds silently without a Secret Service; listing fails loudly, so probe with it.

@@ -6,7 +6,7 @@ import { pack } from 'tar-stream';
 import { AirlockError } from '../../contracts/errors';
 import { resourcePaths } from '../common/resources';
 import { BuildProgressParser, consumeBuildStream } from './build-progress';
-import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './docker/engine';
+import { engineConnectError, engineIdentity, statusCodeOf, type Engine } from './docker/engine';
 import type { EngineKind } from './docker/engine-endpoint';
 import { createContainerWithProfile, seccompSecurityOpt } from './docker/seccomp-profile';
 import type { ImageProgress } from './driver';
@@ -23,13 +23,14 @@ export function defaultResourcesDir(): string {
 }
 
 export interface EnsureImageOptions {
-  /** The host's environment, from the root: `AIRLOCK_SANDBOX_ARCH`, `AIRLOCK_SANDBOX_BASE_IMAGE`, `NODE_EXTRA_CA_CERTS`, and the engine when none is given. */
+  /** The host's environment, from the root: `AIRLOCK_SANDBOX_ARCH`, `AIRLOCK_SANDBOX_BASE_IMAGE`, `NODE_EXTRA_CA_CERTS`. */
   env: NodeJS.ProcessEnv;
   variant?: 'base' | 'agents';
   onProgress?: (p: ImageProgress) => void;
   /** A user-chosen image: not built, but checked for node/git/tar (IMAGE_INCOMPATIBLE otherwise). */
   image?: string;
-  engine?: Engine | Promise<Engine>;
+  /** The engine the root chose (the image is built where its sandboxes run). */
+  engine: Engine | Promise<Engine>;
   /** The files for /opt/airlock; default: the helper bundle plus the built-in agent bundle. */
   payload?: PayloadProvider;
   resourcesDir?: string;
@@ -152,7 +153,7 @@ const inFlight = new Map<string, Promise<EnsureImageResult>>();
  * has node, git and tar instead.
  */
 export async function ensureSandboxImage(opts: EnsureImageOptions): Promise<EnsureImageResult> {
-  const engine = (await opts.engine) ?? (await connectEngine(opts.env));
+  const engine = await opts.engine;
   const emit = opts.onProgress ?? (() => undefined);
   try {
     if (opts.image) {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AirlockError, toErrorInfo, type ErrorInfo } from '../../contracts/errors';
 import { ChannelClient } from '../channel/channel-client';
 import type { Disposable } from '../common/disposable';
-import { connectEngine, pingEngine, type Engine } from './docker/engine';
+import { pingEngine, type Engine } from './docker/engine';
 import type { ChannelStream, SandboxDriver, SandboxInfo, SandboxSpec, WipeProof } from './driver';
 import { LABEL_POOL } from './labels';
 import { ownerStatus } from '../common/process-alive';
@@ -432,14 +432,12 @@ export class SandboxManager implements Disposable {
   }
 }
 
-/** Whether a Docker-API engine answers; never throws. `env`: the root's environment (the engine is resolved from it when none is given). */
-export async function checkEngine(env: NodeJS.ProcessEnv, engine?: Engine): Promise<{ ok: boolean; version?: string; endpoint?: string; error?: ErrorInfo }> {
-  let e: Engine | undefined = engine;
+/** Whether the engine the root chose answers; never throws. `env`: the root's environment the engine was resolved from. */
+export async function checkEngine(env: NodeJS.ProcessEnv, engine: Engine): Promise<{ ok: boolean; version?: string; endpoint?: string; error?: ErrorInfo }> {
   try {
-    e ??= await connectEngine(env);
-    const v = await pingEngine(e, env);
-    return { ok: true, version: v.version, endpoint: e.endpoint.display };
+    const v = await pingEngine(engine, env);
+    return { ok: true, version: v.version, endpoint: engine.endpoint.display };
   } catch (err) {
-    return { ok: false, endpoint: e?.endpoint.display, error: toErrorInfo(err) };
+    return { ok: false, endpoint: engine.endpoint.display, error: toErrorInfo(err) };
   }
 }

@@ -14,6 +14,7 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
+import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const docker = await requirePrerequisite('docker');
 
@@ -90,7 +91,7 @@ describe.skipIf(!docker.ok)('idle connections closed for waiting ones at a servi
   let held: Array<{ socket: Socket; name: string }> = [];
 
   beforeAll(async () => {
-    manager = new SandboxManager(new DockerDriver({ env: process.env }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
     sandbox = await manager.create({ runId: testRunId(), image: await sandboxImage(), limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
     channel = sandbox.channel;
     // Like the egress proxy's tunnels: answers each request and never closes an idle connection itself.

@@ -19,6 +19,7 @@ import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { AirlockError } from '../../contracts/errors';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId } from './sandbox-support';
+import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const docker = await requirePrerequisite('docker');
 
@@ -100,7 +101,7 @@ describe.skipIf(!docker.ok)('the channel under a long session’s connections (s
   const totals = { connections: 0 };
 
   beforeAll(async () => {
-    manager = new SandboxManager(new DockerDriver({ env: process.env }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
     sandbox = await manager.create({ runId: testRunId(), image: await sandboxImage(), limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
     channel = sandbox.channel;
     // Short timeouts, so "the server closes first" and "idle" happen within the test.

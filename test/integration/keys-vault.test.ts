@@ -36,7 +36,7 @@ describe.skipIf(!keychain.ok)('KeyVault over the real Secret Service', () => {
     up = await startFakeUpstream({ expectedKey: KEY });
     catalog = new ProviderCatalog({ home });
     await catalog.add({ id: provider, baseUrl: `${up.url}/v1` });
-    vault = new KeyVault(catalog);
+    vault = new KeyVault(catalog, { service: 'airlock' });
   });
   afterAll(async () => {
     await vault.remove(provider).catch(() => undefined);
@@ -62,7 +62,7 @@ describe.skipIf(!keychain.ok)('KeyVault over the real Secret Service', () => {
     for (const f of await filesUnder(home)) expect(await readFile(f, 'utf8')).not.toContain(KEY);
 
     // A second vault (another process, the CLI) sees the same entry.
-    const other = new KeyVault(new ProviderCatalog({ home }));
+    const other = new KeyVault(new ProviderCatalog({ home }), { service: 'airlock' });
     const resolved = await other.resolve(provider);
     expect(resolved?.storage).toBe('keychain');
     expect(resolved?.secret.reveal()).toBe(KEY);
@@ -124,7 +124,7 @@ describe.skipIf(!keychain.ok)('KeyVault over the real Secret Service', () => {
     const child = `
       import { KeyVault } from ${JSON.stringify(path.join(repo, 'core/keys/key-vault.ts'))};
       import { ProviderCatalog } from ${JSON.stringify(path.join(repo, 'core/keys/provider-catalog.ts'))};
-      const vault = new KeyVault(new ProviderCatalog({ home: process.env.AIRLOCK_HOME }));
+      const vault = new KeyVault(new ProviderCatalog({ home: process.env.AIRLOCK_HOME }), { service: 'airlock' });
       const out = { status: await vault.status() };
       try { await vault.set('openai', process.env.PROBE_KEY); out.set = 'stored'; } catch (e) { out.set = { kind: e.kind, message: e.message }; }
       try { await vault.resolve('openai'); out.get = 'no error'; } catch (e) { out.get = e.kind; }

@@ -32,7 +32,7 @@ async function kindOf(p: Promise<unknown>): Promise<AirlockError> {
 }
 
 describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
-  const driver = new DockerDriver({ env: process.env });
+  const driver = new DockerDriver({ env: process.env, engine: connectEngine(process.env) });
   let engine: Docker;
   let image: string;
 
@@ -79,11 +79,11 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
 
   it('a DOCKER_HOST that points nowhere gives DOCKER_NOT_RUNNING with what to do', async () => {
     const env = { ...process.env, DOCKER_HOST: `unix://${path.join(tmpdir(), 'airlock-no-engine.sock')}` };
-    const bad = new DockerDriver({ env });
+    const bad = new DockerDriver({ env, engine: connectEngine(env) });
     const err = await kindOf(bad.list());
     expect(err.kind).toBe('DOCKER_NOT_RUNNING');
     expect(err.message).toMatch(/DOCKER_HOST/);
-    const tcp = new DockerDriver({ env: { ...process.env, DOCKER_HOST: 'tcp://127.0.0.1:1' } });
+    const tcp = new DockerDriver({ env: { ...process.env, DOCKER_HOST: 'tcp://127.0.0.1:1' }, engine: connectEngine({ ...process.env, DOCKER_HOST: 'tcp://127.0.0.1:1' }) });
     // An engine reached over the network: where, and that the link or the engine is down.
     const unreachable = await kindOf(tcp.create({ runId: testRunId(), image, limits: DEFAULT_LIMITS, network: 'none' }));
     expect(unreachable.kind).toBe('DOCKER_UNREACHABLE');
@@ -91,7 +91,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     const status = await checkEngine(env, await connectEngine(env));
     expect(status.ok).toBe(false);
     expect(status.error?.kind).toBe('DOCKER_NOT_RUNNING');
-    const good = await checkEngine(process.env);
+    const good = await checkEngine(process.env, await connectEngine(process.env));
     expect(good.ok).toBe(true);
     expect(good.version).toMatch(/^\d+\./);
   });
@@ -107,7 +107,8 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     await writeFile(
       probe,
       `import { DockerDriver } from ${JSON.stringify(driverPath)};\n` +
-        `try { await new DockerDriver({ env: process.env }).list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
+        `import { connectEngine } from ${JSON.stringify(driverPath.replace(/docker-driver\.ts$/, 'engine.ts'))};\n` +
+        `try { await new DockerDriver({ env: process.env, engine: connectEngine(process.env) }).list(); console.log(JSON.stringify({ kind: 'none' })); }\n` +
         `catch (e) { console.log(JSON.stringify({ kind: e.kind, message: e.message })); }\n`,
     );
     await chmod(dir, 0o755);
@@ -131,13 +132,13 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
 
   it('a user image without node is rejected with IMAGE_INCOMPATIBLE naming what is missing', async () => {
     // The seeded Debian base has tar but neither node nor git.
-    const err = await kindOf(ensureSandboxImage({ env: process.env, image: 'debian:bookworm-slim' }));
+    const err = await kindOf(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image: 'debian:bookworm-slim' }));
     expect(err.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(err.message).toMatch(/is missing node, git, which/);
     expect(await engine.listContainers({ all: true, filters: { label: ['airlock.kind=image-check'] } })).toEqual([]);
     // Airlock's own image passes the same check.
-    await expect(ensureSandboxImage({ env: process.env, image })).resolves.toEqual({ ref: image, built: false });
-    expect((await kindOf(ensureSandboxImage({ env: process.env, image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
+    await expect(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image })).resolves.toEqual({ ref: image, built: false });
+    expect((await kindOf(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
   });
 
   describe('image build failure', () => {
@@ -151,7 +152,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     it('gives IMAGE_BUILD_FAILED with the failing step and the tail of its output', async () => {
       const steps: string[] = [];
       const err = await kindOf(
-        ensureSandboxImage({ env: process.env,
+        ensureSandboxImage({ env: process.env, engine: connectEngine(process.env),
           resourcesDir: dir,
           payload: async () => ({ files: { 'helper.js': Buffer.from(`// ${Date.now()}`) }, hash: 'test' }),
           onProgress: (p) => {

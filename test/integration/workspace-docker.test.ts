@@ -17,6 +17,7 @@ import { cleanupTemps, fingerprint, git, gitRepo, tempDir, testGit } from '../su
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 import { sandboxImage, testRunId } from './sandbox-support';
+import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const docker = await requirePrerequisite('docker');
 
@@ -54,7 +55,7 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
 
   beforeAll(async () => {
     image = await sandboxImage();
-    manager = new SandboxManager(new DockerDriver({ env: process.env }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
   });
   afterAll(() => {
     manager?.dispose();

@@ -58,7 +58,7 @@ describe('stored files, damaged', () => {
   });
 
   it('egress-secrets.json (metadata only): named, not a JSON crash', async () => {
-    const store = new SecretStore({ home });
+    const store = new SecretStore({ home, service: 'airlock-test-unused' });
     await put(store.file, '{"version": 1, "secrets": [');
     await expect(store.list()).rejects.toMatchObject(damaged(store.file, 'not valid JSON'));
     await put(store.file, JSON.stringify({ version: 1, secrets: [{ name: 7 }] }));

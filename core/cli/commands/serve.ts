@@ -2,7 +2,6 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
-import { airlockHome } from '../../common/paths';
 import { parseStoredJson } from '../../common/stored-json';
 import type { AirlockServices } from '../../api/services';
 import type { AppContext } from '../../app-context';
@@ -12,6 +11,7 @@ import { defaultRendererDir, hasBuiltRenderer } from '../../host/renderer-dir';
 import { numberOption, parseCliArgs, positionalsExactly } from '../args';
 import { ExitCode, type CliCommand, type CliIo } from '../command';
 import { openInBrowser } from '../open-in-browser';
+import { withApp } from '../with-app';
 import { debugLog } from '../../common/debug-log';
 import { writeDurably } from '../../common/stored-file';
 
@@ -35,7 +35,7 @@ export function parseServeArgs(args: string[]): ServeOptions {
 
 export interface ServeDeps {
   /** The services over the command's shared pieces (`app`, made by `main` from `env`), when given. */
-  createServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices>;
+  createServices(env: NodeJS.ProcessEnv, app: AppContext): Promise<AirlockServices>;
   /**
    * Resolves when the server should stop (SIGINT/SIGTERM/SIGHUP by default); `done` is called once
    * everything is cleaned up, so signals arriving meanwhile can be answered instead of killing us.
@@ -47,10 +47,10 @@ export interface ServeDeps {
 }
 
 /** The real core (`core/app-services.ts`), loaded only when serving. */
-async function createCoreServices(env: NodeJS.ProcessEnv, app?: AppContext): Promise<AirlockServices> {
+async function createCoreServices(env: NodeJS.ProcessEnv, app: AppContext): Promise<AirlockServices> {
   const { createAirlockServices } = await import('../../app-services');
   // The user's browser on this machine, for an MCP server's sign-in page (the URL is checked first).
-  return createAirlockServices({ env, ...(app ? { app } : {}), openExternal: (url) => openInBrowser(url, env) });
+  return createAirlockServices({ env, app, openExternal: (url) => openInBrowser(url, env) });
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -119,48 +119,51 @@ export function createServeCommand(deps: ServeDeps): CliCommand {
         io.stderr.write(`airlock serve: no built UI in ${rendererDir}; run 'npm run build' (or 'npm start', which builds it) first\n`);
         return ExitCode.unavailable;
       }
-      // Listen for signals before anything is started: a Ctrl+C during startup must still clean up.
-      const stop = deps.untilStopped();
-      let host: HostServer | undefined;
-      let services: AirlockServices | undefined;
-      try {
-        services = await deps.createServices(io.env, io.app);
-        // `npm start` serves through us when Electron cannot start: name what the user actually ran.
-        const launchCommand = io.env.npm_lifecycle_event === 'start' ? 'npm start' : 'airlock serve';
-        const start = (port: number) => startHostServer({ router: createApiRouter(services as AirlockServices), rendererDir, port, launchCommand, ...(services?.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
-        const home = io.app?.home ?? airlockHome(io.env);
-        let note = '';
-        const last =
-          opts.port === undefined
-            ? await lastServePort(home).catch((err: unknown) => {
-                if (!(err instanceof AirlockError) || err.kind !== 'INVALID_INPUT') throw err;
-                note = `${err.message}\n`;
-                return undefined;
-              })
-            : undefined;
-        if (last !== undefined) {
-          host = await start(last).catch((err: NodeJS.ErrnoException) => {
-            if (err.code !== 'EADDRINUSE' && err.code !== 'EACCES') throw err;
-            note = `Port ${last}, used last time, is taken; serving on another one (choose with --port N).\n`;
-            return undefined;
-          });
-          if (host) note = `Same port as last time (${last}, kept for this data folder), with a new token: reload an open tab from the address below.\n`;
-        }
-        host ??= await start(opts.port ?? 0);
-        if (opts.port === undefined) await saveServePort(home, host.port);
-        io.stdout.write(`Airlock is running at ${host.url}\n${note}Open that URL (it carries this session's token). Ctrl+C stops it.\n`);
-        deps.onListening?.(host);
-        if (opts.open) (deps.openBrowser ?? ((url: string) => openInBrowser(url, io.env)))(host.url);
-        await stop.stopped;
-        return ExitCode.ok;
-      } finally {
+      // One context for the command line: the services and the remembered port share its data folder.
+      return withApp(io, async (app) => {
+        // Listen for signals before anything is started: a Ctrl+C during startup must still clean up.
+        const stop = deps.untilStopped();
+        let host: HostServer | undefined;
+        let services: AirlockServices | undefined;
         try {
-          await host?.close();
-          await services?.dispose();
+          services = await deps.createServices(io.env, app);
+          // `npm start` serves through us when Electron cannot start: name what the user actually ran.
+          const launchCommand = io.env.npm_lifecycle_event === 'start' ? 'npm start' : 'airlock serve';
+          const start = (port: number) => startHostServer({ router: createApiRouter(services as AirlockServices), rendererDir, port, launchCommand, ...(services?.onDidTerminalOutput ? { terminalOutput: services.onDidTerminalOutput } : {}) });
+          const home = app.home;
+          let note = '';
+          const last =
+            opts.port === undefined
+              ? await lastServePort(home).catch((err: unknown) => {
+                  if (!(err instanceof AirlockError) || err.kind !== 'INVALID_INPUT') throw err;
+                  note = `${err.message}\n`;
+                  return undefined;
+                })
+              : undefined;
+          if (last !== undefined) {
+            host = await start(last).catch((err: NodeJS.ErrnoException) => {
+              if (err.code !== 'EADDRINUSE' && err.code !== 'EACCES') throw err;
+              note = `Port ${last}, used last time, is taken; serving on another one (choose with --port N).\n`;
+              return undefined;
+            });
+            if (host) note = `Same port as last time (${last}, kept for this data folder), with a new token: reload an open tab from the address below.\n`;
+          }
+          host ??= await start(opts.port ?? 0);
+          if (opts.port === undefined) await saveServePort(home, host.port);
+          io.stdout.write(`Airlock is running at ${host.url}\n${note}Open that URL (it carries this session's token). Ctrl+C stops it.\n`);
+          deps.onListening?.(host);
+          if (opts.open) (deps.openBrowser ?? ((url: string) => openInBrowser(url, io.env)))(host.url);
+          await stop.stopped;
+          return ExitCode.ok;
         } finally {
-          stop.done();
+          try {
+            await host?.close();
+            await services?.dispose();
+          } finally {
+            stop.done();
+          }
         }
-      }
+      });
     },
   };
 }

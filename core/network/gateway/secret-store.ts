@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
 import { StoredFile } from '../../common/stored-file';
 import { parseStoredJson } from '../../common/stored-json';
-import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
+import { keyBackendOf, type KeyBackend, type KeychainAccess } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { normalizeHostPattern } from '../allowlist';
 import type { BrokeredSecret } from './credential-broker';
@@ -96,10 +96,10 @@ export class SecretStore {
   private readonly backend: KeyBackend;
   private readonly stored: StoredFile<z.infer<typeof StoreFile>>;
 
-  constructor(opts: { home: string; backend?: KeyBackend; service?: string }) {
+  constructor(opts: { home: string } & KeychainAccess) {
     this.file = path.join(opts.home, 'egress-secrets.json');
     this.stored = new StoredFile<z.infer<typeof StoreFile>>(this.file, { parse: (file, text) => parseStoredJson(StoreFile, file, text, 'fix or remove it (it holds no values; those stay in the keychain).'), empty: () => ({ version: 1, secrets: [] }) });
-    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+    this.backend = keyBackendOf(opts);
   }
 
   /** Stores (or replaces) a secret and its binding. The value goes to the keychain only. */

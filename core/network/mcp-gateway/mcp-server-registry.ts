@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { AirlockError } from '../../../contracts/errors';
 import { StoredFile } from '../../common/stored-file';
 import { parseStoredJson } from '../../common/stored-json';
-import { OsKeychainBackend, type KeyBackend } from '../../keys/keychain-backend';
+import { keyBackendOf, type KeyBackend, type KeychainAccess } from '../../keys/keychain-backend';
 import { Secret } from '../../keys/secret';
 import { hasOAuthTokens, McpOAuthSession, signInMcpServer } from './mcp-oauth';
 import { debugLog } from '../../common/debug-log';
@@ -124,10 +124,10 @@ export class McpServerRegistry {
   private readonly backend: KeyBackend;
   private readonly stored: StoredFile<z.infer<typeof StoreFile>>;
 
-  constructor(opts: { home: string; backend?: KeyBackend; service?: string }) {
+  constructor(opts: { home: string } & KeychainAccess) {
     this.file = path.join(opts.home, 'mcp-servers.json');
     this.stored = new StoredFile<z.infer<typeof StoreFile>>(this.file, { parse: (file, text) => parseStoredJson(StoreFile, file, text, 'fix or remove it (it holds no credentials; those stay in the keychain).'), empty: () => ({ version: 1, servers: [] }) });
-    this.backend = opts.backend ?? new OsKeychainBackend(opts.service ?? 'airlock');
+    this.backend = keyBackendOf(opts);
   }
 
   /** Adds (or replaces, dropping its rules and pins: it may be another server now) a server; the credential goes to the keychain only. */

@@ -9,7 +9,7 @@ import type { ChannelStream, IsolationKind, ResourceOwner, SandboxDriver, Sandbo
 import { LABEL_INSTALLATION, LABEL_KIND, LABEL_OWNER, LABEL_RUN, assertSafeRunId } from '../labels';
 import { HELPER_COMMAND, HELPER_USER, LOADER_PRELOAD_FILE, WORKSPACE_DIR, containerName, hardenedContainerConfig, sandboxVolumes, type ContainerConfigOptions } from './container-config';
 import { assertLimitsEnforced } from './engine-limits';
-import { connectEngine, engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
+import { engineConnectError, engineIdentity, statusCodeOf, type Engine } from './engine';
 import { describeEngine, type EngineIdentity } from './engine-endpoint';
 import { GVISOR_RUNTIME, assertGvisorRegistered } from './gvisor';
 import { ExecDemuxer, TextTail } from './exec-demux';
@@ -18,9 +18,9 @@ import { createContainerWithProfile } from './seccomp-profile';
 import { debugLog } from '../../common/debug-log';
 
 export interface DockerDriverOptions {
-  /** An engine to use; default: resolved from DOCKER_HOST / well-known sockets. */
-  engine?: Engine | Promise<Engine>;
-  /** The host's environment, from the root: the engine is resolved from it when none is given. */
+  /** The engine the root chose (`AppContext.connectEngine`: the settings, then `--engine-host`). */
+  engine: Engine | Promise<Engine>;
+  /** The host's environment, from the root (its reading decides whether a refused socket means "not installed"). */
   env: NodeJS.ProcessEnv;
   /** This installation's id, labelled on everything created (the reaper's test on shared engines). */
   installationId?: string;
@@ -91,14 +91,14 @@ export class DockerDriver implements SandboxDriver {
   readonly kind: IsolationKind;
   private readonly emitter = new Emitter<SandboxEvent>();
   readonly onDidEvent: Event<SandboxEvent> = this.emitter.event;
-  private enginePromise: Promise<Engine> | undefined;
+  private readonly enginePromise: Promise<Engine>;
   private resolved: Engine | undefined;
   /** The helper's stdio of containers started by this driver, until their first openChannel. */
   private readonly attached = new Map<string, { runId: string; socket: Duplex }>();
 
   constructor(private readonly opts: DockerDriverOptions) {
-    if (opts.engine) this.enginePromise = Promise.resolve(opts.engine);
-    this.enginePromise?.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
+    this.enginePromise = Promise.resolve(opts.engine);
+    this.enginePromise.catch(() => undefined); // handled where awaited; this only keeps it from being unhandled
     this.kind = opts.isolation === 'gvisor' ? 'gvisor' : 'docker';
   }
 
@@ -115,9 +115,8 @@ export class DockerDriver implements SandboxDriver {
     return { identity, engine: identity.kind, ...(this.kind === 'gvisor' ? { runtime: GVISOR_RUNTIME } : {}), ...(installation ? { installation } : {}) };
   }
 
-  /** The engine client (resolved once). */
+  /** The engine client the root gave. */
   engine(): Promise<Engine> {
-    this.enginePromise ??= connectEngine(this.opts.env);
     return this.enginePromise.then((e) => (this.resolved = e));
   }
 
