@@ -84,7 +84,9 @@ describe.skipIf(!docker.ok)('airlock mcp over stdio, driven by the official SDK 
     expect(created.excludedFiles.map((f) => f.path)).toContain('.env');
 
     const progress: string[] = [];
-    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: "echo out-$((6*7)); printf '\\033[31mred-mark\\033[0m\\n'; echo err >&2; cat README.md; env; exit 3" }, (m) => progress.push(m));
+    // The pause keeps the first line's progress note apart from the result: the SDK client drops a note
+    // that reaches it in the same read as its request's response (it handles the note a tick later).
+    const ran = await ok<{ exitCode: number; stdout: string; stderr: string; truncated: boolean }>(client, 'sandbox_exec', { sandboxId: id, command: "echo out-$((6*7)); sleep 2; printf '\\033[31mred-mark\\033[0m\\n'; echo err >&2; cat README.md; env; exit 3" }, (m) => progress.push(m));
     expect(ran.exitCode).toBe(3);
     expect(ran.stdout).toContain('out-42');
     expect(ran.stdout).toContain('# demo');
