@@ -59,7 +59,7 @@ export function keyBackendOf(access: KeychainAccess): KeyBackend {
   return 'backend' in access ? access.backend : new OsKeychainBackend(access.service);
 }
 
-/** One keychain entry per provider under the context's service (`airlock` by default; keytar-compatible layout). */
+/** One keychain entry per provider under the service given (the context's: `airlock` unless `AIRLOCK_KEYCHAIN_SERVICE` names another; keytar-compatible layout). */
 export class OsKeychainBackend implements KeyBackend {
   constructor(private readonly service: string) {}
 

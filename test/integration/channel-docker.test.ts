@@ -11,7 +11,7 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 /** The Node LTS line Airlock's image gives commands (resources/sandbox/Dockerfile). */
@@ -23,13 +23,13 @@ function p50(values: number[]): number {
 }
 
 describe.skipIf(!docker.ok)('the channel into a Docker sandbox', () => {
-  const driver = new DockerDriver({ env: process.env, engine: connectEngine(process.env) });
+  const driver = new DockerDriver({ env: process.env, engine: testEngine() });
   const runId = `chan-test-${randomBytes(4).toString('hex')}`;
   let sandboxId: string;
   let client: ChannelClient;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     const info = await driver.create({ runId, image: ref, limits: DEFAULT_LIMITS, network: 'none' });
     sandboxId = info.id;
     const t0 = performance.now();

@@ -13,8 +13,7 @@ import { IDLE_CLOSE_MS } from '../../core/channel/protocol';
 import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
-import { sandboxImage, testRunId } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -91,7 +90,7 @@ describe.skipIf(!docker.ok)('idle connections closed for waiting ones at a servi
   let held: Array<{ socket: Socket; name: string }> = [];
 
   beforeAll(async () => {
-    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
     sandbox = await manager.create({ runId: testRunId(), image: await sandboxImage(), limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
     channel = sandbox.channel;
     // Like the egress proxy's tunnels: answers each request and never closes an idle connection itself.

@@ -17,7 +17,6 @@ import type { SandboxDriver } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
 import { sandboxImage, testRunId, testEngine } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const docker = await requirePrerequisite('docker');
 const runsc = docker.ok ? await requirePrerequisite('runsc') : docker;
@@ -91,8 +90,8 @@ interface Way {
 }
 
 const WAYS: Way[] = [
-  { name: 'Docker (runc)', ok: docker.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env, engine: connectEngine(process.env) }), cleanup: async () => undefined }) },
-  { name: 'gVisor', ok: runsc.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env, engine: connectEngine(process.env), isolation: 'gvisor' }), cleanup: async () => undefined }) },
+  { name: 'Docker (runc)', ok: docker.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env, engine: testEngine() }), cleanup: async () => undefined }) },
+  { name: 'gVisor', ok: runsc.ok, driver: async () => ({ driver: new DockerDriver({ env: process.env, engine: testEngine(), isolation: 'gvisor' }), cleanup: async () => undefined }) },
   {
     name: 'QEMU VM',
     ok: qemu.ok,

@@ -18,8 +18,7 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { AirlockError } from '../../contracts/errors';
 import { requirePrerequisite } from '../support/prerequisites';
-import { sandboxImage, testRunId } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -101,7 +100,7 @@ describe.skipIf(!docker.ok)('the channel under a long session’s connections (s
   const totals = { connections: 0 };
 
   beforeAll(async () => {
-    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
     sandbox = await manager.create({ runId: testRunId(), image: await sandboxImage(), limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
     channel = sandbox.channel;
     // Short timeouts, so "the server closes first" and "idle" happen within the test.

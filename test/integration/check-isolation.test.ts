@@ -13,17 +13,17 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
 describe.skipIf(!docker.ok)('a check nobody in the sandbox can steer', () => {
-  const driver = new DockerDriver({ env: process.env, engine: connectEngine(process.env) });
+  const driver = new DockerDriver({ env: process.env, engine: testEngine() });
   const runId = `check-iso-${randomBytes(4).toString('hex')}`;
   let client: ChannelClient;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     const info = await driver.create({ runId, image: ref, limits: DEFAULT_LIMITS, network: 'none' });
     client = await ChannelClient.connect(await driver.openChannel(info.id));
     // A project whose test fails, as the check should find.

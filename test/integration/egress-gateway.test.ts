@@ -20,7 +20,7 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { GIT_HOST, OTHER_HOST, PRIVATE_PACKAGE, REGISTRY_HOST, startGitHttpsServer, type GitHttpsServer } from '../support/git-https-server';
 import { requirePrerequisite } from '../support/prerequisites';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 const keychain = await requirePrerequisite('keychain');
@@ -54,7 +54,7 @@ console.log(JSON.stringify({ hits, procs: fs.readdirSync('/proc').filter((p) => 
 `;
 
 describe.skipIf(!docker.ok || !keychain.ok)('egress gateway in a Docker sandbox (git and npm over intercepted HTTPS)', () => {
-  const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+  const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
   let sandbox: Sandbox;
   let server: GitHttpsServer;
   let home: string;
@@ -89,7 +89,7 @@ describe.skipIf(!docker.ok || !keychain.ok)('egress gateway in a Docker sandbox 
   };
 
   beforeAll(async () => {
-    const { ref: image } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref: image } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     server = await startGitHttpsServer(TOKEN);
     home = await mkdtemp(path.join(os.tmpdir(), 'airlock-egress-home-'));
     secrets = new SecretStore({ home, service });

@@ -34,7 +34,7 @@ import { cleanupTemps, gitRepo, tempDir, testGit } from '../support/workspace-fi
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
 import { HOSTILE_DOCKERFILE, HOSTILE_TOOLS, HOSTILE_TOOLS_DOCKERFILE, PROBE_DOCKERFILE, parseProbe, preloadDockerfile, probeBinary, testImage } from '../support/host-escape-images';
 import { derivedImage } from '../support/environment-images';
-import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant } from './sandbox-support';
+import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant, testEngine } from './sandbox-support';
 
 const VARIANTS = [...SANDBOX_VARIANTS, ...DERIVED_SANDBOX_VARIANTS];
 const available = new Map<string, PrerequisiteStatus>();
@@ -107,7 +107,7 @@ function handleSuite(variant: SandboxVariant): void {
 
     beforeAll(async () => {
       const chosen = await variant.engine();
-      const driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: chosen ?? connectEngine(process.env) });
+      const driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: chosen ?? testEngine() });
       manager = new SandboxManager(driver);
       const image = await (variant.image?.(chosen) ?? sandboxImage(chosen));
       sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
@@ -151,7 +151,7 @@ describe.skipIf(!docker)('a hostile project image runs no code as the helper (ru
   beforeAll(async () => {
     hostile = await testImage('hostile', HOSTILE_DOCKERFILE);
     const image = await derivedImage(hostile);
-    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
     sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
   });
 
@@ -191,7 +191,7 @@ describe.skipIf(!docker)('a hostile project image runs no code as the helper (ru
     await expect(deriveSandboxImage(d, { baseRef: preloaded, airlockRef, emit: () => undefined, what: 'the hostile image' })).rejects.toThrow(/\/etc\/ld\.so\.preload/);
     // An image given as it is (no derivation) is refused at create, before anything of it runs.
     const direct = await testImage('airlock-preload', preloadDockerfile(airlockRef));
-    const m = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    const m = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
     const runId = testRunId();
     try {
       await expect(m.create({ runId, image: direct, limits: LIMITS, network: 'none' })).rejects.toMatchObject({ kind: 'IMAGE_INCOMPATIBLE', message: expect.stringMatching(/\/etc\/ld\.so\.preload/) });
@@ -209,7 +209,7 @@ describe.skipIf(!docker)("a project image's own sh, git, tar, find and inotifywa
 
   beforeAll(async () => {
     const image = await derivedImage(await testImage('hostile-tools', HOSTILE_TOOLS_DOCKERFILE));
-    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
     sandbox = await manager.create({ runId: testRunId(), image, limits: LIMITS, network: 'none' });
   });
 

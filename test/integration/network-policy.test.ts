@@ -23,7 +23,7 @@ import { derivePreset, type PresetContext } from '../../core/network/presets';
 import { PreviewPorts } from '../../core/network/preview-ports';
 import { requirePrerequisite } from '../support/prerequisites';
 import { FAKE_PACKAGE, FAKE_REGISTRY_HOST, fakeRegistryProject, startFakeRegistry, type FakeRegistry } from '../support/run-fixture';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -70,7 +70,7 @@ async function hostListenAddresses(port: number): Promise<string[]> {
 }
 
 describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
-  const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+  const manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
   let image: string;
   let isolated: Sandbox;
   let policy: AppliedNetworkPolicy | undefined;
@@ -80,7 +80,7 @@ describe.skipIf(!docker.ok)('network policies in a Docker sandbox', () => {
   let presetContext: PresetContext;
 
   beforeAll(async () => {
-    ({ ref: image } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) }));
+    ({ ref: image } = await ensureSandboxImage({ env: process.env, engine: testEngine() }));
     registry = await startFakeRegistry();
     // The preset reads this machine's npm config (here a user .npmrc naming the fake registry); an
     // inherited registry variable would outrank it. A project's own .npmrc would only be shown (issue 12).

@@ -19,9 +19,8 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { DEFAULT_LIMITS } from '../../core/sandbox/driver';
 import { startFakeUpstream, type FakeUpstream } from '../fixtures/fake-upstream';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
-import { SANDBOX_VARIANTS, sandboxImage, type SandboxVariant } from './sandbox-support';
+import { SANDBOX_VARIANTS, sandboxImage, type SandboxVariant, testEngine } from './sandbox-support';
 import { enc, SEARCH_SCRIPT } from '../support/sandbox-search';
-import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const docker = await requirePrerequisite('docker');
 const keychain = docker.ok ? await requirePrerequisite('keychain') : docker;
@@ -97,7 +96,7 @@ describe.skipIf(!available.get(variant.name)?.ok || !keychain.ok)(`canary key th
     const { port: proxyPort } = await proxy.start();
 
     const engine = await variant.engine();
-    driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: engine ?? connectEngine(process.env) });
+    driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: engine ?? testEngine() });
     imageRef = await sandboxImage(engine);
     sandboxId = (await driver.create({ runId, image: imageRef, limits: DEFAULT_LIMITS, network: 'none' })).id;
     client = await ChannelClient.connect(await driver.openChannel(sandboxId));

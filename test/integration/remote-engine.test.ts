@@ -16,7 +16,7 @@ import { DockerDriver } from '../../core/sandbox/docker/docker-driver';
 import { AirlockError } from '../../contracts/errors';
 import { connectEngine, pingEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { SandboxManager } from '../../core/sandbox/sandbox';
-import { testRunId } from './sandbox-support';
+import { testRunId, testEngine } from './sandbox-support';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { requirePrerequisite } from '../support/prerequisites';
 import { startSshEngine, startTlsEngine, type SshEngine, type TlsEngine } from '../support/remote-engines';
@@ -317,7 +317,7 @@ describe.skipIf(!docker.ok || !sshd.ok || !openssl.ok)('remote engines over TLS 
         expect(await remoteLeftovers(remote, otherInstallation)).toHaveLength(1);
         expect(await remoteLeftovers(remote, unlabelled)).toHaveLength(1);
         // The same engine through its local socket is not shared: a process of this host that is gone is judged by its pid.
-        const local = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+        const local = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
         expect((await local.reapOrphans(mineOnly)).sort()).toEqual([otherInstallation, unlabelled].sort());
       } finally {
         for (const runId of [mine, otherInstallation, unlabelled]) await remote.docker.getVolume(`airlock-${runId}-workspace`).remove().catch(() => undefined);

@@ -15,8 +15,7 @@ import { gvisorHostPidsLimit } from '../../core/sandbox/docker/gvisor';
 import type { SandboxLimits } from '../../core/sandbox/driver';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite, type PrerequisiteStatus } from '../support/prerequisites';
-import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { DERIVED_SANDBOX_VARIANTS, SANDBOX_VARIANTS, sandboxImage, testRunId, type SandboxVariant, testEngine } from './sandbox-support';
 
 const available = new Map<string, PrerequisiteStatus>();
 const VARIANTS = [...SANDBOX_VARIANTS, ...DERIVED_SANDBOX_VARIANTS];
@@ -67,7 +66,7 @@ function hardeningSuite(variant: SandboxVariant): void {
 
     beforeAll(async () => {
       const chosen = await variant.engine();
-      driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: chosen ?? connectEngine(process.env) });
+      driver = new DockerDriver({ env: process.env, isolation: variant.isolation, engine: chosen ?? testEngine() });
       manager = new SandboxManager(driver);
       image = await (variant.image?.(chosen) ?? sandboxImage(chosen));
       engine = (await driver.engine()).docker;

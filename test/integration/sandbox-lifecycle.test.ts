@@ -17,7 +17,7 @@ import { ensureSandboxImage, pruneSandboxImages } from '../../core/sandbox/image
 import { SandboxManager, checkEngine } from '../../core/sandbox/sandbox';
 import { PROCESS_OWNER } from '../../core/common/process-alive';
 import { requirePrerequisite } from '../support/prerequisites';
-import { sandboxImage, testRunId } from './sandbox-support';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -32,7 +32,7 @@ async function kindOf(p: Promise<unknown>): Promise<AirlockError> {
 }
 
 describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
-  const driver = new DockerDriver({ env: process.env, engine: connectEngine(process.env) });
+  const driver = new DockerDriver({ env: process.env, engine: testEngine() });
   let engine: Docker;
   let image: string;
 
@@ -132,13 +132,13 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
 
   it('a user image without node is rejected with IMAGE_INCOMPATIBLE naming what is missing', async () => {
     // The seeded Debian base has tar but neither node nor git.
-    const err = await kindOf(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image: 'debian:bookworm-slim' }));
+    const err = await kindOf(ensureSandboxImage({ env: process.env, engine: testEngine(), image: 'debian:bookworm-slim' }));
     expect(err.kind).toBe('IMAGE_INCOMPATIBLE');
     expect(err.message).toMatch(/is missing node, git, which/);
     expect(await engine.listContainers({ all: true, filters: { label: ['airlock.kind=image-check'] } })).toEqual([]);
     // Airlock's own image passes the same check.
-    await expect(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image })).resolves.toEqual({ ref: image, built: false });
-    expect((await kindOf(ensureSandboxImage({ env: process.env, engine: connectEngine(process.env), image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
+    await expect(ensureSandboxImage({ env: process.env, engine: testEngine(), image })).resolves.toEqual({ ref: image, built: false });
+    expect((await kindOf(ensureSandboxImage({ env: process.env, engine: testEngine(), image: 'airlock-no-such-image:nope' }))).kind).toBe('NOT_FOUND');
   });
 
   describe('image build failure', () => {
@@ -152,7 +152,7 @@ describe.skipIf(!docker.ok)('sandbox lifecycle (real engine)', () => {
     it('gives IMAGE_BUILD_FAILED with the failing step and the tail of its output', async () => {
       const steps: string[] = [];
       const err = await kindOf(
-        ensureSandboxImage({ env: process.env, engine: connectEngine(process.env),
+        ensureSandboxImage({ env: process.env, engine: testEngine(),
           resourcesDir: dir,
           payload: async () => ({ files: { 'helper.js': Buffer.from(`// ${Date.now()}`) }, hash: 'test' }),
           onProgress: (p) => {

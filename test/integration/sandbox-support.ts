@@ -26,7 +26,7 @@ export function sandboxImage(engine?: Engine): Promise<string> {
   let image = images.get(key);
   if (!image) {
     image = ensureSandboxImage({ env: process.env,
-      engine: engine ?? connectEngine(process.env),
+      engine: engine ?? testEngine(),
       onProgress: (p) => {
         if (p.phase === 'build' && p.message.startsWith('step ')) console.log(`[image ${key}] ${p.message}`);
       },

@@ -18,7 +18,6 @@ import { ensureSandboxImage } from '../../core/sandbox/image';
 import { SandboxManager } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
 import { testEngine } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const qemu = await requirePrerequisite('qemu');
 const docker = qemu.ok ? await requirePrerequisite('docker') : qemu;
@@ -97,7 +96,7 @@ describe.skipIf(!qemu.ok)('VM accelerator probe on this machine', () => {
         await writeFile(qemuBinary, `#!/bin/sh\nfor a in "$@"; do case "$a" in *accel=kvm*) echo 'qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69' >&2; exit 1;; esac; done\nexec qemu-system-x86_64 "$@"\n`);
         await chmod(qemuBinary, 0o755);
       }
-      const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+      const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
       driver = new QemuDriver({ engine: testEngine, env: { ...process.env, AIRLOCK_VM_ACCEL: 'kvm' }, qemuBinary, paths: { runsDir }, diskBytes: 1024 ** 3 });
       manager = new SandboxManager(driver);
       const runId = `r-accel-${randomBytes(4).toString('hex')}`;

@@ -19,7 +19,6 @@ import { runFiles } from '../../core/sandbox/qemu/vm-paths';
 import { SandboxManager, type Sandbox } from '../../core/sandbox/sandbox';
 import { requirePrerequisite } from '../support/prerequisites';
 import { testEngine } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const qemu = await requirePrerequisite('qemu');
 // The VM's disk is made from the Docker image, so the engine is needed too.
@@ -46,7 +45,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('QEMU VM sandbox', () => {
     driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, onProgress: (m) => console.log(`[vm] ${m}`) });
     // Under CI a missing kernel/initramfs fails here (scripts/prepare-vm-assets.sh prepares them).
     await driver.checkAvailable();
-    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     imageRef = ref;
     manager = new SandboxManager(driver);
     const t0 = performance.now();

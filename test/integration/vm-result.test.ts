@@ -20,7 +20,6 @@ import { cleanupTemps, gitRepo, tempDir, testGit } from '../support/workspace-fi
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
 import { testEngine } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
 
 const qemu = await requirePrerequisite('qemu');
 const docker = qemu.ok ? await requirePrerequisite('docker') : qemu;
@@ -34,7 +33,7 @@ describe.skipIf(!qemu.ok || !docker.ok)('a hostile agent in a VM', () => {
     runsDir = await mkdtemp(path.join(os.tmpdir(), 'airlock-vm-result-'));
     const driver = new QemuDriver({ env: process.env, engine: testEngine, paths: { runsDir }, diskBytes: 1024 ** 3, accel: 'tcg' });
     await driver.checkAvailable();
-    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     manager = new SandboxManager(driver);
     sandbox = await manager.create({ runId: `r-vmres-${randomBytes(4).toString('hex')}`, image: ref, limits: { memoryBytes: 1024 ** 3, cpus: 1, pids: 512 }, network: 'none' });
   });

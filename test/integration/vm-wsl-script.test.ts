@@ -18,7 +18,7 @@ import { runTool } from '../../core/common/run-tool';
 import { wslHelperScript } from '../../core/sandbox/wsl/wsl-cli';
 import type { ChannelStream } from '../../core/sandbox/driver';
 import { requirePrerequisite } from '../support/prerequisites';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -29,7 +29,7 @@ describe.skipIf(!docker.ok)('WSL start script (Linux container standing in for t
   let share: string;
 
   beforeAll(async () => {
-    const { ref } = await ensureSandboxImage({ env: process.env, engine: connectEngine(process.env) });
+    const { ref } = await ensureSandboxImage({ env: process.env, engine: testEngine() });
     // Nothing added to the image: the app imports its files as they are (plus /etc files), so `ip` must be its own.
     // What WSL mounts into every distribution (/mnt/wsl, shared by all of them), with something another distribution left there.
     share = await mkdtemp(path.join(os.tmpdir(), 'airlock-wsl-share-'));

@@ -16,8 +16,7 @@ import { snapshotProject } from '../../core/workspace/snapshot';
 import { cleanupTemps, fingerprint, git, gitRepo, tempDir, testGit } from '../support/workspace-fixtures';
 import { requirePrerequisite } from '../support/prerequisites';
 import { expectGitSteeringRefused, expectPlantedRepoInert, gitSteeringMarker, gitSteeringPlantScript } from '../support/git-steering-attack';
-import { sandboxImage, testRunId } from './sandbox-support';
-import { connectEngine } from '../../core/sandbox/docker/engine';
+import { sandboxImage, testRunId, testEngine } from './sandbox-support';
 
 const docker = await requirePrerequisite('docker');
 
@@ -55,7 +54,7 @@ describe.skipIf(!docker.ok)('workspace in a real Docker sandbox', () => {
 
   beforeAll(async () => {
     image = await sandboxImage();
-    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: connectEngine(process.env) }));
+    manager = new SandboxManager(new DockerDriver({ env: process.env, engine: testEngine() }));
   });
   afterAll(() => {
     manager?.dispose();
