@@ -3,14 +3,14 @@ import { connectEngine, type Engine } from '../../core/sandbox/docker/engine';
 import { ensureSandboxImage } from '../../core/sandbox/image';
 import { podmanTestSocket, type Prerequisite } from '../support/prerequisites';
 
-/** A fresh run id in the format RunService uses. */
 let shared: Promise<Engine> | undefined;
-/** The engine tests use when they make a VM driver themselves (the app passes the one its settings chose). */
+/** The one engine handle tests give the drivers and image builds they make (the app passes the one its settings chose). */
 export function testEngine(): Promise<Engine> {
   shared ??= connectEngine(process.env);
   return shared;
 }
 
+/** A fresh run id in the format RunService uses. */
 export function testRunId(): string {
   return newRunId();
 }
